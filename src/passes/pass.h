@@ -1,0 +1,95 @@
+// The pass registry and manager (MLIR-style): passes register under a
+// kebab-case name, and any tool can run any pipeline with --passes=a,b,c.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/diagnostics.h"
+
+namespace tpu::hlo {
+class Module;
+}
+
+namespace tpu::passes {
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  virtual std::string_view name() const = 0;
+  // Returns true if the module changed; reports problems to `diags` (an
+  // error there stops the pipeline).
+  virtual bool run(hlo::Module& module, DiagnosticEngine& diags) = 0;
+};
+
+struct PassInfo {
+  std::string name;
+  std::string description;
+  std::function<std::unique_ptr<Pass>()> create;
+};
+
+class PassRegistry {
+ public:
+  static PassRegistry& global();
+  void add(PassInfo info);
+  const PassInfo* find(std::string_view name) const;
+  std::vector<const PassInfo*> all() const;  // sorted by name
+
+ private:
+  std::map<std::string, PassInfo, std::less<>> passes_;
+};
+
+// Static registration: `static passes::RegisterPass<MyPass> reg("my-pass", "does X");`
+// (libraries that hold passes must be linked whole, or call an explicit
+// register function from the tool; see registerAllPasses()).
+template <typename P>
+struct RegisterPass {
+  RegisterPass(std::string name, std::string description) {
+    PassRegistry::global().add({std::move(name), std::move(description), [] { return std::make_unique<P>(); }});
+  }
+};
+
+struct PassManagerOptions {
+  bool printIrAfterAll = false;  // to stderr, with a fixed banner
+  std::string printIrDir;        // numbered files NN-pass.hlo
+  bool timePasses = false;
+  bool verifyAfterEach = true;
+};
+
+struct PassTiming {
+  std::string name;
+  double seconds = 0;
+};
+
+class PassManager {
+ public:
+  using Printer = std::function<std::string(const hlo::Module&)>;
+  using Verifier = std::function<bool(const hlo::Module&, DiagnosticEngine&)>;
+
+  PassManager(PassManagerOptions options, Printer printer, Verifier verifier)
+      : options_(std::move(options)), printer_(std::move(printer)), verifier_(std::move(verifier)) {}
+
+  void add(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
+  // Parses "a,b,c" against the registry; reports unknown names.
+  bool addPipeline(std::string_view pipeline, DiagnosticEngine& diags);
+  size_t size() const { return passes_.size(); }
+
+  bool run(hlo::Module& module, DiagnosticEngine& diags);
+  const std::vector<PassTiming>& timings() const { return timings_; }
+  // "===---- Pass execution timing report ----===" table, like LLVM's.
+  std::string timingReport() const;
+
+ private:
+  PassManagerOptions options_;
+  Printer printer_;
+  Verifier verifier_;
+  std::vector<std::unique_ptr<Pass>> passes_;
+  std::vector<PassTiming> timings_;
+};
+
+}  // namespace tpu::passes

@@ -1,0 +1,114 @@
+// Little-endian byte streams for the binary encodings (.hlob, .tpu). The
+// reader never reads past its end: every accessor checks bounds and records
+// the first failure with its byte offset, so hostile input cannot crash us.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace tpu {
+
+class ByteWriter {
+ public:
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u16(uint16_t v) { fixed(v, 2); }
+  void u32(uint32_t v) { fixed(v, 4); }
+  void u64(uint64_t v) { fixed(v, 8); }
+  void f32(float v) { uint32_t b; std::memcpy(&b, &v, 4); u32(b); }
+  void f64(double v) { uint64_t b; std::memcpy(&b, &v, 8); u64(b); }
+  // LEB128 unsigned and zig-zag signed varints.
+  void uvar(uint64_t v) {
+    while (v >= 0x80) { u8(static_cast<uint8_t>(v | 0x80)); v >>= 7; }
+    u8(static_cast<uint8_t>(v));
+  }
+  void svar(int64_t v) { uvar((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void str(std::string_view s) { uvar(s.size()); bytes(s); }
+  void bytes(std::string_view s) { out_.append(s.data(), s.size()); }
+
+  const std::string& data() const { return out_; }
+  std::string take() { return std::move(out_); }
+  size_t size() const { return out_.size(); }
+
+ private:
+  void fixed(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  std::string out_;
+};
+
+class ByteReader {
+ public:
+  // `base` is added to offsets in error messages (position of this slice in the file).
+  explicit ByteReader(std::string_view data, size_t base = 0) : data_(data), base_(base) {}
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+  size_t errorOffset() const { return errorOffset_; }
+  size_t offset() const { return base_ + pos_; }
+  size_t remaining() const { return data_.size() - pos_; }
+  bool atEnd() const { return pos_ >= data_.size(); }
+
+  // Records the first failure only; later reads return zeros.
+  void fail(std::string message) {
+    if (error_.empty()) { error_ = std::move(message); errorOffset_ = offset(); }
+    pos_ = data_.size();
+  }
+
+  uint8_t u8() { return static_cast<uint8_t>(fixed(1)); }
+  uint16_t u16() { return static_cast<uint16_t>(fixed(2)); }
+  uint32_t u32() { return static_cast<uint32_t>(fixed(4)); }
+  uint64_t u64() { return fixed(8); }
+  float f32() { uint32_t b = u32(); float v; std::memcpy(&v, &b, 4); return v; }
+  double f64() { uint64_t b = u64(); double v; std::memcpy(&v, &b, 8); return v; }
+  uint64_t uvar() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (atEnd()) { fail("unexpected end of data in varint"); return 0; }
+      uint8_t b = static_cast<uint8_t>(data_[pos_++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    fail("varint is too long");
+    return 0;
+  }
+  int64_t svar() { uint64_t u = uvar(); return static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1)); }
+  // A count that must not exceed what could possibly remain (each element
+  // takes at least `minBytesEach` bytes): stops hostile sizes before allocation.
+  uint64_t count(size_t minBytesEach = 1) {
+    size_t at = offset();
+    uint64_t n = uvar();
+    if (ok() && minBytesEach && n > remaining() / minBytesEach) {
+      error_ = "count " + std::to_string(n) + " exceeds the remaining data";
+      errorOffset_ = at;
+      pos_ = data_.size();
+      return 0;
+    }
+    return n;
+  }
+  std::string_view bytes(size_t n) {
+    if (n > remaining()) { fail("unexpected end of data"); return {}; }
+    std::string_view s = data_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  std::string str() { uint64_t n = count(1); return std::string(bytes(n)); }
+
+ private:
+  uint64_t fixed(int n) {
+    if (remaining() < static_cast<size_t>(n)) { fail("unexpected end of data"); return 0; }
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(data_[pos_ + i])) << (8 * i);
+    pos_ += n;
+    return v;
+  }
+
+  std::string_view data_;
+  size_t base_;
+  size_t pos_ = 0;
+  std::string error_;
+  size_t errorOffset_ = 0;
+};
+
+}  // namespace tpu

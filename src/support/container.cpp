@@ -1,0 +1,119 @@
+#include "support/container.h"
+
+#include <zstd.h>
+
+#include <cstring>
+
+#include "support/bytes.h"
+
+namespace tpu {
+
+namespace {
+
+struct Crc32Table {
+  uint32_t entries[256];
+  constexpr Crc32Table() : entries() {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      entries[i] = c;
+    }
+  }
+};
+constexpr Crc32Table kCrcTable;
+
+// Decompressed payloads larger than this are refused: a hostile header must
+// not make us allocate without bound.
+constexpr uint64_t kMaxPayload = uint64_t{4} << 30;
+
+}  // namespace
+
+uint32_t crc32(std::string_view data, uint32_t seed) {
+  uint32_t c = ~seed;
+  for (unsigned char b : data) c = kCrcTable.entries[(c ^ b) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+bool hasMagic(std::string_view data, const Magic& magic) {
+  return data.size() >= magic.size() && std::memcmp(data.data(), magic.data(), magic.size()) == 0;
+}
+
+std::string packContainer(const Magic& magic, ContainerVersion version, std::string_view payload,
+                          int zstdLevel) {
+  std::string stored;
+  uint32_t flags = 0;
+  if (zstdLevel > 0) {
+    stored.resize(ZSTD_compressBound(payload.size()));
+    size_t n = ZSTD_compress(stored.data(), stored.size(), payload.data(), payload.size(), zstdLevel);
+    if (!ZSTD_isError(n)) {
+      stored.resize(n);
+      flags |= 1;
+    } else {
+      stored.assign(payload);
+    }
+  } else {
+    stored.assign(payload);
+  }
+  ByteWriter w;
+  w.bytes(std::string_view(magic.data(), magic.size()));
+  w.u16(version.major);
+  w.u16(version.minor);
+  w.u32(flags);
+  w.u64(payload.size());
+  w.u64(stored.size());
+  w.u32(crc32(stored));
+  w.u32(crc32(w.data()));
+  w.bytes(stored);
+  return w.take();
+}
+
+std::optional<UnpackedContainer> unpackContainer(const SourceFile& file, const Magic& magic,
+                                                 uint16_t supportedMajor, std::string_view formatName,
+                                                 DiagnosticEngine& diags) {
+  std::string_view data = file.contents();
+  auto fail = [&](size_t offset, std::string message) -> std::optional<UnpackedContainer> {
+    diags.error(SourceLocation{&file, offset}, std::move(message));
+    return std::nullopt;
+  };
+  if (!hasMagic(data, magic)) return fail(0, fmt::format("not a {} file (bad magic number)", formatName));
+  if (data.size() < kContainerHeaderSize)
+    return fail(data.size(), fmt::format("truncated {} header: {} of {} bytes", formatName, data.size(),
+                                         kContainerHeaderSize));
+  ByteReader r(data.substr(0, kContainerHeaderSize));
+  r.bytes(magic.size());
+  UnpackedContainer out;
+  out.version.major = r.u16();
+  out.version.minor = r.u16();
+  uint32_t flags = r.u32();
+  uint64_t rawSize = r.u64();
+  uint64_t storedSize = r.u64();
+  uint32_t payloadCrc = r.u32();
+  uint32_t headerCrc = r.u32();
+  if (headerCrc != crc32(data.substr(0, 36))) return fail(36, "header checksum mismatch (file is corrupted)");
+  if (out.version.major > supportedMajor || out.version.major == 0)
+    return fail(8, fmt::format("unsupported {} format version {}.{} (this build reads {}.x)", formatName,
+                               out.version.major, out.version.minor, supportedMajor));
+  if (flags & ~1u) return fail(12, fmt::format("unknown header flags 0x{:x}", flags));
+  if (storedSize != data.size() - kContainerHeaderSize)
+    return fail(24, fmt::format("payload size is {} bytes but the file holds {} (truncated or padded file)",
+                                storedSize, data.size() - kContainerHeaderSize));
+  std::string_view stored = data.substr(kContainerHeaderSize);
+  if (crc32(stored) != payloadCrc) return fail(32, "payload checksum mismatch (file is corrupted)");
+  if (rawSize > kMaxPayload) return fail(16, fmt::format("payload size {} is too large", rawSize));
+  if (flags & 1) {
+    unsigned long long frameSize = ZSTD_getFrameContentSize(stored.data(), stored.size());
+    if (frameSize != rawSize)
+      return fail(kContainerHeaderSize, "compressed payload does not match the header's size");
+    out.payload.resize(rawSize);
+    size_t n = ZSTD_decompress(out.payload.data(), out.payload.size(), stored.data(), stored.size());
+    if (ZSTD_isError(n) || n != rawSize)
+      return fail(kContainerHeaderSize, fmt::format("cannot decompress payload: {}",
+                                                    ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch"));
+  } else {
+    if (rawSize != storedSize) return fail(16, "uncompressed payload size mismatch");
+    out.payload.assign(stored);
+  }
+  return out;
+}
+
+}  // namespace tpu

@@ -1,0 +1,121 @@
+#include "support/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+namespace tpu {
+
+namespace {
+
+bool readAll(int fd, std::string& out) {
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) return true;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    out.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+bool writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<SourceFile> readInputFile(const std::string& path, DiagnosticEngine& diags) {
+  std::string contents;
+  if (path == "-") {
+    if (!readAll(STDIN_FILENO, contents)) {
+      diags.error(fmt::format("cannot read standard input: {}", std::strerror(errno)), "<stdin>");
+      return nullptr;
+    }
+    return std::make_unique<SourceFile>("<stdin>", std::move(contents));
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    diags.error(fmt::format("cannot open file: {}", std::strerror(errno)), path);
+    return nullptr;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    diags.error("is a directory, not a file", path);
+    return nullptr;
+  }
+  if (st.st_size > 0) contents.reserve(static_cast<size_t>(st.st_size));
+  bool ok = readAll(fd, contents);
+  int savedErrno = errno;
+  ::close(fd);
+  if (!ok) {
+    diags.error(fmt::format("cannot read file: {}", std::strerror(savedErrno)), path);
+    return nullptr;
+  }
+  return std::make_unique<SourceFile>(path, std::move(contents));
+}
+
+bool writeOutputFile(const std::string& path, std::string_view data, DiagnosticEngine& diags) {
+  if (path == "-") {
+    // A closed pipe must be an error we report, not a silent SIGPIPE death.
+    std::signal(SIGPIPE, SIG_IGN);
+    std::fflush(stdout);
+    if (!writeAll(STDOUT_FILENO, data)) {
+      diags.error(fmt::format("cannot write standard output: {}", std::strerror(errno)), "<stdout>");
+      return false;
+    }
+    return true;
+  }
+  // The temp file lives beside the target so rename() stays on one filesystem.
+  std::string tempPath = path + ".tmp-XXXXXX";
+  int fd = ::mkstemp(tempPath.data());
+  if (fd < 0) {
+    diags.error(fmt::format("cannot create output file: {}", std::strerror(errno)), path);
+    return false;
+  }
+  bool ok = writeAll(fd, data);
+  int savedErrno = errno;
+  if (ok && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
+    ok = false;
+    savedErrno = errno;
+  }
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    savedErrno = errno;
+  }
+  if (ok) {
+    // mkstemp creates 0600; give the file the usual permissions.
+    mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::chmod(tempPath.c_str(), 0666 & ~mask);
+    if (::rename(tempPath.c_str(), path.c_str()) != 0) {
+      ok = false;
+      savedErrno = errno;
+    }
+  }
+  if (!ok) {
+    ::unlink(tempPath.c_str());
+    diags.error(fmt::format("cannot write output file: {}", std::strerror(savedErrno)), path);
+  }
+  return ok;
+}
+
+bool stdoutIsTerminal() { return ::isatty(STDOUT_FILENO) != 0; }
+
+}  // namespace tpu

@@ -1,0 +1,156 @@
+#include "support/tool.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+
+#include "support/file_io.h"
+
+namespace tpu {
+
+std::string_view toolVersion() { return "0.1.0"; }
+
+namespace {
+
+bool endsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+}  // namespace
+
+Tool::Tool(ToolSpec spec) : spec_(std::move(spec)) {
+  app_ = std::make_unique<CLI::App>(spec_.summary, spec_.name);
+  CLI::App& app = *app_;
+  app.set_version_flag("--version", fmt::format("{} (tpu-tools) {}", spec_.name, toolVersion()));
+  if (!spec_.examples.empty()) app.footer("Examples:\n" + spec_.examples);
+  app.get_formatter()->column_width(34);
+
+  app.add_option("input", options_.input, "Input file ('-' for standard input)")
+      ->capture_default_str();
+  if (spec_.writesOutput) {
+    app.add_option("-o,--output", options_.output, "Output file ('-' for standard output)")
+        ->capture_default_str();
+    app.add_flag("-f,--force", options_.force, "Write binary output even to a terminal");
+    if (!spec_.emitKinds.empty()) {
+      std::vector<std::string> kinds;
+      std::string_view rest = spec_.emitKinds;
+      while (!rest.empty()) {
+        size_t bar = rest.find('|');
+        kinds.emplace_back(rest.substr(0, bar));
+        rest = bar == std::string_view::npos ? std::string_view{} : rest.substr(bar + 1);
+      }
+      app.add_option("--emit", options_.emit, "Output encoding: " + spec_.emitKinds)
+          ->check(CLI::IsMember(kinds));
+    }
+  }
+  if (spec_.runsPasses) {
+    app.add_option("--passes", options_.passes, "Comma-separated pass pipeline to run");
+    app.add_flag("--list-passes", options_.listPasses, "List the registered passes and exit");
+    app.add_flag("--print-ir-after-all", options_.printIrAfterAll,
+                 "Print the IR to stderr after every pass");
+    app.add_option("--print-ir-dir", options_.printIrDir,
+                   "Write the IR after every pass into numbered files in DIR");
+    app.add_flag("--time-passes", options_.timePasses, "Report the time each pass takes (stderr)");
+  }
+  if (spec_.usesTarget) {
+    app.add_option("--target", options_.target, "Target chip: a name (v4, v5e) or a JSON file")
+        ->capture_default_str();
+  }
+  if (spec_.hasStats) {
+    app.add_option("--stats", options_.stats, "Print statistics: text (default) or json")
+        ->expected(0, 1)
+        ->default_str("text")
+        ->check(CLI::IsMember({"text", "json"}));
+    app.add_option("--stats-file", options_.statsFile, "Write statistics to FILE instead of stderr");
+  }
+  app.add_option("--diagnostics-format", options_.diagnosticsFormat, "Diagnostics as text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--color", options_.color, "Colour diagnostics: auto, always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+}
+
+Tool::~Tool() = default;
+
+bool Tool::colorEnabled() const {
+  if (options_.color == "always") return true;
+  if (options_.color == "never") return false;
+  const char* noColor = std::getenv("NO_COLOR");
+  if (noColor && *noColor) return false;
+  return ::isatty(STDERR_FILENO) != 0;
+}
+
+DiagnosticFormat Tool::diagnosticFormat() const {
+  return options_.diagnosticsFormat == "json" ? DiagnosticFormat::Json : DiagnosticFormat::Text;
+}
+
+int Tool::run(int argc, char** argv, const std::function<int(Tool&)>& body) {
+  try {
+    app_->parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app_->exit(e) == 0 ? kExitSuccess : kExitUsage;
+  } catch (const CLI::CallForAllHelp& e) {
+    return app_->exit(e) == 0 ? kExitSuccess : kExitUsage;
+  } catch (const CLI::CallForVersion& e) {
+    app_->exit(e);
+    return kExitSuccess;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", spec_.name.c_str(), e.what());
+    std::fprintf(stderr, "Run with --help for more information.\n");
+    return kExitUsage;
+  }
+  // --stats with no value means text (CLI11 leaves the default string).
+  if (spec_.hasStats && app_->count("--stats") && options_.stats.empty()) options_.stats = "text";
+  if (!options_.statsFile.empty() && options_.stats.empty()) options_.stats = "text";
+
+  bool color = colorEnabled();
+  DiagnosticFormat format = diagnosticFormat();
+  std::string toolName = spec_.name;
+  diags_.setConsumer([color, format](const Diagnostic& d) {
+    std::string text = formatDiagnostic(d, format, color);
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+  });
+  try {
+    int code = body(*this);
+    if (code == kExitSuccess && diags_.hasErrors()) code = kExitFailure;
+    return code;
+  } catch (const std::bad_alloc&) {
+    diags_.error("out of memory", spec_.name);
+  } catch (const std::exception& e) {
+    diags_.error(fmt::format("internal error: {}", e.what()), spec_.name);
+  }
+  return kExitFailure;
+}
+
+std::unique_ptr<SourceFile> Tool::readInput() { return readInput(options_.input); }
+
+std::unique_ptr<SourceFile> Tool::readInput(const std::string& path) {
+  return readInputFile(path, diags_);
+}
+
+bool Tool::wantsBinary(std::string_view binaryExtension) const {
+  if (options_.emit == "binary") return true;
+  if (!options_.emit.empty()) return false;
+  return endsWith(options_.output, binaryExtension);
+}
+
+bool Tool::writeOutput(std::string_view data, bool binary) {
+  if (binary && options_.output == "-" && !options_.force && stdoutIsTerminal()) {
+    diags_.error("refusing to write binary output to a terminal; use -o FILE or -f", spec_.name);
+    return false;
+  }
+  return writeOutputFile(options_.output, data, diags_);
+}
+
+bool Tool::writeStats(std::string_view rendered) {
+  if (!options_.statsFile.empty()) return writeOutputFile(options_.statsFile, rendered, diags_);
+  std::fwrite(rendered.data(), 1, rendered.size(), stderr);
+  std::fflush(stderr);
+  return true;
+}
+
+}  // namespace tpu
