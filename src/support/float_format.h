@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace tpu {
@@ -40,10 +41,16 @@ struct FloatFormatInfo {
 };
 
 const FloatFormatInfo& floatFormatInfo(FloatFormat format);
+// By XLA spelling ("bf16", "f8e4m3fn", ...).
+std::optional<FloatFormat> floatFormatFromName(std::string_view name);
+// Whether `bits` (low totalBits used) is a NaN of the format.
+bool isNaNBits(FloatFormat format, uint32_t bits);
 
 // Rounds to nearest even. Overflow: infinity where the format has one;
 // otherwise NaN where it has one (XLA's convert semantics for *fn types);
-// otherwise the largest finite value. NaN input gives the format's NaN.
+// otherwise the largest finite value. NaN input gives the format's NaN
+// (formats without NaN: the sign-only pattern, as ml_dtypes does).
+// f8e8m0fnu: negative/NaN/inf/overflow give 0xFF, zero and tiny give 0x00.
 uint32_t encodeFloat(FloatFormat format, double value);
 double decodeFloat(FloatFormat format, uint32_t bits);
 
