@@ -1,0 +1,160 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "eval/elementwise.h"
+#include "eval/gemm.h"
+#include "eval/rng.h"
+#include "eval/strided.h"
+
+namespace tpu::eval {
+namespace {
+
+TEST(Gemm, MatchesNaiveSequentialSumBitExactly) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (auto [m, n, k] : {std::tuple{1, 1, 1}, {7, 13, 300}, {50, 33, 17}, {97, 129, 513}, {0, 4, 3}, {3, 4, 0}}) {
+    std::vector<float> a(m * k), b(k * n), c(m * n, 99.0f);
+    for (auto& x : a) x = dist(gen);
+    for (auto& x : b) x = dist(gen);
+    // B transposed in memory: b[k][j] stored at bt[j*k + kk].
+    std::vector<float> bt(k * n);
+    for (int kk = 0; kk < k; ++kk)
+      for (int j = 0; j < n; ++j) bt[j * k + kk] = b[kk * n + j];
+    gemm(m, n, k, a.data(), k, 1, bt.data(), 1, k, c.data(), n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        float acc = 0;
+        for (int kk = 0; kk < k; ++kk) acc += a[i * k + kk] * b[kk * n + j];
+        ASSERT_EQ(c[i * n + j], acc) << m << "x" << n << "x" << k << " at " << i << "," << j;
+      }
+  }
+}
+
+TEST(Gemm, DoublePrecision) {
+  int m = 19, n = 23, k = 600;
+  std::vector<double> a(m * k), b(k * n), c(m * n);
+  for (int i = 0; i < m * k; ++i) a[i] = std::sin(i);
+  for (int i = 0; i < k * n; ++i) b[i] = std::cos(i);
+  gemm(m, n, k, a.data(), k, 1, b.data(), n, 1, c.data(), n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int kk = 0; kk < k; ++kk) acc += a[i * k + kk] * b[kk * n + j];
+      ASSERT_EQ(c[i * n + j], acc);
+    }
+}
+
+TEST(Strided, TransposeReverseBroadcast) {
+  std::vector<int32_t> in(24);
+  for (int i = 0; i < 24; ++i) in[i] = i;
+  // transpose [2,3,4] -> [4,2,3] (perm {2,0,1})
+  std::vector<int64_t> dims = {4, 2, 3};
+  std::vector<int64_t> inStrides = {1, 12, 4};
+  std::vector<int32_t> out(24);
+  auto outStrides = rowMajorStrides(dims);
+  stridedCopy(4, dims, in.data(), 0, inStrides, out.data(), 0, outStrides);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(out[a * 6 + b * 3 + c], in[b * 12 + c * 4 + a]);
+  // reverse dim 1 of [2,12]
+  std::vector<int64_t> d2 = {2, 12};
+  std::vector<int64_t> rs = {12, -1};
+  std::vector<int64_t> os = {12, 1};
+  stridedCopy(4, d2, in.data(), 11, rs, out.data(), 0, os);
+  EXPECT_EQ(out[0], 11);
+  EXPECT_EQ(out[13], 22);
+  // broadcast a scalar with zero strides, 3-byte elements
+  std::vector<uint8_t> v = {1, 2, 3}, o(3 * 6);
+  std::vector<int64_t> bd = {2, 3}, zs = {0, 0}, bs = {3, 1};
+  stridedCopy(3, bd, v.data(), 0, zs, o.data(), 0, bs);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(o[3 * i + 2], 3);
+}
+
+TEST(Rng, KnownAnswers) {
+  // Random123 known-answer vectors.
+  EXPECT_EQ(threefry2x32({0, 0}, {0, 0}), (std::array<uint32_t, 2>{0x6b200159, 0x99ba4efe}));
+  EXPECT_EQ(threefry2x32({0x13198a2e, 0x03707344}, {0x243f6a88, 0x85a308d3}),
+            (std::array<uint32_t, 2>{0xc4923a9c, 0x483df7a0}));
+  EXPECT_EQ(philox4x32({0, 0}, {0, 0, 0, 0}), (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(philox4x32({~0u, ~0u}, {~0u, ~0u, ~0u, ~0u}),
+            (std::array<uint32_t, 4>{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  uint64_t state[2] = {5, 10}, next[2];
+  uint32_t out[5];
+  ASSERT_TRUE(rngBitGenerator(RngAlgorithm::ThreeFry, state, next, out, 5, 4));
+  EXPECT_EQ(next[0], 5u);
+  EXPECT_EQ(next[1], 13u);  // three blocks of two words
+  auto b = threefry2x32({5, 0}, {11, 0});
+  EXPECT_EQ(out[2], b[0]);
+  EXPECT_EQ(out[3], b[1]);
+  uint64_t bad[1] = {0};
+  EXPECT_FALSE(rngBitGenerator(RngAlgorithm::ThreeFry, bad, bad, out, 1, 4));
+}
+
+TEST(Elementwise, IntegerEdgeCases) {
+  int32_t a[] = {7, -7, std::numeric_limits<int32_t>::min(), 5, 1, -1};
+  int32_t b[] = {0, 2, -1, -1, 40, 31};
+  int32_t o[6];
+  ASSERT_TRUE(binaryKernel(BinaryOp::Div, KType::S32, a, b, o, 6, 32));
+  EXPECT_EQ(o[0], -1);
+  EXPECT_EQ(o[1], -3);
+  EXPECT_EQ(o[2], std::numeric_limits<int32_t>::min());
+  ASSERT_TRUE(binaryKernel(BinaryOp::Rem, KType::S32, a, b, o, 6, 32));
+  EXPECT_EQ(o[0], 7);
+  EXPECT_EQ(o[1], -1);
+  EXPECT_EQ(o[2], 0);
+  ASSERT_TRUE(binaryKernel(BinaryOp::Shl, KType::S32, a, b, o, 6, 32));
+  EXPECT_EQ(o[4], 0);
+  EXPECT_EQ(o[5], std::numeric_limits<int32_t>::min());
+  ASSERT_TRUE(binaryKernel(BinaryOp::Shra, KType::S32, a, b, o, 6, 32));
+  EXPECT_EQ(o[4], 0);
+  EXPECT_EQ(o[5], -1);
+  ASSERT_TRUE(binaryKernel(BinaryOp::Pow, KType::S32, b, b, o, 6, 32));
+  EXPECT_EQ(o[0], 1);   // 0^0
+  EXPECT_EQ(o[2], -1);  // (-1)^-1
+  int8_t s4[] = {-8, 7, -1};
+  int8_t s4b[] = {1, 1, 1};
+  int8_t s4o[3];
+  ASSERT_TRUE(binaryKernel(BinaryOp::Sub, KType::S8, s4, s4b, s4o, 3, 4));
+  truncateIntKernel(KType::S8, s4o, 3, 4);
+  EXPECT_EQ(s4o[0], 7);  // wraps in 4 bits
+  ASSERT_TRUE(binaryKernel(BinaryOp::Shrl, KType::S8, s4, s4b, s4o, 3, 4));
+  truncateIntKernel(KType::S8, s4o, 3, 4);
+  EXPECT_EQ(s4o[2], 7);  // 0b1111 >> 1 = 0b0111
+  ASSERT_TRUE(unaryKernel(UnaryOp::Clz, KType::S8, s4b, s4o, 3, 4));
+  EXPECT_EQ(s4o[0], 3);
+}
+
+TEST(Elementwise, FloatEdgeCases) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  float a[] = {nan, 1.0f, -0.0f, 2.5f, -2.5f};
+  float b[] = {1.0f, nan, 0.0f, 0.0f, 0.0f};
+  float o[5];
+  ASSERT_TRUE(binaryKernel(BinaryOp::Max, KType::F32, a, b, o, 5, 32));
+  EXPECT_TRUE(std::isnan(o[0]));
+  EXPECT_TRUE(std::isnan(o[1]));
+  EXPECT_FALSE(std::signbit(o[2]));
+  ASSERT_TRUE(unaryKernel(UnaryOp::RoundEven, KType::F32, a, o, 5, 32));
+  EXPECT_EQ(o[3], 2.0f);
+  EXPECT_EQ(o[4], -2.0f);
+  ASSERT_TRUE(unaryKernel(UnaryOp::RoundAfz, KType::F32, a, o, 5, 32));
+  EXPECT_EQ(o[3], 3.0f);
+  uint8_t p[5];
+  ASSERT_TRUE(compareKernel(CompareDir::Lt, true, KType::F32, a, b, p, 5));
+  EXPECT_EQ(p[2], 1);  // -0 < +0 in total order
+  ASSERT_TRUE(compareKernel(CompareDir::Ne, false, KType::F32, a, b, p, 5));
+  EXPECT_EQ(p[0], 1);
+  float big[] = {1e20f, -1e20f, nan, -3.7f};
+  int32_t ints[4];
+  convertKernel(KType::F32, KType::S32, big, ints, 4);
+  EXPECT_EQ(ints[0], std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(ints[1], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(ints[2], 0);
+  EXPECT_EQ(ints[3], -3);
+}
+
+}  // namespace
+}  // namespace tpu::eval
