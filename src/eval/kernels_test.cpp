@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "eval/conv.h"
 #include "eval/elementwise.h"
 #include "eval/gemm.h"
 #include "eval/rng.h"
@@ -154,6 +155,76 @@ TEST(Elementwise, FloatEdgeCases) {
   EXPECT_EQ(ints[1], std::numeric_limits<int32_t>::min());
   EXPECT_EQ(ints[2], 0);
   EXPECT_EQ(ints[3], -3);
+}
+
+}  // namespace
+}  // namespace tpu::eval
+
+namespace tpu::eval {
+namespace {
+
+// Independent reference straight from the opset spec (2 spatial dims).
+std::vector<int64_t> naiveConv(const ConvParams& p, const std::vector<int64_t>& in, const std::vector<int64_t>& ker) {
+  int64_t G = p.featureGroups, B = p.batchGroups, I = p.inFeatures / G, O = p.outFeatures;
+  int64_t N = p.batch / B;
+  std::vector<int64_t> out;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t y0 = 0; y0 < p.outputSize[0]; ++y0)
+        for (int64_t y1 = 0; y1 < p.outputSize[1]; ++y1) {
+          int64_t acc = 0;
+          int64_t fg = o / (O / G), bg = o / (O / B);
+          int64_t nb = n + bg * N;
+          for (int64_t i = 0; i < I; ++i)
+            for (int64_t k0 = 0; k0 < p.kernelSize[0]; ++k0)
+              for (int64_t k1 = 0; k1 < p.kernelSize[1]; ++k1) {
+                int64_t pos[2] = {y0 * p.stride[0] + k0 * p.rhsDilation[0] - p.padLow[0],
+                                  y1 * p.stride[1] + k1 * p.rhsDilation[1] - p.padLow[1]};
+                int64_t idx[2];
+                bool ok = true;
+                for (int d = 0; d < 2; ++d) {
+                  if (pos[d] < 0 || pos[d] % p.lhsDilation[d] != 0 || pos[d] / p.lhsDilation[d] >= p.inputSize[d]) ok = false;
+                  idx[d] = pos[d] / p.lhsDilation[d];
+                }
+                if (!ok) continue;
+                int64_t kk0 = p.reversal[0] ? p.kernelSize[0] - 1 - k0 : k0;
+                int64_t c = fg * I + i;
+                acc += in[((nb * p.inFeatures + c) * p.inputSize[0] + idx[0]) * p.inputSize[1] + idx[1]] *
+                       ker[((o * I + i) * p.kernelSize[0] + kk0) * p.kernelSize[1] + k1];
+              }
+          out.push_back(acc);
+        }
+  return out;
+}
+
+TEST(Conv, GemmAndDirectPathsMatchSpecReference) {
+  struct Case { int64_t n, c, o, g, b; std::vector<int64_t> s, k, st, lo, hi, ld, rd; bool rev; };
+  std::vector<Case> cases = {
+      {2, 3, 4, 1, 1, {5, 6}, {3, 2}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, false},
+      {1, 4, 6, 2, 1, {7, 5}, {3, 3}, {2, 1}, {1, 2}, {1, -1}, {1, 1}, {2, 1}, true},
+      {4, 2, 4, 1, 2, {4, 4}, {2, 2}, {1, 2}, {0, 1}, {2, 0}, {2, 1}, {1, 1}, false},
+      {1, 3, 3, 3, 1, {6, 6}, {2, 3}, {3, 2}, {-1, 0}, {0, 2}, {1, 3}, {2, 2}, false},
+  };
+  for (const Case& cs : cases) {
+    ConvParams p;
+    p.batch = cs.n; p.inFeatures = cs.c; p.outFeatures = cs.o; p.featureGroups = cs.g; p.batchGroups = cs.b;
+    p.inputSize = cs.s; p.kernelSize = cs.k; p.stride = cs.st; p.padLow = cs.lo; p.lhsDilation = cs.ld;
+    p.rhsDilation = cs.rd; p.reversal = {cs.rev, false};
+    for (int d = 0; d < 2; ++d)
+      p.outputSize.push_back(convOutputSize(cs.s[d], cs.k[d], cs.st[d], cs.lo[d], cs.hi[d], cs.ld[d], cs.rd[d]));
+    std::vector<int64_t> in(cs.n * cs.c * cs.s[0] * cs.s[1]), ker(cs.o * (cs.c / cs.g) * cs.k[0] * cs.k[1]);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int64_t>(i % 7) - 3;
+    for (size_t i = 0; i < ker.size(); ++i) ker[i] = static_cast<int64_t>(i % 5) - 2;
+    auto expected = naiveConv(p, in, ker);
+    std::vector<int32_t> in32(in.begin(), in.end()), ker32(ker.begin(), ker.end()), out32(expected.size());
+    ASSERT_TRUE(convolution(KType::S32, p, in32.data(), ker32.data(), out32.data()));
+    std::vector<double> inD(in.begin(), in.end()), kerD(ker.begin(), ker.end()), outD(expected.size());
+    ASSERT_TRUE(convolution(KType::F64, p, inD.data(), kerD.data(), outD.data()));
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_EQ(out32[i], expected[i]) << i;
+      ASSERT_EQ(outD[i], static_cast<double>(expected[i])) << i;
+    }
+  }
 }
 
 }  // namespace
