@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "eval/conv.h"
 #include "eval/elementwise.h"
 #include "eval/gemm.h"
+#include "eval/kernels.h"
 #include "eval/rng.h"
 #include "eval/strided.h"
 
@@ -223,6 +225,61 @@ TEST(Conv, GemmAndDirectPathsMatchSpecReference) {
     for (size_t i = 0; i < expected.size(); ++i) {
       ASSERT_EQ(out32[i], expected[i]) << i;
       ASSERT_EQ(outD[i], static_cast<double>(expected[i])) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tpu::eval
+
+namespace tpu::eval {
+namespace {
+
+TEST(Kernels, DotBatchedIntWrapsAndTransposedRhs) {
+  // [2, 2, 3] x [2, 3, 2] with rhs given transposed in memory ([b, n, k]).
+  int32_t lhs[12], rhsT[12], out[8];
+  for (int i = 0; i < 12; ++i) lhs[i] = i + 1, rhsT[i] = 12 - i;
+  int64_t ls[3] = {6, 3, 1}, rs[3] = {6, 1, 3};
+  ASSERT_TRUE(dotKernel(KType::S32, 2, 2, 2, 3, lhs, ls, rhsT, rs, out));
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) {
+        int32_t acc = 0;
+        for (int k = 0; k < 3; ++k) acc += lhs[b * 6 + i * 3 + k] * rhsT[b * 6 + j * 3 + k];
+        EXPECT_EQ(out[b * 4 + i * 2 + j], acc);
+      }
+  int8_t a8[2] = {100, 100}, b8[2] = {2, 1}, o8;
+  int64_t s1[3] = {0, 0, 1}, s2[3] = {0, 1, 0};
+  ASSERT_TRUE(dotKernel(KType::S8, 1, 1, 1, 2, a8, s1, b8, s2, &o8));
+  EXPECT_EQ(o8, static_cast<int8_t>(300 - 256));
+}
+
+TEST(Kernels, ReduceFoldsInOrderAndPropagatesNaN) {
+  float in[6] = {1, 2, 3, std::numeric_limits<float>::quiet_NaN(), 5, 6};  // [reduced 2, kept 3]
+  float init = 0, out[3];
+  ASSERT_TRUE(reduceKernel(BinaryOp::Add, KType::F32, in, 2, 3, &init, out));
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], 7);
+  float ninf = -std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(reduceKernel(BinaryOp::Max, KType::F32, in, 2, 3, &ninf, out));
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[2], 6);
+  EXPECT_FALSE(reduceKernel(BinaryOp::Atan2, KType::F32, in, 2, 3, &init, out));
+}
+
+TEST(Kernels, NarrowFloatRoundTrip) {
+  for (FloatFormat f : {FloatFormat::BF16, FloatFormat::F16, FloatFormat::F8E4M3FN, FloatFormat::F8E5M2}) {
+    int bytes = floatFormatInfo(f).totalBits == 16 ? 2 : 1;
+    int count = bytes == 2 ? 65536 : 256;
+    std::vector<uint8_t> bits(static_cast<size_t>(count * bytes));
+    for (int i = 0; i < count; ++i) std::memcpy(bits.data() + i * bytes, &i, static_cast<size_t>(bytes));
+    std::vector<float> wide(static_cast<size_t>(count));
+    widenFloats(f, bits.data(), wide.data(), count);
+    std::vector<uint8_t> back(bits.size());
+    narrowFloats(f, wide.data(), back.data(), count);
+    for (int i = 0; i < count; ++i) {
+      if (std::isnan(wide[static_cast<size_t>(i)])) continue;
+      ASSERT_EQ(std::memcmp(bits.data() + i * bytes, back.data() + i * bytes, static_cast<size_t>(bytes)), 0) << i;
     }
   }
 }
