@@ -1,0 +1,616 @@
+#!/usr/bin/python3
+"""Oracle tests: the reference interpreter against numpy.
+
+For every case: seeded random inputs (plus the edge cases of the opset spec)
+are written as .npy, the HLO module as text, `tpu-run --interpret` evaluates
+it, and its .npy outputs are compared with numpy's answer. Integers and
+exact ops compare bit-exactly; transcendental floats with the tolerance
+given per case (numpy computes in float64, then rounds to float32).
+
+  /usr/bin/python3 src/eval/oracle/oracle.py --tool build-eval/tools/tpu-run [--filter dot] [--keep DIR]
+  /usr/bin/python3 src/eval/oracle/oracle.py --dry-run   # generate only
+
+Exit status 0 when every case matches, 1 otherwise.
+"""
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+NP_TO_HLO = {
+    np.dtype("bool"): "pred", np.dtype("int8"): "s8", np.dtype("int16"): "s16", np.dtype("int32"): "s32",
+    np.dtype("int64"): "s64", np.dtype("uint8"): "u8", np.dtype("uint16"): "u16", np.dtype("uint32"): "u32",
+    np.dtype("uint64"): "u64", np.dtype("float16"): "f16", np.dtype("float32"): "f32",
+    np.dtype("float64"): "f64", np.dtype("complex64"): "c64", np.dtype("complex128"): "c128",
+}
+
+EXACT = (0.0, 0.0)
+TRANSCENDENTAL = (2e-6, 1e-6)  # (rtol, atol) against float64 numpy
+
+
+def shape_str(dtype, dims):
+    t = dtype if isinstance(dtype, str) else NP_TO_HLO[np.dtype(dtype)]
+    layout = "{" + ",".join(str(i) for i in reversed(range(len(dims)))) + "}" if dims else ""
+    return f"{t}[{','.join(str(d) for d in dims)}]{layout}"
+
+
+def sh(a):
+    return shape_str(a.dtype, a.shape)
+
+
+class Case:
+    def __init__(self, name, hlo, inputs, expected, tol=EXACT):
+        self.name, self.hlo, self.inputs, self.tol = name, hlo, inputs, tol
+        self.expected = expected if isinstance(expected, list) else [expected]
+
+
+def module(body, extra=""):
+    return f"HloModule m\n\n{extra}ENTRY main {{\n{body}\n}}\n"
+
+
+def params(inputs):
+    return "\n".join(f"  p{i} = {sh(a)} parameter({i})" for i, a in enumerate(inputs))
+
+
+RNG = np.random.default_rng(1234)
+
+
+def floats(*dims, lo=-4.0, hi=4.0, dtype=np.float32):
+    return RNG.uniform(lo, hi, size=dims).astype(dtype)
+
+
+def ints(*dims, dtype=np.int32, lo=-100, hi=100):
+    return RNG.integers(lo, hi, size=dims).astype(dtype)
+
+
+F32_EDGES = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 1e-40, np.inf, -np.inf, np.nan], np.float32)
+
+
+def with_edges(a):
+    flat = a.reshape(-1).copy()
+    flat[: len(F32_EDGES)] = F32_EDGES[: len(flat)]
+    return flat.reshape(a.shape)
+
+
+def to32(x):
+    return np.asarray(x).astype(np.float32)
+
+
+def erf64(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def round_afz(x):
+    return np.where(np.isfinite(x), np.sign(x) * np.floor(np.abs(x) + 0.5), x)
+
+
+def nan_max(a, b):
+    r = np.maximum(a, b)
+    return r
+
+
+def unary_cases():
+    out = []
+    x = with_edges(floats(4, 8))
+    pos = floats(4, 8, lo=0.01, hi=10)
+    unit = floats(4, 8, lo=-0.99, hi=0.99)
+    d = x.astype(np.float64)
+    table = [
+        ("abs", x, np.abs(x), EXACT),
+        ("negate", x, -x, EXACT),
+        ("exponential", x, to32(np.exp(d)), TRANSCENDENTAL),
+        ("exponential-minus-one", x, to32(np.expm1(d)), TRANSCENDENTAL),
+        ("log", pos, to32(np.log(pos.astype(np.float64))), TRANSCENDENTAL),
+        ("log-plus-one", pos, to32(np.log1p(pos.astype(np.float64))), TRANSCENDENTAL),
+        ("sqrt", pos, np.sqrt(pos), EXACT),
+        ("rsqrt", pos, to32(1 / np.sqrt(pos.astype(np.float64))), TRANSCENDENTAL),
+        ("cbrt", x, to32(np.cbrt(d)), TRANSCENDENTAL),
+        ("tanh", x, to32(np.tanh(d)), TRANSCENDENTAL),
+        ("logistic", x, to32(1 / (1 + np.exp(-d))), TRANSCENDENTAL),
+        ("sine", x, to32(np.sin(d)), TRANSCENDENTAL),
+        ("cosine", x, to32(np.cos(d)), TRANSCENDENTAL),
+        ("tan", unit, to32(np.tan(unit.astype(np.float64))), TRANSCENDENTAL),
+        ("atan", x, to32(np.arctan(d)), TRANSCENDENTAL),
+        ("erf", x, to32(erf64(d)), TRANSCENDENTAL),
+        ("floor", x, np.floor(x), EXACT),
+        ("ceil", x, np.ceil(x), EXACT),
+        ("round-nearest-even", x, np.round(x), EXACT),
+        ("round-nearest-afz", x, round_afz(x).astype(np.float32), EXACT),
+        ("sign", x, np.sign(x), EXACT),
+    ]
+    for op, a, e, tol in table:
+        body = params([a]) + f"\n  ROOT r = {sh(e)} {op}(p0)"
+        with np.errstate(all="ignore"):
+            out.append(Case(f"unary-{op}", module(body), [a], e, tol))
+    body = params([x]) + f"\n  ROOT r = {shape_str('pred', x.shape)} is-finite(p0)"
+    out.append(Case("unary-is-finite", module(body), [x], np.isfinite(x)))
+    i = ints(4, 8, dtype=np.int32, lo=-2**31, hi=2**31 - 1)
+    i.reshape(-1)[:3] = [0, -2**31, -1]
+    u = i.view(np.uint32)
+    clz = np.array([32 - int(v).bit_length() for v in u.reshape(-1)], np.int32).reshape(i.shape)
+    pop = np.array([bin(int(v)).count("1") for v in u.reshape(-1)], np.int32).reshape(i.shape)
+    for op, e in [("abs", np.abs(i)), ("negate", -i), ("not", ~i), ("count-leading-zeros", clz),
+                  ("popcnt", pop), ("sign", np.sign(i))]:
+        body = params([i]) + f"\n  ROOT r = {sh(e)} {op}(p0)"
+        with np.errstate(all="ignore"):
+            out.append(Case(f"unary-s32-{op}", module(body), [i], e))
+    return out
+
+
+def int_div(a, b, signed=True):
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    with np.errstate(all="ignore"):
+        q = np.where(b64 == 0, -1, np.trunc(a64 / np.where(b64 == 0, 1, b64))).astype(np.int64)
+    if signed:
+        q = np.where((a64 == np.iinfo(a.dtype).min) & (b64 == -1), np.iinfo(a.dtype).min, q)
+    return q.astype(a.dtype) if signed else np.where(b == 0, np.iinfo(a.dtype).max, a // np.where(b == 0, 1, b)).astype(a.dtype)
+
+
+def int_rem(a, b):
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    safe = np.where(b64 == 0, 1, b64)
+    r = np.fmod(a64, safe)
+    r = np.where(b64 == 0, a64, r)
+    r = np.where(b64 == -1, 0, r)
+    return r.astype(a.dtype)
+
+
+def shifts(a, s, kind):
+    bits = a.dtype.itemsize * 8
+    u = a.view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64)
+    amt = s.view(np.dtype(f"u{a.dtype.itemsize}")).astype(np.uint64)
+    big = amt >= bits
+    amt_c = np.where(big, 0, amt)
+    mask = (1 << bits) - 1
+    if kind == "shift-left":
+        r = np.where(big, 0, (u << amt_c) & np.uint64(mask))
+    elif kind == "shift-right-logical":
+        r = np.where(big, 0, u >> amt_c)
+    else:
+        sa = a.astype(np.int64)
+        r = np.where(big, np.where(sa < 0, -1, 0), sa >> amt_c.astype(np.int64))
+        return r.astype(a.dtype)
+    return r.astype(np.dtype(f"u{a.dtype.itemsize}")).view(a.dtype)
+
+
+def binary_cases():
+    out = []
+    a = with_edges(floats(4, 8))
+    b = floats(4, 8)
+    b.reshape(-1)[-4:] = [np.nan, 0.0, -0.0, np.inf]
+    d = a.astype(np.float64), b.astype(np.float64)
+    pa = floats(4, 8, lo=0.1, hi=3)
+    with np.errstate(all="ignore"):
+        table = [
+            ("add", a, b, a + b, EXACT), ("subtract", a, b, a - b, EXACT), ("multiply", a, b, a * b, EXACT),
+            ("divide", a, b, a / b, EXACT), ("maximum", a, b, np.maximum(a, b), EXACT),
+            ("minimum", a, b, np.minimum(a, b), EXACT),
+            ("power", pa, b, to32(np.power(pa.astype(np.float64), d[1])), TRANSCENDENTAL),
+            ("remainder", a, b, np.fmod(a, b), EXACT),
+            ("atan2", a, b, to32(np.arctan2(d[0], d[1])), TRANSCENDENTAL),
+        ]
+    for op, x, y, e, tol in table:
+        body = params([x, y]) + f"\n  ROOT r = {sh(e)} {op}(p0, p1)"
+        out.append(Case(f"binary-f32-{op}", module(body), [x, y], e, tol))
+    x = ints(4, 8, lo=-2**31, hi=2**31 - 1)
+    y = ints(4, 8, lo=-40, hi=40)
+    x.reshape(-1)[:4] = [-2**31, 7, -7, 5]
+    y.reshape(-1)[:4] = [-1, 0, 2, 33]
+    with np.errstate(all="ignore"):
+        itable = [
+            ("add", x + y), ("subtract", x - y), ("multiply", x * y), ("divide", int_div(x, y)),
+            ("remainder", int_rem(x, y)), ("maximum", np.maximum(x, y)), ("minimum", np.minimum(x, y)),
+            ("and", x & y), ("or", x | y), ("xor", x ^ y),
+            ("shift-left", shifts(x, y, "shift-left")), ("shift-right-logical", shifts(x, y, "shift-right-logical")),
+            ("shift-right-arithmetic", shifts(x, y, "shift-right-arithmetic")),
+        ]
+    for op, e in itable:
+        body = params([x, y]) + f"\n  ROOT r = {sh(e)} {op}(p0, p1)"
+        out.append(Case(f"binary-s32-{op}", module(body), [x, y], e.astype(np.int32)))
+    ux = x.view(np.uint32)
+    uy = y.view(np.uint32) & np.uint32(63)
+    uy.reshape(-1)[:2] = [0, 5]
+    with np.errstate(all="ignore"):
+        udiv = np.where(uy == 0, np.uint32(0xFFFFFFFF), ux // np.where(uy == 0, 1, uy)).astype(np.uint32)
+        urem = np.where(uy == 0, ux, ux % np.where(uy == 0, 1, uy)).astype(np.uint32)
+    for op, e in [("divide", udiv), ("remainder", urem), ("shift-right-logical", shifts(ux, uy, "shift-right-logical"))]:
+        body = params([ux, uy]) + f"\n  ROOT r = {sh(e)} {op}(p0, p1)"
+        out.append(Case(f"binary-u32-{op}", module(body), [ux, uy], e))
+    base = ints(16, lo=-3, hi=4)
+    ex = ints(16, lo=-2, hi=9)
+    pw = np.array([1 if (e < 0 and b == 1) else ((-1) ** (-e) if (e < 0 and b == -1) else (0 if e < 0 else b ** e))
+                   for b, e in zip(base, ex)], np.int32)
+    body = params([base, ex]) + f"\n  ROOT r = {sh(pw)} power(p0, p1)"
+    out.append(Case("binary-s32-power", module(body), [base, ex], pw))
+    return out
+
+
+def total_order_key(x):
+    i = x.view(np.int32).astype(np.int64)
+    return np.where(i < 0, i ^ 0x7FFFFFFF, i)
+
+
+def compare_cases():
+    out = []
+    a = with_edges(floats(4, 8))
+    b = a.copy()
+    b.reshape(-1)[12:] = floats(20)
+    b.reshape(-1)[0] = -0.0
+    dirs = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
+            "GE": np.greater_equal}
+    for dname, f in dirs.items():
+        with np.errstate(all="ignore"):
+            e = f(a, b)
+        body = params([a, b]) + f"\n  ROOT r = {shape_str('pred', a.shape)} compare(p0, p1), direction={dname}"
+        out.append(Case(f"compare-f32-{dname}", module(body), [a, b], e))
+        e = f(total_order_key(a), total_order_key(b))
+        body = params([a, b]) + (f"\n  ROOT r = {shape_str('pred', a.shape)} compare(p0, p1), direction={dname}, "
+                                 "type=TOTALORDER")
+        out.append(Case(f"compare-f32-totalorder-{dname}", module(body), [a, b], e))
+    x, y = ints(32, lo=-5, hi=5), ints(32, lo=-5, hi=5)
+    for dname, f in dirs.items():
+        body = params([x, y]) + f"\n  ROOT r = {shape_str('pred', x.shape)} compare(p0, p1), direction={dname}"
+        out.append(Case(f"compare-s32-{dname}", module(body), [x, y], f(x, y)))
+        ux, uy = x.view(np.uint32), y.view(np.uint32)
+        body = params([ux, uy]) + f"\n  ROOT r = {shape_str('pred', x.shape)} compare(p0, p1), direction={dname}"
+        out.append(Case(f"compare-u32-{dname}", module(body), [ux, uy], f(ux, uy)))
+    return out
+
+
+def f32_to_int(x, dtype):
+    # XLA's convert: truncate toward zero, saturate, NaN -> 0 (exact Python ints).
+    info = np.iinfo(dtype)
+    vals = []
+    for v in x.reshape(-1).astype(np.float64):
+        if math.isnan(v):
+            vals.append(0)
+        elif math.isinf(v):
+            vals.append(info.max if v > 0 else info.min)
+        else:
+            vals.append(min(max(int(v), info.min), info.max))
+    return np.array(vals, dtype=dtype).reshape(x.shape)
+
+
+def bf16_round(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    out = r.astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, out)
+
+
+def conversion_cases():
+    out = []
+    x = with_edges(floats(4, 8, lo=-3e9, hi=3e9))
+    x.reshape(-1)[12:16] = [2.7, -2.7, 300.5, -129.5]
+    for t, dt in [("s32", np.int32), ("s8", np.int8), ("u8", np.uint8), ("u32", np.uint32), ("s64", np.int64)]:
+        e = f32_to_int(x, dt)
+        body = params([x]) + f"\n  ROOT r = {sh(e)} convert(p0)"
+        out.append(Case(f"convert-f32-{t}", module(body), [x], e))
+    i = ints(32, lo=-2**31, hi=2**31 - 1)
+    e = i.astype(np.float32)
+    out.append(Case("convert-s32-f32", module(params([i]) + f"\n  ROOT r = {sh(e)} convert(p0)"), [i], e))
+    e = i.astype(np.int8)
+    out.append(Case("convert-s32-s8", module(params([i]) + f"\n  ROOT r = {sh(e)} convert(p0)"), [i], e))
+    e = (x != 0)
+    out.append(Case("convert-f32-pred", module(params([x]) + f"\n  ROOT r = {shape_str('pred', x.shape)} convert(p0)"),
+                    [x], e))
+    h = floats(32, lo=-70000, hi=70000)
+    with np.errstate(over="ignore"):
+        e = h.astype(np.float16)
+    out.append(Case("convert-f32-f16", module(params([h]) + f"\n  ROOT r = {sh(e)} convert(p0)"), [h], e))
+    # bf16 round trip: convert to bf16 and back to f32 (RNE).
+    body = params([h]) + f"\n  c = {shape_str('bf16', h.shape)} convert(p0)\n  ROOT r = {sh(h)} convert(c)"
+    out.append(Case("convert-f32-bf16-f32", module(body), [h], bf16_round(h)))
+    e = x.view(np.int32)
+    out.append(Case("bitcast-convert-f32-s32", module(params([x]) + f"\n  ROOT r = {sh(e)} bitcast-convert(p0)"),
+                    [x], e))
+    body = params([h]) + f"\n  ROOT r = {sh(h)} reduce-precision(p0), exponent_bits=8, mantissa_bits=7"
+    out.append(Case("reduce-precision-bf16", module(body), [h], bf16_round(h)))
+    return out
+
+
+def data_movement_cases():
+    out = []
+    a = floats(2, 3, 4)
+    e = np.transpose(a, (2, 0, 1))
+    out.append(Case("transpose", module(params([a]) + f"\n  ROOT r = {sh(e)} transpose(p0), dimensions={{2,0,1}}"),
+                    [a], e))
+    e = a.reshape(6, 4)
+    out.append(Case("reshape", module(params([a]) + f"\n  ROOT r = {sh(e)} reshape(p0)"), [a], e))
+    out.append(Case("copy", module(params([a]) + f"\n  ROOT r = {sh(a)} copy(p0)"), [a], a))
+    v = floats(3)
+    e = np.broadcast_to(v[None, :, None], (2, 3, 4)).copy()
+    out.append(Case("broadcast", module(params([v]) + f"\n  ROOT r = {sh(e)} broadcast(p0), dimensions={{1}}"),
+                    [v], e))
+    e = a[:, 1:3, 0:4:3]
+    out.append(Case("slice", module(params([a]) + f"\n  ROOT r = {sh(e)} slice(p0), slice={{[0:2], [1:3], [0:4:3]}}"),
+                    [a], e))
+    e = a[:, ::-1, ::-1]
+    out.append(Case("reverse", module(params([a]) + f"\n  ROOT r = {sh(e)} reverse(p0), dimensions={{1,2}}"), [a], e))
+    b = floats(2, 2, 4)
+    e = np.concatenate([a, b], axis=1)
+    out.append(Case("concatenate", module(params([a, b]) + f"\n  ROOT r = {sh(e)} concatenate(p0, p1), dimensions={{1}}"),
+                    [a, b], e))
+    m = floats(3, 4)
+    pv = np.array(9.5, np.float32)
+    # low 1 / high -1 / interior 1 on dim 0; low -1 / high 2 / interior 0 on dim 1.
+    inter = np.full((5, 4), 9.5, np.float32)
+    inter[::2] = m
+    e = np.full((6, 5), 9.5, np.float32)
+    e[1:6, 0:3] = inter[0:5, 1:4]
+    e = e[0:5]
+    body = params([m, pv]) + f"\n  ROOT r = {sh(e)} pad(p0, p1), padding=1_-1_1x-1_2"
+    out.append(Case("pad-negative-interior", module(body), [m, pv], e))
+    e = np.broadcast_to(np.arange(4, dtype=np.int32)[None, :], (3, 4)).copy()
+    out.append(Case("iota", module(f"  ROOT r = {sh(e)} iota(), iota_dimension=1"), [], e))
+    i0, i1 = np.array(5, np.int32), np.array(-3, np.int32)
+    e = m[1:3, 0:2]  # start (5, -3) clamps to (1, 0) for a 2x2 window
+    body = params([m, i0, i1]) + f"\n  ROOT r = {sh(e)} dynamic-slice(p0, p1, p2), dynamic_slice_sizes={{2,2}}"
+    out.append(Case("dynamic-slice-clamped", module(body), [m, i0, i1], e))
+    upd = floats(2, 3)
+    j0, j1 = np.array(1, np.int32), np.array(7, np.int32)
+    e = m.copy()
+    e[1:3, 1:4] = upd
+    body = params([m, upd, j0, j1]) + f"\n  ROOT r = {sh(e)} dynamic-update-slice(p0, p1, p2, p3)"
+    out.append(Case("dynamic-update-slice-clamped", module(body), [m, upd, j0, j1], e))
+    p = RNG.integers(0, 2, size=(3, 4)).astype(bool)
+    t, f = floats(3, 4), floats(3, 4)
+    body = params([p, t, f]) + f"\n  ROOT r = {sh(t)} select(p0, p1, p2)"
+    out.append(Case("select", module(body), [p, t, f], np.where(p, t, f)))
+    lo, hi = np.array(-1, np.float32), np.array(1.5, np.float32)
+    body = params([lo, t, hi]) + f"\n  ROOT r = {sh(t)} clamp(p0, p1, p2)"
+    out.append(Case("clamp-scalar-bounds", module(body), [lo, t, hi], np.clip(t, -1, 1.5)))
+    return out
+
+
+ADD_F32 = "add_f32 {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
+MAX_F32 = "max_f32 {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] maximum(x, y)\n}\n\n"
+ADD_S32 = "add_s32 {\n  x = s32[] parameter(0)\n  y = s32[] parameter(1)\n  ROOT s = s32[] add(x, y)\n}\n\n"
+GE_F32 = "ge_f32 {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = pred[] compare(x, y), direction=GE\n}\n\n"
+LT_F32 = "lt_f32 {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = pred[] compare(x, y), direction=LT\n}\n\n"
+
+
+def reduction_cases():
+    out = []
+    a = floats(3, 4, 5)
+    e = a.astype(np.float64).sum(axis=(0, 2)).astype(np.float32)
+    body = params([a]) + f"\n  z = f32[] constant(0)\n  ROOT r = {sh(e)} reduce(p0, z), dimensions={{0,2}}, to_apply=add_f32"
+    out.append(Case("reduce-add-2dims", module(body, ADD_F32), [a], e, (1e-5, 1e-5)))
+    e = a.max(axis=1)
+    body = params([a]) + f"\n  z = f32[] constant(-inf)\n  ROOT r = {sh(e)} reduce(p0, z), dimensions={{1}}, to_apply=max_f32"
+    out.append(Case("reduce-max", module(body, MAX_F32), [a], e))
+    i = ints(6, 7)
+    e = i.sum(axis=1).astype(np.int32)
+    body = params([i]) + f"\n  z = s32[] constant(0)\n  ROOT r = {sh(e)} reduce(p0, z), dimensions={{1}}, to_apply=add_s32"
+    out.append(Case("reduce-add-s32", module(body, ADD_S32), [i], e))
+    # reduce-window: 2x2 max pool, stride 2, pad 1 high on both dims, over a [1,5,5,1] input.
+    x = floats(1, 5, 5, 1)
+    padded = np.full((1, 6, 6, 1), -np.inf, np.float32)
+    padded[:, :5, :5] = x
+    e = padded.reshape(1, 3, 2, 3, 2, 1).max(axis=(2, 4))
+    body = params([x]) + (f"\n  z = f32[] constant(-inf)\n  ROOT r = {sh(e)} reduce-window(p0, z), "
+                          "window={size=1x2x2x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=max_f32")
+    out.append(Case("reduce-window-maxpool", module(body, MAX_F32), [x], e))
+    # window dilation 2 and base dilation 2 on a 1-D sum.
+    v = floats(5)
+    based = np.zeros(9, np.float32)
+    based[::2] = v  # holes contribute nothing (sum: 0)
+    e = np.array([based[j] + based[j + 2] for j in range(0, 9 - 2, 1)], np.float32)
+    body = params([v]) + (f"\n  z = f32[] constant(0)\n  ROOT r = {sh(e)} reduce-window(p0, z), "
+                          "window={size=2 rhs_dilate=2 lhs_dilate=2}, to_apply=add_f32")
+    out.append(Case("reduce-window-dilations", module(body, ADD_F32), [v], e))
+    # select-and-scatter: max-pool gradient, 2x2 windows stride 2 on 4x4.
+    op = floats(4, 4)
+    src = floats(2, 2)
+    e = np.zeros((4, 4), np.float32)
+    for wi in range(2):
+        for wj in range(2):
+            win = op[2 * wi:2 * wi + 2, 2 * wj:2 * wj + 2]
+            k = np.argmax(win.reshape(-1))
+            e[2 * wi + k // 2, 2 * wj + k % 2] += src[wi, wj]
+    body = params([op, src]) + (f"\n  z = f32[] constant(0)\n  ROOT r = {sh(e)} select-and-scatter(p0, p1, z), "
+                                "window={size=2x2 stride=2x2}, select=ge_f32, scatter=add_f32")
+    out.append(Case("select-and-scatter", module(body, GE_F32 + ADD_F32), [op, src], e))
+    return out
+
+
+def linalg_cases():
+    out = []
+    a, b = floats(3, 64, 48, lo=-1, hi=1), floats(3, 40, 48, lo=-1, hi=1)
+    e = np.einsum("bik,bjk->bij", a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    body = params([a, b]) + (f"\n  ROOT r = {sh(e)} dot(p0, p1), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, "
+                             "rhs_batch_dims={0}, rhs_contracting_dims={2}")
+    out.append(Case("dot-batched", module(body), [a, b], e, (1e-5, 1e-5)))
+    m1, m2 = floats(130, 70, lo=-1, hi=1), floats(70, 90, lo=-1, hi=1)
+    e = (m1.astype(np.float64) @ m2.astype(np.float64)).astype(np.float32)
+    body = params([m1, m2]) + f"\n  ROOT r = {sh(e)} dot(p0, p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"
+    out.append(Case("dot-matmul", module(body), [m1, m2], e, (1e-5, 1e-5)))
+    i1, i2 = ints(5, 6, lo=-2**20, hi=2**20), ints(6, 4, lo=-2**20, hi=2**20)
+    e = (i1.astype(np.int64) @ i2.astype(np.int64)).astype(np.int32)
+    body = params([i1, i2]) + f"\n  ROOT r = {sh(e)} dot(p0, p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"
+    out.append(Case("dot-s32-wraps", module(body), [i1, i2], e))
+    # conv NHWC x HWIO, stride 2, padding 1, 3x3.
+    x, w = floats(2, 7, 7, 3, lo=-1, hi=1), floats(3, 3, 3, 4, lo=-1, hi=1)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    oh = (9 - 3) // 2 + 1
+    e = np.zeros((2, oh, oh, 4))
+    for i in range(oh):
+        for j in range(oh):
+            patch = xp[:, 2 * i:2 * i + 3, 2 * j:2 * j + 3, :]
+            e[:, i, j, :] = np.einsum("nhwc,hwco->no", patch, w.astype(np.float64))
+    e = e.astype(np.float32)
+    body = params([x, w]) + (f"\n  ROOT r = {sh(e)} convolution(p0, p1), window={{size=3x3 stride=2x2 pad=1_1x1_1}}, "
+                             "dim_labels=b01f_01io->b01f")
+    out.append(Case("convolution-nhwc", module(body), [x, w], e, (1e-5, 1e-5)))
+    # depthwise: feature_group_count = C.
+    x2, w2 = floats(1, 6, 6, 4, lo=-1, hi=1), floats(2, 2, 1, 4, lo=-1, hi=1)
+    e = np.zeros((1, 5, 5, 4))
+    for i in range(5):
+        for j in range(5):
+            e[0, i, j, :] = np.einsum("hwc,hwc->c", x2[0, i:i + 2, j:j + 2, :].astype(np.float64), w2[:, :, 0, :])
+    e = e.astype(np.float32)
+    body = params([x2, w2]) + (f"\n  ROOT r = {sh(e)} convolution(p0, p1), window={{size=2x2}}, "
+                               "dim_labels=b01f_01io->b01f, feature_group_count=4")
+    out.append(Case("convolution-depthwise", module(body), [x2, w2], e, (1e-5, 1e-5)))
+    return out
+
+
+def gather_scatter_sort_cases():
+    out = []
+    table = floats(10, 4)
+    idx = np.array([[3], [0], [12], [-2], [9]], np.int32)
+    e = table[np.clip(idx[:, 0], 0, 9)]
+    body = params([table, idx]) + (f"\n  ROOT r = {sh(e)} gather(p0, p1), offset_dims={{1}}, collapsed_slice_dims={{0}}, "
+                                   "start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}")
+    out.append(Case("gather-rows-clamped", module(body), [table, idx], e))
+    base = floats(6, 3)
+    sidx = np.array([[1], [4], [1], [9]], np.int32)
+    upd = floats(4, 3)
+    e = base.astype(np.float64).copy()
+    for k in range(4):
+        if 0 <= sidx[k, 0] < 6:
+            e[sidx[k, 0]] += upd[k]
+    e = e.astype(np.float32)
+    body = params([base, sidx, upd]) + (f"\n  ROOT r = {sh(e)} scatter(p0, p1, p2), update_window_dims={{1}}, "
+                                        "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+                                        "index_vector_dim=1, to_apply=add_f32")
+    out.append(Case("scatter-add-repeated-oob", module(body, ADD_F32), [base, sidx, upd], e, (1e-6, 1e-6)))
+    keys = floats(4, 9)
+    keys[0, :3] = [1.0, 1.0, 1.0]
+    vals = np.broadcast_to(np.arange(9, dtype=np.int32), (4, 9)).copy()
+    order = np.argsort(keys, axis=1, kind="stable")
+    ek, ev = np.take_along_axis(keys, order, 1), np.take_along_axis(vals, order, 1)
+    cmp = ("cmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  c = s32[] parameter(2)\n"
+           "  d = s32[] parameter(3)\n  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\n")
+    body = params([keys, vals]) + (f"\n  ROOT r = ({sh(ek)}, {sh(ev)}) sort(p0, p1), dimensions={{1}}, is_stable=true, "
+                                   "to_apply=cmp")
+    out.append(Case("sort-stable-two-operands", module(body, cmp), [keys, vals], [ek, ev]))
+    return out
+
+
+def control_flow_cases():
+    out = []
+    # while: sum i for i in 0..9 into a vector accumulator.
+    acc = floats(4)
+    cond = ("cond {\n  s = (s32[], f32[4]{0}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+            "  n = s32[] constant(10)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n")
+    body_c = ("body {\n  s = (s32[], f32[4]{0}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+              "  v = f32[4]{0} get-tuple-element(s), index=1\n  fi = f32[] convert(i)\n"
+              "  b = f32[4]{0} broadcast(fi), dimensions={}\n  nv = f32[4]{0} add(v, b)\n  one = s32[] constant(1)\n"
+              "  ni = s32[] add(i, one)\n  ROOT t = (s32[], f32[4]{0}) tuple(ni, nv)\n}\n\n")
+    e = acc + np.float32(45)
+    body = params([acc]) + ("\n  zero = s32[] constant(0)\n  t = (s32[], f32[4]{0}) tuple(zero, p0)\n"
+                            "  w = (s32[], f32[4]{0}) while(t), condition=cond, body=body\n"
+                            "  ROOT r = f32[4]{0} get-tuple-element(w), index=1")
+    out.append(Case("while-loop", module(body, cond + body_c), [acc], e))
+    # conditional, index form with an out-of-range index selecting the last branch.
+    x = floats(3)
+    br = ("b0 {\n  a = f32[3]{0} parameter(0)\n  ROOT n = f32[3]{0} negate(a)\n}\n\n"
+          "b1 {\n  a = f32[3]{0} parameter(0)\n  ROOT n = f32[3]{0} abs(a)\n}\n\n"
+          "b2 {\n  a = f32[3]{0} parameter(0)\n  ROOT n = f32[3]{0} floor(a)\n}\n\n")
+    for k, expect in [(1, np.abs(x)), (7, np.floor(x)), (-1, np.floor(x))]:
+        sel = np.array(k, np.int32)
+        body = params([sel, x]) + ("\n  ROOT r = f32[3]{0} conditional(p0, p1, p1, p1), "
+                                   "branch_computations={b0, b1, b2}")
+        out.append(Case(f"conditional-index-{k}", module(body, br), [sel, x], expect))
+    for flag, expect in [(True, -x), (False, np.abs(x))]:
+        p = np.array(flag)
+        body = params([p, x]) + "\n  ROOT r = f32[3]{0} conditional(p0, p1, p1), true_computation=b0, false_computation=b1"
+        out.append(Case(f"conditional-pred-{flag}", module(body, br), [p, x], expect))
+    y = floats(2, 3)
+    body = params([y, y]) + f"\n  ROOT r = {sh(y)} map(p0, p1), dimensions={{0,1}}, to_apply=add_f32"
+    out.append(Case("map", module(body, ADD_F32), [y, y], y + y))
+    body = params([y, y]) + f"\n  ROOT r = {sh(y)} call(p0, p1), to_apply=add_f32x"
+    callee = f"add_f32x {{\n  x = {sh(y)} parameter(0)\n  y = {sh(y)} parameter(1)\n  ROOT s = {sh(y)} add(x, y)\n}}\n\n"
+    out.append(Case("call", module(body, callee), [y, y], y + y))
+    body = params([y, y]) + f"\n  ROOT r = {sh(y)} fusion(p0, p1), kind=kLoop, calls=add_f32x"
+    out.append(Case("fusion", module(body, callee), [y, y], y + y))
+    body = params([y, x]) + (f"\n  t = ({sh(y)}, {sh(x)}) tuple(p0, p1)\n  b = ({sh(y)}, {sh(x)}) opt-barrier(t)\n"
+                             f"  g0 = {sh(y)} get-tuple-element(b), index=0\n  g1 = {sh(x)} get-tuple-element(b), index=1\n"
+                             f"  ROOT r = ({sh(x)}, {sh(y)}) tuple(g1, g0)")
+    out.append(Case("tuple-gte-opt-barrier", module(body), [y, x], [x, y]))
+    return out
+
+
+def all_cases():
+    return (unary_cases() + binary_cases() + compare_cases() + conversion_cases() + data_movement_cases()
+            + reduction_cases() + linalg_cases() + gather_scatter_sort_cases() + control_flow_cases())
+
+
+def compare(name, got, want, tol):
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape} != expected {want.shape}"
+    if want.dtype == np.bool_ or want.dtype.kind in "iu":
+        if got.dtype != want.dtype and not (want.dtype == np.bool_ and got.dtype == np.bool_):
+            return f"{name}: dtype {got.dtype} != expected {want.dtype}"
+        bad = np.nonzero(got.reshape(-1) != want.reshape(-1))[0]
+        if len(bad):
+            i = bad[0]
+            return f"{name}: element {i}: got {got.reshape(-1)[i]}, expected {want.reshape(-1)[i]}"
+        return None
+    g, w = got.astype(np.float64).reshape(-1), want.astype(np.float64).reshape(-1)
+    rtol, atol = tol
+    nan_ok = np.isnan(g) == np.isnan(w)
+    with np.errstate(all="ignore"):
+        close = (g == w) | (np.abs(g - w) <= atol + rtol * np.abs(w)) | (np.isnan(g) & np.isnan(w))
+    if tol == EXACT:
+        # Exact ops: equal values, equal zero signs.
+        close &= (np.signbit(g) == np.signbit(w)) | np.isnan(w)
+    bad = np.nonzero(~(close & nan_ok))[0]
+    if len(bad):
+        i = bad[0]
+        return f"{name}: element {i}: got {g[i]!r}, expected {w[i]!r} (rtol {rtol}, atol {atol})"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tool", default="tpu-run")
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--keep", help="write cases into this folder and keep them")
+    ap.add_argument("--dry-run", action="store_true", help="generate cases only")
+    args = ap.parse_args()
+    cases = [c for c in all_cases() if args.filter in c.name]
+    workdir = args.keep or tempfile.mkdtemp(prefix="tpu-oracle-")
+    os.makedirs(workdir, exist_ok=True)
+    failures = 0
+    for c in cases:
+        d = os.path.join(workdir, c.name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "module.hlo"), "w") as f:
+            f.write(c.hlo)
+        cmd = [args.tool, "--interpret", os.path.join(d, "module.hlo")]
+        for i, a in enumerate(c.inputs):
+            path = os.path.join(d, f"in{i}.npy")
+            np.save(path, np.ascontiguousarray(a))
+            cmd.append(f"--input=@{path}")
+        outs = [os.path.join(d, f"out{i}.npy") for i in range(len(c.expected))]
+        cmd += [f"--output=@{p}" for p in outs]
+        for i, e in enumerate(c.expected):
+            np.save(os.path.join(d, f"expected{i}.npy"), np.ascontiguousarray(e))
+        if args.dry_run:
+            continue
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"FAIL {c.name}: exit {r.returncode}: {r.stderr.strip()[:500]}")
+            failures += 1
+            continue
+        msg = None
+        for p, e in zip(outs, c.expected):
+            msg = msg or compare(c.name, np.load(p), np.asarray(e), c.tol)
+        if msg:
+            print(f"FAIL {msg}")
+            failures += 1
+        else:
+            print(f"ok   {c.name}")
+    print(f"{len(cases) - failures} of {len(cases)} cases match numpy" if not args.dry_run
+          else f"generated {len(cases)} cases in {workdir}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
