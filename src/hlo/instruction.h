@@ -1,0 +1,196 @@
+// HLO instructions. An Instruction is owned by its Computation; operands are
+// Instruction pointers into the same computation. Users are not tracked
+// (Computation::computeUsers() builds the map when a pass needs it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hlo/attributes.h"
+#include "hlo/literal.h"
+#include "hlo/opcode.h"
+#include "hlo/shape.h"
+#include "support/source.h"
+
+namespace tpu::hlo {
+
+class Computation;
+
+// Opcode-specific attributes. Each field lists the opcodes (and text names)
+// that use it; other opcodes leave it at its default. Defaults are the
+// values meaning "absent" in the text.
+struct InstructionAttributes {
+  // broadcast/transpose/reverse/reduce/concatenate/map/sort/all-gather/
+  // reduce-scatter/all-to-all(split dim; empty = tuple form)/get-dimension-size/
+  // set-dimension-size/scan: `dimensions={...}`.
+  std::vector<int64_t> dimensions;
+  int64_t tupleIndex = 0;         // get-tuple-element `index=`
+  int64_t parameterNumber = 0;    // parameter(N)
+  std::optional<std::vector<bool>> parameterReplication;  // parameter_replication={..}
+  int64_t iotaDimension = 0;      // iota_dimension=
+  int64_t inferredDimension = -1; // reshape inferred_dimension= (-1 = absent)
+  std::optional<Literal> literal; // constant(...) payload; custom-call literal=
+
+  std::vector<SliceDimension> slice;            // slice={...}
+  std::vector<int64_t> dynamicSliceSizes;       // dynamic-slice dynamic_slice_sizes=
+  std::vector<PaddingDimension> padding;        // pad padding=
+  std::optional<Window> window;                 // convolution, reduce-window, select-and-scatter, custom-call
+  std::optional<ConvolutionDimensionNumbers> convDims;  // dim_labels= (convolution, custom-call)
+  int64_t featureGroupCount = 1;
+  int64_t batchGroupCount = 1;
+  ConvKind convKind = ConvKind::Unset;          // conv_kind= (parsed, printed when set)
+  DotDimensionNumbers dotDims;                  // dot, ragged-dot, scaled-dot
+  RaggedDotDimensionNumbers raggedDotDims;      // ragged-dot
+  PrecisionConfig precision;                    // operand_precision=, algorithm= (dot family, convolution, custom-call)
+  std::optional<RawAttribute> sparsity;         // dot sparsity= (kept as written)
+
+  ComparisonDirection comparisonDirection = ComparisonDirection::EQ;  // compare direction=
+  std::optional<ComparisonType> comparisonType;  // compare type= as written (nullopt = default for type)
+  FusionKind fusionKind = FusionKind::Loop;      // fusion kind=
+
+  // custom-call
+  std::string customCallTarget;
+  CustomCallApiVersion apiVersion = CustomCallApiVersion::Original;
+  bool customCallHasSideEffect = false;
+  std::optional<std::vector<Shape>> operandLayoutConstraints;
+  CustomCallSchedule customCallSchedule = CustomCallSchedule::None;
+  PaddingType paddingType = PaddingType::Unset;
+  std::vector<OutputOperandAlias> outputToOperandAliasing;  // custom-call, fusion, async-start
+
+  // collectives
+  std::optional<ReplicaGroups> replicaGroups;   // replica_groups= (always printed for collectives)
+  std::optional<int64_t> channelId;
+  bool constrainLayout = false;
+  bool useGlobalDeviceIds = false;
+  std::vector<std::pair<int64_t, int64_t>> sourceTargetPairs;  // collective-permute
+  std::vector<std::vector<int64_t>> permuteSliceSizes;         // collective-permute slice_sizes=
+  bool isHostTransfer = false;                                 // send/recv(-done)
+
+  RngDistribution distribution = RngDistribution::Uniform;  // rng
+  RngAlgorithm rngAlgorithm = RngAlgorithm::Default;        // rng-bit-generator algorithm=
+  int64_t rngDelta = 0;                                     // rng-get-and-update-state delta=
+
+  bool isStable = false;          // sort
+  bool indicesAreSorted = false;  // gather, scatter
+  bool uniqueIndices = false;     // scatter
+  GatherDimensionNumbers gatherDims;
+  std::vector<int64_t> gatherSliceSizes;  // gather slice_sizes=
+  ScatterDimensionNumbers scatterDims;
+
+  int64_t exponentBits = 0;   // reduce-precision
+  int64_t mantissaBits = 0;
+  std::string infeedConfig;   // infeed infeed_config=
+  std::string outfeedConfig;  // outfeed outfeed_config=
+  std::optional<Shape> outfeedShape;  // outfeed outfeed_shape=
+
+  bool leftSide = false, lower = false, unitDiagonal = false;  // triangular-solve (lower: cholesky too)
+  TriangularTranspose transposeA = TriangularTranspose::NoTranspose;
+  FftType fftType = FftType::Fft;
+  std::vector<int64_t> fftLength;
+  float epsilon = 0;           // batch-norm-*
+  int64_t featureIndex = 0;    // batch-norm-*
+  std::optional<DomainMetadata> domain;
+  int64_t k = 0;               // topk
+  bool largest = true;         // topk
+  int64_t numCarries = 0;      // scan
+  bool isReverse = false, isAssociative = false;  // scan
+  std::string asyncExecutionThread = "main";      // async-start/update/done
+  std::optional<int64_t> crossProgramPrefetchIndex;  // copy-start
+  bool isComposite = false;    // call
+  ResultAccuracy resultAccuracy;  // unary math ops
+
+  bool operator==(const InstructionAttributes&) const = default;
+};
+
+// Attributes any instruction may carry.
+struct CommonAttributes {
+  std::optional<Sharding> sharding;
+  FrontendAttributes frontendAttributes;  // sorted by key
+  std::optional<Statistics> statistics;
+  OpMetadata metadata;
+  BackendConfig backendConfig;
+  std::optional<RawAttribute> origin;     // origin={...} (newest XLA), kept as written
+  std::vector<RawAttribute> unknown;      // attributes the parser did not know, in order
+
+  bool operator==(const CommonAttributes&) const = default;
+};
+
+class Instruction {
+ public:
+  Instruction(Opcode opcode, std::string name, Shape shape)
+      : opcode_(opcode), name_(std::move(name)), shape_(std::move(shape)) {}
+  Instruction(const Instruction&) = delete;
+  Instruction& operator=(const Instruction&) = delete;
+
+  Opcode opcode() const { return opcode_; }
+  void setOpcode(Opcode opcode) { opcode_ = opcode; }
+  const std::string& name() const { return name_; }
+  void setName(std::string name) { name_ = std::move(name); }
+  const Shape& shape() const { return shape_; }
+  Shape& mutableShape() { return shape_; }
+  void setShape(Shape shape) { shape_ = std::move(shape); }
+
+  const std::vector<Instruction*>& operands() const { return operands_; }
+  Instruction* operand(int64_t i) const { return operands_[static_cast<size_t>(i)]; }
+  int64_t operandCount() const { return static_cast<int64_t>(operands_.size()); }
+  void addOperand(Instruction* operand) { operands_.push_back(operand); }
+  void setOperand(int64_t i, Instruction* operand) { operands_[static_cast<size_t>(i)] = operand; }
+  void setOperands(std::vector<Instruction*> operands) { operands_ = std::move(operands); }
+
+  // Called computations, in XLA's order: while {condition, body};
+  // conditional {branch 0, branch 1, ...} (pred selector: {true, false});
+  // select-and-scatter {select, scatter}; everything else {to_apply/calls...}.
+  const std::vector<Computation*>& calledComputations() const { return called_; }
+  void addCalledComputation(Computation* c) { called_.push_back(c); }
+  void setCalledComputations(std::vector<Computation*> c) { called_ = std::move(c); }
+  // Convenience accessors (nullptr when absent).
+  Computation* toApply() const { return called_.empty() ? nullptr : called_[0]; }
+  Computation* whileCondition() const { return called_.size() > 0 ? called_[0] : nullptr; }
+  Computation* whileBody() const { return called_.size() > 1 ? called_[1] : nullptr; }
+  Computation* fusedComputation() const { return toApply(); }
+
+  // Must be earlier instructions of the same computation.
+  const std::vector<Instruction*>& controlPredecessors() const { return controlPredecessors_; }
+  void addControlPredecessor(Instruction* p) { controlPredecessors_.push_back(p); }
+  void setControlPredecessors(std::vector<Instruction*> p) { controlPredecessors_ = std::move(p); }
+
+  InstructionAttributes& attrs() { return attrs_; }
+  const InstructionAttributes& attrs() const { return attrs_; }
+  CommonAttributes& common() { return common_; }
+  const CommonAttributes& common() const { return common_; }
+  // Shortcuts into common().
+  const OpMetadata& metadata() const { return common_.metadata; }
+  const std::optional<Sharding>& sharding() const { return common_.sharding; }
+  const BackendConfig& backendConfig() const { return common_.backendConfig; }
+
+  // Constant payload (constant instructions).
+  const Literal& literal() const { return *attrs_.literal; }
+
+  Computation* parent() const { return parent_; }
+  void setParent(Computation* parent) { parent_ = parent; }
+  bool isRoot() const;
+
+  // Side effects: side-effecting opcodes, custom_call_has_side_effect,
+  // collectives and async pairs around them.
+  bool hasSideEffect() const;
+
+  SourceLocation location() const { return location_; }
+  void setLocation(SourceLocation loc) { location_ = loc; }
+
+ private:
+  Opcode opcode_;
+  std::string name_;
+  Shape shape_;
+  std::vector<Instruction*> operands_;
+  std::vector<Computation*> called_;
+  std::vector<Instruction*> controlPredecessors_;
+  InstructionAttributes attrs_;
+  CommonAttributes common_;
+  Computation* parent_ = nullptr;
+  SourceLocation location_;
+};
+
+}  // namespace tpu::hlo

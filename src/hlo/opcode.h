@@ -1,0 +1,53 @@
+// HLO opcodes, generated from the table in opcode.def.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tpu::hlo {
+
+enum class Opcode : uint8_t {
+#define HLO_OPCODE(name, text, arity, flags) name,
+#include "hlo/opcode.def"
+};
+
+inline constexpr int kOpcodeCount = 0
+#define HLO_OPCODE(name, text, arity, flags) +1
+#include "hlo/opcode.def"
+    ;
+
+// Operand count meaning "any number" in the table.
+inline constexpr int kVariadic = -1;
+
+// Property bits of an opcode.
+enum OpcodeFlag : uint32_t {
+  kElementwise = 1u << 0,      // result element i depends only on operand elements i
+  kCommutative = 1u << 1,      // binary and operand order does not matter
+  kSideEffecting = 1u << 2,    // never removed or duplicated by passes
+  kCollective = 1u << 3,       // communicates across replicas/partitions
+  kAsyncStart = 1u << 4,       // begins an asynchronous pair (result is a context)
+  kAsyncDone = 1u << 5,        // ends an asynchronous pair
+  kResultAccuracy = 1u << 6,   // accepts result_accuracy=
+};
+
+struct OpcodeInfo {
+  std::string_view name;  // text spelling, e.g. "get-tuple-element"
+  int arity;              // fixed operand count or kVariadic
+  uint32_t flags;         // OpcodeFlag bits
+};
+
+const OpcodeInfo& opcodeInfo(Opcode opcode);
+inline std::string_view opcodeName(Opcode opcode) { return opcodeInfo(opcode).name; }
+std::optional<Opcode> opcodeFromName(std::string_view name);
+
+inline bool hasFlag(Opcode op, OpcodeFlag flag) { return (opcodeInfo(op).flags & flag) != 0; }
+inline bool isElementwise(Opcode op) { return hasFlag(op, kElementwise); }
+// Side-effecting by opcode alone; Instruction::hasSideEffect() also looks at
+// custom_call_has_side_effect and collectives.
+inline bool isSideEffectingOpcode(Opcode op) { return hasFlag(op, kSideEffecting); }
+inline bool isCollective(Opcode op) { return hasFlag(op, kCollective); }
+inline bool isAsyncStart(Opcode op) { return hasFlag(op, kAsyncStart); }
+inline bool isAsyncDone(Opcode op) { return hasFlag(op, kAsyncDone); }
+
+}  // namespace tpu::hlo

@@ -1,0 +1,151 @@
+// Shapes (arrays, tuples, tokens, opaque, buffers) and layouts.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hlo/element_type.h"
+
+namespace tpu::hlo {
+
+// A path into a tuple shape: {} is the whole shape, {1,0} element 0 of element 1.
+using ShapeIndex = std::vector<int64_t>;
+
+// One tile of a tiled layout: `T(8,128)`. kCombineDimension is the `*` entry.
+struct Tile {
+  static constexpr int64_t kCombineDimension = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> dimensions;
+  bool operator==(const Tile&) const = default;
+};
+
+// `SC(dim:i,j,...)`: split a dimension at the given element indices.
+struct SplitConfig {
+  int64_t dimension = 0;
+  std::vector<int64_t> splitIndices;
+  bool operator==(const SplitConfig&) const = default;
+};
+
+// Dimension level types of sparse layouts (`D(D,C+~,...)`): accepted and kept.
+enum class DimLevelKind : uint8_t { Dense, Compressed, Singleton, LooseCompressed };
+struct DimLevelType {
+  DimLevelKind kind = DimLevelKind::Dense;
+  bool notUnique = false;   // '+'
+  bool notOrdered = false;  // '~'
+  bool operator==(const DimLevelType&) const = default;
+};
+
+struct Layout {
+  std::vector<int64_t> minorToMajor;  // first entry = fastest varying dimension
+  std::vector<DimLevelType> dimLevelTypes;
+  std::vector<Tile> tiles;
+  int64_t tailPaddingAlignment = 1;                       // L(n)
+  ElementType indexPrimitiveType = ElementType::Invalid;    // #(u32)
+  ElementType pointerPrimitiveType = ElementType::Invalid;  // *(u32)
+  int64_t elementSizeInBits = 0;                          // E(n); 0 = natural size
+  int64_t memorySpace = 0;                                // S(n)
+  std::vector<SplitConfig> splitConfigs;                  // SC(..)
+  int64_t dynamicShapeMetadataPrefixBytes = 0;            // M(n)
+
+  bool operator==(const Layout&) const = default;
+  // Only minor_to_major present (what `{1,0}` means).
+  bool isPlain() const;
+  // Descending minor_to_major {rank-1, ..., 0}, no extras.
+  static Layout defaultForRank(int64_t rank);
+  // `{1,0:T(8,128)}` text (without a leading space), as in shapes.
+  std::string toString() const;
+};
+
+// Size of an unbounded dynamic dimension `?`.
+inline constexpr int64_t kUnboundedSize = std::numeric_limits<int64_t>::min();
+
+class Shape {
+ public:
+  enum class Kind : uint8_t { Array, Tuple, Token, Opaque, Invalid };
+
+  Shape() = default;  // Invalid
+  // Array shape; with layout when given (use Shape::withDefaultLayout to add one).
+  Shape(ElementType type, std::vector<int64_t> dims);
+  static Shape array(ElementType type, std::vector<int64_t> dims) { return Shape(type, std::move(dims)); }
+  static Shape scalar(ElementType type) { return Shape(type, {}); }
+  static Shape tuple(std::vector<Shape> elements);
+  static Shape token();
+  static Shape opaque();
+
+  Kind kind() const { return kind_; }
+  bool isArray() const { return kind_ == Kind::Array; }
+  bool isTuple() const { return kind_ == Kind::Tuple; }
+  bool isToken() const { return kind_ == Kind::Token; }
+  bool isOpaque() const { return kind_ == Kind::Opaque; }
+  bool isValid() const { return kind_ != Kind::Invalid; }
+  bool isScalar() const { return isArray() && dims_.empty(); }
+  // `b(f32[4])` buffer shapes: an array shape with this flag.
+  bool isBuffer() const { return buffer_; }
+  void setBuffer(bool buffer) { buffer_ = buffer; }
+
+  // Array: its element type; Tuple: ElementType::Tuple; Token/Opaque: those.
+  ElementType elementType() const { return elementType_; }
+  void setElementType(ElementType type) { elementType_ = type; }
+
+  // Array dimensions. A bounded dynamic dimension `<=N` has size N and is
+  // dynamic; an unbounded one `?` has size kUnboundedSize and is dynamic.
+  int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
+  const std::vector<int64_t>& dimensions() const { return dims_; }
+  int64_t dimension(int64_t i) const { return dims_[static_cast<size_t>(i)]; }
+  void setDimensions(std::vector<int64_t> dims);
+  bool isDynamicDimension(int64_t i) const { return !dynamic_.empty() && dynamic_[static_cast<size_t>(i)]; }
+  void setDynamicDimension(int64_t i, bool dynamic);
+  bool isDynamic() const;         // any dynamic dimension (recursively for tuples)
+  bool isUnboundedDynamic() const;  // any `?` dimension
+  const std::vector<bool>& dynamicDimensions() const { return dynamic_; }  // empty = all static
+
+  // Tuple elements.
+  const std::vector<Shape>& tupleElements() const { return elements_; }
+  std::vector<Shape>& mutableTupleElements() { return elements_; }
+  const Shape& tupleElement(int64_t i) const { return elements_[static_cast<size_t>(i)]; }
+  int64_t tupleSize() const { return static_cast<int64_t>(elements_.size()); }
+  // Sub-shape at `index` (nullptr when the index does not exist).
+  const Shape* subshape(const ShapeIndex& index) const;
+  // Array leaves in pre-order (for tuple shardings, parameter_replication...).
+  int64_t leafCount() const;
+
+  // Layout (arrays only). Absent means "unset": printers print none.
+  bool hasLayout() const { return layout_.has_value(); }
+  const Layout& layout() const { return *layout_; }
+  Layout& mutableLayout() { return *layout_; }
+  void setLayout(Layout layout) { layout_ = std::move(layout); }
+  void clearLayout() { layout_.reset(); }
+  // Adds the default layout to this array (and every array inside tuples) that lacks one.
+  void setDefaultLayoutIfMissing();
+  Shape withDefaultLayout() const;
+  Shape withoutLayout() const;
+
+  // Product of dimensions (bounded dynamic dims count their bound). Arrays
+  // only; nullopt on overflow or unbounded dims.
+  std::optional<int64_t> elementCount() const;
+  // Dense byte size with elementTypeInfo().byteSize per element (tuples:
+  // sum of leaves; token/opaque: 0); nullopt on overflow.
+  std::optional<int64_t> byteSize() const;
+
+  // Exact equality including layouts, dynamic flags and buffer flag.
+  bool operator==(const Shape& other) const;
+  bool equalIgnoringLayout(const Shape& other) const;
+  // Same element types and dimensions, ignoring layouts and dynamic-ness.
+  bool compatible(const Shape& other) const;
+
+  // XLA's human string: `f32[8,<=4]{1,0:T(8,128)}`, `(f32[], s32[2]{0})`.
+  std::string toString(bool withLayout = true) const;
+
+ private:
+  Kind kind_ = Kind::Invalid;
+  ElementType elementType_ = ElementType::Invalid;
+  bool buffer_ = false;
+  std::vector<int64_t> dims_;
+  std::vector<bool> dynamic_;
+  std::vector<Shape> elements_;
+  std::optional<Layout> layout_;
+};
+
+}  // namespace tpu::hlo
