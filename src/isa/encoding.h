@@ -1,0 +1,36 @@
+// The .tpu binary: a support/container.h container (magic "TPUCODE\0") whose
+// payload holds the sections header, entries, buffers, dma descriptors, data,
+// code (fixed-width bundles) and symbols. Layout in docs/ISA.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "isa/program.h"
+#include "support/container.h"
+#include "support/diagnostics.h"
+#include "support/source.h"
+
+namespace tpu::isa {
+
+constexpr Magic kTpuMagic = {'T', 'P', 'U', 'C', 'O', 'D', 'E', '\0'};
+constexpr uint16_t kTpuFormatMajor = 1;
+constexpr uint16_t kTpuFormatMinor = 0;
+
+bool isTpuBinary(std::string_view data);
+
+// One op as two 64-bit words: opcode in bits 0..9, operands packed upward
+// from bit 10 in table order, unused bits zero.
+std::array<uint64_t, 2> encodeInstr(const Instr& instr);
+// Fails (returns nullopt and sets `error`) on unknown opcodes, fields out of
+// range or non-zero unused bits.
+std::optional<Instr> decodeInstr(const std::array<uint64_t, 2>& words, std::string& error);
+
+// Deterministic: the same Program always gives the same bytes.
+std::string encodeProgram(const Program& program);
+// `file` should be marked binary; errors carry byte offsets.
+std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& diags);
+
+}  // namespace tpu::isa

@@ -1,0 +1,56 @@
+#include "isa/program.h"
+
+#include <array>
+
+namespace tpu::isa {
+
+namespace {
+constexpr std::array<std::string_view, 10> kDTypeNames = {"f32", "bf16", "f16", "s32", "s16",
+                                                           "s8",  "u32",  "u16", "u8",  "pred"};
+constexpr std::array<int, 10> kDTypeBytes = {4, 2, 2, 4, 2, 1, 4, 2, 1, 1};
+}  // namespace
+
+std::string_view memSpaceName(MemSpace space) {
+  switch (space) {
+    case MemSpace::Hbm: return "hbm";
+    case MemSpace::Vmem: return "vmem";
+    case MemSpace::Smem: return "smem";
+  }
+  return "?";
+}
+
+std::string_view dtypeName(DType type) { return kDTypeNames[static_cast<size_t>(type)]; }
+
+std::optional<DType> dtypeFromName(std::string_view name) {
+  for (size_t i = 0; i < kDTypeNames.size(); ++i)
+    if (kDTypeNames[i] == name) return static_cast<DType>(i);
+  return std::nullopt;
+}
+
+int dtypeBytes(DType type) { return kDTypeBytes[static_cast<size_t>(type)]; }
+
+uint64_t Buffer::sizeBytes() const {
+  uint64_t n = static_cast<uint64_t>(dtypeBytes(dtype));
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+uint64_t DmaDescriptor::totalBytes() const {
+  uint64_t n = chunkBytes;
+  for (const DmaDim& d : dims) n *= d.count;
+  return n;
+}
+
+std::optional<uint32_t> Program::findBuffer(std::string_view name) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == name) return static_cast<uint32_t>(i);
+  return std::nullopt;
+}
+
+const Entry* Program::findEntry(std::string_view name) const {
+  for (const Entry& e : entries)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+}  // namespace tpu::isa
