@@ -1,0 +1,514 @@
+#include "hlo/binary/binary.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "support/bytes.h"
+
+namespace tpu::hlo {
+
+namespace {
+
+// Guards against IR changes that the encoding would silently drop: when a
+// field is added to these structs their size changes, and this file must be
+// updated (and kHlobVersion.minor or .major bumped) before it compiles again.
+static_assert(sizeof(void*) != 8 || sizeof(InstructionAttributes) == 2600,
+              "InstructionAttributes changed: update the .hlob encoding in binary.cpp");
+static_assert(sizeof(void*) != 8 || sizeof(CommonAttributes) == 728,
+              "CommonAttributes changed: update the .hlob encoding in binary.cpp");
+
+// Largest enumerator of each enum stored as a byte; values above it are
+// rejected on read so a corrupt file cannot produce an out-of-range enum.
+template <typename E> constexpr E kEnumLast;
+template <> constexpr ComparisonDirection kEnumLast<ComparisonDirection> = ComparisonDirection::GE;
+template <> constexpr ComparisonType kEnumLast<ComparisonType> = ComparisonType::Unsigned;
+template <> constexpr FusionKind kEnumLast<FusionKind> = FusionKind::Custom;
+template <> constexpr Precision kEnumLast<Precision> = Precision::PackedNibble;
+template <> constexpr DotAlgorithm kEnumLast<DotAlgorithm> = DotAlgorithm::DotBf16Bf16F32X9;
+template <> constexpr RngDistribution kEnumLast<RngDistribution> = RngDistribution::Normal;
+template <> constexpr RngAlgorithm kEnumLast<RngAlgorithm> = RngAlgorithm::Philox;
+template <> constexpr CustomCallSchedule kEnumLast<CustomCallSchedule> = CustomCallSchedule::Earliest;
+template <> constexpr CustomCallApiVersion kEnumLast<CustomCallApiVersion> = CustomCallApiVersion::TypedFfi;
+template <> constexpr PaddingType kEnumLast<PaddingType> = PaddingType::Same;
+template <> constexpr ConvKind kEnumLast<ConvKind> = ConvKind::Dgrad;
+template <> constexpr FftType kEnumLast<FftType> = FftType::Irfft;
+template <> constexpr TriangularTranspose kEnumLast<TriangularTranspose> = TriangularTranspose::Adjoint;
+template <> constexpr ResultAccuracyMode kEnumLast<ResultAccuracyMode> = ResultAccuracyMode::Tolerance;
+template <> constexpr Sharding::Kind kEnumLast<Sharding::Kind> = Sharding::Kind::Named;
+template <> constexpr DimLevelKind kEnumLast<DimLevelKind> = DimLevelKind::LooseCompressed;
+
+// Nesting bound for recursive structures (tuple shapes, literals, shardings).
+constexpr int kMaxDepth = 256;
+
+// One archive type per direction with the same member names, so each
+// structure's field list is written once (in `visit`) and serves both.
+class Encoder {
+ public:
+  static constexpr bool kReading = false;
+  ByteWriter& out() { return w_; }
+  bool ok() const { return true; }
+
+  void operator()(const int64_t& v) { w_.svar(v); }
+  void operator()(const bool& v) { w_.u8(v ? 1 : 0); }
+  void operator()(const double& v) { w_.f64(v); }
+  void operator()(const float& v) { w_.f32(v); }
+  void operator()(const std::string& v) { w_.str(v); }
+  void operator()(const ElementType& v) { w_.uvar(static_cast<uint64_t>(v)); }
+  template <typename E>
+    requires std::is_enum_v<E>
+  void operator()(const E& v) { w_.u8(static_cast<uint8_t>(v)); }
+  void operator()(const std::vector<bool>& v) {
+    w_.uvar(v.size());
+    for (bool b : v) w_.u8(b ? 1 : 0);
+  }
+  template <typename T>
+  void operator()(const std::vector<T>& v) {
+    w_.uvar(v.size());
+    for (const T& x : v) (*this)(x);
+  }
+  template <typename T>
+  void operator()(const std::optional<T>& v) {
+    w_.u8(v.has_value() ? 1 : 0);
+    if (v) (*this)(*v);
+  }
+  template <typename A, typename B>
+  void operator()(const std::pair<A, B>& v) {
+    (*this)(v.first);
+    (*this)(v.second);
+  }
+  template <typename T>
+    requires requires(Encoder& e, T& t) { visit(e, t); }
+  void operator()(const T& v) { visit(*this, const_cast<T&>(v)); }
+
+  void operator()(const Shape& shape);
+  void operator()(const Literal& literal);
+
+ private:
+  ByteWriter w_;
+};
+
+class Decoder {
+ public:
+  static constexpr bool kReading = true;
+  explicit Decoder(std::string_view data) : r_(data) {}
+  ByteReader& in() { return r_; }
+  bool ok() const { return r_.ok(); }
+  void fail(std::string message) { r_.fail(std::move(message)); }
+
+  void operator()(int64_t& v) { v = r_.svar(); }
+  void operator()(bool& v) {
+    uint8_t b = r_.u8();
+    if (b > 1) fail("invalid boolean");
+    v = b != 0;
+  }
+  void operator()(double& v) { v = r_.f64(); }
+  void operator()(float& v) { v = r_.f32(); }
+  void operator()(std::string& v) { v = r_.str(); }
+  void operator()(ElementType& v) {
+    uint64_t raw = r_.uvar();
+    if (raw >= static_cast<uint64_t>(kElementTypeCount)) fail("invalid element type");
+    v = ok() ? static_cast<ElementType>(raw) : ElementType::Invalid;
+  }
+  template <typename E>
+    requires std::is_enum_v<E>
+  void operator()(E& v) {
+    uint8_t raw = r_.u8();
+    if (raw > static_cast<uint8_t>(kEnumLast<E>)) fail("enumeration value out of range");
+    v = ok() ? static_cast<E>(raw) : E{};
+  }
+  void operator()(std::vector<bool>& v) {
+    uint64_t n = r_.count(1);
+    v.assign(n, false);
+    for (uint64_t i = 0; i < n && ok(); ++i) v[i] = r_.u8() != 0;
+  }
+  template <typename T>
+  void operator()(std::vector<T>& v) {
+    uint64_t n = r_.count(1);
+    v.clear();
+    v.reserve(n);
+    for (uint64_t i = 0; i < n && ok(); ++i) {
+      v.emplace_back();
+      (*this)(v.back());
+    }
+  }
+  template <typename T>
+  void operator()(std::optional<T>& v) {
+    bool present = false;
+    (*this)(present);
+    if (present && ok()) {
+      v.emplace();
+      (*this)(*v);
+    } else {
+      v.reset();
+    }
+  }
+  template <typename A, typename B>
+  void operator()(std::pair<A, B>& v) {
+    (*this)(v.first);
+    (*this)(v.second);
+  }
+  template <typename T>
+    requires requires(Decoder& d, T& t) { visit(d, t); }
+  void operator()(T& v) {
+    if (++depth_ > kMaxDepth) fail("structure nested too deeply");
+    if (ok()) visit(*this, v);
+    --depth_;
+  }
+
+  void operator()(Shape& shape);
+  void operator()(Literal& literal);
+
+ private:
+  ByteReader r_;
+  int depth_ = 0;
+};
+
+// ------------------------------------------------------------ field lists
+
+template <typename A> void visit(A& a, Tile& v) { a(v.dimensions); }
+template <typename A> void visit(A& a, SplitConfig& v) { a(v.dimension); a(v.splitIndices); }
+template <typename A> void visit(A& a, DimLevelType& v) { a(v.kind); a(v.notUnique); a(v.notOrdered); }
+template <typename A> void visit(A& a, Layout& v) {
+  a(v.minorToMajor); a(v.dimLevelTypes); a(v.tiles); a(v.tailPaddingAlignment);
+  a(v.indexPrimitiveType); a(v.pointerPrimitiveType); a(v.elementSizeInBits); a(v.memorySpace);
+  a(v.splitConfigs); a(v.dynamicShapeMetadataPrefixBytes);
+}
+template <typename A> void visit(A& a, SliceDimension& v) { a(v.start); a(v.limit); a(v.stride); }
+template <typename A> void visit(A& a, PaddingDimension& v) { a(v.low); a(v.high); a(v.interior); }
+template <typename A> void visit(A& a, WindowDimension& v) {
+  a(v.size); a(v.stride); a(v.paddingLow); a(v.paddingHigh); a(v.baseDilation); a(v.windowDilation);
+  a(v.windowReversal);
+}
+template <typename A> void visit(A& a, Window& v) { a(v.dimensions); }
+template <typename A> void visit(A& a, ConvolutionDimensionNumbers& v) {
+  a(v.inputBatchDimension); a(v.inputFeatureDimension); a(v.inputSpatialDimensions);
+  a(v.kernelInputFeatureDimension); a(v.kernelOutputFeatureDimension); a(v.kernelSpatialDimensions);
+  a(v.outputBatchDimension); a(v.outputFeatureDimension); a(v.outputSpatialDimensions);
+}
+template <typename A> void visit(A& a, DotDimensionNumbers& v) {
+  a(v.lhsBatchDimensions); a(v.lhsContractingDimensions); a(v.rhsBatchDimensions); a(v.rhsContractingDimensions);
+}
+template <typename A> void visit(A& a, RaggedDotDimensionNumbers& v) {
+  a(v.lhsRaggedDimensions); a(v.rhsGroupDimensions);
+}
+template <typename A> void visit(A& a, PrecisionConfig& v) { a(v.operandPrecision); a(v.algorithm); }
+template <typename A> void visit(A& a, GatherDimensionNumbers& v) {
+  a(v.offsetDims); a(v.collapsedSliceDims); a(v.startIndexMap); a(v.operandBatchingDims);
+  a(v.startIndicesBatchingDims); a(v.indexVectorDim);
+}
+template <typename A> void visit(A& a, ScatterDimensionNumbers& v) {
+  a(v.updateWindowDims); a(v.insertedWindowDims); a(v.scatterDimsToOperandDims); a(v.inputBatchingDims);
+  a(v.scatterIndicesBatchingDims); a(v.indexVectorDim);
+}
+template <typename A> void visit(A& a, IotaList& v) { a(v.reshapeDims); a(v.transposePerm); }
+template <typename A> void visit(A& a, ReplicaGroups& v) {
+  a(v.groups); a(v.isIota); a(v.iotaNumGroups); a(v.iotaGroupSize); a(v.iota);
+}
+template <typename A> void visit(A& a, OutputOperandAlias& v) { a(v.outputIndex); a(v.operandNumber); a(v.operandIndex); }
+template <typename A> void visit(A& a, ResultAccuracy& v) { a(v.mode); a(v.atol); a(v.rtol); a(v.ulps); }
+template <typename A> void visit(A& a, RawAttribute& v) { a(v.name); a(v.text); }
+template <typename A> void visit(A& a, OpMetadata& v) {
+  a(v.opType); a(v.opName); a(v.sourceFile); a(v.sourceLine); a(v.sourceEndLine); a(v.sourceColumn);
+  a(v.sourceEndColumn); a(v.profileType); a(v.deduplicatedName); a(v.schedulingName); a(v.stackFrameId);
+  a(v.preserveLayout); a(v.others);
+}
+template <typename A> void visit(A& a, BackendConfig& v) { a(v.text); a(v.raw); }
+template <typename A> void visit(A& a, FrontendAttribute& v) { a(v.key); a(v.value); a(v.raw); }
+template <typename A> void visit(A& a, Statistics& v) { a(v.visualizingIndex); a(v.stats); }
+template <typename A> void visit(A& a, Sharding& v) {
+  a(v.kind); a(v.maximalDevice); a(v.tileAssignmentDims); a(v.tileAssignmentDevices); a(v.iotaDevices);
+  a(v.replicateOnLastTileDim); a(v.lastTileDims); a(v.tupleElements); a(v.shardAs); a(v.shardLike);
+  a(v.metadata); a(v.namedText);
+}
+template <typename A> void visit(A& a, DomainMetadata& v) { a(v.kind); a(v.entry); a(v.exit); }
+template <typename A> void visit(A& a, InputOutputAlias& v) {
+  a(v.outputIndex); a(v.parameterNumber); a(v.parameterIndex); a(v.mustAlias);
+}
+template <typename A> void visit(A& a, BufferDonor& v) { a(v.parameterNumber); a(v.parameterIndex); }
+template <typename A> void visit(A& a, FileLocation& v) {
+  a(v.fileNameId); a(v.functionNameId); a(v.line); a(v.endLine); a(v.column); a(v.endColumn);
+}
+template <typename A> void visit(A& a, StackFrame& v) { a(v.fileLocationId); a(v.parentFrameId); }
+template <typename A> void visit(A& a, StackFrameIndex& v) {
+  a(v.fileNames); a(v.functionNames); a(v.fileLocations); a(v.stackFrames);
+}
+template <typename A> void visit(A& a, ComputationLayout& v) { a(v.parameters); a(v.result); }
+template <typename A> void visit(A& a, ModuleConfig& v) {
+  a(v.isScheduled); a(v.inputOutputAlias); a(v.bufferDonors); a(v.aliasPassthroughParams);
+  a(v.entryComputationLayout); a(v.allowSpmdShardingPropagationToParameters);
+  a(v.allowSpmdShardingPropagationToOutput); a(v.replicaCount); a(v.numPartitions); a(v.frontendAttributes);
+  a(v.unknown);
+}
+template <typename A> void visit(A& a, InstructionAttributes& v) {
+  a(v.dimensions); a(v.tupleIndex); a(v.parameterNumber); a(v.parameterReplication); a(v.iotaDimension);
+  a(v.inferredDimension); a(v.literal); a(v.slice); a(v.dynamicSliceSizes); a(v.padding); a(v.window);
+  a(v.convDims); a(v.featureGroupCount); a(v.batchGroupCount); a(v.convKind); a(v.dotDims);
+  a(v.raggedDotDims); a(v.precision); a(v.sparsity); a(v.comparisonDirection); a(v.comparisonType);
+  a(v.fusionKind); a(v.customCallTarget); a(v.apiVersion); a(v.customCallHasSideEffect);
+  a(v.operandLayoutConstraints); a(v.customCallSchedule); a(v.paddingType); a(v.outputToOperandAliasing);
+  a(v.replicaGroups); a(v.channelId); a(v.constrainLayout); a(v.useGlobalDeviceIds); a(v.sourceTargetPairs);
+  a(v.permuteSliceSizes); a(v.isHostTransfer); a(v.distribution); a(v.rngAlgorithm); a(v.rngDelta);
+  a(v.isStable); a(v.indicesAreSorted); a(v.uniqueIndices); a(v.gatherDims); a(v.gatherSliceSizes);
+  a(v.scatterDims); a(v.exponentBits); a(v.mantissaBits); a(v.infeedConfig); a(v.outfeedConfig);
+  a(v.outfeedShape); a(v.leftSide); a(v.lower); a(v.unitDiagonal); a(v.transposeA); a(v.fftType);
+  a(v.fftLength); a(v.epsilon); a(v.featureIndex); a(v.domain); a(v.k); a(v.largest); a(v.numCarries);
+  a(v.isReverse); a(v.isAssociative); a(v.asyncExecutionThread); a(v.crossProgramPrefetchIndex);
+  a(v.isComposite); a(v.resultAccuracy);
+}
+template <typename A> void visit(A& a, CommonAttributes& v) {
+  a(v.sharding); a(v.frontendAttributes); a(v.statistics); a(v.metadata); a(v.backendConfig); a(v.origin);
+  a(v.unknown);
+}
+
+// ------------------------------------------------------------ shapes and literals
+
+void Encoder::operator()(const Shape& shape) {
+  w_.u8(static_cast<uint8_t>(shape.kind()));
+  switch (shape.kind()) {
+    case Shape::Kind::Array:
+      (*this)(shape.elementType());
+      (*this)(shape.isBuffer());
+      (*this)(shape.dimensions());
+      (*this)(shape.dynamicDimensions());
+      w_.u8(shape.hasLayout() ? 1 : 0);
+      if (shape.hasLayout()) (*this)(shape.layout());
+      break;
+    case Shape::Kind::Tuple:
+      (*this)(shape.tupleElements());
+      break;
+    default:
+      break;
+  }
+}
+
+void Decoder::operator()(Shape& shape) {
+  uint8_t kind = r_.u8();
+  if (++depth_ > kMaxDepth) fail("shape nested too deeply");
+  switch (static_cast<Shape::Kind>(kind)) {
+    case Shape::Kind::Array: {
+      ElementType type = ElementType::Invalid;
+      bool buffer = false;
+      std::vector<int64_t> dims;
+      std::vector<bool> dynamic;
+      (*this)(type);
+      (*this)(buffer);
+      (*this)(dims);
+      (*this)(dynamic);
+      if (!ok()) break;
+      if (!isArrayElementType(type)) {
+        fail("array shape with a non-array element type");
+        break;
+      }
+      for (int64_t d : dims)
+        if (d < 0 && d != kUnboundedSize) fail("negative dimension size");
+      if (!dynamic.empty() && dynamic.size() != dims.size()) fail("dynamic-dimension flags do not match rank");
+      if (!ok()) break;
+      shape = Shape(type, std::move(dims));
+      shape.setBuffer(buffer);
+      for (size_t i = 0; i < dynamic.size(); ++i)
+        if (dynamic[i]) shape.setDynamicDimension(static_cast<int64_t>(i), true);
+      if (r_.u8()) {
+        Layout layout;
+        (*this)(layout);
+        if (ok()) shape.setLayout(std::move(layout));
+      }
+      break;
+    }
+    case Shape::Kind::Tuple: {
+      std::vector<Shape> elements;
+      (*this)(elements);
+      if (ok()) shape = Shape::tuple(std::move(elements));
+      break;
+    }
+    case Shape::Kind::Token: shape = Shape::token(); break;
+    case Shape::Kind::Opaque: shape = Shape::opaque(); break;
+    default: fail("invalid shape kind"); break;
+  }
+  --depth_;
+}
+
+void Encoder::operator()(const Literal& literal) {
+  (*this)(literal.shape());
+  (*this)(literal.isElided());
+  if (literal.isTuple()) {
+    (*this)(literal.tupleElements());
+  } else if (!literal.isElided()) {
+    const auto& data = literal.data();
+    w_.str(std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+  }
+}
+
+void Decoder::operator()(Literal& literal) {
+  Shape shape;
+  bool elided = false;
+  (*this)(shape);
+  (*this)(elided);
+  if (!ok()) return;
+  if (shape.isTuple()) {
+    std::vector<Literal> elements;
+    if (++depth_ > kMaxDepth) fail("literal nested too deeply");
+    (*this)(elements);
+    --depth_;
+    if (!ok()) return;
+    if (static_cast<int64_t>(elements.size()) != shape.tupleSize()) return fail("tuple literal size mismatch");
+    literal = Literal::tuple(std::move(elements));
+    literal.mutableShapeLayoutOnly() = shape;
+    return;
+  }
+  if (elided) {
+    literal = Literal::elided(std::move(shape));
+    return;
+  }
+  // Check the declared size against the bytes present before allocating.
+  std::optional<int64_t> bytes = shape.byteSize();
+  size_t at = r_.offset();
+  uint64_t n = r_.count(1);
+  if (!ok()) return;
+  if (!bytes || static_cast<uint64_t>(*bytes) != n) {
+    r_.fail("literal data size does not match its shape");
+    (void)at;
+    return;
+  }
+  std::string_view raw = r_.bytes(n);
+  if (!ok()) return;
+  literal = Literal(std::move(shape));
+  std::memcpy(literal.mutableData().data(), raw.data(), raw.size());
+}
+
+}  // namespace
+
+bool isHlob(std::string_view data) { return hasMagic(data, kHlobMagic); }
+
+// Payload layout:
+//   str module name; ModuleConfig; StackFrameIndex
+//   uvar computation count; per computation: str name (so calls can refer forward)
+//   uvar entry index + 1 (0 = none)
+//   per computation: str execution thread; uvar instruction count; per instruction:
+//     uvar opcode; str name; Shape; uvar[] operand indices; uvar[] called computation
+//     indices; uvar[] control predecessor indices; InstructionAttributes; CommonAttributes
+//   then uvar root index + 1 (0 = none)
+// Opcodes and element types are written as their enum values; the tables in
+// opcode.def and element_type.h are append-only for that reason (a reorder
+// needs a major version bump).
+std::string writeHlob(const Module& module, int zstdLevel) {
+  Encoder e;
+  ByteWriter& w = e.out();
+  e(module.name());
+  e(module.config());
+  e(module.stackFrames());
+  const auto& computations = module.computations();
+  std::unordered_map<const Computation*, uint64_t> computationIndex;
+  w.uvar(computations.size());
+  for (size_t i = 0; i < computations.size(); ++i) {
+    computationIndex[computations[i].get()] = i;
+    e(computations[i]->name());
+  }
+  w.uvar(module.entry() ? computationIndex.at(module.entry()) + 1 : 0);
+  std::unordered_map<const Instruction*, uint64_t> instructionIndex;
+  for (const auto& computation : computations) {
+    e(computation->executionThread());
+    const auto& instructions = computation->instructions();
+    instructionIndex.clear();
+    for (size_t i = 0; i < instructions.size(); ++i) instructionIndex[instructions[i].get()] = i;
+    w.uvar(instructions.size());
+    for (const auto& instruction : instructions) {
+      w.uvar(static_cast<uint64_t>(instruction->opcode()));
+      e(instruction->name());
+      e(instruction->shape());
+      w.uvar(instruction->operands().size());
+      for (const Instruction* operand : instruction->operands()) w.uvar(instructionIndex.at(operand));
+      w.uvar(instruction->calledComputations().size());
+      for (const Computation* called : instruction->calledComputations()) w.uvar(computationIndex.at(called));
+      w.uvar(instruction->controlPredecessors().size());
+      for (const Instruction* p : instruction->controlPredecessors()) w.uvar(instructionIndex.at(p));
+      e(instruction->attrs());
+      e(instruction->common());
+    }
+    w.uvar(computation->root() ? instructionIndex.at(computation->root()) + 1 : 0);
+  }
+  return packContainer(kHlobMagic, kHlobVersion, w.data(), zstdLevel);
+}
+
+std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags) {
+  auto unpacked = unpackContainer(file, kHlobMagic, kHlobVersion.major, "HLO binary (.hlob)", diags);
+  if (!unpacked) return nullptr;
+  Decoder d(unpacked->payload);
+  ByteReader& r = d.in();
+  auto fail = [&](std::string message) -> std::unique_ptr<Module> {
+    // Offsets inside the decompressed payload are what locate the problem;
+    // say so, since they are not file offsets.
+    diags.error(SourceLocation{&file, 0},
+                fmt::format("corrupt HLO binary: {} (at payload byte {})", message, r.ok() ? r.offset() : r.errorOffset()));
+    return nullptr;
+  };
+  std::string name;
+  d(name);
+  auto module = std::make_unique<Module>(name);
+  d(module->config());
+  d(module->stackFrames());
+  if (!d.ok()) return fail(r.error());
+  uint64_t computationCount = r.count(2);
+  std::vector<Computation*> computations;
+  computations.reserve(computationCount);
+  for (uint64_t i = 0; i < computationCount && d.ok(); ++i) {
+    std::string computationName;
+    d(computationName);
+    computations.push_back(module->addComputation(std::move(computationName)));
+  }
+  uint64_t entry = r.uvar();
+  if (!d.ok()) return fail(r.error());
+  if (entry > computations.size()) return fail("entry computation index out of range");
+  if (entry) module->setEntry(computations[entry - 1]);
+
+  std::vector<Instruction*> instructions;
+  for (Computation* computation : computations) {
+    std::string thread;
+    d(thread);
+    computation->setExecutionThread(std::move(thread));
+    uint64_t count = r.count(4);
+    if (!d.ok()) return fail(r.error());
+    instructions.clear();
+    instructions.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t opcode = r.uvar();
+      if (d.ok() && opcode >= static_cast<uint64_t>(kOpcodeCount)) return fail("invalid opcode");
+      std::string instructionName;
+      Shape shape;
+      d(instructionName);
+      d(shape);
+      if (!d.ok()) return fail(r.error());
+      auto instruction = std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::move(instructionName),
+                                                       std::move(shape));
+      uint64_t operandCount = r.count(1);
+      for (uint64_t k = 0; k < operandCount && d.ok(); ++k) {
+        uint64_t index = r.uvar();
+        if (index >= instructions.size()) return fail("operand refers to a later or missing instruction");
+        instruction->addOperand(instructions[index]);
+      }
+      uint64_t calledCount = r.count(1);
+      for (uint64_t k = 0; k < calledCount && d.ok(); ++k) {
+        uint64_t index = r.uvar();
+        if (index >= computations.size()) return fail("called computation index out of range");
+        instruction->addCalledComputation(computations[index]);
+      }
+      uint64_t predecessorCount = r.count(1);
+      for (uint64_t k = 0; k < predecessorCount && d.ok(); ++k) {
+        uint64_t index = r.uvar();
+        if (index >= instructions.size()) return fail("control predecessor refers to a later instruction");
+        instruction->addControlPredecessor(instructions[index]);
+      }
+      d(instruction->attrs());
+      d(instruction->common());
+      if (!d.ok()) return fail(r.error());
+      instructions.push_back(computation->addInstruction(std::move(instruction)));
+    }
+    uint64_t root = r.uvar();
+    if (!d.ok()) return fail(r.error());
+    if (root > instructions.size()) return fail("root index out of range");
+    if (root) computation->setRoot(instructions[root - 1]);
+  }
+  if (!r.atEnd()) return fail("trailing data after the module");
+  return module;
+}
+
+}  // namespace tpu::hlo

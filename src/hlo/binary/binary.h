@@ -1,0 +1,31 @@
+// The .hlob binary encoding of HLO modules: the same IR as the text form,
+// written field by field (varints, little-endian) inside the support/
+// container.h envelope (magic, version, CRC-32, zstd). Text -> .hlob -> text
+// gives identical text; loading skips all lexing and name resolution.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "hlo/module.h"
+#include "support/container.h"
+#include "support/diagnostics.h"
+#include "support/source.h"
+
+namespace tpu::hlo {
+
+// "\x89HLOB\r\n\x1a": the high byte catches 7-bit transfers, CR LF catches
+// line-ending conversion, ^Z stops `type` on Windows (PNG's trick).
+inline constexpr Magic kHlobMagic = {'\x89', 'H', 'L', 'O', 'B', '\r', '\n', '\x1a'};
+// Major changes when old readers cannot read new files.
+inline constexpr ContainerVersion kHlobVersion = {1, 0};
+
+bool isHlob(std::string_view data);
+
+std::string writeHlob(const Module& module, int zstdLevel = 3);
+
+// Decodes a .hlob file (marked binary so diagnostics carry byte offsets).
+// Returns null after reporting an error. Instructions get no source location.
+std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags);
+
+}  // namespace tpu::hlo

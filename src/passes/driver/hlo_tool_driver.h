@@ -1,0 +1,24 @@
+// The shared main of the HLO-to-HLO tools (hlo-parse, hlo-partition,
+// hlo-layout, hlo-fuse), in the spirit of MLIR's MlirOptMain: read any
+// encoding, verify, run the tool's pipeline or --passes, print or encode.
+#pragma once
+
+#include <string>
+
+#include "support/tool.h"
+
+namespace tpu::passes {
+
+struct HloToolConfig {
+  // Passes run when --passes is not given (comma-separated; may be empty).
+  std::string defaultPipeline;
+};
+
+// Adds the HLO tool options (--strip-metadata, --split-input-file,
+// --no-verify) to `tool`; call before Tool::run.
+void addHloToolOptions(Tool& tool);
+
+// The body to hand to Tool::run.
+int runHloTool(Tool& tool, const HloToolConfig& config);
+
+}  // namespace tpu::passes
