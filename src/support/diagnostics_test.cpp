@@ -76,3 +76,50 @@ TEST(Crc32, KnownValue) { EXPECT_EQ(crc32("123456789"), 0xCBF43926u); }
 
 }  // namespace
 }  // namespace tpu
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support/file_io.h"
+
+namespace tpu {
+namespace {
+
+TEST(OutputFile, AtomicWriteReplacesRegularFile) {
+  auto dir = std::filesystem::temp_directory_path() / ("tpu_out_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "out.txt").string();
+  DiagnosticEngine diags;
+  ASSERT_TRUE(writeOutputFile(path, "first", diags));
+  ASSERT_TRUE(writeOutputFile(path, "second", diags));
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "second");
+  // No temp files are left behind.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(OutputFile, DevicesAreWrittenInPlaceNeverReplaced) {
+  DiagnosticEngine diags;
+  ASSERT_TRUE(writeOutputFile("/dev/null", "data", diags));
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_FALSE(writeOutputFile("/dev/full", "data", diags));
+  EXPECT_NE(firstErrorMessage(diags).find("cannot write output file"), std::string::npos);
+  ASSERT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+TEST(OutputFile, MissingDirectoryIsAnError) {
+  DiagnosticEngine diags;
+  EXPECT_FALSE(writeOutputFile("/nonexistent-dir/x.hlo", "data", diags));
+  EXPECT_TRUE(diags.hasErrors());
+}
+
+}  // namespace
+}  // namespace tpu

@@ -82,6 +82,29 @@ bool writeOutputFile(const std::string& path, std::string_view data, DiagnosticE
     }
     return true;
   }
+  // Devices, FIFOs and the like (/dev/null, /dev/stdout, a pipe) are written
+  // in place: renaming over them would replace the node itself.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) {
+      diags.error("cannot write output file: is a directory", path);
+      return false;
+    }
+    std::signal(SIGPIPE, SIG_IGN);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      diags.error(fmt::format("cannot open output file: {}", std::strerror(errno)), path);
+      return false;
+    }
+    bool ok = writeAll(fd, data);
+    int savedErrno = errno;
+    if (::close(fd) != 0 && ok) {
+      ok = false;
+      savedErrno = errno;
+    }
+    if (!ok) diags.error(fmt::format("cannot write output file: {}", std::strerror(savedErrno)), path);
+    return ok;
+  }
   // The temp file lives beside the target so rename() stays on one filesystem.
   std::string tempPath = path + ".tmp-XXXXXX";
   int fd = ::mkstemp(tempPath.data());
