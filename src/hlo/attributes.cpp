@@ -44,9 +44,9 @@ constexpr std::array<std::string_view, 14> kAlgorithms = {
 constexpr std::array<std::string_view, 2> kDistributions = {"rng_uniform", "rng_normal"};
 constexpr std::array<std::string_view, 3> kRngAlgorithms = {"rng_default", "rng_three_fry", "rng_philox"};
 constexpr std::array<std::string_view, 3> kSchedules = {"SCHEDULE_NONE", "SCHEDULE_LATEST", "SCHEDULE_EARLIEST"};
-constexpr std::array<std::string_view, 4> kApiVersions = {"API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
+constexpr std::array<std::string_view, 5> kApiVersions = {"API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
                                                           "API_VERSION_STATUS_RETURNING_UNIFIED",
-                                                          "API_VERSION_TYPED_FFI"};
+                                                          "API_VERSION_TYPED_FFI", "API_VERSION_UNSPECIFIED"};
 constexpr std::array<std::string_view, 3> kPaddingTypes = {"PADDING_INVALID", "PADDING_VALID", "PADDING_SAME"};
 constexpr std::array<std::string_view, 4> kConvKinds = {"unset", "fprop", "wgrad", "dgrad"};
 constexpr std::array<std::string_view, 4> kFftTypes = {"FFT", "IFFT", "RFFT", "IRFFT"};

@@ -31,7 +31,8 @@ enum class DotAlgorithm : uint8_t {
 enum class RngDistribution : uint8_t { Uniform, Normal };
 enum class RngAlgorithm : uint8_t { Default, ThreeFry, Philox };
 enum class CustomCallSchedule : uint8_t { None, Latest, Earliest };
-enum class CustomCallApiVersion : uint8_t { Original, StatusReturning, StatusReturningUnified, TypedFfi };
+// Unspecified is what some PyTorch/XLA dumps print; kept as written.
+enum class CustomCallApiVersion : uint8_t { Original, StatusReturning, StatusReturningUnified, TypedFfi, Unspecified };
 enum class PaddingType : uint8_t { Unset, Valid, Same };  // custom-call padding_type
 enum class ConvKind : uint8_t { Unset, Fprop, Wgrad, Dgrad };
 enum class FftType : uint8_t { Fft, Ifft, Rfft, Irfft };

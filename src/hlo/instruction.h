@@ -48,7 +48,8 @@ struct InstructionAttributes {
   std::optional<RawAttribute> sparsity;         // dot sparsity= (kept as written)
 
   ComparisonDirection comparisonDirection = ComparisonDirection::EQ;  // compare direction=
-  std::optional<ComparisonType> comparisonType;  // compare type= as written (nullopt = default for type)
+  // compare type=; the parser fills in defaultComparisonType(operand type) when absent.
+  ComparisonType comparisonType = ComparisonType::Float;
   FusionKind fusionKind = FusionKind::Loop;      // fusion kind=
 
   // custom-call

@@ -107,8 +107,13 @@ class Comparer {
       return fail(fmt::format("computation count {} vs {}", a.computations().size(), b.computations().size()));
     std::string entryA = a.entry() ? a.entry()->name() : "", entryB = b.entry() ? b.entry()->name() : "";
     if (entryA != entryB) return fail(fmt::format("entry '{}' vs '{}'", entryA, entryB));
-    for (size_t i = 0; i < a.computations().size(); ++i)
-      if (!computations(*a.computations()[i], *b.computations()[i])) return false;
+    // Computation order is not meaningful (the printer emits post-order):
+    // match by name.
+    for (const auto& ca : a.computations()) {
+      const Computation* cb = b.findComputation(ca->name());
+      if (!cb) return fail(fmt::format("computation '{}' is missing from the second module", ca->name()));
+      if (!computations(*ca, *cb)) return false;
+    }
     return true;
   }
 
