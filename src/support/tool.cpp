@@ -14,6 +14,18 @@ std::string_view toolVersion() { return "0.1.0"; }
 
 namespace {
 
+// Shows flags that take an optional value (`--stats{text}` to CLI11) as
+// `--stats` instead of CLI11's raw spelling.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    std::string name = CLI::Formatter::make_option_name(opt, positional);
+    size_t brace = name.find('{');
+    if (brace != std::string::npos) name = name.substr(0, brace);
+    return name;
+  }
+};
+
 bool endsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
@@ -25,6 +37,7 @@ Tool::Tool(ToolSpec spec) : spec_(std::move(spec)) {
   CLI::App& app = *app_;
   app.set_version_flag("--version", fmt::format("{} (tpu-tools) {}", spec_.name, toolVersion()));
   if (!spec_.examples.empty()) app.footer("Examples:\n" + spec_.examples);
+  app.formatter(std::make_shared<HelpFormatter>());
   app.get_formatter()->column_width(34);
 
   app.add_option("input", options_.input, "Input file ('-' for standard input)")
@@ -59,9 +72,9 @@ Tool::Tool(ToolSpec spec) : spec_(std::move(spec)) {
         ->capture_default_str();
   }
   if (spec_.hasStats) {
-    app.add_option("--stats", options_.stats, "Print statistics: text (default) or json")
-        ->expected(0, 1)
-        ->default_str("text")
+    // A flag with an optional `=value`, so `--stats model.hlo` keeps the file
+    // as the input instead of taking it as the value.
+    app.add_flag("--stats{text}", options_.stats, "Print statistics: --stats (text) or --stats=json")
         ->check(CLI::IsMember({"text", "json"}));
     app.add_option("--stats-file", options_.statsFile, "Write statistics to FILE instead of stderr");
   }
@@ -102,8 +115,6 @@ int Tool::run(int argc, char** argv, const std::function<int(Tool&)>& body) {
     std::fprintf(stderr, "Run with --help for more information.\n");
     return kExitUsage;
   }
-  // --stats with no value means text (CLI11 leaves the default string).
-  if (spec_.hasStats && app_->count("--stats") && options_.stats.empty()) options_.stats = "text";
   if (!options_.statsFile.empty() && options_.stats.empty()) options_.stats = "text";
 
   bool color = colorEnabled();
