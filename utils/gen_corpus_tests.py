@@ -20,8 +20,9 @@ TEMPLATE = """# REQUIRES: hlo-parse
 # RUN: hlo-parse %corpus/{name} -o %t.hlob
 # RUN: hlo-parse %t.hlob -o %t.3.hlo
 # RUN: cmp %t.1.hlo %t.3.hlo
-# RUN: hlo-parse %t.1.hlo --emit=binary -o %t.2.hlob
-# RUN: cmp %t.hlob %t.2.hlob
+# RUN: hlo-parse %t.1.hlo --emit=binary -o %t.a.hlob
+# RUN: hlo-parse %t.3.hlo --emit=binary -o %t.b.hlob
+# RUN: cmp %t.a.hlob %t.b.hlob
 """
 
 def main():

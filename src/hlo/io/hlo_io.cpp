@@ -20,6 +20,7 @@ bool verifyLoadedModule(const Module& module, DiagnosticEngine& diags) {
 
 LoadedModule readModule(std::shared_ptr<SourceFile> source, DiagnosticEngine& diags, const ReadOptions& options) {
   LoadedModule loaded;
+  size_t errorsBefore = diags.errorCount();
   if (isHlob(source->contents())) {
     source->setBinary(true);
     loaded.encoding = HloEncoding::Binary;
@@ -29,7 +30,7 @@ LoadedModule readModule(std::shared_ptr<SourceFile> source, DiagnosticEngine& di
   }
   loaded.source = std::move(source);
   if (loaded.module && options.verify && !verifyLoadedModule(*loaded.module, diags)) loaded.module.reset();
-  if (diags.hasErrors()) loaded.module.reset();
+  if (diags.errorCount() != errorsBefore) loaded.module.reset();
   return loaded;
 }
 
