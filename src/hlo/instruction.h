@@ -158,8 +158,15 @@ class Instruction {
   void addControlPredecessor(Instruction* p) { controlPredecessors_.push_back(p); }
   void setControlPredecessors(std::vector<Instruction*> p) { controlPredecessors_ = std::move(p); }
 
-  InstructionAttributes& attrs() { return attrs_; }
-  const InstructionAttributes& attrs() const { return attrs_; }
+  // Opcode-specific attributes; allocated on first mutable access (most
+  // instructions have none), the const accessor returns defaults until then.
+  InstructionAttributes& attrs() {
+    if (!attrs_) attrs_ = std::make_unique<InstructionAttributes>();
+    return *attrs_;
+  }
+  const InstructionAttributes& attrs() const { return attrs_ ? *attrs_ : defaultAttributes(); }
+  bool hasAttributes() const { return attrs_ != nullptr; }
+  static const InstructionAttributes& defaultAttributes();
   CommonAttributes& common() { return common_; }
   const CommonAttributes& common() const { return common_; }
   // Shortcuts into common().
@@ -168,7 +175,7 @@ class Instruction {
   const BackendConfig& backendConfig() const { return common_.backendConfig; }
 
   // Constant payload (constant instructions).
-  const Literal& literal() const { return *attrs_.literal; }
+  const Literal& literal() const { return *attrs().literal; }
 
   Computation* parent() const { return parent_; }
   void setParent(Computation* parent) { parent_ = parent; }
@@ -188,7 +195,7 @@ class Instruction {
   std::vector<Instruction*> operands_;
   std::vector<Computation*> called_;
   std::vector<Instruction*> controlPredecessors_;
-  InstructionAttributes attrs_;
+  std::unique_ptr<InstructionAttributes> attrs_;
   CommonAttributes common_;
   Computation* parent_ = nullptr;
   SourceLocation location_;

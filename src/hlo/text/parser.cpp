@@ -98,6 +98,10 @@ class Parser {
 
   // ------------------------------------------------------------ shapes
   bool parseShape(Shape* out);
+  // Operand shape annotations are only checked, so they are read into a flat
+  // signature (no allocation once warm) and compared with the operand's shape.
+  bool parseShapeSignature(std::vector<int64_t>& sig);
+  static bool signatureMatches(const Shape& s, const std::vector<int64_t>& sig, size_t& i);
   bool parseLayout(Shape* shape);
   bool startsShape();
 
@@ -155,6 +159,9 @@ class Parser {
   bool failed_ = false;
   int depth_ = 0;
   bool compareTypeGiven_ = false;
+  std::vector<int64_t> dimsScratch_;
+  std::vector<int64_t> signature_;
+  std::vector<bool> dynamicScratch_;
   std::vector<std::string_view> seenAttrs_;
   std::unordered_map<std::string, Computation*> computationsByName_;
 };
@@ -323,8 +330,11 @@ bool Parser::parseShape(Shape* out) {
   size_t typeOffset = tok_.offset;
   advance();
   if (!expect(TokKind::LBracket, "'[' after element type")) return false;
-  std::vector<int64_t> dims;
-  std::vector<bool> dynamic;
+  // Dimensions go to reused scratch buffers first: one exact allocation per shape.
+  std::vector<int64_t>& dims = dimsScratch_;
+  std::vector<bool>& dynamic = dynamicScratch_;
+  dims.clear();
+  dynamic.clear();
   bool anyDynamic = false;
   if (tok_.kind != TokKind::RBracket) {
     do {
@@ -356,7 +366,7 @@ bool Parser::parseShape(Shape* out) {
     *out = Shape::opaque();
     return true;
   }
-  *out = Shape(*type, std::move(dims));
+  *out = Shape(*type, std::vector<int64_t>(dims.begin(), dims.end()));
   if (anyDynamic)
     for (size_t i = 0; i < dynamic.size(); ++i) out->setDynamicDimension(static_cast<int64_t>(i), dynamic[i]);
   if (!out->isUnboundedDynamic() && !out->elementCount())
@@ -369,10 +379,113 @@ bool Parser::parseShape(Shape* out) {
   return true;
 }
 
+namespace {
+enum : int64_t { kSigTupleOpen = -1, kSigTupleClose = -2, kSigArray = -3, kSigToken = -4, kSigOpaque = -5, kSigBuffer = -6 };
+}
+
+bool Parser::parseShapeSignature(std::vector<int64_t>& sig) {
+  DepthGuard guard(*this);
+  if (!guard.ok) return false;
+  if (tok_.kind == TokKind::LParen) {
+    advance();
+    sig.push_back(kSigTupleOpen);
+    if (!consumeIf(TokKind::RParen)) {
+      do {
+        if (!parseShapeSignature(sig)) return false;
+      } while (consumeIf(TokKind::Comma));
+      if (!expect(TokKind::RParen, "')' or ',' in tuple shape")) return false;
+    }
+    sig.push_back(kSigTupleClose);
+    return true;
+  }
+  if (tok_.kind != TokKind::Ident) return error(fmt::format("expected shape, got {}", describe()));
+  if (tok_.text == "b" && lex_.peekChar() == '(') {
+    advance();
+    advance();
+    sig.push_back(kSigBuffer);
+    if (!parseShapeSignature(sig)) return false;
+    return expect(TokKind::RParen, "')'");
+  }
+  auto type = elementTypeFromName(tok_.text);
+  if (!type) return error(fmt::format("expected shape, got {}", describe()));
+  advance();
+  if (!expect(TokKind::LBracket, "'[' after element type")) return false;
+  size_t rankSlot = 0;
+  if (*type == ElementType::Token) {
+    sig.push_back(kSigToken);
+  } else if (*type == ElementType::Opaque) {
+    sig.push_back(kSigOpaque);
+  } else {
+    sig.push_back(kSigArray);
+    sig.push_back(static_cast<int64_t>(*type));
+    rankSlot = sig.size();
+    sig.push_back(0);
+  }
+  int64_t rank = 0;
+  if (tok_.kind != TokKind::RBracket) {
+    do {
+      int64_t d;
+      if (tok_.kind == TokKind::Question) {
+        advance();
+        d = kUnboundedSize;
+      } else {
+        consumeIf(TokKind::Leq);
+        if (!parseInt64(&d, "dimension size")) return false;
+        if (d < 0) return error(tok_.offset, "negative dimension size");
+      }
+      if (++rank > 4096) return error("too many dimensions");
+      sig.push_back(d);
+    } while (consumeIf(TokKind::Comma));
+  }
+  if (!expect(TokKind::RBracket, "']' or ',' in dimensions")) return false;
+  if (rankSlot) {
+    sig[rankSlot] = rank;
+  } else if (rank != 0) {
+    return error("token and opaque shapes must have no dimensions");
+  }
+  if (tok_.kind == TokKind::LBrace) {
+    char c = lex_.peekChar();
+    if ((c >= '0' && c <= '9') || c == ':') {  // layouts do not matter for the check
+      lex_.setPosition(tok_.offset);
+      if (lex_.scanBalancedBraces().empty()) return error(lex_.errorOffset(), lex_.error());
+      advance();
+    }
+  }
+  return true;
+}
+
+bool Parser::signatureMatches(const Shape& s, const std::vector<int64_t>& sig, size_t& i) {
+  if (i >= sig.size()) return false;
+  int64_t tag = sig[i++];
+  switch (tag) {
+    case kSigTupleOpen: {
+      if (!s.isTuple()) return false;
+      for (const Shape& e : s.tupleElements())
+        if (!signatureMatches(e, sig, i)) return false;
+      return i < sig.size() && sig[i++] == kSigTupleClose;
+    }
+    case kSigBuffer: return s.isBuffer() && signatureMatches(s, sig, i);
+    case kSigToken: return s.isToken();
+    case kSigOpaque: return s.isOpaque();
+    case kSigArray: {
+      if (i + 2 > sig.size() || !s.isArray() || static_cast<int64_t>(s.elementType()) != sig[i]) return false;
+      int64_t rank = sig[i + 1];
+      i += 2;
+      if (rank != s.rank() || i + static_cast<size_t>(rank) > sig.size()) return false;
+      for (int64_t d = 0; d < rank; ++d)
+        if (sig[i + static_cast<size_t>(d)] != s.dimension(d)) return false;
+      i += static_cast<size_t>(rank);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 bool Parser::parseLayout(Shape* shape) {
   size_t start = tok_.offset;
   advance();  // '{'
   Layout layout;
+  layout.minorToMajor.reserve(static_cast<size_t>(shape->rank()));
   if (tok_.kind == TokKind::Int) {
     do {
       int64_t v;
@@ -1583,12 +1696,19 @@ Instruction* Parser::parseOperand(Module& m, Computation& c, std::unordered_map<
                                   int anonDepth) {
   DepthGuard guard(*this);
   if (!guard.ok) return nullptr;
-  std::optional<Shape> shape;
+  bool hasShape = false;
   size_t shapeOffset = tok_.offset;
-  if (startsShape() && !(tok_.kind == TokKind::Ident && lex_.peekChar() == '(' && tok_.text != "b")) {
-    shape.emplace();
-    if (!parseShape(&*shape)) return nullptr;
-  } else if (tok_.kind == TokKind::LParen) {
+  if (tok_.kind == TokKind::LParen ||
+      (startsShape() && !(tok_.kind == TokKind::Ident && lex_.peekChar() == '(' && tok_.text != "b"))) {
+    hasShape = true;
+    signature_.clear();
+    if (!parseShapeSignature(signature_)) return nullptr;
+  }
+  std::optional<Shape> shape;
+  if (hasShape && tok_.kind == TokKind::Ident && lex_.peekChar() == '(') {
+    // Nested instruction: it needs the full shape; reparse it.
+    lex_.setPosition(shapeOffset);
+    advance();
     shape.emplace();
     if (!parseShape(&*shape)) return nullptr;
   }
@@ -1624,9 +1744,20 @@ Instruction* Parser::parseOperand(Module& m, Computation& c, std::unordered_map<
     return nullptr;
   }
   Instruction* operand = it->second;
-  if (shape && !shape->compatible(operand->shape())) {
-    error(shapeOffset, fmt::format("operand '{}' is written with shape {} but has shape {}", tok_.text,
-                                   shape->toString(false), operand->shape().toString(false)));
+  size_t sigIndex = 0;
+  if (hasShape && (!signatureMatches(operand->shape(), signature_, sigIndex) || sigIndex != signature_.size())) {
+    // Reparse the annotation for a precise message.
+    std::string written = "?";
+    size_t save = lex_.position();
+    Token saved = tok_;
+    lex_.setPosition(shapeOffset);
+    advance();
+    Shape s;
+    if (parseShape(&s)) written = s.toString(false);
+    lex_.setPosition(save);
+    tok_ = saved;
+    error(shapeOffset, fmt::format("operand '{}' is written with shape {} but has shape {}", tok_.text, written,
+                                   operand->shape().toString(false)));
     return nullptr;
   }
   advance();
@@ -1710,7 +1841,6 @@ bool Parser::parseInstruction(Module& m, Computation& c, std::unordered_map<std:
 
 bool Parser::finishInstruction(Module& m, Computation&, Instruction& inst, CalledSlots& called, size_t opcodeOffset,
                                std::string_view sugar) {
-  InstructionAttributes& a = inst.attrs();
   // Called computations in XLA's order.
   std::vector<Computation*> comps;
   if (called.condition || called.body) {
@@ -1734,11 +1864,12 @@ bool Parser::finishInstruction(Module& m, Computation&, Instruction& inst, Calle
 
   Opcode op = inst.opcode();
   if (op == Opcode::Compare && !compareTypeGiven_ && inst.operandCount() > 0)
-    a.comparisonType = defaultComparisonType(inst.operand(0)->shape().elementType());
-  if (a.window && a.window->dimensions.empty()) a.window.reset();
+    inst.attrs().comparisonType = defaultComparisonType(inst.operand(0)->shape().elementType());
+  if (inst.hasAttributes() && inst.attrs().window && inst.attrs().window->dimensions.empty())
+    inst.attrs().window.reset();
 
   if (!sugar.empty()) {
-    std::string thread = a.asyncExecutionThread;
+    std::string thread = inst.attrs().asyncExecutionThread;
     if (sugar == "-start") {
       const Shape& s = inst.shape();
       if (!s.isTuple() || s.tupleSize() < 2)
@@ -1758,7 +1889,7 @@ bool Parser::finishInstruction(Module& m, Computation&, Instruction& inst, Calle
       }
       Instruction* rootInst = wrapped->addInstruction(op, "async_op", s.tupleElement(1));
       rootInst->setLocation(inst.location());
-      rootInst->attrs() = std::move(a);
+      rootInst->attrs() = std::move(inst.attrs());
       rootInst->attrs().asyncExecutionThread = "main";
       rootInst->setOperands(params);
       rootInst->setCalledComputations(inst.calledComputations());
@@ -1793,7 +1924,7 @@ bool Parser::finishInstruction(Module& m, Computation&, Instruction& inst, Calle
   if (arity != kVariadic && inst.operandCount() != arity)
     return error(opcodeOffset, fmt::format("{} expects {} operand{}, got {}", opcodeName(op), arity,
                                            arity == 1 ? "" : "s", inst.operandCount()));
-  if (op == Opcode::Constant && !a.literal) return error(opcodeOffset, "constant needs a literal");
+  if (op == Opcode::Constant && !inst.attrs().literal) return error(opcodeOffset, "constant needs a literal");
   return true;
 }
 
@@ -1805,17 +1936,17 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std
   for (std::string_view s : seenAttrs_)
     if (s == key) return error(fmt::format("duplicate attribute '{}'", key));
   seenAttrs_.push_back(key);
-  InstructionAttributes& a = inst.attrs();
+  auto A = [&]() -> InstructionAttributes& { return inst.attrs(); };
   CommonAttributes& common = inst.common();
   const Opcode op = inst.opcode();
 
   // Values read by the lexer's raw scanners start right after `key=`.
   if (key == "backend_config") return parseBackendConfig(&common.backendConfig);
   if (key == "dim_labels") {
-    a.convDims.emplace();
-    return parseDimLabels(&*a.convDims);
+    A().convDims.emplace();
+    return parseDimLabels(&*A().convDims);
   }
-  if (key == "padding" && op != Opcode::CustomCall) return parsePadding(&a.padding);
+  if (key == "padding" && op != Opcode::CustomCall) return parsePadding(&A().padding);
   if (key == "origin") {
     std::string_view raw = lex_.scanRawValue();
     if (raw.empty()) return error("expected a value for origin");
@@ -1826,7 +1957,7 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std
   if (key == "sparsity") {
     std::string_view raw = lex_.scanRawValue();
     if (raw.empty()) return error("expected a value for sparsity");
-    a.sparsity = RawAttribute{"sparsity", std::string(raw)};
+    A().sparsity = RawAttribute{"sparsity", std::string(raw)};
     advance();
     return true;
   }
@@ -1837,10 +1968,10 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std
     if (tok_.kind == TokKind::Int) {  // a bare single dimension is accepted
       int64_t d;
       if (!parseInt64(&d)) return false;
-      a.dimensions = {d};
+      A().dimensions = {d};
       return true;
     }
-    return parseIntList(&a.dimensions);
+    return parseIntList(&A().dimensions);
   }
   if (key == "to_apply" || key == "calls") {
     called.any = true;
@@ -1883,7 +2014,7 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std
     called.any = true;
     return parseComputationList(m, &called.branches);
   }
-  if (key == "index") return parseInt64(&a.tupleIndex);
+  if (key == "index") return parseInt64(&A().tupleIndex);
   if (key == "sharding") {
     Sharding s;
     if (!parseSharding(&s)) return false;
@@ -1902,156 +2033,156 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std
   if (key == "frontend_attributes") return parseFrontendAttributes(&common.frontendAttributes);
   if (key == "slice") {
     if (op == Opcode::CollectivePermute || op == Opcode::CollectivePermuteStart) return error(keyOffset, "unexpected slice=");
-    return parseSliceRanges(&a.slice);
+    return parseSliceRanges(&A().slice);
   }
   if (key == "slice_sizes") {
     if (op == Opcode::CollectivePermute || op == Opcode::CollectivePermuteStart)
-      return parseIntListList(&a.permuteSliceSizes);
-    return parseIntList(&a.gatherSliceSizes);
+      return parseIntListList(&A().permuteSliceSizes);
+    return parseIntList(&A().gatherSliceSizes);
   }
-  if (key == "kind") return parseEnum(&a.fusionKind, parseFusionKind, "fusion kind");
-  if (key == "direction") return parseEnum(&a.comparisonDirection, parseComparisonDirection, "comparison direction");
+  if (key == "kind") return parseEnum(&A().fusionKind, parseFusionKind, "fusion kind");
+  if (key == "direction") return parseEnum(&A().comparisonDirection, parseComparisonDirection, "comparison direction");
   if (key == "type") {
     compareTypeGiven_ = true;
-    return parseEnum(&a.comparisonType, parseComparisonType, "comparison type");
+    return parseEnum(&A().comparisonType, parseComparisonType, "comparison type");
   }
-  if (key == "custom_call_target") return parseString(&a.customCallTarget);
+  if (key == "custom_call_target") return parseString(&A().customCallTarget);
   if (key == "api_version") {
-    if (!parseEnum(&a.apiVersion, parseCustomCallApiVersion, "api_version")) return false;
+    if (!parseEnum(&A().apiVersion, parseCustomCallApiVersion, "api_version")) return false;
     return true;
   }
-  if (key == "custom_call_has_side_effect") return parseBool(&a.customCallHasSideEffect);
+  if (key == "custom_call_has_side_effect") return parseBool(&A().customCallHasSideEffect);
   if (key == "custom_call_schedule" || key == "schedule")
-    return parseEnum(&a.customCallSchedule, parseCustomCallSchedule, "custom-call schedule");
+    return parseEnum(&A().customCallSchedule, parseCustomCallSchedule, "custom-call schedule");
   if (key == "padding_type" || (key == "padding" && op == Opcode::CustomCall))
-    return parseEnum(&a.paddingType, parsePaddingType, "padding type");
+    return parseEnum(&A().paddingType, parsePaddingType, "padding type");
   if (key == "operand_layout_constraints") {
     std::vector<Shape> shapes;
     if (!parseShapeList(&shapes)) return false;
-    a.operandLayoutConstraints = std::move(shapes);
+    A().operandLayoutConstraints = std::move(shapes);
     return true;
   }
-  if (key == "output_to_operand_aliasing") return parseOutputOperandAliasing(&a.outputToOperandAliasing);
+  if (key == "output_to_operand_aliasing") return parseOutputOperandAliasing(&A().outputToOperandAliasing);
   if (key == "literal") {
     Shape s;
     if (!parseShape(&s)) return false;
     Literal lit;
     if (!parseLiteral(s, &lit)) return false;
-    a.literal = std::move(lit);
+    A().literal = std::move(lit);
     return true;
   }
-  if (key == "lhs_contracting_dims") return parseIntList(&a.dotDims.lhsContractingDimensions);
-  if (key == "rhs_contracting_dims") return parseIntList(&a.dotDims.rhsContractingDimensions);
-  if (key == "lhs_batch_dims") return parseIntList(&a.dotDims.lhsBatchDimensions);
-  if (key == "rhs_batch_dims") return parseIntList(&a.dotDims.rhsBatchDimensions);
-  if (key == "lhs_ragged_dims") return parseIntList(&a.raggedDotDims.lhsRaggedDimensions);
-  if (key == "rhs_group_dims") return parseIntList(&a.raggedDotDims.rhsGroupDimensions);
-  if (key == "operand_precision") return parsePrecisionList(&a.precision.operandPrecision);
+  if (key == "lhs_contracting_dims") return parseIntList(&A().dotDims.lhsContractingDimensions);
+  if (key == "rhs_contracting_dims") return parseIntList(&A().dotDims.rhsContractingDimensions);
+  if (key == "lhs_batch_dims") return parseIntList(&A().dotDims.lhsBatchDimensions);
+  if (key == "rhs_batch_dims") return parseIntList(&A().dotDims.rhsBatchDimensions);
+  if (key == "lhs_ragged_dims") return parseIntList(&A().raggedDotDims.lhsRaggedDimensions);
+  if (key == "rhs_group_dims") return parseIntList(&A().raggedDotDims.rhsGroupDimensions);
+  if (key == "operand_precision") return parsePrecisionList(&A().precision.operandPrecision);
   if (key == "algorithm") {
-    if (op == Opcode::RngBitGenerator) return parseEnum(&a.rngAlgorithm, parseRngAlgorithm, "rng algorithm");
-    return parseEnum(&a.precision.algorithm, parseDotAlgorithm, "dot algorithm");
+    if (op == Opcode::RngBitGenerator) return parseEnum(&A().rngAlgorithm, parseRngAlgorithm, "rng algorithm");
+    return parseEnum(&A().precision.algorithm, parseDotAlgorithm, "dot algorithm");
   }
   if (key == "window") {
-    a.window.emplace();
-    return parseWindow(&*a.window);
+    A().window.emplace();
+    return parseWindow(&*A().window);
   }
-  if (key == "feature_group_count") return parseInt64(&a.featureGroupCount);
-  if (key == "batch_group_count") return parseInt64(&a.batchGroupCount);
-  if (key == "conv_kind") return parseEnum(&a.convKind, parseConvKind, "conv_kind");
+  if (key == "feature_group_count") return parseInt64(&A().featureGroupCount);
+  if (key == "batch_group_count") return parseInt64(&A().batchGroupCount);
+  if (key == "conv_kind") return parseEnum(&A().convKind, parseConvKind, "conv_kind");
   if (key == "replica_groups") {
-    a.replicaGroups.emplace();
-    return parseReplicaGroups(&*a.replicaGroups);
+    A().replicaGroups.emplace();
+    return parseReplicaGroups(&*A().replicaGroups);
   }
   if (key == "channel_id") {
     int64_t v;
     if (!parseInt64(&v)) return false;
-    a.channelId = v;
+    A().channelId = v;
     return true;
   }
-  if (key == "constrain_layout") return parseBool(&a.constrainLayout);
-  if (key == "use_global_device_ids") return parseBool(&a.useGlobalDeviceIds);
-  if (key == "source_target_pairs") return parseSourceTargetPairs(&a.sourceTargetPairs);
-  if (key == "is_host_transfer") return parseBool(&a.isHostTransfer);
+  if (key == "constrain_layout") return parseBool(&A().constrainLayout);
+  if (key == "use_global_device_ids") return parseBool(&A().useGlobalDeviceIds);
+  if (key == "source_target_pairs") return parseSourceTargetPairs(&A().sourceTargetPairs);
+  if (key == "is_host_transfer") return parseBool(&A().isHostTransfer);
   if (key == "mode") {  // legacy all-reduce mode: parsed and ignored
     if (tok_.kind != TokKind::Ident) return error("expected a mode name");
     advance();
     return true;
   }
-  if (key == "distribution") return parseEnum(&a.distribution, parseRngDistribution, "distribution");
-  if (key == "delta") return parseInt64(&a.rngDelta);
-  if (key == "is_stable") return parseBool(&a.isStable);
-  if (key == "indices_are_sorted") return parseBool(&a.indicesAreSorted);
-  if (key == "unique_indices") return parseBool(&a.uniqueIndices);
-  if (key == "offset_dims") return parseIntList(&a.gatherDims.offsetDims);
-  if (key == "collapsed_slice_dims") return parseIntList(&a.gatherDims.collapsedSliceDims);
-  if (key == "start_index_map") return parseIntList(&a.gatherDims.startIndexMap);
-  if (key == "operand_batching_dims") return parseIntList(&a.gatherDims.operandBatchingDims);
-  if (key == "start_indices_batching_dims") return parseIntList(&a.gatherDims.startIndicesBatchingDims);
+  if (key == "distribution") return parseEnum(&A().distribution, parseRngDistribution, "distribution");
+  if (key == "delta") return parseInt64(&A().rngDelta);
+  if (key == "is_stable") return parseBool(&A().isStable);
+  if (key == "indices_are_sorted") return parseBool(&A().indicesAreSorted);
+  if (key == "unique_indices") return parseBool(&A().uniqueIndices);
+  if (key == "offset_dims") return parseIntList(&A().gatherDims.offsetDims);
+  if (key == "collapsed_slice_dims") return parseIntList(&A().gatherDims.collapsedSliceDims);
+  if (key == "start_index_map") return parseIntList(&A().gatherDims.startIndexMap);
+  if (key == "operand_batching_dims") return parseIntList(&A().gatherDims.operandBatchingDims);
+  if (key == "start_indices_batching_dims") return parseIntList(&A().gatherDims.startIndicesBatchingDims);
   if (key == "index_vector_dim") {
     int64_t v;
     if (!parseInt64(&v)) return false;
-    a.gatherDims.indexVectorDim = v;
-    a.scatterDims.indexVectorDim = v;
+    A().gatherDims.indexVectorDim = v;
+    A().scatterDims.indexVectorDim = v;
     return true;
   }
-  if (key == "update_window_dims") return parseIntList(&a.scatterDims.updateWindowDims);
-  if (key == "inserted_window_dims") return parseIntList(&a.scatterDims.insertedWindowDims);
-  if (key == "scatter_dims_to_operand_dims") return parseIntList(&a.scatterDims.scatterDimsToOperandDims);
-  if (key == "input_batching_dims") return parseIntList(&a.scatterDims.inputBatchingDims);
-  if (key == "scatter_indices_batching_dims") return parseIntList(&a.scatterDims.scatterIndicesBatchingDims);
-  if (key == "iota_dimension") return parseInt64(&a.iotaDimension);
-  if (key == "inferred_dimension") return parseInt64(&a.inferredDimension);
-  if (key == "dynamic_slice_sizes") return parseIntList(&a.dynamicSliceSizes);
+  if (key == "update_window_dims") return parseIntList(&A().scatterDims.updateWindowDims);
+  if (key == "inserted_window_dims") return parseIntList(&A().scatterDims.insertedWindowDims);
+  if (key == "scatter_dims_to_operand_dims") return parseIntList(&A().scatterDims.scatterDimsToOperandDims);
+  if (key == "input_batching_dims") return parseIntList(&A().scatterDims.inputBatchingDims);
+  if (key == "scatter_indices_batching_dims") return parseIntList(&A().scatterDims.scatterIndicesBatchingDims);
+  if (key == "iota_dimension") return parseInt64(&A().iotaDimension);
+  if (key == "inferred_dimension") return parseInt64(&A().inferredDimension);
+  if (key == "dynamic_slice_sizes") return parseIntList(&A().dynamicSliceSizes);
   if (key == "parameter_replication") {
     std::vector<bool> v;
     if (!parseBoolList(&v)) return false;
     if (static_cast<int64_t>(v.size()) != inst.shape().leafCount())
       return error(keyOffset, fmt::format("parameter_replication has {} entries, the shape has {} leaves", v.size(),
                                           inst.shape().leafCount()));
-    a.parameterReplication = std::move(v);
+    A().parameterReplication = std::move(v);
     return true;
   }
-  if (key == "exponent_bits") return parseInt64(&a.exponentBits);
-  if (key == "mantissa_bits") return parseInt64(&a.mantissaBits);
-  if (key == "infeed_config") return parseString(&a.infeedConfig);
-  if (key == "outfeed_config") return parseString(&a.outfeedConfig);
+  if (key == "exponent_bits") return parseInt64(&A().exponentBits);
+  if (key == "mantissa_bits") return parseInt64(&A().mantissaBits);
+  if (key == "infeed_config") return parseString(&A().infeedConfig);
+  if (key == "outfeed_config") return parseString(&A().outfeedConfig);
   if (key == "outfeed_shape") {
     Shape s;
     if (!parseShape(&s)) return false;
-    a.outfeedShape = std::move(s);
+    A().outfeedShape = std::move(s);
     return true;
   }
-  if (key == "left_side") return parseBool(&a.leftSide);
-  if (key == "lower") return parseBool(&a.lower);
-  if (key == "unit_diagonal") return parseBool(&a.unitDiagonal);
-  if (key == "transpose_a") return parseEnum(&a.transposeA, parseTriangularTranspose, "transpose_a");
-  if (key == "fft_type") return parseEnum(&a.fftType, parseFftType, "fft_type");
-  if (key == "fft_length") return parseIntList(&a.fftLength);
+  if (key == "left_side") return parseBool(&A().leftSide);
+  if (key == "lower") return parseBool(&A().lower);
+  if (key == "unit_diagonal") return parseBool(&A().unitDiagonal);
+  if (key == "transpose_a") return parseEnum(&A().transposeA, parseTriangularTranspose, "transpose_a");
+  if (key == "fft_type") return parseEnum(&A().fftType, parseFftType, "fft_type");
+  if (key == "fft_length") return parseIntList(&A().fftLength);
   if (key == "epsilon") {
     double v;
     if (!parseDouble(&v)) return false;
-    a.epsilon = static_cast<float>(v);
+    A().epsilon = static_cast<float>(v);
     return true;
   }
-  if (key == "feature_index") return parseInt64(&a.featureIndex);
+  if (key == "feature_index") return parseInt64(&A().featureIndex);
   if (key == "domain") {
-    a.domain.emplace();
-    return parseDomain(&*a.domain);
+    A().domain.emplace();
+    return parseDomain(&*A().domain);
   }
-  if (key == "k") return parseInt64(&a.k);
-  if (key == "largest") return parseBool(&a.largest);
-  if (key == "num_carries") return parseInt64(&a.numCarries);
-  if (key == "is_reverse") return parseBool(&a.isReverse);
-  if (key == "is_associative") return parseBool(&a.isAssociative);
-  if (key == "async_execution_thread") return parseString(&a.asyncExecutionThread);
+  if (key == "k") return parseInt64(&A().k);
+  if (key == "largest") return parseBool(&A().largest);
+  if (key == "num_carries") return parseInt64(&A().numCarries);
+  if (key == "is_reverse") return parseBool(&A().isReverse);
+  if (key == "is_associative") return parseBool(&A().isAssociative);
+  if (key == "async_execution_thread") return parseString(&A().asyncExecutionThread);
   if (key == "cross_program_prefetch_index") {
     int64_t v;
     if (!parseInt64(&v)) return false;
-    a.crossProgramPrefetchIndex = v;
+    A().crossProgramPrefetchIndex = v;
     return true;
   }
-  if (key == "is_composite") return parseBool(&a.isComposite);
-  if (key == "result_accuracy") return parseResultAccuracy(&a.resultAccuracy);
+  if (key == "is_composite") return parseBool(&A().isComposite);
+  if (key == "result_accuracy") return parseResultAccuracy(&A().resultAccuracy);
   if (key == "statistics") {
     common.statistics.emplace();
     return parseStatistics(&*common.statistics);

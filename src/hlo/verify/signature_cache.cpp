@@ -1,0 +1,30 @@
+#include "hlo/verify/signature_cache.h"
+
+namespace tpu::hlo::verify_detail {
+
+const Signature& SignatureCache::get(const Computation* computation) {
+  auto [it, inserted] = cache_.try_emplace(computation);
+  if (!inserted) return it->second;
+  Signature& sig = it->second;
+  const auto& instructions = computation->instructions();
+  size_t count = 0;
+  for (const auto& inst : instructions)
+    if (inst && inst->opcode() == Opcode::Parameter) ++count;
+  sig.params.assign(count, nullptr);
+  for (const auto& inst : instructions) {
+    if (!inst || inst->opcode() != Opcode::Parameter) continue;
+    int64_t n = inst->attrs().parameterNumber;
+    if (n < 0 || static_cast<size_t>(n) >= count || sig.params[static_cast<size_t>(n)]) {
+      sig.dense = false;
+      continue;
+    }
+    sig.params[static_cast<size_t>(n)] = inst.get();
+  }
+  for (const Instruction* p : sig.params)
+    if (!p) sig.dense = false;
+  const Instruction* root = computation->root();
+  if (root && root->parent() == computation) sig.root = root;
+  return sig;
+}
+
+}  // namespace tpu::hlo::verify_detail
