@@ -1,0 +1,220 @@
+#include "isa/isa.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "isa/encoding.h"
+#include "isa/isa_doc.h"
+#include "isa/verify.h"
+
+namespace tpu::isa {
+namespace {
+
+TEST(IsaTable, WellFormed) {
+  EXPECT_TRUE(isaTableErrors().empty()) << isaTableErrors().front();
+  EXPECT_GT(numOpcodes(), 100u);
+  EXPECT_LT(numOpcodes(), size_t{1} << kOpcodeBits);
+  std::set<std::string_view> mnemonics;
+  for (const InstrDesc& d : instructions()) {
+    EXPECT_TRUE(mnemonics.insert(d.mnemonic).second) << d.mnemonic;
+    EXPECT_EQ(&instrDesc(d.opcode), &d);
+    EXPECT_EQ(opcodeFromMnemonic(d.mnemonic), d.opcode);
+    EXPECT_LE(d.operands.size(), static_cast<size_t>(kMaxOperands)) << d.mnemonic;
+    EXPECT_FALSE(d.summary.empty()) << d.mnemonic;
+    // Every op fits its 128-bit slot.
+    int bits = kOpcodeBits;
+    for (const OperandDesc& o : d.operands) bits += operandEncodedBits(o.kind);
+    EXPECT_LE(bits, kInstrBits) << d.mnemonic;
+    // Defaults only on trailing operands, so positional writing works.
+    bool seenDefault = false;
+    for (const OperandDesc& o : d.operands) {
+      if (seenDefault) EXPECT_TRUE(o.hasDefault) << d.mnemonic;
+      seenDefault |= o.hasDefault;
+    }
+    // Control flow and waits end bundles; nothing else writes through labels.
+    if (d.semClass == SemClass::Branch) EXPECT_EQ(d.slot, target::SlotClass::Ctrl) << d.mnemonic;
+  }
+  EXPECT_FALSE(opcodeFromMnemonic("frobnicate"));
+}
+
+TEST(IsaTable, LatencyAndIntervalFromTarget) {
+  DiagnosticEngine diags;
+  auto v5e = target::loadTarget("v5e", diags);
+  auto v4 = target::loadTarget("v4", diags);
+  ASSERT_TRUE(v5e && v4);
+  EXPECT_EQ(latency(instrDesc(Opcode::VAddF), *v5e), 2);
+  EXPECT_EQ(issueInterval(instrDesc(Opcode::MxuMatmulBf16), *v5e), 8);
+  EXPECT_EQ(issueInterval(instrDesc(Opcode::MxuMatmulS8), *v5e), 4);  // 2x int8 rate
+  EXPECT_EQ(issueInterval(instrDesc(Opcode::MxuMatmulS8), *v4), 8);
+  EXPECT_TRUE(targetSupports(instrDesc(Opcode::MxuMatmulS8), *v5e));
+}
+
+// Random operand values within each kind's range.
+Operand randomOperand(OperandKind kind, std::mt19937& rng) {
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  Operand o;
+  o.kind = kind;
+  switch (kind) {
+    case OperandKind::SReg: o.reg = static_cast<int>(pick(0, 31)); break;
+    case OperandKind::VReg: o.reg = static_cast<int>(pick(0, 63)); break;
+    case OperandKind::VMask: o.reg = static_cast<int>(pick(0, 15)); break;
+    case OperandKind::Mxu: o.reg = static_cast<int>(pick(0, 3)); break;
+    case OperandKind::Xlu: o.reg = static_cast<int>(pick(0, 1)); break;
+    case OperandKind::Imm:
+    case OperandKind::FImm: o.imm = pick(INT32_MIN, INT32_MAX); break;
+    case OperandKind::SublaneMask: o.imm = pick(0, 255); break;
+    case OperandKind::Label: o.imm = pick(0, 9); break;
+    case OperandKind::DmaDesc: o.imm = 0; break;
+    case OperandKind::SRegImm:
+      if (pick(0, 1)) { o.form = SrcForm::SReg; o.reg = static_cast<int>(pick(0, 31)); }
+      else o.imm = pick(INT32_MIN, INT32_MAX);
+      break;
+    case OperandKind::VSrc:
+      o.form = static_cast<SrcForm>(pick(0, 2));
+      if (o.form == SrcForm::Imm) o.imm = pick(INT32_MIN, INT32_MAX);
+      else o.reg = static_cast<int>(pick(0, 31));
+      break;
+    case OperandKind::VmemAddr:
+    case OperandKind::SmemAddr:
+      o.reg = static_cast<int>(pick(-1, 31));
+      o.imm = pick(INT32_MIN, INT32_MAX);
+      break;
+    case OperandKind::HbmAddr:
+      o.buffer = 0;
+      o.reg = static_cast<int>(pick(-1, 31));
+      o.imm = pick(-(1 << 23), (1 << 23) - 1);
+      break;
+    case OperandKind::Sem:
+      if (pick(0, 1)) { o.form = SrcForm::SReg; o.reg = static_cast<int>(pick(0, 31)); }
+      else o.imm = pick(0, 31);
+      break;
+  }
+  return o;
+}
+
+Program randomProgram(std::mt19937& rng) {
+  Program p;
+  p.targetName = "v5e";
+  p.targetJson = "{}";
+  p.buffers.push_back(Buffer{"x", MemSpace::Hbm, DType::F32, {8, 128}, 0, -1});
+  p.buffers.push_back(Buffer{"w", MemSpace::Hbm, DType::Bf16, {2}, 0, 0});
+  p.buffers.push_back(Buffer{"t", MemSpace::Vmem, DType::S32, {4}, 512, -1});
+  p.data.push_back(DataBlob{std::string("\x80\x3f\x00\x40", 4)});
+  p.dmaDescriptors.push_back(DmaDescriptor{"d", 4096, {DmaDim{8, 4096, 512}}});
+  p.entries.push_back(Entry{"main", {0}, {1}, 0});
+  p.bundles.resize(10);
+  for (const InstrDesc& d : instructions()) {
+    Instr in;
+    in.opcode = d.opcode;
+    for (const OperandDesc& od : d.operands) in.operands.push_back(randomOperand(od.kind, rng));
+    p.bundles[rng() % 10].instrs.push_back(std::move(in));
+  }
+  p.labels.push_back(Label{"top", 0});
+  p.labels.push_back(Label{"end", 10});
+  return p;
+}
+
+TEST(Encoding, EveryInstructionRoundTrips) {
+  std::mt19937 rng(42);
+  for (int round = 0; round < 50; ++round) {
+    for (const InstrDesc& d : instructions()) {
+      Instr in;
+      in.opcode = d.opcode;
+      for (const OperandDesc& od : d.operands) in.operands.push_back(randomOperand(od.kind, rng));
+      std::string error;
+      auto back = decodeInstr(encodeInstr(in), error);
+      ASSERT_TRUE(back) << d.mnemonic << ": " << error;
+      EXPECT_EQ(*back, in) << d.mnemonic;
+    }
+  }
+}
+
+TEST(Encoding, ProgramRoundTripsAndIsDeterministic) {
+  std::mt19937 rng(7);
+  Program p = randomProgram(rng);
+  std::string bytes = encodeProgram(p);
+  EXPECT_EQ(bytes, encodeProgram(p));
+  SourceFile file("p.tpu", bytes);
+  file.setBinary(true);
+  DiagnosticEngine diags;
+  auto back = decodeProgram(file, diags);
+  ASSERT_TRUE(back) << firstErrorMessage(diags);
+  EXPECT_EQ(*back, p);
+  EXPECT_EQ(encodeProgram(*back), bytes);
+}
+
+TEST(Encoding, RejectsBadInstrWords) {
+  std::string error;
+  EXPECT_FALSE(decodeInstr({0, 0}, error));
+  EXPECT_EQ(error, "unknown opcode 0");
+  EXPECT_FALSE(decodeInstr({1023, 0}, error));
+  // smov with a stray bit beyond its operands.
+  Instr in{Opcode::SMov, {Operand{OperandKind::SReg, SrcForm::Imm, 1, 0, 0}, Operand{OperandKind::SRegImm}}};
+  auto words = encodeInstr(in);
+  words[1] |= uint64_t{1} << 60;
+  EXPECT_FALSE(decodeInstr(words, error));
+  EXPECT_EQ(error, "'smov': unused bits of the op are not zero");
+}
+
+// Hostile files: every truncation and many single-byte corruptions are
+// rejected with an error, never a crash.
+TEST(Encoding, CorruptFilesAreRejected) {
+  std::mt19937 rng(3);
+  Program p = randomProgram(rng);
+  std::string bytes = encodeProgram(p);
+  for (size_t cut = 0; cut < bytes.size(); cut += 7) {
+    SourceFile file("t.tpu", bytes.substr(0, cut));
+    file.setBinary(true);
+    DiagnosticEngine diags;
+    EXPECT_FALSE(decodeProgram(file, diags));
+    EXPECT_TRUE(diags.hasErrors());
+  }
+  for (int i = 0; i < 200; ++i) {
+    std::string bad = bytes;
+    bad[rng() % bad.size()] ^= static_cast<char>(1 + rng() % 255);
+    SourceFile file("c.tpu", bad);
+    file.setBinary(true);
+    DiagnosticEngine diags;
+    EXPECT_FALSE(decodeProgram(file, diags));  // the CRC catches it
+  }
+}
+
+TEST(Verify, BundleRules) {
+  DiagnosticEngine diags;
+  auto t = target::loadTarget("v4", diags);
+  ASSERT_TRUE(t);
+  auto sreg = [](int r) { return Operand{OperandKind::SReg, SrcForm::Imm, r, 0, 0}; };
+  auto simm = [](int64_t v) { return Operand{OperandKind::SRegImm, SrcForm::Imm, -1, v, 0}; };
+  Bundle b;
+  for (int i = 0; i < 3; ++i) b.instrs.push_back(Instr{Opcode::SMov, {sreg(i), simm(i)}});
+  EXPECT_EQ(checkBundle(b, *t), "bundle has more 'scalar' ops than the 2 scalar slots of target 'v4'");
+  b.instrs.pop_back();
+  b.instrs[1].operands[0] = sreg(0);
+  EXPECT_EQ(checkBundle(b, *t), "register s0 is written by more than one op of the bundle");
+  Instr v{Opcode::VAddF, {Operand{OperandKind::VReg, SrcForm::Imm, 40, 0, 0},
+                          Operand{OperandKind::VReg, SrcForm::Imm, 1, 0, 0},
+                          Operand{OperandKind::VSrc, SrcForm::Reg, 2, 0, 0}}};
+  EXPECT_EQ(checkInstrForTarget(v, *t), "register v40 out of range: target 'v4' has v0..v31");
+}
+
+// The man page's instruction section is the generated reference.
+TEST(IsaDoc, ManPageMatchesTable) {
+  std::ifstream in(std::string(TPU_SOURCE_DIR) + "/man/tpu-isa.7");
+  ASSERT_TRUE(in) << "man/tpu-isa.7 missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string page = ss.str();
+  std::string begin = ".\\\" BEGIN GENERATED INSTRUCTIONS\n", end = ".\\\" END GENERATED INSTRUCTIONS\n";
+  size_t a = page.find(begin), b = page.find(end);
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  EXPECT_EQ(page.substr(a + begin.size(), b - a - begin.size()), isaReferenceRoff())
+      << "regenerate with: llo-asm --print-isa";
+}
+
+}  // namespace
+}  // namespace tpu::isa
