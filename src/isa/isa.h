@@ -103,11 +103,9 @@ struct InstrDesc {
   std::vector<OperandDesc> operands;
 
   bool isBranch() const { return semClass == SemClass::Branch; }
-  // Ops after which the bundler starts a new bundle (control flow, waits).
-  bool endsBundle() const {
-    return semClass == SemClass::Branch || semClass == SemClass::Halt || semClass == SemClass::Semaphore ||
-           semClass == SemClass::Sync;
-  }
+  // Ops after which the bundler starts a new bundle: control flow (an op
+  // written after a branch must not issue with it).
+  bool endsBundle() const { return semClass == SemClass::Branch || semClass == SemClass::Halt; }
   int requiredOperands() const;
 };
 
