@@ -499,6 +499,7 @@ bool Parser::parseStatement() {
       item.ops.push_back(std::move(op));
       if (accept(";")) continue;
       while (peek().kind == Tok::Newline) next();
+      if (peek().kind == Tok::End) return error(loc(t), "unterminated bundle: missing '}'");
       if (!isPunct("}"))
         return error(here(), fmt::format("expected ';' or '}}' in a bundle, found {}", describe(peek())));
     }
