@@ -76,9 +76,16 @@ class Encoder {
     (*this)(v.first);
     (*this)(v.second);
   }
+  // Structures start with one byte: 0 when the value equals a
+  // default-constructed one (then nothing follows), 1 before its fields.
+  // Most attributes of most instructions are defaults.
   template <typename T>
     requires requires(Encoder& e, T& t) { visit(e, t); }
-  void operator()(const T& v) { visit(*this, const_cast<T&>(v)); }
+  void operator()(const T& v) {
+    bool isDefault = v == T{};
+    w_.u8(isDefault ? 0 : 1);
+    if (!isDefault) visit(*this, const_cast<T&>(v));
+  }
 
   void operator()(const Shape& shape);
   void operator()(const Literal& literal);
@@ -150,6 +157,11 @@ class Decoder {
   template <typename T>
     requires requires(Decoder& d, T& t) { visit(d, t); }
   void operator()(T& v) {
+    // Decoding fills freshly constructed objects, so a default value needs
+    // no assignment.
+    bool present = false;
+    (*this)(present);
+    if (!present || !ok()) return;
     if (++depth_ > kMaxDepth) fail("structure nested too deeply");
     if (ok()) visit(*this, v);
     --depth_;
@@ -379,13 +391,15 @@ void Decoder::operator()(Literal& literal) {
 
 bool isHlob(std::string_view data) { return hasMagic(data, kHlobMagic); }
 
-// Payload layout:
+// Payload layout (every structure below is preceded by a byte: 0 = default
+// value, nothing follows; 1 = its fields follow):
 //   str module name; ModuleConfig; StackFrameIndex
 //   uvar computation count; per computation: str name (so calls can refer forward)
 //   uvar entry index + 1 (0 = none)
 //   per computation: str execution thread; uvar instruction count; per instruction:
 //     uvar opcode; str name; Shape; uvar[] operand indices; uvar[] called computation
-//     indices; uvar[] control predecessor indices; InstructionAttributes; CommonAttributes
+//     indices; uvar[] control predecessor indices; u8 has-attributes, then
+//     InstructionAttributes if 1; CommonAttributes
 //   then uvar root index + 1 (0 = none)
 // Opcodes and element types are written as their enum values; the tables in
 // opcode.def and element_type.h are append-only for that reason (a reorder
@@ -421,7 +435,9 @@ std::string writeHlob(const Module& module, int zstdLevel) {
       for (const Computation* called : instruction->calledComputations()) w.uvar(computationIndex.at(called));
       w.uvar(instruction->controlPredecessors().size());
       for (const Instruction* p : instruction->controlPredecessors()) w.uvar(instructionIndex.at(p));
-      e(instruction->attrs());
+      // Opcode attributes are allocated only by instructions that have any.
+      w.u8(instruction->hasAttributes() ? 1 : 0);
+      if (instruction->hasAttributes()) e(instruction->attrs());
       e(instruction->common());
     }
     w.uvar(computation->root() ? instructionIndex.at(computation->root()) + 1 : 0);
@@ -497,7 +513,9 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
         if (index >= instructions.size()) return fail("control predecessor refers to a later instruction");
         instruction->addControlPredecessor(instructions[index]);
       }
-      d(instruction->attrs());
+      bool hasAttributes = false;
+      d(hasAttributes);
+      if (hasAttributes) d(instruction->attrs());
       d(instruction->common());
       if (!d.ok()) return fail(r.error());
       instructions.push_back(computation->addInstruction(std::move(instruction)));

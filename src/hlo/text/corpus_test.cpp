@@ -64,3 +64,57 @@ TEST(CorpusTest, HasAllFiles) { EXPECT_GE(corpusFiles().size(), 61u); }
 
 }  // namespace
 }  // namespace tpu::hlo
+
+namespace tpu::hlo {
+namespace {
+
+// The first print keeps what the input had: metadata, backend_config,
+// frontend_attributes and shardings survive (counted per file).
+TEST(CorpusPreservationTest, PrintKeepsGenericAttributes) {
+  for (const auto& path : corpusFiles()) {
+    std::string text = readFile(path);
+    SourceFile file(path.filename().string(), text);
+    DiagnosticEngine diags;
+    auto m = parseHloText(file, diags);
+    ASSERT_NE(m, nullptr) << firstError(diags);
+    std::string out = printHloText(*m);
+    auto count = [](const std::string& s, const std::string& what) {
+      size_t n = 0;
+      for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+      return n;
+    };
+    for (const char* attr : {"metadata={", "backend_config=", "frontend_attributes={", "sharding={"}) {
+      size_t in = 0;
+      // Count only inside instruction lines (not comments) of the input.
+      std::istringstream lines(text);
+      for (std::string line; std::getline(lines, line);)
+        if (line.find("//") == std::string::npos || line.find("//") > line.find(attr)) in += count(line, attr);
+      EXPECT_EQ(count(out, attr), in) << path.filename() << " " << attr;
+    }
+    // Spot-check values: every op_name and source_file string of the input appears in the output.
+    for (size_t at = text.find("op_name=\""); at != std::string::npos; at = text.find("op_name=\"", at + 1)) {
+      size_t end = at + 9;
+      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      if (end >= text.size()) break;
+      ASSERT_NE(out.find(text.substr(at, end - at + 1)), std::string::npos) << path.filename() << " " << text.substr(at, end - at + 1);
+    }
+  }
+}
+
+TEST(CorpusPerformanceTest, ParsesLargestFileQuickly) {
+  std::filesystem::path path = std::filesystem::path(TPU_CORPUS_DIR) / "ext_gh_bert_dp_graph_2.hlo";
+  SourceFile file(path.filename().string(), readFile(path));
+  DiagnosticEngine diags;
+  const int iterations = 20;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) ASSERT_NE(parseHloText(file, diags), nullptr);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double mbPerSecond = static_cast<double>(file.size()) * iterations / seconds / 1e6;
+  RecordProperty("parse_mb_per_s", static_cast<int>(mbPerSecond));
+  std::printf("parse speed on %s: %.1f MB/s\n", path.filename().c_str(), mbPerSecond);
+  // Loose bound so a loaded CI machine does not flake; the target is >= 150 MB/s.
+  EXPECT_GT(mbPerSecond, 20.0);
+}
+
+}  // namespace
+}  // namespace tpu::hlo

@@ -48,6 +48,8 @@ std::string_view tokKindName(TokKind kind) {
 }
 
 Token Lexer::makeError(size_t at, std::string message) {
+  // Always make progress so a caller that keeps lexing cannot loop.
+  if (pos_ <= at && pos_ < src_.size()) pos_ = at + 1;
   error_ = std::move(message);
   errorOffset_ = at;
   Token t;

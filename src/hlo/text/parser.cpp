@@ -153,7 +153,7 @@ class Parser {
 
   const SourceFile& file_;
   DiagnosticEngine& diags_;
-  const ParseOptions& options_;
+  ParseOptions options_;
   Lexer lex_;
   Token tok_;
   bool failed_ = false;
@@ -974,6 +974,7 @@ bool Parser::parseSliceRanges(std::vector<SliceDimension>* out) {
 }
 
 bool Parser::parseIotaList(IotaList* out, bool requirePermForMultiDim) {
+  size_t start = tok_.offset;
   if (!expect(TokKind::Leq, "'<='")) return false;
   if (!parseIntList(&out->reshapeDims, TokKind::LBracket, TokKind::RBracket)) return false;
   out->transposePerm.clear();
@@ -989,7 +990,7 @@ bool Parser::parseIotaList(IotaList* out, bool requirePermForMultiDim) {
       seen[static_cast<size_t>(p)] = true;
     }
   } else if (requirePermForMultiDim && out->reshapeDims.size() > 1) {
-    return error("iota list with several reshape dimensions needs T(...)");
+    return error(start, "iota list with several reshape dimensions needs T(...)");
   }
   for (int64_t d : out->reshapeDims)
     if (d <= 0) return error("iota reshape dimensions must be positive");
@@ -1117,6 +1118,7 @@ bool Parser::parseSingleSharding(Sharding* out) {
         return error(fmt::format("unexpected {} in sharding", describe()));
       }
     } else if (tok_.kind == TokKind::AttrName && tok_.text == "devices") {
+      size_t devicesOffset = tok_.offset;
       if (!setKind(Sharding::Kind::Tiled)) return false;
       advance();
       if (!parseIntList(&out->tileAssignmentDims, TokKind::LBracket, TokKind::RBracket)) return false;
@@ -1135,7 +1137,7 @@ bool Parser::parseSingleSharding(Sharding* out) {
           out->tileAssignmentDevices.push_back(v);
         } while (consumeIf(TokKind::Comma));
         if (static_cast<int64_t>(out->tileAssignmentDevices.size()) != total)
-          return error(fmt::format("tile assignment lists {} devices, its dimensions need {}",
+          return error(devicesOffset, fmt::format("tile assignment lists {} devices, its dimensions need {}",
                                    out->tileAssignmentDevices.size(), total));
       }
     } else if (tok_.kind == TokKind::AttrName && tok_.text == "last_tile_dims") {

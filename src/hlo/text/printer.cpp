@@ -84,8 +84,22 @@ void appendFloatElement(std::string& out, const Literal& lit, int64_t i) {
   }
   if (t == ElementType::F64) {
     appendDouble(out, v);
-  } else {
+  } else if (t == ElementType::F32 || v == 0 || std::isinf(v)) {
     appendFloat(out, static_cast<float>(v));
+  } else {
+    // Narrow types: the fewest significant digits that read back to the same bits.
+    uint64_t bits = lit.getBits(i);
+    FloatFormat f = *info.floatFormat;
+    char buf[64];
+    for (int precision = 1; precision <= 9; ++precision) {
+      auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, precision);
+      double back = 0;
+      std::from_chars(buf, r.ptr, back);
+      if (encodeFloat(f, back) == bits || precision == 9) {
+        out.append(buf, r.ptr);
+        return;
+      }
+    }
   }
 }
 

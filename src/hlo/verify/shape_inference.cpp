@@ -1360,3 +1360,698 @@ R Inferrer::customCall() {
   }
   return declared();
 }
+
+// ---------------------------------------------------------------- collectives
+
+std::optional<GroupMode> Inferrer::groupMode(bool hasGlobalIdsField) {
+  bool channel = a_.channelId.has_value();
+  if (!hasGlobalIdsField) return channel ? GroupMode::CrossPartition : GroupMode::CrossReplica;
+  if (!channel) {
+    if (a_.useGlobalDeviceIds) {
+      fail("use_global_device_ids=true requires a channel_id");
+      return std::nullopt;
+    }
+    return GroupMode::CrossReplica;
+  }
+  return a_.useGlobalDeviceIds ? GroupMode::FlattenedId : GroupMode::CrossReplicaAndPartition;
+}
+
+namespace {
+const ModuleConfig* configOf(const Instruction& inst) {
+  const Computation* c = inst.parent();
+  const Module* m = c ? c->parent() : nullptr;
+  return m ? &m->config() : nullptr;
+}
+}  // namespace
+
+bool Inferrer::replicaGroups(GroupMode mode, bool uniform) {
+  static const std::vector<std::vector<int64_t>> kNone;
+  const auto& groups = a_.replicaGroups ? a_.replicaGroups->groups : kNone;
+  if (groups.empty()) {
+    if (mode == GroupMode::FlattenedId) {
+      fail("replica_groups must be given when use_global_device_ids=true");
+      return false;
+    }
+    return true;
+  }
+  std::vector<int64_t> ids;
+  for (const auto& g : groups) {
+    if (g.empty()) {
+      fail("replica_groups contains an empty group");
+      return false;
+    }
+    if (uniform && g.size() != groups[0].size()) {
+      fail("replica groups must all have the same size ({} vs {})", groups[0].size(), g.size());
+      return false;
+    }
+    ids.insert(ids.end(), g.begin(), g.end());
+  }
+  std::sort(ids.begin(), ids.end());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0 && ids[i] == ids[i - 1]) {
+      fail("replica id {} appears more than once in replica_groups", ids[i]);
+      return false;
+    }
+    if (ids[i] != static_cast<int64_t>(i)) {
+      fail("replica_groups do not name id {} (they must name 0..{} exactly once)", i, ids.size() - 1);
+      return false;
+    }
+  }
+  const ModuleConfig* cfg = configOf(inst_);
+  if (!cfg) return true;
+  int64_t n = static_cast<int64_t>(ids.size());
+  int64_t expected = 1;
+  const char* what = "";
+  switch (mode) {
+    case GroupMode::CrossReplica:
+    case GroupMode::CrossReplicaAndPartition: expected = cfg->replicaCount; what = "replicas"; break;
+    case GroupMode::CrossPartition: expected = cfg->numPartitions; what = "partitions"; break;
+    case GroupMode::FlattenedId: {
+      __int128 p = static_cast<__int128>(cfg->replicaCount) * cfg->numPartitions;
+      expected = p > std::numeric_limits<int64_t>::max() ? -1 : static_cast<int64_t>(p);
+      what = "devices (replica_count * num_partitions)";
+      break;
+    }
+  }
+  if (expected != 1 && n != expected) {
+    fail("replica_groups name {} ids but the module has {} {}", n, expected, what);
+    return false;
+  }
+  return true;
+}
+
+int64_t Inferrer::subgroupSize(GroupMode mode) {
+  const ModuleConfig* cfg = configOf(inst_);
+  int64_t replicas = cfg ? cfg->replicaCount : 1, partitions = cfg ? cfg->numPartitions : 1;
+  const auto* rg = a_.replicaGroups ? &a_.replicaGroups->groups : nullptr;
+  int64_t first = rg && !rg->empty() ? static_cast<int64_t>((*rg)[0].size()) : 0;
+  switch (mode) {
+    case GroupMode::CrossReplica: return first ? first : replicas;
+    case GroupMode::CrossReplicaAndPartition: {
+      int64_t r;
+      if (__builtin_mul_overflow(first ? first : replicas, partitions, &r)) return 1;
+      return r;
+    }
+    case GroupMode::FlattenedId: return first ? first : 1;
+    case GroupMode::CrossPartition: return first ? first : partitions;
+  }
+  return 1;
+}
+
+R Inferrer::allReduce(bool start) {
+  (void)start;
+  if (!atLeast(1) || !allArrays()) return std::nullopt;
+  auto mode = groupMode(true);
+  if (!mode || !replicaGroups(*mode, false)) return std::nullopt;
+  if (a_.channelId && *a_.channelId <= 0) return fail("all-reduce channel_id must be positive, is {}", *a_.channelId);
+  const Computation* c = callee(0, "to_apply");
+  if (!c) return std::nullopt;
+  const verify_detail::Signature& s = sigs_.get(c);
+  bool uniformType = true;
+  for (int64_t i = 1; i < count(); ++i) uniformType &= op(i).elementType() == op(0).elementType();
+  if (s.dense && s.root && uniformType &&
+      !reducer(c, "reducer", {op(0).elementType()}, {op(0).elementType()}))
+    return std::nullopt;
+  if (count() == 1) return op(0);
+  return tuple();
+}
+
+R Inferrer::allGather(bool start) {
+  if (!atLeast(1) || !allArrays()) return std::nullopt;
+  auto mode = groupMode(true);
+  if (!mode || !replicaGroups(*mode, true)) return std::nullopt;
+  if (a_.dimensions.size() != 1)
+    return fail("{} needs exactly one dimension, has {}", opName(), ints(a_.dimensions));
+  int64_t d = a_.dimensions[0];
+  if (d < 0) return fail("all-gather dimension {} is negative", d);
+  for (int64_t i = 0; i < count(); ++i)
+    if (op(i).rank() > 0 && !dimIndex(d, op(i).rank(), "all-gather dimension")) return std::nullopt;
+  int64_t subgroup = subgroupSize(*mode);
+  // The shard count follows from operand 0 and its declared result (XLA).
+  const Shape* out0 = &declared();
+  if (start) out0 = declared().isTuple() && declared().tupleSize() >= 2 ? &declared().tupleElement(1) : nullptr;
+  if (out0 && count() > 1) out0 = out0->isTuple() && out0->tupleSize() == count() ? &out0->tupleElement(0) : nullptr;
+  int64_t shards = subgroup;
+  if (out0 && out0->isArray() && op(0).rank() > 0 && d < out0->rank() && op(0).dimension(d) > 0)
+    shards = ceilDiv(out0->dimension(d), op(0).dimension(d));
+  if (subgroup != 1 && shards != subgroup)
+    return fail("{} result implies {} shards but the replica groups have {} participants", opName(), shards,
+                subgroup);
+  std::vector<Shape> results;
+  for (int64_t i = 0; i < count(); ++i) {
+    Shape r = op(i);
+    if (r.rank() > 0) {
+      std::vector<int64_t> dims = r.dimensions();
+      if (__builtin_mul_overflow(dims[static_cast<size_t>(d)], shards, &dims[static_cast<size_t>(d)]))
+        return fail("all-gather result size overflows");
+      r = Shape(r.elementType(), std::move(dims));
+    }
+    results.push_back(std::move(r));
+  }
+  Shape result = count() == 1 ? results[0] : Shape::tuple(results);
+  if (!start) return result;
+  Shape inputs = count() == 1 ? op(0) : tuple().value();
+  return Shape::tuple({std::move(inputs), std::move(result)});
+}
+
+R Inferrer::reduceScatter() {
+  if (!atLeast(1) || !allArrays()) return std::nullopt;
+  auto mode = groupMode(true);
+  if (!mode || !replicaGroups(*mode, true)) return std::nullopt;
+  if (a_.dimensions.size() != 1)
+    return fail("reduce-scatter needs exactly one dimension, has {}", ints(a_.dimensions));
+  int64_t d = a_.dimensions[0];
+  for (int64_t i = 0; i < count(); ++i)
+    if (!dimIndex(d, op(i).rank(), "reduce-scatter dimension")) return std::nullopt;
+  int64_t subgroup = subgroupSize(*mode);
+  const Shape* out0 = &declared();
+  if (count() > 1) out0 = out0->isTuple() && out0->tupleSize() == count() ? &out0->tupleElement(0) : nullptr;
+  int64_t shards = subgroup;
+  if (out0 && out0->isArray() && d < out0->rank() && out0->dimension(d) > 0)
+    shards = ceilDiv(op(0).dimension(d), out0->dimension(d));
+  if (subgroup != 1 && shards != subgroup)
+    return fail("reduce-scatter result implies {} shards but the replica groups have {} participants", shards,
+                subgroup);
+  if (shards <= 0) shards = 1;
+  std::vector<Shape> results;
+  for (int64_t i = 0; i < count(); ++i) {
+    std::vector<int64_t> dims = op(i).dimensions();
+    if (dims[static_cast<size_t>(d)] % shards != 0)
+      return fail("reduce-scatter operand {} dimension {} (size {}) is not divisible by the shard count {}", i, d,
+                  dims[static_cast<size_t>(d)], shards);
+    dims[static_cast<size_t>(d)] /= shards;
+    results.emplace_back(op(i).elementType(), std::move(dims));
+  }
+  const Computation* c = callee(0, "to_apply");
+  if (!c) return std::nullopt;
+  const verify_detail::Signature& s = sigs_.get(c);
+  if (s.dense && s.root && !reducer(c, "reducer", {op(0).elementType()}, {op(0).elementType()}))
+    return std::nullopt;
+  return count() == 1 ? results[0] : Shape::tuple(std::move(results));
+}
+
+R Inferrer::allToAll() {
+  if (!atLeast(1) || !allArrays()) return std::nullopt;
+  auto mode = groupMode(false);
+  if (!mode || !replicaGroups(*mode, true)) return std::nullopt;
+  int64_t split = subgroupSize(*mode);
+  if (!a_.dimensions.empty()) {
+    if (a_.dimensions.size() != 1)
+      return fail("all-to-all takes one split dimension, has {}", ints(a_.dimensions));
+    if (count() != 1) return fail("all-to-all with a split dimension takes 1 operand, has {}", count());
+    int64_t d = a_.dimensions[0];
+    if (!dimIndex(d, op(0).rank(), "all-to-all split dimension")) return std::nullopt;
+    if (split > 0 && op(0).dimension(d) % split != 0)
+      return fail("all-to-all split dimension {} (size {}) is not divisible by the group size {}", d,
+                  op(0).dimension(d), split);
+    return op(0);
+  }
+  if (count() != split)
+    return fail("tuple all-to-all needs one operand per group member ({}), has {}", split, count());
+  return tuple();
+}
+
+R Inferrer::raggedAllToAll() {
+  if (!allArrays()) return std::nullopt;
+  auto mode = groupMode(false);
+  if (!mode || !replicaGroups(*mode, true)) return std::nullopt;
+  for (int64_t i = 2; i < 6; ++i) {
+    if (op(i).rank() != 1 && op(i).rank() != 2)
+      return fail("ragged-all-to-all operand {} must have rank 1 or 2, has {}", i, str(op(i)));
+    if (!isI(op(i).elementType())) return fail("ragged-all-to-all operand {} must be integral, is {}", i, str(op(i)));
+    if (i > 2 && !sameDims(op(i), op(2)))
+      return fail("ragged-all-to-all offset/size operands {} and {} differ", str(op(2)), str(op(i)));
+  }
+  if (!typeOk(op(0).elementType(), op(1).elementType()))
+    return fail("ragged-all-to-all input {} and output {} element types differ", str(op(0)), str(op(1)));
+  return op(1);
+}
+
+R Inferrer::collectivePermute(bool start) {
+  if (!atLeast(1)) return std::nullopt;
+  bool inplace = count() == 4;
+  if (count() != 1 && !inplace) return fail("{} takes 1 or 4 operands, has {}", opName(), count());
+  GroupMode mode = a_.channelId ? GroupMode::CrossPartition : GroupMode::CrossReplica;
+  const ModuleConfig* cfg = configOf(inst_);
+  int64_t limit = !cfg ? 1 : mode == GroupMode::CrossReplica ? cfg->replicaCount : cfg->numPartitions;
+  if (!inplace) {
+    std::vector<int64_t> sources, targets;
+    for (const auto& [s, t] : a_.sourceTargetPairs) {
+      if (s < 0 || t < 0 || (limit != 1 && (s >= limit || t >= limit)))
+        return fail("source-target pair {{{},{}}} is out of range{}", s, t,
+                    limit != 1 ? fmt::format(" (ids must be below {})", limit) : std::string());
+      sources.push_back(s);
+      targets.push_back(t);
+    }
+    std::sort(sources.begin(), sources.end());
+    std::sort(targets.begin(), targets.end());
+    if (auto it = std::adjacent_find(sources.begin(), sources.end()); it != sources.end())
+      return fail("source {} appears more than once in source_target_pairs", *it);
+    if (auto it = std::adjacent_find(targets.begin(), targets.end()); it != targets.end())
+      return fail("target {} appears more than once in source_target_pairs", *it);
+  }
+  Shape result = inplace ? op(1) : op(0);
+  if (!start) return result;
+  if (inplace) return declared();
+  if (!declared().isTuple() || declared().tupleSize() < 2)
+    return fail("{} must produce a tuple of at least 2 elements, not {}", opName(), str(declared()));
+  std::vector<Shape> elems = declared().tupleElements();
+  elems[0] = op(0);
+  elems[1] = result;
+  return Shape::tuple(std::move(elems));
+}
+
+R Inferrer::collectiveBroadcast() {
+  if (!atLeast(1) || !allArrays()) return std::nullopt;
+  auto mode = groupMode(false);
+  if (!mode || !replicaGroups(*mode, true)) return std::nullopt;
+  return count() == 1 ? op(0) : tuple();
+}
+
+// ---------------------------------------------------------------- async
+
+R Inferrer::asyncStart() {
+  const Computation* c = callee(0, "async");
+  if (!c) return std::nullopt;
+  if (c->executionThread() != a_.asyncExecutionThread)
+    return fail("async_execution_thread \"{}\" differs from the execution thread \"{}\" of '{}'",
+                a_.asyncExecutionThread, c->executionThread(), c->name());
+  const Shape& s = declared();
+  if (!s.isTuple() || s.tupleSize() < 2)
+    return fail("async-start must produce a tuple of at least 2 elements (operands, result, ...), not {}", str(s));
+  const verify_detail::Signature& sig = sigs_.get(c);
+  if (!sig.dense || !sig.root) return declared();
+  if (!signature(c, "async", count())) return std::nullopt;
+  auto same = [&](const Shape& a, const Shape& b) { return opts_.layoutSensitive ? a == b : a.compatible(b); };
+  for (int64_t i = 0; i < count(); ++i)
+    if (!same(sig.params[static_cast<size_t>(i)]->shape(), op(i)))
+      return fail("operand {} {} does not match parameter {} {} of async computation '{}'", i, str(op(i)), i,
+                  str(sig.params[static_cast<size_t>(i)]->shape()), c->name());
+  std::vector<Shape> elems = s.tupleElements();
+  elems[0] = tuple().value();
+  elems[1] = sig.root->shape();
+  return Shape::tuple(std::move(elems));
+}
+
+R Inferrer::asyncUpdateOrDone(bool done) {
+  const Instruction* start = inst_.operand(0);
+  Opcode o = start->opcode();
+  if (o != Opcode::AsyncStart && o != Opcode::AsyncUpdate)
+    return fail("the operand of {} must be an async-start or async-update, not {} '{}'", opName(), opcodeName(o),
+                start->name());
+  const auto& mine = inst_.calledComputations();
+  const auto& theirs = start->calledComputations();
+  if (!mine.empty() && !theirs.empty() && mine[0] != theirs[0])
+    return fail("{} wraps computation '{}' but its operand '{}' wraps '{}'", opName(), mine[0] ? mine[0]->name() : "",
+                start->name(), theirs[0] ? theirs[0]->name() : "");
+  const Shape& s = op(0);
+  if (!s.isTuple() || s.tupleSize() < 2)
+    return fail("the operand of {} must be an async tuple, not {}", opName(), str(s));
+  return done ? s.tupleElement(1) : s;
+}
+
+R Inferrer::copyStart() {
+  return Shape::tuple({op(0), op(0), Shape::scalar(ElementType::U32)});
+}
+
+R Inferrer::copyDone() {
+  const Shape& s = op(0);
+  if (!s.isTuple() || s.tupleSize() < 2)
+    return fail("copy-done operand must be a copy-start tuple, not {}", str(s));
+  if (!s.tupleElement(0).compatible(s.tupleElement(1)))
+    return fail("copy-done source {} and destination {} differ", str(s.tupleElement(1)), str(s.tupleElement(0)));
+  return s.tupleElement(0);
+}
+
+// ---------------------------------------------------------------- misc
+
+R Inferrer::rng() {
+  if (!exactly(2)) return std::nullopt;
+  if (!op(0).isScalar() || !op(1).isScalar())
+    return fail("rng operands must be scalars, are {} and {}", str(op(0)), str(op(1)));
+  ElementType t = op(0).elementType();
+  if (op(1).elementType() != t) return fail("rng operands {} and {} must have the same type", str(op(0)), str(op(1)));
+  if (!declared().isArray()) return fail("rng must produce an array, not {}", str(declared()));
+  if (a_.distribution == RngDistribution::Normal ? !isF(t) : !(isF(t) || isI(t) || isPred(t)))
+    return fail("{} does not support {} values", toString(a_.distribution), elementTypeName(t));
+  return Shape(t, declared().dimensions());
+}
+
+R Inferrer::rngBitGenerator() {
+  if (!array(0)) return std::nullopt;
+  const Shape& s = declared();
+  if (!s.isTuple()) return s;
+  if (s.tupleSize() != 2) return fail("rng-bit-generator must produce (state, values), not {}", str(s));
+  if (!s.tupleElement(1).isArray()) return fail("rng-bit-generator values must be an array, not {}", str(s));
+  return Shape::tuple({op(0), s.tupleElement(1)});
+}
+
+R Inferrer::send() {
+  if (!token(1)) return std::nullopt;
+  return Shape::tuple({op(0), Shape::scalar(ElementType::U32), Shape::token()});
+}
+
+R Inferrer::recv() {
+  if (!token(0)) return std::nullopt;
+  const Shape& s = declared();
+  if (!s.isTuple() || s.tupleSize() < 1) return fail("recv must produce (data, u32[], token[]), not {}", str(s));
+  return Shape::tuple({s.tupleElement(0), Shape::scalar(ElementType::U32), Shape::token()});
+}
+
+R Inferrer::infeed() {
+  if (!token(0)) return std::nullopt;
+  const Shape& s = declared();
+  if (!s.isTuple() || s.tupleSize() < 1) return fail("infeed must produce (data, token[]), not {}", str(s));
+  return Shape::tuple({s.tupleElement(0), Shape::token()});
+}
+
+R Inferrer::outfeed() {
+  if (!token(1)) return std::nullopt;
+  if (a_.outfeedShape && !a_.outfeedShape->compatible(op(0)))
+    return fail("outfeed_shape {} does not match the outfed operand {}", str(*a_.outfeedShape), str(op(0)));
+  return Shape::token();
+}
+
+R Inferrer::getDimensionSize() {
+  if (!array(0)) return std::nullopt;
+  if (a_.dimensions.size() != 1) return fail("{} needs exactly one dimension, has {}", opName(), ints(a_.dimensions));
+  if (!dimIndex(a_.dimensions[0], op(0).rank(), "dimension")) return std::nullopt;
+  return Shape::scalar(ElementType::S32);
+}
+
+R Inferrer::setDimensionSize() {
+  if (!array(0)) return std::nullopt;
+  if (!op(1).isScalar() || !isI(op(1).elementType()))
+    return fail("set-dimension-size size must be an integral scalar, is {}", str(op(1)));
+  if (a_.dimensions.size() != 1) return fail("{} needs exactly one dimension, has {}", opName(), ints(a_.dimensions));
+  if (!dimIndex(a_.dimensions[0], op(0).rank(), "dimension")) return std::nullopt;
+  return op(0);
+}
+
+R Inferrer::triangularSolve() {
+  if (!allArrays()) return std::nullopt;
+  const Shape& am = op(0);
+  const Shape& b = op(1);
+  ElementType t = am.elementType();
+  if (!isF(t) && !isC(t)) return fail("triangular-solve expects floating-point or complex operands, has {}", str(am));
+  if (b.elementType() != t) return fail("triangular-solve operands {} and {} must have the same type", str(am), str(b));
+  int64_t r = am.rank();
+  if (r < 2 || b.rank() != r)
+    return fail("triangular-solve operands {} and {} must have the same rank of at least 2", str(am), str(b));
+  if (am.dimension(r - 1) != am.dimension(r - 2)) return fail("triangular-solve matrix {} must be square", str(am));
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (am.dimension(i) != b.dimension(i))
+      return fail("triangular-solve batch dimensions of {} and {} differ", str(am), str(b));
+  int64_t bd = a_.leftSide ? b.dimension(r - 2) : b.dimension(r - 1);
+  if (bd != am.dimension(r - 1))
+    return fail("triangular-solve right-hand side {} does not match matrix {} (left_side={})", str(b), str(am),
+                a_.leftSide);
+  return b;
+}
+
+R Inferrer::cholesky() {
+  if (!array(0)) return std::nullopt;
+  const Shape& am = op(0);
+  if (!isF(am.elementType()) && !isC(am.elementType()))
+    return fail("cholesky expects a floating-point or complex operand, has {}", str(am));
+  if (am.rank() < 2 || am.dimension(am.rank() - 1) != am.dimension(am.rank() - 2))
+    return fail("cholesky operand {} must be a batch of square matrices", str(am));
+  return am;
+}
+
+R Inferrer::fft() {
+  if (!array(0)) return std::nullopt;
+  const Shape& x = op(0);
+  const auto& len = a_.fftLength;
+  int64_t n = static_cast<int64_t>(len.size());
+  if (n < 1 || n > 3) return fail("fft_length {} must have 1 to 3 entries", ints(len));
+  if (x.rank() < n) return fail("fft operand {} has fewer dimensions than fft_length {}", str(x), ints(len));
+  ElementType t = x.elementType();
+  std::vector<int64_t> dims = x.dimensions();
+  int64_t off = x.rank() - n;
+  switch (a_.fftType) {
+    case FftType::Fft:
+    case FftType::Ifft:
+      if (!isC(t)) return fail("{} expects a complex operand, has {}", toString(a_.fftType), str(x));
+      for (int64_t i = 0; i < n; ++i)
+        if (dims[static_cast<size_t>(off + i)] != len[static_cast<size_t>(i)])
+          return fail("fft operand {} does not end in fft_length {}", str(x), ints(len));
+      return x;
+    case FftType::Rfft: {
+      if (t != ElementType::F32 && t != ElementType::F64)
+        return fail("RFFT expects an f32 or f64 operand, has {}", str(x));
+      for (int64_t i = 0; i < n; ++i)
+        if (dims[static_cast<size_t>(off + i)] != len[static_cast<size_t>(i)])
+          return fail("RFFT operand {} does not end in fft_length {}", str(x), ints(len));
+      if (len.back() != 0) dims.back() = len.back() / 2 + 1;
+      return Shape(t == ElementType::F32 ? ElementType::C64 : ElementType::C128, std::move(dims));
+    }
+    case FftType::Irfft: {
+      if (!isC(t)) return fail("IRFFT expects a complex operand, has {}", str(x));
+      for (int64_t i = 0; i + 1 < n; ++i)
+        if (dims[static_cast<size_t>(off + i)] != len[static_cast<size_t>(i)])
+          return fail("IRFFT operand {} does not match fft_length {}", str(x), ints(len));
+      int64_t want = len.back() == 0 ? 0 : len.back() / 2 + 1;
+      if (dims.back() != want)
+        return fail("IRFFT operand {} must have a last dimension of {} for fft_length {}", str(x), want, ints(len));
+      dims.back() = len.back();
+      return Shape(complexComponentType(t), std::move(dims));
+    }
+  }
+  return x;
+}
+
+R Inferrer::batchNorm() {
+  if (!allArrays()) return std::nullopt;
+  const Shape& x = op(0);
+  Opcode o = inst_.opcode();
+  if (x.rank() < 1) return fail("{} operand {} must have rank at least 1", opName(), str(x));
+  if (!isF(x.elementType())) return fail("{} operand {} must be floating point", opName(), str(x));
+  if (!dimIndex(a_.featureIndex, x.rank(), "feature_index")) return std::nullopt;
+  int64_t f = x.dimension(a_.featureIndex);
+  Shape feat(x.elementType(), {f});
+  for (int64_t i = 1; i < count(); ++i) {
+    bool full = o == Opcode::BatchNormGrad && i == 4;
+    const Shape& want = full ? x : feat;
+    if (!sameDims(op(i), want) || !typeOk(op(i).elementType(), x.elementType()))
+      return fail("{} operand {} {} must have shape {}", opName(), i, str(op(i)), str(want));
+  }
+  if (o == Opcode::BatchNormInference) return x;
+  return Shape::tuple({x, feat, feat});
+}
+
+R Inferrer::topK() {
+  if (!array(0)) return std::nullopt;
+  const Shape& x = op(0);
+  if (x.rank() < 1) return fail("topk operand {} must have rank at least 1", str(x));
+  if (a_.k < 0 || a_.k > x.dimension(x.rank() - 1))
+    return fail("topk k={} is out of range for the last dimension of {}", a_.k, str(x));
+  std::vector<int64_t> dims = x.dimensions();
+  dims.back() = a_.k;
+  return Shape::tuple({Shape(x.elementType(), dims), Shape(ElementType::S32, dims)});
+}
+
+R Inferrer::constant() {
+  if (!a_.literal) return fail("constant has no literal");
+  const Shape& l = a_.literal->shape();
+  if (!l.compatible(declared()))
+    diags_.errorf(inst_.location(), "'{}' has shape {} but its literal has shape {}", inst_.name(),
+                  str(declared()), str(l));
+  return declared();
+}
+
+R Inferrer::reducePrecision() {
+  if (!array(0)) return std::nullopt;
+  if (!isF(op(0).elementType())) return fail("reduce-precision expects a floating-point operand, has {}", str(op(0)));
+  if (a_.exponentBits < 1) return fail("reduce-precision exponent_bits={} must be at least 1", a_.exponentBits);
+  if (a_.mantissaBits < 0) return fail("reduce-precision mantissa_bits={} must not be negative", a_.mantissaBits);
+  return op(0);
+}
+
+// ---------------------------------------------------------------- dispatch
+
+R Inferrer::run() {
+  for (int64_t i = 0; i < count(); ++i)
+    if (!inst_.operand(i)) return fail("operand {} is missing", i);
+  const OpcodeInfo& info = opcodeInfo(inst_.opcode());
+  if (info.arity != kVariadic && count() != info.arity) {
+    exactly(info.arity);
+    return std::nullopt;
+  }
+  // Unbounded dimensions follow rules of their own; the verifier rejects
+  // them unless allowed, and then only the declared shape is used.
+  if (declared().isUnboundedDynamic()) return declared();
+  for (int64_t i = 0; i < count(); ++i)
+    if (op(i).isUnboundedDynamic()) return declared();
+
+  switch (inst_.opcode()) {
+    case Opcode::Parameter:
+    case Opcode::CustomCall:
+      return inst_.opcode() == Opcode::CustomCall ? customCall() : declared();
+    case Opcode::Scan:
+    case Opcode::Shuffle:
+    case Opcode::CollectiveReduce:
+      return declared();  // not pinned down in XLA's shape inference we follow
+    case Opcode::Constant: return constant();
+    case Opcode::Iota: return iota();
+    case Opcode::Copy:
+    case Opcode::Domain:
+    case Opcode::OptimizationBarrier: return unary();
+    case Opcode::Compare:
+    case Opcode::Complex: return binary();
+    case Opcode::Select: return select();
+    case Opcode::Clamp: return clamp();
+    case Opcode::Convert: return convert();
+    case Opcode::BitcastConvert: return bitcastConvert();
+    case Opcode::StochasticConvert: return stochasticConvert();
+    case Opcode::ReducePrecision: return reducePrecision();
+    case Opcode::Bitcast: return bitcast();
+    case Opcode::Broadcast: return broadcast();
+    case Opcode::Reshape: return reshape();
+    case Opcode::DynamicReshape: return dynamicReshape();
+    case Opcode::Transpose: return transpose();
+    case Opcode::Slice: return slice();
+    case Opcode::DynamicSlice: return dynamicSlice();
+    case Opcode::DynamicUpdateSlice: return dynamicUpdateSlice();
+    case Opcode::Concatenate: return concatenate();
+    case Opcode::Pad: return pad();
+    case Opcode::Reverse: return reverse();
+    case Opcode::Reduce: return reduce();
+    case Opcode::ReduceWindow: return reduceWindow();
+    case Opcode::SelectAndScatter: return selectAndScatter();
+    case Opcode::Dot: return dot();
+    case Opcode::RaggedDot: return raggedDot();
+    case Opcode::ScaledDot: return scaledDot();
+    case Opcode::Convolution: return convolution();
+    case Opcode::Gather: return gather();
+    case Opcode::Scatter: return scatter();
+    case Opcode::Sort: return sort();
+    case Opcode::While: return whileLoop();
+    case Opcode::Conditional: return conditional();
+    case Opcode::Call: return call();
+    case Opcode::Map: return map();
+    case Opcode::Fusion: return fusion();
+    case Opcode::Tuple: return tuple();
+    case Opcode::GetTupleElement: return getTupleElement();
+    case Opcode::AllReduce: return allReduce(false);
+    case Opcode::AllReduceStart: return allReduce(true);
+    case Opcode::AllReduceDone: return op(0);
+    case Opcode::AllGather: return allGather(false);
+    case Opcode::AllGatherStart: return allGather(true);
+    case Opcode::AllGatherDone:
+      if (!op(0).isTuple() || op(0).tupleSize() < 2)
+        return fail("all-gather-done operand must be an all-gather-start tuple, not {}", str(op(0)));
+      return op(0).tupleElement(1);
+    case Opcode::ReduceScatter: return reduceScatter();
+    case Opcode::AllToAll: return allToAll();
+    case Opcode::RaggedAllToAll: return raggedAllToAll();
+    case Opcode::CollectivePermute: return collectivePermute(false);
+    case Opcode::CollectivePermuteStart: return collectivePermute(true);
+    case Opcode::CollectivePermuteDone:
+      if (!op(0).isTuple() || op(0).tupleSize() < 2)
+        return fail("collective-permute-done operand must be a collective-permute-start tuple, not {}", str(op(0)));
+      return op(0).tupleElement(1);
+    case Opcode::CollectiveBroadcast: return collectiveBroadcast();
+    case Opcode::AsyncStart: return asyncStart();
+    case Opcode::AsyncUpdate: return asyncUpdateOrDone(false);
+    case Opcode::AsyncDone: return asyncUpdateOrDone(true);
+    case Opcode::CopyStart: return copyStart();
+    case Opcode::CopyDone: return copyDone();
+    case Opcode::Rng: return rng();
+    case Opcode::RngBitGenerator: return rngBitGenerator();
+    case Opcode::RngGetAndUpdateState: return Shape(ElementType::U64, {2});
+    case Opcode::PartitionId:
+    case Opcode::ReplicaId: return Shape::scalar(ElementType::U32);
+    case Opcode::Send: return send();
+    case Opcode::SendDone: return Shape::token();
+    case Opcode::Recv: return recv();
+    case Opcode::RecvDone:
+      if (!op(0).isTuple() || op(0).tupleSize() < 1)
+        return fail("recv-done operand must be a recv tuple, not {}", str(op(0)));
+      return Shape::tuple({op(0).tupleElement(0), Shape::token()});
+    case Opcode::Infeed: return infeed();
+    case Opcode::Outfeed: return outfeed();
+    case Opcode::AfterAll:
+      for (int64_t i = 0; i < count(); ++i)
+        if (!token(i)) return std::nullopt;
+      return Shape::token();
+    case Opcode::AddDependency:
+      if (!token(1)) return std::nullopt;
+      return op(0);
+    case Opcode::GetDimensionSize: return getDimensionSize();
+    case Opcode::SetDimensionSize: return setDimensionSize();
+    case Opcode::TriangularSolve: return triangularSolve();
+    case Opcode::Cholesky: return cholesky();
+    case Opcode::Fft: return fft();
+    case Opcode::BatchNormTraining:
+    case Opcode::BatchNormInference:
+    case Opcode::BatchNormGrad: return batchNorm();
+    case Opcode::TopK: return topK();
+    default: break;
+  }
+  if (info.arity == 1) return unary();
+  if (info.arity == 2) return binary();
+  return declared();
+}
+
+// XLA's CheckShape: these opcodes pass data through unchanged, so with
+// layout sensitivity their layouts must match too.
+bool passesLayoutThrough(Opcode o) {
+  switch (o) {
+    case Opcode::Bitcast:
+    case Opcode::Call:
+    case Opcode::Conditional:
+    case Opcode::Constant:
+    case Opcode::CopyDone:
+    case Opcode::CopyStart:
+    case Opcode::CustomCall:
+    case Opcode::GetTupleElement:
+    case Opcode::Infeed:
+    case Opcode::Outfeed:
+    case Opcode::OptimizationBarrier:
+    case Opcode::Parameter:
+    case Opcode::Recv:
+    case Opcode::RecvDone:
+    case Opcode::Send:
+    case Opcode::SendDone:
+    case Opcode::Tuple:
+    case Opcode::While:
+    case Opcode::DynamicUpdateSlice: return true;
+    default: return false;
+  }
+}
+
+// Equal including minor_to_major of every array that has a layout on both sides.
+bool sameWithMinorToMajor(const Shape& a, const Shape& b) {
+  if (!a.compatible(b)) return false;
+  if (a.isTuple()) {
+    for (int64_t i = 0; i < a.tupleSize(); ++i)
+      if (!sameWithMinorToMajor(a.tupleElement(i), b.tupleElement(i))) return false;
+    return true;
+  }
+  if (a.isArray() && a.hasLayout() && b.hasLayout()) return a.layout().minorToMajor == b.layout().minorToMajor;
+  return true;
+}
+
+}  // namespace
+
+bool shapeMatchesInferred(Opcode opcode, const Shape& declared, const Shape& inferred, const VerifyOptions& options) {
+  if (options.layoutSensitive && passesLayoutThrough(opcode)) return sameWithMinorToMajor(declared, inferred);
+  if (options.allowMixedPrecision) return compatibleIgnoringFp(declared, inferred);
+  return declared.compatible(inferred);
+}
+
+namespace verify_detail {
+std::optional<Shape> inferShapeCached(const Instruction& instruction, DiagnosticEngine& diags,
+                                      const VerifyOptions& options, SignatureCache& signatures) {
+  return Inferrer(instruction, diags, options, signatures).run();
+}
+}  // namespace verify_detail
+
+std::optional<Shape> inferShape(const Instruction& instruction, DiagnosticEngine& diags,
+                                const VerifyOptions& options) {
+  verify_detail::SignatureCache cache;
+  return verify_detail::inferShapeCached(instruction, diags, options, cache);
+}
+
+}  // namespace tpu::hlo

@@ -22,8 +22,10 @@ const Signature& SignatureCache::get(const Computation* computation) {
   }
   for (const Instruction* p : sig.params)
     if (!p) sig.dense = false;
+  // The root pointer is only trusted if it is one of the instructions.
   const Instruction* root = computation->root();
-  if (root && root->parent() == computation) sig.root = root;
+  for (const auto& inst : instructions)
+    if (inst.get() == root && root) sig.root = root;
   return sig;
 }
 
