@@ -32,11 +32,15 @@ TEST(IsaTable, WellFormed) {
     // Defaults only on trailing operands, so positional writing works.
     bool seenDefault = false;
     for (const OperandDesc& o : d.operands) {
-      if (seenDefault) EXPECT_TRUE(o.hasDefault) << d.mnemonic;
+      if (seenDefault) {
+        EXPECT_TRUE(o.hasDefault) << d.mnemonic;
+      }
       seenDefault |= o.hasDefault;
     }
     // Control flow and waits end bundles; nothing else writes through labels.
-    if (d.semClass == SemClass::Branch) EXPECT_EQ(d.slot, target::SlotClass::Ctrl) << d.mnemonic;
+    if (d.semClass == SemClass::Branch) {
+      EXPECT_EQ(d.slot, target::SlotClass::Ctrl) << d.mnemonic;
+    }
   }
   EXPECT_FALSE(opcodeFromMnemonic("frobnicate"));
 }
@@ -180,6 +184,41 @@ TEST(Encoding, CorruptFilesAreRejected) {
     file.setBinary(true);
     DiagnosticEngine diags;
     EXPECT_FALSE(decodeProgram(file, diags));  // the CRC catches it
+  }
+}
+
+// Payload corruptions behind a valid checksum reach the decoder itself: it
+// must fail cleanly or produce a program that re-encodes, never crash.
+TEST(Encoding, CorruptPayloadsAreHandled) {
+  std::mt19937 rng(11);
+  Program p = randomProgram(rng);
+  std::string bytes = encodeProgram(p);
+  SourceFile good("g.tpu", bytes);
+  good.setBinary(true);
+  DiagnosticEngine diags;
+  auto unpacked = unpackContainer(good, kTpuMagic, kTpuFormatMajor, "TPU program", diags);
+  ASSERT_TRUE(unpacked);
+  for (int i = 0; i < 3000; ++i) {
+    std::string payload = unpacked->payload;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rng() % payload.size();
+      if (rng() % 4 == 0) payload.resize(at);
+      else if (!payload.empty()) payload[at] = static_cast<char>(rng());
+      if (payload.empty()) break;
+    }
+    SourceFile file("c.tpu", packContainer(kTpuMagic, {kTpuFormatMajor, kTpuFormatMinor}, payload, 0));
+    file.setBinary(true);
+    DiagnosticEngine d;
+    auto back = decodeProgram(file, d);
+    if (back) {
+      SourceFile again("a.tpu", encodeProgram(*back));
+      again.setBinary(true);
+      DiagnosticEngine d2;
+      EXPECT_TRUE(decodeProgram(again, d2)) << firstErrorMessage(d2);
+    } else {
+      EXPECT_TRUE(d.hasErrors());
+    }
   }
 }
 

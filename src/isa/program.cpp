@@ -35,6 +35,17 @@ uint64_t Buffer::sizeBytes() const {
   return n;
 }
 
+bool sizeFits(const Buffer& b) {
+  uint64_t n = static_cast<uint64_t>(dtypeBytes(b.dtype));
+  constexpr uint64_t kMax = uint64_t{1} << 48;
+  for (int64_t d : b.shape) {
+    if (d < 0) return false;
+    if (d != 0 && n > kMax / static_cast<uint64_t>(d)) return false;
+    n *= static_cast<uint64_t>(d);
+  }
+  return n <= kMax;
+}
+
 uint64_t DmaDescriptor::totalBytes() const {
   uint64_t n = chunkBytes;
   for (const DmaDim& d : dims) n *= d.count;

@@ -70,6 +70,9 @@ struct Buffer {
   bool operator==(const Buffer&) const = default;
 };
 
+// Whether the buffer's byte size is at most 2^48 (no overflow in sizeBytes()).
+bool sizeFits(const Buffer& buffer);
+
 // Initial contents of a buffer (constants, weights): raw little-endian bytes,
 // exactly sizeBytes() of the buffer.
 struct DataBlob {

@@ -197,6 +197,7 @@ std::string checkProgramTables(const Program& p, const TargetDesc* t) {
   for (const Buffer& b : p.buffers) {
     for (int64_t dim : b.shape)
       if (dim < 0 || dim > (int64_t{1} << 40)) return fmt::format("buffer '{}' has a bad dimension {}", b.name, dim);
+    if (!sizeFits(b)) return fmt::format("buffer '{}' is too large (at most 2^48 bytes)", b.name);
     if (b.init >= 0) {
       if (static_cast<size_t>(b.init) >= p.data.size())
         return fmt::format("buffer '{}' refers to data #{} but the program has {}", b.name, b.init, p.data.size());

@@ -590,8 +590,9 @@ bool Parser::parseBuffer(const Token& directive) {
     } while (accept(","));
     if (!expect("]", "after the buffer shape")) return false;
   }
-  uint64_t bytes = b.sizeBytes();
   if (b.shape.size() > 8) return error(loc(name), "a buffer may have at most 8 dimensions");
+  if (!isa::sizeFits(b)) return error(loc(name), fmt::format("buffer '{}' is too large (at most 2^48 bytes)", b.name));
+  uint64_t bytes = b.sizeBytes();
   if (accept("@")) {
     SourceLocation at = here();
     auto addr = parseIntExpr("a buffer address");
@@ -622,8 +623,7 @@ bool Parser::parseInitializer(Buffer& b, SourceLocation) {
   SourceLocation at = here();
   if (!expect("[", "to start the initial values")) return false;
   uint64_t count = b.sizeBytes() / dtypeBytes(b.dtype);
-  std::string bytes;
-  bytes.reserve(b.sizeBytes());
+  std::string bytes;  // grows with the values actually written (bounded by the input)
   uint64_t n = 0;
   auto put = [&](uint64_t v) {
     for (int i = 0; i < dtypeBytes(b.dtype); ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
