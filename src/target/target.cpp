@@ -184,6 +184,9 @@ std::optional<TargetDesc> parseTarget(const SourceFile& file, DiagnosticEngine& 
     t.mxu.count = static_cast<int>(mxu->integer("count", true, true, 0, 8));
     t.mxu.rows = static_cast<int>(mxu->integer("rows", true, true, 0, 1024));
     t.mxu.cols = static_cast<int>(mxu->integer("cols", true, true, 0, 1024));
+    // The MXU ops move [8,128] register blocks through a [128,128] tile.
+    if ((t.mxu.rows && t.mxu.rows != 128) || (t.mxu.cols && t.mxu.cols != 128))
+      mxu->fail("fields 'mxu.rows' and 'mxu.cols' must be 128 (the ISA's MXU ops use 128x128 tiles)");
     t.mxu.int8 = mxu->boolean("int8");
     t.mxu.int8Rate = static_cast<int>(mxu->integer("int8_rate", true, false, 1, 16));
     t.mxu.matmulIntervalCycles = static_cast<int>(mxu->integer("matmul_interval_cycles", true, true, 0, 4096));

@@ -142,6 +142,8 @@ INSTANTIATE_TEST_SUITE_P(
                     Mutation{"registers.vregs", 65, "field 'registers.vregs' is too large: 65 (at most 64)"},
                     Mutation{"registers.lanes", 64,
                              "field 'registers.lanes' must be 128 (the ISA's vector shape is 8x128x32-bit)"},
+                    Mutation{"mxu.rows", 256,
+                             "fields 'mxu.rows' and 'mxu.cols' must be 128 (the ISA's MXU ops use 128x128 tiles)"},
                     Mutation{"slots.xlu", 15, "a bundle may have at most 32 slots in total, the target has 33"}));
 
 TEST(Target, PeakMismatchWarns) {
