@@ -63,6 +63,12 @@ class ByteReader {
   float f32() { uint32_t b = u32(); float v; std::memcpy(&v, &b, 4); return v; }
   double f64() { uint64_t b = u64(); double v; std::memcpy(&v, &b, 8); return v; }
   uint64_t uvar() {
+    // Most values are small: one byte, no loop.
+    if (pos_ < data_.size() && !(static_cast<uint8_t>(data_[pos_]) & 0x80))
+      return static_cast<uint8_t>(data_[pos_++]);
+    return uvarSlow();
+  }
+  uint64_t uvarSlow() {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (atEnd()) { fail("unexpected end of data in varint"); return 0; }
@@ -79,7 +85,9 @@ class ByteReader {
   uint64_t count(size_t minBytesEach = 1) {
     size_t at = offset();
     uint64_t n = uvar();
-    if (ok() && minBytesEach && n > remaining() / minBytesEach) {
+    // n * minBytesEach > remaining, guarding the multiplication against overflow.
+    if (ok() && minBytesEach &&
+        (n > remaining() || (minBytesEach > 1 && n * minBytesEach > remaining()))) {
       error_ = "count " + std::to_string(n) + " exceeds the remaining data";
       errorOffset_ = at;
       pos_ = data_.size();
