@@ -1521,13 +1521,14 @@ R Inferrer::reduceScatter() {
   if (a_.dimensions.size() != 1)
     return fail("reduce-scatter needs exactly one dimension, has {}", ints(a_.dimensions));
   int64_t d = a_.dimensions[0];
+  // Scalar operands pass through unchanged (PyTorch/XLA dumps carry them).
   for (int64_t i = 0; i < count(); ++i)
-    if (!dimIndex(d, op(i).rank(), "reduce-scatter dimension")) return std::nullopt;
+    if (op(i).rank() > 0 && !dimIndex(d, op(i).rank(), "reduce-scatter dimension")) return std::nullopt;
   int64_t subgroup = subgroupSize(*mode);
   const Shape* out0 = &declared();
   if (count() > 1) out0 = out0->isTuple() && out0->tupleSize() == count() ? &out0->tupleElement(0) : nullptr;
   int64_t shards = subgroup;
-  if (out0 && out0->isArray() && d < out0->rank() && out0->dimension(d) > 0)
+  if (out0 && out0->isArray() && op(0).rank() > 0 && d < out0->rank() && out0->dimension(d) > 0)
     shards = ceilDiv(op(0).dimension(d), out0->dimension(d));
   if (subgroup != 1 && shards != subgroup)
     return fail("reduce-scatter result implies {} shards but the replica groups have {} participants", shards,
@@ -1536,6 +1537,10 @@ R Inferrer::reduceScatter() {
   std::vector<Shape> results;
   for (int64_t i = 0; i < count(); ++i) {
     std::vector<int64_t> dims = op(i).dimensions();
+    if (dims.empty()) {
+      results.push_back(op(i));
+      continue;
+    }
     if (dims[static_cast<size_t>(d)] % shards != 0)
       return fail("reduce-scatter operand {} dimension {} (size {}) is not divisible by the shard count {}", i, d,
                   dims[static_cast<size_t>(d)], shards);

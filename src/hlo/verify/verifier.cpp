@@ -558,14 +558,17 @@ void ModuleVerifier::checkInstruction(const Computation& c, const Instruction& i
     error(loc, "instruction '{}' is listed in computation '{}' but does not record it as its parent", inst.name(),
           c.name());
   auto [it, inserted] = names_.try_emplace(std::string_view(inst.name()), &inst);
-  if (!inserted && !full()) {
+  if (!inserted && !opts_.moduleUniqueNames && info_.at(it->second).computation != &c) {
+    it->second = &inst;  // names only need to be unique per computation
+  } else if (!inserted && !full()) {
     const Instruction* prev = it->second;
     const Computation* pc = info_.at(prev).computation;
-    Diagnostic d{Severity::Error, loc, {},
-                 fmt::format("instruction name '{}' is not unique: it is used in computation '{}' and in computation "
-                             "'{}'",
-                             inst.name(), pc ? pc->name() : std::string(), c.name()),
-                 {}};
+    std::string message =
+        pc == &c ? fmt::format("instruction name '{}' is used twice in computation '{}'", inst.name(), c.name())
+                 : fmt::format("instruction name '{}' is not unique in the module: it is used in computation '{}' "
+                               "and in computation '{}'",
+                               inst.name(), pc ? pc->name() : std::string(), c.name());
+    Diagnostic d{Severity::Error, loc, {}, std::move(message), {}};
     d.notes.push_back({Severity::Note, prev->location(), {}, fmt::format("'{}' first defined here", prev->name()), {}});
     diags_.report(std::move(d));
   }

@@ -28,6 +28,12 @@ struct VerifyOptions {
   bool verifyShardingDeviceNumbers = true;
   // Accept `?` (unbounded dynamic) dimensions.
   bool allowUnboundedDynamism = false;
+  // Instruction names must be unique in the whole module (XLA's verifier).
+  // Off by default: XLA's text parser silently renames names repeated across
+  // computations (`p0` in a reducer and in a fusion), so real modules repeat
+  // them; ours keeps names as written. Within one computation names are
+  // always unique.
+  bool moduleUniqueNames = false;
   // Stop after this many errors (0 = no limit).
   size_t maxErrors = 20;
 };

@@ -1,0 +1,81 @@
+// Every corpus module (real XLA modules) verifies without errors; verifying
+// is linear and cheap next to parsing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "hlo/text/parser.h"
+#include "hlo/verify/verifier.h"
+
+namespace tpu::hlo {
+namespace {
+
+std::string readFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::filesystem::path> corpusFiles() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(TPU_CORPUS_DIR))
+    if (e.path().extension() == ".hlo") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string allDiagnostics(const DiagnosticEngine& d) {
+  std::string out;
+  for (const Diagnostic& x : d.diagnostics()) out += formatDiagnostic(x, DiagnosticFormat::Text, false);
+  return out;
+}
+
+class VerifyCorpusTest : public ::testing::TestWithParam<std::filesystem::path> {};
+
+TEST_P(VerifyCorpusTest, VerifiesWithoutErrors) {
+  const auto& path = GetParam();
+  SourceFile file(path.filename().string(), readFile(path));
+  DiagnosticEngine diags;
+  auto module = parseHloText(file, diags);
+  ASSERT_NE(module, nullptr) << allDiagnostics(diags);
+  EXPECT_TRUE(verifyModule(*module, diags)) << allDiagnostics(diags);
+  EXPECT_EQ(diags.diagnostics().size(), 0u) << allDiagnostics(diags);
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, VerifyCorpusTest, ::testing::ValuesIn(corpusFiles()),
+                         [](const ::testing::TestParamInfo<std::filesystem::path>& info) {
+                           std::string n = info.param.stem().string();
+                           for (char& c : n)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+TEST(VerifyCorpus, HasAllFiles) { EXPECT_GE(corpusFiles().size(), 61u); }
+
+// Verification must not dominate parse+verify (benchmarked at 150 MB/s).
+TEST(VerifyCorpus, VerifyIsFastOnTheLargestModule) {
+  auto files = corpusFiles();
+  ASSERT_FALSE(files.empty());
+  auto largest = *std::max_element(files.begin(), files.end(), [](const auto& a, const auto& b) {
+    return std::filesystem::file_size(a) < std::filesystem::file_size(b);
+  });
+  SourceFile file(largest.filename().string(), readFile(largest));
+  DiagnosticEngine diags;
+  auto module = parseHloText(file, diags);
+  ASSERT_NE(module, nullptr);
+  const int kRounds = 20;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRounds; ++i) ASSERT_TRUE(verifyModule(*module, diags)) << allDiagnostics(diags);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kRounds;
+  double mbps = static_cast<double>(file.size()) / 1e6 / seconds;
+  std::printf("verify %s: %.0f MB/s of source text\n", largest.filename().c_str(), mbps);
+  EXPECT_GT(mbps, 400.0);  // generous floor; typically far higher
+}
+
+}  // namespace
+}  // namespace tpu::hlo
