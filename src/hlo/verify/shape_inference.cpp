@@ -16,7 +16,7 @@ namespace tpu::hlo {
 
 namespace {
 
-using R = std::optional<Shape>;
+using R = verify_detail::Inferred;
 
 bool isF(ElementType t) { return isFloatType(t); }
 bool isC(ElementType t) { return isComplexType(t); }
@@ -358,20 +358,13 @@ R Inferrer::unary() {
     case Opcode::Erf:
       if (!isF(t)) return bad("a floating-point");
       return x;
-    case Opcode::IsFinite: {
+    case Opcode::IsFinite:
       if (!isF(t)) return bad("a floating-point");
-      Shape r = x;
-      r.setElementType(ElementType::Pred);
-      return r;
-    }
+      return R::retyped(x, ElementType::Pred);
     case Opcode::Real:
     case Opcode::Imag:
     case Opcode::Abs: {
-      if (isC(t)) {
-        Shape r = x;
-        r.setElementType(complexComponentType(t));
-        return r;
-      }
+      if (isC(t)) return R::retyped(x, complexComponentType(t));
       if (o == Opcode::Abs ? !isSignedNum(t) : !isF(t))
         return bad(o == Opcode::Abs ? "a signed or complex" : "a floating-point or complex");
       return x;
@@ -407,8 +400,8 @@ R Inferrer::binary() {
   if (!typeOk(lt, rt))
     return fail("{} operands have different element types {} and {}", opName(), elementTypeName(lt),
                 elementTypeName(rt));
-  Shape r = lhs;
-  if (isF(lt) && isF(rt) && elementTypeInfo(rt).bitWidth > elementTypeInfo(lt).bitWidth) r = rhs;
+  const Shape* r = &lhs;
+  if (isF(lt) && isF(rt) && elementTypeInfo(rt).bitWidth > elementTypeInfo(lt).bitWidth) r = &rhs;
   switch (o) {
     case Opcode::And:
     case Opcode::Or:
@@ -429,8 +422,7 @@ R Inferrer::binary() {
     case Opcode::Complex:
       if (lt != ElementType::F32 && lt != ElementType::F64)
         return fail("complex expects f32 or f64 operands, but has {}", str(lhs));
-      r.setElementType(lt == ElementType::F32 ? ElementType::C64 : ElementType::C128);
-      break;
+      return R::retyped(lhs, lt == ElementType::F32 ? ElementType::C64 : ElementType::C128);
     case Opcode::Compare: {
       ComparisonType ct = a_.comparisonType;
       if (isF(lt)) {
@@ -445,12 +437,11 @@ R Inferrer::binary() {
           a_.comparisonDirection != ComparisonDirection::NE)
         return fail("compare of complex operands supports only EQ and NE, not {}",
                     toString(a_.comparisonDirection));
-      r.setElementType(ElementType::Pred);
-      break;
+      return R::retyped(lhs, ElementType::Pred);
     }
     default: break;
   }
-  return r;
+  return *r;
 }
 
 R Inferrer::select() {
@@ -486,9 +477,7 @@ R Inferrer::convert() {
     return fail("convert must produce an array, not {}", str(declared()));
   if (isC(op(0).elementType()) && !isC(to))
     return fail("convert from complex {} to real {} is not supported", str(op(0)), elementTypeName(to));
-  Shape r = op(0);
-  r.setElementType(to);
-  return r;
+  return R::retyped(op(0), to);
 }
 
 R Inferrer::bitcastConvert() {
@@ -529,9 +518,7 @@ R Inferrer::stochasticConvert() {
   if (!sameDims(x, bits))
     return fail("stochastic-convert operand {} and random bits {} must have the same dimensions", str(x),
                 str(bits));
-  Shape r = x;
-  r.setElementType(declared().elementType());
-  return r;
+  return R::retyped(x, declared().elementType());
 }
 
 R Inferrer::bitcast() {
@@ -567,7 +554,7 @@ R Inferrer::broadcast() {
       return fail("broadcast maps operand dimension {} (size {}) to result dimension {} of size {}", i,
                   x.dimension(i), d, out.dimension(d));
   }
-  return Shape(x.elementType(), out.dimensions());
+  return R::retyped(out, x.elementType());
 }
 
 R Inferrer::reshape() {
@@ -581,7 +568,7 @@ R Inferrer::reshape() {
   }
   if (a_.inferredDimension != -1 && (a_.inferredDimension < 0 || a_.inferredDimension >= out.rank()))
     return fail("inferred_dimension {} is out of range for rank {}", a_.inferredDimension, out.rank());
-  return Shape(op(0).elementType(), out.dimensions());
+  return R::retyped(out, op(0).elementType());
 }
 
 R Inferrer::dynamicReshape() {
@@ -1247,7 +1234,7 @@ R Inferrer::conditional() {
   if (count() != branches + 1)
     return fail("conditional with {} branches needs {} operands, but has {}", branches, branches + 1, count());
   auto same = [&](const Shape& a, const Shape& b) { return opts_.layoutSensitive ? a == b : a.compatible(b); };
-  std::optional<Shape> result;
+  const Shape* result = nullptr;
   for (int64_t j = 0; j < branches; ++j) {
     const Computation* c = callee(static_cast<size_t>(j), "branch");
     if (!c) return std::nullopt;
@@ -1258,14 +1245,14 @@ R Inferrer::conditional() {
       return fail("branch {} computation '{}' takes {} but operand {} is {}", j, c->name(),
                   str(s.params[0]->shape()), j + 1, str(op(j + 1)));
     if (!result) {
-      result = s.root->shape();
+      result = &s.root->shape();
     } else if (!same(*result, s.root->shape())) {
       return fail("branch {} computation '{}' returns {} but branch 0 returns {}", j, c->name(),
                   str(s.root->shape()), str(*result));
     }
   }
   if (!result) return declared();
-  return result;
+  return *result;
 }
 
 R Inferrer::call() {
@@ -1885,9 +1872,11 @@ R Inferrer::run() {
   }
   // Unbounded dimensions follow rules of their own; the verifier rejects
   // them unless allowed, and then only the declared shape is used.
-  if (declared().isUnboundedDynamic()) return declared();
-  for (int64_t i = 0; i < count(); ++i)
-    if (op(i).isUnboundedDynamic()) return declared();
+  if (opts_.allowUnboundedDynamism) {
+    if (declared().isUnboundedDynamic()) return declared();
+    for (int64_t i = 0; i < count(); ++i)
+      if (op(i).isUnboundedDynamic()) return declared();
+  }
 
   switch (inst_.opcode()) {
     case Opcode::Parameter:
@@ -2047,8 +2036,8 @@ bool shapeMatchesInferred(Opcode opcode, const Shape& declared, const Shape& inf
 }
 
 namespace verify_detail {
-std::optional<Shape> inferShapeCached(const Instruction& instruction, DiagnosticEngine& diags,
-                                      const VerifyOptions& options, SignatureCache& signatures) {
+Inferred inferShapeCached(const Instruction& instruction, DiagnosticEngine& diags, const VerifyOptions& options,
+                          SignatureCache& signatures) {
   return Inferrer(instruction, diags, options, signatures).run();
 }
 }  // namespace verify_detail
@@ -2056,7 +2045,9 @@ std::optional<Shape> inferShapeCached(const Instruction& instruction, Diagnostic
 std::optional<Shape> inferShape(const Instruction& instruction, DiagnosticEngine& diags,
                                 const VerifyOptions& options) {
   verify_detail::SignatureCache cache;
-  return verify_detail::inferShapeCached(instruction, diags, options, cache);
+  verify_detail::Inferred r = verify_detail::inferShapeCached(instruction, diags, options, cache);
+  if (!r) return std::nullopt;
+  return r.value();
 }
 
 }  // namespace tpu::hlo

@@ -39,6 +39,79 @@ struct InstInfo {
   const Instruction* firstUser = nullptr;
 };
 
+size_t mixPointer(const void* p) {
+  uint64_t x = reinterpret_cast<uintptr_t>(p);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return static_cast<size_t>(x);
+}
+
+// Open-addressing tables sized once per module: no allocation per entry.
+class InstTable {
+ public:
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n + 2) cap <<= 1;
+    keys_.assign(cap, nullptr);
+    vals_.assign(cap, InstInfo{});
+    mask_ = cap - 1;
+  }
+  InstInfo* find(const Instruction* k) {
+    if (!k || keys_.empty()) return nullptr;
+    for (size_t h = mixPointer(k) & mask_;; h = (h + 1) & mask_) {
+      if (keys_[h] == k) return &vals_[h];
+      if (!keys_[h]) return nullptr;
+    }
+  }
+  const InstInfo* find(const Instruction* k) const { return const_cast<InstTable*>(this)->find(k); }
+  InstInfo& insert(const Instruction* k) {
+    for (size_t h = mixPointer(k) & mask_;; h = (h + 1) & mask_) {
+      if (keys_[h] == k) return vals_[h];
+      if (!keys_[h]) {
+        keys_[h] = k;
+        return vals_[h];
+      }
+    }
+  }
+
+ private:
+  std::vector<const Instruction*> keys_;
+  std::vector<InstInfo> vals_;
+  size_t mask_ = 0;
+};
+
+// Instructions by name; insert() returns the slot holding the instruction
+// that first used the name (the new one if the name is new).
+class NameTable {
+ public:
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n + 2) cap <<= 1;
+    slots_.assign(cap, nullptr);
+    mask_ = cap - 1;
+  }
+  const Instruction*& insert(const Instruction* inst, bool& inserted) {
+    const std::string& name = inst->name();
+    for (size_t h = std::hash<std::string_view>()(name) & mask_;; h = (h + 1) & mask_) {
+      const Instruction*& slot = slots_[h];
+      if (!slot) {
+        slot = inst;
+        inserted = true;
+        return slot;
+      }
+      if (slot->name() == name) {
+        inserted = false;
+        return slot;
+      }
+    }
+  }
+
+ private:
+  std::vector<const Instruction*> slots_;
+  size_t mask_ = 0;
+};
+
 struct CallerInfo {
   int fusion = 0, asyncStart = 0, asyncOther = 0, other = 0;
   const Instruction* firstFusion = nullptr;
@@ -198,7 +271,7 @@ class ModuleVerifier {
   void checkCallGraph();
   void checkEntry();
   void checkAliasing(const verify_detail::Signature& sig);
-  bool known(const Instruction* i) const { return i && info_.count(i); }
+  bool known(const Instruction* i) const { return info_.find(i) != nullptr; }
   bool known(const Computation* c) const { return c && computations_.count(c); }
   std::string_view threadOf(const Computation* c) const { return c->executionThread(); }
 
@@ -208,8 +281,8 @@ class ModuleVerifier {
   size_t start_;
   const SourceFile* file_ = nullptr;
   std::unordered_set<const Computation*> computations_;
-  std::unordered_map<const Instruction*, InstInfo> info_;
-  std::unordered_map<std::string_view, const Instruction*> names_;
+  InstTable info_;
+  NameTable names_;
   std::unordered_map<const Computation*, CallerInfo> callers_;
   verify_detail::SignatureCache sigs_;
   int64_t deviceLimit_ = 0;  // sharding device ids must be below this (0: unchecked)
@@ -246,7 +319,7 @@ void ModuleVerifier::indexModule() {
         ++index;
         continue;
       }
-      InstInfo& ii = info_[inst.get()];
+      InstInfo& ii = info_.insert(inst.get());
       ii.computation = c.get();
       ii.index = index++;
       ii.shapeOk = structurallyValid(inst->shape(), opts_.allowUnboundedDynamism);
@@ -325,7 +398,7 @@ void ModuleVerifier::checkComputation(const Computation& c) {
   const Instruction* root = c.root();
   if (!root) {
     error(c.location(), "computation '{}' has no root instruction", c.name());
-  } else if (!known(root) || info_.at(root).computation != &c) {
+  } else if (!known(root) || info_.find(root)->computation != &c) {
     error(c.location(), "the root of computation '{}' is not one of its instructions", c.name());
   }
   checkParameters(c);
@@ -346,6 +419,7 @@ void ModuleVerifier::checkComputation(const Computation& c) {
 }
 
 void ModuleVerifier::checkShape(const Instruction& inst, const Shape& s, const char* what) {
+  if (&s == &inst.shape() && info_.find(&inst)->shapeOk) return;
   if (structurallyValid(s, opts_.allowUnboundedDynamism)) return;
   if (!structurallyValid(s, true))
     error(inst.location(), "'{}' has an invalid {}shape {}", inst.name(), what, str(s));
@@ -369,7 +443,17 @@ void ModuleVerifier::checkLayouts(const Instruction& inst, const Shape& s, const
   int64_t rank = s.rank();
   const auto& m2m = l.minorToMajor;
   bool perm = static_cast<int64_t>(m2m.size()) == rank;
-  if (perm) {
+  if (perm && rank <= 64) {
+    uint64_t seen = 0;
+    for (int64_t d : m2m) {
+      uint64_t bit = uint64_t{1} << (d & 63);
+      if (d < 0 || d >= rank || (seen & bit)) {
+        perm = false;
+        break;
+      }
+      seen |= bit;
+    }
+  } else if (perm) {
     std::vector<bool> seen(static_cast<size_t>(rank), false);
     for (int64_t d : m2m) {
       if (d < 0 || d >= rank || seen[static_cast<size_t>(d)]) {
@@ -557,12 +641,13 @@ void ModuleVerifier::checkInstruction(const Computation& c, const Instruction& i
   if (inst.parent() != &c)
     error(loc, "instruction '{}' is listed in computation '{}' but does not record it as its parent", inst.name(),
           c.name());
-  auto [it, inserted] = names_.try_emplace(std::string_view(inst.name()), &inst);
-  if (!inserted && !opts_.moduleUniqueNames && info_.at(it->second).computation != &c) {
-    it->second = &inst;  // names only need to be unique per computation
+  bool inserted = false;
+  const Instruction*& slot = names_.insert(&inst, inserted);
+  if (!inserted && !opts_.moduleUniqueNames && info_.find(slot)->computation != &c) {
+    slot = &inst;  // names only need to be unique per computation
   } else if (!inserted && !full()) {
-    const Instruction* prev = it->second;
-    const Computation* pc = info_.at(prev).computation;
+    const Instruction* prev = slot;
+    const Computation* pc = info_.find(prev)->computation;
     std::string message =
         pc == &c ? fmt::format("instruction name '{}' is used twice in computation '{}'", inst.name(), c.name())
                  : fmt::format("instruction name '{}' is not unique in the module: it is used in computation '{}' "
@@ -582,13 +667,13 @@ void ModuleVerifier::checkInstruction(const Computation& c, const Instruction& i
       operandsOk = false;
       continue;
     }
-    auto oi = info_.find(o);
-    if (oi == info_.end()) {
+    InstInfo* oi = info_.find(o);
+    if (!oi) {
       error(loc, "operand {} of '{}' is not an instruction of this module", k, inst.name());
       operandsOk = false;
       continue;
     }
-    InstInfo& info = oi->second;
+    InstInfo& info = *oi;
     if (!info.shapeOk) operandsOk = false;
     if (info.computation != &c) {
       error(loc, "operand {} of '{}' is '{}' from computation '{}', not from '{}'", k, inst.name(), o->name(),
@@ -603,13 +688,13 @@ void ModuleVerifier::checkInstruction(const Computation& c, const Instruction& i
     }
   }
   for (const Instruction* p : inst.controlPredecessors()) {
-    auto pi = p ? info_.find(p) : info_.end();
-    if (pi == info_.end()) {
+    const InstInfo* pi = info_.find(p);
+    if (!pi) {
       error(loc, "a control predecessor of '{}' is not an instruction of this module", inst.name());
-    } else if (pi->second.computation != &c) {
+    } else if (pi->computation != &c) {
       error(loc, "control predecessor '{}' of '{}' is in computation '{}', not '{}'", p->name(), inst.name(),
-            pi->second.computation ? pi->second.computation->name() : std::string(), c.name());
-    } else if (pi->second.index >= index) {
+            pi->computation ? pi->computation->name() : std::string(), c.name());
+    } else if (pi->index >= index) {
       error(loc, "control predecessor '{}' of '{}' must be defined before it", p->name(), inst.name());
     }
   }
@@ -658,12 +743,15 @@ void ModuleVerifier::checkInstruction(const Computation& c, const Instruction& i
       error(loc, "parameter_replication of '{}' has {} entries but its shape {} has {} leaves", inst.name(),
             inst.attrs().parameterReplication->size(), str(inst.shape()), leaves);
   }
-  if (!info_.at(&inst).shapeOk) operandsOk = false;
+  if (!info_.find(&inst)->shapeOk) operandsOk = false;
 
   if (operandsOk && calledOk && !full()) {
     size_t before = diags_.errorCount();
-    std::optional<Shape> inferred = verify_detail::inferShapeCached(inst, diags_, opts_, sigs_);
-    if (inferred && !shapeMatchesInferred(inst.opcode(), inst.shape(), *inferred, opts_)) {
+    verify_detail::Inferred inferred = verify_detail::inferShapeCached(inst, diags_, opts_, sigs_);
+    std::optional<bool> quick = inferred ? inferred.quickArrayMatch(inst.shape()) : std::nullopt;
+    bool matches = !inferred || (quick && *quick && !opts_.layoutSensitive && !opts_.allowMixedPrecision) ||
+                   shapeMatchesInferred(inst.opcode(), inst.shape(), *inferred, opts_);
+    if (!matches) {
       bool layouts = opts_.layoutSensitive && inst.shape().compatible(*inferred);
       error(loc, "'{}' has shape {} but its operands imply {}", inst.name(), inst.shape().toString(layouts),
             inferred->toString(layouts));
@@ -678,7 +766,7 @@ void ModuleVerifier::checkUsers(const Computation& c) {
   for (const auto& p : c.instructions()) {
     if (!p || !tracksUsers(p->opcode()) || full()) continue;
     const Instruction& inst = *p;
-    const InstInfo& info = info_.at(&inst);
+    const InstInfo& info = *info_.find(&inst);
     Opcode o = inst.opcode();
     std::vector<Opcode> allowed;
     switch (o) {
@@ -749,14 +837,14 @@ void ModuleVerifier::checkFusionComputation(const Computation& c, const Instruct
     const Instruction* last = nullptr;
     for (const Instruction* o : p->operands()) {
       if (o == last || !known(o)) continue;
-      const InstInfo& oi = info_.at(o);
+      const InstInfo& oi = *info_.find(o);
       if (oi.computation == &c) ++users[oi.index];
       last = o;
     }
   }
   for (const auto& p : c.instructions()) {
     if (!p || full()) continue;
-    uint32_t u = users[info_.at(p.get()).index];
+    uint32_t u = users[info_.find(p.get())->index];
     if (p.get() == c.root()) {
       if (u)
         error(p->location(), "the root '{}' of fused computation '{}' must not have users", p->name(), c.name());
@@ -848,78 +936,79 @@ void ModuleVerifier::checkAliasing(const verify_detail::Signature& sig) {
   const Shape& result = sig.root->shape();
   std::set<ShapeIndex> outputs;
   std::set<std::pair<int64_t, ShapeIndex>> aliasedParams;
-  ComputationLayout layout = module_.entryComputationLayout();
+  std::optional<ComputationLayout> layout;  // only built for must-alias pairs
   auto paramShape = [&](int64_t n) -> const Shape* {
     if (n < 0 || static_cast<size_t>(n) >= sig.params.size()) return nullptr;
     return &sig.params[static_cast<size_t>(n)]->shape();
   };
   for (const InputOutputAlias& a : cfg.inputOutputAlias) {
     if (full()) return;
-    SourceLocation loc = headerLocation("input_output_alias");
+    auto loc = [&] { return headerLocation("input_output_alias"); };
     const Shape* out = result.subshape(a.outputIndex);
     if (!out) {
-      error(loc, "input_output_alias output index {} does not exist in the entry result shape {}",
+      error(loc(), "input_output_alias output index {} does not exist in the entry result shape {}",
             ints(a.outputIndex), str(result));
       continue;
     }
     const Shape* param = paramShape(a.parameterNumber);
     if (!param) {
-      error(loc, "input_output_alias refers to parameter {}, but the entry has {} parameters", a.parameterNumber,
+      error(loc(), "input_output_alias refers to parameter {}, but the entry has {} parameters", a.parameterNumber,
             sig.params.size());
       continue;
     }
     const Shape* p = param->subshape(a.parameterIndex);
     if (!p) {
-      error(loc, "input_output_alias parameter index {} does not exist in parameter {} of shape {}",
+      error(loc(), "input_output_alias parameter index {} does not exist in parameter {} of shape {}",
             ints(a.parameterIndex), a.parameterNumber, str(*param));
       continue;
     }
     if (!outputs.insert(a.outputIndex).second) {
-      error(loc, "input_output_alias aliases output {} more than once", ints(a.outputIndex));
+      error(loc(), "input_output_alias aliases output {} more than once", ints(a.outputIndex));
       continue;
     }
     if (!aliasedParams.insert({a.parameterNumber, a.parameterIndex}).second) {
-      error(loc, "input_output_alias aliases parameter {} at index {} more than once", a.parameterNumber,
+      error(loc(), "input_output_alias aliases parameter {} at index {} more than once", a.parameterNumber,
             ints(a.parameterIndex));
       continue;
     }
     auto outSize = out->byteSize(), inSize = p->byteSize();
     if (!out->isArray() || !p->isArray() || !outSize || !inSize || *outSize != *inSize) {
-      error(loc, "input_output_alias pairs output {} ({}) with parameter {} at {} ({}) of a different size",
+      error(loc(), "input_output_alias pairs output {} ({}) with parameter {} at {} ({}) of a different size",
             ints(a.outputIndex), str(*out), a.parameterNumber, ints(a.parameterIndex), str(*p));
       continue;
     }
     if (a.mustAlias) {
-      const Shape* lo = layout.result.subshape(a.outputIndex);
-      const Shape* lp = static_cast<size_t>(a.parameterNumber) < layout.parameters.size()
-                            ? layout.parameters[static_cast<size_t>(a.parameterNumber)].subshape(a.parameterIndex)
+      if (!layout) layout = module_.entryComputationLayout();
+      const Shape* lo = layout->result.subshape(a.outputIndex);
+      const Shape* lp = static_cast<size_t>(a.parameterNumber) < layout->parameters.size()
+                            ? layout->parameters[static_cast<size_t>(a.parameterNumber)].subshape(a.parameterIndex)
                             : nullptr;
       if (lo && lp && !(*lo == *lp))
-        error(loc, "must-alias output {} ({}) and parameter {} at {} ({}) must have identical shapes and layouts",
+        error(loc(), "must-alias output {} ({}) and parameter {} at {} ({}) must have identical shapes and layouts",
               ints(a.outputIndex), lo->toString(), a.parameterNumber, ints(a.parameterIndex), lp->toString());
     }
   }
   std::set<std::pair<int64_t, ShapeIndex>> donors;
   for (const BufferDonor& b : cfg.bufferDonors) {
     if (full()) return;
-    SourceLocation loc = headerLocation("buffer_donor");
+    auto loc = [&] { return headerLocation("buffer_donor"); };
     const Shape* param = paramShape(b.parameterNumber);
     if (!param) {
-      error(loc, "buffer_donor refers to parameter {}, but the entry has {} parameters", b.parameterNumber,
+      error(loc(), "buffer_donor refers to parameter {}, but the entry has {} parameters", b.parameterNumber,
             sig.params.size());
       continue;
     }
     if (!param->subshape(b.parameterIndex)) {
-      error(loc, "buffer_donor parameter index {} does not exist in parameter {} of shape {}", ints(b.parameterIndex),
+      error(loc(), "buffer_donor parameter index {} does not exist in parameter {} of shape {}", ints(b.parameterIndex),
             b.parameterNumber, str(*param));
       continue;
     }
     if (!donors.insert({b.parameterNumber, b.parameterIndex}).second) {
-      error(loc, "buffer_donor lists parameter {} at {} more than once", b.parameterNumber, ints(b.parameterIndex));
+      error(loc(), "buffer_donor lists parameter {} at {} more than once", b.parameterNumber, ints(b.parameterIndex));
       continue;
     }
     if (aliasedParams.count({b.parameterNumber, b.parameterIndex}))
-      error(loc, "parameter {} at {} is both a buffer donor and in input_output_alias", b.parameterNumber,
+      error(loc(), "parameter {} at {} is both a buffer donor and in input_output_alias", b.parameterNumber,
             ints(b.parameterIndex));
   }
 }
@@ -943,23 +1032,23 @@ void ModuleVerifier::checkEntry() {
   const ModuleConfig& cfg = module_.config();
   if (cfg.entryComputationLayout) {
     const ComputationLayout& layout = *cfg.entryComputationLayout;
-    SourceLocation loc = headerLocation("entry_computation_layout");
+    auto loc = [&] { return headerLocation("entry_computation_layout"); };
     auto same = [&](const Shape& a, const Shape& b) {
       if (!a.compatible(b)) return false;
       if (!opts_.layoutSensitive) return true;
       return shapeMatchesInferred(Opcode::Parameter, a, b, opts_);
     };
     if (layout.parameters.size() != sig.params.size()) {
-      error(loc, "entry_computation_layout has {} parameters but entry computation '{}' has {}",
+      error(loc(), "entry_computation_layout has {} parameters but entry computation '{}' has {}",
             layout.parameters.size(), entry->name(), sig.params.size());
     } else {
       for (size_t i = 0; i < sig.params.size() && !full(); ++i)
         if (!same(sig.params[i]->shape(), layout.parameters[i]))
-          error(loc, "entry_computation_layout gives parameter {} shape {}, but '{}' has shape {}", i,
+          error(loc(), "entry_computation_layout gives parameter {} shape {}, but '{}' has shape {}", i,
                 str(layout.parameters[i]), sig.params[i]->name(), str(sig.params[i]->shape()));
     }
     if (!same(sig.root->shape(), layout.result))
-      error(loc, "entry_computation_layout gives result shape {}, but the root '{}' has shape {}", str(layout.result),
+      error(loc(), "entry_computation_layout gives result shape {}, but the root '{}' has shape {}", str(layout.result),
             sig.root->name(), str(sig.root->shape()));
   }
   checkAliasing(sig);
