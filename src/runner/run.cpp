@@ -1,0 +1,152 @@
+#include "runner/run.h"
+
+#include <fmt/format.h>
+
+#include "eval/evaluator.h"
+#include "runner/tensor_io.h"
+#include "support/file_io.h"
+#include "support/npy.h"
+
+#if __has_include("hlo/io/hlo_io.h")
+#include "hlo/io/hlo_io.h"
+#define TPU_RUNNER_HAVE_HLO_IO 1
+#else
+#include "hlo/text/parser.h"
+#endif
+
+namespace tpu::runner {
+
+namespace {
+
+// "@path" or a bare path ending in .npy names a file.
+std::optional<std::string> filePath(const std::string& spec) {
+  if (!spec.empty() && spec[0] == '@') return spec.substr(1);
+  if (spec.size() > 4 && spec.compare(spec.size() - 4, 4, ".npy") == 0 && spec.find('=') == std::string::npos)
+    return spec;
+  return std::nullopt;
+}
+
+std::optional<hlo::Literal> readTensor(const std::string& spec, const hlo::Shape& want, const std::string& what,
+                                       DiagnosticEngine& diags) {
+  if (auto path = filePath(spec)) return readNpyLiteral(*path, want, fmt::format("{} ({})", what, *path), diags);
+  return parseInlineLiteral(spec, &want, what, diags);
+}
+
+}  // namespace
+
+std::unique_ptr<hlo::Module> loadModule(std::shared_ptr<SourceFile> source, DiagnosticEngine& diags) {
+#ifdef TPU_RUNNER_HAVE_HLO_IO
+  hlo::LoadedModule loaded = hlo::readModule(std::move(source), diags);
+  return std::move(loaded.module);
+#else
+  return hlo::parseHloText(*source, diags);
+#endif
+}
+
+std::optional<std::vector<hlo::Literal>> prepareArguments(const hlo::Module& module, const RunOptions& options,
+                                                          DiagnosticEngine& diags) {
+  const hlo::Computation* entry = module.entry();
+  if (!entry) {
+    diags.error(fmt::format("module '{}' has no entry computation", module.name()));
+    return std::nullopt;
+  }
+  const int64_t n = entry->parameterCount();
+  const int64_t given = static_cast<int64_t>(options.inputs.size());
+  if (given > n || (given < n && !options.seed)) {
+    diags.error(fmt::format("the entry computation takes {} parameter{} but {} --input{} given{}", n,
+                            n == 1 ? "" : "s", given, given == 1 ? " was" : "s were",
+                            given < n ? " (use --seed=N to fill the others with random data)" : ""));
+    return std::nullopt;
+  }
+  std::vector<hlo::Literal> args;
+  for (int64_t i = 0; i < n; ++i) {
+    const hlo::Instruction* p = entry->parameter(i);
+    if (!p) {
+      diags.error(fmt::format("the entry computation has no parameter {}", i));
+      return std::nullopt;
+    }
+    if (i < given) {
+      auto lit = readTensor(options.inputs[static_cast<size_t>(i)], p->shape(), fmt::format("input {}", i), diags);
+      if (!lit) return std::nullopt;
+      args.push_back(std::move(*lit));
+    } else {
+      args.push_back(randomLiteral(p->shape(), *options.seed, i));
+    }
+  }
+  return args;
+}
+
+RunReport deliverResults(const hlo::Literal& result, const RunOptions& options, DiagnosticEngine& diags) {
+  RunReport report;
+  std::vector<const hlo::Literal*> leaves = flattenLiteral(result);
+  const size_t n = leaves.size();
+  if (!options.outputs.empty() && options.outputs.size() != n) {
+    diags.error(fmt::format("the program has {} result{} but {} --output{} given", n, n == 1 ? "" : "s",
+                            options.outputs.size(), options.outputs.size() == 1 ? " was" : "s were"));
+    report.exitCode = 1;
+    return report;
+  }
+  if (!options.expected.empty() && options.expected.size() != n) {
+    diags.error(fmt::format("the program has {} result{} but {} --expected-output{} given", n, n == 1 ? "" : "s",
+                            options.expected.size(), options.expected.size() == 1 ? " was" : "s were"));
+    report.exitCode = 1;
+    return report;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const hlo::Literal& r = *leaves[i];
+    if (options.outputs.empty()) {
+      if (options.expected.empty()) report.stdoutText += fmt::format("result[{}]: {}\n", i, formatLiteral(r));
+      continue;
+    }
+    const std::string& spec = options.outputs[i];
+    if (spec == "-") {
+      report.stdoutText += fmt::format("result[{}]: {}\n", i, formatLiteral(r));
+      continue;
+    }
+    auto path = filePath(spec);
+    if (!path) {
+      diags.error(fmt::format("--output '{}' must be @FILE.npy or '-'", spec));
+      report.exitCode = 1;
+      return report;
+    }
+    if (!r.shape().isArray()) {
+      diags.error(fmt::format("result {} is a {}; only arrays can be written as .npy", i, r.shape().toString(false)));
+      report.exitCode = 1;
+      return report;
+    }
+    if (!writeOutputFile(*path, writeNpy(npyFromLiteral(r)), diags)) {
+      report.exitCode = 1;
+      return report;
+    }
+  }
+  for (size_t i = 0; i < options.expected.size(); ++i) {
+    const hlo::Literal& r = *leaves[i];
+    auto want = readTensor(options.expected[i], r.shape(), fmt::format("expected output {}", i), diags);
+    if (!want) {
+      report.exitCode = 1;
+      return report;
+    }
+    if (auto diff = compareLiterals(r, *want, options.atol, options.rtol)) {
+      diags.error(fmt::format("result {} does not match the expected output: {}", i, *diff));
+      report.exitCode = 1;
+      return report;
+    }
+  }
+  return report;
+}
+
+RunReport runInterpreter(const hlo::Module& module, const RunOptions& options, DiagnosticEngine& diags) {
+  RunReport failed{1, {}};
+  auto args = prepareArguments(module, options, diags);
+  if (!args) return failed;
+  eval::EvalOptions eo;
+  eo.replicas = options.replicas;
+  eo.partitions = options.partitions;
+  eo.elidedConstantsAreErrors = options.elidedConstantsAreErrors;
+  eo.rngSeed = options.seed.value_or(0);
+  std::optional<hlo::Literal> result = eval::evaluate(module, *args, eo, diags);
+  if (!result) return failed;
+  return deliverResults(*result, options, diags);
+}
+
+}  // namespace tpu::runner

@@ -1,0 +1,53 @@
+// tpu-run's drivers: one function per execution mode over the shared
+// tensor I/O (tensor_io.h). The interpreter mode runs HLO on the reference
+// interpreter; the simulator mode (compiled .tpu/.llo programs) plugs in
+// beside it with the same RunOptions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hlo/literal.h"
+#include "hlo/module.h"
+#include "support/diagnostics.h"
+#include "support/source.h"
+
+namespace tpu::runner {
+
+struct RunOptions {
+  std::vector<std::string> inputs;    // "@file.npy" or inline ("2x3xf32=1,2,...")
+  std::vector<std::string> outputs;   // "@file.npy" (or "file.npy"), "-" = print as text
+  std::vector<std::string> expected;  // "@file.npy" or inline
+  double atol = 1e-5;
+  double rtol = 1e-5;
+  std::optional<uint64_t> seed;  // fill parameters without --input
+  int64_t replicas = 0;          // 0 = the module's
+  int64_t partitions = 0;
+  bool elidedConstantsAreErrors = false;
+};
+
+// What a run produced: text for stdout (results printed when no --output
+// names them) and the process exit code.
+struct RunReport {
+  int exitCode = 0;
+  std::string stdoutText;
+};
+
+// Reads HLO text or .hlob (by magic number) from `source`.
+std::unique_ptr<hlo::Module> loadModule(std::shared_ptr<SourceFile> source, DiagnosticEngine& diags);
+
+// Builds the entry arguments from RunOptions (inputs in parameter order,
+// then seeded random data for the rest when a seed is given).
+std::optional<std::vector<hlo::Literal>> prepareArguments(const hlo::Module& module, const RunOptions& options,
+                                                          DiagnosticEngine& diags);
+
+// Writes/prints results and checks them against --expected-output.
+RunReport deliverResults(const hlo::Literal& result, const RunOptions& options, DiagnosticEngine& diags);
+
+// `tpu-run --interpret`: evaluate `module` with the reference interpreter.
+RunReport runInterpreter(const hlo::Module& module, const RunOptions& options, DiagnosticEngine& diags);
+
+}  // namespace tpu::runner

@@ -1,0 +1,79 @@
+// tpu-run: run a program on host tensors. `--interpret` evaluates HLO with
+// the reference interpreter; compiled programs (the simulator) are another
+// mode of the same tool. All logic lives in src/runner.
+#include <cstdio>
+#include <memory>
+
+#include "runner/run.h"
+#include "support/tool.h"
+
+namespace {
+
+int runInterpretMode(tpu::Tool& tool, const tpu::runner::RunOptions& options) {
+  std::unique_ptr<tpu::SourceFile> file = tool.readInput();
+  if (!file) return tpu::kExitFailure;
+  std::shared_ptr<tpu::SourceFile> source = std::move(file);
+  std::unique_ptr<tpu::hlo::Module> module = tpu::runner::loadModule(source, tool.diags());
+  if (!module) return tpu::kExitFailure;
+  tpu::runner::RunReport report = tpu::runner::runInterpreter(*module, options, tool.diags());
+  if (!report.stdoutText.empty()) {
+    std::fwrite(report.stdoutText.data(), 1, report.stdoutText.size(), stdout);
+    if (std::fflush(stdout) != 0) return tpu::kExitFailure;
+  }
+  return report.exitCode;
+}
+
+// Compiled execution on the simulator: the seam for tpu_sim.
+int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions&) {
+  tool.diags().error(
+      "running compiled programs (the simulator) is not available yet; use --interpret to evaluate HLO with the "
+      "reference interpreter",
+      tool.options().input);
+  return tpu::kExitFailure;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tpu::Tool tool({
+      .name = "tpu-run",
+      .summary = "Run a program on host tensors: HLO with the reference interpreter (--interpret).",
+      .examples = "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
+                  "  tpu-run --interpret add.hlo --input=2xf32=1,2 --input=@b.npy --output=@sum.npy\n"
+                  "  tpu-run --interpret m.hlo --input=@x.npy --expected-output=@y.npy --atol=1e-4\n"
+                  "  tpu-run --interpret allreduce.hlo --replicas=4 --seed=0 --output=-\n",
+      .writesOutput = false,
+      .usesTarget = true,
+  });
+  tpu::runner::RunOptions options;
+  bool interpret = false;
+  uint64_t seed = 0;
+  std::string elided = "random";
+  CLI::App& app = tool.cli();
+  app.add_flag("--interpret", interpret, "Evaluate an HLO module (.hlo text or .hlob) with the reference interpreter");
+  app.add_option("--input", options.inputs,
+                 "A parameter value, in parameter order (repeat): @FILE.npy or inline like 2x3xf32=1,2,3,4,5,6")
+      ->allow_extra_args(false);
+  app.add_option("--output", options.outputs,
+                 "Where to put each result, tuples flattened (repeat): @FILE.npy, or - to print it")
+      ->allow_extra_args(false);
+  app.add_option("--expected-output", options.expected,
+                 "Expected value of each result (repeat): @FILE.npy or inline; exit 1 on a mismatch")
+      ->allow_extra_args(false);
+  app.add_option("--atol", options.atol, "Absolute tolerance for float comparisons")->capture_default_str();
+  app.add_option("--rtol", options.rtol, "Relative tolerance for float comparisons")->capture_default_str();
+  auto* seedOpt = app.add_option("--seed", seed, "Fill parameters without --input with random data from seed N");
+  app.add_option("--replicas", options.replicas, "Simulated replicas (default: the module's replica_count)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  app.add_option("--partitions", options.partitions, "Simulated partitions (default: the module's num_partitions)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  app.add_option("--elided-constants", elided,
+                 "Elided constants ({...}): random (fill with deterministic data, warn) or error")
+      ->check(CLI::IsMember({"random", "error"}))
+      ->capture_default_str();
+  return tool.run(argc, argv, [&](tpu::Tool& t) {
+    if (seedOpt->count() > 0) options.seed = seed;
+    options.elidedConstantsAreErrors = elided == "error";
+    return interpret ? runInterpretMode(t, options) : runCompiledMode(t, options);
+  });
+}
