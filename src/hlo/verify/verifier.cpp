@@ -290,10 +290,16 @@ class ModuleVerifier {
 
 SourceLocation ModuleVerifier::headerLocation(std::string_view attribute) const {
   if (file_) {
+    // The header line starts with `HloModule` (comments may mention the
+    // attribute too, so only the header line is searched).
     std::string_view text = file_->contents();
-    size_t at = attribute.empty() ? std::string_view::npos : text.find(attribute);
-    if (at == std::string_view::npos) at = text.find("HloModule");
-    if (at != std::string_view::npos) return {file_, at};
+    size_t header = text.substr(0, 9) == "HloModule" ? 0 : text.find("\nHloModule");
+    if (header != std::string_view::npos) {
+      if (text[header] == '\n') ++header;
+      std::string_view line = text.substr(header, text.find('\n', header) - header);
+      size_t at = attribute.empty() ? std::string_view::npos : line.find(attribute);
+      return {file_, header + (at == std::string_view::npos ? 0 : at)};
+    }
   }
   if (module_.entry() && known(module_.entry())) return module_.entry()->location();
   return {file_, 0};
@@ -952,8 +958,8 @@ void ModuleVerifier::checkAliasing(const verify_detail::Signature& sig) {
     }
     const Shape* param = paramShape(a.parameterNumber);
     if (!param) {
-      error(loc(), "input_output_alias refers to parameter {}, but the entry has {} parameters", a.parameterNumber,
-            sig.params.size());
+      error(loc(), "input_output_alias refers to parameter {}, but the entry has {} parameter{}", a.parameterNumber,
+            sig.params.size(), sig.params.size() == 1 ? "" : "s");
       continue;
     }
     const Shape* p = param->subshape(a.parameterIndex);
@@ -994,8 +1000,8 @@ void ModuleVerifier::checkAliasing(const verify_detail::Signature& sig) {
     auto loc = [&] { return headerLocation("buffer_donor"); };
     const Shape* param = paramShape(b.parameterNumber);
     if (!param) {
-      error(loc(), "buffer_donor refers to parameter {}, but the entry has {} parameters", b.parameterNumber,
-            sig.params.size());
+      error(loc(), "buffer_donor refers to parameter {}, but the entry has {} parameter{}", b.parameterNumber,
+            sig.params.size(), sig.params.size() == 1 ? "" : "s");
       continue;
     }
     if (!param->subshape(b.parameterIndex)) {
