@@ -1,0 +1,844 @@
+#include "sim/machine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "sim/mxu_kernel.h"
+
+namespace tpu::sim {
+
+using isa::Opcode;
+
+Memory::~Memory() { std::free(data_); }
+
+bool Memory::allocate(uint64_t size) {
+  std::free(data_);
+  data_ = nullptr;
+  size_ = 0;
+  if (size == 0) return true;
+  data_ = static_cast<uint8_t*>(std::calloc(size, 1));
+  if (!data_) return false;
+  size_ = size;
+  return true;
+}
+
+struct Machine::MxuUnit {
+  std::vector<float> stage = std::vector<float>(kMxuDim * kMxuDim);
+  std::vector<float> active = std::vector<float>(kMxuDim * kMxuDim);
+  std::vector<int32_t> stageI = std::vector<int32_t>(kMxuDim * kMxuDim);
+  std::vector<int32_t> activeI = std::vector<int32_t>(kMxuDim * kMxuDim);
+  int staged = 0;
+  bool stageInt8 = false;
+  bool stageMixed = false;
+  bool hasWeights = false;
+  bool weightsInt8 = false;
+  std::vector<VReg> fifo;
+  int head = 0, count = 0;
+};
+
+struct Machine::XposeUnit {
+  std::vector<uint32_t> stage = std::vector<uint32_t>(kMxuDim * kMxuDim);
+  std::vector<uint32_t> out = std::vector<uint32_t>(kMxuDim * kMxuDim);
+  int pushes = 0;
+  int pops = kTileBlocks;  // row blocks of `out` already popped
+};
+
+namespace {
+
+inline float f(uint32_t u) { return std::bit_cast<float>(u); }
+inline uint32_t u(float x) { return std::bit_cast<uint32_t>(x); }
+inline int32_t s(uint32_t x) { return static_cast<int32_t>(x); }
+
+constexpr uint32_t kNaN = 0x7FC00000u;
+
+inline bool isNaN(uint32_t x) { return (x & 0x7FFFFFFFu) > 0x7F800000u; }
+
+// IEEE maximum/minimum: NaN if either is NaN, -0 < +0.
+inline uint32_t fmaxBits(uint32_t a, uint32_t b) {
+  float x = f(a), y = f(b);
+  uint32_t r = x > y ? a : b;
+  r = x == y ? (a & b) : r;
+  return (isNaN(a) || isNaN(b)) ? kNaN : r;
+}
+inline uint32_t fminBits(uint32_t a, uint32_t b) {
+  float x = f(a), y = f(b);
+  uint32_t r = x < y ? a : b;
+  r = x == y ? (a | b) : r;
+  return (isNaN(a) || isNaN(b)) ? kNaN : r;
+}
+
+inline uint32_t cvtS32F32(uint32_t a) {
+  float x = f(a);
+  int32_t r = x != x                 ? 0
+              : x >= 2147483648.0f   ? INT32_MAX
+              : x < -2147483648.0f   ? INT32_MIN
+                                     : static_cast<int32_t>(x);
+  return static_cast<uint32_t>(r);
+}
+
+template <class F>
+inline void map1(uint32_t* d, const uint32_t* a, F fn) {
+  for (int i = 0; i < kVregWords; ++i) d[i] = fn(a[i]);
+}
+template <class F>
+inline void map2(uint32_t* d, const uint32_t* a, const uint32_t* b, F fn) {
+  for (int i = 0; i < kVregWords; ++i) d[i] = fn(a[i], b[i]);
+}
+template <class F>
+inline void map3(uint32_t* d, const uint32_t* a, const uint32_t* b, const uint32_t* c, F fn) {
+  for (int i = 0; i < kVregWords; ++i) d[i] = fn(a[i], b[i], c[i]);
+}
+
+__attribute__((target_clones("fma", "default"))) void vfmaKernel(uint32_t* d, const uint32_t* a, const uint32_t* b,
+                                                                 const uint32_t* c) {
+  for (int i = 0; i < kVregWords; ++i) d[i] = u(std::fma(f(a[i]), f(b[i]), f(c[i])));
+}
+
+__attribute__((target_clones("avx2", "default"))) void roundKernel(uint32_t* d, const uint32_t* a, int mode) {
+  switch (mode) {
+    case 0:
+      for (int i = 0; i < kVregWords; ++i) d[i] = u(std::floor(f(a[i])));
+      break;
+    case 1:
+      for (int i = 0; i < kVregWords; ++i) d[i] = u(std::ceil(f(a[i])));
+      break;
+    default:
+      for (int i = 0; i < kVregWords; ++i) d[i] = u(std::rint(f(a[i])));
+      break;
+  }
+}
+
+std::string where(isa::MemSpace space) {
+  return space == isa::MemSpace::Vmem ? "VMEM" : space == isa::MemSpace::Smem ? "SMEM" : "HBM";
+}
+
+}  // namespace
+
+Machine::Machine(const isa::Program& program, const target::TargetDesc& target, const DecodedProgram& decoded)
+    : program_(program), target_(target), decoded_(decoded) {
+  const RegisterLayout& L = decoded.regs;
+  sregs_.assign(L.sregTotal, 0);
+  vregs_.resize(L.vregTotal);
+  std::memset(vregs_.data(), 0, vregs_.size() * sizeof(VReg));
+  for (size_t i = 0; i < decoded.constants.size(); ++i)
+    std::fill_n(vregs_[L.constBase + i].w, kVregWords, decoded.constants[i]);
+  vmasks_.resize(L.vmaskTotal);
+  std::memset(vmasks_.data(), 0, vmasks_.size() * sizeof(VReg));
+  sems_.assign(target.registers.semaphores, 0);
+  for (int i = 0; i < target.mxu.count; ++i) {
+    auto m = std::make_unique<MxuUnit>();
+    m->fifo.resize(std::max(1, target.mxu.resultFifoDepth));
+    mxus_.push_back(std::move(m));
+  }
+  for (int i = 0; i < std::max(1, target.slotCount(target::SlotClass::Xlu)); ++i)
+    xposes_.push_back(std::make_unique<XposeUnit>());
+}
+
+Machine::~Machine() = default;
+
+std::string Machine::load(const isa::Entry& entry, const std::vector<std::string>& inputs) {
+  if (inputs.size() != entry.args.size())
+    return fmt::format("entry '{}' takes {} argument{}, {} given", entry.name, entry.args.size(),
+                       entry.args.size() == 1 ? "" : "s", inputs.size());
+  uint64_t hbmTotal = 0;
+  for (const isa::Buffer& b : program_.buffers)
+    if (b.space == isa::MemSpace::Hbm) hbmTotal += b.sizeBytes();
+  if (hbmTotal > target_.memory.hbmBytes)
+    return fmt::format("the program's HBM buffers need {} bytes; target '{}' has {}", hbmTotal, target_.name,
+                       target_.memory.hbmBytes);
+  if (!vmem_.allocate(target_.memory.vmemBytes) || !smem_.allocate(target_.memory.smemBytes))
+    return "cannot allocate host memory for VMEM/SMEM";
+  hbm_.clear();
+  hbm_.resize(program_.buffers.size());
+  for (size_t i = 0; i < program_.buffers.size(); ++i) {
+    const isa::Buffer& b = program_.buffers[i];
+    const std::string* init = b.init >= 0 ? &program_.data[b.init].bytes : nullptr;
+    if (b.space == isa::MemSpace::Hbm) {
+      if (!hbm_[i].allocate(b.sizeBytes()))
+        return fmt::format("cannot allocate {} bytes of host memory for HBM buffer '{}'", b.sizeBytes(), b.name);
+      if (init) std::memcpy(hbm_[i].data(), init->data(), init->size());
+    } else if (init) {
+      Memory& m = b.space == isa::MemSpace::Vmem ? vmem_ : smem_;
+      std::memcpy(m.data() + b.address, init->data(), init->size());
+    }
+  }
+  for (size_t k = 0; k < entry.args.size(); ++k) {
+    const isa::Buffer& b = program_.buffers[entry.args[k]];
+    if (inputs[k].size() != b.sizeBytes())
+      return fmt::format("argument {} ('{}', {}[{}]) needs {} bytes, got {}", k, b.name, isa::dtypeName(b.dtype),
+                         fmt::join(b.shape, ","), b.sizeBytes(), inputs[k].size());
+    if (!inputs[k].empty()) std::memcpy(hbm_[entry.args[k]].data(), inputs[k].data(), inputs[k].size());
+  }
+  return {};
+}
+
+std::vector<std::string> Machine::results(const isa::Entry& entry) const {
+  std::vector<std::string> out;
+  for (uint32_t r : entry.results) {
+    const Memory& m = hbm_[r];
+    out.emplace_back(reinterpret_cast<const char*>(m.data()), m.size());
+  }
+  return out;
+}
+
+bool Machine::failf(std::string message) {
+  fault_ = std::move(message);
+  return false;
+}
+
+int Machine::mxuFifoCount(int u) const { return mxus_[u]->count; }
+
+const uint32_t* Machine::vsrc(const Src& src) {
+  if (src.form == Src::SReg) {
+    uint32_t v = sregs_[src.reg];
+    uint32_t* w = vregs_[decoded_.regs.bcastVreg].w;
+    std::fill_n(w, kVregWords, v);
+    return w;
+  }
+  return vregs_[src.reg].w;
+}
+
+int Machine::semIndex(const DecodedOp& op, const SemRef& ref) {
+  int64_t i = ref.viaSreg ? static_cast<int64_t>(s(sregs_[ref.index])) : ref.index;
+  if (i < 0 || i >= static_cast<int64_t>(sems_.size())) {
+    failf(fmt::format("{}: semaphore {}{} is outside sem0..sem{} of target '{}'", op.desc->mnemonic, i,
+                      ref.viaSreg ? fmt::format(" (from s{})", ref.index) : "", sems_.size() - 1, target_.name));
+    return -1;
+  }
+  return static_cast<int>(i);
+}
+
+int64_t Machine::semAmount(const DecodedOp& op) const {
+  return op.b.form == Src::None ? 1 : static_cast<int64_t>(s(srcScalar(op.b)));
+}
+
+// Address of sublane 0 of a vector load/store; checks every selected row.
+bool Machine::vmemRange(const DecodedOp& op, int64_t stride, uint32_t rowBytes, uint32_t align, int64_t& base) {
+  base = op.mem.offset + (op.mem.base >= 0 ? static_cast<int64_t>(sregs_[op.mem.base]) : 0);
+  for (int i = 0; i < kSublanes; ++i) {
+    if (!(op.sublanes & (1u << i))) continue;
+    int64_t a = base + stride * i;
+    if (a < 0 || static_cast<uint64_t>(a) + rowBytes > vmem_.size())
+      return failf(fmt::format("{}: VMEM address {} (0x{:x}, sublane {}, {} bytes) is outside VMEM ({} bytes)",
+                               op.desc->mnemonic, a, static_cast<uint64_t>(a), i, rowBytes, vmem_.size()));
+    if (a % align != 0)
+      return failf(fmt::format("{}: VMEM address {} (0x{:x}, sublane {}) is not {}-byte aligned", op.desc->mnemonic,
+                               a, a, i, align));
+  }
+  return true;
+}
+
+bool Machine::smemWord(const DecodedOp& op, int64_t& addr) {
+  addr = op.mem.offset + (op.mem.base >= 0 ? static_cast<int64_t>(sregs_[op.mem.base]) : 0);
+  if (addr < 0 || static_cast<uint64_t>(addr) + 4 > smem_.size())
+    return failf(fmt::format("{}: SMEM address {} (0x{:x}) is outside SMEM ({} bytes)", op.desc->mnemonic, addr,
+                             static_cast<uint64_t>(addr), smem_.size()));
+  if (addr % 4 != 0)
+    return failf(fmt::format("{}: SMEM address {} (0x{:x}) is not 4-byte aligned", op.desc->mnemonic, addr, addr));
+  return true;
+}
+
+bool Machine::execLoad(const DecodedOp& op) {
+  uint32_t* d = vregs_[op.d].w;
+  int64_t base;
+  switch (op.opcode) {
+    case Opcode::VLd:
+      if (!vmemRange(op, op.stride, 512, 4, base)) return false;
+      for (int i = 0; i < kSublanes; ++i)
+        if (op.sublanes & (1u << i)) std::memcpy(d + i * kLanes, vmem_.data() + base + op.stride * i, 512);
+      return true;
+    case Opcode::VLdBf16:
+      if (!vmemRange(op, op.stride, 256, 2, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        uint16_t row[kLanes];
+        std::memcpy(row, vmem_.data() + base + op.stride * i, sizeof row);
+        for (int l = 0; l < kLanes; ++l) d[i * kLanes + l] = static_cast<uint32_t>(row[l]) << 16;
+      }
+      return true;
+    case Opcode::VLdS8:
+      if (!vmemRange(op, op.stride, 128, 1, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        int8_t row[kLanes];
+        std::memcpy(row, vmem_.data() + base + op.stride * i, sizeof row);
+        for (int l = 0; l < kLanes; ++l) d[i * kLanes + l] = static_cast<uint32_t>(static_cast<int32_t>(row[l]));
+      }
+      return true;
+    default: return failf("internal: not a load");
+  }
+}
+
+bool Machine::execStore(const DecodedOp& op) {
+  const uint32_t* v = vregs_[op.a.reg].w;
+  int64_t base;
+  switch (op.opcode) {
+    case Opcode::VSt:
+      if (!vmemRange(op, op.stride, 512, 4, base)) return false;
+      for (int i = 0; i < kSublanes; ++i)
+        if (op.sublanes & (1u << i)) std::memcpy(vmem_.data() + base + op.stride * i, v + i * kLanes, 512);
+      return true;
+    case Opcode::VStM: {
+      if (!vmemRange(op, op.stride, 512, 4, base)) return false;
+      const uint32_t* m = vmasks_[op.m].w;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        uint32_t row[kLanes];
+        uint8_t* p = vmem_.data() + base + op.stride * i;
+        std::memcpy(row, p, sizeof row);
+        for (int l = 0; l < kLanes; ++l) {
+          uint32_t mk = m[i * kLanes + l];
+          row[l] = (v[i * kLanes + l] & mk) | (row[l] & ~mk);
+        }
+        std::memcpy(p, row, sizeof row);
+      }
+      return true;
+    }
+    case Opcode::VStBf16:
+      if (!vmemRange(op, op.stride, 256, 2, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        uint16_t row[kLanes];
+        for (int l = 0; l < kLanes; ++l) row[l] = static_cast<uint16_t>(roundToBf16Bits(v[i * kLanes + l]) >> 16);
+        std::memcpy(vmem_.data() + base + op.stride * i, row, sizeof row);
+      }
+      return true;
+    case Opcode::VStS8:
+      if (!vmemRange(op, op.stride, 128, 1, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        int8_t row[kLanes];
+        for (int l = 0; l < kLanes; ++l) row[l] = static_cast<int8_t>(std::clamp(s(v[i * kLanes + l]), -128, 127));
+        std::memcpy(vmem_.data() + base + op.stride * i, row, sizeof row);
+      }
+      return true;
+    default: return failf("internal: not a store");
+  }
+}
+
+void Machine::execEup(const DecodedOp& op) {
+  uint32_t* d = vregs_[op.d].w;
+  const uint32_t* a = vregs_[op.a.reg].w;
+  switch (op.opcode) {
+    case Opcode::VExp: map1(d, a, [](uint32_t x) { return u(std::exp(f(x))); }); break;
+    case Opcode::VLog: map1(d, a, [](uint32_t x) { return u(std::log(f(x))); }); break;
+    case Opcode::VRsqrt: map1(d, a, [](uint32_t x) { return u(1.0f / std::sqrt(f(x))); }); break;
+    case Opcode::VSqrt: map1(d, a, [](uint32_t x) { return u(std::sqrt(f(x))); }); break;
+    case Opcode::VRecip: map1(d, a, [](uint32_t x) { return u(1.0f / f(x)); }); break;
+    case Opcode::VDivF: map2(d, a, vsrc(op.b), [](uint32_t x, uint32_t y) { return u(f(x) / f(y)); }); break;
+    case Opcode::VTanh: map1(d, a, [](uint32_t x) { return u(std::tanh(f(x))); }); break;
+    case Opcode::VLogistic:
+      map1(d, a, [](uint32_t x) { return u(1.0f / (1.0f + std::exp(-f(x)))); });
+      break;
+    case Opcode::VSin: map1(d, a, [](uint32_t x) { return u(std::sin(f(x))); }); break;
+    case Opcode::VCos: map1(d, a, [](uint32_t x) { return u(std::cos(f(x))); }); break;
+    case Opcode::VPow: map2(d, a, vsrc(op.b), [](uint32_t x, uint32_t y) { return u(std::pow(f(x), f(y))); }); break;
+    default: break;
+  }
+}
+
+bool Machine::execXlu(const DecodedOp& op) {
+  if (op.opcode == Opcode::VXposePush) {
+    XposeUnit& x = *xposes_[op.unit];
+    if (x.pushes == kTileBlocks - 1 && x.pops < kTileBlocks)
+      return failf(fmt::format("vxpose.push on xlu{}: the previous transposed tile still has {} row block{} to pop",
+                               op.unit, kTileBlocks - x.pops, kTileBlocks - x.pops == 1 ? "" : "s"));
+    std::memcpy(x.stage.data() + x.pushes * kVregWords, vregs_[op.a.reg].w, sizeof(VReg));
+    if (++x.pushes == kTileBlocks) {
+      for (int r = 0; r < kMxuDim; ++r)
+        for (int c = 0; c < kMxuDim; ++c) x.out[c * kMxuDim + r] = x.stage[r * kMxuDim + c];
+      x.pushes = 0;
+      x.pops = 0;
+    }
+    return true;
+  }
+  if (op.opcode == Opcode::VXposePop) {
+    XposeUnit& x = *xposes_[op.unit];
+    if (x.pops >= kTileBlocks)
+      return failf(fmt::format("vxpose.pop on xlu{}: no transposed tile is ready ({} of {} row blocks pushed)",
+                               op.unit, x.pushes, kTileBlocks));
+    std::memcpy(vregs_[op.d].w, x.out.data() + x.pops * kVregWords, sizeof(VReg));
+    ++x.pops;
+    return true;
+  }
+  VReg tmp;
+  uint32_t* t = tmp.w;
+  const uint32_t* a = vregs_[op.a.reg].w;
+  auto laneReduce = [&](auto fn) {
+    for (int sl = 0; sl < kSublanes; ++sl) {
+      uint32_t x[kLanes];
+      std::memcpy(x, a + sl * kLanes, sizeof x);
+      for (int w = kLanes / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l) x[l] = fn(x[l], x[l + w]);
+      std::fill_n(t + sl * kLanes, kLanes, x[0]);
+    }
+  };
+  auto subReduce = [&](auto fn) {
+    std::memcpy(t, a, sizeof(VReg));
+    for (int w = kSublanes / 2; w >= 1; w /= 2)
+      for (int sl = 0; sl < w; ++sl)
+        for (int l = 0; l < kLanes; ++l) t[sl * kLanes + l] = fn(t[sl * kLanes + l], t[(sl + w) * kLanes + l]);
+    for (int sl = 1; sl < kSublanes; ++sl) std::memcpy(t + sl * kLanes, t, kLanes * 4);
+  };
+  auto addF = [](uint32_t x, uint32_t y) { return u(f(x) + f(y)); };
+  auto addS = [](uint32_t x, uint32_t y) { return x + y; };
+  auto maxS = [](uint32_t x, uint32_t y) { return s(x) > s(y) ? x : y; };
+  auto minS = [](uint32_t x, uint32_t y) { return s(x) < s(y) ? x : y; };
+  switch (op.opcode) {
+    case Opcode::VRedSumLaneF: laneReduce(addF); break;
+    case Opcode::VRedMaxLaneF: laneReduce(fmaxBits); break;
+    case Opcode::VRedMinLaneF: laneReduce(fminBits); break;
+    case Opcode::VRedSumLaneS: laneReduce(addS); break;
+    case Opcode::VRedMaxLaneS: laneReduce(maxS); break;
+    case Opcode::VRedMinLaneS: laneReduce(minS); break;
+    case Opcode::VRedSumSubF: subReduce(addF); break;
+    case Opcode::VRedMaxSubF: subReduce(fmaxBits); break;
+    case Opcode::VRedMinSubF: subReduce(fminBits); break;
+    case Opcode::VRedSumSubS: subReduce(addS); break;
+    case Opcode::VRedMaxSubS: subReduce(maxS); break;
+    case Opcode::VRedMinSubS: subReduce(minS); break;
+    case Opcode::VRotLane: {
+      uint32_t n = srcScalar(op.b) & (kLanes - 1);
+      for (int sl = 0; sl < kSublanes; ++sl)
+        for (int l = 0; l < kLanes; ++l) t[sl * kLanes + ((l + n) & (kLanes - 1))] = a[sl * kLanes + l];
+      break;
+    }
+    case Opcode::VRotSub: {
+      uint32_t n = srcScalar(op.b) & (kSublanes - 1);
+      for (int sl = 0; sl < kSublanes; ++sl) std::memcpy(t + ((sl + n) & (kSublanes - 1)) * kLanes, a + sl * kLanes, kLanes * 4);
+      break;
+    }
+    case Opcode::VPermLane: {
+      const uint32_t* idx = vregs_[op.b.reg].w;
+      for (int sl = 0; sl < kSublanes; ++sl)
+        for (int l = 0; l < kLanes; ++l) t[sl * kLanes + l] = a[sl * kLanes + (idx[sl * kLanes + l] & (kLanes - 1))];
+      break;
+    }
+    case Opcode::VPermSub: {
+      const uint32_t* idx = vregs_[op.b.reg].w;
+      for (int sl = 0; sl < kSublanes; ++sl)
+        for (int l = 0; l < kLanes; ++l) t[sl * kLanes + l] = a[(idx[sl * kLanes + l] & (kSublanes - 1)) * kLanes + l];
+      break;
+    }
+    case Opcode::VBcastLane: {
+      uint32_t l0 = srcScalar(op.b) & (kLanes - 1);
+      for (int sl = 0; sl < kSublanes; ++sl) std::fill_n(t + sl * kLanes, kLanes, a[sl * kLanes + l0]);
+      break;
+    }
+    case Opcode::VBcastSub: {
+      uint32_t s0 = srcScalar(op.b) & (kSublanes - 1);
+      for (int sl = 0; sl < kSublanes; ++sl) std::memcpy(t + sl * kLanes, a + s0 * kLanes, kLanes * 4);
+      break;
+    }
+    default: return failf(fmt::format("internal: unhandled cross-lane op {}", op.desc->mnemonic));
+  }
+  std::memcpy(vregs_[op.d].w, t, sizeof(VReg));
+  return true;
+}
+
+bool Machine::execMxu(const DecodedOp& op) {
+  MxuUnit& m = *mxus_[op.unit];
+  switch (op.opcode) {
+    case Opcode::MxuWPushBf16:
+    case Opcode::MxuWPushTBf16:
+    case Opcode::MxuWPushS8: {
+      if (m.staged >= kTileBlocks)
+        return failf(fmt::format("{} on mxu{}: all {} row blocks are already staged (mxu.wlatch first)",
+                                 op.desc->mnemonic, op.unit, kTileBlocks));
+      bool int8 = op.opcode == Opcode::MxuWPushS8;
+      if (m.staged == 0) {
+        m.stageInt8 = int8;
+        m.stageMixed = false;
+      } else if (m.stageInt8 != int8) {
+        m.stageMixed = true;
+      }
+      const uint32_t* a = vregs_[op.a.reg].w;
+      int blk = m.staged * kSublanes;
+      for (int j = 0; j < kSublanes; ++j)
+        for (int i = 0; i < kLanes; ++i) {
+          uint32_t x = a[j * kLanes + i];
+          if (op.opcode == Opcode::MxuWPushBf16) m.stage[(blk + j) * kMxuDim + i] = f(roundToBf16Bits(x));
+          else if (op.opcode == Opcode::MxuWPushTBf16) m.stage[i * kMxuDim + blk + j] = f(roundToBf16Bits(x));
+          else m.stageI[(blk + j) * kMxuDim + i] = std::clamp(s(x), -128, 127);
+        }
+      ++m.staged;
+      return true;
+    }
+    case Opcode::MxuWLatch:
+      if (m.staged != kTileBlocks)
+        return failf(fmt::format("mxu.wlatch on mxu{}: only {} of {} row blocks are staged", op.unit, m.staged,
+                                 kTileBlocks));
+      if (m.stageMixed)
+        return failf(fmt::format("mxu.wlatch on mxu{}: the staged weights mix bf16 and int8 pushes", op.unit));
+      if (m.stageInt8) m.activeI.swap(m.stageI);
+      else m.active.swap(m.stage);
+      m.weightsInt8 = m.stageInt8;
+      m.hasWeights = true;
+      m.staged = 0;
+      return true;
+    case Opcode::MxuMatmulBf16:
+    case Opcode::MxuMatmulS8: {
+      bool int8 = op.opcode == Opcode::MxuMatmulS8;
+      if (!m.hasWeights) return failf(fmt::format("{} on mxu{}: no weights latched", op.desc->mnemonic, op.unit));
+      if (m.weightsInt8 != int8)
+        return failf(fmt::format("{} on mxu{}: the latched weights are {}", op.desc->mnemonic, op.unit,
+                                 m.weightsInt8 ? "int8" : "bf16"));
+      int depth = static_cast<int>(m.fifo.size());
+      if (m.count >= depth)
+        return failf(fmt::format("{} on mxu{}: the result FIFO is full ({} results not popped); issue would "
+                                 "stall forever",
+                                 op.desc->mnemonic, op.unit, depth));
+      VReg& slot = m.fifo[(m.head + m.count) % depth];
+      ++m.count;
+      const uint32_t* a = vregs_[op.a.reg].w;
+      alignas(64) float af[kVregWords];
+      if (!int8) {
+        for (int i = 0; i < kVregWords; ++i) af[i] = f(roundToBf16Bits(a[i]));
+        mxuMatmulF32(af, m.active.data(), reinterpret_cast<float*>(slot.w));
+      } else {
+        alignas(64) int32_t ai[kVregWords];
+        for (int i = 0; i < kVregWords; ++i) ai[i] = std::clamp(s(a[i]), -128, 127);
+        mxuMatmulS8(ai, m.activeI.data(), reinterpret_cast<int32_t*>(slot.w));
+      }
+      return true;
+    }
+    case Opcode::MxuPop: {
+      if (m.count == 0) return failf(fmt::format("mxu.pop on mxu{}: the result FIFO is empty", op.unit));
+      std::memcpy(vregs_[op.d].w, m.fifo[m.head].w, sizeof(VReg));
+      m.head = (m.head + 1) % static_cast<int>(m.fifo.size());
+      --m.count;
+      return true;
+    }
+    default: return failf("internal: not an MXU op");
+  }
+}
+
+bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
+  switch (op.opcode) {
+    // ---- scalar ----
+    case Opcode::SMov: sregs_[op.d] = srcScalar(op.a); return true;
+#define SBIN(OPC, EXPR)                  \
+  case Opcode::OPC: {                    \
+    uint32_t x = sregs_[op.a.reg];       \
+    uint32_t y = srcScalar(op.b);        \
+    (void)x;                             \
+    (void)y;                             \
+    sregs_[op.d] = static_cast<uint32_t>(EXPR); \
+    return true;                         \
+  }
+      SBIN(SAdd, x + y)
+      SBIN(SSub, x - y)
+      SBIN(SMul, x * y)
+      SBIN(SDiv, y == 0 ? 0u : (s(x) == INT32_MIN && s(y) == -1) ? x : static_cast<uint32_t>(s(x) / s(y)))
+      SBIN(SRem, y == 0 ? x : (s(x) == INT32_MIN && s(y) == -1) ? 0u : static_cast<uint32_t>(s(x) % s(y)))
+      SBIN(SAnd, x & y)
+      SBIN(SOr, x | y)
+      SBIN(SXor, x ^ y)
+      SBIN(SShl, x << (y & 31))
+      SBIN(SShr, x >> (y & 31))
+      SBIN(SSra, static_cast<uint32_t>(s(x) >> (y & 31)))
+      SBIN(SMin, s(x) < s(y) ? x : y)
+      SBIN(SMax, s(x) > s(y) ? x : y)
+      SBIN(SCmpEq, x == y)
+      SBIN(SCmpNe, x != y)
+      SBIN(SCmpLt, s(x) < s(y))
+      SBIN(SCmpLe, s(x) <= s(y))
+      SBIN(SCmpGt, s(x) > s(y))
+      SBIN(SCmpGe, s(x) >= s(y))
+      SBIN(SAddF, u(f(x) + f(y)))
+      SBIN(SSubF, u(f(x) - f(y)))
+      SBIN(SMulF, u(f(x) * f(y)))
+#undef SBIN
+    case Opcode::SSel: {
+      uint32_t c = sregs_[op.c.reg];  // ssel d, c, a, b: c is the condition
+      sregs_[op.d] = c != 0 ? sregs_[op.a.reg] : srcScalar(op.b);
+      return true;
+    }
+    case Opcode::SCvtFS: sregs_[op.d] = u(static_cast<float>(s(sregs_[op.a.reg]))); return true;
+    case Opcode::SCvtSF: sregs_[op.d] = cvtS32F32(sregs_[op.a.reg]); return true;
+    case Opcode::SLd: {
+      int64_t addr;
+      if (!smemWord(op, addr)) return false;
+      std::memcpy(&sregs_[op.d], smem_.data() + addr, 4);
+      return true;
+    }
+    case Opcode::SSt: {
+      int64_t addr;
+      if (!smemWord(op, addr)) return false;
+      uint32_t v = srcScalar(op.a);
+      std::memcpy(smem_.data() + addr, &v, 4);
+      return true;
+    }
+    case Opcode::SIdCore:
+    case Opcode::SIdChip: sregs_[op.d] = 0; return true;
+    case Opcode::SIdChips: sregs_[op.d] = 1; return true;
+
+    // ---- control ----
+    case Opcode::Jmp: nextPc = op.label; return true;
+#define BR(OPC, COND)                                   \
+  case Opcode::OPC: {                                   \
+    uint32_t x = sregs_[op.a.reg], y = srcScalar(op.b); \
+    if (COND) nextPc = op.label;                        \
+    return true;                                        \
+  }
+      BR(BrEq, x == y)
+      BR(BrNe, x != y)
+      BR(BrLt, s(x) < s(y))
+      BR(BrGe, s(x) >= s(y))
+#undef BR
+    case Opcode::Loop: {
+      uint32_t c = sregs_[op.a.reg] - 1;
+      sregs_[op.d] = c;
+      if (c != 0) nextPc = op.label;
+      return true;
+    }
+    case Opcode::Halt:
+    case Opcode::Sync:
+    case Opcode::Barrier:
+    case Opcode::Nop: return true;
+
+    // ---- semaphores (the loop made sure a wait can proceed) ----
+    case Opcode::SemSignal:
+    case Opcode::SemWait: {
+      int i = semIndex(op, op.sem);
+      if (i < 0) return false;
+      int64_t n = semAmount(op);
+      if (n < 0) return failf(fmt::format("{}: negative count {} on sem{}", op.desc->mnemonic, n, i));
+      sems_[i] += op.opcode == Opcode::SemSignal ? n : -n;
+      return true;
+    }
+
+    // ---- vector memory ----
+    case Opcode::VLd:
+    case Opcode::VLdBf16:
+    case Opcode::VLdS8: return execLoad(op);
+    case Opcode::VSt:
+    case Opcode::VStBf16:
+    case Opcode::VStS8:
+    case Opcode::VStM: return execStore(op);
+
+    // ---- vector ALU ----
+    case Opcode::VMovF:
+    case Opcode::VMovS: {
+      const uint32_t* a = vsrc(op.a);
+      if (a != vregs_[op.d].w) std::memcpy(vregs_[op.d].w, a, sizeof(VReg));
+      return true;
+    }
+#define VBIN(OPC, EXPR)                                                              \
+  case Opcode::OPC:                                                                  \
+    map2(vregs_[op.d].w, vregs_[op.a.reg].w, vsrc(op.b), [](uint32_t x, uint32_t y) { \
+      (void)x;                                                                       \
+      (void)y;                                                                       \
+      return static_cast<uint32_t>(EXPR);                                            \
+    });                                                                              \
+    return true;
+#define VUN(OPC, EXPR)                                                                   \
+  case Opcode::OPC:                                                                      \
+    map1(vregs_[op.d].w, vregs_[op.a.reg].w, [](uint32_t x) { return static_cast<uint32_t>(EXPR); }); \
+    return true;
+      VBIN(VAddF, u(f(x) + f(y)))
+      VBIN(VSubF, u(f(x) - f(y)))
+      VBIN(VMulF, u(f(x) * f(y)))
+      VBIN(VMaxF, fmaxBits(x, y))
+      VBIN(VMinF, fminBits(x, y))
+      VUN(VAbsF, x & 0x7FFFFFFFu)
+      VUN(VNegF, x ^ 0x80000000u)
+      VBIN(VAddS, x + y)
+      VBIN(VSubS, x - y)
+      VBIN(VMulS, x * y)
+      VBIN(VMaxS, s(x) > s(y) ? x : y)
+      VBIN(VMinS, s(x) < s(y) ? x : y)
+      VBIN(VAnd, x & y)
+      VBIN(VOr, x | y)
+      VBIN(VXor, x ^ y)
+      VUN(VNot, ~x)
+      VBIN(VShl, x << (y & 31))
+      VBIN(VShr, x >> (y & 31))
+      VBIN(VSra, static_cast<uint32_t>(s(x) >> (y & 31)))
+      VUN(VCvtFS, u(static_cast<float>(s(x))))
+      VUN(VCvtSF, cvtS32F32(x))
+      VUN(VRndBf16, roundToBf16Bits(x))
+      VUN(VUnpackLoBf16, x << 16)
+      VUN(VUnpackHiBf16, x & 0xFFFF0000u)
+#undef VUN
+    case Opcode::VPackBf16:
+      map2(vregs_[op.d].w, vregs_[op.a.reg].w, vregs_[op.b.reg].w,
+           [](uint32_t lo, uint32_t hi) { return (roundToBf16Bits(lo) >> 16) | roundToBf16Bits(hi); });
+      return true;
+    case Opcode::VFmaF:
+      vfmaKernel(vregs_[op.d].w, vregs_[op.a.reg].w, vregs_[op.b.reg].w, vsrc(op.c));
+      return true;
+    case Opcode::VFloorF: roundKernel(vregs_[op.d].w, vregs_[op.a.reg].w, 0); return true;
+    case Opcode::VCeilF: roundKernel(vregs_[op.d].w, vregs_[op.a.reg].w, 1); return true;
+    case Opcode::VRoundF: roundKernel(vregs_[op.d].w, vregs_[op.a.reg].w, 2); return true;
+#define VCMP(OPC, EXPR)                                                               \
+  case Opcode::OPC:                                                                   \
+    map2(vmasks_[op.d].w, vregs_[op.a.reg].w, vsrc(op.b), [](uint32_t x, uint32_t y) { \
+      (void)x;                                                                        \
+      (void)y;                                                                        \
+      return (EXPR) ? 0xFFFFFFFFu : 0u;                                               \
+    });                                                                               \
+    return true;
+      VCMP(VCmpEqF, f(x) == f(y))
+      VCMP(VCmpNeF, f(x) != f(y))
+      VCMP(VCmpLtF, f(x) < f(y))
+      VCMP(VCmpLeF, f(x) <= f(y))
+      VCMP(VCmpGtF, f(x) > f(y))
+      VCMP(VCmpGeF, f(x) >= f(y))
+      VCMP(VCmpEqS, x == y)
+      VCMP(VCmpNeS, x != y)
+      VCMP(VCmpLtS, s(x) < s(y))
+      VCMP(VCmpLeS, s(x) <= s(y))
+      VCMP(VCmpGtS, s(x) > s(y))
+      VCMP(VCmpGeS, s(x) >= s(y))
+#undef VCMP
+    case Opcode::VSelF:
+    case Opcode::VSelS:
+      map3(vregs_[op.d].w, vmasks_[op.m].w, vregs_[op.a.reg].w, vsrc(op.b),
+           [](uint32_t mk, uint32_t x, uint32_t y) { return (x & mk) | (y & ~mk); });
+      return true;
+    case Opcode::MAnd: map2(vmasks_[op.d].w, vmasks_[op.a.reg].w, vmasks_[op.b.reg].w, [](uint32_t x, uint32_t y) { return x & y; }); return true;
+    case Opcode::MOr: map2(vmasks_[op.d].w, vmasks_[op.a.reg].w, vmasks_[op.b.reg].w, [](uint32_t x, uint32_t y) { return x | y; }); return true;
+    case Opcode::MXor: map2(vmasks_[op.d].w, vmasks_[op.a.reg].w, vmasks_[op.b.reg].w, [](uint32_t x, uint32_t y) { return x ^ y; }); return true;
+    case Opcode::MNot: map1(vmasks_[op.d].w, vmasks_[op.a.reg].w, [](uint32_t x) { return ~x; }); return true;
+    case Opcode::MLanes:
+    case Opcode::MSublanes: {
+      int32_t n = s(srcScalar(op.b.form != Src::None ? op.b : op.a));
+      uint32_t* d = vmasks_[op.d].w;
+      bool lanes = op.opcode == Opcode::MLanes;
+      for (int i = 0; i < kVregWords; ++i) d[i] = ((lanes ? i % kLanes : i / kLanes) < n) ? 0xFFFFFFFFu : 0u;
+      return true;
+    }
+    case Opcode::VLaneId: {
+      uint32_t* d = vregs_[op.d].w;
+      for (int i = 0; i < kVregWords; ++i) d[i] = static_cast<uint32_t>(i % kLanes);
+      return true;
+    }
+    case Opcode::VSublaneId: {
+      uint32_t* d = vregs_[op.d].w;
+      for (int i = 0; i < kVregWords; ++i) d[i] = static_cast<uint32_t>(i / kLanes);
+      return true;
+    }
+
+    // ---- transcendental ----
+    case Opcode::VExp:
+    case Opcode::VLog:
+    case Opcode::VRsqrt:
+    case Opcode::VSqrt:
+    case Opcode::VRecip:
+    case Opcode::VDivF:
+    case Opcode::VTanh:
+    case Opcode::VLogistic:
+    case Opcode::VSin:
+    case Opcode::VCos:
+    case Opcode::VPow: execEup(op); return true;
+
+    default: break;
+  }
+  switch (op.desc->semClass) {
+    case isa::SemClass::CrossLane:
+    case isa::SemClass::Transpose: return execXlu(op);
+    case isa::SemClass::MxuWeights:
+    case isa::SemClass::MxuMatmul:
+    case isa::SemClass::MxuPop: return execMxu(op);
+    case isa::SemClass::Dma: return failf("internal: DMA ops are issued by the simulator loop");
+    default: break;
+  }
+  return failf(fmt::format("illegal instruction '{}' (no semantics in the simulator)", op.desc->mnemonic));
+}
+
+void Machine::commit(const DecodedBundle& b) {
+  for (const StagedCopy& c : b.commits) {
+    switch (c.kind) {
+      case RegKind::S: sregs_[c.to] = sregs_[c.from]; break;
+      case RegKind::V: vregs_[c.to] = vregs_[c.from]; break;
+      case RegKind::M: vmasks_[c.to] = vmasks_[c.from]; break;
+    }
+  }
+}
+
+bool Machine::dmaRange(const DecodedOp& op, const MemRef& ref, const isa::DmaDescriptor& d, bool isDst, Memory*& mem,
+                       int64_t& offset) {
+  offset = ref.offset + (ref.base >= 0 ? static_cast<int64_t>(sregs_[ref.base]) : 0);
+  std::string name;
+  if (ref.space == isa::MemSpace::Hbm) {
+    mem = &hbm_[ref.buffer];
+    name = fmt::format("HBM buffer '{}'", program_.buffers[ref.buffer].name);
+  } else {
+    mem = ref.space == isa::MemSpace::Vmem ? &vmem_ : &smem_;
+    name = where(ref.space);
+  }
+  // Lowest and highest byte the strided pattern touches.
+  int64_t lo = offset, hi = offset + d.chunkBytes;
+  for (const isa::DmaDim& dim : d.dims) {
+    int64_t stride = isDst ? dim.dstStride : dim.srcStride;
+    int64_t span = stride * static_cast<int64_t>(dim.count - 1);
+    if (span < 0) lo += span;
+    else hi += span;
+  }
+  if (lo < 0 || static_cast<uint64_t>(hi) > mem->size())
+    return failf(fmt::format("{}: {} range [{}, {}) (descriptor '{}') is outside {} ({} bytes)", op.desc->mnemonic,
+                             isDst ? "destination" : "source", lo, hi, d.name, name, mem->size()));
+  return true;
+}
+
+bool Machine::prepareDma(const DecodedOp& op, DmaTransfer& t) {
+  const isa::DmaDescriptor& d = program_.dmaDescriptors[op.dmaDesc];
+  t.bundle = op.bundle;
+  t.opcode = op.opcode;
+  t.desc = &d;
+  if (op.opcode == Opcode::DmaRemote) {
+    int32_t chip = s(srcScalar(op.a));
+    if (chip != 0)
+      return failf(fmt::format("dma.remote to chip {}, but the simulation runs 1 chip (chip 0)", chip));
+  }
+  if (!dmaRange(op, op.mem, d, true, t.dst, t.dstOffset)) return false;
+  if (!dmaRange(op, op.mem2, d, false, t.src, t.srcOffset)) return false;
+  t.sem = semIndex(op, op.sem);
+  if (t.sem < 0) return false;
+  if (op.sem2.present) {
+    t.sem2 = semIndex(op, op.sem2);
+    if (t.sem2 < 0) return false;
+  }
+  // Byte count without overflow (a hostile descriptor may multiply up).
+  unsigned __int128 total = d.chunkBytes;
+  for (const isa::DmaDim& dim : d.dims) total *= dim.count;
+  if (total > (static_cast<unsigned __int128>(1) << 48))
+    return failf(fmt::format("{}: descriptor '{}' moves more than 2^48 bytes", op.desc->mnemonic, d.name));
+  t.bytes = static_cast<uint64_t>(total);
+  t.hbmRead = op.mem2.space == isa::MemSpace::Hbm ? t.bytes : 0;
+  t.hbmWritten = op.mem.space == isa::MemSpace::Hbm ? t.bytes : 0;
+  return true;
+}
+
+void Machine::completeDma(const DmaTransfer& t) {
+  const isa::DmaDescriptor& d = *t.desc;
+  size_t nd = d.dims.size();
+  uint64_t chunks = 1;
+  for (const isa::DmaDim& dim : d.dims) chunks *= dim.count;
+  std::vector<uint32_t> idx(nd, 0);
+  int64_t so = t.srcOffset, dof = t.dstOffset;
+  for (uint64_t c = 0; c < chunks; ++c) {
+    std::memmove(t.dst->data() + dof, t.src->data() + so, d.chunkBytes);
+    for (size_t k = nd; k-- > 0;) {  // odometer, innermost dimension last
+      if (++idx[k] < d.dims[k].count) {
+        so += d.dims[k].srcStride;
+        dof += d.dims[k].dstStride;
+        break;
+      }
+      so -= d.dims[k].srcStride * static_cast<int64_t>(d.dims[k].count - 1);
+      dof -= d.dims[k].dstStride * static_cast<int64_t>(d.dims[k].count - 1);
+      idx[k] = 0;
+    }
+  }
+  if (t.sem >= 0) sems_[t.sem] += 1;
+  if (t.sem2 >= 0) sems_[t.sem2] += 1;
+}
+
+}  // namespace tpu::sim

@@ -1,0 +1,145 @@
+// The functional half of the simulator: the state of one TensorCore
+// (registers, memories, MXUs, transpose units, semaphores) and the exact
+// semantics of every op. It never looks at time; the simulator loop decides
+// when each op executes and when each DMA lands.
+//
+// Numerics (also in src/sim/README.md):
+//  * f32 and s32 vector ops are IEEE-754 / two's complement on the host,
+//    bit-exact; min/max return the canonical NaN 0x7FC00000 if an input is
+//    NaN and order -0 below +0.
+//  * bf16 conversions round to nearest even (NaN stays a quiet NaN).
+//  * MXU bf16: see mxu_kernel.h (exact products, f32 fma accumulation in k
+//    order starting from +0). int8: exact s32 sums.
+//  * Transcendentals use glibc's float functions: expf, logf, sqrtf,
+//    1.0f/sqrtf (rsqrt, two roundings), 1.0f/x, tanhf, sinf, cosf, powf, and
+//    logistic = 1.0f / (1.0f + expf(-x)) evaluated in f32.
+//  * Cross-lane sums use a halving tree: x[l] += x[l + w] for w = 64, 32,
+//    ..., 1 (lanes) or w = 4, 2, 1 (sublanes); the result is broadcast.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "isa/program.h"
+#include "sim/decode.h"
+#include "target/target.h"
+
+namespace tpu::sim {
+
+struct alignas(64) VReg {
+  uint32_t w[kVregWords];
+};
+
+// Zero-initialised bytes (calloc: untouched pages cost no host memory).
+class Memory {
+ public:
+  Memory() = default;
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  Memory(Memory&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  ~Memory();
+  bool allocate(uint64_t size);
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// A DMA captured at issue (addresses resolved and bounds-checked), applied
+// when the timing model says its last byte has landed.
+struct DmaTransfer {
+  uint32_t bundle = 0;
+  isa::Opcode opcode = isa::Opcode::Invalid;
+  const isa::DmaDescriptor* desc = nullptr;
+  Memory* dst = nullptr;
+  Memory* src = nullptr;
+  int64_t dstOffset = 0, srcOffset = 0;
+  int sem = -1;   // signalled (+1) on completion
+  int sem2 = -1;  // dma.remote: the receive semaphore
+  uint64_t bytes = 0;
+  uint64_t hbmRead = 0, hbmWritten = 0;
+};
+
+class Machine {
+ public:
+  Machine(const isa::Program& program, const target::TargetDesc& target, const DecodedProgram& decoded);
+  ~Machine();
+
+  // Allocates memories and loads initial data and the entry's arguments.
+  // Returns an error message, or "".
+  std::string load(const isa::Entry& entry, const std::vector<std::string>& inputs);
+  std::vector<std::string> results(const isa::Entry& entry) const;
+
+  // Executes one op. Returns false on a fault (see fault()). Branches set
+  // `nextPc` (-1: fall through); halt sets `halted`.
+  bool exec(const DecodedOp& op, int64_t& nextPc);
+  // Copies staged results of a bundle into their registers.
+  void commit(const DecodedBundle& b);
+  // Resolves and checks a DMA op (does not move data).
+  bool prepareDma(const DecodedOp& op, DmaTransfer& out);
+  // Moves the data of a completed DMA and signals its semaphore(s).
+  void completeDma(const DmaTransfer& t);
+
+  // Semaphore an op names (checked); -1 after a fault.
+  int semIndex(const DecodedOp& op, const SemRef& ref);
+  int64_t semaphore(int i) const { return sems_[i]; }
+  // Amount a sem.wait / sem.signal op asks for.
+  int64_t semAmount(const DecodedOp& op) const;
+
+  const std::string& fault() const { return fault_; }
+  uint32_t sreg(int i) const { return sregs_[i]; }
+  const VReg& vreg(int i) const { return vregs_[i]; }
+  const VReg& vmask(int i) const { return vmasks_[i]; }
+  int mxuFifoCount(int u) const;
+
+ private:
+  struct MxuUnit;
+  struct XposeUnit;
+
+  bool failf(std::string message);
+  uint32_t srcScalar(const Src& s) const { return s.form == Src::Imm ? s.imm : sregs_[s.reg]; }
+  // Pointer to the words of a vector source (broadcasting a scalar register
+  // into the scratch vreg when needed).
+  const uint32_t* vsrc(const Src& s);
+  bool vmemRange(const DecodedOp& op, int64_t stride, uint32_t rowBytes, uint32_t align, int64_t& base);
+  bool smemWord(const DecodedOp& op, int64_t& addr);
+  bool dmaRange(const DecodedOp& op, const MemRef& ref, const isa::DmaDescriptor& d, bool isDst, Memory*& mem,
+                int64_t& offset);
+
+  bool execLoad(const DecodedOp& op);
+  bool execStore(const DecodedOp& op);
+  bool execMxu(const DecodedOp& op);
+  bool execXlu(const DecodedOp& op);
+  void execEup(const DecodedOp& op);
+
+  const isa::Program& program_;
+  const target::TargetDesc& target_;
+  const DecodedProgram& decoded_;
+  std::vector<uint32_t> sregs_;
+  std::vector<VReg> vregs_;
+  std::vector<VReg> vmasks_;  // 0 / 0xFFFFFFFF per element
+  std::vector<int64_t> sems_;
+  Memory vmem_, smem_;
+  std::vector<Memory> hbm_;  // by buffer index (non-HBM buffers stay empty)
+  std::vector<std::unique_ptr<MxuUnit>> mxus_;
+  std::vector<std::unique_ptr<XposeUnit>> xposes_;
+  std::string fault_;
+};
+
+// Rounds an f32 bit pattern to bf16 precision (nearest even; NaN stays a
+// quiet NaN), returned as an f32 bit pattern with the low 16 bits zero.
+inline uint32_t roundToBf16Bits(uint32_t u) {
+  uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  uint32_t nan = (u & 0xFFFF0000u) | 0x00400000u;
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded;
+}
+
+}  // namespace tpu::sim

@@ -1,0 +1,110 @@
+// The machine simulator: runs an isa::Program on one TensorCore of a target
+// chip. Two parts, kept apart in code (see src/sim/README.md):
+//   * functional (machine.h): what the program computes, exactly;
+//   * timing (timing.h): how many cycles it takes (issue slots, latencies,
+//     scoreboard, MXU occupancy, DMA engines sharing HBM bandwidth).
+// Faults (bounds, alignment, semaphores, deadlocks, --max-cycles) stop the
+// run with an error naming the bundle, its label and the address.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "isa/program.h"
+#include "support/diagnostics.h"
+#include "target/target.h"
+
+namespace tpu::sim {
+
+struct SimOptions {
+  // Entry to run; empty: the program's first entry.
+  std::string entry;
+  // Stop with a fault once the simulated clock passes this many cycles.
+  uint64_t maxCycles = 10'000'000'000ull;
+  // Record a Chrome/Perfetto trace (SimResult::traceJson).
+  bool trace = false;
+  // Events kept in the trace; later ones are counted but dropped.
+  size_t traceEventLimit = 1'000'000;
+  // Optional source position of each bundle (e.g. from the .llo assembler);
+  // faults then point at the source line. Indexed by bundle; may be shorter.
+  std::vector<SourceLocation> bundleLocations;
+  // Host threads for MXU arithmetic (0: choose; 1: none). Results do not
+  // depend on it.
+  int hostThreads = 0;
+};
+
+// Why issue was delayed (stall cycles are attributed to the longest wait).
+enum class StallReason : uint8_t {
+  Operand,     // a source register was not ready yet (scoreboard)
+  Unit,        // the unit (MXU pipe, ...) was still busy
+  MxuResult,   // mxu.pop waited for the result FIFO
+  Transpose,   // vxpose.pop waited for the tile
+  Semaphore,   // sem.wait waited for a DMA or signal
+  DmaQueue,    // too many DMAs outstanding
+  Sync,        // sync / halt waited for everything to finish
+};
+constexpr size_t kNumStallReasons = 7;
+std::string_view stallReasonName(StallReason reason);
+
+struct SimReport {
+  std::string targetName;
+  double clockHz = 0;
+  int mxuCount = 0;
+  uint64_t cycles = 0;
+  double seconds = 0;
+  uint64_t bundles = 0;  // bundles issued (dynamic count)
+  uint64_t ops = 0;      // ops issued
+  std::array<uint64_t, target::kNumSlotClasses> opsPerSlot{};
+  std::array<uint64_t, kNumStallReasons> stallCycles{};
+
+  // Work counted by the simulator.
+  uint64_t mxuPushes = 0;        // mxu.matmul ops
+  uint64_t mxuBusyCycles = 0;    // sum over MXUs of cycles a pipe was busy
+  double flops = 0;              // MXU bf16 FLOPs (2 per multiply-add)
+  double intOps = 0;             // MXU int8 ops
+  uint64_t vpuOps = 0;           // vector ALU / cvt ops (each 8x128 elements)
+  uint64_t dmaCount = 0;
+  uint64_t dmaBytes = 0;         // bytes moved by DMAs
+  uint64_t hbmBytesRead = 0;
+  uint64_t hbmBytesWritten = 0;
+  uint64_t dmaEngineBusyCycles = 0;  // sum over engines of cycles holding a DMA
+
+  // Derived figures (filled by simulate()).
+  double achievedFlops = 0;      // per second, bf16 + int8
+  double achievedHbmBytesPerSecond = 0;
+  double mxuUtilization = 0;     // MXU busy cycles / (cycles x MXUs)
+  double vpuUtilization = 0;     // vector ALU slot use / (cycles x valu slots)
+  double hbmUtilization = 0;     // achieved HBM bytes/s / peak
+  double dmaEngineUtilization = 0;
+  // Peaks of one TensorCore (the simulated core) and the chip's HBM.
+  double peakFlops = 0;
+  double peakIntOps = 0;
+  double peakHbmBytesPerSecond = 0;
+  target::RooflineBound roofline;  // flops + int ops vs HBM bytes on these peaks
+  double rooflineFraction = 0;     // roofline.seconds / seconds (1 = at the bound)
+  uint64_t traceEventsDropped = 0;
+};
+
+struct SimResult {
+  // Contents of the entry's result buffers, in Entry::results order.
+  std::vector<std::string> results;
+  SimReport report;
+  std::string traceJson;  // when SimOptions::trace
+};
+
+// Runs `entry` of `program`. `inputs` holds the bytes of each entry argument
+// (Entry::args order, exactly Buffer::sizeBytes() each). Verifies the program
+// against the target first. Returns nullopt after reporting an error (bad
+// program, bad inputs, or a fault while running).
+std::optional<SimResult> simulate(const isa::Program& program, const target::TargetDesc& target,
+                                  const std::vector<std::string>& inputs, const SimOptions& options,
+                                  DiagnosticEngine& diags);
+
+// The report as text (several lines) or as one JSON object (`--stats=json`).
+std::string renderReportText(const SimReport& report);
+std::string renderReportJson(const SimReport& report);
+
+}  // namespace tpu::sim
