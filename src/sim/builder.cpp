@@ -123,6 +123,20 @@ uint32_t ProgramBuilder::vmemBuffer(std::string name, isa::DType dtype, std::vec
   return static_cast<uint32_t>(program_.buffers.size() - 1);
 }
 
+uint32_t ProgramBuilder::initializedBuffer(std::string name, isa::MemSpace space, isa::DType dtype,
+                                          std::vector<int64_t> shape, uint64_t address, std::string init) {
+  isa::Buffer b;
+  b.name = std::move(name);
+  b.space = space;
+  b.dtype = dtype;
+  b.shape = std::move(shape);
+  b.address = address;
+  b.init = static_cast<int32_t>(program_.data.size());
+  program_.data.push_back(isa::DataBlob{std::move(init)});
+  program_.buffers.push_back(std::move(b));
+  return static_cast<uint32_t>(program_.buffers.size() - 1);
+}
+
 uint32_t ProgramBuilder::descriptor(std::string name, uint32_t chunkBytes, std::vector<isa::DmaDim> dims) {
   isa::DmaDescriptor d;
   d.name = std::move(name);

@@ -45,6 +45,9 @@ class ProgramBuilder {
 
   uint32_t hbmBuffer(std::string name, isa::DType dtype, std::vector<int64_t> shape);
   uint32_t vmemBuffer(std::string name, isa::DType dtype, std::vector<int64_t> shape, uint64_t address);
+  // A VMEM or SMEM buffer at `address` with initial contents `init` (bytes).
+  uint32_t initializedBuffer(std::string name, isa::MemSpace space, isa::DType dtype, std::vector<int64_t> shape,
+                             uint64_t address, std::string init);
   uint32_t descriptor(std::string name, uint32_t chunkBytes, std::vector<isa::DmaDim> dims);
   void entry(std::string name, std::vector<uint32_t> args, std::vector<uint32_t> results);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "sim/builder.h"
@@ -225,20 +226,57 @@ isa::Program matmulBf16(const target::TargetDesc& t, int64_t m, int64_t n, int64
                              {{static_cast<uint32_t>(rowsPerTile), NT * 4, n * 4}});
   b.entry("main", {A, B}, {C});
 
+  // Per-tile parameters, precomputed into an SMEM table (row t, 8 words):
+  // A prefetch flag and source (panel of tile t+2), B prefetch flag, source
+  // and destination, B blocks to wait for, the B panel of tile t+1, and the
+  // HBM offset of tile t's C block. Row T is padding.
+  constexpr int kRowWords = 8;
+  std::vector<int32_t> table((T + 1) * kRowWords, 0);
+  const int64_t bbufs[2] = {bbuf0, bbuf1};
+  for (int64_t tt = 0; tt < T; ++tt) {
+    int64_t mo = tt % MB, no = tt / MB;
+    int32_t* row = &table[tt * kRowWords];
+    row[0] = tt + 2 < T;
+    row[1] = static_cast<int32_t>(((tt + 2) % MB) * P);
+    bool nextPanel = no + 1 < NB;
+    if (pieces) {
+      row[2] = nextPanel && mo < KB;
+      row[3] = static_cast<int32_t>(mo * 128 * n * 2 + (no + 1) * NT * 2);
+      row[4] = static_cast<int32_t>(bbufs[(no + 1) % 2] + mo * RB);
+    } else {
+      row[2] = nextPanel && mo == 0;
+      row[3] = static_cast<int32_t>((no + 1) * NT * 2);
+      row[4] = static_cast<int32_t>(bbufs[(no + 1) % 2]);
+    }
+    row[5] = (mo == MB - 1 && nextPanel) ? static_cast<int32_t>(pieces ? KB : 1) : 0;
+    row[6] = static_cast<int32_t>(bbufs[((tt + 1) / MB) % 2]);
+    row[7] = static_cast<int32_t>(mo * rowsPerTile * n * 4 + no * NT * 4);
+  }
+  std::string tableBytes(table.size() * 4, '\0');
+  std::memcpy(tableBytes.data(), table.data(), tableBytes.size());
+  const int64_t tableAddr = 0;
+  b.initializedBuffer("tile_table", isa::MemSpace::Smem, DType::S32, {T + 1, kRowWords}, tableAddr,
+                      std::move(tableBytes));
+
   // Scalar registers.
   enum : int {
-    sA0 = 1, sA1 = 2, sB = 3, sBStage = 4, sAk = 5, sCPrev = 6, sCPrevHbm = 7, sMo = 8, sNo = 9, sT1 = 11,
-    sT2 = 12, sInner = 13, sTiles = 14, sCHbm = 15, sBOther = 18, sBNext = 17, sAAddr = 19, sCCur = 20,
-    sTile = 21, sA2 = 22, sCSum = 23, sBSum = 24
+    sA0 = 1, sA1 = 2, sB = 3, sBStage = 4, sAk = 5, sCPrev = 6, sCPrevHbm = 7, sT1 = 11, sT2 = 12, sInner = 13,
+    sTiles = 14, sCHbm = 15, sBNext = 17, sAAddr = 19, sCCur = 20, sA2 = 22, sCSum = 23, sAFlag = 25,
+    sBFlag = 26, sBSrc = 27, sBDst = 28, sBWait = 29, sRow = 30
   };
   int labelId = 0;
   auto fresh = [&](const char* stem) { return fmt::format("{}_{}", stem, labelId++); };
+  // Loads table row sRow into the parameter registers.
+  auto loadRow = [&](std::vector<isa::Instr>& out) {
+    const int regs[kRowWords] = {sAFlag, sT1, sBFlag, sBSrc, sBDst, sBWait, sBNext, sCHbm};
+    for (int i = 0; i < kRowWords; ++i) out.push_back(I("sld", {sreg(regs[i]), smem(sRow, i * 4)}));
+  };
 
   // One 128-deep k step: pushes (this step), pops (two steps back), staging
   // of the next step's weights. popMode: 0 none, 1 pop into the
-  // accumulator, 2 pop and add.
+  // accumulator, 2 pop and add. `epilogue` ops are placed after the rest.
   auto iteration = [&](bool push, int popMode, bool store, bool stage, std::vector<isa::Instr> prelude,
-                       int loopSreg, const std::string& loopLabel) {
+                       std::vector<isa::Instr> epilogue, bool resetAk, int loopSreg, const std::string& loopLabel) {
     Timeline tl(t);
     for (const isa::Instr& in : prelude) tl.place(in);
     std::vector<int> lastMM(U, -1), lastWP(U, -1), lastPop(U, -1);
@@ -278,48 +316,23 @@ isa::Program matmulBf16(const target::TargetDesc& t, int64_t m, int64_t n, int64
       for (int u = 0; u < U; ++u) tl.place(I("mxu.wlatch", {mxu(u)}), std::max(lastMM[u] + 1, lastWP[u] + wpushLat));
     }
     if (store) tl.place(I("dma.v2h", {desc(dC), hbm(C, sCPrevHbm, 0), vmem(sCPrev, 0), sem(2)}), lastVst + 1);
-    if (push) tl.place(I("sadd", {sreg(sAk), sreg(sAk), imm(256)}));
+    if (push) tl.place(resetAk ? I("smov", {sreg(sAk), imm(0)}) : I("sadd", {sreg(sAk), sreg(sAk), imm(256)}));
     if (stage) tl.place(I("sadd", {sreg(sBStage), sreg(sBStage), imm(RB)}));
+    for (const isa::Instr& in : epilogue) tl.place(in);
     tl.emit(b, push ? 8 * R : 0, loopSreg, loopLabel);
   };
 
   auto tile = [&](bool first) {
-    // Prefetch the A panel of tile t+2.
-    std::string noA = fresh("no_a_prefetch");
-    b.branch("br.ge", {sreg(sTile), imm(T - 2)}, noA);
-    scalarBlock(b, {I("sadd", {sreg(sT1), sreg(sTile), imm(2)}), I("srem", {sreg(sT1), sreg(sT1), imm(MB)}),
-                    I("smul", {sreg(sT1), sreg(sT1), imm(P)})});
+    // Header: prefetches and waits, parameters already in registers.
+    std::string noA = fresh("no_a_prefetch"), noB = fresh("no_b_prefetch");
+    b.branch("br.eq", {sreg(sAFlag), imm(0)}, noA);
     b.op("dma.h2v", {desc(dA), vmem(sA2, 0), hbm(A, sT1, 0), sem(0)});
     b.label(noA);
-    b.op("ssub", {sreg(sBOther), sreg(sBSum), sreg(sB)});
-    // Prefetch (part of) the next B panel.
-    std::string noB = fresh("no_b_prefetch");
-    b.branch("br.ge", {sreg(sNo), imm(NB - 1)}, noB);
-    if (pieces) {
-      b.branch("br.ge", {sreg(sMo), imm(KB)}, noB);
-      scalarBlock(b, {I("smul", {sreg(sT1), sreg(sMo), imm(128 * n * 2)}), I("sadd", {sreg(sT2), sreg(sNo), imm(1)}),
-                      I("smul", {sreg(sT2), sreg(sT2), imm(NT * 2)}), I("sadd", {sreg(sT1), sreg(sT1), sreg(sT2)}),
-                      I("smul", {sreg(sT2), sreg(sMo), imm(RB)}), I("sadd", {sreg(sT2), sreg(sT2), sreg(sBOther)})});
-      b.op("dma.h2v", {desc(dBp), vmem(sT2, 0), hbm(B, sT1, 0), sem(1)});
-    } else {
-      b.branch("br.ne", {sreg(sMo), imm(0)}, noB);
-      scalarBlock(b, {I("sadd", {sreg(sT2), sreg(sNo), imm(1)}), I("smul", {sreg(sT1), sreg(sT2), imm(NT * 2)})});
-      b.op("dma.h2v", {desc(dB), vmem(sBOther, 0), hbm(B, sT1, 0), sem(1)});
-    }
+    b.branch("br.eq", {sreg(sBFlag), imm(0)}, noB);
+    b.op("dma.h2v", {desc(pieces ? dBp : dB), vmem(sBDst, 0), hbm(B, sBSrc, 0), sem(1)});
     b.label(noB);
-    // The weights staged at the end of this tile come from the next tile's B panel.
-    scalarBlock(b, {I("scmp.eq", {sreg(sT2), sreg(sMo), imm(MB - 1)}),
-                    I("ssel", {sreg(sBNext), sreg(sT2), sreg(sBOther), sreg(sB)})});
-    std::string noW = fresh("no_b_wait");
-    b.branch("br.ne", {sreg(sMo), imm(MB - 1)}, noW);
-    b.branch("br.ge", {sreg(sNo), imm(NB - 1)}, noW);
-    b.op("sem.wait", {sem(1), imm(pieces ? KB : 1)});
-    b.label(noW);
-    b.op("sem.wait", {sem(0)});  // this tile's A panel
-    scalarBlock(b, {I("smov", {sreg(sAk), imm(0)}), I("sadd", {sreg(sBStage), sreg(sB), imm(RB)}),
-                    I("smul", {sreg(sCHbm), sreg(sMo), imm(rowsPerTile * n * 4)}),
-                    I("smul", {sreg(sT2), sreg(sNo), imm(NT * 4)}), I("sadd", {sreg(sCHbm), sreg(sCHbm), sreg(sT2)})});
-    // k steps.
+    b.op("sem.wait", {sem(1), sreg(sBWait)});  // the next panel, at the panel's last tile
+    b.op("sem.wait", {sem(0)});                // this tile's A panel
     for (int64_t kb = 0; kb < KB; ++kb) {
       int popMode = 0;
       bool store = false;
@@ -331,28 +344,29 @@ isa::Program matmulBf16(const target::TargetDesc& t, int64_t m, int64_t n, int64
       } else {
         popMode = kb == 2 ? 1 : 2;
       }
-      std::vector<isa::Instr> prelude;
-      if (kb == KB - 1) prelude.push_back(I("smov", {sreg(sBStage), sreg(sBNext)}));
       if (store) b.op("sem.wait", {sem(2)});  // the C buffer's previous DMA is done
       if (kb == 3 && KB - 4 >= 2) {
-        // Identical middle steps as a counted loop.
         b.op("smov", {sreg(sInner), imm(KB - 4)});
         std::string l = fresh("kstep");
         b.label(l);
-        iteration(true, 2, false, true, {}, sInner, l);
+        iteration(true, 2, false, true, {}, {}, false, sInner, l);
         kb = KB - 2;
         continue;
       }
-      iteration(true, popMode, store, true, prelude, -1, {});
-    }
-    // Rotate buffers and advance (mo, no).
-    scalarBlock(b, {I("smov", {sreg(sT1), sreg(sA0)}), I("smov", {sreg(sA0), sreg(sA1)}),
-                    I("smov", {sreg(sA1), sreg(sA2)}), I("smov", {sreg(sA2), sreg(sT1)}),
-                    I("smov", {sreg(sB), sreg(sBNext)}), I("smov", {sreg(sCPrev), sreg(sCCur)}),
+      std::vector<isa::Instr> prelude, epilogue;
+      bool last = kb == KB - 1;
+      if (last) {
+        prelude.push_back(I("smov", {sreg(sBStage), sreg(sBNext)}));
+        // Tile end: rotate buffers, load the next tile's parameters.
+        epilogue = {I("smov", {sreg(sT2), sreg(sA0)}),         I("smov", {sreg(sA0), sreg(sA1)}),
+                    I("smov", {sreg(sA1), sreg(sA2)}),         I("smov", {sreg(sA2), sreg(sT2)}),
+                    I("smov", {sreg(sB), sreg(sBNext)}),       I("smov", {sreg(sCPrev), sreg(sCCur)}),
                     I("ssub", {sreg(sCCur), sreg(sCSum), sreg(sCCur)}), I("smov", {sreg(sCPrevHbm), sreg(sCHbm)}),
-                    I("sadd", {sreg(sMo), sreg(sMo), imm(1)}), I("scmp.ne", {sreg(sT2), sreg(sMo), imm(MB)}),
-                    I("ssel", {sreg(sMo), sreg(sT2), sreg(sMo), imm(0)}), I("scmp.eq", {sreg(sT2), sreg(sMo), imm(0)}),
-                    I("sadd", {sreg(sNo), sreg(sNo), sreg(sT2)}), I("sadd", {sreg(sTile), sreg(sTile), imm(1)})});
+                    I("sadd", {sreg(sRow), sreg(sRow), imm(kRowWords * 4)})};
+        loadRow(epilogue);
+      }
+      iteration(true, popMode, store, true, prelude, epilogue, last, -1, {});
+    }
   };
 
   // Prologue: B panel 0 and A panels 0, 1 in flight; stage tile 0's first weights.
@@ -362,13 +376,14 @@ isa::Program matmulBf16(const target::TargetDesc& t, int64_t m, int64_t n, int64
                   I("smov", {sreg(sA2), imm(abuf2)}), I("smov", {sreg(sT1), imm((1 % MB) * P)})});
   b.op("dma.h2v", {desc(dA), vmem(sA0, 0), hbm(A, -1, 0), sem(0)});
   if (T > 1) b.op("dma.h2v", {desc(dA), vmem(sA1, 0), hbm(A, sT1, 0), sem(0)});
-  scalarBlock(b, {I("smov", {sreg(sB), imm(bbuf0)}), I("smov", {sreg(sMo), imm(0)}), I("smov", {sreg(sNo), imm(0)}),
-                  I("smov", {sreg(sTile), imm(0)}), I("smov", {sreg(sCCur), imm(cbuf0)}),
-                  I("smov", {sreg(sCPrev), imm(cbuf1)}), I("smov", {sreg(sCPrevHbm), imm(0)}),
-                  I("smov", {sreg(sCSum), imm(cbuf0 + cbuf1)}), I("smov", {sreg(sBSum), imm(bbuf0 + bbuf1)}),
-                  I("smov", {sreg(sBStage), imm(bbuf0)})});
+  std::vector<isa::Instr> init = {I("smov", {sreg(sB), imm(bbuf0)}),         I("smov", {sreg(sAk), imm(0)}),
+                                  I("smov", {sreg(sCCur), imm(cbuf0)}),      I("smov", {sreg(sCPrev), imm(cbuf1)}),
+                                  I("smov", {sreg(sCPrevHbm), imm(0)}),      I("smov", {sreg(sCSum), imm(cbuf0 + cbuf1)}),
+                                  I("smov", {sreg(sBStage), imm(bbuf0)}),    I("smov", {sreg(sRow), imm(tableAddr)})};
+  loadRow(init);
+  scalarBlock(b, init);
   b.op("sem.wait", {sem(1)});
-  iteration(false, 0, false, true, {}, -1, {});
+  iteration(false, 0, false, true, {}, {}, false, -1, {});
   tile(true);
   if (T > 1) {
     b.op("smov", {sreg(sTiles), imm(T - 1)});
@@ -377,9 +392,9 @@ isa::Program matmulBf16(const target::TargetDesc& t, int64_t m, int64_t n, int64
     b.branch("loop", {sreg(sTiles)}, "tile");
   }
   // Epilogue: the last tile's final two steps.
-  iteration(false, 2, false, false, {}, -1, {});
+  iteration(false, 2, false, false, {}, {}, false, -1, {});
   b.op("sem.wait", {sem(2)});
-  iteration(false, 2, true, false, {}, -1, {});
+  iteration(false, 2, true, false, {}, {}, false, -1, {});
   b.op("halt", {});
   return b.finish();
 }

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "sim/mxu_kernel.h"
+#include "sim/mxu_pool.h"
 
 namespace tpu::sim {
 
@@ -29,8 +31,9 @@ bool Memory::allocate(uint64_t size) {
 }
 
 struct Machine::MxuUnit {
-  std::vector<float> stage = std::vector<float>(kMxuDim * kMxuDim);
-  std::vector<float> active = std::vector<float>(kMxuDim * kMxuDim);
+  // bf16 weights as f32; shared with in-flight host jobs (mxu_pool.h).
+  std::shared_ptr<std::vector<float>> stage = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
+  std::shared_ptr<std::vector<float>> active = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
   std::vector<int32_t> stageI = std::vector<int32_t>(kMxuDim * kMxuDim);
   std::vector<int32_t> activeI = std::vector<int32_t>(kMxuDim * kMxuDim);
   int staged = 0;
@@ -39,6 +42,7 @@ struct Machine::MxuUnit {
   bool hasWeights = false;
   bool weightsInt8 = false;
   std::vector<VReg> fifo;
+  std::vector<int64_t> fifoJob;  // host job computing each slot, or -1
   int head = 0, count = 0;
 };
 
@@ -120,7 +124,8 @@ std::string where(isa::MemSpace space) {
 
 }  // namespace
 
-Machine::Machine(const isa::Program& program, const target::TargetDesc& target, const DecodedProgram& decoded)
+Machine::Machine(const isa::Program& program, const target::TargetDesc& target, const DecodedProgram& decoded,
+                 int hostThreads)
     : program_(program), target_(target), decoded_(decoded) {
   const RegisterLayout& L = decoded.regs;
   sregs_.assign(L.sregTotal, 0);
@@ -134,10 +139,16 @@ Machine::Machine(const isa::Program& program, const target::TargetDesc& target, 
   for (int i = 0; i < target.mxu.count; ++i) {
     auto m = std::make_unique<MxuUnit>();
     m->fifo.resize(std::max(1, target.mxu.resultFifoDepth));
+    m->fifoJob.assign(m->fifo.size(), -1);
     mxus_.push_back(std::move(m));
   }
   for (int i = 0; i < std::max(1, target.slotCount(target::SlotClass::Xlu)); ++i)
     xposes_.push_back(std::make_unique<XposeUnit>());
+  if (hostThreads <= 0) hostThreads = std::min(4, static_cast<int>(std::thread::hardware_concurrency()));
+  // Only programs that use the MXUs gain from a worker thread.
+  bool usesMxu = false;
+  for (const DecodedOp& op : decoded.ops) usesMxu |= op.opcode == Opcode::MxuMatmulBf16;
+  pool_ = std::make_unique<MxuPool>(usesMxu ? std::max(0, hostThreads - 1) : 0);
 }
 
 Machine::~Machine() = default;
@@ -460,13 +471,17 @@ bool Machine::execMxu(const DecodedOp& op) {
       }
       const uint32_t* a = vregs_[op.a.reg].w;
       int blk = m.staged * kSublanes;
-      for (int j = 0; j < kSublanes; ++j)
-        for (int i = 0; i < kLanes; ++i) {
-          uint32_t x = a[j * kLanes + i];
-          if (op.opcode == Opcode::MxuWPushBf16) m.stage[(blk + j) * kMxuDim + i] = f(roundToBf16Bits(x));
-          else if (op.opcode == Opcode::MxuWPushTBf16) m.stage[i * kMxuDim + blk + j] = f(roundToBf16Bits(x));
-          else m.stageI[(blk + j) * kMxuDim + i] = std::clamp(s(x), -128, 127);
-        }
+      if (op.opcode == Opcode::MxuWPushBf16) {
+        float* w = m.stage->data() + blk * kMxuDim;
+        for (int i = 0; i < kVregWords; ++i) w[i] = f(roundToBf16Bits(a[i]));
+      } else if (op.opcode == Opcode::MxuWPushTBf16) {
+        float* w = m.stage->data();
+        for (int j = 0; j < kSublanes; ++j)
+          for (int i = 0; i < kLanes; ++i) w[i * kMxuDim + blk + j] = f(roundToBf16Bits(a[j * kLanes + i]));
+      } else {
+        int32_t* w = m.stageI.data() + blk * kMxuDim;
+        for (int i = 0; i < kVregWords; ++i) w[i] = std::clamp(s(a[i]), -128, 127);
+      }
       ++m.staged;
       return true;
     }
@@ -476,8 +491,12 @@ bool Machine::execMxu(const DecodedOp& op) {
                                  kTileBlocks));
       if (m.stageMixed)
         return failf(fmt::format("mxu.wlatch on mxu{}: the staged weights mix bf16 and int8 pushes", op.unit));
-      if (m.stageInt8) m.activeI.swap(m.stageI);
-      else m.active.swap(m.stage);
+      if (m.stageInt8) {
+        m.activeI.swap(m.stageI);
+      } else {
+        m.active = std::move(m.stage);
+        m.stage = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
+      }
       m.weightsInt8 = m.stageInt8;
       m.hasWeights = true;
       m.staged = 0;
@@ -494,13 +513,15 @@ bool Machine::execMxu(const DecodedOp& op) {
         return failf(fmt::format("{} on mxu{}: the result FIFO is full ({} results not popped); issue would "
                                  "stall forever",
                                  op.desc->mnemonic, op.unit, depth));
-      VReg& slot = m.fifo[(m.head + m.count) % depth];
+      int slotIndex = (m.head + m.count) % depth;
+      VReg& slot = m.fifo[slotIndex];
+      m.fifoJob[slotIndex] = -1;
       ++m.count;
       const uint32_t* a = vregs_[op.a.reg].w;
       alignas(64) float af[kVregWords];
       if (!int8) {
         for (int i = 0; i < kVregWords; ++i) af[i] = f(roundToBf16Bits(a[i]));
-        mxuMatmulF32(af, m.active.data(), reinterpret_cast<float*>(slot.w));
+        m.fifoJob[slotIndex] = static_cast<int64_t>(pool_->submit(af, m.active, reinterpret_cast<float*>(slot.w)));
       } else {
         alignas(64) int32_t ai[kVregWords];
         for (int i = 0; i < kVregWords; ++i) ai[i] = std::clamp(s(a[i]), -128, 127);
@@ -510,6 +531,7 @@ bool Machine::execMxu(const DecodedOp& op) {
     }
     case Opcode::MxuPop: {
       if (m.count == 0) return failf(fmt::format("mxu.pop on mxu{}: the result FIFO is empty", op.unit));
+      if (m.fifoJob[m.head] >= 0) pool_->wait(static_cast<uint64_t>(m.fifoJob[m.head]));
       std::memcpy(vregs_[op.d].w, m.fifo[m.head].w, sizeof(VReg));
       m.head = (m.head + 1) % static_cast<int>(m.fifo.size());
       --m.count;

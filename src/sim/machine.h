@@ -70,7 +70,9 @@ struct DmaTransfer {
 
 class Machine {
  public:
-  Machine(const isa::Program& program, const target::TargetDesc& target, const DecodedProgram& decoded);
+  // `hostThreads`: host threads for MXU arithmetic (0: choose).
+  Machine(const isa::Program& program, const target::TargetDesc& target, const DecodedProgram& decoded,
+          int hostThreads = 0);
   ~Machine();
 
   // Allocates memories and loads initial data and the entry's arguments.
@@ -132,6 +134,8 @@ class Machine {
   std::vector<std::unique_ptr<MxuUnit>> mxus_;
   std::vector<std::unique_ptr<XposeUnit>> xposes_;
   std::string fault_;
+  // Declared last: destroyed (threads joined) before the FIFOs it writes.
+  std::unique_ptr<class MxuPool> pool_;
 };
 
 // Rounds an f32 bit pattern to bf16 precision (nearest even; NaN stays a

@@ -165,7 +165,7 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
     return std::nullopt;
   }
   decoded_ = decodeProgram(program_, target_);
-  machine_ = std::make_unique<Machine>(program_, target_, decoded_);
+  machine_ = std::make_unique<Machine>(program_, target_, decoded_, options_.hostThreads);
   if (std::string e = machine_->load(*entry, inputs); !e.empty()) {
     diags_.error(e);
     return std::nullopt;

@@ -1,0 +1,92 @@
+#include "sim/mxu_pool.h"
+
+#include <cstring>
+
+#include "sim/mxu_kernel.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define TPU_SIM_PAUSE() _mm_pause()
+#else
+#define TPU_SIM_PAUSE() ((void)0)
+#endif
+
+namespace tpu::sim {
+
+struct MxuPool::Job {
+  alignas(64) float a[kPushRows * kMxuDim];
+  std::shared_ptr<const std::vector<float>> w;
+  float* out = nullptr;
+  std::atomic<int> state{2};  // 0 pending, 1 running, 2 done
+};
+
+MxuPool::MxuPool(int workers) : jobs_(new Job[kCapacity]) {
+  for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { run(); });
+}
+
+MxuPool::~MxuPool() {
+  stop_.store(true);
+  published_.fetch_add(1);  // wake a sleeping worker
+  published_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+bool MxuPool::tryRun(uint64_t id) {
+  Job& j = jobs_[id % kCapacity];
+  int expected = 0;
+  if (!j.state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return false;
+  mxuMatmulF32(j.a, j.w->data(), j.out);
+  j.w.reset();
+  j.state.store(2, std::memory_order_release);
+  return true;
+}
+
+void MxuPool::run() {
+  uint64_t next = 0;
+  int idle = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    uint64_t pub = published_.load(std::memory_order_acquire);
+    if (next < pub) {
+      tryRun(next++);
+      idle = 0;
+      continue;
+    }
+    if (++idle < 4000) {
+      TPU_SIM_PAUSE();
+      continue;
+    }
+    // Nothing to do for a while: sleep until the next submit.
+    sleeping_.store(true);
+    if (published_.load() == pub && !stop_.load()) published_.wait(pub);
+    sleeping_.store(false);
+    idle = 0;
+  }
+}
+
+uint64_t MxuPool::submit(const float* a, std::shared_ptr<const std::vector<float>> w, float* out) {
+  uint64_t id = published_.load(std::memory_order_relaxed);
+  Job& j = jobs_[id % kCapacity];
+  if (id >= kCapacity) wait(id - kCapacity);  // the slot's previous job
+  std::memcpy(j.a, a, sizeof j.a);
+  j.w = std::move(w);
+  j.out = out;
+  if (threads_.empty()) {
+    mxuMatmulF32(j.a, j.w->data(), j.out);
+    j.w.reset();
+    j.state.store(2, std::memory_order_relaxed);
+    published_.store(id + 1, std::memory_order_relaxed);
+    return id;
+  }
+  j.state.store(0, std::memory_order_relaxed);
+  published_.store(id + 1);  // seq_cst: pairs with the worker's sleeping_ check
+  if (sleeping_.load()) published_.notify_one();
+  return id;
+}
+
+void MxuPool::wait(uint64_t id) {
+  Job& j = jobs_[id % kCapacity];
+  if (tryRun(id)) return;
+  while (j.state.load(std::memory_order_acquire) != 2) TPU_SIM_PAUSE();
+}
+
+}  // namespace tpu::sim
