@@ -104,6 +104,16 @@ __attribute__((target_clones("fma", "default"))) void vfmaKernel(uint32_t* d, co
   for (int i = 0; i < kVregWords; ++i) d[i] = u(std::fma(f(a[i]), f(b[i]), f(c[i])));
 }
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) void roundBlockToBf16(float* w, const uint32_t* a) {
+  for (int i = 0; i < kVregWords; ++i) w[i] = f(roundToBf16Bits(a[i]));
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void widenBf16Row(uint32_t* d, const uint8_t* src) {
+  uint16_t row[kLanes];
+  std::memcpy(row, src, sizeof row);
+  for (int l = 0; l < kLanes; ++l) d[l] = static_cast<uint32_t>(row[l]) << 16;
+}
+
 __attribute__((target_clones("avx2", "default"))) void roundKernel(uint32_t* d, const uint32_t* a, int mode) {
   switch (mode) {
     case 0:
@@ -268,9 +278,7 @@ bool Machine::execLoad(const DecodedOp& op) {
       if (!vmemRange(op, op.stride, 256, 2, base)) return false;
       for (int i = 0; i < kSublanes; ++i) {
         if (!(op.sublanes & (1u << i))) continue;
-        uint16_t row[kLanes];
-        std::memcpy(row, vmem_.data() + base + op.stride * i, sizeof row);
-        for (int l = 0; l < kLanes; ++l) d[i * kLanes + l] = static_cast<uint32_t>(row[l]) << 16;
+        widenBf16Row(d + i * kLanes, vmem_.data() + base + op.stride * i);
       }
       return true;
     case Opcode::VLdS8:
@@ -472,8 +480,7 @@ bool Machine::execMxu(const DecodedOp& op) {
       const uint32_t* a = vregs_[op.a.reg].w;
       int blk = m.staged * kSublanes;
       if (op.opcode == Opcode::MxuWPushBf16) {
-        float* w = m.stage->data() + blk * kMxuDim;
-        for (int i = 0; i < kVregWords; ++i) w[i] = f(roundToBf16Bits(a[i]));
+        roundBlockToBf16(m.stage->data() + blk * kMxuDim, a);
       } else if (op.opcode == Opcode::MxuWPushTBf16) {
         float* w = m.stage->data();
         for (int j = 0; j < kSublanes; ++j)
@@ -518,9 +525,8 @@ bool Machine::execMxu(const DecodedOp& op) {
       m.fifoJob[slotIndex] = -1;
       ++m.count;
       const uint32_t* a = vregs_[op.a.reg].w;
-      alignas(64) float af[kVregWords];
       if (!int8) {
-        for (int i = 0; i < kVregWords; ++i) af[i] = f(roundToBf16Bits(a[i]));
+        const float* af = reinterpret_cast<const float*>(a);
         m.fifoJob[slotIndex] = static_cast<int64_t>(pool_->submit(af, m.active, reinterpret_cast<float*>(slot.w)));
       } else {
         alignas(64) int32_t ai[kVregWords];

@@ -13,6 +13,20 @@
 
 namespace tpu::sim {
 
+namespace {
+// Rounds the pushed operand to bf16 (on the worker, off the simulator loop).
+__attribute__((target_clones("avx512f", "avx2", "default"))) void roundOperand(float* a) {
+  for (int i = 0; i < kPushRows * kMxuDim; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &a[i], 4);
+    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    uint32_t nan = (u & 0xFFFF0000u) | 0x00400000u;
+    u = (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded;
+    std::memcpy(&a[i], &u, 4);
+  }
+}
+}  // namespace
+
 struct MxuPool::Job {
   alignas(64) float a[kPushRows * kMxuDim];
   std::shared_ptr<const std::vector<float>> w;
@@ -35,6 +49,7 @@ bool MxuPool::tryRun(uint64_t id) {
   Job& j = jobs_[id % kCapacity];
   int expected = 0;
   if (!j.state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return false;
+  roundOperand(j.a);
   mxuMatmulF32(j.a, j.w->data(), j.out);
   j.w.reset();
   j.state.store(2, std::memory_order_release);
@@ -71,6 +86,7 @@ uint64_t MxuPool::submit(const float* a, std::shared_ptr<const std::vector<float
   j.w = std::move(w);
   j.out = out;
   if (threads_.empty()) {
+    roundOperand(j.a);
     mxuMatmulF32(j.a, j.w->data(), j.out);
     j.w.reset();
     j.state.store(2, std::memory_order_relaxed);

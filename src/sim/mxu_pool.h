@@ -20,8 +20,9 @@ class MxuPool {
   MxuPool(const MxuPool&) = delete;
   MxuPool& operator=(const MxuPool&) = delete;
 
-  // Queues out = a x w (mxuMatmulF32). `a` is copied; `w` is kept alive by
-  // `keep` until the job is done. Returns the job id.
+  // Queues out = bf16(a) x w (mxuMatmulF32; `a` is rounded to bf16 by the
+  // job). `a` is copied; `w` is kept alive until the job is done. Returns
+  // the job id.
   uint64_t submit(const float* a, std::shared_ptr<const std::vector<float>> w, float* out);
   // Returns once the job's result is written.
   void wait(uint64_t job);
