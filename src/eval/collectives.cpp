@@ -64,6 +64,16 @@ bool CollectiveHub::wasAborted(int device) const {
   return victim_[static_cast<size_t>(device)];
 }
 
+GroupMode groupMode(const Instruction& inst) {
+  const Opcode op = inst.opcode();
+  const auto& a = inst.attrs();
+  const bool noGlobalField = op == Opcode::AllToAll || op == Opcode::CollectivePermute ||
+                             op == Opcode::CollectivePermuteStart || op == Opcode::CollectiveBroadcast;
+  if (!a.channelId) return GroupMode::CrossReplica;
+  if (noGlobalField) return GroupMode::CrossPartition;
+  return a.useGlobalDeviceIds ? GroupMode::Flattened : GroupMode::CrossReplicaAndPartition;
+}
+
 namespace {
 
 Value concatAlong(const std::vector<Value>& parts, size_t d) {
@@ -105,21 +115,12 @@ std::optional<Value> Interp::evalCollective(const Instruction& inst, std::span<c
       error(inst, "operands must be arrays");
       return std::nullopt;
     }
-  // Group mode (XLA's GetCollectiveOpGroupMode).
-  const bool noGlobalField = op == Opcode::AllToAll || op == Opcode::CollectivePermute ||
-                             op == Opcode::CollectivePermuteStart || op == Opcode::CollectiveBroadcast;
-  enum class Mode { CrossReplica, CrossPartition, CrossReplicaAndPartition, Flattened } mode;
-  if (!a.channelId) {
-    if (a.useGlobalDeviceIds) {
-      error(inst, "use_global_device_ids=true needs a channel_id");
-      return std::nullopt;
-    }
-    mode = Mode::CrossReplica;
-  } else if (noGlobalField) {
-    mode = Mode::CrossPartition;
-  } else {
-    mode = a.useGlobalDeviceIds ? Mode::Flattened : Mode::CrossReplicaAndPartition;
+  if (!a.channelId && a.useGlobalDeviceIds) {
+    error(inst, "use_global_device_ids=true needs a channel_id");
+    return std::nullopt;
   }
+  using Mode = GroupMode;
+  const Mode mode = groupMode(inst);
   const int64_t domain = mode == Mode::CrossReplica ? R : mode == Mode::CrossPartition ? P
                                                                                        : mode == Mode::Flattened ? R * P : R;
   std::vector<std::vector<int64_t>> idGroups;
@@ -211,6 +212,18 @@ std::optional<Value> Interp::evalCollective(const Instruction& inst, std::span<c
     return acc;
   };
   const size_t d = a.dimensions.empty() ? 0 : static_cast<size_t>(a.dimensions[0]);
+  // Result shape of operand k (tuple element k for several operands).
+  auto resultDims = [&](size_t k) -> const std::vector<int64_t>* {
+    const hlo::Shape& s = inst.shape();
+    const hlo::Shape* e = s.isTuple() ? (k < static_cast<size_t>(s.tupleSize()) ? &s.tupleElement(static_cast<int64_t>(k)) : nullptr) : &s;
+    return e && e->isArray() ? &e->dimensions() : nullptr;
+  };
+  // Scalars riding along in torch-xla's tuple collectives (ordering tokens)
+  // keep their shape: all-gather passes them through, reduce-scatter reduces.
+  auto unchanged = [&](size_t k) {
+    const auto* rd = resultDims(k);
+    return ops[k]->rank() == 0 && rd && rd->empty();
+  };
   auto checkDim = [&](const Value& v) {
     if (a.dimensions.empty() || d >= v.dims().size()) return error(inst, "dimension out of range");
     return true;
@@ -230,6 +243,10 @@ std::optional<Value> Interp::evalCollective(const Instruction& inst, std::span<c
     case Opcode::AllGatherStart: {
       std::vector<Value> res;
       for (size_t k = 0; k < ops.size(); ++k) {
+        if (unchanged(k) && op == Opcode::AllGather) {
+          res.push_back(*ops[k]);
+          continue;
+        }
         if (!checkDim(*ops[k])) return std::nullopt;
         std::vector<Value> parts;
         for (int64_t dev : group) parts.push_back(contrib(dev, k));
@@ -247,6 +264,12 @@ std::optional<Value> Interp::evalCollective(const Instruction& inst, std::span<c
     case Opcode::ReduceScatter: {
       std::vector<Value> res;
       for (size_t k = 0; k < ops.size(); ++k) {
+        if (unchanged(k)) {
+          auto r = allReduce(k);
+          if (!r) return std::nullopt;
+          res.push_back(std::move(*r));
+          continue;
+        }
         if (!checkDim(*ops[k])) return std::nullopt;
         if (ops[k]->dims()[d] % G != 0) {
           error(inst, fmt::format("dimension {} of size {} does not split into {} shards", d, ops[k]->dims()[d], G));

@@ -9,8 +9,10 @@
 //   stream: SplitMix64 starting from `seed` (state += 0x9E3779B97F4A7C15,
 //           then the standard xor-shift-multiply finaliser), one draw per
 //           element in row-major order (two for complex: real, imaginary).
-//   floats (all widths): u = (draw >> 11) * 2^-53 in [0, 1); value = 2u - 1,
-//           i.e. uniform in [-1, 1), rounded to nearest even into the type.
+//   floats: u = (draw >> 11) * 2^-53 in [0, 1); v = 2u - 1 (uniform in
+//           [-1, 1), exact in f64). f64 takes v; every other float type
+//           takes v rounded to f32, then rounded to the type (nearest even);
+//           complex: both parts that way (c128 parts keep f64).
 //   signed ints: draw % 9 - 4 in [-4, 4] (s2: draw % 4 - 2; s1: draw % 2 - 1);
 //   unsigned ints: draw % 9 in [0, 8] (u1/u2: draw % 2^bits);
 //   pred: draw & 1.

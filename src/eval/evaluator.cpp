@@ -840,6 +840,47 @@ bool prepareConstants(const hlo::Module& module, const EvalOptions& options, Sha
   return true;
 }
 
+// Raises the simulated replica/partition counts (those the caller did not
+// fix) to what the collectives' replica groups and permute pairs name.
+void inferDeviceCounts(const hlo::Module& module, const EvalOptions& options, SharedState& shared,
+                       DiagnosticEngine& diags) {
+  int64_t needR = shared.replicas, needP = shared.partitions;
+  const Instruction* why = nullptr;
+  for (const auto& comp : module.computations()) {
+    for (const auto& inst : comp->instructions()) {
+      if (!hlo::isCollective(inst->opcode())) continue;
+      int64_t maxId = -1;
+      if (inst->attrs().replicaGroups)
+        for (const auto& g : inst->attrs().replicaGroups->groups)
+          for (int64_t id : g) maxId = std::max(maxId, id);
+      for (const auto& [src, dst] : inst->attrs().sourceTargetPairs) maxId = std::max({maxId, src, dst});
+      if (maxId < 0 || maxId > 1 << 20) continue;
+      int64_t r = needR, p = needP;
+      switch (groupMode(*inst)) {
+        case GroupMode::CrossReplica:
+        case GroupMode::CrossReplicaAndPartition: r = std::max(r, maxId + 1); break;
+        case GroupMode::CrossPartition: p = std::max(p, maxId + 1); break;
+        case GroupMode::Flattened:
+          if (r * p <= maxId) {
+            if (options.replicas == 0) r = (maxId + 1 + p - 1) / p;
+            else p = (maxId + 1 + r - 1) / r;
+          }
+          break;
+      }
+      if (options.replicas == 0 && r > needR) needR = r, why = inst.get();
+      if (options.partitions == 0 && p > needP) needP = p, why = inst.get();
+    }
+  }
+  if (why && needR * needP <= 1024) {
+    diags.warning(why->location(),
+                  fmt::format("the module declares {} replica(s) x {} partition(s) but its collectives (e.g. '{}') "
+                              "name more devices: simulating {} x {} (set --replicas/--partitions to choose)",
+                              shared.replicas, shared.partitions, why->name(), needR, needP));
+    shared.replicas = needR;
+    shared.partitions = needP;
+  }
+}
+
 }  // namespace
 
 std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::span<const hlo::Literal> args,
@@ -874,6 +915,7 @@ std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::spa
   shared.options = options;
   shared.replicas = options.replicas > 0 ? options.replicas : std::max<int64_t>(module.config().replicaCount, 1);
   shared.partitions = options.partitions > 0 ? options.partitions : std::max<int64_t>(module.config().numPartitions, 1);
+  inferDeviceCounts(module, options, shared, diags);
   const int64_t devices = shared.replicas * shared.partitions;
   if (devices > 1024) {
     diags.error(fmt::format("{} simulated devices is too many (at most 1024)", devices));

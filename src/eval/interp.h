@@ -30,6 +30,10 @@ struct SharedState {
   CollectiveHub* hub = nullptr;
 };
 
+// How a collective's replica groups name devices (XLA's GetCollectiveOpGroupMode).
+enum class GroupMode { CrossReplica, CrossPartition, CrossReplicaAndPartition, Flattened };
+GroupMode groupMode(const hlo::Instruction& inst);
+
 // The single binary op a scalar computation consists of (root = op(p0, p1)).
 std::optional<BinaryOp> simpleBinaryOp(const hlo::Computation& c);
 // Root is parameter 1 (scatter "overwrite").

@@ -18,6 +18,9 @@ namespace tpu::runner {
 
 namespace {
 
+// Results printed without --output are summarised beyond this many elements.
+constexpr int64_t kSummarizeAbove = 1000;
+
 // "@path" or a bare path ending in .npy names a file.
 std::optional<std::string> filePath(const std::string& spec) {
   if (!spec.empty() && spec[0] == '@') return spec.substr(1);
@@ -95,7 +98,8 @@ RunReport deliverResults(const hlo::Literal& result, const RunOptions& options, 
   for (size_t i = 0; i < n; ++i) {
     const hlo::Literal& r = *leaves[i];
     if (options.outputs.empty()) {
-      if (options.expected.empty()) report.stdoutText += fmt::format("result[{}]: {}\n", i, formatLiteral(r));
+      if (options.expected.empty())
+        report.stdoutText += fmt::format("result[{}]: {}\n", i, formatLiteral(r, kSummarizeAbove));
       continue;
     }
     const std::string& spec = options.outputs[i];

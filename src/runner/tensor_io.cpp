@@ -262,13 +262,38 @@ std::string formatElement(const hlo::Literal& l, int64_t i) {
 
 }  // namespace
 
-std::string formatLiteral(const hlo::Literal& literal) {
+namespace {
+
+void formatLevel(const hlo::Literal& l, const std::vector<int64_t>& dims, size_t d, int64_t base, bool summarize,
+                 std::string& out) {
+  constexpr int64_t kEdge = 3;
+  const int64_t n = dims[d];
+  out += '{';
+  const bool cut = summarize && n > 2 * kEdge;
+  bool first = true;
+  for (int64_t i = 0; i < n; ++i) {
+    if (cut && i == kEdge) {
+      out += ", ...";
+      i = n - kEdge;
+    }
+    if (!first) out += ", ";
+    first = false;
+    const int64_t lin = base * n + i;
+    if (d + 1 == dims.size()) out += formatElement(l, lin);
+    else formatLevel(l, dims, d + 1, lin, summarize, out);
+  }
+  out += '}';
+}
+
+}  // namespace
+
+std::string formatLiteral(const hlo::Literal& literal, int64_t summarizeAbove) {
   const hlo::Shape& s = literal.shape();
   if (s.isTuple()) {
     std::string out = "(";
     for (size_t i = 0; i < literal.tupleElements().size(); ++i) {
       if (i) out += ", ";
-      out += formatLiteral(literal.tupleElements()[i]);
+      out += formatLiteral(literal.tupleElements()[i], summarizeAbove);
     }
     return out + ")";
   }
@@ -276,24 +301,8 @@ std::string formatLiteral(const hlo::Literal& literal) {
   std::string out = s.toString(false) + " ";
   const auto& dims = s.dimensions();
   if (dims.empty()) return out + formatElement(literal, 0);
-  const int64_t n = literal.elementCount();
-  std::vector<int64_t> idx(dims.size(), 0);
-  out += std::string(dims.size(), '{');
-  if (n == 0) return out + std::string(dims.size(), '}');
-  for (int64_t i = 0; i < n; ++i) {
-    out += formatElement(literal, i);
-    size_t closed = 0;
-    for (size_t d = dims.size(); d-- > 0;) {
-      if (++idx[d] < dims[d]) break;
-      idx[d] = 0;
-      ++closed;
-    }
-    if (i + 1 == n) break;
-    out += std::string(closed, '}');
-    out += ", ";
-    out += std::string(closed, '{');
-  }
-  return out + std::string(dims.size(), '}');
+  formatLevel(literal, dims, 0, 0, summarizeAbove >= 0 && literal.elementCount() > summarizeAbove, out);
+  return out;
 }
 
 std::vector<const hlo::Literal*> flattenLiteral(const hlo::Literal& literal) {

@@ -41,8 +41,10 @@ std::optional<hlo::Literal> parseInlineLiteral(std::string_view text, const hlo:
 hlo::Literal randomLiteral(const hlo::Shape& shape, uint64_t seed, int64_t index);
 
 // Text rendering: `f32[2,3] {{1, 2, 3}, {4, 5, 6}}` (floats in shortest
-// round-trip form of their type).
-std::string formatLiteral(const hlo::Literal& literal);
+// round-trip form of their type). Arrays of more than `summarizeAbove`
+// elements (if >= 0) show only the first and last 3 entries of each long
+// dimension, numpy-style, with `...` between.
+std::string formatLiteral(const hlo::Literal& literal, int64_t summarizeAbove = -1);
 
 // Array leaves of a (possibly nested) tuple in order.
 std::vector<const hlo::Literal*> flattenLiteral(const hlo::Literal& literal);
