@@ -1,0 +1,106 @@
+#include "sim/run_program.h"
+
+#include <fmt/format.h>
+
+#include "isa/encoding.h"
+#if TPU_SIM_HAVE_LLO
+#include "llo/text.h"
+#endif
+
+namespace tpu::sim {
+
+bool isMachineProgram(std::string_view path, std::string_view contents) {
+  return isa::isTpuBinary(contents) || path.ends_with(".llo") || path.ends_with(".tpu");
+}
+
+namespace {
+
+std::optional<target::TargetDesc> programTarget(const isa::Program& p, const std::string& override,
+                                                DiagnosticEngine& diags) {
+  if (!override.empty()) {
+    auto t = target::loadTarget(override, diags);
+    if (!t) return std::nullopt;
+    if (!p.targetName.empty() && p.targetName != t->name) {
+      diags.error(fmt::format("the program was built for target '{}', not '{}'", p.targetName, t->name));
+      return std::nullopt;
+    }
+    return t;
+  }
+  if (!p.targetJson.empty()) {
+    SourceFile file(fmt::format("<target '{}' recorded in the program>", p.targetName), p.targetJson);
+    return target::parseTarget(file, diags);
+  }
+  return target::loadTarget(p.targetName.empty() ? "v5e" : p.targetName, diags);
+}
+
+}  // namespace
+
+std::optional<LoadedProgram> loadProgram(const SourceFile& file, const std::string& targetOverride,
+                                         DiagnosticEngine& diags) {
+  LoadedProgram out;
+  if (isa::isTpuBinary(file.contents())) {
+    SourceFile binary(file.name(), std::string(file.contents()));
+    binary.setBinary(true);
+    auto p = isa::decodeProgram(binary, diags);
+    if (!p) return std::nullopt;
+    out.program = std::move(*p);
+    auto t = programTarget(out.program, targetOverride, diags);
+    if (!t) return std::nullopt;
+    out.target = std::move(*t);
+    return out;
+  }
+#if TPU_SIM_HAVE_LLO
+  llo::AsmOptions opts;
+  if (!targetOverride.empty()) {
+    opts.target = targetOverride;
+    opts.targetIsExplicit = true;
+  }
+  auto a = llo::assembleLlo(file, opts, diags);
+  if (!a) return std::nullopt;
+  out.program = std::move(a->program);
+  out.target = std::move(a->target);
+  return out;
+#else
+  diags.error("LLO text input needs the tpu_llo library, which this build does not have", file.name());
+  return std::nullopt;
+#endif
+}
+
+std::optional<EntrySignature> entrySignature(const isa::Program& p, const std::string& entry,
+                                             DiagnosticEngine& diags) {
+  const isa::Entry* e = entry.empty() ? (p.entries.empty() ? nullptr : &p.entries.front()) : p.findEntry(entry);
+  if (!e) {
+    diags.error(entry.empty() ? std::string("the program has no entry point")
+                              : fmt::format("the program has no entry '{}'", entry));
+    return std::nullopt;
+  }
+  EntrySignature sig;
+  sig.entry = e->name;
+  auto spec = [&](uint32_t b) {
+    const isa::Buffer& buf = p.buffers[b];
+    return TensorSpec{buf.name, buf.dtype, buf.shape, buf.sizeBytes()};
+  };
+  for (uint32_t b : e->args) sig.args.push_back(spec(b));
+  for (uint32_t b : e->results) sig.results.push_back(spec(b));
+  return sig;
+}
+
+std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
+                                          const RunRequest& request, DiagnosticEngine& diags) {
+  SimOptions opts;
+  opts.entry = request.entry;
+  opts.maxCycles = request.maxCycles;
+  opts.trace = request.trace;
+  opts.bundleLocations = loaded.bundleLocations;
+  auto r = simulate(loaded.program, loaded.target, inputs, opts, diags);
+  if (!r) return std::nullopt;
+  RunOutput out;
+  out.results = std::move(r->results);
+  out.traceJson = std::move(r->traceJson);
+  out.report = r->report;
+  if (request.stats == "json") out.statsText = renderReportJson(r->report);
+  else if (!request.stats.empty()) out.statsText = renderReportText(r->report);
+  return out;
+}
+
+}  // namespace tpu::sim

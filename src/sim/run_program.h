@@ -1,0 +1,70 @@
+// The adapter tpu-run calls for machine programs (.tpu binaries and .llo
+// text): load the program and its target, describe the entry's arguments
+// and results (so the runner can read/generate inputs and write outputs),
+// run it, and render statistics and the trace.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "isa/program.h"
+#include "sim/sim.h"
+#include "support/diagnostics.h"
+#include "support/source.h"
+#include "target/target.h"
+
+namespace tpu::sim {
+
+// True for inputs the simulator runs: a .tpu binary (by magic) or a file
+// named *.llo.
+bool isMachineProgram(std::string_view path, std::string_view contents);
+
+struct LoadedProgram {
+  isa::Program program;
+  target::TargetDesc target;
+  std::vector<SourceLocation> bundleLocations;  // empty unless the front end provides them
+};
+
+// Decodes a .tpu (by magic) or assembles .llo text. The target is
+// `targetOverride` when non-empty (a built-in name or a JSON path; a program
+// made for another target is rejected), else the one recorded in the
+// program (its JSON, or its built-in name). `file` must outlive the result's
+// bundleLocations.
+std::optional<LoadedProgram> loadProgram(const SourceFile& file, const std::string& targetOverride,
+                                         DiagnosticEngine& diags);
+
+// An entry argument or result: an HBM buffer of the program.
+struct TensorSpec {
+  std::string name;
+  isa::DType dtype = isa::DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+};
+struct EntrySignature {
+  std::string entry;
+  std::vector<TensorSpec> args, results;
+};
+// `entry` empty: the first entry. Reports an error if there is none.
+std::optional<EntrySignature> entrySignature(const isa::Program& program, const std::string& entry,
+                                             DiagnosticEngine& diags);
+
+// What tpu-run's flags ask for.
+struct RunRequest {
+  std::string entry;             // --entry (empty: first)
+  uint64_t maxCycles = SimOptions{}.maxCycles;  // --max-cycles=N
+  std::string stats;             // --stats: "" (none), "text" or "json"
+  bool trace = false;            // --trace=FILE given
+};
+struct RunOutput {
+  std::vector<std::string> results;  // bytes per entry result
+  std::string statsText;             // rendered per RunRequest::stats ("" if none)
+  std::string traceJson;             // when RunRequest::trace
+  SimReport report;
+};
+std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
+                                          const RunRequest& request, DiagnosticEngine& diags);
+
+}  // namespace tpu::sim
