@@ -88,6 +88,7 @@ isa::Instr makeInstr(std::string_view mnemonic, std::vector<Operand> operands) {
         if (o.kind != od.kind)
           throw std::invalid_argument(fmt::format("'{}' operand {}: expected {}, got {}", mnemonic, i + 1,
                                                   isa::operandKindName(od.kind), isa::operandKindName(o.kind)));
+        o.form = SrcForm::Imm;  // plain operands carry the default form, as the decoder makes them
         break;
     }
     o.kind = od.kind;

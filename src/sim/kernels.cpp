@@ -114,8 +114,8 @@ isa::Program elementwise(const target::TargetDesc& t, int64_t n, int64_t chunkEl
   };
   if (chunks > 1) {
     b.op("smov", {sreg(15), imm(chunks - 1)});
-    b.label("chunk");
-    iteration(true, 15, "chunk");
+    b.label("next_chunk");
+    iteration(true, 15, "next_chunk");
   }
   iteration(false, -1, {});
   b.op("halt", {});
@@ -127,8 +127,8 @@ isa::Program rowSum(const target::TargetDesc& t, int64_t rows, int64_t cols) {
   ProgramBuilder b(t);
   uint32_t x = b.hbmBuffer("x", DType::F32, {rows, cols});
   uint32_t out = b.hbmBuffer("out", DType::F32, {rows});
-  uint32_t dx = b.descriptor("x", static_cast<uint32_t>(cols * 4), {{static_cast<uint32_t>(rows), cols * 4, cols * 4}});
-  uint32_t dout = b.descriptor("out", static_cast<uint32_t>(rows * 4), {});
+  uint32_t dx = b.descriptor("x_rows", static_cast<uint32_t>(cols * 4), {{static_cast<uint32_t>(rows), cols * 4, cols * 4}});
+  uint32_t dout = b.descriptor("out_all", static_cast<uint32_t>(rows * 4), {});
   b.entry("main", {x}, {out});
   int64_t outAddr = (rows * cols * 4 + 4095) / 4096 * 4096;
   b.op("dma.h2v", {desc(dx), vmem(-1, 0), hbm(x, -1, 0), sem(0)});
@@ -158,8 +158,8 @@ isa::Program transpose(const target::TargetDesc& t, int64_t rows, int64_t cols) 
   ProgramBuilder b(t);
   uint32_t x = b.hbmBuffer("x", DType::F32, {rows, cols});
   uint32_t y = b.hbmBuffer("y", DType::F32, {cols, rows});
-  uint32_t dx = b.descriptor("x", static_cast<uint32_t>(cols * 4), {{static_cast<uint32_t>(rows), cols * 4, cols * 4}});
-  uint32_t dy = b.descriptor("y", static_cast<uint32_t>(rows * 4), {{static_cast<uint32_t>(cols), rows * 4, rows * 4}});
+  uint32_t dx = b.descriptor("x_rows", static_cast<uint32_t>(cols * 4), {{static_cast<uint32_t>(rows), cols * 4, cols * 4}});
+  uint32_t dy = b.descriptor("y_rows", static_cast<uint32_t>(rows * 4), {{static_cast<uint32_t>(cols), rows * 4, rows * 4}});
   b.entry("main", {x}, {y});
   int64_t yAddr = (rows * cols * 4 + 4095) / 4096 * 4096;
   b.op("dma.h2v", {desc(dx), vmem(-1, 0), hbm(x, -1, 0), sem(0)});
