@@ -43,8 +43,8 @@ def sh(a):
 
 
 class Case:
-    def __init__(self, name, hlo, inputs, expected, tol=EXACT):
-        self.name, self.hlo, self.inputs, self.tol = name, hlo, inputs, tol
+    def __init__(self, name, hlo, inputs, expected, tol=EXACT, flags=()):
+        self.name, self.hlo, self.inputs, self.tol, self.flags = name, hlo, inputs, tol, list(flags)
         self.expected = expected if isinstance(expected, list) else [expected]
 
 
@@ -534,9 +534,236 @@ def control_flow_cases():
     return out
 
 
+def comp(name, params_, root, body=""):
+    """A computation over scalar parameters given as (type) strings."""
+    ps = "\n".join(f"  p{i} = {t}[] parameter({i})" for i, t in enumerate(params_))
+    return f"{name} {{\n{ps}\n{body}  ROOT r = {root}\n}}\n\n"
+
+
+def gather_scatter_extended_cases():
+    out = []
+    # gather with operand/start-indices batching dims: per batch b, rows idx[b, j] of table[b].
+    table = floats(3, 5, 4)
+    idx = np.array([[4, 0], [2, 9], [-1, 1]], np.int32)
+    e = np.stack([table[b][np.clip(idx[b], 0, 4)] for b in range(3)])
+    body = params([table, idx]) + (f"\n  ROOT r = {sh(e)} gather(p0, p1), offset_dims={{2}}, collapsed_slice_dims={{1}}, "
+                                   "start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, "
+                                   "index_vector_dim=2, slice_sizes={1,1,4}")
+    out.append(Case("gather-batching-dims", module(body), [table, idx], e))
+    # gather with a 2-component index vector and 2x2 windows (clamped at the far edge).
+    m = floats(6, 7)
+    starts = np.array([[0, 0], [4, 5], [5, 6], [2, 3]], np.int32)
+    e = np.stack([m[min(r, 4):min(r, 4) + 2, min(c, 5):min(c, 5) + 2] for r, c in starts])
+    body = params([m, starts]) + (f"\n  ROOT r = {sh(e)} gather(p0, p1), offset_dims={{1,2}}, collapsed_slice_dims={{}}, "
+                                  "start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,2}")
+    out.append(Case("gather-2d-windows", module(body), [m, starts], e))
+    # scatter with batching dims: per batch b, operand[b, idx[b, j]] += upd[b, j].
+    base = floats(2, 6)
+    sidx = np.array([[1, 1, 5], [0, 3, 7]], np.int32)
+    upd = floats(2, 3)
+    e = base.astype(np.float64).copy()
+    for b in range(2):
+        for j in range(3):
+            if 0 <= sidx[b, j] < 6:
+                e[b, sidx[b, j]] += upd[b, j]
+    e = e.astype(np.float32)
+    body = params([base, sidx, upd]) + (f"\n  ROOT r = {sh(e)} scatter(p0, p1, p2), update_window_dims={{}}, "
+                                        "inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, "
+                                        "input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, "
+                                        "to_apply=add_f32")
+    out.append(Case("scatter-batching-dims", module(body, ADD_F32), [base, sidx, upd], e, (1e-6, 1e-6)))
+    # scatter overwrite: the last update to a repeated index wins (row-major order).
+    ibase = ints(8)
+    oidx = np.array([[2], [5], [2], [-1]], np.int32)
+    oupd = ints(4)
+    e = ibase.copy()
+    for k in range(4):
+        if 0 <= oidx[k, 0] < 8:
+            e[oidx[k, 0]] = oupd[k]
+    over = comp("keep_new", ["s32", "s32"], "s32[] add(p1, zero)", "  zero = s32[] constant(0)\n")
+    body = params([ibase, oidx, oupd]) + (f"\n  ROOT r = {sh(e)} scatter(p0, p1, p2), update_window_dims={{}}, "
+                                          "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+                                          "to_apply=keep_new")
+    out.append(Case("scatter-overwrite-s32", module(body, over), [ibase, oidx, oupd], e))
+    # scatter of 2-row windows with a multiply combiner; the window at row 5 does not fit and is skipped.
+    mb = floats(6, 3)
+    widx = np.array([[0], [3], [5], [3]], np.int32)
+    wupd = floats(4, 2, 3)
+    e = mb.astype(np.float64).copy()
+    for k in range(4):
+        r = widx[k, 0]
+        if 0 <= r <= 4:
+            e[r:r + 2] *= wupd[k]
+    e = e.astype(np.float32)
+    mul = comp("mul_f32", ["f32", "f32"], "f32[] multiply(p0, p1)")
+    body = params([mb, widx, wupd]) + (f"\n  ROOT r = {sh(e)} scatter(p0, p1, p2), update_window_dims={{1,2}}, "
+                                       "inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+                                       "to_apply=mul_f32")
+    out.append(Case("scatter-windows-multiply", module(body, mul), [mb, widx, wupd], e, (1e-6, 1e-6)))
+    # variadic scatter (two operands) with a combiner that keeps the larger key and its payload.
+    keys, pay = ints(5, lo=0, hi=50), ints(5, lo=0, hi=1000)
+    vidx = np.array([[1], [1], [4]], np.int32)
+    ukeys, upay = np.array([60, 70, 3], np.int32), np.array([1, 2, 3], np.int32)
+    ek, ep = keys.copy(), pay.copy()
+    for k in range(3):
+        i = vidx[k, 0]
+        if ukeys[k] > ek[i]:
+            ek[i], ep[i] = ukeys[k], upay[k]
+    maxk = ("maxk {\n  ak = s32[] parameter(0)\n  ap = s32[] parameter(1)\n  bk = s32[] parameter(2)\n"
+            "  bp = s32[] parameter(3)\n  gt = pred[] compare(bk, ak), direction=GT\n  k = s32[] select(gt, bk, ak)\n"
+            "  p = s32[] select(gt, bp, ap)\n  ROOT t = (s32[], s32[]) tuple(k, p)\n}\n\n")
+    body = params([keys, pay, vidx, ukeys, upay]) + (
+        f"\n  ROOT r = ({sh(ek)}, {sh(ep)}) scatter(p0, p1, p2, p3, p4), update_window_dims={{}}, "
+        "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=maxk")
+    out.append(Case("scatter-variadic", module(body, maxk), [keys, pay, vidx, ukeys, upay], [ek, ep]))
+    return out
+
+
+def sort_extended_cases():
+    out = []
+    # Descending TOTALORDER sort along dim 0 with NaNs and signed zeros.
+    x = floats(6, 3)
+    x[:, 0] = [np.nan, -0.0, 0.0, -np.inf, 1.0, -np.nan]
+    key = total_order_key(x)
+    order = np.argsort(-key, axis=0, kind="stable")
+    e = np.take_along_axis(x, order, 0)
+    gt = ("gt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+          "  ROOT r = pred[] compare(a, b), direction=GT, type=TOTALORDER\n}\n\n")
+    body = params([x]) + f"\n  ROOT r = {sh(e)} sort(p0), dimensions={{0}}, is_stable=true, to_apply=gt"
+    out.append(Case("sort-totalorder-descending-dim0", module(body, gt), [x], e))
+    # Two-key comparator (primary key ascending, ties by the second key descending): the generic path.
+    k1 = ints(12, lo=0, hi=3)
+    k2 = ints(12, lo=0, hi=100)
+    order = sorted(range(12), key=lambda i: (k1[i], -k2[i]))
+    e1, e2 = k1[order], k2[order]
+    lex = ("lex {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  c = s32[] parameter(2)\n"
+           "  d = s32[] parameter(3)\n  lt = pred[] compare(a, b), direction=LT\n  eq = pred[] compare(a, b), direction=EQ\n"
+           "  gt2 = pred[] compare(c, d), direction=GT\n  tie = pred[] and(eq, gt2)\n  ROOT r = pred[] or(lt, tie)\n}\n\n")
+    body = params([k1, k2]) + f"\n  ROOT r = ({sh(e1)}, {sh(e2)}) sort(p0, p1), dimensions={{0}}, to_apply=lex"
+    out.append(Case("sort-two-keys-generic", module(body, lex), [k1, k2], [e1, e2]))
+    return out
+
+
+def reduce_extended_cases():
+    out = []
+    # Variadic reduce: argmax along dim 1 (first index on ties) through a general reducer.
+    v = ints(4, 9, lo=0, hi=5)
+    iota = np.broadcast_to(np.arange(9, dtype=np.int32), (4, 9)).copy()
+    em, ei = v.max(axis=1), v.argmax(axis=1).astype(np.int32)
+    argmax = ("argmax {\n  av = s32[] parameter(0)\n  ai = s32[] parameter(1)\n  bv = s32[] parameter(2)\n"
+              "  bi = s32[] parameter(3)\n  gt = pred[] compare(bv, av), direction=GT\n"
+              "  eq = pred[] compare(bv, av), direction=EQ\n  lti = pred[] compare(bi, ai), direction=LT\n"
+              "  tie = pred[] and(eq, lti)\n  take = pred[] or(gt, tie)\n  rv = s32[] select(take, bv, av)\n"
+              "  ri = s32[] select(take, bi, ai)\n  ROOT t = (s32[], s32[]) tuple(rv, ri)\n}\n\n")
+    body = params([v, iota]) + ("\n  lo = s32[] constant(-2147483648)\n  z = s32[] constant(0)\n"
+                                f"  ROOT r = ({sh(em)}, {sh(ei)}) reduce(p0, p1, lo, z), dimensions={{1}}, to_apply=argmax")
+    out.append(Case("reduce-variadic-argmax", module(body, argmax), [v, iota], [em, ei]))
+    # bf16 sum rounds after every add (the reducer runs in bf16).
+    b = floats(64, lo=0, hi=1)
+    acc = np.float32(0)
+    for t in bf16_round(b):
+        acc = bf16_round(np.array([acc + t], np.float32))[0]
+    addb = comp("add_bf16", ["bf16", "bf16"], "bf16[] add(p0, p1)")
+    body = params([b]) + ("\n  c = bf16[64]{0} convert(p0)\n  z = bf16[] constant(0)\n"
+                          "  s = bf16[] reduce(c, z), dimensions={0}, to_apply=add_bf16\n  ROOT r = f32[] convert(s)")
+    out.append(Case("reduce-bf16-rounds-per-add", module(body, addb), [b], np.array(acc, np.float32)))
+    # reduce-window with a general (non-recognised) reducer, strides and negative padding.
+    w = floats(7, lo=0.5, hi=1.5)
+    e = np.array([w[1] * w[2] * w[3], w[3] * w[4] * w[5]], np.float32)
+    mulsq = comp("mul2", ["f32", "f32"], "f32[] multiply(p0, p1)")
+    body = params([w]) + ("\n  one = f32[] constant(1)\n"
+                          f"  ROOT r = {sh(e)} reduce-window(p0, one), window={{size=3 stride=2 pad=-1_-1}}, to_apply=mul2")
+    out.append(Case("reduce-window-negative-pad", module(body, mulsq), [w], e, (1e-6, 0)))
+    # select-and-scatter with padding and a strict GT select (first maximum wins).
+    op = floats(5, 5)
+    src = floats(3, 3)
+    padded = np.full((7, 7), -np.inf, np.float32)
+    padded[1:6, 1:6] = op
+    e = np.zeros((5, 5), np.float32)
+    for wi in range(3):
+        for wj in range(3):
+            win = padded[2 * wi:2 * wi + 3, 2 * wj:2 * wj + 3]
+            k = int(np.argmax(win.reshape(-1)))
+            e[2 * wi + k // 3 - 1, 2 * wj + k % 3 - 1] += src[wi, wj]
+    gt_f32 = comp("gt_f32", ["f32", "f32"], "pred[] compare(p0, p1), direction=GT")
+    body = params([op, src]) + (f"\n  z = f32[] constant(0)\n  ROOT r = {sh(e)} select-and-scatter(p0, p1, z), "
+                                "window={size=3x3 stride=2x2 pad=1_1x1_1}, select=gt_f32, scatter=add_f32")
+    out.append(Case("select-and-scatter-padded-gt", module(body, gt_f32 + ADD_F32), [op, src], e, (1e-6, 1e-6)))
+    return out
+
+
+def control_flow_extended_cases():
+    out = []
+    # while writing row i of a buffer each iteration (dynamic-update-slice in the loop).
+    x = floats(5, 3)
+    cond = ("cond {\n  s = (s32[], f32[5,3]{1,0}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+            "  n = s32[] constant(5)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n")
+    body_c = ("body {\n  s = (s32[], f32[5,3]{1,0}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+              "  b = f32[5,3]{1,0} get-tuple-element(s), index=1\n  z = s32[] constant(0)\n"
+              "  row = f32[1,3]{1,0} dynamic-slice(b, i, z), dynamic_slice_sizes={1,3}\n"
+              "  fi = f32[] convert(i)\n  fb = f32[1,3]{1,0} broadcast(fi), dimensions={}\n"
+              "  nr = f32[1,3]{1,0} multiply(row, fb)\n  nb = f32[5,3]{1,0} dynamic-update-slice(b, nr, i, z)\n"
+              "  one = s32[] constant(1)\n  ni = s32[] add(i, one)\n  ROOT t = (s32[], f32[5,3]{1,0}) tuple(ni, nb)\n}\n\n")
+    e = x * np.arange(5, dtype=np.float32)[:, None]
+    body = params([x]) + ("\n  zero = s32[] constant(0)\n  t = (s32[], f32[5,3]{1,0}) tuple(zero, p0)\n"
+                          "  w = (s32[], f32[5,3]{1,0}) while(t), condition=cond, body=body\n"
+                          "  ROOT r = f32[5,3]{1,0} get-tuple-element(w), index=1")
+    out.append(Case("while-dynamic-update-slice", module(body, cond + body_c), [x], e))
+    # rng-bit-generator: the same state twice gives the same bits; the counter advances by the blocks used.
+    st = np.array([42, 5], np.uint64)
+    body = params([st]) + ("\n  a = (u64[2]{0}, u32[6]{0}) rng-bit-generator(p0), algorithm=rng_three_fry\n"
+                           "  b = (u64[2]{0}, u32[6]{0}) rng-bit-generator(p0), algorithm=rng_three_fry\n"
+                           "  sa = u64[2]{0} get-tuple-element(a), index=0\n  ba = u32[6]{0} get-tuple-element(a), index=1\n"
+                           "  bb = u32[6]{0} get-tuple-element(b), index=1\n"
+                           "  eq = pred[6]{0} compare(ba, bb), direction=EQ\n  ROOT r = (u64[2]{0}, pred[6]{0}) tuple(sa, eq)")
+    out.append(Case("rng-bit-generator-deterministic", module(body), [st],
+                    [np.array([42, 8], np.uint64), np.ones(6, bool)]))
+    return out
+
+
+def collective_cases():
+    out = []
+    # Each replica r holds p0 + r (replica-id), so the expected values follow from p0.
+    x = floats(4, 6)
+    pre = ("  id = u32[] replica-id()\n  fid = f32[] convert(id)\n  b = f32[4,6]{1,0} broadcast(fid), dimensions={}\n"
+           "  v = f32[4,6]{1,0} add(p0, b)\n")
+    n = 4
+    per = [x + np.float32(r) for r in range(n)]
+    total = per[0] + per[1] + per[2] + per[3]
+    flags = [f"--replicas={n}"]
+    body = params([x]) + "\n" + pre + f"  ROOT r = {sh(total)} all-reduce(v), replica_groups={{}}, to_apply=add_f32"
+    out.append(Case("all-reduce-4-replicas", module(body, ADD_F32), [x], total, (1e-6, 1e-6), flags))
+    pair = per[0] + per[2]  # replica 0's group {0,2}
+    body = params([x]) + "\n" + pre + f"  ROOT r = {sh(pair)} all-reduce(v), replica_groups={{{{0,2}},{{1,3}}}}, to_apply=add_f32"
+    out.append(Case("all-reduce-groups", module(body, ADD_F32), [x], pair, (1e-6, 1e-6), flags))
+    g = np.concatenate(per, axis=1)
+    body = params([x]) + "\n" + pre + f"  ROOT r = {sh(g)} all-gather(v), replica_groups={{}}, dimensions={{1}}"
+    out.append(Case("all-gather-dim1", module(body), [x], g, EXACT, flags))
+    rs = total[0:1]
+    body = params([x]) + "\n" + pre + f"  ROOT r = {sh(rs)} reduce-scatter(v), replica_groups={{}}, dimensions={{0}}, to_apply=add_f32"
+    out.append(Case("reduce-scatter-dim0", module(body, ADD_F32), [x], rs, (1e-6, 1e-6), flags))
+    a2a = np.concatenate([p[0:1] for p in per], axis=0)  # replica 0 receives block 0 of everyone
+    body = params([x]) + "\n" + pre + f"  ROOT r = {sh(a2a)} all-to-all(v), replica_groups={{}}, dimensions={{0}}"
+    out.append(Case("all-to-all-dim0", module(body), [x], a2a, EXACT, flags))
+    perm = per[3]  # replica 0 receives from replica 3 in the ring r -> r+1
+    body = params([x]) + "\n" + pre + f"  ROOT r = {sh(perm)} collective-permute(v), source_target_pairs={{{{0,1}},{{1,2}},{{2,3}},{{3,0}}}}"
+    out.append(Case("collective-permute-ring", module(body), [x], perm, EXACT, flags))
+    body = params([x]) + "\n" + pre + f"  ROOT r = {sh(x)} collective-permute(v), source_target_pairs={{{{0,1}}}}"
+    out.append(Case("collective-permute-no-source-zeros", module(body), [x], np.zeros_like(x), EXACT, flags))
+    # Partitions: cross-partition all-reduce (channel_id) of partition ids over 2 partitions.
+    body = ("  id = u32[] partition-id()\n  ROOT r = u32[] all-reduce(id), channel_id=1, replica_groups={{0,1}}, "
+            "use_global_device_ids=true, to_apply=add_u32")
+    add_u32 = comp("add_u32", ["u32", "u32"], "u32[] add(p0, p1)")
+    out.append(Case("all-reduce-partitions", module(body, add_u32), [], np.array(1, np.uint32), EXACT,
+                    ["--partitions=2"]))
+    return out
+
+
 def all_cases():
     return (unary_cases() + binary_cases() + compare_cases() + conversion_cases() + data_movement_cases()
-            + reduction_cases() + linalg_cases() + gather_scatter_sort_cases() + control_flow_cases())
+            + reduction_cases() + linalg_cases() + gather_scatter_sort_cases() + control_flow_cases()
+            + gather_scatter_extended_cases() + sort_extended_cases() + reduce_extended_cases()
+            + control_flow_extended_cases() + collective_cases())
 
 
 def compare(name, got, want, tol):
@@ -581,7 +808,7 @@ def main():
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "module.hlo"), "w") as f:
             f.write(c.hlo)
-        cmd = [args.tool, "--interpret", os.path.join(d, "module.hlo")]
+        cmd = [args.tool, "--interpret", os.path.join(d, "module.hlo")] + c.flags
         for i, a in enumerate(c.inputs):
             path = os.path.join(d, f"in{i}.npy")
             np.save(path, np.array(a, order="C"))
