@@ -212,11 +212,15 @@ std::optional<Value> Interp::evalReduce(const Instruction& inst, std::span<const
     for (Value& a : accs) a = a.reshaped(keptDims);
     return Value::tuple(std::move(accs));
   };
-  std::optional<BinaryOp> fast = n == 1 ? simpleBinaryOp(*comp) : std::nullopt;
+  const std::optional<BinaryOp> simple = n == 1 ? simpleBinaryOp(*comp) : std::nullopt;
+  const BinaryOp fastOp = simple.value_or(BinaryOp::Sub);
   auto rep = typeRep(x0.type());
-  if (fast && rep && rep->narrow && *fast != BinaryOp::Max && *fast != BinaryOp::Min) fast.reset();
-  if (fast && rep && rep->bits < kTypeBytes(rep->k) * 8 && rep->k != KType::Pred) fast.reset();
-  if (fast && *fast != BinaryOp::Sub) {
+  // Narrow floats round after every add/multiply, so only max/min take the
+  // f32 kernel; sub-byte ints would need truncation per step.
+  bool useFast = simple.has_value() && fastOp != BinaryOp::Sub && rep.has_value();
+  if (useFast && rep->narrow && fastOp != BinaryOp::Max && fastOp != BinaryOp::Min) useFast = false;
+  if (useFast && rep->bits < kTypeBytes(rep->k) * 8 && rep->k != KType::Pred) useFast = false;
+  if (useFast) {
     Value in = transposed(x0, perm);
     ComputeView v = computeView(in, *rep), init = computeView(*ops[1], *rep);
     Value out = Value::array(x0.type(), {kept});
@@ -226,7 +230,7 @@ std::optional<Value> Interp::evalReduce(const Instruction& inst, std::span<const
       tmp.resize(static_cast<size_t>(kept));
       dst = tmp.data();
     }
-    if (reduceKernel(*fast, rep->k, v.data, reduced, kept, init.data, dst)) {
+    if (reduceKernel(fastOp, rep->k, v.data, reduced, kept, init.data, dst)) {
       storeFromCompute(*rep, dst, out);
       return finish({out});
     }
