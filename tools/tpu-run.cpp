@@ -9,13 +9,7 @@
 
 namespace {
 
-int runInterpretMode(tpu::Tool& tool, const tpu::runner::RunOptions& options) {
-  std::unique_ptr<tpu::SourceFile> file = tool.readInput();
-  if (!file) return tpu::kExitFailure;
-  std::shared_ptr<tpu::SourceFile> source = std::move(file);
-  std::unique_ptr<tpu::hlo::Module> module = tpu::runner::loadModule(source, tool.diags());
-  if (!module) return tpu::kExitFailure;
-  tpu::runner::RunReport report = tpu::runner::runInterpreter(*module, options, tool.diags());
+int printReport(const tpu::runner::RunReport& report) {
   if (!report.stdoutText.empty()) {
     std::fwrite(report.stdoutText.data(), 1, report.stdoutText.size(), stdout);
     if (std::fflush(stdout) != 0) return tpu::kExitFailure;
@@ -23,13 +17,38 @@ int runInterpretMode(tpu::Tool& tool, const tpu::runner::RunOptions& options) {
   return report.exitCode;
 }
 
-// Compiled execution on the simulator: the seam for tpu_sim.
-int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions&) {
-  tool.diags().error(
-      "running compiled programs (the simulator) is not available yet; use --interpret to evaluate HLO with the "
-      "reference interpreter",
-      tool.options().input);
-  return tpu::kExitFailure;
+int runInterpretMode(tpu::Tool& tool, const tpu::runner::RunOptions& options) {
+  std::unique_ptr<tpu::SourceFile> file = tool.readInput();
+  if (!file) return tpu::kExitFailure;
+  std::shared_ptr<tpu::SourceFile> source = std::move(file);
+  std::unique_ptr<tpu::hlo::Module> module = tpu::runner::loadModule(source, tool.diags());
+  if (!module) return tpu::kExitFailure;
+  return printReport(tpu::runner::runInterpreter(*module, options, tool.diags()));
+}
+
+// Machine programs (.tpu, .llo) run on the simulated chip.
+int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
+                    const tpu::runner::SimulatorRequest& request) {
+  std::unique_ptr<tpu::SourceFile> file = tool.readInput();
+  if (!file) return tpu::kExitFailure;
+  if (!tpu::sim::isMachineProgram(file->name(), file->contents())) {
+    tool.diags().error(
+        "compiling HLO in memory is not available yet: compile with 'llo-gen | llo-asm', or evaluate the module "
+        "with --interpret",
+        file->name());
+    return tpu::kExitFailure;
+  }
+  // The program records the chip it was built for; --target only when given.
+  std::string targetOverride = tool.cli().count("--target") ? tool.options().target : std::string();
+  auto loaded = tpu::sim::loadProgram(*file, targetOverride, tool.diags());
+  if (!loaded) return tpu::kExitFailure;
+  tpu::runner::SimulatorRequest req = request;
+  req.run.stats = tool.options().stats;
+  req.run.trace = !req.traceFile.empty();
+  std::string statsText;
+  tpu::runner::RunReport report = tpu::runner::runSimulator(*loaded, options, req, statsText, tool.diags());
+  if (!statsText.empty() && !tool.writeStats(statsText)) return tpu::kExitFailure;
+  return printReport(report);
 }
 
 }  // namespace
@@ -37,8 +56,11 @@ int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions&) {
 int main(int argc, char** argv) {
   tpu::Tool tool({
       .name = "tpu-run",
-      .summary = "Run a program on host tensors: HLO with the reference interpreter (--interpret).",
-      .examples = "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
+      .summary = "Run a program on host tensors: a machine program (.tpu, .llo) on the simulated chip, or HLO "
+                 "with the reference interpreter (--interpret).",
+      .examples = "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
+                  "  tpu-run kernel.llo --input=@a.npy --output=@c.npy --trace=t.json\n"
+                  "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
                   "  tpu-run --interpret add.hlo --input=2xf32=1,2 --input=@b.npy --output=@sum.npy\n"
                   "  tpu-run --interpret m.hlo --input=@x.npy --expected-output=@y.npy --atol=1e-4\n"
                   "  tpu-run --interpret allreduce.hlo --replicas=4 --seed=0 --output=-\n",
@@ -46,6 +68,7 @@ int main(int argc, char** argv) {
       .usesTarget = true,
   });
   tpu::runner::RunOptions options;
+  tpu::runner::SimulatorRequest simRequest;
   bool interpret = false;
   uint64_t seed = 0;
   std::string elided = "random";
@@ -71,9 +94,15 @@ int main(int argc, char** argv) {
                  "Elided constants ({...}): random (fill with deterministic data, warn) or error")
       ->check(CLI::IsMember({"random", "error"}))
       ->capture_default_str();
+  app.add_option("--entry", simRequest.run.entry, "Entry point of a machine program to run (default: the first)");
+  app.add_option("--max-cycles", simRequest.run.maxCycles,
+                 "Stop a machine program with an error after N simulated cycles")
+      ->capture_default_str();
+  app.add_option("--trace", simRequest.traceFile,
+                 "Write a Chrome/Perfetto trace of slot and DMA activity to FILE (machine programs)");
   return tool.run(argc, argv, [&](tpu::Tool& t) {
     if (seedOpt->count() > 0) options.seed = seed;
     options.elidedConstantsAreErrors = elided == "error";
-    return interpret ? runInterpretMode(t, options) : runCompiledMode(t, options);
+    return interpret ? runInterpretMode(t, options) : runCompiledMode(t, options, simRequest);
   });
 }

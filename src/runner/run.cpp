@@ -53,7 +53,21 @@ std::optional<std::vector<hlo::Literal>> prepareArguments(const hlo::Module& mod
     diags.error(fmt::format("module '{}' has no entry computation", module.name()));
     return std::nullopt;
   }
-  const int64_t n = entry->parameterCount();
+  std::vector<hlo::Shape> shapes;
+  for (int64_t i = 0; i < entry->parameterCount(); ++i) {
+    const hlo::Instruction* p = entry->parameter(i);
+    if (!p) {
+      diags.error(fmt::format("the entry computation has no parameter {}", i));
+      return std::nullopt;
+    }
+    shapes.push_back(p->shape());
+  }
+  return prepareArgumentsForShapes(shapes, options, diags);
+}
+
+std::optional<std::vector<hlo::Literal>> prepareArgumentsForShapes(const std::vector<hlo::Shape>& parameters,
+                                                                   const RunOptions& options, DiagnosticEngine& diags) {
+  const int64_t n = static_cast<int64_t>(parameters.size());
   const int64_t given = static_cast<int64_t>(options.inputs.size());
   if (given > n || (given < n && !options.seed)) {
     diags.error(fmt::format("the entry computation takes {} parameter{} but {} --input{} given{}", n,
@@ -63,17 +77,13 @@ std::optional<std::vector<hlo::Literal>> prepareArguments(const hlo::Module& mod
   }
   std::vector<hlo::Literal> args;
   for (int64_t i = 0; i < n; ++i) {
-    const hlo::Instruction* p = entry->parameter(i);
-    if (!p) {
-      diags.error(fmt::format("the entry computation has no parameter {}", i));
-      return std::nullopt;
-    }
+    const hlo::Shape& shape = parameters[static_cast<size_t>(i)];
     if (i < given) {
-      auto lit = readTensor(options.inputs[static_cast<size_t>(i)], p->shape(), fmt::format("input {}", i), diags);
+      auto lit = readTensor(options.inputs[static_cast<size_t>(i)], shape, fmt::format("input {}", i), diags);
       if (!lit) return std::nullopt;
       args.push_back(std::move(*lit));
     } else {
-      args.push_back(randomLiteral(p->shape(), *options.seed, i));
+      args.push_back(randomLiteral(shape, *options.seed, i));
     }
   }
   return args;

@@ -12,6 +12,7 @@
 
 #include "hlo/literal.h"
 #include "hlo/module.h"
+#include "sim/run_program.h"
 #include "support/diagnostics.h"
 #include "support/source.h"
 
@@ -44,10 +45,25 @@ std::unique_ptr<hlo::Module> loadModule(std::shared_ptr<SourceFile> source, Diag
 std::optional<std::vector<hlo::Literal>> prepareArguments(const hlo::Module& module, const RunOptions& options,
                                                           DiagnosticEngine& diags);
 
+// The same for explicit parameter shapes (programs that are not HLO).
+std::optional<std::vector<hlo::Literal>> prepareArgumentsForShapes(const std::vector<hlo::Shape>& parameters,
+                                                                   const RunOptions& options, DiagnosticEngine& diags);
+
 // Writes/prints results and checks them against --expected-output.
 RunReport deliverResults(const hlo::Literal& result, const RunOptions& options, DiagnosticEngine& diags);
 
 // `tpu-run --interpret`: evaluate `module` with the reference interpreter.
 RunReport runInterpreter(const hlo::Module& module, const RunOptions& options, DiagnosticEngine& diags);
+
+// What the simulator mode adds to RunOptions.
+struct SimulatorRequest {
+  sim::RunRequest run;    // entry, max cycles, stats kind, trace wanted
+  std::string traceFile;  // --trace=FILE ("" = none)
+};
+
+// `tpu-run PROGRAM.tpu|PROGRAM.llo`: run a machine program on the simulated
+// chip. Statistics are appended to `statsText` (the tool decides where they go).
+RunReport runSimulator(const sim::LoadedProgram& program, const RunOptions& options,
+                       const SimulatorRequest& request, std::string& statsText, DiagnosticEngine& diags);
 
 }  // namespace tpu::runner

@@ -23,11 +23,11 @@ std::string_view toolVersion();
 
 // Which groups of common options a tool offers.
 struct ToolSpec {
-  std::string name;
-  std::string summary;   // one line, shown at the top of --help
-  std::string examples;  // "Examples:" block at the end of --help
+  std::string name = {};
+  std::string summary = {};   // one line, shown at the top of --help
+  std::string examples = {};  // "Examples:" block at the end of --help
   bool writesOutput = true;   // -o, -f (and --emit if emitKinds is set)
-  std::string emitKinds;      // e.g. "text|binary"; empty: no --emit
+  std::string emitKinds = {};      // e.g. "text|binary"; empty: no --emit
   bool runsPasses = false;    // --passes, --list-passes, --print-ir-*, --time-passes
   bool usesTarget = false;    // --target
   bool hasStats = true;       // --stats[=text|json], --stats-file

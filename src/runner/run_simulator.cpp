@@ -1,0 +1,82 @@
+// tpu-run's simulator mode: the same tensor I/O as the interpreter mode, with
+// the machine program's entry signature standing in for HLO parameter shapes.
+#include <cstring>
+
+#include "runner/run.h"
+#include "support/file_io.h"
+
+namespace tpu::runner {
+
+namespace {
+
+std::optional<hlo::Shape> shapeOf(const sim::TensorSpec& spec, std::string_view role, size_t index,
+                                  DiagnosticEngine& diags) {
+  auto type = hlo::elementTypeFromName(isa::dtypeName(spec.dtype));
+  if (!type) {
+    diags.error(fmt::format("{} {} ('{}') has type {}, which tensors cannot hold", role, index, spec.name,
+                            isa::dtypeName(spec.dtype)));
+    return std::nullopt;
+  }
+  hlo::Shape shape(*type, spec.shape);
+  shape.setDefaultLayoutIfMissing();
+  std::optional<int64_t> bytes = shape.byteSize();
+  if (!bytes || static_cast<uint64_t>(*bytes) != spec.bytes) {
+    diags.error(fmt::format("{} {} ('{}'): {} needs {} bytes but the program's buffer has {}", role, index,
+                            spec.name, shape.toString(false), bytes.value_or(-1), spec.bytes));
+    return std::nullopt;
+  }
+  return shape;
+}
+
+}  // namespace
+
+RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& options, const SimulatorRequest& request,
+                       std::string& statsText, DiagnosticEngine& diags) {
+  RunReport failed;
+  failed.exitCode = 1;
+  auto signature = sim::entrySignature(loaded.program, request.run.entry, diags);
+  if (!signature) return failed;
+
+  std::vector<hlo::Shape> parameterShapes, resultShapes;
+  for (size_t i = 0; i < signature->args.size(); ++i) {
+    auto shape = shapeOf(signature->args[i], "argument", i, diags);
+    if (!shape) return failed;
+    parameterShapes.push_back(std::move(*shape));
+  }
+  for (size_t i = 0; i < signature->results.size(); ++i) {
+    auto shape = shapeOf(signature->results[i], "result", i, diags);
+    if (!shape) return failed;
+    resultShapes.push_back(std::move(*shape));
+  }
+
+  auto args = prepareArgumentsForShapes(parameterShapes, options, diags);
+  if (!args) return failed;
+  std::vector<std::string> inputs;
+  for (const hlo::Literal& arg : *args)
+    inputs.emplace_back(reinterpret_cast<const char*>(arg.data().data()), arg.data().size());
+
+  auto out = sim::runLoadedProgram(loaded, inputs, request.run, diags);
+  if (!out) return failed;
+  statsText += out->statsText;
+  if (!request.traceFile.empty() && !writeOutputFile(request.traceFile, out->traceJson, diags)) return failed;
+
+  if (out->results.size() != resultShapes.size()) {
+    diags.error(fmt::format("the simulator returned {} results for an entry with {}", out->results.size(),
+                            resultShapes.size()));
+    return failed;
+  }
+  std::vector<hlo::Literal> results;
+  for (size_t i = 0; i < resultShapes.size(); ++i) {
+    hlo::Literal literal(resultShapes[i]);
+    if (literal.data().size() != out->results[i].size()) {
+      diags.error(fmt::format("result {} has {} bytes, expected {}", i, out->results[i].size(), literal.data().size()));
+      return failed;
+    }
+    std::memcpy(literal.mutableData().data(), out->results[i].data(), out->results[i].size());
+    results.push_back(std::move(literal));
+  }
+  hlo::Literal result = results.size() == 1 ? std::move(results[0]) : hlo::Literal::tuple(std::move(results));
+  return deliverResults(result, options, diags);
+}
+
+}  // namespace tpu::runner
