@@ -1,0 +1,59 @@
+#include "codegen/codegen.h"
+
+#include <fmt/format.h>
+
+#include "codegen/lower.h"
+#include "llo/text.h"
+#include "support/source.h"
+
+namespace tpu::codegen {
+
+std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target::TargetDesc& target,
+                                         const CodegenOptions& options, DiagnosticEngine& diags) {
+  return lowerModule(module, target, options, diags);
+}
+
+std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
+                                          const CodegenOptions& options, DiagnosticEngine& diags) {
+  CodegenOptions o = options;
+  o.targetSpec.clear();  // the assembler is given the target directly
+  auto r = lowerModule(module, target, o, diags);
+  if (!r) return std::nullopt;
+  // Assemble against the given description: write it as the target file.
+  SourceFile file(module.name() + ".llo", std::move(r->llo));
+  llo::AsmOptions asmOptions;
+  asmOptions.target = target.name;
+  auto assembled = llo::assembleLlo(file, asmOptions, diags);
+  if (!assembled) return std::nullopt;
+  return std::move(assembled->program);
+}
+
+std::string renderStatsJson(const CodegenStats& s) {
+  std::string out = "{\"hbm\": {";
+  out += fmt::format("\"arguments\": {}, \"results\": {}, \"constants\": {}, \"temporaries\": {}, "
+                     "\"temporaries_without_reuse\": {}, \"peak\": {}}}, \"kernels\": [",
+                     s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes, s.unsharedBytes, s.peakHbmBytes);
+  for (size_t i = 0; i < s.kernels.size(); ++i) {
+    const KernelStats& k = s.kernels[i];
+    out += fmt::format("{}\n  {{\"name\": \"{}\", \"hlo\": \"{}\", \"kind\": \"{}\", \"flops\": {:.0f}, "
+                       "\"hbm_bytes\": {}, \"vmem_bytes\": {}, \"estimated_cycles\": {:.0f}}}",
+                       i ? "," : "", k.name, k.hlo, k.kind, k.flops, k.hbmBytes, k.vmemBytes, k.estimatedCycles);
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+std::string renderStatsText(const CodegenStats& s) {
+  std::string out = fmt::format("peak HBM: {} bytes (arguments {}, results {}, constants {}, temporaries {}; "
+                                "{} without reuse)\n",
+                                s.peakHbmBytes, s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes,
+                                s.unsharedBytes);
+  out += fmt::format("{:<32} {:<14} {:>14} {:>12} {:>10} {:>12}\n", "kernel", "kind", "flops", "hbm bytes",
+                     "vmem", "est cycles");
+  for (const KernelStats& k : s.kernels)
+    out += fmt::format("{:<32} {:<14} {:>14.0f} {:>12} {:>10} {:>12.0f}\n", k.name, k.kind, k.flops, k.hbmBytes,
+                       k.vmemBytes, k.estimatedCycles);
+  return out;
+}
+
+}  // namespace tpu::codegen

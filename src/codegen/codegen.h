@@ -1,0 +1,76 @@
+// llo-gen: lowering of a verified HLO module to LLO assembly text for one
+// TensorCore of a target chip, and (through the assembler) to an
+// isa::Program. See man/llo-gen.1 and src/codegen/README.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hlo/module.h"
+#include "isa/program.h"
+#include "support/diagnostics.h"
+#include "target/target.h"
+
+namespace tpu::codegen {
+
+// How f32 x f32 dots use the bf16 MXU: passes of bf16 products, as TPUs do.
+enum class F32DotPrecision : uint8_t {
+  FromConfig,  // follow each dot's precision_config (DEFAULT 1, HIGH 3, HIGHEST 6)
+  Default,     // one bf16 pass
+  High,        // three passes (bf16x3)
+  Highest,     // six passes (bf16x6)
+};
+
+struct CodegenOptions {
+  F32DotPrecision f32DotPrecision = F32DotPrecision::FromConfig;
+  // Fraction of VMEM a kernel's working set may use (the rest is slack).
+  double vmemFraction = 0.5;
+  // The `.target` line: a built-in name or a JSON path ("" = none).
+  std::string targetSpec;
+  // Entry point name in the LLO program.
+  std::string entryName = "main";
+};
+
+// Per-kernel figures for --stats.
+struct KernelStats {
+  std::string name;        // the kernel label
+  std::string hlo;         // the HLO instruction(s) it comes from
+  std::string kind;        // "elementwise", "matmul", "copy", "reduce", ...
+  double flops = 0;
+  uint64_t hbmBytes = 0;   // bytes read and written in HBM
+  uint64_t vmemBytes = 0;  // VMEM working set
+  double estimatedCycles = 0;  // roofline estimate on the target
+};
+
+struct CodegenStats {
+  std::vector<KernelStats> kernels;
+  uint64_t heapBytes = 0;       // temporaries (liveness-shared)
+  uint64_t argumentBytes = 0;
+  uint64_t resultBytes = 0;
+  uint64_t constantBytes = 0;
+  uint64_t peakHbmBytes = 0;    // arguments + results + constants + heap
+  uint64_t unsharedBytes = 0;   // what the temporaries would take without reuse
+};
+
+struct CodegenResult {
+  std::string llo;  // assembly text (what llo-asm reads)
+  CodegenStats stats;
+};
+
+// Lowers the module's entry computation. Entry arguments are the array
+// leaves of the parameters (tuples flattened in order), results the array
+// leaves of the root. Errors (unsupported opcode or type, program too large
+// for HBM...) are reported at the offending instruction.
+std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target::TargetDesc& target,
+                                         const CodegenOptions& options, DiagnosticEngine& diags);
+
+// generateLlo, then assembles the text in memory (for `tpu-run model.hlo`).
+std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
+                                          const CodegenOptions& options, DiagnosticEngine& diags);
+
+std::string renderStatsJson(const CodegenStats& stats);
+std::string renderStatsText(const CodegenStats& stats);
+
+}  // namespace tpu::codegen

@@ -1,0 +1,2371 @@
+// The HLO -> LLO lowering. Every array value lives in HBM in dense row-major
+// order of its logical shape (layouts only say how XLA would store it; the
+// lowering picks its own). Each HLO instruction (or fusion) becomes one
+// kernel: DMAs into VMEM, vector code over 8x128 registers, DMAs back.
+// Data movement (transpose, broadcast, slice, pad, concatenate, reverse)
+// is done by strided DMA descriptors; elementwise work by a double-buffered
+// streaming kernel; dots by MXU tiles; reductions by vector folds.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "codegen/buffer_assignment.h"
+#include "codegen/emitter.h"
+#include "codegen/lower.h"
+#include "eval/elided.h"
+#include "hlo/computation.h"
+#include "hlo/instruction.h"
+
+namespace tpu::codegen {
+namespace {
+
+using hlo::Computation;
+using hlo::ElementType;
+using hlo::Instruction;
+using hlo::Opcode;
+using hlo::Shape;
+
+constexpr int kVregElems = 1024;  // 8 sublanes x 128 lanes
+
+struct TypeInfo {
+  bool ok = false;
+  int bytes = 4;
+  bool isFloat = false;
+  bool isUnsigned = false;
+  int bits = 32;
+  std::string_view dtype;
+};
+
+TypeInfo typeInfo(ElementType t) {
+  switch (t) {
+    case ElementType::F32: return {true, 4, true, false, 32, "f32"};
+    case ElementType::BF16: return {true, 2, true, false, 16, "bf16"};
+    case ElementType::S32: return {true, 4, false, false, 32, "s32"};
+    case ElementType::U32: return {true, 4, false, true, 32, "u32"};
+    case ElementType::S8: return {true, 1, false, false, 8, "s8"};
+    case ElementType::U8: return {true, 1, false, true, 8, "u8"};
+    case ElementType::Pred: return {true, 1, false, true, 1, "pred"};
+    default: return {};
+  }
+}
+
+uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+void arrayLeaves(const Shape& s, std::vector<const Shape*>& out) {
+  if (s.isTuple()) {
+    for (const Shape& e : s.tupleElements()) arrayLeaves(e, out);
+  } else if (s.isArray()) {
+    out.push_back(&s);
+  }
+}
+std::vector<const Shape*> arrayLeaves(const Shape& s) {
+  std::vector<const Shape*> out;
+  arrayLeaves(s, out);
+  return out;
+}
+// Index of the first leaf and leaf count of tuple element `index` of `s`.
+std::pair<size_t, size_t> leafRange(const Shape& s, int64_t index) {
+  size_t first = 0;
+  for (int64_t i = 0; i < index; ++i) first += arrayLeaves(s.tupleElement(i)).size();
+  return {first, arrayLeaves(s.tupleElement(index)).size()};
+}
+
+std::string sanitize(std::string_view name) {
+  std::string s;
+  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "_" + s;
+  return s;
+}
+
+enum class BufKind { Heap, Arg, Result, Const };
+struct Buf {
+  BufKind kind = BufKind::Heap;
+  uint64_t bytes = 0;
+  std::string name;  // Arg/Result/Const: the HBM buffer's name
+  uint64_t offset = 0;  // Heap: offset in `heap`
+  int64_t def = 0, end = 0;
+  ElementType type = ElementType::F32;
+  std::vector<int64_t> dims;
+  const Instruction* constant = nullptr;
+};
+
+struct Region {
+  int64_t start = 0, end = 0;
+  int parent = -1;
+};
+
+struct VReg {
+  int r = -1;
+  ElementType t = ElementType::F32;
+};
+
+struct EwInput {
+  enum Kind { Full, Scalar, Index } kind = Full;
+  int buf = -1;
+  int64_t off = 0;  // byte offset within the buffer
+  ElementType type = ElementType::F32;
+};
+struct EwOutput {
+  int buf = -1;
+  int64_t off = 0;
+  ElementType type = ElementType::F32;
+};
+
+class Lowerer {
+ public:
+  Lowerer(const hlo::Module& m, const target::TargetDesc& t, const CodegenOptions& o, DiagnosticEngine& d)
+      : module_(m),
+        target_(t),
+        options_(o),
+        diags_(d),
+        sregs_('s', 1, std::max(1, t.registers.sregs - 1)),
+        vregs_('v', 0, t.registers.vregs),
+        masks_('m', 0, t.registers.vmasks) {}
+
+  std::optional<CodegenResult> run();
+
+ private:
+  // ---- planning ----
+  bool plan(const Computation& c, int region);
+  bool planInstruction(const Instruction& in, int region);
+  void use(int buf, int region);
+  void useLeaves(const Instruction* in, int region) {
+    for (int b : leaves_[in]) use(b, region);
+  }
+  int newBuf(BufKind kind, const Shape& s);
+  void defineNew(const Instruction& in);
+  bool isFlatFusion(const Instruction& in) const;
+  bool checkTypes(const Instruction& in);
+
+  // ---- emission ----
+  bool emitComputation(const Computation& c);
+  bool emitInstruction(const Instruction& in);
+  bool fail(const Instruction& in, const std::string& msg) {
+    diags_.error(in.location(), msg);
+    failed_ = true;
+    return false;
+  }
+  std::string hbm(int buf) const { return bufs_[buf].kind == BufKind::Heap ? "heap" : bufs_[buf].name; }
+  int64_t base(int buf) const { return bufs_[buf].kind == BufKind::Heap ? static_cast<int64_t>(bufs_[buf].offset) : 0; }
+  int sreg();
+  std::string S(int r) const { return sregs_.name(r); }
+  std::string V(int r) const { return vregs_.name(r); }
+  std::string V(VReg r) const { return vregs_.name(r.r); }
+  std::string M(int r) const { return masks_.name(r); }
+  void beginKernel(const Instruction& in, const std::string& kind);
+  void endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes);
+  uint64_t vmemBudget() const {
+    return static_cast<uint64_t>(static_cast<double>(target_.memory.vmemBytes) * options_.vmemFraction);
+  }
+
+  // Kernels.
+  void emitCopy(int dstBuf, int64_t dstOff, int srcBuf, int64_t srcOff, std::vector<int64_t> counts,
+                std::vector<int64_t> dstStrides, std::vector<int64_t> srcStrides, int esize, int srcDynReg = -1,
+                int dstDynReg = -1);
+  int loadScalar(int buf, int64_t off, ElementType t, int smemSlot);
+  using Body = std::function<std::vector<VReg>(const std::vector<VReg>&)>;
+  bool emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs, const Body& body);
+  bool emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
+                      const std::vector<int>& initBufs, const std::vector<int>& outBufs, const Computation& reducer);
+  bool emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
+                          const std::vector<int>& initBufs, const std::vector<int>& outBufs,
+                          const Computation& reducer);
+  bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
+                  int wBuf, ElementType wType, int cBuf, int passes);
+
+  // Vector code.
+  VReg valloc(ElementType t);
+  void vfree(VReg r) {
+    if (r.r >= 0) vregs_.put(r.r);
+  }
+  int malloc_();
+  VReg vload(ElementType t, const std::string& addr, const std::string& extra = "");
+  void vstore(VReg v, ElementType t, const std::string& addr, const std::string& extra = "");
+  VReg vconst(ElementType t, uint32_t bits);
+  bool lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out);
+  std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
+  VReg toMask01(int mask);  // pred vreg from a mask
+  VReg binop(const char* mnemonic, VReg a, const std::string& b, ElementType t);
+  VReg unop(const char* mnemonic, VReg a, ElementType t);
+  VReg roundIfBf16(VReg r);
+
+  // Instruction lowerings.
+  bool lowerElementwiseInstr(const Instruction& in);
+  bool lowerFlatFusion(const Instruction& in);
+  bool lowerBroadcast(const Instruction& in);
+  bool lowerTranspose(const Instruction& in);
+  bool lowerSlice(const Instruction& in);
+  bool lowerConcatenate(const Instruction& in);
+  bool lowerPad(const Instruction& in);
+  bool lowerReverse(const Instruction& in);
+  bool lowerIota(const Instruction& in);
+  bool lowerReduce(const Instruction& in);
+  bool lowerDot(const Instruction& in);
+  bool lowerDynamicSlice(const Instruction& in, bool update);
+  bool lowerReduceWindow(const Instruction& in);
+  bool lowerConvolution(const Instruction& in);
+  bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
+  bool fillZero(int buf, int64_t n, ElementType t);
+  int tempBuf(ElementType t, const std::vector<int64_t>& dims);
+  int readScalarBranch(const Instruction& in);
+
+  const hlo::Module& module_;
+  const target::TargetDesc& target_;
+  const CodegenOptions& options_;
+  DiagnosticEngine& diags_;
+  Emitter e_;
+  RegPool sregs_, vregs_, masks_;
+  bool failed_ = false;
+
+  std::vector<Buf> bufs_;
+  std::map<const Instruction*, std::vector<int>> leaves_;
+  std::vector<Region> regions_;
+  int64_t pos_ = 0;
+  std::set<const Computation*> inlined_;
+  std::vector<std::pair<int, int>> resultCopies_;  // (result buf, source buf)
+  std::vector<int> results_;
+  std::vector<int> args_;
+  // Temporaries created during emission (padded operands): placed after
+  // planning, each live only within its kernel (position-free slots).
+  std::vector<int> scratch_;
+  uint64_t scratchBytes_ = 0;
+  uint64_t scratchTop_ = 0;
+  uint64_t heapBytes_ = 0;
+
+  CodegenStats stats_;
+  std::string kernelLabel_;
+  std::string kernelHlo_;
+  std::string kernelKind_;
+  int kernelCount_ = 0;
+};
+
+// ============================================================== planning
+
+int Lowerer::newBuf(BufKind kind, const Shape& s) {
+  Buf b;
+  b.kind = kind;
+  b.type = s.elementType();
+  b.dims = s.dimensions();
+  b.bytes = static_cast<uint64_t>(product(b.dims)) * static_cast<uint64_t>(typeInfo(b.type).bytes);
+  b.def = b.end = pos_;
+  bufs_.push_back(b);
+  return static_cast<int>(bufs_.size() - 1);
+}
+
+void Lowerer::defineNew(const Instruction& in) {
+  std::vector<int>& l = leaves_[&in];
+  l.clear();
+  for (const Shape* s : arrayLeaves(in.shape())) l.push_back(newBuf(BufKind::Heap, *s));
+}
+
+void Lowerer::use(int buf, int region) {
+  int64_t u = pos_;
+  Buf& b = bufs_[buf];
+  for (int r = region; r >= 0; r = regions_[r].parent) {
+    if (b.def >= regions_[r].start) break;
+    u = std::max(u, regions_[r].end);
+  }
+  b.end = std::max(b.end, u);
+}
+
+bool Lowerer::checkTypes(const Instruction& in) {
+  for (const Shape* s : arrayLeaves(in.shape())) {
+    if (!typeInfo(s->elementType()).ok)
+      return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported (supported: f32, bf16, s32, "
+                                  "u32, s8, u8, pred)",
+                                  hlo::elementTypeName(s->elementType()), in.name()));
+    if (s->isDynamic()) return fail(in, fmt::format("llo-gen: dynamic shape of '{}' is not supported", in.name()));
+  }
+  return true;
+}
+
+bool Lowerer::isFlatFusion(const Instruction& in) const {
+  if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
+  const Computation& c = *in.fusedComputation();
+  std::vector<const Shape*> outs = arrayLeaves(in.shape());
+  if (outs.empty()) return false;
+  auto n = outs[0]->elementCount();
+  if (!n) return false;
+  for (const Shape* s : outs)
+    if (s->elementCount() != n) return false;
+  for (const auto& up : c.instructions()) {
+    const Instruction& i = *up;
+    Opcode op = i.opcode();
+    if (i.shape().isTuple()) {
+      if (op == Opcode::Tuple && &i == c.root()) continue;
+      return false;
+    }
+    if (!i.shape().isArray() || !typeInfo(i.shape().elementType()).ok) return false;
+    bool scalar = i.shape().isScalar();
+    if (!scalar && i.shape().elementCount() != n) return false;
+    if (op == Opcode::Parameter) continue;
+    if (op == Opcode::Constant) {
+      if (!scalar) return false;
+      continue;
+    }
+    if (op == Opcode::Broadcast) {
+      if (!i.operand(0)->shape().isScalar()) return false;
+      continue;
+    }
+    if (op == Opcode::Reshape || op == Opcode::Bitcast || op == Opcode::Copy) continue;
+    if (hlo::opcodeInfo(op).flags & hlo::kElementwise) continue;
+    if (op == Opcode::Map) continue;
+    return false;
+  }
+  return true;
+}
+
+bool Lowerer::plan(const Computation& c, int region) {
+  for (const auto& up : c.instructions()) {
+    if (!planInstruction(*up, region)) return false;
+  }
+  return true;
+}
+
+bool Lowerer::planInstruction(const Instruction& in, int region) {
+  ++pos_;
+  Opcode op = in.opcode();
+  if (hlo::opcodeInfo(op).flags & hlo::kCollective)
+    return fail(in, fmt::format("llo-gen: collective '{}' ({}) needs multi-chip code generation, which is not "
+                                "implemented yet",
+                                in.name(), hlo::opcodeName(op)));
+  for (const Instruction* o : in.operands()) useLeaves(o, region);
+  auto callInline = [&](const Computation* callee, const std::vector<const Instruction*>& args) -> bool {
+    if (!callee) return fail(in, "llo-gen: missing called computation");
+    if (!inlined_.insert(callee).second)
+      return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place; inlining it twice "
+                                  "is not supported yet",
+                                  callee->name()));
+    for (size_t i = 0; i < args.size(); ++i)
+      if (auto* p = callee->parameter(static_cast<int64_t>(i))) leaves_[p] = leaves_[args[i]];
+    return plan(*callee, region);
+  };
+  switch (op) {
+    case Opcode::Parameter:
+      if (leaves_.count(&in)) return true;  // bound by the caller
+      return fail(in, "llo-gen: unbound parameter");
+    case Opcode::Constant: {
+      if (!checkTypes(in)) return false;
+      std::vector<int>& l = leaves_[&in];
+      if (in.shape().isTuple()) return fail(in, "llo-gen: tuple constants are not supported");
+      int b = newBuf(BufKind::Const, in.shape());
+      bufs_[b].name = fmt::format("c{}_{}", b, sanitize(in.name()));
+      bufs_[b].constant = &in;
+      l = {b};
+      return true;
+    }
+    case Opcode::GetTupleElement: {
+      const Instruction* t = in.operand(0);
+      auto [first, count] = leafRange(t->shape(), in.attrs().tupleIndex);
+      const auto& tl = leaves_[t];
+      leaves_[&in] = std::vector<int>(tl.begin() + first, tl.begin() + first + count);
+      return true;
+    }
+    case Opcode::Tuple: {
+      std::vector<int> l;
+      for (const Instruction* o : in.operands()) l.insert(l.end(), leaves_[o].begin(), leaves_[o].end());
+      leaves_[&in] = l;
+      return true;
+    }
+    case Opcode::Reshape:
+    case Opcode::Bitcast:
+    case Opcode::Copy:
+    case Opcode::OptimizationBarrier:
+    case Opcode::AddDependency:
+      if (!checkTypes(in)) return false;
+      leaves_[&in] = leaves_[in.operand(0)];
+      return true;
+    case Opcode::BitcastConvert:
+      if (!checkTypes(in)) return false;
+      if (typeInfo(in.shape().elementType()).bytes != typeInfo(in.operand(0)->shape().elementType()).bytes)
+        return fail(in, "llo-gen: bitcast-convert between types of different widths is not supported yet");
+      leaves_[&in] = leaves_[in.operand(0)];
+      return true;
+    case Opcode::AfterAll:
+    case Opcode::PartitionId:
+    case Opcode::ReplicaId:
+      if (op == Opcode::AfterAll) {
+        leaves_[&in] = {};
+        return true;
+      }
+      break;
+    case Opcode::Call: {
+      std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
+      if (!callInline(in.toApply(), args)) return false;
+      leaves_[&in] = leaves_[in.toApply()->root()];
+      return true;
+    }
+    case Opcode::Fusion:
+      if (!isFlatFusion(in)) {
+        std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
+        if (!callInline(in.fusedComputation(), args)) return false;
+        leaves_[&in] = leaves_[in.fusedComputation()->root()];
+        return true;
+      }
+      break;
+    case Opcode::While: {
+      if (!checkTypes(in)) return false;
+      defineNew(in);
+      int r = static_cast<int>(regions_.size());
+      regions_.push_back({pos_, 0, region});
+      regions_[r].end = std::numeric_limits<int64_t>::max();  // while planning the body
+      const Computation* cond = in.whileCondition();
+      const Computation* body = in.whileBody();
+      for (const Computation* c : {cond, body}) {
+        if (!inlined_.insert(c).second)
+          return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", c->name()));
+        if (auto* p = c->parameter(0)) leaves_[p] = leaves_[&in];
+      }
+      if (!plan(*cond, r) || !plan(*body, r)) return false;
+      ++pos_;
+      regions_[r].end = pos_;
+      useLeaves(cond->root(), r);
+      useLeaves(body->root(), r);
+      for (int b : leaves_[&in]) use(b, r);
+      // Buffers used in the loop before its end was known: stretch them.
+      for (Buf& b : bufs_)
+        if (b.end == std::numeric_limits<int64_t>::max()) b.end = pos_;
+      return true;
+    }
+    case Opcode::Conditional: {
+      if (!checkTypes(in)) return false;
+      defineNew(in);
+      for (size_t i = 0; i < in.calledComputations().size(); ++i) {
+        const Computation* br = in.calledComputations()[i];
+        if (!inlined_.insert(br).second)
+          return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", br->name()));
+        if (auto* p = br->parameter(0)) leaves_[p] = leaves_[in.operand(static_cast<int64_t>(i) + 1)];
+        if (!plan(*br, region)) return false;
+        ++pos_;
+        useLeaves(br->root(), region);
+      }
+      for (int b : leaves_[&in]) use(b, region);
+      return true;
+    }
+    default: break;
+  }
+  if (!checkTypes(in)) return false;
+  for (const Instruction* o : in.operands())
+    for (const Shape* s : arrayLeaves(o->shape()))
+      if (!typeInfo(s->elementType()).ok)
+        return fail(in, fmt::format("llo-gen: operand element type {} of '{}' is not supported",
+                                    hlo::elementTypeName(s->elementType()), in.name()));
+  defineNew(in);
+  return true;
+}
+
+// ============================================================== helpers
+
+int Lowerer::sreg() {
+  int r = sregs_.get();
+  if (r < 0) {
+    failed_ = true;
+    diags_.error("llo-gen: internal error: out of scalar registers");
+    return 1;
+  }
+  return r;
+}
+
+VReg Lowerer::valloc(ElementType t) {
+  int r = vregs_.get();
+  if (r < 0) {
+    if (!failed_) diags_.error("llo-gen: fused computation needs more vector registers than the target has");
+    failed_ = true;
+    r = 0;
+  }
+  return {r, t};
+}
+
+int Lowerer::malloc_() {
+  int r = masks_.get();
+  if (r < 0) {
+    if (!failed_) diags_.error("llo-gen: out of mask registers");
+    failed_ = true;
+    r = 0;
+  }
+  return r;
+}
+
+void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
+  sregs_.reset();
+  vregs_.reset();
+  masks_.reset();
+  kernelLabel_ = fmt::format("k{}_{}", kernelCount_++, sanitize(in.name()));
+  kernelHlo_ = in.name();
+  kernelKind_ = kind;
+  e_.blank();
+  std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
+  e_.comment(fmt::format("{}: {} %{} {}{}", kind, hlo::opcodeName(in.opcode()), in.name(),
+                         in.shape().toString(false), meta));
+  e_.label(kernelLabel_);
+}
+
+void Lowerer::endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes) {
+  KernelStats k;
+  k.name = kernelLabel_;
+  k.hlo = kernelHlo_;
+  k.kind = kernelKind_;
+  k.flops = flops;
+  k.hbmBytes = hbmBytes;
+  k.vmemBytes = vmemBytes;
+  auto rb = target::rooflineBound(target_, flops, static_cast<double>(hbmBytes));
+  k.estimatedCycles = rb.seconds * target_.clockHz * target_.coresPerChip + target_.dma.latencyCycles;
+  stats_.kernels.push_back(k);
+}
+
+int Lowerer::tempBuf(ElementType t, const std::vector<int64_t>& dims) {
+  // Kernel-local scratch in HBM: it lives above the liveness heap and is
+  // reused by every kernel (only one kernel runs at a time).
+  Buf b;
+  b.kind = BufKind::Heap;
+  b.type = t;
+  b.dims = dims;
+  b.bytes = static_cast<uint64_t>(product(dims)) * typeInfo(t).bytes;
+  b.offset = heapBytes_ + scratchTop_;
+  scratchTop_ += alignUp(std::max<uint64_t>(b.bytes, 1), 512);
+  scratchBytes_ = std::max(scratchBytes_, scratchTop_);
+  bufs_.push_back(b);
+  scratch_.push_back(static_cast<int>(bufs_.size() - 1));
+  return static_cast<int>(bufs_.size() - 1);
+}
+
+// ============================================================== DMA copies
+
+void Lowerer::emitCopy(int dstBuf, int64_t dstOff, int srcBuf, int64_t srcOff, std::vector<int64_t> counts,
+                       std::vector<int64_t> dstStrides, std::vector<int64_t> srcStrides, int esize, int srcDynReg,
+                       int dstDynReg) {
+  // Drop unit dims, merge contiguous ones.
+  std::vector<int64_t> c, ds, ss;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 0) return;
+    if (counts[i] == 1) continue;
+    if (!c.empty() && ds.back() == dstStrides[i] * counts[i] && ss.back() == srcStrides[i] * counts[i]) {
+      c.back() *= counts[i];
+      ds.back() = dstStrides[i];
+      ss.back() = srcStrides[i];
+      continue;
+    }
+    c.push_back(counts[i]);
+    ds.push_back(dstStrides[i]);
+    ss.push_back(srcStrides[i]);
+  }
+  uint64_t chunk = static_cast<uint64_t>(esize);
+  if (!c.empty() && ds.back() == esize && ss.back() == esize) {
+    chunk = static_cast<uint64_t>(c.back()) * esize;
+    c.pop_back();
+    ds.pop_back();
+    ss.pop_back();
+  }
+  // Chunks above 2^31 bytes are split (the descriptor field is 32 bits).
+  while (chunk > (uint64_t{1} << 30) && chunk % 2 == 0) {
+    chunk /= 2;
+    c.push_back(2);
+    ds.push_back(static_cast<int64_t>(chunk));
+    ss.push_back(static_cast<int64_t>(chunk));
+  }
+  size_t maxDims = static_cast<size_t>(std::max(1, target_.dma.descriptorDims));
+  size_t outer = c.size() > maxDims ? c.size() - maxDims : 0;
+  std::vector<Emitter::Dim> dims;
+  for (size_t i = outer; i < c.size(); ++i) dims.push_back({c[i], ss[i], ds[i]});
+  std::string d = e_.desc(chunk, dims);
+  int sd = sreg(), sss = sreg();
+  auto setAddr = [&](int reg, int buf, int64_t off, int dyn) {
+    if (dyn >= 0) e_.op("sadd {}, {}, {}", S(reg), S(dyn), base(buf) + off);
+    else e_.op("smov {}, {}", S(reg), base(buf) + off);
+  };
+  if (outer == 0) {
+    setAddr(sd, dstBuf, dstOff, dstDynReg);
+    setAddr(sss, srcBuf, srcOff, srcDynReg);
+    e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", d, hbm(dstBuf), S(sd), hbm(srcBuf), S(sss));
+    e_.op("sem.wait sem0");
+  } else {
+    int64_t total = 1;
+    for (size_t i = 0; i < outer; ++i) total *= c[i];
+    int si = sreg(), st = sreg(), sq = sreg(), sa = sreg(), sb = sreg();
+    e_.op("smov {}, 0", S(si));
+    std::string top = e_.newLabel("copy");
+    e_.label(top);
+    setAddr(sa, dstBuf, dstOff, dstDynReg);
+    setAddr(sb, srcBuf, srcOff, srcDynReg);
+    e_.op("smov {}, {}", S(st), S(si));
+    for (size_t j = outer; j-- > 0;) {
+      e_.op("srem {}, {}, {}", S(sq), S(st), c[j]);
+      e_.op("sdiv {}, {}, {}", S(st), S(st), c[j]);
+      e_.op("smul {}, {}, {}", S(sd), S(sq), ds[j]);
+      e_.op("sadd {}, {}, {}", S(sa), S(sa), S(sd));
+      e_.op("smul {}, {}, {}", S(sd), S(sq), ss[j]);
+      e_.op("sadd {}, {}, {}", S(sb), S(sb), S(sd));
+    }
+    e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", d, hbm(dstBuf), S(sa), hbm(srcBuf), S(sb));
+    e_.op("sem.wait sem0");
+    e_.op("sadd {}, {}, 1", S(si), S(si));
+    e_.op("br.lt {}, {}, {}", S(si), total, top);
+  }
+}
+
+int Lowerer::loadScalar(int buf, int64_t off, ElementType t, int smemSlot) {
+  TypeInfo ti = typeInfo(t);
+  int sa = sreg(), sx = sreg();
+  std::string d = e_.desc(static_cast<uint64_t>(ti.bytes), {});
+  e_.op("smov {}, {}", S(sa), base(buf) + off);
+  e_.op("dma.h2s {}, [{}], {}[{}], sem0", d, smemSlot * 4, hbm(buf), S(sa));
+  e_.op("sem.wait sem0");
+  e_.op("sld {}, [{}]", S(sx), smemSlot * 4);
+  if (t == ElementType::BF16) {
+    e_.op("sshl {}, {}, 16", S(sx), S(sx));
+  } else if (t == ElementType::S8) {
+    e_.op("sshl {}, {}, 24", S(sx), S(sx));
+    e_.op("ssra {}, {}, 24", S(sx), S(sx));
+  } else if (ti.bytes == 1) {
+    e_.op("sand {}, {}, 255", S(sx), S(sx));
+  }
+  sregs_.put(sa);
+  return sx;
+}
+
+
+// ============================================================== vector code
+
+VReg Lowerer::vload(ElementType t, const std::string& addr, const std::string& extra) {
+  VReg v = valloc(t);
+  TypeInfo ti = typeInfo(t);
+  const char* m = ti.bytes == 4 ? "vld" : ti.bytes == 2 ? "vld.bf16" : "vld.s8";
+  e_.op("{} {}, [{}]{}", m, V(v), addr, extra);
+  if (t == ElementType::U8) e_.op("vand {}, {}, 255", V(v), V(v));
+  return v;
+}
+
+void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::string& extra) {
+  TypeInfo ti = typeInfo(t);
+  if (ti.bytes == 4) {
+    e_.op("vst {}, [{}]{}", V(v), addr, extra);
+  } else if (ti.bytes == 2) {
+    e_.op("vst.bf16 {}, [{}]{}", V(v), addr, extra);
+  } else {
+    // vst.s8 saturates; wrap to the signed byte with the same low bits.
+    VReg w = valloc(ElementType::S32);
+    e_.op("vshl {}, {}, 24", V(w), V(v));
+    e_.op("vsra {}, {}, 24", V(w), V(w));
+    e_.op("vst.s8 {}, [{}]{}", V(w), addr, extra);
+    vfree(w);
+  }
+}
+
+VReg Lowerer::vconst(ElementType t, uint32_t bits) {
+  VReg v = valloc(t);
+  e_.op("vmov.s32 {}, {}", V(v), static_cast<int32_t>(bits));
+  return v;
+}
+
+VReg Lowerer::toMask01(int mask) {
+  VReg one = vconst(ElementType::S32, 1);
+  VReg d = valloc(ElementType::Pred);
+  e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(mask), V(one));
+  vfree(one);
+  masks_.put(mask);
+  return d;
+}
+
+VReg Lowerer::binop(const char* mnemonic, VReg a, const std::string& b, ElementType t) {
+  VReg d = valloc(t);
+  e_.op("{} {}, {}, {}", mnemonic, V(d), V(a), b);
+  return d;
+}
+
+VReg Lowerer::unop(const char* mnemonic, VReg a, ElementType t) {
+  VReg d = valloc(t);
+  e_.op("{} {}, {}", mnemonic, V(d), V(a));
+  return d;
+}
+
+VReg Lowerer::roundIfBf16(VReg r) {
+  if (r.t == ElementType::BF16) e_.op("vrnd.bf16 {}, {}", V(r), V(r));
+  return r;
+}
+
+namespace {
+uint32_t literalBits(const hlo::Literal& lit, ElementType t) {
+  if (t == ElementType::F32) return static_cast<uint32_t>(lit.getBits(0));
+  if (t == ElementType::BF16) return static_cast<uint32_t>(lit.getBits(0)) << 16;
+  if (t == ElementType::Pred) return lit.getInt(0) ? 1u : 0u;
+  return static_cast<uint32_t>(lit.getInt(0));
+}
+}  // namespace
+
+bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out) {
+  std::map<const Instruction*, VReg> val;
+  std::map<const Instruction*, int> usesLeft;
+  for (const auto& up : c.instructions())
+    for (const Instruction* o : up->operands()) ++usesLeft[o];
+  for (const auto& up : c.instructions()) {
+    const Instruction& in = *up;
+    if (in.opcode() == Opcode::Parameter) {
+      int64_t p = in.attrs().parameterNumber;
+      if (p < 0 || static_cast<size_t>(p) >= params.size()) return fail(in, "llo-gen: bad parameter number");
+      val[&in] = params[static_cast<size_t>(p)];
+      continue;
+    }
+    if (in.opcode() == Opcode::Tuple) continue;  // only as the root
+    std::vector<VReg> ops;
+    for (const Instruction* o : in.operands()) ops.push_back(val[o]);
+    auto r = lowerOp(in, ops);
+    if (!r) return false;
+    val[&in] = *r;
+    for (const Instruction* o : in.operands())
+      if (--usesLeft[o] == 0 && o->opcode() != Opcode::Parameter && o != c.root()) vfree(val[o]);
+  }
+  std::vector<const Instruction*> roots;
+  if (c.root()->opcode() == Opcode::Tuple) roots.assign(c.root()->operands().begin(), c.root()->operands().end());
+  else roots.push_back(c.root());
+  std::set<int> taken;
+  for (const Instruction* r : roots) {
+    VReg v = val[r];
+    if (r->opcode() == Opcode::Parameter || taken.count(v.r)) {
+      VReg d = valloc(v.t);
+      e_.op("vmov.s32 {}, {}", V(d), V(v));
+      v = d;
+    }
+    taken.insert(v.r);
+    v.t = r->shape().elementType();
+    out.push_back(v);
+  }
+  return !failed_;
+}
+
+std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  bool f = typeInfo(ot).isFloat;
+  bool u = typeInfo(ot).isUnsigned;
+  auto bin = [&](const char* fm, const char* im) -> VReg {
+    return roundIfBf16(binop(f ? fm : im, ops[0], V(ops[1]), rt));
+  };
+  auto un = [&](const char* m) -> VReg { return roundIfBf16(unop(m, ops[0], rt)); };
+  auto unsupported = [&]() -> std::optional<VReg> {
+    fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(in.opcode()),
+                         hlo::elementTypeName(ot)));
+    return std::nullopt;
+  };
+  // Signed view of unsigned 32-bit values for ordering (flip the sign bit).
+  auto flip = [&](VReg a) -> VReg {
+    VReg d = valloc(a.t);
+    e_.op("vxor {}, {}, -2147483648", V(d), V(a));
+    return d;
+  };
+  auto truncF = [&](VReg a) -> VReg {  // toward zero
+    VReg fl = unop("vfloor.f32", a, ElementType::F32);
+    VReg ce = unop("vceil.f32", a, ElementType::F32);
+    int m = malloc_();
+    e_.op("vcmp.lt.f32 {}, {}, 0", M(m), V(a));
+    VReg d = valloc(ElementType::F32);
+    e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ce), V(fl));
+    masks_.put(m);
+    vfree(fl);
+    vfree(ce);
+    return d;
+  };
+  switch (in.opcode()) {
+    case Opcode::Constant: {
+      if (!in.shape().isScalar()) return unsupported();
+      return vconst(rt, literalBits(in.literal(), rt));
+    }
+    case Opcode::Broadcast:
+    case Opcode::Reshape:
+    case Opcode::Bitcast:
+    case Opcode::Copy:
+    case Opcode::BitcastConvert: {
+      VReg d = valloc(rt);
+      e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+      return d;
+    }
+    case Opcode::Add: return bin("vadd.f32", "vadd.s32");
+    case Opcode::Subtract: return bin("vsub.f32", "vsub.s32");
+    case Opcode::Multiply: return bin("vmul.f32", "vmul.s32");
+    case Opcode::And: return bin("vand", "vand");
+    case Opcode::Or: return bin("vor", "vor");
+    case Opcode::Xor: return bin("vxor", "vxor");
+    case Opcode::Maximum:
+    case Opcode::Minimum: {
+      bool mx = in.opcode() == Opcode::Maximum;
+      if (f) return bin(mx ? "vmax.f32" : "vmin.f32", "");
+      if (u && typeInfo(ot).bits == 32) {
+        VReg a = flip(ops[0]), b = flip(ops[1]);
+        VReg d = binop(mx ? "vmax.s32" : "vmin.s32", a, V(b), rt);
+        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
+        vfree(a);
+        vfree(b);
+        return d;
+      }
+      return binop(mx ? "vmax.s32" : "vmin.s32", ops[0], V(ops[1]), rt);
+    }
+    case Opcode::Divide:
+    case Opcode::Remainder: {
+      bool div = in.opcode() == Opcode::Divide;
+      if (f) {
+        VReg q = binop("vdiv.f32", ops[0], V(ops[1]), rt);
+        if (div) return roundIfBf16(q);
+        VReg t = truncF(q);
+        e_.op("vmul.f32 {}, {}, {}", V(t), V(t), V(ops[1]));
+        VReg d = binop("vsub.f32", ops[0], V(t), rt);
+        vfree(q);
+        vfree(t);
+        return roundIfBf16(d);
+      }
+      if (u && typeInfo(ot).bits == 32) return unsupported();
+      // Integer division through f32 (exact for |x| < 2^24), then the
+      // zero-divisor rules: x / 0 = -1, x % 0 = x.
+      VReg a = unop("vcvt.f32.s32", ops[0], ElementType::F32);
+      VReg b = unop("vcvt.f32.s32", ops[1], ElementType::F32);
+      VReg q = binop("vdiv.f32", a, V(b), ElementType::F32);
+      VReg t = truncF(q);
+      VReg qi = unop("vcvt.s32.f32", t, ElementType::S32);
+      vfree(a);
+      vfree(b);
+      vfree(q);
+      vfree(t);
+      int z = malloc_();
+      e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(ops[1]));
+      VReg d;
+      if (div) {
+        VReg m1 = vconst(ElementType::S32, 0xffffffffu);
+        d = valloc(rt);
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(m1), V(qi));
+        vfree(m1);
+      } else {
+        VReg p = binop("vmul.s32", qi, V(ops[1]), ElementType::S32);
+        VReg r = binop("vsub.s32", ops[0], V(p), rt);
+        d = valloc(rt);
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(ops[0]), V(r));
+        vfree(p);
+        vfree(r);
+      }
+      masks_.put(z);
+      vfree(qi);
+      return d;
+    }
+    case Opcode::Not: {
+      if (rt == ElementType::Pred) return binop("vxor", ops[0], "1", rt);
+      return unop("vnot", ops[0], rt);
+    }
+    case Opcode::Negate: {
+      if (f) return un("vneg.f32");
+      VReg z = vconst(ElementType::S32, 0);
+      VReg d = binop("vsub.s32", z, V(ops[0]), rt);
+      vfree(z);
+      return d;
+    }
+    case Opcode::Abs: {
+      if (f) return un("vabs.f32");
+      VReg z = vconst(ElementType::S32, 0);
+      VReg n = binop("vsub.s32", z, V(ops[0]), rt);
+      VReg d = binop("vmax.s32", ops[0], V(n), rt);
+      vfree(z);
+      vfree(n);
+      return d;
+    }
+    case Opcode::Sign: {
+      const char* cmp = f ? "f32" : "s32";
+      int gt = malloc_(), lt = malloc_();
+      e_.op("vcmp.gt.{} {}, {}, 0", cmp, M(gt), V(ops[0]));
+      e_.op("vcmp.lt.{} {}, {}, 0", cmp, M(lt), V(ops[0]));
+      VReg one = vconst(rt, f ? 0x3f800000u : 1u);
+      VReg mone = vconst(rt, f ? 0xbf800000u : 0xffffffffu);
+      VReg d = valloc(rt);
+      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lt), V(mone), V(ops[0]));
+      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(gt), V(one), V(d));
+      vfree(one);
+      vfree(mone);
+      masks_.put(gt);
+      masks_.put(lt);
+      return d;
+    }
+    case Opcode::Compare: {
+      static const char* kDir[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+      const char* dir = kDir[static_cast<int>(in.attrs().comparisonDirection)];
+      int m = malloc_();
+      if (f) {
+        e_.op("vcmp.{}.f32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
+      } else if (u && typeInfo(ot).bits == 32) {
+        VReg a = flip(ops[0]), b = flip(ops[1]);
+        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(a), V(b));
+        vfree(a);
+        vfree(b);
+      } else {
+        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
+      }
+      return toMask01(m);
+    }
+    case Opcode::Select: {
+      int m = malloc_();
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
+      VReg d = valloc(rt);
+      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(ops[1]), V(ops[2]));
+      masks_.put(m);
+      return d;
+    }
+    case Opcode::Clamp: {
+      bool fl = typeInfo(rt).isFloat;
+      VReg a = binop(fl ? "vmax.f32" : "vmax.s32", ops[1], V(ops[0]), rt);
+      VReg d = binop(fl ? "vmin.f32" : "vmin.s32", a, V(ops[2]), rt);
+      vfree(a);
+      return d;
+    }
+    case Opcode::Convert: {
+      TypeInfo ri = typeInfo(rt);
+      if (rt == ElementType::Pred) {
+        int m = malloc_();
+        e_.op("vcmp.ne.{} {}, {}, 0", f ? "f32" : "s32", M(m), V(ops[0]));
+        return toMask01(m);
+      }
+      if (ri.isFloat) {
+        VReg d = f ? unop("vmov.s32", ops[0], rt) : unop("vcvt.f32.s32", ops[0], rt);
+        return roundIfBf16(d);
+      }
+      VReg d = f ? unop("vcvt.s32.f32", ops[0], rt) : unop("vmov.s32", ops[0], rt);
+      if (f && ri.bits == 8) {
+        e_.op("vmax.s32 {}, {}, {}", V(d), V(d), ri.isUnsigned ? 0 : -128);
+        e_.op("vmin.s32 {}, {}, {}", V(d), V(d), ri.isUnsigned ? 255 : 127);
+      } else if (f && ri.isUnsigned) {
+        e_.op("vmax.s32 {}, {}, 0", V(d), V(d));
+      } else if (!f && ri.bits == 8) {
+        if (ri.isUnsigned) {
+          e_.op("vand {}, {}, 255", V(d), V(d));
+        } else {
+          e_.op("vshl {}, {}, 24", V(d), V(d));
+          e_.op("vsra {}, {}, 24", V(d), V(d));
+        }
+      }
+      return d;
+    }
+    case Opcode::Exp: return un("vexp");
+    case Opcode::Log: return un("vlog");
+    case Opcode::Sqrt: return un("vsqrt");
+    case Opcode::Rsqrt: return un("vrsqrt");
+    case Opcode::Tanh: return un("vtanh");
+    case Opcode::Logistic: return un("vlogistic");
+    case Opcode::Sin: return un("vsin");
+    case Opcode::Cos: return un("vcos");
+    case Opcode::Floor: return un("vfloor.f32");
+    case Opcode::Ceil: return un("vceil.f32");
+    case Opcode::RoundNearestEven: return un("vround.f32");
+    case Opcode::Power:
+      if (!f) return unsupported();
+      return bin("vpow", "");
+    case Opcode::Tan: {
+      VReg s = unop("vsin", ops[0], rt), c = unop("vcos", ops[0], rt);
+      VReg d = binop("vdiv.f32", s, V(c), rt);
+      vfree(s);
+      vfree(c);
+      return roundIfBf16(d);
+    }
+    case Opcode::Expm1: {
+      VReg d = unop("vexp", ops[0], rt);
+      e_.op("vsub.f32 {}, {}, 1.0", V(d), V(d));
+      return roundIfBf16(d);
+    }
+    case Opcode::Log1p: {
+      VReg t = binop("vadd.f32", ops[0], "1.0", rt);
+      VReg d = unop("vlog", t, rt);
+      vfree(t);
+      return roundIfBf16(d);
+    }
+    case Opcode::Sinh:
+    case Opcode::Cosh: {
+      VReg a = unop("vexp", ops[0], rt);
+      VReg n = unop("vneg.f32", ops[0], rt);
+      VReg b = unop("vexp", n, rt);
+      VReg d = binop(in.opcode() == Opcode::Sinh ? "vsub.f32" : "vadd.f32", a, V(b), rt);
+      e_.op("vmul.f32 {}, {}, 0.5", V(d), V(d));
+      vfree(a);
+      vfree(n);
+      vfree(b);
+      return roundIfBf16(d);
+    }
+    case Opcode::Cbrt: {
+      VReg a = unop("vabs.f32", ops[0], rt);
+      VReg p = binop("vpow", a, "0.3333333432674408", rt);
+      int m = malloc_();
+      e_.op("vcmp.lt.f32 {}, {}, 0", M(m), V(ops[0]));
+      VReg n = unop("vneg.f32", p, rt);
+      VReg d = valloc(rt);
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(n), V(p));
+      masks_.put(m);
+      vfree(a);
+      vfree(p);
+      vfree(n);
+      return roundIfBf16(d);
+    }
+    case Opcode::IsFinite: {
+      VReg a = unop("vabs.f32", ops[0], ElementType::F32);
+      int m = malloc_();
+      e_.op("vcmp.lt.f32 {}, {}, 0x7f800000", M(m), V(a));
+      vfree(a);
+      return toMask01(m);
+    }
+    case Opcode::RoundNearestAfz: {
+      VReg a = unop("vabs.f32", ops[0], rt);
+      VReg fl = unop("vfloor.f32", a, rt);
+      VReg fr = binop("vsub.f32", a, V(fl), rt);
+      int m = malloc_();
+      e_.op("vcmp.ge.f32 {}, {}, 0.5", M(m), V(fr));
+      VReg up = binop("vadd.f32", fl, "1.0", rt);
+      VReg r = valloc(rt);
+      e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(up), V(fl));
+      // Restore the sign bit of the input.
+      VReg sgn = binop("vand", ops[0], "-2147483648", rt);
+      VReg d = binop("vor", r, V(sgn), rt);
+      masks_.put(m);
+      for (VReg x : {a, fl, fr, up, r, sgn}) vfree(x);
+      return d;
+    }
+    case Opcode::ShiftLeft:
+    case Opcode::ShiftRightLogical:
+    case Opcode::ShiftRightArithmetic: {
+      int bits = std::max(8, typeInfo(rt).bits);
+      const char* m = in.opcode() == Opcode::ShiftLeft ? "vshl"
+                      : in.opcode() == Opcode::ShiftRightLogical ? "vshr" : "vsra";
+      VReg r = binop(m, ops[0], V(ops[1]), rt);
+      int lo = malloc_(), hi = malloc_();
+      e_.op("vcmp.ge.s32 {}, {}, 0", M(lo), V(ops[1]));
+      e_.op("vcmp.lt.s32 {}, {}, {}", M(hi), V(ops[1]), bits);
+      e_.op("mand {}, {}, {}", M(lo), M(lo), M(hi));
+      VReg d = valloc(rt);
+      if (in.opcode() == Opcode::ShiftRightArithmetic) {
+        VReg s = binop("vsra", ops[0], "31", rt);
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lo), V(r), V(s));
+        vfree(s);
+      } else {
+        e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r));
+      }
+      if (in.opcode() == Opcode::ShiftRightLogical && typeInfo(rt).bits == 8 && !typeInfo(rt).isUnsigned) {
+        // Logical shift of a sign-extended byte: shift the zero-extended one.
+        VReg z = binop("vand", ops[0], "255", rt);
+        VReg r2 = binop("vshr", z, V(ops[1]), rt);
+        e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r2));
+        vfree(z);
+        vfree(r2);
+      }
+      masks_.put(lo);
+      masks_.put(hi);
+      vfree(r);
+      return d;
+    }
+    case Opcode::Popcnt:
+    case Opcode::Clz: {
+      int bits = typeInfo(rt).bits;
+      VReg x = valloc(rt);
+      if (bits == 8) e_.op("vand {}, {}, 255", V(x), V(ops[0]));
+      else e_.op("vmov.s32 {}, {}", V(x), V(ops[0]));
+      VReg t = valloc(rt);
+      if (in.opcode() == Opcode::Clz) {
+        for (int sh : {1, 2, 4, 8, 16}) {
+          e_.op("vshr {}, {}, {}", V(t), V(x), sh);
+          e_.op("vor {}, {}, {}", V(x), V(x), V(t));
+        }
+      }
+      e_.op("vshr {}, {}, 1", V(t), V(x));
+      e_.op("vand {}, {}, 1431655765", V(t), V(t));
+      e_.op("vsub.s32 {}, {}, {}", V(x), V(x), V(t));
+      e_.op("vshr {}, {}, 2", V(t), V(x));
+      e_.op("vand {}, {}, 858993459", V(t), V(t));
+      e_.op("vand {}, {}, 858993459", V(x), V(x));
+      e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
+      e_.op("vshr {}, {}, 4", V(t), V(x));
+      e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
+      e_.op("vand {}, {}, 252645135", V(x), V(x));
+      e_.op("vmul.s32 {}, {}, 16843009", V(x), V(x));
+      e_.op("vshr {}, {}, 24", V(x), V(x));
+      if (in.opcode() == Opcode::Clz) {
+        VReg w = vconst(rt, static_cast<uint32_t>(bits == 8 ? 8 : 32));
+        e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
+        vfree(w);
+      }
+      vfree(t);
+      return x;
+    }
+    case Opcode::Map: {
+      std::vector<VReg> out;
+      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
+      return out[0];
+    }
+    default: return unsupported();
+  }
+}
+
+// ============================================================== streaming elementwise kernel
+
+bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs,
+                              const Body& body) {
+  if (n == 0) return true;
+  uint64_t per = 0;
+  int nIn = 0;
+  for (const EwInput& i : ins)
+    if (i.kind == EwInput::Full) {
+      per += typeInfo(i.type).bytes;
+      ++nIn;
+    }
+  for (const EwOutput& o : outs) per += typeInfo(o.type).bytes;
+  int nOut = static_cast<int>(outs.size());
+  int64_t totalV = (n + kVregElems - 1) / kVregElems;
+  int64_t chunkV = std::min<int64_t>(totalV, 128);
+  if (per > 0) chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, vmemBudget() / (2 * per * kVregElems)));
+  int64_t c = chunkV * kVregElems;
+  int64_t nChunks = (n + c - 1) / c;
+  int64_t tail = n - (nChunks - 1) * c;
+  // VMEM: two slots, each holding a chunk of every streamed buffer.
+  std::vector<int64_t> inOff(ins.size(), 0), outOff(outs.size(), 0);
+  uint64_t cur = 0;
+  for (size_t j = 0; j < ins.size(); ++j)
+    if (ins[j].kind == EwInput::Full) {
+      inOff[j] = static_cast<int64_t>(cur);
+      cur += alignUp(static_cast<uint64_t>(c) * typeInfo(ins[j].type).bytes, 512);
+    }
+  for (size_t j = 0; j < outs.size(); ++j) {
+    outOff[j] = static_cast<int64_t>(cur);
+    cur += alignUp(static_cast<uint64_t>(c) * typeInfo(outs[j].type).bytes, 512);
+  }
+  uint64_t slotBytes = alignUp(cur, 512);
+  // Scalars and the index base, hoisted out of the loops.
+  std::vector<VReg> hoisted(ins.size());
+  VReg idx0;
+  int smem = 0;
+  for (size_t j = 0; j < ins.size(); ++j) {
+    if (ins[j].kind == EwInput::Scalar) {
+      int sx = loadScalar(ins[j].buf, ins[j].off, ins[j].type, smem++);
+      hoisted[j] = valloc(ins[j].type);
+      e_.op("vmov.s32 {}, {}", V(hoisted[j]), S(sx));
+      sregs_.put(sx);
+    } else if (ins[j].kind == EwInput::Index && idx0.r < 0) {
+      idx0 = valloc(ElementType::S32);
+      VReg t = valloc(ElementType::S32);
+      e_.op("vsublaneid {}", V(idx0));
+      e_.op("vmul.s32 {}, {}, 128", V(idx0), V(idx0));
+      e_.op("vlaneid {}", V(t));
+      e_.op("vadd.s32 {}, {}, {}", V(idx0), V(idx0), V(t));
+      vfree(t);
+    }
+  }
+  int rI = sreg(), rSlot = sreg(), rOther = sreg(), rNext = sreg(), rTmp = sreg(), rA = sreg(), rV = sreg(),
+      rCnt = sreg(), rIdx = sreg();
+  int rOff[5] = {-1, sreg(), sreg(), -1, sreg()};
+  auto issue = [&](bool load, int chunkReg, int slotReg, int semReg) {
+    size_t count = load ? ins.size() : outs.size();
+    for (size_t j = 0; j < count; ++j) {
+      if (load && ins[j].kind != EwInput::Full) continue;
+      int buf = load ? ins[j].buf : outs[j].buf;
+      int64_t off = load ? ins[j].off : outs[j].off;
+      int es = typeInfo(load ? ins[j].type : outs[j].type).bytes;
+      int64_t voff = load ? inOff[j] : outOff[j];
+      e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c * es);
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
+      e_.op("smul {}, {}, {}", S(rV), S(slotReg), slotBytes);
+      e_.op("sadd {}, {}, {}", S(rV), S(rV), voff);
+      std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
+      std::string part = e_.desc(static_cast<uint64_t>(tail * es), {});
+      auto dma = [&](const std::string& d) {
+        if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", d, S(rV), hbm(buf), S(rA), S(semReg));
+        else e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", d, hbm(buf), S(rA), S(rV), S(semReg));
+      };
+      if (nChunks == 1) {
+        dma(part);
+      } else if (tail == c) {
+        dma(full);
+      } else {
+        std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
+        e_.op("br.eq {}, {}, {}", S(chunkReg), nChunks - 1, lt);
+        dma(full);
+        e_.op("jmp {}", ld);
+        e_.label(lt);
+        dma(part);
+        e_.label(ld);
+      }
+    }
+  };
+  e_.op("smov {}, 0", S(rI));
+  e_.op("smov {}, 0", S(rSlot));
+  issue(true, rI, rSlot, rSlot);
+  std::string lLoop = e_.newLabel("chunk"), lComp = e_.newLabel("compute"), lPf = e_.newLabel("prefetch"),
+              lInner = e_.newLabel("vreg");
+  e_.label(lLoop);
+  e_.op("sand {}, {}, 1", S(rSlot), S(rI));
+  e_.op("sxor {}, {}, 1", S(rOther), S(rSlot));
+  e_.op("sadd {}, {}, 1", S(rNext), S(rI));
+  e_.op("br.ge {}, {}, {}", S(rNext), nChunks, lComp);
+  e_.op("br.lt {}, 1, {}", S(rI), lPf);
+  e_.op("sadd {}, {}, 2", S(rTmp), S(rOther));
+  e_.op("sem.wait sem[{}], {}", S(rTmp), nOut);
+  e_.label(lPf);
+  issue(true, rNext, rOther, rOther);
+  e_.label(lComp);
+  if (nIn > 0) e_.op("sem.wait sem[{}], {}", S(rSlot), nIn);
+  e_.op("smul {}, {}, {}", S(rOff[4]), S(rSlot), slotBytes);
+  e_.op("smov {}, {}", S(rOff[2]), S(rOff[4]));
+  e_.op("smov {}, {}", S(rOff[1]), S(rOff[4]));
+  e_.op("smul {}, {}, {}", S(rIdx), S(rI), c);
+  e_.op("smov {}, {}", S(rCnt), chunkV);
+  e_.label(lInner);
+  std::vector<VReg> vin(ins.size());
+  std::vector<VReg> owned;
+  for (size_t j = 0; j < ins.size(); ++j) {
+    if (ins[j].kind == EwInput::Full) {
+      int es = typeInfo(ins[j].type).bytes;
+      vin[j] = vload(ins[j].type, fmt::format("{} + {}", S(rOff[es]), inOff[j]));
+      owned.push_back(vin[j]);
+    } else if (ins[j].kind == EwInput::Scalar) {
+      vin[j] = hoisted[j];
+    } else {
+      vin[j] = valloc(ElementType::S32);
+      e_.op("vadd.s32 {}, {}, {}", V(vin[j]), V(idx0), S(rIdx));
+      owned.push_back(vin[j]);
+    }
+  }
+  std::vector<VReg> vout = body(vin);
+  if (failed_) return false;
+  for (size_t j = 0; j < outs.size(); ++j) {
+    int es = typeInfo(outs[j].type).bytes;
+    vstore(vout[j], outs[j].type, fmt::format("{} + {}", S(rOff[es]), outOff[j]));
+    vfree(vout[j]);
+  }
+  for (VReg v : owned) vfree(v);
+  e_.op("sadd {}, {}, 4096", S(rOff[4]), S(rOff[4]));
+  e_.op("sadd {}, {}, 2048", S(rOff[2]), S(rOff[2]));
+  e_.op("sadd {}, {}, 1024", S(rOff[1]), S(rOff[1]));
+  e_.op("sadd {}, {}, 1024", S(rIdx), S(rIdx));
+  e_.op("loop {}, {}", S(rCnt), lInner);
+  e_.op("sadd {}, {}, 2", S(rTmp), S(rSlot));
+  issue(false, rI, rSlot, rTmp);
+  e_.op("sadd {}, {}, 1", S(rI), S(rI));
+  e_.op("br.lt {}, {}, {}", S(rI), nChunks, lLoop);
+  if (nOut > 0) {
+    e_.op("sem.wait sem{}, {}", 2 + ((nChunks - 1) & 1), nOut);
+    if (nChunks >= 2) e_.op("sem.wait sem{}, {}", 2 + ((nChunks - 2) & 1), nOut);
+  }
+  (void)slotBytes;
+  return !failed_;
+}
+
+bool Lowerer::fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff) {
+  EwInput s{EwInput::Scalar, scalarBuf, scalarOff, t};
+  return emitElementwise(n, {s}, {EwOutput{buf, off, t}}, [&](const std::vector<VReg>& v) {
+    VReg d = valloc(t);
+    e_.op("vmov.s32 {}, {}", V(d), V(v[0]));
+    return std::vector<VReg>{d};
+  });
+}
+
+bool Lowerer::fillZero(int buf, int64_t n, ElementType t) {
+  return emitElementwise(n, {}, {EwOutput{buf, 0, t}}, [&](const std::vector<VReg>&) {
+    return std::vector<VReg>{vconst(t, 0)};
+  });
+}
+
+// ============================================================== reductions
+
+// Reduced dimensions outermost: input [r, k] row-major, out [k]. Each
+// output chunk starts at init and folds the r rows in order.
+bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
+                             const std::vector<int>& initBufs, const std::vector<int>& outBufs,
+                             const Computation& reducer) {
+  size_t nv = inBufs.size();
+  uint64_t per = 0;
+  for (size_t j = 0; j < nv; ++j) per += 2 * typeInfo(bufs_[inBufs[j]].type).bytes;
+  int64_t totalV = (k + kVregElems - 1) / kVregElems;
+  int64_t chunkV = std::min<int64_t>({totalV, 64, std::max<int64_t>(1, vmemBudget() / (per * kVregElems))});
+  int64_t c = chunkV * kVregElems;
+  int64_t nChunks = (k + c - 1) / c;
+  int64_t tail = k - (nChunks - 1) * c;
+  std::vector<int64_t> accOff(nv), xOff(nv);
+  uint64_t cur = 0;
+  for (size_t j = 0; j < nv; ++j) {
+    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
+    accOff[j] = static_cast<int64_t>(cur);
+    cur += alignUp(static_cast<uint64_t>(c) * es, 512);
+    xOff[j] = static_cast<int64_t>(cur);
+    cur += alignUp(static_cast<uint64_t>(c) * es, 512);
+  }
+  std::vector<VReg> init(nv);
+  for (size_t j = 0; j < nv; ++j) {
+    int sx = loadScalar(initBufs[j], 0, bufs_[initBufs[j]].type, static_cast<int>(j));
+    init[j] = valloc(bufs_[initBufs[j]].type);
+    e_.op("vmov.s32 {}, {}", V(init[j]), S(sx));
+    sregs_.put(sx);
+  }
+  int rC = sreg(), rR = sreg(), rA = sreg(), rT = sreg(), rCnt = sreg(), rO4 = sreg(), rO2 = sreg(), rO1 = sreg();
+  int rOff[5] = {-1, rO1, rO2, -1, rO4};
+  std::string lChunk = e_.newLabel("rchunk"), lRow = e_.newLabel("rrow"), lInit = e_.newLabel("rinit"),
+              lFold = e_.newLabel("rfold");
+  auto resetOffs = [&]() {
+    e_.op("smov {}, 0", S(rO4));
+    e_.op("smov {}, 0", S(rO2));
+    e_.op("smov {}, 0", S(rO1));
+  };
+  auto stepOffs = [&]() {
+    e_.op("sadd {}, {}, 4096", S(rO4), S(rO4));
+    e_.op("sadd {}, {}, 2048", S(rO2), S(rO2));
+    e_.op("sadd {}, {}, 1024", S(rO1), S(rO1));
+  };
+  auto dmaChunk = [&](bool load, int buf, int64_t rowBytesOff, int64_t voff, int es) {
+    std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
+    std::string part = e_.desc(static_cast<uint64_t>(tail * es), {});
+    e_.op("smul {}, {}, {}", S(rA), S(rC), c * es);
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
+    if (rowBytesOff) e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
+    auto dma = [&](const std::string& d) {
+      if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem0", d, voff, hbm(buf), S(rA));
+      else e_.op("dma.v2h {}, {}[{}], [{}], sem0", d, hbm(buf), S(rA), voff);
+    };
+    if (nChunks == 1) {
+      dma(part);
+    } else if (tail == c) {
+      dma(full);
+    } else {
+      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
+      e_.op("br.eq {}, {}, {}", S(rC), nChunks - 1, lt);
+      dma(full);
+      e_.op("jmp {}", ld);
+      e_.label(lt);
+      dma(part);
+      e_.label(ld);
+    }
+  };
+  e_.op("smov {}, 0", S(rC));
+  e_.label(lChunk);
+  resetOffs();
+  e_.op("smov {}, {}", S(rCnt), chunkV);
+  e_.label(lInit);
+  for (size_t j = 0; j < nv; ++j) {
+    ElementType t = bufs_[inBufs[j]].type;
+    vstore(init[j], t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
+  }
+  stepOffs();
+  e_.op("loop {}, {}", S(rCnt), lInit);
+  e_.op("smov {}, 0", S(rR));
+  e_.label(lRow);
+  for (size_t j = 0; j < nv; ++j) {
+    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
+    e_.op("smul {}, {}, {}", S(rT), S(rR), k * es);
+    dmaChunk(true, inBufs[j], 1, xOff[j], es);
+  }
+  e_.op("sem.wait sem0, {}", nv);
+  resetOffs();
+  e_.op("smov {}, {}", S(rCnt), chunkV);
+  e_.label(lFold);
+  {
+    std::vector<VReg> args, owned;
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      args.push_back(vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j])));
+    }
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      args.push_back(vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), xOff[j])));
+    }
+    std::vector<VReg> res;
+    if (!lowerComputation(reducer, args, res)) return false;
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      vstore(res[j], t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
+      vfree(res[j]);
+    }
+    for (VReg v : args) vfree(v);
+  }
+  stepOffs();
+  e_.op("loop {}, {}", S(rCnt), lFold);
+  e_.op("sadd {}, {}, 1", S(rR), S(rR));
+  e_.op("br.lt {}, {}, {}", S(rR), r, lRow);
+  for (size_t j = 0; j < nv; ++j) dmaChunk(false, outBufs[j], 0, accOff[j], typeInfo(bufs_[outBufs[j]].type).bytes);
+  e_.op("sem.wait sem0, {}", nv);
+  e_.op("sadd {}, {}, 1", S(rC), S(rC));
+  e_.op("br.lt {}, {}, {}", S(rC), nChunks, lChunk);
+  (void)in;
+  return !failed_;
+}
+
+// Reduced dimensions innermost: input [k, r] row-major, out [k]. Each row
+// is folded vreg by vreg (the tail masked to init), then across lanes and
+// sublanes by rotations.
+bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
+                                 const std::vector<int>& initBufs, const std::vector<int>& outBufs,
+                                 const Computation& reducer) {
+  size_t nv = inBufs.size();
+  uint64_t rowBytes = 0;
+  for (int b : inBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
+  uint64_t budget = vmemBudget();
+  if (rowBytes + 8192 > budget)
+    return fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM yet", r));
+  int64_t rows = std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>((budget / 2) / (rowBytes + 16))));
+  rows = std::min<int64_t>(rows, 4096);
+  int64_t nBatches = (k + rows - 1) / rows;
+  int64_t tailRows = k - (nBatches - 1) * rows;
+  std::vector<int64_t> xOff(nv), oOff(nv);
+  uint64_t cur = 0;
+  for (size_t j = 0; j < nv; ++j) {
+    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
+    xOff[j] = static_cast<int64_t>(cur);
+    cur += alignUp(static_cast<uint64_t>(rows * r) * es + 4096, 512);
+    oOff[j] = static_cast<int64_t>(cur);
+    cur += alignUp(static_cast<uint64_t>(rows) * es + 1024, 512);
+  }
+  std::vector<VReg> init(nv);
+  for (size_t j = 0; j < nv; ++j) {
+    int sx = loadScalar(initBufs[j], 0, bufs_[initBufs[j]].type, static_cast<int>(j));
+    init[j] = valloc(bufs_[initBufs[j]].type);
+    e_.op("vmov.s32 {}, {}", V(init[j]), S(sx));
+    sregs_.put(sx);
+  }
+  int64_t fullV = r / kVregElems, rem = r % kVregElems;
+  int tailMask = -1;
+  if (rem) {
+    VReg idx = valloc(ElementType::S32), t = valloc(ElementType::S32);
+    e_.op("vsublaneid {}", V(idx));
+    e_.op("vmul.s32 {}, {}, 128", V(idx), V(idx));
+    e_.op("vlaneid {}", V(t));
+    e_.op("vadd.s32 {}, {}, {}", V(idx), V(idx), V(t));
+    tailMask = malloc_();
+    e_.op("vcmp.lt.s32 {}, {}, {}", M(tailMask), V(idx), rem);
+    vfree(idx);
+    vfree(t);
+  }
+  int rB = sreg(), rA = sreg(), rRow = sreg(), rRows = sreg(), rX[3] = {sreg(), sreg(), sreg()}, rCnt = sreg(),
+      rO = sreg();
+  if (nv > 3) return fail(in, "llo-gen: variadic reductions of more than 3 operands are not supported yet");
+  std::string lBatch = e_.newLabel("sbatch"), lRow = e_.newLabel("srow"), lV = e_.newLabel("svreg");
+  e_.op("smov {}, 0", S(rB));
+  e_.label(lBatch);
+  auto dmaBatch = [&](bool load) {
+    for (size_t j = 0; j < nv; ++j) {
+      int b = load ? inBufs[j] : outBufs[j];
+      int es = typeInfo(bufs_[b].type).bytes;
+      int64_t unit = load ? r * es : es;
+      std::string full = e_.desc(static_cast<uint64_t>(rows * unit), {});
+      std::string part = e_.desc(static_cast<uint64_t>(tailRows * unit), {});
+      e_.op("smul {}, {}, {}", S(rA), S(rB), rows * unit);
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
+      auto dma = [&](const std::string& d) {
+        if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem0", d, xOff[j], hbm(b), S(rA));
+        else e_.op("dma.v2h {}, {}[{}], [{}], sem0", d, hbm(b), S(rA), oOff[j]);
+      };
+      if (nBatches == 1) {
+        dma(part);
+      } else if (tailRows == rows) {
+        dma(full);
+      } else {
+        std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
+        e_.op("br.eq {}, {}, {}", S(rB), nBatches - 1, lt);
+        dma(full);
+        e_.op("jmp {}", ld);
+        e_.label(lt);
+        dma(part);
+        e_.label(ld);
+      }
+    }
+    e_.op("sem.wait sem0, {}", nv);
+  };
+  dmaBatch(true);
+  // Rows in this batch.
+  e_.op("smov {}, {}", S(rRows), rows);
+  if (tailRows != rows) {
+    std::string l = e_.newLabel("fullbatch");
+    e_.op("br.ne {}, {}, {}", S(rB), nBatches - 1, l);
+    e_.op("smov {}, {}", S(rRows), tailRows);
+    e_.label(l);
+  }
+  e_.op("smov {}, 0", S(rRow));
+  e_.label(lRow);
+  for (size_t j = 0; j < nv; ++j) {
+    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
+    e_.op("smul {}, {}, {}", S(rX[j]), S(rRow), r * es);
+  }
+  std::vector<VReg> acc(nv);
+  for (size_t j = 0; j < nv; ++j) {
+    acc[j] = valloc(init[j].t);
+    e_.op("vmov.s32 {}, {}", V(acc[j]), V(init[j]));
+  }
+  auto foldOne = [&](bool masked) -> bool {
+    std::vector<VReg> args = acc;
+    std::vector<VReg> xs;
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      VReg x = vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
+      if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(x), M(tailMask), V(x), V(init[j]));
+      xs.push_back(x);
+      args.push_back(x);
+    }
+    std::vector<VReg> res;
+    if (!lowerComputation(reducer, args, res)) return false;
+    for (size_t j = 0; j < nv; ++j) {
+      e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
+      vfree(res[j]);
+      vfree(xs[j]);
+      int es = typeInfo(bufs_[inBufs[j]].type).bytes;
+      e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * es);
+    }
+    return true;
+  };
+  if (fullV > 0) {
+    e_.op("smov {}, {}", S(rCnt), fullV);
+    e_.label(lV);
+    if (!foldOne(false)) return false;
+    e_.op("loop {}, {}", S(rCnt), lV);
+  }
+  if (rem && !foldOne(true)) return false;
+  // Across lanes, then sublanes: every element ends up with the total.
+  for (int step : {64, 32, 16, 8, 4, 2, 1, -4, -2, -1}) {
+    std::vector<VReg> args = acc, rot;
+    for (size_t j = 0; j < nv; ++j) {
+      VReg t = valloc(acc[j].t);
+      if (step > 0) e_.op("vrot.lane {}, {}, {}", V(t), V(acc[j]), step);
+      else e_.op("vrot.sub {}, {}, {}", V(t), V(acc[j]), -step);
+      rot.push_back(t);
+      args.push_back(t);
+    }
+    std::vector<VReg> res;
+    if (!lowerComputation(reducer, args, res)) return false;
+    for (size_t j = 0; j < nv; ++j) {
+      e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
+      vfree(res[j]);
+      vfree(rot[j]);
+    }
+  }
+  for (size_t j = 0; j < nv; ++j) {
+    int es = typeInfo(bufs_[outBufs[j]].type).bytes;
+    e_.op("smul {}, {}, {}", S(rO), S(rRow), es);
+    vstore(acc[j], bufs_[outBufs[j]].type, fmt::format("{} + {}", S(rO), oOff[j]), ", mask=0x1");
+    vfree(acc[j]);
+  }
+  e_.op("sadd {}, {}, 1", S(rRow), S(rRow));
+  e_.op("br.lt {}, {}, {}", S(rRow), S(rRows), lRow);
+  dmaBatch(false);
+  e_.op("sadd {}, {}, 1", S(rB), S(rB));
+  e_.op("br.lt {}, {}, {}", S(rB), nBatches, lBatch);
+  return !failed_;
+}
+
+// ============================================================== matmul on the MXUs
+
+// c[b] (f32 [m, n]) = a[b] ([m, k]) x w[b] ([k, n]); m % 8 == 0, k and n
+// multiples of 128. Each N tile of 128 x G columns uses G MXUs; the LHS
+// 8-row blocks are streamed through all of them, `depth` blocks ahead of
+// the pops (software pipelined). f32 operands take `passes` bf16 passes.
+bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
+                         ElementType aType, int wBuf, ElementType wType, int cBuf, int passes) {
+  int ea = typeInfo(aType).bytes, ew = typeInfo(wType).bytes;
+  int g = 1;
+  for (int cand = std::max(1, target_.mxu.count); cand >= 1; --cand)
+    if ((n / 128) % cand == 0) {
+      g = cand;
+      break;
+    }
+  int64_t tn = 128 * g;
+  int64_t tm = 8;
+  for (int64_t cand = 512; cand >= 8; cand -= 8)
+    if (m % cand == 0) {
+      tm = cand;
+      break;
+    }
+  int64_t blocks = tm / 8;
+  int64_t depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
+  uint64_t vA = 0, vW = alignUp(static_cast<uint64_t>(tm * 128 * ea), 512);
+  uint64_t vC = vW + alignUp(static_cast<uint64_t>(128 * tn * ew), 512);
+  uint64_t vEnd = vC + static_cast<uint64_t>(tm * tn * 4);
+  if (vEnd > target_.memory.vmemBytes) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
+  std::string dA = e_.desc(static_cast<uint64_t>(128 * ea), {{tm, k * ea, 128 * ea}});
+  std::string dW = e_.desc(static_cast<uint64_t>(tn * ew), {{128, n * ew, tn * ew}});
+  std::string dC = e_.desc(static_cast<uint64_t>(tn * 4), {{tm, tn * 4, n * 4}});
+  int rB = sreg(), rM = sreg(), rN = sreg(), rK = sreg(), rA = sreg(), rW = sreg(), rT = sreg(), rCnt = sreg(),
+      rAo = sreg(), rCo = sreg();
+  std::string lB = e_.newLabel("mb"), lM = e_.newLabel("mm"), lN = e_.newLabel("mn"), lK = e_.newLabel("mk"),
+              lZ = e_.newLabel("mzero");
+  // Components of an f32 value for multi-pass bf16 products.
+  auto component = [&](VReg x, int idx) {
+    if (idx == 0) return;
+    VReg h = valloc(ElementType::F32);
+    e_.op("vrnd.bf16 {}, {}", V(h), V(x));
+    e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(h));
+    if (idx == 2) {
+      e_.op("vrnd.bf16 {}, {}", V(h), V(x));
+      e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(h));
+    }
+    vfree(h);
+  };
+  std::vector<std::pair<int, int>> passList = {{0, 0}};
+  if (passes == 3) passList = {{1, 0}, {0, 1}, {0, 0}};
+  if (passes == 6) passList = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
+  const char* ldA = ea == 4 ? "vld" : "vld.bf16";
+  const char* ldW = ew == 4 ? "vld" : "vld.bf16";
+  e_.op("smov {}, 0", S(rB));
+  e_.label(lB);
+  e_.op("smov {}, 0", S(rM));
+  e_.label(lM);
+  e_.op("smov {}, 0", S(rN));
+  e_.label(lN);
+  {
+    VReg z = vconst(ElementType::F32, 0);
+    e_.op("smov {}, {}", S(rT), vC);
+    e_.op("smov {}, {}", S(rCnt), tm * tn / kVregElems);
+    e_.label(lZ);
+    e_.op("vst {}, [{}]", V(z), S(rT));
+    e_.op("sadd {}, {}, 4096", S(rT), S(rT));
+    e_.op("loop {}, {}", S(rCnt), lZ);
+    vfree(z);
+  }
+  e_.op("smov {}, 0", S(rK));
+  e_.label(lK);
+  // A tile: rows m0..m0+tm, columns k0..k0+128 of batch b.
+  e_.op("smul {}, {}, {}", S(rA), S(rB), m * k * ea);
+  e_.op("smul {}, {}, {}", S(rT), S(rM), tm * k * ea);
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
+  e_.op("smul {}, {}, {}", S(rT), S(rK), 128 * ea);
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), base(aBuf));
+  e_.op("dma.h2v {}, [{}], {}[{}], sem0", dA, vA, hbm(aBuf), S(rA));
+  e_.op("smul {}, {}, {}", S(rW), S(rB), k * n * ew);
+  e_.op("smul {}, {}, {}", S(rT), S(rK), 128 * n * ew);
+  e_.op("sadd {}, {}, {}", S(rW), S(rW), S(rT));
+  e_.op("smul {}, {}, {}", S(rT), S(rN), tn * ew);
+  e_.op("sadd {}, {}, {}", S(rW), S(rW), S(rT));
+  e_.op("sadd {}, {}, {}", S(rW), S(rW), base(wBuf));
+  e_.op("dma.h2v {}, [{}], {}[{}], sem1", dW, vW, hbm(wBuf), S(rW));
+  e_.op("sem.wait sem1");
+  e_.op("sem.wait sem0");
+  for (auto [ia, iw] : passList) {
+    for (int u = 0; u < g; ++u) {
+      for (int blk = 0; blk < 16; ++blk) {
+        VReg w = valloc(ElementType::F32);
+        e_.op("{} {}, [{}], {}", ldW, V(w), vW + static_cast<uint64_t>(blk * 8 * tn * ew + u * 128 * ew), tn * ew);
+        component(w, iw);
+        e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
+        vfree(w);
+      }
+      e_.op("mxu.wlatch mxu{}", u);
+    }
+    auto push = [&](const std::string& addr) {
+      VReg a = valloc(ElementType::F32);
+      e_.op("{} {}, [{}]", ldA, V(a), addr);
+      component(a, ia);
+      for (int u = 0; u < g; ++u) e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(a));
+      vfree(a);
+    };
+    auto pop = [&]() {
+      for (int u = 0; u < g; ++u) {
+        VReg r = valloc(ElementType::F32), c = valloc(ElementType::F32);
+        std::string addr = fmt::format("{} + {}", S(rCo), vC + static_cast<uint64_t>(u * 512));
+        e_.op("mxu.pop {}, mxu{}", V(r), u);
+        e_.op("vld {}, [{}], {}", V(c), addr, tn * 4);
+        e_.op("vadd.f32 {}, {}, {}", V(c), V(c), V(r));
+        e_.op("vst {}, [{}], {}", V(c), addr, tn * 4);
+        vfree(r);
+        vfree(c);
+      }
+      e_.op("sadd {}, {}, {}", S(rCo), S(rCo), 8 * tn * 4);
+    };
+    e_.op("smov {}, {}", S(rAo), vA);
+    e_.op("smov {}, 0", S(rCo));
+    for (int64_t i = 0; i < depth; ++i) {
+      push(S(rAo));
+      e_.op("sadd {}, {}, {}", S(rAo), S(rAo), 8 * 128 * ea);
+    }
+    if (blocks > depth) {
+      std::string lS = e_.newLabel("msteady");
+      e_.op("smov {}, {}", S(rCnt), blocks - depth);
+      e_.label(lS);
+      push(S(rAo));
+      e_.op("sadd {}, {}, {}", S(rAo), S(rAo), 8 * 128 * ea);
+      pop();
+      e_.op("loop {}, {}", S(rCnt), lS);
+    }
+    for (int64_t i = 0; i < depth; ++i) pop();
+  }
+  e_.op("sadd {}, {}, 1", S(rK), S(rK));
+  e_.op("br.lt {}, {}, {}", S(rK), k / 128, lK);
+  // Write the accumulated tile.
+  e_.op("smul {}, {}, {}", S(rA), S(rB), m * n * 4);
+  e_.op("smul {}, {}, {}", S(rT), S(rM), tm * n * 4);
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
+  e_.op("smul {}, {}, {}", S(rT), S(rN), tn * 4);
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), base(cBuf));
+  e_.op("dma.v2h {}, {}[{}], [{}], sem2", dC, hbm(cBuf), S(rA), vC);
+  e_.op("sem.wait sem2");
+  e_.op("sadd {}, {}, 1", S(rN), S(rN));
+  e_.op("br.lt {}, {}, {}", S(rN), n / tn, lN);
+  e_.op("sadd {}, {}, 1", S(rM), S(rM));
+  e_.op("br.lt {}, {}, {}", S(rM), m / tm, lM);
+  e_.op("sadd {}, {}, 1", S(rB), S(rB));
+  e_.op("br.lt {}, {}, {}", S(rB), b, lB);
+  (void)vEnd;
+  return !failed_;
+}
+
+// ============================================================== instruction lowerings
+
+namespace {
+std::vector<int64_t> byteStrides(const std::vector<int64_t>& dims, int es) {
+  std::vector<int64_t> s = rowMajorStrides(dims);
+  for (int64_t& x : s) x *= es;
+  return s;
+}
+}  // namespace
+
+bool Lowerer::lowerElementwiseInstr(const Instruction& in) {
+  beginKernel(in, "elementwise");
+  int64_t n = *in.shape().elementCount();
+  std::vector<EwInput> ins;
+  uint64_t bytes = 0;
+  for (const Instruction* o : in.operands()) {
+    int b = leaves_[o][0];
+    bool scalar = o->shape().isScalar() && !in.shape().isScalar();
+    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType()});
+    bytes += scalar ? 0 : bufs_[b].bytes;
+  }
+  int out = leaves_[&in][0];
+  bytes += bufs_[out].bytes;
+  bool ok = emitElementwise(n, ins, {EwOutput{out, 0, in.shape().elementType()}}, [&](const std::vector<VReg>& v) {
+    auto r = lowerOp(in, v);
+    return r ? std::vector<VReg>{*r} : std::vector<VReg>{VReg{0, in.shape().elementType()}};
+  });
+  endKernel(static_cast<double>(n), bytes, 0);
+  return ok;
+}
+
+bool Lowerer::lowerFlatFusion(const Instruction& in) {
+  beginKernel(in, "fusion");
+  const Computation& c = *in.fusedComputation();
+  std::vector<EwInput> ins;
+  uint64_t bytes = 0;
+  for (int64_t p = 0; p < in.operandCount(); ++p) {
+    const Instruction* o = in.operand(p);
+    int b = leaves_[o][0];
+    bool scalar = o->shape().isScalar();
+    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType()});
+    bytes += scalar ? 0 : bufs_[b].bytes;
+  }
+  std::vector<EwOutput> outs;
+  for (int b : leaves_[&in]) {
+    outs.push_back({b, 0, bufs_[b].type});
+    bytes += bufs_[b].bytes;
+  }
+  int64_t n = *arrayLeaves(in.shape())[0]->elementCount();
+  bool ok = emitElementwise(n, ins, outs, [&](const std::vector<VReg>& v) {
+    std::vector<VReg> out;
+    if (!lowerComputation(c, v, out)) out.assign(outs.size(), VReg{0, ElementType::F32});
+    return out;
+  });
+  endKernel(static_cast<double>(n) * static_cast<double>(c.instructionCount()), bytes, 0);
+  return ok;
+}
+
+bool Lowerer::lowerBroadcast(const Instruction& in) {
+  beginKernel(in, "broadcast");
+  const Instruction* o = in.operand(0);
+  int src = leaves_[o][0], dst = leaves_[&in][0];
+  int es = typeInfo(in.shape().elementType()).bytes;
+  int64_t n = *in.shape().elementCount();
+  bool ok = true;
+  if (*o->shape().elementCount() == 1) {
+    ok = fill(dst, 0, n, in.shape().elementType(), src, 0);
+  } else {
+    std::vector<int64_t> src0(in.shape().rank(), 0);
+    std::vector<int64_t> os = byteStrides(o->shape().dimensions(), es);
+    const auto& dims = in.attrs().dimensions;
+    for (size_t i = 0; i < dims.size(); ++i) src0[static_cast<size_t>(dims[i])] = os[i];
+    emitCopy(dst, 0, src, 0, in.shape().dimensions(), byteStrides(in.shape().dimensions(), es), src0, es);
+  }
+  endKernel(0, bufs_[dst].bytes + bufs_[src].bytes, 0);
+  return ok && !failed_;
+}
+
+bool Lowerer::lowerTranspose(const Instruction& in) {
+  beginKernel(in, "transpose");
+  const Instruction* o = in.operand(0);
+  int src = leaves_[o][0], dst = leaves_[&in][0];
+  int es = typeInfo(in.shape().elementType()).bytes;
+  std::vector<int64_t> os = byteStrides(o->shape().dimensions(), es), ss;
+  for (int64_t p : in.attrs().dimensions) ss.push_back(os[static_cast<size_t>(p)]);
+  emitCopy(dst, 0, src, 0, in.shape().dimensions(), byteStrides(in.shape().dimensions(), es), ss, es);
+  endKernel(0, 2 * bufs_[dst].bytes, 0);
+  return !failed_;
+}
+
+bool Lowerer::lowerSlice(const Instruction& in) {
+  beginKernel(in, "slice");
+  const Instruction* o = in.operand(0);
+  int src = leaves_[o][0], dst = leaves_[&in][0];
+  int es = typeInfo(in.shape().elementType()).bytes;
+  std::vector<int64_t> os = byteStrides(o->shape().dimensions(), es), ss;
+  int64_t off = 0;
+  const auto& sl = in.attrs().slice;
+  for (size_t i = 0; i < sl.size(); ++i) {
+    off += sl[i].start * os[i];
+    ss.push_back(os[i] * sl[i].stride);
+  }
+  emitCopy(dst, 0, src, off, in.shape().dimensions(), byteStrides(in.shape().dimensions(), es), ss, es);
+  endKernel(0, 2 * bufs_[dst].bytes, 0);
+  return !failed_;
+}
+
+bool Lowerer::lowerConcatenate(const Instruction& in) {
+  beginKernel(in, "concatenate");
+  int dst = leaves_[&in][0];
+  int es = typeInfo(in.shape().elementType()).bytes;
+  std::vector<int64_t> ds = byteStrides(in.shape().dimensions(), es);
+  size_t d = static_cast<size_t>(in.attrs().dimensions.at(0));
+  int64_t at = 0;
+  for (const Instruction* o : in.operands()) {
+    emitCopy(dst, at * ds[d], leaves_[o][0], 0, o->shape().dimensions(), ds,
+             byteStrides(o->shape().dimensions(), es), es);
+    at += o->shape().dimension(static_cast<int64_t>(d));
+  }
+  endKernel(0, 2 * bufs_[dst].bytes, 0);
+  return !failed_;
+}
+
+bool Lowerer::lowerPad(const Instruction& in) {
+  beginKernel(in, "pad");
+  const Instruction* o = in.operand(0);
+  int src = leaves_[o][0], dst = leaves_[&in][0];
+  ElementType t = in.shape().elementType();
+  int es = typeInfo(t).bytes;
+  if (!fill(dst, 0, *in.shape().elementCount(), t, leaves_[in.operand(1)][0], 0)) return false;
+  std::vector<int64_t> os = byteStrides(o->shape().dimensions(), es), ds = byteStrides(in.shape().dimensions(), es);
+  std::vector<int64_t> counts, dstS, srcS;
+  int64_t srcOff = 0, dstOff = 0;
+  const auto& pad = in.attrs().padding;
+  for (size_t i = 0; i < pad.size(); ++i) {
+    int64_t step = pad[i].interior + 1, size = o->shape().dimension(static_cast<int64_t>(i));
+    int64_t out = in.shape().dimension(static_cast<int64_t>(i));
+    int64_t j0 = pad[i].low >= 0 ? 0 : (-pad[i].low + step - 1) / step;
+    int64_t j1 = size - 1;
+    while (j1 >= j0 && pad[i].low + j1 * step >= out) --j1;
+    int64_t count = j1 - j0 + 1;
+    if (count <= 0) {
+      endKernel(0, bufs_[dst].bytes, 0);
+      return !failed_;
+    }
+    counts.push_back(count);
+    srcOff += j0 * os[i];
+    dstOff += (pad[i].low + j0 * step) * ds[i];
+    srcS.push_back(os[i]);
+    dstS.push_back(ds[i] * step);
+  }
+  emitCopy(dst, dstOff, src, srcOff, counts, dstS, srcS, es);
+  endKernel(0, 2 * bufs_[dst].bytes, 0);
+  return !failed_;
+}
+
+bool Lowerer::lowerReverse(const Instruction& in) {
+  beginKernel(in, "reverse");
+  const Instruction* o = in.operand(0);
+  int src = leaves_[o][0], dst = leaves_[&in][0];
+  int es = typeInfo(in.shape().elementType()).bytes;
+  std::vector<int64_t> ss = byteStrides(o->shape().dimensions(), es);
+  int64_t off = 0;
+  for (int64_t d : in.attrs().dimensions) {
+    auto i = static_cast<size_t>(d);
+    off += (o->shape().dimension(d) - 1) * ss[i];
+    ss[i] = -ss[i];
+  }
+  emitCopy(dst, 0, src, off, in.shape().dimensions(), byteStrides(in.shape().dimensions(), es), ss, es);
+  endKernel(0, 2 * bufs_[dst].bytes, 0);
+  return !failed_;
+}
+
+bool Lowerer::lowerIota(const Instruction& in) {
+  beginKernel(in, "iota");
+  int dst = leaves_[&in][0];
+  ElementType t = in.shape().elementType();
+  int es = typeInfo(t).bytes;
+  int64_t d = in.attrs().iotaDimension;
+  int64_t len = in.shape().dimension(d);
+  int line = in.shape().rank() == 1 ? dst : tempBuf(t, {len});
+  bool ok = emitElementwise(len, {EwInput{EwInput::Index, -1, 0, ElementType::S32}}, {EwOutput{line, 0, t}},
+                            [&](const std::vector<VReg>& v) {
+                              VReg r = valloc(t);
+                              if (typeInfo(t).isFloat) e_.op("vcvt.f32.s32 {}, {}", V(r), V(v[0]));
+                              else e_.op("vmov.s32 {}, {}", V(r), V(v[0]));
+                              return std::vector<VReg>{roundIfBf16(r)};
+                            });
+  if (ok && line != dst) {
+    std::vector<int64_t> ss(in.shape().rank(), 0);
+    ss[static_cast<size_t>(d)] = es;
+    emitCopy(dst, 0, line, 0, in.shape().dimensions(), byteStrides(in.shape().dimensions(), es), ss, es);
+  }
+  endKernel(0, bufs_[dst].bytes, 0);
+  return ok && !failed_;
+}
+
+bool Lowerer::lowerReduce(const Instruction& in) {
+  beginKernel(in, "reduce");
+  int64_t nv = in.operandCount() / 2;
+  const Shape& s = in.operand(0)->shape();
+  std::set<int64_t> red(in.attrs().dimensions.begin(), in.attrs().dimensions.end());
+  std::vector<int64_t> kept, reduced;
+  for (int64_t i = 0; i < s.rank(); ++i) (red.count(i) ? reduced : kept).push_back(i);
+  int64_t r = 1, k = 1;
+  for (int64_t i : reduced) r *= s.dimension(i);
+  for (int64_t i : kept) k *= s.dimension(i);
+  std::vector<int> inBufs, initBufs, outBufs = leaves_[&in];
+  for (int64_t j = 0; j < nv; ++j) {
+    inBufs.push_back(leaves_[in.operand(j)][0]);
+    initBufs.push_back(leaves_[in.operand(nv + j)][0]);
+  }
+  uint64_t bytes = 0;
+  for (int b : inBufs) bytes += bufs_[b].bytes;
+  bool ok = true;
+  bool outer = true, inner = true;
+  for (size_t i = 0; i < reduced.size(); ++i) {
+    outer = outer && reduced[i] == static_cast<int64_t>(i);
+    inner = inner && reduced[i] == static_cast<int64_t>(kept.size() + i);
+  }
+  if (k == 0) {
+  } else if (r == 0) {
+    for (int64_t j = 0; j < nv; ++j) ok = ok && fill(outBufs[j], 0, k, bufs_[outBufs[j]].type, initBufs[j], 0);
+  } else if (outer && k >= kVregElems / 8) {
+    ok = emitReduceRows(in, r, k, inBufs, initBufs, outBufs, *in.toApply());
+  } else {
+    if (!inner) {
+      // Move the reduced dimensions innermost (their order kept, so each
+      // output still folds its inputs in row-major order).
+      std::vector<int64_t> perm = kept;
+      perm.insert(perm.end(), reduced.begin(), reduced.end());
+      for (int64_t j = 0; j < nv; ++j) {
+        ElementType t = bufs_[inBufs[j]].type;
+        int es = typeInfo(t).bytes;
+        std::vector<int64_t> dims, ss, os = byteStrides(s.dimensions(), es);
+        for (int64_t p : perm) {
+          dims.push_back(s.dimension(p));
+          ss.push_back(os[static_cast<size_t>(p)]);
+        }
+        int tb = tempBuf(t, dims);
+        emitCopy(tb, 0, inBufs[j], 0, dims, byteStrides(dims, es), ss, es);
+        inBufs[j] = tb;
+      }
+    }
+    ok = emitReduceSegments(in, k, r, inBufs, initBufs, outBufs, *in.toApply());
+  }
+  endKernel(static_cast<double>(r * k * nv), bytes, 0);
+  return ok && !failed_;
+}
+
+bool Lowerer::lowerDot(const Instruction& in) {
+  beginKernel(in, "matmul");
+  const Instruction* lhs = in.operand(0);
+  const Instruction* rhs = in.operand(1);
+  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
+  if (!typeInfo(lt).isFloat || !typeInfo(rt).isFloat || !typeInfo(ot).isFloat)
+    return fail(in, "llo-gen: integer dot is not supported yet (only f32/bf16 operands reach the MXU)");
+  const auto& dn = in.attrs().dotDims;
+  auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> f;
+    for (int64_t i = 0; i < s.rank(); ++i)
+      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end()) f.push_back(i);
+    return f;
+  };
+  std::vector<int64_t> lf = freeDims(lhs->shape(), dn.lhsBatchDimensions, dn.lhsContractingDimensions);
+  std::vector<int64_t> rf = freeDims(rhs->shape(), dn.rhsBatchDimensions, dn.rhsContractingDimensions);
+  auto prod = [](const Shape& s, const std::vector<int64_t>& d) {
+    int64_t p = 1;
+    for (int64_t i : d) p *= s.dimension(i);
+    return p;
+  };
+  int64_t b = prod(lhs->shape(), dn.lhsBatchDimensions), m = prod(lhs->shape(), lf),
+          k = prod(lhs->shape(), dn.lhsContractingDimensions), n = prod(rhs->shape(), rf);
+  int64_t mp = (m + 7) / 8 * 8, kp = (k + 127) / 128 * 128, np = (n + 127) / 128 * 128;
+  int dst = leaves_[&in][0];
+  if (b * m * n == 0) {
+    endKernel(0, 0, 0);
+    return true;
+  }
+  if (k == 0) {
+    bool ok = fillZero(dst, b * m * n, ot);
+    endKernel(0, bufs_[dst].bytes, 0);
+    return ok;
+  }
+  // Operand in canonical padded form: groups (g0, g1, g2) of dims become
+  // [B, P1, P2] with zero padding.
+  auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                   const std::vector<int64_t>& g2, int64_t p1, int64_t p2) -> int {
+    const Shape& s = op->shape();
+    ElementType t = s.elementType();
+    int es = typeInfo(t).bytes;
+    std::vector<int64_t> order = g0;
+    order.insert(order.end(), g1.begin(), g1.end());
+    order.insert(order.end(), g2.begin(), g2.end());
+    bool identity = true;
+    for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+    int64_t s1 = prod(s, g1), s2 = prod(s, g2), bb = prod(s, g0);
+    if (identity && s1 == p1 && s2 == p2) return leaves_[op][0];
+    int tb = tempBuf(t, {bb, p1, p2});
+    if (s1 != p1 || s2 != p2) fillZero(tb, bb * p1 * p2, t);
+    std::vector<int64_t> os = byteStrides(s.dimensions(), es), counts, ss, ds;
+    auto addGroup = [&](const std::vector<int64_t>& g, int64_t unit) {
+      std::vector<int64_t> sizes;
+      for (int64_t i : g) sizes.push_back(s.dimension(i));
+      std::vector<int64_t> inner = rowMajorStrides(sizes);
+      for (size_t i = 0; i < g.size(); ++i) {
+        counts.push_back(sizes[i]);
+        ss.push_back(os[static_cast<size_t>(g[i])]);
+        ds.push_back(inner[i] * unit);
+      }
+    };
+    addGroup(g0, p1 * p2 * es);
+    addGroup(g1, p2 * es);
+    addGroup(g2, es);
+    emitCopy(tb, 0, leaves_[op][0], 0, counts, ds, ss, es);
+    return tb;
+  };
+  int a = canon(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp);
+  int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
+  bool direct = mp == m && np == n && ot == ElementType::F32;
+  int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
+  int passes = 1;
+  if (lt == ElementType::F32 || rt == ElementType::F32) {
+    hlo::Precision p = hlo::Precision::Default;
+    for (hlo::Precision q : in.attrs().precision.operandPrecision) p = std::max(p, q);
+    switch (options_.f32DotPrecision) {
+      case F32DotPrecision::FromConfig:
+        passes = p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
+        break;
+      case F32DotPrecision::Default: passes = 1; break;
+      case F32DotPrecision::High: passes = 3; break;
+      case F32DotPrecision::Highest: passes = 6; break;
+    }
+  }
+  bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes);
+  if (ok && !direct) {
+    int cs = c;
+    if (mp != m || np != n) {
+      cs = ot == ElementType::F32 ? dst : tempBuf(ElementType::F32, {b, m, n});
+      emitCopy(cs, 0, c, 0, {b, m, n}, byteStrides({b, m, n}, 4), byteStrides({b, mp, np}, 4), 4);
+    }
+    if (ot != ElementType::F32)
+      ok = emitElementwise(b * m * n, {EwInput{EwInput::Full, cs, 0, ElementType::F32}}, {EwOutput{dst, 0, ot}},
+                           [&](const std::vector<VReg>& v) {
+                             VReg r = valloc(ot);
+                             e_.op("vrnd.bf16 {}, {}", V(r), V(v[0]));
+                             return std::vector<VReg>{r};
+                           });
+  }
+  endKernel(2.0 * static_cast<double>(b * m * n * k) * passes,
+            bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
+  return ok && !failed_;
+}
+
+bool Lowerer::lowerDynamicSlice(const Instruction& in, bool update) {
+  beginKernel(in, update ? "dynamic-update-slice" : "dynamic-slice");
+  const Instruction* o = in.operand(0);
+  int src = leaves_[o][0], dst = leaves_[&in][0];
+  ElementType t = in.shape().elementType();
+  int es = typeInfo(t).bytes;
+  const Shape& os = o->shape();
+  std::vector<int64_t> sizes = update ? in.operand(1)->shape().dimensions() : in.shape().dimensions();
+  std::vector<int64_t> st = byteStrides(os.dimensions(), es);
+  int first = update ? 2 : 1;
+  if (update) emitCopy(dst, 0, src, 0, {static_cast<int64_t>(bufs_[dst].bytes)}, {1}, {1}, 1);
+  int rOff = sreg();
+  e_.op("smov {}, 0", S(rOff));
+  for (int64_t i = 0; i < os.rank(); ++i) {
+    const Instruction* ix = in.operand(first + i);
+    int sx = loadScalar(leaves_[ix][0], 0, ix->shape().elementType(), static_cast<int>(i));
+    e_.op("smax {}, {}, 0", S(sx), S(sx));
+    e_.op("smin {}, {}, {}", S(sx), S(sx), os.dimension(i) - sizes[static_cast<size_t>(i)]);
+    e_.op("smul {}, {}, {}", S(sx), S(sx), st[static_cast<size_t>(i)]);
+    e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(sx));
+    sregs_.put(sx);
+  }
+  if (update) {
+    int upd = leaves_[in.operand(1)][0];
+    emitCopy(dst, 0, upd, 0, sizes, st, byteStrides(sizes, es), es, -1, rOff);
+  } else {
+    emitCopy(dst, 0, src, 0, sizes, byteStrides(sizes, es), st, es, rOff, -1);
+  }
+  endKernel(0, 2 * bufs_[dst].bytes, 0);
+  return !failed_;
+}
+
+// ============================================================== emission walk
+
+bool Lowerer::emitComputation(const Computation& c) {
+  for (const auto& up : c.instructions())
+    if (!emitInstruction(*up)) return false;
+  return true;
+}
+
+bool Lowerer::emitInstruction(const Instruction& in) {
+  scratchTop_ = 0;
+  auto copyLeaves = [&](const std::vector<int>& dst, const std::vector<int>& src) {
+    for (size_t i = 0; i < dst.size() && i < src.size(); ++i)
+      if (dst[i] != src[i] && bufs_[dst[i]].bytes > 0)
+        emitCopy(dst[i], 0, src[i], 0, {static_cast<int64_t>(bufs_[dst[i]].bytes)}, {1}, {1}, 1);
+  };
+  switch (in.opcode()) {
+    case Opcode::Parameter:
+    case Opcode::Constant:
+    case Opcode::GetTupleElement:
+    case Opcode::Tuple:
+    case Opcode::Reshape:
+    case Opcode::Bitcast:
+    case Opcode::Copy:
+    case Opcode::OptimizationBarrier:
+    case Opcode::AddDependency:
+    case Opcode::BitcastConvert:
+    case Opcode::AfterAll:
+      return true;
+    case Opcode::Call: return emitComputation(*in.toApply());
+    case Opcode::Fusion:
+      if (!isFlatFusion(in)) return emitComputation(*in.fusedComputation());
+      return lowerFlatFusion(in);
+    case Opcode::While: {
+      beginKernel(in, "while");
+      copyLeaves(leaves_[&in], leaves_[in.operand(0)]);
+      std::string top = fmt::format("{}_cond", kernelLabel_), exit = fmt::format("{}_exit", kernelLabel_);
+      std::string body = kernelLabel_;
+      e_.label(top);
+      const Computation& cond = *in.whileCondition();
+      if (!emitComputation(cond)) return false;
+      sregs_.reset();
+      int p = loadScalar(leaves_[cond.root()][0], 0, ElementType::Pred, 0);
+      e_.op("br.eq {}, 0, {}", S(p), exit);
+      const Computation& b = *in.whileBody();
+      if (!emitComputation(b)) return false;
+      sregs_.reset();
+      e_.comment(fmt::format("while %{}: next state", in.name()));
+      const std::vector<int>& state = leaves_[&in];
+      std::vector<int> src = leaves_[b.root()];
+      std::set<int> stateSet(state.begin(), state.end());
+      scratchTop_ = 0;
+      for (size_t i = 0; i < src.size(); ++i)
+        if (src[i] != state[i] && stateSet.count(src[i])) {
+          int tb = tempBuf(bufs_[src[i]].type, bufs_[src[i]].dims);
+          copyLeaves({tb}, {src[i]});
+          src[i] = tb;
+        }
+      copyLeaves(state, src);
+      e_.op("jmp {}", top);
+      e_.label(exit);
+      endKernel(0, 0, 0);
+      return !failed_;
+    }
+    case Opcode::Conditional: {
+      beginKernel(in, "conditional");
+      const Instruction* sel = in.operand(0);
+      int idx = loadScalar(leaves_[sel][0], 0, sel->shape().elementType(), 0);
+      size_t nb = in.calledComputations().size();
+      std::string end = fmt::format("{}_end", kernelLabel_);
+      std::vector<std::string> labels;
+      for (size_t i = 0; i < nb; ++i) labels.push_back(fmt::format("{}_b{}", kernelLabel_, i));
+      if (sel->shape().elementType() == ElementType::Pred) {
+        e_.op("br.ne {}, 0, {}", S(idx), labels[0]);
+        e_.op("jmp {}", labels[1]);
+      } else {
+        for (size_t i = 0; i + 1 < nb; ++i) e_.op("br.eq {}, {}, {}", S(idx), i, labels[i]);
+        e_.op("jmp {}", labels[nb - 1]);
+      }
+      std::string label = kernelLabel_;
+      for (size_t i = 0; i < nb; ++i) {
+        e_.label(labels[i]);
+        const Computation& br = *in.calledComputations()[i];
+        if (!emitComputation(br)) return false;
+        sregs_.reset();
+        scratchTop_ = 0;
+        copyLeaves(leaves_[&in], leaves_[br.root()]);
+        e_.op("jmp {}", end);
+      }
+      e_.label(end);
+      (void)label;
+      return !failed_;
+    }
+    case Opcode::Broadcast: return lowerBroadcast(in);
+    case Opcode::Transpose: return lowerTranspose(in);
+    case Opcode::Slice: return lowerSlice(in);
+    case Opcode::Concatenate: return lowerConcatenate(in);
+    case Opcode::Pad: return lowerPad(in);
+    case Opcode::Reverse: return lowerReverse(in);
+    case Opcode::Iota: return lowerIota(in);
+    case Opcode::Reduce: return lowerReduce(in);
+    case Opcode::Dot: return lowerDot(in);
+    case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
+    case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
+    default: break;
+  }
+  if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);
+  return fail(in, fmt::format("llo-gen: opcode '{}' is not supported yet (instruction '{}')",
+                              hlo::opcodeName(in.opcode()), in.name()));
+}
+
+// ============================================================== driver
+
+namespace {
+std::string dimsText(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += fmt::format("{}{}", i ? "," : "", d[i]);
+  return s + "]";
+}
+
+std::string literalText(const hlo::Literal& lit, ElementType t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < lit.elementCount(); ++i) {
+    if (i) s += ", ";
+    if (t == ElementType::F32) s += fmt::format("0x{:08x}", static_cast<uint32_t>(lit.getBits(i)));
+    else if (t == ElementType::BF16) s += fmt::format("0x{:04x}", static_cast<uint32_t>(lit.getBits(i)));
+    else if (t == ElementType::Pred) s += lit.getInt(i) ? "1" : "0";
+    else if (t == ElementType::U32 || t == ElementType::U8) s += fmt::format("{}", lit.getUint(i));
+    else s += fmt::format("{}", lit.getInt(i));
+  }
+  return s + "]";
+}
+}  // namespace
+
+std::optional<CodegenResult> Lowerer::run() {
+  const Computation* entry = module_.entry();
+  if (!entry) {
+    diags_.error("llo-gen: the module has no entry computation");
+    return std::nullopt;
+  }
+  for (int64_t p = 0; p < entry->parameterCount(); ++p) {
+    const Instruction* param = entry->parameter(p);
+    if (!param) continue;
+    if (!checkTypes(*param)) return std::nullopt;
+    std::vector<int>& l = leaves_[param];
+    auto shapes = arrayLeaves(param->shape());
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      int b = newBuf(BufKind::Arg, *shapes[i]);
+      bufs_[b].name = shapes.size() == 1 ? fmt::format("p{}_{}", p, sanitize(param->name()))
+                                         : fmt::format("p{}_{}_{}", p, i, sanitize(param->name()));
+      l.push_back(b);
+      args_.push_back(b);
+    }
+  }
+  if (!plan(*entry, -1)) return std::nullopt;
+  ++pos_;
+  useLeaves(entry->root(), -1);
+  std::set<int> seen;
+  const auto& rootLeaves = leaves_[entry->root()];
+  for (size_t i = 0; i < rootLeaves.size(); ++i) {
+    int b = rootLeaves[i];
+    if (bufs_[b].kind == BufKind::Heap && !seen.count(b)) {
+      bufs_[b].kind = BufKind::Result;
+      bufs_[b].name = fmt::format("out{}", i);
+      results_.push_back(b);
+    } else {
+      Buf nb = bufs_[b];
+      nb.kind = BufKind::Result;
+      nb.name = fmt::format("out{}", i);
+      nb.constant = nullptr;
+      bufs_.push_back(nb);
+      int id = static_cast<int>(bufs_.size() - 1);
+      results_.push_back(id);
+      resultCopies_.push_back({id, b});
+    }
+    seen.insert(b);
+  }
+  // Liveness-based heap.
+  std::vector<int> heapIds;
+  std::vector<LiveRange> ranges;
+  for (size_t i = 0; i < bufs_.size(); ++i)
+    if (bufs_[i].kind == BufKind::Heap) {
+      heapIds.push_back(static_cast<int>(i));
+      ranges.push_back({bufs_[i].def, bufs_[i].end, bufs_[i].bytes});
+      stats_.unsharedBytes += alignUp(std::max<uint64_t>(bufs_[i].bytes, 1), 512);
+    }
+  HeapAssignment ha = assignHeap(ranges);
+  for (size_t i = 0; i < heapIds.size(); ++i) bufs_[heapIds[i]].offset = ha.offsets[i];
+  uint64_t heapBytes = ha.heapBytes;
+  heapBytes_ = heapBytes;
+  // Emission (scratch temporaries go above the heap).
+  e_.comment(fmt::format("entry computation %{}", entry->name()));
+  if (!emitComputation(*entry)) return std::nullopt;
+  if (!resultCopies_.empty()) {
+    e_.blank();
+    e_.comment("results that are parameters, constants or repeated leaves");
+    sregs_.reset();
+    for (auto [dst, src] : resultCopies_)
+      if (bufs_[dst].bytes)
+        emitCopy(dst, 0, src, 0, {static_cast<int64_t>(bufs_[dst].bytes)}, {1}, {1}, 1);
+  }
+  if (failed_) return std::nullopt;
+  uint64_t total = heapBytes + scratchBytes_;
+  for (const Buf& b : bufs_) {
+    if (b.kind == BufKind::Arg) stats_.argumentBytes += b.bytes;
+    if (b.kind == BufKind::Result) stats_.resultBytes += b.bytes;
+    if (b.kind == BufKind::Const) stats_.constantBytes += b.bytes;
+  }
+  stats_.heapBytes = total;
+  stats_.peakHbmBytes = total + stats_.argumentBytes + stats_.resultBytes + stats_.constantBytes;
+  if (stats_.peakHbmBytes > target_.memory.hbmBytes) {
+    diags_.error(fmt::format("llo-gen: the program needs {} bytes of HBM (arguments {}, results {}, constants {}, "
+                             "temporaries {}) but target '{}' has {}",
+                             stats_.peakHbmBytes, stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total,
+                             target_.name, target_.memory.hbmBytes));
+    return std::nullopt;
+  }
+  if (total >= (uint64_t{1} << 31)) {
+    diags_.error(fmt::format("llo-gen: {} bytes of temporaries exceed the 2 GiB the scalar unit can address", total));
+    return std::nullopt;
+  }
+  // Assemble the text.
+  std::string t;
+  t += fmt::format("// Generated by llo-gen from HLO module '{}'.\n", module_.name());
+  t += fmt::format("// HBM: arguments {} B, results {} B, constants {} B, temporaries {} B (without reuse {} B).\n",
+                   stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total, stats_.unsharedBytes);
+  if (!options_.targetSpec.empty()) {
+    bool builtin = std::find(target::builtinTargetNames().begin(), target::builtinTargetNames().end(),
+                             options_.targetSpec) != target::builtinTargetNames().end();
+    t += builtin ? fmt::format(".target {}\n\n", options_.targetSpec)
+                 : fmt::format(".target \"{}\"\n\n", options_.targetSpec);
+  }
+  for (const Buf& b : bufs_) {
+    if (b.kind == BufKind::Heap) continue;
+    std::string d = dimsText(b.dims.empty() ? std::vector<int64_t>{1} : b.dims);
+    if (b.bytes == 0) d = "[1]";
+    t += fmt::format(".buffer {} : hbm {}{}", b.name, typeInfo(b.type).dtype, d);
+    if (b.kind == BufKind::Const && b.bytes > 0) {
+      const hlo::Literal* lit = b.constant->attrs().literal ? &*b.constant->attrs().literal : nullptr;
+      hlo::Literal filled;
+      if (!lit || lit->isElided()) {
+        filled = eval::fillElidedConstant(*b.constant);
+        lit = &filled;
+      }
+      t += " = " + literalText(*lit, b.type);
+    }
+    t += "\n";
+  }
+  t += fmt::format(".buffer heap : hbm u8[{}]\n\n", std::max<uint64_t>(total, 512));
+  t += e_.descriptorText();
+  t += "\n";
+  std::string argList, resList;
+  for (int a : args_) argList += (argList.empty() ? "" : ", ") + bufs_[a].name;
+  for (int r : results_) resList += (resList.empty() ? "" : ", ") + bufs_[r].name;
+  t += fmt::format(".entry {}({}) -> ({})\n", options_.entryName, argList, resList);
+  t += e_.code();
+  t += "  halt\n";
+  CodegenResult res;
+  res.llo = std::move(t);
+  res.stats = stats_;
+  return res;
+}
+
+}  // namespace
+
+std::optional<CodegenResult> lowerModule(const hlo::Module& module, const target::TargetDesc& target,
+                                         const CodegenOptions& options, DiagnosticEngine& diags) {
+  Lowerer l(module, target, options, diags);
+  return l.run();
+}
+
+}  // namespace tpu::codegen

@@ -1,0 +1,50 @@
+// llo-gen: lower a verified HLO module (text or .hlob) to LLO assembly
+// text for one TensorCore of the target chip. All logic is in tpu_codegen.
+#include <fmt/format.h>
+
+#include "codegen/codegen.h"
+#include "hlo/io/hlo_io.h"
+#include "support/tool.h"
+#include "target/target.h"
+
+int main(int argc, char** argv) {
+  tpu::ToolSpec spec;
+  spec.name = "llo-gen";
+  spec.summary = "Lower an HLO module (text or .hlob) to LLO assembly (.llo) for a TPU-like chip";
+  spec.examples =
+      "  llo-gen model.hlo -o model.llo                  compile for the default target (v5e)\n"
+      "  hlo-parse m.hlo | llo-gen | llo-asm -o m.tpu    the whole pipeline\n"
+      "  llo-gen --target=v4 --stats=json m.hlo -o m.llo  per-kernel FLOPs, bytes, cycles\n"
+      "  llo-gen --f32-dot-precision=highest m.hlo       six bf16 passes for every f32 dot\n";
+  spec.usesTarget = true;
+  tpu::Tool tool(spec);
+  std::string precision = "config";
+  std::string entry = "main";
+  tool.cli()
+      .add_option("--f32-dot-precision", precision,
+                  "bf16 passes of f32 dots: config (follow precision_config), default (1), high (3), highest (6)")
+      ->check(CLI::IsMember({"config", "default", "high", "highest"}));
+  tool.cli().add_option("--entry-name", entry, "Name of the entry point in the LLO program (default main)");
+  return tool.run(argc, argv, [&](tpu::Tool& t) -> int {
+    auto input = t.readInput();
+    if (!input) return tpu::kExitFailure;
+    std::shared_ptr<tpu::SourceFile> source(input.release());
+    tpu::hlo::LoadedModule loaded = tpu::hlo::readModule(source, t.diags());
+    if (!loaded.module) return tpu::kExitFailure;
+    auto target = tpu::target::loadTarget(t.options().target, t.diags());
+    if (!target) return tpu::kExitFailure;
+    tpu::codegen::CodegenOptions options;
+    options.targetSpec = t.options().target;
+    options.entryName = entry;
+    if (precision == "default") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Default;
+    if (precision == "high") options.f32DotPrecision = tpu::codegen::F32DotPrecision::High;
+    if (precision == "highest") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Highest;
+    auto result = tpu::codegen::generateLlo(*loaded.module, *target, options, t.diags());
+    if (!result) return tpu::kExitFailure;
+    const auto& stats = t.options().stats;
+    if (!stats.empty() && !t.writeStats(stats == "json" ? tpu::codegen::renderStatsJson(result->stats)
+                                                        : tpu::codegen::renderStatsText(result->stats)))
+      return tpu::kExitFailure;
+    return t.writeOutput(result->llo, false) ? tpu::kExitSuccess : tpu::kExitFailure;
+  });
+}
