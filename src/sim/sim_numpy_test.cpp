@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "sim/kernels.h"
@@ -21,7 +23,9 @@ using namespace testing;
 class SimNumpy : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = std::string(TPU_SIM_TEST_TMP) + "/numpy";
+    // CTest runs each test in its own process, possibly in parallel: one
+    // fixture directory per process, so no test reads another's half-written file.
+    dir_ = std::string(TPU_SIM_TEST_TMP) + "/numpy-" + std::to_string(::getpid());
     std::filesystem::create_directories(dir_);
     std::string cmd = std::string(TPU_PYTHON) + " " + TPU_SOURCE_DIR + "/testdata/sim/make_expected.py " + dir_;
     ok_ = std::system(cmd.c_str()) == 0;
