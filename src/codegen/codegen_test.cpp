@@ -142,5 +142,171 @@ ENTRY main {
                0.0);
 }
 
+
+TEST(EndToEnd, DotF32HighestAndBf16) {
+  // f32 HIGHEST: six bf16 passes, close to f32.
+  EXPECT_MATCH(R"(HloModule m
+ENTRY main {
+  a = f32[100,300] parameter(0)
+  b = f32[300,70] parameter(1)
+  ROOT d = f32[100,70] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+})",
+               1e-5);
+  // bf16 operands: exact products, f32 sums (order differs per K tile).
+  EXPECT_MATCH(R"(HloModule m
+ENTRY main {
+  a = bf16[2,64,256] parameter(0)
+  b = bf16[2,128,256] parameter(1)
+  ROOT d = f32[2,64,128] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}
+})",
+               1e-5);
+}
+
+TEST(EndToEnd, DotDefaultPrecisionIsOneBf16Pass) {
+  E2eRun r = compileAndCompare(R"(HloModule m
+ENTRY main {
+  a = f32[64,128] parameter(0)
+  b = f32[128,128] parameter(1)
+  ROOT d = f32[64,128] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})");
+  ASSERT_EQ(r.error, "");
+  EXPECT_GT(r.maxErr, 1e-5);  // bf16 rounding of the operands shows
+  EXPECT_LE(r.maxErr, 3e-2);
+}
+
+TEST(EndToEnd, Reductions) {
+  const char* add = R"(
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+max {
+  p = s32[] parameter(0)
+  q = s32[] parameter(1)
+  ROOT s = s32[] maximum(p, q)
+}
+)";
+  EXPECT_MATCH(std::string("HloModule m\n") + add + R"(ENTRY main {
+  x = f32[37,3000] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[37] reduce(x, z), dimensions={1}, to_apply=add
+})", 1e-4);  // tree order across lanes vs the interpreter's sequential sum
+  EXPECT_MATCH(std::string("HloModule m\n") + add + R"(ENTRY main {
+  x = f32[64,4096] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[4096] reduce(x, z), dimensions={0}, to_apply=add
+})", 0.0);
+  EXPECT_MATCH(std::string("HloModule m\n") + add + R"(ENTRY main {
+  x = s32[5,6,7] parameter(0)
+  z = s32[] constant(-100)
+  ROOT r = s32[6] reduce(x, z), dimensions={0,2}, to_apply=max
+})", 0.0);
+}
+
+TEST(EndToEnd, DataMovement) {
+  EXPECT_MATCH(R"(HloModule m
+ENTRY main {
+  x = f32[3,4,5] parameter(0)
+  t = f32[5,3,4] transpose(x), dimensions={2,0,1}
+  s = f32[5,2,2] slice(t), slice={[0:5], [1:3], [0:4:2]}
+  r = f32[5,2,2] reverse(s), dimensions={0,2}
+  c = f32[5,4,2] concatenate(s, r), dimensions={1}
+  z = f32[] constant(7)
+  p = f32[8,8,3] pad(c, z), padding=1_2x0_1_1x2_-1
+  i = s32[8,8,3] iota(), iota_dimension=1
+  f = f32[8,8,3] convert(i)
+  ROOT o = f32[8,8,3] add(p, f)
+})", 0.0);
+  EXPECT_MATCH(R"(HloModule m
+ENTRY main {
+  x = bf16[7] parameter(0)
+  b = bf16[3,7,2] broadcast(x), dimensions={1}
+  ROOT e = bf16[3,7,2] exponential(b)
+})", 1e-2);
+}
+
+TEST(EndToEnd, FusionSelectCompareConvert) {
+  EXPECT_MATCH(R"(HloModule m
+fused {
+  a = f32[2000] parameter(0)
+  b = s32[2000] parameter(1)
+  c = f32[] parameter(2)
+  bc = f32[2000] broadcast(c), dimensions={}
+  fb = f32[2000] convert(b)
+  g = pred[2000] compare(a, fb), direction=GT
+  m = f32[2000] maximum(a, bc)
+  ROOT s = f32[2000] select(g, m, fb)
+}
+ENTRY main {
+  x = f32[2000] parameter(0)
+  y = s32[2000] parameter(1)
+  z = f32[] parameter(2)
+  ROOT f = f32[2000] fusion(x, y, z), kind=kLoop, calls=fused
+})", 0.0);
+}
+
+TEST(EndToEnd, WhileAndConditional) {
+  EXPECT_MATCH(R"(HloModule m
+cond {
+  p = (s32[], f32[300]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(5)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[300]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[300] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = f32[300] add(x, x)
+  ROOT t = (s32[], f32[300]) tuple(j, y)
+}
+t_branch {
+  p = f32[300] parameter(0)
+  ROOT n = f32[300] negate(p)
+}
+f_branch {
+  p = f32[300] parameter(0)
+  ROOT n = f32[300] abs(p)
+}
+ENTRY main {
+  x = f32[300] parameter(0)
+  q = pred[] parameter(1)
+  z = s32[] constant(0)
+  t = (s32[], f32[300]) tuple(z, x)
+  w = (s32[], f32[300]) while(t), condition=cond, body=body
+  r = f32[300] get-tuple-element(w), index=1
+  ROOT c = f32[300] conditional(q, r, r), true_computation=t_branch, false_computation=f_branch
+})", 0.0);
+}
+
+TEST(EndToEnd, DynamicSliceAndUpdate) {
+  EXPECT_MATCH(R"(HloModule m
+ENTRY main {
+  x = f32[10,20] parameter(0)
+  i = s32[] constant(3)
+  j = s32[] constant(17)
+  d = f32[4,5] dynamic-slice(x, i, j), dynamic_slice_sizes={4,5}
+  n = f32[4,5] negate(d)
+  ROOT u = f32[10,20] dynamic-update-slice(x, n, j, i)
+})", 0.0);
+}
+
+TEST(EndToEnd, UnsupportedOpIsAnError) {
+  E2eRun r = compileAndCompare(R"(HloModule m
+ENTRY main {
+  x = f32[8] parameter(0)
+  ROOT s = f32[8] all-reduce(x), replica_groups={}, to_apply=add
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+})");
+  EXPECT_NE(r.error, "");
+}
+
 }  // namespace
 }  // namespace tpu::codegen

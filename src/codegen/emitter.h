@@ -52,6 +52,8 @@ class RegPool {
     if (r >= first_ && r - first_ < static_cast<int>(free_.size())) free_[r - first_] = true;
   }
   void reset() { free_.assign(free_.size(), true); }
+  std::vector<bool> save() const { return free_; }
+  void restore(std::vector<bool> state) { free_ = std::move(state); }
   std::string name(int r) const { return fmt::format("{}{}", prefix_, r); }
   int inUse() const;
   int highWater() const { return high_; }

@@ -126,6 +126,20 @@ struct EwOutput {
   ElementType type = ElementType::F32;
 };
 
+// Returns the registers a kernel helper took when it ends.
+class PoolGuard {
+ public:
+  explicit PoolGuard(std::initializer_list<RegPool*> pools) {
+    for (RegPool* p : pools) saved_.push_back({p, p->save()});
+  }
+  ~PoolGuard() {
+    for (auto& [p, s] : saved_) p->restore(s);
+  }
+
+ private:
+  std::vector<std::pair<RegPool*, std::vector<bool>>> saved_;
+};
+
 class Lowerer {
  public:
   Lowerer(const hlo::Module& m, const target::TargetDesc& t, const CodegenOptions& o, DiagnosticEngine& d)
@@ -549,6 +563,7 @@ int Lowerer::tempBuf(ElementType t, const std::vector<int64_t>& dims) {
 void Lowerer::emitCopy(int dstBuf, int64_t dstOff, int srcBuf, int64_t srcOff, std::vector<int64_t> counts,
                        std::vector<int64_t> dstStrides, std::vector<int64_t> srcStrides, int esize, int srcDynReg,
                        int dstDynReg) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
   // Drop unit dims, merge contiguous ones.
   std::vector<int64_t> c, ds, ss;
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -1111,6 +1126,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
 
 bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs,
                               const Body& body) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
   if (n == 0) return true;
   uint64_t per = 0;
   int nIn = 0;
@@ -1281,6 +1297,7 @@ bool Lowerer::fillZero(int buf, int64_t n, ElementType t) {
 bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
                              const std::vector<int>& initBufs, const std::vector<int>& outBufs,
                              const Computation& reducer) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
   size_t nv = inBufs.size();
   uint64_t per = 0;
   for (size_t j = 0; j < nv; ++j) per += 2 * typeInfo(bufs_[inBufs[j]].type).bytes;
@@ -1402,6 +1419,7 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
 bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
                                  const std::vector<int>& initBufs, const std::vector<int>& outBufs,
                                  const Computation& reducer) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
   size_t nv = inBufs.size();
   uint64_t rowBytes = 0;
   for (int b : inBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
@@ -1564,6 +1582,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
 // the pops (software pipelined). f32 operands take `passes` bf16 passes.
 bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
                          ElementType aType, int wBuf, ElementType wType, int cBuf, int passes) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
   int ea = typeInfo(aType).bytes, ew = typeInfo(wType).bytes;
   int g = 1;
   for (int cand = std::max(1, target_.mxu.count); cand >= 1; --cand)
