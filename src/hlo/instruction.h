@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hlo/attributes.h"
+#include "hlo/heap_optional.h"
 #include "hlo/literal.h"
 #include "hlo/opcode.h"
 #include "hlo/shape.h"
@@ -29,23 +30,23 @@ struct InstructionAttributes {
   std::vector<int64_t> dimensions;
   int64_t tupleIndex = 0;         // get-tuple-element `index=`
   int64_t parameterNumber = 0;    // parameter(N)
-  std::optional<std::vector<bool>> parameterReplication;  // parameter_replication={..}
+  HeapOptional<std::vector<bool>> parameterReplication;  // parameter_replication={..}
   int64_t iotaDimension = 0;      // iota_dimension=
   int64_t inferredDimension = -1; // reshape inferred_dimension= (-1 = absent)
-  std::optional<Literal> literal; // constant(...) payload; custom-call literal=
+  HeapOptional<Literal> literal; // constant(...) payload; custom-call literal=
 
   std::vector<SliceDimension> slice;            // slice={...}
   std::vector<int64_t> dynamicSliceSizes;       // dynamic-slice dynamic_slice_sizes=
   std::vector<PaddingDimension> padding;        // pad padding=
   std::optional<Window> window;                 // convolution, reduce-window, select-and-scatter, custom-call
-  std::optional<ConvolutionDimensionNumbers> convDims;  // dim_labels= (convolution, custom-call)
+  HeapOptional<ConvolutionDimensionNumbers> convDims;  // dim_labels= (convolution, custom-call)
   int64_t featureGroupCount = 1;
   int64_t batchGroupCount = 1;
   ConvKind convKind = ConvKind::Unset;          // conv_kind= (parsed, printed when set)
   DotDimensionNumbers dotDims;                  // dot, ragged-dot, scaled-dot
   RaggedDotDimensionNumbers raggedDotDims;      // ragged-dot
   PrecisionConfig precision;                    // operand_precision=, algorithm= (dot family, convolution, custom-call)
-  std::optional<RawAttribute> sparsity;         // dot sparsity= (kept as written)
+  HeapOptional<RawAttribute> sparsity;         // dot sparsity= (kept as written)
 
   ComparisonDirection comparisonDirection = ComparisonDirection::EQ;  // compare direction=
   // compare type=; the parser fills in defaultComparisonType(operand type) when absent.
@@ -56,13 +57,13 @@ struct InstructionAttributes {
   std::string customCallTarget;
   CustomCallApiVersion apiVersion = CustomCallApiVersion::Original;
   bool customCallHasSideEffect = false;
-  std::optional<std::vector<Shape>> operandLayoutConstraints;
+  HeapOptional<std::vector<Shape>> operandLayoutConstraints;
   CustomCallSchedule customCallSchedule = CustomCallSchedule::None;
   PaddingType paddingType = PaddingType::Unset;
   std::vector<OutputOperandAlias> outputToOperandAliasing;  // custom-call, fusion, async-start
 
   // collectives
-  std::optional<ReplicaGroups> replicaGroups;   // replica_groups= (always printed for collectives)
+  HeapOptional<ReplicaGroups> replicaGroups;   // replica_groups= (always printed for collectives)
   std::optional<int64_t> channelId;
   bool constrainLayout = false;
   bool useGlobalDeviceIds = false;
@@ -85,7 +86,7 @@ struct InstructionAttributes {
   int64_t mantissaBits = 0;
   std::string infeedConfig;   // infeed infeed_config=
   std::string outfeedConfig;  // outfeed outfeed_config=
-  std::optional<Shape> outfeedShape;  // outfeed outfeed_shape=
+  HeapOptional<Shape> outfeedShape;  // outfeed outfeed_shape=
 
   bool leftSide = false, lower = false, unitDiagonal = false;  // triangular-solve (lower: cholesky too)
   TriangularTranspose transposeA = TriangularTranspose::NoTranspose;
@@ -93,7 +94,7 @@ struct InstructionAttributes {
   std::vector<int64_t> fftLength;
   float epsilon = 0;           // batch-norm-*
   int64_t featureIndex = 0;    // batch-norm-*
-  std::optional<DomainMetadata> domain;
+  HeapOptional<DomainMetadata> domain;
   int64_t k = 0;               // topk
   bool largest = true;         // topk
   int64_t numCarries = 0;      // scan
@@ -108,12 +109,12 @@ struct InstructionAttributes {
 
 // Attributes any instruction may carry.
 struct CommonAttributes {
-  std::optional<Sharding> sharding;
+  HeapOptional<Sharding> sharding;
   FrontendAttributes frontendAttributes;  // sorted by key
-  std::optional<Statistics> statistics;
+  HeapOptional<Statistics> statistics;
   OpMetadata metadata;
   BackendConfig backendConfig;
-  std::optional<RawAttribute> origin;     // origin={...} (newest XLA), kept as written
+  HeapOptional<RawAttribute> origin;     // origin={...} (newest XLA), kept as written
   std::vector<RawAttribute> unknown;      // attributes the parser did not know, in order
 
   bool operator==(const CommonAttributes&) const = default;
@@ -171,7 +172,7 @@ class Instruction {
   const CommonAttributes& common() const { return common_; }
   // Shortcuts into common().
   const OpMetadata& metadata() const { return common_.metadata; }
-  const std::optional<Sharding>& sharding() const { return common_.sharding; }
+  const HeapOptional<Sharding>& sharding() const { return common_.sharding; }
   const BackendConfig& backendConfig() const { return common_.backendConfig; }
 
   // Constant payload (constant instructions).

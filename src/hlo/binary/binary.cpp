@@ -12,9 +12,9 @@ namespace {
 // Guards against IR changes that the encoding would silently drop: when a
 // field is added to these structs their size changes, and this file must be
 // updated (and kHlobVersion.minor or .major bumped) before it compiles again.
-static_assert(sizeof(void*) != 8 || sizeof(InstructionAttributes) == 2600,
+static_assert(sizeof(void*) != 8 || sizeof(InstructionAttributes) == 1128,
               "InstructionAttributes changed: update the .hlob encoding in binary.cpp");
-static_assert(sizeof(void*) != 8 || sizeof(CommonAttributes) == 728,
+static_assert(sizeof(void*) != 8 || sizeof(CommonAttributes) == 368,
               "CommonAttributes changed: update the .hlob encoding in binary.cpp");
 
 // Largest enumerator of each enum stored as a byte; values above it are
@@ -68,6 +68,11 @@ class Encoder {
   }
   template <typename T>
   void operator()(const std::optional<T>& v) {
+    w_.u8(v.has_value() ? 1 : 0);
+    if (v) (*this)(*v);
+  }
+  template <typename T>
+  void operator()(const HeapOptional<T>& v) {
     w_.u8(v.has_value() ? 1 : 0);
     if (v) (*this)(*v);
   }
@@ -140,6 +145,17 @@ class Decoder {
   }
   template <typename T>
   void operator()(std::optional<T>& v) {
+    bool present = false;
+    (*this)(present);
+    if (present && ok()) {
+      v.emplace();
+      (*this)(*v);
+    } else {
+      v.reset();
+    }
+  }
+  template <typename T>
+  void operator()(HeapOptional<T>& v) {
     bool present = false;
     (*this)(present);
     if (present && ok()) {

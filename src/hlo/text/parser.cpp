@@ -1283,7 +1283,7 @@ bool Parser::parsePrecisionList(std::vector<Precision>* out) {
   if (!expect(TokKind::LBrace, "'{'")) return false;
   if (consumeIf(TokKind::RBrace)) return true;
   do {
-    Precision p;
+    Precision p = Precision::Default;
     if (!parseEnum(&p, parsePrecision, "precision")) return false;
     out->push_back(p);
   } while (consumeIf(TokKind::Comma));
