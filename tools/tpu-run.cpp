@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "runner/run.h"
+#include "target/target.h"
 #include "support/tool.h"
 
 namespace {
@@ -26,27 +27,35 @@ int runInterpretMode(tpu::Tool& tool, const tpu::runner::RunOptions& options) {
   return printReport(tpu::runner::runInterpreter(*module, options, tool.diags()));
 }
 
-// Machine programs (.tpu, .llo) run on the simulated chip.
+// Machine programs (.tpu, .llo) run on the simulated chip; HLO modules are
+// first compiled in memory with the default pipeline (as `lli` runs IR).
 int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
-                    const tpu::runner::SimulatorRequest& request) {
+                    const tpu::runner::CompiledRequest& request) {
   std::unique_ptr<tpu::SourceFile> file = tool.readInput();
   if (!file) return tpu::kExitFailure;
-  if (!tpu::sim::isMachineProgram(file->name(), file->contents())) {
-    tool.diags().error(
-        "compiling HLO in memory is not available yet: compile with 'llo-gen | llo-asm', or evaluate the module "
-        "with --interpret",
-        file->name());
-    return tpu::kExitFailure;
-  }
-  // The program records the chip it was built for; --target only when given.
-  std::string targetOverride = tool.cli().count("--target") ? tool.options().target : std::string();
-  auto loaded = tpu::sim::loadProgram(*file, targetOverride, tool.diags());
-  if (!loaded) return tpu::kExitFailure;
-  tpu::runner::SimulatorRequest req = request;
-  req.run.stats = tool.options().stats;
-  req.run.trace = !req.traceFile.empty();
+  tpu::runner::CompiledRequest req = request;
+  req.simulator.run.stats = tool.options().stats;
+  req.simulator.run.trace = !req.simulator.traceFile.empty();
+  bool targetGiven = tool.cli().count("--target") > 0;
   std::string statsText;
-  tpu::runner::RunReport report = tpu::runner::runSimulator(*loaded, options, req, statsText, tool.diags());
+  tpu::runner::RunReport report;
+  if (tpu::sim::isMachineProgram(file->name(), file->contents())) {
+    if (req.check) {
+      tool.diags().error("--check compares compiled HLO with the interpreter; it needs an HLO input", file->name());
+      return tpu::kExitUsage;
+    }
+    // The program records the chip it was built for; --target only when given.
+    auto loaded = tpu::sim::loadProgram(*file, targetGiven ? tool.options().target : std::string(), tool.diags());
+    if (!loaded) return tpu::kExitFailure;
+    report = tpu::runner::runSimulator(*loaded, options, req.simulator, statsText, tool.diags());
+  } else {
+    std::shared_ptr<tpu::SourceFile> source = std::move(file);
+    std::unique_ptr<tpu::hlo::Module> module = tpu::runner::loadModule(source, tool.diags());
+    if (!module) return tpu::kExitFailure;
+    auto target = tpu::target::loadTarget(tool.options().target, tool.diags());
+    if (!target) return tpu::kExitFailure;
+    report = tpu::runner::runCompiledModule(*module, *target, options, req, statsText, tool.diags());
+  }
   if (!statsText.empty() && !tool.writeStats(statsText)) return tpu::kExitFailure;
   return printReport(report);
 }
@@ -56,9 +65,10 @@ int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
 int main(int argc, char** argv) {
   tpu::Tool tool({
       .name = "tpu-run",
-      .summary = "Run a program on host tensors: a machine program (.tpu, .llo) on the simulated chip, or HLO "
-                 "with the reference interpreter (--interpret).",
-      .examples = "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
+      .summary = "Run a program on host tensors: a machine program (.tpu, .llo) or an HLO module (compiled in "
+                 "memory) on the simulated chip, or HLO on the reference interpreter (--interpret).",
+      .examples = "  tpu-run model.hlo --seed=1 --check --stats          compile, simulate, compare with interpreter\n"
+                  "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
                   "  tpu-run kernel.llo --input=@a.npy --output=@c.npy --trace=t.json\n"
                   "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
                   "  tpu-run --interpret add.hlo --input=2xf32=1,2 --input=@b.npy --output=@sum.npy\n"
@@ -68,7 +78,9 @@ int main(int argc, char** argv) {
       .usesTarget = true,
   });
   tpu::runner::RunOptions options;
-  tpu::runner::SimulatorRequest simRequest;
+  tpu::runner::CompiledRequest compiled;
+  std::string f32Precision = "config";
+  double checkAtol = 0, checkRtol = 0;
   bool interpret = false;
   uint64_t seed = 0;
   std::string elided = "random";
@@ -94,15 +106,31 @@ int main(int argc, char** argv) {
                  "Elided constants ({...}): random (fill with deterministic data, warn) or error")
       ->check(CLI::IsMember({"random", "error"}))
       ->capture_default_str();
-  app.add_option("--entry", simRequest.run.entry, "Entry point of a machine program to run (default: the first)");
-  app.add_option("--max-cycles", simRequest.run.maxCycles,
+  app.add_flag("--check", compiled.check,
+               "Compiled HLO: also run the reference interpreter on the same inputs and compare the results");
+  auto* checkAtolOpt = app.add_option("--check-atol", checkAtol,
+                                      "--check absolute tolerance (default: from the precision of the module's dots)");
+  auto* checkRtolOpt = app.add_option("--check-rtol", checkRtol, "--check relative tolerance (default: = atol)");
+  app.add_option("--f32-dot-precision", f32Precision,
+                 "Compiled HLO: bf16 passes of f32 dots: config (precision_config), default (1), high (3), highest (6)")
+      ->check(CLI::IsMember({"config", "default", "high", "highest"}))
+      ->capture_default_str();
+  app.add_option("--entry", compiled.simulator.run.entry, "Entry point of a machine program to run (default: the first)");
+  app.add_option("--max-cycles", compiled.simulator.run.maxCycles,
                  "Stop a machine program with an error after N simulated cycles")
       ->capture_default_str();
-  app.add_option("--trace", simRequest.traceFile,
+  app.add_option("--trace", compiled.simulator.traceFile,
                  "Write a Chrome/Perfetto trace of slot and DMA activity to FILE (machine programs)");
   return tool.run(argc, argv, [&](tpu::Tool& t) {
     if (seedOpt->count() > 0) options.seed = seed;
     options.elidedConstantsAreErrors = elided == "error";
-    return interpret ? runInterpretMode(t, options) : runCompiledMode(t, options, simRequest);
+    if (checkAtolOpt->count()) compiled.checkAtol = checkAtol;
+    if (checkRtolOpt->count()) compiled.checkRtol = checkRtol;
+    using P = tpu::codegen::F32DotPrecision;
+    compiled.f32DotPrecision = f32Precision == "default" ? P::Default
+                               : f32Precision == "high"  ? P::High
+                               : f32Precision == "highest" ? P::Highest
+                                                           : P::FromConfig;
+    return interpret ? runInterpretMode(t, options) : runCompiledMode(t, options, compiled);
   });
 }

@@ -12,6 +12,7 @@
 
 #include "hlo/literal.h"
 #include "hlo/module.h"
+#include "codegen/codegen.h"
 #include "sim/run_program.h"
 #include "support/diagnostics.h"
 #include "support/source.h"
@@ -65,5 +66,21 @@ struct SimulatorRequest {
 // chip. Statistics are appended to `statsText` (the tool decides where they go).
 RunReport runSimulator(const sim::LoadedProgram& program, const RunOptions& options,
                        const SimulatorRequest& request, std::string& statsText, DiagnosticEngine& diags);
+
+// What `tpu-run model.hlo` (compiled execution) adds.
+struct CompiledRequest {
+  SimulatorRequest simulator;
+  codegen::F32DotPrecision f32DotPrecision = codegen::F32DotPrecision::FromConfig;
+  bool check = false;  // also run the interpreter and compare
+  // --check tolerances; unset: derived from the module's dots (2 * unit
+  // roundoff of their bf16 passes * sqrt(contraction length), at least
+  // 1e-5). Integers are always compared exactly.
+  std::optional<double> checkAtol, checkRtol;
+};
+
+// Compiles `module` in memory (llo-gen's lowering, assembled), runs it on
+// the simulator, and with `check` compares with the reference interpreter.
+RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc& target, const RunOptions& options,
+                            const CompiledRequest& request, std::string& statsText, DiagnosticEngine& diags);
 
 }  // namespace tpu::runner

@@ -1,0 +1,143 @@
+// `tpu-run model.hlo`: compile the module in memory with llo-gen's lowering,
+// run it on the simulator, and with --check also evaluate it with the
+// reference interpreter on the same inputs and compare.
+#include <cmath>
+#include <cstring>
+
+#include "eval/evaluator.h"
+#include "hlo/computation.h"
+#include "runner/run.h"
+#include "runner/tensor_io.h"
+
+namespace tpu::runner {
+
+namespace {
+
+void collectArrayShapes(const hlo::Shape& shape, std::vector<hlo::Shape>& out) {
+  if (shape.isTuple()) {
+    for (const hlo::Shape& element : shape.tupleElements()) collectArrayShapes(element, out);
+  } else if (shape.isArray()) {
+    out.push_back(shape.withDefaultLayout());
+  }
+}
+
+// The agreement the compiled code promises: dots and convolutions over
+// floats run on the bf16 MXU in one, three or six passes, keeping about 8,
+// 16 or 24 significant bits of each product; the rounding errors of K
+// products add up like a random walk, so the tolerance grows with sqrt(K)
+// (inputs of magnitude ~1, as --seed produces). Everything else is f32 or
+// exact. Returns the tolerance used for both atol and rtol.
+double checkTolerance(const hlo::Module& module, codegen::F32DotPrecision override) {
+  double tolerance = 1e-5;
+  for (const auto& computation : module.computations()) {
+    for (const auto& instr : computation->instructions()) {
+      bool isDot = instr->opcode() == hlo::Opcode::Dot;
+      if (!isDot && instr->opcode() != hlo::Opcode::Convolution) continue;
+      if (instr->operandCount() < 2 || !instr->operand(0)->shape().isArray()) continue;
+      const hlo::Shape& lhs = instr->operand(0)->shape();
+      const hlo::Shape& rhs = instr->operand(1)->shape();
+      if (!hlo::isFloatType(lhs.elementType())) continue;
+      int passes = 1;
+      if (lhs.elementType() == hlo::ElementType::F32 || lhs.elementType() == hlo::ElementType::F64) {
+        switch (override) {
+          case codegen::F32DotPrecision::Default: passes = 1; break;
+          case codegen::F32DotPrecision::High: passes = 3; break;
+          case codegen::F32DotPrecision::Highest: passes = 6; break;
+          case codegen::F32DotPrecision::FromConfig: {
+            hlo::Precision p = hlo::Precision::Default;
+            for (hlo::Precision q : instr->attrs().precision.operandPrecision) p = std::max(p, q);
+            passes = p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
+            break;
+          }
+        }
+      }
+      double k = 1;  // products summed per output element
+      if (isDot) {
+        for (int64_t d : instr->attrs().dotDims.lhsContractingDimensions)
+          if (d >= 0 && d < lhs.rank()) k *= static_cast<double>(lhs.dimension(d));
+      } else if (instr->attrs().convDims && rhs.isArray()) {
+        const auto& dn = *instr->attrs().convDims;
+        for (int64_t d : dn.kernelSpatialDimensions)
+          if (d >= 0 && d < rhs.rank()) k *= static_cast<double>(rhs.dimension(d));
+        if (dn.kernelInputFeatureDimension < rhs.rank())
+          k *= static_cast<double>(rhs.dimension(dn.kernelInputFeatureDimension));
+      }
+      double unitRoundoff = passes == 1 ? 0x1p-8 : passes == 3 ? 0x1p-16 : 0x1p-23;
+      // About twice the accumulated error seen with inputs in [-1, 1), never below f32.s.
+      tolerance = std::max(tolerance, 2 * unitRoundoff * std::sqrt(k));
+    }
+  }
+  return tolerance;
+}
+
+}  // namespace
+
+RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc& target, const RunOptions& options,
+                            const CompiledRequest& request, std::string& statsText, DiagnosticEngine& diags) {
+  RunReport failed{1, {}};
+  codegen::CodegenOptions codegenOptions;
+  codegenOptions.f32DotPrecision = request.f32DotPrecision;
+  auto program = codegen::compileModule(module, target, codegenOptions, diags);
+  if (!program) return failed;
+  sim::LoadedProgram loaded{std::move(*program), target, {}};
+
+  auto args = prepareArguments(module, options, diags);
+  if (!args) return failed;
+  // The compiled entry takes the array leaves of the parameters, row-major.
+  std::vector<std::string> inputs;
+  for (const hlo::Literal& arg : *args)
+    for (const hlo::Literal* leaf : flattenLiteral(arg))
+      inputs.emplace_back(reinterpret_cast<const char*>(leaf->data().data()), leaf->data().size());
+
+  sim::RunRequest run = request.simulator.run;
+  run.entry = "main";
+  auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
+  if (!out) return failed;
+  statsText += out->statsText;
+
+  std::vector<hlo::Shape> resultShapes;
+  collectArrayShapes(module.entry()->root()->shape(), resultShapes);
+  if (out->results.size() != resultShapes.size()) {
+    diags.error(fmt::format("the compiled program returned {} results; the module has {}", out->results.size(),
+                            resultShapes.size()));
+    return failed;
+  }
+  std::vector<hlo::Literal> results;
+  for (size_t i = 0; i < resultShapes.size(); ++i) {
+    hlo::Literal literal(resultShapes[i]);
+    if (literal.data().size() != out->results[i].size()) {
+      diags.error(fmt::format("result {} has {} bytes, expected {}", i, out->results[i].size(), literal.data().size()));
+      return failed;
+    }
+    std::memcpy(literal.mutableData().data(), out->results[i].data(), out->results[i].size());
+    results.push_back(std::move(literal));
+  }
+
+  if (request.check) {
+    eval::EvalOptions eo;
+    eo.elidedConstantsAreErrors = options.elidedConstantsAreErrors;
+    eo.rngSeed = options.seed.value_or(0);
+    std::optional<hlo::Literal> reference = eval::evaluate(module, *args, eo, diags);
+    if (!reference) return failed;
+    std::vector<const hlo::Literal*> want = flattenLiteral(*reference);
+    if (want.size() != results.size()) {
+      diags.error("the interpreter and the compiled program disagree on the number of results");
+      return failed;
+    }
+    double atol = request.checkAtol.value_or(checkTolerance(module, request.f32DotPrecision));
+    double rtol = request.checkRtol.value_or(atol);
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (auto diff = compareLiterals(results[i], *want[i], atol, rtol)) {
+        diags.error(fmt::format("--check: result {} of the compiled program differs from the interpreter's: {}", i,
+                                *diff));
+        return failed;
+      }
+    }
+    statsText += fmt::format("check: {} {} the interpreter (atol {:g}, rtol {:g}; integers exact)\n",
+                             results.size(), results.size() == 1 ? "result matches" : "results match", atol, rtol);
+  }
+  hlo::Literal result = results.size() == 1 ? std::move(results[0]) : hlo::Literal::tuple(std::move(results));
+  return deliverResults(result, options, diags);
+}
+
+}  // namespace tpu::runner
