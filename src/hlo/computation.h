@@ -29,6 +29,8 @@ class Computation {
   // Appends and takes ownership; sets the parent. Returns the raw pointer.
   Instruction* addInstruction(std::unique_ptr<Instruction> instruction);
   Instruction* addInstruction(Opcode opcode, std::string name, Shape shape);
+  // Capacity for `n` instructions in total (for readers that know the count).
+  void reserveInstructions(size_t n) { instructions_.reserve(n); }
   // Removes an instruction that nothing uses any more (the caller checks).
   void removeInstruction(Instruction* instruction);
   // Reorders so operands and control predecessors precede users (stable for

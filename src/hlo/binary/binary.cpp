@@ -501,6 +501,7 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
     if (!d.ok()) return fail(r.error());
     instructions.clear();
     instructions.reserve(count);
+    computation->reserveInstructions(count);
     for (uint64_t i = 0; i < count; ++i) {
       uint64_t opcode = r.uvar();
       if (d.ok() && opcode >= static_cast<uint64_t>(kOpcodeCount)) return fail("invalid opcode");
@@ -511,23 +512,39 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
       if (!d.ok()) return fail(r.error());
       auto instruction = std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::move(instructionName),
                                                        std::move(shape));
+      // Reference lists are built at their exact size: one allocation each.
       uint64_t operandCount = r.count(1);
-      for (uint64_t k = 0; k < operandCount && d.ok(); ++k) {
-        uint64_t index = r.uvar();
-        if (index >= instructions.size()) return fail("operand refers to a later or missing instruction");
-        instruction->addOperand(instructions[index]);
+      if (operandCount) {
+        std::vector<Instruction*> operands;
+        operands.reserve(operandCount);
+        for (uint64_t k = 0; k < operandCount && d.ok(); ++k) {
+          uint64_t index = r.uvar();
+          if (index >= instructions.size()) return fail("operand refers to a later or missing instruction");
+          operands.push_back(instructions[index]);
+        }
+        instruction->setOperands(std::move(operands));
       }
       uint64_t calledCount = r.count(1);
-      for (uint64_t k = 0; k < calledCount && d.ok(); ++k) {
-        uint64_t index = r.uvar();
-        if (index >= computations.size()) return fail("called computation index out of range");
-        instruction->addCalledComputation(computations[index]);
+      if (calledCount) {
+        std::vector<Computation*> called;
+        called.reserve(calledCount);
+        for (uint64_t k = 0; k < calledCount && d.ok(); ++k) {
+          uint64_t index = r.uvar();
+          if (index >= computations.size()) return fail("called computation index out of range");
+          called.push_back(computations[index]);
+        }
+        instruction->setCalledComputations(std::move(called));
       }
       uint64_t predecessorCount = r.count(1);
-      for (uint64_t k = 0; k < predecessorCount && d.ok(); ++k) {
-        uint64_t index = r.uvar();
-        if (index >= instructions.size()) return fail("control predecessor refers to a later instruction");
-        instruction->addControlPredecessor(instructions[index]);
+      if (predecessorCount) {
+        std::vector<Instruction*> predecessors;
+        predecessors.reserve(predecessorCount);
+        for (uint64_t k = 0; k < predecessorCount && d.ok(); ++k) {
+          uint64_t index = r.uvar();
+          if (index >= instructions.size()) return fail("control predecessor refers to a later instruction");
+          predecessors.push_back(instructions[index]);
+        }
+        instruction->setControlPredecessors(std::move(predecessors));
       }
       bool hasAttributes = false;
       d(hasAttributes);

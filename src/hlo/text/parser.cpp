@@ -162,6 +162,7 @@ class Parser {
   std::vector<int64_t> dimsScratch_;
   std::vector<int64_t> signature_;
   std::vector<bool> dynamicScratch_;
+  std::vector<Instruction*> operandStack_;
   std::vector<std::string_view> seenAttrs_;
   std::unordered_map<std::string, Computation*> computationsByName_;
 };
@@ -593,7 +594,8 @@ bool Parser::parseLayout(Shape* shape) {
   if (static_cast<int64_t>(layout.minorToMajor.size()) != shape->rank())
     return error(start, fmt::format("layout has {} minor_to_major entries but the shape has rank {}",
                                     layout.minorToMajor.size(), shape->rank()));
-  std::vector<bool> seen(layout.minorToMajor.size(), false);
+  std::vector<bool>& seen = dynamicScratch_;  // free again: the shape's dynamic flags are stored
+  seen.assign(layout.minorToMajor.size(), false);
   for (int64_t d : layout.minorToMajor) {
     if (d < 0 || d >= shape->rank() || seen[static_cast<size_t>(d)])
       return error(start, "layout minor_to_major is not a permutation of the dimensions");
@@ -1781,13 +1783,17 @@ bool Parser::parseOperands(Module& m, Computation& c, Instruction& inst,
     return expect(TokKind::RParen, "')' after the literal");
   }
   if (consumeIf(TokKind::RParen)) return true;
-  std::vector<Instruction*> ops;
+  // Operands collect on a shared stack (nested instructions push above this
+  // list and pop before it continues), then move in with one exact allocation.
+  const size_t base = operandStack_.size();
   do {
     Instruction* op = parseOperand(m, c, names, anonDepth);
     if (!op) return false;
-    ops.push_back(op);
+    operandStack_.push_back(op);
   } while (consumeIf(TokKind::Comma));
-  inst.setOperands(std::move(ops));
+  inst.setOperands(std::vector<Instruction*>(operandStack_.begin() + static_cast<std::ptrdiff_t>(base),
+                                             operandStack_.end()));
+  operandStack_.resize(base);
   return expect(TokKind::RParen, "')' or ',' in operand list");
 }
 
