@@ -38,11 +38,11 @@ TEST(BufferAssignment, OverlappingRangesDoNotAlias) {
 }
 
 struct E2eRun {
-  std::string error;
+  std::string error = {};
   double maxErr = 0;
-  std::string where;
+  std::string where = {};
   uint64_t cycles = 0;
-  sim::SimReport report;
+  sim::SimReport report = {};
 };
 
 hlo::Literal randomLiteral(const hlo::Shape& s, std::mt19937& rng) {
