@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <memory>
 
 #include "support/bytes.h"
 
@@ -104,8 +105,15 @@ std::optional<UnpackedContainer> unpackContainer(const SourceFile& file, const M
     unsigned long long frameSize = ZSTD_getFrameContentSize(stored.data(), stored.size());
     if (frameSize != rawSize)
       return fail(kContainerHeaderSize, "compressed payload does not match the header's size");
+    // One decompression context per thread: ZSTD_decompress would allocate
+    // and initialise a fresh (~100 KiB) context on every call.
+    struct DctxDeleter {
+      void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
+    };
+    thread_local std::unique_ptr<ZSTD_DCtx, DctxDeleter> dctx(ZSTD_createDCtx());
+    if (!dctx) return fail(kContainerHeaderSize, "cannot allocate a decompression context");
     out.payload.resize(rawSize);
-    size_t n = ZSTD_decompress(out.payload.data(), out.payload.size(), stored.data(), stored.size());
+    size_t n = ZSTD_decompressDCtx(dctx.get(), out.payload.data(), out.payload.size(), stored.data(), stored.size());
     if (ZSTD_isError(n) || n != rawSize)
       return fail(kContainerHeaderSize, fmt::format("cannot decompress payload: {}",
                                                     ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch"));
