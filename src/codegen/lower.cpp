@@ -5,268 +5,15 @@
 // Data movement (transpose, broadcast, slice, pad, concatenate, reverse)
 // is done by strided DMA descriptors; elementwise work by a double-buffered
 // streaming kernel; dots by MXU tiles; reductions by vector folds.
-#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <map>
-#include <set>
 
 #include <fmt/format.h>
 
-#include "codegen/buffer_assignment.h"
-#include "codegen/emitter.h"
-#include "codegen/lower.h"
+#include "codegen/lowerer.h"
 #include "eval/elided.h"
-#include "hlo/computation.h"
-#include "hlo/instruction.h"
 
 namespace tpu::codegen {
-namespace {
-
-using hlo::Computation;
-using hlo::ElementType;
-using hlo::Instruction;
-using hlo::Opcode;
-using hlo::Shape;
-
-constexpr int kVregElems = 1024;  // 8 sublanes x 128 lanes
-
-struct TypeInfo {
-  bool ok = false;
-  int bytes = 4;
-  bool isFloat = false;
-  bool isUnsigned = false;
-  int bits = 32;
-  std::string_view dtype;
-};
-
-TypeInfo typeInfo(ElementType t) {
-  switch (t) {
-    case ElementType::F32: return {true, 4, true, false, 32, "f32"};
-    case ElementType::BF16: return {true, 2, true, false, 16, "bf16"};
-    case ElementType::S32: return {true, 4, false, false, 32, "s32"};
-    case ElementType::U32: return {true, 4, false, true, 32, "u32"};
-    case ElementType::S8: return {true, 1, false, false, 8, "s8"};
-    case ElementType::U8: return {true, 1, false, true, 8, "u8"};
-    case ElementType::Pred: return {true, 1, false, true, 1, "pred"};
-    default: return {};
-  }
-}
-
-uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-std::vector<int64_t> rowMajorStrides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
-  return s;
-}
-
-void arrayLeaves(const Shape& s, std::vector<const Shape*>& out) {
-  if (s.isTuple()) {
-    for (const Shape& e : s.tupleElements()) arrayLeaves(e, out);
-  } else if (s.isArray()) {
-    out.push_back(&s);
-  }
-}
-std::vector<const Shape*> arrayLeaves(const Shape& s) {
-  std::vector<const Shape*> out;
-  arrayLeaves(s, out);
-  return out;
-}
-// Index of the first leaf and leaf count of tuple element `index` of `s`.
-std::pair<size_t, size_t> leafRange(const Shape& s, int64_t index) {
-  size_t first = 0;
-  for (int64_t i = 0; i < index; ++i) first += arrayLeaves(s.tupleElement(i)).size();
-  return {first, arrayLeaves(s.tupleElement(index)).size()};
-}
-
-std::string sanitize(std::string_view name) {
-  std::string s;
-  for (char c : name) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "_" + s;
-  return s;
-}
-
-enum class BufKind { Heap, Arg, Result, Const };
-struct Buf {
-  BufKind kind = BufKind::Heap;
-  uint64_t bytes = 0;
-  std::string name;  // Arg/Result/Const: the HBM buffer's name
-  uint64_t offset = 0;  // Heap: offset in `heap`
-  int64_t def = 0, end = 0;
-  ElementType type = ElementType::F32;
-  std::vector<int64_t> dims;
-  const Instruction* constant = nullptr;
-};
-
-struct Region {
-  int64_t start = 0, end = 0;
-  int parent = -1;
-};
-
-struct VReg {
-  int r = -1;
-  ElementType t = ElementType::F32;
-};
-
-struct EwInput {
-  enum Kind { Full, Scalar, Index } kind = Full;
-  int buf = -1;
-  int64_t off = 0;  // byte offset within the buffer
-  ElementType type = ElementType::F32;
-};
-struct EwOutput {
-  int buf = -1;
-  int64_t off = 0;
-  ElementType type = ElementType::F32;
-};
-
-// Returns the registers a kernel helper took when it ends.
-class PoolGuard {
- public:
-  explicit PoolGuard(std::initializer_list<RegPool*> pools) {
-    for (RegPool* p : pools) saved_.push_back({p, p->save()});
-  }
-  ~PoolGuard() {
-    for (auto& [p, s] : saved_) p->restore(s);
-  }
-
- private:
-  std::vector<std::pair<RegPool*, std::vector<bool>>> saved_;
-};
-
-class Lowerer {
- public:
-  Lowerer(const hlo::Module& m, const target::TargetDesc& t, const CodegenOptions& o, DiagnosticEngine& d)
-      : module_(m),
-        target_(t),
-        options_(o),
-        diags_(d),
-        sregs_('s', 1, std::max(1, t.registers.sregs - 1)),
-        vregs_('v', 0, t.registers.vregs),
-        masks_('m', 0, t.registers.vmasks) {}
-
-  std::optional<CodegenResult> run();
-
- private:
-  // ---- planning ----
-  bool plan(const Computation& c, int region);
-  bool planInstruction(const Instruction& in, int region);
-  void use(int buf, int region);
-  void useLeaves(const Instruction* in, int region) {
-    for (int b : leaves_[in]) use(b, region);
-  }
-  int newBuf(BufKind kind, const Shape& s);
-  void defineNew(const Instruction& in);
-  bool isFlatFusion(const Instruction& in) const;
-  bool checkTypes(const Instruction& in);
-
-  // ---- emission ----
-  bool emitComputation(const Computation& c);
-  bool emitInstruction(const Instruction& in);
-  bool fail(const Instruction& in, const std::string& msg) {
-    diags_.error(in.location(), msg);
-    failed_ = true;
-    return false;
-  }
-  std::string hbm(int buf) const { return bufs_[buf].kind == BufKind::Heap ? "heap" : bufs_[buf].name; }
-  int64_t base(int buf) const { return bufs_[buf].kind == BufKind::Heap ? static_cast<int64_t>(bufs_[buf].offset) : 0; }
-  int sreg();
-  std::string S(int r) const { return sregs_.name(r); }
-  std::string V(int r) const { return vregs_.name(r); }
-  std::string V(VReg r) const { return vregs_.name(r.r); }
-  std::string M(int r) const { return masks_.name(r); }
-  void beginKernel(const Instruction& in, const std::string& kind);
-  void endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes);
-  uint64_t vmemBudget() const {
-    return static_cast<uint64_t>(static_cast<double>(target_.memory.vmemBytes) * options_.vmemFraction);
-  }
-
-  // Kernels.
-  void emitCopy(int dstBuf, int64_t dstOff, int srcBuf, int64_t srcOff, std::vector<int64_t> counts,
-                std::vector<int64_t> dstStrides, std::vector<int64_t> srcStrides, int esize, int srcDynReg = -1,
-                int dstDynReg = -1);
-  int loadScalar(int buf, int64_t off, ElementType t, int smemSlot);
-  using Body = std::function<std::vector<VReg>(const std::vector<VReg>&)>;
-  bool emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs, const Body& body);
-  bool emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
-                      const std::vector<int>& initBufs, const std::vector<int>& outBufs, const Computation& reducer);
-  bool emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
-                          const std::vector<int>& initBufs, const std::vector<int>& outBufs,
-                          const Computation& reducer);
-  bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
-                  int wBuf, ElementType wType, int cBuf, int passes);
-
-  // Vector code.
-  VReg valloc(ElementType t);
-  void vfree(VReg r) {
-    if (r.r >= 0) vregs_.put(r.r);
-  }
-  int malloc_();
-  VReg vload(ElementType t, const std::string& addr, const std::string& extra = "");
-  void vstore(VReg v, ElementType t, const std::string& addr, const std::string& extra = "");
-  VReg vconst(ElementType t, uint32_t bits);
-  bool lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out);
-  std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
-  VReg toMask01(int mask);  // pred vreg from a mask
-  VReg binop(const char* mnemonic, VReg a, const std::string& b, ElementType t);
-  VReg unop(const char* mnemonic, VReg a, ElementType t);
-  VReg roundIfBf16(VReg r);
-
-  // Instruction lowerings.
-  bool lowerElementwiseInstr(const Instruction& in);
-  bool lowerFlatFusion(const Instruction& in);
-  bool lowerBroadcast(const Instruction& in);
-  bool lowerTranspose(const Instruction& in);
-  bool lowerSlice(const Instruction& in);
-  bool lowerConcatenate(const Instruction& in);
-  bool lowerPad(const Instruction& in);
-  bool lowerReverse(const Instruction& in);
-  bool lowerIota(const Instruction& in);
-  bool lowerReduce(const Instruction& in);
-  bool lowerDot(const Instruction& in);
-  bool lowerDynamicSlice(const Instruction& in, bool update);
-  bool lowerReduceWindow(const Instruction& in);
-  bool lowerConvolution(const Instruction& in);
-  bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
-  bool fillZero(int buf, int64_t n, ElementType t);
-  int tempBuf(ElementType t, const std::vector<int64_t>& dims);
-  int readScalarBranch(const Instruction& in);
-
-  const hlo::Module& module_;
-  const target::TargetDesc& target_;
-  const CodegenOptions& options_;
-  DiagnosticEngine& diags_;
-  Emitter e_;
-  RegPool sregs_, vregs_, masks_;
-  bool failed_ = false;
-
-  std::vector<Buf> bufs_;
-  std::map<const Instruction*, std::vector<int>> leaves_;
-  std::vector<Region> regions_;
-  int64_t pos_ = 0;
-  std::set<const Computation*> inlined_;
-  std::vector<std::pair<int, int>> resultCopies_;  // (result buf, source buf)
-  std::vector<int> results_;
-  std::vector<int> args_;
-  // Temporaries created during emission (padded operands): placed after
-  // planning, each live only within its kernel (position-free slots).
-  std::vector<int> scratch_;
-  uint64_t scratchBytes_ = 0;
-  uint64_t scratchTop_ = 0;
-  uint64_t heapBytes_ = 0;
-
-  CodegenStats stats_;
-  std::string kernelLabel_;
-  std::string kernelHlo_;
-  std::string kernelKind_;
-  int kernelCount_ = 0;
-};
 
 // ============================================================== planning
 
@@ -713,14 +460,6 @@ VReg Lowerer::roundIfBf16(VReg r) {
   return r;
 }
 
-namespace {
-uint32_t literalBits(const hlo::Literal& lit, ElementType t) {
-  if (t == ElementType::F32) return static_cast<uint32_t>(lit.getBits(0));
-  if (t == ElementType::BF16) return static_cast<uint32_t>(lit.getBits(0)) << 16;
-  if (t == ElementType::Pred) return lit.getInt(0) ? 1u : 0u;
-  return static_cast<uint32_t>(lit.getInt(0));
-}
-}  // namespace
 
 bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out) {
   std::map<const Instruction*, VReg> val;
@@ -1733,13 +1472,6 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
 
 // ============================================================== instruction lowerings
 
-namespace {
-std::vector<int64_t> byteStrides(const std::vector<int64_t>& dims, int es) {
-  std::vector<int64_t> s = rowMajorStrides(dims);
-  for (int64_t& x : s) x *= es;
-  return s;
-}
-}  // namespace
 
 bool Lowerer::lowerElementwiseInstr(const Instruction& in) {
   beginKernel(in, "elementwise");
@@ -2378,8 +2110,6 @@ std::optional<CodegenResult> Lowerer::run() {
   res.stats = stats_;
   return res;
 }
-
-}  // namespace
 
 std::optional<CodegenResult> lowerModule(const hlo::Module& module, const target::TargetDesc& target,
                                          const CodegenOptions& options, DiagnosticEngine& diags) {
