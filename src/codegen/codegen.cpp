@@ -31,8 +31,10 @@ std::optional<isa::Program> compileModule(const hlo::Module& module, const targe
 std::string renderStatsJson(const CodegenStats& s) {
   std::string out = "{\"hbm\": {";
   out += fmt::format("\"arguments\": {}, \"results\": {}, \"constants\": {}, \"temporaries\": {}, "
-                     "\"temporaries_without_reuse\": {}, \"peak\": {}}}, \"kernels\": [",
-                     s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes, s.unsharedBytes, s.peakHbmBytes);
+                     "\"temporaries_without_reuse\": {}, \"results_in_donated_arguments\": {}, \"peak\": {}}}, "
+                     "\"kernels\": [",
+                     s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes, s.unsharedBytes, s.aliasedBytes,
+                     s.peakHbmBytes);
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelStats& k = s.kernels[i];
     out += fmt::format("{}\n  {{\"name\": \"{}\", \"hlo\": \"{}\", \"kind\": \"{}\", \"flops\": {:.0f}, "
@@ -45,9 +47,9 @@ std::string renderStatsJson(const CodegenStats& s) {
 
 std::string renderStatsText(const CodegenStats& s) {
   std::string out = fmt::format("peak HBM: {} bytes (arguments {}, results {}, constants {}, temporaries {}; "
-                                "{} without reuse)\n",
+                                "{} without reuse; {} of results in donated arguments)\n",
                                 s.peakHbmBytes, s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes,
-                                s.unsharedBytes);
+                                s.unsharedBytes, s.aliasedBytes);
   out += fmt::format("{:<32} {:<14} {:>14} {:>12} {:>10} {:>12}\n", "kernel", "kind", "flops", "hbm bytes",
                      "vmem", "est cycles");
   for (const KernelStats& k : s.kernels)

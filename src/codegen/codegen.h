@@ -52,6 +52,7 @@ struct CodegenStats {
   uint64_t constantBytes = 0;
   uint64_t peakHbmBytes = 0;    // arguments + results + constants + heap
   uint64_t unsharedBytes = 0;   // what the temporaries would take without reuse
+  uint64_t aliasedBytes = 0;    // results stored in donated arguments (input_output_alias)
 };
 
 struct CodegenResult {

@@ -101,6 +101,7 @@ struct Buf {
   ElementType type = ElementType::F32;
   std::vector<int64_t> dims;
   const Instruction* constant = nullptr;
+  bool aliasOfArg = false;  // storage of the argument of the same name (a donated one)
 };
 
 struct Region {
@@ -164,6 +165,7 @@ class Lowerer {
   void defineNew(const Instruction& in);
   bool isFlatFusion(const Instruction& in) const;
   bool checkTypes(const Instruction& in);
+  std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
   // ---- emission ----
   bool emitComputation(const Computation& c);
