@@ -204,6 +204,46 @@ max {
 })", 0.0);
 }
 
+// The init value of a reduction along the minor dimension is folded in
+// once, whatever the reducer (here it is no identity of add), for rows
+// shorter than a vreg and for rows of whole vregs plus a tail.
+TEST(EndToEnd, ReduceInitFoldedOnce) {
+  std::vector<hlo::Literal> args;
+  hlo::Literal a(hlo::Shape::array(hlo::ElementType::F32, {3, 300})), b(hlo::Shape::array(hlo::ElementType::F32, {}));
+  hlo::Literal c(hlo::Shape::array(hlo::ElementType::S32, {4, 2100})), d(hlo::Shape::array(hlo::ElementType::S32, {}));
+  for (int64_t i = 0; i < a.elementCount(); ++i) a.setDouble(i, 0.5);
+  for (int64_t i = 0; i < c.elementCount(); ++i) c.setInt(i, i % 7);
+  b.setDouble(0, 10.0);
+  d.setInt(0, 1000);
+  args.push_back(std::move(a));
+  args.push_back(std::move(b));
+  args.push_back(std::move(c));
+  args.push_back(std::move(d));
+  E2eRun r = compileAndCompare(R"(HloModule m
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+addi {
+  p = s32[] parameter(0)
+  q = s32[] parameter(1)
+  ROOT s = s32[] add(p, q)
+}
+ENTRY main {
+  a = f32[3,300] parameter(0)
+  b = f32[] parameter(1)
+  c = s32[4,2100] parameter(2)
+  d = s32[] parameter(3)
+  r = f32[3] reduce(a, b), dimensions={1}, to_apply=add
+  s = s32[4] reduce(c, d), dimensions={1}, to_apply=addi
+  ROOT t = (f32[3], s32[4]) tuple(r, s)
+})",
+                               "v5e", {}, &args);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.maxErr, 0.0) << r.where;
+}
+
 TEST(EndToEnd, DataMovement) {
   EXPECT_MATCH(R"(HloModule m
 ENTRY main {

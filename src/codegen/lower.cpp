@@ -1248,56 +1248,101 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     int es = typeInfo(bufs_[inBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rX[j]), S(rRow), r * es);
   }
+  // The init value is folded in once, after the row's elements have been
+  // combined (the interpreter folds it in once too; the reducer need not
+  // have an identity). Until then an element of the accumulator holds a
+  // partial result only where `valid` says so.
   std::vector<VReg> acc(nv);
-  for (size_t j = 0; j < nv; ++j) {
-    acc[j] = valloc(init[j].t);
-    e_.op("vmov.s32 {}, {}", V(acc[j]), V(init[j]));
-  }
+  auto loadRow = [&](size_t j) {
+    ElementType t = bufs_[inBufs[j]].type;
+    VReg x = vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
+    e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * typeInfo(t).bytes);
+    return x;
+  };
   auto foldOne = [&](bool masked) -> bool {
     std::vector<VReg> args = acc;
     std::vector<VReg> xs;
     for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      VReg x = vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
-      if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(x), M(tailMask), V(x), V(init[j]));
-      xs.push_back(x);
-      args.push_back(x);
+      xs.push_back(loadRow(j));
+      args.push_back(xs.back());
     }
     std::vector<VReg> res;
     if (!lowerComputation(reducer, args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
-      e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
+      if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(tailMask), V(res[j]), V(acc[j]));
+      else e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
       vfree(res[j]);
       vfree(xs[j]);
-      int es = typeInfo(bufs_[inBufs[j]].type).bytes;
-      e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * es);
     }
     return true;
   };
-  if (fullV > 0) {
-    e_.op("smov {}, {}", S(rCnt), fullV);
+  for (size_t j = 0; j < nv; ++j) acc[j] = loadRow(j);
+  // With at least one full vreg every element is valid from the start;
+  // otherwise only the first `rem` are, and the lane tree tracks validity.
+  VReg valid{};
+  if (fullV == 0) {
+    valid = valloc(ElementType::S32);
+    e_.op("vmov.s32 {}, 1", V(valid));
+    e_.op("vsel.s32 {}, {}, {}, 0", V(valid), M(tailMask), V(valid));
+  }
+  if (fullV > 1) {
+    e_.op("smov {}, {}", S(rCnt), fullV - 1);
     e_.label(lV);
     if (!foldOne(false)) return false;
     e_.op("loop {}, {}", S(rCnt), lV);
   }
-  if (rem && !foldOne(true)) return false;
+  if (rem && fullV > 0 && !foldOne(true)) return false;
   // Across lanes, then sublanes: every element ends up with the total.
+  int accValid = valid.r >= 0 ? malloc_() : -1, rotValid = valid.r >= 0 ? malloc_() : -1;
   for (int step : {64, 32, 16, 8, 4, 2, 1, -4, -2, -1}) {
     std::vector<VReg> args = acc, rot;
+    auto rotate = [&](VReg v) {
+      VReg t = valloc(v.t);
+      if (step > 0) e_.op("vrot.lane {}, {}, {}", V(t), V(v), step);
+      else e_.op("vrot.sub {}, {}, {}", V(t), V(v), -step);
+      return t;
+    };
     for (size_t j = 0; j < nv; ++j) {
-      VReg t = valloc(acc[j].t);
-      if (step > 0) e_.op("vrot.lane {}, {}, {}", V(t), V(acc[j]), step);
-      else e_.op("vrot.sub {}, {}, {}", V(t), V(acc[j]), -step);
-      rot.push_back(t);
-      args.push_back(t);
+      rot.push_back(rotate(acc[j]));
+      args.push_back(rot.back());
     }
     std::vector<VReg> res;
+    if (!lowerComputation(reducer, args, res)) return false;
+    VReg validRot{};
+    if (valid.r >= 0) {
+      validRot = rotate(valid);
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(accValid), V(valid));
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(rotValid), V(validRot));
+    }
+    for (size_t j = 0; j < nv; ++j) {
+      if (valid.r >= 0) {
+        // both valid: combined; only acc: acc; acc invalid: the rotated one.
+        e_.op("vsel.s32 {}, {}, {}, {}", V(res[j]), M(rotValid), V(res[j]), V(acc[j]));
+        e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(accValid), V(res[j]), V(rot[j]));
+      } else {
+        e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
+      }
+      vfree(res[j]);
+      vfree(rot[j]);
+    }
+    if (valid.r >= 0) {
+      e_.op("vor {}, {}, {}", V(valid), V(valid), V(validRot));
+      vfree(validRot);
+    }
+  }
+  {
+    std::vector<VReg> args = init, res;
+    args.insert(args.end(), acc.begin(), acc.end());
     if (!lowerComputation(reducer, args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
       e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
       vfree(res[j]);
-      vfree(rot[j]);
     }
+  }
+  if (valid.r >= 0) {
+    vfree(valid);
+    masks_.put(accValid);
+    masks_.put(rotValid);
   }
   for (size_t j = 0; j < nv; ++j) {
     int es = typeInfo(bufs_[outBufs[j]].type).bytes;
@@ -1660,6 +1705,19 @@ bool Lowerer::lowerIota(const Instruction& in) {
   return ok && !failed_;
 }
 
+int Lowerer::permutedCopy(int buf, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm) {
+  ElementType t = bufs_[buf].type;
+  int es = typeInfo(t).bytes;
+  std::vector<int64_t> outDims, srcStrides, strides = byteStrides(dims, es);
+  for (int64_t p : perm) {
+    outDims.push_back(dims[static_cast<size_t>(p)]);
+    srcStrides.push_back(strides[static_cast<size_t>(p)]);
+  }
+  int tb = tempBuf(t, outDims);
+  emitCopy(tb, 0, buf, 0, outDims, byteStrides(outDims, es), srcStrides, es);
+  return tb;
+}
+
 bool Lowerer::lowerReduce(const Instruction& in) {
   beginKernel(in, "reduce");
   int64_t nv = in.operandCount() / 2;
@@ -1686,7 +1744,17 @@ bool Lowerer::lowerReduce(const Instruction& in) {
   if (k == 0) {
   } else if (r == 0) {
     for (int64_t j = 0; j < nv; ++j) ok = ok && fill(outBufs[j], 0, k, bufs_[outBufs[j]].type, initBufs[j], 0);
-  } else if (outer && k >= kVregElems / 8) {
+  } else if (k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) {
+    // Many outputs: fold whole rows of outputs, vectorised across the kept
+    // elements. Reduced dimensions not already outermost are moved there
+    // by a strided DMA (their order kept, so each output folds its inputs
+    // in row-major order, as the interpreter does). Short inner rows would
+    // otherwise pay a cross-lane tree per output.
+    if (!outer) {
+      std::vector<int64_t> perm = reduced;
+      perm.insert(perm.end(), kept.begin(), kept.end());
+      for (int64_t j = 0; j < nv; ++j) inBufs[j] = permutedCopy(inBufs[j], s.dimensions(), perm);
+    }
     ok = emitReduceRows(in, r, k, inBufs, initBufs, outBufs, *in.toApply());
   } else {
     if (!inner) {
@@ -1694,18 +1762,7 @@ bool Lowerer::lowerReduce(const Instruction& in) {
       // output still folds its inputs in row-major order).
       std::vector<int64_t> perm = kept;
       perm.insert(perm.end(), reduced.begin(), reduced.end());
-      for (int64_t j = 0; j < nv; ++j) {
-        ElementType t = bufs_[inBufs[j]].type;
-        int es = typeInfo(t).bytes;
-        std::vector<int64_t> dims, ss, os = byteStrides(s.dimensions(), es);
-        for (int64_t p : perm) {
-          dims.push_back(s.dimension(p));
-          ss.push_back(os[static_cast<size_t>(p)]);
-        }
-        int tb = tempBuf(t, dims);
-        emitCopy(tb, 0, inBufs[j], 0, dims, byteStrides(dims, es), ss, es);
-        inBufs[j] = tb;
-      }
+      for (int64_t j = 0; j < nv; ++j) inBufs[j] = permutedCopy(inBufs[j], s.dimensions(), perm);
     }
     ok = emitReduceSegments(in, k, r, inBufs, initBufs, outBufs, *in.toApply());
   }

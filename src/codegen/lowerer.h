@@ -237,6 +237,9 @@ class Lowerer {
   bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
   bool fillZero(int buf, int64_t n, ElementType t);
   int tempBuf(ElementType t, const std::vector<int64_t>& dims);
+  // A kernel-local copy of `buf` (of logical `dims`) with its dimensions
+  // permuted: result dimension i is dimension perm[i] of the source.
+  int permutedCopy(int buf, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm);
   int readScalarBranch(const Instruction& in);
 
   const hlo::Module& module_;
