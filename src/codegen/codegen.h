@@ -37,6 +37,7 @@ struct CodegenOptions {
 struct KernelStats {
   std::string name;        // the kernel label
   std::string hlo;         // the HLO instruction(s) it comes from
+  std::string opName;      // their metadata op_name (the framework op), if any
   std::string kind;        // "elementwise", "matmul", "copy", "reduce", ...
   double flops = 0;
   uint64_t hbmBytes = 0;   // bytes read and written in HBM

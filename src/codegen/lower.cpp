@@ -268,6 +268,7 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   masks_.reset();
   kernelLabel_ = fmt::format("k{}_{}", kernelCount_++, sanitize(in.name()));
   kernelHlo_ = in.name();
+  kernelOpName_ = in.metadata().opName;
   kernelKind_ = kind;
   e_.blank();
   std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
@@ -280,6 +281,7 @@ void Lowerer::endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes) {
   KernelStats k;
   k.name = kernelLabel_;
   k.hlo = kernelHlo_;
+  k.opName = kernelOpName_;
   k.kind = kernelKind_;
   k.flops = flops;
   k.hbmBytes = hbmBytes;

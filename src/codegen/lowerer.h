@@ -268,6 +268,7 @@ class Lowerer {
   CodegenStats stats_;
   std::string kernelLabel_;
   std::string kernelHlo_;
+  std::string kernelOpName_;
   std::string kernelKind_;
   int kernelCount_ = 0;
 };
