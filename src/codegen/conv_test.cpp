@@ -1,10 +1,10 @@
 // End-to-end tests of convolution lowering: HLO text -> llo-gen ->
 // assembler -> simulator, compared with the interpreter on seeded inputs
-// in [-1, 1]. Error is |got - want| / (1 + |want|).
-// Tolerances: one bf16 pass (bf16 operands, or f32 at DEFAULT precision)
-// 2e-2 for windows of up to ~150 products (0.1 for 360); f32 at HIGHEST (six passes) and the vector-unit depthwise path on
-// f32 (exact f32 products) 1e-5; bf16 results add one bf16 rounding (2^-8
-// relative), so 2e-2 as well.
+// in [-1, 1]. Error is |got - want| / (1 + |want|). Tolerances: one bf16
+// pass (bf16 operands, or f32 at DEFAULT precision) 2e-2 for windows of up
+// to ~150 products (0.1 for 360); f32 at HIGHEST (six passes) and f32 on
+// the vector-unit depthwise path (exact f32 products) 1e-5; bf16 results
+// add one bf16 rounding (2^-8 relative), within 2e-2.
 #include <gtest/gtest.h>
 
 #include "codegen/test_util.h"
@@ -17,11 +17,11 @@ constexpr double kF32 = 1e-5;
 
 std::string module(const std::string& body) { return "HloModule m\nENTRY main {\n" + body + "}\n"; }
 
-#define EXPECT_CONV(text, tol)                   \
-  do {                                           \
-    E2eRun r_ = compileAndCompare(text);         \
-    ASSERT_EQ(r_.error, "");                     \
-    EXPECT_LE(r_.maxErr, tol) << r_.where;       \
+#define EXPECT_CONV(text, tol)             \
+  do {                                     \
+    E2eRun r_ = compileAndCompare(text);   \
+    ASSERT_EQ(r_.error, "");               \
+    EXPECT_LE(r_.maxErr, tol) << r_.where; \
   } while (0)
 
 TEST(Conv, NhwcStride2SamePadding) {
@@ -121,6 +121,29 @@ TEST(Conv, Depthwise1D) {
   ROOT c = f32[3,15,5] convolution(x, k), window={size=4 stride=2 pad=1_1}, dim_labels=b0f_0io->b0f, feature_group_count=5
 )"),
               kF32);
+}
+
+TEST(Conv, DepthwiseBf16InputsF32Output) {
+  EXPECT_CONV(module(R"(  x = bf16[2,5,6,24] parameter(0)
+  k = bf16[3,3,1,24] parameter(1)
+  ROOT c = f32[2,2,2,24] convolution(x, k), window={size=3x3 stride=2x2 pad=0_1x0_0}, dim_labels=b01f_01io->b01f, feature_group_count=24
+)"),
+              kF32);
+}
+
+TEST(Conv, MobileNetFirstLayersFullSize) {
+  // SSD-MobileNet's first three convolutions at full size: a 3x3 stride-2
+  // conv on 3 channels (22500 output rows: tall MXU tiles), a depthwise
+  // 3x3 and a pointwise 1x1.
+  EXPECT_CONV(module(R"(  x = bf16[1,300,300,3] parameter(0)
+  k0 = bf16[3,3,3,32] parameter(1)
+  k1 = bf16[3,3,1,32] parameter(2)
+  k2 = bf16[1,1,32,64] parameter(3)
+  c0 = bf16[1,150,150,32] convolution(x, k0), window={size=3x3 stride=2x2 pad=0_1x0_1}, dim_labels=b01f_01io->b01f
+  c1 = bf16[1,150,150,32] convolution(c0, k1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=32
+  ROOT c2 = bf16[1,150,150,64] convolution(c1, k2), window={size=1x1}, dim_labels=b01f_01io->b01f
+)"),
+              kOnePass);
 }
 
 TEST(Conv, BatchGroups) {

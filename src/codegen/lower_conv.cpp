@@ -28,8 +28,10 @@ PadCopy padCopy(int64_t size, int64_t low, int64_t dil, int64_t padded) {
   PadCopy p;
   p.first = low >= 0 ? 0 : (-low + dil - 1) / dil;
   int64_t last = size - 1;
-  if (padded <= low) last = -1;
-  else last = std::min(last, (padded - 1 - low) / dil);
+  if (padded <= low)
+    last = -1;
+  else
+    last = std::min(last, (padded - 1 - low) / dil);
   p.count = std::max<int64_t>(0, last - p.first + 1);
   p.at = low + p.first * dil;
   return p;
@@ -73,10 +75,12 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   g.kType = ks.elementType();
   g.outType = os.elementType();
   if (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat)
-    return fail(in, "llo-gen: integer convolution is not supported yet (only f32/bf16 operands reach the MXU)");
+    return fail(in,
+                "llo-gen: integer convolution is not supported yet (only f32/bf16 operands reach the MXU)");
   g.rank = dn.inputSpatialDimensions.size();
   size_t r = g.rank;
-  std::vector<hlo::WindowDimension> win = a.window ? a.window->dimensions : std::vector<hlo::WindowDimension>(r);
+  std::vector<hlo::WindowDimension> win =
+      a.window ? a.window->dimensions : std::vector<hlo::WindowDimension>(r);
   if (win.size() != r || dn.kernelSpatialDimensions.size() != r || dn.outputSpatialDimensions.size() != r ||
       ls.rank() != static_cast<int64_t>(r + 2) || ks.rank() != static_cast<int64_t>(r + 2) ||
       os.rank() != static_cast<int64_t>(r + 2))
@@ -112,12 +116,15 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     g.taps *= g.kSize[d];
     g.outPositions *= g.outSize[d];
     // The last window of every output must lie inside X.
-    if (g.outSize[d] > 0 && (g.outSize[d] - 1) * w.stride + (g.kSize[d] - 1) * w.windowDilation >= g.padded[d])
-      return fail(in, fmt::format("llo-gen: convolution window of spatial dimension {} does not give the result "
-                                  "size",
-                                  d));
+    if (g.outSize[d] > 0 &&
+        (g.outSize[d] - 1) * w.stride + (g.kSize[d] - 1) * w.windowDilation >= g.padded[d])
+      return fail(in,
+                  fmt::format("llo-gen: convolution window of spatial dimension {} does not give the result "
+                              "size",
+                              d));
   }
-  if (os.dimension(dn.outputBatchDimension) != g.outBatch || os.dimension(dn.outputFeatureDimension) != g.outFeatures)
+  if (os.dimension(dn.outputBatchDimension) != g.outBatch ||
+      os.dimension(dn.outputFeatureDimension) != g.outFeatures)
     return fail(in, "llo-gen: convolution result shape does not match the operands");
 
   // Depthwise rows that do not fit VMEM (very long last spatial dimension)
@@ -158,7 +165,8 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   if (!canonical || holes || xDims != ls.dimensions()) {
     x = tempBuf(g.inType, xDims);
     if (holes && !fillZero(x, product(xDims), g.inType)) return false;
-    std::vector<int64_t> counts = {g.batch}, ss = {ins[static_cast<size_t>(dn.inputBatchDimension)]}, ds = {xs[0]};
+    std::vector<int64_t> counts = {g.batch}, ss = {ins[static_cast<size_t>(dn.inputBatchDimension)]},
+                         ds = {xs[0]};
     int64_t srcOff = 0, dstOff = 0;
     bool empty = false;
     for (size_t d = 0; d < r; ++d) {
@@ -259,10 +267,13 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
 
   // C[G, mp, np] f32, written straight into the output when it is already
   // f32 [N, out.., O] with nothing padded.
-  bool outCanonical = dn.outputBatchDimension == 0 && dn.outputFeatureDimension == static_cast<int64_t>(r + 1);
-  for (size_t d = 0; d < r; ++d) outCanonical = outCanonical && dn.outputSpatialDimensions[d] == static_cast<int64_t>(d + 1);
+  bool outCanonical =
+      dn.outputBatchDimension == 0 && dn.outputFeatureDimension == static_cast<int64_t>(r + 1);
+  for (size_t d = 0; d < r; ++d)
+    outCanonical = outCanonical && dn.outputSpatialDimensions[d] == static_cast<int64_t>(d + 1);
   int dst = leaves_[&in][0];
-  bool direct = outCanonical && g.groups == 1 && mp == m && np == g.outPerGroup && g.outType == ElementType::F32;
+  bool direct =
+      outCanonical && g.groups == 1 && mp == m && np == g.outPerGroup && g.outType == ElementType::F32;
   int cBuf = direct ? dst : tempBuf(ElementType::F32, {g.groups, mp, np});
   if (!emitMatmul(in, g.groups, mp, kp, np, aBuf, g.inType, wBuf, g.kType, cBuf, passes)) return false;
   if (direct) return !failed_;
@@ -361,13 +372,16 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   int64_t oFeat = ost[static_cast<size_t>(dn.outputFeatureDimension)];
   int64_t oPos = ost[static_cast<size_t>(dn.outputSpatialDimensions[static_cast<size_t>(last)])];
   std::string dOut;
-  if (og * oFeat == eo && oPos == c * eo && cp == c) dOut = e_.desc(static_cast<uint64_t>(rowPos * c * eo), {});
-  else if (og * oFeat == eo) dOut = e_.desc(static_cast<uint64_t>(c * eo), {{rowPos, cp * eo, oPos}});
-  else dOut = e_.desc(static_cast<uint64_t>(eo), {{rowPos, cp * eo, oPos}, {c, eo, og * oFeat}});
+  if (og * oFeat == eo && oPos == c * eo && cp == c)
+    dOut = e_.desc(static_cast<uint64_t>(rowPos * c * eo), {});
+  else if (og * oFeat == eo)
+    dOut = e_.desc(static_cast<uint64_t>(c * eo), {{rowPos, cp * eo, oPos}});
+  else
+    dOut = e_.desc(static_cast<uint64_t>(eo), {{rowPos, cp * eo, oPos}, {c, eo, og * oFeat}});
 
   int dst = leaves_[&in][0];
-  int rO = sreg(), rRow = sreg(), rT = sreg(), rQ = sreg(), rSrc = sreg(), rDst = sreg(), rB = sreg(), rCb = sreg(),
-      rXb = sreg(), rW = sreg(), rTmp = sreg();
+  int rO = sreg(), rRow = sreg(), rT = sreg(), rQ = sreg(), rSrc = sreg(), rDst = sreg(), rB = sreg(),
+      rCb = sreg(), rXb = sreg(), rW = sreg(), rTmp = sreg();
   std::vector<int> rX(r), rCnt(r);
   for (size_t d = 0; d < r; ++d) {
     rX[d] = sreg();
