@@ -186,7 +186,7 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   }
 
   bool ok = depthwise ? emitDepthwiseConv(in, g, x) : emitConvMatmul(in, g, x, passes);
-  endKernel(flops, hbmBytes, 0);
+  endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g).end : 0);
   return ok && !failed_;
 }
 
