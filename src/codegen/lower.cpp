@@ -1772,6 +1772,19 @@ bool Lowerer::lowerReduce(const Instruction& in) {
   return ok && !failed_;
 }
 
+int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const {
+  if (lhsType != ElementType::F32 && rhsType != ElementType::F32) return 1;
+  hlo::Precision p = hlo::Precision::Default;
+  for (hlo::Precision q : in.attrs().precision.operandPrecision) p = std::max(p, q);
+  switch (options_.f32DotPrecision) {
+    case F32DotPrecision::FromConfig: return p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
+    case F32DotPrecision::Default: return 1;
+    case F32DotPrecision::High: return 3;
+    case F32DotPrecision::Highest: return 6;
+  }
+  return 1;
+}
+
 bool Lowerer::lowerDot(const Instruction& in) {
   beginKernel(in, "matmul");
   const Instruction* lhs = in.operand(0);
@@ -1843,19 +1856,7 @@ bool Lowerer::lowerDot(const Instruction& in) {
   int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
   bool direct = mp == m && np == n && ot == ElementType::F32;
   int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
-  int passes = 1;
-  if (lt == ElementType::F32 || rt == ElementType::F32) {
-    hlo::Precision p = hlo::Precision::Default;
-    for (hlo::Precision q : in.attrs().precision.operandPrecision) p = std::max(p, q);
-    switch (options_.f32DotPrecision) {
-      case F32DotPrecision::FromConfig:
-        passes = p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
-        break;
-      case F32DotPrecision::Default: passes = 1; break;
-      case F32DotPrecision::High: passes = 3; break;
-      case F32DotPrecision::Highest: passes = 6; break;
-    }
-  }
+  int passes = mxuPasses(in, lt, rt);
   bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes);
   if (ok && !direct) {
     int cs = c;
@@ -2009,6 +2010,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Iota: return lowerIota(in);
     case Opcode::Reduce: return lowerReduce(in);
     case Opcode::Dot: return lowerDot(in);
+    case Opcode::Convolution: return lowerConvolution(in);
     case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
     case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
     default: break;

@@ -126,6 +126,20 @@ struct EwOutput {
   ElementType type = ElementType::F32;
 };
 
+// A convolution in canonical terms (lower_conv.cpp): spatial vectors are
+// indexed by spatial number; "padded" is the input extent after lhs
+// dilation and (possibly negative) padding.
+struct ConvGeometry {
+  size_t rank = 0;  // spatial dimensions
+  int64_t batch = 1, inFeatures = 1, outFeatures = 1;
+  int64_t featureGroups = 1, batchGroups = 1, groups = 1;
+  int64_t inPerGroup = 1, outPerGroup = 1, outBatch = 1;
+  std::vector<int64_t> inSize, kSize, outSize, padded, stride, padLow, lhsDil, rhsDil;
+  std::vector<bool> reversal;
+  int64_t taps = 1, outPositions = 1;
+  ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
+};
+
 // Returns the registers a kernel helper took when it ends.
 class PoolGuard {
  public:
@@ -202,6 +216,11 @@ class Lowerer {
                           const Computation& reducer);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
                   int wBuf, ElementType wType, int cBuf, int passes);
+  // bf16 MXU passes for a dot or convolution with these operand types:
+  // precision_config, or the --f32-dot-precision override, for f32.
+  int mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const;
+  bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes);
+  bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf);
 
   // Vector code.
   VReg valloc(ElementType t);
