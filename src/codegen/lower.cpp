@@ -1952,6 +1952,8 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Dot: return lowerDot(in);
     case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
     case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
+    case Opcode::ReduceWindow: return lowerReduceWindow(in);
+    case Opcode::SelectAndScatter: return lowerSelectAndScatter(in);
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);

@@ -1,0 +1,150 @@
+// End-to-end tests of reduce-window and select-and-scatter: llo-gen ->
+// assembler -> simulator against the interpreter. Tolerances: the window
+// folds apply the reducer in the interpreter's order (window taps in
+// row-major order), so f32 results are bit-exact (0.0) unless stated;
+// integers are always bit-exact.
+#include "codegen/test_util.h"
+
+namespace tpu::codegen {
+namespace {
+
+const char* kComputations = R"(
+maxf {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT m = f32[] maximum(p, q)
+}
+addf {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+adds {
+  p = s32[] parameter(0)
+  q = s32[] parameter(1)
+  ROOT s = s32[] add(p, q)
+}
+gef {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT c = pred[] compare(p, q), direction=GE
+}
+ges {
+  p = s32[] parameter(0)
+  q = s32[] parameter(1)
+  ROOT c = pred[] compare(p, q), direction=GE
+}
+ltf {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT c = pred[] compare(p, q), direction=LT
+}
+gtf {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT c = pred[] compare(p, q), direction=GT
+}
+)";
+
+std::string module(const std::string& entry) { return std::string("HloModule m\n") + kComputations + entry; }
+
+TEST(Window, MaxPool3x3Stride2SameNhwc) {
+  // 9x9 -> 5x5 (SAME pads 1 each side); 8x8 -> 4x4 (SAME pads 0 low, 1 high).
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[2,9,9,8] parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[2,5,5,8] reduce-window(x, z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=maxf
+})"),
+               0.0);
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[1,8,8,32] parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[1,4,4,32] reduce-window(x, z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=maxf
+})"),
+               0.0);
+}
+
+TEST(Window, AvgPoolSum) {
+  // Sum in tap order from init, then the divide: the same operations as the
+  // interpreter, bit-exact.
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[2,7,6,3] parameter(0)
+  z = f32[] constant(0)
+  s = f32[2,6,5,3] reduce-window(x, z), window={size=1x2x2x1 stride=1x1x1x1}, to_apply=addf
+  c = f32[] constant(4)
+  b = f32[2,6,5,3] broadcast(c), dimensions={}
+  ROOT a = f32[2,6,5,3] divide(s, b)
+})"),
+               0.0);
+  // Non-identity init: padding is skipped, not folded in as init.
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = s32[5,300] parameter(0)
+  z = s32[] constant(7)
+  ROOT s = s32[3,150] reduce-window(x, z), window={size=3x4 stride=2x2 pad=1_1x1_1}, to_apply=adds
+})"),
+               0.0);
+}
+
+TEST(Window, WindowAndBaseDilation) {
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[10,12] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[9,5] reduce-window(x, z), window={size=3x2 stride=1x2 pad=1_2x0_1 rhs_dilate=2x3}, to_apply=addf
+})"),
+               0.0);
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[6,5] parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[12,8] reduce-window(x, z), window={size=2x3 stride=1x2 pad=1_1x2_3 lhs_dilate=2x3}, to_apply=maxf
+})"),
+               0.0);
+}
+
+TEST(Window, VariadicArgmax) {
+  // (value, index) pairs: the larger value wins, ties go to the smaller index.
+  EXPECT_MATCH(R"(HloModule m
+argmax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(bv, av), direction=GT
+  eq = pred[] compare(bv, av), direction=EQ
+  lt = pred[] compare(bi, ai), direction=LT
+  tie = pred[] and(eq, lt)
+  take = pred[] or(gt, tie)
+  v = f32[] select(take, bv, av)
+  i = s32[] select(take, bi, ai)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY main {
+  x = f32[4,20,16] parameter(0)
+  i = s32[4,20,16] iota(), iota_dimension=1
+  zv = f32[] constant(-inf)
+  zi = s32[] constant(-1)
+  ROOT r = (f32[4,10,16], s32[4,10,16]) reduce-window(x, i, zv, zi), window={size=1x3x1 stride=1x2x1 pad=0_0x1_0x0_0}, to_apply=argmax
+})",
+               0.0);
+}
+
+TEST(Window, SelectAndScatterMaxPoolGradient) {
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[2,8,8,4] parameter(0)
+  g = f32[2,4,4,4] parameter(1)
+  z = f32[] constant(0)
+  ROOT r = f32[2,8,8,4] select-and-scatter(x, g, z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, select=gef, scatter=addf
+})"),
+               0.0);
+  // Integers in [-4, 4]: many ties (the first maximum in window order wins)
+  // and overlapping windows accumulating into the same element.
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = s32[9,11] parameter(0)
+  g = s32[5,5] parameter(1)
+  z = s32[] constant(3)
+  ROOT r = s32[9,11] select-and-scatter(x, g, z), window={size=3x3 stride=2x2 pad=1_1x0_0}, select=ges, scatter=adds
+})"),
+               0.0);
+}
+
+}  // namespace
+}  // namespace tpu::codegen
