@@ -1,4 +1,4 @@
-// End-to-end tests of reduce-window and select-and-scatter: llo-gen ->
+// End-to-end tests of reduce-window, select-and-scatter and sort: llo-gen ->
 // assembler -> simulator against the interpreter. Tolerances: the window
 // folds apply the reducer in the interpreter's order (window taps in
 // row-major order), so f32 results are bit-exact (0.0) unless stated;
@@ -144,6 +144,88 @@ TEST(Window, SelectAndScatterMaxPoolGradient) {
   ROOT r = s32[9,11] select-and-scatter(x, g, z), window={size=3x3 stride=2x2 pad=1_1x0_0}, select=ges, scatter=adds
 })"),
                0.0);
+}
+
+TEST(Sort, F32AscendingDescendingLastDim) {
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[16,100] parameter(0)
+  ROOT s = f32[16,100] sort(x), dimensions={1}, to_apply=ltf
+})"),
+               0.0);
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[3000] parameter(0)
+  ROOT s = f32[3000] sort(x), dimensions={0}, is_stable=true, to_apply=gtf
+})"),
+               0.0);
+}
+
+TEST(Sort, NonMinorDimension) {
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[37,5,3] parameter(0)
+  ROOT s = f32[37,5,3] sort(x), dimensions={0}, to_apply=ltf
+})"),
+               0.0);
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[4,130,6] parameter(0)
+  ROOT s = f32[4,130,6] sort(x), dimensions={1}, to_apply=gtf
+})"),
+               0.0);
+}
+
+TEST(Sort, KeyValueStableWithTies) {
+  // s32 keys in [-4, 4]: every key repeats; stability decides the order of
+  // the values (bit-exact).
+  EXPECT_MATCH(R"(HloModule m
+cmp {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = f32[] parameter(2)
+  d = f32[] parameter(3)
+  ROOT l = pred[] compare(a, b), direction=LT
+}
+ENTRY main {
+  k = s32[6,500] parameter(0)
+  v = f32[6,500] parameter(1)
+  ROOT s = (s32[6,500], f32[6,500]) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp
+})",
+               0.0);
+  // Keys and their positions: the positions must come out increasing
+  // within each run of equal keys.
+  EXPECT_MATCH(R"(HloModule m
+cmp {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = s32[] parameter(2)
+  d = s32[] parameter(3)
+  ROOT l = pred[] compare(a, b), direction=GT
+}
+ENTRY main {
+  k = s32[2000] parameter(0)
+  i = s32[2000] iota(), iota_dimension=0
+  ROOT s = (s32[2000], s32[2000]) sort(k, i), dimensions={0}, is_stable=true, to_apply=cmp
+})",
+               0.0);
+}
+
+TEST(Sort, TotalOrderComparator) {
+  // Signed zeros: a float comparison ties them, the total order puts -0
+  // first. Both must match the interpreter bit for bit.
+  const char* text = R"(HloModule m
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT l = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}
+ENTRY main {
+  x = f32[64] parameter(0)
+  ROOT s = f32[64] sort(x), dimensions={0}, to_apply=cmp
+})";
+  std::vector<hlo::Literal> args;
+  args.emplace_back(hlo::Shape::array(hlo::ElementType::F32, {64}));
+  for (int64_t i = 0; i < 64; ++i) args[0].setDouble(i, i % 3 == 0 ? (i % 2 ? -0.0 : 0.0) : std::sin(i * 1.7) * 3);
+  E2eRun r = compileAndCompare(text, "v5e", {}, &args);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.bitMismatches, 0);
 }
 
 }  // namespace
