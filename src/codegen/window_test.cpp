@@ -127,6 +127,34 @@ ENTRY main {
                0.0);
 }
 
+TEST(Window, PackedTypes) {
+  // bf16 max (exact) and s8 sums that wrap like the interpreter's.
+  EXPECT_MATCH(R"(HloModule m
+maxb {
+  p = bf16[] parameter(0)
+  q = bf16[] parameter(1)
+  ROOT m = bf16[] maximum(p, q)
+}
+ENTRY main {
+  x = bf16[3,17,40] parameter(0)
+  z = bf16[] constant(-inf)
+  ROOT r = bf16[3,9,20] reduce-window(x, z), window={size=1x3x2 stride=1x2x2 pad=0_0x1_1x0_0}, to_apply=maxb
+})",
+               0.0);
+  EXPECT_MATCH(R"(HloModule m
+add8 {
+  p = s8[] parameter(0)
+  q = s8[] parameter(1)
+  ROOT s = s8[] add(p, q)
+}
+ENTRY main {
+  x = s8[40,33] parameter(0)
+  z = s8[] constant(100)
+  ROOT r = s8[38,31] reduce-window(x, z), window={size=3x3}, to_apply=add8
+})",
+               0.0);
+}
+
 TEST(Window, SelectAndScatterMaxPoolGradient) {
   EXPECT_MATCH(module(R"(ENTRY main {
   x = f32[2,8,8,4] parameter(0)
@@ -203,6 +231,56 @@ ENTRY main {
   k = s32[2000] parameter(0)
   i = s32[2000] iota(), iota_dimension=0
   ROOT s = (s32[2000], s32[2000]) sort(k, i), dimensions={0}, is_stable=true, to_apply=cmp
+})",
+               0.0);
+}
+
+TEST(Sort, ManyChunksPackedTypes) {
+  // A small VMEM budget: 50 rows go through the network in several chunks,
+  // the last one partial. bf16 keys (many ties), s8 payload, descending.
+  CodegenOptions o;
+  o.vmemFraction = 0.001;
+  E2eRun r = compileAndCompare(R"(HloModule m
+cmp {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  c = s8[] parameter(2)
+  d = s8[] parameter(3)
+  ROOT l = pred[] compare(a, b), direction=GT
+}
+ENTRY main {
+  k = bf16[50,300] parameter(0)
+  v = s8[50,300] parameter(1)
+  ROOT s = (bf16[50,300], s8[50,300]) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp
+})",
+                               "v5e", o);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.bitMismatches, 0) << r.where;
+}
+
+TEST(Sort, ShortRowsAndMultiKeyComparator) {
+  // Length-1 rows (nothing to do) and a comparator over two keys.
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[5,1,3] parameter(0)
+  ROOT s = f32[5,1,3] sort(x), dimensions={1}, to_apply=ltf
+})"),
+               0.0);
+  EXPECT_MATCH(R"(HloModule m
+cmp {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = f32[] parameter(2)
+  d = f32[] parameter(3)
+  lt = pred[] compare(a, b), direction=LT
+  eq = pred[] compare(a, b), direction=EQ
+  gt2 = pred[] compare(c, d), direction=GT
+  t = pred[] and(eq, gt2)
+  ROOT l = pred[] or(lt, t)
+}
+ENTRY main {
+  k = s32[7,33] parameter(0)
+  v = f32[7,33] parameter(1)
+  ROOT s = (s32[7,33], f32[7,33]) sort(k, v), dimensions={0}, to_apply=cmp
 })",
                0.0);
 }
