@@ -155,6 +155,28 @@ ENTRY main {
                0.0);
 }
 
+TEST(Window, Rank5AndPred) {
+  // 3-D pooling over NDHWC (box copies of more dims than one descriptor has).
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[2,5,6,7,3] parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[2,3,3,4,3] reduce-window(x, z), window={size=1x2x3x2x1 stride=1x2x2x2x1 pad=0_0x0_1x1_0x1_0x0_0}, to_apply=maxf
+})"),
+               0.0);
+  EXPECT_MATCH(R"(HloModule m
+andp {
+  p = pred[] parameter(0)
+  q = pred[] parameter(1)
+  ROOT a = pred[] and(p, q)
+}
+ENTRY main {
+  x = pred[30,40] parameter(0)
+  t = pred[] constant(true)
+  ROOT r = pred[15,39] reduce-window(x, t), window={size=2x2 stride=2x1}, to_apply=andp
+})",
+               0.0);
+}
+
 TEST(Window, SelectAndScatterMaxPoolGradient) {
   EXPECT_MATCH(module(R"(ENTRY main {
   x = f32[2,8,8,4] parameter(0)
@@ -281,6 +303,23 @@ ENTRY main {
   k = s32[7,33] parameter(0)
   v = f32[7,33] parameter(1)
   ROOT s = (s32[7,33], f32[7,33]) sort(k, v), dimensions={0}, to_apply=cmp
+})",
+               0.0);
+}
+
+TEST(Sort, UnsignedKeys) {
+  EXPECT_MATCH(R"(HloModule m
+cmp {
+  a = u32[] parameter(0)
+  b = u32[] parameter(1)
+  ROOT l = pred[] compare(a, b), direction=LT
+}
+ENTRY main {
+  x = u32[3,200] parameter(0)
+  c = u32[] constant(4294967000)
+  b = u32[3,200] broadcast(c), dimensions={}
+  y = u32[3,200] add(x, b)
+  ROOT s = u32[3,200] sort(y), dimensions={1}, to_apply=cmp
 })",
                0.0);
 }
