@@ -29,13 +29,6 @@ TEST(BufferAssignment, OverlappingRangesDoNotAlias) {
   for (uint64_t o : h.offsets) EXPECT_EQ(o % 512, 0u);
 }
 
-#define EXPECT_MATCH(text, tol)                                  \
-  do {                                                           \
-    E2eRun r_ = compileAndCompare(text);                            \
-    ASSERT_EQ(r_.error, "");                                     \
-    EXPECT_LE(r_.maxErr, tol) << r_.where;                       \
-  } while (0)
-
 TEST(EndToEnd, ElementwiseChain) {
   EXPECT_MATCH(R"(HloModule m
 ENTRY main {

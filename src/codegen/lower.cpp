@@ -654,7 +654,19 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       static const char* kDir[] = {"eq", "ne", "lt", "le", "gt", "ge"};
       const char* dir = kDir[static_cast<int>(in.attrs().comparisonDirection)];
       int m = malloc_();
-      if (f) {
+      if (f && in.attrs().comparisonType == hlo::ComparisonType::TotalOrder) {
+        // Total order: compare the bits as signed integers, negative floats
+        // with their magnitude bits flipped (-NaN < -inf < -0 < +0 < +NaN).
+        VReg k[2];
+        for (int i = 0; i < 2; ++i) {
+          k[i] = binop("vsra", ops[static_cast<size_t>(i)], "31", ElementType::S32);
+          e_.op("vand {}, {}, 2147483647", V(k[i]), V(k[i]));
+          e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(ops[static_cast<size_t>(i)]));
+        }
+        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(k[0]), V(k[1]));
+        vfree(k[0]);
+        vfree(k[1]);
+      } else if (f) {
         e_.op("vcmp.{}.f32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
       } else if (u && typeInfo(ot).bits == 32) {
         VReg a = flip(ops[0]), b = flip(ops[1]);
@@ -2013,6 +2025,9 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Convolution: return lowerConvolution(in);
     case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
     case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
+    case Opcode::ReduceWindow: return lowerReduceWindow(in);
+    case Opcode::SelectAndScatter: return lowerSelectAndScatter(in);
+    case Opcode::Sort: return lowerSort(in);
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);

@@ -252,6 +252,8 @@ class Lowerer {
   bool lowerDot(const Instruction& in);
   bool lowerDynamicSlice(const Instruction& in, bool update);
   bool lowerReduceWindow(const Instruction& in);
+  bool lowerSelectAndScatter(const Instruction& in);
+  bool lowerSort(const Instruction& in);
   bool lowerConvolution(const Instruction& in);
   bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
   bool fillZero(int buf, int64_t n, ElementType t);
