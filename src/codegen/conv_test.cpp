@@ -146,6 +146,23 @@ TEST(Conv, MobileNetFirstLayersFullSize) {
               kOnePass);
 }
 
+TEST(Conv, DepthwiseOneRow) {
+  // A single work item: the double-buffered row loop runs once.
+  EXPECT_CONV(module(R"(  x = f32[1,40,7] parameter(0)
+  k = f32[3,1,7] parameter(1)
+  ROOT c = f32[1,38,7] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f, feature_group_count=7
+)"),
+              kF32);
+}
+
+TEST(Conv, Depthwise3DReversedChannelsFirst) {
+  EXPECT_CONV(module(R"(  x = f32[2,3,4,5,6] parameter(0)
+  k = f32[2,2,3,1,6] parameter(1)
+  ROOT c = f32[2,6,3,3,3] convolution(x, k), window={size=2x2x3 stride=1x1x1 pad=1_0x0_0x0_0 rhs_reversal=1x0x1}, dim_labels=b012f_012io->bf012, feature_group_count=6
+)"),
+              kF32);
+}
+
 TEST(Conv, BatchGroups) {
   EXPECT_CONV(module(R"(  x = f32[4,5,5,3] parameter(0)
   k = f32[3,3,3,6] parameter(1)
