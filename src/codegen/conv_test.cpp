@@ -210,6 +210,35 @@ TEST(Conv, F32PrecisionHighestVsDefault) {
   EXPECT_LE(forced.maxErr, kF32) << forced.where;
 }
 
+// The kernel kinds llo-gen picks for a module's instructions.
+std::vector<std::string> kernelKinds(const std::string& text, const CodegenOptions& options) {
+  DiagnosticEngine diags;
+  auto loaded = hlo::readModule(std::make_shared<SourceFile>("test.hlo", text), diags);
+  auto target = target::loadTarget("v5e", diags);
+  std::vector<std::string> kinds;
+  if (!loaded.module || !target) return kinds;
+  auto gen = generateLlo(*loaded.module, *target, options, diags);
+  if (gen)
+    for (const KernelStats& k : gen->stats.kernels) kinds.push_back(k.kind);
+  return kinds;
+}
+
+TEST(Conv, DepthwiseRowsTooLargeForVmemUseTheMxu) {
+  std::string text = module(R"(  x = bf16[1,9,200,48] parameter(0)
+  k = bf16[3,3,1,48] parameter(1)
+  ROOT c = bf16[1,9,200,48] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=48
+)");
+  EXPECT_EQ(kernelKinds(text, {}), std::vector<std::string>{"conv-depthwise"});
+  // A row box of 3 x 202 x 48 bf16 is about 58 KB: a 32 KB budget forces
+  // the MXU path, which must give the same result.
+  CodegenOptions small;
+  small.vmemFraction = 32768.0 / (128.0 * 1024 * 1024);
+  EXPECT_EQ(kernelKinds(text, small), std::vector<std::string>{"conv-matmul"});
+  E2eRun r = compileAndCompare(text, "v5e", small);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, kOnePass) << r.where;
+}
+
 TEST(Conv, IntegerIsAnError) {
   E2eRun r = compileAndCompare(module(R"(  x = s32[1,4,4,2] parameter(0)
   k = s32[1,1,2,2] parameter(1)
