@@ -163,6 +163,20 @@ TEST(Conv, Depthwise3DReversedChannelsFirst) {
               kF32);
 }
 
+TEST(Conv, UnpaddedInputIsAReshapedBuffer) {
+  // No padding and channels-last: X is the operand's own buffer, which
+  // holds the reshape's operand (other dims, same bytes).
+  EXPECT_CONV(module(R"(  p = f32[2,81,16] parameter(0)
+  x = f32[2,9,9,16] reshape(p)
+  k = f32[3,3,16,8] parameter(1)
+  kd = f32[3,3,1,16] parameter(2)
+  a = f32[2,7,7,8] convolution(x, k), window={size=3x3}, dim_labels=b01f_01io->b01f
+  b = f32[2,7,7,16] convolution(x, kd), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=16
+  ROOT t = (f32[2,7,7,8], f32[2,7,7,16]) tuple(a, b)
+)"),
+              kOnePass);
+}
+
 TEST(Conv, BatchGroups) {
   EXPECT_CONV(module(R"(  x = f32[4,5,5,3] parameter(0)
   k = f32[3,3,3,6] parameter(1)

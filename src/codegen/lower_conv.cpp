@@ -16,8 +16,8 @@ namespace {
 
 int64_t roundUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-// Output positions whose window is entirely in padding still produce 0, so
-// only the counts below matter for the copy into X.
+// The input indices of one spatial dimension that land inside X (negative
+// padding crops), and where the first of them lands.
 struct PadCopy {
   int64_t first = 0;  // first input index copied
   int64_t count = 0;  // input indices copied
@@ -211,7 +211,11 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
   int64_t kp = roundUp(kk, 128), np = roundUp(g.outPerGroup, 128);
   // Large M is padded to 128 rows so emitMatmul can take tall M tiles.
   int64_t mp = m <= 512 ? roundUp(m, 8) : roundUp(m, 128);
-  std::vector<int64_t> xDims = bufs_[xBuf].dims;
+  // X may be the operand's buffer itself, whose recorded dims can be those
+  // of a reshape's operand: use the geometry's.
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
   std::vector<int64_t> xs = byteStrides(xDims, es);
   std::vector<int64_t> outS = rowMajorStrides(g.outSize), tapS = rowMajorStrides(g.kSize);
 
@@ -328,7 +332,11 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   size_t r = g.rank;
   int64_t c = g.inFeatures, cp = roundUp(c, 128), og = g.outPerGroup;
   int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(g.outType).bytes;
-  std::vector<int64_t> xDims = bufs_[xBuf].dims;
+  // X may be the operand's buffer itself, whose recorded dims can be those
+  // of a reshape's operand: use the geometry's.
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
   std::vector<int64_t> xs = byteStrides(xDims, es);
   std::vector<int64_t> tapS = rowMajorStrides(g.kSize);
 
