@@ -53,9 +53,10 @@ DepthwiseVmem depthwiseVmem(const ConvGeometry& g) {
   int64_t es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(g.outType).bytes;
   DepthwiseVmem v;
   int64_t blocks = (g.outSize[last] + 7) / 8;
-  // Independent accumulators hide the multiply-add latency.
-  v.unroll = std::min<int64_t>(4, std::max<int64_t>(1, blocks));
-  v.groups = (blocks + v.unroll - 1) / v.unroll;
+  // Up to 8 independent accumulators hide load and multiply-add latency;
+  // the blocks are split into equal groups so few are computed in vain.
+  v.groups = std::max<int64_t>(1, (blocks + 7) / 8);
+  v.unroll = std::max<int64_t>(1, (blocks + v.groups - 1) / v.groups);
   int64_t box = g.padded[last] * g.inFeatures * es;
   for (size_t d = 0; d < last; ++d) box *= (g.kSize[d] - 1) * g.rhsDil[d] + 1;
   int64_t slack = (8 * v.unroll * g.stride[last] * g.inFeatures + cp) * es + 512;
@@ -499,13 +500,16 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
     e_.label(lTap[d]);
   }
   {
+    // All loads first, in distinct registers, so they issue back to back
+    // and the multiply-adds do not wait on one another's operands.
     VReg wv = vload(g.kType, S(rW), ", 0");
-    for (int64_t j = 0; j < u; ++j) {
-      VReg xv = vload(g.inType, fmt::format("{} + {}", S(rX[r - 1]), j * posBytes),
-                      fmt::format(", {}", sLast * c * es));
-      e_.op("vfma.f32 {}, {}, {}, {}", V(acc[static_cast<size_t>(j)]), V(xv), V(wv),
-            V(acc[static_cast<size_t>(j)]));
-      vfree(xv);
+    std::vector<VReg> xv;
+    for (int64_t j = 0; j < u; ++j)
+      xv.push_back(vload(g.inType, fmt::format("{} + {}", S(rX[r - 1]), j * posBytes),
+                         fmt::format(", {}", sLast * c * es)));
+    for (size_t j = 0; j < xv.size(); ++j) {
+      e_.op("vfma.f32 {}, {}, {}, {}", V(acc[j]), V(xv[j]), V(wv), V(acc[j]));
+      vfree(xv[j]);
     }
     vfree(wv);
     e_.op("sadd {}, {}, {}", S(rW), S(rW), cp * ew);
