@@ -146,6 +146,37 @@ TEST(Conv, MobileNetFirstLayersFullSize) {
               kOnePass);
 }
 
+TEST(Conv, DepthwiseOneRow) {
+  // A single work item: the double-buffered row loop runs once.
+  EXPECT_CONV(module(R"(  x = f32[1,40,7] parameter(0)
+  k = f32[3,1,7] parameter(1)
+  ROOT c = f32[1,38,7] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f, feature_group_count=7
+)"),
+              kF32);
+}
+
+TEST(Conv, Depthwise3DReversedChannelsFirst) {
+  EXPECT_CONV(module(R"(  x = f32[2,3,4,5,6] parameter(0)
+  k = f32[2,2,3,1,6] parameter(1)
+  ROOT c = f32[2,6,3,3,3] convolution(x, k), window={size=2x2x3 stride=1x1x1 pad=1_0x0_0x0_0 rhs_reversal=1x0x1}, dim_labels=b012f_012io->bf012, feature_group_count=6
+)"),
+              kF32);
+}
+
+TEST(Conv, UnpaddedInputIsAReshapedBuffer) {
+  // No padding and channels-last: X is the operand's own buffer, which
+  // holds the reshape's operand (other dims, same bytes).
+  EXPECT_CONV(module(R"(  p = f32[2,81,16] parameter(0)
+  x = f32[2,9,9,16] reshape(p)
+  k = f32[3,3,16,8] parameter(1)
+  kd = f32[3,3,1,16] parameter(2)
+  a = f32[2,7,7,8] convolution(x, k), window={size=3x3}, dim_labels=b01f_01io->b01f
+  b = f32[2,7,7,16] convolution(x, kd), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=16
+  ROOT t = (f32[2,7,7,8], f32[2,7,7,16]) tuple(a, b)
+)"),
+              kOnePass);
+}
+
 TEST(Conv, BatchGroups) {
   EXPECT_CONV(module(R"(  x = f32[4,5,5,3] parameter(0)
   k = f32[3,3,3,6] parameter(1)
@@ -191,6 +222,35 @@ TEST(Conv, F32PrecisionHighestVsDefault) {
   E2eRun forced = compileAndCompare(module(body + "\n"), "v5e", o);
   ASSERT_EQ(forced.error, "");
   EXPECT_LE(forced.maxErr, kF32) << forced.where;
+}
+
+// The kernel kinds llo-gen picks for a module's instructions.
+std::vector<std::string> kernelKinds(const std::string& text, const CodegenOptions& options) {
+  DiagnosticEngine diags;
+  auto loaded = hlo::readModule(std::make_shared<SourceFile>("test.hlo", text), diags);
+  auto target = target::loadTarget("v5e", diags);
+  std::vector<std::string> kinds;
+  if (!loaded.module || !target) return kinds;
+  auto gen = generateLlo(*loaded.module, *target, options, diags);
+  if (gen)
+    for (const KernelStats& k : gen->stats.kernels) kinds.push_back(k.kind);
+  return kinds;
+}
+
+TEST(Conv, DepthwiseRowsTooLargeForVmemUseTheMxu) {
+  std::string text = module(R"(  x = bf16[1,9,200,48] parameter(0)
+  k = bf16[3,3,1,48] parameter(1)
+  ROOT c = bf16[1,9,200,48] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=48
+)");
+  EXPECT_EQ(kernelKinds(text, {}), std::vector<std::string>{"conv-depthwise"});
+  // A row box of 3 x 202 x 48 bf16 is about 58 KB: a 32 KB budget forces
+  // the MXU path, which must give the same result.
+  CodegenOptions small;
+  small.vmemFraction = 32768.0 / (128.0 * 1024 * 1024);
+  EXPECT_EQ(kernelKinds(text, small), std::vector<std::string>{"conv-matmul"});
+  E2eRun r = compileAndCompare(text, "v5e", small);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, kOnePass) << r.where;
 }
 
 TEST(Conv, IntegerIsAnError) {

@@ -16,8 +16,8 @@ namespace {
 
 int64_t roundUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
-// Output positions whose window is entirely in padding still produce 0, so
-// only the counts below matter for the copy into X.
+// The input indices of one spatial dimension that land inside X (negative
+// padding crops), and where the first of them lands.
 struct PadCopy {
   int64_t first = 0;  // first input index copied
   int64_t count = 0;  // input indices copied
@@ -37,25 +37,34 @@ PadCopy padCopy(int64_t size, int64_t low, int64_t dil, int64_t padded) {
   return p;
 }
 
-// VMEM layout of the depthwise kernel: weights [og, taps, cp], the box of
-// X one output row reads, then the row's results [positions rounded up to
-// 8, cp]. Loads of the last 8-position block and channel block may run
-// past the box (their lanes are never stored): slack keeps them in VMEM.
+// VMEM layout of the depthwise kernel: weights [og, taps, cp], then two
+// slots (double buffering) of the box of X one output row reads and of the
+// row's results [positions rounded up to 8 x unroll, cp]. Loads of the last
+// position blocks and channel block may run past the box (their lanes are
+// never stored): slack keeps them inside the slot.
 struct DepthwiseVmem {
-  uint64_t weights = 0, box = 0, acc = 0, end = 0;
+  int64_t unroll = 1, groups = 1;  // 8-position blocks per tap loop, loops per row
+  uint64_t box = 0, boxSlot = 0, acc = 0, accSlot = 0, end = 0;
 };
 
 DepthwiseVmem depthwiseVmem(const ConvGeometry& g) {
   size_t last = g.rank - 1;
   int64_t cp = roundUp(g.inFeatures, 128);
   int64_t es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(g.outType).bytes;
+  DepthwiseVmem v;
+  int64_t blocks = (g.outSize[last] + 7) / 8;
+  // Up to 8 independent accumulators hide load and multiply-add latency;
+  // the blocks are split into equal groups so few are computed in vain.
+  v.groups = std::max<int64_t>(1, (blocks + 7) / 8);
+  v.unroll = std::max<int64_t>(1, (blocks + v.groups - 1) / v.groups);
   int64_t box = g.padded[last] * g.inFeatures * es;
   for (size_t d = 0; d < last; ++d) box *= (g.kSize[d] - 1) * g.rhsDil[d] + 1;
-  int64_t slack = (8 * g.stride[last] * g.inFeatures + cp) * es + 512;
-  DepthwiseVmem v;
+  int64_t slack = (8 * v.unroll * g.stride[last] * g.inFeatures + cp) * es + 512;
   v.box = alignUp(static_cast<uint64_t>(g.outPerGroup * g.taps * cp * ew), 512);
-  v.acc = v.box + alignUp(static_cast<uint64_t>(box + slack), 512);
-  v.end = v.acc + static_cast<uint64_t>(roundUp(g.outSize[last], 8) * cp * eo);
+  v.boxSlot = alignUp(static_cast<uint64_t>(box + slack), 512);
+  v.acc = v.box + 2 * v.boxSlot;
+  v.accSlot = alignUp(static_cast<uint64_t>(v.groups * v.unroll * 8 * cp * eo), 512);
+  v.end = v.acc + 2 * v.accSlot;
   return v;
 }
 
@@ -203,7 +212,11 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
   int64_t kp = roundUp(kk, 128), np = roundUp(g.outPerGroup, 128);
   // Large M is padded to 128 rows so emitMatmul can take tall M tiles.
   int64_t mp = m <= 512 ? roundUp(m, 8) : roundUp(m, 128);
-  std::vector<int64_t> xDims = bufs_[xBuf].dims;
+  // X may be the operand's buffer itself, whose recorded dims can be those
+  // of a reshape's operand: use the geometry's.
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
   std::vector<int64_t> xs = byteStrides(xDims, es);
   std::vector<int64_t> outS = rowMajorStrides(g.outSize), tapS = rowMajorStrides(g.kSize);
 
@@ -305,12 +318,13 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
 
 // Depthwise (one input feature per group, few outputs per group) on the
 // vector unit. An output row is every dimension but the last spatial one
-// and the channels. For each (output-per-group o, row), the part of X the
-// row's windows cover is DMAed into VMEM; then for each 8 positions x 128
-// channels block, the taps are folded into one f32 register:
-// acc += x[pos * stride + tap] * w[o, tap, channels] (the weight row is a
-// stride-0 broadcast load), and the row is DMAed out into the output
-// layout.
+// and the channels. For each (output-per-group o, row), the box of X the
+// row's windows cover is DMAed into VMEM (double-buffered); then for each
+// `unroll` blocks of 8 positions x 128 channels, the taps are folded into
+// independent f32 registers: acc += x[pos * stride + tap] * w[o, tap, :]
+// (8 positions per load with the conv stride as the sublane stride, the
+// weight row a stride-0 broadcast load), and the row is DMAed out into the
+// output layout while the next one computes.
 bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   const auto& dn = *in.attrs().convDims;
@@ -319,7 +333,11 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   size_t r = g.rank;
   int64_t c = g.inFeatures, cp = roundUp(c, 128), og = g.outPerGroup;
   int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(g.outType).bytes;
-  std::vector<int64_t> xDims = bufs_[xBuf].dims;
+  // X may be the operand's buffer itself, whose recorded dims can be those
+  // of a reshape's operand: use the geometry's.
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
   std::vector<int64_t> xs = byteStrides(xDims, es);
   std::vector<int64_t> tapS = rowMajorStrides(g.kSize);
 
@@ -358,7 +376,7 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   boxDims.push_back(g.padded[static_cast<size_t>(last)]);
   boxDims.push_back(c);
   std::vector<int64_t> bs = byteStrides(boxDims, es);
-  int64_t blocks = (rowPos + 7) / 8, cBlocks = cp / 128;
+  int64_t cBlocks = cp / 128;
   DepthwiseVmem vm = depthwiseVmem(g);
   uint64_t vW = 0, vBox = vm.box, vAcc = vm.acc;
 
@@ -380,23 +398,19 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
     dOut = e_.desc(static_cast<uint64_t>(eo), {{rowPos, cp * eo, oPos}, {c, eo, og * oFeat}});
 
   int dst = leaves_[&in][0];
-  int rO = sreg(), rRow = sreg(), rT = sreg(), rQ = sreg(), rSrc = sreg(), rDst = sreg(), rB = sreg(),
-      rCb = sreg(), rXb = sreg(), rW = sreg(), rTmp = sreg();
+  // Work item q = (o, row) in 0 .. og * rows; slot q & 1 of the box and
+  // result areas. The box of q + 1 is loaded while q computes; the results
+  // of q are stored while q + 1 computes (sem0/1 loads, sem2/3 stores).
+  int64_t items = og * rows;
+  int rQ = sreg(), rSlot = sreg(), rNext = sreg(), rO = sreg(), rT = sreg(), rR = sreg(), rSrc = sreg(),
+      rDst = sreg(), rBox = sreg(), rAcc = sreg(), rB = sreg(), rCb = sreg(), rXb = sreg(), rW = sreg(),
+      rTmp = sreg();
   std::vector<int> rX(r), rCnt(r);
   for (size_t d = 0; d < r; ++d) {
     rX[d] = sreg();
     rCnt[d] = sreg();
   }
-  e_.op("smov {}, {}", S(rT), base(wd));
-  e_.op("dma.h2v {}, [{}], {}[{}], sem0", dWt, vW, hbm(wd), S(rT));
-  e_.op("sem.wait sem0");
-  std::string lO = e_.newLabel("dwo"), lRow = e_.newLabel("dwrow"), lB = e_.newLabel("dwpos"),
-              lCb = e_.newLabel("dwchan");
-  e_.op("smov {}, 0", S(rO));
-  e_.label(lO);
-  e_.op("smov {}, 0", S(rRow));
-  e_.label(lRow);
-  // Row -> (n, y_0 .. y_{r-2}); source and destination addresses.
+  // Item -> (o, n, y_0 .. y_{r-2}) -> source (X) and destination offsets.
   std::vector<int64_t> rowDims = {g.outBatch};
   for (size_t d = 0; d + 1 < r; ++d) rowDims.push_back(g.outSize[d]);
   std::vector<int64_t> srcStep = {xs[0]}, dstStep = {ost[static_cast<size_t>(dn.outputBatchDimension)]};
@@ -404,34 +418,74 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
     srcStep.push_back(g.stride[d] * xs[d + 1]);
     dstStep.push_back(ost[static_cast<size_t>(dn.outputSpatialDimensions[d])]);
   }
-  e_.op("smov {}, {}", S(rSrc), base(xBuf));
-  e_.op("smul {}, {}, {}", S(rDst), S(rO), oFeat);
-  e_.op("sadd {}, {}, {}", S(rDst), S(rDst), base(dst));
-  e_.op("smov {}, {}", S(rT), S(rRow));
-  for (size_t j = rowDims.size(); j-- > 0;) {
-    if (j > 0) {
-      e_.op("srem {}, {}, {}", S(rQ), S(rT), rowDims[j]);
-      e_.op("sdiv {}, {}, {}", S(rT), S(rT), rowDims[j]);
-    } else {
-      e_.op("smov {}, {}", S(rQ), S(rT));
+  auto addresses = [&](int item, bool dstToo) {
+    e_.op("srem {}, {}, {}", S(rT), S(item), rows);
+    e_.op("smov {}, {}", S(rSrc), base(xBuf));
+    if (dstToo) {
+      e_.op("sdiv {}, {}, {}", S(rDst), S(item), rows);
+      e_.op("smul {}, {}, {}", S(rDst), S(rDst), oFeat);
+      e_.op("sadd {}, {}, {}", S(rDst), S(rDst), base(dst));
     }
-    e_.op("smul {}, {}, {}", S(rTmp), S(rQ), srcStep[j]);
-    e_.op("sadd {}, {}, {}", S(rSrc), S(rSrc), S(rTmp));
-    e_.op("smul {}, {}, {}", S(rTmp), S(rQ), dstStep[j]);
-    e_.op("sadd {}, {}, {}", S(rDst), S(rDst), S(rTmp));
-  }
-  e_.op("dma.h2v {}, [{}], {}[{}], sem0", dBox, vBox, hbm(xBuf), S(rSrc));
+    for (size_t j = rowDims.size(); j-- > 0;) {
+      if (j > 0) {
+        e_.op("srem {}, {}, {}", S(rR), S(rT), rowDims[j]);
+        e_.op("sdiv {}, {}, {}", S(rT), S(rT), rowDims[j]);
+      } else {
+        e_.op("smov {}, {}", S(rR), S(rT));
+      }
+      e_.op("smul {}, {}, {}", S(rTmp), S(rR), srcStep[j]);
+      e_.op("sadd {}, {}, {}", S(rSrc), S(rSrc), S(rTmp));
+      if (dstToo) {
+        e_.op("smul {}, {}, {}", S(rTmp), S(rR), dstStep[j]);
+        e_.op("sadd {}, {}, {}", S(rDst), S(rDst), S(rTmp));
+      }
+    }
+  };
+  auto loadBox = [&](int slotReg) {
+    e_.op("smul {}, {}, {}", S(rBox), S(slotReg), vm.boxSlot);
+    e_.op("sadd {}, {}, {}", S(rBox), S(rBox), vBox);
+    e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", dBox, S(rBox), hbm(xBuf), S(rSrc), S(slotReg));
+  };
+  e_.op("smov {}, {}", S(rT), base(wd));
+  e_.op("dma.h2v {}, [{}], {}[{}], sem0", dWt, vW, hbm(wd), S(rT));
   e_.op("sem.wait sem0");
-  // Blocks of 8 output positions x 128 channels.
+  std::string lItem = e_.newLabel("dwrow"), lCompute = e_.newLabel("dwcompute"), lB = e_.newLabel("dwpos"),
+              lCb = e_.newLabel("dwchan"), lNoWait = e_.newLabel("dwfree");
+  e_.op("smov {}, 0", S(rQ));
+  e_.op("smov {}, 0", S(rSlot));
+  addresses(rQ, false);
+  loadBox(rSlot);
+  e_.label(lItem);
+  e_.op("sand {}, {}, 1", S(rSlot), S(rQ));
+  e_.op("sadd {}, {}, 1", S(rNext), S(rQ));
+  e_.op("br.ge {}, {}, {}", S(rNext), items, lCompute);
+  addresses(rNext, false);
+  e_.op("sxor {}, {}, 1", S(rT), S(rSlot));
+  loadBox(rT);
+  e_.label(lCompute);
+  e_.op("sem.wait sem[{}]", S(rSlot));
+  // The result slot was last stored from by item q - 2.
+  e_.op("br.lt {}, 2, {}", S(rQ), lNoWait);
+  e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
+  e_.op("sem.wait sem[{}]", S(rT));
+  e_.label(lNoWait);
+  e_.op("smul {}, {}, {}", S(rBox), S(rSlot), vm.boxSlot);
+  e_.op("sadd {}, {}, {}", S(rBox), S(rBox), vBox);
+  e_.op("smul {}, {}, {}", S(rAcc), S(rSlot), vm.accSlot);
+  e_.op("sadd {}, {}, {}", S(rAcc), S(rAcc), vAcc);
+  e_.op("sdiv {}, {}, {}", S(rO), S(rQ), rows);
+  // Groups of `unroll` blocks of 8 output positions x 128 channels.
+  int64_t u = vm.unroll, posBytes = 8 * sLast * c * es;
   e_.op("smov {}, 0", S(rB));
   e_.label(lB);
   e_.op("smov {}, 0", S(rCb));
   e_.label(lCb);
-  VReg acc = vconst(ElementType::F32, 0);
-  e_.op("smul {}, {}, {}", S(rXb), S(rB), 8 * sLast * c * es);
+  std::vector<VReg> acc;
+  for (int64_t j = 0; j < u; ++j) acc.push_back(vconst(ElementType::F32, 0));
+  e_.op("smul {}, {}, {}", S(rXb), S(rB), u * posBytes);
   e_.op("smul {}, {}, {}", S(rTmp), S(rCb), 128 * es);
   e_.op("sadd {}, {}, {}", S(rXb), S(rXb), S(rTmp));
-  e_.op("sadd {}, {}, {}", S(rXb), S(rXb), vBox);
+  e_.op("sadd {}, {}, {}", S(rXb), S(rXb), S(rBox));
   e_.op("smul {}, {}, {}", S(rW), S(rO), g.taps * cp * ew);
   e_.op("smul {}, {}, {}", S(rTmp), S(rCb), 128 * ew);
   e_.op("sadd {}, {}, {}", S(rW), S(rW), S(rTmp));
@@ -446,10 +500,17 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
     e_.label(lTap[d]);
   }
   {
-    VReg xv = vload(g.inType, S(rX[r - 1]), fmt::format(", {}", sLast * c * es));
+    // All loads first, in distinct registers, so they issue back to back
+    // and the multiply-adds do not wait on one another's operands.
     VReg wv = vload(g.kType, S(rW), ", 0");
-    e_.op("vfma.f32 {}, {}, {}, {}", V(acc), V(xv), V(wv), V(acc));
-    vfree(xv);
+    std::vector<VReg> xv;
+    for (int64_t j = 0; j < u; ++j)
+      xv.push_back(vload(g.inType, fmt::format("{} + {}", S(rX[r - 1]), j * posBytes),
+                         fmt::format(", {}", sLast * c * es)));
+    for (size_t j = 0; j < xv.size(); ++j) {
+      e_.op("vfma.f32 {}, {}, {}, {}", V(acc[j]), V(xv[j]), V(wv), V(acc[j]));
+      vfree(xv[j]);
+    }
     vfree(wv);
     e_.op("sadd {}, {}, {}", S(rW), S(rW), cp * ew);
   }
@@ -458,21 +519,26 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
     e_.op("sadd {}, {}, {}", S(rX[d]), S(rX[d]), step);
     e_.op("loop {}, {}", S(rCnt[d]), lTap[d]);
   }
-  e_.op("smul {}, {}, {}", S(rTmp), S(rB), 8 * cp * eo);
-  e_.op("smul {}, {}, {}", S(rQ), S(rCb), 128 * eo);
-  e_.op("sadd {}, {}, {}", S(rTmp), S(rTmp), S(rQ));
-  vstore(acc, g.outType, fmt::format("{} + {}", S(rTmp), vAcc), fmt::format(", {}", cp * eo));
-  vfree(acc);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rB), u * 8 * cp * eo);
+  e_.op("smul {}, {}, {}", S(rR), S(rCb), 128 * eo);
+  e_.op("sadd {}, {}, {}", S(rTmp), S(rTmp), S(rR));
+  e_.op("sadd {}, {}, {}", S(rTmp), S(rTmp), S(rAcc));
+  for (int64_t j = 0; j < u; ++j) {
+    vstore(acc[static_cast<size_t>(j)], g.outType, fmt::format("{} + {}", S(rTmp), j * 8 * cp * eo),
+           fmt::format(", {}", cp * eo));
+    vfree(acc[static_cast<size_t>(j)]);
+  }
   e_.op("sadd {}, {}, 1", S(rCb), S(rCb));
   e_.op("br.lt {}, {}, {}", S(rCb), cBlocks, lCb);
   e_.op("sadd {}, {}, 1", S(rB), S(rB));
-  e_.op("br.lt {}, {}, {}", S(rB), blocks, lB);
-  e_.op("dma.v2h {}, {}[{}], [{}], sem1", dOut, hbm(dst), S(rDst), vAcc);
-  e_.op("sem.wait sem1");
-  e_.op("sadd {}, {}, 1", S(rRow), S(rRow));
-  e_.op("br.lt {}, {}, {}", S(rRow), rows, lRow);
-  e_.op("sadd {}, {}, 1", S(rO), S(rO));
-  e_.op("br.lt {}, {}, {}", S(rO), og, lO);
+  e_.op("br.lt {}, {}, {}", S(rB), vm.groups, lB);
+  addresses(rQ, true);
+  e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
+  e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", dOut, hbm(dst), S(rDst), S(rAcc), S(rT));
+  e_.op("sadd {}, {}, 1", S(rQ), S(rQ));
+  e_.op("br.lt {}, {}, {}", S(rQ), items, lItem);
+  e_.op("sem.wait sem{}", 2 + ((items - 1) & 1));
+  if (items >= 2) e_.op("sem.wait sem{}", 2 + ((items - 2) & 1));
   return !failed_;
 }
 
