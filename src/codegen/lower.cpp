@@ -1952,6 +1952,8 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Dot: return lowerDot(in);
     case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
     case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
+    case Opcode::Gather: return lowerGather(in);
+    case Opcode::Scatter: return lowerScatter(in);
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);
