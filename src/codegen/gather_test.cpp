@@ -171,6 +171,17 @@ ENTRY main {
 })", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(12, 7, 3)}}), 0.0);
 }
 
+TEST(Gather, WindowWithMoreDimsThanADescriptor) {
+  // Six partial window dims need five descriptor dims (v5e has four): each
+  // slice is copied by the looping strided copy instead.
+  EXPECT_GATHER(R"(HloModule m
+ENTRY main {
+  x = f32[3,3,3,3,3,3] parameter(0)
+  i = s32[3,1] parameter(1)
+  ROOT g = f32[3,2,2,2,2,2,2] gather(x, i), offset_dims={1,2,3,4,5,6}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={2,2,2,2,2,2}
+})", (std::map<int64_t, std::vector<int64_t>>{{1, {1, 0, 5}}}), 0.0);
+}
+
 TEST(Scatter, AddRepeatedIndicesS32) {
   EXPECT_GATHER(std::string("HloModule m\n") + kAddS32 + R"(ENTRY main {
   x = s32[10,5] parameter(0)
@@ -210,6 +221,20 @@ ENTRY main {
   std::string unique = ow;
   unique.replace(unique.find("to_apply=ow"), 11, "unique_indices=true, to_apply=ow");
   EXPECT_GATHER(unique, (std::map<int64_t, std::vector<int64_t>>{{1, {0, 9, 2, -1, 4, 8}}}), 0.0);
+}
+
+TEST(Scatter, OverwriteWindowWithMoreDimsThanADescriptor) {
+  EXPECT_GATHER(R"(HloModule m
+ow {
+  p = s32[] parameter(0)
+  ROOT q = s32[] parameter(1)
+}
+ENTRY main {
+  x = s32[3,3,3,3,3,3] parameter(0)
+  i = s32[3,1] parameter(1)
+  u = s32[3,2,2,2,2,2,2] parameter(2)
+  ROOT s = s32[3,3,3,3,3,3] scatter(x, i, u), update_window_dims={1,2,3,4,5,6}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=ow
+})", (std::map<int64_t, std::vector<int64_t>>{{1, {1, 2, 0}}}), 0.0);
 }
 
 TEST(Scatter, TwoDimIndicesWithCombiner) {
