@@ -301,6 +301,29 @@ TEST(Scatter, BatchingDims) {
 })", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(15, 12, 5, -1)}}), 1e-6);
 }
 
+TEST(Scatter, Bf16AddAndManyIndices) {
+  // bf16 sums round after every update, in index order as the interpreter.
+  EXPECT_GATHER(R"(HloModule m
+add {
+  p = bf16[] parameter(0)
+  q = bf16[] parameter(1)
+  ROOT s = bf16[] add(p, q)
+}
+ENTRY main {
+  x = bf16[6,130] parameter(0)
+  i = s32[9,1] parameter(1)
+  u = bf16[9,130] parameter(2)
+  ROOT s = bf16[6,130] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+})", (std::map<int64_t, std::vector<int64_t>>{{1, {5, 0, 5, 2, 5, 6, 0, 1, 5}}}), 0.0);
+  // 17000 scalar windows: two SMEM chunks of indices, the second partial.
+  EXPECT_GATHER(std::string("HloModule m\n") + kAddS32 + R"(ENTRY main {
+  x = s32[50] parameter(0)
+  i = s32[17000] parameter(1)
+  u = s32[17000] parameter(2)
+  ROOT s = s32[50] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(17000, 53, 11, -1)}}), 0.0);
+}
+
 TEST(Scatter, CorpusModules) {
   for (const char* name : {"emit_scatter_overwrite.hlo", "emit_scatter_unsigned.hlo"}) {
     std::string path = std::string(TPU_CORPUS_DIR) + "/" + name;
