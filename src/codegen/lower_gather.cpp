@@ -465,14 +465,37 @@ bool Lowerer::lowerScatter(const Instruction& in) {
     vUpd[k] = static_cast<int64_t>(vmemTop);
     vmemTop += bytes;
   }
-  if (vmemTop > vmemBudget())
+  // Combined windows alternate between two VMEM slots, so the write-back of
+  // one window overlaps the loads of the next unless the two windows overlap
+  // in the operand. sem3 and sem4 count finished write-backs of slot 0 and
+  // 1; each starts with one window's credit so the first waits pass.
+  const uint64_t slotBytes = alignUp(vmemTop, 512);
+  if (2 * slotBytes > vmemBudget())
     return fail(in, fmt::format("llo-gen: scatter '{}': a window of {} elements does not fit in VMEM", in.name(), W));
+  std::vector<int64_t> startDims;  // operand dims whose window start varies, in the body's order
+  for (int64_t d = 0; d < orank; ++d)
+    if (fromIndex[static_cast<size_t>(d)] >= 0) startDims.push_back(d);
+  for (const BatchDim& bd : batch)
+    if (bd.operandDim >= 0) startDims.push_back(bd.operandDim);
+  int rSlot = -1;
+  std::vector<int> rPrev;
+  if (!overwrite) {
+    rSlot = sreg();
+    e_.op("smov {}, 0", S(rSlot));
+    for (size_t i = 0; i < startDims.size(); ++i) {
+      rPrev.push_back(sreg());
+      e_.op("smov {}, {}", S(rPrev.back()), -(int64_t{1} << 30));  // no previous window
+    }
+    e_.op("sem.signal sem3, {}", n);
+    e_.op("sem.signal sem4, {}", n);
+  }
 
   bool ok = emitIndexLoop(in, indices, ivd, [&](int rLin, int rPend, const std::function<int(int64_t)>& component) {
     std::string lSkip = e_.newLabel("skip");
-    int rO = sreg(), rU = sreg();
+    int rO = sreg(), rU = sreg(), rT = sreg();
     e_.op("smov {}, 0", S(rO));
     e_.op("smov {}, 0", S(rU));
+    std::vector<int> starts, owned;
     for (int64_t d = 0; d < orank; ++d) {
       size_t u = static_cast<size_t>(d);
       if (fromIndex[u] < 0) continue;
@@ -481,24 +504,24 @@ bool Lowerer::lowerScatter(const Instruction& in) {
       // top bit set reads as negative: out of bounds either way).
       e_.op("br.lt {}, 0, {}", S(x), lSkip);
       e_.op("br.ge {}, {}, {}", S(x), os.dimension(d) - winSize[u] + 1, lSkip);
-      e_.op("smul {}, {}, {}", S(x), S(x), xs[u]);
-      e_.op("sadd {}, {}, {}", S(rO), S(rO), S(x));
-      sregs_.put(x);
+      e_.op("smul {}, {}, {}", S(rT), S(x), xs[u]);
+      e_.op("sadd {}, {}, {}", S(rO), S(rO), S(rT));
+      starts.push_back(x);
+      owned.push_back(x);
     }
     for (const BatchDim& bd : batch) {
       int c = coordinate(rLin, bd, nb);
-      int x = sreg();
+      if (c != rLin) owned.push_back(c);
       if (bd.operandDim >= 0) {
         size_t u = static_cast<size_t>(bd.operandDim);
         if (bd.count > os.dimension(bd.operandDim) - winSize[u] + 1)
           e_.op("br.ge {}, {}, {}", S(c), os.dimension(bd.operandDim) - winSize[u] + 1, lSkip);
-        e_.op("smul {}, {}, {}", S(x), S(c), xs[u]);
-        e_.op("sadd {}, {}, {}", S(rO), S(rO), S(x));
+        e_.op("smul {}, {}, {}", S(rT), S(c), xs[u]);
+        e_.op("sadd {}, {}, {}", S(rO), S(rO), S(rT));
+        starts.push_back(c);
       }
-      e_.op("smul {}, {}, {}", S(x), S(c), bd.outStride);
-      e_.op("sadd {}, {}, {}", S(rU), S(rU), S(x));
-      sregs_.put(x);
-      if (c != rLin) sregs_.put(c);
+      e_.op("smul {}, {}, {}", S(rT), S(c), bd.outStride);
+      e_.op("sadd {}, {}, {}", S(rU), S(rU), S(rT));
     }
     int rA = sreg(), rB = sreg();
     auto addr = [&](int reg, int rElems, int buf, int e) {
@@ -524,18 +547,48 @@ bool Lowerer::lowerScatter(const Instruction& in) {
       if (issued && in.attrs().uniqueIndices) e_.op("sadd {}, {}, {}", S(rPend), S(rPend), issued);
       else if (issued) e_.op("sem.wait sem0, {}", issued);
     } else {
+      // Windows overlap iff their starts differ by less than the window size
+      // in every dim.
+      int rOv = sreg(), rC = sreg();
+      e_.op("smov {}, 1", S(rOv));
+      for (size_t i = 0; i < starts.size(); ++i) {
+        int64_t size = winSize[static_cast<size_t>(startDims[i])];
+        e_.op("ssub {}, {}, {}", S(rT), S(starts[i]), S(rPrev[i]));
+        e_.op("scmp.lt {}, {}, {}", S(rC), S(rT), size);
+        e_.op("sand {}, {}, {}", S(rOv), S(rOv), S(rC));
+        e_.op("scmp.gt {}, {}, {}", S(rC), S(rT), -size);
+        e_.op("sand {}, {}, {}", S(rOv), S(rOv), S(rC));
+        e_.op("smov {}, {}", S(rPrev[i]), S(starts[i]));
+      }
+      int rSem = sreg();
+      std::string lApart = e_.newLabel("apart");
+      e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
+      e_.op("sem.wait sem[{}], {}", S(rSem), n);  // this slot's last write-back has left VMEM
+      e_.op("br.eq {}, 0, {}", S(rOv), lApart);
+      e_.op("sxor {}, {}, 1", S(rC), S(rSlot));
+      e_.op("sadd {}, {}, 3", S(rC), S(rC));
+      e_.op("sem.wait sem[{}], {}", S(rC), n);  // the previous window is back in HBM
+      e_.op("sem.signal sem[{}], {}", S(rC), n);
+      e_.label(lApart);
+      int rV = rOv;
+      e_.op("smul {}, {}, {}", S(rV), S(rSlot), slotBytes);
       for (size_t k = 0; k < n; ++k) {
         addr(rA, rO, outs[k], esz[k]);
         addr(rB, rU, updBufs[k], esz[k]);
-        e_.op("dma.h2v {}, [{}], {}[{}], sem0", dLoadCur[k], vCur[k], hbm(outs[k]), S(rA));
-        e_.op("dma.h2v {}, [{}], {}[{}], sem0", dLoadUpd[k], vUpd[k], hbm(updBufs[k]), S(rB));
+        e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadCur[k], S(rV), vCur[k], hbm(outs[k]), S(rA));
+        e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadUpd[k], S(rV), vUpd[k], hbm(updBufs[k]), S(rB));
       }
-      e_.op("sem.wait sem0, {}", 2 * n);
+      e_.op("sem.wait sem2, {}", 2 * n);
       {
         PoolGuard inner({&sregs_, &vregs_, &masks_});
+        // One VMEM offset per element width in use: a vreg spans 1024 elements.
+        std::set<int> widths(esz.begin(), esz.end());
         int rCnt = sreg();
-        int rOff[5] = {-1, sreg(), sreg(), -1, sreg()};
-        for (int e : {1, 2, 4}) e_.op("smov {}, 0", S(rOff[e]));
+        int rOff[5] = {-1, -1, -1, -1, -1};
+        for (int e : widths) {
+          rOff[e] = sreg();
+          e_.op("smov {}, {}", S(rOff[e]), S(rV));
+        }
         e_.op("smov {}, {}", S(rCnt), nV);
         std::string lV = e_.newLabel("combine");
         e_.label(lV);
@@ -552,24 +605,30 @@ bool Lowerer::lowerScatter(const Instruction& in) {
           vfree(res[k]);
         }
         for (VReg v : params) vfree(v);
-        for (int e : {1, 2, 4}) e_.op("sadd {}, {}, {}", S(rOff[e]), S(rOff[e]), kVregElems * e);
+        for (int e : widths) e_.op("sadd {}, {}, {}", S(rOff[e]), S(rOff[e]), kVregElems * e);
         e_.op("loop {}, {}", S(rCnt), lV);
       }
       for (size_t k = 0; k < n; ++k) {
         addr(rA, rO, outs[k], esz[k]);
-        e_.op("dma.v2h {}, {}[{}], [{}], sem0", dStore[k], hbm(outs[k]), S(rA), vCur[k]);
+        e_.op("dma.v2h {}, {}[{}], [{} + {}], sem[{}]", dStore[k], hbm(outs[k]), S(rA), S(rV), vCur[k], S(rSem));
       }
-      // The next window may overlap this one and reuses the VMEM slots.
-      e_.op("sem.wait sem0, {}", n);
+      e_.op("sxor {}, {}, 1", S(rSlot), S(rSlot));
+      for (int r : {rOv, rC, rSem}) sregs_.put(r);
     }
     e_.label(lSkip);
-    for (int r : {rO, rU, rA, rB}) sregs_.put(r);
+    for (int r : owned) sregs_.put(r);
+    for (int r : {rO, rU, rT, rA, rB}) sregs_.put(r);
     return !failed_;
   });
+  if (!overwrite) {
+    // Drain the last write-backs (and the initial credit).
+    e_.op("sem.wait sem3, {}", n);
+    e_.op("sem.wait sem4, {}", n);
+  }
   uint64_t updBytes = 0;
   for (int b : updBufs) updBytes += bufs_[b].bytes;
   endKernel(overwrite ? 0 : static_cast<double>(nb * W * static_cast<int64_t>(n)), 2 * resultBytes + 2 * updBytes,
-            vmemTop);
+            2 * slotBytes);
   return ok && !failed_;
 }
 
