@@ -70,7 +70,9 @@ add {
 }
 )";
 
-TEST(Gather, EmbeddingRows) {
+TEST(Gather, EmbeddingRowsFromVmem) {
+  // Many rows from a small table: the table is brought into VMEM once and
+  // the rows copied by vector code, far below a DMA latency per row.
   const std::string text = R"(HloModule m
 ENTRY main {
   table = f32[1000,64] parameter(0)
@@ -80,15 +82,46 @@ ENTRY main {
   E2eRun r = run(text, {{1, cycle(300, 1000, 337)}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.maxErr, 0.0) << r.where;
-  // Rows are fetched by DMAs in flight together, not one latency each.
-  EXPECT_LT(r.cycles, 300u * 700u / 2u);
-  // bf16 rows (2-byte elements), 50 wide as in graphsage.
+  EXPECT_LT(r.cycles, 300u * 700u / 8u);
+  // Rows longer than a vreg (1500 bf16: two vregs per row).
   EXPECT_GATHER(R"(HloModule m
 ENTRY main {
-  table = bf16[500,50] parameter(0)
+  table = bf16[200,1500] parameter(0)
+  ids = s32[64] parameter(1)
+  ROOT g = bf16[64,1500] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,1500}
+})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(64, 200, 77)}}), 0.0);
+  // u8 rows survive the widening load and wrapping store.
+  EXPECT_GATHER(R"(HloModule m
+ENTRY main {
+  table = u8[300,40] parameter(0)
+  ids = s32[50] parameter(1)
+  ROOT g = u8[50,40] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,40}
+})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(50, 300, 31)}}), 0.0);
+}
+
+TEST(Gather, EmbeddingRowsByDma) {
+  // Few rows from a big table: one DMA per row, all in flight together and
+  // waited for once per batch.
+  const std::string text = R"(HloModule m
+ENTRY main {
+  table = f32[100000,64] parameter(0)
+  ids = s32[100] parameter(1)
+  ROOT g = f32[100,64] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,64}
+})";
+  std::vector<int64_t> ids = cycle(100, 100000, 7919);
+  ids[3] = -7;       // clamps to 0
+  ids[4] = 100000;   // clamps to 99999
+  E2eRun r = run(text, {{1, ids}});
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.maxErr, 0.0) << r.where;
+  EXPECT_LT(r.cycles, 100u * 700u / 2u);
+  // bf16 rows, 50 wide as in graphsage.
+  EXPECT_GATHER(R"(HloModule m
+ENTRY main {
+  table = bf16[56945,50] parameter(0)
   ids = s32[10] parameter(1)
   ROOT g = bf16[10,50] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,50}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {499, 0, 7, 7, 250, 3, 498, 1, 0, 42}}}), 0.0);
+})", (std::map<int64_t, std::vector<int64_t>>{{1, {56944, 0, 7, 7, 25000, 3, 56943, 1, 0, 42}}}), 0.0);
 }
 
 TEST(Gather, CollapsedAndOffsetDimsInterleaved) {

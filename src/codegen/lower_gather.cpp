@@ -259,6 +259,33 @@ bool Lowerer::lowerGather(const Instruction& in) {
                       box.chunk < (uint64_t{1} << 31);
   std::string desc = direct ? e_.desc(box.chunk, box.dims) : "";
   const int64_t nb = *rs.elementCount() / std::max<int64_t>(1, product(counts));
+  // Many rows from a table that fits in VMEM: one DMA brings the table in,
+  // vector loads and stores copy the rows, one DMA writes the result, instead
+  // of a DMA latency per row. Needs contiguous slices stored one after the
+  // other in the result, so a row's store may spill into the next row's place
+  // (rewritten next) or into padding.
+  const int64_t sliceElems = product(counts);
+  bool rowsInOrder = box.dims.empty() && box.chunk == static_cast<uint64_t>(sliceElems * es);
+  for (const BatchDim& bd : batch) rowsInOrder = rowsInOrder && bd.outStride == bd.inner * sliceElems;
+  const uint64_t pad = static_cast<uint64_t>(kVregElems) * static_cast<uint64_t>(es);
+  const uint64_t tableBytes = bufs_[src].bytes, outBytes = bufs_[dst].bytes;
+  const uint64_t tableV = 0, outV = alignUp(tableBytes + pad, 512);
+  const uint64_t vmemNeed = outV + alignUp(outBytes + pad, 512);
+  const double hbmPerCycle = target_.memory.hbmBytesPerSecond / target_.clockHz;
+  const double perRowCycles = static_cast<double>((nb + std::max(1, target_.dma.engines) - 1) /
+                                                  std::max(1, target_.dma.engines)) *
+                              target_.dma.latencyCycles;
+  const double tableCycles = static_cast<double>(tableBytes + outBytes) / hbmPerCycle + 2.0 * target_.dma.latencyCycles +
+                             static_cast<double>(nb) * static_cast<double>((sliceElems + kVregElems - 1) / kVregElems);
+  const bool inVmem = rowsInOrder && sliceElems > 0 && vmemNeed <= vmemBudget() && tableBytes < (uint64_t{1} << 30) &&
+                      outBytes < (uint64_t{1} << 30) && tableCycles < perRowCycles;
+  if (inVmem) {
+    int r = sreg();
+    e_.op("smov {}, {}", S(r), base(src));
+    e_.op("dma.h2v {}, [{}], {}[{}], sem2", e_.desc(tableBytes, {}), tableV, hbm(src), S(r));
+    e_.op("sem.wait sem2");
+    sregs_.put(r);
+  }
   // Coordinate of batch dim `bd` of linear position rLin (rLin itself when
   // it is the only batch dim).
   auto coordinate = [&](int rLin, const BatchDim& bd, int64_t total) {
@@ -304,7 +331,21 @@ bool Lowerer::lowerGather(const Instruction& in) {
       sregs_.put(x);
       if (c != rLin) sregs_.put(c);
     }
-    if (direct) {
+    if (inVmem) {
+      PoolGuard inner({&sregs_, &vregs_, &masks_});
+      int rCnt = sreg();
+      if (tableV) e_.op("sadd {}, {}, {}", S(rS), S(rS), tableV);
+      e_.op("sadd {}, {}, {}", S(rD), S(rD), outV);
+      e_.op("smov {}, {}", S(rCnt), (sliceElems + kVregElems - 1) / kVregElems);
+      std::string lRow = e_.newLabel("row");
+      e_.label(lRow);
+      VReg v = vload(t, S(rS));
+      vstore(v, t, S(rD));
+      vfree(v);
+      e_.op("sadd {}, {}, {}", S(rS), S(rS), kVregElems * es);
+      e_.op("sadd {}, {}, {}", S(rD), S(rD), kVregElems * es);
+      e_.op("loop {}, {}", S(rCnt), lRow);
+    } else if (direct) {
       if (base(src)) e_.op("sadd {}, {}, {}", S(rS), S(rS), base(src));
       if (base(dst)) e_.op("sadd {}, {}, {}", S(rD), S(rD), base(dst));
       e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", desc, hbm(dst), S(rD), hbm(src), S(rS));
@@ -316,7 +357,15 @@ bool Lowerer::lowerGather(const Instruction& in) {
     sregs_.put(rD);
     return !failed_;
   });
-  endKernel(0, 2 * bufs_[dst].bytes + bufs_[leaves_[&indices][0]].bytes, 0);
+  if (inVmem) {
+    int r = sreg();
+    e_.op("smov {}, {}", S(r), base(dst));
+    e_.op("dma.v2h {}, {}[{}], [{}], sem2", e_.desc(outBytes, {}), hbm(dst), S(r), outV);
+    e_.op("sem.wait sem2");
+    sregs_.put(r);
+  }
+  uint64_t idxBytes = bufs_[leaves_[&indices][0]].bytes;
+  endKernel(0, (inVmem ? tableBytes + outBytes : 2 * outBytes) + idxBytes, inVmem ? vmemNeed : 0);
   return ok && !failed_;
 }
 
