@@ -2,9 +2,9 @@
 // -> assembler -> simulator, compared with the reference interpreter. Index
 // arguments are given explicitly (in range, repeated, out of range); data
 // arguments are seeded random values. Integer results must be bit-exact.
-#include <map>
-
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "codegen/test_util.h"
 
@@ -13,7 +13,8 @@ namespace {
 
 // Arguments for the entry of `text`: seeded random values, except the
 // parameters listed in `given`, which get those integer values.
-std::vector<hlo::Literal> makeArgs(const std::string& text, const std::map<int64_t, std::vector<int64_t>>& given) {
+std::vector<hlo::Literal> makeArgs(const std::string& text,
+                                   const std::map<int64_t, std::vector<int64_t>>& given) {
   DiagnosticEngine diags;
   auto source = std::make_shared<SourceFile>("test.hlo", text);
   auto loaded = hlo::readModule(source, diags);
@@ -48,10 +49,10 @@ E2eRun run(const std::string& text, const std::map<int64_t, std::vector<int64_t>
   return compileAndCompare(text, "v5e", {}, &args);
 }
 
-#define EXPECT_GATHER(text, given, tol)   \
-  do {                                    \
-    E2eRun r_ = run(text, given);         \
-    ASSERT_EQ(r_.error, "");              \
+#define EXPECT_GATHER(text, given, tol)    \
+  do {                                     \
+    E2eRun r_ = run(text, given);          \
+    ASSERT_EQ(r_.error, "");               \
     EXPECT_LE(r_.maxErr, tol) << r_.where; \
   } while (0)
 
@@ -89,14 +90,16 @@ ENTRY main {
   table = bf16[200,1500] parameter(0)
   ids = s32[64] parameter(1)
   ROOT g = bf16[64,1500] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,1500}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(64, 200, 77)}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(64, 200, 77)}}), 0.0);
   // u8 rows survive the widening load and wrapping store.
   EXPECT_GATHER(R"(HloModule m
 ENTRY main {
   table = u8[300,40] parameter(0)
   ids = s32[50] parameter(1)
   ROOT g = u8[50,40] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,40}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(50, 300, 31)}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(50, 300, 31)}}), 0.0);
 }
 
 TEST(Gather, EmbeddingRowsByDma) {
@@ -109,8 +112,8 @@ ENTRY main {
   ROOT g = f32[100,64] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,64}
 })";
   std::vector<int64_t> ids = cycle(100, 100000, 7919);
-  ids[3] = -7;       // clamps to 0
-  ids[4] = 100000;   // clamps to 99999
+  ids[3] = -7;      // clamps to 0
+  ids[4] = 100000;  // clamps to 99999
   E2eRun r = run(text, {{1, ids}});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.maxErr, 0.0) << r.where;
@@ -121,7 +124,9 @@ ENTRY main {
   table = bf16[56945,50] parameter(0)
   ids = s32[10] parameter(1)
   ROOT g = bf16[10,50] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,50}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {56944, 0, 7, 7, 25000, 3, 56943, 1, 0, 42}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {56944, 0, 7, 7, 25000, 3, 56943, 1, 0, 42}}}),
+                0.0);
 }
 
 TEST(Gather, CollapsedAndOffsetDimsInterleaved) {
@@ -132,7 +137,8 @@ ENTRY main {
   x = f32[5,6,7,8] parameter(0)
   i = s32[4,3,2] parameter(1)
   ROOT g = f32[2,4,6,3,3] gather(x, i), offset_dims={0,2,4}, collapsed_slice_dims={2}, start_index_map={2,0}, index_vector_dim=2, slice_sizes={2,6,1,3}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(24, 11, 5, -2)}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(24, 11, 5, -2)}}), 0.0);
 }
 
 TEST(Gather, IndexVectorDimFirst) {
@@ -141,7 +147,8 @@ ENTRY main {
   x = s32[10,12] parameter(0)
   i = s32[2,5] parameter(1)
   ROOT g = s32[5,3,4] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={1,0}, index_vector_dim=0, slice_sizes={3,4}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {0, 1, 8, 9, 3, 2, 7, 6, 0, 5}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {0, 1, 8, 9, 3, 2, 7, 6, 0, 5}}}), 0.0);
 }
 
 TEST(Gather, ManyIndicesInSeveralChunks) {
@@ -152,7 +159,8 @@ ENTRY main {
   x = s32[20,30] parameter(0)
   i = s32[2,9000] parameter(1)
   ROOT g = s32[9000] gather(x, i), offset_dims={}, collapsed_slice_dims={0,1}, start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,1}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(18000, 31, 7)}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(18000, 31, 7)}}), 0.0);
 }
 
 TEST(Gather, ClampsStartIndices) {
@@ -162,14 +170,16 @@ ENTRY main {
   x = f32[10,8] parameter(0)
   i = s32[6] parameter(1)
   ROOT g = f32[6,3,8] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={3,8}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {-5, 0, 7, 8, 1000, 2147483647}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {-5, 0, 7, 8, 1000, 2147483647}}}), 0.0);
   // u32: values with the top bit set are huge, not negative.
   EXPECT_GATHER(R"(HloModule m
 ENTRY main {
   x = f32[10,8] parameter(0)
   i = u32[5] parameter(1)
   ROOT g = f32[5,3,8] gather(x, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={3,8}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {4294967295, 2147483653, 3, 7, 0}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {4294967295, 2147483653, 3, 7, 0}}}), 0.0);
 }
 
 TEST(Gather, ByteIndices) {
@@ -178,13 +188,15 @@ ENTRY main {
   x = s32[300,4] parameter(0)
   i = u8[7] parameter(1)
   ROOT g = s32[7,4] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {255, 0, 200, 128, 127, 1, 254}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {255, 0, 200, 128, 127, 1, 254}}}), 0.0);
   EXPECT_GATHER(R"(HloModule m
 ENTRY main {
   x = u8[100,16] parameter(0)
   i = s8[6,1] parameter(1)
   ROOT g = u8[6,16] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,16}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {-128, -1, 0, 99, 127, 50}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {-128, -1, 0, 99, 127, 50}}}), 0.0);
 }
 
 TEST(Gather, BatchingDims) {
@@ -194,14 +206,16 @@ ENTRY main {
   x = f32[3,10,8] parameter(0)
   i = s32[3,4,1] parameter(1)
   ROOT g = f32[3,4,8] gather(x, i), offset_dims={2}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1,8}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(12, 12, 5, -1)}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(12, 12, 5, -1)}}), 0.0);
   // Batching dim not outermost in the indices.
   EXPECT_GATHER(R"(HloModule m
 ENTRY main {
   x = s32[6,4,5] parameter(0)
   i = s32[3,4] parameter(1)
   ROOT g = s32[3,4,2] gather(x, i), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, operand_batching_dims={1}, start_indices_batching_dims={1}, index_vector_dim=2, slice_sizes={1,1,2}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(12, 7, 3)}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(12, 7, 3)}}), 0.0);
 }
 
 TEST(Gather, WindowWithMoreDimsThanADescriptor) {
@@ -212,7 +226,8 @@ ENTRY main {
   x = f32[3,3,3,3,3,3] parameter(0)
   i = s32[3,1] parameter(1)
   ROOT g = f32[3,2,2,2,2,2,2] gather(x, i), offset_dims={1,2,3,4,5,6}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={2,2,2,2,2,2}
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {1, 0, 5}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {1, 0, 5}}}), 0.0);
 }
 
 TEST(Scatter, AddRepeatedIndicesS32) {
@@ -221,7 +236,8 @@ TEST(Scatter, AddRepeatedIndicesS32) {
   i = s32[24,1] parameter(1)
   u = s32[24,5] parameter(2)
   ROOT s = s32[10,5] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(24, 4, 3, 2)}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(24, 4, 3, 2)}}), 0.0);
 }
 
 TEST(Scatter, AddRepeatedIndicesF32) {
@@ -232,7 +248,8 @@ TEST(Scatter, AddRepeatedIndicesF32) {
   i = u32[24,1] parameter(1)
   u = f32[24,2,3] parameter(2)
   ROOT s = f32[10,5] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(24, 10, 7)}}), 1e-6);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(24, 10, 7)}}), 1e-6);
 }
 
 TEST(Scatter, OverwriteInOrderAndOutOfBoundsSkipped) {
@@ -267,7 +284,8 @@ ENTRY main {
   i = s32[3,1] parameter(1)
   u = s32[3,2,2,2,2,2,2] parameter(2)
   ROOT s = s32[3,3,3,3,3,3] scatter(x, i, u), update_window_dims={1,2,3,4,5,6}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=ow
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {1, 2, 0}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {1, 2, 0}}}), 0.0);
 }
 
 TEST(Scatter, TwoDimIndicesWithCombiner) {
@@ -284,7 +302,8 @@ ENTRY main {
   i = s32[5,2] parameter(1)
   u = s8[5,2,3] parameter(2)
   ROOT s = s8[4,6,7] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={2,0}, index_vector_dim=1, to_apply=mx
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {0, 0, 4, 3, 5, 1, 4, 3, 1, 4}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {0, 0, 4, 3, 5, 1, 4, 3, 1, 4}}}), 0.0);
 }
 
 TEST(Scatter, Variadic) {
@@ -306,7 +325,8 @@ ENTRY main {
   u = s32[10,3] parameter(3)
   v = f32[10,3] parameter(4)
   ROOT s = (s32[8,3], f32[8,3]) scatter(x, y, i, u, v), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=comb
-})", (std::map<int64_t, std::vector<int64_t>>{{2, {0, 7, 3, 3, 8, -1, 0, 5, 7, 3}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{2, {0, 7, 3, 3, 8, -1, 0, 5, 7, 3}}}), 0.0);
 }
 
 TEST(Scatter, UnsignedAndByteIndices) {
@@ -316,13 +336,15 @@ TEST(Scatter, UnsignedAndByteIndices) {
   i = u32[6] parameter(1)
   u = s32[6,4] parameter(2)
   ROOT s = s32[10,4] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {4294967295, 2, 9, 10, 2147483648, 2}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {4294967295, 2, 9, 10, 2147483648, 2}}}), 0.0);
   EXPECT_GATHER(std::string("HloModule m\n") + kAddS32 + R"(ENTRY main {
   x = s32[200,2] parameter(0)
   i = u8[6] parameter(1)
   u = s32[6,2] parameter(2)
   ROOT s = s32[200,2] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {255, 199, 200, 128, 0, 199}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {255, 199, 200, 128, 0, 199}}}), 0.0);
 }
 
 TEST(Scatter, BatchingDims) {
@@ -331,7 +353,8 @@ TEST(Scatter, BatchingDims) {
   i = s32[3,5,1] parameter(1)
   u = f32[3,5,4] parameter(2)
   ROOT s = f32[3,10,4] scatter(x, i, u), update_window_dims={2}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(15, 12, 5, -1)}}), 1e-6);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(15, 12, 5, -1)}}), 1e-6);
 }
 
 TEST(Scatter, Bf16AddAndManyIndices) {
@@ -347,14 +370,16 @@ ENTRY main {
   i = s32[9,1] parameter(1)
   u = bf16[9,130] parameter(2)
   ROOT s = bf16[6,130] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
-})", (std::map<int64_t, std::vector<int64_t>>{{1, {5, 0, 5, 2, 5, 6, 0, 1, 5}}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {5, 0, 5, 2, 5, 6, 0, 1, 5}}}), 0.0);
   // 17000 scalar windows: two SMEM chunks of indices, the second partial.
   EXPECT_GATHER(std::string("HloModule m\n") + kAddS32 + R"(ENTRY main {
   x = s32[50] parameter(0)
   i = s32[17000] parameter(1)
   u = s32[17000] parameter(2)
   ROOT s = s32[50] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
-})", (std::map<int64_t, std::vector<int64_t>>{{1, cycle(17000, 53, 11, -1)}}), 0.0);
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, cycle(17000, 53, 11, -1)}}), 0.0);
 }
 
 TEST(Scatter, CorpusModules) {

@@ -25,7 +25,8 @@ Box makeBox(const std::vector<int64_t>& counts, const std::vector<int64_t>& srcS
   std::vector<Emitter::Dim> d;
   for (size_t i = 0; i < counts.size(); ++i) {
     if (counts[i] == 1) continue;
-    if (!d.empty() && d.back().src == srcStrides[i] * counts[i] && d.back().dst == dstStrides[i] * counts[i]) {
+    if (!d.empty() && d.back().src == srcStrides[i] * counts[i] &&
+        d.back().dst == dstStrides[i] * counts[i]) {
       d.back().count *= counts[i];
       d.back().src = srcStrides[i];
       d.back().dst = dstStrides[i];
@@ -43,7 +44,9 @@ Box makeBox(const std::vector<int64_t>& counts, const std::vector<int64_t>& srcS
   return b;
 }
 
-bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 bool allInRange(const std::vector<int64_t>& v, int64_t n) {
   for (int64_t x : v)
@@ -76,7 +79,8 @@ struct BatchDim {
 
 }  // namespace
 
-bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, int64_t ivd, const IndexBody& body) {
+bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, int64_t ivd,
+                            const IndexBody& body) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   ElementType it = indices.shape().elementType();
   TypeInfo ti = typeInfo(it);
@@ -84,7 +88,8 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
     return fail(in, fmt::format("llo-gen: {} indices of '{}' are not supported (s32, u32, s8, u8 are)",
                                 hlo::elementTypeName(it), in.name()));
   std::vector<int64_t> full = indices.shape().dimensions();
-  if (ivd < 0 || ivd > static_cast<int64_t>(full.size())) return fail(in, "llo-gen: index_vector_dim out of range");
+  if (ivd < 0 || ivd > static_cast<int64_t>(full.size()))
+    return fail(in, "llo-gen: index_vector_dim out of range");
   if (ivd == static_cast<int64_t>(full.size())) full.push_back(1);
   const int es = ti.bytes;
   const int64_t vecLen = full[static_cast<size_t>(ivd)];
@@ -99,7 +104,8 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
   int src = leaves_[&indices][0];
   const int64_t smemWords = static_cast<int64_t>(target_.memory.smemBytes / 4);
   const int64_t budget = std::min(kIndexChunkWords, smemWords);
-  if (vecLen > budget) return fail(in, "llo-gen: index vectors longer than the SMEM staging area are not supported");
+  if (vecLen > budget)
+    return fail(in, "llo-gen: index vectors longer than the SMEM staging area are not supported");
   const int64_t chunk = std::min(nb, std::max<int64_t>(1, budget / std::max<int64_t>(1, vecLen)));
   const int64_t nChunks = (nb + chunk - 1) / chunk;
   const int64_t tail = nb - (nChunks - 1) * chunk;
@@ -121,8 +127,8 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
     rowMajor = true;
   }
   auto stageDesc = [&](int64_t count) {
-    Box b = nChunks == 1 && !rowMajor ? whole
-                                      : makeBox({count, vecLen}, {vecLen * es, es}, {vecLen * 4, 4}, es);
+    Box b =
+        nChunks == 1 && !rowMajor ? whole : makeBox({count, vecLen}, {vecLen * es, es}, {vecLen * 4, 4}, es);
     return e_.desc(b.chunk, b.dims);
   };
 
@@ -216,7 +222,8 @@ bool Lowerer::lowerGather(const Instruction& in) {
     if (contains(dn.collapsedSliceDims, d) || contains(dn.operandBatchingDims, d)) continue;
     if (j >= dn.offsetDims.size()) return fail(in, "llo-gen: gather offset_dims do not match slice_sizes");
     int64_t p = dn.offsetDims[j++];
-    if (rs.dimension(p) != sizes[u]) return fail(in, "llo-gen: gather offset dimension sizes differ from slice_sizes");
+    if (rs.dimension(p) != sizes[u])
+      return fail(in, "llo-gen: gather offset dimension sizes differ from slice_sizes");
     counts.push_back(sizes[u]);
     srcS.push_back(xs[u] * es);
     dstS.push_back(rst[static_cast<size_t>(p)] * es);
@@ -240,8 +247,10 @@ bool Lowerer::lowerGather(const Instruction& in) {
         if (dn.startIndicesBatchingDims[i] == d) bd.operandDim = dn.operandBatchingDims[i];
       batch.push_back(bd);
     }
-    if (b != outPos.size()) return fail(in, "llo-gen: gather result rank does not match the dimension numbers");
-    for (size_t i = batch.size(); i-- > 0;) batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
+    if (b != outPos.size())
+      return fail(in, "llo-gen: gather result rank does not match the dimension numbers");
+    for (size_t i = batch.size(); i-- > 0;)
+      batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
   }
   if (bufs_[dst].bytes == 0) {
     endKernel(0, 0, 0);
@@ -250,9 +259,11 @@ bool Lowerer::lowerGather(const Instruction& in) {
   // Which index component sets each operand dim (the last one wins, and
   // batching dims override, as in the interpreter).
   std::vector<int64_t> fromIndex(static_cast<size_t>(orank), -1);
-  for (size_t k = 0; k < dn.startIndexMap.size(); ++k) fromIndex[static_cast<size_t>(dn.startIndexMap[k])] = static_cast<int64_t>(k);
+  for (size_t k = 0; k < dn.startIndexMap.size(); ++k)
+    fromIndex[static_cast<size_t>(dn.startIndexMap[k])] = static_cast<int64_t>(k);
   for (int64_t d : dn.operandBatchingDims) fromIndex[static_cast<size_t>(d)] = -1;
-  const bool isU32 = typeInfo(indices.shape().elementType()).isUnsigned && typeInfo(indices.shape().elementType()).bytes == 4;
+  const bool isU32 = typeInfo(indices.shape().elementType()).isUnsigned &&
+                     typeInfo(indices.shape().elementType()).bytes == 4;
 
   Box box = makeBox(counts, srcS, dstS, es);
   const bool direct = box.dims.size() <= static_cast<size_t>(std::max(1, target_.dma.descriptorDims)) &&
@@ -272,13 +283,15 @@ bool Lowerer::lowerGather(const Instruction& in) {
   const uint64_t tableV = 0, outV = alignUp(tableBytes + pad, 512);
   const uint64_t vmemNeed = outV + alignUp(outBytes + pad, 512);
   const double hbmPerCycle = target_.memory.hbmBytesPerSecond / target_.clockHz;
-  const double perRowCycles = static_cast<double>((nb + std::max(1, target_.dma.engines) - 1) /
-                                                  std::max(1, target_.dma.engines)) *
-                              target_.dma.latencyCycles;
-  const double tableCycles = static_cast<double>(tableBytes + outBytes) / hbmPerCycle + 2.0 * target_.dma.latencyCycles +
-                             static_cast<double>(nb) * static_cast<double>((sliceElems + kVregElems - 1) / kVregElems);
-  const bool inVmem = rowsInOrder && sliceElems > 0 && vmemNeed <= vmemBudget() && tableBytes < (uint64_t{1} << 30) &&
-                      outBytes < (uint64_t{1} << 30) && tableCycles < perRowCycles;
+  const double perRowCycles =
+      static_cast<double>((nb + std::max(1, target_.dma.engines) - 1) / std::max(1, target_.dma.engines)) *
+      target_.dma.latencyCycles;
+  const double tableCycles =
+      static_cast<double>(tableBytes + outBytes) / hbmPerCycle + 2.0 * target_.dma.latencyCycles +
+      static_cast<double>(nb) * static_cast<double>((sliceElems + kVregElems - 1) / kVregElems);
+  const bool inVmem = rowsInOrder && sliceElems > 0 && vmemNeed <= vmemBudget() &&
+                      tableBytes < (uint64_t{1} << 30) && outBytes < (uint64_t{1} << 30) &&
+                      tableCycles < perRowCycles;
   if (inVmem) {
     int r = sreg();
     e_.op("smov {}, {}", S(r), base(src));
@@ -295,68 +308,70 @@ bool Lowerer::lowerGather(const Instruction& in) {
     if (bd.inner * bd.count < total) e_.op("srem {}, {}, {}", S(c), S(bd.inner > 1 ? c : rLin), bd.count);
     return c;
   };
-  bool ok = emitIndexLoop(in, indices, ivd, [&](int rLin, int rPend, const std::function<int(int64_t)>& component) {
-    int rS = sreg(), rD = sreg();
-    e_.op("smov {}, 0", S(rS));
-    e_.op("smov {}, 0", S(rD));
-    for (int64_t d = 0; d < orank; ++d) {
-      size_t u = static_cast<size_t>(d);
-      if (fromIndex[u] < 0) continue;
-      int64_t maxStart = os.dimension(d) - sizes[u];
-      int x = component(fromIndex[u]);
-      if (isU32) {
-        // Values with the top bit set are huge unsigned starts: clamp high.
-        int c = sreg();
-        e_.op("scmp.ge {}, {}, 0", S(c), S(x));
-        e_.op("ssel {}, {}, {}, {}", S(x), S(c), S(x), maxStart);
-        sregs_.put(c);
-      } else {
-        e_.op("smax {}, {}, 0", S(x), S(x));
-      }
-      e_.op("smin {}, {}, {}", S(x), S(x), maxStart);
-      e_.op("smul {}, {}, {}", S(x), S(x), xs[u] * es);
-      e_.op("sadd {}, {}, {}", S(rS), S(rS), S(x));
-      sregs_.put(x);
-    }
-    for (const BatchDim& bd : batch) {
-      int c = coordinate(rLin, bd, nb);
-      int x = sreg();
-      if (bd.operandDim >= 0) {
-        e_.op("smin {}, {}, {}", S(x), S(c), os.dimension(bd.operandDim) - sizes[static_cast<size_t>(bd.operandDim)]);
-        e_.op("smul {}, {}, {}", S(x), S(x), xs[static_cast<size_t>(bd.operandDim)] * es);
-        e_.op("sadd {}, {}, {}", S(rS), S(rS), S(x));
-      }
-      e_.op("smul {}, {}, {}", S(x), S(c), bd.outStride * es);
-      e_.op("sadd {}, {}, {}", S(rD), S(rD), S(x));
-      sregs_.put(x);
-      if (c != rLin) sregs_.put(c);
-    }
-    if (inVmem) {
-      PoolGuard inner({&sregs_, &vregs_, &masks_});
-      int rCnt = sreg();
-      if (tableV) e_.op("sadd {}, {}, {}", S(rS), S(rS), tableV);
-      e_.op("sadd {}, {}, {}", S(rD), S(rD), outV);
-      e_.op("smov {}, {}", S(rCnt), (sliceElems + kVregElems - 1) / kVregElems);
-      std::string lRow = e_.newLabel("row");
-      e_.label(lRow);
-      VReg v = vload(t, S(rS));
-      vstore(v, t, S(rD));
-      vfree(v);
-      e_.op("sadd {}, {}, {}", S(rS), S(rS), kVregElems * es);
-      e_.op("sadd {}, {}, {}", S(rD), S(rD), kVregElems * es);
-      e_.op("loop {}, {}", S(rCnt), lRow);
-    } else if (direct) {
-      if (base(src)) e_.op("sadd {}, {}, {}", S(rS), S(rS), base(src));
-      if (base(dst)) e_.op("sadd {}, {}, {}", S(rD), S(rD), base(dst));
-      e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", desc, hbm(dst), S(rD), hbm(src), S(rS));
-      e_.op("sadd {}, {}, 1", S(rPend), S(rPend));
-    } else {
-      emitCopy(dst, 0, src, 0, counts, dstS, srcS, es, rS, rD);
-    }
-    sregs_.put(rS);
-    sregs_.put(rD);
-    return !failed_;
-  });
+  bool ok =
+      emitIndexLoop(in, indices, ivd, [&](int rLin, int rPend, const std::function<int(int64_t)>& component) {
+        int rS = sreg(), rD = sreg();
+        e_.op("smov {}, 0", S(rS));
+        e_.op("smov {}, 0", S(rD));
+        for (int64_t d = 0; d < orank; ++d) {
+          size_t u = static_cast<size_t>(d);
+          if (fromIndex[u] < 0) continue;
+          int64_t maxStart = os.dimension(d) - sizes[u];
+          int x = component(fromIndex[u]);
+          if (isU32) {
+            // Values with the top bit set are huge unsigned starts: clamp high.
+            int c = sreg();
+            e_.op("scmp.ge {}, {}, 0", S(c), S(x));
+            e_.op("ssel {}, {}, {}, {}", S(x), S(c), S(x), maxStart);
+            sregs_.put(c);
+          } else {
+            e_.op("smax {}, {}, 0", S(x), S(x));
+          }
+          e_.op("smin {}, {}, {}", S(x), S(x), maxStart);
+          e_.op("smul {}, {}, {}", S(x), S(x), xs[u] * es);
+          e_.op("sadd {}, {}, {}", S(rS), S(rS), S(x));
+          sregs_.put(x);
+        }
+        for (const BatchDim& bd : batch) {
+          int c = coordinate(rLin, bd, nb);
+          int x = sreg();
+          if (bd.operandDim >= 0) {
+            e_.op("smin {}, {}, {}", S(x), S(c),
+                  os.dimension(bd.operandDim) - sizes[static_cast<size_t>(bd.operandDim)]);
+            e_.op("smul {}, {}, {}", S(x), S(x), xs[static_cast<size_t>(bd.operandDim)] * es);
+            e_.op("sadd {}, {}, {}", S(rS), S(rS), S(x));
+          }
+          e_.op("smul {}, {}, {}", S(x), S(c), bd.outStride * es);
+          e_.op("sadd {}, {}, {}", S(rD), S(rD), S(x));
+          sregs_.put(x);
+          if (c != rLin) sregs_.put(c);
+        }
+        if (inVmem) {
+          PoolGuard inner({&sregs_, &vregs_, &masks_});
+          int rCnt = sreg();
+          if (tableV) e_.op("sadd {}, {}, {}", S(rS), S(rS), tableV);
+          e_.op("sadd {}, {}, {}", S(rD), S(rD), outV);
+          e_.op("smov {}, {}", S(rCnt), (sliceElems + kVregElems - 1) / kVregElems);
+          std::string lRow = e_.newLabel("row");
+          e_.label(lRow);
+          VReg v = vload(t, S(rS));
+          vstore(v, t, S(rD));
+          vfree(v);
+          e_.op("sadd {}, {}, {}", S(rS), S(rS), kVregElems * es);
+          e_.op("sadd {}, {}, {}", S(rD), S(rD), kVregElems * es);
+          e_.op("loop {}, {}", S(rCnt), lRow);
+        } else if (direct) {
+          if (base(src)) e_.op("sadd {}, {}, {}", S(rS), S(rS), base(src));
+          if (base(dst)) e_.op("sadd {}, {}, {}", S(rD), S(rD), base(dst));
+          e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", desc, hbm(dst), S(rD), hbm(src), S(rS));
+          e_.op("sadd {}, {}, 1", S(rPend), S(rPend));
+        } else {
+          emitCopy(dst, 0, src, 0, counts, dstS, srcS, es, rS, rD);
+        }
+        sregs_.put(rS);
+        sregs_.put(rD);
+        return !failed_;
+      });
   if (inVmem) {
     int r = sreg();
     e_.op("smov {}, {}", S(r), base(dst));
@@ -416,14 +431,16 @@ bool Lowerer::lowerScatter(const Instruction& in) {
   size_t j = 0;
   for (int64_t d = 0; d < orank; ++d) {
     if (contains(dn.insertedWindowDims, d) || contains(dn.inputBatchingDims, d)) continue;
-    if (j >= dn.updateWindowDims.size()) return fail(in, "llo-gen: scatter update_window_dims do not match the operand");
+    if (j >= dn.updateWindowDims.size())
+      return fail(in, "llo-gen: scatter update_window_dims do not match the operand");
     int64_t ud = dn.updateWindowDims[j++];
     winSize[static_cast<size_t>(d)] = us.dimension(ud);
     winCounts.push_back(us.dimension(ud));
     opS.push_back(xs[static_cast<size_t>(d)]);
     updS.push_back(ust[static_cast<size_t>(ud)]);
   }
-  if (j != dn.updateWindowDims.size()) return fail(in, "llo-gen: scatter update_window_dims do not match the operand");
+  if (j != dn.updateWindowDims.size())
+    return fail(in, "llo-gen: scatter update_window_dims do not match the operand");
   std::vector<BatchDim> batch;
   {
     std::vector<int64_t> updPos;
@@ -441,8 +458,10 @@ bool Lowerer::lowerScatter(const Instruction& in) {
         if (dn.scatterIndicesBatchingDims[i] == d) bd.operandDim = dn.inputBatchingDims[i];
       batch.push_back(bd);
     }
-    if (b != updPos.size()) return fail(in, "llo-gen: scatter update rank does not match the dimension numbers");
-    for (size_t i = batch.size(); i-- > 0;) batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
+    if (b != updPos.size())
+      return fail(in, "llo-gen: scatter update rank does not match the dimension numbers");
+    for (size_t i = batch.size(); i-- > 0;)
+      batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
   }
   const int64_t W = product(winCounts);
   int64_t nb = 1;
@@ -503,8 +522,9 @@ bool Lowerer::lowerScatter(const Instruction& in) {
     Box sb = makeBox(winCounts, contig, scaled(opS, e), e);
     for (const Box* b : {&lc, &lu, &sb})
       if (b->dims.size() > maxDims || b->chunk >= (uint64_t{1} << 31))
-        return fail(in, fmt::format("llo-gen: scatter '{}': the window needs more DMA dimensions than the target has",
-                                    in.name()));
+        return fail(
+            in, fmt::format("llo-gen: scatter '{}': the window needs more DMA dimensions than the target has",
+                            in.name()));
     dLoadCur.push_back(e_.desc(lc.chunk, lc.dims));
     dLoadUpd.push_back(e_.desc(lu.chunk, lu.dims));
     dStore.push_back(e_.desc(sb.chunk, sb.dims));
@@ -520,7 +540,8 @@ bool Lowerer::lowerScatter(const Instruction& in) {
   // 1; each starts with one window's credit so the first waits pass.
   const uint64_t slotBytes = alignUp(vmemTop, 512);
   if (2 * slotBytes > vmemBudget())
-    return fail(in, fmt::format("llo-gen: scatter '{}': a window of {} elements does not fit in VMEM", in.name(), W));
+    return fail(
+        in, fmt::format("llo-gen: scatter '{}': a window of {} elements does not fit in VMEM", in.name(), W));
   std::vector<int64_t> startDims;  // operand dims whose window start varies, in the body's order
   for (int64_t d = 0; d < orank; ++d)
     if (fromIndex[static_cast<size_t>(d)] >= 0) startDims.push_back(d);
@@ -539,136 +560,141 @@ bool Lowerer::lowerScatter(const Instruction& in) {
     e_.op("sem.signal sem4, {}", n);
   }
 
-  bool ok = emitIndexLoop(in, indices, ivd, [&](int rLin, int rPend, const std::function<int(int64_t)>& component) {
-    std::string lSkip = e_.newLabel("skip");
-    int rO = sreg(), rU = sreg(), rT = sreg();
-    e_.op("smov {}, 0", S(rO));
-    e_.op("smov {}, 0", S(rU));
-    std::vector<int> starts, owned;
-    for (int64_t d = 0; d < orank; ++d) {
-      size_t u = static_cast<size_t>(d);
-      if (fromIndex[u] < 0) continue;
-      int x = component(fromIndex[u]);
-      // XLA skips a window that does not fit entirely (a u32 start with the
-      // top bit set reads as negative: out of bounds either way).
-      e_.op("br.lt {}, 0, {}", S(x), lSkip);
-      e_.op("br.ge {}, {}, {}", S(x), os.dimension(d) - winSize[u] + 1, lSkip);
-      e_.op("smul {}, {}, {}", S(rT), S(x), xs[u]);
-      e_.op("sadd {}, {}, {}", S(rO), S(rO), S(rT));
-      starts.push_back(x);
-      owned.push_back(x);
-    }
-    for (const BatchDim& bd : batch) {
-      int c = coordinate(rLin, bd, nb);
-      if (c != rLin) owned.push_back(c);
-      if (bd.operandDim >= 0) {
-        size_t u = static_cast<size_t>(bd.operandDim);
-        if (bd.count > os.dimension(bd.operandDim) - winSize[u] + 1)
-          e_.op("br.ge {}, {}, {}", S(c), os.dimension(bd.operandDim) - winSize[u] + 1, lSkip);
-        e_.op("smul {}, {}, {}", S(rT), S(c), xs[u]);
-        e_.op("sadd {}, {}, {}", S(rO), S(rO), S(rT));
-        starts.push_back(c);
-      }
-      e_.op("smul {}, {}, {}", S(rT), S(c), bd.outStride);
-      e_.op("sadd {}, {}, {}", S(rU), S(rU), S(rT));
-    }
-    int rA = sreg(), rB = sreg();
-    auto addr = [&](int reg, int rElems, int buf, int e) {
-      e_.op("smul {}, {}, {}", S(reg), S(rElems), e);
-      if (base(buf)) e_.op("sadd {}, {}, {}", S(reg), S(reg), base(buf));
-    };
-    if (overwrite) {
-      int issued = 0;
-      for (size_t k = 0; k < n; ++k) {
-        int e = esz[k];
-        if (!overDirect[k]) {
-          e_.op("smul {}, {}, {}", S(rA), S(rU), e);
-          e_.op("smul {}, {}, {}", S(rB), S(rO), e);
-          emitCopy(outs[k], 0, updBufs[k], 0, winCounts, scaled(opS, e), scaled(updS, e), e, rA, rB);
-          continue;
+  bool ok =
+      emitIndexLoop(in, indices, ivd, [&](int rLin, int rPend, const std::function<int(int64_t)>& component) {
+        std::string lSkip = e_.newLabel("skip");
+        int rO = sreg(), rU = sreg(), rT = sreg();
+        e_.op("smov {}, 0", S(rO));
+        e_.op("smov {}, 0", S(rU));
+        std::vector<int> starts, owned;
+        for (int64_t d = 0; d < orank; ++d) {
+          size_t u = static_cast<size_t>(d);
+          if (fromIndex[u] < 0) continue;
+          int x = component(fromIndex[u]);
+          // XLA skips a window that does not fit entirely (a u32 start with the
+          // top bit set reads as negative: out of bounds either way).
+          e_.op("br.lt {}, 0, {}", S(x), lSkip);
+          e_.op("br.ge {}, {}, {}", S(x), os.dimension(d) - winSize[u] + 1, lSkip);
+          e_.op("smul {}, {}, {}", S(rT), S(x), xs[u]);
+          e_.op("sadd {}, {}, {}", S(rO), S(rO), S(rT));
+          starts.push_back(x);
+          owned.push_back(x);
         }
-        addr(rA, rO, outs[k], e);
-        addr(rB, rU, updBufs[k], e);
-        e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", dOver[k], hbm(outs[k]), S(rA), hbm(updBufs[k]), S(rB));
-        ++issued;
-      }
-      // Repeated indices must land in order; only unique ones may overlap in flight.
-      if (issued && in.attrs().uniqueIndices) e_.op("sadd {}, {}, {}", S(rPend), S(rPend), issued);
-      else if (issued) e_.op("sem.wait sem0, {}", issued);
-    } else {
-      // Windows overlap iff their starts differ by less than the window size
-      // in every dim.
-      int rOv = sreg(), rC = sreg();
-      e_.op("smov {}, 1", S(rOv));
-      for (size_t i = 0; i < starts.size(); ++i) {
-        int64_t size = winSize[static_cast<size_t>(startDims[i])];
-        e_.op("ssub {}, {}, {}", S(rT), S(starts[i]), S(rPrev[i]));
-        e_.op("scmp.lt {}, {}, {}", S(rC), S(rT), size);
-        e_.op("sand {}, {}, {}", S(rOv), S(rOv), S(rC));
-        e_.op("scmp.gt {}, {}, {}", S(rC), S(rT), -size);
-        e_.op("sand {}, {}, {}", S(rOv), S(rOv), S(rC));
-        e_.op("smov {}, {}", S(rPrev[i]), S(starts[i]));
-      }
-      int rSem = sreg();
-      std::string lApart = e_.newLabel("apart");
-      e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
-      e_.op("sem.wait sem[{}], {}", S(rSem), n);  // this slot's last write-back has left VMEM
-      e_.op("br.eq {}, 0, {}", S(rOv), lApart);
-      e_.op("sxor {}, {}, 1", S(rC), S(rSlot));
-      e_.op("sadd {}, {}, 3", S(rC), S(rC));
-      e_.op("sem.wait sem[{}], {}", S(rC), n);  // the previous window is back in HBM
-      e_.op("sem.signal sem[{}], {}", S(rC), n);
-      e_.label(lApart);
-      int rV = rOv;
-      e_.op("smul {}, {}, {}", S(rV), S(rSlot), slotBytes);
-      for (size_t k = 0; k < n; ++k) {
-        addr(rA, rO, outs[k], esz[k]);
-        addr(rB, rU, updBufs[k], esz[k]);
-        e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadCur[k], S(rV), vCur[k], hbm(outs[k]), S(rA));
-        e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadUpd[k], S(rV), vUpd[k], hbm(updBufs[k]), S(rB));
-      }
-      e_.op("sem.wait sem2, {}", 2 * n);
-      {
-        PoolGuard inner({&sregs_, &vregs_, &masks_});
-        // One VMEM offset per element width in use: a vreg spans 1024 elements.
-        std::set<int> widths(esz.begin(), esz.end());
-        int rCnt = sreg();
-        int rOff[5] = {-1, -1, -1, -1, -1};
-        for (int e : widths) {
-          rOff[e] = sreg();
-          e_.op("smov {}, {}", S(rOff[e]), S(rV));
+        for (const BatchDim& bd : batch) {
+          int c = coordinate(rLin, bd, nb);
+          if (c != rLin) owned.push_back(c);
+          if (bd.operandDim >= 0) {
+            size_t u = static_cast<size_t>(bd.operandDim);
+            if (bd.count > os.dimension(bd.operandDim) - winSize[u] + 1)
+              e_.op("br.ge {}, {}, {}", S(c), os.dimension(bd.operandDim) - winSize[u] + 1, lSkip);
+            e_.op("smul {}, {}, {}", S(rT), S(c), xs[u]);
+            e_.op("sadd {}, {}, {}", S(rO), S(rO), S(rT));
+            starts.push_back(c);
+          }
+          e_.op("smul {}, {}, {}", S(rT), S(c), bd.outStride);
+          e_.op("sadd {}, {}, {}", S(rU), S(rU), S(rT));
         }
-        e_.op("smov {}, {}", S(rCnt), nV);
-        std::string lV = e_.newLabel("combine");
-        e_.label(lV);
-        std::vector<VReg> params;
-        for (size_t k = 0; k < n; ++k)
-          params.push_back(vload(types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vCur[k])));
-        for (size_t k = 0; k < n; ++k)
-          params.push_back(vload(types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vUpd[k])));
-        std::vector<VReg> res;
-        if (!lowerComputation(*comp, params, res)) return false;
-        if (res.size() != n) return fail(in, "llo-gen: scatter update computation returns the wrong number of values");
-        for (size_t k = 0; k < n; ++k) {
-          vstore(res[k], types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vCur[k]));
-          vfree(res[k]);
+        int rA = sreg(), rB = sreg();
+        auto addr = [&](int reg, int rElems, int buf, int e) {
+          e_.op("smul {}, {}, {}", S(reg), S(rElems), e);
+          if (base(buf)) e_.op("sadd {}, {}, {}", S(reg), S(reg), base(buf));
+        };
+        if (overwrite) {
+          int issued = 0;
+          for (size_t k = 0; k < n; ++k) {
+            int e = esz[k];
+            if (!overDirect[k]) {
+              e_.op("smul {}, {}, {}", S(rA), S(rU), e);
+              e_.op("smul {}, {}, {}", S(rB), S(rO), e);
+              emitCopy(outs[k], 0, updBufs[k], 0, winCounts, scaled(opS, e), scaled(updS, e), e, rA, rB);
+              continue;
+            }
+            addr(rA, rO, outs[k], e);
+            addr(rB, rU, updBufs[k], e);
+            e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", dOver[k], hbm(outs[k]), S(rA), hbm(updBufs[k]), S(rB));
+            ++issued;
+          }
+          // Repeated indices must land in order; only unique ones may overlap in flight.
+          if (issued && in.attrs().uniqueIndices)
+            e_.op("sadd {}, {}, {}", S(rPend), S(rPend), issued);
+          else if (issued)
+            e_.op("sem.wait sem0, {}", issued);
+        } else {
+          // Windows overlap iff their starts differ by less than the window size
+          // in every dim.
+          int rOv = sreg(), rC = sreg();
+          e_.op("smov {}, 1", S(rOv));
+          for (size_t i = 0; i < starts.size(); ++i) {
+            int64_t size = winSize[static_cast<size_t>(startDims[i])];
+            e_.op("ssub {}, {}, {}", S(rT), S(starts[i]), S(rPrev[i]));
+            e_.op("scmp.lt {}, {}, {}", S(rC), S(rT), size);
+            e_.op("sand {}, {}, {}", S(rOv), S(rOv), S(rC));
+            e_.op("scmp.gt {}, {}, {}", S(rC), S(rT), -size);
+            e_.op("sand {}, {}, {}", S(rOv), S(rOv), S(rC));
+            e_.op("smov {}, {}", S(rPrev[i]), S(starts[i]));
+          }
+          int rSem = sreg();
+          std::string lApart = e_.newLabel("apart");
+          e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
+          e_.op("sem.wait sem[{}], {}", S(rSem), n);  // this slot's last write-back has left VMEM
+          e_.op("br.eq {}, 0, {}", S(rOv), lApart);
+          e_.op("sxor {}, {}, 1", S(rC), S(rSlot));
+          e_.op("sadd {}, {}, 3", S(rC), S(rC));
+          e_.op("sem.wait sem[{}], {}", S(rC), n);  // the previous window is back in HBM
+          e_.op("sem.signal sem[{}], {}", S(rC), n);
+          e_.label(lApart);
+          int rV = rOv;
+          e_.op("smul {}, {}, {}", S(rV), S(rSlot), slotBytes);
+          for (size_t k = 0; k < n; ++k) {
+            addr(rA, rO, outs[k], esz[k]);
+            addr(rB, rU, updBufs[k], esz[k]);
+            e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadCur[k], S(rV), vCur[k], hbm(outs[k]), S(rA));
+            e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadUpd[k], S(rV), vUpd[k], hbm(updBufs[k]), S(rB));
+          }
+          e_.op("sem.wait sem2, {}", 2 * n);
+          {
+            PoolGuard inner({&sregs_, &vregs_, &masks_});
+            // One VMEM offset per element width in use: a vreg spans 1024 elements.
+            std::set<int> widths(esz.begin(), esz.end());
+            int rCnt = sreg();
+            int rOff[5] = {-1, -1, -1, -1, -1};
+            for (int e : widths) {
+              rOff[e] = sreg();
+              e_.op("smov {}, {}", S(rOff[e]), S(rV));
+            }
+            e_.op("smov {}, {}", S(rCnt), nV);
+            std::string lV = e_.newLabel("combine");
+            e_.label(lV);
+            std::vector<VReg> params;
+            for (size_t k = 0; k < n; ++k)
+              params.push_back(vload(types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vCur[k])));
+            for (size_t k = 0; k < n; ++k)
+              params.push_back(vload(types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vUpd[k])));
+            std::vector<VReg> res;
+            if (!lowerComputation(*comp, params, res)) return false;
+            if (res.size() != n)
+              return fail(in, "llo-gen: scatter update computation returns the wrong number of values");
+            for (size_t k = 0; k < n; ++k) {
+              vstore(res[k], types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vCur[k]));
+              vfree(res[k]);
+            }
+            for (VReg v : params) vfree(v);
+            for (int e : widths) e_.op("sadd {}, {}, {}", S(rOff[e]), S(rOff[e]), kVregElems * e);
+            e_.op("loop {}, {}", S(rCnt), lV);
+          }
+          for (size_t k = 0; k < n; ++k) {
+            addr(rA, rO, outs[k], esz[k]);
+            e_.op("dma.v2h {}, {}[{}], [{} + {}], sem[{}]", dStore[k], hbm(outs[k]), S(rA), S(rV), vCur[k],
+                  S(rSem));
+          }
+          e_.op("sxor {}, {}, 1", S(rSlot), S(rSlot));
+          for (int r : {rOv, rC, rSem}) sregs_.put(r);
         }
-        for (VReg v : params) vfree(v);
-        for (int e : widths) e_.op("sadd {}, {}, {}", S(rOff[e]), S(rOff[e]), kVregElems * e);
-        e_.op("loop {}, {}", S(rCnt), lV);
-      }
-      for (size_t k = 0; k < n; ++k) {
-        addr(rA, rO, outs[k], esz[k]);
-        e_.op("dma.v2h {}, {}[{}], [{} + {}], sem[{}]", dStore[k], hbm(outs[k]), S(rA), S(rV), vCur[k], S(rSem));
-      }
-      e_.op("sxor {}, {}, 1", S(rSlot), S(rSlot));
-      for (int r : {rOv, rC, rSem}) sregs_.put(r);
-    }
-    e_.label(lSkip);
-    for (int r : owned) sregs_.put(r);
-    for (int r : {rO, rU, rT, rA, rB}) sregs_.put(r);
-    return !failed_;
-  });
+        e_.label(lSkip);
+        for (int r : owned) sregs_.put(r);
+        for (int r : {rO, rU, rT, rA, rB}) sregs_.put(r);
+        return !failed_;
+      });
   if (!overwrite) {
     // Drain the last write-backs (and the initial credit).
     e_.op("sem.wait sem3, {}", n);
@@ -676,8 +702,8 @@ bool Lowerer::lowerScatter(const Instruction& in) {
   }
   uint64_t updBytes = 0;
   for (int b : updBufs) updBytes += bufs_[b].bytes;
-  endKernel(overwrite ? 0 : static_cast<double>(nb * W * static_cast<int64_t>(n)), 2 * resultBytes + 2 * updBytes,
-            2 * slotBytes);
+  endKernel(overwrite ? 0 : static_cast<double>(nb * W * static_cast<int64_t>(n)),
+            2 * resultBytes + 2 * updBytes, 2 * slotBytes);
   return ok && !failed_;
 }
 
