@@ -2028,6 +2028,8 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::ReduceWindow: return lowerReduceWindow(in);
     case Opcode::SelectAndScatter: return lowerSelectAndScatter(in);
     case Opcode::Sort: return lowerSort(in);
+    case Opcode::Gather: return lowerGather(in);
+    case Opcode::Scatter: return lowerScatter(in);
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);

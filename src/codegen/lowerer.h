@@ -255,6 +255,16 @@ class Lowerer {
   bool lowerSelectAndScatter(const Instruction& in);
   bool lowerSort(const Instruction& in);
   bool lowerConvolution(const Instruction& in);
+  // lower_gather.cpp: a scalar loop over index vectors staged in SMEM. The
+  // body is emitted once; `component(k)` loads component k of the current
+  // index vector into a fresh register; DMAs the body counts in `rPend`
+  // (on sem0) are waited for at the end of each chunk of index vectors.
+  using IndexBody =
+      std::function<bool(int rLin, int rPend, const std::function<int(int64_t)>& component)>;
+  bool emitIndexLoop(const Instruction& in, const Instruction& indices, int64_t indexVectorDim,
+                     const IndexBody& body);
+  bool lowerGather(const Instruction& in);
+  bool lowerScatter(const Instruction& in);
   bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
   bool fillZero(int buf, int64_t n, ElementType t);
   int tempBuf(ElementType t, const std::vector<int64_t>& dims);

@@ -1,0 +1,710 @@
+// Lowering of gather and scatter. Both are a scalar-unit loop over the index
+// vectors: a chunk of the index array is staged in SMEM (one word per
+// component), each vector is read with sld, turned into HBM byte offsets in
+// scalar registers, and the slice or window moves with one strided DMA whose
+// addresses are those registers. The loop is emitted once, so code size does
+// not depend on the number of indices.
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+// SMEM words used to stage index vectors (a chunk of the index array).
+constexpr int64_t kIndexChunkWords = 16384;
+
+// A strided copy in descriptor form: unit dims dropped, dims that continue
+// each other merged, the innermost contiguous run as the chunk.
+struct Box {
+  uint64_t chunk = 0;
+  std::vector<Emitter::Dim> dims;
+};
+
+Box makeBox(const std::vector<int64_t>& counts, const std::vector<int64_t>& srcStrides,
+            const std::vector<int64_t>& dstStrides, int esize) {
+  std::vector<Emitter::Dim> d;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 1) continue;
+    if (!d.empty() && d.back().src == srcStrides[i] * counts[i] &&
+        d.back().dst == dstStrides[i] * counts[i]) {
+      d.back().count *= counts[i];
+      d.back().src = srcStrides[i];
+      d.back().dst = dstStrides[i];
+      continue;
+    }
+    d.push_back({counts[i], srcStrides[i], dstStrides[i]});
+  }
+  Box b;
+  b.chunk = static_cast<uint64_t>(esize);
+  if (!d.empty() && d.back().src == esize && d.back().dst == esize) {
+    b.chunk = static_cast<uint64_t>(d.back().count) * static_cast<uint64_t>(esize);
+    d.pop_back();
+  }
+  b.dims = std::move(d);
+  return b;
+}
+
+bool contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+bool allInRange(const std::vector<int64_t>& v, int64_t n) {
+  for (int64_t x : v)
+    if (x < 0 || x >= n) return false;
+  return true;
+}
+
+// Scatter computations that just return the update: windows are copied.
+bool isOverwrite(const Computation& c, size_t n) {
+  const Instruction* root = c.root();
+  if (!root || c.parameterCount() != static_cast<int64_t>(2 * n)) return false;
+  auto isParam = [](const Instruction* i, size_t p) {
+    return i->opcode() == Opcode::Parameter && i->attrs().parameterNumber == static_cast<int64_t>(p);
+  };
+  if (n == 1 && root->opcode() != Opcode::Tuple) return isParam(root, 1);
+  if (root->opcode() != Opcode::Tuple || root->operandCount() != static_cast<int64_t>(n)) return false;
+  for (size_t k = 0; k < n; ++k)
+    if (!isParam(root->operand(static_cast<int64_t>(k)), n + k)) return false;
+  return true;
+}
+
+// How each batch position (a linear count over the index array's dims other
+// than index_vector_dim, row-major) maps to offsets.
+struct BatchDim {
+  int64_t count = 1;
+  int64_t inner = 1;        // product of the counts of later batch dims
+  int64_t outStride = 0;    // elements, in the result (gather) or the updates (scatter)
+  int64_t operandDim = -1;  // operand batching dim fed by this coordinate
+};
+
+}  // namespace
+
+bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, int64_t ivd,
+                            const IndexBody& body) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  ElementType it = indices.shape().elementType();
+  TypeInfo ti = typeInfo(it);
+  if (!ti.ok || ti.isFloat || it == ElementType::Pred)
+    return fail(in, fmt::format("llo-gen: {} indices of '{}' are not supported (s32, u32, s8, u8 are)",
+                                hlo::elementTypeName(it), in.name()));
+  std::vector<int64_t> full = indices.shape().dimensions();
+  if (ivd < 0 || ivd > static_cast<int64_t>(full.size()))
+    return fail(in, "llo-gen: index_vector_dim out of range");
+  if (ivd == static_cast<int64_t>(full.size())) full.push_back(1);
+  const int es = ti.bytes;
+  const int64_t vecLen = full[static_cast<size_t>(ivd)];
+  std::vector<int64_t> st = byteStrides(full, es), bdims, bstr;
+  for (size_t d = 0; d < full.size(); ++d)
+    if (static_cast<int64_t>(d) != ivd) {
+      bdims.push_back(full[d]);
+      bstr.push_back(st[d]);
+    }
+  const int64_t nb = product(bdims);
+  if (nb == 0) return true;
+  int src = leaves_[&indices][0];
+  const int64_t smemWords = static_cast<int64_t>(target_.memory.smemBytes / 4);
+  const int64_t budget = std::min(kIndexChunkWords, smemWords);
+  if (vecLen > budget)
+    return fail(in, "llo-gen: index vectors longer than the SMEM staging area are not supported");
+  const int64_t chunk = std::min(nb, std::max<int64_t>(1, budget / std::max<int64_t>(1, vecLen)));
+  const int64_t nChunks = (nb + chunk - 1) / chunk;
+  const int64_t tail = nb - (nChunks - 1) * chunk;
+  const size_t maxDims = static_cast<size_t>(std::max(1, target_.dma.descriptorDims));
+
+  // SMEM holds words [vector][component]; s8/u8 indices land in the low byte
+  // of each word (the rest is masked off after sld).
+  std::vector<int64_t> counts = bdims, srcS = bstr, dstS;
+  counts.push_back(vecLen);
+  srcS.push_back(st[static_cast<size_t>(ivd)]);
+  dstS = byteStrides(counts, 4);
+  Box whole = makeBox(counts, srcS, dstS, es);
+  bool rowMajor = vecLen == 1 || ivd == static_cast<int64_t>(full.size()) - 1;
+  if (!(nChunks == 1 && whole.dims.size() <= maxDims) && !rowMajor) {
+    // Chunks need the vectors contiguous: transpose the indices to [nb, vecLen] first.
+    int tb = tempBuf(it, {nb, vecLen});
+    emitCopy(tb, 0, src, 0, counts, byteStrides(counts, es), srcS, es);
+    src = tb;
+    rowMajor = true;
+  }
+  auto stageDesc = [&](int64_t count) {
+    Box b =
+        nChunks == 1 && !rowMajor ? whole : makeBox({count, vecLen}, {vecLen * es, es}, {vecLen * 4, 4}, es);
+    return e_.desc(b.chunk, b.dims);
+  };
+
+  int rLin = sreg(), rCnt = sreg(), rP = sreg(), rA = sreg(), rPend = sreg();
+  e_.op("smov {}, 0", S(rLin));
+  e_.op("smov {}, 0", S(rPend));
+  std::string lChunk = e_.newLabel("ichunk"), lPos = e_.newLabel("index");
+  e_.label(lChunk);
+  if (nChunks == 1) {
+    e_.op("smov {}, {}", S(rA), base(src));
+  } else {
+    e_.op("smul {}, {}, {}", S(rA), S(rLin), vecLen * es);
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(src));
+  }
+  auto stage = [&](int64_t count) {
+    e_.op("smov {}, {}", S(rCnt), count);
+    e_.op("dma.h2s {}, [0], {}[{}], sem1", stageDesc(count), hbm(src), S(rA));
+  };
+  if (tail == chunk) {
+    stage(chunk);
+  } else {
+    std::string lTail = e_.newLabel("itail"), lStaged = e_.newLabel("istaged");
+    e_.op("br.ge {}, {}, {}", S(rLin), (nChunks - 1) * chunk, lTail);
+    stage(chunk);
+    e_.op("jmp {}", lStaged);
+    e_.label(lTail);
+    stage(tail);
+    e_.label(lStaged);
+  }
+  e_.op("sem.wait sem1");
+  e_.op("smov {}, 0", S(rP));
+  e_.label(lPos);
+  auto component = [&](int64_t k) {
+    int r = sreg();
+    e_.op("sld {}, [{} + {}]", S(r), S(rP), k * 4);
+    if (it == ElementType::S8) {
+      e_.op("sshl {}, {}, 24", S(r), S(r));
+      e_.op("ssra {}, {}, 24", S(r), S(r));
+    } else if (es == 1) {
+      e_.op("sand {}, {}, 255", S(r), S(r));
+    }
+    return r;
+  };
+  if (!body(rLin, rPend, component)) return false;
+  e_.op("sadd {}, {}, {}", S(rP), S(rP), vecLen * 4);
+  e_.op("sadd {}, {}, 1", S(rLin), S(rLin));
+  e_.op("loop {}, {}", S(rCnt), lPos);
+  // The batch's DMAs were issued back to back; wait for all of them at once.
+  e_.op("sem.wait sem0, {}", S(rPend));
+  e_.op("smov {}, 0", S(rPend));
+  if (nChunks > 1) e_.op("br.lt {}, {}, {}", S(rLin), nb, lChunk);
+  return !failed_;
+}
+
+// ============================================================== gather
+
+bool Lowerer::lowerGather(const Instruction& in) {
+  beginKernel(in, "gather");
+  if (in.operandCount() != 2) return fail(in, "llo-gen: gather expects an operand and start indices");
+  const Instruction& operand = *in.operand(0);
+  const Instruction& indices = *in.operand(1);
+  const auto& dn = in.attrs().gatherDims;
+  const auto& sizes = in.attrs().gatherSliceSizes;
+  const Shape& os = operand.shape();
+  const Shape& rs = in.shape();
+  const int64_t orank = os.rank();
+  const int64_t irank = indices.shape().rank();
+  const int64_t ivd = dn.indexVectorDim;
+  if (static_cast<int64_t>(sizes.size()) != orank || ivd < 0 || ivd > irank ||
+      !allInRange(dn.startIndexMap, orank) || !allInRange(dn.collapsedSliceDims, orank) ||
+      !allInRange(dn.operandBatchingDims, orank) || !allInRange(dn.offsetDims, rs.rank()) ||
+      !allInRange(dn.startIndicesBatchingDims, std::max<int64_t>(irank, ivd + 1)) ||
+      dn.operandBatchingDims.size() != dn.startIndicesBatchingDims.size())
+    return fail(in, fmt::format("llo-gen: gather '{}' has inconsistent dimension numbers", in.name()));
+  std::vector<int64_t> full = indices.shape().dimensions();
+  if (ivd == irank) full.push_back(1);
+  if (full[static_cast<size_t>(ivd)] != static_cast<int64_t>(dn.startIndexMap.size()))
+    return fail(in, "llo-gen: gather start_index_map length differs from the index vector length");
+
+  const ElementType t = rs.elementType();
+  const int es = typeInfo(t).bytes;
+  const int src = leaves_[&operand][0], dst = leaves_[&in][0];
+  std::vector<int64_t> xs = rowMajorStrides(os.dimensions()), rst = rowMajorStrides(rs.dimensions());
+  // The slice: the operand dims that are neither collapsed nor batching.
+  std::vector<int64_t> counts, srcS, dstS;
+  size_t j = 0;
+  for (int64_t d = 0; d < orank; ++d) {
+    size_t u = static_cast<size_t>(d);
+    if (sizes[u] < 0 || sizes[u] > os.dimension(d))
+      return fail(in, "llo-gen: gather slice size larger than the operand");
+    if (contains(dn.collapsedSliceDims, d) || contains(dn.operandBatchingDims, d)) continue;
+    if (j >= dn.offsetDims.size()) return fail(in, "llo-gen: gather offset_dims do not match slice_sizes");
+    int64_t p = dn.offsetDims[j++];
+    if (rs.dimension(p) != sizes[u])
+      return fail(in, "llo-gen: gather offset dimension sizes differ from slice_sizes");
+    counts.push_back(sizes[u]);
+    srcS.push_back(xs[u] * es);
+    dstS.push_back(rst[static_cast<size_t>(p)] * es);
+  }
+  if (j != dn.offsetDims.size()) return fail(in, "llo-gen: gather offset_dims do not match slice_sizes");
+  // Batch dims of the result, in order, pair with the index dims but ivd.
+  std::vector<BatchDim> batch;
+  {
+    std::vector<int64_t> outPos;
+    for (int64_t d = 0; d < rs.rank(); ++d)
+      if (!contains(dn.offsetDims, d)) outPos.push_back(d);
+    size_t b = 0;
+    for (int64_t d = 0; d < static_cast<int64_t>(full.size()); ++d) {
+      if (d == ivd) continue;
+      if (b >= outPos.size() || rs.dimension(outPos[b]) != full[static_cast<size_t>(d)])
+        return fail(in, "llo-gen: gather batch dimension sizes differ from the indices");
+      BatchDim bd;
+      bd.count = full[static_cast<size_t>(d)];
+      bd.outStride = rst[static_cast<size_t>(outPos[b++])];
+      for (size_t i = 0; i < dn.startIndicesBatchingDims.size(); ++i)
+        if (dn.startIndicesBatchingDims[i] == d) bd.operandDim = dn.operandBatchingDims[i];
+      batch.push_back(bd);
+    }
+    if (b != outPos.size())
+      return fail(in, "llo-gen: gather result rank does not match the dimension numbers");
+    for (size_t i = batch.size(); i-- > 0;)
+      batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
+  }
+  if (bufs_[dst].bytes == 0) {
+    endKernel(0, 0, 0);
+    return true;
+  }
+  // Which index component sets each operand dim (the last one wins, and
+  // batching dims override, as in the interpreter).
+  std::vector<int64_t> fromIndex(static_cast<size_t>(orank), -1);
+  for (size_t k = 0; k < dn.startIndexMap.size(); ++k)
+    fromIndex[static_cast<size_t>(dn.startIndexMap[k])] = static_cast<int64_t>(k);
+  for (int64_t d : dn.operandBatchingDims) fromIndex[static_cast<size_t>(d)] = -1;
+  const bool isU32 = typeInfo(indices.shape().elementType()).isUnsigned &&
+                     typeInfo(indices.shape().elementType()).bytes == 4;
+
+  Box box = makeBox(counts, srcS, dstS, es);
+  const bool direct = box.dims.size() <= static_cast<size_t>(std::max(1, target_.dma.descriptorDims)) &&
+                      box.chunk < (uint64_t{1} << 31);
+  std::string desc = direct ? e_.desc(box.chunk, box.dims) : "";
+  const int64_t nb = *rs.elementCount() / std::max<int64_t>(1, product(counts));
+  // Many rows from a table that fits in VMEM: one DMA brings the table in,
+  // vector loads and stores copy the rows, one DMA writes the result, instead
+  // of a DMA latency per row. Needs contiguous slices stored one after the
+  // other in the result, so a row's store may spill into the next row's place
+  // (rewritten next) or into padding.
+  const int64_t sliceElems = product(counts);
+  bool rowsInOrder = box.dims.empty() && box.chunk == static_cast<uint64_t>(sliceElems * es);
+  for (const BatchDim& bd : batch) rowsInOrder = rowsInOrder && bd.outStride == bd.inner * sliceElems;
+  const uint64_t pad = static_cast<uint64_t>(kVregElems) * static_cast<uint64_t>(es);
+  const uint64_t tableBytes = bufs_[src].bytes, outBytes = bufs_[dst].bytes;
+  const uint64_t tableV = 0, outV = alignUp(tableBytes + pad, 512);
+  const uint64_t vmemNeed = outV + alignUp(outBytes + pad, 512);
+  const double hbmPerCycle = target_.memory.hbmBytesPerSecond / target_.clockHz;
+  const double perRowCycles =
+      static_cast<double>((nb + std::max(1, target_.dma.engines) - 1) / std::max(1, target_.dma.engines)) *
+      target_.dma.latencyCycles;
+  const double tableCycles =
+      static_cast<double>(tableBytes + outBytes) / hbmPerCycle + 2.0 * target_.dma.latencyCycles +
+      static_cast<double>(nb) * static_cast<double>((sliceElems + kVregElems - 1) / kVregElems);
+  const bool inVmem = rowsInOrder && sliceElems > 0 && vmemNeed <= vmemBudget() &&
+                      tableBytes < (uint64_t{1} << 30) && outBytes < (uint64_t{1} << 30) &&
+                      tableCycles < perRowCycles;
+  if (inVmem) {
+    int r = sreg();
+    e_.op("smov {}, {}", S(r), base(src));
+    e_.op("dma.h2v {}, [{}], {}[{}], sem2", e_.desc(tableBytes, {}), tableV, hbm(src), S(r));
+    e_.op("sem.wait sem2");
+    sregs_.put(r);
+  }
+  // Coordinate of batch dim `bd` of linear position rLin (rLin itself when
+  // it is the only batch dim).
+  auto coordinate = [&](int rLin, const BatchDim& bd, int64_t total) {
+    if (bd.inner == 1 && bd.count == total) return rLin;
+    int c = sreg();
+    if (bd.inner > 1) e_.op("sdiv {}, {}, {}", S(c), S(rLin), bd.inner);
+    if (bd.inner * bd.count < total) e_.op("srem {}, {}, {}", S(c), S(bd.inner > 1 ? c : rLin), bd.count);
+    return c;
+  };
+  bool ok =
+      emitIndexLoop(in, indices, ivd, [&](int rLin, int rPend, const std::function<int(int64_t)>& component) {
+        int rS = sreg(), rD = sreg();
+        e_.op("smov {}, 0", S(rS));
+        e_.op("smov {}, 0", S(rD));
+        for (int64_t d = 0; d < orank; ++d) {
+          size_t u = static_cast<size_t>(d);
+          if (fromIndex[u] < 0) continue;
+          int64_t maxStart = os.dimension(d) - sizes[u];
+          int x = component(fromIndex[u]);
+          if (isU32) {
+            // Values with the top bit set are huge unsigned starts: clamp high.
+            int c = sreg();
+            e_.op("scmp.ge {}, {}, 0", S(c), S(x));
+            e_.op("ssel {}, {}, {}, {}", S(x), S(c), S(x), maxStart);
+            sregs_.put(c);
+          } else {
+            e_.op("smax {}, {}, 0", S(x), S(x));
+          }
+          e_.op("smin {}, {}, {}", S(x), S(x), maxStart);
+          e_.op("smul {}, {}, {}", S(x), S(x), xs[u] * es);
+          e_.op("sadd {}, {}, {}", S(rS), S(rS), S(x));
+          sregs_.put(x);
+        }
+        for (const BatchDim& bd : batch) {
+          int c = coordinate(rLin, bd, nb);
+          int x = sreg();
+          if (bd.operandDim >= 0) {
+            e_.op("smin {}, {}, {}", S(x), S(c),
+                  os.dimension(bd.operandDim) - sizes[static_cast<size_t>(bd.operandDim)]);
+            e_.op("smul {}, {}, {}", S(x), S(x), xs[static_cast<size_t>(bd.operandDim)] * es);
+            e_.op("sadd {}, {}, {}", S(rS), S(rS), S(x));
+          }
+          e_.op("smul {}, {}, {}", S(x), S(c), bd.outStride * es);
+          e_.op("sadd {}, {}, {}", S(rD), S(rD), S(x));
+          sregs_.put(x);
+          if (c != rLin) sregs_.put(c);
+        }
+        if (inVmem) {
+          PoolGuard inner({&sregs_, &vregs_, &masks_});
+          int rCnt = sreg();
+          if (tableV) e_.op("sadd {}, {}, {}", S(rS), S(rS), tableV);
+          e_.op("sadd {}, {}, {}", S(rD), S(rD), outV);
+          e_.op("smov {}, {}", S(rCnt), (sliceElems + kVregElems - 1) / kVregElems);
+          std::string lRow = e_.newLabel("row");
+          e_.label(lRow);
+          VReg v = vload(t, S(rS));
+          vstore(v, t, S(rD));
+          vfree(v);
+          e_.op("sadd {}, {}, {}", S(rS), S(rS), kVregElems * es);
+          e_.op("sadd {}, {}, {}", S(rD), S(rD), kVregElems * es);
+          e_.op("loop {}, {}", S(rCnt), lRow);
+        } else if (direct) {
+          if (base(src)) e_.op("sadd {}, {}, {}", S(rS), S(rS), base(src));
+          if (base(dst)) e_.op("sadd {}, {}, {}", S(rD), S(rD), base(dst));
+          e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", desc, hbm(dst), S(rD), hbm(src), S(rS));
+          e_.op("sadd {}, {}, 1", S(rPend), S(rPend));
+        } else {
+          emitCopy(dst, 0, src, 0, counts, dstS, srcS, es, rS, rD);
+        }
+        sregs_.put(rS);
+        sregs_.put(rD);
+        return !failed_;
+      });
+  if (inVmem) {
+    int r = sreg();
+    e_.op("smov {}, {}", S(r), base(dst));
+    e_.op("dma.v2h {}, {}[{}], [{}], sem2", e_.desc(outBytes, {}), hbm(dst), S(r), outV);
+    e_.op("sem.wait sem2");
+    sregs_.put(r);
+  }
+  uint64_t idxBytes = bufs_[leaves_[&indices][0]].bytes;
+  endKernel(0, (inVmem ? tableBytes + outBytes : 2 * outBytes) + idxBytes, inVmem ? vmemNeed : 0);
+  return ok && !failed_;
+}
+
+// ============================================================== scatter
+
+bool Lowerer::lowerScatter(const Instruction& in) {
+  beginKernel(in, "scatter");
+  const int64_t nOps = in.operandCount();
+  const Computation* comp = in.toApply();
+  if (nOps < 3 || nOps % 2 == 0 || !comp)
+    return fail(in, "llo-gen: scatter expects N operands, indices, N updates and an update computation");
+  const size_t n = static_cast<size_t>((nOps - 1) / 2);
+  const auto& dn = in.attrs().scatterDims;
+  const Instruction& indices = *in.operand(static_cast<int64_t>(n));
+  const Shape& os = in.operand(0)->shape();
+  const Shape& us = in.operand(static_cast<int64_t>(n) + 1)->shape();
+  const int64_t orank = os.rank();
+  const int64_t irank = indices.shape().rank();
+  const int64_t ivd = dn.indexVectorDim;
+  const std::vector<int>& outs = leaves_[&in];
+  if (outs.size() != n) return fail(in, "llo-gen: scatter result does not match its operands");
+  for (size_t k = 0; k < n; ++k)
+    if (in.operand(static_cast<int64_t>(k))->shape().dimensions() != os.dimensions() ||
+        in.operand(static_cast<int64_t>(n + 1 + k))->shape().dimensions() != us.dimensions() ||
+        in.operand(static_cast<int64_t>(n + 1 + k))->shape().elementType() != bufs_[outs[k]].type)
+      return fail(in, "llo-gen: scatter operands (and updates) must share dimensions and types");
+  if (ivd < 0 || ivd > irank || !allInRange(dn.scatterDimsToOperandDims, orank) ||
+      !allInRange(dn.insertedWindowDims, orank) || !allInRange(dn.inputBatchingDims, orank) ||
+      !allInRange(dn.updateWindowDims, us.rank()) ||
+      !allInRange(dn.scatterIndicesBatchingDims, std::max<int64_t>(irank, ivd + 1)) ||
+      dn.inputBatchingDims.size() != dn.scatterIndicesBatchingDims.size())
+    return fail(in, fmt::format("llo-gen: scatter '{}' has inconsistent dimension numbers", in.name()));
+  std::vector<int64_t> full = indices.shape().dimensions();
+  if (ivd == irank) full.push_back(1);
+  if (full[static_cast<size_t>(ivd)] != static_cast<int64_t>(dn.scatterDimsToOperandDims.size()))
+    return fail(in, "llo-gen: scatter_dims_to_operand_dims length differs from the index vector length");
+
+  // The operands are the starting point of the results.
+  for (size_t k = 0; k < n; ++k) {
+    int s = leaves_[in.operand(static_cast<int64_t>(k))][0];
+    if (s != outs[k] && bufs_[outs[k]].bytes > 0)
+      emitCopy(outs[k], 0, s, 0, {static_cast<int64_t>(bufs_[outs[k]].bytes)}, {1}, {1}, 1);
+  }
+  // Window geometry in elements: operand dims not inserted nor batching,
+  // paired in order with update_window_dims.
+  std::vector<int64_t> xs = rowMajorStrides(os.dimensions()), ust = rowMajorStrides(us.dimensions());
+  std::vector<int64_t> winSize(static_cast<size_t>(orank), 1), winCounts, opS, updS;
+  size_t j = 0;
+  for (int64_t d = 0; d < orank; ++d) {
+    if (contains(dn.insertedWindowDims, d) || contains(dn.inputBatchingDims, d)) continue;
+    if (j >= dn.updateWindowDims.size())
+      return fail(in, "llo-gen: scatter update_window_dims do not match the operand");
+    int64_t ud = dn.updateWindowDims[j++];
+    winSize[static_cast<size_t>(d)] = us.dimension(ud);
+    winCounts.push_back(us.dimension(ud));
+    opS.push_back(xs[static_cast<size_t>(d)]);
+    updS.push_back(ust[static_cast<size_t>(ud)]);
+  }
+  if (j != dn.updateWindowDims.size())
+    return fail(in, "llo-gen: scatter update_window_dims do not match the operand");
+  std::vector<BatchDim> batch;
+  {
+    std::vector<int64_t> updPos;
+    for (int64_t d = 0; d < us.rank(); ++d)
+      if (!contains(dn.updateWindowDims, d)) updPos.push_back(d);
+    size_t b = 0;
+    for (int64_t d = 0; d < static_cast<int64_t>(full.size()); ++d) {
+      if (d == ivd) continue;
+      if (b >= updPos.size() || us.dimension(updPos[b]) != full[static_cast<size_t>(d)])
+        return fail(in, "llo-gen: scatter update scatter dimensions differ from the indices");
+      BatchDim bd;
+      bd.count = full[static_cast<size_t>(d)];
+      bd.outStride = ust[static_cast<size_t>(updPos[b++])];
+      for (size_t i = 0; i < dn.scatterIndicesBatchingDims.size(); ++i)
+        if (dn.scatterIndicesBatchingDims[i] == d) bd.operandDim = dn.inputBatchingDims[i];
+      batch.push_back(bd);
+    }
+    if (b != updPos.size())
+      return fail(in, "llo-gen: scatter update rank does not match the dimension numbers");
+    for (size_t i = batch.size(); i-- > 0;)
+      batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
+  }
+  const int64_t W = product(winCounts);
+  int64_t nb = 1;
+  for (const BatchDim& bd : batch) nb *= bd.count;
+  uint64_t resultBytes = 0;
+  for (int b : outs) resultBytes += bufs_[b].bytes;
+  if (W == 0 || nb == 0) {
+    endKernel(0, 2 * resultBytes, 0);
+    return !failed_;
+  }
+  std::vector<int64_t> fromIndex(static_cast<size_t>(orank), -1);
+  for (size_t k = 0; k < dn.scatterDimsToOperandDims.size(); ++k)
+    fromIndex[static_cast<size_t>(dn.scatterDimsToOperandDims[k])] = static_cast<int64_t>(k);
+  for (int64_t d : dn.inputBatchingDims) fromIndex[static_cast<size_t>(d)] = -1;
+
+  // Coordinate of batch dim `bd` of linear position rLin (rLin itself when
+  // it is the only batch dim).
+  auto coordinate = [&](int rLin, const BatchDim& bd, int64_t total) {
+    if (bd.inner == 1 && bd.count == total) return rLin;
+    int c = sreg();
+    if (bd.inner > 1) e_.op("sdiv {}, {}, {}", S(c), S(rLin), bd.inner);
+    if (bd.inner * bd.count < total) e_.op("srem {}, {}, {}", S(c), S(bd.inner > 1 ? c : rLin), bd.count);
+    return c;
+  };
+  const bool overwrite = isOverwrite(*comp, n);
+  const size_t maxDims = static_cast<size_t>(std::max(1, target_.dma.descriptorDims));
+  std::vector<int> updBufs;
+  std::vector<ElementType> types;
+  std::vector<int> esz;
+  for (size_t k = 0; k < n; ++k) {
+    updBufs.push_back(leaves_[in.operand(static_cast<int64_t>(n + 1 + k))][0]);
+    types.push_back(bufs_[outs[k]].type);
+    esz.push_back(typeInfo(types[k]).bytes);
+  }
+  auto scaled = [](const std::vector<int64_t>& v, int64_t f) {
+    std::vector<int64_t> r;
+    for (int64_t x : v) r.push_back(x * f);
+    return r;
+  };
+  // Descriptors per operand: update -> result (overwrite), or result and
+  // update windows into contiguous VMEM and back (combine).
+  std::vector<std::string> dOver, dLoadCur, dLoadUpd, dStore;
+  std::vector<bool> overDirect(n, true);
+  std::vector<int64_t> vCur(n), vUpd(n);
+  const int64_t nV = (W + kVregElems - 1) / kVregElems;
+  uint64_t vmemTop = 0;
+  for (size_t k = 0; k < n; ++k) {
+    int e = esz[k];
+    std::vector<int64_t> contig = byteStrides(winCounts, e);
+    if (overwrite) {
+      Box b = makeBox(winCounts, scaled(updS, e), scaled(opS, e), e);
+      overDirect[k] = b.dims.size() <= maxDims && b.chunk < (uint64_t{1} << 31);
+      dOver.push_back(overDirect[k] ? e_.desc(b.chunk, b.dims) : "");
+      continue;
+    }
+    Box lc = makeBox(winCounts, scaled(opS, e), contig, e);
+    Box lu = makeBox(winCounts, scaled(updS, e), contig, e);
+    Box sb = makeBox(winCounts, contig, scaled(opS, e), e);
+    for (const Box* b : {&lc, &lu, &sb})
+      if (b->dims.size() > maxDims || b->chunk >= (uint64_t{1} << 31))
+        return fail(
+            in, fmt::format("llo-gen: scatter '{}': the window needs more DMA dimensions than the target has",
+                            in.name()));
+    dLoadCur.push_back(e_.desc(lc.chunk, lc.dims));
+    dLoadUpd.push_back(e_.desc(lu.chunk, lu.dims));
+    dStore.push_back(e_.desc(sb.chunk, sb.dims));
+    uint64_t bytes = alignUp(static_cast<uint64_t>(nV * kVregElems * e), 512);
+    vCur[k] = static_cast<int64_t>(vmemTop);
+    vmemTop += bytes;
+    vUpd[k] = static_cast<int64_t>(vmemTop);
+    vmemTop += bytes;
+  }
+  // Combined windows alternate between two VMEM slots, so the write-back of
+  // one window overlaps the loads of the next unless the two windows overlap
+  // in the operand. sem3 and sem4 count finished write-backs of slot 0 and
+  // 1; each starts with one window's credit so the first waits pass.
+  const uint64_t slotBytes = alignUp(vmemTop, 512);
+  if (2 * slotBytes > vmemBudget())
+    return fail(
+        in, fmt::format("llo-gen: scatter '{}': a window of {} elements does not fit in VMEM", in.name(), W));
+  std::vector<int64_t> startDims;  // operand dims whose window start varies, in the body's order
+  for (int64_t d = 0; d < orank; ++d)
+    if (fromIndex[static_cast<size_t>(d)] >= 0) startDims.push_back(d);
+  for (const BatchDim& bd : batch)
+    if (bd.operandDim >= 0) startDims.push_back(bd.operandDim);
+  int rSlot = -1;
+  std::vector<int> rPrev;
+  if (!overwrite) {
+    rSlot = sreg();
+    e_.op("smov {}, 0", S(rSlot));
+    for (size_t i = 0; i < startDims.size(); ++i) {
+      rPrev.push_back(sreg());
+      e_.op("smov {}, {}", S(rPrev.back()), -(int64_t{1} << 30));  // no previous window
+    }
+    e_.op("sem.signal sem3, {}", n);
+    e_.op("sem.signal sem4, {}", n);
+  }
+
+  bool ok =
+      emitIndexLoop(in, indices, ivd, [&](int rLin, int rPend, const std::function<int(int64_t)>& component) {
+        std::string lSkip = e_.newLabel("skip");
+        int rO = sreg(), rU = sreg(), rT = sreg();
+        e_.op("smov {}, 0", S(rO));
+        e_.op("smov {}, 0", S(rU));
+        std::vector<int> starts, owned;
+        for (int64_t d = 0; d < orank; ++d) {
+          size_t u = static_cast<size_t>(d);
+          if (fromIndex[u] < 0) continue;
+          int x = component(fromIndex[u]);
+          // XLA skips a window that does not fit entirely (a u32 start with the
+          // top bit set reads as negative: out of bounds either way).
+          e_.op("br.lt {}, 0, {}", S(x), lSkip);
+          e_.op("br.ge {}, {}, {}", S(x), os.dimension(d) - winSize[u] + 1, lSkip);
+          e_.op("smul {}, {}, {}", S(rT), S(x), xs[u]);
+          e_.op("sadd {}, {}, {}", S(rO), S(rO), S(rT));
+          starts.push_back(x);
+          owned.push_back(x);
+        }
+        for (const BatchDim& bd : batch) {
+          int c = coordinate(rLin, bd, nb);
+          if (c != rLin) owned.push_back(c);
+          if (bd.operandDim >= 0) {
+            size_t u = static_cast<size_t>(bd.operandDim);
+            if (bd.count > os.dimension(bd.operandDim) - winSize[u] + 1)
+              e_.op("br.ge {}, {}, {}", S(c), os.dimension(bd.operandDim) - winSize[u] + 1, lSkip);
+            e_.op("smul {}, {}, {}", S(rT), S(c), xs[u]);
+            e_.op("sadd {}, {}, {}", S(rO), S(rO), S(rT));
+            starts.push_back(c);
+          }
+          e_.op("smul {}, {}, {}", S(rT), S(c), bd.outStride);
+          e_.op("sadd {}, {}, {}", S(rU), S(rU), S(rT));
+        }
+        int rA = sreg(), rB = sreg();
+        auto addr = [&](int reg, int rElems, int buf, int e) {
+          e_.op("smul {}, {}, {}", S(reg), S(rElems), e);
+          if (base(buf)) e_.op("sadd {}, {}, {}", S(reg), S(reg), base(buf));
+        };
+        if (overwrite) {
+          int issued = 0;
+          for (size_t k = 0; k < n; ++k) {
+            int e = esz[k];
+            if (!overDirect[k]) {
+              e_.op("smul {}, {}, {}", S(rA), S(rU), e);
+              e_.op("smul {}, {}, {}", S(rB), S(rO), e);
+              emitCopy(outs[k], 0, updBufs[k], 0, winCounts, scaled(opS, e), scaled(updS, e), e, rA, rB);
+              continue;
+            }
+            addr(rA, rO, outs[k], e);
+            addr(rB, rU, updBufs[k], e);
+            e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", dOver[k], hbm(outs[k]), S(rA), hbm(updBufs[k]), S(rB));
+            ++issued;
+          }
+          // Repeated indices must land in order; only unique ones may overlap in flight.
+          if (issued && in.attrs().uniqueIndices)
+            e_.op("sadd {}, {}, {}", S(rPend), S(rPend), issued);
+          else if (issued)
+            e_.op("sem.wait sem0, {}", issued);
+        } else {
+          // Windows overlap iff their starts differ by less than the window size
+          // in every dim.
+          int rOv = sreg(), rC = sreg();
+          e_.op("smov {}, 1", S(rOv));
+          for (size_t i = 0; i < starts.size(); ++i) {
+            int64_t size = winSize[static_cast<size_t>(startDims[i])];
+            e_.op("ssub {}, {}, {}", S(rT), S(starts[i]), S(rPrev[i]));
+            e_.op("scmp.lt {}, {}, {}", S(rC), S(rT), size);
+            e_.op("sand {}, {}, {}", S(rOv), S(rOv), S(rC));
+            e_.op("scmp.gt {}, {}, {}", S(rC), S(rT), -size);
+            e_.op("sand {}, {}, {}", S(rOv), S(rOv), S(rC));
+            e_.op("smov {}, {}", S(rPrev[i]), S(starts[i]));
+          }
+          int rSem = sreg();
+          std::string lApart = e_.newLabel("apart");
+          e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
+          e_.op("sem.wait sem[{}], {}", S(rSem), n);  // this slot's last write-back has left VMEM
+          e_.op("br.eq {}, 0, {}", S(rOv), lApart);
+          e_.op("sxor {}, {}, 1", S(rC), S(rSlot));
+          e_.op("sadd {}, {}, 3", S(rC), S(rC));
+          e_.op("sem.wait sem[{}], {}", S(rC), n);  // the previous window is back in HBM
+          e_.op("sem.signal sem[{}], {}", S(rC), n);
+          e_.label(lApart);
+          int rV = rOv;
+          e_.op("smul {}, {}, {}", S(rV), S(rSlot), slotBytes);
+          for (size_t k = 0; k < n; ++k) {
+            addr(rA, rO, outs[k], esz[k]);
+            addr(rB, rU, updBufs[k], esz[k]);
+            e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadCur[k], S(rV), vCur[k], hbm(outs[k]), S(rA));
+            e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadUpd[k], S(rV), vUpd[k], hbm(updBufs[k]), S(rB));
+          }
+          e_.op("sem.wait sem2, {}", 2 * n);
+          {
+            PoolGuard inner({&sregs_, &vregs_, &masks_});
+            // One VMEM offset per element width in use: a vreg spans 1024 elements.
+            std::set<int> widths(esz.begin(), esz.end());
+            int rCnt = sreg();
+            int rOff[5] = {-1, -1, -1, -1, -1};
+            for (int e : widths) {
+              rOff[e] = sreg();
+              e_.op("smov {}, {}", S(rOff[e]), S(rV));
+            }
+            e_.op("smov {}, {}", S(rCnt), nV);
+            std::string lV = e_.newLabel("combine");
+            e_.label(lV);
+            std::vector<VReg> params;
+            for (size_t k = 0; k < n; ++k)
+              params.push_back(vload(types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vCur[k])));
+            for (size_t k = 0; k < n; ++k)
+              params.push_back(vload(types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vUpd[k])));
+            std::vector<VReg> res;
+            if (!lowerComputation(*comp, params, res)) return false;
+            if (res.size() != n)
+              return fail(in, "llo-gen: scatter update computation returns the wrong number of values");
+            for (size_t k = 0; k < n; ++k) {
+              vstore(res[k], types[k], fmt::format("{} + {}", S(rOff[esz[k]]), vCur[k]));
+              vfree(res[k]);
+            }
+            for (VReg v : params) vfree(v);
+            for (int e : widths) e_.op("sadd {}, {}, {}", S(rOff[e]), S(rOff[e]), kVregElems * e);
+            e_.op("loop {}, {}", S(rCnt), lV);
+          }
+          for (size_t k = 0; k < n; ++k) {
+            addr(rA, rO, outs[k], esz[k]);
+            e_.op("dma.v2h {}, {}[{}], [{} + {}], sem[{}]", dStore[k], hbm(outs[k]), S(rA), S(rV), vCur[k],
+                  S(rSem));
+          }
+          e_.op("sxor {}, {}, 1", S(rSlot), S(rSlot));
+          for (int r : {rOv, rC, rSem}) sregs_.put(r);
+        }
+        e_.label(lSkip);
+        for (int r : owned) sregs_.put(r);
+        for (int r : {rO, rU, rT, rA, rB}) sregs_.put(r);
+        return !failed_;
+      });
+  if (!overwrite) {
+    // Drain the last write-backs (and the initial credit).
+    e_.op("sem.wait sem3, {}", n);
+    e_.op("sem.wait sem4, {}", n);
+  }
+  uint64_t updBytes = 0;
+  for (int b : updBufs) updBytes += bufs_[b].bytes;
+  endKernel(overwrite ? 0 : static_cast<double>(nb * W * static_cast<int64_t>(n)),
+            2 * resultBytes + 2 * updBytes, 2 * slotBytes);
+  return ok && !failed_;
+}
+
+}  // namespace tpu::codegen
