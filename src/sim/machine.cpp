@@ -31,9 +31,16 @@ bool Memory::allocate(uint64_t size) {
 }
 
 struct Machine::MxuUnit {
-  // bf16 weights as f32; shared with in-flight host jobs (mxu_pool.h).
-  std::shared_ptr<std::vector<float>> stage = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
-  std::shared_ptr<std::vector<float>> active = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
+  // bf16 weights as f32. A latched buffer is read by in-flight host jobs
+  // (mxu_pool.h) until `lastJob` finishes; then it may be staged into again.
+  struct Weights {
+    std::vector<float> w = std::vector<float>(kMxuDim * kMxuDim);
+    int64_t lastJob = -1;
+  };
+  std::vector<std::unique_ptr<Weights>> buffers;
+  Weights* stage = nullptr;
+  Weights* active = nullptr;
+  uint32_t rowBlocks = 0, colBlocks = 0;  // blocks of `stage` written by wpush / wpush.t
   std::vector<int32_t> stageI = std::vector<int32_t>(kMxuDim * kMxuDim);
   std::vector<int32_t> activeI = std::vector<int32_t>(kMxuDim * kMxuDim);
   int staged = 0;
@@ -148,6 +155,9 @@ Machine::Machine(const isa::Program& program, const target::TargetDesc& target, 
   sems_.assign(target.registers.semaphores, 0);
   for (int i = 0; i < target.mxu.count; ++i) {
     auto m = std::make_unique<MxuUnit>();
+    for (int b = 0; b < 2; ++b) m->buffers.push_back(std::make_unique<MxuUnit::Weights>());
+    m->stage = m->buffers[0].get();
+    m->active = m->buffers[1].get();
     m->fifo.resize(std::max(1, target.mxu.resultFifoDepth));
     m->fifoJob.assign(m->fifo.size(), -1);
     mxus_.push_back(std::move(m));
@@ -461,6 +471,34 @@ bool Machine::execXlu(const DecodedOp& op) {
   return true;
 }
 
+// Makes the staged bf16 weights active and picks a buffer no host job still
+// reads as the next stage. Elements no push of this stage wrote are zero
+// (a stage starts from zeros: with both wpush and wpush.t some stay unset).
+void Machine::latchBf16(MxuUnit& m) {
+  constexpr uint32_t kAll = (1u << kTileBlocks) - 1;
+  if (m.rowBlocks != kAll && m.colBlocks != kAll) {
+    float* w = m.stage->w.data();
+    for (int i = 0; i < kMxuDim; ++i) {
+      if (m.rowBlocks & (1u << (i / kSublanes))) continue;
+      for (int j = 0; j < kMxuDim; ++j)
+        if (!(m.colBlocks & (1u << (j / kSublanes)))) w[i * kMxuDim + j] = 0.0f;
+    }
+  }
+  m.active = m.stage;
+  m.stage = nullptr;
+  for (const auto& b : m.buffers) {
+    if (b.get() == m.active) continue;
+    if (b->lastJob < 0 || pool_->finished(static_cast<uint64_t>(b->lastJob))) {
+      m.stage = b.get();
+      break;
+    }
+  }
+  if (!m.stage) {
+    m.buffers.push_back(std::make_unique<MxuUnit::Weights>());
+    m.stage = m.buffers.back().get();
+  }
+}
+
 bool Machine::execMxu(const DecodedOp& op) {
   MxuUnit& m = *mxus_[op.unit];
   switch (op.opcode) {
@@ -474,15 +512,18 @@ bool Machine::execMxu(const DecodedOp& op) {
       if (m.staged == 0) {
         m.stageInt8 = int8;
         m.stageMixed = false;
+        m.rowBlocks = m.colBlocks = 0;
       } else if (m.stageInt8 != int8) {
         m.stageMixed = true;
       }
       const uint32_t* a = vregs_[op.a.reg].w;
       int blk = m.staged * kSublanes;
       if (op.opcode == Opcode::MxuWPushBf16) {
-        roundBlockToBf16(m.stage->data() + blk * kMxuDim, a);
+        roundBlockToBf16(m.stage->w.data() + blk * kMxuDim, a);
+        m.rowBlocks |= 1u << m.staged;
       } else if (op.opcode == Opcode::MxuWPushTBf16) {
-        float* w = m.stage->data();
+        m.colBlocks |= 1u << m.staged;
+        float* w = m.stage->w.data();
         for (int j = 0; j < kSublanes; ++j)
           for (int i = 0; i < kLanes; ++i) w[i * kMxuDim + blk + j] = f(roundToBf16Bits(a[j * kLanes + i]));
       } else {
@@ -501,8 +542,7 @@ bool Machine::execMxu(const DecodedOp& op) {
       if (m.stageInt8) {
         m.activeI.swap(m.stageI);
       } else {
-        m.active = std::move(m.stage);
-        m.stage = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
+        latchBf16(m);
       }
       m.weightsInt8 = m.stageInt8;
       m.hasWeights = true;
@@ -527,7 +567,8 @@ bool Machine::execMxu(const DecodedOp& op) {
       const uint32_t* a = vregs_[op.a.reg].w;
       if (!int8) {
         const float* af = reinterpret_cast<const float*>(a);
-        m.fifoJob[slotIndex] = static_cast<int64_t>(pool_->submit(af, m.active, reinterpret_cast<float*>(slot.w)));
+        m.active->lastJob = static_cast<int64_t>(pool_->submit(af, m.active->w.data(), reinterpret_cast<float*>(slot.w)));
+        m.fifoJob[slotIndex] = m.active->lastJob;
       } else {
         alignas(64) int32_t ai[kVregWords];
         for (int i = 0; i < kVregWords; ++i) ai[i] = std::clamp(s(a[i]), -128, 127);
