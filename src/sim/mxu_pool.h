@@ -24,7 +24,8 @@ class MxuPool {
   // job). `a` is copied; `w` must stay unchanged until finished(job).
   // Returns the job id.
   uint64_t submit(const float* a, const float* w, float* out);
-  // Returns once the job's result is written.
+  // Returns once the job's result is written. While another thread is
+  // computing it, the caller computes newer pending jobs instead of spinning.
   void wait(uint64_t job);
   // Whether the job is done (its weights may be reused). Caller: the
   // submitting thread.
