@@ -37,6 +37,7 @@ struct Machine::MxuUnit {
     std::vector<float> w = std::vector<float>(kMxuDim * kMxuDim);
     int64_t lastJob = -1;
   };
+  static constexpr size_t kWeightBuffers = 6;  // kept before reusing (see latchBf16)
   std::vector<std::unique_ptr<Weights>> buffers;
   Weights* stage = nullptr;
   Weights* active = nullptr;
@@ -474,6 +475,9 @@ bool Machine::execXlu(const DecodedOp& op) {
 // Makes the staged bf16 weights active and picks a buffer no host job still
 // reads as the next stage. Elements no push of this stage wrote are zero
 // (a stage starts from zeros: with both wpush and wpush.t some stay unset).
+// The stage is the least recently latched free buffer of a few: a buffer the
+// worker thread has just read sits in its core's cache, and writing it from
+// this thread would stall on every line.
 void Machine::latchBf16(MxuUnit& m) {
   constexpr uint32_t kAll = (1u << kTileBlocks) - 1;
   if (m.rowBlocks != kAll && m.colBlocks != kAll) {
@@ -486,11 +490,10 @@ void Machine::latchBf16(MxuUnit& m) {
   }
   m.active = m.stage;
   m.stage = nullptr;
-  for (const auto& b : m.buffers) {
-    if (b.get() == m.active) continue;
-    if (b->lastJob < 0 || pool_->finished(static_cast<uint64_t>(b->lastJob))) {
-      m.stage = b.get();
-      break;
+  if (m.buffers.size() >= MxuUnit::kWeightBuffers) {
+    for (const auto& b : m.buffers) {
+      if (b.get() == m.active || !(b->lastJob < 0 || pool_->finished(static_cast<uint64_t>(b->lastJob)))) continue;
+      if (!m.stage || b->lastJob < m.stage->lastJob) m.stage = b.get();
     }
   }
   if (!m.stage) {
