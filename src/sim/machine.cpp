@@ -116,10 +116,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void roundBlockToBf
   for (int i = 0; i < kVregWords; ++i) w[i] = f(roundToBf16Bits(a[i]));
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void widenBf16Row(uint32_t* d, const uint8_t* src) {
-  uint16_t row[kLanes];
-  std::memcpy(row, src, sizeof row);
-  for (int l = 0; l < kLanes; ++l) d[l] = static_cast<uint32_t>(row[l]) << 16;
+// All selected rows of a vld.bf16 in one call: the rows are usually cache
+// misses (strided panels), and one straight loop keeps them all in flight.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void widenBf16Rows(uint32_t* __restrict d,
+                                                                               const uint8_t* __restrict mem,
+                                                                               int64_t base, int64_t stride,
+                                                                               uint32_t sublanes) {
+  for (int i = 0; i < kSublanes; ++i) {
+    if (!(sublanes & (1u << i))) continue;
+    const uint8_t* row = mem + base + stride * i;
+    for (int l = 0; l < kLanes; ++l) {
+      uint16_t v;
+      std::memcpy(&v, row + 2 * l, 2);
+      d[i * kLanes + l] = static_cast<uint32_t>(v) << 16;
+    }
+  }
 }
 
 __attribute__((target_clones("avx2", "default"))) void roundKernel(uint32_t* d, const uint32_t* a, int mode) {
@@ -287,10 +298,7 @@ bool Machine::execLoad(const DecodedOp& op) {
       return true;
     case Opcode::VLdBf16:
       if (!vmemRange(op, op.stride, 256, 2, base)) return false;
-      for (int i = 0; i < kSublanes; ++i) {
-        if (!(op.sublanes & (1u << i))) continue;
-        widenBf16Row(d + i * kLanes, vmem_.data() + base + op.stride * i);
-      }
+      widenBf16Rows(d, vmem_.data(), base, op.stride, op.sublanes);
       return true;
     case Opcode::VLdS8:
       if (!vmemRange(op, op.stride, 128, 1, base)) return false;
