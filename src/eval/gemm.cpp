@@ -4,13 +4,18 @@
 // vector extensions and compiled per ISA (AVX-512, AVX2, baseline), chosen at
 // run time. None uses FMA, and the per-element order of additions is the
 // same (k ascending, continued across KC blocks by reloading C), so results
-// do not depend on the host.
+// do not depend on the host. Large products are split over threads by whole
+// rows or columns of C: every element is still computed by one thread in the
+// same order, so results do not depend on the thread count either.
 #include "eval/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
+#include <vector>
 
 namespace tpu::eval {
 
@@ -20,6 +25,11 @@ constexpr int kMaxTile = 8 * 32;
 constexpr int64_t kKC = 256;
 constexpr int64_t kMC = 96;  // multiple of every MR
 constexpr int64_t kNC = 2048;
+// Multiply-adds per thread below which another thread costs more than it saves.
+constexpr int64_t kMinWorkPerThread = int64_t{1} << 22;
+constexpr int kMaxThreads = 16;
+
+std::atomic<int> maxThreadsOverride{0};
 
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
@@ -195,30 +205,61 @@ struct Gemm {
   }
 };
 
+int threadBudget() {
+  int forced = maxThreadsOverride.load(std::memory_order_relaxed);
+  if (forced > 0) return std::min(forced, kMaxThreads);
+  static const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::min(hw, kMaxThreads);
+}
+
 template <typename T, typename Kernel>
-void gemmBlocked(int mr, int nr, Kernel kernel, int64_t m, int64_t n, int64_t k, const T* a, int64_t aRow,
-                 int64_t aCol, const T* b, int64_t bRow, int64_t bCol, T* c, int64_t cRow) {
+void gemmParallel(int mr, int nr, Kernel kernel, int64_t m, int64_t n, int64_t k, const T* a, int64_t aRow,
+                  int64_t aCol, const T* b, int64_t bRow, int64_t bCol, T* c, int64_t cRow) {
   const Gemm<T, Kernel> g{mr, nr, kernel, k, aRow, aCol, bRow, bCol, cRow};
-  g.run(m, n, a, b, c);
+  const int64_t work = m * n * std::max<int64_t>(k, 1);
+  int threads = static_cast<int>(std::min<int64_t>(threadBudget(), std::max<int64_t>(1, work / kMinWorkPerThread)));
+  // Split whichever of rows / columns has more register tiles, in whole tiles.
+  const int64_t rowTiles = (m + mr - 1) / mr, colTiles = (n + nr - 1) / nr;
+  const bool byRows = rowTiles >= colTiles;
+  const int64_t tiles = byRows ? rowTiles : colTiles;
+  threads = static_cast<int>(std::min<int64_t>(threads, tiles));
+  if (threads <= 1) return g.run(m, n, a, b, c);
+  auto part = [&](int t) {
+    int64_t t0 = tiles * t / threads, t1 = tiles * (t + 1) / threads;
+    if (byRows) {
+      int64_t r0 = t0 * mr, r1 = std::min(m, t1 * mr);
+      g.run(r1 - r0, n, a + r0 * aRow, b, c + r0 * cRow);
+    } else {
+      int64_t c0 = t0 * nr, c1 = std::min(n, t1 * nr);
+      g.run(m, c1 - c0, a, b + c0 * bCol, c + c0);
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads - 1));
+  for (int t = 1; t < threads; ++t) pool.emplace_back(part, t);
+  part(0);
+  for (std::thread& th : pool) th.join();
 }
 
 }  // namespace
 
+void setGemmMaxThreads(int threads) { maxThreadsOverride.store(std::max(0, threads), std::memory_order_relaxed); }
+
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t aRow, int64_t aCol, const float* b,
           int64_t bRow, int64_t bCol, float* c, int64_t cRow) {
   switch (hostVectorLevel()) {
-    case 2: return gemmBlocked<float, KernelF>(8, 32, kernelAvx512F, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
-    case 1: return gemmBlocked<float, KernelF>(6, 16, kernelAvx2F, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
-    default: return gemmBlocked<float, KernelF>(6, 8, kernelBaseF, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
+    case 2: return gemmParallel<float, KernelF>(8, 32, kernelAvx512F, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
+    case 1: return gemmParallel<float, KernelF>(6, 16, kernelAvx2F, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
+    default: return gemmParallel<float, KernelF>(6, 8, kernelBaseF, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
   }
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t aRow, int64_t aCol, const double* b,
           int64_t bRow, int64_t bCol, double* c, int64_t cRow) {
   switch (hostVectorLevel()) {
-    case 2: return gemmBlocked<double, KernelD>(8, 16, kernelAvx512D, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
-    case 1: return gemmBlocked<double, KernelD>(6, 8, kernelAvx2D, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
-    default: return gemmBlocked<double, KernelD>(6, 4, kernelBaseD, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
+    case 2: return gemmParallel<double, KernelD>(8, 16, kernelAvx512D, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
+    case 1: return gemmParallel<double, KernelD>(6, 8, kernelAvx2D, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
+    default: return gemmParallel<double, KernelD>(6, 4, kernelBaseD, m, n, k, a, aRow, aCol, b, bRow, bCol, c, cRow);
   }
 }
 
