@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -236,7 +237,13 @@ void gemmParallel(int mr, int nr, Kernel kernel, int64_t m, int64_t n, int64_t k
   };
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(threads - 1));
-  for (int t = 1; t < threads; ++t) pool.emplace_back(part, t);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(part, t);
+    } catch (const std::system_error&) {
+      part(t);  // no thread available: same result computed here
+    }
+  }
   part(0);
   for (std::thread& th : pool) th.join();
 }
