@@ -461,9 +461,29 @@ std::string writeHlob(const Module& module, int zstdLevel) {
   return packContainer(kHlobMagic, kHlobVersion, w.data(), zstdLevel);
 }
 
+namespace {
+
+// The previous load's decompressed payload on this thread, kept for its
+// capacity: a fresh buffer of a few hundred KiB per load comes from newly
+// mapped (or just trimmed) memory and is page-faulted in every time, which
+// cost about a third of a load. Larger payloads are not kept.
+constexpr size_t kKeptPayloadBytes = size_t{16} << 20;
+thread_local std::string tPayloadBuffer;
+
+struct PayloadReturn {
+  std::string& payload;
+  ~PayloadReturn() {
+    if (payload.capacity() <= kKeptPayloadBytes) tPayloadBuffer = std::move(payload);
+  }
+};
+
+}  // namespace
+
 std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags) {
-  auto unpacked = unpackContainer(file, kHlobMagic, kHlobVersion.major, "HLO binary (.hlob)", diags);
+  auto unpacked = unpackContainer(file, kHlobMagic, kHlobVersion.major, "HLO binary (.hlob)", diags,
+                                  std::move(tPayloadBuffer));
   if (!unpacked) return nullptr;
+  PayloadReturn payloadReturn{unpacked->payload};
   Decoder d(unpacked->payload);
   ByteReader& r = d.in();
   auto fail = [&](std::string message) -> std::unique_ptr<Module> {
