@@ -1,5 +1,6 @@
 #include "hlo/text/parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -28,6 +29,75 @@ struct CalledSlots {
   std::vector<Computation*> branches;
   std::vector<Computation*> toApply;  // to_apply / calls / called_computations
   bool any = false;
+};
+
+// Instructions of the computation being parsed by name: open addressing over
+// views of the instructions' own names. One table serves every computation
+// of a module, so parsing allocates nothing per name.
+class NameTable {
+ public:
+  void clear() {
+    cap_ = std::min<size_t>(slots_.size(), kInitialCapacity);
+    if (cap_ < kInitialCapacity) {
+      slots_.resize(kInitialCapacity);
+      cap_ = kInitialCapacity;
+    }
+    std::fill(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(cap_), Slot{});
+    count_ = 0;
+  }
+  Instruction* find(std::string_view name) const {
+    for (size_t i = hash(name) & (cap_ - 1);; i = (i + 1) & (cap_ - 1)) {
+      const Slot& s = slots_[i];
+      if (!s.value) return nullptr;
+      if (s.key == name) return s.value;
+    }
+  }
+  bool contains(std::string_view name) const { return find(name) != nullptr; }
+  // `name` must outlive the table's use (the instruction's own name).
+  void insert(std::string_view name, Instruction* inst) {
+    if (2 * (count_ + 1) > cap_) grow();
+    place(name, inst);
+    ++count_;
+  }
+
+ private:
+  struct Slot {
+    std::string_view key;
+    Instruction* value = nullptr;
+  };
+  static constexpr size_t kInitialCapacity = 64;
+
+  static size_t hash(std::string_view s) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      h = (h ^ w) * 0xff51afd7ed558ccdull;
+      h ^= h >> 29;
+    }
+    uint64_t tail = 0;
+    if (i < s.size()) std::memcpy(&tail, s.data() + i, s.size() - i);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
+    return static_cast<size_t>(h ^ (h >> 32));
+  }
+  void place(std::string_view name, Instruction* inst) {
+    size_t i = hash(name) & (cap_ - 1);
+    while (slots_[i].value) i = (i + 1) & (cap_ - 1);
+    slots_[i] = Slot{name, inst};
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(cap_));
+    cap_ *= 2;
+    if (slots_.size() < cap_) slots_.resize(cap_);
+    std::fill(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(cap_), Slot{});
+    for (const Slot& s : old)
+      if (s.value) place(s.key, s.value);
+  }
+
+  std::vector<Slot> slots_;  // the first cap_ entries are in use; capacity is kept across clear()
+  size_t cap_ = 0;
+  size_t count_ = 0;
 };
 
 class Parser {
@@ -115,12 +185,13 @@ class Parser {
   bool parseStackFrames(Module& m);
   bool parseComputation(Module& m);
   bool parseComputationBody(Module& m, Computation& c);
-  bool parseInstruction(Module& m, Computation& c, std::unordered_map<std::string_view, Instruction*>& names);
-  Instruction* parseOperand(Module& m, Computation& c, std::unordered_map<std::string_view, Instruction*>& names,
+  bool parseComputationBody(Module& m, Computation& c, NameTable& names);
+  bool parseInstruction(Module& m, Computation& c, NameTable& names);
+  Instruction* parseOperand(Module& m, Computation& c, NameTable& names,
                             int anonDepth);
   bool parseOperands(Module& m, Computation& c, Instruction& inst,
-                     std::unordered_map<std::string_view, Instruction*>& names, int anonDepth);
-  bool parseAttribute(Module& m, Instruction& inst, std::unordered_map<std::string_view, Instruction*>& names,
+                     NameTable& names, int anonDepth);
+  bool parseAttribute(Module& m, Instruction& inst, NameTable& names,
                       CalledSlots& called);
   bool finishInstruction(Module& m, Computation& c, Instruction& inst, CalledSlots& called, size_t opcodeOffset,
                          std::string_view sugarSuffix);
@@ -164,6 +235,8 @@ class Parser {
   std::vector<bool> dynamicScratch_;
   std::vector<Instruction*> operandStack_;
   std::vector<std::string_view> seenAttrs_;
+  NameTable names_;  // the outermost body's names
+  bool namesInUse_ = false;
   std::unordered_map<std::string, Computation*> computationsByName_;
 };
 
@@ -1032,8 +1105,8 @@ bool Parser::parseSourceTargetPairs(std::vector<std::pair<int64_t, int64_t>>* ou
   return true;
 }
 
+// Fills a default-constructed `out` (every caller passes a fresh one).
 bool Parser::parseMetadata(OpMetadata* out) {
-  *out = OpMetadata{};
   if (!expect(TokKind::LBrace, "'{'")) return false;
   while (tok_.kind != TokKind::RBrace) {
     if (tok_.kind != TokKind::AttrName) return error(fmt::format("expected metadata attribute, got {}", describe()));
@@ -1638,9 +1711,20 @@ bool Parser::parseComputation(Module& m) {
 }
 
 bool Parser::parseComputationBody(Module& m, Computation& c) {
+  if (namesInUse_) {  // an inline body (`to_apply={...}`) inside another one
+    NameTable nested;
+    nested.clear();
+    return parseComputationBody(m, c, nested);
+  }
+  namesInUse_ = true;
+  names_.clear();
+  bool ok = parseComputationBody(m, c, names_);
+  namesInUse_ = false;
+  return ok;
+}
+
+bool Parser::parseComputationBody(Module& m, Computation& c, NameTable& names) {
   if (!expect(TokKind::LBrace, "'{' starting the computation body")) return false;
-  std::unordered_map<std::string_view, Instruction*> names;
-  names.reserve(64);
   Instruction* root = nullptr;
   while (tok_.kind != TokKind::RBrace) {
     if (tok_.kind == TokKind::Eof) return error("expected '}' closing the computation body");
@@ -1696,7 +1780,7 @@ bool Parser::parseComputationList(Module& m, std::vector<Computation*>* out) {
   return expect(TokKind::RBrace, "'}'");
 }
 
-Instruction* Parser::parseOperand(Module& m, Computation& c, std::unordered_map<std::string_view, Instruction*>& names,
+Instruction* Parser::parseOperand(Module& m, Computation& c, NameTable& names,
                                   int anonDepth) {
   DepthGuard guard(*this);
   if (!guard.ok) return nullptr;
@@ -1730,24 +1814,23 @@ Instruction* Parser::parseOperand(Module& m, Computation& c, std::unordered_map<
     advance();
     std::string base = fmt::format("{}.anon", opcodeName(*op));
     std::string name = base;
-    for (int i = 1; names.count(name); ++i) name = fmt::format("{}.{}", base, i);
+    for (int i = 1; names.contains(name); ++i) name = fmt::format("{}.{}", base, i);
     auto inst = std::make_unique<Instruction>(*op, name, std::move(*shape));
     inst->setLocation(locAt(opOffset));
     if (!parseOperands(m, c, *inst, names, anonDepth + 1)) return nullptr;
     Instruction* raw = c.addInstruction(std::move(inst));
-    names[raw->name()] = raw;
+    names.insert(raw->name(), raw);
     return raw;
   }
   if (tok_.kind != TokKind::Name && tok_.kind != TokKind::Ident) {
     error(fmt::format("expected operand name, got {}", describe()));
     return nullptr;
   }
-  auto it = names.find(tok_.text);
-  if (it == names.end()) {
+  Instruction* operand = names.find(tok_.text);
+  if (!operand) {
     error(fmt::format("use of undefined instruction '{}'", tok_.text));
     return nullptr;
   }
-  Instruction* operand = it->second;
   size_t sigIndex = 0;
   if (hasShape && (!signatureMatches(operand->shape(), signature_, sigIndex) || sigIndex != signature_.size())) {
     // Reparse the annotation for a precise message.
@@ -1769,7 +1852,7 @@ Instruction* Parser::parseOperand(Module& m, Computation& c, std::unordered_map<
 }
 
 bool Parser::parseOperands(Module& m, Computation& c, Instruction& inst,
-                           std::unordered_map<std::string_view, Instruction*>& names, int anonDepth) {
+                           NameTable& names, int anonDepth) {
   if (!expect(TokKind::LParen, "'(' starting the operand list")) return false;
   if (inst.opcode() == Opcode::Parameter) {
     if (!parseInt64(&inst.attrs().parameterNumber, "parameter number")) return false;
@@ -1797,7 +1880,7 @@ bool Parser::parseOperands(Module& m, Computation& c, Instruction& inst,
   return expect(TokKind::RParen, "')' or ',' in operand list");
 }
 
-bool Parser::parseInstruction(Module& m, Computation& c, std::unordered_map<std::string_view, Instruction*>& names) {
+bool Parser::parseInstruction(Module& m, Computation& c, NameTable& names) {
   size_t nameOffset = tok_.offset;
   std::string_view name;
   if (tok_.kind == TokKind::AttrName) {  // `name=shape ...`
@@ -1811,7 +1894,7 @@ bool Parser::parseInstruction(Module& m, Computation& c, std::unordered_map<std:
   } else {
     return error(fmt::format("expected instruction name, got {}", describe()));
   }
-  if (names.count(name)) return error(nameOffset, fmt::format("duplicate instruction name '{}'", name));
+  if (names.contains(name)) return error(nameOffset, fmt::format("duplicate instruction name '{}'", name));
   Shape shape;
   if (!startsShape()) return error(fmt::format("expected the result shape, got {}", describe()));
   if (!parseShape(&shape)) return false;
@@ -1843,7 +1926,7 @@ bool Parser::parseInstruction(Module& m, Computation& c, std::unordered_map<std:
   }
   if (!finishInstruction(m, c, *inst, called, opcodeOffset, sugar)) return false;
   Instruction* raw = c.addInstruction(std::move(inst));
-  names[raw->name()] = raw;
+  names.insert(raw->name(), raw);
   return true;
 }
 
@@ -1936,7 +2019,7 @@ bool Parser::finishInstruction(Module& m, Computation&, Instruction& inst, Calle
   return true;
 }
 
-bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std::string_view, Instruction*>& names,
+bool Parser::parseAttribute(Module& m, Instruction& inst, NameTable& names,
                             CalledSlots& called) {
   if (tok_.kind != TokKind::AttrName) return error(fmt::format("expected attribute name, got {}", describe()));
   std::string_view key = tok_.text;
@@ -2201,9 +2284,9 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std
       do {
         if (tok_.kind != TokKind::Name && tok_.kind != TokKind::Ident)
           return error(fmt::format("expected instruction name, got {}", describe()));
-        auto it = names.find(tok_.text);
-        if (it == names.end()) return error(fmt::format("control predecessor '{}' is not defined", tok_.text));
-        inst.addControlPredecessor(it->second);
+        Instruction* pred = names.find(tok_.text);
+        if (!pred) return error(fmt::format("control predecessor '{}' is not defined", tok_.text));
+        inst.addControlPredecessor(pred);
         advance();
       } while (consumeIf(TokKind::Comma));
       if (!expect(TokKind::RBrace, "'}'")) return false;
