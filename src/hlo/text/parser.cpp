@@ -36,12 +36,11 @@ struct CalledSlots {
 // of a module, so parsing allocates nothing per name.
 class NameTable {
  public:
-  void clear() {
-    cap_ = std::min<size_t>(slots_.size(), kInitialCapacity);
-    if (cap_ < kInitialCapacity) {
-      slots_.resize(kInitialCapacity);
-      cap_ = kInitialCapacity;
-    }
+  // Empties the table, sized for `expected` names without growing.
+  void clear(size_t expected = 0) {
+    cap_ = kInitialCapacity;
+    while (cap_ < 2 * expected + 2) cap_ *= 2;
+    if (slots_.size() < cap_) slots_.resize(cap_);
     std::fill(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(cap_), Slot{});
     count_ = 0;
   }
@@ -186,6 +185,7 @@ class Parser {
   bool parseComputation(Module& m);
   bool parseComputationBody(Module& m, Computation& c);
   bool parseComputationBody(Module& m, Computation& c, NameTable& names);
+  size_t countBodyLines() const;
   bool parseInstruction(Module& m, Computation& c, NameTable& names);
   Instruction* parseOperand(Module& m, Computation& c, NameTable& names,
                             int anonDepth);
@@ -1710,6 +1710,21 @@ bool Parser::parseComputation(Module& m) {
   return true;
 }
 
+size_t Parser::countBodyLines() const {
+  // A top-level body ends at a `}` starting a line; one instruction per line
+  // is the usual layout, so this sizes the name table (it grows if wrong).
+  std::string_view text = file_.contents();
+  size_t lines = 0;
+  for (size_t at = tok_.offset; at < text.size();) {
+    const void* nl = std::memchr(text.data() + at, '\n', text.size() - at);
+    if (!nl) break;
+    at = static_cast<size_t>(static_cast<const char*>(nl) - text.data()) + 1;
+    if (at < text.size() && text[at] == '}') break;
+    ++lines;
+  }
+  return lines;
+}
+
 bool Parser::parseComputationBody(Module& m, Computation& c) {
   if (namesInUse_) {  // an inline body (`to_apply={...}`) inside another one
     NameTable nested;
@@ -1717,7 +1732,7 @@ bool Parser::parseComputationBody(Module& m, Computation& c) {
     return parseComputationBody(m, c, nested);
   }
   namesInUse_ = true;
-  names_.clear();
+  names_.clear(countBodyLines());
   bool ok = parseComputationBody(m, c, names_);
   namesInUse_ = false;
   return ok;
@@ -1895,9 +1910,10 @@ bool Parser::parseInstruction(Module& m, Computation& c, NameTable& names) {
     return error(fmt::format("expected instruction name, got {}", describe()));
   }
   if (names.contains(name)) return error(nameOffset, fmt::format("duplicate instruction name '{}'", name));
-  Shape shape;
   if (!startsShape()) return error(fmt::format("expected the result shape, got {}", describe()));
-  if (!parseShape(&shape)) return false;
+  // Built before its shape so the shape is parsed in place; the opcode is set once read.
+  auto inst = std::make_unique<Instruction>(Opcode::Parameter, std::string(name), Shape());
+  if (!parseShape(&inst->mutableShape())) return false;
   if (tok_.kind != TokKind::Ident) return error(fmt::format("expected opcode, got {}", describe()));
   size_t opcodeOffset = tok_.offset;
   std::string_view opText = tok_.text;
@@ -1914,7 +1930,7 @@ bool Parser::parseInstruction(Module& m, Computation& c, NameTable& names) {
     if (!op) return error(fmt::format("unknown opcode '{}'", opText));
   }
   advance();
-  auto inst = std::make_unique<Instruction>(*op, std::string(name), std::move(shape));
+  inst->setOpcode(*op);
   inst->setLocation(locAt(nameOffset));
   if (!parseOperands(m, c, *inst, names, 0)) return false;
   CalledSlots called;
