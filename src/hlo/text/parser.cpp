@@ -173,6 +173,7 @@ class Parser {
   static bool signatureMatches(const Shape& s, const std::vector<int64_t>& sig, size_t& i);
   bool parseLayout(Shape* shape);
   bool startsShape();
+  size_t scanPlainArray(bool* hasLayout);
 
   // ------------------------------------------------------------ literals
   bool parseLiteral(const Shape& shape, Literal* out);
@@ -231,6 +232,7 @@ class Parser {
   int depth_ = 0;
   bool compareTypeGiven_ = false;
   std::vector<int64_t> dimsScratch_;
+  std::vector<int64_t> layoutScratch_;
   std::vector<int64_t> signature_;
   std::vector<bool> dynamicScratch_;
   std::vector<Instruction*> operandStack_;
@@ -374,6 +376,68 @@ bool Parser::startsShape() {
   return elementTypeFromName(tok_.text).has_value();
 }
 
+// The common array shape `f32[2,16]{1,0}` read straight from the text
+// instead of as 13 tokens: plain sizes into dimsScratch_ and an optional
+// plain minor_to_major (a permutation of the dimensions) into layoutScratch_.
+// `tok_` is the element type. Returns the offset just past the shape, or 0
+// (nothing consumed) for any other form, which the token path then reads and
+// diagnoses as before.
+size_t Parser::scanPlainArray(bool* hasLayout) {
+  std::string_view text = file_.contents();
+  const char* s = text.data();
+  const size_t n = text.size();
+  size_t p = tok_.offset + tok_.text.size();
+  auto digit = [&](size_t at) { return at < n && s[at] >= '0' && s[at] <= '9'; };
+  auto readInts = [&](std::vector<int64_t>& out, char close) {
+    out.clear();
+    if (p < n && s[p] == close) {
+      ++p;
+      return true;
+    }
+    while (true) {
+      if (!digit(p)) return false;
+      int64_t v = 0;
+      size_t start = p;
+      for (; digit(p); ++p) {
+        if (p - start >= 18) return false;  // long numbers: the token path checks the range
+        v = v * 10 + (s[p] - '0');
+      }
+      if (out.size() >= 4096) return false;
+      out.push_back(v);
+      if (p < n && s[p] == ',') {
+        ++p;
+      } else if (p < n && s[p] == close) {
+        ++p;
+        return true;
+      } else {
+        return false;
+      }
+    }
+  };
+  if (p >= n || s[p] != '[') return 0;
+  ++p;
+  if (!readInts(dimsScratch_, ']')) return 0;
+  *hasLayout = false;
+  if (p < n && s[p] == '{') {
+    ++p;
+    if (!digit(p) || !readInts(layoutScratch_, '}')) return 0;
+    if (layoutScratch_.size() != dimsScratch_.size()) return 0;
+    std::vector<bool>& seen = dynamicScratch_;
+    seen.assign(layoutScratch_.size(), false);
+    for (int64_t d : layoutScratch_) {
+      if (d >= static_cast<int64_t>(seen.size()) || seen[static_cast<size_t>(d)]) return 0;
+      seen[static_cast<size_t>(d)] = true;
+    }
+    *hasLayout = true;
+    return p;
+  }
+  // A layout may follow after blanks or a comment: leave those to the token path.
+  size_t q = p;
+  while (q < n && (s[q] == ' ' || s[q] == '\t' || s[q] == '\n' || s[q] == '\r')) ++q;
+  if (q < n && (s[q] == '{' || s[q] == '/')) return 0;
+  return p;
+}
+
 bool Parser::parseShape(Shape* out) {
   DepthGuard guard(*this);
   if (!guard.ok) return false;
@@ -402,6 +466,23 @@ bool Parser::parseShape(Shape* out) {
   auto type = elementTypeFromName(tok_.text);
   if (!type) return error(fmt::format("expected shape, got {}", describe()));
   size_t typeOffset = tok_.offset;
+  if (*type != ElementType::Token && *type != ElementType::Opaque) {
+    bool hasLayout = false;
+    if (size_t end = scanPlainArray(&hasLayout)) {
+      *out = Shape(*type, std::vector<int64_t>(dimsScratch_.begin(), dimsScratch_.end()));
+      if (!out->elementCount()) return error(typeOffset, "shape's element count overflows int64");
+      if (hasLayout) {
+        Layout layout;
+        layout.minorToMajor.assign(layoutScratch_.begin(), layoutScratch_.end());
+        out->setLayout(std::move(layout));
+      } else if (options_.fillDefaultLayouts) {
+        out->setLayout(Layout::defaultForRank(out->rank()));
+      }
+      lex_.setPosition(end);
+      advance();
+      return true;
+    }
+  }
   advance();
   if (!expect(TokKind::LBracket, "'[' after element type")) return false;
   // Dimensions go to reused scratch buffers first: one exact allocation per shape.
@@ -482,6 +563,18 @@ bool Parser::parseShapeSignature(std::vector<int64_t>& sig) {
   }
   auto type = elementTypeFromName(tok_.text);
   if (!type) return error(fmt::format("expected shape, got {}", describe()));
+  if (*type != ElementType::Token && *type != ElementType::Opaque) {
+    bool hasLayout = false;
+    if (size_t end = scanPlainArray(&hasLayout)) {
+      sig.push_back(kSigArray);
+      sig.push_back(static_cast<int64_t>(*type));
+      sig.push_back(static_cast<int64_t>(dimsScratch_.size()));
+      sig.insert(sig.end(), dimsScratch_.begin(), dimsScratch_.end());
+      lex_.setPosition(end);
+      advance();
+      return true;
+    }
+  }
   advance();
   if (!expect(TokKind::LBracket, "'[' after element type")) return false;
   size_t rankSlot = 0;
