@@ -186,7 +186,7 @@ class Parser {
   bool parseComputation(Module& m);
   bool parseComputationBody(Module& m, Computation& c);
   bool parseComputationBody(Module& m, Computation& c, NameTable& names);
-  size_t countBodyLines() const;
+  size_t countBodyLines();
   bool parseInstruction(Module& m, Computation& c, NameTable& names);
   Instruction* parseOperand(Module& m, Computation& c, NameTable& names,
                             int anonDepth);
@@ -239,6 +239,7 @@ class Parser {
   std::vector<std::string_view> seenAttrs_;
   NameTable names_;  // the outermost body's names
   bool namesInUse_ = false;
+  size_t countedUpTo_ = 0;  // countBodyLines has scanned the text before this offset
   std::unordered_map<std::string, Computation*> computationsByName_;
 };
 
@@ -1803,18 +1804,26 @@ bool Parser::parseComputation(Module& m) {
   return true;
 }
 
-size_t Parser::countBodyLines() const {
+size_t Parser::countBodyLines() {
   // A top-level body ends at a `}` starting a line; one instruction per line
   // is the usual layout, so this sizes the name table (it grows if wrong).
+  // Text already scanned is not scanned again (a body not laid out in lines
+  // gets no estimate), so the counting stays linear in the input.
   std::string_view text = file_.contents();
+  size_t at = tok_.offset;
+  if (at < countedUpTo_) return 0;
   size_t lines = 0;
-  for (size_t at = tok_.offset; at < text.size();) {
+  while (at < text.size()) {
     const void* nl = std::memchr(text.data() + at, '\n', text.size() - at);
-    if (!nl) break;
+    if (!nl) {
+      at = text.size();
+      break;
+    }
     at = static_cast<size_t>(static_cast<const char*>(nl) - text.data()) + 1;
     if (at < text.size() && text[at] == '}') break;
     ++lines;
   }
+  countedUpTo_ = at;
   return lines;
 }
 
