@@ -233,6 +233,20 @@ class Lowerer {
   bool lowerReduceWindow(const Instruction& in);
   bool lowerConvolution(const Instruction& in);
   bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
+
+  // lower_misc.cpp: ids, get-dimension-size, copy-start/done, async
+  // wrappers, rng-bit-generator, reduce-precision, custom calls, dots the
+  // bf16/int8 MXU paths do not take.
+  bool planMisc(const Instruction& in, int region, bool& handled);
+  bool emitMisc(const Instruction& in, bool& handled);
+  bool allows64BitLeaves(const Instruction& in) const;
+  std::optional<VReg> lowerReducePrecision(const Instruction& in, VReg x);
+  bool isMxuDot(const Instruction& in) const;
+  bool lowerVectorDot(const Instruction& in);
+  bool lowerRngBitGenerator(const Instruction& in);
+  bool lowerGelu(const Instruction& in);
+  bool storeWords(int buf, const std::vector<std::string>& words);
+  bool zeroLeaves(const std::vector<int>& bufs);
   bool fillZero(int buf, int64_t n, ElementType t);
   int tempBuf(ElementType t, const std::vector<int64_t>& dims);
   int readScalarBranch(const Instruction& in);
