@@ -1,6 +1,7 @@
 #include "passes/flatten_call_graph.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -31,26 +32,31 @@ bool isSequentialCall(Opcode op) {
 
 bool FlattenCallGraphPass::run(hlo::Module& module, DiagnosticEngine&) {
   bool changed = false;
+  // Sequential call sites of each computation, in module order (clones,
+  // appended to the module, add theirs at the end in creation order).
+  std::map<const Computation*, std::vector<std::pair<Instruction*, size_t>>> sites;
+  auto addSites = [&](const Computation& c) {
+    for (const auto& in : c.instructions()) {
+      if (!isSequentialCall(in->opcode())) continue;
+      const auto& called = in->calledComputations();
+      for (size_t i = 0; i < called.size(); ++i) sites[called[i]].push_back({in.get(), i});
+    }
+  };
+  for (const auto& c : module.computations()) addSites(*c);
   // Callers before callees: a computation's call sites (clones of its
   // callers included) are all known when it is visited.
   std::vector<Computation*> order = module.postOrder();
   std::reverse(order.begin(), order.end());
   for (Computation* callee : order) {
-    std::vector<std::pair<Instruction*, size_t>> sites;
-    for (const auto& c : module.computations())
-      for (const auto& in : c->instructions()) {
-        if (!isSequentialCall(in->opcode())) continue;
-        const auto& called = in->calledComputations();
-        for (size_t i = 0; i < called.size(); ++i)
-          if (called[i] == callee) sites.push_back({in.get(), i});
-      }
-    for (size_t s = 1; s < sites.size(); ++s) {
+    std::vector<std::pair<Instruction*, size_t>> mine = sites[callee];
+    for (size_t s = 1; s < mine.size(); ++s) {
       std::string name = module.uniqueComputationName(callee->name() + ".clone");
       std::string suffix = name.substr(callee->name().size());
       Computation* copy = cloneComputation(module, *callee, name, suffix);
-      std::vector<Computation*> called = sites[s].first->calledComputations();
-      called[sites[s].second] = copy;
-      sites[s].first->setCalledComputations(std::move(called));
+      std::vector<Computation*> called = mine[s].first->calledComputations();
+      called[mine[s].second] = copy;
+      mine[s].first->setCalledComputations(std::move(called));
+      addSites(*copy);
       changed = true;
     }
   }
