@@ -7,6 +7,8 @@
 // implements as data movement, and integer dots the int8 MXU cannot take.
 #include <array>
 
+#include <nlohmann/json.hpp>
+
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -29,6 +31,14 @@ bool isIdentityTarget(const std::string& t) {
 }
 
 bool isGeluTarget(const std::string& t) { return t == "AwsNeuronGelu" || t == "AwsNeuronGeluBackward"; }
+bool isGemmTarget(const std::string& t) { return t == "__cublas$gemm" || t == "__cublas$lt$matmul"; }
+
+// An f32 immediate the assembler reads as a float (never as integer bits).
+std::string floatImmediate(double v) {
+  std::string s = fmt::format("{:.9g}", static_cast<float>(v));
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
 
 }  // namespace
 
@@ -143,6 +153,7 @@ bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
         defineNew(in);
         return true;
       }
+      if (isGemmTarget(target)) return planGemm(in);
       if (!isIdentityTarget(target))
         return fail(in, fmt::format("llo-gen: custom-call target \"{}\" of '{}' is not supported", target, in.name()));
       if (in.operandCount() != 1)
@@ -250,6 +261,7 @@ bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
     case Opcode::CustomCall: {
       const Instruction* o = in.operand(0);
       if (isGeluTarget(in.attrs().customCallTarget)) return lowerGelu(in);
+      if (isGemmTarget(in.attrs().customCallTarget)) return lowerGemm(in);
       if (o->shape() == in.shape() || !in.shape().isArray()) return true;  // aliased at planning
       // Full <-> shard on one device: the leading block, zeros elsewhere.
       beginKernel(in, "copy");
@@ -575,6 +587,137 @@ bool Lowerer::lowerGelu(const Instruction& in) {
     return std::vector<VReg>{roundIfBf16(d)};
   });
   endKernel(static_cast<double>(n) * 20, 2 * bufs_[dst].bytes, 0);
+  return ok && !failed_;
+}
+
+// ============================================================== cuBLAS gemm custom calls
+
+// GPU dumps: alpha * dot(lhs, rhs) (+ beta * c), the dot dimensions in the
+// gemm_backend_config; further result elements are workspaces (zeros).
+bool Lowerer::planGemm(const Instruction& in) {
+  const std::string& target = in.attrs().customCallTarget;
+  nlohmann::json cfg = nlohmann::json::parse(in.backendConfig().text, nullptr, false);
+  auto bad = [&]() {
+    return fail(in, fmt::format("llo-gen: custom-call target \"{}\" needs two array operands and a "
+                                "gemm_backend_config",
+                                target));
+  };
+  if (cfg.is_discarded() || !cfg.is_object() || !cfg.contains("gemm_backend_config") || in.operandCount() < 2 ||
+      !in.operand(0)->shape().isArray() || !in.operand(1)->shape().isArray())
+    return bad();
+  const nlohmann::json& g = cfg["gemm_backend_config"];
+  if (!g.is_object()) return bad();
+  bool ok = true;
+  auto dims = [&](const char* key) {
+    std::vector<int64_t> v;
+    if (!g.contains("dot_dimension_numbers") || !g["dot_dimension_numbers"].is_object() ||
+        !g["dot_dimension_numbers"].contains(key))
+      return v;
+    const nlohmann::json& list = g["dot_dimension_numbers"][key];
+    if (!list.is_array()) {
+      ok = false;
+      return v;
+    }
+    for (const auto& e : list) {
+      if (e.is_number_integer()) {
+        v.push_back(e.get<int64_t>());
+      } else if (e.is_string() && !e.get<std::string>().empty() &&
+                 e.get<std::string>().find_first_not_of("0123456789") == std::string::npos &&
+                 e.get<std::string>().size() < 10) {
+        v.push_back(std::stoll(e.get<std::string>()));
+      } else {
+        ok = false;
+      }
+    }
+    return v;
+  };
+  const Shape& rs = in.shape().isTuple() ? in.shape().tupleElement(0) : in.shape();
+  if (!rs.isArray()) return bad();
+  auto dot = std::make_unique<Instruction>(Opcode::Dot, in.name(), rs);
+  dot->setLocation(in.location());
+  dot->addOperand(in.operand(0));
+  dot->addOperand(in.operand(1));
+  hlo::DotDimensionNumbers& dn = dot->attrs().dotDims;
+  dn.lhsContractingDimensions = dims("lhs_contracting_dimensions");
+  dn.rhsContractingDimensions = dims("rhs_contracting_dimensions");
+  dn.lhsBatchDimensions = dims("lhs_batch_dimensions");
+  dn.rhsBatchDimensions = dims("rhs_batch_dimensions");
+  if (!ok) return bad();
+  // The dims must describe a dot of these operands giving this shape.
+  const Shape& ls = in.operand(0)->shape();
+  const Shape& rsh = in.operand(1)->shape();
+  auto valid = [](const std::vector<int64_t>& d, const Shape& s) {
+    std::set<int64_t> seen;
+    for (int64_t x : d)
+      if (x < 0 || x >= s.rank() || !seen.insert(x).second) return false;
+    return true;
+  };
+  if (!valid(dn.lhsContractingDimensions, ls) || !valid(dn.rhsContractingDimensions, rsh) ||
+      !valid(dn.lhsBatchDimensions, ls) || !valid(dn.rhsBatchDimensions, rsh) ||
+      dn.lhsContractingDimensions.size() != dn.rhsContractingDimensions.size() ||
+      dn.lhsBatchDimensions.size() != dn.rhsBatchDimensions.size())
+    return fail(in, fmt::format("llo-gen: custom-call target \"{}\": bad dot_dimension_numbers", target));
+  for (size_t i = 0; i < dn.lhsContractingDimensions.size(); ++i)
+    if (ls.dimension(dn.lhsContractingDimensions[i]) != rsh.dimension(dn.rhsContractingDimensions[i]))
+      return fail(in, fmt::format("llo-gen: custom-call target \"{}\": contracting dimensions differ", target));
+  // Result: batch dims, then lhs free dims, then rhs free dims.
+  std::vector<int64_t> want;
+  for (int64_t d : dn.lhsBatchDimensions) want.push_back(ls.dimension(d));
+  auto freeOf = [&](const Shape& s, const std::vector<int64_t>& bd, const std::vector<int64_t>& cd) {
+    for (int64_t d = 0; d < s.rank(); ++d)
+      if (std::find(bd.begin(), bd.end(), d) == bd.end() && std::find(cd.begin(), cd.end(), d) == cd.end())
+        want.push_back(s.dimension(d));
+  };
+  freeOf(ls, dn.lhsBatchDimensions, dn.lhsContractingDimensions);
+  freeOf(rsh, dn.rhsBatchDimensions, dn.rhsContractingDimensions);
+  for (size_t i = 0; i < dn.lhsBatchDimensions.size(); ++i)
+    if (ls.dimension(dn.lhsBatchDimensions[i]) != rsh.dimension(dn.rhsBatchDimensions[i])) want.clear();
+  if (want != rs.dimensions())
+    return fail(in, fmt::format("llo-gen: custom-call target \"{}\": result shape does not match the dot", target));
+  if (!checkTypes(in) || !checkTypes(*dot)) return false;
+  double alpha = g.value("alpha_real", 1.0), beta = g.value("beta", 0.0);
+  if (!std::isfinite(alpha) || !std::isfinite(beta)) return bad();
+  if (beta != 0.0 && (in.operandCount() < 3 || in.operand(2)->shape() != rs))
+    return fail(in, fmt::format("llo-gen: custom-call target \"{}\": beta needs a third operand of the result's "
+                                "shape",
+                                target));
+  defineNew(in);
+  gemmScales_[&in] = {alpha, beta};
+  gemmDots_[&in] = std::move(dot);
+  return true;
+}
+
+bool Lowerer::lowerGemm(const Instruction& in) {
+  Instruction& dot = *gemmDots_.at(&in);
+  const std::vector<int>& l = leaves_[&in];
+  leaves_[&dot] = {l[0]};
+  if (!lowerDot(dot)) return false;
+  auto [alpha, beta] = gemmScales_.at(&in);
+  bool ok = true;
+  int dst = l[0];
+  ElementType t = bufs_[dst].type;
+  if (alpha != 1.0 || beta != 0.0) {
+    if (!typeInfo(t).isFloat) return fail(in, "llo-gen: gemm alpha/beta scaling of integer results is not supported");
+    beginKernel(in, "elementwise");
+    std::vector<EwInput> ins = {EwInput{EwInput::Full, dst, 0, t}};
+    if (beta != 0.0) ins.push_back(EwInput{EwInput::Full, leaves_[in.operand(2)][0], 0, t});
+    int64_t n = static_cast<int64_t>(bufs_[dst].bytes / typeInfo(t).bytes);
+    ok = emitElementwise(n, ins, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
+      VReg d = binop("vmul.f32", v[0], floatImmediate(alpha), t);
+      if (beta != 0.0) {
+        VReg c = binop("vmul.f32", v[1], floatImmediate(beta), t);
+        e_.op("vadd.f32 {}, {}, {}", V(d), V(d), V(c));
+        vfree(c);
+      }
+      return std::vector<VReg>{roundIfBf16(d)};
+    });
+    endKernel(static_cast<double>(n) * 3, 3 * bufs_[dst].bytes, 0);
+  }
+  if (ok && l.size() > 1) {
+    beginKernel(in, "fill");
+    ok = zeroLeaves(std::vector<int>(l.begin() + 1, l.end()));
+    endKernel(0, 0, 0);
+  }
   return ok && !failed_;
 }
 

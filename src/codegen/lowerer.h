@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -245,6 +246,8 @@ class Lowerer {
   bool lowerVectorDot(const Instruction& in);
   bool lowerRngBitGenerator(const Instruction& in);
   bool lowerGelu(const Instruction& in);
+  bool planGemm(const Instruction& in);
+  bool lowerGemm(const Instruction& in);
   bool storeWords(int buf, const std::vector<std::string>& words);
   bool zeroLeaves(const std::vector<int>& bufs);
   bool fillZero(int buf, int64_t n, ElementType t);
@@ -273,6 +276,10 @@ class Lowerer {
   uint64_t scratchBytes_ = 0;
   uint64_t scratchTop_ = 0;
   uint64_t heapBytes_ = 0;
+
+  // cuBLAS gemm custom calls as the dot instructions they stand for.
+  std::map<const Instruction*, std::unique_ptr<Instruction>> gemmDots_;
+  std::map<const Instruction*, std::pair<double, double>> gemmScales_;  // alpha, beta
 
   CodegenStats stats_;
   std::string kernelLabel_;

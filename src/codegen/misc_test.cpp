@@ -394,6 +394,28 @@ ENTRY main {{
   }
 }
 
+TEST(MiscEndToEnd, CublasGemmCustomCall) {
+  // bf16 operands: exact products, f32 sums in another order than the
+  // interpreter's f64 ones.
+  E2eRun r = compileAndCompare(R"(HloModule m
+ENTRY main {
+  a = bf16[2,40,128] parameter(0)
+  b = bf16[2,200,128] parameter(1)
+  c = f32[2,40,200] parameter(2)
+  ROOT g = (f32[2,40,200], s8[1000]) custom-call(a, b, c), custom_call_target="__cublas$gemm", backend_config={"gemm_backend_config":{"alpha_real":2,"beta":0.5,"dot_dimension_numbers":{"lhs_contracting_dimensions":["2"],"rhs_contracting_dimensions":["2"],"lhs_batch_dimensions":["0"],"rhs_batch_dimensions":["0"]}}}
+})");
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-5) << r.where;
+  EXPECT_NE(compileError(R"(HloModule m
+ENTRY main {
+  a = f32[4,8] parameter(0)
+  b = f32[8,5] parameter(1)
+  ROOT g = f32[4,6] custom-call(a, b), custom_call_target="__cublas$gemm", backend_config={"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}
+})")
+                .find("result shape does not match the dot"),
+            std::string::npos);
+}
+
 TEST(MiscEndToEnd, ClearErrors) {
   EXPECT_NE(compileError(R"(HloModule m
 ENTRY main {
