@@ -302,7 +302,7 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
   const Shape& bs = in.shape().tupleElement(1);
   ElementType bt = bs.elementType();
   int bytes = isWide(bt) ? 8 : typeInfo(bt).bytes;
-  if (bt == ElementType::Pred || bytes == 2)
+  if (bt == ElementType::Pred)
     return fail(in, fmt::format("llo-gen: rng-bit-generator of {} bits is not supported yet",
                                 hlo::elementTypeName(bt)));
   int64_t count = *bs.elementCount();
@@ -373,12 +373,19 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
   };
 
   bool narrow = bytes == 1;
+  // 16-bit elements: each lane packs words 2j and 2j+1 (the low halves) into
+  // one u32 of a scratch buffer, copied bytewise (raw bits: a bf16 store
+  // would quieten signalling NaNs).
+  bool pairs = bytes == 2;
+  int64_t lanes = pairs ? (count + 1) / 2 : words;
+  int pairBuf = pairs ? tempBuf(ElementType::U32, {lanes}) : -1;
   ElementType storeType = narrow ? ElementType::S8 : ElementType::U32;
+  int wordShift = pairs ? (philox ? 1 : 0) : (philox ? 2 : 1);
   bool ok = emitElementwise(
-      words, {EwInput{EwInput::Index, -1, 0, ElementType::S32}}, {EwOutput{outBits, 0, storeType}},
+      lanes, {EwInput{EwInput::Index, -1, 0, ElementType::S32}}, {EwOutput{pairs ? pairBuf : outBits, 0, storeType}},
       [&](const std::vector<VReg>& v) {
-        VReg blk = vop("vshr", v[0], philox ? "2" : "1");
-        VReg sel = vop("vand", v[0], philox ? "3" : "1");
+        VReg blk = vop("vshr", v[0], fmt::format("{}", wordShift));
+        VReg sel = vop("vand", v[0], fmt::format("{}", (1 << wordShift) - 1));
         // 64-bit counter + block, carried into the high counter.
         VReg c0 = vop("vadd.s32", blk, S(st[2]));
         VReg carry = lessU(c0, blk);
@@ -431,6 +438,23 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
           }
           x = {c0, c1};
         }
+        if (pairs) {
+          // ThreeFry: the block's two words; Philox: words 0,1 or 2,3.
+          VReg lo = x[0], hi = x[1];
+          int m = malloc_();
+          if (philox) {
+            e_.op("vcmp.eq.s32 {}, {}, 1", M(m), V(sel));
+            e_.op("vsel.s32 {}, {}, {}, {}", V(lo), M(m), V(x[2]), V(lo));
+            e_.op("vsel.s32 {}, {}, {}, {}", V(hi), M(m), V(x[3]), V(hi));
+          }
+          masks_.put(m);
+          VReg d = vop("vand", lo, "65535");
+          inPlace("vshl", hi, "16");
+          inPlace("vor", d, V(hi));
+          for (VReg r : x) vfree(r);
+          vfree(sel);
+          return std::vector<VReg>{d};
+        }
         // Pick this lane's word of its block.
         VReg d = valloc(storeType);
         e_.op("vmov.s32 {}, {}", V(d), V(x.back()));
@@ -445,6 +469,7 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
         return std::vector<VReg>{d};
       });
   if (!ok) return false;
+  if (pairs) emitCopy(outBits, 0, pairBuf, 0, {2 * count}, {1}, {1}, 1);
   // New state: the key, the counter advanced by the blocks used.
   int n0 = sreg(), n1 = sreg(), c = sreg(), a = sreg(), b = sreg();
   e_.op("sadd {}, {}, {}", S(n0), S(st[2]), blocks);

@@ -252,6 +252,7 @@ TEST(MiscEndToEnd, RngBitGeneratorThreeFry) {
     EXPECT_EXACT(rngModule("rng_default", 2, "u64[333]"), "v5e", CodegenOptions{}, &args);
     EXPECT_EXACT(rngModule("rng_three_fry", 2, "s8[2001]"), "v5e", CodegenOptions{}, &args);
     EXPECT_EXACT(rngModule("rng_three_fry", 2, "f32[3]"), "v5e", CodegenOptions{}, &args);
+    EXPECT_EXACT(rngModule("rng_three_fry", 2, "bf16[1999]"), "v5e", CodegenOptions{}, &args);
   }
 }
 
@@ -264,6 +265,8 @@ TEST(MiscEndToEnd, RngBitGeneratorPhilox) {
     EXPECT_EXACT(rngModule("rng_philox", 3, "u32[4,9]"), "v5e", CodegenOptions{}, &three);
     EXPECT_EXACT(rngModule("rng_philox", 3, "s64[70]"), "v5e", CodegenOptions{}, &three);
     EXPECT_EXACT(rngModule("rng_philox", 2, "u8[99]"), "v5e", CodegenOptions{}, &two);
+    EXPECT_EXACT(rngModule("rng_philox", 3, "bf16[7,3]"), "v5e", CodegenOptions{}, &three);
+    EXPECT_EXACT(rngModule("rng_philox", 2, "bf16[2050]"), "v5e", CodegenOptions{}, &two);
   }
 }
 
