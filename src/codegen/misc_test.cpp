@@ -353,6 +353,14 @@ ENTRY main {
   ROOT d = s32[2,20,1100] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={2}
 })",
                "v5e", CodegenOptions{}, &args);
+  // On v4 (16 MiB VMEM) the rhs does not fit at once: column blocks.
+  EXPECT_EXACT(R"(HloModule m
+ENTRY main {
+  a = s32[3,600] parameter(0)
+  b = s32[600,4000] parameter(1)
+  ROOT d = s32[3,4000] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})",
+               "v4");
   EXPECT_EXACT(R"(HloModule m
 ENTRY main {
   a = u8[9,33] parameter(0)
