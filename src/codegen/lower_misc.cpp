@@ -6,7 +6,6 @@
 // integer code), reduce-precision, the custom-call targets the interpreter
 // implements as data movement, and integer dots the int8 MXU cannot take.
 #include <array>
-
 #include <nlohmann/json.hpp>
 
 #include "codegen/lowerer.h"
@@ -20,11 +19,16 @@ bool isWide(ElementType t) { return t == ElementType::U64 || t == ElementType::S
 // Custom-call targets the interpreter evaluates as the identity (or as a
 // full <-> shard reshaping that keeps the leading block).
 bool isIdentityTarget(const std::string& t) {
-  static const char* const kTargets[] = {"Sharding",         "SPMDFullToShardShape",
-                                         "SPMDShardToFullShape", "MoveToHost",
-                                         "MoveToDevice",     "annotate_device_placement",
-                                         "AwsNeuronTransferWithStaticRing", "LayoutConstraint",
-                                         "X64Combine",       "InspectSharding"};
+  static const char* const kTargets[] = {"Sharding",
+                                         "SPMDFullToShardShape",
+                                         "SPMDShardToFullShape",
+                                         "MoveToHost",
+                                         "MoveToDevice",
+                                         "annotate_device_placement",
+                                         "AwsNeuronTransferWithStaticRing",
+                                         "LayoutConstraint",
+                                         "X64Combine",
+                                         "InspectSharding"};
   for (const char* k : kTargets)
     if (t == k) return true;
   return false;
@@ -62,8 +66,10 @@ bool Lowerer::allows64BitLeaves(const Instruction& in) const {
     case Opcode::AsyncStart:
     case Opcode::AsyncUpdate:
     case Opcode::AsyncDone:
-    case Opcode::RngBitGenerator: return true;
-    default: return false;
+    case Opcode::RngBitGenerator:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -99,7 +105,8 @@ bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
       if (!in.shape().isTuple() || in.shape().tupleSize() < 2)
         return fail(in, "llo-gen: async-start must return (operands, result, context...)");
       if (!inlined_.insert(callee).second)
-        return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", callee->name()));
+        return fail(
+            in, fmt::format("llo-gen: computation '{}' is called from more than one place", callee->name()));
       for (int64_t i = 0; i < in.operandCount(); ++i)
         if (auto* p = callee->parameter(i)) leaves_[p] = leaves_[in.operand(i)];
       if (!plan(*callee, region)) return false;
@@ -128,7 +135,8 @@ bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
       }
       auto [first, count] = leafRange(start->shape(), op == Opcode::AsyncDone ? 1 : 0);
       const std::vector<int>& sl = leaves_[start];
-      if (first + count > sl.size()) return fail(in, "llo-gen: operand is not the tuple of its start instruction");
+      if (first + count > sl.size())
+        return fail(in, "llo-gen: operand is not the tuple of its start instruction");
       leaves_[&in] = std::vector<int>(sl.begin() + static_cast<int64_t>(first),
                                       sl.begin() + static_cast<int64_t>(first + count));
       return true;
@@ -138,24 +146,27 @@ bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
       defineNew(in);
       return true;
     case Opcode::Rng:
-      return fail(in, fmt::format("llo-gen: rng '{}' is not supported: its stream is keyed by the interpreter's "
-                                  "run-time seed and shaped in f64; use rng-bit-generator",
-                                  in.name()));
+      return fail(in,
+                  fmt::format("llo-gen: rng '{}' is not supported: its stream is keyed by the interpreter's "
+                              "run-time seed and shaped in f64; use rng-bit-generator",
+                              in.name()));
     case Opcode::CustomCall: {
       const std::string& target = in.attrs().customCallTarget;
       if (isGeluTarget(target)) {
         if (in.operandCount() != 1 || !in.shape().isArray() || !typeInfo(in.shape().elementType()).isFloat ||
             in.operand(0)->shape() != in.shape())
-          return fail(in, fmt::format("llo-gen: custom-call target \"{}\" expects one float operand of the result's "
-                                      "shape",
-                                      target));
+          return fail(
+              in, fmt::format("llo-gen: custom-call target \"{}\" expects one float operand of the result's "
+                              "shape",
+                              target));
         if (!checkTypes(in)) return false;
         defineNew(in);
         return true;
       }
       if (isGemmTarget(target)) return planGemm(in);
       if (!isIdentityTarget(target))
-        return fail(in, fmt::format("llo-gen: custom-call target \"{}\" of '{}' is not supported", target, in.name()));
+        return fail(in, fmt::format("llo-gen: custom-call target \"{}\" of '{}' is not supported", target,
+                                    in.name()));
       if (in.operandCount() != 1)
         return fail(in, fmt::format("llo-gen: custom-call target \"{}\" expects one operand", target));
       const Instruction* o = in.operand(0);
@@ -166,13 +177,16 @@ bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
       }
       if (!o->shape().isArray() || o->shape().elementType() != in.shape().elementType() ||
           o->shape().rank() != in.shape().rank())
-        return fail(in, fmt::format("llo-gen: custom-call target \"{}\" expects one operand of the result's shape",
-                                    target));
+        return fail(
+            in, fmt::format("llo-gen: custom-call target \"{}\" expects one operand of the result's shape",
+                            target));
       if (!checkTypes(in)) return false;
       defineNew(in);  // the full <-> shard block copy
       return true;
     }
-    default: handled = false; return true;
+    default:
+      handled = false;
+      return true;
   }
 }
 
@@ -246,7 +260,8 @@ bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
     case Opcode::AsyncStart: {
       const Computation& callee = *in.toApply();
       if (!emitComputation(callee)) return false;
-      size_t used = arrayLeaves(in.shape().tupleElement(0)).size() + arrayLeaves(in.shape().tupleElement(1)).size();
+      size_t used =
+          arrayLeaves(in.shape().tupleElement(0)).size() + arrayLeaves(in.shape().tupleElement(1)).size();
       const std::vector<int>& l = leaves_[&in];
       if (l.size() <= used) return true;
       beginKernel(in, "async-context");
@@ -256,8 +271,10 @@ bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
     }
     case Opcode::AsyncUpdate:
     case Opcode::AsyncDone:
-    case Opcode::CopyDone: return true;
-    case Opcode::RngBitGenerator: return lowerRngBitGenerator(in);
+    case Opcode::CopyDone:
+      return true;
+    case Opcode::RngBitGenerator:
+      return lowerRngBitGenerator(in);
     case Opcode::CustomCall: {
       const Instruction* o = in.operand(0);
       if (isGeluTarget(in.attrs().customCallTarget)) return lowerGelu(in);
@@ -278,7 +295,9 @@ bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
       endKernel(0, 2 * bufs_[dst].bytes, 0);
       return ok && !failed_;
     }
-    default: handled = false; return true;
+    default:
+      handled = false;
+      return true;
   }
 }
 
@@ -297,8 +316,8 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
     return fail(in, "llo-gen: rng-bit-generator needs a u64 state vector and returns (state, bits)");
   int64_t stateCount = ss.dimension(0);
   if (stateCount != 2 && !(philox && stateCount == 3))
-    return fail(in, fmt::format("llo-gen: rng-bit-generator state of {} elements does not suit {}", stateCount,
-                                philox ? "philox" : "three-fry"));
+    return fail(in, fmt::format("llo-gen: rng-bit-generator state of {} elements does not suit {}",
+                                stateCount, philox ? "philox" : "three-fry"));
   const Shape& bs = in.shape().tupleElement(1);
   ElementType bt = bs.elementType();
   int bytes = isWide(bt) ? 8 : typeInfo(bt).bytes;
@@ -333,7 +352,9 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
     e_.op("{} {}, {}, {}", m, V(d), V(a), b);
     return d;
   };
-  auto inPlace = [&](const char* m, VReg a, const std::string& b) { e_.op("{} {}, {}, {}", m, V(a), V(a), b); };
+  auto inPlace = [&](const char* m, VReg a, const std::string& b) {
+    e_.op("{} {}, {}, {}", m, V(a), V(a), b);
+  };
   // 0/1 from "a < b" on unsigned words (sign bits flipped, signed compare).
   auto lessU = [&](VReg a, VReg b) {
     VReg fa = vop("vxor", a, "-2147483648"), fb = vop("vxor", b, "-2147483648");
@@ -382,8 +403,8 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
   ElementType storeType = narrow ? ElementType::S8 : ElementType::U32;
   int wordShift = pairs ? (philox ? 1 : 0) : (philox ? 2 : 1);
   bool ok = emitElementwise(
-      lanes, {EwInput{EwInput::Index, -1, 0, ElementType::S32}}, {EwOutput{pairs ? pairBuf : outBits, 0, storeType}},
-      [&](const std::vector<VReg>& v) {
+      lanes, {EwInput{EwInput::Index, -1, 0, ElementType::S32}},
+      {EwOutput{pairs ? pairBuf : outBits, 0, storeType}}, [&](const std::vector<VReg>& v) {
         VReg blk = vop("vshr", v[0], fmt::format("{}", wordShift));
         VReg sel = vop("vand", v[0], fmt::format("{}", (1 << wordShift) - 1));
         // 64-bit counter + block, carried into the high counter.
@@ -568,49 +589,49 @@ bool Lowerer::lowerGelu(const Instruction& in) {
   ElementType t = in.shape().elementType();
   int64_t n = *in.shape().elementCount();
   int src = leaves_[in.operand(0)][0], dst = leaves_[&in][0];
-  bool ok = emitElementwise(n, {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{dst, 0, t}},
-                            [&](const std::vector<VReg>& v) {
-    VReg x = v[0];
-    VReg z = unop("vabs.f32", x, ElementType::F32);
-    e_.op("vmul.f32 {}, {}, 0.7071067811865476", V(z), V(z));
-    VReg tt = binop("vmul.f32", z, "0.3275911", ElementType::F32);
-    e_.op("vadd.f32 {}, {}, 1.0", V(tt), V(tt));
-    e_.op("vrecip {}, {}", V(tt), V(tt));
-    // q = 1 - erf(z) = poly(t) * exp(-z^2)
-    VReg q = binop("vmul.f32", tt, "1.061405429", ElementType::F32);
-    for (const char* a : {"-1.453152027", "1.421413741", "-0.284496736", "0.254829592"}) {
-      e_.op("vadd.f32 {}, {}, {}", V(q), V(q), a);
-      e_.op("vmul.f32 {}, {}, {}", V(q), V(q), V(tt));
-    }
-    e_.op("vmul.f32 {}, {}, {}", V(z), V(z), V(z));
-    e_.op("vneg.f32 {}, {}", V(z), V(z));
-    VReg ez = unop("vexp", z, ElementType::F32);
-    e_.op("vmul.f32 {}, {}, {}", V(q), V(q), V(ez));
-    e_.op("vmul.f32 {}, {}, 0.5", V(q), V(q));
-    // cdf = 1 - q/2 for x >= 0, q/2 below.
-    VReg hi = valloc(ElementType::F32);
-    e_.op("vmov.f32 {}, 1.0", V(hi));
-    e_.op("vsub.f32 {}, {}, {}", V(hi), V(hi), V(q));
-    int neg = malloc_();
-    e_.op("vcmp.lt.f32 {}, {}, 0", M(neg), V(x));
-    VReg cdf = valloc(ElementType::F32);
-    e_.op("vsel.f32 {}, {}, {}, {}", V(cdf), M(neg), V(q), V(hi));
-    masks_.put(neg);
-    VReg d = valloc(t);
-    if (back) {
-      // cdf + x * exp(-x^2 / 2) / sqrt(2 pi)
-      e_.op("vmul.f32 {}, {}, {}", V(ez), V(x), V(x));
-      e_.op("vmul.f32 {}, {}, -0.5", V(ez), V(ez));
-      e_.op("vexp {}, {}", V(ez), V(ez));
-      e_.op("vmul.f32 {}, {}, {}", V(ez), V(ez), V(x));
-      e_.op("vmul.f32 {}, {}, 0.3989422804014327", V(ez), V(ez));
-      e_.op("vadd.f32 {}, {}, {}", V(d), V(cdf), V(ez));
-    } else {
-      e_.op("vmul.f32 {}, {}, {}", V(d), V(x), V(cdf));
-    }
-    for (VReg r : {z, tt, q, ez, hi, cdf}) vfree(r);
-    return std::vector<VReg>{roundIfBf16(d)};
-  });
+  bool ok = emitElementwise(
+      n, {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
+        VReg x = v[0];
+        VReg z = unop("vabs.f32", x, ElementType::F32);
+        e_.op("vmul.f32 {}, {}, 0.7071067811865476", V(z), V(z));
+        VReg tt = binop("vmul.f32", z, "0.3275911", ElementType::F32);
+        e_.op("vadd.f32 {}, {}, 1.0", V(tt), V(tt));
+        e_.op("vrecip {}, {}", V(tt), V(tt));
+        // q = 1 - erf(z) = poly(t) * exp(-z^2)
+        VReg q = binop("vmul.f32", tt, "1.061405429", ElementType::F32);
+        for (const char* a : {"-1.453152027", "1.421413741", "-0.284496736", "0.254829592"}) {
+          e_.op("vadd.f32 {}, {}, {}", V(q), V(q), a);
+          e_.op("vmul.f32 {}, {}, {}", V(q), V(q), V(tt));
+        }
+        e_.op("vmul.f32 {}, {}, {}", V(z), V(z), V(z));
+        e_.op("vneg.f32 {}, {}", V(z), V(z));
+        VReg ez = unop("vexp", z, ElementType::F32);
+        e_.op("vmul.f32 {}, {}, {}", V(q), V(q), V(ez));
+        e_.op("vmul.f32 {}, {}, 0.5", V(q), V(q));
+        // cdf = 1 - q/2 for x >= 0, q/2 below.
+        VReg hi = valloc(ElementType::F32);
+        e_.op("vmov.f32 {}, 1.0", V(hi));
+        e_.op("vsub.f32 {}, {}, {}", V(hi), V(hi), V(q));
+        int neg = malloc_();
+        e_.op("vcmp.lt.f32 {}, {}, 0", M(neg), V(x));
+        VReg cdf = valloc(ElementType::F32);
+        e_.op("vsel.f32 {}, {}, {}, {}", V(cdf), M(neg), V(q), V(hi));
+        masks_.put(neg);
+        VReg d = valloc(t);
+        if (back) {
+          // cdf + x * exp(-x^2 / 2) / sqrt(2 pi)
+          e_.op("vmul.f32 {}, {}, {}", V(ez), V(x), V(x));
+          e_.op("vmul.f32 {}, {}, -0.5", V(ez), V(ez));
+          e_.op("vexp {}, {}", V(ez), V(ez));
+          e_.op("vmul.f32 {}, {}, {}", V(ez), V(ez), V(x));
+          e_.op("vmul.f32 {}, {}, 0.3989422804014327", V(ez), V(ez));
+          e_.op("vadd.f32 {}, {}, {}", V(d), V(cdf), V(ez));
+        } else {
+          e_.op("vmul.f32 {}, {}, {}", V(d), V(x), V(cdf));
+        }
+        for (VReg r : {z, tt, q, ez, hi, cdf}) vfree(r);
+        return std::vector<VReg>{roundIfBf16(d)};
+      });
   endKernel(static_cast<double>(n) * 20, 2 * bufs_[dst].bytes, 0);
   return ok && !failed_;
 }
@@ -627,8 +648,8 @@ bool Lowerer::planGemm(const Instruction& in) {
                                 "gemm_backend_config",
                                 target));
   };
-  if (cfg.is_discarded() || !cfg.is_object() || !cfg.contains("gemm_backend_config") || in.operandCount() < 2 ||
-      !in.operand(0)->shape().isArray() || !in.operand(1)->shape().isArray())
+  if (cfg.is_discarded() || !cfg.is_object() || !cfg.contains("gemm_backend_config") ||
+      in.operandCount() < 2 || !in.operand(0)->shape().isArray() || !in.operand(1)->shape().isArray())
     return bad();
   const nlohmann::json& g = cfg["gemm_backend_config"];
   if (!g.is_object()) return bad();
@@ -684,7 +705,8 @@ bool Lowerer::planGemm(const Instruction& in) {
     return fail(in, fmt::format("llo-gen: custom-call target \"{}\": bad dot_dimension_numbers", target));
   for (size_t i = 0; i < dn.lhsContractingDimensions.size(); ++i)
     if (ls.dimension(dn.lhsContractingDimensions[i]) != rsh.dimension(dn.rhsContractingDimensions[i]))
-      return fail(in, fmt::format("llo-gen: custom-call target \"{}\": contracting dimensions differ", target));
+      return fail(in,
+                  fmt::format("llo-gen: custom-call target \"{}\": contracting dimensions differ", target));
   // Result: batch dims, then lhs free dims, then rhs free dims.
   std::vector<int64_t> want;
   for (int64_t d : dn.lhsBatchDimensions) want.push_back(ls.dimension(d));
@@ -698,14 +720,16 @@ bool Lowerer::planGemm(const Instruction& in) {
   for (size_t i = 0; i < dn.lhsBatchDimensions.size(); ++i)
     if (ls.dimension(dn.lhsBatchDimensions[i]) != rsh.dimension(dn.rhsBatchDimensions[i])) want.clear();
   if (want != rs.dimensions())
-    return fail(in, fmt::format("llo-gen: custom-call target \"{}\": result shape does not match the dot", target));
+    return fail(
+        in, fmt::format("llo-gen: custom-call target \"{}\": result shape does not match the dot", target));
   if (!checkTypes(in) || !checkTypes(*dot)) return false;
   double alpha = g.value("alpha_real", 1.0), beta = g.value("beta", 0.0);
   if (!std::isfinite(alpha) || !std::isfinite(beta)) return bad();
   if (beta != 0.0 && (in.operandCount() < 3 || in.operand(2)->shape() != rs))
-    return fail(in, fmt::format("llo-gen: custom-call target \"{}\": beta needs a third operand of the result's "
-                                "shape",
-                                target));
+    return fail(in,
+                fmt::format("llo-gen: custom-call target \"{}\": beta needs a third operand of the result's "
+                            "shape",
+                            target));
   defineNew(in);
   gemmScales_[&in] = {alpha, beta};
   gemmDots_[&in] = std::move(dot);
@@ -722,7 +746,8 @@ bool Lowerer::lowerGemm(const Instruction& in) {
   int dst = l[0];
   ElementType t = bufs_[dst].type;
   if (alpha != 1.0 || beta != 0.0) {
-    if (!typeInfo(t).isFloat) return fail(in, "llo-gen: gemm alpha/beta scaling of integer results is not supported");
+    if (!typeInfo(t).isFloat)
+      return fail(in, "llo-gen: gemm alpha/beta scaling of integer results is not supported");
     beginKernel(in, "elementwise");
     std::vector<EwInput> ins = {EwInput{EwInput::Full, dst, 0, t}};
     if (beta != 0.0) ins.push_back(EwInput{EwInput::Full, leaves_[in.operand(2)][0], 0, t});
@@ -765,14 +790,16 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
   for (ElementType t : {lt, rt, ot})
     if (typeInfo(t).isFloat || t == ElementType::Pred)
-      return fail(in, fmt::format("llo-gen: dot {} x {} -> {} mixes integer and other types, which is not supported",
-                                  hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
+      return fail(
+          in, fmt::format("llo-gen: dot {} x {} -> {} mixes integer and other types, which is not supported",
+                          hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
   beginKernel(in, "matmul-vpu");
   const auto& dn = in.attrs().dotDims;
   auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
     std::vector<int64_t> f;
     for (int64_t i = 0; i < s.rank(); ++i)
-      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end()) f.push_back(i);
+      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end())
+        f.push_back(i);
     return f;
   };
   auto prod = [](const Shape& s, const std::vector<int64_t>& d) {
@@ -796,16 +823,19 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
   }
   // Columns of the rhs per block: the block and one accumulator row fit VMEM.
   auto vmemFor = [&](int64_t cols) {
-    return alignUp(static_cast<uint64_t>(k * cols) * 4 + 4096, 4096) + alignUp(static_cast<uint64_t>(cols) * 4, 4096);
+    return alignUp(static_cast<uint64_t>(k * cols) * 4 + 4096, 4096) +
+           alignUp(static_cast<uint64_t>(cols) * 4, 4096);
   };
   int64_t nb = n;
   if (vmemFor(nb) > vmemBudget()) {
-    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 16384)) / static_cast<uint64_t>(k * 4 + 4));
+    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 16384)) /
+                              static_cast<uint64_t>(k * 4 + 4));
     nb = nb / 128 * 128;
   }
   if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
       static_cast<uint64_t>(k) * 4 > target_.memory.smemBytes)
-    return fail(in, fmt::format("llo-gen: integer dot with K={} does not fit VMEM on the vector unit yet", k));
+    return fail(in,
+                fmt::format("llo-gen: integer dot with K={} does not fit VMEM on the vector unit yet", k));
   // Operands as s32 [B, M, K] and [B, K, N].
   auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                    const std::vector<int64_t>& g2) -> int {
@@ -847,8 +877,8 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
   {
     PoolGuard guard({&sregs_, &vregs_, &masks_});
     std::string dA = e_.desc(static_cast<uint64_t>(k) * 4, {});
-    int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(), rWo = sreg(),
-        rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg();
+    int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
+        rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg();
     VReg zero = vconst(ElementType::S32, 0);
     // `count` blocks of `cols` columns from column `first` on.
     auto blocks = [&](int64_t cols, int64_t count, int64_t first) {

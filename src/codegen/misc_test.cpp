@@ -10,11 +10,11 @@
 namespace tpu::codegen {
 namespace {
 
-#define EXPECT_EXACT(...)                                  \
-  do {                                                     \
-    E2eRun r_ = compileAndCompare(__VA_ARGS__);            \
-    ASSERT_EQ(r_.error, "");                               \
-    EXPECT_TRUE(r_.bitExact) << r_.bitWhere;               \
+#define EXPECT_EXACT(...)                       \
+  do {                                          \
+    E2eRun r_ = compileAndCompare(__VA_ARGS__); \
+    ASSERT_EQ(r_.error, "");                    \
+    EXPECT_TRUE(r_.bitExact) << r_.bitWhere;    \
   } while (0)
 
 hlo::Literal u64Literal(const std::vector<uint64_t>& v) {
@@ -210,8 +210,8 @@ hlo::Literal specialFloats(int64_t n) {
 
 TEST(MiscEndToEnd, ReducePrecisionBitExact) {
   std::vector<hlo::Literal> args = {specialFloats(3000)};
-  for (auto [e, m] : std::vector<std::pair<int, int>>{{5, 10}, {8, 7}, {4, 3}, {5, 2}, {1, 0}, {2, 1}, {8, 23},
-                                                      {11, 52}, {8, 0}, {6, 23}}) {
+  for (auto [e, m] : std::vector<std::pair<int, int>>{
+           {5, 10}, {8, 7}, {4, 3}, {5, 2}, {1, 0}, {2, 1}, {8, 23}, {11, 52}, {8, 0}, {6, 23}}) {
     SCOPED_TRACE(fmt::format("exponent_bits={} mantissa_bits={}", e, m));
     EXPECT_EXACT(fmt::format(R"(HloModule m
 ENTRY main {{

@@ -23,8 +23,10 @@ bool isSequentialCall(Opcode op) {
     case Opcode::Conditional:
     case Opcode::Call:
     case Opcode::Fusion:
-    case Opcode::AsyncStart: return true;
-    default: return false;
+    case Opcode::AsyncStart:
+      return true;
+    default:
+      return false;
   }
 }
 

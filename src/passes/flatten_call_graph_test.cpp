@@ -1,8 +1,8 @@
 #include "passes/flatten_call_graph.h"
 
-#include <map>
-
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "hlo/io/hlo_io.h"
 #include "hlo/text/printer.h"
@@ -64,7 +64,8 @@ struct Parsed {
 Parsed parse(const std::string& text) {
   Parsed p;
   DiagnosticEngine diags;
-  diags.setConsumer([&](const Diagnostic& d) { p.messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
+  diags.setConsumer(
+      [&](const Diagnostic& d) { p.messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
   auto source = std::make_shared<SourceFile>("test.hlo", text);
   p.module = hlo::readModule(source, diags).module;
   return p;
@@ -98,8 +99,8 @@ TEST(FlattenCallGraph, ClonesSharedControlFlowAndKeepsReducersShared) {
   EXPECT_FALSE(diags.hasErrors());
   // Callers first: body for w1, then inc for the two branches and the call
   // in body.clone, then cond for w1.
-  std::vector<std::string> want = {"add",       "inc",         "cond",        "body",        "main",
-                                   "body.clone", "inc.clone",  "inc.clone.1", "inc.clone.2", "cond.clone"};
+  std::vector<std::string> want = {"add",        "inc",       "cond",        "body",        "main",
+                                   "body.clone", "inc.clone", "inc.clone.1", "inc.clone.2", "cond.clone"};
   EXPECT_EQ(computationNames(*p.module), want);
   expectTree(*p.module);
   const hlo::Computation* entry = p.module->entry();
