@@ -248,7 +248,6 @@ bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
       return ok;
     }
     case Opcode::CopyStart: {
-      std::vector<const Shape*> all = arrayLeaves(in.shape());
       size_t n = arrayLeaves(in.operand(0)->shape()).size();
       const std::vector<int>& l = leaves_[&in];
       if (l.size() <= 2 * n) return true;
@@ -723,7 +722,17 @@ bool Lowerer::planGemm(const Instruction& in) {
     return fail(
         in, fmt::format("llo-gen: custom-call target \"{}\": result shape does not match the dot", target));
   if (!checkTypes(in) || !checkTypes(*dot)) return false;
-  double alpha = g.value("alpha_real", 1.0), beta = g.value("beta", 0.0);
+  // json::value would throw on a non-number: read defensively.
+  auto number = [&](const char* key, double fallback) {
+    if (!g.contains(key)) return fallback;
+    if (!g[key].is_number()) {
+      ok = false;
+      return fallback;
+    }
+    return g[key].get<double>();
+  };
+  double alpha = number("alpha_real", 1.0), beta = number("beta", 0.0);
+  if (!ok) return bad();
   if (!std::isfinite(alpha) || !std::isfinite(beta)) return bad();
   if (beta != 0.0 && (in.operandCount() < 3 || in.operand(2)->shape() != rs))
     return fail(in,
