@@ -425,6 +425,22 @@ ENTRY main {
 })")
                 .find("result shape does not match the dot"),
             std::string::npos);
+  // Hostile configurations are errors, not exceptions.
+  for (const char* cfg :
+       {R"({"gemm_backend_config":{"alpha_real":"x","dot_dimension_numbers":{"lhs_contracting_dimensions":[1],"rhs_contracting_dimensions":[0]}}})",
+        R"({"gemm_backend_config":[1]})",
+        R"({"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":"1"}}})", R"("{oops")"}) {
+    SCOPED_TRACE(cfg);
+    EXPECT_NE(compileError(fmt::format(R"(HloModule m
+ENTRY main {{
+  a = f32[4,8] parameter(0)
+  b = f32[8,5] parameter(1)
+  ROOT g = f32[4,5] custom-call(a, b), custom_call_target="__cublas$gemm", backend_config={}
+}})",
+                                       cfg))
+                  .find("needs two array operands and a gemm_backend_config"),
+              std::string::npos);
+  }
 }
 
 TEST(MiscEndToEnd, ClearErrors) {
