@@ -72,6 +72,15 @@ inline TypeInfo typeInfo(ElementType t) {
     default: return {};
   }
 }
+// The vector load that widens `t` from memory into its register form.
+inline std::string loadMnemonic(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  if (ti.bytes == 4) return "vld";
+  if (ti.isFloat) return fmt::format("vld.{}", ti.dtype);
+  if (ti.bytes == 2) return ti.isUnsigned ? "vld.u16" : "vld.s16";
+  return ti.isUnsigned ? "vld.u8" : "vld.s8";  // s4/u4 bytes are already extended
+}
+
 // Floats other than f32: their values are rounded after every operation
 // (vrnd.<dtype>), as XLA and the interpreter do.
 inline bool isNarrowFloat(ElementType t) { return typeInfo(t).isFloat && t != ElementType::F32; }

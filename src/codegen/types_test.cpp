@@ -2,6 +2,7 @@
 // -> simulator, compared bit for bit with the reference interpreter. Inputs
 // cover each type's whole range (every code of the narrow floats, NaN and
 // inf included) so wrapping, saturation and rounding rules are exercised.
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -19,14 +20,19 @@ namespace {
 
 using hlo::ElementType;
 
-hlo::Literal wideRandomLiteral(const hlo::Shape& s, std::mt19937& rng) {
+// moderate: floats in [-2, 2] (for dots, whose sums are compared with a
+// tolerance) instead of every code.
+hlo::Literal wideRandomLiteral(const hlo::Shape& s, std::mt19937& rng, bool moderate) {
   hlo::Literal l(s);
   const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(s.elementType());
   std::uniform_int_distribution<uint32_t> bits;
   std::uniform_real_distribution<double> real(-300.0, 300.0);
+  std::uniform_real_distribution<double> small(-2.0, 2.0);
   for (int64_t k = 0; k < l.elementCount(); ++k) {
     uint32_t r = bits(rng);
-    if (s.elementType() == ElementType::Pred) {
+    if (moderate && info.isFloat) {
+      l.setDouble(k, small(rng));
+    } else if (s.elementType() == ElementType::Pred) {
       l.setInt(k, r & 1);
     } else if (s.elementType() == ElementType::F32) {
       // Mostly moderate values (exact integer parts to convert), some huge.
@@ -53,8 +59,9 @@ void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out) {
 }
 
 // "" when the simulated results equal the interpreter's byte for byte
-// (NaNs compare as NaNs whatever their payload); otherwise what differs.
-std::string compareBitExact(const std::string& text, uint32_t seed = 7) {
+// (NaNs compare as NaNs whatever their payload), or for a float tolerance
+// `tol` > 0 within |got - want| <= tol * (1 + |want|); otherwise what differs.
+std::string compareBitExact(const std::string& text, uint32_t seed = 7, double tol = 0) {
   DiagnosticEngine diags;
   std::string messages;
   diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
@@ -73,7 +80,7 @@ std::string compareBitExact(const std::string& text, uint32_t seed = 7) {
   std::vector<hlo::Literal> args;
   std::vector<std::string> inputs;
   for (int64_t p = 0; p < loaded.module->entry()->parameterCount(); ++p) {
-    args.push_back(wideRandomLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
+    args.push_back(wideRandomLiteral(loaded.module->entry()->parameter(p)->shape(), rng, tol > 0));
     inputs.emplace_back(reinterpret_cast<const char*>(args.back().data().data()), args.back().data().size());
   }
   sim::SimOptions so;
@@ -93,6 +100,8 @@ std::string compareBitExact(const std::string& text, uint32_t seed = 7) {
     for (int64_t k = 0; k < w.elementCount(); ++k) {
       if (got.getBits(k) == w.getBits(k)) continue;
       if (isFloat && std::isnan(got.getDouble(k)) && std::isnan(w.getDouble(k))) continue;
+      if (isFloat && tol > 0 && std::fabs(got.getDouble(k) - w.getDouble(k)) <= tol * (1 + std::fabs(w.getDouble(k))))
+        continue;
       std::string in;
       for (const hlo::Literal& a : args) in += fmt::format(" 0x{:x}", a.getBits(k % std::max<int64_t>(1, a.elementCount())));
       return fmt::format("result {} element {}: got 0x{:x} ({}) want 0x{:x} ({}); inputs{}", r, k, got.getBits(k),
@@ -183,7 +192,8 @@ ENTRY main {{
 TEST(Types, ScalarOperandsAndConstants) {
   // A broadcast scalar parameter goes through the scalar unit (SMEM), and
   // constants through literal text: both per type.
-  for (const char* t : {"f16", "bf16", "s16", "u16", "f8e4m3fn", "f8e5m2", "s4", "u4", "f4e2m1fn"}) {
+  for (const char* t : {"f16", "bf16", "s16", "u16", "s4", "u4", "f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4",
+                        "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn"}) {
     std::string text = fmt::format(R"(HloModule m
 ENTRY main {{
   x = {0}[2,300] parameter(0)
@@ -268,6 +278,30 @@ ENTRY main {{
                                      t, other);
       EXPECT_EQ(compareBitExact(text), "") << t << " / " << other;
     }
+}
+
+TEST(Types, DotsOfNarrowFloats) {
+  // Byte floats are exact in bf16: one MXU pass, only the sum order differs
+  // (K = 256: tolerance 1e-5). f16 is not: HIGHEST takes the f32 route.
+  for (const char* t : {"f8e4m3fn", "f8e5m2", "f4e2m1fn", "bf16"})
+    EXPECT_EQ(compareBitExact(fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[16,256] parameter(0)
+  b = {0}[256,40] parameter(1)
+  ROOT d = f32[16,40] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}})",
+                                          t),
+                              7, 1e-5),
+              "")
+        << t;
+  EXPECT_EQ(compareBitExact(R"(HloModule m
+ENTRY main {
+  a = f16[16,256] parameter(0)
+  b = f16[256,40] parameter(1)
+  ROOT d = f16[16,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+})",
+                            7, 2e-3),
+            "");
 }
 
 TEST(Types, UnsupportedTypesAreDiagnosed) {
