@@ -304,6 +304,49 @@ ENTRY main {
             "");
 }
 
+TEST(Types, DataMovementAndConstants) {
+  // DMA-based ops move each type's bytes; array constants are written as
+  // the buffer's initial values; iota converts lane indices per type.
+  for (const char* t : {"f16", "s16", "u16", "f8e4m3fn", "f8e5m2", "s4", "u4", "f4e2m1fn"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[6,130] parameter(0)
+  tr = {0}[130,6] transpose(x), dimensions={{1,0}}
+  sl = {0}[3,100] slice(x), slice={{[1:6:2], [5:105]}}
+  k = {0}[3] constant({{1, 2, 3}})
+  z = {0}[] constant(0)
+  pd = {0}[6,140] pad(x, z), padding=0_0x4_6
+  cc = {0}[12,130] concatenate(x, x), dimensions={{0}}
+  io = {0}[3,100] iota(), iota_dimension=1
+  kb = {0}[3,100] broadcast(k), dimensions={{0}}
+  s = {0}[3,100] add(sl, kb)
+  u = {0}[3,100] add(s, io)
+  ROOT t = ({0}[130,6], {0}[3,100], {0}[6,140], {0}[12,130]) tuple(tr, u, pd, cc)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
+TEST(Types, ReducesOfNarrowTypes) {
+  for (const char* t : {"f16", "bf16", "u16", "s8", "f8e5m2", "s4"}) {
+    std::string text = fmt::format(R"(HloModule m
+mx {{
+  a = {0}[] parameter(0)
+  b = {0}[] parameter(1)
+  ROOT c = {0}[] maximum(a, b)
+}}
+ENTRY main {{
+  x = {0}[40,300] parameter(0)
+  z = {0}[] parameter(1)
+  r = {0}[300] reduce(x, z), dimensions={{0}}, to_apply=mx
+  ROOT q = {0}[40] reduce(x, z), dimensions={{1}}, to_apply=mx
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
 ENTRY main {
