@@ -775,6 +775,14 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
     }
     case Opcode::Clamp: {
       bool fl = typeInfo(rt).isFloat;
+      if (typeInfo(rt).isUnsigned && typeInfo(rt).bits == 32) {  // order u32 through the flipped sign bit
+        VReg lo = flip(ops[0]), x = flip(ops[1]), hi = flip(ops[2]);
+        VReg a = binop("vmax.s32", x, V(lo), rt);
+        VReg d = binop("vmin.s32", a, V(hi), rt);
+        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
+        for (VReg r : {lo, x, hi, a}) vfree(r);
+        return d;
+      }
       VReg a = binop(fl ? "vmax.f32" : "vmax.s32", ops[1], V(ops[0]), rt);
       VReg d = binop(fl ? "vmin.f32" : "vmin.s32", a, V(ops[2]), rt);
       vfree(a);

@@ -347,6 +347,33 @@ ENTRY main {{
   }
 }
 
+TEST(Types, ClampAndDivideUnsigned) {
+  for (const char* t : {"u32", "u16", "u8", "s16", "f16"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  lo = {0}[700] parameter(0)
+  x = {0}[700] parameter(1)
+  hi = {0}[700] parameter(2)
+  c = {0}[700] clamp(lo, x, hi)
+  ROOT t = ({0}[700]) tuple(c)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+  for (const char* t : {"u16", "u8", "s16", "s8"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[700] parameter(0)
+  y = {0}[700] parameter(1)
+  d = {0}[700] divide(x, y)
+  r = {0}[700] remainder(x, y)
+  ROOT t = ({0}[700], {0}[700]) tuple(d, r)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
 ENTRY main {
