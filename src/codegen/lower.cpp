@@ -583,6 +583,73 @@ bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& pa
   return !failed_;
 }
 
+VReg Lowerer::divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType t) {
+  // f32 is not exact for 32-bit operands: restoring long division on the
+  // magnitudes, one quotient bit per step, then XLA's rules: x / 0 = -1,
+  // x % 0 = x, INT_MIN / -1 = INT_MIN (wrapping), signs as in C.
+  VReg n = valloc(ElementType::S32), d = valloc(ElementType::S32);
+  e_.op("vmov.s32 {}, {}", V(n), V(a));
+  e_.op("vmov.s32 {}, {}", V(d), V(b));
+  if (isSigned) {
+    VReg z = vconst(ElementType::S32, 0);
+    VReg neg = binop("vsub.s32", z, V(n), ElementType::S32);
+    e_.op("vmax.s32 {}, {}, {}", V(neg), V(neg), V(n));  // |n|; INT_MIN stays 0x80000000 (as u32: 2^31)
+    e_.op("vmov.s32 {}, {}", V(n), V(neg));
+    e_.op("vsub.s32 {}, {}, {}", V(neg), V(z), V(d));
+    e_.op("vmax.s32 {}, {}, {}", V(d), V(neg), V(d));
+    vfree(neg);
+    vfree(z);
+  }
+  VReg q = vconst(ElementType::S32, 0), r = vconst(ElementType::S32, 0);
+  VReg df = binop("vxor", d, "-2147483648", ElementType::S32);  // d with the sign bit flipped: u32 order
+  VReg top = valloc(ElementType::S32), bit = valloc(ElementType::S32), rf = valloc(ElementType::S32),
+       rs = valloc(ElementType::S32), qs = valloc(ElementType::S32);
+  int ge = malloc_(), carry = malloc_();
+  for (int i = 31; i >= 0; --i) {
+    e_.op("vshr {}, {}, 31", V(top), V(r));
+    e_.op("vshl {}, {}, 1", V(r), V(r));
+    e_.op("vshr {}, {}, {}", V(bit), V(n), i);
+    e_.op("vand {}, {}, 1", V(bit), V(bit));
+    e_.op("vor {}, {}, {}", V(r), V(r), V(bit));
+    // r >= d (unsigned), or the shift carried out of 32 bits.
+    e_.op("vxor {}, {}, -2147483648", V(rf), V(r));
+    e_.op("vcmp.ge.s32 {}, {}, {}", M(ge), V(rf), V(df));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(carry), V(top));
+    e_.op("mor {}, {}, {}", M(ge), M(ge), M(carry));
+    e_.op("vsub.s32 {}, {}, {}", V(rs), V(r), V(d));
+    e_.op("vsel.s32 {}, {}, {}, {}", V(r), M(ge), V(rs), V(r));
+    e_.op("vor {}, {}, {}", V(qs), V(q), static_cast<int32_t>(1u << i));
+    e_.op("vsel.s32 {}, {}, {}, {}", V(q), M(ge), V(qs), V(q));
+  }
+  VReg res = quotient ? q : r;
+  if (isSigned) {
+    // Quotient negative when the signs differ, remainder takes a's sign.
+    VReg sgn = quotient ? binop("vxor", a, V(b), ElementType::S32) : valloc(ElementType::S32);
+    if (!quotient) e_.op("vmov.s32 {}, {}", V(sgn), V(a));
+    int m = malloc_();
+    e_.op("vcmp.lt.s32 {}, {}, 0", M(m), V(sgn));
+    VReg z = vconst(ElementType::S32, 0);
+    VReg neg = binop("vsub.s32", z, V(res), ElementType::S32);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(res), M(m), V(neg), V(res));
+    masks_.put(m);
+    for (VReg x : {sgn, z, neg}) vfree(x);
+  }
+  // Division by zero: the loop gives q = all ones and r = |a|; XLA wants
+  // -1 and a.
+  e_.op("vcmp.eq.s32 {}, {}, 0", M(ge), V(b));
+  VReg out = valloc(t);
+  if (quotient) {
+    e_.op("mnot {}, {}", M(ge), M(ge));
+    e_.op("vsel.s32 {}, {}, {}, -1", V(out), M(ge), V(res));
+  } else {
+    e_.op("vsel.s32 {}, {}, {}, {}", V(out), M(ge), V(a), V(res));
+  }
+  masks_.put(ge);
+  masks_.put(carry);
+  for (VReg x : {n, d, q, r, df, top, bit, rf, rs, qs}) vfree(x);
+  return out;
+}
+
 std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
   ElementType rt = in.shape().elementType();
   ElementType ot = ops.empty() ? rt : ops[0].t;
@@ -681,9 +748,9 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
         vfree(t);
         return normalize(d);
       }
-      if (u && typeInfo(ot).bits == 32) return unsupported();
-      // Integer division through f32 (exact for |x| < 2^24), then the
-      // zero-divisor rules: x / 0 = -1, x % 0 = x.
+      if (typeInfo(ot).bits == 32) return divide32(ops[0], ops[1], !u, div, rt);
+      // Narrow integers: division through f32 is exact (|x| < 2^24), then
+      // the zero-divisor rules: x / 0 = -1, x % 0 = x.
       VReg a = unop("vcvt.f32.s32", ops[0], ElementType::F32);
       VReg b = unop("vcvt.f32.s32", ops[1], ElementType::F32);
       VReg q = binop("vdiv.f32", a, V(b), ElementType::F32);

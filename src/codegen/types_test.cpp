@@ -360,7 +360,7 @@ ENTRY main {{
                                    t);
     EXPECT_EQ(compareBitExact(text), "") << t;
   }
-  for (const char* t : {"u16", "u8", "s16", "s8"}) {
+  for (const char* t : {"u32", "s32", "u16", "u8", "s16", "s8"}) {
     std::string text = fmt::format(R"(HloModule m
 ENTRY main {{
   x = {0}[700] parameter(0)
@@ -372,6 +372,23 @@ ENTRY main {{
                                    t);
     EXPECT_EQ(compareBitExact(text), "") << t;
   }
+}
+
+TEST(Types, DivideEdgeCases) {
+  EXPECT_EQ(compareBitExact(R"(HloModule m
+ENTRY main {
+  p = s32[8] parameter(0)
+  x = s32[8] constant({-2147483648, -2147483648, 2147483647, -7, 7, 0, 5, -2147483647})
+  y = s32[8] constant({-1, 1, -2147483648, 2, -2, 0, 0, 3})
+  ux = u32[8] constant({4294967295, 4294967295, 2147483648, 7, 3000000000, 0, 5, 4294967294})
+  uy = u32[8] constant({1, 4294967295, 3, 2, 2147483649, 0, 0, 65536})
+  d = s32[8] divide(x, y)
+  r = s32[8] remainder(x, y)
+  ud = u32[8] divide(ux, uy)
+  ur = u32[8] remainder(ux, uy)
+  ROOT t = (s32[8], s32[8], u32[8], u32[8], s32[8]) tuple(d, r, ud, ur, p)
+})"),
+            "");
 }
 
 TEST(Types, UnsupportedTypesAreDiagnosed) {
