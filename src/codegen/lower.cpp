@@ -877,12 +877,16 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   for (const EwOutput& o : outs) per += typeInfo(o.type).bytes;
   int nOut = static_cast<int>(outs.size());
   int64_t totalV = (n + kVregElems - 1) / kVregElems;
-  int64_t chunkV = std::min<int64_t>(totalV, 128);
-  if (per > 0) chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, vmemBudget() / (2 * per * kVregElems)));
+  // Three VMEM slots, so loads run two chunks ahead of the compute and a
+  // slot's write-back has a whole chunk's time to finish before it is reused.
+  constexpr int64_t kSlots = 3;
+  int64_t chunkV = std::min<int64_t>(totalV, 512);
+  if (per > 0)
+    chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, vmemBudget() / (kSlots * per * kVregElems)));
   int64_t c = chunkV * kVregElems;
   int64_t nChunks = (n + c - 1) / c;
   int64_t tail = n - (nChunks - 1) * c;
-  // VMEM: two slots, each holding a chunk of every streamed buffer.
+  // VMEM: kSlots slots, each holding a chunk of every streamed buffer.
   std::vector<int64_t> inOff(ins.size(), 0), outOff(outs.size(), 0);
   uint64_t cur = 0;
   for (size_t j = 0; j < ins.size(); ++j)
@@ -952,18 +956,23 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       }
     }
   };
+  // Chunk i + kSlots - 1 is fetched while chunk i computes; a slot is
+  // refilled once the write-back of the chunk it held has completed.
+  // Semaphores: sem[slot] loads, sem[kSlots + slot] write-backs.
   e_.op("smov {}, 0", S(rI));
-  e_.op("smov {}, 0", S(rSlot));
-  issue(true, rI, rSlot, rSlot);
+  for (int64_t j = 0; j < std::min<int64_t>(kSlots - 1, nChunks); ++j) {
+    e_.op("smov {}, {}", S(rNext), j);
+    issue(true, rNext, rNext, rNext);
+  }
   std::string lLoop = e_.newLabel("chunk"), lComp = e_.newLabel("compute"), lPf = e_.newLabel("prefetch"),
               lInner = e_.newLabel("vreg");
   e_.label(lLoop);
-  e_.op("sand {}, {}, 1", S(rSlot), S(rI));
-  e_.op("sxor {}, {}, 1", S(rOther), S(rSlot));
-  e_.op("sadd {}, {}, 1", S(rNext), S(rI));
+  e_.op("srem {}, {}, {}", S(rSlot), S(rI), kSlots);
+  e_.op("sadd {}, {}, {}", S(rNext), S(rI), kSlots - 1);
+  e_.op("srem {}, {}, {}", S(rOther), S(rNext), kSlots);
   e_.op("br.ge {}, {}, {}", S(rNext), nChunks, lComp);
-  e_.op("br.lt {}, 1, {}", S(rI), lPf);
-  e_.op("sadd {}, {}, 2", S(rTmp), S(rOther));
+  e_.op("br.lt {}, {}, {}", S(rNext), kSlots, lPf);
+  e_.op("sadd {}, {}, {}", S(rTmp), S(rOther), kSlots);
   e_.op("sem.wait sem[{}], {}", S(rTmp), nOut);
   e_.label(lPf);
   issue(true, rNext, rOther, rOther);
@@ -1014,14 +1023,13 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   e_.op("sadd {}, {}, 1024", S(rOff[1]), S(rOff[1]));
   e_.op("sadd {}, {}, 1024", S(rIdx), S(rIdx));
   e_.op("loop {}, {}", S(rCnt), lInner);
-  e_.op("sadd {}, {}, 2", S(rTmp), S(rSlot));
+  e_.op("sadd {}, {}, {}", S(rTmp), S(rSlot), kSlots);
   issue(false, rI, rSlot, rTmp);
   e_.op("sadd {}, {}, 1", S(rI), S(rI));
   e_.op("br.lt {}, {}, {}", S(rI), nChunks, lLoop);
-  if (nOut > 0) {
-    e_.op("sem.wait sem{}, {}", 2 + ((nChunks - 1) & 1), nOut);
-    if (nChunks >= 2) e_.op("sem.wait sem{}, {}", 2 + ((nChunks - 2) & 1), nOut);
-  }
+  if (nOut > 0)
+    for (int64_t ch = std::max<int64_t>(0, nChunks - kSlots); ch < nChunks; ++ch)
+      e_.op("sem.wait sem{}, {}", kSlots + ch % kSlots, nOut);
   (void)slotBytes;
   return !failed_;
 }
