@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <map>
 #include <queue>
 #include <set>
@@ -27,6 +28,9 @@ struct Edge {
   int latency;
 };
 
+// Memory accesses of a block compared pairwise before a barrier (below).
+constexpr size_t kWindow = 128;
+
 // A scalar register's value relative to a root: root 0 is the constant 0,
 // other roots are values unknown at compile time. Two addresses with the same
 // root can be compared exactly.
@@ -48,8 +52,22 @@ struct Footprint {
   unsigned mask = 1;
 };
 
+// Lowest and one past the highest byte offset of the rows.
+std::pair<int64_t, int64_t> extent(const Footprint& f) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (int i = 0; i < 8; ++i) {
+    if (!(f.mask >> i & 1)) continue;
+    lo = std::min(lo, f.offset + i * f.stride);
+    hi = std::max(hi, f.offset + i * f.stride + f.rowBytes);
+  }
+  return {lo, hi};
+}
+
 bool overlaps(const Footprint& a, const Footprint& b) {
   if (a.whole || b.whole || a.root != b.root) return true;
+  auto [alo, ahi] = extent(a);
+  auto [blo, bhi] = extent(b);
+  if (alo >= bhi || blo >= ahi) return false;
   for (int i = 0; i < 8; ++i) {
     if (!(a.mask >> i & 1)) continue;
     int64_t as = a.offset + i * a.stride;
@@ -268,6 +286,17 @@ class BlockGraph {
           edge(p.node, j, lat);
         }
         prior.push_back({j, f});
+        // Long blocks: every kWindow accesses, this op becomes a barrier
+        // after all of them that stands for them from now on, which keeps the
+        // dependence test linear in the block length.
+        if (prior.size() > kWindow) {
+          for (const Prior& p : prior)
+            if (p.node != j) edge(p.node, j, (p.f.write || p.f.whole || f.write) ? 1 : 0);
+          Footprint all = f;
+          all.whole = true;
+          all.write = true;
+          prior.assign(1, Prior{j, all});
+        }
       }
       // MXU and transpose units keep their program order.
       for (const Operand& o : in.operands) {

@@ -142,7 +142,7 @@ TEST(Scheduler, BlocksAndLabelsKeepTheirPlace) {
 
 class RandomProgram {
  public:
-  explicit RandomProgram(uint32_t seed) : rng_(seed) {}
+  explicit RandomProgram(uint32_t seed, int minOps = 5, int maxOps = 40) : rng_(seed), minOps_(minOps), maxOps_(maxOps) {}
 
   std::string text() {
     std::string s;
@@ -160,7 +160,7 @@ class RandomProgram {
       bool loop = pick(0, 2) == 0;
       if (loop) s += fmt::format("  smov s9, {}\nL{}:\n", pick(1, 3), b);
       inLoop_ = loop;
-      int n = pick(5, 40);
+      int n = pick(minOps_, maxOps_);
       for (int i = 0; i < n; ++i) s += "  " + randomOp() + "\n";
       if (loop) s += fmt::format("  loop s9, L{}\n", b);
       else if (pick(0, 3) == 0) s += "  sem.signal sem3\n  sem.wait sem3\n";
@@ -221,19 +221,20 @@ class RandomProgram {
   }
 
   std::mt19937 rng_;
+  int minOps_, maxOps_;
   int64_t base_ = 0;  // s7 (only moved outside loops)
   bool inLoop_ = false;
 };
 
-TEST(Scheduler, RandomProgramsComputeTheSame) {
+void expectSameResults(uint32_t firstSeed, uint32_t lastSeed, int minOps, int maxOps) {
   target::TargetDesc t = v5e();
   std::vector<uint8_t> input(65536);
   std::mt19937 rng(7);
   for (uint8_t& b : input) b = static_cast<uint8_t>(rng());
   std::string inBytes(input.begin(), input.end());
   size_t packed = 0, flat = 0;
-  for (uint32_t seed = 1; seed <= 60; ++seed) {
-    std::string text = RandomProgram(seed).text();
+  for (uint32_t seed = firstSeed; seed <= lastSeed; ++seed) {
+    std::string text = RandomProgram(seed, minOps, maxOps).text();
     isa::Program p = assembleFlat(text);
     ASSERT_FALSE(p.bundles.empty()) << text;
     isa::Program q = p;
@@ -255,6 +256,12 @@ TEST(Scheduler, RandomProgramsComputeTheSame) {
   }
   EXPECT_LT(packed, flat);
 }
+
+TEST(Scheduler, RandomProgramsComputeTheSame) { expectSameResults(1, 60, 5, 40); }
+
+// Blocks longer than the scheduler's memory window (a barrier every 128
+// accesses keeps the dependence test linear).
+TEST(Scheduler, LongRandomBlocksComputeTheSame) { expectSameResults(1000, 1008, 300, 900); }
 
 TEST(Scheduler, Deterministic) {
   target::TargetDesc t = v5e();
