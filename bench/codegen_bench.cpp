@@ -263,6 +263,9 @@ int main(int argc, char** argv) {
     } else {
       printRun(what.c_str(), m, roofline(t, 2 * n * n * n, n * n * 2 * 2 + n * n * 4));
       std::printf("%-34s MXU utilisation %.1f%% (target >= 85%%)\n", "", 100 * m.report.mxuUtilization);
+      Measured u = compileAndSimulate("matmul", matmulText(mmSize), t, llo::ScheduleMode::None);
+      if (u.ok) std::printf("%-34s unscheduled (same code, greedy in-order bundling): MXU %.1f%%, %llu cycles\n", "",
+                            100 * u.report.mxuUtilization, static_cast<unsigned long long>(u.report.cycles));
     }
   }
   {
