@@ -7,8 +7,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "isa/program.h"
