@@ -1359,10 +1359,10 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   const int64_t tn = 128 * g;
   const int64_t cRow = 8 * tn * 4;     // C bytes of one 8-row block
   const int64_t aRow = 8 * 128 * ea;  // A bytes of one 8-row block
-  // VMEM per slot, padded by one block: the pipelined loops read one block
-  // past the end of a tile (values never used).
+  // VMEM per slot, padded: the pipelined loops read up to two blocks past
+  // the end of a tile (values never used).
   auto slotBytes = [&](int64_t tm) {
-    return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + aRow), 512) +
+    return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
            2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
            2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
   };
@@ -1375,7 +1375,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   if (slotBytes(tm) > target_.memory.vmemBytes) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
   const int64_t blocks = tm / 8;
   const int64_t depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
-  const uint64_t aSlot = alignUp(static_cast<uint64_t>(tm * 128 * ea + aRow), 512);
+  const uint64_t aSlot = alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512);
   const uint64_t wSlot = alignUp(static_cast<uint64_t>(128 * tn * ew), 512);
   const uint64_t cSlot = alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
   const uint64_t vA = 0, vW = 2 * aSlot, vC = vW + 2 * wSlot;
@@ -1432,7 +1432,8 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   // Registers of the pipelined loops: the A block, per MXU the popped
   // result, the prefetched C rows and the sum being stored, and a rotating
   // set for weight staging so consecutive pushes do not wait on each other.
-  VReg va = valloc(ElementType::F32), vh = valloc(ElementType::F32);
+  VReg va = valloc(ElementType::F32), vh = valloc(ElementType::F32), vh2 = valloc(ElementType::F32),
+       vraw = valloc(ElementType::F32);
   std::vector<VReg> vr, vc, vt, vw;
   for (int u = 0; u < g; ++u) {
     vr.push_back(valloc(ElementType::F32));
@@ -1458,8 +1459,25 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
     }
     e_.op("smov {}, {}", S(rAo), S(rAb));
     e_.op("smov {}, {}", S(rCo), S(rCb));
-    e_.op("{} {}, [{}]", ldA, V(va), S(rAo));
-    component(va, ia, vh);
+    // Passes on a component of A load block i + 1 raw while block i is
+    // pushed, so the component arithmetic is off the push's critical path.
+    auto componentOf = [&](VReg dst, VReg src) {
+      e_.op("vrnd.bf16 {}, {}", V(vh), V(src));
+      if (ia == 1) {
+        e_.op("vsub.f32 {}, {}, {}", V(dst), V(src), V(vh));
+        return;
+      }
+      e_.op("vsub.f32 {}, {}, {}", V(vh2), V(src), V(vh));
+      e_.op("vrnd.bf16 {}, {}", V(vh), V(vh2));
+      e_.op("vsub.f32 {}, {}, {}", V(dst), V(vh2), V(vh));
+    };
+    if (ia == 0) {
+      e_.op("{} {}, [{}]", ldA, V(va), S(rAo));
+    } else {
+      e_.op("{} {}, [{}]", ldA, V(vraw), S(rAo));
+      componentOf(va, vraw);
+      e_.op("{} {}, [{} + {}]", ldA, V(vraw), S(rAo), aRow);
+    }
     if (accumulate)
       for (int u = 0; u < g; ++u) e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 0), tn * 4);
     bool havePrev = false;
@@ -1483,8 +1501,12 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
       }
       if (doPush) {
         for (int u = 0; u < g; ++u) e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(va));
-        e_.op("{} {}, [{} + {}]", ldA, V(va), S(rAo), aRow);
-        component(va, ia, vh);
+        if (ia == 0) {
+          e_.op("{} {}, [{} + {}]", ldA, V(va), S(rAo), aRow);
+        } else {
+          componentOf(va, vraw);
+          e_.op("{} {}, [{} + {}]", ldA, V(vraw), S(rAo), 2 * aRow);
+        }
         e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
       }
     };
