@@ -15,15 +15,22 @@ int main(int argc, char** argv) {
       "  llo-gen model.hlo -o model.llo                  compile for the default target (v5e)\n"
       "  hlo-parse m.hlo | llo-gen | llo-asm -o m.tpu    the whole pipeline\n"
       "  llo-gen --target=v4 --stats=json m.hlo -o m.llo  per-kernel FLOPs, bytes, cycles\n"
-      "  llo-gen --f32-dot-precision=highest m.hlo       six bf16 passes for every f32 dot\n";
+      "  llo-gen --f32-dot-precision=highest m.hlo       six bf16 passes for every f32 dot\n"
+      "  llo-gen --schedule=none m.hlo                   one op per line, unscheduled (debugging)\n";
   spec.usesTarget = true;
   tpu::Tool tool(spec);
   std::string precision = "config";
   std::string entry = "main";
+  std::string schedule = "list";
   tool.cli()
       .add_option("--f32-dot-precision", precision,
                   "bf16 passes of f32 dots: config (follow precision_config), default (1), high (3), highest (6)")
       ->check(CLI::IsMember({"config", "default", "high", "highest"}));
+  tool.cli()
+      .add_option("--schedule", schedule,
+                  "Bundling: list (list-schedule each basic block, print `{ op ; op }` bundles; default) or none "
+                  "(one op per line, bundled greedily by llo-asm)")
+      ->check(CLI::IsMember({"none", "list"}));
   tool.cli().add_option("--entry-name", entry, "Name of the entry point in the LLO program (default main)");
   return tool.run(argc, argv, [&](tpu::Tool& t) -> int {
     auto input = t.readInput();
@@ -36,6 +43,7 @@ int main(int argc, char** argv) {
     tpu::codegen::CodegenOptions options;
     options.targetSpec = t.options().target;
     options.entryName = entry;
+    options.schedule = *tpu::llo::scheduleModeFromName(schedule);
     if (precision == "default") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Default;
     if (precision == "high") options.f32DotPrecision = tpu::codegen::F32DotPrecision::High;
     if (precision == "highest") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Highest;

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <string_view>
+
 #include "codegen/lower.h"
 #include "llo/text.h"
 #include "passes/clone.h"
@@ -11,21 +14,120 @@
 
 namespace tpu::codegen {
 
-std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target::TargetDesc& target,
-                                         const CodegenOptions& options, DiagnosticEngine& diags) {
-  // The lowering inlines control-flow callees, so each call site needs a
-  // computation of its own; flatten a copy, never the caller's module.
+namespace {
+
+// The lowered text as a program of one op per bundle, list-scheduled. The
+// text is assembled as it is (its `.target` line, if any, names `target`).
+std::optional<llo::Assembled> assembleScheduled(const std::string& name, std::string text,
+                                                const target::TargetDesc& target, const std::string& targetSpec,
+                                                std::vector<uint32_t>& anchors, llo::ScheduleStats& stats,
+                                                DiagnosticEngine& diags) {
+  SourceFile file(name + ".llo", std::move(text));
+  llo::AsmOptions asmOptions;
+  asmOptions.target = targetSpec.empty() ? target.name : targetSpec;
+  asmOptions.autoBundle = false;
+  auto assembled = llo::assembleLlo(file, asmOptions, diags);
+  if (!assembled) return std::nullopt;
+  anchors = llo::scheduleProgram(assembled->program, target, &stats);
+  return assembled;
+}
+
+// Rewrites the code part of the lowered text (after the `.entry` line) as the
+// scheduled bundles, keeping the comments, blank lines and labels in front of
+// the bundle where the code they introduced now starts.
+std::optional<std::string> printScheduled(const std::string& text, const isa::Program& program,
+                                          const std::vector<uint32_t>& anchors, DiagnosticEngine& diags) {
+  size_t entry = text.find("\n.entry ");
+  size_t codeStart = entry == std::string::npos ? std::string::npos : text.find('\n', entry + 1);
+  if (codeStart == std::string::npos) {
+    diags.error("llo-gen: internal error: no .entry line in the generated text");
+    return std::nullopt;
+  }
+  ++codeStart;
+  struct Mark {
+    uint32_t at;
+    size_t order;
+    std::string_view line;
+  };
+  std::vector<Mark> marks;
+  size_t ops = 0;
+  for (size_t pos = codeStart; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    bool isOp = line.size() > 2 && line.substr(0, 2) == "  " && line.substr(0, 4) != "  //";
+    if (isOp) {
+      ++ops;
+      continue;
+    }
+    if (ops >= anchors.size()) break;
+    marks.push_back({anchors[ops], marks.size(), line});
+  }
+  if (ops + 1 != anchors.size()) {
+    diags.error(fmt::format("llo-gen: internal error: {} op lines but {} assembled ops", ops, anchors.size() - 1));
+    return std::nullopt;
+  }
+  std::stable_sort(marks.begin(), marks.end(), [](const Mark& a, const Mark& b) { return a.at < b.at; });
+  std::string out = text.substr(0, codeStart);
+  out.reserve(text.size() + text.size() / 4);
+  size_t m = 0;
+  for (size_t b = 0; b <= program.bundles.size(); ++b) {
+    for (; m < marks.size() && marks[m].at == b; ++m) {
+      out += marks[m].line;
+      out += '\n';
+    }
+    if (b == program.bundles.size()) break;
+    out += "  {";
+    const isa::Bundle& bundle = program.bundles[b];
+    for (size_t i = 0; i < bundle.instrs.size(); ++i) {
+      out += i ? " ; " : " ";
+      out += llo::printInstr(bundle.instrs[i], &program);
+    }
+    out += " }\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+// The lowering inlines control-flow callees, so each call site needs a
+// computation of its own; flatten a copy, never the caller's module.
+std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const target::TargetDesc& target,
+                                            const CodegenOptions& options, DiagnosticEngine& diags) {
   std::unique_ptr<hlo::Module> flat = passes::cloneModule(module);
   passes::FlattenCallGraphPass().run(*flat, diags);
   return lowerModule(*flat, target, options, diags);
+}
+}  // namespace
+
+std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target::TargetDesc& target,
+                                         const CodegenOptions& options, DiagnosticEngine& diags) {
+  auto r = lowerFlattened(module, target, options, diags);
+  if (!r || options.schedule == llo::ScheduleMode::None) return r;
+  std::vector<uint32_t> anchors;
+  auto assembled = assembleScheduled(module.name(), r->llo, target, options.targetSpec, anchors, r->schedule, diags);
+  if (!assembled) return std::nullopt;
+  auto text = printScheduled(r->llo, assembled->program, anchors, diags);
+  if (!text) return std::nullopt;
+  r->llo = std::move(*text);
+  return r;
 }
 
 std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
                                           const CodegenOptions& options, DiagnosticEngine& diags) {
   CodegenOptions o = options;
   o.targetSpec.clear();  // the assembler is given the target directly
-  auto r = generateLlo(module, target, o, diags);
+  auto r = lowerFlattened(module, target, o, diags);
   if (!r) return std::nullopt;
+  if (options.schedule == llo::ScheduleMode::List) {
+    std::vector<uint32_t> anchors;
+    llo::ScheduleStats stats;
+    auto assembled = assembleScheduled(module.name(), std::move(r->llo), target, "", anchors, stats, diags);
+    if (!assembled) return std::nullopt;
+    return std::move(assembled->program);
+  }
   // Assemble against the given description: write it as the target file.
   SourceFile file(module.name() + ".llo", std::move(r->llo));
   llo::AsmOptions asmOptions;

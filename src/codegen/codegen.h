@@ -10,6 +10,7 @@
 
 #include "hlo/module.h"
 #include "isa/program.h"
+#include "llo/scheduler.h"
 #include "support/diagnostics.h"
 #include "target/target.h"
 
@@ -31,6 +32,9 @@ struct CodegenOptions {
   std::string targetSpec;
   // Entry point name in the LLO program.
   std::string entryName = "main";
+  // List: the text comes out as scheduled bundles `{ op ; op }` (llo-asm keeps
+  // them as they are). None: one op per line, bundled greedily by llo-asm.
+  llo::ScheduleMode schedule = llo::ScheduleMode::List;
 };
 
 // Per-kernel figures for --stats.
@@ -59,6 +63,7 @@ struct CodegenStats {
 struct CodegenResult {
   std::string llo;  // assembly text (what llo-asm reads)
   CodegenStats stats;
+  llo::ScheduleStats schedule;  // zero when not scheduled
 };
 
 // Lowers the module's entry computation. Entry arguments are the array

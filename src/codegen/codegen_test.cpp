@@ -234,6 +234,82 @@ ENTRY main {
 })", 0.0);
 }
 
+TEST(EndToEnd, MatmulManyTilesAndSteps) {
+  // A small VMEM budget forces several M tiles, two N tiles and k steps, so
+  // the prefetch slots and both C slots are used.
+  CodegenOptions o;
+  o.vmemFraction = 0.009;
+  const char* bf16 = R"(HloModule m
+ENTRY main {
+  a = bf16[2,320,384] parameter(0)
+  b = bf16[2,384,1024] parameter(1)
+  ROOT d = f32[2,320,1024] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+})";
+  E2eRun r = compileAndCompare(bf16, "v5e", o);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-5) << r.where;
+  r = compileAndCompare(bf16, "v4", o);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-5) << r.where;
+  r = compileAndCompare(R"(HloModule m
+ENTRY main {
+  a = f32[288,256] parameter(0)
+  b = f32[256,384] parameter(1)
+  ROOT d = f32[288,384] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={high,high}
+})", "v5e", o);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-4) << r.where;
+}
+
+// llo-gen's scheduled text assembles to exactly the program compileModule
+// returns, and scheduled and unscheduled code compute the same bits.
+TEST(Schedule, TextAndProgramAgreeAndResultsMatchUnscheduled) {
+  const char* modules[] = {R"(HloModule m
+ENTRY main {
+  x = f32[300,200] parameter(0)
+  y = f32[300,200] parameter(1)
+  a = f32[300,200] add(x, y)
+  ROOT e = f32[300,200] exponential(a)
+})",
+                           R"(HloModule m
+ENTRY main {
+  a = bf16[64,256] parameter(0)
+  b = bf16[256,512] parameter(1)
+  ROOT d = f32[64,512] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})"};
+  DiagnosticEngine diags;
+  auto target = target::loadTarget("v5e", diags);
+  ASSERT_TRUE(target);
+  for (const char* text : modules) {
+    auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", text), diags);
+    ASSERT_TRUE(loaded.module);
+    CodegenOptions list, none;
+    none.schedule = llo::ScheduleMode::None;
+    auto gen = generateLlo(*loaded.module, *target, list, diags);
+    ASSERT_TRUE(gen);
+    EXPECT_LT(gen->schedule.bundlesAfter, gen->schedule.bundlesBefore);
+    SourceFile file("t.llo", gen->llo);
+    auto fromText = llo::assembleLlo(file, {}, diags);
+    ASSERT_TRUE(fromText) << gen->llo;
+    auto compiled = compileModule(*loaded.module, *target, list, diags);
+    auto flat = compileModule(*loaded.module, *target, none, diags);
+    ASSERT_TRUE(compiled && flat);
+    EXPECT_EQ(fromText->program, *compiled);
+    std::mt19937 rng(5);
+    std::vector<std::string> inputs;
+    for (uint32_t id : compiled->entries.front().args) {
+      std::string bytes(compiled->buffers[id].sizeBytes(), '\0');
+      for (size_t i = 0; i < bytes.size(); i += 2) bytes[i + 1] = static_cast<char>(0x3c + rng() % 3);  // small floats
+      inputs.push_back(bytes);
+    }
+    auto a = sim::simulate(*compiled, *target, inputs, {}, diags);
+    auto b = sim::simulate(*flat, *target, inputs, {}, diags);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->results, b->results);
+    EXPECT_LT(a->report.cycles, b->report.cycles);
+  }
+}
+
 TEST(EndToEnd, UnsupportedOpIsAnError) {
   E2eRun r = compileAndCompare(R"(HloModule m
 ENTRY main {

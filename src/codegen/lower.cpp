@@ -1105,12 +1105,16 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   for (const EwOutput& o : outs) per += typeInfo(o.type).bytes;
   int nOut = static_cast<int>(outs.size());
   int64_t totalV = (n + kVregElems - 1) / kVregElems;
-  int64_t chunkV = std::min<int64_t>(totalV, 128);
-  if (per > 0) chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, vmemBudget() / (2 * per * kVregElems)));
+  // Three VMEM slots, so loads run two chunks ahead of the compute and a
+  // slot's write-back has a whole chunk's time to finish before it is reused.
+  constexpr int64_t kSlots = 3;
+  int64_t chunkV = std::min<int64_t>(totalV, 512);
+  if (per > 0)
+    chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, vmemBudget() / (kSlots * per * kVregElems)));
   int64_t c = chunkV * kVregElems;
   int64_t nChunks = (n + c - 1) / c;
   int64_t tail = n - (nChunks - 1) * c;
-  // VMEM: two slots, each holding a chunk of every streamed buffer.
+  // VMEM: kSlots slots, each holding a chunk of every streamed buffer.
   std::vector<int64_t> inOff(ins.size(), 0), outOff(outs.size(), 0);
   uint64_t cur = 0;
   for (size_t j = 0; j < ins.size(); ++j)
@@ -1122,7 +1126,8 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
     outOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(c) * typeInfo(outs[j].type).bytes, 512);
   }
-  uint64_t slotBytes = alignUp(cur, 512);
+  // One vreg of slack: the pipelined loop reads one vreg past each input.
+  uint64_t slotBytes = alignUp(cur + 4096, 512);
   // Scalars and the index base, hoisted out of the loops.
   std::vector<VReg> hoisted(ins.size());
   VReg idx0;
@@ -1179,18 +1184,23 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       }
     }
   };
+  // Chunk i + kSlots - 1 is fetched while chunk i computes; a slot is
+  // refilled once the write-back of the chunk it held has completed.
+  // Semaphores: sem[slot] loads, sem[kSlots + slot] write-backs.
   e_.op("smov {}, 0", S(rI));
-  e_.op("smov {}, 0", S(rSlot));
-  issue(true, rI, rSlot, rSlot);
+  for (int64_t j = 0; j < std::min<int64_t>(kSlots - 1, nChunks); ++j) {
+    e_.op("smov {}, {}", S(rNext), j);
+    issue(true, rNext, rNext, rNext);
+  }
   std::string lLoop = e_.newLabel("chunk"), lComp = e_.newLabel("compute"), lPf = e_.newLabel("prefetch"),
               lInner = e_.newLabel("vreg");
   e_.label(lLoop);
-  e_.op("sand {}, {}, 1", S(rSlot), S(rI));
-  e_.op("sxor {}, {}, 1", S(rOther), S(rSlot));
-  e_.op("sadd {}, {}, 1", S(rNext), S(rI));
+  e_.op("srem {}, {}, {}", S(rSlot), S(rI), kSlots);
+  e_.op("sadd {}, {}, {}", S(rNext), S(rI), kSlots - 1);
+  e_.op("srem {}, {}, {}", S(rOther), S(rNext), kSlots);
   e_.op("br.ge {}, {}, {}", S(rNext), nChunks, lComp);
-  e_.op("br.lt {}, 1, {}", S(rI), lPf);
-  e_.op("sadd {}, {}, 2", S(rTmp), S(rOther));
+  e_.op("br.lt {}, {}, {}", S(rNext), kSlots, lPf);
+  e_.op("sadd {}, {}, {}", S(rTmp), S(rOther), kSlots);
   e_.op("sem.wait sem[{}], {}", S(rTmp), nOut);
   e_.label(lPf);
   issue(true, rNext, rOther, rOther);
@@ -1201,43 +1211,52 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   e_.op("smov {}, {}", S(rOff[1]), S(rOff[4]));
   e_.op("smul {}, {}, {}", S(rIdx), S(rI), c);
   e_.op("smov {}, {}", S(rCnt), chunkV);
-  e_.label(lInner);
+  // Software pipelined: the streamed inputs of vreg i + 1 are loaded while
+  // vreg i is computed and stored, into the same registers (read first).
   std::vector<VReg> vin(ins.size());
   std::vector<VReg> owned;
-  for (size_t j = 0; j < ins.size(); ++j) {
-    if (ins[j].kind == EwInput::Full) {
+  auto loadInputs = [&](int64_t vregOffset) {
+    for (size_t j = 0; j < ins.size(); ++j) {
+      if (ins[j].kind != EwInput::Full) continue;
       int es = typeInfo(ins[j].type).bytes;
-      vin[j] = vload(ins[j].type, fmt::format("{} + {}", S(rOff[es]), inOff[j]));
-      owned.push_back(vin[j]);
-    } else if (ins[j].kind == EwInput::Scalar) {
+      e_.op("{} {}, [{} + {}]", loadMnemonic(ins[j].type), V(vin[j]), S(rOff[es]),
+            inOff[j] + vregOffset * kVregElems * es);
+    }
+  };
+  for (size_t j = 0; j < ins.size(); ++j) {
+    if (ins[j].kind == EwInput::Scalar) {
       vin[j] = hoisted[j];
     } else {
-      vin[j] = valloc(ElementType::S32);
-      e_.op("vadd.s32 {}, {}, {}", V(vin[j]), V(idx0), S(rIdx));
+      vin[j] = valloc(ins[j].kind == EwInput::Full ? ins[j].type : ElementType::S32);
       owned.push_back(vin[j]);
     }
   }
+  loadInputs(0);
+  e_.label(lInner);
+  for (size_t j = 0; j < ins.size(); ++j)
+    if (ins[j].kind == EwInput::Index) e_.op("vadd.s32 {}, {}, {}", V(vin[j]), V(idx0), S(rIdx));
   std::vector<VReg> vout = body(vin);
   if (failed_) return false;
+  // Stores before the next loads: an output may be an input register.
   for (size_t j = 0; j < outs.size(); ++j) {
     int es = typeInfo(outs[j].type).bytes;
     vstore(vout[j], outs[j].type, fmt::format("{} + {}", S(rOff[es]), outOff[j]));
-    vfree(vout[j]);
   }
+  loadInputs(1);
+  for (size_t j = 0; j < outs.size(); ++j) vfree(vout[j]);
   for (VReg v : owned) vfree(v);
   e_.op("sadd {}, {}, 4096", S(rOff[4]), S(rOff[4]));
   e_.op("sadd {}, {}, 2048", S(rOff[2]), S(rOff[2]));
   e_.op("sadd {}, {}, 1024", S(rOff[1]), S(rOff[1]));
   e_.op("sadd {}, {}, 1024", S(rIdx), S(rIdx));
   e_.op("loop {}, {}", S(rCnt), lInner);
-  e_.op("sadd {}, {}, 2", S(rTmp), S(rSlot));
+  e_.op("sadd {}, {}, {}", S(rTmp), S(rSlot), kSlots);
   issue(false, rI, rSlot, rTmp);
   e_.op("sadd {}, {}, 1", S(rI), S(rI));
   e_.op("br.lt {}, {}, {}", S(rI), nChunks, lLoop);
-  if (nOut > 0) {
-    e_.op("sem.wait sem{}, {}", 2 + ((nChunks - 1) & 1), nOut);
-    if (nChunks >= 2) e_.op("sem.wait sem{}, {}", 2 + ((nChunks - 2) & 1), nOut);
-  }
+  if (nOut > 0)
+    for (int64_t ch = std::max<int64_t>(0, nChunks - kSlots); ch < nChunks; ++ch)
+      e_.op("sem.wait sem{}, {}", kSlots + ch % kSlots, nOut);
   (void)slotBytes;
   return !failed_;
 }
@@ -1589,9 +1608,16 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
 // ============================================================== matmul on the MXUs
 
 // c[b] (f32 [m, n]) = a[b] ([m, k]) x w[b] ([k, n]); m % 8 == 0, k and n
-// multiples of 128. Each N tile of 128 x G columns uses G MXUs; the LHS
-// 8-row blocks are streamed through all of them, `depth` blocks ahead of
-// the pops (software pipelined). f32 operands take `passes` bf16 passes.
+// multiples of 128. Each N tile of 128 x G columns uses G MXUs and an M tile
+// of tm rows; the tile accumulates in VMEM over k steps of 128. All steps
+// (batch, M tile, N tile, k step) form one loop whose next step's A and W
+// tiles are fetched while this one computes (two VMEM slots each); C tiles
+// alternate between two slots so a finished tile is written back while the
+// next accumulates. Within a step the LHS 8-row blocks are software
+// pipelined: block i is pushed to the MXUs `depth` blocks ahead of its pops,
+// its successor is loaded while it is pushed, and the C rows of the next pop
+// are loaded while the previous sums are stored. f32 operands take `passes`
+// bf16 passes.
 bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
                          ElementType aType, int wBuf, ElementType wType, int cBuf, int passes) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
@@ -1602,144 +1628,232 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
       g = cand;
       break;
     }
-  int64_t tn = 128 * g;
+  const int64_t tn = 128 * g;
+  const int64_t cRow = 8 * tn * 4;     // C bytes of one 8-row block
+  const int64_t aRow = 8 * 128 * ea;  // A bytes of one 8-row block
+  // VMEM per slot, padded: the pipelined loops read up to two blocks past
+  // the end of a tile (values never used).
+  auto slotBytes = [&](int64_t tm) {
+    return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
+           2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
+           2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
+  };
   int64_t tm = 8;
-  for (int64_t cand = 512; cand >= 8; cand -= 8)
-    if (m % cand == 0) {
+  for (int64_t cand = std::min<int64_t>(m, 8192); cand >= 8; cand -= 8)
+    if (m % cand == 0 && slotBytes(cand) <= std::max<uint64_t>(vmemBudget(), slotBytes(8))) {
       tm = cand;
       break;
     }
-  int64_t blocks = tm / 8;
-  int64_t depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
-  uint64_t vA = 0, vW = alignUp(static_cast<uint64_t>(tm * 128 * ea), 512);
-  uint64_t vC = vW + alignUp(static_cast<uint64_t>(128 * tn * ew), 512);
-  uint64_t vEnd = vC + static_cast<uint64_t>(tm * tn * 4);
-  if (vEnd > target_.memory.vmemBytes) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
+  if (slotBytes(tm) > target_.memory.vmemBytes) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
+  const int64_t blocks = tm / 8;
+  const int64_t depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
+  const uint64_t aSlot = alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512);
+  const uint64_t wSlot = alignUp(static_cast<uint64_t>(128 * tn * ew), 512);
+  const uint64_t cSlot = alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
+  const uint64_t vA = 0, vW = 2 * aSlot, vC = vW + 2 * wSlot;
+  const int64_t KB = k / 128, NB = n / tn, MB = m / tm, steps = b * MB * NB * KB;
   std::string dA = e_.desc(static_cast<uint64_t>(128 * ea), {{tm, k * ea, 128 * ea}});
   std::string dW = e_.desc(static_cast<uint64_t>(tn * ew), {{128, n * ew, tn * ew}});
   std::string dC = e_.desc(static_cast<uint64_t>(tn * 4), {{tm, tn * 4, n * 4}});
-  int rB = sreg(), rM = sreg(), rN = sreg(), rK = sreg(), rA = sreg(), rW = sreg(), rT = sreg(), rCnt = sreg(),
-      rAo = sreg(), rCo = sreg();
-  std::string lB = e_.newLabel("mb"), lM = e_.newLabel("mm"), lN = e_.newLabel("mn"), lK = e_.newLabel("mk"),
-              lZ = e_.newLabel("mzero");
-  // Components of an f32 value for multi-pass bf16 products.
-  auto component = [&](VReg x, int idx) {
-    if (idx == 0) return;
-    VReg h = valloc(ElementType::F32);
-    e_.op("vrnd.bf16 {}, {}", V(h), V(x));
-    e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(h));
-    if (idx == 2) {
+  int rS = sreg(), rT = sreg(), rQ = sreg(), rX = sreg(), rY = sreg(), rSlot = sreg(), rKk = sreg(), rAb = sreg(),
+      rWb = sreg(), rCs = sreg(), rCb = sreg(), rCsem = sreg(), rAo = sreg(), rCo = sreg(), rCnt = sreg();
+  // Step index in rT -> (bb, mm, nn, kk) in rX (kk), rY (nn), rQ (mm), rT (bb).
+  auto decompose = [&]() {
+    e_.op("srem {}, {}, {}", S(rX), S(rT), KB);
+    e_.op("sdiv {}, {}, {}", S(rT), S(rT), KB);
+    e_.op("srem {}, {}, {}", S(rY), S(rT), NB);
+    e_.op("sdiv {}, {}, {}", S(rT), S(rT), NB);
+    e_.op("srem {}, {}, {}", S(rQ), S(rT), MB);
+    e_.op("sdiv {}, {}, {}", S(rT), S(rT), MB);
+  };
+  // DMAs of step rT's A and W tiles into slot `slotReg`, signalling sem[slotReg].
+  auto fetch = [&](int slotReg) {
+    decompose();
+    int rAddr = rAo, rV = rCo, rTmp = rCnt;  // free outside the compute loops
+    e_.op("smul {}, {}, {}", S(rAddr), S(rT), m * k * ea);
+    e_.op("smul {}, {}, {}", S(rTmp), S(rQ), tm * k * ea);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * ea);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(aBuf));
+    e_.op("smul {}, {}, {}", S(rV), S(slotReg), aSlot);
+    e_.op("sadd {}, {}, {}", S(rV), S(rV), vA);
+    e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", dA, S(rV), hbm(aBuf), S(rAddr), S(slotReg));
+    e_.op("smul {}, {}, {}", S(rAddr), S(rT), k * n * ew);
+    e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * n * ew);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("smul {}, {}, {}", S(rTmp), S(rY), tn * ew);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(wBuf));
+    e_.op("smul {}, {}, {}", S(rV), S(slotReg), wSlot);
+    e_.op("sadd {}, {}, {}", S(rV), S(rV), vW);
+    e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", dW, S(rV), hbm(wBuf), S(rAddr), S(slotReg));
+  };
+  // Components of an f32 value for multi-pass bf16 products: x - bf16(x), twice.
+  auto component = [&](VReg x, int idx, VReg h) {
+    for (int i = 0; i < idx; ++i) {
       e_.op("vrnd.bf16 {}, {}", V(h), V(x));
       e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(h));
     }
-    vfree(h);
   };
   std::vector<std::pair<int, int>> passList = {{0, 0}};
   if (passes == 3) passList = {{1, 0}, {0, 1}, {0, 0}};
   if (passes == 6) passList = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
   std::string ldA = loadMnemonic(aType), ldW = loadMnemonic(wType);
   bool int8 = aType == ElementType::S8;  // s8 x s8 -> exact s32 sums
-  e_.op("smov {}, 0", S(rB));
-  e_.label(lB);
-  e_.op("smov {}, 0", S(rM));
-  e_.label(lM);
-  e_.op("smov {}, 0", S(rN));
-  e_.label(lN);
-  {
-    VReg z = vconst(ElementType::F32, 0);
-    e_.op("smov {}, {}", S(rT), vC);
-    e_.op("smov {}, {}", S(rCnt), tm * tn / kVregElems);
-    e_.label(lZ);
-    e_.op("vst {}, [{}]", V(z), S(rT));
-    e_.op("sadd {}, {}, 4096", S(rT), S(rT));
-    e_.op("loop {}, {}", S(rCnt), lZ);
-    vfree(z);
+  // Registers of the pipelined loops: the A block, per MXU the popped
+  // result, the prefetched C rows and the sum being stored, and a rotating
+  // set for weight staging so consecutive pushes do not wait on each other.
+  VReg va = valloc(ElementType::F32), vh = valloc(ElementType::F32), vh2 = valloc(ElementType::F32),
+       vraw = valloc(ElementType::F32);
+  std::vector<VReg> vr, vc, vt, vw;
+  for (int u = 0; u < g; ++u) {
+    vr.push_back(valloc(ElementType::F32));
+    vc.push_back(valloc(ElementType::F32));
+    vt.push_back(valloc(ElementType::F32));
   }
-  e_.op("smov {}, 0", S(rK));
-  e_.label(lK);
-  // A tile: rows m0..m0+tm, columns k0..k0+128 of batch b.
-  e_.op("smul {}, {}, {}", S(rA), S(rB), m * k * ea);
-  e_.op("smul {}, {}, {}", S(rT), S(rM), tm * k * ea);
-  e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
-  e_.op("smul {}, {}, {}", S(rT), S(rK), 128 * ea);
-  e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
-  e_.op("sadd {}, {}, {}", S(rA), S(rA), base(aBuf));
-  e_.op("dma.h2v {}, [{}], {}[{}], sem0", dA, vA, hbm(aBuf), S(rA));
-  e_.op("smul {}, {}, {}", S(rW), S(rB), k * n * ew);
-  e_.op("smul {}, {}, {}", S(rT), S(rK), 128 * n * ew);
-  e_.op("sadd {}, {}, {}", S(rW), S(rW), S(rT));
-  e_.op("smul {}, {}, {}", S(rT), S(rN), tn * ew);
-  e_.op("sadd {}, {}, {}", S(rW), S(rW), S(rT));
-  e_.op("sadd {}, {}, {}", S(rW), S(rW), base(wBuf));
-  e_.op("dma.h2v {}, [{}], {}[{}], sem1", dW, vW, hbm(wBuf), S(rW));
-  e_.op("sem.wait sem1");
-  e_.op("sem.wait sem0");
-  for (auto [ia, iw] : passList) {
+  for (int i = 0; i < 16; ++i) vw.push_back(valloc(ElementType::F32));
+  auto cAddr = [&](int u, int64_t blockOffset) {
+    int64_t off = blockOffset * cRow + u * 512;
+    return off >= 0 ? fmt::format("{} + {}", S(rCo), off) : fmt::format("{} - {}", S(rCo), -off);
+  };
+  // One pass over the step's A tile; `accumulate` adds to the C tile.
+  auto pass = [&](int ia, int iw, bool accumulate) {
+    int j = 0;
     for (int u = 0; u < g; ++u) {
       for (int blk = 0; blk < 16; ++blk) {
-        VReg w = valloc(ElementType::F32);
-        e_.op("{} {}, [{}], {}", ldW, V(w), vW + static_cast<uint64_t>(blk * 8 * tn * ew + u * 128 * ew), tn * ew);
-        component(w, iw);
+        VReg w = vw[j++ % vw.size()];
+        e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), blk * 8 * tn * ew + u * 128 * ew, tn * ew);
+        component(w, iw, vh);
         e_.op("mxu.wpush.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(w));
-        vfree(w);
       }
       e_.op("mxu.wlatch mxu{}", u);
     }
-    auto push = [&](const std::string& addr) {
-      VReg a = valloc(ElementType::F32);
-      e_.op("{} {}, [{}]", ldA, V(a), addr);
-      component(a, ia);
-      for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(a));
-      vfree(a);
-    };
-    auto pop = [&]() {
-      for (int u = 0; u < g; ++u) {
-        VReg r = valloc(ElementType::F32), c = valloc(ElementType::F32);
-        std::string addr = fmt::format("{} + {}", S(rCo), vC + static_cast<uint64_t>(u * 512));
-        e_.op("mxu.pop {}, mxu{}", V(r), u);
-        e_.op("vld {}, [{}], {}", V(c), addr, tn * 4);
-        e_.op("vadd.{} {}, {}, {}", int8 ? "s32" : "f32", V(c), V(c), V(r));
-        e_.op("vst {}, [{}], {}", V(c), addr, tn * 4);
-        vfree(r);
-        vfree(c);
+    e_.op("smov {}, {}", S(rAo), S(rAb));
+    e_.op("smov {}, {}", S(rCo), S(rCb));
+    // Passes on a component of A load block i + 1 raw while block i is
+    // pushed, so the component arithmetic is off the push's critical path.
+    auto componentOf = [&](VReg dst, VReg src) {
+      e_.op("vrnd.bf16 {}, {}", V(vh), V(src));
+      if (ia == 1) {
+        e_.op("vsub.f32 {}, {}, {}", V(dst), V(src), V(vh));
+        return;
       }
-      e_.op("sadd {}, {}, {}", S(rCo), S(rCo), 8 * tn * 4);
+      e_.op("vsub.f32 {}, {}, {}", V(vh2), V(src), V(vh));
+      e_.op("vrnd.bf16 {}, {}", V(vh), V(vh2));
+      e_.op("vsub.f32 {}, {}, {}", V(dst), V(vh2), V(vh));
     };
-    e_.op("smov {}, {}", S(rAo), vA);
-    e_.op("smov {}, 0", S(rCo));
-    for (int64_t i = 0; i < depth; ++i) {
-      push(S(rAo));
-      e_.op("sadd {}, {}, {}", S(rAo), S(rAo), 8 * 128 * ea);
+    if (ia == 0) {
+      e_.op("{} {}, [{}]", ldA, V(va), S(rAo));
+    } else {
+      e_.op("{} {}, [{}]", ldA, V(vraw), S(rAo));
+      componentOf(va, vraw);
+      e_.op("{} {}, [{} + {}]", ldA, V(vraw), S(rAo), aRow);
     }
+    if (accumulate)
+      for (int u = 0; u < g; ++u) e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 0), tn * 4);
+    bool havePrev = false;
+    // One pipelined iteration: store the previous sums, pop block j (and
+    // load the C rows of block j + 1), push block i (and load block i + 1).
+    auto iteration = [&](bool doPush, bool doPop) {
+      if (doPop) {
+        if (havePrev)
+          for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
+        for (int u = 0; u < g; ++u) {
+          if (accumulate) {
+            e_.op("mxu.pop {}, mxu{}", V(vr[u]), u);
+            e_.op("vadd.{} {}, {}, {}", int8 ? "s32" : "f32", V(vt[u]), V(vc[u]), V(vr[u]));
+            e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 1), tn * 4);
+          } else {
+            e_.op("mxu.pop {}, mxu{}", V(vt[u]), u);
+          }
+        }
+        e_.op("sadd {}, {}, {}", S(rCo), S(rCo), cRow);
+        havePrev = true;
+      }
+      if (doPush) {
+        for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(va));
+        if (ia == 0) {
+          e_.op("{} {}, [{} + {}]", ldA, V(va), S(rAo), aRow);
+        } else {
+          componentOf(va, vraw);
+          e_.op("{} {}, [{} + {}]", ldA, V(vraw), S(rAo), 2 * aRow);
+        }
+        e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
+      }
+    };
+    for (int64_t i = 0; i < depth; ++i) iteration(true, false);
     if (blocks > depth) {
-      std::string lS = e_.newLabel("msteady");
-      e_.op("smov {}, {}", S(rCnt), blocks - depth);
-      e_.label(lS);
-      push(S(rAo));
-      e_.op("sadd {}, {}, {}", S(rAo), S(rAo), 8 * 128 * ea);
-      pop();
-      e_.op("loop {}, {}", S(rCnt), lS);
+      iteration(true, true);
+      if (blocks > depth + 1) {
+        std::string lS = e_.newLabel("msteady");
+        e_.op("smov {}, {}", S(rCnt), blocks - depth - 1);
+        e_.label(lS);
+        iteration(true, true);
+        e_.op("loop {}, {}", S(rCnt), lS);
+      }
     }
-    for (int64_t i = 0; i < depth; ++i) pop();
-  }
-  e_.op("sadd {}, {}, 1", S(rK), S(rK));
-  e_.op("br.lt {}, {}, {}", S(rK), k / 128, lK);
-  // Write the accumulated tile.
-  e_.op("smul {}, {}, {}", S(rA), S(rB), m * n * 4);
-  e_.op("smul {}, {}, {}", S(rT), S(rM), tm * n * 4);
-  e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
-  e_.op("smul {}, {}, {}", S(rT), S(rN), tn * 4);
-  e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
-  e_.op("sadd {}, {}, {}", S(rA), S(rA), base(cBuf));
-  e_.op("dma.v2h {}, {}[{}], [{}], sem2", dC, hbm(cBuf), S(rA), vC);
+    for (int64_t i = 0; i < depth; ++i) iteration(false, true);
+    for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
+  };
+  auto compute = [&](bool accumulate) {
+    for (auto [ia, iw] : passList) {
+      pass(ia, iw, accumulate);
+      accumulate = true;  // later passes add to the first
+    }
+  };
+  std::string lStep = e_.newLabel("mstep"), lNoPf = e_.newLabel("mnopf"), lAcc = e_.newLabel("macc"),
+              lStored = e_.newLabel("mcomputed"), lNext = e_.newLabel("mnext");
+  // Each C slot starts with one credit: its first tile need not wait.
+  e_.op("sem.signal sem2");
+  e_.op("sem.signal sem3");
+  e_.op("smov {}, 0", S(rS));
+  e_.op("smov {}, 0", S(rCs));
+  e_.op("smov {}, 0", S(rT));
+  e_.op("smov {}, 0", S(rSlot));
+  fetch(rSlot);
+  e_.label(lStep);
+  // Prefetch step s + 1 into the other slot (its previous step is done).
+  e_.op("sadd {}, {}, 1", S(rT), S(rS));
+  e_.op("br.ge {}, {}, {}", S(rT), steps, lNoPf);
+  e_.op("sand {}, {}, 1", S(rSlot), S(rT));
+  fetch(rSlot);
+  e_.label(lNoPf);
+  e_.op("sand {}, {}, 1", S(rSlot), S(rS));
+  e_.op("sem.wait sem[{}], 2", S(rSlot));
+  e_.op("srem {}, {}, {}", S(rKk), S(rS), KB);
+  e_.op("smul {}, {}, {}", S(rAb), S(rSlot), aSlot);
+  e_.op("sadd {}, {}, {}", S(rAb), S(rAb), vA);
+  e_.op("smul {}, {}, {}", S(rWb), S(rSlot), wSlot);
+  e_.op("sadd {}, {}, {}", S(rWb), S(rWb), vW);
+  e_.op("smul {}, {}, {}", S(rCb), S(rCs), cSlot);
+  e_.op("sadd {}, {}, {}", S(rCb), S(rCb), vC);
+  e_.op("sadd {}, {}, 2", S(rCsem), S(rCs));
+  e_.op("br.ne {}, 0, {}", S(rKk), lAcc);
+  // First k step of a tile: the C slot's previous write-back must be done.
+  e_.op("sem.wait sem[{}]", S(rCsem));
+  compute(false);
+  e_.op("jmp {}", lStored);
+  e_.label(lAcc);
+  compute(true);
+  e_.label(lStored);
+  e_.op("br.ne {}, {}, {}", S(rKk), KB - 1, lNext);
+  // Last k step: write the tile back and switch C slots.
+  e_.op("smov {}, {}", S(rT), S(rS));
+  decompose();
+  e_.op("smul {}, {}, {}", S(rAo), S(rT), m * n * 4);
+  e_.op("smul {}, {}, {}", S(rCo), S(rQ), tm * n * 4);
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
+  e_.op("smul {}, {}, {}", S(rCo), S(rY), tn * 4);
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), base(cBuf));
+  e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", dC, hbm(cBuf), S(rAo), S(rCb), S(rCsem));
+  e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
+  e_.label(lNext);
+  e_.op("sadd {}, {}, 1", S(rS), S(rS));
+  e_.op("br.lt {}, {}, {}", S(rS), steps, lStep);
   e_.op("sem.wait sem2");
-  e_.op("sadd {}, {}, 1", S(rN), S(rN));
-  e_.op("br.lt {}, {}, {}", S(rN), n / tn, lN);
-  e_.op("sadd {}, {}, 1", S(rM), S(rM));
-  e_.op("br.lt {}, {}, {}", S(rM), m / tm, lM);
-  e_.op("sadd {}, {}, 1", S(rB), S(rB));
-  e_.op("br.lt {}, {}, {}", S(rB), b, lB);
-  (void)vEnd;
+  e_.op("sem.wait sem3");
   return !failed_;
 }
 
