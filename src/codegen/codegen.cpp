@@ -1,6 +1,7 @@
 #include "codegen/codegen.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "codegen/lower.h"
 #include "llo/text.h"
@@ -28,16 +29,26 @@ std::optional<isa::Program> compileModule(const hlo::Module& module, const targe
   return std::move(assembled->program);
 }
 
+namespace {
+// A JSON string literal (op_name metadata may hold quotes and backslashes).
+std::string jsonString(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+}  // namespace
+
 std::string renderStatsJson(const CodegenStats& s) {
   std::string out = "{\"hbm\": {";
   out += fmt::format("\"arguments\": {}, \"results\": {}, \"constants\": {}, \"temporaries\": {}, "
-                     "\"temporaries_without_reuse\": {}, \"peak\": {}}}, \"kernels\": [",
-                     s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes, s.unsharedBytes, s.peakHbmBytes);
+                     "\"temporaries_without_reuse\": {}, \"results_in_donated_arguments\": {}, \"peak\": {}}}, "
+                     "\"kernels\": [",
+                     s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes, s.unsharedBytes, s.aliasedBytes,
+                     s.peakHbmBytes);
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelStats& k = s.kernels[i];
-    out += fmt::format("{}\n  {{\"name\": \"{}\", \"hlo\": \"{}\", \"kind\": \"{}\", \"flops\": {:.0f}, "
+    out += fmt::format("{}\n  {{\"name\": {}, \"hlo\": {}, \"op_name\": {}, \"kind\": {}, \"flops\": {:.0f}, "
                        "\"hbm_bytes\": {}, \"vmem_bytes\": {}, \"estimated_cycles\": {:.0f}}}",
-                       i ? "," : "", k.name, k.hlo, k.kind, k.flops, k.hbmBytes, k.vmemBytes, k.estimatedCycles);
+                       i ? "," : "", jsonString(k.name), jsonString(k.hlo), jsonString(k.opName), jsonString(k.kind),
+                       k.flops, k.hbmBytes, k.vmemBytes, k.estimatedCycles);
   }
   out += "\n]}\n";
   return out;
@@ -45,9 +56,9 @@ std::string renderStatsJson(const CodegenStats& s) {
 
 std::string renderStatsText(const CodegenStats& s) {
   std::string out = fmt::format("peak HBM: {} bytes (arguments {}, results {}, constants {}, temporaries {}; "
-                                "{} without reuse)\n",
+                                "{} without reuse; {} of results in donated arguments)\n",
                                 s.peakHbmBytes, s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes,
-                                s.unsharedBytes);
+                                s.unsharedBytes, s.aliasedBytes);
   out += fmt::format("{:<32} {:<14} {:>14} {:>12} {:>10} {:>12}\n", "kernel", "kind", "flops", "hbm bytes",
                      "vmem", "est cycles");
   for (const KernelStats& k : s.kernels)

@@ -37,6 +37,7 @@ struct CodegenOptions {
 struct KernelStats {
   std::string name;        // the kernel label
   std::string hlo;         // the HLO instruction(s) it comes from
+  std::string opName;      // their metadata op_name (the framework op), if any
   std::string kind;        // "elementwise", "matmul", "copy", "reduce", ...
   double flops = 0;
   uint64_t hbmBytes = 0;   // bytes read and written in HBM
@@ -52,6 +53,7 @@ struct CodegenStats {
   uint64_t constantBytes = 0;
   uint64_t peakHbmBytes = 0;    // arguments + results + constants + heap
   uint64_t unsharedBytes = 0;   // what the temporaries would take without reuse
+  uint64_t aliasedBytes = 0;    // results stored in donated arguments (input_output_alias)
 };
 
 struct CodegenResult {

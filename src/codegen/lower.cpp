@@ -268,6 +268,7 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   masks_.reset();
   kernelLabel_ = fmt::format("k{}_{}", kernelCount_++, sanitize(in.name()));
   kernelHlo_ = in.name();
+  kernelOpName_ = in.metadata().opName;
   kernelKind_ = kind;
   e_.blank();
   std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
@@ -280,6 +281,7 @@ void Lowerer::endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes) {
   KernelStats k;
   k.name = kernelLabel_;
   k.hlo = kernelHlo_;
+  k.opName = kernelOpName_;
   k.kind = kernelKind_;
   k.flops = flops;
   k.hbmBytes = hbmBytes;
@@ -652,7 +654,19 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       static const char* kDir[] = {"eq", "ne", "lt", "le", "gt", "ge"};
       const char* dir = kDir[static_cast<int>(in.attrs().comparisonDirection)];
       int m = malloc_();
-      if (f) {
+      if (f && in.attrs().comparisonType == hlo::ComparisonType::TotalOrder) {
+        // Total order: compare the bits as signed integers, negative floats
+        // with their magnitude bits flipped (-NaN < -inf < -0 < +0 < +NaN).
+        VReg k[2];
+        for (int i = 0; i < 2; ++i) {
+          k[i] = binop("vsra", ops[static_cast<size_t>(i)], "31", ElementType::S32);
+          e_.op("vand {}, {}, 2147483647", V(k[i]), V(k[i]));
+          e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(ops[static_cast<size_t>(i)]));
+        }
+        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(k[0]), V(k[1]));
+        vfree(k[0]);
+        vfree(k[1]);
+      } else if (f) {
         e_.op("vcmp.{}.f32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
       } else if (u && typeInfo(ot).bits == 32) {
         VReg a = flip(ops[0]), b = flip(ops[1]);
@@ -1248,56 +1262,101 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     int es = typeInfo(bufs_[inBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rX[j]), S(rRow), r * es);
   }
+  // The init value is folded in once, after the row's elements have been
+  // combined (the interpreter folds it in once too; the reducer need not
+  // have an identity). Until then an element of the accumulator holds a
+  // partial result only where `valid` says so.
   std::vector<VReg> acc(nv);
-  for (size_t j = 0; j < nv; ++j) {
-    acc[j] = valloc(init[j].t);
-    e_.op("vmov.s32 {}, {}", V(acc[j]), V(init[j]));
-  }
+  auto loadRow = [&](size_t j) {
+    ElementType t = bufs_[inBufs[j]].type;
+    VReg x = vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
+    e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * typeInfo(t).bytes);
+    return x;
+  };
   auto foldOne = [&](bool masked) -> bool {
     std::vector<VReg> args = acc;
     std::vector<VReg> xs;
     for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      VReg x = vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
-      if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(x), M(tailMask), V(x), V(init[j]));
-      xs.push_back(x);
-      args.push_back(x);
+      xs.push_back(loadRow(j));
+      args.push_back(xs.back());
     }
     std::vector<VReg> res;
     if (!lowerComputation(reducer, args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
-      e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
+      if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(tailMask), V(res[j]), V(acc[j]));
+      else e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
       vfree(res[j]);
       vfree(xs[j]);
-      int es = typeInfo(bufs_[inBufs[j]].type).bytes;
-      e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * es);
     }
     return true;
   };
-  if (fullV > 0) {
-    e_.op("smov {}, {}", S(rCnt), fullV);
+  for (size_t j = 0; j < nv; ++j) acc[j] = loadRow(j);
+  // With at least one full vreg every element is valid from the start;
+  // otherwise only the first `rem` are, and the lane tree tracks validity.
+  VReg valid{};
+  if (fullV == 0) {
+    valid = valloc(ElementType::S32);
+    e_.op("vmov.s32 {}, 1", V(valid));
+    e_.op("vsel.s32 {}, {}, {}, 0", V(valid), M(tailMask), V(valid));
+  }
+  if (fullV > 1) {
+    e_.op("smov {}, {}", S(rCnt), fullV - 1);
     e_.label(lV);
     if (!foldOne(false)) return false;
     e_.op("loop {}, {}", S(rCnt), lV);
   }
-  if (rem && !foldOne(true)) return false;
+  if (rem && fullV > 0 && !foldOne(true)) return false;
   // Across lanes, then sublanes: every element ends up with the total.
+  int accValid = valid.r >= 0 ? malloc_() : -1, rotValid = valid.r >= 0 ? malloc_() : -1;
   for (int step : {64, 32, 16, 8, 4, 2, 1, -4, -2, -1}) {
     std::vector<VReg> args = acc, rot;
+    auto rotate = [&](VReg v) {
+      VReg t = valloc(v.t);
+      if (step > 0) e_.op("vrot.lane {}, {}, {}", V(t), V(v), step);
+      else e_.op("vrot.sub {}, {}, {}", V(t), V(v), -step);
+      return t;
+    };
     for (size_t j = 0; j < nv; ++j) {
-      VReg t = valloc(acc[j].t);
-      if (step > 0) e_.op("vrot.lane {}, {}, {}", V(t), V(acc[j]), step);
-      else e_.op("vrot.sub {}, {}, {}", V(t), V(acc[j]), -step);
-      rot.push_back(t);
-      args.push_back(t);
+      rot.push_back(rotate(acc[j]));
+      args.push_back(rot.back());
     }
     std::vector<VReg> res;
+    if (!lowerComputation(reducer, args, res)) return false;
+    VReg validRot{};
+    if (valid.r >= 0) {
+      validRot = rotate(valid);
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(accValid), V(valid));
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(rotValid), V(validRot));
+    }
+    for (size_t j = 0; j < nv; ++j) {
+      if (valid.r >= 0) {
+        // both valid: combined; only acc: acc; acc invalid: the rotated one.
+        e_.op("vsel.s32 {}, {}, {}, {}", V(res[j]), M(rotValid), V(res[j]), V(acc[j]));
+        e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(accValid), V(res[j]), V(rot[j]));
+      } else {
+        e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
+      }
+      vfree(res[j]);
+      vfree(rot[j]);
+    }
+    if (valid.r >= 0) {
+      e_.op("vor {}, {}, {}", V(valid), V(valid), V(validRot));
+      vfree(validRot);
+    }
+  }
+  {
+    std::vector<VReg> args = init, res;
+    args.insert(args.end(), acc.begin(), acc.end());
     if (!lowerComputation(reducer, args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
       e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
       vfree(res[j]);
-      vfree(rot[j]);
     }
+  }
+  if (valid.r >= 0) {
+    vfree(valid);
+    masks_.put(accValid);
+    masks_.put(rotValid);
   }
   for (size_t j = 0; j < nv; ++j) {
     int es = typeInfo(bufs_[outBufs[j]].type).bytes;
@@ -1660,6 +1719,19 @@ bool Lowerer::lowerIota(const Instruction& in) {
   return ok && !failed_;
 }
 
+int Lowerer::permutedCopy(int buf, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm) {
+  ElementType t = bufs_[buf].type;
+  int es = typeInfo(t).bytes;
+  std::vector<int64_t> outDims, srcStrides, strides = byteStrides(dims, es);
+  for (int64_t p : perm) {
+    outDims.push_back(dims[static_cast<size_t>(p)]);
+    srcStrides.push_back(strides[static_cast<size_t>(p)]);
+  }
+  int tb = tempBuf(t, outDims);
+  emitCopy(tb, 0, buf, 0, outDims, byteStrides(outDims, es), srcStrides, es);
+  return tb;
+}
+
 bool Lowerer::lowerReduce(const Instruction& in) {
   beginKernel(in, "reduce");
   int64_t nv = in.operandCount() / 2;
@@ -1686,7 +1758,17 @@ bool Lowerer::lowerReduce(const Instruction& in) {
   if (k == 0) {
   } else if (r == 0) {
     for (int64_t j = 0; j < nv; ++j) ok = ok && fill(outBufs[j], 0, k, bufs_[outBufs[j]].type, initBufs[j], 0);
-  } else if (outer && k >= kVregElems / 8) {
+  } else if (k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) {
+    // Many outputs: fold whole rows of outputs, vectorised across the kept
+    // elements. Reduced dimensions not already outermost are moved there
+    // by a strided DMA (their order kept, so each output folds its inputs
+    // in row-major order, as the interpreter does). Short inner rows would
+    // otherwise pay a cross-lane tree per output.
+    if (!outer) {
+      std::vector<int64_t> perm = reduced;
+      perm.insert(perm.end(), kept.begin(), kept.end());
+      for (int64_t j = 0; j < nv; ++j) inBufs[j] = permutedCopy(inBufs[j], s.dimensions(), perm);
+    }
     ok = emitReduceRows(in, r, k, inBufs, initBufs, outBufs, *in.toApply());
   } else {
     if (!inner) {
@@ -1694,23 +1776,25 @@ bool Lowerer::lowerReduce(const Instruction& in) {
       // output still folds its inputs in row-major order).
       std::vector<int64_t> perm = kept;
       perm.insert(perm.end(), reduced.begin(), reduced.end());
-      for (int64_t j = 0; j < nv; ++j) {
-        ElementType t = bufs_[inBufs[j]].type;
-        int es = typeInfo(t).bytes;
-        std::vector<int64_t> dims, ss, os = byteStrides(s.dimensions(), es);
-        for (int64_t p : perm) {
-          dims.push_back(s.dimension(p));
-          ss.push_back(os[static_cast<size_t>(p)]);
-        }
-        int tb = tempBuf(t, dims);
-        emitCopy(tb, 0, inBufs[j], 0, dims, byteStrides(dims, es), ss, es);
-        inBufs[j] = tb;
-      }
+      for (int64_t j = 0; j < nv; ++j) inBufs[j] = permutedCopy(inBufs[j], s.dimensions(), perm);
     }
     ok = emitReduceSegments(in, k, r, inBufs, initBufs, outBufs, *in.toApply());
   }
   endKernel(static_cast<double>(r * k * nv), bytes, 0);
   return ok && !failed_;
+}
+
+int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const {
+  if (lhsType != ElementType::F32 && rhsType != ElementType::F32) return 1;
+  hlo::Precision p = hlo::Precision::Default;
+  for (hlo::Precision q : in.attrs().precision.operandPrecision) p = std::max(p, q);
+  switch (options_.f32DotPrecision) {
+    case F32DotPrecision::FromConfig: return p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
+    case F32DotPrecision::Default: return 1;
+    case F32DotPrecision::High: return 3;
+    case F32DotPrecision::Highest: return 6;
+  }
+  return 1;
 }
 
 bool Lowerer::lowerDot(const Instruction& in) {
@@ -1784,19 +1868,7 @@ bool Lowerer::lowerDot(const Instruction& in) {
   int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
   bool direct = mp == m && np == n && ot == ElementType::F32;
   int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
-  int passes = 1;
-  if (lt == ElementType::F32 || rt == ElementType::F32) {
-    hlo::Precision p = hlo::Precision::Default;
-    for (hlo::Precision q : in.attrs().precision.operandPrecision) p = std::max(p, q);
-    switch (options_.f32DotPrecision) {
-      case F32DotPrecision::FromConfig:
-        passes = p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
-        break;
-      case F32DotPrecision::Default: passes = 1; break;
-      case F32DotPrecision::High: passes = 3; break;
-      case F32DotPrecision::Highest: passes = 6; break;
-    }
-  }
+  int passes = mxuPasses(in, lt, rt);
   bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes);
   if (ok && !direct) {
     int cs = c;
@@ -1950,10 +2022,14 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Iota: return lowerIota(in);
     case Opcode::Reduce: return lowerReduce(in);
     case Opcode::Dot: return lowerDot(in);
+    case Opcode::Convolution: return lowerConvolution(in);
     case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
     case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
     case Opcode::Gather: return lowerGather(in);
     case Opcode::Scatter: return lowerScatter(in);
+    case Opcode::ReduceWindow: return lowerReduceWindow(in);
+    case Opcode::SelectAndScatter: return lowerSelectAndScatter(in);
+    case Opcode::Sort: return lowerSort(in);
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);
@@ -1984,6 +2060,40 @@ std::string literalText(const hlo::Literal& lit, ElementType t) {
 }
 }  // namespace
 
+// Leaf position of `index` within `s` (leaves of tuples flattened in order).
+static std::optional<size_t> leafPosition(const Shape& s, const hlo::ShapeIndex& index) {
+  size_t pos = 0;
+  const Shape* cur = &s;
+  for (int64_t i : index) {
+    if (!cur->isTuple() || i < 0 || i >= static_cast<int64_t>(cur->tupleElements().size())) return std::nullopt;
+    pos += leafRange(*cur, i).first;
+    cur = &cur->tupleElement(i);
+  }
+  if (!cur->isArray()) return std::nullopt;
+  return pos;
+}
+
+std::map<size_t, int> Lowerer::donatedArgumentsByResult(const Computation& entry) {
+  // Result leaf -> argument buffer, from input_output_alias (XLA's donation
+  // of a parameter to an output). Entries naming a non-array leaf, or a leaf
+  // of another shape, are ignored: aliasing is an optimisation.
+  std::map<size_t, int> out;
+  std::set<int> taken;
+  for (const hlo::InputOutputAlias& a : module_.config().inputOutputAlias) {
+    const Instruction* param = entry.parameter(a.parameterNumber);
+    if (!param) continue;
+    auto res = leafPosition(entry.root()->shape(), a.outputIndex);
+    auto arg = leafPosition(param->shape(), a.parameterIndex);
+    if (!res || !arg || *arg >= leaves_[param].size() || *res >= leaves_[entry.root()].size()) continue;
+    int argBuf = leaves_[param][*arg];
+    int resBuf = leaves_[entry.root()][*res];
+    if (bufs_[argBuf].bytes != bufs_[resBuf].bytes || bufs_[argBuf].type != bufs_[resBuf].type) continue;
+    if (!taken.insert(argBuf).second || out.count(*res)) continue;
+    out[*res] = argBuf;
+  }
+  return out;
+}
+
 std::optional<CodegenResult> Lowerer::run() {
   const Computation* entry = module_.entry();
   if (!entry) {
@@ -2009,8 +2119,28 @@ std::optional<CodegenResult> Lowerer::run() {
   useLeaves(entry->root(), -1);
   std::set<int> seen;
   const auto& rootLeaves = leaves_[entry->root()];
+  std::map<size_t, int> donated = donatedArgumentsByResult(*entry);
   for (size_t i = 0; i < rootLeaves.size(); ++i) {
     int b = rootLeaves[i];
+    if (auto d = donated.find(i); d != donated.end()) {
+      // The result lives in the donated argument's buffer: computed there
+      // directly when the argument is dead before the result is defined,
+      // otherwise copied there at the end (after every read of it).
+      int arg = d->second;
+      stats_.aliasedBytes += bufs_[arg].bytes;
+      if (b != arg) {
+        if (bufs_[b].kind == BufKind::Heap && !seen.count(b) && bufs_[arg].end < bufs_[b].def) {
+          bufs_[b].kind = BufKind::Arg;
+          bufs_[b].name = bufs_[arg].name;
+          bufs_[b].aliasOfArg = true;
+        } else {
+          resultCopies_.push_back({arg, b});
+        }
+      }
+      results_.push_back(arg);
+      seen.insert(rootLeaves[i]);
+      continue;
+    }
     if (bufs_[b].kind == BufKind::Heap && !seen.count(b)) {
       bufs_[b].kind = BufKind::Result;
       bufs_[b].name = fmt::format("out{}", i);
@@ -2047,6 +2177,9 @@ std::optional<CodegenResult> Lowerer::run() {
     e_.blank();
     e_.comment("results that are parameters, constants or repeated leaves");
     sregs_.reset();
+    // Copies out of arguments first: a later copy may overwrite a donated one.
+    std::stable_partition(resultCopies_.begin(), resultCopies_.end(),
+                          [&](const std::pair<int, int>& c) { return bufs_[c.second].kind == BufKind::Arg; });
     for (auto [dst, src] : resultCopies_)
       if (bufs_[dst].bytes)
         emitCopy(dst, 0, src, 0, {static_cast<int64_t>(bufs_[dst].bytes)}, {1}, {1}, 1);
@@ -2076,6 +2209,8 @@ std::optional<CodegenResult> Lowerer::run() {
   t += fmt::format("// Generated by llo-gen from HLO module '{}'.\n", module_.name());
   t += fmt::format("// HBM: arguments {} B, results {} B, constants {} B, temporaries {} B (without reuse {} B).\n",
                    stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total, stats_.unsharedBytes);
+  if (stats_.aliasedBytes)
+    t += fmt::format("// Results in donated arguments (input_output_alias): {} B.\n", stats_.aliasedBytes);
   if (!options_.targetSpec.empty()) {
     bool builtin = std::find(target::builtinTargetNames().begin(), target::builtinTargetNames().end(),
                              options_.targetSpec) != target::builtinTargetNames().end();
@@ -2083,7 +2218,7 @@ std::optional<CodegenResult> Lowerer::run() {
                  : fmt::format(".target \"{}\"\n\n", options_.targetSpec);
   }
   for (const Buf& b : bufs_) {
-    if (b.kind == BufKind::Heap) continue;
+    if (b.kind == BufKind::Heap || b.aliasOfArg) continue;
     std::string d = dimsText(b.dims.empty() ? std::vector<int64_t>{1} : b.dims);
     if (b.bytes == 0) d = "[1]";
     t += fmt::format(".buffer {} : hbm {}{}", b.name, typeInfo(b.type).dtype, d);

@@ -101,6 +101,7 @@ struct Buf {
   ElementType type = ElementType::F32;
   std::vector<int64_t> dims;
   const Instruction* constant = nullptr;
+  bool aliasOfArg = false;  // storage of the argument of the same name (a donated one)
 };
 
 struct Region {
@@ -123,6 +124,20 @@ struct EwOutput {
   int buf = -1;
   int64_t off = 0;
   ElementType type = ElementType::F32;
+};
+
+// A convolution in canonical terms (lower_conv.cpp): spatial vectors are
+// indexed by spatial number; "padded" is the input extent after lhs
+// dilation and (possibly negative) padding.
+struct ConvGeometry {
+  size_t rank = 0;  // spatial dimensions
+  int64_t batch = 1, inFeatures = 1, outFeatures = 1;
+  int64_t featureGroups = 1, batchGroups = 1, groups = 1;
+  int64_t inPerGroup = 1, outPerGroup = 1, outBatch = 1;
+  std::vector<int64_t> inSize, kSize, outSize, padded, stride, padLow, lhsDil, rhsDil;
+  std::vector<bool> reversal;
+  int64_t taps = 1, outPositions = 1;
+  ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
 };
 
 // Returns the registers a kernel helper took when it ends.
@@ -164,6 +179,7 @@ class Lowerer {
   void defineNew(const Instruction& in);
   bool isFlatFusion(const Instruction& in) const;
   bool checkTypes(const Instruction& in);
+  std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
   // ---- emission ----
   bool emitComputation(const Computation& c);
@@ -200,6 +216,11 @@ class Lowerer {
                           const Computation& reducer);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
                   int wBuf, ElementType wType, int cBuf, int passes);
+  // bf16 MXU passes for a dot or convolution with these operand types:
+  // precision_config, or the --f32-dot-precision override, for f32.
+  int mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const;
+  bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes);
+  bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf);
 
   // Vector code.
   VReg valloc(ElementType t);
@@ -231,6 +252,8 @@ class Lowerer {
   bool lowerDot(const Instruction& in);
   bool lowerDynamicSlice(const Instruction& in, bool update);
   bool lowerReduceWindow(const Instruction& in);
+  bool lowerSelectAndScatter(const Instruction& in);
+  bool lowerSort(const Instruction& in);
   bool lowerConvolution(const Instruction& in);
   // lower_gather.cpp: a scalar loop over index vectors staged in SMEM. The
   // body is emitted once; `component(k)` loads component k of the current
@@ -245,6 +268,9 @@ class Lowerer {
   bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
   bool fillZero(int buf, int64_t n, ElementType t);
   int tempBuf(ElementType t, const std::vector<int64_t>& dims);
+  // A kernel-local copy of `buf` (of logical `dims`) with its dimensions
+  // permuted: result dimension i is dimension perm[i] of the source.
+  int permutedCopy(int buf, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm);
   int readScalarBranch(const Instruction& in);
 
   const hlo::Module& module_;
@@ -273,6 +299,7 @@ class Lowerer {
   CodegenStats stats_;
   std::string kernelLabel_;
   std::string kernelHlo_;
+  std::string kernelOpName_;
   std::string kernelKind_;
   int kernelCount_ = 0;
 };

@@ -1,5 +1,6 @@
-// Shared by the codegen end-to-end tests: HLO text -> llo-gen -> assembler
-// -> simulator, compared with the reference interpreter on seeded inputs.
+// End-to-end test helper shared by the codegen tests: HLO text -> llo-gen
+// -> assembler -> simulator, compared element by element with the
+// reference interpreter on seeded (or given) inputs.
 #pragma once
 
 #include <cmath>
@@ -21,6 +22,7 @@ namespace tpu::codegen {
 struct E2eRun {
   std::string error = {};
   double maxErr = 0;
+  int64_t bitMismatches = 0;  // elements whose bytes differ (tells -0 from +0)
   std::string where = {};
   uint64_t cycles = 0;
   sim::SimReport report = {};
@@ -47,7 +49,7 @@ inline void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out)
 }
 
 inline E2eRun compileAndCompare(const std::string& text, const std::string& targetName = "v5e",
-                                CodegenOptions options = {}, std::vector<hlo::Literal>* given = nullptr) {
+                      CodegenOptions options = {}, std::vector<hlo::Literal>* given = nullptr) {
   E2eRun run;
   DiagnosticEngine diags;
   std::string messages;
@@ -88,7 +90,10 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
     hlo::Literal got(w.shape());
     if (got.data().size() != simmed->results[r].size()) return {fmt::format("result {} size differs", r)};
     std::memcpy(got.mutableData().data(), simmed->results[r].data(), got.data().size());
+    size_t eb = w.elementCount() ? w.data().size() / static_cast<size_t>(w.elementCount()) : 0;
     for (int64_t k = 0; k < w.elementCount(); ++k) {
+      size_t at = static_cast<size_t>(k) * eb;
+      if (std::memcmp(got.data().data() + at, w.data().data() + at, eb) != 0) ++run.bitMismatches;
       double a = got.getDouble(k), b = w.getDouble(k);
       double err = (std::isnan(a) && std::isnan(b)) || a == b ? 0.0 : std::fabs(a - b) / (1.0 + std::fabs(b));
       if (std::isnan(err)) err = 1e30;
@@ -103,11 +108,11 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
   return run;
 }
 
-#define EXPECT_MATCH(text, tol)                                  \
-  do {                                                           \
-    E2eRun r_ = compileAndCompare(text);                            \
-    ASSERT_EQ(r_.error, "");                                     \
-    EXPECT_LE(r_.maxErr, tol) << r_.where;                       \
+#define EXPECT_MATCH(text, tol)                \
+  do {                                         \
+    E2eRun r_ = compileAndCompare(text);       \
+    ASSERT_EQ(r_.error, "");                   \
+    EXPECT_LE(r_.maxErr, tol) << r_.where;     \
   } while (0)
 
 }  // namespace tpu::codegen

@@ -1,0 +1,545 @@
+// Convolution. The input is first put in canonical form X[N, P0.., C]
+// (channels innermost, lhs dilation and padding applied) by one strided DMA
+// into a zero-filled temporary. General convolutions then build an im2col
+// matrix per group with one strided DMA (window taps are DMA dimensions, so
+// code size does not grow with the window) and run on the MXUs through
+// emitMatmul, all groups as one batched matmul. Depthwise convolutions
+// (one input feature per group) would use 1/128 of each MXU tile, so they
+// multiply-accumulate on the vector unit instead, channels on lanes.
+#include <fmt/format.h>
+
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+int64_t roundUp(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// The input indices of one spatial dimension that land inside X (negative
+// padding crops), and where the first of them lands.
+struct PadCopy {
+  int64_t first = 0;  // first input index copied
+  int64_t count = 0;  // input indices copied
+  int64_t at = 0;     // padded index of the first copied one
+};
+
+PadCopy padCopy(int64_t size, int64_t low, int64_t dil, int64_t padded) {
+  PadCopy p;
+  p.first = low >= 0 ? 0 : (-low + dil - 1) / dil;
+  int64_t last = size - 1;
+  if (padded <= low)
+    last = -1;
+  else
+    last = std::min(last, (padded - 1 - low) / dil);
+  p.count = std::max<int64_t>(0, last - p.first + 1);
+  p.at = low + p.first * dil;
+  return p;
+}
+
+// VMEM layout of the depthwise kernel: weights [og, taps, cp], then two
+// slots (double buffering) of the box of X one output row reads and of the
+// row's results [positions rounded up to 8 x unroll, cp]. Loads of the last
+// position blocks and channel block may run past the box (their lanes are
+// never stored): slack keeps them inside the slot.
+struct DepthwiseVmem {
+  int64_t unroll = 1, groups = 1;  // 8-position blocks per tap loop, loops per row
+  uint64_t box = 0, boxSlot = 0, acc = 0, accSlot = 0, end = 0;
+};
+
+DepthwiseVmem depthwiseVmem(const ConvGeometry& g) {
+  size_t last = g.rank - 1;
+  int64_t cp = roundUp(g.inFeatures, 128);
+  int64_t es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(g.outType).bytes;
+  DepthwiseVmem v;
+  int64_t blocks = (g.outSize[last] + 7) / 8;
+  // Up to 8 independent accumulators hide load and multiply-add latency;
+  // the blocks are split into equal groups so few are computed in vain.
+  v.groups = std::max<int64_t>(1, (blocks + 7) / 8);
+  v.unroll = std::max<int64_t>(1, (blocks + v.groups - 1) / v.groups);
+  int64_t box = g.padded[last] * g.inFeatures * es;
+  for (size_t d = 0; d < last; ++d) box *= (g.kSize[d] - 1) * g.rhsDil[d] + 1;
+  int64_t slack = (8 * v.unroll * g.stride[last] * g.inFeatures + cp) * es + 512;
+  v.box = alignUp(static_cast<uint64_t>(g.outPerGroup * g.taps * cp * ew), 512);
+  v.boxSlot = alignUp(static_cast<uint64_t>(box + slack), 512);
+  v.acc = v.box + 2 * v.boxSlot;
+  v.accSlot = alignUp(static_cast<uint64_t>(v.groups * v.unroll * 8 * cp * eo), 512);
+  v.end = v.acc + 2 * v.accSlot;
+  return v;
+}
+
+}  // namespace
+
+bool Lowerer::lowerConvolution(const Instruction& in) {
+  const auto& a = in.attrs();
+  if (!a.convDims) return fail(in, "llo-gen: convolution without dim_labels");
+  const auto& dn = *a.convDims;
+  const Instruction* lhs = in.operand(0);
+  const Instruction* rhs = in.operand(1);
+  const Shape& ls = lhs->shape();
+  const Shape& ks = rhs->shape();
+  const Shape& os = in.shape();
+  ConvGeometry g;
+  g.inType = ls.elementType();
+  g.kType = ks.elementType();
+  g.outType = os.elementType();
+  if (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat)
+    return fail(in,
+                "llo-gen: integer convolution is not supported yet (only f32/bf16 operands reach the MXU)");
+  g.rank = dn.inputSpatialDimensions.size();
+  size_t r = g.rank;
+  std::vector<hlo::WindowDimension> win =
+      a.window ? a.window->dimensions : std::vector<hlo::WindowDimension>(r);
+  if (win.size() != r || dn.kernelSpatialDimensions.size() != r || dn.outputSpatialDimensions.size() != r ||
+      ls.rank() != static_cast<int64_t>(r + 2) || ks.rank() != static_cast<int64_t>(r + 2) ||
+      os.rank() != static_cast<int64_t>(r + 2))
+    return fail(in, "llo-gen: convolution window and dim_labels do not match the operand ranks");
+  g.batch = ls.dimension(dn.inputBatchDimension);
+  g.inFeatures = ls.dimension(dn.inputFeatureDimension);
+  g.outFeatures = ks.dimension(dn.kernelOutputFeatureDimension);
+  g.featureGroups = a.featureGroupCount;
+  g.batchGroups = a.batchGroupCount;
+  if (g.featureGroups < 1 || g.batchGroups < 1 || (g.featureGroups > 1 && g.batchGroups > 1) ||
+      g.inFeatures % g.featureGroups != 0 || g.outFeatures % g.featureGroups != 0 ||
+      g.outFeatures % g.batchGroups != 0 || g.batch % g.batchGroups != 0 ||
+      ks.dimension(dn.kernelInputFeatureDimension) * g.featureGroups != g.inFeatures)
+    return fail(in, "llo-gen: convolution feature/batch group counts do not match the operands");
+  g.groups = std::max(g.featureGroups, g.batchGroups);
+  g.inPerGroup = g.inFeatures / g.featureGroups;
+  g.outPerGroup = g.outFeatures / g.groups;
+  g.outBatch = g.batch / g.batchGroups;
+  for (size_t d = 0; d < r; ++d) {
+    const auto& w = win[d];
+    if (w.stride < 1 || w.baseDilation < 1 || w.windowDilation < 1)
+      return fail(in, "llo-gen: convolution window strides and dilations must be positive");
+    g.inSize.push_back(ls.dimension(dn.inputSpatialDimensions[d]));
+    g.kSize.push_back(ks.dimension(dn.kernelSpatialDimensions[d]));
+    g.outSize.push_back(os.dimension(dn.outputSpatialDimensions[d]));
+    g.stride.push_back(w.stride);
+    g.padLow.push_back(w.paddingLow);
+    g.lhsDil.push_back(w.baseDilation);
+    g.rhsDil.push_back(w.windowDilation);
+    g.reversal.push_back(w.windowReversal);
+    int64_t dilated = g.inSize[d] > 0 ? (g.inSize[d] - 1) * w.baseDilation + 1 : 0;
+    g.padded.push_back(std::max<int64_t>(0, dilated + w.paddingLow + w.paddingHigh));
+    g.taps *= g.kSize[d];
+    g.outPositions *= g.outSize[d];
+    // The last window of every output must lie inside X.
+    if (g.outSize[d] > 0 &&
+        (g.outSize[d] - 1) * w.stride + (g.kSize[d] - 1) * w.windowDilation >= g.padded[d])
+      return fail(in,
+                  fmt::format("llo-gen: convolution window of spatial dimension {} does not give the result "
+                              "size",
+                              d));
+  }
+  if (os.dimension(dn.outputBatchDimension) != g.outBatch ||
+      os.dimension(dn.outputFeatureDimension) != g.outFeatures)
+    return fail(in, "llo-gen: convolution result shape does not match the operands");
+
+  // Depthwise rows that do not fit VMEM (very long last spatial dimension)
+  // take the MXU path, which tiles everything.
+  bool depthwise = g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
+                   r - 1 <= static_cast<size_t>(std::max(0, target_.dma.descriptorDims)) &&
+                   depthwiseVmem(g).end <= vmemBudget();
+  beginKernel(in, depthwise ? "conv-depthwise" : "conv-matmul");
+  int dst = leaves_[&in][0];
+  int64_t outCount = product(os.dimensions());
+  int passes = depthwise ? 1 : mxuPasses(in, g.inType, g.kType);
+  double flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
+  uint64_t hbmBytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes;
+  if (outCount == 0) {
+    endKernel(0, 0, 0);
+    return true;
+  }
+  if (g.inPerGroup * g.taps == 0 || g.batch == 0) {
+    bool ok = fillZero(dst, outCount, g.outType);
+    endKernel(0, bufs_[dst].bytes, 0);
+    return ok && !failed_;
+  }
+
+  // X[N, P.., C]: the input transposed to channels-last, dilated and padded.
+  int es = typeInfo(g.inType).bytes;
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
+  std::vector<int64_t> xs = byteStrides(xDims, es), ins = byteStrides(ls.dimensions(), es);
+  bool canonical = dn.inputBatchDimension == 0 && dn.inputFeatureDimension == static_cast<int64_t>(r + 1);
+  bool holes = false;
+  for (size_t d = 0; d < r; ++d) {
+    canonical = canonical && dn.inputSpatialDimensions[d] == static_cast<int64_t>(d + 1);
+    // Positions the copy does not write (padding, dilation holes) must be 0.
+    holes = holes || padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]).count != g.padded[d];
+  }
+  int x = leaves_[lhs][0];
+  if (!canonical || holes || xDims != ls.dimensions()) {
+    x = tempBuf(g.inType, xDims);
+    if (holes && !fillZero(x, product(xDims), g.inType)) return false;
+    std::vector<int64_t> counts = {g.batch}, ss = {ins[static_cast<size_t>(dn.inputBatchDimension)]},
+                         ds = {xs[0]};
+    int64_t srcOff = 0, dstOff = 0;
+    bool empty = false;
+    for (size_t d = 0; d < r; ++d) {
+      PadCopy pc = padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]);
+      empty = empty || pc.count == 0;
+      int64_t is = ins[static_cast<size_t>(dn.inputSpatialDimensions[d])];
+      counts.push_back(pc.count);
+      ss.push_back(is);
+      ds.push_back(xs[d + 1] * g.lhsDil[d]);
+      srcOff += pc.first * is;
+      dstOff += pc.at * xs[d + 1];
+    }
+    counts.push_back(g.inFeatures);
+    ss.push_back(ins[static_cast<size_t>(dn.inputFeatureDimension)]);
+    ds.push_back(es);
+    if (!empty) emitCopy(x, dstOff, leaves_[lhs][0], srcOff, counts, ds, ss, es);
+  }
+
+  bool ok = depthwise ? emitDepthwiseConv(in, g, x) : emitConvMatmul(in, g, x, passes);
+  endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g).end : 0);
+  return ok && !failed_;
+}
+
+// im2col: A[G, M, (taps, Cg)] x W[G, (taps, Cg), Og] on the MXUs, M the
+// output batch and positions; then the result columns are scattered into
+// the output layout (and rounded if it is bf16).
+bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes) {
+  const auto& dn = *in.attrs().convDims;
+  const Shape& ks = in.operand(1)->shape();
+  const Shape& os = in.shape();
+  size_t r = g.rank;
+  int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes;
+  int64_t kk = g.taps * g.inPerGroup, m = g.outBatch * g.outPositions;
+  int64_t kp = roundUp(kk, 128), np = roundUp(g.outPerGroup, 128);
+  // Large M is padded to 128 rows so emitMatmul can take tall M tiles.
+  int64_t mp = m <= 512 ? roundUp(m, 8) : roundUp(m, 128);
+  // X may be the operand's buffer itself, whose recorded dims can be those
+  // of a reshape's operand: use the geometry's.
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
+  std::vector<int64_t> xs = byteStrides(xDims, es);
+  std::vector<int64_t> outS = rowMajorStrides(g.outSize), tapS = rowMajorStrides(g.kSize);
+
+  // A: a 1x1 stride-1 window over an unpadded canonical input is X itself.
+  bool identity = g.groups == 1 && g.taps == 1 && kp == kk && mp == m;
+  for (size_t d = 0; d < r; ++d) identity = identity && g.stride[d] == 1 && g.padded[d] == g.outSize[d];
+  int aBuf = xBuf;
+  if (!identity) {
+    aBuf = tempBuf(g.inType, {g.groups, mp, kp});
+    if (kp != kk) {
+      // Only the K padding must be zero (rows beyond M are never read back).
+      int z = tempBuf(g.inType, {kp - kk});
+      if (!fillZero(z, kp - kk, g.inType)) return false;
+      emitCopy(aBuf, kk * es, z, 0, {g.groups * mp, kp - kk}, {kp * es, es}, {0, es}, es);
+    }
+    std::vector<int64_t> counts = {g.groups, g.outBatch}, ss, ds = {mp * kp * es, g.outPositions * kp * es};
+    ss.push_back(g.featureGroups > 1 ? g.inPerGroup * es : g.outBatch * xs[0]);
+    ss.push_back(xs[0]);
+    for (size_t d = 0; d < r; ++d) {
+      counts.push_back(g.outSize[d]);
+      ss.push_back(g.stride[d] * xs[d + 1]);
+      ds.push_back(outS[d] * kp * es);
+    }
+    for (size_t d = 0; d < r; ++d) {
+      counts.push_back(g.kSize[d]);
+      ss.push_back(g.rhsDil[d] * xs[d + 1]);
+      ds.push_back(tapS[d] * g.inPerGroup * es);
+    }
+    counts.push_back(g.inPerGroup);
+    ss.push_back(es);
+    ds.push_back(es);
+    emitCopy(aBuf, 0, xBuf, 0, counts, ds, ss, es);
+  }
+
+  // W[G, (taps, Cg), Og] from the kernel; reversal reads taps backwards.
+  int wBuf = tempBuf(g.kType, {g.groups, kp, np});
+  if ((kp != kk || np != g.outPerGroup) && !fillZero(wBuf, g.groups * kp * np, g.kType)) return false;
+  {
+    std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
+    int64_t ko = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
+    std::vector<int64_t> counts = {g.groups}, ss = {g.outPerGroup * ko}, ds = {kp * np * ew};
+    int64_t srcOff = 0;
+    for (size_t d = 0; d < r; ++d) {
+      int64_t st = kst[static_cast<size_t>(dn.kernelSpatialDimensions[d])];
+      counts.push_back(g.kSize[d]);
+      if (g.reversal[d]) {
+        srcOff += (g.kSize[d] - 1) * st;
+        st = -st;
+      }
+      ss.push_back(st);
+      ds.push_back(tapS[d] * g.inPerGroup * np * ew);
+    }
+    counts.push_back(g.inPerGroup);
+    ss.push_back(kst[static_cast<size_t>(dn.kernelInputFeatureDimension)]);
+    ds.push_back(np * ew);
+    counts.push_back(g.outPerGroup);
+    ss.push_back(ko);
+    ds.push_back(ew);
+    emitCopy(wBuf, 0, leaves_[in.operand(1)][0], srcOff, counts, ds, ss, ew);
+  }
+
+  // C[G, mp, np] f32, written straight into the output when it is already
+  // f32 [N, out.., O] with nothing padded.
+  bool outCanonical =
+      dn.outputBatchDimension == 0 && dn.outputFeatureDimension == static_cast<int64_t>(r + 1);
+  for (size_t d = 0; d < r; ++d)
+    outCanonical = outCanonical && dn.outputSpatialDimensions[d] == static_cast<int64_t>(d + 1);
+  int dst = leaves_[&in][0];
+  bool direct =
+      outCanonical && g.groups == 1 && mp == m && np == g.outPerGroup && g.outType == ElementType::F32;
+  int cBuf = direct ? dst : tempBuf(ElementType::F32, {g.groups, mp, np});
+  if (!emitMatmul(in, g.groups, mp, kp, np, aBuf, g.inType, wBuf, g.kType, cBuf, passes)) return false;
+  if (direct) return !failed_;
+
+  bool f32Out = g.outType == ElementType::F32;
+  int of = f32Out ? dst : tempBuf(ElementType::F32, os.dimensions());
+  std::vector<int64_t> ost = byteStrides(os.dimensions(), 4);
+  int64_t oFeat = ost[static_cast<size_t>(dn.outputFeatureDimension)];
+  std::vector<int64_t> counts = {g.groups, g.outBatch}, ss = {mp * np * 4, g.outPositions * np * 4},
+                       ds = {g.outPerGroup * oFeat, ost[static_cast<size_t>(dn.outputBatchDimension)]};
+  for (size_t d = 0; d < r; ++d) {
+    counts.push_back(g.outSize[d]);
+    ss.push_back(outS[d] * np * 4);
+    ds.push_back(ost[static_cast<size_t>(dn.outputSpatialDimensions[d])]);
+  }
+  counts.push_back(g.outPerGroup);
+  ss.push_back(4);
+  ds.push_back(oFeat);
+  emitCopy(of, 0, cBuf, 0, counts, ds, ss, 4);
+  if (f32Out) return !failed_;
+  ElementType ot = g.outType;
+  return emitElementwise(product(os.dimensions()), {EwInput{EwInput::Full, of, 0, ElementType::F32}},
+                         {EwOutput{dst, 0, ot}}, [&](const std::vector<VReg>& v) {
+                           VReg t = valloc(ot);
+                           e_.op("vrnd.bf16 {}, {}", V(t), V(v[0]));
+                           return std::vector<VReg>{t};
+                         });
+}
+
+// Depthwise (one input feature per group, few outputs per group) on the
+// vector unit. An output row is every dimension but the last spatial one
+// and the channels. For each (output-per-group o, row), the box of X the
+// row's windows cover is DMAed into VMEM (double-buffered); then for each
+// `unroll` blocks of 8 positions x 128 channels, the taps are folded into
+// independent f32 registers: acc += x[pos * stride + tap] * w[o, tap, :]
+// (8 positions per load with the conv stride as the sublane stride, the
+// weight row a stride-0 broadcast load), and the row is DMAed out into the
+// output layout while the next one computes.
+bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  const auto& dn = *in.attrs().convDims;
+  const Shape& ks = in.operand(1)->shape();
+  const Shape& os = in.shape();
+  size_t r = g.rank;
+  int64_t c = g.inFeatures, cp = roundUp(c, 128), og = g.outPerGroup;
+  int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(g.outType).bytes;
+  // X may be the operand's buffer itself, whose recorded dims can be those
+  // of a reshape's operand: use the geometry's.
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
+  std::vector<int64_t> xs = byteStrides(xDims, es);
+  std::vector<int64_t> tapS = rowMajorStrides(g.kSize);
+
+  // Weights Wd[og, taps, cp]: channel lanes, zero beyond C.
+  int wd = tempBuf(g.kType, {og, g.taps, cp});
+  if (cp != c && !fillZero(wd, og * g.taps * cp, g.kType)) return false;
+  {
+    std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
+    int64_t ko = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
+    std::vector<int64_t> counts = {og}, ss = {ko}, ds = {g.taps * cp * ew};
+    int64_t srcOff = 0;
+    for (size_t d = 0; d < r; ++d) {
+      int64_t st = kst[static_cast<size_t>(dn.kernelSpatialDimensions[d])];
+      counts.push_back(g.kSize[d]);
+      if (g.reversal[d]) {
+        srcOff += (g.kSize[d] - 1) * st;
+        st = -st;
+      }
+      ss.push_back(st);
+      ds.push_back(tapS[d] * cp * ew);
+    }
+    counts.push_back(c);
+    ss.push_back(og * ko);
+    ds.push_back(ew);
+    emitCopy(wd, 0, leaves_[in.operand(1)][0], srcOff, counts, ds, ss, ew);
+  }
+
+  // The VMEM box of one row: [Keff_0 .. Keff_{r-2}, P_{r-1}, C].
+  int64_t last = static_cast<int64_t>(r) - 1;
+  int64_t sLast = g.stride[static_cast<size_t>(last)];
+  int64_t rowPos = g.outSize[static_cast<size_t>(last)];
+  int64_t rows = g.outBatch;
+  for (size_t d = 0; d + 1 < r; ++d) rows *= g.outSize[d];
+  std::vector<int64_t> boxDims;
+  for (size_t d = 0; d + 1 < r; ++d) boxDims.push_back((g.kSize[d] - 1) * g.rhsDil[d] + 1);
+  boxDims.push_back(g.padded[static_cast<size_t>(last)]);
+  boxDims.push_back(c);
+  std::vector<int64_t> bs = byteStrides(boxDims, es);
+  int64_t cBlocks = cp / 128;
+  DepthwiseVmem vm = depthwiseVmem(g);
+  uint64_t vW = 0, vBox = vm.box, vAcc = vm.acc;
+
+  // Descriptors: weights (once), the row box, the row out.
+  std::string dWt = e_.desc(static_cast<uint64_t>(og * g.taps * cp * ew), {});
+  std::vector<Emitter::Dim> boxD;
+  for (size_t d = 0; d + 1 < r; ++d)
+    if (boxDims[d] > 1) boxD.push_back({boxDims[d], xs[d + 1], bs[d]});
+  std::string dBox = e_.desc(static_cast<uint64_t>(boxDims[r - 1] * c * es), boxD);
+  std::vector<int64_t> ost = byteStrides(os.dimensions(), eo);
+  int64_t oFeat = ost[static_cast<size_t>(dn.outputFeatureDimension)];
+  int64_t oPos = ost[static_cast<size_t>(dn.outputSpatialDimensions[static_cast<size_t>(last)])];
+  std::string dOut;
+  if (og * oFeat == eo && oPos == c * eo && cp == c)
+    dOut = e_.desc(static_cast<uint64_t>(rowPos * c * eo), {});
+  else if (og * oFeat == eo)
+    dOut = e_.desc(static_cast<uint64_t>(c * eo), {{rowPos, cp * eo, oPos}});
+  else
+    dOut = e_.desc(static_cast<uint64_t>(eo), {{rowPos, cp * eo, oPos}, {c, eo, og * oFeat}});
+
+  int dst = leaves_[&in][0];
+  // Work item q = (o, row) in 0 .. og * rows; slot q & 1 of the box and
+  // result areas. The box of q + 1 is loaded while q computes; the results
+  // of q are stored while q + 1 computes (sem0/1 loads, sem2/3 stores).
+  int64_t items = og * rows;
+  int rQ = sreg(), rSlot = sreg(), rNext = sreg(), rO = sreg(), rT = sreg(), rR = sreg(), rSrc = sreg(),
+      rDst = sreg(), rBox = sreg(), rAcc = sreg(), rB = sreg(), rCb = sreg(), rXb = sreg(), rW = sreg(),
+      rTmp = sreg();
+  std::vector<int> rX(r), rCnt(r);
+  for (size_t d = 0; d < r; ++d) {
+    rX[d] = sreg();
+    rCnt[d] = sreg();
+  }
+  // Item -> (o, n, y_0 .. y_{r-2}) -> source (X) and destination offsets.
+  std::vector<int64_t> rowDims = {g.outBatch};
+  for (size_t d = 0; d + 1 < r; ++d) rowDims.push_back(g.outSize[d]);
+  std::vector<int64_t> srcStep = {xs[0]}, dstStep = {ost[static_cast<size_t>(dn.outputBatchDimension)]};
+  for (size_t d = 0; d + 1 < r; ++d) {
+    srcStep.push_back(g.stride[d] * xs[d + 1]);
+    dstStep.push_back(ost[static_cast<size_t>(dn.outputSpatialDimensions[d])]);
+  }
+  auto addresses = [&](int item, bool dstToo) {
+    e_.op("srem {}, {}, {}", S(rT), S(item), rows);
+    e_.op("smov {}, {}", S(rSrc), base(xBuf));
+    if (dstToo) {
+      e_.op("sdiv {}, {}, {}", S(rDst), S(item), rows);
+      e_.op("smul {}, {}, {}", S(rDst), S(rDst), oFeat);
+      e_.op("sadd {}, {}, {}", S(rDst), S(rDst), base(dst));
+    }
+    for (size_t j = rowDims.size(); j-- > 0;) {
+      if (j > 0) {
+        e_.op("srem {}, {}, {}", S(rR), S(rT), rowDims[j]);
+        e_.op("sdiv {}, {}, {}", S(rT), S(rT), rowDims[j]);
+      } else {
+        e_.op("smov {}, {}", S(rR), S(rT));
+      }
+      e_.op("smul {}, {}, {}", S(rTmp), S(rR), srcStep[j]);
+      e_.op("sadd {}, {}, {}", S(rSrc), S(rSrc), S(rTmp));
+      if (dstToo) {
+        e_.op("smul {}, {}, {}", S(rTmp), S(rR), dstStep[j]);
+        e_.op("sadd {}, {}, {}", S(rDst), S(rDst), S(rTmp));
+      }
+    }
+  };
+  auto loadBox = [&](int slotReg) {
+    e_.op("smul {}, {}, {}", S(rBox), S(slotReg), vm.boxSlot);
+    e_.op("sadd {}, {}, {}", S(rBox), S(rBox), vBox);
+    e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", dBox, S(rBox), hbm(xBuf), S(rSrc), S(slotReg));
+  };
+  e_.op("smov {}, {}", S(rT), base(wd));
+  e_.op("dma.h2v {}, [{}], {}[{}], sem0", dWt, vW, hbm(wd), S(rT));
+  e_.op("sem.wait sem0");
+  std::string lItem = e_.newLabel("dwrow"), lCompute = e_.newLabel("dwcompute"), lB = e_.newLabel("dwpos"),
+              lCb = e_.newLabel("dwchan"), lNoWait = e_.newLabel("dwfree");
+  e_.op("smov {}, 0", S(rQ));
+  e_.op("smov {}, 0", S(rSlot));
+  addresses(rQ, false);
+  loadBox(rSlot);
+  e_.label(lItem);
+  e_.op("sand {}, {}, 1", S(rSlot), S(rQ));
+  e_.op("sadd {}, {}, 1", S(rNext), S(rQ));
+  e_.op("br.ge {}, {}, {}", S(rNext), items, lCompute);
+  addresses(rNext, false);
+  e_.op("sxor {}, {}, 1", S(rT), S(rSlot));
+  loadBox(rT);
+  e_.label(lCompute);
+  e_.op("sem.wait sem[{}]", S(rSlot));
+  // The result slot was last stored from by item q - 2.
+  e_.op("br.lt {}, 2, {}", S(rQ), lNoWait);
+  e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
+  e_.op("sem.wait sem[{}]", S(rT));
+  e_.label(lNoWait);
+  e_.op("smul {}, {}, {}", S(rBox), S(rSlot), vm.boxSlot);
+  e_.op("sadd {}, {}, {}", S(rBox), S(rBox), vBox);
+  e_.op("smul {}, {}, {}", S(rAcc), S(rSlot), vm.accSlot);
+  e_.op("sadd {}, {}, {}", S(rAcc), S(rAcc), vAcc);
+  e_.op("sdiv {}, {}, {}", S(rO), S(rQ), rows);
+  // Groups of `unroll` blocks of 8 output positions x 128 channels.
+  int64_t u = vm.unroll, posBytes = 8 * sLast * c * es;
+  e_.op("smov {}, 0", S(rB));
+  e_.label(lB);
+  e_.op("smov {}, 0", S(rCb));
+  e_.label(lCb);
+  std::vector<VReg> acc;
+  for (int64_t j = 0; j < u; ++j) acc.push_back(vconst(ElementType::F32, 0));
+  e_.op("smul {}, {}, {}", S(rXb), S(rB), u * posBytes);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rCb), 128 * es);
+  e_.op("sadd {}, {}, {}", S(rXb), S(rXb), S(rTmp));
+  e_.op("sadd {}, {}, {}", S(rXb), S(rXb), S(rBox));
+  e_.op("smul {}, {}, {}", S(rW), S(rO), g.taps * cp * ew);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rCb), 128 * ew);
+  e_.op("sadd {}, {}, {}", S(rW), S(rW), S(rTmp));
+  e_.op("sadd {}, {}, {}", S(rW), S(rW), vW);
+  // Taps as nested counted loops, one per spatial dimension (row-major,
+  // the order of Wd).
+  std::vector<std::string> lTap(r);
+  for (size_t d = 0; d < r; ++d) {
+    e_.op("smov {}, {}", S(rX[d]), S(d == 0 ? rXb : rX[d - 1]));
+    e_.op("smov {}, {}", S(rCnt[d]), g.kSize[d]);
+    lTap[d] = e_.newLabel("dwtap");
+    e_.label(lTap[d]);
+  }
+  {
+    // All loads first, in distinct registers, so they issue back to back
+    // and the multiply-adds do not wait on one another's operands.
+    VReg wv = vload(g.kType, S(rW), ", 0");
+    std::vector<VReg> xv;
+    for (int64_t j = 0; j < u; ++j)
+      xv.push_back(vload(g.inType, fmt::format("{} + {}", S(rX[r - 1]), j * posBytes),
+                         fmt::format(", {}", sLast * c * es)));
+    for (size_t j = 0; j < xv.size(); ++j) {
+      e_.op("vfma.f32 {}, {}, {}, {}", V(acc[j]), V(xv[j]), V(wv), V(acc[j]));
+      vfree(xv[j]);
+    }
+    vfree(wv);
+    e_.op("sadd {}, {}, {}", S(rW), S(rW), cp * ew);
+  }
+  for (size_t d = r; d-- > 0;) {
+    int64_t step = d + 1 == r ? g.rhsDil[d] * c * es : g.rhsDil[d] * bs[d];
+    e_.op("sadd {}, {}, {}", S(rX[d]), S(rX[d]), step);
+    e_.op("loop {}, {}", S(rCnt[d]), lTap[d]);
+  }
+  e_.op("smul {}, {}, {}", S(rTmp), S(rB), u * 8 * cp * eo);
+  e_.op("smul {}, {}, {}", S(rR), S(rCb), 128 * eo);
+  e_.op("sadd {}, {}, {}", S(rTmp), S(rTmp), S(rR));
+  e_.op("sadd {}, {}, {}", S(rTmp), S(rTmp), S(rAcc));
+  for (int64_t j = 0; j < u; ++j) {
+    vstore(acc[static_cast<size_t>(j)], g.outType, fmt::format("{} + {}", S(rTmp), j * 8 * cp * eo),
+           fmt::format(", {}", cp * eo));
+    vfree(acc[static_cast<size_t>(j)]);
+  }
+  e_.op("sadd {}, {}, 1", S(rCb), S(rCb));
+  e_.op("br.lt {}, {}, {}", S(rCb), cBlocks, lCb);
+  e_.op("sadd {}, {}, 1", S(rB), S(rB));
+  e_.op("br.lt {}, {}, {}", S(rB), vm.groups, lB);
+  addresses(rQ, true);
+  e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
+  e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", dOut, hbm(dst), S(rDst), S(rAcc), S(rT));
+  e_.op("sadd {}, {}, 1", S(rQ), S(rQ));
+  e_.op("br.lt {}, {}, {}", S(rQ), items, lItem);
+  e_.op("sem.wait sem{}", 2 + ((items - 1) & 1));
+  if (items >= 2) e_.op("sem.wait sem{}", 2 + ((items - 2) & 1));
+  return !failed_;
+}
+
+}  // namespace tpu::codegen
