@@ -5,20 +5,26 @@
 
 #include "codegen/lower.h"
 #include "llo/text.h"
+#include "passes/clone.h"
+#include "passes/flatten_call_graph.h"
 #include "support/source.h"
 
 namespace tpu::codegen {
 
 std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target::TargetDesc& target,
                                          const CodegenOptions& options, DiagnosticEngine& diags) {
-  return lowerModule(module, target, options, diags);
+  // The lowering inlines control-flow callees, so each call site needs a
+  // computation of its own; flatten a copy, never the caller's module.
+  std::unique_ptr<hlo::Module> flat = passes::cloneModule(module);
+  passes::FlattenCallGraphPass().run(*flat, diags);
+  return lowerModule(*flat, target, options, diags);
 }
 
 std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
                                           const CodegenOptions& options, DiagnosticEngine& diags) {
   CodegenOptions o = options;
   o.targetSpec.clear();  // the assembler is given the target directly
-  auto r = lowerModule(module, target, o, diags);
+  auto r = generateLlo(module, target, o, diags);
   if (!r) return std::nullopt;
   // Assemble against the given description: write it as the target file.
   SourceFile file(module.name() + ".llo", std::move(r->llo));

@@ -22,6 +22,10 @@ int Lowerer::newBuf(BufKind kind, const Shape& s) {
   b.kind = kind;
   b.type = s.elementType();
   b.dims = s.dimensions();
+  if (b.type == ElementType::U64 || b.type == ElementType::S64) {  // carried as u32 word pairs
+    b.type = ElementType::U32;
+    b.dims.push_back(2);
+  }
   b.bytes = static_cast<uint64_t>(product(b.dims)) * static_cast<uint64_t>(typeInfo(b.type).bytes);
   b.def = b.end = pos_;
   bufs_.push_back(b);
@@ -46,7 +50,8 @@ void Lowerer::use(int buf, int region) {
 
 bool Lowerer::checkTypes(const Instruction& in) {
   for (const Shape* s : arrayLeaves(in.shape())) {
-    if (!typeInfo(s->elementType()).ok)
+    bool wide = s->elementType() == ElementType::U64 || s->elementType() == ElementType::S64;
+    if (!typeInfo(s->elementType()).ok && !(wide && allows64BitLeaves(in)))
       return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported (supported: f32, bf16, s32, "
                                   "u32, s8, u8, pred)",
                                   hlo::elementTypeName(s->elementType()), in.name()));
@@ -106,6 +111,9 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
                                 "implemented yet",
                                 in.name(), hlo::opcodeName(op)));
   for (const Instruction* o : in.operands()) useLeaves(o, region);
+  bool handled = false;
+  bool planned = planMisc(in, region, handled);
+  if (handled) return planned;
   auto callInline = [&](const Computation* callee, const std::vector<const Instruction*>& args) -> bool {
     if (!callee) return fail(in, "llo-gen: missing called computation");
     if (!inlined_.insert(callee).second)
@@ -223,7 +231,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
   if (!checkTypes(in)) return false;
   for (const Instruction* o : in.operands())
     for (const Shape* s : arrayLeaves(o->shape()))
-      if (!typeInfo(s->elementType()).ok)
+      if (!typeInfo(s->elementType()).ok && !allows64BitLeaves(in))
         return fail(in, fmt::format("llo-gen: operand element type {} of '{}' is not supported",
                                     hlo::elementTypeName(s->elementType()), in.name()));
   defineNew(in);
@@ -866,6 +874,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       vfree(t);
       return x;
     }
+    case Opcode::ReducePrecision: return lowerReducePrecision(in, ops[0]);
     case Opcode::Map: {
       std::vector<VReg> out;
       if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
@@ -1423,8 +1432,9 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   std::vector<std::pair<int, int>> passList = {{0, 0}};
   if (passes == 3) passList = {{1, 0}, {0, 1}, {0, 0}};
   if (passes == 6) passList = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
-  const char* ldA = ea == 4 ? "vld" : "vld.bf16";
-  const char* ldW = ew == 4 ? "vld" : "vld.bf16";
+  const char* ldA = ea == 4 ? "vld" : ea == 2 ? "vld.bf16" : "vld.s8";
+  const char* ldW = ew == 4 ? "vld" : ew == 2 ? "vld.bf16" : "vld.s8";
+  bool int8 = aType == ElementType::S8;  // s8 x s8 -> exact s32 sums
   e_.op("smov {}, 0", S(rB));
   e_.label(lB);
   e_.op("smov {}, 0", S(rM));
@@ -1466,7 +1476,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
         VReg w = valloc(ElementType::F32);
         e_.op("{} {}, [{}], {}", ldW, V(w), vW + static_cast<uint64_t>(blk * 8 * tn * ew + u * 128 * ew), tn * ew);
         component(w, iw);
-        e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
+        e_.op("mxu.wpush.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(w));
         vfree(w);
       }
       e_.op("mxu.wlatch mxu{}", u);
@@ -1475,7 +1485,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
       VReg a = valloc(ElementType::F32);
       e_.op("{} {}, [{}]", ldA, V(a), addr);
       component(a, ia);
-      for (int u = 0; u < g; ++u) e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(a));
+      for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(a));
       vfree(a);
     };
     auto pop = [&]() {
@@ -1484,7 +1494,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
         std::string addr = fmt::format("{} + {}", S(rCo), vC + static_cast<uint64_t>(u * 512));
         e_.op("mxu.pop {}, mxu{}", V(r), u);
         e_.op("vld {}, [{}], {}", V(c), addr, tn * 4);
-        e_.op("vadd.f32 {}, {}, {}", V(c), V(c), V(r));
+        e_.op("vadd.{} {}, {}, {}", int8 ? "s32" : "f32", V(c), V(c), V(r));
         e_.op("vst {}, [{}], {}", V(c), addr, tn * 4);
         vfree(r);
         vfree(c);
@@ -1798,12 +1808,13 @@ int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType r
 }
 
 bool Lowerer::lowerDot(const Instruction& in) {
+  if (!isMxuDot(in)) return lowerVectorDot(in);
   beginKernel(in, "matmul");
   const Instruction* lhs = in.operand(0);
   const Instruction* rhs = in.operand(1);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
-  if (!typeInfo(lt).isFloat || !typeInfo(rt).isFloat || !typeInfo(ot).isFloat)
-    return fail(in, "llo-gen: integer dot is not supported yet (only f32/bf16 operands reach the MXU)");
+  // f32 accumulators, or s32 ones for the int8 MXU (isMxuDot).
+  bool wide = ot == ElementType::F32 || ot == ElementType::S32;
   const auto& dn = in.attrs().dotDims;
   auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
     std::vector<int64_t> f;
@@ -1866,17 +1877,17 @@ bool Lowerer::lowerDot(const Instruction& in) {
   };
   int a = canon(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp);
   int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
-  bool direct = mp == m && np == n && ot == ElementType::F32;
+  bool direct = mp == m && np == n && wide;
   int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
   int passes = mxuPasses(in, lt, rt);
   bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes);
   if (ok && !direct) {
     int cs = c;
     if (mp != m || np != n) {
-      cs = ot == ElementType::F32 ? dst : tempBuf(ElementType::F32, {b, m, n});
+      cs = wide ? dst : tempBuf(ElementType::F32, {b, m, n});
       emitCopy(cs, 0, c, 0, {b, m, n}, byteStrides({b, m, n}, 4), byteStrides({b, mp, np}, 4), 4);
     }
-    if (ot != ElementType::F32)
+    if (!wide)
       ok = emitElementwise(b * m * n, {EwInput{EwInput::Full, cs, 0, ElementType::F32}}, {EwOutput{dst, 0, ot}},
                            [&](const std::vector<VReg>& v) {
                              VReg r = valloc(ot);
@@ -1936,6 +1947,9 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (dst[i] != src[i] && bufs_[dst[i]].bytes > 0)
         emitCopy(dst[i], 0, src[i], 0, {static_cast<int64_t>(bufs_[dst[i]].bytes)}, {1}, {1}, 1);
   };
+  bool handled = false;
+  bool emitted = emitMisc(in, handled);
+  if (handled) return emitted;
   switch (in.opcode()) {
     case Opcode::Parameter:
     case Opcode::Constant:
@@ -2025,11 +2039,11 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Convolution: return lowerConvolution(in);
     case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
     case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
-    case Opcode::Gather: return lowerGather(in);
-    case Opcode::Scatter: return lowerScatter(in);
     case Opcode::ReduceWindow: return lowerReduceWindow(in);
     case Opcode::SelectAndScatter: return lowerSelectAndScatter(in);
     case Opcode::Sort: return lowerSort(in);
+    case Opcode::Gather: return lowerGather(in);
+    case Opcode::Scatter: return lowerScatter(in);
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -266,6 +267,22 @@ class Lowerer {
   bool lowerGather(const Instruction& in);
   bool lowerScatter(const Instruction& in);
   bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
+
+  // lower_misc.cpp: ids, get-dimension-size, copy-start/done, async
+  // wrappers, rng-bit-generator, reduce-precision, custom calls, dots the
+  // bf16/int8 MXU paths do not take.
+  bool planMisc(const Instruction& in, int region, bool& handled);
+  bool emitMisc(const Instruction& in, bool& handled);
+  bool allows64BitLeaves(const Instruction& in) const;
+  std::optional<VReg> lowerReducePrecision(const Instruction& in, VReg x);
+  bool isMxuDot(const Instruction& in) const;
+  bool lowerVectorDot(const Instruction& in);
+  bool lowerRngBitGenerator(const Instruction& in);
+  bool lowerGelu(const Instruction& in);
+  bool planGemm(const Instruction& in);
+  bool lowerGemm(const Instruction& in);
+  bool storeWords(int buf, const std::vector<std::string>& words);
+  bool zeroLeaves(const std::vector<int>& bufs);
   bool fillZero(int buf, int64_t n, ElementType t);
   int tempBuf(ElementType t, const std::vector<int64_t>& dims);
   // A kernel-local copy of `buf` (of logical `dims`) with its dimensions
@@ -295,6 +312,10 @@ class Lowerer {
   uint64_t scratchBytes_ = 0;
   uint64_t scratchTop_ = 0;
   uint64_t heapBytes_ = 0;
+
+  // cuBLAS gemm custom calls as the dot instructions they stand for.
+  std::map<const Instruction*, std::unique_ptr<Instruction>> gemmDots_;
+  std::map<const Instruction*, std::pair<double, double>> gemmScales_;  // alpha, beta
 
   CodegenStats stats_;
   std::string kernelLabel_;

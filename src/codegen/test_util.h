@@ -23,6 +23,7 @@ struct E2eRun {
   std::string error = {};
   double maxErr = 0;
   int64_t bitMismatches = 0;  // elements whose bytes differ (tells -0 from +0)
+  std::string bitWhere = {};  // the first of them
   std::string where = {};
   uint64_t cycles = 0;
   sim::SimReport report = {};
@@ -93,7 +94,8 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
     size_t eb = w.elementCount() ? w.data().size() / static_cast<size_t>(w.elementCount()) : 0;
     for (int64_t k = 0; k < w.elementCount(); ++k) {
       size_t at = static_cast<size_t>(k) * eb;
-      if (std::memcmp(got.data().data() + at, w.data().data() + at, eb) != 0) ++run.bitMismatches;
+      if (std::memcmp(got.data().data() + at, w.data().data() + at, eb) != 0 && run.bitMismatches++ == 0)
+        run.bitWhere = fmt::format("result {} element {}: got {} want {}", r, k, got.getDouble(k), w.getDouble(k));
       double a = got.getDouble(k), b = w.getDouble(k);
       double err = (std::isnan(a) && std::isnan(b)) || a == b ? 0.0 : std::fabs(a - b) / (1.0 + std::fabs(b));
       if (std::isnan(err)) err = 1e30;

@@ -37,6 +37,34 @@ TEST(Gemm, MatchesNaiveSequentialSumBitExactly) {
   }
 }
 
+TEST(Gemm, ThreadCountDoesNotChangeResults) {
+  // Large enough to be split over threads (by rows, then by columns for the
+  // short wide product); odd sizes leave edge tiles.
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (auto [m, n, k] : {std::tuple{203, 331, 517}, {9, 3001, 401}}) {
+    std::vector<float> a(m * k), b(k * n);
+    for (auto& x : a) x = dist(gen);
+    for (auto& x : b) x = dist(gen);
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3, 8}) {
+      setGemmMaxThreads(threads);
+      std::vector<float> c(m * n);
+      gemm(m, n, k, a.data(), k, 1, b.data(), n, 1, c.data(), n);
+      results.push_back(std::move(c));
+    }
+    setGemmMaxThreads(0);
+    for (size_t t = 1; t < results.size(); ++t)
+      ASSERT_EQ(0, std::memcmp(results[0].data(), results[t].data(), results[0].size() * 4)) << m << "x" << n;
+    for (int i = 0; i < m; i += 7)
+      for (int j = 0; j < n; j += 3) {
+        float acc = 0;
+        for (int kk = 0; kk < k; ++kk) acc += a[i * k + kk] * b[kk * n + j];
+        ASSERT_EQ(results[0][i * n + j], acc) << m << "x" << n << " at " << i << "," << j;
+      }
+  }
+}
+
 TEST(Gemm, DoublePrecision) {
   int m = 19, n = 23, k = 600;
   std::vector<double> a(m * k), b(k * n), c(m * n);

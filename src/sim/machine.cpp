@@ -31,9 +31,17 @@ bool Memory::allocate(uint64_t size) {
 }
 
 struct Machine::MxuUnit {
-  // bf16 weights as f32; shared with in-flight host jobs (mxu_pool.h).
-  std::shared_ptr<std::vector<float>> stage = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
-  std::shared_ptr<std::vector<float>> active = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
+  // bf16 weights as f32. A latched buffer is read by in-flight host jobs
+  // (mxu_pool.h) until `lastJob` finishes; then it may be staged into again.
+  struct Weights {
+    std::vector<float> w = std::vector<float>(kMxuDim * kMxuDim);
+    int64_t lastJob = -1;
+  };
+  static constexpr size_t kWeightBuffers = 6;  // kept before reusing (see latchBf16)
+  std::vector<std::unique_ptr<Weights>> buffers;
+  Weights* stage = nullptr;
+  Weights* active = nullptr;
+  uint32_t rowBlocks = 0, colBlocks = 0;  // blocks of `stage` written by wpush / wpush.t
   std::vector<int32_t> stageI = std::vector<int32_t>(kMxuDim * kMxuDim);
   std::vector<int32_t> activeI = std::vector<int32_t>(kMxuDim * kMxuDim);
   int staged = 0;
@@ -108,10 +116,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void roundBlockToBf
   for (int i = 0; i < kVregWords; ++i) w[i] = f(roundToBf16Bits(a[i]));
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void widenBf16Row(uint32_t* d, const uint8_t* src) {
-  uint16_t row[kLanes];
-  std::memcpy(row, src, sizeof row);
-  for (int l = 0; l < kLanes; ++l) d[l] = static_cast<uint32_t>(row[l]) << 16;
+// All selected rows of a vld.bf16 in one call: the rows are usually cache
+// misses (strided panels), and one straight loop keeps them all in flight.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void widenBf16Rows(uint32_t* __restrict d,
+                                                                               const uint8_t* __restrict mem,
+                                                                               int64_t base, int64_t stride,
+                                                                               uint32_t sublanes) {
+  for (int i = 0; i < kSublanes; ++i) {
+    if (!(sublanes & (1u << i))) continue;
+    const uint8_t* row = mem + base + stride * i;
+    for (int l = 0; l < kLanes; ++l) {
+      uint16_t v;
+      std::memcpy(&v, row + 2 * l, 2);
+      d[i * kLanes + l] = static_cast<uint32_t>(v) << 16;
+    }
+  }
 }
 
 __attribute__((target_clones("avx2", "default"))) void roundKernel(uint32_t* d, const uint32_t* a, int mode) {
@@ -148,6 +167,9 @@ Machine::Machine(const isa::Program& program, const target::TargetDesc& target, 
   sems_.assign(target.registers.semaphores, 0);
   for (int i = 0; i < target.mxu.count; ++i) {
     auto m = std::make_unique<MxuUnit>();
+    for (int b = 0; b < 2; ++b) m->buffers.push_back(std::make_unique<MxuUnit::Weights>());
+    m->stage = m->buffers[0].get();
+    m->active = m->buffers[1].get();
     m->fifo.resize(std::max(1, target.mxu.resultFifoDepth));
     m->fifoJob.assign(m->fifo.size(), -1);
     mxus_.push_back(std::move(m));
@@ -276,10 +298,7 @@ bool Machine::execLoad(const DecodedOp& op) {
       return true;
     case Opcode::VLdBf16:
       if (!vmemRange(op, op.stride, 256, 2, base)) return false;
-      for (int i = 0; i < kSublanes; ++i) {
-        if (!(op.sublanes & (1u << i))) continue;
-        widenBf16Row(d + i * kLanes, vmem_.data() + base + op.stride * i);
-      }
+      widenBf16Rows(d, vmem_.data(), base, op.stride, op.sublanes);
       return true;
     case Opcode::VLdS8:
       if (!vmemRange(op, op.stride, 128, 1, base)) return false;
@@ -461,6 +480,36 @@ bool Machine::execXlu(const DecodedOp& op) {
   return true;
 }
 
+// Makes the staged bf16 weights active and picks a buffer no host job still
+// reads as the next stage. Elements no push of this stage wrote are zero
+// (a stage starts from zeros: with both wpush and wpush.t some stay unset).
+// The stage is the least recently latched free buffer of a few: a buffer the
+// worker thread has just read sits in its core's cache, and writing it from
+// this thread would stall on every line.
+void Machine::latchBf16(MxuUnit& m) {
+  constexpr uint32_t kAll = (1u << kTileBlocks) - 1;
+  if (m.rowBlocks != kAll && m.colBlocks != kAll) {
+    float* w = m.stage->w.data();
+    for (int i = 0; i < kMxuDim; ++i) {
+      if (m.rowBlocks & (1u << (i / kSublanes))) continue;
+      for (int j = 0; j < kMxuDim; ++j)
+        if (!(m.colBlocks & (1u << (j / kSublanes)))) w[i * kMxuDim + j] = 0.0f;
+    }
+  }
+  m.active = m.stage;
+  m.stage = nullptr;
+  if (m.buffers.size() >= MxuUnit::kWeightBuffers) {
+    for (const auto& b : m.buffers) {
+      if (b.get() == m.active || !(b->lastJob < 0 || pool_->finished(static_cast<uint64_t>(b->lastJob)))) continue;
+      if (!m.stage || b->lastJob < m.stage->lastJob) m.stage = b.get();
+    }
+  }
+  if (!m.stage) {
+    m.buffers.push_back(std::make_unique<MxuUnit::Weights>());
+    m.stage = m.buffers.back().get();
+  }
+}
+
 bool Machine::execMxu(const DecodedOp& op) {
   MxuUnit& m = *mxus_[op.unit];
   switch (op.opcode) {
@@ -474,15 +523,18 @@ bool Machine::execMxu(const DecodedOp& op) {
       if (m.staged == 0) {
         m.stageInt8 = int8;
         m.stageMixed = false;
+        m.rowBlocks = m.colBlocks = 0;
       } else if (m.stageInt8 != int8) {
         m.stageMixed = true;
       }
       const uint32_t* a = vregs_[op.a.reg].w;
       int blk = m.staged * kSublanes;
       if (op.opcode == Opcode::MxuWPushBf16) {
-        roundBlockToBf16(m.stage->data() + blk * kMxuDim, a);
+        roundBlockToBf16(m.stage->w.data() + blk * kMxuDim, a);
+        m.rowBlocks |= 1u << m.staged;
       } else if (op.opcode == Opcode::MxuWPushTBf16) {
-        float* w = m.stage->data();
+        m.colBlocks |= 1u << m.staged;
+        float* w = m.stage->w.data();
         for (int j = 0; j < kSublanes; ++j)
           for (int i = 0; i < kLanes; ++i) w[i * kMxuDim + blk + j] = f(roundToBf16Bits(a[j * kLanes + i]));
       } else {
@@ -501,8 +553,7 @@ bool Machine::execMxu(const DecodedOp& op) {
       if (m.stageInt8) {
         m.activeI.swap(m.stageI);
       } else {
-        m.active = std::move(m.stage);
-        m.stage = std::make_shared<std::vector<float>>(kMxuDim * kMxuDim);
+        latchBf16(m);
       }
       m.weightsInt8 = m.stageInt8;
       m.hasWeights = true;
@@ -527,7 +578,8 @@ bool Machine::execMxu(const DecodedOp& op) {
       const uint32_t* a = vregs_[op.a.reg].w;
       if (!int8) {
         const float* af = reinterpret_cast<const float*>(a);
-        m.fifoJob[slotIndex] = static_cast<int64_t>(pool_->submit(af, m.active, reinterpret_cast<float*>(slot.w)));
+        m.active->lastJob = static_cast<int64_t>(pool_->submit(af, m.active->w.data(), reinterpret_cast<float*>(slot.w)));
+        m.fifoJob[slotIndex] = m.active->lastJob;
       } else {
         alignas(64) int32_t ai[kVregWords];
         for (int i = 0; i < kVregWords; ++i) ai[i] = std::clamp(s(a[i]), -128, 127);

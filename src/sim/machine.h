@@ -119,6 +119,7 @@ class Machine {
   bool execLoad(const DecodedOp& op);
   bool execStore(const DecodedOp& op);
   bool execMxu(const DecodedOp& op);
+  void latchBf16(MxuUnit& m);
   bool execXlu(const DecodedOp& op);
   void execEup(const DecodedOp& op);
 

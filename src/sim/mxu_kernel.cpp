@@ -27,19 +27,24 @@ void matmulPortable(const float* a, const float* w, float* out) {
 
 #if defined(__x86_64__)
 // 8 rows x 32 columns of accumulators (16 zmm) per block; k runs in order.
+// The row loops are unrolled so the accumulators stay in registers (at -O2
+// GCC otherwise keeps the array in memory, a store-to-load chain per FMA).
 __attribute__((target("avx512f"))) void matmulAvx512(const float* a, const float* w, float* out) {
   for (int nb = 0; nb < kMxuDim; nb += 32) {
     __m512 acc[kPushRows][2];
+#pragma GCC unroll 8
     for (int r = 0; r < kPushRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int k = 0; k < kMxuDim; ++k) {
       __m512 w0 = _mm512_loadu_ps(w + k * kMxuDim + nb);
       __m512 w1 = _mm512_loadu_ps(w + k * kMxuDim + nb + 16);
+#pragma GCC unroll 8
       for (int r = 0; r < kPushRows; ++r) {
         __m512 x = _mm512_set1_ps(a[r * kMxuDim + k]);
         acc[r][0] = _mm512_fmadd_ps(x, w0, acc[r][0]);
         acc[r][1] = _mm512_fmadd_ps(x, w1, acc[r][1]);
       }
     }
+#pragma GCC unroll 8
     for (int r = 0; r < kPushRows; ++r) {
       _mm512_storeu_ps(out + r * kMxuDim + nb, acc[r][0]);
       _mm512_storeu_ps(out + r * kMxuDim + nb + 16, acc[r][1]);
@@ -51,11 +56,14 @@ __attribute__((target("avx512f"))) void matmulAvx512(const float* a, const float
 __attribute__((target("avx2,fma"))) void matmulAvx2(const float* a, const float* w, float* out) {
   for (int nb = 0; nb < kMxuDim; nb += 8) {
     __m256 acc[kPushRows];
+#pragma GCC unroll 8
     for (int r = 0; r < kPushRows; ++r) acc[r] = _mm256_setzero_ps();
     for (int k = 0; k < kMxuDim; ++k) {
       __m256 w0 = _mm256_loadu_ps(w + k * kMxuDim + nb);
+#pragma GCC unroll 8
       for (int r = 0; r < kPushRows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a[r * kMxuDim + k]), w0, acc[r]);
     }
+#pragma GCC unroll 8
     for (int r = 0; r < kPushRows; ++r) _mm256_storeu_ps(out + r * kMxuDim + nb, acc[r]);
   }
 }

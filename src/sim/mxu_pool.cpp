@@ -29,7 +29,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void roundOperand(f
 
 struct MxuPool::Job {
   alignas(64) float a[kPushRows * kMxuDim];
-  std::shared_ptr<const std::vector<float>> w;
+  const float* w = nullptr;
   float* out = nullptr;
   std::atomic<int> state{2};  // 0 pending, 1 running, 2 done
 };
@@ -50,8 +50,7 @@ bool MxuPool::tryRun(uint64_t id) {
   int expected = 0;
   if (!j.state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return false;
   roundOperand(j.a);
-  mxuMatmulF32(j.a, j.w->data(), j.out);
-  j.w.reset();
+  mxuMatmulF32(j.a, j.w, j.out);
   j.state.store(2, std::memory_order_release);
   return true;
 }
@@ -78,17 +77,16 @@ void MxuPool::run() {
   }
 }
 
-uint64_t MxuPool::submit(const float* a, std::shared_ptr<const std::vector<float>> w, float* out) {
+uint64_t MxuPool::submit(const float* a, const float* w, float* out) {
   uint64_t id = published_.load(std::memory_order_relaxed);
   Job& j = jobs_[id % kCapacity];
   if (id >= kCapacity) wait(id - kCapacity);  // the slot's previous job
   std::memcpy(j.a, a, sizeof j.a);
-  j.w = std::move(w);
+  j.w = w;
   j.out = out;
   if (threads_.empty()) {
     roundOperand(j.a);
-    mxuMatmulF32(j.a, j.w->data(), j.out);
-    j.w.reset();
+    mxuMatmulF32(j.a, j.w, j.out);
     j.state.store(2, std::memory_order_relaxed);
     published_.store(id + 1, std::memory_order_relaxed);
     return id;
@@ -102,7 +100,20 @@ uint64_t MxuPool::submit(const float* a, std::shared_ptr<const std::vector<float
 void MxuPool::wait(uint64_t id) {
   Job& j = jobs_[id % kCapacity];
   if (tryRun(id)) return;
-  while (j.state.load(std::memory_order_acquire) != 2) TPU_SIM_PAUSE();
+  // A worker is computing it: take the newest pending job meanwhile (the
+  // workers go oldest first, so the two rarely meet).
+  uint64_t top = published_.load(std::memory_order_relaxed);
+  while (j.state.load(std::memory_order_acquire) != 2) {
+    while (top > id + 1 && jobs_[(top - 1) % kCapacity].state.load(std::memory_order_relaxed) != 0) --top;
+    if (top > id + 1 && tryRun(top - 1)) continue;
+    TPU_SIM_PAUSE();
+  }
+}
+
+bool MxuPool::finished(uint64_t id) const {
+  // A later job in the same slot was only submitted after this one finished.
+  if (published_.load(std::memory_order_relaxed) > id + kCapacity) return true;
+  return jobs_[id % kCapacity].state.load(std::memory_order_acquire) == 2;
 }
 
 }  // namespace tpu::sim

@@ -21,11 +21,15 @@ class MxuPool {
   MxuPool& operator=(const MxuPool&) = delete;
 
   // Queues out = bf16(a) x w (mxuMatmulF32; `a` is rounded to bf16 by the
-  // job). `a` is copied; `w` is kept alive until the job is done. Returns
-  // the job id.
-  uint64_t submit(const float* a, std::shared_ptr<const std::vector<float>> w, float* out);
-  // Returns once the job's result is written.
+  // job). `a` is copied; `w` must stay unchanged until finished(job).
+  // Returns the job id.
+  uint64_t submit(const float* a, const float* w, float* out);
+  // Returns once the job's result is written. While another thread is
+  // computing it, the caller computes newer pending jobs instead of spinning.
   void wait(uint64_t job);
+  // Whether the job is done (its weights may be reused). Caller: the
+  // submitting thread.
+  bool finished(uint64_t job) const;
   int workers() const { return static_cast<int>(threads_.size()); }
 
  private:

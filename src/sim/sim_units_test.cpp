@@ -304,6 +304,47 @@ TEST(SimMxu, PushMatchesReferenceAndTransposedWeights) {
     }
 }
 
+// A stage written partly by wpush (rows) and partly by wpusht (columns)
+// leaves the other elements zero, also when the host reuses weight buffers
+// of earlier latches.
+TEST(SimMxu, MixedWeightPushesLeaveTheRestZero) {
+  std::vector<uint32_t> a;
+  for (float x : randomFloats(1024, 23)) a.push_back(U(x));
+  std::vector<float> wf = randomFloats(128 * 128, 24);
+  std::vector<uint32_t> in = a;
+  for (float x : wf) in.push_back(U(x));
+  auto out = runBody(in, 1024, [&](ProgramBuilder& b) {
+    b.op("vld", {vreg(2), vmem(-1, 0)});
+    for (int round = 0; round < 4; ++round) {
+      for (int p = 0; p < 16; ++p) {
+        b.op("vld", {vreg(1), vmem(-1, 4096 + p * 4096)});
+        b.op(round < 3 || p < 8 ? "mxu.wpush.bf16" : "mxu.wpusht.bf16", {mxu(0), vreg(1)});
+      }
+      b.op("mxu.wlatch", {mxu(0)});
+      b.op("mxu.matmul.bf16", {mxu(0), vreg(2)});
+      b.op("mxu.pop", {vreg(3), mxu(0)});
+    }
+    b.op("vst", {vreg(3), vmem(-1, kOut)});
+  });
+  auto bf = [](uint32_t x) { return bf16ToFloat(floatToBf16(F(x))); };
+  // Block p is the 8x128 slab wf[p*1024 ...]: rows 8p.. for p < 8, columns 8p.. (transposed) after.
+  std::vector<float> w(128 * 128, 0.0f);
+  for (int p = 0; p < 16; ++p)
+    for (int j = 0; j < 8; ++j)
+      for (int i = 0; i < 128; ++i) {
+        float v = bf(U(wf[p * 1024 + j * 128 + i]));
+        if (p < 8) w[(p * 8 + j) * 128 + i] = v;
+        else w[i * 128 + p * 8 + j] = v;
+      }
+  ASSERT_EQ(out.size(), 1024u);
+  for (int r = 0; r < 8; ++r)
+    for (int n = 0; n < 128; ++n) {
+      float acc = 0.0f;
+      for (int k = 0; k < 128; ++k) acc = std::fma(bf(a[r * 128 + k]), w[k * 128 + n], acc);
+      ASSERT_EQ(F(out[r * 128 + n]), acc) << r << "," << n;
+    }
+}
+
 TEST(SimMxu, Int8) {
   std::vector<uint32_t> in(1024 + 128 * 128);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint32_t>(static_cast<int32_t>(i * 7919 % 301) - 150);

@@ -70,7 +70,7 @@ std::string packContainer(const Magic& magic, ContainerVersion version, std::str
 
 std::optional<UnpackedContainer> unpackContainer(const SourceFile& file, const Magic& magic,
                                                  uint16_t supportedMajor, std::string_view formatName,
-                                                 DiagnosticEngine& diags) {
+                                                 DiagnosticEngine& diags, std::string buffer) {
   std::string_view data = file.contents();
   auto fail = [&](size_t offset, std::string message) -> std::optional<UnpackedContainer> {
     diags.error(SourceLocation{&file, offset}, std::move(message));
@@ -112,6 +112,7 @@ std::optional<UnpackedContainer> unpackContainer(const SourceFile& file, const M
     };
     thread_local std::unique_ptr<ZSTD_DCtx, DctxDeleter> dctx(ZSTD_createDCtx());
     if (!dctx) return fail(kContainerHeaderSize, "cannot allocate a decompression context");
+    out.payload = std::move(buffer);
     out.payload.resize(rawSize);
     size_t n = ZSTD_decompressDCtx(dctx.get(), out.payload.data(), out.payload.size(), stored.data(), stored.size());
     if (ZSTD_isError(n) || n != rawSize)
@@ -119,6 +120,7 @@ std::optional<UnpackedContainer> unpackContainer(const SourceFile& file, const M
                                                     ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size mismatch"));
   } else {
     if (rawSize != storedSize) return fail(16, "uncompressed payload size mismatch");
+    out.payload = std::move(buffer);
     out.payload.assign(stored);
   }
   return out;

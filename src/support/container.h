@@ -49,9 +49,12 @@ struct UnpackedContainer {
 };
 
 // Checks magic, version, sizes and checksums and decompresses. Errors are
-// reported against `file` (a binary SourceFile) with byte offsets.
+// reported against `file` (a binary SourceFile) with byte offsets. The payload
+// is decompressed into `buffer`'s storage: a reader that loads many files can
+// hand the previous payload back in and skip allocating (and page-faulting
+// in) a fresh buffer each time.
 std::optional<UnpackedContainer> unpackContainer(const SourceFile& file, const Magic& magic,
                                                  uint16_t supportedMajor, std::string_view formatName,
-                                                 DiagnosticEngine& diags);
+                                                 DiagnosticEngine& diags, std::string buffer = {});
 
 }  // namespace tpu

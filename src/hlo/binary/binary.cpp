@@ -115,7 +115,10 @@ class Decoder {
   }
   void operator()(double& v) { v = r_.f64(); }
   void operator()(float& v) { v = r_.f32(); }
-  void operator()(std::string& v) { v = r_.str(); }
+  void operator()(std::string& v) {
+    uint64_t n = r_.count(1);
+    v.assign(r_.bytes(n));
+  }
   void operator()(ElementType& v) {
     uint64_t raw = r_.uvar();
     if (raw >= static_cast<uint64_t>(kElementTypeCount)) fail("invalid element type");
@@ -317,11 +320,12 @@ void Decoder::operator()(Shape& shape) {
       ElementType type = ElementType::Invalid;
       bool buffer = false;
       std::vector<int64_t> dims;
-      std::vector<bool> dynamic;
       (*this)(type);
       (*this)(buffer);
       (*this)(dims);
-      (*this)(dynamic);
+      // Dynamic flags are rare: read in place, allocating only when present.
+      uint64_t dynamicCount = r_.count(1);
+      std::string_view dynamicFlags = r_.bytes(dynamicCount);
       if (!ok()) break;
       if (!isArrayElementType(type)) {
         fail("array shape with a non-array element type");
@@ -329,16 +333,17 @@ void Decoder::operator()(Shape& shape) {
       }
       for (int64_t d : dims)
         if (d < 0 && d != kUnboundedSize) fail("negative dimension size");
-      if (!dynamic.empty() && dynamic.size() != dims.size()) fail("dynamic-dimension flags do not match rank");
+      if (dynamicCount != 0 && dynamicCount != dims.size()) fail("dynamic-dimension flags do not match rank");
       if (!ok()) break;
       shape = Shape(type, std::move(dims));
       shape.setBuffer(buffer);
-      for (size_t i = 0; i < dynamic.size(); ++i)
-        if (dynamic[i]) shape.setDynamicDimension(static_cast<int64_t>(i), true);
+      for (size_t i = 0; i < dynamicFlags.size(); ++i)
+        if (dynamicFlags[i]) shape.setDynamicDimension(static_cast<int64_t>(i), true);
       if (r_.u8()) {
-        Layout layout;
-        (*this)(layout);
-        if (ok()) shape.setLayout(std::move(layout));
+        // Decoded in place: the layout is the bulk of an array shape.
+        shape.setLayout(Layout{});
+        (*this)(shape.mutableLayout());
+        if (!ok()) shape.clearLayout();
       }
       break;
     }
@@ -461,9 +466,29 @@ std::string writeHlob(const Module& module, int zstdLevel) {
   return packContainer(kHlobMagic, kHlobVersion, w.data(), zstdLevel);
 }
 
+namespace {
+
+// The previous load's decompressed payload on this thread, kept for its
+// capacity: a fresh buffer of a few hundred KiB per load comes from newly
+// mapped (or just trimmed) memory and is page-faulted in every time, which
+// cost about a third of a load. Larger payloads are not kept.
+constexpr size_t kKeptPayloadBytes = size_t{16} << 20;
+thread_local std::string tPayloadBuffer;
+
+struct PayloadReturn {
+  std::string& payload;
+  ~PayloadReturn() {
+    if (payload.capacity() <= kKeptPayloadBytes) tPayloadBuffer = std::move(payload);
+  }
+};
+
+}  // namespace
+
 std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags) {
-  auto unpacked = unpackContainer(file, kHlobMagic, kHlobVersion.major, "HLO binary (.hlob)", diags);
+  auto unpacked = unpackContainer(file, kHlobMagic, kHlobVersion.major, "HLO binary (.hlob)", diags,
+                                  std::move(tPayloadBuffer));
   if (!unpacked) return nullptr;
+  PayloadReturn payloadReturn{unpacked->payload};
   Decoder d(unpacked->payload);
   ByteReader& r = d.in();
   auto fail = [&](std::string message) -> std::unique_ptr<Module> {
@@ -505,13 +530,13 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
     for (uint64_t i = 0; i < count; ++i) {
       uint64_t opcode = r.uvar();
       if (d.ok() && opcode >= static_cast<uint64_t>(kOpcodeCount)) return fail("invalid opcode");
+      // Built first, so its name and shape are decoded in place.
+      auto instruction = std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::string(), Shape());
       std::string instructionName;
-      Shape shape;
       d(instructionName);
-      d(shape);
+      instruction->setName(std::move(instructionName));
+      d(instruction->mutableShape());
       if (!d.ok()) return fail(r.error());
-      auto instruction = std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::move(instructionName),
-                                                       std::move(shape));
       // Reference lists are built at their exact size: one allocation each.
       uint64_t operandCount = r.count(1);
       if (operandCount) {

@@ -1,12 +1,31 @@
 #include "hlo/text/lexer.h"
 
+#include <cstring>
+
 namespace tpu::hlo::text {
 
 namespace {
 
-inline bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+// Character classes by table: identifier scanning is the lexer's inner loop.
+enum : uint8_t { kClassIdentStart = 1, kClassDigit = 2, kClassIdentChar = 4, kClassBlank = 8 };
+struct CharClasses {
+  uint8_t of[256] = {};
+  constexpr CharClasses() {
+    for (int c = 0; c < 256; ++c) {
+      bool start = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+      bool digit = c >= '0' && c <= '9';
+      of[c] = static_cast<uint8_t>((start ? kClassIdentStart : 0) | (digit ? kClassDigit : 0) |
+                                   (start || digit || c == '.' || c == '-' ? kClassIdentChar : 0) |
+                                   (c == ' ' || c == '\n' || c == '\t' || c == '\r' ? kClassBlank : 0));
+    }
+  }
+};
+constexpr CharClasses kClasses;
+inline uint8_t charClass(char c) { return kClasses.of[static_cast<unsigned char>(c)]; }
+inline bool isIdentStart(char c) { return charClass(c) & kClassIdentStart; }
 inline bool isDigit(char c) { return c >= '0' && c <= '9'; }
-inline bool isIdentChar(char c) { return isIdentStart(c) || isDigit(c) || c == '.' || c == '-'; }
+inline bool isIdentChar(char c) { return charClass(c) & kClassIdentChar; }
+inline bool isBlank(char c) { return charClass(c) & kClassBlank; }
 inline int hexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -63,7 +82,7 @@ bool Lexer::skipSpace() {
   const size_t n = src_.size();
   while (pos_ < n) {
     char c = src_[pos_];
-    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+    if (isBlank(c)) {
       ++pos_;
     } else if (c == '/' && pos_ + 1 < n && src_[pos_ + 1] == '*') {
       size_t end = src_.find("*/", pos_ + 2);
@@ -85,7 +104,6 @@ bool Lexer::skipSpace() {
 
 char Lexer::peekChar() {
   size_t save = pos_;
-  std::string savedError = error_;
   skipSpace();
   char c = pos_ < src_.size() ? src_[pos_] : '\0';
   pos_ = save;
@@ -120,8 +138,10 @@ bool Lexer::newlineBeforeNextToken() {
 }
 
 Token Lexer::next() {
-  if (!skipSpace()) return makeError(errorOffset_, error_);
   const size_t n = src_.size();
+  // Most tokens follow at most a blank or two; comments take the full path.
+  while (pos_ < n && isBlank(src_[pos_])) ++pos_;
+  if (pos_ < n && src_[pos_] == '/' && !skipSpace()) return makeError(errorOffset_, error_);
   if (pos_ >= n) return make(TokKind::Eof, pos_);
   size_t start = pos_;
   char c = src_[pos_];
@@ -159,7 +179,8 @@ Token Lexer::next() {
       ++pos_;
       if (pos_ >= n || !isIdentStart(src_[pos_])) return makeError(start, "expected a name after '%'");
       size_t nameStart = pos_;
-      while (pos_ < n && isIdentChar(src_[pos_])) ++pos_;
+      while (++pos_ < n && isIdentChar(src_[pos_])) {
+      }
       Token t = make(TokKind::Name, start);
       t.text = src_.substr(nameStart, pos_ - nameStart);
       t.percent = true;
@@ -186,7 +207,8 @@ Token Lexer::next() {
   }
   if (isDigit(c)) return lexNumber(start);
   if (isIdentStart(c)) {
-    while (pos_ < n && isIdentChar(src_[pos_])) ++pos_;
+    while (++pos_ < n && isIdentChar(src_[pos_])) {
+    }
     size_t end = pos_;
     if (pos_ < n && src_[pos_] == ':') {
       ++pos_;
@@ -217,9 +239,10 @@ Token Lexer::lexNumber(size_t start) {
   size_t digitsStart = pos_;
   uint64_t mag = 0;
   bool overflow = false;
+  // Up to 19 digits cannot overflow 64 bits: check only beyond that.
   while (pos_ < n && isDigit(src_[pos_])) {
     uint64_t d = static_cast<uint64_t>(src_[pos_] - '0');
-    if (mag > (UINT64_MAX - d) / 10) overflow = true;
+    if (pos_ - digitsStart >= 19 && mag > (UINT64_MAX - d) / 10) overflow = true;
     mag = mag * 10 + d;
     ++pos_;
   }
@@ -260,14 +283,21 @@ Token Lexer::lexString(size_t start, char quote) {
   ++pos_;
   size_t contentStart = pos_;
   bool escape = false;
-  while (pos_ < n && src_[pos_] != quote) {
-    if (src_[pos_] == '\\') {
-      escape = true;
-      ++pos_;
+  // Jump from quote to quote; only a backslash before a quote can escape it.
+  while (true) {
+    const void* q = pos_ < n ? std::memchr(src_.data() + pos_, quote, n - pos_) : nullptr;
+    if (!q) {
+      pos_ = n;
+      return makeError(start, "unterminated string");
     }
+    size_t end = static_cast<size_t>(static_cast<const char*>(q) - src_.data());
+    if (!escape && std::memchr(src_.data() + pos_, '\\', end - pos_)) escape = true;
+    size_t backslashes = 0;
+    while (end - backslashes > contentStart && src_[end - backslashes - 1] == '\\') ++backslashes;
+    pos_ = end;
+    if (backslashes % 2 == 0) break;
     ++pos_;
   }
-  if (pos_ >= n) return makeError(start, "unterminated string");
   Token t = make(TokKind::String, start);
   t.text = src_.substr(contentStart, pos_ - contentStart);
   t.hasEscape = escape;

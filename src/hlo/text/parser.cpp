@@ -1,5 +1,6 @@
 #include "hlo/text/parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -28,6 +29,74 @@ struct CalledSlots {
   std::vector<Computation*> branches;
   std::vector<Computation*> toApply;  // to_apply / calls / called_computations
   bool any = false;
+};
+
+// Instructions of the computation being parsed by name: open addressing over
+// views of the instructions' own names. One table serves every computation
+// of a module, so parsing allocates nothing per name.
+class NameTable {
+ public:
+  // Empties the table, sized for `expected` names without growing.
+  void clear(size_t expected = 0) {
+    cap_ = kInitialCapacity;
+    while (cap_ < 2 * expected + 2) cap_ *= 2;
+    if (slots_.size() < cap_) slots_.resize(cap_);
+    std::fill(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(cap_), Slot{});
+    count_ = 0;
+  }
+  Instruction* find(std::string_view name) const {
+    for (size_t i = hash(name) & (cap_ - 1);; i = (i + 1) & (cap_ - 1)) {
+      const Slot& s = slots_[i];
+      if (!s.value) return nullptr;
+      if (s.key == name) return s.value;
+    }
+  }
+  bool contains(std::string_view name) const { return find(name) != nullptr; }
+  // `name` must outlive the table's use (the instruction's own name).
+  void insert(std::string_view name, Instruction* inst) {
+    if (2 * (count_ + 1) > cap_) grow();
+    place(name, inst);
+    ++count_;
+  }
+
+ private:
+  struct Slot {
+    std::string_view key;
+    Instruction* value = nullptr;
+  };
+  static constexpr size_t kInitialCapacity = 64;
+
+  static size_t hash(std::string_view s) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      h = (h ^ w) * 0xff51afd7ed558ccdull;
+      h ^= h >> 29;
+    }
+    uint64_t tail = 0;
+    if (i < s.size()) std::memcpy(&tail, s.data() + i, s.size() - i);
+    h = (h ^ tail) * 0xc4ceb9fe1a85ec53ull;
+    return static_cast<size_t>(h ^ (h >> 32));
+  }
+  void place(std::string_view name, Instruction* inst) {
+    size_t i = hash(name) & (cap_ - 1);
+    while (slots_[i].value) i = (i + 1) & (cap_ - 1);
+    slots_[i] = Slot{name, inst};
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(cap_));
+    cap_ *= 2;
+    if (slots_.size() < cap_) slots_.resize(cap_);
+    std::fill(slots_.begin(), slots_.begin() + static_cast<std::ptrdiff_t>(cap_), Slot{});
+    for (const Slot& s : old)
+      if (s.value) place(s.key, s.value);
+  }
+
+  std::vector<Slot> slots_;  // the first cap_ entries are in use; capacity is kept across clear()
+  size_t cap_ = 0;
+  size_t count_ = 0;
 };
 
 class Parser {
@@ -104,6 +173,7 @@ class Parser {
   static bool signatureMatches(const Shape& s, const std::vector<int64_t>& sig, size_t& i);
   bool parseLayout(Shape* shape);
   bool startsShape();
+  size_t scanPlainArray(bool* hasLayout);
 
   // ------------------------------------------------------------ literals
   bool parseLiteral(const Shape& shape, Literal* out);
@@ -115,12 +185,14 @@ class Parser {
   bool parseStackFrames(Module& m);
   bool parseComputation(Module& m);
   bool parseComputationBody(Module& m, Computation& c);
-  bool parseInstruction(Module& m, Computation& c, std::unordered_map<std::string_view, Instruction*>& names);
-  Instruction* parseOperand(Module& m, Computation& c, std::unordered_map<std::string_view, Instruction*>& names,
+  bool parseComputationBody(Module& m, Computation& c, NameTable& names);
+  size_t countBodyLines();
+  bool parseInstruction(Module& m, Computation& c, NameTable& names);
+  Instruction* parseOperand(Module& m, Computation& c, NameTable& names,
                             int anonDepth);
   bool parseOperands(Module& m, Computation& c, Instruction& inst,
-                     std::unordered_map<std::string_view, Instruction*>& names, int anonDepth);
-  bool parseAttribute(Module& m, Instruction& inst, std::unordered_map<std::string_view, Instruction*>& names,
+                     NameTable& names, int anonDepth);
+  bool parseAttribute(Module& m, Instruction& inst, NameTable& names,
                       CalledSlots& called);
   bool finishInstruction(Module& m, Computation& c, Instruction& inst, CalledSlots& called, size_t opcodeOffset,
                          std::string_view sugarSuffix);
@@ -160,10 +232,14 @@ class Parser {
   int depth_ = 0;
   bool compareTypeGiven_ = false;
   std::vector<int64_t> dimsScratch_;
+  std::vector<int64_t> layoutScratch_;
   std::vector<int64_t> signature_;
   std::vector<bool> dynamicScratch_;
   std::vector<Instruction*> operandStack_;
   std::vector<std::string_view> seenAttrs_;
+  NameTable names_;  // the outermost body's names
+  bool namesInUse_ = false;
+  size_t countedUpTo_ = 0;  // countBodyLines has scanned the text before this offset
   std::unordered_map<std::string, Computation*> computationsByName_;
 };
 
@@ -301,6 +377,68 @@ bool Parser::startsShape() {
   return elementTypeFromName(tok_.text).has_value();
 }
 
+// The common array shape `f32[2,16]{1,0}` read straight from the text
+// instead of as 13 tokens: plain sizes into dimsScratch_ and an optional
+// plain minor_to_major (a permutation of the dimensions) into layoutScratch_.
+// `tok_` is the element type. Returns the offset just past the shape, or 0
+// (nothing consumed) for any other form, which the token path then reads and
+// diagnoses as before.
+size_t Parser::scanPlainArray(bool* hasLayout) {
+  std::string_view text = file_.contents();
+  const char* s = text.data();
+  const size_t n = text.size();
+  size_t p = tok_.offset + tok_.text.size();
+  auto digit = [&](size_t at) { return at < n && s[at] >= '0' && s[at] <= '9'; };
+  auto readInts = [&](std::vector<int64_t>& out, char close) {
+    out.clear();
+    if (p < n && s[p] == close) {
+      ++p;
+      return true;
+    }
+    while (true) {
+      if (!digit(p)) return false;
+      int64_t v = 0;
+      size_t start = p;
+      for (; digit(p); ++p) {
+        if (p - start >= 18) return false;  // long numbers: the token path checks the range
+        v = v * 10 + (s[p] - '0');
+      }
+      if (out.size() >= 4096) return false;
+      out.push_back(v);
+      if (p < n && s[p] == ',') {
+        ++p;
+      } else if (p < n && s[p] == close) {
+        ++p;
+        return true;
+      } else {
+        return false;
+      }
+    }
+  };
+  if (p >= n || s[p] != '[') return 0;
+  ++p;
+  if (!readInts(dimsScratch_, ']')) return 0;
+  *hasLayout = false;
+  if (p < n && s[p] == '{') {
+    ++p;
+    if (!digit(p) || !readInts(layoutScratch_, '}')) return 0;
+    if (layoutScratch_.size() != dimsScratch_.size()) return 0;
+    std::vector<bool>& seen = dynamicScratch_;
+    seen.assign(layoutScratch_.size(), false);
+    for (int64_t d : layoutScratch_) {
+      if (d >= static_cast<int64_t>(seen.size()) || seen[static_cast<size_t>(d)]) return 0;
+      seen[static_cast<size_t>(d)] = true;
+    }
+    *hasLayout = true;
+    return p;
+  }
+  // A layout may follow after blanks or a comment: leave those to the token path.
+  size_t q = p;
+  while (q < n && (s[q] == ' ' || s[q] == '\t' || s[q] == '\n' || s[q] == '\r')) ++q;
+  if (q < n && (s[q] == '{' || s[q] == '/')) return 0;
+  return p;
+}
+
 bool Parser::parseShape(Shape* out) {
   DepthGuard guard(*this);
   if (!guard.ok) return false;
@@ -329,6 +467,23 @@ bool Parser::parseShape(Shape* out) {
   auto type = elementTypeFromName(tok_.text);
   if (!type) return error(fmt::format("expected shape, got {}", describe()));
   size_t typeOffset = tok_.offset;
+  if (*type != ElementType::Token && *type != ElementType::Opaque) {
+    bool hasLayout = false;
+    if (size_t end = scanPlainArray(&hasLayout)) {
+      *out = Shape(*type, std::vector<int64_t>(dimsScratch_.begin(), dimsScratch_.end()));
+      if (!out->elementCount()) return error(typeOffset, "shape's element count overflows int64");
+      if (hasLayout) {
+        Layout layout;
+        layout.minorToMajor.assign(layoutScratch_.begin(), layoutScratch_.end());
+        out->setLayout(std::move(layout));
+      } else if (options_.fillDefaultLayouts) {
+        out->setLayout(Layout::defaultForRank(out->rank()));
+      }
+      lex_.setPosition(end);
+      advance();
+      return true;
+    }
+  }
   advance();
   if (!expect(TokKind::LBracket, "'[' after element type")) return false;
   // Dimensions go to reused scratch buffers first: one exact allocation per shape.
@@ -409,6 +564,18 @@ bool Parser::parseShapeSignature(std::vector<int64_t>& sig) {
   }
   auto type = elementTypeFromName(tok_.text);
   if (!type) return error(fmt::format("expected shape, got {}", describe()));
+  if (*type != ElementType::Token && *type != ElementType::Opaque) {
+    bool hasLayout = false;
+    if (size_t end = scanPlainArray(&hasLayout)) {
+      sig.push_back(kSigArray);
+      sig.push_back(static_cast<int64_t>(*type));
+      sig.push_back(static_cast<int64_t>(dimsScratch_.size()));
+      sig.insert(sig.end(), dimsScratch_.begin(), dimsScratch_.end());
+      lex_.setPosition(end);
+      advance();
+      return true;
+    }
+  }
   advance();
   if (!expect(TokKind::LBracket, "'[' after element type")) return false;
   size_t rankSlot = 0;
@@ -1032,8 +1199,8 @@ bool Parser::parseSourceTargetPairs(std::vector<std::pair<int64_t, int64_t>>* ou
   return true;
 }
 
+// Fills a default-constructed `out` (every caller passes a fresh one).
 bool Parser::parseMetadata(OpMetadata* out) {
-  *out = OpMetadata{};
   if (!expect(TokKind::LBrace, "'{'")) return false;
   while (tok_.kind != TokKind::RBrace) {
     if (tok_.kind != TokKind::AttrName) return error(fmt::format("expected metadata attribute, got {}", describe()));
@@ -1637,10 +1804,44 @@ bool Parser::parseComputation(Module& m) {
   return true;
 }
 
+size_t Parser::countBodyLines() {
+  // A top-level body ends at a `}` starting a line; one instruction per line
+  // is the usual layout, so this sizes the name table (it grows if wrong).
+  // Text already scanned is not scanned again (a body not laid out in lines
+  // gets no estimate), so the counting stays linear in the input.
+  std::string_view text = file_.contents();
+  size_t at = tok_.offset;
+  if (at < countedUpTo_) return 0;
+  size_t lines = 0;
+  while (at < text.size()) {
+    const void* nl = std::memchr(text.data() + at, '\n', text.size() - at);
+    if (!nl) {
+      at = text.size();
+      break;
+    }
+    at = static_cast<size_t>(static_cast<const char*>(nl) - text.data()) + 1;
+    if (at < text.size() && text[at] == '}') break;
+    ++lines;
+  }
+  countedUpTo_ = at;
+  return lines;
+}
+
 bool Parser::parseComputationBody(Module& m, Computation& c) {
+  if (namesInUse_) {  // an inline body (`to_apply={...}`) inside another one
+    NameTable nested;
+    nested.clear();
+    return parseComputationBody(m, c, nested);
+  }
+  namesInUse_ = true;
+  names_.clear(countBodyLines());
+  bool ok = parseComputationBody(m, c, names_);
+  namesInUse_ = false;
+  return ok;
+}
+
+bool Parser::parseComputationBody(Module& m, Computation& c, NameTable& names) {
   if (!expect(TokKind::LBrace, "'{' starting the computation body")) return false;
-  std::unordered_map<std::string_view, Instruction*> names;
-  names.reserve(64);
   Instruction* root = nullptr;
   while (tok_.kind != TokKind::RBrace) {
     if (tok_.kind == TokKind::Eof) return error("expected '}' closing the computation body");
@@ -1696,7 +1897,7 @@ bool Parser::parseComputationList(Module& m, std::vector<Computation*>* out) {
   return expect(TokKind::RBrace, "'}'");
 }
 
-Instruction* Parser::parseOperand(Module& m, Computation& c, std::unordered_map<std::string_view, Instruction*>& names,
+Instruction* Parser::parseOperand(Module& m, Computation& c, NameTable& names,
                                   int anonDepth) {
   DepthGuard guard(*this);
   if (!guard.ok) return nullptr;
@@ -1730,24 +1931,23 @@ Instruction* Parser::parseOperand(Module& m, Computation& c, std::unordered_map<
     advance();
     std::string base = fmt::format("{}.anon", opcodeName(*op));
     std::string name = base;
-    for (int i = 1; names.count(name); ++i) name = fmt::format("{}.{}", base, i);
+    for (int i = 1; names.contains(name); ++i) name = fmt::format("{}.{}", base, i);
     auto inst = std::make_unique<Instruction>(*op, name, std::move(*shape));
     inst->setLocation(locAt(opOffset));
     if (!parseOperands(m, c, *inst, names, anonDepth + 1)) return nullptr;
     Instruction* raw = c.addInstruction(std::move(inst));
-    names[raw->name()] = raw;
+    names.insert(raw->name(), raw);
     return raw;
   }
   if (tok_.kind != TokKind::Name && tok_.kind != TokKind::Ident) {
     error(fmt::format("expected operand name, got {}", describe()));
     return nullptr;
   }
-  auto it = names.find(tok_.text);
-  if (it == names.end()) {
+  Instruction* operand = names.find(tok_.text);
+  if (!operand) {
     error(fmt::format("use of undefined instruction '{}'", tok_.text));
     return nullptr;
   }
-  Instruction* operand = it->second;
   size_t sigIndex = 0;
   if (hasShape && (!signatureMatches(operand->shape(), signature_, sigIndex) || sigIndex != signature_.size())) {
     // Reparse the annotation for a precise message.
@@ -1769,7 +1969,7 @@ Instruction* Parser::parseOperand(Module& m, Computation& c, std::unordered_map<
 }
 
 bool Parser::parseOperands(Module& m, Computation& c, Instruction& inst,
-                           std::unordered_map<std::string_view, Instruction*>& names, int anonDepth) {
+                           NameTable& names, int anonDepth) {
   if (!expect(TokKind::LParen, "'(' starting the operand list")) return false;
   if (inst.opcode() == Opcode::Parameter) {
     if (!parseInt64(&inst.attrs().parameterNumber, "parameter number")) return false;
@@ -1797,7 +1997,7 @@ bool Parser::parseOperands(Module& m, Computation& c, Instruction& inst,
   return expect(TokKind::RParen, "')' or ',' in operand list");
 }
 
-bool Parser::parseInstruction(Module& m, Computation& c, std::unordered_map<std::string_view, Instruction*>& names) {
+bool Parser::parseInstruction(Module& m, Computation& c, NameTable& names) {
   size_t nameOffset = tok_.offset;
   std::string_view name;
   if (tok_.kind == TokKind::AttrName) {  // `name=shape ...`
@@ -1811,10 +2011,11 @@ bool Parser::parseInstruction(Module& m, Computation& c, std::unordered_map<std:
   } else {
     return error(fmt::format("expected instruction name, got {}", describe()));
   }
-  if (names.count(name)) return error(nameOffset, fmt::format("duplicate instruction name '{}'", name));
-  Shape shape;
+  if (names.contains(name)) return error(nameOffset, fmt::format("duplicate instruction name '{}'", name));
   if (!startsShape()) return error(fmt::format("expected the result shape, got {}", describe()));
-  if (!parseShape(&shape)) return false;
+  // Built before its shape so the shape is parsed in place; the opcode is set once read.
+  auto inst = std::make_unique<Instruction>(Opcode::Parameter, std::string(name), Shape());
+  if (!parseShape(&inst->mutableShape())) return false;
   if (tok_.kind != TokKind::Ident) return error(fmt::format("expected opcode, got {}", describe()));
   size_t opcodeOffset = tok_.offset;
   std::string_view opText = tok_.text;
@@ -1831,7 +2032,7 @@ bool Parser::parseInstruction(Module& m, Computation& c, std::unordered_map<std:
     if (!op) return error(fmt::format("unknown opcode '{}'", opText));
   }
   advance();
-  auto inst = std::make_unique<Instruction>(*op, std::string(name), std::move(shape));
+  inst->setOpcode(*op);
   inst->setLocation(locAt(nameOffset));
   if (!parseOperands(m, c, *inst, names, 0)) return false;
   CalledSlots called;
@@ -1843,7 +2044,7 @@ bool Parser::parseInstruction(Module& m, Computation& c, std::unordered_map<std:
   }
   if (!finishInstruction(m, c, *inst, called, opcodeOffset, sugar)) return false;
   Instruction* raw = c.addInstruction(std::move(inst));
-  names[raw->name()] = raw;
+  names.insert(raw->name(), raw);
   return true;
 }
 
@@ -1936,7 +2137,7 @@ bool Parser::finishInstruction(Module& m, Computation&, Instruction& inst, Calle
   return true;
 }
 
-bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std::string_view, Instruction*>& names,
+bool Parser::parseAttribute(Module& m, Instruction& inst, NameTable& names,
                             CalledSlots& called) {
   if (tok_.kind != TokKind::AttrName) return error(fmt::format("expected attribute name, got {}", describe()));
   std::string_view key = tok_.text;
@@ -2201,9 +2402,9 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, std::unordered_map<std
       do {
         if (tok_.kind != TokKind::Name && tok_.kind != TokKind::Ident)
           return error(fmt::format("expected instruction name, got {}", describe()));
-        auto it = names.find(tok_.text);
-        if (it == names.end()) return error(fmt::format("control predecessor '{}' is not defined", tok_.text));
-        inst.addControlPredecessor(it->second);
+        Instruction* pred = names.find(tok_.text);
+        if (!pred) return error(fmt::format("control predecessor '{}' is not defined", tok_.text));
+        inst.addControlPredecessor(pred);
         advance();
       } while (consumeIf(TokKind::Comma));
       if (!expect(TokKind::RBrace, "'}'")) return false;

@@ -112,6 +112,8 @@ TEST(ParserTest, ShapeErrors) {
     const char* message;
   } cases[] = {
       {"f32[2,3]{0}", "s:1:9: error: layout has 1 minor_to_major entries but the shape has rank 2"},
+      {"f32[2,3]{0,0}", "s:1:9: error: layout minor_to_major is not a permutation of the dimensions"},
+      {"f32[2,3]{2,0}", "s:1:9: error: layout minor_to_major is not a permutation of the dimensions"},
       {"f32[2]{0:S(1)T(8)}", "s:1:14: error: layout attribute T out of order or repeated"},
       {"f32[9223372036854775807,4]", "s:1:1: error: shape's element count overflows int64"},
       {"f32[99999999999999999999]", "s:1:5: error: integer does not fit in 64 bits"},
@@ -126,6 +128,44 @@ TEST(ParserTest, ShapeErrors) {
     std::string full = formatDiagnostic(d.diagnostics()[0], DiagnosticFormat::Text, false);
     EXPECT_EQ(full.substr(0, full.find('\n')), c.message);
   }
+}
+
+// Plain array shapes are read straight from the text; other spellings of the
+// same shape take the token path and must give the same result.
+TEST(ParserTest, PlainShapeFastPathMatchesTokenPath) {
+  struct Case {
+    const char* plain;
+    const char* spaced;
+  } cases[] = {
+      {"f32[2,3]{0,1}", "f32[ 2, 3 ] {0,1}"},
+      {"s32[]", "s32[ ]"},
+      {"f32[4]{0}", "f32[4] /*c*/ {0}"},
+      {"u8[1,2,3]{2,1,0}", "u8[1,2,3]{ 2,1,0 }"},
+      {"pred[7]", "pred[7 ]"},
+  };
+  for (const auto& c : cases) {
+    SourceFile a("a", c.plain), b("b", c.spaced);
+    DiagnosticEngine d;
+    auto fast = parseShapeText(a, d);
+    auto slow = parseShapeText(b, d);
+    ASSERT_TRUE(fast.has_value() && slow.has_value()) << c.plain << ": " << firstErrorMessage(d);
+    EXPECT_TRUE(*fast == *slow) << c.plain;
+    EXPECT_EQ(fast->toString(), slow->toString());
+  }
+}
+
+TEST(LexerTest, StringsWithEscapedQuotes) {
+  text::Lexer lex(R"("a\"b" "c\\" 'd' "e)");
+  auto t = lex.next();
+  EXPECT_EQ(t.kind, text::TokKind::String);
+  EXPECT_EQ(t.text, R"(a\"b)");
+  EXPECT_TRUE(t.hasEscape);
+  t = lex.next();
+  EXPECT_EQ(t.text, R"(c\\)");
+  t = lex.next();
+  EXPECT_EQ(t.text, "d");
+  EXPECT_FALSE(t.hasEscape);
+  EXPECT_EQ(lex.next().kind, text::TokKind::Error);
 }
 
 // ------------------------------------------------------------------ literals

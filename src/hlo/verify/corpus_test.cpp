@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -56,26 +55,6 @@ INSTANTIATE_TEST_SUITE_P(Corpus, VerifyCorpusTest, ::testing::ValuesIn(corpusFil
                          });
 
 TEST(VerifyCorpus, HasAllFiles) { EXPECT_GE(corpusFiles().size(), 61u); }
-
-// Verification must not dominate parse+verify (benchmarked at 150 MB/s).
-TEST(VerifyCorpus, VerifyIsFastOnTheLargestModule) {
-  auto files = corpusFiles();
-  ASSERT_FALSE(files.empty());
-  auto largest = *std::max_element(files.begin(), files.end(), [](const auto& a, const auto& b) {
-    return std::filesystem::file_size(a) < std::filesystem::file_size(b);
-  });
-  SourceFile file(largest.filename().string(), readFile(largest));
-  DiagnosticEngine diags;
-  auto module = parseHloText(file, diags);
-  ASSERT_NE(module, nullptr);
-  const int kRounds = 20;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kRounds; ++i) ASSERT_TRUE(verifyModule(*module, diags)) << allDiagnostics(diags);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kRounds;
-  double mbps = static_cast<double>(file.size()) / 1e6 / seconds;
-  std::printf("verify %s: %.0f MB/s of source text\n", largest.filename().c_str(), mbps);
-  EXPECT_GT(mbps, 400.0);  // generous floor; typically far higher
-}
 
 }  // namespace
 }  // namespace tpu::hlo

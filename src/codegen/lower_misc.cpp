@@ -1,0 +1,986 @@
+// Lowering of the small opcodes: partition-id/replica-id (one TensorCore of
+// one chip: 0), get-dimension-size (static shapes: a constant), copy-start/
+// copy-done and async-start/update/done around a non-collective op (the
+// value semantics make them a copy or a call), rng-bit-generator (the
+// interpreter's ThreeFry/Philox streams, bit for bit, in 32-bit vector
+// integer code), reduce-precision, the custom-call targets the interpreter
+// implements as data movement, and integer dots the int8 MXU cannot take.
+#include <array>
+#include <nlohmann/json.hpp>
+
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+bool isWide(ElementType t) { return t == ElementType::U64 || t == ElementType::S64; }
+
+// Custom-call targets the interpreter evaluates as the identity (or as a
+// full <-> shard reshaping that keeps the leading block).
+bool isIdentityTarget(const std::string& t) {
+  static const char* const kTargets[] = {"Sharding",
+                                         "SPMDFullToShardShape",
+                                         "SPMDShardToFullShape",
+                                         "MoveToHost",
+                                         "MoveToDevice",
+                                         "annotate_device_placement",
+                                         "AwsNeuronTransferWithStaticRing",
+                                         "LayoutConstraint",
+                                         "X64Combine",
+                                         "InspectSharding"};
+  for (const char* k : kTargets)
+    if (t == k) return true;
+  return false;
+}
+
+bool isGeluTarget(const std::string& t) { return t == "AwsNeuronGelu" || t == "AwsNeuronGeluBackward"; }
+bool isGemmTarget(const std::string& t) { return t == "__cublas$gemm" || t == "__cublas$lt$matmul"; }
+
+// An f32 immediate the assembler reads as a float (never as integer bits).
+std::string floatImmediate(double v) {
+  std::string s = fmt::format("{:.9g}", static_cast<float>(v));
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+}  // namespace
+
+bool Lowerer::allows64BitLeaves(const Instruction& in) const {
+  // 64-bit arrays are only carried (as pairs of 32-bit words) to and from
+  // rng-bit-generator; arithmetic on them is not lowered.
+  switch (in.opcode()) {
+    case Opcode::Parameter:
+    case Opcode::GetTupleElement:
+    case Opcode::Tuple:
+    case Opcode::Reshape:
+    case Opcode::Bitcast:
+    case Opcode::Copy:
+    case Opcode::OptimizationBarrier:
+    case Opcode::AddDependency:
+    case Opcode::While:
+    case Opcode::Conditional:
+    case Opcode::Call:
+    case Opcode::CopyStart:
+    case Opcode::CopyDone:
+    case Opcode::AsyncStart:
+    case Opcode::AsyncUpdate:
+    case Opcode::AsyncDone:
+    case Opcode::RngBitGenerator:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ============================================================== planning
+
+bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
+  handled = true;
+  Opcode op = in.opcode();
+  switch (op) {
+    case Opcode::PartitionId:
+    case Opcode::ReplicaId:
+    case Opcode::GetDimensionSize:
+      if (!checkTypes(in)) return false;
+      defineNew(in);
+      return true;
+    case Opcode::CopyStart: {
+      // (destination, source, context): both copies are the operand's
+      // buffers (values are immutable); contexts get buffers of their own.
+      if (!checkTypes(in)) return false;
+      if (!in.shape().isTuple() || in.shape().tupleSize() < 2)
+        return fail(in, "llo-gen: copy-start must return (destination, source, context...)");
+      std::vector<int> l = leaves_[in.operand(0)];
+      l.insert(l.end(), leaves_[in.operand(0)].begin(), leaves_[in.operand(0)].end());
+      std::vector<const Shape*> all = arrayLeaves(in.shape());
+      for (size_t i = l.size(); i < all.size(); ++i) l.push_back(newBuf(BufKind::Heap, *all[i]));
+      leaves_[&in] = l;
+      return true;
+    }
+    case Opcode::AsyncStart: {
+      if (!checkTypes(in)) return false;
+      const Computation* callee = in.toApply();
+      if (!callee) return fail(in, "llo-gen: async-start has no wrapped computation");
+      if (!in.shape().isTuple() || in.shape().tupleSize() < 2)
+        return fail(in, "llo-gen: async-start must return (operands, result, context...)");
+      if (!inlined_.insert(callee).second)
+        return fail(
+            in, fmt::format("llo-gen: computation '{}' is called from more than one place", callee->name()));
+      for (int64_t i = 0; i < in.operandCount(); ++i)
+        if (auto* p = callee->parameter(i)) leaves_[p] = leaves_[in.operand(i)];
+      if (!plan(*callee, region)) return false;
+      ++pos_;
+      useLeaves(callee->root(), region);
+      std::vector<int> l;
+      for (const Instruction* o : in.operands()) l.insert(l.end(), leaves_[o].begin(), leaves_[o].end());
+      const std::vector<int>& r = leaves_[callee->root()];
+      l.insert(l.end(), r.begin(), r.end());
+      std::vector<const Shape*> all = arrayLeaves(in.shape());
+      if (l.size() > all.size()) return fail(in, "llo-gen: async-start shape does not match its computation");
+      for (size_t i = l.size(); i < all.size(); ++i) l.push_back(newBuf(BufKind::Heap, *all[i]));
+      leaves_[&in] = l;
+      return true;
+    }
+    case Opcode::AsyncUpdate:
+      leaves_[&in] = leaves_[in.operand(0)];
+      return true;
+    case Opcode::AsyncDone:
+    case Opcode::CopyDone: {
+      // async-done takes the result (element 1), copy-done the destination (0).
+      const Instruction* start = in.operand(0);
+      if (!start->shape().isTuple()) {
+        leaves_[&in] = leaves_[start];
+        return true;
+      }
+      auto [first, count] = leafRange(start->shape(), op == Opcode::AsyncDone ? 1 : 0);
+      const std::vector<int>& sl = leaves_[start];
+      if (first + count > sl.size())
+        return fail(in, "llo-gen: operand is not the tuple of its start instruction");
+      leaves_[&in] = std::vector<int>(sl.begin() + static_cast<int64_t>(first),
+                                      sl.begin() + static_cast<int64_t>(first + count));
+      return true;
+    }
+    case Opcode::RngBitGenerator:
+      if (!checkTypes(in)) return false;
+      defineNew(in);
+      return true;
+    case Opcode::Rng:
+      return fail(in,
+                  fmt::format("llo-gen: rng '{}' is not supported: its stream is keyed by the interpreter's "
+                              "run-time seed and shaped in f64; use rng-bit-generator",
+                              in.name()));
+    case Opcode::CustomCall: {
+      const std::string& target = in.attrs().customCallTarget;
+      if (isGeluTarget(target)) {
+        if (in.operandCount() != 1 || !in.shape().isArray() || !typeInfo(in.shape().elementType()).isFloat ||
+            in.operand(0)->shape() != in.shape())
+          return fail(
+              in, fmt::format("llo-gen: custom-call target \"{}\" expects one float operand of the result's "
+                              "shape",
+                              target));
+        if (!checkTypes(in)) return false;
+        defineNew(in);
+        return true;
+      }
+      if (isGemmTarget(target)) return planGemm(in);
+      if (!isIdentityTarget(target))
+        return fail(in, fmt::format("llo-gen: custom-call target \"{}\" of '{}' is not supported", target,
+                                    in.name()));
+      if (in.operandCount() != 1)
+        return fail(in, fmt::format("llo-gen: custom-call target \"{}\" expects one operand", target));
+      const Instruction* o = in.operand(0);
+      if (o->shape() == in.shape() || !in.shape().isArray()) {
+        if (!checkTypes(in)) return false;
+        leaves_[&in] = leaves_[o];
+        return true;
+      }
+      if (!o->shape().isArray() || o->shape().elementType() != in.shape().elementType() ||
+          o->shape().rank() != in.shape().rank())
+        return fail(
+            in, fmt::format("llo-gen: custom-call target \"{}\" expects one operand of the result's shape",
+                            target));
+      if (!checkTypes(in)) return false;
+      defineNew(in);  // the full <-> shard block copy
+      return true;
+    }
+    default:
+      handled = false;
+      return true;
+  }
+}
+
+// ============================================================== emission helpers
+
+// Writes 32-bit words (scalar registers or immediates, as text) to the
+// start of `buf` through SMEM.
+bool Lowerer::storeWords(int buf, const std::vector<std::string>& words) {
+  PoolGuard guard({&sregs_});
+  int t = sreg();
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    bool reg = w.size() > 1 && w[0] == 's' && std::isdigit(static_cast<unsigned char>(w[1]));
+    if (reg) {
+      e_.op("sst {}, [{}]", w, 4 * i);
+    } else {
+      e_.op("smov {}, {}", S(t), w);
+      e_.op("sst {}, [{}]", S(t), 4 * i);
+    }
+  }
+  uint64_t bytes = std::min<uint64_t>(bufs_[buf].bytes, 4 * words.size());
+  if (bytes == 0) return true;
+  std::string d = e_.desc(bytes, {});
+  e_.op("smov {}, {}", S(t), base(buf));
+  e_.op("dma.s2h {}, {}[{}], [0], sem0", d, hbm(buf), S(t));
+  e_.op("sem.wait sem0");
+  return !failed_;
+}
+
+bool Lowerer::zeroLeaves(const std::vector<int>& bufs) {
+  for (int b : bufs) {
+    int64_t n = static_cast<int64_t>(bufs_[b].bytes / typeInfo(bufs_[b].type).bytes);
+    if (!fillZero(b, n, bufs_[b].type)) return false;
+  }
+  return true;
+}
+
+// ============================================================== emission
+
+bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
+  handled = true;
+  Opcode op = in.opcode();
+  switch (op) {
+    case Opcode::PartitionId:
+    case Opcode::ReplicaId: {
+      // The program is one TensorCore of a single-chip run.
+      beginKernel(in, "constant");
+      bool ok = storeWords(leaves_[&in][0], {"0"});
+      endKernel(0, 4, 0);
+      return ok;
+    }
+    case Opcode::GetDimensionSize: {
+      beginKernel(in, "constant");
+      const Shape& s = in.operand(0)->shape();
+      int64_t d = in.attrs().dimensions.empty() ? 0 : in.attrs().dimensions[0];
+      if (d < 0 || d >= s.rank()) return fail(in, "llo-gen: get-dimension-size dimension out of range");
+      bool ok = storeWords(leaves_[&in][0], {fmt::format("{}", s.dimension(d))});
+      endKernel(0, 4, 0);
+      return ok;
+    }
+    case Opcode::CopyStart: {
+      size_t n = arrayLeaves(in.operand(0)->shape()).size();
+      const std::vector<int>& l = leaves_[&in];
+      if (l.size() <= 2 * n) return true;
+      beginKernel(in, "copy");
+      bool ok = zeroLeaves(std::vector<int>(l.begin() + static_cast<int64_t>(2 * n), l.end()));
+      endKernel(0, 0, 0);
+      return ok;
+    }
+    case Opcode::AsyncStart: {
+      const Computation& callee = *in.toApply();
+      if (!emitComputation(callee)) return false;
+      size_t used =
+          arrayLeaves(in.shape().tupleElement(0)).size() + arrayLeaves(in.shape().tupleElement(1)).size();
+      const std::vector<int>& l = leaves_[&in];
+      if (l.size() <= used) return true;
+      beginKernel(in, "async-context");
+      bool ok = zeroLeaves(std::vector<int>(l.begin() + static_cast<int64_t>(used), l.end()));
+      endKernel(0, 0, 0);
+      return ok;
+    }
+    case Opcode::AsyncUpdate:
+    case Opcode::AsyncDone:
+    case Opcode::CopyDone:
+      return true;
+    case Opcode::RngBitGenerator:
+      return lowerRngBitGenerator(in);
+    case Opcode::CustomCall: {
+      const Instruction* o = in.operand(0);
+      if (isGeluTarget(in.attrs().customCallTarget)) return lowerGelu(in);
+      if (isGemmTarget(in.attrs().customCallTarget)) return lowerGemm(in);
+      if (o->shape() == in.shape() || !in.shape().isArray()) return true;  // aliased at planning
+      // Full <-> shard on one device: the leading block, zeros elsewhere.
+      beginKernel(in, "copy");
+      int dst = leaves_[&in][0], src = leaves_[o][0];
+      ElementType t = in.shape().elementType();
+      int es = typeInfo(t).bytes;
+      bool ok = fillZero(dst, *in.shape().elementCount(), t);
+      std::vector<int64_t> common;
+      for (int64_t d = 0; d < in.shape().rank(); ++d)
+        common.push_back(std::min(in.shape().dimension(d), o->shape().dimension(d)));
+      if (ok && product(common) > 0)
+        emitCopy(dst, 0, src, 0, common, byteStrides(in.shape().dimensions(), es),
+                 byteStrides(o->shape().dimensions(), es), es);
+      endKernel(0, 2 * bufs_[dst].bytes, 0);
+      return ok && !failed_;
+    }
+    default:
+      handled = false;
+      return true;
+  }
+}
+
+// ============================================================== rng-bit-generator
+
+// eval/rng.cpp's streams: block b of the counter (state[1] + b, carried into
+// state[2] for Philox) gives 2 (ThreeFry) or 4 (Philox) 32-bit words; the
+// output takes word after word (two per 64-bit element, the low byte for
+// 8-bit ones). Each lane computes the block of its own word.
+bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
+  beginKernel(in, "rng");
+  const Shape& ss = in.operand(0)->shape();
+  bool philox = in.attrs().rngAlgorithm == hlo::RngAlgorithm::Philox;
+  if (!in.shape().isTuple() || in.shape().tupleSize() != 2 || !in.shape().tupleElement(1).isArray() ||
+      !ss.isArray() || !isWide(ss.elementType()) || ss.rank() != 1)
+    return fail(in, "llo-gen: rng-bit-generator needs a u64 state vector and returns (state, bits)");
+  int64_t stateCount = ss.dimension(0);
+  if (stateCount != 2 && !(philox && stateCount == 3))
+    return fail(in, fmt::format("llo-gen: rng-bit-generator state of {} elements does not suit {}",
+                                stateCount, philox ? "philox" : "three-fry"));
+  const Shape& bs = in.shape().tupleElement(1);
+  ElementType bt = bs.elementType();
+  int bytes = isWide(bt) ? 8 : typeInfo(bt).bytes;
+  if (bt == ElementType::Pred)
+    return fail(in, fmt::format("llo-gen: rng-bit-generator of {} bits is not supported yet",
+                                hlo::elementTypeName(bt)));
+  int64_t count = *bs.elementCount();
+  int64_t words = bytes == 8 ? 2 * count : count;
+  int wpb = philox ? 4 : 2;
+  int64_t blocks = (words + wpb - 1) / wpb;
+  if (words >= (int64_t{1} << 31)) return fail(in, "llo-gen: rng-bit-generator output is too large");
+  int stateBuf = leaves_[in.operand(0)][0];
+  int outState = leaves_[&in][0], outBits = leaves_[&in][1];
+
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  // State words: key (lo, hi), counter (lo, hi), Philox high counter (lo, hi).
+  std::array<int, 6> st{};
+  for (int w = 0; w < 6; ++w) {
+    if (w < 2 * stateCount) {
+      st[w] = loadScalar(stateBuf, 4 * w, ElementType::U32, w);
+    } else {
+      st[w] = sreg();
+      e_.op("smov {}, 0", S(st[w]));
+    }
+  }
+  int ks2 = sreg(), rk0 = sreg(), rk1 = sreg();
+  e_.op("sxor {}, {}, {}", S(ks2), S(st[0]), S(st[1]));
+  e_.op("sxor {}, {}, {}", S(ks2), S(ks2), 0x1BD11BDA);
+
+  auto vop = [&](const char* m, VReg a, const std::string& b) {
+    VReg d = valloc(ElementType::U32);
+    e_.op("{} {}, {}, {}", m, V(d), V(a), b);
+    return d;
+  };
+  auto inPlace = [&](const char* m, VReg a, const std::string& b) {
+    e_.op("{} {}, {}, {}", m, V(a), V(a), b);
+  };
+  // 0/1 from "a < b" on unsigned words (sign bits flipped, signed compare).
+  auto lessU = [&](VReg a, VReg b) {
+    VReg fa = vop("vxor", a, "-2147483648"), fb = vop("vxor", b, "-2147483648");
+    int m = malloc_();
+    e_.op("vcmp.lt.s32 {}, {}, {}", M(m), V(fa), V(fb));
+    vfree(fa);
+    vfree(fb);
+    VReg d = toMask01(m);
+    d.t = ElementType::U32;
+    return d;
+  };
+  auto rotl = [&](VReg x, int r) {
+    VReg t = vop("vshr", x, fmt::format("{}", 32 - r));
+    inPlace("vshl", x, fmt::format("{}", r));
+    inPlace("vor", x, V(t));
+    vfree(t);
+  };
+  // High 32 bits of x * c (unsigned) from 16-bit halves.
+  auto mulHi = [&](VReg x, uint32_t c) {
+    int32_t cl = static_cast<int32_t>(c & 0xffffu), ch = static_cast<int32_t>(c >> 16);
+    VReg xl = vop("vand", x, "65535"), xh = vop("vshr", x, "16");
+    VReg ll = vop("vmul.s32", xl, fmt::format("{}", cl)), lh = vop("vmul.s32", xl, fmt::format("{}", ch));
+    VReg hl = vop("vmul.s32", xh, fmt::format("{}", cl)), hh = vop("vmul.s32", xh, fmt::format("{}", ch));
+    VReg mid = vop("vshr", ll, "16");
+    VReg t = vop("vand", lh, "65535");
+    inPlace("vadd.s32", mid, V(t));
+    e_.op("vand {}, {}, 65535", V(t), V(hl));
+    inPlace("vadd.s32", mid, V(t));
+    inPlace("vshr", mid, "16");
+    inPlace("vshr", lh, "16");
+    inPlace("vshr", hl, "16");
+    inPlace("vadd.s32", hh, V(lh));
+    inPlace("vadd.s32", hh, V(hl));
+    inPlace("vadd.s32", hh, V(mid));
+    for (VReg v : {xl, xh, ll, lh, hl, mid, t}) vfree(v);
+    return hh;
+  };
+
+  bool narrow = bytes == 1;
+  // 16-bit elements: each lane packs words 2j and 2j+1 (the low halves) into
+  // one u32 of a scratch buffer, copied bytewise (raw bits: a bf16 store
+  // would quieten signalling NaNs).
+  bool pairs = bytes == 2;
+  int64_t lanes = pairs ? (count + 1) / 2 : words;
+  int pairBuf = pairs ? tempBuf(ElementType::U32, {lanes}) : -1;
+  ElementType storeType = narrow ? ElementType::S8 : ElementType::U32;
+  int wordShift = pairs ? (philox ? 1 : 0) : (philox ? 2 : 1);
+  bool ok = emitElementwise(
+      lanes, {EwInput{EwInput::Index, -1, 0, ElementType::S32}},
+      {EwOutput{pairs ? pairBuf : outBits, 0, storeType}}, [&](const std::vector<VReg>& v) {
+        VReg blk = vop("vshr", v[0], fmt::format("{}", wordShift));
+        VReg sel = vop("vand", v[0], fmt::format("{}", (1 << wordShift) - 1));
+        // 64-bit counter + block, carried into the high counter.
+        VReg c0 = vop("vadd.s32", blk, S(st[2]));
+        VReg carry = lessU(c0, blk);
+        VReg c1 = vop("vadd.s32", carry, S(st[3]));
+        vfree(blk);
+        std::vector<VReg> x;
+        if (philox) {
+          // Overflow of the high word: c1 wrapped to 0 with a carry in.
+          int z = malloc_();
+          e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(c1));
+          e_.op("vsel.s32 {}, {}, {}, 0", V(carry), M(z), V(carry));
+          VReg h0 = vop("vadd.s32", carry, S(st[4]));
+          e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(h0));
+          e_.op("vsel.s32 {}, {}, {}, 0", V(carry), M(z), V(carry));
+          VReg h1 = vop("vadd.s32", carry, S(st[5]));
+          masks_.put(z);
+          vfree(carry);
+          x = {c0, c1, h0, h1};
+          e_.op("smov {}, {}", S(rk0), S(st[0]));
+          e_.op("smov {}, {}", S(rk1), S(st[1]));
+          for (int round = 0; round < 10; ++round) {
+            VReg lo0 = vop("vmul.s32", x[0], fmt::format("{}", static_cast<int32_t>(0xD2511F53u)));
+            VReg hi0 = mulHi(x[0], 0xD2511F53u);
+            VReg lo1 = vop("vmul.s32", x[2], fmt::format("{}", static_cast<int32_t>(0xCD9E8D57u)));
+            VReg hi1 = mulHi(x[2], 0xCD9E8D57u);
+            inPlace("vxor", hi1, V(x[1]));
+            inPlace("vxor", hi1, S(rk0));
+            inPlace("vxor", hi0, V(x[3]));
+            inPlace("vxor", hi0, S(rk1));
+            for (VReg r : x) vfree(r);
+            x = {hi1, lo1, hi0, lo0};
+            e_.op("sadd {}, {}, {}", S(rk0), S(rk0), static_cast<int32_t>(0x9E3779B9u));
+            e_.op("sadd {}, {}, {}", S(rk1), S(rk1), static_cast<int32_t>(0xBB67AE85u));
+          }
+        } else {
+          vfree(carry);
+          static constexpr int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+          const int ks[3] = {st[0], st[1], ks2};
+          inPlace("vadd.s32", c0, S(ks[0]));
+          inPlace("vadd.s32", c1, S(ks[1]));
+          for (int g = 0; g < 5; ++g) {
+            for (int r = 0; r < 4; ++r) {
+              inPlace("vadd.s32", c0, V(c1));
+              rotl(c1, kRot[(g % 2) * 4 + r]);
+              inPlace("vxor", c1, V(c0));
+            }
+            inPlace("vadd.s32", c0, S(ks[(g + 1) % 3]));
+            inPlace("vadd.s32", c1, S(ks[(g + 2) % 3]));
+            inPlace("vadd.s32", c1, fmt::format("{}", g + 1));
+          }
+          x = {c0, c1};
+        }
+        if (pairs) {
+          // ThreeFry: the block's two words; Philox: words 0,1 or 2,3.
+          VReg lo = x[0], hi = x[1];
+          int m = malloc_();
+          if (philox) {
+            e_.op("vcmp.eq.s32 {}, {}, 1", M(m), V(sel));
+            e_.op("vsel.s32 {}, {}, {}, {}", V(lo), M(m), V(x[2]), V(lo));
+            e_.op("vsel.s32 {}, {}, {}, {}", V(hi), M(m), V(x[3]), V(hi));
+          }
+          masks_.put(m);
+          VReg d = vop("vand", lo, "65535");
+          inPlace("vshl", hi, "16");
+          inPlace("vor", d, V(hi));
+          for (VReg r : x) vfree(r);
+          vfree(sel);
+          return std::vector<VReg>{d};
+        }
+        // Pick this lane's word of its block.
+        VReg d = valloc(storeType);
+        e_.op("vmov.s32 {}, {}", V(d), V(x.back()));
+        int m = malloc_();
+        for (int w = static_cast<int>(x.size()) - 2; w >= 0; --w) {
+          e_.op("vcmp.eq.s32 {}, {}, {}", M(m), V(sel), w);
+          e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(x[static_cast<size_t>(w)]), V(d));
+        }
+        masks_.put(m);
+        for (VReg r : x) vfree(r);
+        vfree(sel);
+        return std::vector<VReg>{d};
+      });
+  if (!ok) return false;
+  if (pairs) emitCopy(outBits, 0, pairBuf, 0, {2 * count}, {1}, {1}, 1);
+  // New state: the key, the counter advanced by the blocks used.
+  int n0 = sreg(), n1 = sreg(), c = sreg(), a = sreg(), b = sreg();
+  e_.op("sadd {}, {}, {}", S(n0), S(st[2]), blocks);
+  e_.op("sxor {}, {}, -2147483648", S(a), S(n0));
+  e_.op("sxor {}, {}, -2147483648", S(b), S(st[2]));
+  e_.op("scmp.lt {}, {}, {}", S(c), S(a), S(b));
+  e_.op("sadd {}, {}, {}", S(n1), S(st[3]), S(c));
+  std::vector<std::string> out = {S(st[0]), S(st[1]), S(n0), S(n1)};
+  if (stateCount == 3) {
+    int h0 = sreg(), h1 = sreg();
+    e_.op("scmp.eq {}, {}, 0", S(a), S(n1));
+    e_.op("sand {}, {}, {}", S(c), S(c), S(a));
+    e_.op("sadd {}, {}, {}", S(h0), S(st[4]), S(c));
+    e_.op("scmp.eq {}, {}, 0", S(a), S(h0));
+    e_.op("sand {}, {}, {}", S(c), S(c), S(a));
+    e_.op("sadd {}, {}, {}", S(h1), S(st[5]), S(c));
+    out.push_back(S(h0));
+    out.push_back(S(h1));
+  }
+  ok = storeWords(outState, out);
+  endKernel(static_cast<double>(blocks) * (philox ? 200 : 120), bufs_[outBits].bytes, 0);
+  return ok && !failed_;
+}
+
+// ============================================================== reduce-precision
+
+// eval's reducePrecisionLoop on the f32 bits: round the mantissa to nearest
+// even, then flush exponents out of range to zero or infinity; NaNs stay
+// NaN (infinity when no mantissa bit is left).
+std::optional<VReg> Lowerer::lowerReducePrecision(const Instruction& in, VReg x) {
+  if (!typeInfo(x.t).isFloat) {
+    fail(in, fmt::format("llo-gen: reduce-precision on {} is not supported", hlo::elementTypeName(x.t)));
+    return std::nullopt;
+  }
+  int64_t eb = in.attrs().exponentBits, mb = in.attrs().mantissaBits;
+  if (eb < 1 || mb < 0) {
+    fail(in, "llo-gen: reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0");
+    return std::nullopt;
+  }
+  eb = std::min<int64_t>(eb, 8);
+  mb = std::min<int64_t>(mb, 23);
+  ElementType rt = in.shape().elementType();
+  VReg v = valloc(rt);
+  e_.op("vmov.s32 {}, {}", V(v), V(x));
+  if (mb < 23) {
+    int sh = static_cast<int>(23 - mb);
+    uint32_t lastBit = 1u << sh;
+    VReg t = valloc(ElementType::U32);
+    e_.op("vshr {}, {}, {}", V(t), V(v), sh);
+    e_.op("vand {}, {}, 1", V(t), V(t));
+    e_.op("vadd.s32 {}, {}, {}", V(t), V(t), (lastBit >> 1) - 1);
+    e_.op("vadd.s32 {}, {}, {}", V(v), V(v), V(t));
+    e_.op("vand {}, {}, {}", V(v), V(v), static_cast<int32_t>(~(lastBit - 1)));
+    vfree(t);
+  }
+  if (eb < 8) {
+    int64_t reduced = (int64_t{1} << (eb - 1)) - 1;
+    int64_t maxE = (127 + reduced) << 23, minE = (127 - reduced) << 23;
+    VReg ex = valloc(ElementType::U32), sign = valloc(ElementType::U32);
+    e_.op("vand {}, {}, 2139095040", V(ex), V(v));
+    e_.op("vand {}, {}, -2147483648", V(sign), V(v));
+    int gt = malloc_(), le = malloc_();
+    e_.op("vcmp.gt.s32 {}, {}, {}", M(gt), V(ex), maxE);
+    e_.op("vcmp.le.s32 {}, {}, {}", M(le), V(ex), minE);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(v), M(le), V(sign), V(v));
+    e_.op("vor {}, {}, 2139095040", V(sign), V(sign));
+    e_.op("vsel.s32 {}, {}, {}, {}", V(v), M(gt), V(sign), V(v));
+    masks_.put(gt);
+    masks_.put(le);
+    vfree(ex);
+    vfree(sign);
+  }
+  // NaN inputs: kept, or +infinity without mantissa bits.
+  VReg a = valloc(ElementType::U32);
+  e_.op("vand {}, {}, 2147483647", V(a), V(x));
+  int nan = malloc_();
+  e_.op("vcmp.gt.s32 {}, {}, 2139095040", M(nan), V(a));
+  if (mb > 0) {
+    e_.op("vsel.s32 {}, {}, {}, {}", V(v), M(nan), V(x), V(v));
+  } else {
+    e_.op("vmov.s32 {}, 2139095040", V(a));
+    e_.op("vsel.s32 {}, {}, {}, {}", V(v), M(nan), V(a), V(v));
+  }
+  masks_.put(nan);
+  vfree(a);
+  return roundIfBf16(v);
+}
+
+// ============================================================== GELU custom calls
+
+// The interpreter's exact (erf) GELU and its derivative. erf is Abramowitz
+// and Stegun 7.1.26 (absolute error below 1.5e-7), evaluated in f32.
+bool Lowerer::lowerGelu(const Instruction& in) {
+  beginKernel(in, "elementwise");
+  bool back = in.attrs().customCallTarget == "AwsNeuronGeluBackward";
+  ElementType t = in.shape().elementType();
+  int64_t n = *in.shape().elementCount();
+  int src = leaves_[in.operand(0)][0], dst = leaves_[&in][0];
+  bool ok = emitElementwise(
+      n, {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
+        VReg x = v[0];
+        VReg z = unop("vabs.f32", x, ElementType::F32);
+        e_.op("vmul.f32 {}, {}, 0.7071067811865476", V(z), V(z));
+        VReg tt = binop("vmul.f32", z, "0.3275911", ElementType::F32);
+        e_.op("vadd.f32 {}, {}, 1.0", V(tt), V(tt));
+        e_.op("vrecip {}, {}", V(tt), V(tt));
+        // q = 1 - erf(z) = poly(t) * exp(-z^2)
+        VReg q = binop("vmul.f32", tt, "1.061405429", ElementType::F32);
+        for (const char* a : {"-1.453152027", "1.421413741", "-0.284496736", "0.254829592"}) {
+          e_.op("vadd.f32 {}, {}, {}", V(q), V(q), a);
+          e_.op("vmul.f32 {}, {}, {}", V(q), V(q), V(tt));
+        }
+        e_.op("vmul.f32 {}, {}, {}", V(z), V(z), V(z));
+        e_.op("vneg.f32 {}, {}", V(z), V(z));
+        VReg ez = unop("vexp", z, ElementType::F32);
+        e_.op("vmul.f32 {}, {}, {}", V(q), V(q), V(ez));
+        e_.op("vmul.f32 {}, {}, 0.5", V(q), V(q));
+        // cdf = 1 - q/2 for x >= 0, q/2 below.
+        VReg hi = valloc(ElementType::F32);
+        e_.op("vmov.f32 {}, 1.0", V(hi));
+        e_.op("vsub.f32 {}, {}, {}", V(hi), V(hi), V(q));
+        int neg = malloc_();
+        e_.op("vcmp.lt.f32 {}, {}, 0", M(neg), V(x));
+        VReg cdf = valloc(ElementType::F32);
+        e_.op("vsel.f32 {}, {}, {}, {}", V(cdf), M(neg), V(q), V(hi));
+        masks_.put(neg);
+        VReg d = valloc(t);
+        if (back) {
+          // cdf + x * exp(-x^2 / 2) / sqrt(2 pi)
+          e_.op("vmul.f32 {}, {}, {}", V(ez), V(x), V(x));
+          e_.op("vmul.f32 {}, {}, -0.5", V(ez), V(ez));
+          e_.op("vexp {}, {}", V(ez), V(ez));
+          e_.op("vmul.f32 {}, {}, {}", V(ez), V(ez), V(x));
+          e_.op("vmul.f32 {}, {}, 0.3989422804014327", V(ez), V(ez));
+          e_.op("vadd.f32 {}, {}, {}", V(d), V(cdf), V(ez));
+        } else {
+          e_.op("vmul.f32 {}, {}, {}", V(d), V(x), V(cdf));
+        }
+        for (VReg r : {z, tt, q, ez, hi, cdf}) vfree(r);
+        return std::vector<VReg>{roundIfBf16(d)};
+      });
+  endKernel(static_cast<double>(n) * 20, 2 * bufs_[dst].bytes, 0);
+  return ok && !failed_;
+}
+
+// ============================================================== cuBLAS gemm custom calls
+
+// GPU dumps: alpha * dot(lhs, rhs) (+ beta * c), the dot dimensions in the
+// gemm_backend_config; further result elements are workspaces (zeros).
+bool Lowerer::planGemm(const Instruction& in) {
+  const std::string& target = in.attrs().customCallTarget;
+  nlohmann::json cfg = nlohmann::json::parse(in.backendConfig().text, nullptr, false);
+  auto bad = [&]() {
+    return fail(in, fmt::format("llo-gen: custom-call target \"{}\" needs two array operands and a "
+                                "gemm_backend_config",
+                                target));
+  };
+  if (cfg.is_discarded() || !cfg.is_object() || !cfg.contains("gemm_backend_config") ||
+      in.operandCount() < 2 || !in.operand(0)->shape().isArray() || !in.operand(1)->shape().isArray())
+    return bad();
+  const nlohmann::json& g = cfg["gemm_backend_config"];
+  if (!g.is_object()) return bad();
+  bool ok = true;
+  auto dims = [&](const char* key) {
+    std::vector<int64_t> v;
+    if (!g.contains("dot_dimension_numbers") || !g["dot_dimension_numbers"].is_object() ||
+        !g["dot_dimension_numbers"].contains(key))
+      return v;
+    const nlohmann::json& list = g["dot_dimension_numbers"][key];
+    if (!list.is_array()) {
+      ok = false;
+      return v;
+    }
+    for (const auto& e : list) {
+      if (e.is_number_integer()) {
+        v.push_back(e.get<int64_t>());
+      } else if (e.is_string() && !e.get<std::string>().empty() &&
+                 e.get<std::string>().find_first_not_of("0123456789") == std::string::npos &&
+                 e.get<std::string>().size() < 10) {
+        v.push_back(std::stoll(e.get<std::string>()));
+      } else {
+        ok = false;
+      }
+    }
+    return v;
+  };
+  const Shape& rs = in.shape().isTuple() ? in.shape().tupleElement(0) : in.shape();
+  if (!rs.isArray()) return bad();
+  auto dot = std::make_unique<Instruction>(Opcode::Dot, in.name(), rs);
+  dot->setLocation(in.location());
+  dot->addOperand(in.operand(0));
+  dot->addOperand(in.operand(1));
+  hlo::DotDimensionNumbers& dn = dot->attrs().dotDims;
+  dn.lhsContractingDimensions = dims("lhs_contracting_dimensions");
+  dn.rhsContractingDimensions = dims("rhs_contracting_dimensions");
+  dn.lhsBatchDimensions = dims("lhs_batch_dimensions");
+  dn.rhsBatchDimensions = dims("rhs_batch_dimensions");
+  if (!ok) return bad();
+  // The dims must describe a dot of these operands giving this shape.
+  const Shape& ls = in.operand(0)->shape();
+  const Shape& rsh = in.operand(1)->shape();
+  auto valid = [](const std::vector<int64_t>& d, const Shape& s) {
+    std::set<int64_t> seen;
+    for (int64_t x : d)
+      if (x < 0 || x >= s.rank() || !seen.insert(x).second) return false;
+    return true;
+  };
+  if (!valid(dn.lhsContractingDimensions, ls) || !valid(dn.rhsContractingDimensions, rsh) ||
+      !valid(dn.lhsBatchDimensions, ls) || !valid(dn.rhsBatchDimensions, rsh) ||
+      dn.lhsContractingDimensions.size() != dn.rhsContractingDimensions.size() ||
+      dn.lhsBatchDimensions.size() != dn.rhsBatchDimensions.size())
+    return fail(in, fmt::format("llo-gen: custom-call target \"{}\": bad dot_dimension_numbers", target));
+  for (size_t i = 0; i < dn.lhsContractingDimensions.size(); ++i)
+    if (ls.dimension(dn.lhsContractingDimensions[i]) != rsh.dimension(dn.rhsContractingDimensions[i]))
+      return fail(in,
+                  fmt::format("llo-gen: custom-call target \"{}\": contracting dimensions differ", target));
+  // Result: batch dims, then lhs free dims, then rhs free dims.
+  std::vector<int64_t> want;
+  for (int64_t d : dn.lhsBatchDimensions) want.push_back(ls.dimension(d));
+  auto freeOf = [&](const Shape& s, const std::vector<int64_t>& bd, const std::vector<int64_t>& cd) {
+    for (int64_t d = 0; d < s.rank(); ++d)
+      if (std::find(bd.begin(), bd.end(), d) == bd.end() && std::find(cd.begin(), cd.end(), d) == cd.end())
+        want.push_back(s.dimension(d));
+  };
+  freeOf(ls, dn.lhsBatchDimensions, dn.lhsContractingDimensions);
+  freeOf(rsh, dn.rhsBatchDimensions, dn.rhsContractingDimensions);
+  for (size_t i = 0; i < dn.lhsBatchDimensions.size(); ++i)
+    if (ls.dimension(dn.lhsBatchDimensions[i]) != rsh.dimension(dn.rhsBatchDimensions[i])) want.clear();
+  if (want != rs.dimensions())
+    return fail(
+        in, fmt::format("llo-gen: custom-call target \"{}\": result shape does not match the dot", target));
+  if (!checkTypes(in) || !checkTypes(*dot)) return false;
+  // json::value would throw on a non-number: read defensively.
+  auto number = [&](const char* key, double fallback) {
+    if (!g.contains(key)) return fallback;
+    if (!g[key].is_number()) {
+      ok = false;
+      return fallback;
+    }
+    return g[key].get<double>();
+  };
+  double alpha = number("alpha_real", 1.0), beta = number("beta", 0.0);
+  if (!ok) return bad();
+  if (!std::isfinite(alpha) || !std::isfinite(beta)) return bad();
+  if (beta != 0.0 && (in.operandCount() < 3 || in.operand(2)->shape() != rs))
+    return fail(in,
+                fmt::format("llo-gen: custom-call target \"{}\": beta needs a third operand of the result's "
+                            "shape",
+                            target));
+  defineNew(in);
+  gemmScales_[&in] = {alpha, beta};
+  gemmDots_[&in] = std::move(dot);
+  return true;
+}
+
+bool Lowerer::lowerGemm(const Instruction& in) {
+  Instruction& dot = *gemmDots_.at(&in);
+  const std::vector<int>& l = leaves_[&in];
+  leaves_[&dot] = {l[0]};
+  if (!lowerDot(dot)) return false;
+  auto [alpha, beta] = gemmScales_.at(&in);
+  bool ok = true;
+  int dst = l[0];
+  ElementType t = bufs_[dst].type;
+  if (alpha != 1.0 || beta != 0.0) {
+    if (!typeInfo(t).isFloat)
+      return fail(in, "llo-gen: gemm alpha/beta scaling of integer results is not supported");
+    beginKernel(in, "elementwise");
+    std::vector<EwInput> ins = {EwInput{EwInput::Full, dst, 0, t}};
+    if (beta != 0.0) ins.push_back(EwInput{EwInput::Full, leaves_[in.operand(2)][0], 0, t});
+    int64_t n = static_cast<int64_t>(bufs_[dst].bytes / typeInfo(t).bytes);
+    ok = emitElementwise(n, ins, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
+      VReg d = binop("vmul.f32", v[0], floatImmediate(alpha), t);
+      if (beta != 0.0) {
+        VReg c = binop("vmul.f32", v[1], floatImmediate(beta), t);
+        e_.op("vadd.f32 {}, {}, {}", V(d), V(d), V(c));
+        vfree(c);
+      }
+      return std::vector<VReg>{roundIfBf16(d)};
+    });
+    endKernel(static_cast<double>(n) * 3, 3 * bufs_[dst].bytes, 0);
+  }
+  if (ok && l.size() > 1) {
+    beginKernel(in, "fill");
+    ok = zeroLeaves(std::vector<int>(l.begin() + 1, l.end()));
+    endKernel(0, 0, 0);
+  }
+  return ok && !failed_;
+}
+
+// ============================================================== integer dots
+
+bool Lowerer::isMxuDot(const Instruction& in) const {
+  ElementType lt = in.operand(0)->shape().elementType(), rt = in.operand(1)->shape().elementType();
+  ElementType ot = in.shape().elementType();
+  if (typeInfo(lt).isFloat && typeInfo(rt).isFloat && typeInfo(ot).isFloat) return true;
+  return lt == ElementType::S8 && rt == ElementType::S8 && ot == ElementType::S32 && target_.mxu.int8;
+}
+
+// Integer dots off the MXU: each output row is a sum over k of a scalar of
+// the lhs row times a row of the rhs, in wrapping 32-bit vector arithmetic
+// (the interpreter's wider sums wrap to the same bits). The rhs of one
+// batch sits in VMEM, the lhs row in SMEM.
+bool Lowerer::lowerVectorDot(const Instruction& in) {
+  const Instruction* lhs = in.operand(0);
+  const Instruction* rhs = in.operand(1);
+  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
+  for (ElementType t : {lt, rt, ot})
+    if (typeInfo(t).isFloat || t == ElementType::Pred)
+      return fail(
+          in, fmt::format("llo-gen: dot {} x {} -> {} mixes integer and other types, which is not supported",
+                          hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
+  beginKernel(in, "matmul-vpu");
+  const auto& dn = in.attrs().dotDims;
+  auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> f;
+    for (int64_t i = 0; i < s.rank(); ++i)
+      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end())
+        f.push_back(i);
+    return f;
+  };
+  auto prod = [](const Shape& s, const std::vector<int64_t>& d) {
+    int64_t p = 1;
+    for (int64_t i : d) p *= s.dimension(i);
+    return p;
+  };
+  std::vector<int64_t> lf = freeDims(lhs->shape(), dn.lhsBatchDimensions, dn.lhsContractingDimensions);
+  std::vector<int64_t> rf = freeDims(rhs->shape(), dn.rhsBatchDimensions, dn.rhsContractingDimensions);
+  int64_t b = prod(lhs->shape(), dn.lhsBatchDimensions), m = prod(lhs->shape(), lf),
+          k = prod(lhs->shape(), dn.lhsContractingDimensions), n = prod(rhs->shape(), rf);
+  int dst = leaves_[&in][0];
+  if (b * m * n == 0) {
+    endKernel(0, 0, 0);
+    return true;
+  }
+  if (k == 0) {
+    bool ok = fillZero(dst, b * m * n, ot);
+    endKernel(0, bufs_[dst].bytes, 0);
+    return ok;
+  }
+  // Columns of the rhs per block: the block and one accumulator row fit VMEM.
+  auto vmemFor = [&](int64_t cols) {
+    return alignUp(static_cast<uint64_t>(k * cols) * 4 + 4096, 4096) +
+           alignUp(static_cast<uint64_t>(cols) * 4, 4096);
+  };
+  int64_t nb = n;
+  if (vmemFor(nb) > vmemBudget()) {
+    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 16384)) /
+                              static_cast<uint64_t>(k * 4 + 4));
+    nb = nb / 128 * 128;
+  }
+  if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
+      static_cast<uint64_t>(k) * 4 > target_.memory.smemBytes)
+    return fail(in,
+                fmt::format("llo-gen: integer dot with K={} does not fit VMEM on the vector unit yet", k));
+  // Operands as s32 [B, M, K] and [B, K, N].
+  auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                   const std::vector<int64_t>& g2) -> int {
+    const Shape& s = op->shape();
+    ElementType t = s.elementType();
+    int es = typeInfo(t).bytes;
+    std::vector<int64_t> order = g0;
+    order.insert(order.end(), g1.begin(), g1.end());
+    order.insert(order.end(), g2.begin(), g2.end());
+    std::vector<int64_t> dims = {prod(s, g0), prod(s, g1), prod(s, g2)};
+    int src = leaves_[op][0];
+    bool identity = true;
+    for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+    if (!identity) {
+      std::vector<int64_t> os = byteStrides(s.dimensions(), es), counts, ss;
+      for (int64_t d : order) {
+        counts.push_back(s.dimension(d));
+        ss.push_back(os[static_cast<size_t>(d)]);
+      }
+      int tb = tempBuf(t, dims);
+      emitCopy(tb, 0, src, 0, counts, byteStrides(counts, es), ss, es);
+      src = tb;
+    }
+    if (es == 4) return src;
+    int wide = tempBuf(ElementType::S32, dims);
+    emitElementwise(product(dims), {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{wide, 0, ElementType::S32}},
+                    [&](const std::vector<VReg>& v) {
+                      VReg d = valloc(ElementType::S32);
+                      e_.op("vmov.s32 {}, {}", V(d), V(v[0]));
+                      return std::vector<VReg>{d};
+                    });
+    return wide;
+  };
+  int a = canon(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions);
+  int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf);
+  bool direct = typeInfo(ot).bytes == 4;
+  int c = direct ? dst : tempBuf(ElementType::S32, {b, m, n});
+  if (failed_) return false;
+  {
+    PoolGuard guard({&sregs_, &vregs_, &masks_});
+    std::string dA = e_.desc(static_cast<uint64_t>(k) * 4, {});
+    int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
+        rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg();
+    VReg zero = vconst(ElementType::S32, 0);
+    // `count` blocks of `cols` columns from column `first` on.
+    auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
+      uint64_t vW = 0, vAcc = alignUp(static_cast<uint64_t>(k * cols) * 4 + 4096, 4096);
+      std::string dW = e_.desc(static_cast<uint64_t>(cols) * 4, {{k, n * 4, cols * 4}});
+      std::string dC = e_.desc(static_cast<uint64_t>(cols) * 4, {});
+      int64_t nv = (cols + kVregElems - 1) / kVregElems;
+      std::string lJb = e_.newLabel("icol"), lI = e_.newLabel("ii"), lZ = e_.newLabel("izero"),
+                  lK = e_.newLabel("ik"), lJ = e_.newLabel("ij");
+      e_.op("smov {}, 0", S(rJ));
+      e_.op("smov {}, {}", S(rCol), first * 4);
+      e_.label(lJb);
+      // Block (b, columns) of the rhs into VMEM.
+      e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * 4);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
+      e_.op("smov {}, {}", S(rX), vW);
+      e_.op("dma.h2v {}, [{}], {}[{}], sem1", dW, S(rX), hbm(w), S(rT));
+      e_.op("sem.wait sem1");
+      e_.op("smov {}, 0", S(rI));
+      e_.label(lI);
+      // Row (b, i) of the lhs into SMEM.
+      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+      e_.op("smul {}, {}, {}", S(rT), S(rT), k * 4);
+      e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
+      e_.op("dma.h2s {}, [0], {}[{}], sem0", dA, hbm(a), S(rX));
+      e_.op("smov {}, {}", S(rAo), vAcc);
+      e_.op("smov {}, {}", S(rCnt), nv);
+      e_.label(lZ);
+      e_.op("vst {}, [{}]", V(zero), S(rAo));
+      e_.op("sadd {}, {}, 4096", S(rAo), S(rAo));
+      e_.op("loop {}, {}", S(rCnt), lZ);
+      e_.op("sem.wait sem0");
+      e_.op("smov {}, 0", S(rK));
+      e_.op("smov {}, {}", S(rWo), vW);
+      e_.label(lK);
+      e_.op("sld {}, [{}]", S(rS), S(rK));
+      e_.op("smov {}, {}", S(rWj), S(rWo));
+      e_.op("smov {}, {}", S(rAo), vAcc);
+      e_.op("smov {}, {}", S(rCnt), nv);
+      e_.label(lJ);
+      {
+        VReg x = valloc(ElementType::S32), acc = valloc(ElementType::S32);
+        e_.op("vld {}, [{}]", V(x), S(rWj));
+        e_.op("vmul.s32 {}, {}, {}", V(x), V(x), S(rS));
+        e_.op("vld {}, [{}]", V(acc), S(rAo));
+        e_.op("vadd.s32 {}, {}, {}", V(acc), V(acc), V(x));
+        e_.op("vst {}, [{}]", V(acc), S(rAo));
+        vfree(x);
+        vfree(acc);
+      }
+      e_.op("sadd {}, {}, 4096", S(rWj), S(rWj));
+      e_.op("sadd {}, {}, 4096", S(rAo), S(rAo));
+      e_.op("loop {}, {}", S(rCnt), lJ);
+      e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * 4);
+      e_.op("sadd {}, {}, 4", S(rK), S(rK));
+      e_.op("br.lt {}, {}, {}", S(rK), k * 4, lK);
+      // The block of result row (b, i).
+      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+      e_.op("smul {}, {}, {}", S(rT), S(rT), n * 4);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(c));
+      e_.op("smov {}, {}", S(rX), vAcc);
+      e_.op("dma.v2h {}, {}[{}], [{}], sem2", dC, hbm(c), S(rT), S(rX));
+      e_.op("sem.wait sem2");
+      e_.op("sadd {}, {}, 1", S(rI), S(rI));
+      e_.op("br.lt {}, {}, {}", S(rI), m, lI);
+      e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * 4);
+      e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
+      e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);
+    };
+    std::string lB = e_.newLabel("ib");
+    e_.op("smov {}, 0", S(rB));
+    e_.label(lB);
+    if (n / nb > 0) blocks(nb, n / nb, 0);
+    if (n % nb > 0) blocks(n % nb, 1, n / nb * nb);
+    e_.op("sadd {}, {}, 1", S(rB), S(rB));
+    e_.op("br.lt {}, {}, {}", S(rB), b, lB);
+    vfree(zero);
+  }
+  bool ok = !failed_;
+  if (ok && !direct)
+    ok = emitElementwise(b * m * n, {EwInput{EwInput::Full, c, 0, ElementType::S32}}, {EwOutput{dst, 0, ot}},
+                         [&](const std::vector<VReg>& v) {
+                           VReg d = valloc(ot);
+                           e_.op("vmov.s32 {}, {}", V(d), V(v[0]));
+                           return std::vector<VReg>{d};
+                         });
+  endKernel(2.0 * static_cast<double>(b * m * n * k),
+            bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
+  return ok && !failed_;
+}
+
+}  // namespace tpu::codegen
