@@ -12,6 +12,7 @@
 
 #include "codegen/lowerer.h"
 #include "eval/elided.h"
+#include "support/float_format.h"
 
 namespace tpu::codegen {
 
@@ -52,8 +53,8 @@ bool Lowerer::checkTypes(const Instruction& in) {
   for (const Shape* s : arrayLeaves(in.shape())) {
     bool wide = s->elementType() == ElementType::U64 || s->elementType() == ElementType::S64;
     if (!typeInfo(s->elementType()).ok && !(wide && allows64BitLeaves(in)))
-      return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported (supported: f32, bf16, s32, "
-                                  "u32, s8, u8, pred)",
+      return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported (supported: f32, bf16, f16, "
+                                  "the f8 types, f4e2m1fn, s32, u32, s16, u16, s8, u8, s4, u4, pred)",
                                   hlo::elementTypeName(s->elementType()), in.name()));
     if (s->isDynamic()) return fail(in, fmt::format("llo-gen: dynamic shape of '{}' is not supported", in.name()));
   }
@@ -400,14 +401,87 @@ int Lowerer::loadScalar(int buf, int64_t off, ElementType t, int smemSlot) {
   e_.op("sld {}, [{}]", S(sx), smemSlot * 4);
   if (t == ElementType::BF16) {
     e_.op("sshl {}, {}, 16", S(sx), S(sx));
-  } else if (t == ElementType::S8) {
-    e_.op("sshl {}, {}, 24", S(sx), S(sx));
-    e_.op("ssra {}, {}, 24", S(sx), S(sx));
-  } else if (ti.bytes == 1) {
-    e_.op("sand {}, {}, 255", S(sx), S(sx));
+  } else if (ti.isFloat && ti.bytes < 4) {
+    e_.op("sand {}, {}, {}", S(sx), S(sx), ti.bytes == 2 ? 0xFFFF : 0xFF);
+    widenScalarFloat(sx, t);
+  } else if (ti.bytes < 4 && !ti.isUnsigned) {
+    // Sign-extend the stored value (s4 bytes are already sign-extended).
+    int sh = 32 - 8 * ti.bytes;
+    e_.op("sshl {}, {}, {}", S(sx), S(sx), sh);
+    e_.op("ssra {}, {}, {}", S(sx), S(sx), sh);
+  } else if (ti.bytes < 4) {
+    e_.op("sand {}, {}, {}", S(sx), S(sx), ti.bytes == 2 ? 0xFFFF : 0xFF);
   }
   sregs_.put(sa);
   return sx;
+}
+
+void Lowerer::widenScalarFloat(int x, ElementType t) {
+  // The scalar unit has no narrow float loads: decode the fields with
+  // integer ops, as vld.<type> does for vectors (same results, NaNs as the
+  // interpreter's decoding gives them).
+  const FloatFormatInfo& f = floatFormatInfo(*hlo::elementTypeInfo(t).floatFormat);
+  const int E = f.exponentBits, Mb = f.mantissaBits, T = f.totalBits;
+  int sign = sreg(), ex = sreg(), m = sreg(), r = sreg(), c = sreg(), k = sreg();
+  auto select = [&](const std::string& cond, int value) {  // r = cond ? value : r
+    e_.op("{}", cond);
+    e_.op("ssel {}, {}, {}, {}", S(r), S(c), S(value), S(r));
+  };
+  if (t == ElementType::F8E8M0FNU) {
+    e_.op("sshl {}, {}, 23", S(r), S(x));
+    e_.op("smov {}, 0x00200000", S(k));  // 2^-127, an f32 subnormal
+    select(fmt::format("scmp.eq {}, {}, 0", S(c), S(x)), k);
+    e_.op("smov {}, 0x7fc00000", S(k));
+    select(fmt::format("scmp.eq {}, {}, 255", S(c), S(x)), k);
+  } else {
+    e_.op("sshl {}, {}, {}", S(sign), S(x), 32 - T);
+    e_.op("sand {}, {}, -2147483648", S(sign), S(sign));
+    e_.op("sshr {}, {}, {}", S(ex), S(x), Mb);
+    e_.op("sand {}, {}, {}", S(ex), S(ex), (1 << E) - 1);
+    e_.op("sand {}, {}, {}", S(m), S(x), (1 << Mb) - 1);
+    // Normal: rebias the exponent, widen the mantissa.
+    e_.op("sadd {}, {}, {}", S(r), S(ex), 127 - f.exponentBias);
+    e_.op("sshl {}, {}, 23", S(r), S(r));
+    e_.op("sshl {}, {}, {}", S(k), S(m), 23 - Mb);
+    e_.op("sor {}, {}, {}", S(r), S(r), S(k));
+    // Subnormal (exponent field 0): m * 2^(1 - bias - M), exact in f32.
+    e_.op("scvt.f32.s32 {}, {}", S(k), S(m));
+    int scale = sreg();
+    e_.op("smov {}, {}", S(scale), static_cast<int32_t>((127 + 1 - f.exponentBias - Mb) << 23));
+    e_.op("smul.f32 {}, {}, {}", S(k), S(k), S(scale));
+    sregs_.put(scale);
+    select(fmt::format("scmp.eq {}, {}, 0", S(c), S(ex)), k);
+    if (f.hasInfinity) {
+      // IEEE-style: exponent all ones is inf (m = 0) or NaN.
+      e_.op("sshl {}, {}, {}", S(k), S(m), 23 - Mb);
+      e_.op("sor {}, {}, 0x7f800000", S(k), S(k));
+      select(fmt::format("scmp.eq {}, {}, {}", S(c), S(ex), (1 << E) - 1), k);
+      e_.op("sor {}, {}, {}", S(r), S(r), S(sign));
+      if (T < 16) {
+        // The interpreter decodes every f8 NaN as the positive quiet NaN.
+        e_.op("smov {}, 0x7fc00000", S(k));
+        int n = sreg();
+        e_.op("scmp.ne {}, {}, 0", S(n), S(m));
+        e_.op("scmp.eq {}, {}, {}", S(c), S(ex), (1 << E) - 1);
+        e_.op("sand {}, {}, {}", S(c), S(c), S(n));
+        e_.op("ssel {}, {}, {}, {}", S(r), S(c), S(k), S(r));
+        sregs_.put(n);
+      }
+    } else {
+      e_.op("sor {}, {}, {}", S(r), S(r), S(sign));
+      e_.op("smov {}, 0x7fc00000", S(k));
+      if (f.hasNaN && f.hasNegativeZero) {  // *fn: NaN is the all-ones magnitude
+        int a = sreg();
+        e_.op("sand {}, {}, {}", S(a), S(x), (1 << (T - 1)) - 1);
+        select(fmt::format("scmp.eq {}, {}, {}", S(c), S(a), (1 << (T - 1)) - 1), k);
+        sregs_.put(a);
+      } else if (f.hasNaN) {  // *fnuz: NaN is the negative-zero pattern
+        select(fmt::format("scmp.eq {}, {}, {}", S(c), S(x), 1 << (T - 1)), k);
+      }
+    }
+  }
+  e_.op("smov {}, {}", S(x), S(r));
+  for (int q : {sign, ex, m, r, c, k}) sregs_.put(q);
 }
 
 
@@ -415,10 +489,7 @@ int Lowerer::loadScalar(int buf, int64_t off, ElementType t, int smemSlot) {
 
 VReg Lowerer::vload(ElementType t, const std::string& addr, const std::string& extra) {
   VReg v = valloc(t);
-  TypeInfo ti = typeInfo(t);
-  const char* m = ti.bytes == 4 ? "vld" : ti.bytes == 2 ? "vld.bf16" : "vld.s8";
-  e_.op("{} {}, [{}]{}", m, V(v), addr, extra);
-  if (t == ElementType::U8) e_.op("vand {}, {}, 255", V(v), V(v));
+  e_.op("{} {}, [{}]{}", loadMnemonic(t), V(v), addr, extra);
   return v;
 }
 
@@ -426,8 +497,10 @@ void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::
   TypeInfo ti = typeInfo(t);
   if (ti.bytes == 4) {
     e_.op("vst {}, [{}]{}", V(v), addr, extra);
+  } else if (ti.isFloat) {
+    e_.op("vst.{} {}, [{}]{}", ti.dtype, V(v), addr, extra);
   } else if (ti.bytes == 2) {
-    e_.op("vst.bf16 {}, [{}]{}", V(v), addr, extra);
+    e_.op("vst.s16 {}, [{}]{}", V(v), addr, extra);
   } else {
     // vst.s8 saturates; wrap to the signed byte with the same low bits.
     VReg w = valloc(ElementType::S32);
@@ -465,8 +538,17 @@ VReg Lowerer::unop(const char* mnemonic, VReg a, ElementType t) {
   return d;
 }
 
-VReg Lowerer::roundIfBf16(VReg r) {
-  if (r.t == ElementType::BF16) e_.op("vrnd.bf16 {}, {}", V(r), V(r));
+VReg Lowerer::normalize(VReg r) {
+  TypeInfo ti = typeInfo(r.t);
+  if (ti.bits >= 32 || r.t == ElementType::Pred) return r;
+  if (ti.isFloat) {
+    e_.op("vrnd.{} {}, {}", ti.dtype, V(r), V(r));
+  } else if (ti.isUnsigned) {
+    e_.op("vand {}, {}, {}", V(r), V(r), (1 << ti.bits) - 1);
+  } else {
+    e_.op("vshl {}, {}, {}", V(r), V(r), 32 - ti.bits);
+    e_.op("vsra {}, {}, {}", V(r), V(r), 32 - ti.bits);
+  }
   return r;
 }
 
@@ -511,15 +593,82 @@ bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& pa
   return !failed_;
 }
 
+VReg Lowerer::divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType t) {
+  // f32 is not exact for 32-bit operands: restoring long division on the
+  // magnitudes, one quotient bit per step, then XLA's rules: x / 0 = -1,
+  // x % 0 = x, INT_MIN / -1 = INT_MIN (wrapping), signs as in C.
+  VReg n = valloc(ElementType::S32), d = valloc(ElementType::S32);
+  e_.op("vmov.s32 {}, {}", V(n), V(a));
+  e_.op("vmov.s32 {}, {}", V(d), V(b));
+  if (isSigned) {
+    VReg z = vconst(ElementType::S32, 0);
+    VReg neg = binop("vsub.s32", z, V(n), ElementType::S32);
+    e_.op("vmax.s32 {}, {}, {}", V(neg), V(neg), V(n));  // |n|; INT_MIN stays 0x80000000 (as u32: 2^31)
+    e_.op("vmov.s32 {}, {}", V(n), V(neg));
+    e_.op("vsub.s32 {}, {}, {}", V(neg), V(z), V(d));
+    e_.op("vmax.s32 {}, {}, {}", V(d), V(neg), V(d));
+    vfree(neg);
+    vfree(z);
+  }
+  VReg q = vconst(ElementType::S32, 0), r = vconst(ElementType::S32, 0);
+  VReg df = binop("vxor", d, "-2147483648", ElementType::S32);  // d with the sign bit flipped: u32 order
+  VReg top = valloc(ElementType::S32), bit = valloc(ElementType::S32), rf = valloc(ElementType::S32),
+       rs = valloc(ElementType::S32), qs = valloc(ElementType::S32);
+  int ge = malloc_(), carry = malloc_();
+  for (int i = 31; i >= 0; --i) {
+    e_.op("vshr {}, {}, 31", V(top), V(r));
+    e_.op("vshl {}, {}, 1", V(r), V(r));
+    e_.op("vshr {}, {}, {}", V(bit), V(n), i);
+    e_.op("vand {}, {}, 1", V(bit), V(bit));
+    e_.op("vor {}, {}, {}", V(r), V(r), V(bit));
+    // r >= d (unsigned), or the shift carried out of 32 bits.
+    e_.op("vxor {}, {}, -2147483648", V(rf), V(r));
+    e_.op("vcmp.ge.s32 {}, {}, {}", M(ge), V(rf), V(df));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(carry), V(top));
+    e_.op("mor {}, {}, {}", M(ge), M(ge), M(carry));
+    e_.op("vsub.s32 {}, {}, {}", V(rs), V(r), V(d));
+    e_.op("vsel.s32 {}, {}, {}, {}", V(r), M(ge), V(rs), V(r));
+    e_.op("vor {}, {}, {}", V(qs), V(q), static_cast<int32_t>(1u << i));
+    e_.op("vsel.s32 {}, {}, {}, {}", V(q), M(ge), V(qs), V(q));
+  }
+  VReg res = quotient ? q : r;
+  if (isSigned) {
+    // Quotient negative when the signs differ, remainder takes a's sign.
+    VReg sgn = quotient ? binop("vxor", a, V(b), ElementType::S32) : valloc(ElementType::S32);
+    if (!quotient) e_.op("vmov.s32 {}, {}", V(sgn), V(a));
+    int m = malloc_();
+    e_.op("vcmp.lt.s32 {}, {}, 0", M(m), V(sgn));
+    VReg z = vconst(ElementType::S32, 0);
+    VReg neg = binop("vsub.s32", z, V(res), ElementType::S32);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(res), M(m), V(neg), V(res));
+    masks_.put(m);
+    for (VReg x : {sgn, z, neg}) vfree(x);
+  }
+  // Division by zero: the loop gives q = all ones and r = |a|; XLA wants
+  // -1 and a.
+  e_.op("vcmp.eq.s32 {}, {}, 0", M(ge), V(b));
+  VReg out = valloc(t);
+  if (quotient) {
+    e_.op("mnot {}, {}", M(ge), M(ge));
+    e_.op("vsel.s32 {}, {}, {}, -1", V(out), M(ge), V(res));
+  } else {
+    e_.op("vsel.s32 {}, {}, {}, {}", V(out), M(ge), V(a), V(res));
+  }
+  masks_.put(ge);
+  masks_.put(carry);
+  for (VReg x : {n, d, q, r, df, top, bit, rf, rs, qs}) vfree(x);
+  return out;
+}
+
 std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
   ElementType rt = in.shape().elementType();
   ElementType ot = ops.empty() ? rt : ops[0].t;
   bool f = typeInfo(ot).isFloat;
   bool u = typeInfo(ot).isUnsigned;
   auto bin = [&](const char* fm, const char* im) -> VReg {
-    return roundIfBf16(binop(f ? fm : im, ops[0], V(ops[1]), rt));
+    return normalize(binop(f ? fm : im, ops[0], V(ops[1]), rt));
   };
-  auto un = [&](const char* m) -> VReg { return roundIfBf16(unop(m, ops[0], rt)); };
+  auto un = [&](const char* m) -> VReg { return normalize(unop(m, ops[0], rt)); };
   auto unsupported = [&]() -> std::optional<VReg> {
     fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(in.opcode()),
                          hlo::elementTypeName(ot)));
@@ -551,10 +700,29 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
     case Opcode::Broadcast:
     case Opcode::Reshape:
     case Opcode::Bitcast:
-    case Opcode::Copy:
-    case Opcode::BitcastConvert: {
+    case Opcode::Copy: {
       VReg d = valloc(rt);
       e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+      return d;
+    }
+    case Opcode::BitcastConvert: {
+      // Registers hold values, not memory bits: only some pairs are a move.
+      TypeInfo ri = typeInfo(rt), oi = typeInfo(ot);
+      VReg d = valloc(rt);
+      if (ri.bits == 32 && oi.bits == 32) {
+        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+      } else if (ot == ElementType::BF16 && !ri.isFloat && ri.bits == 16) {
+        e_.op("vshr {}, {}, 16", V(d), V(ops[0]));
+        normalize(d);
+      } else if (rt == ElementType::BF16 && !oi.isFloat && oi.bits == 16) {
+        e_.op("vshl {}, {}, 16", V(d), V(ops[0]));
+      } else if (!ri.isFloat && !oi.isFloat && ri.bits == oi.bits) {
+        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+        normalize(d);
+      } else {
+        vfree(d);
+        return unsupported();
+      }
       return d;
     }
     case Opcode::Add: return bin("vadd.f32", "vadd.s32");
@@ -582,17 +750,17 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       bool div = in.opcode() == Opcode::Divide;
       if (f) {
         VReg q = binop("vdiv.f32", ops[0], V(ops[1]), rt);
-        if (div) return roundIfBf16(q);
+        if (div) return normalize(q);
         VReg t = truncF(q);
         e_.op("vmul.f32 {}, {}, {}", V(t), V(t), V(ops[1]));
         VReg d = binop("vsub.f32", ops[0], V(t), rt);
         vfree(q);
         vfree(t);
-        return roundIfBf16(d);
+        return normalize(d);
       }
-      if (u && typeInfo(ot).bits == 32) return unsupported();
-      // Integer division through f32 (exact for |x| < 2^24), then the
-      // zero-divisor rules: x / 0 = -1, x % 0 = x.
+      if (typeInfo(ot).bits == 32) return divide32(ops[0], ops[1], !u, div, rt);
+      // Narrow integers: division through f32 is exact (|x| < 2^24), then
+      // the zero-divisor rules: x / 0 = -1, x % 0 = x.
       VReg a = unop("vcvt.f32.s32", ops[0], ElementType::F32);
       VReg b = unop("vcvt.f32.s32", ops[1], ElementType::F32);
       VReg q = binop("vdiv.f32", a, V(b), ElementType::F32);
@@ -620,18 +788,18 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       }
       masks_.put(z);
       vfree(qi);
-      return d;
+      return normalize(d);
     }
     case Opcode::Not: {
       if (rt == ElementType::Pred) return binop("vxor", ops[0], "1", rt);
-      return unop("vnot", ops[0], rt);
+      return normalize(unop("vnot", ops[0], rt));
     }
     case Opcode::Negate: {
       if (f) return un("vneg.f32");
       VReg z = vconst(ElementType::S32, 0);
       VReg d = binop("vsub.s32", z, V(ops[0]), rt);
       vfree(z);
-      return d;
+      return normalize(d);
     }
     case Opcode::Abs: {
       if (f) return un("vabs.f32");
@@ -640,7 +808,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       VReg d = binop("vmax.s32", ops[0], V(n), rt);
       vfree(z);
       vfree(n);
-      return d;
+      return normalize(d);
     }
     case Opcode::Sign: {
       const char* cmp = f ? "f32" : "s32";
@@ -696,35 +864,65 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
     }
     case Opcode::Clamp: {
       bool fl = typeInfo(rt).isFloat;
+      if (typeInfo(rt).isUnsigned && typeInfo(rt).bits == 32) {  // order u32 through the flipped sign bit
+        VReg lo = flip(ops[0]), x = flip(ops[1]), hi = flip(ops[2]);
+        VReg a = binop("vmax.s32", x, V(lo), rt);
+        VReg d = binop("vmin.s32", a, V(hi), rt);
+        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
+        for (VReg r : {lo, x, hi, a}) vfree(r);
+        return d;
+      }
       VReg a = binop(fl ? "vmax.f32" : "vmax.s32", ops[1], V(ops[0]), rt);
       VReg d = binop(fl ? "vmin.f32" : "vmin.s32", a, V(ops[2]), rt);
       vfree(a);
       return d;
     }
     case Opcode::Convert: {
-      TypeInfo ri = typeInfo(rt);
+      TypeInfo ri = typeInfo(rt), oi = typeInfo(ot);
       if (rt == ElementType::Pred) {
         int m = malloc_();
         e_.op("vcmp.ne.{} {}, {}, 0", f ? "f32" : "s32", M(m), V(ops[0]));
         return toMask01(m);
       }
       if (ri.isFloat) {
-        VReg d = f ? unop("vmov.s32", ops[0], rt) : unop("vcvt.f32.s32", ops[0], rt);
-        return roundIfBf16(d);
+        if (f) return normalize(unop("vmov.s32", ops[0], rt));
+        if (!(u && oi.bits == 32)) return normalize(unop("vcvt.f32.s32", ops[0], rt));
+        // u32: hi * 65536 + lo rounds once (both parts are exact in f32).
+        VReg hi = binop("vshr", ops[0], "16", ElementType::S32);
+        VReg lo = binop("vand", ops[0], "65535", ElementType::S32);
+        e_.op("vcvt.f32.s32 {}, {}", V(hi), V(hi));
+        e_.op("vcvt.f32.s32 {}, {}", V(lo), V(lo));
+        e_.op("vmul.f32 {}, {}, 65536.0", V(hi), V(hi));
+        VReg d = binop("vadd.f32", hi, V(lo), rt);
+        vfree(hi);
+        vfree(lo);
+        return normalize(d);
       }
-      VReg d = f ? unop("vcvt.s32.f32", ops[0], rt) : unop("vmov.s32", ops[0], rt);
-      if (f && ri.bits == 8) {
-        e_.op("vmax.s32 {}, {}, {}", V(d), V(d), ri.isUnsigned ? 0 : -128);
-        e_.op("vmin.s32 {}, {}, {}", V(d), V(d), ri.isUnsigned ? 255 : 127);
-      } else if (f && ri.isUnsigned) {
-        e_.op("vmax.s32 {}, {}, 0", V(d), V(d));
-      } else if (!f && ri.bits == 8) {
-        if (ri.isUnsigned) {
-          e_.op("vand {}, {}, 255", V(d), V(d));
-        } else {
-          e_.op("vshl {}, {}, 24", V(d), V(d));
-          e_.op("vsra {}, {}, 24", V(d), V(d));
-        }
+      if (!f) return normalize(unop("vmov.s32", ops[0], rt));
+      // Float to integer: truncate and saturate to the type's range (XLA).
+      if (ri.isUnsigned && ri.bits == 32) {
+        VReg x = binop("vmax.f32", ops[0], "0.0", ElementType::F32);  // NaN stays NaN, converts to 0
+        VReg small = unop("vcvt.s32.f32", x, rt);
+        VReg big = binop("vsub.f32", x, "2147483648.0", ElementType::F32);
+        e_.op("vcvt.s32.f32 {}, {}", V(big), V(big));
+        e_.op("vadd.s32 {}, {}, -2147483648", V(big), V(big));
+        int m = malloc_();
+        e_.op("vcmp.ge.f32 {}, {}, 2147483648.0", M(m), V(x));
+        VReg d = valloc(rt);
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(big), V(small));
+        masks_.put(m);
+        vfree(x);
+        vfree(small);
+        vfree(big);
+        return d;
+      }
+      VReg d = unop("vcvt.s32.f32", ops[0], rt);
+      if (ri.bits < 32) {
+        int w = ri.bits;
+        int64_t lo = ri.isUnsigned ? 0 : -(int64_t{1} << (w - 1));
+        int64_t hi = ri.isUnsigned ? (int64_t{1} << w) - 1 : (int64_t{1} << (w - 1)) - 1;
+        e_.op("vmax.s32 {}, {}, {}", V(d), V(d), lo);
+        e_.op("vmin.s32 {}, {}, {}", V(d), V(d), hi);
       }
       return d;
     }
@@ -747,18 +945,18 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       VReg d = binop("vdiv.f32", s, V(c), rt);
       vfree(s);
       vfree(c);
-      return roundIfBf16(d);
+      return normalize(d);
     }
     case Opcode::Expm1: {
       VReg d = unop("vexp", ops[0], rt);
       e_.op("vsub.f32 {}, {}, 1.0", V(d), V(d));
-      return roundIfBf16(d);
+      return normalize(d);
     }
     case Opcode::Log1p: {
       VReg t = binop("vadd.f32", ops[0], "1.0", rt);
       VReg d = unop("vlog", t, rt);
       vfree(t);
-      return roundIfBf16(d);
+      return normalize(d);
     }
     case Opcode::Sinh:
     case Opcode::Cosh: {
@@ -770,7 +968,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       vfree(a);
       vfree(n);
       vfree(b);
-      return roundIfBf16(d);
+      return normalize(d);
     }
     case Opcode::Cbrt: {
       VReg a = unop("vabs.f32", ops[0], rt);
@@ -784,7 +982,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       vfree(a);
       vfree(p);
       vfree(n);
-      return roundIfBf16(d);
+      return normalize(d);
     }
     case Opcode::IsFinite: {
       VReg a = unop("vabs.f32", ops[0], ElementType::F32);
@@ -812,25 +1010,31 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
     case Opcode::ShiftLeft:
     case Opcode::ShiftRightLogical:
     case Opcode::ShiftRightArithmetic: {
-      int bits = std::max(8, typeInfo(rt).bits);
+      int bits = typeInfo(rt).bits;
       const char* m = in.opcode() == Opcode::ShiftLeft ? "vshl"
                       : in.opcode() == Opcode::ShiftRightLogical ? "vshr" : "vsra";
-      VReg r = binop(m, ops[0], V(ops[1]), rt);
+      VReg x = ops[0];
+      bool extend = in.opcode() == Opcode::ShiftRightArithmetic && bits < 32 && typeInfo(rt).isUnsigned;
+      if (extend) {  // the type's top bit is the sign an arithmetic shift copies
+        x = binop("vshl", ops[0], std::to_string(32 - bits), rt);
+        e_.op("vsra {}, {}, {}", V(x), V(x), 32 - bits);
+      }
+      VReg r = binop(m, x, V(ops[1]), rt);
       int lo = malloc_(), hi = malloc_();
       e_.op("vcmp.ge.s32 {}, {}, 0", M(lo), V(ops[1]));
       e_.op("vcmp.lt.s32 {}, {}, {}", M(hi), V(ops[1]), bits);
       e_.op("mand {}, {}, {}", M(lo), M(lo), M(hi));
       VReg d = valloc(rt);
       if (in.opcode() == Opcode::ShiftRightArithmetic) {
-        VReg s = binop("vsra", ops[0], "31", rt);
+        VReg s = binop("vsra", x, "31", rt);
         e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lo), V(r), V(s));
         vfree(s);
       } else {
         e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r));
       }
-      if (in.opcode() == Opcode::ShiftRightLogical && typeInfo(rt).bits == 8 && !typeInfo(rt).isUnsigned) {
-        // Logical shift of a sign-extended byte: shift the zero-extended one.
-        VReg z = binop("vand", ops[0], "255", rt);
+      if (in.opcode() == Opcode::ShiftRightLogical && bits < 32 && !typeInfo(rt).isUnsigned) {
+        // Logical shift of a sign-extended value: shift the zero-extended one.
+        VReg z = binop("vand", ops[0], std::to_string((1 << bits) - 1), rt);
         VReg r2 = binop("vshr", z, V(ops[1]), rt);
         e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r2));
         vfree(z);
@@ -839,13 +1043,14 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       masks_.put(lo);
       masks_.put(hi);
       vfree(r);
-      return d;
+      if (extend) vfree(x);
+      return normalize(d);
     }
     case Opcode::Popcnt:
     case Opcode::Clz: {
       int bits = typeInfo(rt).bits;
       VReg x = valloc(rt);
-      if (bits == 8) e_.op("vand {}, {}, 255", V(x), V(ops[0]));
+      if (bits < 32) e_.op("vand {}, {}, {}", V(x), V(ops[0]), (1 << bits) - 1);
       else e_.op("vmov.s32 {}, {}", V(x), V(ops[0]));
       VReg t = valloc(rt);
       if (in.opcode() == Opcode::Clz) {
@@ -867,7 +1072,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       e_.op("vmul.s32 {}, {}, 16843009", V(x), V(x));
       e_.op("vshr {}, {}, 24", V(x), V(x));
       if (in.opcode() == Opcode::Clz) {
-        VReg w = vconst(rt, static_cast<uint32_t>(bits == 8 ? 8 : 32));
+        VReg w = vconst(rt, static_cast<uint32_t>(bits));
         e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
         vfree(w);
       }
@@ -1432,8 +1637,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   std::vector<std::pair<int, int>> passList = {{0, 0}};
   if (passes == 3) passList = {{1, 0}, {0, 1}, {0, 0}};
   if (passes == 6) passList = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
-  const char* ldA = ea == 4 ? "vld" : ea == 2 ? "vld.bf16" : "vld.s8";
-  const char* ldW = ew == 4 ? "vld" : ew == 2 ? "vld.bf16" : "vld.s8";
+  std::string ldA = loadMnemonic(aType), ldW = loadMnemonic(wType);
   bool int8 = aType == ElementType::S8;  // s8 x s8 -> exact s32 sums
   e_.op("smov {}, 0", S(rB));
   e_.label(lB);
@@ -1718,7 +1922,7 @@ bool Lowerer::lowerIota(const Instruction& in) {
                               VReg r = valloc(t);
                               if (typeInfo(t).isFloat) e_.op("vcvt.f32.s32 {}, {}", V(r), V(v[0]));
                               else e_.op("vmov.s32 {}, {}", V(r), V(v[0]));
-                              return std::vector<VReg>{roundIfBf16(r)};
+                              return std::vector<VReg>{normalize(r)};
                             });
   if (ok && line != dst) {
     std::vector<int64_t> ss(in.shape().rank(), 0);
@@ -1795,7 +1999,9 @@ bool Lowerer::lowerReduce(const Instruction& in) {
 }
 
 int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const {
-  if (lhsType != ElementType::F32 && rhsType != ElementType::F32) return 1;
+  // f32 and f16 are not exact in one bf16 pass; bf16 and the byte floats are.
+  auto wide = [](ElementType t) { return t == ElementType::F32 || t == ElementType::F16; };
+  if (!wide(lhsType) && !wide(rhsType)) return 1;
   hlo::Precision p = hlo::Precision::Default;
   for (hlo::Precision q : in.attrs().precision.operandPrecision) p = std::max(p, q);
   switch (options_.f32DotPrecision) {
@@ -1891,8 +2097,8 @@ bool Lowerer::lowerDot(const Instruction& in) {
       ok = emitElementwise(b * m * n, {EwInput{EwInput::Full, cs, 0, ElementType::F32}}, {EwOutput{dst, 0, ot}},
                            [&](const std::vector<VReg>& v) {
                              VReg r = valloc(ot);
-                             e_.op("vrnd.bf16 {}, {}", V(r), V(v[0]));
-                             return std::vector<VReg>{r};
+                             e_.op("vmov.s32 {}, {}", V(r), V(v[0]));
+                             return std::vector<VReg>{normalize(r)};
                            });
   }
   endKernel(2.0 * static_cast<double>(b * m * n * k) * passes,
@@ -2065,9 +2271,11 @@ std::string literalText(const hlo::Literal& lit, ElementType t) {
   for (int64_t i = 0; i < lit.elementCount(); ++i) {
     if (i) s += ", ";
     if (t == ElementType::F32) s += fmt::format("0x{:08x}", static_cast<uint32_t>(lit.getBits(i)));
-    else if (t == ElementType::BF16) s += fmt::format("0x{:04x}", static_cast<uint32_t>(lit.getBits(i)));
+    else if (t == ElementType::BF16 || t == ElementType::F16)
+      s += fmt::format("0x{:04x}", static_cast<uint32_t>(lit.getBits(i)));
+    else if (isNarrowFloat(t)) s += fmt::format("{}", static_cast<uint32_t>(lit.getBits(i)));  // the code
     else if (t == ElementType::Pred) s += lit.getInt(i) ? "1" : "0";
-    else if (t == ElementType::U32 || t == ElementType::U8) s += fmt::format("{}", lit.getUint(i));
+    else if (typeInfo(t).isUnsigned) s += fmt::format("{}", lit.getUint(i));
     else s += fmt::format("{}", lit.getInt(i));
   }
   return s + "]";

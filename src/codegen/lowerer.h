@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cstdint>
 #include <functional>
@@ -32,6 +33,11 @@ using hlo::Shape;
 
 constexpr int kVregElems = 1024;  // 8 sublanes x 128 lanes
 
+// How llo-gen holds an element type. In memory: `bytes` per element, as XLA
+// literals store it (s4/u4/f4 take a byte). In a vector register: one 32-bit
+// lane per element, always normalised: integers sign- or zero-extended from
+// `bits` (so s32 compares order every signed and narrow unsigned type),
+// floats as f32 values the type can represent.
 struct TypeInfo {
   bool ok = false;
   int bytes = 4;
@@ -45,14 +51,40 @@ inline TypeInfo typeInfo(ElementType t) {
   switch (t) {
     case ElementType::F32: return {true, 4, true, false, 32, "f32"};
     case ElementType::BF16: return {true, 2, true, false, 16, "bf16"};
+    case ElementType::F16: return {true, 2, true, false, 16, "f16"};
     case ElementType::S32: return {true, 4, false, false, 32, "s32"};
     case ElementType::U32: return {true, 4, false, true, 32, "u32"};
+    case ElementType::S16: return {true, 2, false, false, 16, "s16"};
+    case ElementType::U16: return {true, 2, false, true, 16, "u16"};
     case ElementType::S8: return {true, 1, false, false, 8, "s8"};
     case ElementType::U8: return {true, 1, false, true, 8, "u8"};
+    case ElementType::S4: return {true, 1, false, false, 4, "s4"};
+    case ElementType::U4: return {true, 1, false, true, 4, "u4"};
     case ElementType::Pred: return {true, 1, false, true, 1, "pred"};
+    case ElementType::F8E4M3FN: return {true, 1, true, false, 8, "f8e4m3fn"};
+    case ElementType::F8E5M2: return {true, 1, true, false, 8, "f8e5m2"};
+    case ElementType::F8E4M3: return {true, 1, true, false, 8, "f8e4m3"};
+    case ElementType::F8E3M4: return {true, 1, true, false, 8, "f8e3m4"};
+    case ElementType::F8E4M3FNUZ: return {true, 1, true, false, 8, "f8e4m3fnuz"};
+    case ElementType::F8E5M2FNUZ: return {true, 1, true, false, 8, "f8e5m2fnuz"};
+    case ElementType::F8E4M3B11FNUZ: return {true, 1, true, false, 8, "f8e4m3b11fnuz"};
+    case ElementType::F8E8M0FNU: return {true, 1, true, false, 8, "f8e8m0fnu"};
+    case ElementType::F4E2M1FN: return {true, 1, true, false, 4, "f4e2m1fn"};
     default: return {};
   }
 }
+// The vector load that widens `t` from memory into its register form.
+inline std::string loadMnemonic(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  if (ti.bytes == 4) return "vld";
+  if (ti.isFloat) return fmt::format("vld.{}", ti.dtype);
+  if (ti.bytes == 2) return ti.isUnsigned ? "vld.u16" : "vld.s16";
+  return ti.isUnsigned ? "vld.u8" : "vld.s8";  // s4/u4 bytes are already extended
+}
+
+// Floats other than f32: their values are rounded after every operation
+// (vrnd.<dtype>), as XLA and the interpreter do.
+inline bool isNarrowFloat(ElementType t) { return typeInfo(t).isFloat && t != ElementType::F32; }
 
 inline uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 inline int64_t product(const std::vector<int64_t>& v) {
@@ -237,7 +269,15 @@ class Lowerer {
   VReg toMask01(int mask);  // pred vreg from a mask
   VReg binop(const char* mnemonic, VReg a, const std::string& b, ElementType t);
   VReg unop(const char* mnemonic, VReg a, ElementType t);
-  VReg roundIfBf16(VReg r);
+  // Brings r back to its type's register form after arithmetic: rounds
+  // narrow floats, wraps narrow integers (in place; returns r).
+  VReg normalize(VReg r);
+  // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.
+  VReg divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType t);
+  VReg roundIfBf16(VReg r) { return normalize(r); }  // the older name
+  // Scalar register with the f32 bits of the narrow float whose code is in
+  // the low bits of `code` (replaced).
+  void widenScalarFloat(int code, ElementType t);
 
   // Instruction lowerings.
   bool lowerElementwiseInstr(const Instruction& in);
@@ -335,6 +375,7 @@ inline std::vector<int64_t> byteStrides(const std::vector<int64_t>& dims, int es
 inline uint32_t literalBits(const hlo::Literal& lit, ElementType t) {
   if (t == ElementType::F32) return static_cast<uint32_t>(lit.getBits(0));
   if (t == ElementType::BF16) return static_cast<uint32_t>(lit.getBits(0)) << 16;
+  if (isNarrowFloat(t)) return std::bit_cast<uint32_t>(static_cast<float>(lit.getDouble(0)));
   if (t == ElementType::Pred) return lit.getInt(0) ? 1u : 0u;
   return static_cast<uint32_t>(lit.getInt(0));
 }

@@ -347,7 +347,7 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
       b.name = r.str();
       size_t at = r.offset();
       uint8_t space = r.u8(), dtype = r.u8();
-      if (r.ok() && (space > 2 || dtype > static_cast<uint8_t>(DType::Pred)))
+      if (r.ok() && (space > 2 || dtype > static_cast<uint8_t>(DType::Last)))
         return fail(at, fmt::format("buffer '{}': bad memory space or element type", b.name));
       b.space = static_cast<MemSpace>(space);
       b.dtype = static_cast<DType>(dtype);

@@ -74,6 +74,8 @@ struct Table {
 #undef TPU_INSTR
     for (InstrDesc& d : instrs) {
       d.operands = parseOperandSpec(d.operandSpec, d.mnemonic, errors);
+      if ((d.semClass == SemClass::VectorLoad || d.semClass == SemClass::VectorStore) && vectorRowBytes(d) <= 0)
+        errors.push_back(std::string(d.mnemonic) + ": a vector load or store needs a positive stride default");
       if (!byMnemonic.emplace(d.mnemonic, d.opcode).second)
         errors.push_back("duplicate mnemonic " + std::string(d.mnemonic));
     }
@@ -126,6 +128,13 @@ int InstrDesc::requiredOperands() const {
   for (const OperandDesc& o : operands)
     if (!o.hasDefault) ++n;
   return n;
+}
+
+int vectorRowBytes(const InstrDesc& desc) {
+  if (desc.semClass != SemClass::VectorLoad && desc.semClass != SemClass::VectorStore) return 0;
+  for (const OperandDesc& o : desc.operands)
+    if (o.kind == OperandKind::Imm && o.name == "stride" && o.hasDefault) return static_cast<int>(o.defaultValue);
+  return 0;
 }
 
 std::span<const InstrDesc> instructions() { return table().instrs; }

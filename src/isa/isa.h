@@ -123,6 +123,11 @@ int issueInterval(const InstrDesc& desc, const target::TargetDesc& target);
 // Whether the target has what the instruction needs (e.g. int8 MXUs).
 bool targetSupports(const InstrDesc& desc, const target::TargetDesc& target);
 
+// Bytes one row (128 elements) of a vector load or store occupies in VMEM:
+// the default of its `stride` operand (0 for other instructions). Elements
+// are aligned to their size (row bytes / 128, at least 1).
+int vectorRowBytes(const InstrDesc& desc);
+
 // Problems found while building the table from isa.def (empty when the table
 // is well formed; checked by isa_test).
 std::vector<std::string> isaTableErrors();

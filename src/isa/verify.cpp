@@ -25,14 +25,7 @@ bool fitsInt32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
 // Bytes a vector memory op touches beyond addr (for static bound checks).
 uint64_t vectorFootprint(const Instr& instr, int64_t stride, uint32_t sublanes) {
-  uint64_t rowBytes = 512;
-  switch (instr.opcode) {
-    case Opcode::VLdBf16:
-    case Opcode::VStBf16: rowBytes = 256; break;
-    case Opcode::VLdS8:
-    case Opcode::VStS8: rowBytes = 128; break;
-    default: break;
-  }
+  uint64_t rowBytes = static_cast<uint64_t>(std::max(1, vectorRowBytes(instr.desc())));
   int last = 0;
   for (int i = 0; i < 8; ++i)
     if (sublanes & (1u << i)) last = i;

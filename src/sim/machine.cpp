@@ -3,15 +3,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 #include "sim/mxu_kernel.h"
 #include "sim/mxu_pool.h"
+#include "support/float_format.h"
 
 namespace tpu::sim {
 
@@ -132,6 +135,68 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void widenBf16Rows(
     }
   }
 }
+
+__attribute__((target_clones("avx2", "default"))) void widenHalfRow(uint32_t* d, const uint8_t* src) {
+  uint16_t row[kLanes];
+  std::memcpy(row, src, sizeof row);
+  for (int l = 0; l < kLanes; ++l) d[l] = f32FromHalfBits(row[l]);
+}
+
+__attribute__((target_clones("avx2", "default"))) void narrowHalfRow(uint8_t* dst, const uint32_t* v) {
+  uint16_t row[kLanes];
+  for (int l = 0; l < kLanes; ++l) row[l] = static_cast<uint16_t>(halfFromF32Bits(v[l]));
+  std::memcpy(dst, row, sizeof row);
+}
+
+__attribute__((target_clones("avx2", "default"))) void roundHalfKernel(uint32_t* d, const uint32_t* a) {
+  for (int i = 0; i < kVregWords; ++i) d[i] = f32FromHalfBits(halfFromF32Bits(a[i]));
+}
+
+template <class T>
+void widenIntRow(uint32_t* d, const uint8_t* src) {
+  T row[kLanes];
+  std::memcpy(row, src, sizeof row);
+  // Through the 32-bit type of T's signedness: sign- or zero-extends.
+  for (int l = 0; l < kLanes; ++l)
+    d[l] = static_cast<uint32_t>(static_cast<std::conditional_t<std::is_signed_v<T>, int32_t, uint32_t>>(row[l]));
+}
+
+// The one-byte float formats of the vld/vst/vrnd.<format> rows: decoding is a
+// 256-entry table, encoding is support/float_format's (as the interpreter's).
+struct ByteFormat {
+  FloatFormat format;
+  std::array<uint32_t, 256> decode;  // f32 bits per code
+};
+
+const ByteFormat* byteFormat(Opcode op) {
+  auto make = [](FloatFormat fmt) {
+    ByteFormat b{fmt, {}};
+    for (uint32_t c = 0; c < 256; ++c) b.decode[c] = u(static_cast<float>(decodeFloat(fmt, c)));
+    return b;
+  };
+#define TPU_BYTE_FORMAT(NAME)                                                                       \
+  case Opcode::VLd##NAME:                                                                           \
+  case Opcode::VSt##NAME:                                                                           \
+  case Opcode::VRnd##NAME: {                                                                        \
+    static const ByteFormat b = make(FloatFormat::NAME);                                            \
+    return &b;                                                                                      \
+  }
+  switch (op) {
+    TPU_BYTE_FORMAT(F8E4M3FN)
+    TPU_BYTE_FORMAT(F8E5M2)
+    TPU_BYTE_FORMAT(F8E4M3)
+    TPU_BYTE_FORMAT(F8E3M4)
+    TPU_BYTE_FORMAT(F8E4M3FNUZ)
+    TPU_BYTE_FORMAT(F8E5M2FNUZ)
+    TPU_BYTE_FORMAT(F8E4M3B11FNUZ)
+    TPU_BYTE_FORMAT(F8E8M0FNU)
+    TPU_BYTE_FORMAT(F4E2M1FN)
+    default: return nullptr;
+  }
+#undef TPU_BYTE_FORMAT
+}
+
+inline uint32_t encodeByteFormat(const ByteFormat& b, uint32_t x) { return encodeFloat(b.format, f(x)); }
 
 __attribute__((target_clones("avx2", "default"))) void roundKernel(uint32_t* d, const uint32_t* a, int mode) {
   switch (mode) {
@@ -309,7 +374,36 @@ bool Machine::execLoad(const DecodedOp& op) {
         for (int l = 0; l < kLanes; ++l) d[i * kLanes + l] = static_cast<uint32_t>(static_cast<int32_t>(row[l]));
       }
       return true;
-    default: return failf("internal: not a load");
+    case Opcode::VLdU8:
+    case Opcode::VLdS16:
+    case Opcode::VLdU16:
+    case Opcode::VLdF16: {
+      int rowBytes = isa::vectorRowBytes(*op.desc);
+      if (!vmemRange(op, op.stride, rowBytes, rowBytes / kLanes, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        const uint8_t* src = vmem_.data() + base + op.stride * i;
+        uint32_t* row = d + i * kLanes;
+        switch (op.opcode) {
+          case Opcode::VLdU8: widenIntRow<uint8_t>(row, src); break;
+          case Opcode::VLdS16: widenIntRow<int16_t>(row, src); break;
+          case Opcode::VLdU16: widenIntRow<uint16_t>(row, src); break;
+          default: widenHalfRow(row, src); break;
+        }
+      }
+      return true;
+    }
+    default: {
+      const ByteFormat* bf = byteFormat(op.opcode);
+      if (!bf) return failf("internal: not a load");
+      if (!vmemRange(op, op.stride, kLanes, 1, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        const uint8_t* src = vmem_.data() + base + op.stride * i;
+        for (int l = 0; l < kLanes; ++l) d[i * kLanes + l] = bf->decode[src[l]];
+      }
+      return true;
+    }
   }
 }
 
@@ -356,7 +450,32 @@ bool Machine::execStore(const DecodedOp& op) {
         std::memcpy(vmem_.data() + base + op.stride * i, row, sizeof row);
       }
       return true;
-    default: return failf("internal: not a store");
+    case Opcode::VStS16:
+    case Opcode::VStF16:
+      if (!vmemRange(op, op.stride, 256, 2, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        uint8_t* dst = vmem_.data() + base + op.stride * i;
+        if (op.opcode == Opcode::VStF16) {
+          narrowHalfRow(dst, v + i * kLanes);
+        } else {
+          uint16_t row[kLanes];
+          for (int l = 0; l < kLanes; ++l) row[l] = static_cast<uint16_t>(v[i * kLanes + l]);
+          std::memcpy(dst, row, sizeof row);
+        }
+      }
+      return true;
+    default: {
+      const ByteFormat* bf = byteFormat(op.opcode);
+      if (!bf) return failf("internal: not a store");
+      if (!vmemRange(op, op.stride, kLanes, 1, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        uint8_t* dst = vmem_.data() + base + op.stride * i;
+        for (int l = 0; l < kLanes; ++l) dst[l] = static_cast<uint8_t>(encodeByteFormat(*bf, v[i * kLanes + l]));
+      }
+      return true;
+    }
   }
 }
 
@@ -697,11 +816,18 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
     // ---- vector memory ----
     case Opcode::VLd:
     case Opcode::VLdBf16:
-    case Opcode::VLdS8: return execLoad(op);
+    case Opcode::VLdS8:
+    case Opcode::VLdU8:
+    case Opcode::VLdS16:
+    case Opcode::VLdU16:
+    case Opcode::VLdF16: return execLoad(op);
     case Opcode::VSt:
     case Opcode::VStBf16:
     case Opcode::VStS8:
+    case Opcode::VStS16:
+    case Opcode::VStF16:
     case Opcode::VStM: return execStore(op);
+    case Opcode::VRndF16: roundHalfKernel(vregs_[op.d].w, vregs_[op.a.reg].w); return true;
 
     // ---- vector ALU ----
     case Opcode::VMovF:
@@ -829,6 +955,18 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
     case isa::SemClass::MxuPop: return execMxu(op);
     case isa::SemClass::Dma: return failf("internal: DMA ops are issued by the simulator loop");
     default: break;
+  }
+  if (const ByteFormat* bf = byteFormat(op.opcode)) {
+    switch (op.desc->semClass) {
+      case isa::SemClass::VectorLoad: return execLoad(op);
+      case isa::SemClass::VectorStore: return execStore(op);
+      default: {
+        uint32_t* d = vregs_[op.d].w;
+        const uint32_t* a = vregs_[op.a.reg].w;
+        for (int i = 0; i < kVregWords; ++i) d[i] = bf->decode[encodeByteFormat(*bf, a[i]) & 0xFFu];
+        return true;
+      }
+    }
   }
   return failf(fmt::format("illegal instruction '{}' (no semantics in the simulator)", op.desc->mnemonic));
 }

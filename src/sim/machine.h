@@ -17,6 +17,7 @@
 //    ..., 1 (lanes) or w = 4, 2, 1 (sublanes); the result is broadcast.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -145,6 +146,32 @@ inline uint32_t roundToBf16Bits(uint32_t u) {
   uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
   uint32_t nan = (u & 0xFFFF0000u) | 0x00400000u;
   return (u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded;
+}
+
+// f16 <-> f32 bit patterns (vld.f16, vst.f16, vrnd.f16) as selects rather
+// than branches, so whole rows vectorise; they equal support/float_format's
+// floatToHalf / halfToFloat (sim_units_test checks every f16 and many f32).
+inline uint32_t halfFromF32Bits(uint32_t x) {
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t a = x & 0x7FFFFFFFu;
+  uint32_t nan = sign | 0x7E00u | ((a >> 13) & 0x3FFu);
+  uint32_t inf = sign | 0x7C00u;
+  uint32_t n = a - (112u << 23);
+  uint32_t normal = sign | ((n + 0xFFFu + ((n >> 13) & 1u)) >> 13);
+  // Below 2^-14: adding 0.5 leaves one f32 ulp = 2^-24, the f16 subnormal
+  // quantum, so the FPU rounds to nearest even for us.
+  uint32_t sub = sign | (std::bit_cast<uint32_t>(std::bit_cast<float>(a) + 0.5f) - 0x3F000000u);
+  return a > 0x7F800000u ? nan : a >= 0x477FF000u ? inf : a >= 0x38800000u ? normal : sub;
+}
+
+inline uint32_t f32FromHalfBits(uint32_t h) {
+  uint32_t sign = (h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1Fu;
+  uint32_t mantissa = h & 0x3FFu;
+  uint32_t sub = sign | std::bit_cast<uint32_t>(static_cast<float>(mantissa) * 5.9604644775390625e-08f);
+  uint32_t special = sign | 0x7F800000u | (mantissa << 13);
+  uint32_t normal = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  return exponent == 0 ? sub : exponent == 31 ? special : normal;
 }
 
 }  // namespace tpu::sim

@@ -1,0 +1,404 @@
+// End-to-end tests of the element types: HLO text -> llo-gen -> assembler
+// -> simulator, compared bit for bit with the reference interpreter. Inputs
+// cover each type's whole range (every code of the narrow floats, NaN and
+// inf included) so wrapping, saturation and rounding rules are exercised.
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "codegen/codegen.h"
+#include "eval/evaluator.h"
+#include "hlo/io/hlo_io.h"
+#include "llo/text.h"
+#include "sim/sim.h"
+
+namespace tpu::codegen {
+namespace {
+
+using hlo::ElementType;
+
+// moderate: floats in [-2, 2] (for dots, whose sums are compared with a
+// tolerance) instead of every code.
+hlo::Literal wideRandomLiteral(const hlo::Shape& s, std::mt19937& rng, bool moderate) {
+  hlo::Literal l(s);
+  const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(s.elementType());
+  std::uniform_int_distribution<uint32_t> bits;
+  std::uniform_real_distribution<double> real(-300.0, 300.0);
+  std::uniform_real_distribution<double> small(-2.0, 2.0);
+  for (int64_t k = 0; k < l.elementCount(); ++k) {
+    uint32_t r = bits(rng);
+    if (moderate && info.isFloat) {
+      l.setDouble(k, small(rng));
+    } else if (s.elementType() == ElementType::Pred) {
+      l.setInt(k, r & 1);
+    } else if (s.elementType() == ElementType::F32) {
+      // Mostly moderate values (exact integer parts to convert), some huge.
+      double v = (r & 7) == 0 ? std::ldexp(real(rng), static_cast<int>(r >> 27)) : real(rng);
+      l.setDouble(k, (r & 63) == 1 ? -0.0 : v);
+    } else if (info.isFloat) {
+      l.setBits(k, r >> (32 - info.bitWidth));  // every code, specials included
+    } else if (info.bitWidth == 32) {
+      l.setInt(k, (r & 3) == 0 ? static_cast<int32_t>(r) : static_cast<int32_t>(r % 601) - 300);
+    } else {
+      // The top bits: every value of the type (s4 sign-extended, as stored).
+      if (info.isSigned) l.setInt(k, static_cast<int32_t>(r) >> (32 - info.bitWidth));
+      else l.setUint(k, r >> (32 - info.bitWidth));
+    }
+  }
+  return l;
+}
+
+void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out) {
+  if (l.isTuple())
+    for (const auto& e : l.tupleElements()) leaves(e, out);
+  else
+    out.push_back(&l);
+}
+
+// "" when the simulated results equal the interpreter's byte for byte
+// (NaNs compare as NaNs whatever their payload), or for a float tolerance
+// `tol` > 0 within |got - want| <= tol * (1 + |want|); otherwise what differs.
+std::string compareBitExact(const std::string& text, uint32_t seed = 7, double tol = 0) {
+  DiagnosticEngine diags;
+  std::string messages;
+  diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
+  auto source = std::make_shared<SourceFile>("test.hlo", text);
+  auto loaded = hlo::readModule(source, diags);
+  if (!loaded.module) return "parse: " + messages;
+  auto target = target::loadTarget("v5e", diags);
+  CodegenOptions options;
+  options.targetSpec = "v5e";
+  auto gen = generateLlo(*loaded.module, *target, options, diags);
+  if (!gen) return "llo-gen: " + messages;
+  SourceFile llo("test.llo", gen->llo);
+  auto assembled = llo::assembleLlo(llo, {}, diags);
+  if (!assembled) return "llo-asm: " + messages;
+  std::mt19937 rng(seed);
+  std::vector<hlo::Literal> args;
+  std::vector<std::string> inputs;
+  for (int64_t p = 0; p < loaded.module->entry()->parameterCount(); ++p) {
+    args.push_back(wideRandomLiteral(loaded.module->entry()->parameter(p)->shape(), rng, tol > 0));
+    inputs.emplace_back(reinterpret_cast<const char*>(args.back().data().data()), args.back().data().size());
+  }
+  sim::SimOptions so;
+  auto simmed = sim::simulate(assembled->program, *target, inputs, so, diags);
+  if (!simmed) return "sim: " + messages;
+  auto expected = eval::evaluate(*loaded.module, args, eval::EvalOptions{}, diags);
+  if (!expected) return "eval: " + messages;
+  std::vector<const hlo::Literal*> want;
+  leaves(*expected, want);
+  if (want.size() != simmed->results.size()) return "result count differs";
+  for (size_t r = 0; r < want.size(); ++r) {
+    const hlo::Literal& w = *want[r];
+    hlo::Literal got(w.shape());
+    if (got.data().size() != simmed->results[r].size()) return fmt::format("result {} size differs", r);
+    std::memcpy(got.mutableData().data(), simmed->results[r].data(), got.data().size());
+    bool isFloat = hlo::isFloatType(w.shape().elementType());
+    for (int64_t k = 0; k < w.elementCount(); ++k) {
+      if (got.getBits(k) == w.getBits(k)) continue;
+      if (isFloat && std::isnan(got.getDouble(k)) && std::isnan(w.getDouble(k))) continue;
+      if (isFloat && tol > 0 && std::fabs(got.getDouble(k) - w.getDouble(k)) <= tol * (1 + std::fabs(w.getDouble(k))))
+        continue;
+      std::string in;
+      for (const hlo::Literal& a : args) in += fmt::format(" 0x{:x}", a.getBits(k % std::max<int64_t>(1, a.elementCount())));
+      return fmt::format("result {} element {}: got 0x{:x} ({}) want 0x{:x} ({}); inputs{}", r, k, got.getBits(k),
+                         got.getDouble(k), w.getBits(k), w.getDouble(k), in);
+    }
+  }
+  return "";
+}
+
+const char* const kTypes[] = {"f32", "bf16", "f16", "s32", "u32", "s16", "u16", "s8", "u8", "pred"};
+
+TEST(Types, ConvertBetweenAllPairs) {
+  for (const char* from : kTypes)
+    for (const char* to : kTypes) {
+      std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[4,700] parameter(0)
+  ROOT c = {1}[4,700] convert(x)
+}})",
+                                     from, to);
+      EXPECT_EQ(compareBitExact(text), "") << from << " -> " << to;
+    }
+}
+
+TEST(Types, ArithmeticWrapsAndRounds) {
+  for (const char* t : {"f16", "bf16", "s16", "u16", "s8", "u8", "s32", "u32"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[3,500] parameter(0)
+  y = {0}[3,500] parameter(1)
+  a = {0}[3,500] add(x, y)
+  b = {0}[3,500] multiply(a, x)
+  c = {0}[3,500] subtract(b, y)
+  d = {0}[3,500] maximum(c, x)
+  e = {0}[3,500] negate(d)
+  ROOT f = {0}[3,500] minimum(e, y)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
+TEST(Types, IntegerBitOps) {
+  EXPECT_EQ(compareBitExact(R"(HloModule m
+ENTRY main {
+  x = s16[1000] parameter(0)
+  y = s8[1000] parameter(1)
+  a = s16[1000] abs(x)
+  b = s8[1000] abs(y)
+  ROOT t = (s16[1000], s8[1000]) tuple(a, b)
+})"),
+            "");
+  for (const char* t : {"s16", "u16", "s8", "u8"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[1000] parameter(0)
+  s = {0}[1000] parameter(1)
+  n = {0}[1000] not(x)
+  a = {0}[1000] negate(x)
+  l = {0}[1000] shift-left(x, s)
+  r = {0}[1000] shift-right-logical(n, s)
+  q = {0}[1000] shift-right-arithmetic(a, s)
+  p = {0}[1000] popcnt(l)
+  z = {0}[1000] count-leading-zeros(r)
+  o = {0}[1000] xor(p, z)
+  ROOT t = ({0}[1000], {0}[1000], {0}[1000]) tuple(o, q, n)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
+TEST(Types, CompareIsUnsignedCorrect) {
+  for (const char* t : {"f32", "bf16", "f16", "s32", "u32", "s16", "u16", "s8", "u8"})
+    for (const char* dir : {"LT", "GE", "EQ"}) {
+      std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[2,600] parameter(0)
+  y = {0}[2,600] parameter(1)
+  c = pred[2,600] compare(x, y), direction={1}
+  ROOT s = {0}[2,600] select(c, x, y)
+}})",
+                                     t, dir);
+      EXPECT_EQ(compareBitExact(text), "") << t << " " << dir;
+    }
+}
+
+TEST(Types, ScalarOperandsAndConstants) {
+  // A broadcast scalar parameter goes through the scalar unit (SMEM), and
+  // constants through literal text: both per type.
+  for (const char* t : {"f16", "bf16", "s16", "u16", "s4", "u4", "f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4",
+                        "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[2,300] parameter(0)
+  s = {0}[] parameter(1)
+  b = {0}[2,300] broadcast(s), dimensions={{}}
+  k = {0}[] constant(3)
+  kb = {0}[2,300] broadcast(k), dimensions={{}}
+  a = {0}[2,300] add(x, b)
+  ROOT m = {0}[2,300] multiply(a, kb)
+}})",
+                                   t);
+    for (uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) EXPECT_EQ(compareBitExact(text, seed), "") << t << " seed " << seed;
+  }
+}
+
+TEST(Types, ReduceS16) {
+  EXPECT_EQ(compareBitExact(R"(HloModule m
+add {
+  a = s16[] parameter(0)
+  b = s16[] parameter(1)
+  ROOT c = s16[] add(a, b)
+}
+ENTRY main {
+  x = s16[64,300] parameter(0)
+  z = s16[] constant(0)
+  r = s16[300] reduce(x, z), dimensions={0}, to_apply=add
+  ROOT q = s16[64] reduce(x, z), dimensions={1}, to_apply=add
+})"),
+            "");
+}
+
+TEST(Types, ByteFloatsConvertToAndFromF32AndBf16) {
+  for (const char* t : {"f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz",
+                        "f8e8m0fnu", "f4e2m1fn"})
+    for (const char* wide : {"f32", "bf16", "f16"}) {
+      std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[3,400] parameter(0)
+  w = {1}[3,400] parameter(1)
+  up = {1}[3,400] convert(x)
+  down = {0}[3,400] convert(w)
+  s = {1}[3,400] add(up, w)
+  ROOT t = ({1}[3,400], {0}[3,400], {0}[3,400]) tuple(s, down, x)
+}})",
+                                     t, wide);
+      EXPECT_EQ(compareBitExact(text), "") << t << " / " << wide;
+    }
+}
+
+TEST(Types, ByteFloatArithmeticRoundsPerOp) {
+  for (const char* t : {"f8e4m3fn", "f8e5m2", "f4e2m1fn"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[1100] parameter(0)
+  y = {0}[1100] parameter(1)
+  a = {0}[1100] multiply(x, y)
+  b = {0}[1100] add(a, y)
+  c = pred[1100] compare(b, x), direction=GT
+  i = s32[1100] convert(b)
+  ROOT t = ({0}[1100], pred[1100], s32[1100]) tuple(b, c, i)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
+TEST(Types, FourBitIntegers) {
+  for (const char* t : {"s4", "u4"})
+    for (const char* other : {"s32", "u8", "f32", "s16"}) {
+      std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[2,500] parameter(0)
+  y = {0}[2,500] parameter(1)
+  w = {1}[2,500] parameter(2)
+  a = {0}[2,500] add(x, y)
+  m = {0}[2,500] multiply(a, y)
+  n = {0}[2,500] convert(w)
+  c = pred[2,500] compare(m, n), direction=LT
+  up = {1}[2,500] convert(m)
+  ROOT t = ({0}[2,500], {0}[2,500], pred[2,500], {1}[2,500]) tuple(m, n, c, up)
+}})",
+                                     t, other);
+      EXPECT_EQ(compareBitExact(text), "") << t << " / " << other;
+    }
+}
+
+TEST(Types, DotsOfNarrowFloats) {
+  // Byte floats are exact in bf16: one MXU pass, only the sum order differs
+  // (K = 256: tolerance 1e-5). f16 is not: HIGHEST takes the f32 route.
+  for (const char* t : {"f8e4m3fn", "f8e5m2", "f4e2m1fn", "bf16"})
+    EXPECT_EQ(compareBitExact(fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[16,256] parameter(0)
+  b = {0}[256,40] parameter(1)
+  ROOT d = f32[16,40] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}})",
+                                          t),
+                              7, 1e-5),
+              "")
+        << t;
+  EXPECT_EQ(compareBitExact(R"(HloModule m
+ENTRY main {
+  a = f16[16,256] parameter(0)
+  b = f16[256,40] parameter(1)
+  ROOT d = f16[16,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+})",
+                            7, 2e-3),
+            "");
+}
+
+TEST(Types, DataMovementAndConstants) {
+  // DMA-based ops move each type's bytes; array constants are written as
+  // the buffer's initial values; iota converts lane indices per type.
+  for (const char* t : {"f16", "s16", "u16", "f8e4m3fn", "f8e5m2", "s4", "u4", "f4e2m1fn"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[6,130] parameter(0)
+  tr = {0}[130,6] transpose(x), dimensions={{1,0}}
+  sl = {0}[3,100] slice(x), slice={{[1:6:2], [5:105]}}
+  k = {0}[3] constant({{1, 2, 3}})
+  z = {0}[] constant(0)
+  pd = {0}[6,140] pad(x, z), padding=0_0x4_6
+  cc = {0}[12,130] concatenate(x, x), dimensions={{0}}
+  io = {0}[3,100] iota(), iota_dimension=1
+  kb = {0}[3,100] broadcast(k), dimensions={{0}}
+  s = {0}[3,100] add(sl, kb)
+  u = {0}[3,100] add(s, io)
+  ROOT t = ({0}[130,6], {0}[3,100], {0}[6,140], {0}[12,130]) tuple(tr, u, pd, cc)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
+TEST(Types, ReducesOfNarrowTypes) {
+  for (const char* t : {"f16", "bf16", "u16", "s8", "f8e5m2", "s4"}) {
+    std::string text = fmt::format(R"(HloModule m
+mx {{
+  a = {0}[] parameter(0)
+  b = {0}[] parameter(1)
+  ROOT c = {0}[] maximum(a, b)
+}}
+ENTRY main {{
+  x = {0}[40,300] parameter(0)
+  z = {0}[] parameter(1)
+  r = {0}[300] reduce(x, z), dimensions={{0}}, to_apply=mx
+  ROOT q = {0}[40] reduce(x, z), dimensions={{1}}, to_apply=mx
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
+TEST(Types, ClampAndDivideUnsigned) {
+  for (const char* t : {"u32", "u16", "u8", "s16", "f16"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  lo = {0}[700] parameter(0)
+  x = {0}[700] parameter(1)
+  hi = {0}[700] parameter(2)
+  c = {0}[700] clamp(lo, x, hi)
+  ROOT t = ({0}[700]) tuple(c)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+  for (const char* t : {"u32", "s32", "u16", "u8", "s16", "s8"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[700] parameter(0)
+  y = {0}[700] parameter(1)
+  d = {0}[700] divide(x, y)
+  r = {0}[700] remainder(x, y)
+  ROOT t = ({0}[700], {0}[700]) tuple(d, r)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
+TEST(Types, DivideEdgeCases) {
+  EXPECT_EQ(compareBitExact(R"(HloModule m
+ENTRY main {
+  p = s32[8] parameter(0)
+  x = s32[8] constant({-2147483648, -2147483648, 2147483647, -7, 7, 0, 5, -2147483647})
+  y = s32[8] constant({-1, 1, -2147483648, 2, -2, 0, 0, 3})
+  ux = u32[8] constant({4294967295, 4294967295, 2147483648, 7, 3000000000, 0, 5, 4294967294})
+  uy = u32[8] constant({1, 4294967295, 3, 2, 2147483649, 0, 0, 65536})
+  d = s32[8] divide(x, y)
+  r = s32[8] remainder(x, y)
+  ud = u32[8] divide(ux, uy)
+  ur = u32[8] remainder(ux, uy)
+  ROOT t = (s32[8], s32[8], u32[8], u32[8], s32[8]) tuple(d, r, ud, ur, p)
+})"),
+            "");
+}
+
+TEST(Types, UnsupportedTypesAreDiagnosed) {
+  std::string r = compareBitExact(R"(HloModule m
+ENTRY main {
+  x = s64[8] parameter(0)
+  ROOT n = s64[8] negate(x)
+})");
+  EXPECT_NE(r.find("element type s64"), std::string::npos) << r;
+}
+
+}  // namespace
+}  // namespace tpu::codegen
