@@ -199,6 +199,31 @@ ENTRY main {
                 (std::map<int64_t, std::vector<int64_t>>{{1, {-128, -1, 0, 99, 127, 50}}}), 0.0);
 }
 
+TEST(Gather, NarrowIndexTypes) {
+  // 16-bit and 4-bit indices are widened by their width and signedness.
+  EXPECT_GATHER(R"(HloModule m
+ENTRY main {
+  x = s32[70000,2] parameter(0)
+  i = u16[5] parameter(1)
+  ROOT g = s32[5,2] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {65535, 0, 40000, 32768, 12}}}), 0.0);
+  EXPECT_GATHER(R"(HloModule m
+ENTRY main {
+  x = f32[10,3] parameter(0)
+  i = s16[4] parameter(1)
+  j = s4[4] parameter(2)
+  ii = s32[4] convert(i)
+  jj = s32[4] convert(j)
+  s = s32[4] add(ii, jj)
+  g1 = f32[4,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  g2 = f32[4,3] gather(x, j), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  ROOT t = (f32[4,3], f32[4,3], s32[4]) tuple(g1, g2, s)
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {-32768, 9, 32767, 3}}, {2, {-8, 7, -1, 5}}}),
+                0.0);
+}
+
 TEST(Gather, BatchingDims) {
   // Operand dim 0 pairs with index dim 0: row b of the result reads batch b.
   EXPECT_GATHER(R"(HloModule m
