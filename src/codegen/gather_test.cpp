@@ -84,15 +84,15 @@ ENTRY main {
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.maxErr, 0.0) << r.where;
   EXPECT_LT(r.cycles, 300u * 700u / 8u);
-  // Rows longer than a vreg (1500 bf16: two vregs per row).
+  // Rows longer than a vreg (1500 f32: two vregs per row).
   EXPECT_GATHER(R"(HloModule m
 ENTRY main {
-  table = bf16[200,1500] parameter(0)
+  table = f32[200,1500] parameter(0)
   ids = s32[64] parameter(1)
-  ROOT g = bf16[64,1500] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,1500}
+  ROOT g = f32[64,1500] gather(table, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,1500}
 })",
                 (std::map<int64_t, std::vector<int64_t>>{{1, cycle(64, 200, 77)}}), 0.0);
-  // u8 rows survive the widening load and wrapping store.
+  // u8 rows are copied as raw bytes.
   EXPECT_GATHER(R"(HloModule m
 ENTRY main {
   table = u8[300,40] parameter(0)
@@ -197,6 +197,31 @@ ENTRY main {
   ROOT g = u8[6,16] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,16}
 })",
                 (std::map<int64_t, std::vector<int64_t>>{{1, {-128, -1, 0, 99, 127, 50}}}), 0.0);
+}
+
+TEST(Gather, NarrowIndexTypes) {
+  // 16-bit and 4-bit indices are widened by their width and signedness.
+  EXPECT_GATHER(R"(HloModule m
+ENTRY main {
+  x = s32[70000,2] parameter(0)
+  i = u16[5] parameter(1)
+  ROOT g = s32[5,2] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {65535, 0, 40000, 32768, 12}}}), 0.0);
+  EXPECT_GATHER(R"(HloModule m
+ENTRY main {
+  x = f32[10,3] parameter(0)
+  i = s16[4] parameter(1)
+  j = s4[4] parameter(2)
+  ii = s32[4] convert(i)
+  jj = s32[4] convert(j)
+  s = s32[4] add(ii, jj)
+  g1 = f32[4,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  g2 = f32[4,3] gather(x, j), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  ROOT t = (f32[4,3], f32[4,3], s32[4]) tuple(g1, g2, s)
+})",
+                (std::map<int64_t, std::vector<int64_t>>{{1, {-32768, 9, 32767, 3}}, {2, {-8, 7, -1, 5}}}),
+                0.0);
 }
 
 TEST(Gather, BatchingDims) {

@@ -164,11 +164,13 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
   auto component = [&](int64_t k) {
     int r = sreg();
     e_.op("sld {}, [{} + {}]", S(r), S(rP), k * 4);
-    if (it == ElementType::S8) {
-      e_.op("sshl {}, {}, 24", S(r), S(r));
-      e_.op("ssra {}, {}, 24", S(r), S(r));
-    } else if (es == 1) {
-      e_.op("sand {}, {}, 255", S(r), S(r));
+    // Narrow indices: only the low bytes of the word are theirs (narrower
+    // ones, like s4, are stored extended to a byte).
+    if (es < 4 && ti.isUnsigned) {
+      e_.op("sand {}, {}, {}", S(r), S(r), (int64_t{1} << (8 * es)) - 1);
+    } else if (es < 4) {
+      e_.op("sshl {}, {}, {}", S(r), S(r), 32 - 8 * es);
+      e_.op("ssra {}, {}, {}", S(r), S(r), 32 - 8 * es);
     }
     return r;
   };
@@ -289,7 +291,9 @@ bool Lowerer::lowerGather(const Instruction& in) {
   const double tableCycles =
       static_cast<double>(tableBytes + outBytes) / hbmPerCycle + 2.0 * target_.dma.latencyCycles +
       static_cast<double>(nb) * static_cast<double>((sliceElems + kVregElems - 1) / kVregElems);
-  const bool inVmem = rowsInOrder && sliceElems > 0 && vmemNeed <= vmemBudget() &&
+  // Rows move through registers as raw 32-bit words or sign-extended bytes,
+  // which store back bit-exactly whatever the element type.
+  const bool inVmem = (es == 4 || es == 1) && rowsInOrder && sliceElems > 0 && vmemNeed <= vmemBudget() &&
                       tableBytes < (uint64_t{1} << 30) && outBytes < (uint64_t{1} << 30) &&
                       tableCycles < perRowCycles;
   if (inVmem) {
@@ -354,8 +358,9 @@ bool Lowerer::lowerGather(const Instruction& in) {
           e_.op("smov {}, {}", S(rCnt), (sliceElems + kVregElems - 1) / kVregElems);
           std::string lRow = e_.newLabel("row");
           e_.label(lRow);
-          VReg v = vload(t, S(rS));
-          vstore(v, t, S(rD));
+          VReg v = valloc(ElementType::S32);
+          e_.op("{} {}, [{}]", es == 4 ? "vld" : "vld.s8", V(v), S(rS));
+          e_.op("{} {}, [{}]", es == 4 ? "vst" : "vst.s8", V(v), S(rD));
           vfree(v);
           e_.op("sadd {}, {}, {}", S(rS), S(rS), kVregElems * es);
           e_.op("sadd {}, {}, {}", S(rD), S(rD), kVregElems * es);
