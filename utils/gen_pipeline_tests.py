@@ -44,7 +44,7 @@ TEMPLATE = """# REQUIRES: hlo-parse, llo-gen, llo-asm, tpu-run
 """
 
 NOT_YET = """# REQUIRES: tpu-run
-# {what} does not go through the compiler yet{why}:
+# {what}: tpu-run --check does not pass yet{why}:
 # RUN: not tpu-run {path} --seed=1 --check 2>&1 | FileCheck %s
 # CHECK: error: {reason}
 """
