@@ -235,6 +235,8 @@ DecodedProgram decodeProgram(const isa::Program& program, const target::TargetDe
       int& used = w.dKind == RegKind::S ? usedS : w.dKind == RegKind::V ? usedV : usedM;
       int32_t scratch = used++;  // relative; fixed up below
       db.commits.push_back(StagedCopy{w.dKind, scratch, w.dArch});
+      if (w.desc->semClass == isa::SemClass::VectorLoad && (w.sublanes & 0xffu) != 0xffu)
+        db.preloads.push_back(StagedCopy{w.dKind, w.dArch, scratch});
       w.d = -2 - scratch;  // marker: scratch register `scratch`
     }
     scratchS = std::max(scratchS, usedS);
@@ -254,10 +256,9 @@ DecodedProgram decodeProgram(const isa::Program& program, const target::TargetDe
   // Fix up relative scratch indices.
   for (size_t bi = 0; bi < bundles.size(); ++bi) {
     DecodedBundle& db = bundles[bi];
-    for (StagedCopy& c : db.commits) {
-      int base = c.kind == RegKind::S ? L.sregs : c.kind == RegKind::V ? L.vregs : L.vmasks;
-      c.from += base;
-    }
+    auto scratchBase = [&](RegKind k) { return k == RegKind::S ? L.sregs : k == RegKind::V ? L.vregs : L.vmasks; };
+    for (StagedCopy& c : db.commits) c.from += scratchBase(c.kind);
+    for (StagedCopy& c : db.preloads) c.to += scratchBase(c.kind);
     for (uint32_t i = db.firstOp; i < db.firstOp + db.numOps; ++i) {
       DecodedOp& op = out.ops[i];
       if (op.d <= -2) {

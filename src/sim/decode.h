@@ -89,6 +89,9 @@ struct StagedCopy {
 
 struct DecodedBundle {
   uint32_t firstOp = 0, numOps = 0;
+  // Before the ops: staged registers of partial writes (masked loads) start
+  // from the register's value, so the sublanes they keep survive the commit.
+  std::vector<StagedCopy> preloads;
   std::vector<StagedCopy> commits;
   bool hasWait = false;   // sem.wait
   bool hasSync = false;   // sync / barrier

@@ -971,8 +971,8 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
   return failf(fmt::format("illegal instruction '{}' (no semantics in the simulator)", op.desc->mnemonic));
 }
 
-void Machine::commit(const DecodedBundle& b) {
-  for (const StagedCopy& c : b.commits) {
+void Machine::copyRegisters(const std::vector<StagedCopy>& copies) {
+  for (const StagedCopy& c : copies) {
     switch (c.kind) {
       case RegKind::S: sregs_[c.to] = sregs_[c.from]; break;
       case RegKind::V: vregs_[c.to] = vregs_[c.from]; break;

@@ -85,7 +85,10 @@ class Machine {
   // `nextPc` (-1: fall through); halt sets `halted`.
   bool exec(const DecodedOp& op, int64_t& nextPc);
   // Copies staged results of a bundle into their registers.
-  void commit(const DecodedBundle& b);
+  // Before a bundle's ops: seed staged registers of partial writes.
+  void preload(const DecodedBundle& b) { copyRegisters(b.preloads); }
+  // After them: staged results to their architectural registers.
+  void commit(const DecodedBundle& b) { copyRegisters(b.commits); }
   // Resolves and checks a DMA op (does not move data).
   bool prepareDma(const DecodedOp& op, DmaTransfer& out);
   // Moves the data of a completed DMA and signals its semaphore(s).
@@ -104,6 +107,7 @@ class Machine {
   int mxuFifoCount(int u) const;
 
  private:
+  void copyRegisters(const std::vector<StagedCopy>& copies);
   struct MxuUnit;
   struct XposeUnit;
 

@@ -436,5 +436,25 @@ TEST(SimBundle, ReadsSeeStateBeforeTheBundle) {
   EXPECT_EQ(out[128], 5u);
 }
 
+// A masked load in a bundle with a reader of its destination: the reader
+// sees the old register, and the sublanes outside the mask keep their value.
+TEST(SimBundle, MaskedLoadBesideAReaderKeepsUnmaskedSublanes) {
+  std::vector<uint32_t> in(2048);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint32_t>(i);
+  auto out = runBody(in, 2048, [&](ProgramBuilder& b) {
+    b.op("vld", {vreg(1), vmem(-1, 0)});  // v1 = words 0..1023
+    b.bundle({makeInstr("vld", {vreg(1), vmem(-1, 4096), imm(512), sublanes(0x0f)}),
+              makeInstr("vmov.s32", {vreg(2), vreg(1)})});
+    b.op("vst", {vreg(1), vmem(-1, kOut)});
+    b.op("vst", {vreg(2), vmem(-1, kOut + 4096)});
+  });
+  ASSERT_EQ(out.size(), 2048u);
+  for (uint32_t i = 0; i < 1024; ++i) {
+    uint32_t sublane = i / 128;
+    ASSERT_EQ(out[i], sublane < 4 ? 1024 + i : i) << "v1 element " << i;
+    ASSERT_EQ(out[1024 + i], i) << "v2 element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tpu::sim

@@ -245,6 +245,7 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
     }
 
     // Execute.
+    machine_->preload(b);
     int64_t nextPc = -1;
     for (uint32_t i = b.firstOp; i < b.firstOp + b.numOps; ++i) {
       const DecodedOp& op = decoded_.ops[i];
