@@ -37,7 +37,9 @@ struct Machine::MxuUnit {
   // bf16 weights as f32. A latched buffer is read by in-flight host jobs
   // (mxu_pool.h) until `lastJob` finishes; then it may be staged into again.
   struct Weights {
-    std::vector<float> w = std::vector<float>(kMxuDim * kMxuDim);
+    // Cache-line aligned: the host MXU kernel reads it with full-width
+    // vector loads (a malloc'd vector is only 16-byte aligned).
+    alignas(64) std::array<float, kMxuDim * kMxuDim> w{};
     int64_t lastJob = -1;
   };
   static constexpr size_t kWeightBuffers = 6;  // kept before reusing (see latchBf16)
