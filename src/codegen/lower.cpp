@@ -2127,6 +2127,26 @@ int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType r
   return 1;
 }
 
+DotGeometry dotGeometry(const Instruction& dot) {
+  const auto& dn = dot.attrs().dotDims;
+  const Shape& ls = dot.operand(0)->shape();
+  const Shape& rs = dot.operand(1)->shape();
+  auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> f;
+    for (int64_t i = 0; i < s.rank(); ++i)
+      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end()) f.push_back(i);
+    return f;
+  };
+  DotGeometry g;
+  g.lhsFree = freeDims(ls, dn.lhsBatchDimensions, dn.lhsContractingDimensions);
+  g.rhsFree = freeDims(rs, dn.rhsBatchDimensions, dn.rhsContractingDimensions);
+  g.b = dimsProduct(ls, dn.lhsBatchDimensions);
+  g.m = dimsProduct(ls, g.lhsFree);
+  g.k = dimsProduct(ls, dn.lhsContractingDimensions);
+  g.n = dimsProduct(rs, g.rhsFree);
+  return g;
+}
+
 bool Lowerer::lowerDot(const Instruction& in) {
   if (!isMxuDot(in)) return lowerVectorDot(in);
   beginKernel(in, "matmul");
@@ -2136,21 +2156,9 @@ bool Lowerer::lowerDot(const Instruction& in) {
   // f32 accumulators, or s32 ones for the int8 MXU (isMxuDot).
   bool wide = ot == ElementType::F32 || ot == ElementType::S32;
   const auto& dn = in.attrs().dotDims;
-  auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-    std::vector<int64_t> f;
-    for (int64_t i = 0; i < s.rank(); ++i)
-      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end()) f.push_back(i);
-    return f;
-  };
-  std::vector<int64_t> lf = freeDims(lhs->shape(), dn.lhsBatchDimensions, dn.lhsContractingDimensions);
-  std::vector<int64_t> rf = freeDims(rhs->shape(), dn.rhsBatchDimensions, dn.rhsContractingDimensions);
-  auto prod = [](const Shape& s, const std::vector<int64_t>& d) {
-    int64_t p = 1;
-    for (int64_t i : d) p *= s.dimension(i);
-    return p;
-  };
-  int64_t b = prod(lhs->shape(), dn.lhsBatchDimensions), m = prod(lhs->shape(), lf),
-          k = prod(lhs->shape(), dn.lhsContractingDimensions), n = prod(rhs->shape(), rf);
+  DotGeometry geo = dotGeometry(in);
+  const std::vector<int64_t>&lf = geo.lhsFree, &rf = geo.rhsFree;
+  int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
   int64_t mp = (m + 7) / 8 * 8, kp = (k + 127) / 128 * 128, np = (n + 127) / 128 * 128;
   int dst = leaves_[&in][0];
   if (b * m * n == 0) {
@@ -2174,7 +2182,7 @@ bool Lowerer::lowerDot(const Instruction& in) {
     order.insert(order.end(), g2.begin(), g2.end());
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
-    int64_t s1 = prod(s, g1), s2 = prod(s, g2), bb = prod(s, g0);
+    int64_t s1 = dimsProduct(s, g1), s2 = dimsProduct(s, g2), bb = dimsProduct(s, g0);
     if (identity && s1 == p1 && s2 == p2) return leaves_[op][0];
     int tb = tempBuf(t, {bb, p1, p2});
     if (s1 != p1 || s2 != p2) fillZero(tb, bb * p1 * p2, t);

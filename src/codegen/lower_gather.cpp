@@ -77,6 +77,42 @@ struct BatchDim {
   int64_t operandDim = -1;  // operand batching dim fed by this coordinate
 };
 
+// The batch dimensions of the index space (every dimension of the indices
+// but index_vector_dim `ivd`, sizes `full`), paired in order with the
+// dimensions of `s` (strides `strides`) that are not window dimensions.
+// Empty when they do not pair up; `rankMismatch` tells a rank mismatch from
+// a size mismatch.
+std::optional<std::vector<BatchDim>> pairBatchDims(const Shape& s, const std::vector<int64_t>& strides,
+                                                   const std::vector<int64_t>& windowDims,
+                                                   const std::vector<int64_t>& full, int64_t ivd,
+                                                   const std::vector<int64_t>& indexBatchingDims,
+                                                   const std::vector<int64_t>& operandBatchingDims,
+                                                   bool& rankMismatch) {
+  std::vector<int64_t> pos;
+  for (int64_t d = 0; d < s.rank(); ++d)
+    if (!contains(windowDims, d)) pos.push_back(d);
+  std::vector<BatchDim> batch;
+  size_t b = 0;
+  rankMismatch = false;
+  for (int64_t d = 0; d < static_cast<int64_t>(full.size()); ++d) {
+    if (d == ivd) continue;
+    if (b >= pos.size() || s.dimension(pos[b]) != full[static_cast<size_t>(d)]) return std::nullopt;
+    BatchDim bd;
+    bd.count = full[static_cast<size_t>(d)];
+    bd.outStride = strides[static_cast<size_t>(pos[b++])];
+    for (size_t i = 0; i < indexBatchingDims.size(); ++i)
+      if (indexBatchingDims[i] == d) bd.operandDim = operandBatchingDims[i];
+    batch.push_back(bd);
+  }
+  if (b != pos.size()) {
+    rankMismatch = true;
+    return std::nullopt;
+  }
+  for (size_t i = batch.size(); i-- > 0;)
+    batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
+  return batch;
+}
+
 }  // namespace
 
 bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, int64_t ivd,
@@ -232,28 +268,13 @@ bool Lowerer::lowerGather(const Instruction& in) {
   }
   if (j != dn.offsetDims.size()) return fail(in, "llo-gen: gather offset_dims do not match slice_sizes");
   // Batch dims of the result, in order, pair with the index dims but ivd.
-  std::vector<BatchDim> batch;
-  {
-    std::vector<int64_t> outPos;
-    for (int64_t d = 0; d < rs.rank(); ++d)
-      if (!contains(dn.offsetDims, d)) outPos.push_back(d);
-    size_t b = 0;
-    for (int64_t d = 0; d < static_cast<int64_t>(full.size()); ++d) {
-      if (d == ivd) continue;
-      if (b >= outPos.size() || rs.dimension(outPos[b]) != full[static_cast<size_t>(d)])
-        return fail(in, "llo-gen: gather batch dimension sizes differ from the indices");
-      BatchDim bd;
-      bd.count = full[static_cast<size_t>(d)];
-      bd.outStride = rst[static_cast<size_t>(outPos[b++])];
-      for (size_t i = 0; i < dn.startIndicesBatchingDims.size(); ++i)
-        if (dn.startIndicesBatchingDims[i] == d) bd.operandDim = dn.operandBatchingDims[i];
-      batch.push_back(bd);
-    }
-    if (b != outPos.size())
-      return fail(in, "llo-gen: gather result rank does not match the dimension numbers");
-    for (size_t i = batch.size(); i-- > 0;)
-      batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
-  }
+  bool rankMismatch = false;
+  auto paired = pairBatchDims(rs, rst, dn.offsetDims, full, ivd, dn.startIndicesBatchingDims, dn.operandBatchingDims,
+                              rankMismatch);
+  if (!paired)
+    return fail(in, rankMismatch ? "llo-gen: gather result rank does not match the dimension numbers"
+                                 : "llo-gen: gather batch dimension sizes differ from the indices");
+  std::vector<BatchDim> batch = std::move(*paired);
   if (bufs_[dst].bytes == 0) {
     endKernel(0, 0, 0);
     return true;
@@ -446,28 +467,13 @@ bool Lowerer::lowerScatter(const Instruction& in) {
   }
   if (j != dn.updateWindowDims.size())
     return fail(in, "llo-gen: scatter update_window_dims do not match the operand");
-  std::vector<BatchDim> batch;
-  {
-    std::vector<int64_t> updPos;
-    for (int64_t d = 0; d < us.rank(); ++d)
-      if (!contains(dn.updateWindowDims, d)) updPos.push_back(d);
-    size_t b = 0;
-    for (int64_t d = 0; d < static_cast<int64_t>(full.size()); ++d) {
-      if (d == ivd) continue;
-      if (b >= updPos.size() || us.dimension(updPos[b]) != full[static_cast<size_t>(d)])
-        return fail(in, "llo-gen: scatter update scatter dimensions differ from the indices");
-      BatchDim bd;
-      bd.count = full[static_cast<size_t>(d)];
-      bd.outStride = ust[static_cast<size_t>(updPos[b++])];
-      for (size_t i = 0; i < dn.scatterIndicesBatchingDims.size(); ++i)
-        if (dn.scatterIndicesBatchingDims[i] == d) bd.operandDim = dn.inputBatchingDims[i];
-      batch.push_back(bd);
-    }
-    if (b != updPos.size())
-      return fail(in, "llo-gen: scatter update rank does not match the dimension numbers");
-    for (size_t i = batch.size(); i-- > 0;)
-      batch[i].inner = i + 1 < batch.size() ? batch[i + 1].inner * batch[i + 1].count : 1;
-  }
+  bool rankMismatch = false;
+  auto paired = pairBatchDims(us, ust, dn.updateWindowDims, full, ivd, dn.scatterIndicesBatchingDims,
+                              dn.inputBatchingDims, rankMismatch);
+  if (!paired)
+    return fail(in, rankMismatch ? "llo-gen: scatter update rank does not match the dimension numbers"
+                                 : "llo-gen: scatter update scatter dimensions differ from the indices");
+  std::vector<BatchDim> batch = std::move(*paired);
   const int64_t W = product(winCounts);
   int64_t nb = 1;
   for (const BatchDim& bd : batch) nb *= bd.count;

@@ -804,22 +804,9 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
                           hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
   beginKernel(in, "matmul-vpu");
   const auto& dn = in.attrs().dotDims;
-  auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-    std::vector<int64_t> f;
-    for (int64_t i = 0; i < s.rank(); ++i)
-      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end())
-        f.push_back(i);
-    return f;
-  };
-  auto prod = [](const Shape& s, const std::vector<int64_t>& d) {
-    int64_t p = 1;
-    for (int64_t i : d) p *= s.dimension(i);
-    return p;
-  };
-  std::vector<int64_t> lf = freeDims(lhs->shape(), dn.lhsBatchDimensions, dn.lhsContractingDimensions);
-  std::vector<int64_t> rf = freeDims(rhs->shape(), dn.rhsBatchDimensions, dn.rhsContractingDimensions);
-  int64_t b = prod(lhs->shape(), dn.lhsBatchDimensions), m = prod(lhs->shape(), lf),
-          k = prod(lhs->shape(), dn.lhsContractingDimensions), n = prod(rhs->shape(), rf);
+  DotGeometry geo = dotGeometry(in);
+  const std::vector<int64_t>&lf = geo.lhsFree, &rf = geo.rhsFree;
+  int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
   int dst = leaves_[&in][0];
   if (b * m * n == 0) {
     endKernel(0, 0, 0);
@@ -854,7 +841,7 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
     std::vector<int64_t> order = g0;
     order.insert(order.end(), g1.begin(), g1.end());
     order.insert(order.end(), g2.begin(), g2.end());
-    std::vector<int64_t> dims = {prod(s, g0), prod(s, g1), prod(s, g2)};
+    std::vector<int64_t> dims = {dimsProduct(s, g0), dimsProduct(s, g1), dimsProduct(s, g2)};
     int src = leaves_[op][0];
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);

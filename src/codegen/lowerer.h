@@ -187,6 +187,21 @@ class PoolGuard {
   std::vector<std::pair<RegPool*, std::vector<bool>>> saved_;
 };
 
+// Product of the sizes of dimensions `dims` of `s`.
+inline int64_t dimsProduct(const Shape& s, const std::vector<int64_t>& dims) {
+  int64_t p = 1;
+  for (int64_t d : dims) p *= s.dimension(d);
+  return p;
+}
+
+// A dot as b batched [m, k] x [k, n] products: the free (neither batch nor
+// contracting) dimensions of each operand, in order, and the four sizes.
+struct DotGeometry {
+  std::vector<int64_t> lhsFree, rhsFree;
+  int64_t b = 1, m = 1, k = 1, n = 1;
+};
+DotGeometry dotGeometry(const Instruction& dot);
+
 class Lowerer {
  public:
   Lowerer(const hlo::Module& m, const target::TargetDesc& t, const CodegenOptions& o, DiagnosticEngine& d)
