@@ -21,7 +21,8 @@ bool Lowerer::lowerSort(const Instruction& in) {
     return fail(in, "llo-gen: sort needs operands, one sort dimension and a comparator");
   const std::vector<int64_t>& dims = in.operand(0)->shape().dimensions();
   int64_t d = in.attrs().dimensions[0];
-  if (d < 0 || d >= static_cast<int64_t>(dims.size())) return fail(in, "llo-gen: sort dimension out of range");
+  if (d < 0 || d >= static_cast<int64_t>(dims.size()))
+    return fail(in, "llo-gen: sort dimension out of range");
   int64_t n = dims[static_cast<size_t>(d)], inner = 1, outer = 1;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (static_cast<int64_t>(i) < d) outer *= dims[i];
@@ -44,7 +45,8 @@ bool Lowerer::lowerSort(const Instruction& in) {
   }
   int64_t N = 1;
   while (N < n) N *= 2;
-  if (N > (int64_t{1} << 28)) return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
+  if (N > (int64_t{1} << 28))
+    return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
   // VMEM: two copies of every operand and of the original positions.
   uint64_t per = 4;
   for (int es : esz) per += static_cast<uint64_t>(es);
@@ -87,8 +89,8 @@ bool Lowerer::lowerSort(const Instruction& in) {
   }
 
   PoolGuard guard({&sregs_, &vregs_, &masks_});
-  int rC = sreg(), rA = sreg(), rCur = sreg(), rOth = sreg(), rK = sreg(), rJ = sreg(), rD = sreg(), rJhi = sreg(),
-      rE = sreg(), rCnt = sreg(), rT = sreg(), rX = sreg();
+  int rC = sreg(), rA = sreg(), rCur = sreg(), rOth = sreg(), rK = sreg(), rJ = sreg(), rD = sreg(),
+      rJhi = sreg(), rE = sreg(), rCnt = sreg(), rT = sreg(), rX = sreg();
   VReg vLane = valloc(ElementType::S32), vSub = valloc(ElementType::S32), iota = valloc(ElementType::S32);
   VReg vL = valloc(ElementType::S32), vS = valloc(ElementType::S32);
   e_.op("vlaneid {}", V(vLane));
