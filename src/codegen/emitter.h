@@ -30,6 +30,15 @@ class Emitter {
   };
   std::string desc(uint64_t chunk, const std::vector<Dim>& dims);
   const std::string& code() const { return code_; }
+  // For interleaving independent op streams: the current end of the code,
+  // and the text emitted since a mark (removed from the code).
+  size_t mark() const { return code_.size(); }
+  std::string cut(size_t from) {
+    std::string t = code_.substr(from);
+    code_.resize(from);
+    return t;
+  }
+  void append(const std::string& text) { code_ += text; }
   std::string descriptorText() const;
   size_t opCount() const { return ops_; }
   size_t descriptorCount() const { return descs_.size(); }

@@ -21,7 +21,8 @@ bool Lowerer::lowerSort(const Instruction& in) {
     return fail(in, "llo-gen: sort needs operands, one sort dimension and a comparator");
   const std::vector<int64_t>& dims = in.operand(0)->shape().dimensions();
   int64_t d = in.attrs().dimensions[0];
-  if (d < 0 || d >= static_cast<int64_t>(dims.size())) return fail(in, "llo-gen: sort dimension out of range");
+  if (d < 0 || d >= static_cast<int64_t>(dims.size()))
+    return fail(in, "llo-gen: sort dimension out of range");
   int64_t n = dims[static_cast<size_t>(d)], inner = 1, outer = 1;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (static_cast<int64_t>(i) < d) outer *= dims[i];
@@ -44,7 +45,8 @@ bool Lowerer::lowerSort(const Instruction& in) {
   }
   int64_t N = 1;
   while (N < n) N *= 2;
-  if (N > (int64_t{1} << 28)) return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
+  if (N > (int64_t{1} << 28))
+    return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
   // VMEM: two copies of every operand and of the original positions.
   uint64_t per = 4;
   for (int es : esz) per += static_cast<uint64_t>(es);
@@ -56,6 +58,10 @@ bool Lowerer::lowerSort(const Instruction& in) {
   if (R < 1)
     return fail(in, fmt::format("llo-gen: sort rows of {} elements (padded to {}) do not fit VMEM", n, N));
   int64_t nvr = (R * N + kVregElems - 1) / kVregElems;
+  // Two vregs per iteration when registers allow (an extra vreg holds whole
+  // padding rows: for N >= 2048 the count is already even).
+  bool pair = nops <= 4;
+  if (pair) nvr += nvr % 2;
   std::vector<int64_t> off(static_cast<size_t>(nops));
   uint64_t cur = 0;
   for (int64_t k = 0; k < nops; ++k) {
@@ -83,8 +89,8 @@ bool Lowerer::lowerSort(const Instruction& in) {
   }
 
   PoolGuard guard({&sregs_, &vregs_, &masks_});
-  int rC = sreg(), rA = sreg(), rCur = sreg(), rOth = sreg(), rK = sreg(), rJ = sreg(), rD = sreg(), rJhi = sreg(),
-      rE = sreg(), rPE = sreg(), rCnt = sreg(), rT = sreg(), rX = sreg();
+  int rC = sreg(), rA = sreg(), rCur = sreg(), rOth = sreg(), rK = sreg(), rJ = sreg(), rD = sreg(),
+      rJhi = sreg(), rE = sreg(), rCnt = sreg(), rT = sreg(), rX = sreg();
   VReg vLane = valloc(ElementType::S32), vSub = valloc(ElementType::S32), iota = valloc(ElementType::S32);
   VReg vL = valloc(ElementType::S32), vS = valloc(ElementType::S32);
   e_.op("vlaneid {}", V(vLane));
@@ -169,13 +175,17 @@ bool Lowerer::lowerSort(const Instruction& in) {
   e_.op("vxor {}, {}, {}", V(vS), V(vSub), S(rT));
   e_.op("sand {}, {}, {}", S(rJhi), S(rJ), -kVregElems);
   e_.op("smov {}, 0", S(rE));
-  e_.op("smov {}, {}", S(rCnt), nvr);
-  e_.label(lV);
-  {
+  e_.op("smov {}, {}", S(rCnt), pair ? nvr / 2 : nvr);
+  // One vreg of a step; two independent vregs are emitted with disjoint
+  // registers and their ops interleaved, so one hides the other's latency.
+  auto step = [&](int slotIdx) -> bool {
+    int rEl = sreg(), rPE = sreg(), outerX = rX;
+    rX = sreg();
+    e_.op("sadd {}, {}, {}", S(rEl), S(rE), slotIdx * kVregElems);
     // Which value this element wants: the larger when it is the upper of
     // its pair in an ascending block or the lower in a descending one.
     VReg ev = valloc(ElementType::S32), t = valloc(ElementType::S32);
-    e_.op("vadd.s32 {}, {}, {}", V(ev), V(iota), S(rE));
+    e_.op("vadd.s32 {}, {}, {}", V(ev), V(iota), S(rEl));
     int wl = malloc_(), md = malloc_();
     e_.op("vand {}, {}, {}", V(t), V(ev), S(rJ));
     e_.op("vcmp.ne.s32 {}, {}, 0", M(wl), V(t));
@@ -184,10 +194,10 @@ bool Lowerer::lowerSort(const Instruction& in) {
     e_.op("mxor {}, {}, {}", M(wl), M(wl), M(md));
     masks_.put(md);
     vfree(ev);
-    e_.op("sxor {}, {}, {}", S(rPE), S(rE), S(rJhi));
+    e_.op("sxor {}, {}, {}", S(rPE), S(rEl), S(rJhi));
     std::vector<VReg> self, part;
     auto loadPair = [&](ElementType ty, int es, int64_t o) {
-      self.push_back(vload(ty, addr(rE, rCur, es, o)));
+      self.push_back(vload(ty, addr(rEl, rCur, es, o)));
       VReg p = vload(ty, addr(rPE, rCur, es, o));
       e_.op("vperm.lane {}, {}, {}", V(t), V(p), V(vL));
       e_.op("vperm.sub {}, {}, {}", V(p), V(t), V(vS));
@@ -243,13 +253,58 @@ bool Lowerer::lowerSort(const Instruction& in) {
       int es = isIdx ? 4 : esz[k];
       int64_t o = isIdx ? offIdx : off[k];
       e_.op("vsel.s32 {}, {}, {}, {}", V(self[k]), M(less), V(part[k]), V(self[k]));
-      vstore(self[k], ty, addr(rE, rOth, es, o));
+      vstore(self[k], ty, addr(rEl, rOth, es, o));
       vfree(self[k]);
       vfree(part[k]);
     }
     for (int m : {less, mSP, ilt, wl}) masks_.put(m);
+    rX = outerX;
+    return true;
+  };
+  e_.label(lV);
+  if (!pair) {
+    if (!step(0)) return false;
+  } else {
+    std::vector<RegPool*> pools = {&sregs_, &vregs_, &masks_};
+    std::vector<std::vector<bool>> start, mineA;
+    for (RegPool* pool : pools) {
+      // Every other free register goes to the first vreg.
+      std::vector<bool> f = pool->save(), a = f;
+      bool give = true;
+      for (size_t i = 0; i < f.size(); ++i)
+        if (f[i]) {
+          a[i] = give;
+          give = !give;
+        }
+      start.push_back(f);
+      mineA.push_back(a);
+      pool->restore(a);
+    }
+    size_t at = e_.mark();
+    if (!step(0)) return false;
+    std::string codeA = e_.cut(at);
+    for (size_t p = 0; p < pools.size(); ++p) {
+      std::vector<bool> b = start[p];
+      for (size_t i = 0; i < b.size(); ++i) b[i] = b[i] && !mineA[p][i];
+      pools[p]->restore(b);
+    }
+    if (!step(1)) return false;
+    std::string codeB = e_.cut(at);
+    for (size_t p = 0; p < pools.size(); ++p) pools[p]->restore(start[p]);
+    // Alternate the two streams line by line.
+    size_t ia = 0, ib = 0;
+    while (ia < codeA.size() || ib < codeB.size()) {
+      for (std::string* c : {&codeA, &codeB}) {
+        size_t& i = c == &codeA ? ia : ib;
+        if (i >= c->size()) continue;
+        size_t nl = c->find('\n', i);
+        nl = nl == std::string::npos ? c->size() : nl + 1;
+        e_.append(c->substr(i, nl - i));
+        i = nl;
+      }
+    }
   }
-  e_.op("sadd {}, {}, {}", S(rE), S(rE), kVregElems);
+  e_.op("sadd {}, {}, {}", S(rE), S(rE), (pair ? 2 : 1) * kVregElems);
   e_.op("loop {}, {}", S(rCnt), lV);
   e_.op("smov {}, {}", S(rT), S(rCur));
   e_.op("smov {}, {}", S(rCur), S(rOth));

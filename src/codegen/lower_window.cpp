@@ -83,7 +83,8 @@ bool Lowerer::lowerReduceWindow(const Instruction& in) {
   const std::vector<int64_t>& inDims = xs.dimensions();
   std::vector<hlo::WindowDimension> win =
       in.attrs().window ? in.attrs().window->dimensions : std::vector<hlo::WindowDimension>(inDims.size());
-  if (win.size() != inDims.size()) return fail(in, "llo-gen: reduce-window window rank differs from the input rank");
+  if (win.size() != inDims.size())
+    return fail(in, "llo-gen: reduce-window window rank differs from the input rank");
   std::vector<int> inBufs, initBufs, outBufs = leaves_[&in];
   for (int64_t j = 0; j < nv; ++j) {
     inBufs.push_back(leaves_[in.operand(j)][0]);
@@ -145,7 +146,8 @@ bool Lowerer::lowerSelectAndScatter(const Instruction& in) {
   beginKernel(in, "select-and-scatter");
   const auto& called = in.calledComputations();
   if (in.operandCount() != 3 || called.size() != 2 || !called[0] || !called[1])
-    return fail(in, "llo-gen: select-and-scatter needs operand, source, init and select/scatter computations");
+    return fail(in,
+                "llo-gen: select-and-scatter needs operand, source, init and select/scatter computations");
   const Computation& select = *called[0];
   const Computation& scatter = *called[1];
   const Instruction* x = in.operand(0);

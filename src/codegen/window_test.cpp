@@ -324,6 +324,39 @@ ENTRY main {
                0.0);
 }
 
+TEST(Sort, FiveOperandsAndOddVregCount) {
+  // Five operands take the one-vreg-per-iteration loop; three rows of 1024
+  // an odd number of vregs in the paired loop.
+  EXPECT_MATCH(R"(HloModule m
+cmp {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  p2 = f32[] parameter(2)
+  p3 = f32[] parameter(3)
+  p4 = s32[] parameter(4)
+  p5 = s32[] parameter(5)
+  p6 = f32[] parameter(6)
+  p7 = f32[] parameter(7)
+  p8 = s8[] parameter(8)
+  p9 = s8[] parameter(9)
+  ROOT l = pred[] compare(a, b), direction=GT
+}
+ENTRY main {
+  k = s32[4,77] parameter(0)
+  v1 = f32[4,77] parameter(1)
+  v2 = s32[4,77] parameter(2)
+  v3 = f32[4,77] parameter(3)
+  v4 = s8[4,77] parameter(4)
+  ROOT s = (s32[4,77], f32[4,77], s32[4,77], f32[4,77], s8[4,77]) sort(k, v1, v2, v3, v4), dimensions={1}, to_apply=cmp
+})",
+               0.0);
+  EXPECT_MATCH(module(R"(ENTRY main {
+  x = f32[3,1024] parameter(0)
+  ROOT s = f32[3,1024] sort(x), dimensions={1}, to_apply=ltf
+})"),
+               0.0);
+}
+
 TEST(Sort, TotalOrderComparator) {
   // Signed zeros: a float comparison ties them, the total order puts -0
   // first. Both must match the interpreter bit for bit.
