@@ -224,7 +224,6 @@ class BlockGraph {
       }
       // Registers.
       std::vector<std::pair<int, int>> reads, writes;
-      bool partialWrite = false;
       for (size_t i = 0; i < in.operands.size() && i < d.operands.size(); ++i) {
         const Operand& o = in.operands[i];
         OperandRole role = d.operands[i].role;
@@ -240,10 +239,8 @@ class BlockGraph {
         if ((o.kind == OperandKind::VmemAddr || o.kind == OperandKind::SmemAddr || o.kind == OperandKind::HbmAddr) &&
             o.reg >= 0)
           reads.push_back({0, o.reg});
-        if (o.kind == OperandKind::SublaneMask && (o.imm & 0xff) != 0xff && d.semClass == SemClass::VectorLoad) {
+        if (o.kind == OperandKind::SublaneMask && (o.imm & 0xff) != 0xff && d.semClass == SemClass::VectorLoad)
           reads.push_back({1, in.operands[0].reg});  // unmasked sublanes keep the old value
-          partialWrite = true;
-        }
       }
       for (const auto& r : reads) {
         RegState& s = regs[r];
@@ -251,10 +248,9 @@ class BlockGraph {
       }
       for (const auto& w : writes) {
         RegState& s = regs[w];
-        // A masked load keeps its own bundle apart from other readers of its
-        // destination: the simulator stages such a write into a scratch
-        // register and would lose the sublanes it keeps.
-        for (int r : s.readers) edge(r, j, partialWrite ? 1 : 0);
+        // Bundle semantics: readers of the old value may share the writer's
+        // bundle (a masked load too: its kept sublanes are the old value).
+        for (int r : s.readers) edge(r, j, 0);
         if (s.writer >= 0) edge(s.writer, j, 1);
       }
       for (const auto& r : reads) regs[r].readers.push_back(j);
