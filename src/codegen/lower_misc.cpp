@@ -575,7 +575,7 @@ std::optional<VReg> Lowerer::lowerReducePrecision(const Instruction& in, VReg x)
   }
   masks_.put(nan);
   vfree(a);
-  return roundIfBf16(v);
+  return normalize(v);
 }
 
 // ============================================================== GELU custom calls
@@ -629,7 +629,7 @@ bool Lowerer::lowerGelu(const Instruction& in) {
           e_.op("vmul.f32 {}, {}, {}", V(d), V(x), V(cdf));
         }
         for (VReg r : {z, tt, q, ez, hi, cdf}) vfree(r);
-        return std::vector<VReg>{roundIfBf16(d)};
+        return std::vector<VReg>{normalize(d)};
       });
   endKernel(static_cast<double>(n) * 20, 2 * bufs_[dst].bytes, 0);
   return ok && !failed_;
@@ -768,7 +768,7 @@ bool Lowerer::lowerGemm(const Instruction& in) {
         e_.op("vadd.f32 {}, {}, {}", V(d), V(d), V(c));
         vfree(c);
       }
-      return std::vector<VReg>{roundIfBf16(d)};
+      return std::vector<VReg>{normalize(d)};
     });
     endKernel(static_cast<double>(n) * 3, 3 * bufs_[dst].bytes, 0);
   }

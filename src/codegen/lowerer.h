@@ -289,7 +289,6 @@ class Lowerer {
   VReg normalize(VReg r);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.
   VReg divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType t);
-  VReg roundIfBf16(VReg r) { return normalize(r); }  // the older name
   // Scalar register with the f32 bits of the narrow float whose code is in
   // the low bits of `code` (replaced).
   void widenScalarFloat(int code, ElementType t);
