@@ -99,6 +99,36 @@ TEST(ShapeTest, TuplesAndLayouts) {
   EXPECT_EQ(c.toString(), "{0:T(*,128)L(2)E(4)SC(0:5,9)M(8)}");
 }
 
+// Copies share one representation until one of them changes.
+TEST(ShapeTest, CopiesShareUntilMutated) {
+  Shape a(ElementType::F32, {8, 128});
+  Shape b = a;
+  EXPECT_TRUE(a.sharesRepresentationWith(b));
+  b.setLayout(Layout::defaultForRank(2));
+  EXPECT_FALSE(a.sharesRepresentationWith(b));
+  EXPECT_FALSE(a.hasLayout());
+  EXPECT_EQ(b.toString(), "f32[8,128]{1,0}");
+  // A no-op mutation keeps sharing; a real one unshares only its own copy.
+  Shape c = b;
+  c.setDefaultLayoutIfMissing();
+  c.setElementType(ElementType::F32);
+  EXPECT_TRUE(c.sharesRepresentationWith(b));
+  c.setDynamicDimension(0, true);
+  EXPECT_EQ(c.toString(), "f32[<=8,128]{1,0}");
+  EXPECT_EQ(b.toString(), "f32[8,128]{1,0}");
+  // Tuple elements mutated through the tuple leave other copies alone.
+  Shape t = Shape::tuple({a, b});
+  Shape u = t;
+  u.mutableTupleElements()[0].setDimensions({3});
+  EXPECT_EQ(t.toString(), "(f32[8,128], f32[8,128]{1,0})");
+  EXPECT_EQ(u.toString(), "(f32[3], f32[8,128]{1,0})");
+  // Moved-from and default shapes are Invalid.
+  Shape moved = std::move(u);
+  EXPECT_FALSE(u.isValid());
+  EXPECT_EQ(moved.tupleSize(), 2);
+  EXPECT_EQ(Shape(), u);
+}
+
 TEST(LiteralTest, TypedAccess) {
   Literal l(Shape(ElementType::S8, {3}));
   l.setInt(0, -5);

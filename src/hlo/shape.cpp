@@ -127,62 +127,93 @@ std::string Layout::toString() const {
 
 // ---------------------------------------------------------------- Shape
 
-Shape::Shape(ElementType type, std::vector<int64_t> dims)
-    : kind_(Kind::Array), elementType_(type), dims_(std::move(dims)) {}
+const Shape::Rep& Shape::invalidRep() {
+  static const Rep kInvalid;
+  return kInvalid;
+}
+
+Shape::Rep& Shape::mutableRep() {
+  if (!rep_) {
+    rep_ = new Rep;
+  } else if (rep_->references.load(std::memory_order_acquire) != 1) {
+    Rep* own = new Rep(*rep_);
+    release();
+    rep_ = own;
+  }
+  return *rep_;
+}
+
+Shape::Shape(ElementType type, std::vector<int64_t> dims) : rep_(new Rep) {
+  rep_->kind = Kind::Array;
+  rep_->elementType = type;
+  rep_->dims = std::move(dims);
+}
 
 Shape Shape::tuple(std::vector<Shape> elements) {
-  Shape s;
-  s.kind_ = Kind::Tuple;
-  s.elementType_ = ElementType::Tuple;
-  s.elements_ = std::move(elements);
-  return s;
+  Rep* rep = new Rep;
+  rep->kind = Kind::Tuple;
+  rep->elementType = ElementType::Tuple;
+  rep->elements = std::move(elements);
+  return Shape(rep);
 }
 
 Shape Shape::token() {
-  Shape s;
-  s.kind_ = Kind::Token;
-  s.elementType_ = ElementType::Token;
-  return s;
+  Rep* rep = new Rep;
+  rep->kind = Kind::Token;
+  rep->elementType = ElementType::Token;
+  return Shape(rep);
 }
 
 Shape Shape::opaque() {
-  Shape s;
-  s.kind_ = Kind::Opaque;
-  s.elementType_ = ElementType::Opaque;
-  return s;
+  Rep* rep = new Rep;
+  rep->kind = Kind::Opaque;
+  rep->elementType = ElementType::Opaque;
+  return Shape(rep);
+}
+
+void Shape::setBuffer(bool buffer) {
+  if (isBuffer() != buffer) mutableRep().buffer = buffer;
+}
+
+void Shape::setElementType(ElementType type) {
+  if (elementType() != type) mutableRep().elementType = type;
+}
+
+void Shape::clearLayout() {
+  if (hasLayout()) mutableRep().layout.reset();
 }
 
 void Shape::setDimensions(std::vector<int64_t> dims) {
-  dims_ = std::move(dims);
-  dynamic_.clear();
+  Rep& r = mutableRep();
+  r.dims = std::move(dims);
+  r.dynamic.clear();
 }
 
 void Shape::setDynamicDimension(int64_t i, bool dynamic) {
-  if (dynamic_.empty()) {
-    if (!dynamic) return;
-    dynamic_.assign(dims_.size(), false);
-  }
-  dynamic_[static_cast<size_t>(i)] = dynamic;
+  if (isDynamicDimension(i) == dynamic) return;
+  Rep& r = mutableRep();
+  if (r.dynamic.empty()) r.dynamic.assign(r.dims.size(), false);
+  r.dynamic[static_cast<size_t>(i)] = dynamic;
 }
 
 bool Shape::isDynamic() const {
   if (isTuple()) {
-    for (const Shape& e : elements_)
+    for (const Shape& e : tupleElements())
       if (e.isDynamic()) return true;
     return false;
   }
-  for (bool b : dynamic_)
+  for (bool b : dynamicDimensions())
     if (b) return true;
   return false;
 }
 
 bool Shape::isUnboundedDynamic() const {
   if (isTuple()) {
-    for (const Shape& e : elements_)
+    for (const Shape& e : tupleElements())
       if (e.isUnboundedDynamic()) return true;
     return false;
   }
-  for (int64_t d : dims_)
+  for (int64_t d : dimensions())
     if (d == kUnboundedSize) return true;
   return false;
 }
@@ -191,7 +222,7 @@ const Shape* Shape::subshape(const ShapeIndex& index) const {
   const Shape* s = this;
   for (int64_t i : index) {
     if (!s->isTuple() || i < 0 || i >= s->tupleSize()) return nullptr;
-    s = &s->elements_[static_cast<size_t>(i)];
+    s = &s->tupleElement(i);
   }
   return s;
 }
@@ -199,15 +230,28 @@ const Shape* Shape::subshape(const ShapeIndex& index) const {
 int64_t Shape::leafCount() const {
   if (!isTuple()) return 1;
   int64_t n = 0;
-  for (const Shape& e : elements_) n += e.leafCount();
+  for (const Shape& e : tupleElements()) n += e.leafCount();
   return n;
 }
 
+namespace {
+bool missesDefaultLayout(const Shape& s) {
+  if (s.isTuple()) {
+    for (const Shape& e : s.tupleElements())
+      if (missesDefaultLayout(e)) return true;
+    return false;
+  }
+  return s.isArray() && !s.hasLayout();
+}
+}  // namespace
+
 void Shape::setDefaultLayoutIfMissing() {
+  // Checked first so that shapes already laid out stay shared.
+  if (!missesDefaultLayout(*this)) return;
   if (isTuple()) {
-    for (Shape& e : elements_) e.setDefaultLayoutIfMissing();
-  } else if (isArray() && !layout_) {
-    layout_ = Layout::defaultForRank(rank());
+    for (Shape& e : mutableTupleElements()) e.setDefaultLayoutIfMissing();
+  } else {
+    setLayout(Layout::defaultForRank(rank()));
   }
 }
 
@@ -219,15 +263,16 @@ Shape Shape::withDefaultLayout() const {
 
 Shape Shape::withoutLayout() const {
   Shape s = *this;
-  s.layout_.reset();
-  for (Shape& e : s.elements_) e = e.withoutLayout();
+  s.clearLayout();
+  if (s.isTuple())
+    for (Shape& e : s.mutableTupleElements()) e = e.withoutLayout();
   return s;
 }
 
 std::optional<int64_t> Shape::elementCount() const {
   if (!isArray()) return std::nullopt;
   int64_t n = 1;
-  for (int64_t d : dims_) {
+  for (int64_t d : dimensions()) {
     if (d < 0) return std::nullopt;
     if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
   }
@@ -237,7 +282,7 @@ std::optional<int64_t> Shape::elementCount() const {
 std::optional<int64_t> Shape::byteSize() const {
   if (isTuple()) {
     int64_t total = 0;
-    for (const Shape& e : elements_) {
+    for (const Shape& e : tupleElements()) {
       auto b = e.byteSize();
       if (!b || __builtin_add_overflow(total, *b, &total)) return std::nullopt;
     }
@@ -247,7 +292,7 @@ std::optional<int64_t> Shape::byteSize() const {
   auto n = elementCount();
   if (!n) return std::nullopt;
   int64_t bytes;
-  if (__builtin_mul_overflow(*n, static_cast<int64_t>(elementTypeInfo(elementType_).byteSize), &bytes))
+  if (__builtin_mul_overflow(*n, static_cast<int64_t>(elementTypeInfo(elementType()).byteSize), &bytes))
     return std::nullopt;
   return bytes;
 }
@@ -263,29 +308,34 @@ bool sameDynamic(const std::vector<bool>& a, const std::vector<bool>& b) {
 }  // namespace
 
 bool Shape::operator==(const Shape& o) const {
-  if (kind_ != o.kind_ || elementType_ != o.elementType_ || buffer_ != o.buffer_ || dims_ != o.dims_ ||
-      !sameDynamic(dynamic_, o.dynamic_) || layout_ != o.layout_ || elements_.size() != o.elements_.size())
-    return false;
-  for (size_t i = 0; i < elements_.size(); ++i)
-    if (!(elements_[i] == o.elements_[i])) return false;
-  return true;
+  if (rep_ == o.rep_) return true;
+  const Rep& a = rep();
+  const Rep& b = o.rep();
+  return a.kind == b.kind && a.elementType == b.elementType && a.buffer == b.buffer && a.dims == b.dims &&
+         sameDynamic(a.dynamic, b.dynamic) && a.layout == b.layout && a.elements == b.elements;
 }
 
 bool Shape::equalIgnoringLayout(const Shape& o) const {
-  if (kind_ != o.kind_ || elementType_ != o.elementType_ || buffer_ != o.buffer_ || dims_ != o.dims_ ||
-      !sameDynamic(dynamic_, o.dynamic_) || elements_.size() != o.elements_.size())
+  if (rep_ == o.rep_) return true;
+  const Rep& a = rep();
+  const Rep& b = o.rep();
+  if (a.kind != b.kind || a.elementType != b.elementType || a.buffer != b.buffer || a.dims != b.dims ||
+      !sameDynamic(a.dynamic, b.dynamic) || a.elements.size() != b.elements.size())
     return false;
-  for (size_t i = 0; i < elements_.size(); ++i)
-    if (!elements_[i].equalIgnoringLayout(o.elements_[i])) return false;
+  for (size_t i = 0; i < a.elements.size(); ++i)
+    if (!a.elements[i].equalIgnoringLayout(b.elements[i])) return false;
   return true;
 }
 
 bool Shape::compatible(const Shape& o) const {
-  if (kind_ != o.kind_ || elementType_ != o.elementType_ || dims_ != o.dims_ ||
-      elements_.size() != o.elements_.size())
+  if (rep_ == o.rep_) return true;
+  const Rep& a = rep();
+  const Rep& b = o.rep();
+  if (a.kind != b.kind || a.elementType != b.elementType || a.dims != b.dims ||
+      a.elements.size() != b.elements.size())
     return false;
-  for (size_t i = 0; i < elements_.size(); ++i)
-    if (!elements_[i].compatible(o.elements_[i])) return false;
+  for (size_t i = 0; i < a.elements.size(); ++i)
+    if (!a.elements[i].compatible(b.elements[i])) return false;
   return true;
 }
 

@@ -1,10 +1,12 @@
 // Shapes (arrays, tuples, tokens, opaque, buffers) and layouts.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hlo/element_type.h"
@@ -61,6 +63,13 @@ struct Layout {
 // Size of an unbounded dynamic dimension `?`.
 inline constexpr int64_t kUnboundedSize = std::numeric_limits<int64_t>::min();
 
+// Shapes are values with a shared, copy-on-write representation: copying a
+// Shape (into an instruction, a literal, a tuple, a table) is a reference
+// count increment, and every mutator unshares first. Most instructions of a
+// module have one of a few dozen distinct shapes, so sharing keeps modules
+// small and lets the .hlob reader build each distinct shape once.
+// References returned by accessors (and by mutableLayout / mutable-
+// TupleElements) stay valid until the next mutation of this Shape.
 class Shape {
  public:
   enum class Kind : uint8_t { Array, Tuple, Token, Opaque, Invalid };
@@ -74,49 +83,65 @@ class Shape {
   static Shape token();
   static Shape opaque();
 
-  Kind kind() const { return kind_; }
-  bool isArray() const { return kind_ == Kind::Array; }
-  bool isTuple() const { return kind_ == Kind::Tuple; }
-  bool isToken() const { return kind_ == Kind::Token; }
-  bool isOpaque() const { return kind_ == Kind::Opaque; }
-  bool isValid() const { return kind_ != Kind::Invalid; }
-  bool isScalar() const { return isArray() && dims_.empty(); }
+  Shape(const Shape& other) noexcept : rep_(other.rep_) { retain(); }
+  Shape(Shape&& other) noexcept : rep_(other.rep_) { other.rep_ = nullptr; }
+  Shape& operator=(const Shape& other) noexcept {
+    Shape copy(other);
+    std::swap(rep_, copy.rep_);
+    return *this;
+  }
+  Shape& operator=(Shape&& other) noexcept {
+    std::swap(rep_, other.rep_);
+    return *this;
+  }
+  ~Shape() { release(); }
+
+  Kind kind() const { return rep().kind; }
+  bool isArray() const { return kind() == Kind::Array; }
+  bool isTuple() const { return kind() == Kind::Tuple; }
+  bool isToken() const { return kind() == Kind::Token; }
+  bool isOpaque() const { return kind() == Kind::Opaque; }
+  bool isValid() const { return kind() != Kind::Invalid; }
+  bool isScalar() const { return isArray() && rep().dims.empty(); }
   // `b(f32[4])` buffer shapes: an array shape with this flag.
-  bool isBuffer() const { return buffer_; }
-  void setBuffer(bool buffer) { buffer_ = buffer; }
+  bool isBuffer() const { return rep().buffer; }
+  void setBuffer(bool buffer);
 
   // Array: its element type; Tuple: ElementType::Tuple; Token/Opaque: those.
-  ElementType elementType() const { return elementType_; }
-  void setElementType(ElementType type) { elementType_ = type; }
+  ElementType elementType() const { return rep().elementType; }
+  void setElementType(ElementType type);
 
   // Array dimensions. A bounded dynamic dimension `<=N` has size N and is
   // dynamic; an unbounded one `?` has size kUnboundedSize and is dynamic.
-  int64_t rank() const { return static_cast<int64_t>(dims_.size()); }
-  const std::vector<int64_t>& dimensions() const { return dims_; }
-  int64_t dimension(int64_t i) const { return dims_[static_cast<size_t>(i)]; }
+  int64_t rank() const { return static_cast<int64_t>(rep().dims.size()); }
+  const std::vector<int64_t>& dimensions() const { return rep().dims; }
+  int64_t dimension(int64_t i) const { return rep().dims[static_cast<size_t>(i)]; }
   void setDimensions(std::vector<int64_t> dims);
-  bool isDynamicDimension(int64_t i) const { return !dynamic_.empty() && dynamic_[static_cast<size_t>(i)]; }
+  bool isDynamicDimension(int64_t i) const {
+    const Rep& r = rep();
+    return !r.dynamic.empty() && r.dynamic[static_cast<size_t>(i)];
+  }
   void setDynamicDimension(int64_t i, bool dynamic);
   bool isDynamic() const;         // any dynamic dimension (recursively for tuples)
   bool isUnboundedDynamic() const;  // any `?` dimension
-  const std::vector<bool>& dynamicDimensions() const { return dynamic_; }  // empty = all static
+  const std::vector<bool>& dynamicDimensions() const { return rep().dynamic; }  // empty = all static
 
   // Tuple elements.
-  const std::vector<Shape>& tupleElements() const { return elements_; }
-  std::vector<Shape>& mutableTupleElements() { return elements_; }
-  const Shape& tupleElement(int64_t i) const { return elements_[static_cast<size_t>(i)]; }
-  int64_t tupleSize() const { return static_cast<int64_t>(elements_.size()); }
+  const std::vector<Shape>& tupleElements() const { return rep().elements; }
+  std::vector<Shape>& mutableTupleElements() { return mutableRep().elements; }
+  const Shape& tupleElement(int64_t i) const { return rep().elements[static_cast<size_t>(i)]; }
+  int64_t tupleSize() const { return static_cast<int64_t>(rep().elements.size()); }
   // Sub-shape at `index` (nullptr when the index does not exist).
   const Shape* subshape(const ShapeIndex& index) const;
   // Array leaves in pre-order (for tuple shardings, parameter_replication...).
   int64_t leafCount() const;
 
   // Layout (arrays only). Absent means "unset": printers print none.
-  bool hasLayout() const { return layout_.has_value(); }
-  const Layout& layout() const { return *layout_; }
-  Layout& mutableLayout() { return *layout_; }
-  void setLayout(Layout layout) { layout_ = std::move(layout); }
-  void clearLayout() { layout_.reset(); }
+  bool hasLayout() const { return rep().layout.has_value(); }
+  const Layout& layout() const { return *rep().layout; }
+  Layout& mutableLayout() { return *mutableRep().layout; }
+  void setLayout(Layout layout) { mutableRep().layout = std::move(layout); }
+  void clearLayout();
   // Adds the default layout to this array (and every array inside tuples) that lacks one.
   void setDefaultLayoutIfMissing();
   Shape withDefaultLayout() const;
@@ -134,18 +159,43 @@ class Shape {
   bool equalIgnoringLayout(const Shape& other) const;
   // Same element types and dimensions, ignoring layouts and dynamic-ness.
   bool compatible(const Shape& other) const;
+  // Whether the two share one representation (copies of each other that
+  // neither has mutated since): equal without comparing.
+  bool sharesRepresentationWith(const Shape& other) const { return rep_ == other.rep_; }
 
   // XLA's human string: `f32[8,<=4]{1,0:T(8,128)}`, `(f32[], s32[2]{0})`.
   std::string toString(bool withLayout = true) const;
 
  private:
-  Kind kind_ = Kind::Invalid;
-  ElementType elementType_ = ElementType::Invalid;
-  bool buffer_ = false;
-  std::vector<int64_t> dims_;
-  std::vector<bool> dynamic_;
-  std::vector<Shape> elements_;
-  std::optional<Layout> layout_;
+  struct Rep {
+    std::atomic<uint32_t> references{1};
+    Kind kind = Kind::Invalid;
+    ElementType elementType = ElementType::Invalid;
+    bool buffer = false;
+    std::vector<int64_t> dims;
+    std::vector<bool> dynamic;
+    std::vector<Shape> elements;
+    std::optional<Layout> layout;
+
+    Rep() = default;
+    Rep(const Rep& o)
+        : kind(o.kind), elementType(o.elementType), buffer(o.buffer), dims(o.dims), dynamic(o.dynamic),
+          elements(o.elements), layout(o.layout) {}
+  };
+  static const Rep& invalidRep();
+  explicit Shape(Rep* rep) : rep_(rep) {}
+  const Rep& rep() const { return rep_ ? *rep_ : invalidRep(); }
+  // This Shape's own representation, copied first when shared.
+  Rep& mutableRep();
+  void retain() const {
+    if (rep_) rep_->references.fetch_add(1, std::memory_order_relaxed);
+  }
+  void release() {
+    if (rep_ && rep_->references.fetch_sub(1, std::memory_order_acq_rel) == 1) delete rep_;
+    rep_ = nullptr;
+  }
+
+  Rep* rep_ = nullptr;  // null: the Invalid shape
 };
 
 }  // namespace tpu::hlo

@@ -10,7 +10,10 @@ import zlib
 mode, src, dst = sys.argv[1:4]
 data = bytearray(open(src, "rb").read())
 
-def repack(payload, major=1, minor=0, flags=0):
+# The source file's own format version: repacked files keep it unless told.
+CURRENT_MAJOR, CURRENT_MINOR = struct.unpack_from("<HH", data, 8)
+
+def repack(payload, major=CURRENT_MAJOR, minor=CURRENT_MINOR, flags=0):
     head = bytes(data[:8]) + struct.pack("<HHIQQI", major, minor, flags, len(payload), len(payload),
                                          zlib.crc32(payload))
     return head + struct.pack("<I", zlib.crc32(head)) + payload
@@ -26,7 +29,7 @@ elif mode == "flip-header":
     data[17] ^= 0x01
     out = data
 elif mode == "newer-major":
-    out = repack(b"", major=2)
+    out = repack(b"", major=CURRENT_MAJOR + 1, minor=0)
 elif mode == "bad-magic":
     data[1:5] = b"XXXX"
     out = data

@@ -417,8 +417,9 @@ bool isHlob(std::string_view data) { return hasMagic(data, kHlobMagic); }
 //   str module name; ModuleConfig; StackFrameIndex
 //   uvar computation count; per computation: str name (so calls can refer forward)
 //   uvar entry index + 1 (0 = none)
+//   uvar shape count; the distinct instruction shapes (Shape each)
 //   per computation: str execution thread; uvar instruction count; per instruction:
-//     uvar opcode; str name; Shape; uvar[] operand indices; uvar[] called computation
+//     uvar opcode; str name; uvar shape index; uvar[] operand indices; uvar[] called computation
 //     indices; uvar[] control predecessor indices; u8 has-attributes, then
 //     InstructionAttributes if 1; CommonAttributes
 //   then uvar root index + 1 (0 = none)
@@ -439,6 +440,27 @@ std::string writeHlob(const Module& module, int zstdLevel) {
     e(computations[i]->name());
   }
   w.uvar(module.entry() ? computationIndex.at(module.entry()) + 1 : 0);
+
+  // Instruction shapes, each distinct one once: a module has a few dozen
+  // shapes for hundreds of instructions, and the reader builds each once
+  // and shares it.
+  std::unordered_map<std::string, uint64_t> shapeIndexByEncoding;
+  std::vector<uint64_t> instructionShapeIndex;
+  std::vector<const std::string*> shapeEncodings;
+  for (const auto& computation : computations) {
+    for (const auto& instruction : computation->instructions()) {
+      Encoder shapeEncoder;
+      shapeEncoder(instruction->shape());
+      auto [it, inserted] = shapeIndexByEncoding.try_emplace(std::string(shapeEncoder.out().data()),
+                                                            shapeIndexByEncoding.size());
+      if (inserted) shapeEncodings.push_back(&it->first);
+      instructionShapeIndex.push_back(it->second);
+    }
+  }
+  w.uvar(shapeEncodings.size());
+  for (const std::string* encoding : shapeEncodings) w.bytes(*encoding);
+  size_t nextShape = 0;
+
   std::unordered_map<const Instruction*, uint64_t> instructionIndex;
   for (const auto& computation : computations) {
     e(computation->executionThread());
@@ -449,7 +471,7 @@ std::string writeHlob(const Module& module, int zstdLevel) {
     for (const auto& instruction : instructions) {
       w.uvar(static_cast<uint64_t>(instruction->opcode()));
       e(instruction->name());
-      e(instruction->shape());
+      w.uvar(instructionShapeIndex[nextShape++]);
       w.uvar(instruction->operands().size());
       for (const Instruction* operand : instruction->operands()) w.uvar(instructionIndex.at(operand));
       w.uvar(instruction->calledComputations().size());
@@ -517,6 +539,14 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
   if (entry > computations.size()) return fail("entry computation index out of range");
   if (entry) module->setEntry(computations[entry - 1]);
 
+  uint64_t shapeCount = r.count(1);
+  if (!d.ok()) return fail(r.error());
+  std::vector<Shape> shapes(shapeCount);
+  for (Shape& shape : shapes) {
+    d(shape);
+    if (!d.ok()) return fail(r.error());
+  }
+
   std::vector<Instruction*> instructions;
   for (Computation* computation : computations) {
     std::string thread;
@@ -530,13 +560,13 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
     for (uint64_t i = 0; i < count; ++i) {
       uint64_t opcode = r.uvar();
       if (d.ok() && opcode >= static_cast<uint64_t>(kOpcodeCount)) return fail("invalid opcode");
-      // Built first, so its name and shape are decoded in place.
-      auto instruction = std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::string(), Shape());
       std::string instructionName;
       d(instructionName);
-      instruction->setName(std::move(instructionName));
-      d(instruction->mutableShape());
+      uint64_t shapeIndex = r.uvar();
       if (!d.ok()) return fail(r.error());
+      if (shapeIndex >= shapes.size()) return fail("shape index out of range");
+      auto instruction =
+          std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::move(instructionName), shapes[shapeIndex]);
       // Reference lists are built at their exact size: one allocation each.
       uint64_t operandCount = r.count(1);
       if (operandCount) {

@@ -18,7 +18,7 @@ namespace tpu::hlo {
 // line-ending conversion, ^Z stops `type` on Windows (PNG's trick).
 inline constexpr Magic kHlobMagic = {'\x89', 'H', 'L', 'O', 'B', '\r', '\n', '\x1a'};
 // Major changes when old readers cannot read new files.
-inline constexpr ContainerVersion kHlobVersion = {1, 0};
+inline constexpr ContainerVersion kHlobVersion = {2, 0};
 
 bool isHlob(std::string_view data);
 

@@ -71,6 +71,16 @@ TEST(Hlob, SmallModuleRoundTrips) {
   EXPECT_EQ(printHloText(*module), printHloText(*decoded));
   // Deterministic bytes.
   EXPECT_EQ(encoded, writeHlob(*decoded));
+  // Instructions with equal shapes share the one decoded from the shape table.
+  const Computation* entry = decoded->entry();
+  ASSERT_TRUE(entry);
+  const Instruction* i = entry->findInstruction("i");
+  const Instruction* b = entry->findInstruction("b");
+  const Instruction* c = entry->findInstruction("c");
+  const Instruction* r = entry->findInstruction("r");
+  ASSERT_TRUE(i && b && c && r);
+  EXPECT_TRUE(c->shape().sharesRepresentationWith(r->shape()));
+  EXPECT_FALSE(i->shape().sharesRepresentationWith(b->shape()));
 }
 
 // Every truncation and a few thousand single-byte corruptions of a valid
