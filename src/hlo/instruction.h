@@ -14,6 +14,7 @@
 #include "hlo/literal.h"
 #include "hlo/opcode.h"
 #include "hlo/shape.h"
+#include "hlo/shared_value.h"
 #include "support/source.h"
 
 namespace tpu::hlo {
@@ -112,7 +113,7 @@ struct CommonAttributes {
   HeapOptional<Sharding> sharding;
   FrontendAttributes frontendAttributes;  // sorted by key
   HeapOptional<Statistics> statistics;
-  OpMetadata metadata;
+  SharedValue<OpMetadata> metadata;  // shared by instructions that repeat it
   BackendConfig backendConfig;
   HeapOptional<RawAttribute> origin;     // origin={...} (newest XLA), kept as written
   std::vector<RawAttribute> unknown;      // attributes the parser did not know, in order
@@ -171,7 +172,7 @@ class Instruction {
   CommonAttributes& common() { return common_; }
   const CommonAttributes& common() const { return common_; }
   // Shortcuts into common().
-  const OpMetadata& metadata() const { return common_.metadata; }
+  const OpMetadata& metadata() const { return *common_.metadata; }
   const HeapOptional<Sharding>& sharding() const { return common_.sharding; }
   const BackendConfig& backendConfig() const { return common_.backendConfig; }
 

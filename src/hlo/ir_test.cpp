@@ -200,7 +200,7 @@ TEST(ModuleTest, StructuralEqualityFindsDifferences) {
   EXPECT_FALSE(structurallyEqual(*a, *b, &diff));
   EXPECT_EQ(diff, "computation 'main', instruction 'r': attributes differ");
   auto c = makeModule();
-  c->entry()->root()->common().metadata.opName = "x";
+  c->entry()->root()->common().metadata.mutate().opName = "x";
   EXPECT_FALSE(structurallyEqual(*a, *c, &diff));
   EXPECT_EQ(diff, "computation 'main', instruction 'r': metadata differs");
   auto d = makeModule();

@@ -17,8 +17,8 @@ bool StripMetadataPass::run(hlo::Module& module, DiagnosticEngine&) {
   bool changed = false;
   for (const auto& computation : module.computations()) {
     for (const auto& instr : computation->instructions()) {
-      if (!instr->common().metadata.empty()) {
-        instr->common().metadata = hlo::OpMetadata{};
+      if (!instr->common().metadata->empty()) {
+        instr->common().metadata.reset();
         changed = true;
       }
       if (instr->common().sharding) changed |= stripSharding(*instr->common().sharding);

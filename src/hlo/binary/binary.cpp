@@ -14,7 +14,7 @@ namespace {
 // updated (and kHlobVersion.minor or .major bumped) before it compiles again.
 static_assert(sizeof(void*) != 8 || sizeof(InstructionAttributes) == 1128,
               "InstructionAttributes changed: update the .hlob encoding in binary.cpp");
-static_assert(sizeof(void*) != 8 || sizeof(CommonAttributes) == 368,
+static_assert(sizeof(void*) != 8 || sizeof(CommonAttributes) == 128,
               "CommonAttributes changed: update the .hlob encoding in binary.cpp");
 
 // Largest enumerator of each enum stored as a byte; values above it are
@@ -94,9 +94,15 @@ class Encoder {
 
   void operator()(const Shape& shape);
   void operator()(const Literal& literal);
+  void operator()(const SharedValue<OpMetadata>& metadata);
 
  private:
   ByteWriter w_;
+  // Distinct metadata written so far, by encoding, for back-references;
+  // and by address, which finds the values the IR already shares without
+  // encoding them again.
+  std::unordered_map<std::string, uint64_t> metadataIndexByEncoding_;
+  std::unordered_map<const OpMetadata*, uint64_t> metadataIndexByAddress_;
 };
 
 class Decoder {
@@ -188,10 +194,12 @@ class Decoder {
 
   void operator()(Shape& shape);
   void operator()(Literal& literal);
+  void operator()(SharedValue<OpMetadata>& metadata);
 
  private:
   ByteReader r_;
   int depth_ = 0;
+  std::vector<SharedValue<OpMetadata>> metadata_;  // distinct values read so far
 };
 
 // ------------------------------------------------------------ field lists
@@ -289,6 +297,41 @@ template <typename A> void visit(A& a, InstructionAttributes& v) {
 template <typename A> void visit(A& a, CommonAttributes& v) {
   a(v.sharding); a(v.frontendAttributes); a(v.statistics); a(v.metadata); a(v.backendConfig); a(v.origin);
   a(v.unknown);
+}
+
+// ------------------------------------------------------------ shared metadata
+
+// Metadata is written once per distinct value: uvar 0 = the default (empty)
+// metadata; 1 = a new value, its fields follow; k + 2 = the k-th distinct
+// value written before.
+void Encoder::operator()(const SharedValue<OpMetadata>& metadata) {
+  const OpMetadata& value = *metadata;
+  if (value == OpMetadata{}) return w_.uvar(0);
+  if (auto it = metadataIndexByAddress_.find(&value); it != metadataIndexByAddress_.end())
+    return w_.uvar(it->second + 2);
+  Encoder fields;
+  visit(fields, const_cast<OpMetadata&>(value));
+  auto [it, inserted] = metadataIndexByEncoding_.try_emplace(fields.out().data(), metadataIndexByEncoding_.size());
+  metadataIndexByAddress_.emplace(&value, it->second);
+  if (!inserted) return w_.uvar(it->second + 2);
+  w_.uvar(1);
+  w_.bytes(it->first);
+}
+
+void Decoder::operator()(SharedValue<OpMetadata>& metadata) {
+  uint64_t tag = r_.uvar();
+  if (!ok()) return;
+  if (tag == 0) return metadata.reset();
+  if (tag == 1) {
+    OpMetadata value;
+    visit(*this, value);
+    if (!ok()) return;
+    metadata = SharedValue<OpMetadata>(std::move(value));
+    metadata_.push_back(metadata);
+    return;
+  }
+  if (tag - 2 >= metadata_.size()) return fail("metadata reference out of range");
+  metadata = metadata_[tag - 2];
 }
 
 // ------------------------------------------------------------ shapes and literals

@@ -83,6 +83,41 @@ TEST(Hlob, SmallModuleRoundTrips) {
   EXPECT_FALSE(i->shape().sharesRepresentationWith(b->shape()));
 }
 
+// Repeated metadata is stored once and shared after loading, as the text
+// parser shares a metadata repeated by consecutive instructions.
+TEST(Hlob, RepeatedMetadataIsShared) {
+  SourceFile text("m.hlo", R"(HloModule m
+
+ENTRY main {
+  p = f32[4] parameter(0), metadata={op_type="aten__mul" op_name="mul" source_file="a.py" source_line=7}
+  a = f32[4] multiply(p, p), metadata={op_type="aten__mul" op_name="mul" source_file="a.py" source_line=7}
+  b = f32[4] add(a, p), metadata={op_type="aten__add" op_name="add" source_file="a.py" source_line=8}
+  ROOT c = f32[4] subtract(b, a), metadata={op_type="aten__mul" op_name="mul" source_file="a.py" source_line=7}
+}
+)");
+  auto module = parse(text);
+  ASSERT_TRUE(module);
+  const Computation* entry = module->entry();
+  auto metadataOf = [](const Module& m, const char* name) -> const SharedValue<OpMetadata>& {
+    return m.entry()->findInstruction(name)->common().metadata;
+  };
+  EXPECT_TRUE(metadataOf(*module, "p").sharesWith(metadataOf(*module, "a")));
+  EXPECT_FALSE(metadataOf(*module, "a").sharesWith(metadataOf(*module, "b")));
+  EXPECT_EQ(metadataOf(*module, "c"), metadataOf(*module, "a"));
+  ASSERT_TRUE(entry);
+
+  SourceFile binary("m.hlob", writeHlob(*module));
+  binary.setBinary(true);
+  DiagnosticEngine diags;
+  auto decoded = readHlob(binary, diags);
+  ASSERT_TRUE(decoded) << firstErrorMessage(diags);
+  EXPECT_EQ(printHloText(*module), printHloText(*decoded));
+  // The binary form shares every repeat, not only consecutive ones.
+  EXPECT_TRUE(metadataOf(*decoded, "p").sharesWith(metadataOf(*decoded, "c")));
+  EXPECT_FALSE(metadataOf(*decoded, "b").sharesWith(metadataOf(*decoded, "c")));
+  EXPECT_EQ(metadataOf(*decoded, "b")->opName, "add");
+}
+
 // Every truncation and a few thousand single-byte corruptions of a valid
 // payload (re-packed so the checksum passes and the decoder itself is
 // exercised) must be rejected or decoded without crashing.

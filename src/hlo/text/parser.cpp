@@ -229,6 +229,9 @@ class Parser {
   Lexer lex_;
   Token tok_;
   bool failed_ = false;
+  // The last instruction metadata parsed: runs of instructions repeat one
+  // verbatim (PyTorch/XLA dumps do for each traced op), and share it.
+  SharedValue<OpMetadata> lastMetadata_;
   int depth_ = 0;
   bool compareTypeGiven_ = false;
   std::vector<int64_t> dimsScratch_;
@@ -2172,7 +2175,13 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, NameTable& names,
   }
   advance();
 
-  if (key == "metadata") return parseMetadata(&common.metadata);
+  if (key == "metadata") {
+    OpMetadata metadata;
+    if (!parseMetadata(&metadata)) return false;
+    if (!(metadata == *lastMetadata_)) lastMetadata_ = SharedValue<OpMetadata>(std::move(metadata));
+    common.metadata = lastMetadata_;
+    return true;
+  }
   if (key == "dimensions") {
     if (tok_.kind == TokKind::Int) {  // a bare single dimension is accepted
       int64_t d;

@@ -854,9 +854,9 @@ void Printer::commonAttributes(std::string& out, const Instruction& inst) {
     out += ", origin=";
     out += c.origin->text;
   }
-  if (opt_.printMetadata && !c.metadata.empty()) {
+  if (opt_.printMetadata && !c.metadata->empty()) {
     out += ", metadata={";
-    out += c.metadata.toString();
+    out += c.metadata->toString();
     out += '}';
   }
   if (opt_.printBackendConfig && !c.backendConfig.empty()) {
