@@ -162,6 +162,9 @@ class Shape {
   // Whether the two share one representation (copies of each other that
   // neither has mutated since): equal without comparing.
   bool sharesRepresentationWith(const Shape& other) const { return rep_ == other.rep_; }
+  // The shared representation's identity (null for Invalid), for caches
+  // keyed by shape that want to skip comparing copies of one value.
+  const void* representation() const { return rep_; }
 
   // XLA's human string: `f32[8,<=4]{1,0:T(8,128)}`, `(f32[], s32[2]{0})`.
   std::string toString(bool withLayout = true) const;

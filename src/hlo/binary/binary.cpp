@@ -1,5 +1,7 @@
 #include "hlo/binary/binary.h"
 
+#include <bit>
+#include <cassert>
 #include <cmath>
 #include <unordered_map>
 
@@ -95,14 +97,24 @@ class Encoder {
   void operator()(const Shape& shape);
   void operator()(const Literal& literal);
   void operator()(const SharedValue<OpMetadata>& metadata);
+  void writeSparse(const InstructionAttributes& attributes);
 
  private:
+  void writeShapeFields(const Shape& shape);
+
   ByteWriter w_;
+  // Distinct top-level shapes written so far, as for metadata below; the
+  // elements of a tuple shape are written inside it.
+  bool insideShape_ = false;
+  std::unordered_map<std::string, uint64_t> shapeIndexByEncoding_;
+  std::unordered_map<const void*, uint64_t> shapeIndexByRepresentation_;
+  std::vector<Shape> shapesSeen_;  // keeps those representations (their keys) alive
   // Distinct metadata written so far, by encoding, for back-references;
   // and by address, which finds the values the IR already shares without
   // encoding them again.
   std::unordered_map<std::string, uint64_t> metadataIndexByEncoding_;
   std::unordered_map<const OpMetadata*, uint64_t> metadataIndexByAddress_;
+  std::vector<SharedValue<OpMetadata>> metadataSeen_;  // keeps those addresses alive
 };
 
 class Decoder {
@@ -195,9 +207,14 @@ class Decoder {
   void operator()(Shape& shape);
   void operator()(Literal& literal);
   void operator()(SharedValue<OpMetadata>& metadata);
+  void readSparse(InstructionAttributes& attributes);
 
  private:
+  void readShapeFields(Shape& shape);
+
   ByteReader r_;
+  bool insideShape_ = false;
+  std::vector<Shape> shapes_;  // distinct top-level shapes read so far
   int depth_ = 0;
   std::vector<SharedValue<OpMetadata>> metadata_;  // distinct values read so far
 };
@@ -299,6 +316,89 @@ template <typename A> void visit(A& a, CommonAttributes& v) {
   a(v.unknown);
 }
 
+// ------------------------------------------------------------ sparse attributes
+
+// InstructionAttributes has a field for every opcode's attributes, and an
+// instruction sets one or two. They are written sparsely: a mask of the
+// fields that differ from their defaults (bit k = the k-th field listed in
+// its visit), then only those fields, so the reader does not walk the rest.
+struct FieldMask {
+  static constexpr int kCapacity = 128;
+  uint64_t words[2] = {0, 0};
+  bool test(int i) const { return (words[i / 64] >> (i % 64)) & 1; }
+  void set(int i) { words[i / 64] |= uint64_t{1} << (i % 64); }
+};
+
+// Archive that marks the fields differing from a default-constructed value.
+class ChangedFieldFinder {
+ public:
+  static constexpr bool kReading = false;
+  bool ok() const { return true; }
+  template <typename T>
+  void operator()(const T& v) {
+    if (!isDefault(v)) mask.set(count);
+    ++count;
+  }
+  FieldMask mask;
+  int count = 0;
+
+ private:
+  // Floats by bits, so that -0.0 and NaN payloads survive the round trip.
+  static bool isDefault(float v) { return std::bit_cast<uint32_t>(v) == 0; }
+  static bool isDefault(double v) { return std::bit_cast<uint64_t>(v) == 0; }
+  template <typename T>
+  static bool isDefault(const T& v) { return v == T{}; }
+};
+
+// Archive that forwards only the masked fields to `inner`.
+template <typename Inner>
+class MaskedArchive {
+ public:
+  static constexpr bool kReading = Inner::kReading;
+  MaskedArchive(Inner& inner, FieldMask mask) : inner_(inner), mask_(mask) {}
+  bool ok() const { return inner_.ok(); }
+  template <typename T>
+  void operator()(T& v) {
+    if (mask_.test(index_++)) inner_(v);
+  }
+
+ private:
+  Inner& inner_;
+  FieldMask mask_;
+  int index_ = 0;
+};
+
+int instructionAttributeFieldCount() {
+  static const int count = [] {
+    ChangedFieldFinder finder;
+    InstructionAttributes defaults;
+    visit(finder, defaults);
+    assert(finder.count <= FieldMask::kCapacity && "widen FieldMask");
+    return finder.count;
+  }();
+  return count;
+}
+
+void Encoder::writeSparse(const InstructionAttributes& attributes) {
+  ChangedFieldFinder finder;
+  visit(finder, const_cast<InstructionAttributes&>(attributes));
+  w_.uvar(finder.mask.words[0]);
+  w_.uvar(finder.mask.words[1]);
+  MaskedArchive<Encoder> masked(*this, finder.mask);
+  visit(masked, const_cast<InstructionAttributes&>(attributes));
+}
+
+void Decoder::readSparse(InstructionAttributes& attributes) {
+  FieldMask mask;
+  mask.words[0] = r_.uvar();
+  mask.words[1] = r_.uvar();
+  if (!ok()) return;
+  for (int i = instructionAttributeFieldCount(); i < FieldMask::kCapacity; ++i)
+    if (mask.test(i)) return fail("unknown instruction attribute field");
+  MaskedArchive<Decoder> masked(*this, mask);
+  visit(masked, attributes);
+}
+
 // ------------------------------------------------------------ shared metadata
 
 // Metadata is written once per distinct value: uvar 0 = the default (empty)
@@ -313,6 +413,7 @@ void Encoder::operator()(const SharedValue<OpMetadata>& metadata) {
   visit(fields, const_cast<OpMetadata&>(value));
   auto [it, inserted] = metadataIndexByEncoding_.try_emplace(fields.out().data(), metadataIndexByEncoding_.size());
   metadataIndexByAddress_.emplace(&value, it->second);
+  metadataSeen_.push_back(metadata);
   if (!inserted) return w_.uvar(it->second + 2);
   w_.uvar(1);
   w_.bytes(it->first);
@@ -336,7 +437,43 @@ void Decoder::operator()(SharedValue<OpMetadata>& metadata) {
 
 // ------------------------------------------------------------ shapes and literals
 
+// Shapes, like metadata, are written once per distinct value: uvar 0 = a new
+// shape, its fields follow; k + 1 = the k-th distinct shape written before.
+// A module has a few dozen distinct shapes for hundreds of instructions and
+// literals, and the reader builds each once and shares it.
 void Encoder::operator()(const Shape& shape) {
+  if (insideShape_) return writeShapeFields(shape);
+  if (auto it = shapeIndexByRepresentation_.find(shape.representation()); it != shapeIndexByRepresentation_.end())
+    return w_.uvar(it->second + 1);
+  Encoder fields;
+  fields.insideShape_ = true;
+  fields.writeShapeFields(shape);
+  auto [it, inserted] = shapeIndexByEncoding_.try_emplace(fields.out().data(), shapeIndexByEncoding_.size());
+  if (shape.representation()) {
+    shapeIndexByRepresentation_.emplace(shape.representation(), it->second);
+    shapesSeen_.push_back(shape);
+  }
+  if (!inserted) return w_.uvar(it->second + 1);
+  w_.uvar(0);
+  w_.bytes(it->first);
+}
+
+void Decoder::operator()(Shape& shape) {
+  if (insideShape_) return readShapeFields(shape);
+  uint64_t tag = r_.uvar();
+  if (!ok()) return;
+  if (tag == 0) {
+    insideShape_ = true;
+    readShapeFields(shape);
+    insideShape_ = false;
+    if (ok()) shapes_.push_back(shape);
+    return;
+  }
+  if (tag - 1 >= shapes_.size()) return fail("shape reference out of range");
+  shape = shapes_[tag - 1];
+}
+
+void Encoder::writeShapeFields(const Shape& shape) {
   w_.u8(static_cast<uint8_t>(shape.kind()));
   switch (shape.kind()) {
     case Shape::Kind::Array:
@@ -355,7 +492,7 @@ void Encoder::operator()(const Shape& shape) {
   }
 }
 
-void Decoder::operator()(Shape& shape) {
+void Decoder::readShapeFields(Shape& shape) {
   uint8_t kind = r_.u8();
   if (++depth_ > kMaxDepth) fail("shape nested too deeply");
   switch (static_cast<Shape::Kind>(kind)) {
@@ -456,15 +593,16 @@ void Decoder::operator()(Literal& literal) {
 bool isHlob(std::string_view data) { return hasMagic(data, kHlobMagic); }
 
 // Payload layout (every structure below is preceded by a byte: 0 = default
-// value, nothing follows; 1 = its fields follow):
+// value, nothing follows; 1 = its fields follow; shapes and metadata are
+// written once per distinct value and referred back to, see above):
 //   str module name; ModuleConfig; StackFrameIndex
 //   uvar computation count; per computation: str name (so calls can refer forward)
 //   uvar entry index + 1 (0 = none)
-//   uvar shape count; the distinct instruction shapes (Shape each)
 //   per computation: str execution thread; uvar instruction count; per instruction:
-//     uvar opcode; str name; uvar shape index; uvar[] operand indices; uvar[] called computation
+//     uvar opcode; str name; Shape; uvar[] operand indices; uvar[] called computation
 //     indices; uvar[] control predecessor indices; u8 has-attributes, then
-//     InstructionAttributes if 1; CommonAttributes
+//     if 1 the InstructionAttributes as two uvar mask words and the fields
+//     whose bits are set; CommonAttributes
 //   then uvar root index + 1 (0 = none)
 // Opcodes and element types are written as their enum values; the tables in
 // opcode.def and element_type.h are append-only for that reason (a reorder
@@ -484,26 +622,6 @@ std::string writeHlob(const Module& module, int zstdLevel) {
   }
   w.uvar(module.entry() ? computationIndex.at(module.entry()) + 1 : 0);
 
-  // Instruction shapes, each distinct one once: a module has a few dozen
-  // shapes for hundreds of instructions, and the reader builds each once
-  // and shares it.
-  std::unordered_map<std::string, uint64_t> shapeIndexByEncoding;
-  std::vector<uint64_t> instructionShapeIndex;
-  std::vector<const std::string*> shapeEncodings;
-  for (const auto& computation : computations) {
-    for (const auto& instruction : computation->instructions()) {
-      Encoder shapeEncoder;
-      shapeEncoder(instruction->shape());
-      auto [it, inserted] = shapeIndexByEncoding.try_emplace(std::string(shapeEncoder.out().data()),
-                                                            shapeIndexByEncoding.size());
-      if (inserted) shapeEncodings.push_back(&it->first);
-      instructionShapeIndex.push_back(it->second);
-    }
-  }
-  w.uvar(shapeEncodings.size());
-  for (const std::string* encoding : shapeEncodings) w.bytes(*encoding);
-  size_t nextShape = 0;
-
   std::unordered_map<const Instruction*, uint64_t> instructionIndex;
   for (const auto& computation : computations) {
     e(computation->executionThread());
@@ -514,7 +632,7 @@ std::string writeHlob(const Module& module, int zstdLevel) {
     for (const auto& instruction : instructions) {
       w.uvar(static_cast<uint64_t>(instruction->opcode()));
       e(instruction->name());
-      w.uvar(instructionShapeIndex[nextShape++]);
+      e(instruction->shape());
       w.uvar(instruction->operands().size());
       for (const Instruction* operand : instruction->operands()) w.uvar(instructionIndex.at(operand));
       w.uvar(instruction->calledComputations().size());
@@ -523,7 +641,7 @@ std::string writeHlob(const Module& module, int zstdLevel) {
       for (const Instruction* p : instruction->controlPredecessors()) w.uvar(instructionIndex.at(p));
       // Opcode attributes are allocated only by instructions that have any.
       w.u8(instruction->hasAttributes() ? 1 : 0);
-      if (instruction->hasAttributes()) e(instruction->attrs());
+      if (instruction->hasAttributes()) e.writeSparse(instruction->attrs());
       e(instruction->common());
     }
     w.uvar(computation->root() ? instructionIndex.at(computation->root()) + 1 : 0);
@@ -582,14 +700,6 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
   if (entry > computations.size()) return fail("entry computation index out of range");
   if (entry) module->setEntry(computations[entry - 1]);
 
-  uint64_t shapeCount = r.count(1);
-  if (!d.ok()) return fail(r.error());
-  std::vector<Shape> shapes(shapeCount);
-  for (Shape& shape : shapes) {
-    d(shape);
-    if (!d.ok()) return fail(r.error());
-  }
-
   std::vector<Instruction*> instructions;
   for (Computation* computation : computations) {
     std::string thread;
@@ -605,11 +715,11 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
       if (d.ok() && opcode >= static_cast<uint64_t>(kOpcodeCount)) return fail("invalid opcode");
       std::string instructionName;
       d(instructionName);
-      uint64_t shapeIndex = r.uvar();
+      Shape shape;
+      d(shape);
       if (!d.ok()) return fail(r.error());
-      if (shapeIndex >= shapes.size()) return fail("shape index out of range");
       auto instruction =
-          std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::move(instructionName), shapes[shapeIndex]);
+          std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::move(instructionName), std::move(shape));
       // Reference lists are built at their exact size: one allocation each.
       uint64_t operandCount = r.count(1);
       if (operandCount) {
@@ -646,7 +756,7 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
       }
       bool hasAttributes = false;
       d(hasAttributes);
-      if (hasAttributes) d(instruction->attrs());
+      if (hasAttributes) d.readSparse(instruction->attrs());
       d(instruction->common());
       if (!d.ok()) return fail(r.error());
       instructions.push_back(computation->addInstruction(std::move(instruction)));
