@@ -2117,7 +2117,7 @@ int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType r
   auto wide = [](ElementType t) { return t == ElementType::F32 || t == ElementType::F16; };
   if (!wide(lhsType) && !wide(rhsType)) return 1;
   hlo::Precision p = hlo::Precision::Default;
-  for (hlo::Precision q : in.attrs().precision.operandPrecision) p = std::max(p, q);
+  for (hlo::Precision q : in.attrs().precision->operandPrecision) p = std::max(p, q);
   switch (options_.f32DotPrecision) {
     case F32DotPrecision::FromConfig: return p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
     case F32DotPrecision::Default: return 1;
@@ -2128,7 +2128,7 @@ int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType r
 }
 
 DotGeometry dotGeometry(const Instruction& dot) {
-  const auto& dn = dot.attrs().dotDims;
+  const auto& dn = *dot.attrs().dotDims;
   const Shape& ls = dot.operand(0)->shape();
   const Shape& rs = dot.operand(1)->shape();
   auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -2155,7 +2155,7 @@ bool Lowerer::lowerDot(const Instruction& in) {
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
   // f32 accumulators, or s32 ones for the int8 MXU (isMxuDot).
   bool wide = ot == ElementType::F32 || ot == ElementType::S32;
-  const auto& dn = in.attrs().dotDims;
+  const auto& dn = *in.attrs().dotDims;
   DotGeometry geo = dotGeometry(in);
   const std::vector<int64_t>&lf = geo.lhsFree, &rf = geo.rhsFree;
   int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;

@@ -228,7 +228,7 @@ bool Lowerer::lowerGather(const Instruction& in) {
   if (in.operandCount() != 2) return fail(in, "llo-gen: gather expects an operand and start indices");
   const Instruction& operand = *in.operand(0);
   const Instruction& indices = *in.operand(1);
-  const auto& dn = in.attrs().gatherDims;
+  const auto& dn = *in.attrs().gatherDims;
   const auto& sizes = in.attrs().gatherSliceSizes;
   const Shape& os = operand.shape();
   const Shape& rs = in.shape();
@@ -419,7 +419,7 @@ bool Lowerer::lowerScatter(const Instruction& in) {
   if (nOps < 3 || nOps % 2 == 0 || !comp)
     return fail(in, "llo-gen: scatter expects N operands, indices, N updates and an update computation");
   const size_t n = static_cast<size_t>((nOps - 1) / 2);
-  const auto& dn = in.attrs().scatterDims;
+  const auto& dn = *in.attrs().scatterDims;
   const Instruction& indices = *in.operand(static_cast<int64_t>(n));
   const Shape& os = in.operand(0)->shape();
   const Shape& us = in.operand(static_cast<int64_t>(n) + 1)->shape();

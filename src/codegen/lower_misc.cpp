@@ -682,7 +682,7 @@ bool Lowerer::planGemm(const Instruction& in) {
   dot->setLocation(in.location());
   dot->addOperand(in.operand(0));
   dot->addOperand(in.operand(1));
-  hlo::DotDimensionNumbers& dn = dot->attrs().dotDims;
+  hlo::DotDimensionNumbers& dn = dot->attrs().dotDims.mutate();
   dn.lhsContractingDimensions = dims("lhs_contracting_dimensions");
   dn.rhsContractingDimensions = dims("rhs_contracting_dimensions");
   dn.lhsBatchDimensions = dims("lhs_batch_dimensions");
@@ -803,7 +803,7 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
           in, fmt::format("llo-gen: dot {} x {} -> {} mixes integer and other types, which is not supported",
                           hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
   beginKernel(in, "matmul-vpu");
-  const auto& dn = in.attrs().dotDims;
+  const auto& dn = *in.attrs().dotDims;
   DotGeometry geo = dotGeometry(in);
   const std::vector<int64_t>&lf = geo.lhsFree, &rf = geo.rhsFree;
   int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;

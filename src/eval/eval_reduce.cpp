@@ -395,7 +395,7 @@ std::optional<Value> Interp::evalSelectAndScatter(const Instruction& inst, std::
 }
 
 std::optional<Value> Interp::evalGather(const Instruction& inst, const Value& operand, const Value& indices) {
-  const auto& dn = inst.attrs().gatherDims;
+  const auto& dn = *inst.attrs().gatherDims;
   const auto& sizes = inst.attrs().gatherSliceSizes;
   const hlo::Shape& s = inst.shape();
   const int64_t orank = operand.rank();
@@ -507,7 +507,7 @@ std::optional<Value> Interp::evalScatter(const Instruction& inst, std::span<cons
     error(inst, "expects N operands, indices, N updates and to_apply");
     return std::nullopt;
   }
-  const auto& dn = inst.attrs().scatterDims;
+  const auto& dn = *inst.attrs().scatterDims;
   const Value& operand = *ops[0];
   const Value& indices = *ops[n];
   const Value& upd0 = *ops[n + 1];

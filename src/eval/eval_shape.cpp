@@ -322,7 +322,7 @@ std::optional<Value> Interp::evalShapeOp(const Instruction& inst, std::span<cons
 }
 
 std::optional<Value> Interp::evalDot(const Instruction& inst, const Value& lhsIn, const Value& rhsIn) {
-  const auto& dn = inst.attrs().dotDims;
+  const auto& dn = *inst.attrs().dotDims;
   const hlo::Shape& s = inst.shape();
   if (dn.lhsBatchDimensions.size() != dn.rhsBatchDimensions.size() ||
       dn.lhsContractingDimensions.size() != dn.rhsContractingDimensions.size()) {

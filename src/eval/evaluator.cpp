@@ -767,10 +767,10 @@ std::optional<Value> Interp::evalCustomCall(const Instruction& inst, std::span<c
     const hlo::Shape& rs = s.isTuple() ? s.tupleElement(0) : s;
     Instruction fake(Opcode::Dot, inst.name(), rs);
     fake.setLocation(inst.location());
-    fake.attrs().dotDims.lhsContractingDimensions = dimsOf("lhs_contracting_dimensions");
-    fake.attrs().dotDims.rhsContractingDimensions = dimsOf("rhs_contracting_dimensions");
-    fake.attrs().dotDims.lhsBatchDimensions = dimsOf("lhs_batch_dimensions");
-    fake.attrs().dotDims.rhsBatchDimensions = dimsOf("rhs_batch_dimensions");
+    fake.attrs().dotDims.mutate().lhsContractingDimensions = dimsOf("lhs_contracting_dimensions");
+    fake.attrs().dotDims.mutate().rhsContractingDimensions = dimsOf("rhs_contracting_dimensions");
+    fake.attrs().dotDims.mutate().lhsBatchDimensions = dimsOf("lhs_batch_dimensions");
+    fake.attrs().dotDims.mutate().rhsBatchDimensions = dimsOf("rhs_batch_dimensions");
     std::optional<Value> d = evalDot(fake, *ops[0], *ops[1]);
     if (!d) return std::nullopt;
     double alpha = g.value("alpha_real", 1.0), beta = g.value("beta", 0.0);

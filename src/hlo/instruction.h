@@ -23,7 +23,10 @@ class Computation;
 
 // Opcode-specific attributes. Each field lists the opcodes (and text names)
 // that use it; other opcodes leave it at its default. Defaults are the
-// values meaning "absent" in the text.
+// values meaning "absent" in the text. The larger structures that few
+// opcodes use are SharedValues (read with `->`, written with mutate()):
+// 16 bytes each while default, which keeps this struct, allocated for most
+// instructions, small.
 struct InstructionAttributes {
   // broadcast/transpose/reverse/reduce/concatenate/map/sort/all-gather/
   // reduce-scatter/all-to-all(split dim; empty = tuple form)/get-dimension-size/
@@ -44,9 +47,9 @@ struct InstructionAttributes {
   int64_t featureGroupCount = 1;
   int64_t batchGroupCount = 1;
   ConvKind convKind = ConvKind::Unset;          // conv_kind= (parsed, printed when set)
-  DotDimensionNumbers dotDims;                  // dot, ragged-dot, scaled-dot
-  RaggedDotDimensionNumbers raggedDotDims;      // ragged-dot
-  PrecisionConfig precision;                    // operand_precision=, algorithm= (dot family, convolution, custom-call)
+  SharedValue<DotDimensionNumbers> dotDims;                  // dot, ragged-dot, scaled-dot
+  SharedValue<RaggedDotDimensionNumbers> raggedDotDims;      // ragged-dot
+  SharedValue<PrecisionConfig> precision;                    // operand_precision=, algorithm= (dot family, convolution, custom-call)
   HeapOptional<RawAttribute> sparsity;         // dot sparsity= (kept as written)
 
   ComparisonDirection comparisonDirection = ComparisonDirection::EQ;  // compare direction=
@@ -79,9 +82,9 @@ struct InstructionAttributes {
   bool isStable = false;          // sort
   bool indicesAreSorted = false;  // gather, scatter
   bool uniqueIndices = false;     // scatter
-  GatherDimensionNumbers gatherDims;
+  SharedValue<GatherDimensionNumbers> gatherDims;
   std::vector<int64_t> gatherSliceSizes;  // gather slice_sizes=
-  ScatterDimensionNumbers scatterDims;
+  SharedValue<ScatterDimensionNumbers> scatterDims;
 
   int64_t exponentBits = 0;   // reduce-precision
   int64_t mantissaBits = 0;
@@ -103,7 +106,7 @@ struct InstructionAttributes {
   std::string asyncExecutionThread = "main";      // async-start/update/done
   std::optional<int64_t> crossProgramPrefetchIndex;  // copy-start
   bool isComposite = false;    // call
-  ResultAccuracy resultAccuracy;  // unary math ops
+  SharedValue<ResultAccuracy> resultAccuracy;  // unary math ops
 
   bool operator==(const InstructionAttributes&) const = default;
 };

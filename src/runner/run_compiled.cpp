@@ -73,7 +73,7 @@ double checkTolerance(const hlo::Module& module, codegen::F32DotPrecision overri
           case codegen::F32DotPrecision::Highest: passes = 6; break;
           case codegen::F32DotPrecision::FromConfig: {
             hlo::Precision p = hlo::Precision::Default;
-            for (hlo::Precision q : instr->attrs().precision.operandPrecision) p = std::max(p, q);
+            for (hlo::Precision q : instr->attrs().precision->operandPrecision) p = std::max(p, q);
             passes = p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
             break;
           }
@@ -81,7 +81,7 @@ double checkTolerance(const hlo::Module& module, codegen::F32DotPrecision overri
       }
       double k = 1;  // products summed per output element
       if (isDot) {
-        for (int64_t d : instr->attrs().dotDims.lhsContractingDimensions)
+        for (int64_t d : instr->attrs().dotDims->lhsContractingDimensions)
           if (d >= 0 && d < lhs.rank()) k *= static_cast<double>(lhs.dimension(d));
       } else if (instr->attrs().convDims && rhs.isArray()) {
         const auto& dn = *instr->attrs().convDims;

@@ -71,7 +71,7 @@ Cost ownCost(const Instruction& instr) {
       if (instr.operandCount() < 1) break;
       const Shape& lhs = instr.operand(0)->shape();
       double contracted = 1;
-      for (int64_t d : instr.attrs().dotDims.lhsContractingDimensions)
+      for (int64_t d : instr.attrs().dotDims->lhsContractingDimensions)
         if (lhs.isArray() && d >= 0 && d < lhs.rank()) contracted *= static_cast<double>(lhs.dimension(d));
       cost.flops = 2 * elements(shape) * contracted;
       break;

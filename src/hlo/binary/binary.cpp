@@ -14,7 +14,7 @@ namespace {
 // Guards against IR changes that the encoding would silently drop: when a
 // field is added to these structs their size changes, and this file must be
 // updated (and kHlobVersion.minor or .major bumped) before it compiles again.
-static_assert(sizeof(void*) != 8 || sizeof(InstructionAttributes) == 1128,
+static_assert(sizeof(void*) != 8 || sizeof(InstructionAttributes) == 760,
               "InstructionAttributes changed: update the .hlob encoding in binary.cpp");
 static_assert(sizeof(void*) != 8 || sizeof(CommonAttributes) == 128,
               "CommonAttributes changed: update the .hlob encoding in binary.cpp");
@@ -97,6 +97,11 @@ class Encoder {
   void operator()(const Shape& shape);
   void operator()(const Literal& literal);
   void operator()(const SharedValue<OpMetadata>& metadata);
+  // Other shared attributes are written as their value.
+  template <typename T>
+  void operator()(const SharedValue<T>& v) {
+    (*this)(*v);
+  }
   void writeSparse(const InstructionAttributes& attributes);
 
  private:
@@ -207,6 +212,12 @@ class Decoder {
   void operator()(Shape& shape);
   void operator()(Literal& literal);
   void operator()(SharedValue<OpMetadata>& metadata);
+  template <typename T>
+  void operator()(SharedValue<T>& v) {
+    T value;
+    (*this)(value);
+    if (ok() && !(value == T{})) v = SharedValue<T>(std::move(value));
+  }
   void readSparse(InstructionAttributes& attributes);
 
  private:

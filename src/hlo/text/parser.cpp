@@ -2289,16 +2289,16 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, NameTable& names,
     A().literal = std::move(lit);
     return true;
   }
-  if (key == "lhs_contracting_dims") return parseIntList(&A().dotDims.lhsContractingDimensions);
-  if (key == "rhs_contracting_dims") return parseIntList(&A().dotDims.rhsContractingDimensions);
-  if (key == "lhs_batch_dims") return parseIntList(&A().dotDims.lhsBatchDimensions);
-  if (key == "rhs_batch_dims") return parseIntList(&A().dotDims.rhsBatchDimensions);
-  if (key == "lhs_ragged_dims") return parseIntList(&A().raggedDotDims.lhsRaggedDimensions);
-  if (key == "rhs_group_dims") return parseIntList(&A().raggedDotDims.rhsGroupDimensions);
-  if (key == "operand_precision") return parsePrecisionList(&A().precision.operandPrecision);
+  if (key == "lhs_contracting_dims") return parseIntList(&A().dotDims.mutate().lhsContractingDimensions);
+  if (key == "rhs_contracting_dims") return parseIntList(&A().dotDims.mutate().rhsContractingDimensions);
+  if (key == "lhs_batch_dims") return parseIntList(&A().dotDims.mutate().lhsBatchDimensions);
+  if (key == "rhs_batch_dims") return parseIntList(&A().dotDims.mutate().rhsBatchDimensions);
+  if (key == "lhs_ragged_dims") return parseIntList(&A().raggedDotDims.mutate().lhsRaggedDimensions);
+  if (key == "rhs_group_dims") return parseIntList(&A().raggedDotDims.mutate().rhsGroupDimensions);
+  if (key == "operand_precision") return parsePrecisionList(&A().precision.mutate().operandPrecision);
   if (key == "algorithm") {
     if (op == Opcode::RngBitGenerator) return parseEnum(&A().rngAlgorithm, parseRngAlgorithm, "rng algorithm");
-    return parseEnum(&A().precision.algorithm, parseDotAlgorithm, "dot algorithm");
+    return parseEnum(&A().precision.mutate().algorithm, parseDotAlgorithm, "dot algorithm");
   }
   if (key == "window") {
     A().window.emplace();
@@ -2331,23 +2331,23 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, NameTable& names,
   if (key == "is_stable") return parseBool(&A().isStable);
   if (key == "indices_are_sorted") return parseBool(&A().indicesAreSorted);
   if (key == "unique_indices") return parseBool(&A().uniqueIndices);
-  if (key == "offset_dims") return parseIntList(&A().gatherDims.offsetDims);
-  if (key == "collapsed_slice_dims") return parseIntList(&A().gatherDims.collapsedSliceDims);
-  if (key == "start_index_map") return parseIntList(&A().gatherDims.startIndexMap);
-  if (key == "operand_batching_dims") return parseIntList(&A().gatherDims.operandBatchingDims);
-  if (key == "start_indices_batching_dims") return parseIntList(&A().gatherDims.startIndicesBatchingDims);
+  if (key == "offset_dims") return parseIntList(&A().gatherDims.mutate().offsetDims);
+  if (key == "collapsed_slice_dims") return parseIntList(&A().gatherDims.mutate().collapsedSliceDims);
+  if (key == "start_index_map") return parseIntList(&A().gatherDims.mutate().startIndexMap);
+  if (key == "operand_batching_dims") return parseIntList(&A().gatherDims.mutate().operandBatchingDims);
+  if (key == "start_indices_batching_dims") return parseIntList(&A().gatherDims.mutate().startIndicesBatchingDims);
   if (key == "index_vector_dim") {
     int64_t v;
     if (!parseInt64(&v)) return false;
-    A().gatherDims.indexVectorDim = v;
-    A().scatterDims.indexVectorDim = v;
+    A().gatherDims.mutate().indexVectorDim = v;
+    A().scatterDims.mutate().indexVectorDim = v;
     return true;
   }
-  if (key == "update_window_dims") return parseIntList(&A().scatterDims.updateWindowDims);
-  if (key == "inserted_window_dims") return parseIntList(&A().scatterDims.insertedWindowDims);
-  if (key == "scatter_dims_to_operand_dims") return parseIntList(&A().scatterDims.scatterDimsToOperandDims);
-  if (key == "input_batching_dims") return parseIntList(&A().scatterDims.inputBatchingDims);
-  if (key == "scatter_indices_batching_dims") return parseIntList(&A().scatterDims.scatterIndicesBatchingDims);
+  if (key == "update_window_dims") return parseIntList(&A().scatterDims.mutate().updateWindowDims);
+  if (key == "inserted_window_dims") return parseIntList(&A().scatterDims.mutate().insertedWindowDims);
+  if (key == "scatter_dims_to_operand_dims") return parseIntList(&A().scatterDims.mutate().scatterDimsToOperandDims);
+  if (key == "input_batching_dims") return parseIntList(&A().scatterDims.mutate().inputBatchingDims);
+  if (key == "scatter_indices_batching_dims") return parseIntList(&A().scatterDims.mutate().scatterIndicesBatchingDims);
   if (key == "iota_dimension") return parseInt64(&A().iotaDimension);
   if (key == "inferred_dimension") return parseInt64(&A().inferredDimension);
   if (key == "dynamic_slice_sizes") return parseIntList(&A().dynamicSliceSizes);
@@ -2400,7 +2400,7 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, NameTable& names,
     return true;
   }
   if (key == "is_composite") return parseBool(&A().isComposite);
-  if (key == "result_accuracy") return parseResultAccuracy(&A().resultAccuracy);
+  if (key == "result_accuracy") return parseResultAccuracy(&A().resultAccuracy.mutate());
   if (key == "statistics") {
     common.statistics.emplace();
     return parseStatistics(&*common.statistics);

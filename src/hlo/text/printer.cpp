@@ -487,7 +487,7 @@ void Printer::opAttributes(std::string& out, const Instruction& inst) {
     appendInt(out, a.batchGroupCount);
   }
   const bool dotLike = op == Opcode::Dot || op == Opcode::RaggedDot || op == Opcode::ScaledDot;
-  const DotDimensionNumbers& dd = a.dotDims;
+  const DotDimensionNumbers& dd = *a.dotDims;
   if (!dd.lhsBatchDimensions.empty()) {
     key("lhs_batch_dims");
     appendInts(out, dd.lhsBatchDimensions);
@@ -504,28 +504,28 @@ void Printer::opAttributes(std::string& out, const Instruction& inst) {
     key("rhs_contracting_dims");
     appendInts(out, dd.rhsContractingDimensions);
   }
-  if (op == Opcode::RaggedDot || !a.raggedDotDims.lhsRaggedDimensions.empty()) {
+  if (op == Opcode::RaggedDot || !a.raggedDotDims->lhsRaggedDimensions.empty()) {
     key("lhs_ragged_dims");
-    appendInts(out, a.raggedDotDims.lhsRaggedDimensions);
+    appendInts(out, a.raggedDotDims->lhsRaggedDimensions);
   }
-  if (op == Opcode::RaggedDot || !a.raggedDotDims.rhsGroupDimensions.empty()) {
+  if (op == Opcode::RaggedDot || !a.raggedDotDims->rhsGroupDimensions.empty()) {
     key("rhs_group_dims");
-    appendInts(out, a.raggedDotDims.rhsGroupDimensions);
+    appendInts(out, a.raggedDotDims->rhsGroupDimensions);
   }
   bool nonDefaultPrecision = false;
-  for (Precision p : a.precision.operandPrecision) nonDefaultPrecision |= p != Precision::Default;
+  for (Precision p : a.precision->operandPrecision) nonDefaultPrecision |= p != Precision::Default;
   if (nonDefaultPrecision) {
     key("operand_precision");
     out += '{';
-    for (size_t i = 0; i < a.precision.operandPrecision.size(); ++i) {
+    for (size_t i = 0; i < a.precision->operandPrecision.size(); ++i) {
       if (i) out += ',';
-      out += toString(a.precision.operandPrecision[i]);
+      out += toString(a.precision->operandPrecision[i]);
     }
     out += '}';
   }
-  if (a.precision.algorithm != DotAlgorithm::Unset) {
+  if (a.precision->algorithm != DotAlgorithm::Unset) {
     key("algorithm");
-    out += toString(a.precision.algorithm);
+    out += toString(a.precision->algorithm);
   }
   if (a.sparsity) {
     key("sparsity");
@@ -544,7 +544,7 @@ void Printer::opAttributes(std::string& out, const Instruction& inst) {
       out += toString(a.comparisonType);
     }
   }
-  const GatherDimensionNumbers& g = a.gatherDims;
+  const GatherDimensionNumbers& g = *a.gatherDims;
   if (op == Opcode::Gather) {
     key("offset_dims");
     appendInts(out, g.offsetDims);
@@ -565,7 +565,7 @@ void Printer::opAttributes(std::string& out, const Instruction& inst) {
     key("slice_sizes");
     appendInts(out, a.gatherSliceSizes);
   }
-  const ScatterDimensionNumbers& sd = a.scatterDims;
+  const ScatterDimensionNumbers& sd = *a.scatterDims;
   if (op == Opcode::Scatter) {
     key("update_window_dims");
     appendInts(out, sd.updateWindowDims);
@@ -736,14 +736,14 @@ void Printer::opAttributes(std::string& out, const Instruction& inst) {
   flag("is_composite", a.isComposite);
   if (!(a.resultAccuracy == ResultAccuracy{})) {
     key("result_accuracy");
-    if (a.resultAccuracy.mode == ResultAccuracyMode::Tolerance) {
+    if (a.resultAccuracy->mode == ResultAccuracyMode::Tolerance) {
       out += "{tolerance={atol=";
-      appendDouble(out, a.resultAccuracy.atol);
+      appendDouble(out, a.resultAccuracy->atol);
       out += ",rtol=";
-      appendDouble(out, a.resultAccuracy.rtol);
-      out += fmt::format(",ulps={}}}}}", a.resultAccuracy.ulps);
+      appendDouble(out, a.resultAccuracy->rtol);
+      out += fmt::format(",ulps={}}}}}", a.resultAccuracy->ulps);
     } else {
-      out += fmt::format("{{mode={}}}", toString(a.resultAccuracy.mode));
+      out += fmt::format("{{mode={}}}", toString(a.resultAccuracy->mode));
     }
   }
   if (a.asyncExecutionThread != "main") {

@@ -879,7 +879,7 @@ R Inferrer::dot() {
   if (!allArrays()) return std::nullopt;
   if (!declared().isArray()) return fail("dot must produce an array, not {}", str(declared()));
   std::vector<int64_t> dims;
-  if (!dotDims(op(0), op(1), a_.dotDims, !sparse, &dims)) return std::nullopt;
+  if (!dotDims(op(0), op(1), *a_.dotDims, !sparse, &dims)) return std::nullopt;
   return Shape(declared().elementType(), std::move(dims));
 }
 
@@ -889,7 +889,7 @@ R Inferrer::raggedDot() {
   const Shape& lhs = op(0);
   const Shape& rhs = op(1);
   const Shape& groups = op(2);
-  const auto& rd = a_.raggedDotDims;
+  const auto& rd = *a_.raggedDotDims;
   if (rd.lhsRaggedDimensions.size() != 1)
     return fail("ragged-dot needs exactly one lhs ragged dimension, has {}", ints(rd.lhsRaggedDimensions));
   if (rd.rhsGroupDimensions.size() > 1)
@@ -898,7 +898,7 @@ R Inferrer::raggedDot() {
     return fail("ragged-dot group sizes {} must be an integral array", str(groups));
   int64_t ragged = rd.lhsRaggedDimensions[0];
   if (!dimIndex(ragged, lhs.rank(), "lhs ragged dimension")) return std::nullopt;
-  const auto& d = a_.dotDims;
+  const auto& d = *a_.dotDims;
   auto in = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
   DotDimensionNumbers dd = d;
   bool contracting = in(d.lhsContractingDimensions, ragged);
@@ -936,7 +936,7 @@ R Inferrer::scaledDot() {
   if (!allArrays()) return std::nullopt;
   if (!declared().isArray()) return fail("scaled-dot must produce an array, not {}", str(declared()));
   std::vector<int64_t> dims;
-  if (!dotDims(op(0), op(2), a_.dotDims, true, &dims)) return std::nullopt;
+  if (!dotDims(op(0), op(2), *a_.dotDims, true, &dims)) return std::nullopt;
   return Shape(declared().elementType(), std::move(dims));
 }
 
@@ -1007,7 +1007,7 @@ R Inferrer::gather() {
   if (!allArrays()) return std::nullopt;
   const Shape& x = op(0);
   const Shape& idx = op(1);
-  const GatherDimensionNumbers& d = a_.gatherDims;
+  const GatherDimensionNumbers& d = *a_.gatherDims;
   const auto& sizes = a_.gatherSliceSizes;
   if (!isI(idx.elementType())) return fail("gather indices {} must be integral", str(idx));
   int64_t ir = idx.rank(), xr = x.rank();
@@ -1084,7 +1084,7 @@ R Inferrer::scatter() {
   int64_t k = (n - 1) / 2;
   const Shape& x = op(0);
   const Shape& idx = op(k);
-  const ScatterDimensionNumbers& d = a_.scatterDims;
+  const ScatterDimensionNumbers& d = *a_.scatterDims;
   if (!isI(idx.elementType())) return fail("scatter indices {} must be integral", str(idx));
   for (int64_t i = 1; i < k; ++i)
     if (!sameDims(op(i), x)) return fail("scatter operands {} and {} must have the same dimensions", str(x), str(op(i)));

@@ -561,10 +561,10 @@ TEST(VerifyHostile, RandomCorruptionNeverCrashes) {
             a.padding.push_back({randomInt(), randomInt(), randomInt()});
             break;
           case 4:
-            a.gatherDims.offsetDims.push_back(randomInt());
-            a.scatterDims.indexVectorDim = randomInt();
+            a.gatherDims.mutate().offsetDims.push_back(randomInt());
+            a.scatterDims.mutate().indexVectorDim = randomInt();
             a.gatherSliceSizes.push_back(randomInt());
-            a.dotDims.lhsContractingDimensions.push_back(randomInt());
+            a.dotDims.mutate().lhsContractingDimensions.push_back(randomInt());
             break;
           case 5: inst->setShape(Shape::tuple({inst->shape(), Shape::token()})); break;
           case 6: inst->addCalledComputation(comps[static_cast<size_t>(pick(static_cast<int64_t>(comps.size())))]); break;
