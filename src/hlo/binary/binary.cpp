@@ -361,33 +361,53 @@ class ChangedFieldFinder {
   static bool isDefault(const T& v) { return v == T{}; }
 };
 
-// Archive that forwards only the masked fields to `inner`.
-template <typename Inner>
-class MaskedArchive {
- public:
-  static constexpr bool kReading = Inner::kReading;
-  MaskedArchive(Inner& inner, FieldMask mask) : inner_(inner), mask_(mask) {}
-  bool ok() const { return inner_.ok(); }
-  template <typename T>
-  void operator()(T& v) {
-    if (mask_.test(index_++)) inner_(v);
-  }
-
- private:
-  Inner& inner_;
-  FieldMask mask_;
-  int index_ = 0;
+// The field list of InstructionAttributes as a table, so the reader jumps
+// to the fields a mask names instead of walking all of them: each entry is
+// the field's offset in the struct and the decoder for its type, recorded
+// once by running the field list over a default-constructed value.
+struct AttributeField {
+  size_t offset;
+  void (*decode)(Decoder&, void* field);
 };
 
-int instructionAttributeFieldCount() {
-  static const int count = [] {
-    ChangedFieldFinder finder;
+class AttributeFieldTableBuilder {
+ public:
+  static constexpr bool kReading = true;
+  explicit AttributeFieldTableBuilder(const InstructionAttributes& base) : base_(reinterpret_cast<const char*>(&base)) {}
+  bool ok() const { return true; }
+  template <typename T>
+  void operator()(T& field) {
+    fields.push_back({static_cast<size_t>(reinterpret_cast<const char*>(&field) - base_),
+                      [](Decoder& d, void* p) { d(*static_cast<T*>(p)); }});
+  }
+  std::vector<AttributeField> fields;
+
+ private:
+  const char* base_;
+};
+
+// Archive that writes only the masked fields.
+struct MaskedEncoder {
+  static constexpr bool kReading = false;
+  Encoder& encoder;
+  FieldMask mask;
+  int index = 0;
+  bool ok() const { return true; }
+  template <typename T>
+  void operator()(T& v) {
+    if (mask.test(index++)) encoder(v);
+  }
+};
+
+const std::vector<AttributeField>& attributeFields() {
+  static const std::vector<AttributeField> fields = [] {
     InstructionAttributes defaults;
-    visit(finder, defaults);
-    assert(finder.count <= FieldMask::kCapacity && "widen FieldMask");
-    return finder.count;
+    AttributeFieldTableBuilder builder(defaults);
+    visit(builder, defaults);
+    assert(builder.fields.size() <= FieldMask::kCapacity && "widen FieldMask");
+    return builder.fields;
   }();
-  return count;
+  return fields;
 }
 
 void Encoder::writeSparse(const InstructionAttributes& attributes) {
@@ -395,19 +415,26 @@ void Encoder::writeSparse(const InstructionAttributes& attributes) {
   visit(finder, const_cast<InstructionAttributes&>(attributes));
   w_.uvar(finder.mask.words[0]);
   w_.uvar(finder.mask.words[1]);
-  MaskedArchive<Encoder> masked(*this, finder.mask);
+  // Then the changed fields, in field-list order.
+  MaskedEncoder masked{*this, finder.mask};
   visit(masked, const_cast<InstructionAttributes&>(attributes));
 }
 
 void Decoder::readSparse(InstructionAttributes& attributes) {
-  FieldMask mask;
-  mask.words[0] = r_.uvar();
-  mask.words[1] = r_.uvar();
-  if (!ok()) return;
-  for (int i = instructionAttributeFieldCount(); i < FieldMask::kCapacity; ++i)
-    if (mask.test(i)) return fail("unknown instruction attribute field");
-  MaskedArchive<Decoder> masked(*this, mask);
-  visit(masked, attributes);
+  const std::vector<AttributeField>& fields = attributeFields();
+  char* base = reinterpret_cast<char*>(&attributes);
+  uint64_t words[2];
+  words[0] = r_.uvar();
+  words[1] = r_.uvar();
+  for (int w = 0; w < 2; ++w) {
+    uint64_t bits = words[w];
+    while (bits && ok()) {
+      size_t k = static_cast<size_t>(w * 64 + std::countr_zero(bits));
+      bits &= bits - 1;
+      if (k >= fields.size()) return fail("unknown instruction attribute field");
+      fields[k].decode(*this, base + fields[k].offset);
+    }
+  }
 }
 
 // ------------------------------------------------------------ shared metadata
