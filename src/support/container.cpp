@@ -11,17 +11,23 @@ namespace tpu {
 
 namespace {
 
-struct Crc32Table {
-  uint32_t entries[256];
-  constexpr Crc32Table() : entries() {
+// CRC-32 (IEEE, reflected) by slicing: table k holds the CRC of a byte
+// followed by k zero bytes, so eight bytes are folded per step with eight
+// independent lookups instead of eight dependent ones (~4x faster; loading
+// a .hlob checksums every stored byte).
+struct Crc32Tables {
+  uint32_t t[8][256];
+  constexpr Crc32Tables() : t() {
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
       for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      entries[i] = c;
+      t[0][i] = c;
     }
+    for (int k = 1; k < 8; ++k)
+      for (uint32_t i = 0; i < 256; ++i) t[k][i] = t[0][t[k - 1][i] & 0xff] ^ (t[k - 1][i] >> 8);
   }
 };
-constexpr Crc32Table kCrcTable;
+constexpr Crc32Tables kCrc;
 
 // Decompressed payloads larger than this are refused: a hostile header must
 // not make us allocate without bound.
@@ -31,7 +37,14 @@ constexpr uint64_t kMaxPayload = uint64_t{4} << 30;
 
 uint32_t crc32(std::string_view data, uint32_t seed) {
   uint32_t c = ~seed;
-  for (unsigned char b : data) c = kCrcTable.entries[(c ^ b) & 0xff] ^ (c >> 8);
+  const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+  size_t n = data.size();
+  for (; n >= 8; n -= 8, p += 8) {
+    uint32_t lo = c ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24);
+    c = kCrc.t[7][lo & 0xff] ^ kCrc.t[6][(lo >> 8) & 0xff] ^ kCrc.t[5][(lo >> 16) & 0xff] ^ kCrc.t[4][lo >> 24] ^
+        kCrc.t[3][p[4]] ^ kCrc.t[2][p[5]] ^ kCrc.t[1][p[6]] ^ kCrc.t[0][p[7]];
+  }
+  for (; n > 0; --n, ++p) c = kCrc.t[0][(c ^ *p) & 0xff] ^ (c >> 8);
   return ~c;
 }
 
