@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "hlo/attributes.h"
 #include "hlo/heap_optional.h"
+#include "hlo/inline_vector.h"
 #include "hlo/literal.h"
 #include "hlo/opcode.h"
 #include "hlo/shape.h"
@@ -139,12 +141,16 @@ class Instruction {
   Shape& mutableShape() { return shape_; }
   void setShape(Shape shape) { shape_ = std::move(shape); }
 
-  const std::vector<Instruction*>& operands() const { return operands_; }
+  // Up to three operands are stored inside the instruction.
+  using OperandList = InlineVector<Instruction*, 3>;
+  const OperandList& operands() const { return operands_; }
   Instruction* operand(int64_t i) const { return operands_[static_cast<size_t>(i)]; }
   int64_t operandCount() const { return static_cast<int64_t>(operands_.size()); }
   void addOperand(Instruction* operand) { operands_.push_back(operand); }
   void setOperand(int64_t i, Instruction* operand) { operands_[static_cast<size_t>(i)] = operand; }
-  void setOperands(std::vector<Instruction*> operands) { operands_ = std::move(operands); }
+  void setOperands(std::span<Instruction* const> operands) { operands_.assign(operands.begin(), operands.end()); }
+  void setOperands(std::initializer_list<Instruction*> operands) { operands_.assign(operands.begin(), operands.end()); }
+  void reserveOperands(size_t n) { operands_.reserve(n); }
 
   // Called computations, in XLA's order: while {condition, body};
   // conditional {branch 0, branch 1, ...} (pred selector: {true, false});
@@ -197,7 +203,7 @@ class Instruction {
   Opcode opcode_;
   std::string name_;
   Shape shape_;
-  std::vector<Instruction*> operands_;
+  OperandList operands_;
   std::vector<Computation*> called_;
   std::vector<Instruction*> controlPredecessors_;
   std::unique_ptr<InstructionAttributes> attrs_;

@@ -760,15 +760,11 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
           std::make_unique<Instruction>(static_cast<Opcode>(opcode), std::move(instructionName), std::move(shape));
       // Reference lists are built at their exact size: one allocation each.
       uint64_t operandCount = r.count(1);
-      if (operandCount) {
-        std::vector<Instruction*> operands;
-        operands.reserve(operandCount);
-        for (uint64_t k = 0; k < operandCount && d.ok(); ++k) {
-          uint64_t index = r.uvar();
-          if (index >= instructions.size()) return fail("operand refers to a later or missing instruction");
-          operands.push_back(instructions[index]);
-        }
-        instruction->setOperands(std::move(operands));
+      instruction->reserveOperands(operandCount);
+      for (uint64_t k = 0; k < operandCount && d.ok(); ++k) {
+        uint64_t index = r.uvar();
+        if (index >= instructions.size()) return fail("operand refers to a later or missing instruction");
+        instruction->addOperand(instructions[index]);
       }
       uint64_t calledCount = r.count(1);
       if (calledCount) {

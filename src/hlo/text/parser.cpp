@@ -1987,15 +1987,14 @@ bool Parser::parseOperands(Module& m, Computation& c, Instruction& inst,
   }
   if (consumeIf(TokKind::RParen)) return true;
   // Operands collect on a shared stack (nested instructions push above this
-  // list and pop before it continues), then move in with one exact allocation.
+  // list and pop before it continues), then copy in (short lists need no allocation).
   const size_t base = operandStack_.size();
   do {
     Instruction* op = parseOperand(m, c, names, anonDepth);
     if (!op) return false;
     operandStack_.push_back(op);
   } while (consumeIf(TokKind::Comma));
-  inst.setOperands(std::vector<Instruction*>(operandStack_.begin() + static_cast<std::ptrdiff_t>(base),
-                                             operandStack_.end()));
+  inst.setOperands(std::span<Instruction* const>(operandStack_.data() + base, operandStack_.size() - base));
   operandStack_.resize(base);
   return expect(TokKind::RParen, "')' or ',' in operand list");
 }
