@@ -62,13 +62,15 @@ class ByteReader {
   uint64_t u64() { return fixed(8); }
   float f32() { uint32_t b = u32(); float v; std::memcpy(&v, &b, 4); return v; }
   double f64() { uint64_t b = u64(); double v; std::memcpy(&v, &b, 8); return v; }
-  uint64_t uvar() {
+  // Inlined at every call site, with the loop kept out of line: decoding
+  // .hlob is mostly one-byte varints.
+  [[gnu::always_inline]] uint64_t uvar() {
     // Most values are small: one byte, no loop.
     if (pos_ < data_.size() && !(static_cast<uint8_t>(data_[pos_]) & 0x80))
       return static_cast<uint8_t>(data_[pos_++]);
     return uvarSlow();
   }
-  uint64_t uvarSlow() {
+  [[gnu::noinline]] uint64_t uvarSlow() {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (atEnd()) { fail("unexpected end of data in varint"); return 0; }
