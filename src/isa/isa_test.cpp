@@ -114,7 +114,11 @@ Program randomProgram(std::mt19937& rng) {
   for (const InstrDesc& d : instructions()) {
     Instr in;
     in.opcode = d.opcode;
-    for (const OperandDesc& od : d.operands) in.operands.push_back(randomOperand(od.kind, rng));
+    for (const OperandDesc& od : d.operands) {
+      in.operands.push_back(randomOperand(od.kind, rng));
+      // The verifier run by the decoder checks a `word` index against the element.
+      if (od.name == "word") in.operands.back().imm = static_cast<int64_t>(rng() % wordsPerElement(d));
+    }
     p.bundles[rng() % 10].instrs.push_back(std::move(in));
   }
   p.labels.push_back(Label{"top", 0});

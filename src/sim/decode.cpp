@@ -149,6 +149,10 @@ struct Decoder {
             op.stride = static_cast<int32_t>(o.imm);
             continue;
           }
+          if (name == "word") {
+            op.word = static_cast<uint8_t>(o.imm);
+            continue;
+          }
           break;
         default: break;
       }
