@@ -46,33 +46,6 @@ std::string floatImmediate(double v) {
 
 }  // namespace
 
-bool Lowerer::allows64BitLeaves(const Instruction& in) const {
-  // 64-bit arrays are only carried (as pairs of 32-bit words) to and from
-  // rng-bit-generator; arithmetic on them is not lowered.
-  switch (in.opcode()) {
-    case Opcode::Parameter:
-    case Opcode::GetTupleElement:
-    case Opcode::Tuple:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-    case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency:
-    case Opcode::While:
-    case Opcode::Conditional:
-    case Opcode::Call:
-    case Opcode::CopyStart:
-    case Opcode::CopyDone:
-    case Opcode::AsyncStart:
-    case Opcode::AsyncUpdate:
-    case Opcode::AsyncDone:
-    case Opcode::RngBitGenerator:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // ============================================================== planning
 
 bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {

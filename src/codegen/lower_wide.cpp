@@ -1,0 +1,369 @@
+// 64-bit element types in the vector lowering. s64, u64 and f64 values live
+// in register pairs (VReg::r the low words, VReg::hi the high words), loaded
+// and stored with the word-strided vld.e64 / vst.e64. Bitwise ops, selects,
+// 64-bit add and subtract are composed from 32-bit ops on the halves; the
+// rest uses the ISA's register-pair rows (vmul.i64, vadd.f64, vcmp.lt.s64,
+// vcvt.f64.s64, ...), whose results equal the interpreter's. c64 and c128
+// are only moved (by DMA); checkWideTypes refuses everything else clearly.
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+const char* const kDirs[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+
+// Ops that only move elements (by DMA, or by aliasing): any element width.
+bool movesOnly(Opcode op) {
+  switch (op) {
+    case Opcode::Parameter:
+    case Opcode::Constant:
+    case Opcode::GetTupleElement:
+    case Opcode::Tuple:
+    case Opcode::Reshape:
+    case Opcode::Bitcast:
+    case Opcode::Copy:
+    case Opcode::OptimizationBarrier:
+    case Opcode::AddDependency:
+    case Opcode::While:
+    case Opcode::Conditional:
+    case Opcode::Call:
+    case Opcode::CopyStart:
+    case Opcode::CopyDone:
+    case Opcode::AsyncStart:
+    case Opcode::AsyncUpdate:
+    case Opcode::AsyncDone:
+    case Opcode::Transpose:
+    case Opcode::Slice:
+    case Opcode::Concatenate:
+    case Opcode::Pad:
+    case Opcode::Reverse:
+    case Opcode::Broadcast:
+    case Opcode::DynamicSlice:
+    case Opcode::DynamicUpdateSlice:
+    case Opcode::Gather:
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool Lowerer::checkWideTypes(const Instruction& in) {
+  const Shape* complexLeaf = nullptr;
+  const Shape* pairLeaf = nullptr;
+  auto scan = [&](const Shape& s) {
+    for (const Shape* l : arrayLeaves(s)) {
+      TypeInfo ti = typeInfo(l->elementType());
+      if (ti.isComplex && !complexLeaf) complexLeaf = l;
+      if (isPairType(l->elementType()) && !pairLeaf) pairLeaf = l;
+    }
+  };
+  scan(in.shape());
+  for (const Instruction* o : in.operands()) scan(o->shape());
+  if (!complexLeaf && !pairLeaf) return true;
+  Opcode op = in.opcode();
+  if (movesOnly(op)) return true;
+  if (op == Opcode::BitcastConvert) return true;  // same width (checked when planned): an alias
+  if (complexLeaf)
+    return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} ({} is only moved: "
+                                "copies, slices, transposes, concatenations, pads, broadcasts, gathers)",
+                                hlo::elementTypeName(complexLeaf->elementType()), in.name(),
+                                hlo::opcodeName(op), hlo::elementTypeName(complexLeaf->elementType())));
+  bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
+                  op == Opcode::RngBitGenerator || op == Opcode::Reduce;
+  if (computed) return true;
+  return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} yet",
+                              hlo::elementTypeName(pairLeaf->elementType()), in.name(), hlo::opcodeName(op)));
+}
+
+int Lowerer::loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg) {
+  int sa = sreg(), lo = sreg();
+  hiReg = sreg();
+  std::string d = e_.desc(8, {});
+  e_.op("smov {}, {}", S(sa), base(buf) + off);
+  e_.op("dma.h2s {}, [{}], {}[{}], sem0", d, smemSlot * 4, hbm(buf), S(sa));
+  e_.op("sem.wait sem0");
+  e_.op("sld {}, [{}]", S(lo), smemSlot * 4);
+  e_.op("sld {}, [{}]", S(hiReg), smemSlot * 4 + 4);
+  sregs_.put(sa);
+  return lo;
+}
+
+VReg Lowerer::pairFrom32(VReg x, ElementType to) {
+  TypeInfo xi = typeInfo(x.t);
+  VReg d = valloc(to);
+  if (xi.isFloat) {  // f32 and narrow floats: f32 values in the register
+    const char* m = to == ElementType::F64 ? "vcvt.f64.f32" : to == ElementType::S64 ? "vcvt.s64.f32" : "vcvt.u64.f32";
+    e_.op("{} {}, {}, 0", m, V(d), V(x));
+    e_.op("{} {}, {}, 1", m, H(d), V(x));
+    return d;
+  }
+  // Integers and pred are normalised 32-bit values: extend by the sign
+  // (only u32 can have its top bit set without being negative).
+  e_.op("vmov.s32 {}, {}", V(d), V(x));
+  if (xi.isUnsigned && xi.bits == 32) e_.op("vmov.s32 {}, 0", H(d));
+  else e_.op("vsra {}, {}, 31", H(d), V(x));
+  if (to == ElementType::F64) {
+    VReg f = valloc(to);
+    e_.op("vcvt.f64.s64 {}, {}, {}, 0", V(f), V(d), H(d));
+    e_.op("vcvt.f64.s64 {}, {}, {}, 1", H(f), V(d), H(d));
+    vfree(d);
+    return f;
+  }
+  return d;
+}
+
+int Lowerer::pairCompare(const char* dir, ElementType t, VReg a, VReg b) {
+  std::string_view d = dir;
+  const char* ty = t == ElementType::F64 ? "f64" : (t == ElementType::U64 && d != "eq" && d != "ne") ? "u64" : "s64";
+  int m = malloc_();
+  e_.op("vcmp.{}.{} {}, {}, {}, {}, {}", dir, ty, M(m), V(a), H(a), V(b), H(b));
+  return m;
+}
+
+std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  Opcode op = in.opcode();
+  // The operand type the op computes in (select: its value operands).
+  ElementType ot = ops.empty() ? rt : ops[op == Opcode::Select && ops.size() > 1 ? 1 : 0].t;
+  bool isF64 = ot == ElementType::F64;
+  bool isUnsigned = ot == ElementType::U64;
+  auto unsupported = [&]() -> std::optional<VReg> {
+    fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(op),
+                         hlo::elementTypeName(isPairType(ot) ? ot : rt)));
+    return std::nullopt;
+  };
+  // A register-pair row applied twice, once per word of the result.
+  auto pairBinary = [&](const char* m, VReg a, VReg b) {
+    VReg d = valloc(rt);
+    for (int w = 0; w < 2; ++w)
+      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
+    return d;
+  };
+  auto pairUnary = [&](const char* m, VReg a, ElementType t) {
+    VReg d = valloc(t);
+    for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), w);
+    return d;
+  };
+  // A 32-bit op on each half (bitwise ops).
+  auto halves = [&](const char* m, VReg a, VReg b) {
+    VReg d = valloc(rt);
+    e_.op("{} {}, {}, {}", m, V(d), V(a), V(b));
+    e_.op("{} {}, {}, {}", m, H(d), H(a), H(b));
+    return d;
+  };
+  auto select = [&](int mask, VReg a, VReg b) {
+    VReg d = valloc(rt);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
+    e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
+    return d;
+  };
+  // a + b or a - b with the carry (borrow) from the low words: an unsigned
+  // compare, done as a signed one on values with the sign bit flipped.
+  auto addSub = [&](bool add, VReg a, VReg b) {
+    VReg d = valloc(rt);
+    VReg fx = valloc(ElementType::S32), fy = valloc(ElementType::S32), one = vconst(ElementType::S32, 1);
+    VReg c = valloc(ElementType::S32);
+    int m = malloc_();
+    e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", V(d), V(a), V(b));
+    // add: carry when lo < a.lo; subtract: borrow when a.lo < b.lo (unsigned).
+    e_.op("vxor {}, {}, -2147483648", V(fx), add ? V(d) : V(a));
+    e_.op("vxor {}, {}, -2147483648", V(fy), add ? V(a) : V(b));
+    e_.op("vcmp.lt.s32 {}, {}, {}", M(m), V(fx), V(fy));
+    e_.op("vsel.s32 {}, {}, {}, 0", V(c), M(m), V(one));
+    e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", H(d), H(a), H(b));
+    e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", H(d), H(d), V(c));
+    masks_.put(m);
+    for (VReg r : {fx, fy, one, c}) vfree(r);
+    return d;
+  };
+  auto zeroPair = [&]() {
+    VReg z = valloc(ot);
+    e_.op("vmov.s32 {}, 0", V(z));
+    e_.op("vmov.s32 {}, 0", H(z));
+    return z;
+  };
+
+  switch (op) {
+    case Opcode::Constant: {
+      if (!in.shape().isScalar()) return unsupported();
+      uint64_t bits = in.literal().getBits(0);
+      VReg d = valloc(rt);
+      e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+      e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+      return d;
+    }
+    case Opcode::Broadcast:
+    case Opcode::Reshape:
+    case Opcode::Bitcast:
+    case Opcode::Copy: return vcopy(ops[0], rt);
+    case Opcode::BitcastConvert:
+      if (isPairType(rt) && isPairType(ot)) return vcopy(ops[0], rt);
+      return unsupported();
+    case Opcode::Add: return isF64 ? pairBinary("vadd.f64", ops[0], ops[1]) : addSub(true, ops[0], ops[1]);
+    case Opcode::Subtract: return isF64 ? pairBinary("vsub.f64", ops[0], ops[1]) : addSub(false, ops[0], ops[1]);
+    case Opcode::Multiply: return pairBinary(isF64 ? "vmul.f64" : "vmul.i64", ops[0], ops[1]);
+    case Opcode::Divide:
+      return pairBinary(isF64 ? "vdiv.f64" : isUnsigned ? "vdiv.u64" : "vdiv.s64", ops[0], ops[1]);
+    case Opcode::Remainder:
+      return pairBinary(isF64 ? "vrem.f64" : isUnsigned ? "vrem.u64" : "vrem.s64", ops[0], ops[1]);
+    case Opcode::Power:
+      if (!isF64) return unsupported();
+      return pairBinary("vpow.f64", ops[0], ops[1]);
+    case Opcode::Atan2:
+      if (!isF64) return unsupported();
+      return pairBinary("vatan2.f64", ops[0], ops[1]);
+    case Opcode::And:
+    case Opcode::Or:
+    case Opcode::Xor:
+      if (isF64) return unsupported();
+      return halves(op == Opcode::And ? "vand" : op == Opcode::Or ? "vor" : "vxor", ops[0], ops[1]);
+    case Opcode::Not: {
+      if (isF64) return unsupported();
+      VReg d = valloc(rt);
+      e_.op("vnot {}, {}", V(d), V(ops[0]));
+      e_.op("vnot {}, {}", H(d), H(ops[0]));
+      return d;
+    }
+    case Opcode::ShiftLeft: return pairBinary("vshl.i64", ops[0], ops[1]);
+    case Opcode::ShiftRightLogical: return pairBinary("vshr.i64", ops[0], ops[1]);
+    case Opcode::ShiftRightArithmetic: return pairBinary("vsra.i64", ops[0], ops[1]);
+    case Opcode::Negate:
+    case Opcode::Abs: {
+      if (isF64) {  // the sign bit, in the high word
+        VReg d = valloc(rt);
+        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+        if (op == Opcode::Negate) e_.op("vxor {}, {}, -2147483648", H(d), H(ops[0]));
+        else e_.op("vand {}, {}, 2147483647", H(d), H(ops[0]));
+        return d;
+      }
+      if (op == Opcode::Abs && isUnsigned) return vcopy(ops[0], rt);
+      VReg z = zeroPair();
+      VReg n = addSub(false, z, ops[0]);
+      vfree(z);
+      if (op == Opcode::Negate) return n;
+      int m = malloc_();
+      e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
+      VReg d = select(m, n, ops[0]);
+      masks_.put(m);
+      vfree(n);
+      return d;
+    }
+    case Opcode::Maximum:
+    case Opcode::Minimum: {
+      bool mx = op == Opcode::Maximum;
+      if (isF64) return pairBinary(mx ? "vmax.f64" : "vmin.f64", ops[0], ops[1]);
+      int m = pairCompare(mx ? "gt" : "lt", ot, ops[0], ops[1]);
+      VReg d = select(m, ops[0], ops[1]);
+      masks_.put(m);
+      return d;
+    }
+    case Opcode::Clamp: {  // clamp(lo, x, hi) = min(max(x, lo), hi)
+      if (isF64) {
+        VReg a = pairBinary("vmax.f64", ops[1], ops[0]);
+        VReg d = pairBinary("vmin.f64", a, ops[2]);
+        vfree(a);
+        return d;
+      }
+      int m = pairCompare("gt", ot, ops[1], ops[0]);
+      VReg a = select(m, ops[1], ops[0]);
+      e_.op("vcmp.lt.{} {}, {}, {}, {}, {}", isUnsigned ? "u64" : "s64", M(m), V(a), H(a), V(ops[2]), H(ops[2]));
+      VReg d = select(m, a, ops[2]);
+      masks_.put(m);
+      vfree(a);
+      return d;
+    }
+    case Opcode::Compare: {
+      if (isF64 && in.attrs().comparisonType == hlo::ComparisonType::TotalOrder) return unsupported();
+      const char* dir = kDirs[static_cast<int>(in.attrs().comparisonDirection)];
+      return toMask01(pairCompare(dir, ot, ops[0], ops[1]));
+    }
+    case Opcode::Select: {
+      int m = malloc_();
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
+      VReg d = select(m, ops[1], ops[2]);
+      masks_.put(m);
+      return d;
+    }
+    case Opcode::IsFinite: {  // exponent field of the high word not all ones
+      VReg e = valloc(ElementType::S32);
+      int m = malloc_();
+      e_.op("vand {}, {}, 2146435072", V(e), H(ops[0]));
+      e_.op("vcmp.ne.s32 {}, {}, 2146435072", M(m), V(e));
+      vfree(e);
+      return toMask01(m);
+    }
+    case Opcode::Convert: {
+      ElementType from = ops[0].t;
+      TypeInfo ri = typeInfo(rt);
+      if (isPairType(from) && isPairType(rt)) {
+        if (from == rt || (from != ElementType::F64 && rt != ElementType::F64)) return vcopy(ops[0], rt);
+        if (rt == ElementType::F64) return pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
+        return pairUnary(rt == ElementType::S64 ? "vcvt.s64.f64" : "vcvt.u64.f64", ops[0], rt);
+      }
+      if (!isPairType(from)) return pairFrom32(ops[0], rt);
+      // From a pair to a 32-bit register form.
+      if (rt == ElementType::Pred) {
+        if (from == ElementType::F64) {
+          VReg z = zeroPair();
+          int m = pairCompare("ne", from, ops[0], z);
+          vfree(z);
+          return toMask01(m);
+        }
+        VReg t = valloc(ElementType::S32);
+        int m = malloc_();
+        e_.op("vor {}, {}, {}", V(t), V(ops[0]), H(ops[0]));
+        e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(t));
+        vfree(t);
+        return toMask01(m);
+      }
+      VReg d = valloc(rt);
+      if (ri.isFloat) {
+        // Narrow floats would round twice (via f32); the interpreter rounds once.
+        if (rt != ElementType::F32) {
+          vfree(d);
+          return unsupported();
+        }
+        const char* m = from == ElementType::F64 ? "vcvt.f32.f64" : from == ElementType::S64 ? "vcvt.f32.s64" : "vcvt.f32.u64";
+        e_.op("{} {}, {}, {}", m, V(d), V(ops[0]), H(ops[0]));
+        return d;
+      }
+      if (from != ElementType::F64) {  // integer narrowing wraps: the low word
+        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+        return normalize(d);
+      }
+      // f64 to integers truncates and saturates to the type's range.
+      bool u32 = ri.isUnsigned && ri.bits == 32;
+      e_.op("{} {}, {}, {}", u32 ? "vcvt.u32.f64" : "vcvt.s32.f64", V(d), V(ops[0]), H(ops[0]));
+      if (ri.bits < 32) {
+        int64_t lo = ri.isUnsigned ? 0 : -(int64_t{1} << (ri.bits - 1));
+        int64_t hi = ri.isUnsigned ? (int64_t{1} << ri.bits) - 1 : (int64_t{1} << (ri.bits - 1)) - 1;
+        e_.op("vmax.s32 {}, {}, {}", V(d), V(d), lo);
+        e_.op("vmin.s32 {}, {}, {}", V(d), V(d), hi);
+      }
+      return d;
+    }
+    case Opcode::Map: {
+      std::vector<VReg> out;
+      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
+      return out[0];
+    }
+    default: break;
+  }
+  if (!isF64 || ops.size() != 1) return unsupported();
+  static const std::map<Opcode, const char*> kUnary = {
+      {Opcode::Sqrt, "vsqrt.f64"},   {Opcode::Rsqrt, "vrsqrt.f64"},     {Opcode::Cbrt, "vcbrt.f64"},
+      {Opcode::Exp, "vexp.f64"},     {Opcode::Expm1, "vexpm1.f64"},     {Opcode::Log, "vlog.f64"},
+      {Opcode::Log1p, "vlog1p.f64"}, {Opcode::Tanh, "vtanh.f64"},       {Opcode::Logistic, "vlogistic.f64"},
+      {Opcode::Sin, "vsin.f64"},     {Opcode::Cos, "vcos.f64"},         {Opcode::Tan, "vtan.f64"},
+      {Opcode::Atan, "vatan.f64"},   {Opcode::Erf, "verf.f64"},         {Opcode::Floor, "vfloor.f64"},
+      {Opcode::Ceil, "vceil.f64"},   {Opcode::RoundNearestEven, "vround.f64"},
+      {Opcode::RoundNearestAfz, "vround.afz.f64"}, {Opcode::Sign, "vsign.f64"},
+  };
+  auto it = kUnary.find(op);
+  if (it == kUnary.end()) return unsupported();
+  return pairUnary(it->second, ops[0], rt);
+}
+
+}  // namespace tpu::codegen

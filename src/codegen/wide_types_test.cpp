@@ -1,0 +1,371 @@
+// End-to-end tests of the 64-bit element types (s64, u64, f64) and of moving
+// c64/c128: HLO text -> llo-gen -> assembler -> simulator, compared bit for
+// bit with the reference interpreter. Inputs mix the values where 64-bit
+// arithmetic goes wrong (carries between the words, INT64_MIN, shift
+// amounts of 64 and more, NaN, infinities, -0, subnormals, values beyond
+// the 32-bit and f32 ranges) with random ones.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "codegen/codegen.h"
+#include "eval/evaluator.h"
+#include "hlo/io/hlo_io.h"
+#include "llo/text.h"
+#include "sim/sim.h"
+
+namespace tpu::codegen {
+namespace {
+
+using hlo::ElementType;
+
+uint64_t pick64(std::mt19937_64& rng, ElementType t) {
+  static const uint64_t kInts[] = {0,
+                                   1,
+                                   ~uint64_t{0},
+                                   uint64_t{1} << 63,
+                                   (uint64_t{1} << 63) - 1,
+                                   0xFFFFFFFFull,
+                                   0x100000000ull,
+                                   0x7FFFFFFFull,
+                                   0x80000000ull,
+                                   0xFFFFFFFF00000000ull,
+                                   0x00000001FFFFFFFFull,
+                                   63,
+                                   64,
+                                   65,
+                                   ~uint64_t{0} - 63};
+  const double inf = std::numeric_limits<double>::infinity();
+  const double kF64[] = {0.0,    -0.0,    inf,     -inf,   std::numeric_limits<double>::quiet_NaN(),
+                         1e308,  -1e308,  4e-320,  -1e-310, 0.5,
+                         2.5,    -2.5,    1e19,    -1e19,  9.3e18,
+                         1.5e10, -3.0e9,  4294967296.5, 1.0 / 3.0, 3.4028235677973366e38};
+  uint64_t r = rng();
+  if (t == ElementType::F64) {
+    if ((r & 3) == 0) return std::bit_cast<uint64_t>(kF64[(r >> 8) % std::size(kF64)]);
+    std::uniform_real_distribution<double> real(-300.0, 300.0);
+    double v = real(rng);
+    if ((r & 12) == 4) v = std::ldexp(v, static_cast<int>((r >> 20) % 200) - 100);
+    return std::bit_cast<uint64_t>(v);
+  }
+  switch (r & 7) {
+    case 0:
+    case 1: return kInts[(r >> 8) % std::size(kInts)];
+    case 2: return (r >> 8) % 80;  // shift amounts around 64
+    case 3: return static_cast<uint64_t>(static_cast<int64_t>((r >> 8) % 601) - 300);
+    default: return rng();
+  }
+}
+
+hlo::Literal testLiteral(const hlo::Shape& s, std::mt19937_64& rng) {
+  hlo::Literal l(s);
+  const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(s.elementType());
+  for (int64_t k = 0; k < l.elementCount(); ++k) {
+    ElementType t = s.elementType();
+    if (t == ElementType::S64 || t == ElementType::U64 || t == ElementType::F64) {
+      l.setBits(k, pick64(rng, t));
+    } else if (t == ElementType::C64 || t == ElementType::C128) {
+      for (int64_t b = 0; b < info.bitWidth / 8; ++b) l.rawElement(k)[b] = static_cast<uint8_t>(rng());
+    } else if (t == ElementType::Pred) {
+      l.setInt(k, rng() & 1);
+    } else if (info.isFloat) {
+      std::uniform_real_distribution<double> real(-3e9, 3e9);
+      l.setDouble(k, (rng() & 3) == 0 ? std::ldexp(real(rng), -30) : real(rng));
+    } else {
+      l.setBits(k, rng());  // the literal keeps the type's bits
+      if (info.isSigned) l.setInt(k, static_cast<int64_t>(rng()) >> (64 - info.bitWidth));
+    }
+  }
+  return l;
+}
+
+void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out) {
+  if (l.isTuple())
+    for (const auto& e : l.tupleElements()) leaves(e, out);
+  else
+    out.push_back(&l);
+}
+
+// "" when the simulated results equal the interpreter's byte for byte (NaNs
+// compare as NaNs whatever their payload); otherwise what differs.
+std::string compareWide(const std::string& text, uint64_t seed = 11) {
+  DiagnosticEngine diags;
+  std::string messages;
+  diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
+  auto source = std::make_shared<SourceFile>("test.hlo", text);
+  auto loaded = hlo::readModule(source, diags);
+  if (!loaded.module) return "parse: " + messages;
+  auto target = target::loadTarget("v5e", diags);
+  CodegenOptions options;
+  options.targetSpec = "v5e";
+  auto gen = generateLlo(*loaded.module, *target, options, diags);
+  if (!gen) return "llo-gen: " + messages;
+  SourceFile llo("test.llo", gen->llo);
+  auto assembled = llo::assembleLlo(llo, {}, diags);
+  if (!assembled) return "llo-asm: " + messages;
+  std::mt19937_64 rng(seed);
+  std::vector<hlo::Literal> args;
+  std::vector<std::string> inputs;
+  for (int64_t p = 0; p < loaded.module->entry()->parameterCount(); ++p) {
+    args.push_back(testLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
+    inputs.emplace_back(reinterpret_cast<const char*>(args.back().data().data()), args.back().data().size());
+  }
+  auto simmed = sim::simulate(assembled->program, *target, inputs, sim::SimOptions{}, diags);
+  if (!simmed) return "sim: " + messages;
+  auto expected = eval::evaluate(*loaded.module, args, eval::EvalOptions{}, diags);
+  if (!expected) return "eval: " + messages;
+  std::vector<const hlo::Literal*> want;
+  leaves(*expected, want);
+  if (want.size() != simmed->results.size()) return "result count differs";
+  for (size_t r = 0; r < want.size(); ++r) {
+    const hlo::Literal& w = *want[r];
+    if (w.data().size() != simmed->results[r].size()) return fmt::format("result {} size differs", r);
+    ElementType t = w.shape().elementType();
+    size_t eb = w.elementCount() ? w.data().size() / static_cast<size_t>(w.elementCount()) : 0;
+    for (int64_t k = 0; k < w.elementCount(); ++k) {
+      const char* g = simmed->results[r].data() + static_cast<size_t>(k) * eb;
+      const uint8_t* x = w.data().data() + static_cast<size_t>(k) * eb;
+      if (std::memcmp(g, x, eb) == 0) continue;
+      hlo::Literal got(hlo::Shape::array(t, {}));
+      std::memcpy(got.mutableData().data(), g, eb);
+      if (hlo::isFloatType(t) && eb <= 8 && std::isnan(got.getDouble(0)) && std::isnan(w.getDouble(k))) continue;
+      std::string in;
+      for (const hlo::Literal& a : args)
+        if (a.shape().isArray() && a.elementCount() > 0)
+          in += fmt::format(" 0x{:x}", a.getBits(k % a.elementCount()));
+      return fmt::format("result {} element {}: got 0x{:x} want 0x{:x}; inputs{}", r, k, got.getBits(0),
+                         w.getBits(k), in);
+    }
+  }
+  return "";
+}
+
+std::string binaryModule(const char* op, const char* t, const char* rt = nullptr, int64_t n = 2500) {
+  return fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {1}[{3}] parameter(0)
+  b = {1}[{3}] parameter(1)
+  ROOT r = {2}[{3}] {0}(a, b)
+}})",
+                     op, t, rt ? rt : t, n);
+}
+
+std::string unaryModule(const char* op, const char* t, const char* rt = nullptr, int64_t n = 2500) {
+  return fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {1}[{3}] parameter(0)
+  ROOT r = {2}[{3}] {0}(a)
+}})",
+                     op, t, rt ? rt : t, n);
+}
+
+TEST(WideTypes, IntegerBinaryOps) {
+  for (const char* t : {"s64", "u64"})
+    for (const char* op : {"add", "subtract", "multiply", "divide", "remainder", "and", "or", "xor", "maximum",
+                           "minimum", "shift-left", "shift-right-logical", "shift-right-arithmetic"})
+      EXPECT_EQ(compareWide(binaryModule(op, t)), "") << op << " " << t;
+}
+
+TEST(WideTypes, IntegerUnaryOps) {
+  for (const char* t : {"s64", "u64"})
+    for (const char* op : {"negate", "abs", "not"}) {
+      if (std::string_view(op) == "abs" && std::string_view(t) == "u64") continue;  // HLO has no unsigned abs
+      EXPECT_EQ(compareWide(unaryModule(op, t)), "") << op << " " << t;
+    }
+}
+
+TEST(WideTypes, ComparesSelectAndClamp) {
+  for (const char* t : {"s64", "u64", "f64"}) {
+    for (const char* dir : {"EQ", "NE", "LT", "LE", "GT", "GE"}) {
+      std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[1500] parameter(0)
+  b = {0}[1500] parameter(1)
+  ROOT r = pred[1500] compare(a, b), direction={1}
+}})",
+                                     t, dir);
+      EXPECT_EQ(compareWide(text), "") << t << " " << dir;
+    }
+    std::string sel = fmt::format(R"(HloModule m
+ENTRY main {{
+  p = pred[1500] parameter(0)
+  a = {0}[1500] parameter(1)
+  b = {0}[1500] parameter(2)
+  lo = {0}[] parameter(3)
+  hi = {0}[1500] parameter(4)
+  s = {0}[1500] select(p, a, b)
+  lb = {0}[1500] broadcast(lo), dimensions={{}}
+  ROOT c = {0}[1500] clamp(lb, s, hi)
+}})",
+                                  t);
+    EXPECT_EQ(compareWide(sel), "") << t;
+  }
+}
+
+TEST(WideTypes, F64Arithmetic) {
+  for (const char* op :
+       {"add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2"})
+    EXPECT_EQ(compareWide(binaryModule(op, "f64")), "") << op;
+  for (const char* op : {"negate", "abs", "sqrt", "rsqrt", "cbrt", "exponential", "exponential-minus-one", "log",
+                         "log-plus-one", "tanh", "logistic", "sine", "cosine", "tan", "atan", "erf", "floor", "ceil",
+                         "round-nearest-even", "round-nearest-afz", "sign"})
+    EXPECT_EQ(compareWide(unaryModule(op, "f64")), "") << op;
+  EXPECT_EQ(compareWide(unaryModule("is-finite", "f64", "pred")), "");
+}
+
+TEST(WideTypes, Converts) {
+  const char* narrow[] = {"s32", "u32", "s16", "u16", "s8", "u8", "pred", "f32", "bf16", "f16"};
+  for (const char* wide : {"s64", "u64", "f64"}) {
+    for (const char* other : narrow) {
+      EXPECT_EQ(compareWide(unaryModule("convert", other, wide)), "") << other << " -> " << wide;
+      bool narrowFloat = std::string_view(other) == "bf16" || std::string_view(other) == "f16";
+      if (!narrowFloat) EXPECT_EQ(compareWide(unaryModule("convert", wide, other)), "") << wide << " -> " << other;
+    }
+    for (const char* to : {"s64", "u64", "f64"})
+      EXPECT_EQ(compareWide(unaryModule("convert", wide, to)), "") << wide << " -> " << to;
+  }
+  // f64 -> bf16 would round twice through f32; refused rather than inexact.
+  std::string err = compareWide(unaryModule("convert", "f64", "bf16"));
+  EXPECT_NE(err.find("convert on f64 is not supported"), std::string::npos) << err;
+}
+
+TEST(WideTypes, FusionWithScalarsConstantsAndIota) {
+  for (const char* t : {"s64", "u64", "f64"}) {
+    std::string text = fmt::format(R"(HloModule m
+f {{
+  x = {0}[3000] parameter(0)
+  s = {0}[] parameter(1)
+  c = {0}[] constant(5)
+  bs = {0}[3000] broadcast(s), dimensions={{}}
+  bc = {0}[3000] broadcast(c), dimensions={{}}
+  i = {0}[3000] iota(), iota_dimension=0
+  m = {0}[3000] multiply(x, bs)
+  a = {0}[3000] add(m, bc)
+  ROOT r = {0}[3000] subtract(a, i)
+}}
+ENTRY main {{
+  x = {0}[3000] parameter(0)
+  s = {0}[] parameter(1)
+  ROOT r = {0}[3000] fusion(x, s), kind=kLoop, calls=f
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text), "") << t;
+    EXPECT_EQ(compareWide(fmt::format(R"(HloModule m
+ENTRY main {{
+  ROOT i = {0}[5,700] iota(), iota_dimension=1
+}})",
+                                      t)),
+              "")
+        << t;
+  }
+}
+
+TEST(WideTypes, DataMovement) {
+  for (const char* t : {"s64", "f64", "c64", "c128"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[6,40,3] parameter(0)
+  b = {0}[6,7,3] parameter(1)
+  s = {0}[] parameter(2)
+  i = s32[] parameter(3)
+  tr = {0}[3,6,40] transpose(a), dimensions={{2,0,1}}
+  sl = {0}[6,19,3] slice(a), slice={{[0:6], [3:40:2], [0:3]}}
+  cc = {0}[6,26,3] concatenate(sl, b), dimensions={{1}}
+  pd = {0}[8,29,3] pad(cc, s), padding=1_1x0_3x0_0
+  rv = {0}[8,29,3] reverse(pd), dimensions={{0,1}}
+  bc = {0}[2,6,7,3] broadcast(b), dimensions={{1,2,3}}
+  z = s32[] constant(1)
+  ds = {0}[2,5,3] dynamic-slice(a, i, i, z), dynamic_slice_sizes={{2,5,3}}
+  du = {0}[6,40,3] dynamic-update-slice(a, ds, z, i, z)
+  ROOT t = ({0}[3,6,40], {0}[8,29,3], {0}[2,6,7,3], {0}[6,40,3]) tuple(tr, rv, bc, du)
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text), "") << t;
+  }
+}
+
+TEST(WideTypes, ConstantsGatherAndWhile) {
+  // An s64 loop counter and an f64 accumulator carried through a while loop;
+  // array constants in the data section; a gather of f64 rows by s32 index.
+  const char* text = R"(HloModule m
+cond {
+  p = (s64[], f64[300]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  n = s64[] constant(5000000000)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s64[], f64[300]) parameter(0)
+  i = s64[] get-tuple-element(p), index=0
+  x = f64[300] get-tuple-element(p), index=1
+  step = s64[] constant(1500000000)
+  i2 = s64[] add(i, step)
+  q = f64[] constant(0.1)
+  k = f64[300] broadcast(q), dimensions={}
+  x2 = f64[300] add(x, k)
+  ROOT t = (s64[], f64[300]) tuple(i2, x2)
+}
+ENTRY main {
+  x = f64[300] parameter(0)
+  tbl = f64[50,4] parameter(1)
+  idx = s32[7,1] parameter(2)
+  z = s64[] constant(-2)
+  w = (s64[], f64[300]) while((s64[], f64[300]) tuple(z, x)), condition=cond, body=body
+  c = s64[2,3] constant({{1, -1, 9223372036854775807}, {-9223372036854775808, 4294967296, 0}})
+  g = f64[7,4] gather(tbl, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
+  ROOT t = ((s64[], f64[300]), s64[2,3], f64[7,4]) tuple(w, c, g)
+})";
+  EXPECT_EQ(compareWide(text), "");
+}
+
+TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
+  std::string err = compareWide(binaryModule("add", "c64", nullptr, 16));
+  EXPECT_NE(err.find("element type c64 of 'r' is not supported by add (c64 is only moved"), std::string::npos)
+      << err;
+  err = compareWide(R"(HloModule m
+lt {
+  x = s64[] parameter(0)
+  y = s64[] parameter(1)
+  ROOT c = pred[] compare(x, y), direction=LT
+}
+ENTRY main {
+  a = s64[4,8] parameter(0)
+  ROOT r = s64[4,8] sort(a), dimensions={0}, to_apply=lt
+})");
+  EXPECT_NE(err.find("element type s64 of 'r' is not supported by sort yet"), std::string::npos) << err;
+}
+
+TEST(WideTypes, Reductions) {
+  struct Case {
+    const char* t;
+    const char* op;
+    const char* init;
+  };
+  for (Case c : {Case{"s64", "add", "0"}, Case{"s64", "maximum", "-9223372036854775808"}, Case{"s64", "minimum", "3"},
+                 Case{"u64", "add", "7"}, Case{"u64", "maximum", "0"}, Case{"u64", "and", "18446744073709551615"},
+                 Case{"s64", "or", "0"}, Case{"f64", "add", "0"}, Case{"f64", "maximum", "-inf"},
+                 Case{"f64", "minimum", "inf"}})
+    for (const char* dims : {"1", "0", "0,1"}) {
+      std::string out = std::string_view(dims) == "1" ? "[30]" : std::string_view(dims) == "0" ? "[700]" : "[]";
+      std::string text = fmt::format(R"(HloModule m
+red {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT s = {0}[] {1}(x, y)
+}}
+ENTRY main {{
+  a = {0}[30,700] parameter(0)
+  z = {0}[] constant({2})
+  ROOT r = {0}{4} reduce(a, z), dimensions={{{3}}}, to_apply=red
+}})",
+                                     c.t, c.op, c.init, dims, out);
+      EXPECT_EQ(compareWide(text), "") << c.t << " " << c.op << " dims " << dims;
+    }
+}
+
+}  // namespace
+}  // namespace tpu::codegen
