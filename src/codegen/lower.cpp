@@ -400,7 +400,13 @@ int Lowerer::loadScalar(int buf, int64_t off, ElementType t, int smemSlot) {
   e_.op("dma.h2s {}, [{}], {}[{}], sem0", d, smemSlot * 4, hbm(buf), S(sa));
   e_.op("sem.wait sem0");
   e_.op("sld {}, [{}]", S(sx), smemSlot * 4);
-  if (t == ElementType::BF16) {
+  if (ti.bytes == 8 && !ti.isFloat) {
+    // A 64-bit index: the 32-bit value that clamps the same way.
+    int hi = sreg();
+    e_.op("sld {}, [{}]", S(hi), smemSlot * 4 + 4);
+    saturateToS32(sx, hi, ti.isUnsigned);
+    sregs_.put(hi);
+  } else if (t == ElementType::BF16) {
     e_.op("sshl {}, {}, 16", S(sx), S(sx));
   } else if (ti.isFloat && ti.bytes < 4) {
     e_.op("sand {}, {}, {}", S(sx), S(sx), ti.bytes == 2 ? 0xFFFF : 0xFF);

@@ -71,7 +71,7 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
                                 hlo::elementTypeName(complexLeaf->elementType()), in.name(),
                                 hlo::opcodeName(op), hlo::elementTypeName(complexLeaf->elementType())));
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
-                  op == Opcode::RngBitGenerator || op == Opcode::Reduce;
+                  op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter;
   if (computed) return true;
   return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} yet",
                               hlo::elementTypeName(pairLeaf->elementType()), in.name(), hlo::opcodeName(op)));
@@ -88,6 +88,24 @@ int Lowerer::loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg) {
   e_.op("sld {}, [{}]", S(hiReg), smemSlot * 4 + 4);
   sregs_.put(sa);
   return lo;
+}
+
+void Lowerer::saturateToS32(int lo, int hi, bool asUnsigned) {
+  int out = sreg(), t = sreg(), bound = sreg();
+  if (asUnsigned) {  // out of range: high word set, or bit 31 of the low word
+    e_.op("scmp.ne {}, {}, 0", S(out), S(hi));
+    e_.op("scmp.lt {}, {}, 0", S(t), S(lo));
+    e_.op("sor {}, {}, {}", S(out), S(out), S(t));
+    e_.op("smov {}, 2147483647", S(bound));
+  } else {  // out of range: the high word is not the low word's sign
+    e_.op("ssra {}, {}, 31", S(t), S(lo));
+    e_.op("scmp.ne {}, {}, {}", S(out), S(hi), S(t));
+    e_.op("smov {}, -2147483648", S(bound));
+    e_.op("scmp.lt {}, {}, 0", S(t), S(hi));
+    e_.op("ssel {}, {}, {}, 2147483647", S(bound), S(t), S(bound));
+  }
+  e_.op("ssel {}, {}, {}, {}", S(lo), S(out), S(bound), S(lo));
+  for (int r : {out, t, bound}) sregs_.put(r);
 }
 
 VReg Lowerer::pairFrom32(VReg x, ElementType to) {

@@ -312,6 +312,10 @@ class Lowerer {
   VReg pairFrom32(VReg x, ElementType to);  // s64/u64/f64 from a 32-bit register value
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
+  // lo = the 64-bit index lo:hi saturated to s32 (it clamps to the same
+  // start index), read as u64 or s64: the interpreter reads u64 scalar
+  // start indices as unsigned, gather/scatter index arrays as s64.
+  void saturateToS32(int lo, int hi, bool asUnsigned);
   VReg toMask01(int mask);  // pred vreg from a mask
   VReg binop(const char* mnemonic, VReg a, const std::string& b, ElementType t);
   VReg unop(const char* mnemonic, VReg a, ElementType t);

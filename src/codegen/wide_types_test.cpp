@@ -322,6 +322,41 @@ ENTRY main {
   EXPECT_EQ(compareWide(text), "");
 }
 
+TEST(WideTypes, SixtyFourBitIndicesClampAndScatterCombines) {
+  // s64/u64 start indices beyond the 32-bit range clamp as XLA's do; a
+  // scatter adds s64 rows by u64 index, another overwrites f64 rows.
+  for (const char* it : {"s64", "u64"}) {
+    std::string text = fmt::format(R"(HloModule m
+add {{
+  x = s64[] parameter(0)
+  y = s64[] parameter(1)
+  ROOT s = s64[] add(x, y)
+}}
+over {{
+  x = f64[] parameter(0)
+  ROOT y = f64[] parameter(1)
+}}
+ENTRY main {{
+  tbl = f32[50,4] parameter(0)
+  idx = {0}[40,1] parameter(1)
+  i = {0}[] parameter(2)
+  j = {0}[] parameter(3)
+  acc = s64[50,4] parameter(4)
+  upd = s64[40,4] parameter(5)
+  fa = f64[50,4] parameter(6)
+  fu = f64[40,4] parameter(7)
+  g = f32[40,4] gather(tbl, idx), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,4}}
+  ds = f32[3,2] dynamic-slice(tbl, i, j), dynamic_slice_sizes={{3,2}}
+  sa = s64[50,4] scatter(acc, idx, upd), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add
+  so = f64[50,4] scatter(fa, idx, fu), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=over
+  ROOT t = (f32[40,4], f32[3,2], s64[50,4], f64[50,4]) tuple(g, ds, sa, so)
+}})",
+                                   it);
+    // Seeds give different mixes of in-range and huge indices.
+    for (uint64_t seed : {11, 12, 13}) EXPECT_EQ(compareWide(text, seed), "") << it << " seed " << seed;
+  }
+}
+
 TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
   std::string err = compareWide(binaryModule("add", "c64", nullptr, 16));
   EXPECT_NE(err.find("element type c64 of 'r' is not supported by add (c64 is only moved"), std::string::npos)
