@@ -71,7 +71,8 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
                                 hlo::elementTypeName(complexLeaf->elementType()), in.name(),
                                 hlo::opcodeName(op), hlo::elementTypeName(complexLeaf->elementType())));
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
-                  op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter;
+                  op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||
+                  op == Opcode::Sort;
   if (computed) return true;
   return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} yet",
                               hlo::elementTypeName(pairLeaf->elementType()), in.name(), hlo::opcodeName(op)));
@@ -293,9 +294,24 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       return d;
     }
     case Opcode::Compare: {
-      if (isF64 && in.attrs().comparisonType == hlo::ComparisonType::TotalOrder) return unsupported();
       const char* dir = kDirs[static_cast<int>(in.attrs().comparisonDirection)];
-      return toMask01(pairCompare(dir, ot, ops[0], ops[1]));
+      if (!isF64 || in.attrs().comparisonType != hlo::ComparisonType::TotalOrder)
+        return toMask01(pairCompare(dir, ot, ops[0], ops[1]));
+      // Total order: the bits as s64, negative values with their magnitude
+      // bits flipped (-NaN < -inf < -0 < +0 < +NaN).
+      VReg k[2];
+      for (int i = 0; i < 2; ++i) {
+        VReg x = ops[static_cast<size_t>(i)];
+        k[i] = valloc(ElementType::S64);
+        e_.op("vsra {}, {}, 31", V(k[i]), H(x));
+        e_.op("vand {}, {}, 2147483647", H(k[i]), V(k[i]));
+        e_.op("vxor {}, {}, {}", H(k[i]), H(k[i]), H(x));
+        e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(x));
+      }
+      int m = pairCompare(dir, ElementType::S64, k[0], k[1]);
+      vfree(k[0]);
+      vfree(k[1]);
+      return toMask01(m);
     }
     case Opcode::Select: {
       int m = malloc_();
