@@ -2213,6 +2213,9 @@ DotGeometry dotGeometry(const Instruction& dot) {
 }
 
 bool Lowerer::lowerDot(const Instruction& in) {
+  if (isPairType(in.shape().elementType()) || isPairType(in.operand(0)->shape().elementType()) ||
+      isPairType(in.operand(1)->shape().elementType()))
+    return lowerWideDot(in);
   if (!isMxuDot(in)) return lowerVectorDot(in);
   beginKernel(in, "matmul");
   const Instruction* lhs = in.operand(0);

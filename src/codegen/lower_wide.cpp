@@ -72,7 +72,7 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
                                 hlo::opcodeName(op), hlo::elementTypeName(complexLeaf->elementType())));
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
                   op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||
-                  op == Opcode::Sort;
+                  op == Opcode::Sort || op == Opcode::Dot;
   if (computed) return true;
   return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} yet",
                               hlo::elementTypeName(pairLeaf->elementType()), in.name(), hlo::opcodeName(op)));
@@ -141,6 +141,187 @@ int Lowerer::pairCompare(const char* dir, ElementType t, VReg a, VReg b) {
   return m;
 }
 
+VReg Lowerer::pairAddSub(bool add, VReg a, VReg b, ElementType t) {
+  // The carry (borrow) of the low words comes from an unsigned compare,
+  // done as a signed one on values with the sign bit flipped.
+  VReg d = valloc(t);
+  VReg fx = valloc(ElementType::S32), fy = valloc(ElementType::S32), one = vconst(ElementType::S32, 1);
+  VReg c = valloc(ElementType::S32);
+  int m = malloc_();
+  e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", V(d), V(a), V(b));
+  // add: carry when lo < a.lo; subtract: borrow when a.lo < b.lo (unsigned).
+  e_.op("vxor {}, {}, -2147483648", V(fx), add ? V(d) : V(a));
+  e_.op("vxor {}, {}, -2147483648", V(fy), add ? V(a) : V(b));
+  e_.op("vcmp.lt.s32 {}, {}, {}", M(m), V(fx), V(fy));
+  e_.op("vsel.s32 {}, {}, {}, 0", V(c), M(m), V(one));
+  e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", H(d), H(a), H(b));
+  e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", H(d), H(d), V(c));
+  masks_.put(m);
+  for (VReg r : {fx, fy, one, c}) vfree(r);
+  return d;
+}
+
+// Dots of s64, u64 or f64 on the vector unit: for each output row, the sum
+// over k (in order, from 0: the interpreter's naive loop, separate multiply
+// and add) of a scalar of the lhs row times a row of the rhs. The rhs block
+// of one batch sits in VMEM, the lhs row in SMEM as word pairs.
+bool Lowerer::lowerWideDot(const Instruction& in) {
+  const Instruction* lhs = in.operand(0);
+  const Instruction* rhs = in.operand(1);
+  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
+  if (lt != ot || rt != ot || !isPairType(ot))
+    return fail(in, fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
+                                hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
+  beginKernel(in, "matmul-vpu");
+  const auto& dn = in.attrs().dotDims;
+  DotGeometry geo = dotGeometry(in);
+  int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
+  int dst = leaves_[&in][0];
+  if (b * m * n == 0) {
+    endKernel(0, 0, 0);
+    return true;
+  }
+  if (k == 0) {
+    bool ok = fillZero(dst, b * m * n, ot);
+    endKernel(0, bufs_[dst].bytes, 0);
+    return ok;
+  }
+  constexpr int64_t es = 8;
+  auto vmemFor = [&](int64_t cols) {
+    return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) + alignUp(static_cast<uint64_t>(cols) * es, 8192);
+  };
+  int64_t nb = n;
+  if (vmemFor(nb) > vmemBudget()) {
+    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 32768)) /
+                              static_cast<uint64_t>(k * es + es));
+    nb = nb / 128 * 128;
+  }
+  if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
+      static_cast<uint64_t>(k) * es > target_.memory.smemBytes)
+    return fail(in, fmt::format("llo-gen: {} dot with K={} does not fit VMEM on the vector unit yet",
+                                hlo::elementTypeName(ot), k));
+  // Operands as [B, M, K] and [B, K, N].
+  auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                   const std::vector<int64_t>& g2) -> int {
+    const Shape& s = op->shape();
+    std::vector<int64_t> order = g0;
+    order.insert(order.end(), g1.begin(), g1.end());
+    order.insert(order.end(), g2.begin(), g2.end());
+    int src = leaves_[op][0];
+    bool identity = true;
+    for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+    if (identity) return src;
+    std::vector<int64_t> os = byteStrides(s.dimensions(), es), counts, ss;
+    for (int64_t d : order) {
+      counts.push_back(s.dimension(d));
+      ss.push_back(os[static_cast<size_t>(d)]);
+    }
+    int tb = tempBuf(ot, {dimsProduct(s, g0), dimsProduct(s, g1), dimsProduct(s, g2)});
+    emitCopy(tb, 0, src, 0, counts, byteStrides(counts, es), ss, es);
+    return tb;
+  };
+  int a = canon(lhs, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions);
+  int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree);
+  if (failed_) return false;
+  bool isF64 = ot == ElementType::F64;
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  std::string dA = e_.desc(static_cast<uint64_t>(k * es), {});
+  int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(), rWo = sreg(),
+      rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
+  VReg zero = vconst(ot, 0);
+  auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
+    uint64_t vW = 0, vAcc = alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192);
+    std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{k, n * es, cols * es}});
+    std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
+    int64_t nv = (cols + kVregElems - 1) / kVregElems;
+    std::string lJb = e_.newLabel("wcol"), lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"),
+                lK = e_.newLabel("wk"), lJ = e_.newLabel("wj");
+    e_.op("smov {}, 0", S(rJ));
+    e_.op("smov {}, {}", S(rCol), first * es);
+    e_.label(lJb);
+    e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * es);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
+    e_.op("smov {}, {}", S(rX), vW);
+    e_.op("dma.h2v {}, [{}], {}[{}], sem1", dW, S(rX), hbm(w), S(rT));
+    e_.op("sem.wait sem1");
+    e_.op("smov {}, 0", S(rI));
+    e_.label(lI);
+    e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+    e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
+    e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
+    e_.op("dma.h2s {}, [0], {}[{}], sem0", dA, hbm(a), S(rX));
+    e_.op("smov {}, {}", S(rAo), vAcc);
+    e_.op("smov {}, {}", S(rCnt), nv);
+    e_.label(lZ);
+    vstore(zero, ot, S(rAo));
+    e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
+    e_.op("loop {}, {}", S(rCnt), lZ);
+    e_.op("sem.wait sem0");
+    e_.op("smov {}, 0", S(rK));
+    e_.op("smov {}, {}", S(rWo), vW);
+    e_.label(lK);
+    e_.op("sld {}, [{}]", S(rS), S(rK));
+    e_.op("sld {}, [{} + 4]", S(rSh), S(rK));
+    e_.op("smov {}, {}", S(rWj), S(rWo));
+    e_.op("smov {}, {}", S(rAo), vAcc);
+    e_.op("smov {}, {}", S(rCnt), nv);
+    e_.label(lJ);
+    {
+      VReg x = vload(ot, S(rWj));
+      VReg sa = valloc(ot);
+      e_.op("vmov.s32 {}, {}", V(sa), S(rS));
+      e_.op("vmov.s32 {}, {}", H(sa), S(rSh));
+      VReg p = valloc(ot);
+      for (int word = 0; word < 2; ++word)
+        e_.op("{} {}, {}, {}, {}, {}, {}", isF64 ? "vmul.f64" : "vmul.i64", word ? H(p) : V(p), V(sa), H(sa), V(x),
+              H(x), word);
+      VReg acc = vload(ot, S(rAo));
+      VReg sum = valloc(ot);
+      if (isF64) {
+        for (int word = 0; word < 2; ++word)
+          e_.op("vadd.f64 {}, {}, {}, {}, {}, {}", word ? H(sum) : V(sum), V(acc), H(acc), V(p), H(p), word);
+      } else {
+        vfree(sum);
+        sum = pairAddSub(true, acc, p, ot);
+      }
+      vstore(sum, ot, S(rAo));
+      for (VReg r : {x, sa, p, acc, sum}) vfree(r);
+    }
+    e_.op("sadd {}, {}, {}", S(rWj), S(rWj), kVregElems * es);
+    e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
+    e_.op("loop {}, {}", S(rCnt), lJ);
+    e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * es);
+    e_.op("sadd {}, {}, {}", S(rK), S(rK), es);
+    e_.op("br.lt {}, {}, {}", S(rK), k * es, lK);
+    e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+    e_.op("smul {}, {}, {}", S(rT), S(rT), n * es);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+    e_.op("smov {}, {}", S(rX), vAcc);
+    e_.op("dma.v2h {}, {}[{}], [{}], sem2", dC, hbm(dst), S(rT), S(rX));
+    e_.op("sem.wait sem2");
+    e_.op("sadd {}, {}, 1", S(rI), S(rI));
+    e_.op("br.lt {}, {}, {}", S(rI), m, lI);
+    e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * es);
+    e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
+    e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);
+  };
+  std::string lB = e_.newLabel("wb");
+  e_.op("smov {}, 0", S(rB));
+  e_.label(lB);
+  if (n / nb > 0) blocks(nb, n / nb, 0);
+  if (n % nb > 0) blocks(n % nb, 1, n / nb * nb);
+  e_.op("sadd {}, {}, 1", S(rB), S(rB));
+  e_.op("br.lt {}, {}, {}", S(rB), b, lB);
+  vfree(zero);
+  endKernel(2.0 * static_cast<double>(b * m * n * k),
+            bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
+  return !failed_;
+}
+
 std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vector<VReg>& ops) {
   ElementType rt = in.shape().elementType();
   Opcode op = in.opcode();
@@ -178,25 +359,7 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
     e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
     return d;
   };
-  // a + b or a - b with the carry (borrow) from the low words: an unsigned
-  // compare, done as a signed one on values with the sign bit flipped.
-  auto addSub = [&](bool add, VReg a, VReg b) {
-    VReg d = valloc(rt);
-    VReg fx = valloc(ElementType::S32), fy = valloc(ElementType::S32), one = vconst(ElementType::S32, 1);
-    VReg c = valloc(ElementType::S32);
-    int m = malloc_();
-    e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", V(d), V(a), V(b));
-    // add: carry when lo < a.lo; subtract: borrow when a.lo < b.lo (unsigned).
-    e_.op("vxor {}, {}, -2147483648", V(fx), add ? V(d) : V(a));
-    e_.op("vxor {}, {}, -2147483648", V(fy), add ? V(a) : V(b));
-    e_.op("vcmp.lt.s32 {}, {}, {}", M(m), V(fx), V(fy));
-    e_.op("vsel.s32 {}, {}, {}, 0", V(c), M(m), V(one));
-    e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", H(d), H(a), H(b));
-    e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", H(d), H(d), V(c));
-    masks_.put(m);
-    for (VReg r : {fx, fy, one, c}) vfree(r);
-    return d;
-  };
+  auto addSub = [&](bool add, VReg a, VReg b) { return pairAddSub(add, a, b, rt); };
   auto zeroPair = [&]() {
     VReg z = valloc(ot);
     e_.op("vmov.s32 {}, 0", V(z));

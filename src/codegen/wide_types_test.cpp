@@ -368,11 +368,26 @@ TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
       << err;
   err = compareWide(R"(HloModule m
 ENTRY main {
-  a = s64[4,8] parameter(0)
-  b = s64[8,5] parameter(1)
-  ROOT d = s64[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a = f64[4,8,3] parameter(0)
+  b = f64[1,3,5] parameter(1)
+  ROOT c = f64[4,8,5] convolution(a, b), window={size=1}, dim_labels=b0f_0io->b0f
 })");
-  EXPECT_NE(err.find("element type s64 of 'd' is not supported by dot yet"), std::string::npos) << err;
+  EXPECT_NE(err.find("element type f64 of 'c' is not supported by convolution yet"), std::string::npos) << err;
+}
+
+TEST(WideTypes, Dots) {
+  // Batched, with transposed operands (contracting dims not innermost) and
+  // more columns than one vreg holds; f64 sums in the interpreter's order.
+  for (const char* t : {"s64", "u64", "f64"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[2,37,6] parameter(0)
+  b = {0}[2,1100,37] parameter(1)
+  ROOT d = {0}[2,6,1100] dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{1}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text), "") << t;
+  }
 }
 
 TEST(WideTypes, Sorts) {
