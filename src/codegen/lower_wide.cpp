@@ -72,7 +72,8 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
                                 hlo::opcodeName(op), hlo::elementTypeName(complexLeaf->elementType())));
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
                   op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||
-                  op == Opcode::Sort || op == Opcode::Dot;
+                  op == Opcode::Sort || op == Opcode::Dot || op == Opcode::ReduceWindow ||
+                  op == Opcode::SelectAndScatter;
   if (computed) return true;
   return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} yet",
                               hlo::elementTypeName(pairLeaf->elementType()), in.name(), hlo::opcodeName(op)));

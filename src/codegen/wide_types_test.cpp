@@ -390,6 +390,38 @@ ENTRY main {{
   }
 }
 
+TEST(WideTypes, WindowReductionsAndSelectAndScatter) {
+  for (const char* t : {"s64", "u64", "f64"}) {
+    std::string text = fmt::format(R"(HloModule m
+mx {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT s = {0}[] maximum(x, y)
+}}
+ad {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT s = {0}[] add(x, y)
+}}
+ge {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT c = pred[] compare(x, y), direction=GE
+}}
+ENTRY main {{
+  a = {0}[2,40,30] parameter(0)
+  src = {0}[2,20,15] parameter(1)
+  z = {0}[] constant(0)
+  rm = {0}[2,20,15] reduce-window(a, z), window={{size=1x3x2 stride=1x2x2 pad=0_0x1_1x0_0}}, to_apply=mx
+  ra = {0}[2,38,29] reduce-window(a, z), window={{size=1x3x2}}, to_apply=ad
+  ss = {0}[2,40,30] select-and-scatter(a, src, z), window={{size=1x2x2 stride=1x2x2}}, select=ge, scatter=ad
+  ROOT t = ({0}[2,20,15], {0}[2,38,29], {0}[2,40,30]) tuple(rm, ra, ss)
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text), "") << t;
+  }
+}
+
 TEST(WideTypes, Sorts) {
   // f64 keys in total order carrying s64 values; s64 and u64 keys, stable
   // (ties keep their order: keys repeat through the specials).
