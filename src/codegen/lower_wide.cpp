@@ -517,12 +517,17 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
         return toMask01(m);
       }
       VReg d = valloc(rt);
+      if (ri.isFloat && rt != ElementType::F32) {
+        // Narrow floats: rounded once from f64 (through f32 would round
+        // twice); integers go to f64 first, as the interpreter converts them.
+        VReg x = from == ElementType::F64 ? ops[0]
+                                          : pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64",
+                                                      ops[0], ElementType::F64);
+        e_.op("vcvt.{}.f64 {}, {}, {}", ri.dtype, V(d), V(x), H(x));
+        if (x.r != ops[0].r) vfree(x);
+        return d;
+      }
       if (ri.isFloat) {
-        // Narrow floats would round twice (via f32); the interpreter rounds once.
-        if (rt != ElementType::F32) {
-          vfree(d);
-          return unsupported();
-        }
         const char* m = from == ElementType::F64 ? "vcvt.f32.f64" : from == ElementType::S64 ? "vcvt.f32.s64" : "vcvt.f32.u64";
         e_.op("{} {}, {}, {}", m, V(d), V(ops[0]), H(ops[0]));
         return d;

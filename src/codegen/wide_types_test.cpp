@@ -227,15 +227,26 @@ TEST(WideTypes, Converts) {
   for (const char* wide : {"s64", "u64", "f64"}) {
     for (const char* other : narrow) {
       EXPECT_EQ(compareWide(unaryModule("convert", other, wide)), "") << other << " -> " << wide;
-      bool narrowFloat = std::string_view(other) == "bf16" || std::string_view(other) == "f16";
-      if (!narrowFloat) EXPECT_EQ(compareWide(unaryModule("convert", wide, other)), "") << wide << " -> " << other;
+      EXPECT_EQ(compareWide(unaryModule("convert", wide, other)), "") << wide << " -> " << other;
     }
     for (const char* to : {"s64", "u64", "f64"})
       EXPECT_EQ(compareWide(unaryModule("convert", wide, to)), "") << wide << " -> " << to;
   }
-  // f64 -> bf16 would round twice through f32; refused rather than inexact.
-  std::string err = compareWide(unaryModule("convert", "f64", "bf16"));
-  EXPECT_NE(err.find("convert on f64 is not supported"), std::string::npos) << err;
+  // To the narrow floats in one rounding: values on the rounding boundaries
+  // of bf16 and f16 that f32 would round the other way first.
+  for (const char* to : {"bf16", "f16", "f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4", "f8e4m3fnuz", "f8e5m2fnuz",
+                         "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn"}) {
+    EXPECT_EQ(compareWide(unaryModule("convert", "f64", to)), "") << "f64 -> " << to;
+    EXPECT_EQ(compareWide(unaryModule("convert", "s64", to)), "") << "s64 -> " << to;
+  }
+  std::string boundary = R"(HloModule m
+ENTRY main {
+  c = f64[4] constant({1.0039062500009095, 1.0039062499990905, 1.0004882812509095, -1.0004882812509095})
+  b = bf16[4] convert(c)
+  h = f16[4] convert(c)
+  ROOT t = (bf16[4], f16[4]) tuple(b, h)
+})";
+  EXPECT_EQ(compareWide(boundary), "");
 }
 
 TEST(WideTypes, FusionWithScalarsConstantsAndIota) {

@@ -5,10 +5,12 @@
 // rounding included.
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "eval/elementwise.h"
+#include "eval/kernels.h"
 #include "sim/machine.h"
 
 namespace tpu::sim {
@@ -123,13 +125,46 @@ void splitWord(const Lanes64& in, int word, uint32_t* d) {
 
 bool isConvert(const PairOp& p) { return p.type != p.to; }
 
+// vcvt.<narrow float>.f64: the format the f64 is rounded to.
+std::optional<FloatFormat> narrowFormat(Opcode op) {
+  switch (op) {
+    case Opcode::VCvtBf16F64: return FloatFormat::BF16;
+    case Opcode::VCvtF16F64: return FloatFormat::F16;
+    case Opcode::VCvtF8E4M3FNF64: return FloatFormat::F8E4M3FN;
+    case Opcode::VCvtF8E5M2F64: return FloatFormat::F8E5M2;
+    case Opcode::VCvtF8E4M3F64: return FloatFormat::F8E4M3;
+    case Opcode::VCvtF8E3M4F64: return FloatFormat::F8E3M4;
+    case Opcode::VCvtF8E4M3FNUZF64: return FloatFormat::F8E4M3FNUZ;
+    case Opcode::VCvtF8E5M2FNUZF64: return FloatFormat::F8E5M2FNUZ;
+    case Opcode::VCvtF8E4M3B11FNUZF64: return FloatFormat::F8E4M3B11FNUZ;
+    case Opcode::VCvtF8E8M0FNUF64: return FloatFormat::F8E8M0FNU;
+    case Opcode::VCvtF4E2M1FNF64: return FloatFormat::F4E2M1FN;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
 
-bool Machine::isPairOp(Opcode opcode) const { return pairOp(opcode).shape != PairShape::None; }
+bool Machine::isPairOp(Opcode opcode) const {
+  return pairOp(opcode).shape != PairShape::None || narrowFormat(opcode).has_value();
+}
 
 bool Machine::execPair(const DecodedOp& op) {
   PairOp p = pairOp(op.opcode);
   Lanes64 a{}, b{}, r{};
+  if (std::optional<FloatFormat> fmt = narrowFormat(op.opcode)) {
+    // Rounded once from f64 to the format's codes, then widened to f32:
+    // the interpreter's convert, in the register form of narrow floats.
+    joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
+    std::array<double, kVregWords> x{};
+    std::memcpy(x.data(), a.data(), sizeof x);
+    std::array<uint16_t, kVregWords> codes{};  // one or two bytes per code
+    std::array<float, kVregWords> f{};
+    eval::narrowFloatsFromF64(*fmt, x.data(), codes.data(), kVregWords);
+    eval::widenFloats(*fmt, codes.data(), f.data(), kVregWords);
+    std::memcpy(vregs_[op.d].w, f.data(), sizeof f);
+    return true;
+  }
   switch (p.shape) {
     case PairShape::Binary:
       joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
