@@ -159,10 +159,19 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       return true;
     case Opcode::BitcastConvert:
       if (!checkTypes(in)) return false;
-      if (typeInfo(in.shape().elementType()).bytes != typeInfo(in.operand(0)->shape().elementType()).bytes)
-        return fail(in, "llo-gen: bitcast-convert between types of different widths is not supported yet");
+    {
+      // Memory holds the same bytes either way (XLA splits and joins
+      // elements little-endian along a minor dimension), except for types
+      // stored in a byte wider than their bits (s4, u4, f4e2m1fn, pred).
+      TypeInfo ri = typeInfo(in.shape().elementType()), oi = typeInfo(in.operand(0)->shape().elementType());
+      auto packed = [](const TypeInfo& t) { return t.bits == 8 * t.bytes && !t.isComplex; };
+      if (ri.bytes != oi.bytes && !(packed(ri) && packed(oi)))
+        return fail(in, fmt::format("llo-gen: bitcast-convert between {} and {} is not supported yet",
+                                    hlo::elementTypeName(in.operand(0)->shape().elementType()),
+                                    hlo::elementTypeName(in.shape().elementType())));
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
+    }
     case Opcode::AfterAll:
     case Opcode::PartitionId:
     case Opcode::ReplicaId:

@@ -547,6 +547,73 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       }
       return d;
     }
+    case Opcode::Popcnt:
+    case Opcode::Clz: {
+      if (isF64) return unsupported();
+      // Per half, then combined: popcnt(lo) + popcnt(hi); clz(hi), or
+      // 32 + clz(lo) when the high word is zero.
+      bool clz = op == Opcode::Clz;
+      VReg c[2];
+      for (int h = 0; h < 2; ++h) {
+        VReg x = valloc(ElementType::S32), t = valloc(ElementType::S32);
+        e_.op("vmov.s32 {}, {}", V(x), h ? H(ops[0]) : V(ops[0]));
+        if (clz)
+          for (int sh : {1, 2, 4, 8, 16}) {
+            e_.op("vshr {}, {}, {}", V(t), V(x), sh);
+            e_.op("vor {}, {}, {}", V(x), V(x), V(t));
+          }
+        e_.op("vshr {}, {}, 1", V(t), V(x));
+        e_.op("vand {}, {}, 1431655765", V(t), V(t));
+        e_.op("vsub.s32 {}, {}, {}", V(x), V(x), V(t));
+        e_.op("vshr {}, {}, 2", V(t), V(x));
+        e_.op("vand {}, {}, 858993459", V(t), V(t));
+        e_.op("vand {}, {}, 858993459", V(x), V(x));
+        e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
+        e_.op("vshr {}, {}, 4", V(t), V(x));
+        e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
+        e_.op("vand {}, {}, 252645135", V(x), V(x));
+        e_.op("vmul.s32 {}, {}, 16843009", V(x), V(x));
+        e_.op("vshr {}, {}, 24", V(x), V(x));
+        if (clz) {  // 32 - (bits set after smearing the top one down)
+          VReg w = vconst(ElementType::S32, 32);
+          e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
+          vfree(w);
+        }
+        vfree(t);
+        c[h] = x;
+      }
+      VReg d = valloc(rt);
+      e_.op("vmov.s32 {}, 0", H(d));
+      if (clz) {
+        int m = malloc_();
+        e_.op("vadd.s32 {}, {}, 32", V(c[0]), V(c[0]));
+        e_.op("vcmp.eq.s32 {}, {}, 0", M(m), H(ops[0]));
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(c[0]), V(c[1]));
+        masks_.put(m);
+      } else {
+        e_.op("vadd.s32 {}, {}, {}", V(d), V(c[0]), V(c[1]));
+      }
+      vfree(c[0]);
+      vfree(c[1]);
+      return d;
+    }
+    case Opcode::Sign: {  // (signed operands only, as HLO allows)
+      if (isF64) break;  // the pair row below
+      // -1 (all ones) when negative, else 0 or 1 by whether any bit is set.
+      VReg d = valloc(rt), nz = valloc(ElementType::S32);
+      int m = malloc_();
+      e_.op("vor {}, {}, {}", V(nz), V(ops[0]), H(ops[0]));
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(nz));
+      e_.op("vmov.s32 {}, 1", V(nz));
+      e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(m), V(nz));
+      e_.op("vmov.s32 {}, 0", H(d));
+      e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
+      e_.op("vsra {}, {}, 31", H(d), H(ops[0]));
+      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), H(d), V(d));
+      masks_.put(m);
+      vfree(nz);
+      return d;
+    }
     case Opcode::Map: {
       std::vector<VReg> out;
       if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;

@@ -172,8 +172,9 @@ TEST(WideTypes, IntegerBinaryOps) {
 
 TEST(WideTypes, IntegerUnaryOps) {
   for (const char* t : {"s64", "u64"})
-    for (const char* op : {"negate", "abs", "not"}) {
-      if (std::string_view(op) == "abs" && std::string_view(t) == "u64") continue;  // HLO has no unsigned abs
+    for (const char* op : {"negate", "abs", "not", "sign", "popcnt", "count-leading-zeros"}) {
+      bool signedOnly = std::string_view(op) == "abs" || std::string_view(op) == "sign";
+      if (signedOnly && std::string_view(t) == "u64") continue;  // HLO has no unsigned abs or sign
       EXPECT_EQ(compareWide(unaryModule(op, t)), "") << op << " " << t;
     }
 }
@@ -371,6 +372,24 @@ ENTRY main {{
     // Seeds give different mixes of in-range and huge indices.
     for (uint64_t seed : {11, 12, 13}) EXPECT_EQ(compareWide(text, seed), "") << it << " seed " << seed;
   }
+}
+
+TEST(WideTypes, WidthChangingBitcastConverts) {
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = u64[100] parameter(0)
+  f = f64[10] parameter(1)
+  w = u32[100,2] bitcast-convert(a)
+  one = u32[] constant(1)
+  ones = u32[100,2] broadcast(one), dimensions={}
+  w1 = u32[100,2] add(w, ones)
+  back = u64[100] bitcast-convert(w1)
+  b = s8[10,8] bitcast-convert(f)
+  h = s16[10,4] bitcast-convert(f)
+  g = f64[10] bitcast-convert(h)
+  ROOT t = (u64[100], s8[10,8], f64[10]) tuple(back, b, g)
+})";
+  EXPECT_EQ(compareWide(text), "");
 }
 
 TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
