@@ -392,6 +392,42 @@ ENTRY main {
   EXPECT_EQ(compareWide(text), "");
 }
 
+TEST(WideTypes, ConditionalAndArrayConstants) {
+  // Branches pass s64/f64/c64 state through; constants of every wide type
+  // are written to the data section word by word.
+  const char* text = R"(HloModule m
+b0 {
+  p = (s64[5], f64[5], c64[3]) parameter(0)
+  x = s64[5] get-tuple-element(p), index=0
+  k = s64[5] constant({-1, 4294967295, -4294967296, 9223372036854775807, 0})
+  a = s64[5] add(x, k)
+  f = f64[5] get-tuple-element(p), index=1
+  c = c64[3] get-tuple-element(p), index=2
+  ROOT t = (s64[5], f64[5], c64[3]) tuple(a, f, c)
+}
+b1 {
+  p = (s64[5], f64[5], c64[3]) parameter(0)
+  x = s64[5] get-tuple-element(p), index=0
+  f = f64[5] get-tuple-element(p), index=1
+  g = f64[5] constant({-0, 1e-310, 1.7976931348623157e308, -inf, 0.1})
+  m = f64[5] multiply(f, g)
+  c = c64[3] constant({(1, -2), (0.5, 3), (-0, 7)})
+  ROOT t = (s64[5], f64[5], c64[3]) tuple(x, m, c)
+}
+ENTRY main {
+  i0 = s32[] parameter(0)
+  one = s32[] constant(1)
+  i = s32[] and(i0, one)
+  x = s64[5] parameter(1)
+  f = f64[5] parameter(2)
+  c = c64[3] parameter(3)
+  t = (s64[5], f64[5], c64[3]) tuple(x, f, c)
+  ROOT r = (s64[5], f64[5], c64[3]) conditional(i, t, t), branch_computations={b0, b1}
+})";
+  // The seeds take both branches (the low bit of a random s32).
+  for (uint64_t seed : {1, 2, 3, 4, 5, 6}) EXPECT_EQ(compareWide(text, seed), "") << seed;
+}
+
 TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
   std::string err = compareWide(binaryModule("add", "c64", nullptr, 16));
   EXPECT_NE(err.find("element type c64 of 'r' is not supported by add (c64 is only moved"), std::string::npos)
