@@ -64,6 +64,7 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
   if (!complexLeaf && !pairLeaf) return true;
   Opcode op = in.opcode();
   if (movesOnly(op)) return true;
+  if (op == Opcode::CustomCall && isIdentityCustomCallTarget(in.attrs().customCallTarget)) return true;
   if (op == Opcode::BitcastConvert) return true;  // same width (checked when planned): an alias
   if (complexLeaf)
     return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} ({} is only moved: "

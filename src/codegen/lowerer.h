@@ -222,6 +222,10 @@ struct DotGeometry {
 };
 DotGeometry dotGeometry(const Instruction& dot);
 
+// Custom-call targets that are the identity or a full <-> shard copy on one
+// device (lower_misc.cpp): they only move elements.
+bool isIdentityCustomCallTarget(const std::string& target);
+
 class Lowerer {
  public:
   Lowerer(const hlo::Module& m, const target::TargetDesc& t, const CodegenOptions& o, DiagnosticEngine& d)

@@ -428,6 +428,22 @@ ENTRY main {
   for (uint64_t seed : {1, 2, 3, 4, 5, 6}) EXPECT_EQ(compareWide(text, seed), "") << seed;
 }
 
+TEST(WideTypes, ShardingCustomCalls) {
+  // Identity and full <-> shard custom calls of SPMD dumps move s64 and
+  // c64 tensors like any other.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = s64[8,6] parameter(0)
+  c = c64[4] parameter(1)
+  s = s64[8,6] custom-call(a), custom_call_target="Sharding"
+  h = s64[4,6] custom-call(s), custom_call_target="SPMDFullToShardShape"
+  f = s64[8,6] custom-call(h), custom_call_target="SPMDShardToFullShape"
+  cs = c64[4] custom-call(c), custom_call_target="Sharding"
+  ROOT t = (s64[4,6], s64[8,6], c64[4]) tuple(h, f, cs)
+})";
+  EXPECT_EQ(compareWide(text), "");
+}
+
 TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
   std::string err = compareWide(binaryModule("add", "c64", nullptr, 16));
   EXPECT_NE(err.find("element type c64 of 'r' is not supported by add (c64 is only moved"), std::string::npos)
