@@ -43,7 +43,8 @@ bool movesOnly(Opcode op) {
     case Opcode::DynamicUpdateSlice:
     case Opcode::Gather:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -65,7 +66,7 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
   Opcode op = in.opcode();
   if (movesOnly(op)) return true;
   if (op == Opcode::CustomCall && isIdentityCustomCallTarget(in.attrs().customCallTarget)) return true;
-  if (op == Opcode::BitcastConvert) return true;  // same width (checked when planned): an alias
+  if (op == Opcode::BitcastConvert) return true;  // an alias (the widths are checked when planned)
   if (complexLeaf)
     return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} ({} is only moved: "
                                 "copies, slices, transposes, concatenations, pads, broadcasts, gathers)",
@@ -115,7 +116,9 @@ VReg Lowerer::pairFrom32(VReg x, ElementType to) {
   TypeInfo xi = typeInfo(x.t);
   VReg d = valloc(to);
   if (xi.isFloat) {  // f32 and narrow floats: f32 values in the register
-    const char* m = to == ElementType::F64 ? "vcvt.f64.f32" : to == ElementType::S64 ? "vcvt.s64.f32" : "vcvt.u64.f32";
+    const char* m = to == ElementType::F64   ? "vcvt.f64.f32"
+                    : to == ElementType::S64 ? "vcvt.s64.f32"
+                                             : "vcvt.u64.f32";
     e_.op("{} {}, {}, 0", m, V(d), V(x));
     e_.op("{} {}, {}, 1", m, H(d), V(x));
     return d;
@@ -123,8 +126,10 @@ VReg Lowerer::pairFrom32(VReg x, ElementType to) {
   // Integers and pred are normalised 32-bit values: extend by the sign
   // (only u32 can have its top bit set without being negative).
   e_.op("vmov.s32 {}, {}", V(d), V(x));
-  if (xi.isUnsigned && xi.bits == 32) e_.op("vmov.s32 {}, 0", H(d));
-  else e_.op("vsra {}, {}, 31", H(d), V(x));
+  if (xi.isUnsigned && xi.bits == 32)
+    e_.op("vmov.s32 {}, 0", H(d));
+  else
+    e_.op("vsra {}, {}, 31", H(d), V(x));
   if (to == ElementType::F64) {
     VReg f = valloc(to);
     e_.op("vcvt.f64.s64 {}, {}, {}, 0", V(f), V(d), H(d));
@@ -137,7 +142,9 @@ VReg Lowerer::pairFrom32(VReg x, ElementType to) {
 
 int Lowerer::pairCompare(const char* dir, ElementType t, VReg a, VReg b) {
   std::string_view d = dir;
-  const char* ty = t == ElementType::F64 ? "f64" : (t == ElementType::U64 && d != "eq" && d != "ne") ? "u64" : "s64";
+  const char* ty = t == ElementType::F64                               ? "f64"
+                   : (t == ElementType::U64 && d != "eq" && d != "ne") ? "u64"
+                                                                       : "s64";
   int m = malloc_();
   e_.op("vcmp.{}.{} {}, {}, {}, {}, {}", dir, ty, M(m), V(a), H(a), V(b), H(b));
   return m;
@@ -172,8 +179,9 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   const Instruction* rhs = in.operand(1);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
   if (lt != ot || rt != ot || !isPairType(ot))
-    return fail(in, fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
-                                hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
+    return fail(in,
+                fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
+                            hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
   beginKernel(in, "matmul-vpu");
   const auto& dn = in.attrs().dotDims;
   DotGeometry geo = dotGeometry(in);
@@ -190,7 +198,8 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   }
   constexpr int64_t es = 8;
   auto vmemFor = [&](int64_t cols) {
-    return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) + alignUp(static_cast<uint64_t>(cols) * es, 8192);
+    return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) +
+           alignUp(static_cast<uint64_t>(cols) * es, 8192);
   };
   int64_t nb = n;
   if (vmemFor(nb) > vmemBudget()) {
@@ -228,8 +237,8 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   bool isF64 = ot == ElementType::F64;
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   std::string dA = e_.desc(static_cast<uint64_t>(k * es), {});
-  int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(), rWo = sreg(),
-      rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
+  int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
+      rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
   VReg zero = vconst(ot, 0);
   auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
     uint64_t vW = 0, vAcc = alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192);
@@ -277,8 +286,8 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
       e_.op("vmov.s32 {}, {}", H(sa), S(rSh));
       VReg p = valloc(ot);
       for (int word = 0; word < 2; ++word)
-        e_.op("{} {}, {}, {}, {}, {}, {}", isF64 ? "vmul.f64" : "vmul.i64", word ? H(p) : V(p), V(sa), H(sa), V(x),
-              H(x), word);
+        e_.op("{} {}, {}, {}, {}, {}, {}", isF64 ? "vmul.f64" : "vmul.i64", word ? H(p) : V(p), V(sa), H(sa),
+              V(x), H(x), word);
       VReg acc = vload(ot, S(rAo));
       VReg sum = valloc(ot);
       if (isF64) {
@@ -381,13 +390,17 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
     case Opcode::Broadcast:
     case Opcode::Reshape:
     case Opcode::Bitcast:
-    case Opcode::Copy: return vcopy(ops[0], rt);
+    case Opcode::Copy:
+      return vcopy(ops[0], rt);
     case Opcode::BitcastConvert:
       if (isPairType(rt) && isPairType(ot)) return vcopy(ops[0], rt);
       return unsupported();
-    case Opcode::Add: return isF64 ? pairBinary("vadd.f64", ops[0], ops[1]) : addSub(true, ops[0], ops[1]);
-    case Opcode::Subtract: return isF64 ? pairBinary("vsub.f64", ops[0], ops[1]) : addSub(false, ops[0], ops[1]);
-    case Opcode::Multiply: return pairBinary(isF64 ? "vmul.f64" : "vmul.i64", ops[0], ops[1]);
+    case Opcode::Add:
+      return isF64 ? pairBinary("vadd.f64", ops[0], ops[1]) : addSub(true, ops[0], ops[1]);
+    case Opcode::Subtract:
+      return isF64 ? pairBinary("vsub.f64", ops[0], ops[1]) : addSub(false, ops[0], ops[1]);
+    case Opcode::Multiply:
+      return pairBinary(isF64 ? "vmul.f64" : "vmul.i64", ops[0], ops[1]);
     case Opcode::Divide:
       return pairBinary(isF64 ? "vdiv.f64" : isUnsigned ? "vdiv.u64" : "vdiv.s64", ops[0], ops[1]);
     case Opcode::Remainder:
@@ -410,16 +423,21 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       e_.op("vnot {}, {}", H(d), H(ops[0]));
       return d;
     }
-    case Opcode::ShiftLeft: return pairBinary("vshl.i64", ops[0], ops[1]);
-    case Opcode::ShiftRightLogical: return pairBinary("vshr.i64", ops[0], ops[1]);
-    case Opcode::ShiftRightArithmetic: return pairBinary("vsra.i64", ops[0], ops[1]);
+    case Opcode::ShiftLeft:
+      return pairBinary("vshl.i64", ops[0], ops[1]);
+    case Opcode::ShiftRightLogical:
+      return pairBinary("vshr.i64", ops[0], ops[1]);
+    case Opcode::ShiftRightArithmetic:
+      return pairBinary("vsra.i64", ops[0], ops[1]);
     case Opcode::Negate:
     case Opcode::Abs: {
       if (isF64) {  // the sign bit, in the high word
         VReg d = valloc(rt);
         e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-        if (op == Opcode::Negate) e_.op("vxor {}, {}, -2147483648", H(d), H(ops[0]));
-        else e_.op("vand {}, {}, 2147483647", H(d), H(ops[0]));
+        if (op == Opcode::Negate)
+          e_.op("vxor {}, {}, -2147483648", H(d), H(ops[0]));
+        else
+          e_.op("vand {}, {}, 2147483647", H(d), H(ops[0]));
         return d;
       }
       if (op == Opcode::Abs && isUnsigned) return vcopy(ops[0], rt);
@@ -452,7 +470,8 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       }
       int m = pairCompare("gt", ot, ops[1], ops[0]);
       VReg a = select(m, ops[1], ops[0]);
-      e_.op("vcmp.lt.{} {}, {}, {}, {}, {}", isUnsigned ? "u64" : "s64", M(m), V(a), H(a), V(ops[2]), H(ops[2]));
+      e_.op("vcmp.lt.{} {}, {}, {}, {}, {}", isUnsigned ? "u64" : "s64", M(m), V(a), H(a), V(ops[2]),
+            H(ops[2]));
       VReg d = select(m, a, ops[2]);
       masks_.put(m);
       vfree(a);
@@ -498,7 +517,8 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       TypeInfo ri = typeInfo(rt);
       if (isPairType(from) && isPairType(rt)) {
         if (from == rt || (from != ElementType::F64 && rt != ElementType::F64)) return vcopy(ops[0], rt);
-        if (rt == ElementType::F64) return pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
+        if (rt == ElementType::F64)
+          return pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
         return pairUnary(rt == ElementType::S64 ? "vcvt.s64.f64" : "vcvt.u64.f64", ops[0], rt);
       }
       if (!isPairType(from)) return pairFrom32(ops[0], rt);
@@ -521,15 +541,18 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       if (ri.isFloat && rt != ElementType::F32) {
         // Narrow floats: rounded once from f64 (through f32 would round
         // twice); integers go to f64 first, as the interpreter converts them.
-        VReg x = from == ElementType::F64 ? ops[0]
-                                          : pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64",
-                                                      ops[0], ElementType::F64);
+        VReg x = from == ElementType::F64
+                     ? ops[0]
+                     : pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0],
+                                 ElementType::F64);
         e_.op("vcvt.{}.f64 {}, {}, {}", ri.dtype, V(d), V(x), H(x));
         if (x.r != ops[0].r) vfree(x);
         return d;
       }
       if (ri.isFloat) {
-        const char* m = from == ElementType::F64 ? "vcvt.f32.f64" : from == ElementType::S64 ? "vcvt.f32.s64" : "vcvt.f32.u64";
+        const char* m = from == ElementType::F64   ? "vcvt.f32.f64"
+                        : from == ElementType::S64 ? "vcvt.f32.s64"
+                                                   : "vcvt.f32.u64";
         e_.op("{} {}, {}, {}", m, V(d), V(ops[0]), H(ops[0]));
         return d;
       }
@@ -599,7 +622,7 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       return d;
     }
     case Opcode::Sign: {  // (signed operands only, as HLO allows)
-      if (isF64) break;  // the pair row below
+      if (isF64) break;   // the pair row below
       // -1 (all ones) when negative, else 0 or 1 by whether any bit is set.
       VReg d = valloc(rt), nz = valloc(ElementType::S32);
       int m = malloc_();
@@ -620,17 +643,30 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
       return out[0];
     }
-    default: break;
+    default:
+      break;
   }
   if (!isF64 || ops.size() != 1) return unsupported();
   static const std::map<Opcode, const char*> kUnary = {
-      {Opcode::Sqrt, "vsqrt.f64"},   {Opcode::Rsqrt, "vrsqrt.f64"},     {Opcode::Cbrt, "vcbrt.f64"},
-      {Opcode::Exp, "vexp.f64"},     {Opcode::Expm1, "vexpm1.f64"},     {Opcode::Log, "vlog.f64"},
-      {Opcode::Log1p, "vlog1p.f64"}, {Opcode::Tanh, "vtanh.f64"},       {Opcode::Logistic, "vlogistic.f64"},
-      {Opcode::Sin, "vsin.f64"},     {Opcode::Cos, "vcos.f64"},         {Opcode::Tan, "vtan.f64"},
-      {Opcode::Atan, "vatan.f64"},   {Opcode::Erf, "verf.f64"},         {Opcode::Floor, "vfloor.f64"},
-      {Opcode::Ceil, "vceil.f64"},   {Opcode::RoundNearestEven, "vround.f64"},
-      {Opcode::RoundNearestAfz, "vround.afz.f64"}, {Opcode::Sign, "vsign.f64"},
+      {Opcode::Sqrt, "vsqrt.f64"},
+      {Opcode::Rsqrt, "vrsqrt.f64"},
+      {Opcode::Cbrt, "vcbrt.f64"},
+      {Opcode::Exp, "vexp.f64"},
+      {Opcode::Expm1, "vexpm1.f64"},
+      {Opcode::Log, "vlog.f64"},
+      {Opcode::Log1p, "vlog1p.f64"},
+      {Opcode::Tanh, "vtanh.f64"},
+      {Opcode::Logistic, "vlogistic.f64"},
+      {Opcode::Sin, "vsin.f64"},
+      {Opcode::Cos, "vcos.f64"},
+      {Opcode::Tan, "vtan.f64"},
+      {Opcode::Atan, "vatan.f64"},
+      {Opcode::Erf, "verf.f64"},
+      {Opcode::Floor, "vfloor.f64"},
+      {Opcode::Ceil, "vceil.f64"},
+      {Opcode::RoundNearestEven, "vround.f64"},
+      {Opcode::RoundNearestAfz, "vround.afz.f64"},
+      {Opcode::Sign, "vsign.f64"},
   };
   auto it = kUnary.find(op);
   if (it == kUnary.end()) return unsupported();

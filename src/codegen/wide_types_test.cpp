@@ -4,13 +4,13 @@
 // arithmetic goes wrong (carries between the words, INT64_MIN, shift
 // amounts of 64 and more, NaN, infinities, -0, subnormals, values beyond
 // the 32-bit and f32 ranges) with random ones.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
-
-#include <fmt/format.h>
-#include <gtest/gtest.h>
 
 #include "codegen/codegen.h"
 #include "eval/evaluator.h"
@@ -40,10 +40,10 @@ uint64_t pick64(std::mt19937_64& rng, ElementType t) {
                                    65,
                                    ~uint64_t{0} - 63};
   const double inf = std::numeric_limits<double>::infinity();
-  const double kF64[] = {0.0,    -0.0,    inf,     -inf,   std::numeric_limits<double>::quiet_NaN(),
-                         1e308,  -1e308,  4e-320,  -1e-310, 0.5,
-                         2.5,    -2.5,    1e19,    -1e19,  9.3e18,
-                         1.5e10, -3.0e9,  4294967296.5, 1.0 / 3.0, 3.4028235677973366e38};
+  const double kF64[] = {0.0,    -0.0,   inf,          -inf,      std::numeric_limits<double>::quiet_NaN(),
+                         1e308,  -1e308, 4e-320,       -1e-310,   0.5,
+                         2.5,    -2.5,   1e19,         -1e19,     9.3e18,
+                         1.5e10, -3.0e9, 4294967296.5, 1.0 / 3.0, 3.4028235677973366e38};
   uint64_t r = rng();
   if (t == ElementType::F64) {
     if ((r & 3) == 0) return std::bit_cast<uint64_t>(kF64[(r >> 8) % std::size(kF64)]);
@@ -54,10 +54,14 @@ uint64_t pick64(std::mt19937_64& rng, ElementType t) {
   }
   switch (r & 7) {
     case 0:
-    case 1: return kInts[(r >> 8) % std::size(kInts)];
-    case 2: return (r >> 8) % 80;  // shift amounts around 64
-    case 3: return static_cast<uint64_t>(static_cast<int64_t>((r >> 8) % 601) - 300);
-    default: return rng();
+    case 1:
+      return kInts[(r >> 8) % std::size(kInts)];
+    case 2:
+      return (r >> 8) % 80;  // shift amounts around 64
+    case 3:
+      return static_cast<uint64_t>(static_cast<int64_t>((r >> 8) % 601) - 300);
+    default:
+      return rng();
   }
 }
 
@@ -95,7 +99,8 @@ void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out) {
 std::string compareWide(const std::string& text, uint64_t seed = 11) {
   DiagnosticEngine diags;
   std::string messages;
-  diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
+  diags.setConsumer(
+      [&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
   auto source = std::make_shared<SourceFile>("test.hlo", text);
   auto loaded = hlo::readModule(source, diags);
   if (!loaded.module) return "parse: " + messages;
@@ -132,7 +137,8 @@ std::string compareWide(const std::string& text, uint64_t seed = 11) {
       if (std::memcmp(g, x, eb) == 0) continue;
       hlo::Literal got(hlo::Shape::array(t, {}));
       std::memcpy(got.mutableData().data(), g, eb);
-      if (hlo::isFloatType(t) && eb <= 8 && std::isnan(got.getDouble(0)) && std::isnan(w.getDouble(k))) continue;
+      if (hlo::isFloatType(t) && eb <= 8 && std::isnan(got.getDouble(0)) && std::isnan(w.getDouble(k)))
+        continue;
       std::string in;
       for (const hlo::Literal& a : args)
         if (a.shape().isArray() && a.elementCount() > 0)
@@ -165,8 +171,9 @@ ENTRY main {{
 
 TEST(WideTypes, IntegerBinaryOps) {
   for (const char* t : {"s64", "u64"})
-    for (const char* op : {"add", "subtract", "multiply", "divide", "remainder", "and", "or", "xor", "maximum",
-                           "minimum", "shift-left", "shift-right-logical", "shift-right-arithmetic"})
+    for (const char* op :
+         {"add", "subtract", "multiply", "divide", "remainder", "and", "or", "xor", "maximum", "minimum",
+          "shift-left", "shift-right-logical", "shift-right-arithmetic"})
       EXPECT_EQ(compareWide(binaryModule(op, t)), "") << op << " " << t;
 }
 
@@ -216,9 +223,27 @@ TEST(WideTypes, F64Arithmetic) {
   for (const char* op :
        {"add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2"})
     EXPECT_EQ(compareWide(binaryModule(op, "f64")), "") << op;
-  for (const char* op : {"negate", "abs", "sqrt", "rsqrt", "cbrt", "exponential", "exponential-minus-one", "log",
-                         "log-plus-one", "tanh", "logistic", "sine", "cosine", "tan", "atan", "erf", "floor", "ceil",
-                         "round-nearest-even", "round-nearest-afz", "sign"})
+  for (const char* op : {"negate",
+                         "abs",
+                         "sqrt",
+                         "rsqrt",
+                         "cbrt",
+                         "exponential",
+                         "exponential-minus-one",
+                         "log",
+                         "log-plus-one",
+                         "tanh",
+                         "logistic",
+                         "sine",
+                         "cosine",
+                         "tan",
+                         "atan",
+                         "erf",
+                         "floor",
+                         "ceil",
+                         "round-nearest-even",
+                         "round-nearest-afz",
+                         "sign"})
     EXPECT_EQ(compareWide(unaryModule(op, "f64")), "") << op;
   EXPECT_EQ(compareWide(unaryModule("is-finite", "f64", "pred")), "");
 }
@@ -454,7 +479,8 @@ ENTRY main {
   b = f64[1,3,5] parameter(1)
   ROOT c = f64[4,8,5] convolution(a, b), window={size=1}, dim_labels=b0f_0io->b0f
 })");
-  EXPECT_NE(err.find("element type f64 of 'c' is not supported by convolution yet"), std::string::npos) << err;
+  EXPECT_NE(err.find("element type f64 of 'c' is not supported by convolution yet"), std::string::npos)
+      << err;
 }
 
 TEST(WideTypes, Dots) {
@@ -543,12 +569,14 @@ TEST(WideTypes, Reductions) {
     const char* op;
     const char* init;
   };
-  for (Case c : {Case{"s64", "add", "0"}, Case{"s64", "maximum", "-9223372036854775808"}, Case{"s64", "minimum", "3"},
-                 Case{"u64", "add", "7"}, Case{"u64", "maximum", "0"}, Case{"u64", "and", "18446744073709551615"},
-                 Case{"s64", "or", "0"}, Case{"f64", "add", "0"}, Case{"f64", "maximum", "-inf"},
-                 Case{"f64", "minimum", "inf"}})
+  for (Case c : {Case{"s64", "add", "0"}, Case{"s64", "maximum", "-9223372036854775808"},
+                 Case{"s64", "minimum", "3"}, Case{"u64", "add", "7"}, Case{"u64", "maximum", "0"},
+                 Case{"u64", "and", "18446744073709551615"}, Case{"s64", "or", "0"}, Case{"f64", "add", "0"},
+                 Case{"f64", "maximum", "-inf"}, Case{"f64", "minimum", "inf"}})
     for (const char* dims : {"1", "0", "0,1"}) {
-      std::string out = std::string_view(dims) == "1" ? "[30]" : std::string_view(dims) == "0" ? "[700]" : "[]";
+      std::string out = std::string_view(dims) == "1"   ? "[30]"
+                        : std::string_view(dims) == "0" ? "[700]"
+                                                        : "[]";
       std::string text = fmt::format(R"(HloModule m
 red {{
   x = {0}[] parameter(0)

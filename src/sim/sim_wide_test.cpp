@@ -152,7 +152,8 @@ uint64_t U(double d) { return std::bit_cast<uint64_t>(d); }
 
 TEST(SimWide, IntegerPairMultiplyShiftsAndDivide) {
   const uint64_t m = std::numeric_limits<uint64_t>::max();
-  std::vector<uint64_t> x = probe64(1, {m, 0x8000000000000000ull, 0xFFFFFFFFull, 5, 0x8000000000000000ull, 7, 1});
+  std::vector<uint64_t> x =
+      probe64(1, {m, 0x8000000000000000ull, 0xFFFFFFFFull, 5, 0x8000000000000000ull, 7, 1});
   std::vector<uint64_t> y = probe64(2, {m, m, 0xFFFFFFFFull, 0, m, 64, 65});
   for (size_t i = 0; i < 64; ++i) y[100 + i] = i * 3;  // shift amounts around 64 and beyond
   auto mul = runPair(x, y, [](ProgramBuilder& b) { binaryPair(b, "vmul.i64"); });
@@ -204,8 +205,7 @@ TEST(SimWide, PairComparesAndConverts) {
       b.op("vmov.s32", {vreg(5), imm(0)});
     });
   };
-  auto ls = lt("vcmp.lt.s64"), lu = lt("vcmp.lt.u64"), lf = lt("vcmp.lt.f64"),
-       nf = lt("vcmp.ne.f64");
+  auto ls = lt("vcmp.lt.s64"), lu = lt("vcmp.lt.u64"), lf = lt("vcmp.lt.f64"), nf = lt("vcmp.ne.f64");
   // f64 -> s64 saturates, f64 -> f32 -> f64 rounds through f32.
   auto cv = runPair(x, y, [](ProgramBuilder& b) {
     for (int w = 0; w < 2; ++w) b.op("vcvt.s64.f64", {vreg(4 + w), vreg(0), vreg(1), imm(w)});
@@ -221,9 +221,10 @@ TEST(SimWide, PairComparesAndConverts) {
     ASSERT_EQ(lf[i], D(x[i]) < D(y[i]) ? 1u : 0u) << i;
     ASSERT_EQ(nf[i], D(x[i]) != D(y[i]) ? 1u : 0u) << i;
     double d = D(x[i]);
-    int64_t want = std::isnan(d) ? 0 : d <= -9.2233720368547758e18 ? std::numeric_limits<int64_t>::min()
-                                 : d >= 9.2233720368547758e18 ? std::numeric_limits<int64_t>::max()
-                                                             : static_cast<int64_t>(std::trunc(d));
+    int64_t want = std::isnan(d)                 ? 0
+                   : d <= -9.2233720368547758e18 ? std::numeric_limits<int64_t>::min()
+                   : d >= 9.2233720368547758e18  ? std::numeric_limits<int64_t>::max()
+                                                 : static_cast<int64_t>(std::trunc(d));
     ASSERT_EQ(cv[i], static_cast<uint64_t>(want)) << i;
     ASSERT_EQ(rt[i], U(static_cast<double>(static_cast<float>(d)))) << i;
   }
@@ -241,7 +242,8 @@ TEST(SimWide, MisalignedElementsFault) {
   isa::Program p = b.finish();
   DiagnosticEngine diags;
   EXPECT_FALSE(simulate(p, t, {}, SimOptions{}, diags));
-  EXPECT_NE(firstErrorMessage(diags).find("not 8-byte aligned"), std::string::npos) << firstErrorMessage(diags);
+  EXPECT_NE(firstErrorMessage(diags).find("not 8-byte aligned"), std::string::npos)
+      << firstErrorMessage(diags);
 }
 
 TEST(SimWide, VerifierChecksTheWordIndex) {
