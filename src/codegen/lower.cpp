@@ -157,9 +157,8 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (!checkTypes(in)) return false;
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
-    case Opcode::BitcastConvert:
+    case Opcode::BitcastConvert: {
       if (!checkTypes(in)) return false;
-    {
       // Memory holds the same bytes either way (XLA splits and joins
       // elements little-endian along a minor dimension), except for types
       // stored in a byte wider than their bits (s4, u4, f4e2m1fn, pred).

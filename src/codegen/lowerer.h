@@ -313,7 +313,7 @@ class Lowerer {
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
   // lower_wide.cpp: lowerOp for s64/u64/f64 operands or results.
   std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
-  VReg pairFrom32(VReg x, ElementType to);  // s64/u64/f64 from a 32-bit register value
+  VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
   bool lowerWideDot(const Instruction& in);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
