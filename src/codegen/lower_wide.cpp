@@ -667,6 +667,13 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       {Opcode::RoundNearestEven, "vround.f64"},
       {Opcode::RoundNearestAfz, "vround.afz.f64"},
       {Opcode::Sign, "vsign.f64"},
+      {Opcode::Acos, "vacos.f64"},
+      {Opcode::Acosh, "vacosh.f64"},
+      {Opcode::Asin, "vasin.f64"},
+      {Opcode::Asinh, "vasinh.f64"},
+      {Opcode::Atanh, "vatanh.f64"},
+      {Opcode::Cosh, "vcosh.f64"},
+      {Opcode::Sinh, "vsinh.f64"},
   };
   auto it = kUnary.find(op);
   if (it == kUnary.end()) return unsupported();
