@@ -316,6 +316,9 @@ class Lowerer {
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
   bool lowerWideDot(const Instruction& in);
+  bool emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
+                      int64_t aBatches, int wBuf, int cBuf, ElementType t);
+  bool emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
   // lo = the 64-bit index lo:hi saturated to s32 (it clamps to the same

@@ -483,11 +483,31 @@ TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
   err = compareWide(R"(HloModule m
 ENTRY main {
   a = f64[4,8,3] parameter(0)
-  b = f64[1,3,5] parameter(1)
+  b = f32[1,3,5] parameter(1)
   ROOT c = f64[4,8,5] convolution(a, b), window={size=1}, dim_labels=b0f_0io->b0f
 })");
-  EXPECT_NE(err.find("element type f64 of 'c' is not supported by convolution yet"), std::string::npos)
+  EXPECT_NE(err.find("convolutions mixing 64-bit and other element types are not supported"), std::string::npos)
       << err;
+}
+
+TEST(WideTypes, Convolutions) {
+  // Padding, strides, both dilations, a reversed window, feature groups and
+  // batch groups, in a non-canonical layout; f64 sums in the interpreter's
+  // order (padding products included: inf weights times padding give NaN).
+  for (const char* t : {"s64", "f64"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[2,9,11,6] parameter(0)
+  k = {0}[3,2,3,4] parameter(1)
+  b = {0}[3,4,7,5] parameter(2)
+  kb = {0}[3,2,3,6] parameter(3)
+  c = {0}[2,10,6,4] convolution(x, k), window={{size=3x2 stride=1x2 pad=1_2x1_1 lhs_dilate=1x1 rhs_dilate=1x2 rhs_reversal=0x1}}, dim_labels=b01f_01io->b01f, feature_group_count=2
+  d = {0}[2,6,13,5] convolution(b, kb), window={{size=3x2 pad=1_1x0_1 lhs_dilate=2x1}}, dim_labels=fb01_01io->bf01, batch_group_count=2
+  ROOT r = ({0}[2,10,6,4], {0}[2,6,13,5]) tuple(c, d)
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text), "") << t;
+  }
 }
 
 TEST(WideTypes, Dots) {
