@@ -525,6 +525,34 @@ ENTRY main {{
   }
 }
 
+TEST(WideTypes, ArgmaxWithS64Indices) {
+  // torch.argmax: a variadic reduce of (f32 value, s64 iota index), the
+  // first index winning ties.
+  const char* text = R"(HloModule m
+argmax {
+  v0 = f32[] parameter(0)
+  i0 = s64[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s64[] parameter(3)
+  gt = pred[] compare(v0, v1), direction=GT
+  eq = pred[] compare(v0, v1), direction=EQ
+  lt = pred[] compare(i0, i1), direction=LT
+  tie = pred[] and(eq, lt)
+  keep = pred[] or(gt, tie)
+  v = f32[] select(keep, v0, v1)
+  i = s64[] select(keep, i0, i1)
+  ROOT t = (f32[], s64[]) tuple(v, i)
+}
+ENTRY main {
+  a = f32[37,500] parameter(0)
+  idx = s64[37,500] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  z = s64[] constant(0)
+  ROOT r = (f32[37], s64[37]) reduce(a, idx, ninf, z), dimensions={1}, to_apply=argmax
+})";
+  EXPECT_EQ(compareWide(text), "");
+}
+
 TEST(WideTypes, WindowReductionsAndSelectAndScatter) {
   for (const char* t : {"s64", "u64", "f64"}) {
     std::string text = fmt::format(R"(HloModule m
