@@ -178,7 +178,9 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   const Instruction* lhs = in.operand(0);
   const Instruction* rhs = in.operand(1);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
-  if (lt != ot || rt != ot || !isPairType(ot))
+  // Operands of other types are converted to the result's type first, as
+  // the interpreter does (XLA's convert rules).
+  if (!isPairType(ot) || (isPairType(lt) && lt != ot) || (isPairType(rt) && rt != ot))
     return fail(in,
                 fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
                             hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
@@ -205,6 +207,13 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     order.insert(order.end(), g1.begin(), g1.end());
     order.insert(order.end(), g2.begin(), g2.end());
     int src = leaves_[op][0];
+    if (s.elementType() != ot) {
+      int wide = tempBuf(ot, s.dimensions());
+      int64_t count = product(s.dimensions());
+      emitElementwise(count, {EwInput{EwInput::Full, src, 0, s.elementType()}}, {EwOutput{wide, 0, ot}},
+                      [&](const std::vector<VReg>& v) { return std::vector<VReg>{pairFrom32(v[0], ot)}; });
+      src = wide;
+    }
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
     if (identity) return src;

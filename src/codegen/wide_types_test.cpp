@@ -525,6 +525,22 @@ ENTRY main {{
   }
 }
 
+TEST(WideTypes, DotsOfNarrowOperandsIntoWideResults) {
+  // s32 x s8 -> s64 and f32 x bf16 -> f64 (preferred_element_type):
+  // operands converted to the result type, then multiplied exactly.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = s32[9,33] parameter(0)
+  b = s8[33,20] parameter(1)
+  c = f32[9,33] parameter(2)
+  d = bf16[33,20] parameter(3)
+  x = s64[9,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  y = f64[9,20] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (s64[9,20], f64[9,20]) tuple(x, y)
+})";
+  EXPECT_EQ(compareWide(text), "");
+}
+
 TEST(WideTypes, ArgmaxWithS64Indices) {
   // torch.argmax: a variadic reduce of (f32 value, s64 iota index), the
   // first index winning ties.
