@@ -84,7 +84,10 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   g.kType = ks.elementType();
   g.outType = os.elementType();
   const bool wide = isPairType(g.inType) || isPairType(g.kType) || isPairType(g.outType);
-  if (wide && (g.inType != g.outType || g.kType != g.outType))
+  // Narrower operands of a 64-bit convolution are converted to its type
+  // first, as the interpreter does.
+  if (wide && (!isPairType(g.outType) || (isPairType(g.inType) && g.inType != g.outType) ||
+               (isPairType(g.kType) && g.kType != g.outType)))
     return fail(in, "llo-gen: convolutions mixing 64-bit and other element types are not supported");
   if (!wide && (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat))
     return fail(in,
@@ -160,6 +163,11 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     return ok && !failed_;
   }
 
+  int lhsBuf = leaves_[lhs][0];
+  if (wide && g.inType != g.outType) {
+    lhsBuf = convertedCopy(lhsBuf, ls, g.outType);
+    g.inType = g.outType;
+  }
   // X[N, P.., C]: the input transposed to channels-last, dilated and padded.
   int es = typeInfo(g.inType).bytes;
   std::vector<int64_t> xDims = {g.batch};
@@ -173,7 +181,7 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     // Positions the copy does not write (padding, dilation holes) must be 0.
     holes = holes || padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]).count != g.padded[d];
   }
-  int x = leaves_[lhs][0];
+  int x = lhsBuf;
   if (!canonical || holes || xDims != ls.dimensions()) {
     x = tempBuf(g.inType, xDims);
     if (holes && !fillZero(x, product(xDims), g.inType)) return false;
@@ -194,7 +202,7 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     counts.push_back(g.inFeatures);
     ss.push_back(ins[static_cast<size_t>(dn.inputFeatureDimension)]);
     ds.push_back(es);
-    if (!empty) emitCopy(x, dstOff, leaves_[lhs][0], srcOff, counts, ds, ss, es);
+    if (!empty) emitCopy(x, dstOff, lhsBuf, srcOff, counts, ds, ss, es);
   }
 
   bool ok = wide        ? emitWideConv(in, g, x)

@@ -170,6 +170,14 @@ VReg Lowerer::pairAddSub(bool add, VReg a, VReg b, ElementType t) {
   return d;
 }
 
+int Lowerer::convertedCopy(int buf, const Shape& s, ElementType to) {
+  int wide = tempBuf(to, s.dimensions());
+  emitElementwise(product(s.dimensions()), {EwInput{EwInput::Full, buf, 0, s.elementType()}},
+                  {EwOutput{wide, 0, to}},
+                  [&](const std::vector<VReg>& v) { return std::vector<VReg>{pairFrom32(v[0], to)}; });
+  return wide;
+}
+
 // Dots of s64, u64 or f64 on the vector unit: for each output row, the sum
 // over k (in order, from 0: the interpreter's naive loop, separate multiply
 // and add) of a scalar of the lhs row times a row of the rhs. The rhs block
@@ -207,13 +215,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     order.insert(order.end(), g1.begin(), g1.end());
     order.insert(order.end(), g2.begin(), g2.end());
     int src = leaves_[op][0];
-    if (s.elementType() != ot) {
-      int wide = tempBuf(ot, s.dimensions());
-      int64_t count = product(s.dimensions());
-      emitElementwise(count, {EwInput{EwInput::Full, src, 0, s.elementType()}}, {EwOutput{wide, 0, ot}},
-                      [&](const std::vector<VReg>& v) { return std::vector<VReg>{pairFrom32(v[0], ot)}; });
-      src = wide;
-    }
+    if (s.elementType() != ot) src = convertedCopy(src, s, ot);
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
     if (identity) return src;
@@ -389,7 +391,9 @@ bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBu
   // W[O, Cg, taps..] from the kernel's layout.
   std::vector<int64_t> perm = {dn.kernelOutputFeatureDimension, dn.kernelInputFeatureDimension};
   perm.insert(perm.end(), dn.kernelSpatialDimensions.begin(), dn.kernelSpatialDimensions.end());
-  int wk = permutedCopy(leaves_[in.operand(1)][0], ks.dimensions(), perm);
+  int kBuf = leaves_[in.operand(1)][0];
+  if (g.kType != t) kBuf = convertedCopy(kBuf, ks, t);  // a narrower kernel, as the interpreter converts it
+  int wk = permutedCopy(kBuf, ks.dimensions(), perm);
   int outC = tempBuf(t, {g.outBatch, g.outFeatures, positions});
   if (failed_ ||
       !emitWideMatmul(in, g.outBatch * g.groups, g.outPerGroup, k, positions, wk, g.groups, col, outC, t))

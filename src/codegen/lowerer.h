@@ -319,6 +319,9 @@ class Lowerer {
   bool emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
                       int64_t aBatches, int wBuf, int cBuf, ElementType t);
   bool emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf);
+  // A kernel-local copy of `buf` (shape s, 32-bit or narrower elements)
+  // converted to the pair type `to`.
+  int convertedCopy(int buf, const Shape& s, ElementType to);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
   // lo = the 64-bit index lo:hi saturated to s32 (it clamps to the same

@@ -483,8 +483,8 @@ TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
   err = compareWide(R"(HloModule m
 ENTRY main {
   a = f64[4,8,3] parameter(0)
-  b = f32[1,3,5] parameter(1)
-  ROOT c = f64[4,8,5] convolution(a, b), window={size=1}, dim_labels=b0f_0io->b0f
+  b = f64[1,3,5] parameter(1)
+  ROOT c = f32[4,8,5] convolution(a, b), window={size=1}, dim_labels=b0f_0io->b0f
 })");
   EXPECT_NE(err.find("convolutions mixing 64-bit and other element types are not supported"), std::string::npos)
       << err;
@@ -508,6 +508,14 @@ ENTRY main {{
                                    t);
     EXPECT_EQ(compareWide(text), "") << t;
   }
+  // Narrower operands converted to the 64-bit result type.
+  EXPECT_EQ(compareWide(R"(HloModule m
+ENTRY main {
+  x = f32[2,9,11,6] parameter(0)
+  k = bf16[3,2,6,4] parameter(1)
+  ROOT c = f64[2,9,10,4] convolution(x, k), window={size=3x2 pad=1_1x0_0}, dim_labels=b01f_01io->b01f
+})"),
+            "");
 }
 
 TEST(WideTypes, Dots) {
