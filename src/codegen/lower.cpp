@@ -920,6 +920,15 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       }
       if (ri.isFloat) {
         if (f) return normalize(unop("vmov.s32", ops[0], rt));
+        if (oi.bits == 32 && rt != ElementType::F32) {
+          // 32-bit integers to a narrow float: through f32 they would round
+          // twice; the interpreter rounds once from f64 (exact for them).
+          VReg x = pairFrom32(ops[0], ElementType::F64);
+          VReg d = valloc(rt);
+          e_.op("vcvt.{}.f64 {}, {}, {}", typeInfo(rt).dtype, V(d), V(x), H(x));
+          vfree(x);
+          return d;
+        }
         if (!(u && oi.bits == 32)) return normalize(unop("vcvt.f32.s32", ops[0], rt));
         // u32: hi * 65536 + lo rounds once (both parts are exact in f32).
         VReg hi = binop("vshr", ops[0], "16", ElementType::S32);

@@ -282,6 +282,26 @@ ENTRY main {
   EXPECT_EQ(compareWide(boundary), "");
 }
 
+TEST(WideTypes, ThirtyTwoBitIntegersToNarrowFloatsRoundOnce) {
+  // 2^24 + 2^16 + 1 is just above a bf16 midpoint, but f32 rounds it onto
+  // the midpoint first (ties to even then goes down): s32 and u32 take the
+  // f64 route the interpreter takes.
+  const char* text = R"(HloModule m
+ENTRY main {
+  c = s32[4] constant({16842753, -16842753, 2147483647, 16842752})
+  u = u32[3] constant({16842753, 4294967295, 2147516417})
+  b = bf16[4] convert(c)
+  h = f16[4] convert(c)
+  ub = bf16[3] convert(u)
+  e = f8e5m2[3] convert(u)
+  ROOT t = (bf16[4], f16[4], bf16[3], f8e5m2[3]) tuple(b, h, ub, e)
+})";
+  EXPECT_EQ(compareWide(text), "");
+  for (const char* from : {"s32", "u32"})
+    for (const char* to : {"bf16", "f16", "f8e4m3fn", "f4e2m1fn"})
+      EXPECT_EQ(compareWide(unaryModule("convert", from, to)), "") << from << " -> " << to;
+}
+
 TEST(WideTypes, FusionWithScalarsConstantsAndIota) {
   for (const char* t : {"s64", "u64", "f64"}) {
     std::string text = fmt::format(R"(HloModule m
