@@ -23,10 +23,6 @@ int Lowerer::newBuf(BufKind kind, const Shape& s) {
   b.kind = kind;
   b.type = s.elementType();
   b.dims = s.dimensions();
-  if (b.type == ElementType::U64 || b.type == ElementType::S64) {  // carried as u32 word pairs
-    b.type = ElementType::U32;
-    b.dims.push_back(2);
-  }
   b.bytes = static_cast<uint64_t>(product(b.dims)) * static_cast<uint64_t>(typeInfo(b.type).bytes);
   b.def = b.end = pos_;
   bufs_.push_back(b);
@@ -51,14 +47,14 @@ void Lowerer::use(int buf, int region) {
 
 bool Lowerer::checkTypes(const Instruction& in) {
   for (const Shape* s : arrayLeaves(in.shape())) {
-    bool wide = s->elementType() == ElementType::U64 || s->elementType() == ElementType::S64;
-    if (!typeInfo(s->elementType()).ok && !(wide && allows64BitLeaves(in)))
+    if (!typeInfo(s->elementType()).ok)
       return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported (supported: f32, bf16, f16, "
-                                  "the f8 types, f4e2m1fn, s32, u32, s16, u16, s8, u8, s4, u4, pred)",
+                                  "the f8 types, f4e2m1fn, s32, u32, s16, u16, s8, u8, s4, u4, pred, s64, u64, "
+                                  "f64; c64 and c128 by data movement only)",
                                   hlo::elementTypeName(s->elementType()), in.name()));
     if (s->isDynamic()) return fail(in, fmt::format("llo-gen: dynamic shape of '{}' is not supported", in.name()));
   }
-  return true;
+  return checkWideTypes(in);
 }
 
 bool Lowerer::isFlatFusion(const Instruction& in) const {
@@ -78,6 +74,7 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
       return false;
     }
     if (!i.shape().isArray() || !typeInfo(i.shape().elementType()).ok) return false;
+    if (typeInfo(i.shape().elementType()).isComplex) return false;  // only moved, by DMA
     bool scalar = i.shape().isScalar();
     if (!scalar && i.shape().elementCount() != n) return false;
     if (op == Opcode::Parameter) continue;
@@ -160,12 +157,20 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (!checkTypes(in)) return false;
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
-    case Opcode::BitcastConvert:
+    case Opcode::BitcastConvert: {
       if (!checkTypes(in)) return false;
-      if (typeInfo(in.shape().elementType()).bytes != typeInfo(in.operand(0)->shape().elementType()).bytes)
-        return fail(in, "llo-gen: bitcast-convert between types of different widths is not supported yet");
+      // Memory holds the same bytes either way (XLA splits and joins
+      // elements little-endian along a minor dimension), except for types
+      // stored in a byte wider than their bits (s4, u4, f4e2m1fn, pred).
+      TypeInfo ri = typeInfo(in.shape().elementType()), oi = typeInfo(in.operand(0)->shape().elementType());
+      auto packed = [](const TypeInfo& t) { return t.bits == 8 * t.bytes && !t.isComplex; };
+      if (ri.bytes != oi.bytes && !(packed(ri) && packed(oi)))
+        return fail(in, fmt::format("llo-gen: bitcast-convert between {} and {} is not supported yet",
+                                    hlo::elementTypeName(in.operand(0)->shape().elementType()),
+                                    hlo::elementTypeName(in.shape().elementType())));
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
+    }
     case Opcode::AfterAll:
     case Opcode::PartitionId:
     case Opcode::ReplicaId:
@@ -232,7 +237,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
   if (!checkTypes(in)) return false;
   for (const Instruction* o : in.operands())
     for (const Shape* s : arrayLeaves(o->shape()))
-      if (!typeInfo(s->elementType()).ok && !allows64BitLeaves(in))
+      if (!typeInfo(s->elementType()).ok)
         return fail(in, fmt::format("llo-gen: operand element type {} of '{}' is not supported",
                                     hlo::elementTypeName(s->elementType()), in.name()));
   defineNew(in);
@@ -252,13 +257,17 @@ int Lowerer::sreg() {
 }
 
 VReg Lowerer::valloc(ElementType t) {
-  int r = vregs_.get();
-  if (r < 0) {
-    if (!failed_) diags_.error("llo-gen: fused computation needs more vector registers than the target has");
-    failed_ = true;
-    r = 0;
-  }
-  return {r, t};
+  auto get = [&] {
+    int r = vregs_.get();
+    if (r < 0) {
+      if (!failed_) diags_.error("llo-gen: fused computation needs more vector registers than the target has");
+      failed_ = true;
+      r = 0;
+    }
+    return r;
+  };
+  int r = get();
+  return {r, t, isPairType(t) ? get() : -1};
 }
 
 int Lowerer::malloc_() {
@@ -399,7 +408,13 @@ int Lowerer::loadScalar(int buf, int64_t off, ElementType t, int smemSlot) {
   e_.op("dma.h2s {}, [{}], {}[{}], sem0", d, smemSlot * 4, hbm(buf), S(sa));
   e_.op("sem.wait sem0");
   e_.op("sld {}, [{}]", S(sx), smemSlot * 4);
-  if (t == ElementType::BF16) {
+  if (ti.bytes == 8 && !ti.isFloat) {
+    // A 64-bit index: the 32-bit value that clamps the same way.
+    int hi = sreg();
+    e_.op("sld {}, [{}]", S(hi), smemSlot * 4 + 4);
+    saturateToS32(sx, hi, ti.isUnsigned);
+    sregs_.put(hi);
+  } else if (t == ElementType::BF16) {
     e_.op("sshl {}, {}, 16", S(sx), S(sx));
   } else if (ti.isFloat && ti.bytes < 4) {
     e_.op("sand {}, {}, {}", S(sx), S(sx), ti.bytes == 2 ? 0xFFFF : 0xFF);
@@ -489,13 +504,32 @@ void Lowerer::widenScalarFloat(int x, ElementType t) {
 
 VReg Lowerer::vload(ElementType t, const std::string& addr, const std::string& extra) {
   VReg v = valloc(t);
-  e_.op("{} {}, [{}]{}", loadMnemonic(t), V(v), addr, extra);
+  vloadInto(v, t, addr, extra);
   return v;
+}
+
+void Lowerer::vloadInto(VReg d, ElementType t, const std::string& addr, const std::string& extra) {
+  if (isPairType(t)) {
+    e_.op("vld.e64 {}, [{}], 0{}", V(d), addr, extra);
+    e_.op("vld.e64 {}, [{}], 1{}", H(d), addr, extra);
+    return;
+  }
+  e_.op("{} {}, [{}]{}", loadMnemonic(t), V(d), addr, extra);
+}
+
+VReg Lowerer::vcopy(VReg v, ElementType t) {
+  VReg d = valloc(t);
+  e_.op("vmov.s32 {}, {}", V(d), V(v));
+  if (d.hi >= 0) e_.op("vmov.s32 {}, {}", H(d), H(v));
+  return d;
 }
 
 void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::string& extra) {
   TypeInfo ti = typeInfo(t);
-  if (ti.bytes == 4) {
+  if (isPairType(t)) {
+    e_.op("vst.e64 {}, [{}], 0{}", V(v), addr, extra);
+    e_.op("vst.e64 {}, [{}], 1{}", H(v), addr, extra);
+  } else if (ti.bytes == 4) {
     e_.op("vst {}, [{}]{}", V(v), addr, extra);
   } else if (ti.isFloat) {
     e_.op("vst.{} {}, [{}]{}", ti.dtype, V(v), addr, extra);
@@ -513,6 +547,7 @@ void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::
 
 VReg Lowerer::vconst(ElementType t, uint32_t bits) {
   VReg v = valloc(t);
+  if (v.hi >= 0) e_.op("vmov.s32 {}, 0", H(v));  // a pair: the zero-extended value
   e_.op("vmov.s32 {}, {}", V(v), static_cast<int32_t>(bits));
   return v;
 }
@@ -581,11 +616,7 @@ bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& pa
   std::set<int> taken;
   for (const Instruction* r : roots) {
     VReg v = val[r];
-    if (r->opcode() == Opcode::Parameter || taken.count(v.r)) {
-      VReg d = valloc(v.t);
-      e_.op("vmov.s32 {}, {}", V(d), V(v));
-      v = d;
-    }
+    if (r->opcode() == Opcode::Parameter || taken.count(v.r)) v = vcopy(v, v.t);
     taken.insert(v.r);
     v.t = r->shape().elementType();
     out.push_back(v);
@@ -661,6 +692,9 @@ VReg Lowerer::divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType
 }
 
 std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
+  if (isPairType(in.shape().elementType()) ||
+      std::any_of(ops.begin(), ops.end(), [](const VReg& v) { return isPairType(v.t); }))
+    return lowerWideOp(in, ops);
   ElementType rt = in.shape().elementType();
   ElementType ot = ops.empty() ? rt : ops[0].t;
   bool f = typeInfo(ot).isFloat;
@@ -886,6 +920,15 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       }
       if (ri.isFloat) {
         if (f) return normalize(unop("vmov.s32", ops[0], rt));
+        if (oi.bits == 32 && rt != ElementType::F32) {
+          // 32-bit integers to a narrow float: through f32 they would round
+          // twice; the interpreter rounds once from f64 (exact for them).
+          VReg x = pairFrom32(ops[0], ElementType::F64);
+          VReg d = valloc(rt);
+          e_.op("vcvt.{}.f64 {}, {}, {}", typeInfo(rt).dtype, V(d), V(x), H(x));
+          vfree(x);
+          return d;
+        }
         if (!(u && oi.bits == 32)) return normalize(unop("vcvt.f32.s32", ops[0], rt));
         // u32: hi * 65536 + lo rounds once (both parts are exact in f32).
         VReg hi = binop("vshr", ops[0], "16", ElementType::S32);
@@ -1127,13 +1170,22 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
     cur += alignUp(static_cast<uint64_t>(c) * typeInfo(outs[j].type).bytes, 512);
   }
   // One vreg of slack: the pipelined loop reads one vreg past each input.
-  uint64_t slotBytes = alignUp(cur + 4096, 512);
+  uint64_t slotBytes = alignUp(cur + 8192, 512);
   // Scalars and the index base, hoisted out of the loops.
   std::vector<VReg> hoisted(ins.size());
   VReg idx0;
   int smem = 0;
   for (size_t j = 0; j < ins.size(); ++j) {
-    if (ins[j].kind == EwInput::Scalar) {
+    if (ins[j].kind == EwInput::Scalar && isPairType(ins[j].type)) {
+      int hi = -1;
+      int lo = loadScalarPair(ins[j].buf, ins[j].off, smem, hi);
+      smem += 2;
+      hoisted[j] = valloc(ins[j].type);
+      e_.op("vmov.s32 {}, {}", V(hoisted[j]), S(lo));
+      e_.op("vmov.s32 {}, {}", H(hoisted[j]), S(hi));
+      sregs_.put(lo);
+      sregs_.put(hi);
+    } else if (ins[j].kind == EwInput::Scalar) {
       int sx = loadScalar(ins[j].buf, ins[j].off, ins[j].type, smem++);
       hoisted[j] = valloc(ins[j].type);
       e_.op("vmov.s32 {}, {}", V(hoisted[j]), S(sx));
@@ -1150,7 +1202,10 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   }
   int rI = sreg(), rSlot = sreg(), rOther = sreg(), rNext = sreg(), rTmp = sreg(), rA = sreg(), rV = sreg(),
       rCnt = sreg(), rIdx = sreg();
-  int rOff[5] = {-1, sreg(), sreg(), -1, sreg()};
+  // VMEM offsets of the current vreg, per element size (8: pair types).
+  bool anyPair = std::any_of(ins.begin(), ins.end(), [](const EwInput& i) { return isPairType(i.type); }) ||
+                 std::any_of(outs.begin(), outs.end(), [](const EwOutput& o) { return isPairType(o.type); });
+  int rOff[9] = {-1, sreg(), sreg(), -1, sreg(), -1, -1, -1, anyPair ? sreg() : -1};
   auto issue = [&](bool load, int chunkReg, int slotReg, int semReg) {
     size_t count = load ? ins.size() : outs.size();
     for (size_t j = 0; j < count; ++j) {
@@ -1209,6 +1264,7 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   e_.op("smul {}, {}, {}", S(rOff[4]), S(rSlot), slotBytes);
   e_.op("smov {}, {}", S(rOff[2]), S(rOff[4]));
   e_.op("smov {}, {}", S(rOff[1]), S(rOff[4]));
+  if (anyPair) e_.op("smov {}, {}", S(rOff[8]), S(rOff[4]));
   e_.op("smul {}, {}, {}", S(rIdx), S(rI), c);
   e_.op("smov {}, {}", S(rCnt), chunkV);
   // Software pipelined: the streamed inputs of vreg i + 1 are loaded while
@@ -1219,8 +1275,7 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
     for (size_t j = 0; j < ins.size(); ++j) {
       if (ins[j].kind != EwInput::Full) continue;
       int es = typeInfo(ins[j].type).bytes;
-      e_.op("{} {}, [{} + {}]", loadMnemonic(ins[j].type), V(vin[j]), S(rOff[es]),
-            inOff[j] + vregOffset * kVregElems * es);
+      vloadInto(vin[j], ins[j].type, fmt::format("{} + {}", S(rOff[es]), inOff[j] + vregOffset * kVregElems * es));
     }
   };
   for (size_t j = 0; j < ins.size(); ++j) {
@@ -1248,6 +1303,7 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   e_.op("sadd {}, {}, 4096", S(rOff[4]), S(rOff[4]));
   e_.op("sadd {}, {}, 2048", S(rOff[2]), S(rOff[2]));
   e_.op("sadd {}, {}, 1024", S(rOff[1]), S(rOff[1]));
+  if (anyPair) e_.op("sadd {}, {}, 8192", S(rOff[8]), S(rOff[8]));
   e_.op("sadd {}, {}, 1024", S(rIdx), S(rIdx));
   e_.op("loop {}, {}", S(rCnt), lInner);
   e_.op("sadd {}, {}, {}", S(rTmp), S(rSlot), kSlots);
@@ -1262,15 +1318,20 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
 }
 
 bool Lowerer::fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff) {
+  int es = typeInfo(t).bytes;
+  if (typeInfo(t).words > 1) {
+    // Wide elements are only moved: one strided DMA repeats the scalar.
+    emitCopy(buf, off, scalarBuf, scalarOff, {n}, {es}, {0}, es);
+    return !failed_;
+  }
   EwInput s{EwInput::Scalar, scalarBuf, scalarOff, t};
   return emitElementwise(n, {s}, {EwOutput{buf, off, t}}, [&](const std::vector<VReg>& v) {
-    VReg d = valloc(t);
-    e_.op("vmov.s32 {}, {}", V(d), V(v[0]));
-    return std::vector<VReg>{d};
+    return std::vector<VReg>{vcopy(v[0], t)};
   });
 }
 
 bool Lowerer::fillZero(int buf, int64_t n, ElementType t) {
+  if (int words = typeInfo(t).words; words > 1) return fillZero(buf, n * words, ElementType::U32);
   return emitElementwise(n, {}, {EwOutput{buf, 0, t}}, [&](const std::vector<VReg>&) {
     return std::vector<VReg>{vconst(t, 0)};
   });
@@ -1302,25 +1363,39 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     cur += alignUp(static_cast<uint64_t>(c) * es, 512);
   }
   std::vector<VReg> init(nv);
+  bool anyPair = false;
   for (size_t j = 0; j < nv; ++j) {
-    int sx = loadScalar(initBufs[j], 0, bufs_[initBufs[j]].type, static_cast<int>(j));
-    init[j] = valloc(bufs_[initBufs[j]].type);
+    ElementType t = bufs_[initBufs[j]].type;
+    init[j] = valloc(t);
+    if (isPairType(t)) {
+      anyPair = true;
+      int hi = -1, lo = loadScalarPair(initBufs[j], 0, 2 * static_cast<int>(j), hi);
+      e_.op("vmov.s32 {}, {}", V(init[j]), S(lo));
+      e_.op("vmov.s32 {}, {}", H(init[j]), S(hi));
+      sregs_.put(lo);
+      sregs_.put(hi);
+      continue;
+    }
+    int sx = loadScalar(initBufs[j], 0, t, 2 * static_cast<int>(j));
     e_.op("vmov.s32 {}, {}", V(init[j]), S(sx));
     sregs_.put(sx);
   }
   int rC = sreg(), rR = sreg(), rA = sreg(), rT = sreg(), rCnt = sreg(), rO4 = sreg(), rO2 = sreg(), rO1 = sreg();
-  int rOff[5] = {-1, rO1, rO2, -1, rO4};
+  int rO8 = anyPair ? sreg() : -1;
+  int rOff[9] = {-1, rO1, rO2, -1, rO4, -1, -1, -1, rO8};
   std::string lChunk = e_.newLabel("rchunk"), lRow = e_.newLabel("rrow"), lInit = e_.newLabel("rinit"),
               lFold = e_.newLabel("rfold");
   auto resetOffs = [&]() {
     e_.op("smov {}, 0", S(rO4));
     e_.op("smov {}, 0", S(rO2));
     e_.op("smov {}, 0", S(rO1));
+    if (anyPair) e_.op("smov {}, 0", S(rO8));
   };
   auto stepOffs = [&]() {
     e_.op("sadd {}, {}, 4096", S(rO4), S(rO4));
     e_.op("sadd {}, {}, 2048", S(rO2), S(rO2));
     e_.op("sadd {}, {}, 1024", S(rO1), S(rO1));
+    if (anyPair) e_.op("sadd {}, {}, 8192", S(rO8), S(rO8));
   };
   auto dmaChunk = [&](bool load, int buf, int64_t rowBytesOff, int64_t voff, int es) {
     std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
@@ -2033,6 +2108,7 @@ bool Lowerer::lowerIota(const Instruction& in) {
   int line = in.shape().rank() == 1 ? dst : tempBuf(t, {len});
   bool ok = emitElementwise(len, {EwInput{EwInput::Index, -1, 0, ElementType::S32}}, {EwOutput{line, 0, t}},
                             [&](const std::vector<VReg>& v) {
+                              if (isPairType(t)) return std::vector<VReg>{pairFrom32(v[0], t)};
                               VReg r = valloc(t);
                               if (typeInfo(t).isFloat) e_.op("vcvt.f32.s32 {}, {}", V(r), V(v[0]));
                               else e_.op("vmov.s32 {}, {}", V(r), V(v[0]));
@@ -2076,7 +2152,11 @@ bool Lowerer::lowerReduce(const Instruction& in) {
     initBufs.push_back(leaves_[in.operand(nv + j)][0]);
   }
   uint64_t bytes = 0;
-  for (int b : inBufs) bytes += bufs_[b].bytes;
+  bool anyPair = false;
+  for (int b : inBufs) {
+    bytes += bufs_[b].bytes;
+    anyPair = anyPair || isPairType(bufs_[b].type);
+  }
   bool ok = true;
   bool outer = true, inner = true;
   for (size_t i = 0; i < reduced.size(); ++i) {
@@ -2086,7 +2166,9 @@ bool Lowerer::lowerReduce(const Instruction& in) {
   if (k == 0) {
   } else if (r == 0) {
     for (int64_t j = 0; j < nv; ++j) ok = ok && fill(outBufs[j], 0, k, bufs_[outBufs[j]].type, initBufs[j], 0);
-  } else if (k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) {
+  } else if ((k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) || anyPair) {
+    // (Pair types always: the lane tree of emitReduceSegments moves single
+    // registers.)
     // Many outputs: fold whole rows of outputs, vectorised across the kept
     // elements. Reduced dimensions not already outermost are moved there
     // by a strided DMA (their order kept, so each output folds its inputs
@@ -2148,6 +2230,9 @@ DotGeometry dotGeometry(const Instruction& dot) {
 }
 
 bool Lowerer::lowerDot(const Instruction& in) {
+  if (isPairType(in.shape().elementType()) || isPairType(in.operand(0)->shape().elementType()) ||
+      isPairType(in.operand(1)->shape().elementType()))
+    return lowerWideDot(in);
   if (!isMxuDot(in)) return lowerVectorDot(in);
   beginKernel(in, "matmul");
   const Instruction* lhs = in.operand(0);
@@ -2390,8 +2475,17 @@ std::string dimsText(const std::vector<int64_t>& d) {
 
 std::string literalText(const hlo::Literal& lit, ElementType t) {
   std::string s = "[";
+  int words = typeInfo(t).words;
   for (int64_t i = 0; i < lit.elementCount(); ++i) {
     if (i) s += ", ";
+    if (words > 1) {  // the u32 words of the element, as memory holds them
+      for (int w = 0; w < words; ++w) {
+        uint32_t x;
+        std::memcpy(&x, lit.rawElement(i) + 4 * w, 4);
+        s += fmt::format("{}{}", w ? ", " : "", x);
+      }
+      continue;
+    }
     if (t == ElementType::F32) s += fmt::format("0x{:08x}", static_cast<uint32_t>(lit.getBits(i)));
     else if (t == ElementType::BF16 || t == ElementType::F16)
       s += fmt::format("0x{:04x}", static_cast<uint32_t>(lit.getBits(i)));
@@ -2563,9 +2657,12 @@ std::optional<CodegenResult> Lowerer::run() {
   }
   for (const Buf& b : bufs_) {
     if (b.kind == BufKind::Heap || b.aliasOfArg) continue;
-    std::string d = dimsText(b.dims.empty() ? std::vector<int64_t>{1} : b.dims);
+    TypeInfo ti = typeInfo(b.type);
+    std::vector<int64_t> dims = b.dims.empty() ? std::vector<int64_t>{1} : b.dims;
+    if (ti.words > 1) dims.push_back(ti.words);  // wide elements as u32 words (the ISA's buffer types are 32-bit at most)
+    std::string d = dimsText(dims);
     if (b.bytes == 0) d = "[1]";
-    t += fmt::format(".buffer {} : hbm {}{}", b.name, typeInfo(b.type).dtype, d);
+    t += fmt::format(".buffer {} : hbm {}{}", b.name, ti.words > 1 ? std::string_view("u32") : ti.dtype, d);
     if (b.kind == BufKind::Const && b.bytes > 0) {
       const hlo::Literal* lit = b.constant->attrs().literal ? &*b.constant->attrs().literal : nullptr;
       hlo::Literal filled;

@@ -121,7 +121,7 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
   ElementType it = indices.shape().elementType();
   TypeInfo ti = typeInfo(it);
   if (!ti.ok || ti.isFloat || it == ElementType::Pred)
-    return fail(in, fmt::format("llo-gen: {} indices of '{}' are not supported (s32, u32, s8, u8 are)",
+    return fail(in, fmt::format("llo-gen: {} indices of '{}' are not supported (integer ones are)",
                                 hlo::elementTypeName(it), in.name()));
   std::vector<int64_t> full = indices.shape().dimensions();
   if (ivd < 0 || ivd > static_cast<int64_t>(full.size()))
@@ -139,7 +139,7 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
   if (nb == 0) return true;
   int src = leaves_[&indices][0];
   const int64_t smemWords = static_cast<int64_t>(target_.memory.smemBytes / 4);
-  const int64_t budget = std::min(kIndexChunkWords, smemWords);
+  const int64_t budget = std::min(kIndexChunkWords, smemWords) / (ti.bytes == 8 ? 2 : 1);
   if (vecLen > budget)
     return fail(in, "llo-gen: index vectors longer than the SMEM staging area are not supported");
   const int64_t chunk = std::min(nb, std::max<int64_t>(1, budget / std::max<int64_t>(1, vecLen)));
@@ -148,11 +148,12 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
   const size_t maxDims = static_cast<size_t>(std::max(1, target_.dma.descriptorDims));
 
   // SMEM holds words [vector][component]; s8/u8 indices land in the low byte
-  // of each word (the rest is masked off after sld).
+  // of each word (the rest is masked off after sld); s64/u64 take two words.
+  const int slot = es == 8 ? 8 : 4;
   std::vector<int64_t> counts = bdims, srcS = bstr, dstS;
   counts.push_back(vecLen);
   srcS.push_back(st[static_cast<size_t>(ivd)]);
-  dstS = byteStrides(counts, 4);
+  dstS = byteStrides(counts, slot);
   Box whole = makeBox(counts, srcS, dstS, es);
   bool rowMajor = vecLen == 1 || ivd == static_cast<int64_t>(full.size()) - 1;
   if (!(nChunks == 1 && whole.dims.size() <= maxDims) && !rowMajor) {
@@ -164,7 +165,7 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
   }
   auto stageDesc = [&](int64_t count) {
     Box b =
-        nChunks == 1 && !rowMajor ? whole : makeBox({count, vecLen}, {vecLen * es, es}, {vecLen * 4, 4}, es);
+        nChunks == 1 && !rowMajor ? whole : makeBox({count, vecLen}, {vecLen * es, es}, {vecLen * slot, slot}, es);
     return e_.desc(b.chunk, b.dims);
   };
 
@@ -199,10 +200,15 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
   e_.label(lPos);
   auto component = [&](int64_t k) {
     int r = sreg();
-    e_.op("sld {}, [{} + {}]", S(r), S(rP), k * 4);
+    e_.op("sld {}, [{} + {}]", S(r), S(rP), k * slot);
     // Narrow indices: only the low bytes of the word are theirs (narrower
     // ones, like s4, are stored extended to a byte).
-    if (es < 4 && ti.isUnsigned) {
+    if (es == 8) {
+      int hi = sreg();
+      e_.op("sld {}, [{} + {}]", S(hi), S(rP), k * slot + 4);
+      saturateToS32(r, hi, false);  // index arrays are read as s64
+      sregs_.put(hi);
+    } else if (es < 4 && ti.isUnsigned) {
       e_.op("sand {}, {}, {}", S(r), S(r), (int64_t{1} << (8 * es)) - 1);
     } else if (es < 4) {
       e_.op("sshl {}, {}, {}", S(r), S(r), 32 - 8 * es);
@@ -211,7 +217,7 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
     return r;
   };
   if (!body(rLin, rPend, component)) return false;
-  e_.op("sadd {}, {}, {}", S(rP), S(rP), vecLen * 4);
+  e_.op("sadd {}, {}, {}", S(rP), S(rP), vecLen * slot);
   e_.op("sadd {}, {}, 1", S(rLin), S(rLin));
   e_.op("loop {}, {}", S(rCnt), lPos);
   // The batch's DMAs were issued back to back; wait for all of them at once.
@@ -668,7 +674,7 @@ bool Lowerer::lowerScatter(const Instruction& in) {
             // One VMEM offset per element width in use: a vreg spans 1024 elements.
             std::set<int> widths(esz.begin(), esz.end());
             int rCnt = sreg();
-            int rOff[5] = {-1, -1, -1, -1, -1};
+            int rOff[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
             for (int e : widths) {
               rOff[e] = sreg();
               e_.op("smov {}, {}", S(rOff[e]), S(rV));

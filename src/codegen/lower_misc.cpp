@@ -14,6 +14,7 @@ namespace tpu::codegen {
 
 namespace {
 
+// rng-bit-generator state: u64 (or s64) words.
 bool isWide(ElementType t) { return t == ElementType::U64 || t == ElementType::S64; }
 
 // Custom-call targets the interpreter evaluates as the identity (or as a
@@ -46,32 +47,7 @@ std::string floatImmediate(double v) {
 
 }  // namespace
 
-bool Lowerer::allows64BitLeaves(const Instruction& in) const {
-  // 64-bit arrays are only carried (as pairs of 32-bit words) to and from
-  // rng-bit-generator; arithmetic on them is not lowered.
-  switch (in.opcode()) {
-    case Opcode::Parameter:
-    case Opcode::GetTupleElement:
-    case Opcode::Tuple:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-    case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency:
-    case Opcode::While:
-    case Opcode::Conditional:
-    case Opcode::Call:
-    case Opcode::CopyStart:
-    case Opcode::CopyDone:
-    case Opcode::AsyncStart:
-    case Opcode::AsyncUpdate:
-    case Opcode::AsyncDone:
-    case Opcode::RngBitGenerator:
-      return true;
-    default:
-      return false;
-  }
-}
+bool isIdentityCustomCallTarget(const std::string& target) { return isIdentityTarget(target); }
 
 // ============================================================== planning
 
@@ -319,7 +295,7 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
                                 stateCount, philox ? "philox" : "three-fry"));
   const Shape& bs = in.shape().tupleElement(1);
   ElementType bt = bs.elementType();
-  int bytes = isWide(bt) ? 8 : typeInfo(bt).bytes;
+  int bytes = typeInfo(bt).bytes;
   if (bt == ElementType::Pred)
     return fail(in, fmt::format("llo-gen: rng-bit-generator of {} bits is not supported yet",
                                 hlo::elementTypeName(bt)));

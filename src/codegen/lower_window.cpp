@@ -208,6 +208,7 @@ bool Lowerer::lowerSelectAndScatter(const Instruction& in) {
           e_.op("mor {}, {}, {}", M(take), M(take), M(none));
           VReg nc = valloc(t), nk = valloc(ElementType::S32);
           e_.op("vsel.s32 {}, {}, {}, {}", V(nc), M(take), V(v[2]), V(v[0]));
+          if (nc.hi >= 0) e_.op("vsel.s32 {}, {}, {}, {}", H(nc), M(take), H(v[2]), H(v[0]));
           VReg wv = vconst(ElementType::S32, static_cast<uint32_t>(w));
           e_.op("vsel.s32 {}, {}, {}, {}", V(nk), M(take), V(wv), V(v[1]));
           vfree(wv);
@@ -253,6 +254,7 @@ bool Lowerer::lowerSelectAndScatter(const Instruction& in) {
           e_.op("vcmp.eq.s32 {}, {}, {}", M(m), V(v[2]), w);
           VReg d = valloc(t);
           e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(r[0]), V(v[0]));
+          if (d.hi >= 0) e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(m), H(r[0]), H(v[0]));
           masks_.put(m);
           vfree(r[0]);
           return std::vector<VReg>{d};

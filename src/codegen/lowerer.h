@@ -37,7 +37,9 @@ constexpr int kVregElems = 1024;  // 8 sublanes x 128 lanes
 // literals store it (s4/u4/f4 take a byte). In a vector register: one 32-bit
 // lane per element, always normalised: integers sign- or zero-extended from
 // `bits` (so s32 compares order every signed and narrow unsigned type),
-// floats as f32 values the type can represent.
+// floats as f32 values the type can represent. Wide types take `words`
+// 32-bit words per element: s64/u64/f64 live in a register pair (low word,
+// high word; VReg::hi), c64/c128 are only moved, never computed on.
 struct TypeInfo {
   bool ok = false;
   int bytes = 4;
@@ -45,6 +47,8 @@ struct TypeInfo {
   bool isUnsigned = false;
   int bits = 32;
   std::string_view dtype;
+  int words = 1;
+  bool isComplex = false;
 };
 
 inline TypeInfo typeInfo(ElementType t) {
@@ -70,12 +74,24 @@ inline TypeInfo typeInfo(ElementType t) {
     case ElementType::F8E4M3B11FNUZ: return {true, 1, true, false, 8, "f8e4m3b11fnuz"};
     case ElementType::F8E8M0FNU: return {true, 1, true, false, 8, "f8e8m0fnu"};
     case ElementType::F4E2M1FN: return {true, 1, true, false, 4, "f4e2m1fn"};
+    case ElementType::S64: return {true, 8, false, false, 64, "s64", 2};
+    case ElementType::U64: return {true, 8, false, true, 64, "u64", 2};
+    case ElementType::F64: return {true, 8, true, false, 64, "f64", 2};
+    case ElementType::C64: return {true, 8, true, false, 64, "c64", 2, true};
+    case ElementType::C128: return {true, 16, true, false, 128, "c128", 4, true};
     default: return {};
   }
 }
-// The vector load that widens `t` from memory into its register form.
+// s64, u64 and f64: values in a register pair.
+inline bool isPairType(ElementType t) {
+  return t == ElementType::S64 || t == ElementType::U64 || t == ElementType::F64;
+}
+
+// The vector load that widens `t` from memory into its register form (for
+// pair types, the load of one word: vld.e64 with a word operand).
 inline std::string loadMnemonic(ElementType t) {
   TypeInfo ti = typeInfo(t);
+  if (ti.words == 2) return "vld.e64";
   if (ti.bytes == 4) return "vld";
   if (ti.isFloat) return fmt::format("vld.{}", ti.dtype);
   if (ti.bytes == 2) return ti.isUnsigned ? "vld.u16" : "vld.s16";
@@ -84,7 +100,10 @@ inline std::string loadMnemonic(ElementType t) {
 
 // Floats other than f32: their values are rounded after every operation
 // (vrnd.<dtype>), as XLA and the interpreter do.
-inline bool isNarrowFloat(ElementType t) { return typeInfo(t).isFloat && t != ElementType::F32; }
+inline bool isNarrowFloat(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  return ti.isFloat && ti.bits < 32;
+}
 
 inline uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 inline int64_t product(const std::vector<int64_t>& v) {
@@ -145,6 +164,7 @@ struct Region {
 struct VReg {
   int r = -1;
   ElementType t = ElementType::F32;
+  int hi = -1;  // pair types: the register of the high words (r holds the low words)
 };
 
 struct EwInput {
@@ -202,6 +222,10 @@ struct DotGeometry {
 };
 DotGeometry dotGeometry(const Instruction& dot);
 
+// Custom-call targets that are the identity or a full <-> shard copy on one
+// device (lower_misc.cpp): they only move elements.
+bool isIdentityCustomCallTarget(const std::string& target);
+
 class Lowerer {
  public:
   Lowerer(const hlo::Module& m, const target::TargetDesc& t, const CodegenOptions& o, DiagnosticEngine& d)
@@ -243,6 +267,7 @@ class Lowerer {
   std::string S(int r) const { return sregs_.name(r); }
   std::string V(int r) const { return vregs_.name(r); }
   std::string V(VReg r) const { return vregs_.name(r.r); }
+  std::string H(VReg r) const { return vregs_.name(r.hi); }  // high word of a pair
   std::string M(int r) const { return masks_.name(r); }
   void beginKernel(const Instruction& in, const std::string& kind);
   void endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes);
@@ -274,13 +299,35 @@ class Lowerer {
   VReg valloc(ElementType t);
   void vfree(VReg r) {
     if (r.r >= 0) vregs_.put(r.r);
+    if (r.hi >= 0) vregs_.put(r.hi);
   }
   int malloc_();
   VReg vload(ElementType t, const std::string& addr, const std::string& extra = "");
   void vstore(VReg v, ElementType t, const std::string& addr, const std::string& extra = "");
   VReg vconst(ElementType t, uint32_t bits);
+  // A fresh copy of v (both registers of a pair).
+  VReg vcopy(VReg v, ElementType t);
+  // Loads or stores one vreg of `t` at VMEM `addr` (pairs: both words).
+  void vloadInto(VReg d, ElementType t, const std::string& addr, const std::string& extra = "");
   bool lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out);
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
+  // lower_wide.cpp: lowerOp for s64/u64/f64 operands or results.
+  std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
+  VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
+  VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
+  bool lowerWideDot(const Instruction& in);
+  bool emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
+                      int64_t aBatches, int wBuf, int cBuf, ElementType t);
+  bool emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf);
+  // A kernel-local copy of `buf` (shape s, 32-bit or narrower elements)
+  // converted to the pair type `to`.
+  int convertedCopy(int buf, const Shape& s, ElementType to);
+  int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
+  int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
+  // lo = the 64-bit index lo:hi saturated to s32 (it clamps to the same
+  // start index), read as u64 or s64: the interpreter reads u64 scalar
+  // start indices as unsigned, gather/scatter index arrays as s64.
+  void saturateToS32(int lo, int hi, bool asUnsigned);
   VReg toMask01(int mask);  // pred vreg from a mask
   VReg binop(const char* mnemonic, VReg a, const std::string& b, ElementType t);
   VReg unop(const char* mnemonic, VReg a, ElementType t);
@@ -327,7 +374,9 @@ class Lowerer {
   // bf16/int8 MXU paths do not take.
   bool planMisc(const Instruction& in, int region, bool& handled);
   bool emitMisc(const Instruction& in, bool& handled);
-  bool allows64BitLeaves(const Instruction& in) const;
+  // Whether `in` may have s64/u64/f64 or c64/c128 operands or results
+  // (lower_wide.cpp); reports an error if not.
+  bool checkWideTypes(const Instruction& in);
   std::optional<VReg> lowerReducePrecision(const Instruction& in, VReg x);
   bool isMxuDot(const Instruction& in) const;
   bool lowerVectorDot(const Instruction& in);
@@ -387,6 +436,7 @@ inline std::vector<int64_t> byteStrides(const std::vector<int64_t>& dims, int es
 
 // The bits of a scalar literal as a vector register element holds them.
 inline uint32_t literalBits(const hlo::Literal& lit, ElementType t) {
+  if (typeInfo(t).words > 1) return static_cast<uint32_t>(lit.getBits(0));  // the low word
   if (t == ElementType::F32) return static_cast<uint32_t>(lit.getBits(0));
   if (t == ElementType::BF16) return static_cast<uint32_t>(lit.getBits(0)) << 16;
   if (isNarrowFloat(t)) return std::bit_cast<uint32_t>(static_cast<float>(lit.getDouble(0)));

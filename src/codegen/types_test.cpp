@@ -394,10 +394,10 @@ ENTRY main {
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
 ENTRY main {
-  x = s64[8] parameter(0)
-  ROOT n = s64[8] negate(x)
+  x = c64[8] parameter(0)
+  ROOT n = c64[8] negate(x)
 })");
-  EXPECT_NE(r.find("element type s64"), std::string::npos) << r;
+  EXPECT_NE(r.find("element type c64"), std::string::npos) << r;
 }
 
 }  // namespace

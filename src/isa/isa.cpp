@@ -137,6 +137,14 @@ int vectorRowBytes(const InstrDesc& desc) {
   return 0;
 }
 
+int wordsPerElement(const InstrDesc& desc) {
+  bool hasWord = false;
+  for (const OperandDesc& o : desc.operands) hasWord |= o.kind == OperandKind::Imm && o.name == "word";
+  if (!hasWord) return 0;
+  int rowBytes = vectorRowBytes(desc);
+  return rowBytes > 0 ? rowBytes / 512 : 2;
+}
+
 std::span<const InstrDesc> instructions() { return table().instrs; }
 
 size_t numOpcodes() { return table().instrs.size(); }

@@ -128,6 +128,11 @@ bool targetSupports(const InstrDesc& desc, const target::TargetDesc& target);
 // are aligned to their size (row bytes / 128, at least 1).
 int vectorRowBytes(const InstrDesc& desc);
 
+// 32-bit words per element an instruction's `word` operand picks from: 2 or
+// 4 for the word-strided loads and stores (their row bytes / 512), 2 for ops
+// on register pairs; 0 for instructions without a `word` operand.
+int wordsPerElement(const InstrDesc& desc);
+
 // Problems found while building the table from isa.def (empty when the table
 // is well formed; checked by isa_test).
 std::vector<std::string> isaTableErrors();

@@ -110,15 +110,21 @@ Program randomProgram(std::mt19937& rng) {
   p.data.push_back(DataBlob{std::string("\x80\x3f\x00\x40", 4)});
   p.dmaDescriptors.push_back(DmaDescriptor{"d", 4096, {DmaDim{8, 4096, 512}}});
   p.entries.push_back(Entry{"main", {0}, {1}, 0});
-  p.bundles.resize(10);
+  // Enough bundles that the random placement stays within a bundle's 32 ops.
+  const size_t nb = instructions().size() / 12 + 1;
+  p.bundles.resize(nb);
   for (const InstrDesc& d : instructions()) {
     Instr in;
     in.opcode = d.opcode;
-    for (const OperandDesc& od : d.operands) in.operands.push_back(randomOperand(od.kind, rng));
-    p.bundles[rng() % 10].instrs.push_back(std::move(in));
+    for (const OperandDesc& od : d.operands) {
+      in.operands.push_back(randomOperand(od.kind, rng));
+      // The verifier run by the decoder checks a `word` index against the element.
+      if (od.name == "word") in.operands.back().imm = static_cast<int64_t>(rng() % wordsPerElement(d));
+    }
+    p.bundles[rng() % nb].instrs.push_back(std::move(in));
   }
   p.labels.push_back(Label{"top", 0});
-  p.labels.push_back(Label{"end", 10});
+  p.labels.push_back(Label{"end", static_cast<uint32_t>(nb)});
   return p;
 }
 

@@ -67,6 +67,10 @@ std::string checkInstrStructure(const Instr& instr, const Program& program) {
           return fmt::format("branch target {} is outside the program ({} bundles)", o.imm, program.bundles.size());
         break;
       case OperandKind::Imm:
+        if (od.name == "word" && (o.imm < 0 || o.imm >= wordsPerElement(d)))
+          return fmt::format("'{}' has word={}, but its elements have words 0..{}", d.mnemonic, o.imm,
+                             wordsPerElement(d) - 1);
+        [[fallthrough]];
       case OperandKind::FImm:
       case OperandKind::VmemAddr:
       case OperandKind::SmemAddr:

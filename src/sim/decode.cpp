@@ -149,11 +149,17 @@ struct Decoder {
             op.stride = static_cast<int32_t>(o.imm);
             continue;
           }
+          if (name == "word") {
+            op.word = static_cast<uint8_t>(o.imm);
+            continue;
+          }
           break;
         default: break;
       }
       Src s = makeSrc(o, od.kind);
-      if (name == "a" || name == "v" || name == "lo" || name == "chip") op.a = s;
+      if (name == "ah") op.ah = s;
+      else if (name == "bh") op.bh = s;
+      else if (name == "a" || name == "v" || name == "lo" || name == "chip") op.a = s;
       else if (name == "b" || name == "hi" || name == "idx" || name == "n" || name == "l" || name == "s") op.b = s;
       else op.c = s;
     }
@@ -180,6 +186,8 @@ struct Decoder {
       else if (n == "b" || n == "hi" || n == "idx" || n == "n" || n == "l" || (n == "s" && od.kind != OperandKind::Sem))
         s = &op.b;
       else if (n == "c") s = &op.c;
+      else if (n == "ah") s = &op.ah;
+      else if (n == "bh") s = &op.bh;
       if (s) srcKind(*s, kindOfReg(od.kind));
     }
     if (op.m >= 0) add(RegKind::M, op.m);

@@ -59,11 +59,13 @@ struct DecodedOp {
   // Functional operands.
   int32_t d = -1;  // destination register (after staging redirection)
   Src a, b, c;     // inputs named a/b/c (also v, lo/hi, idx, count, n, l/s, chip)
+  Src ah, bh;      // high words of register-pair inputs a:ah and b:bh
   int32_t m = -1;  // vmask input (vsel, vst.m)
   MemRef mem;      // vmem/smem address (loads, stores) or DMA destination
   MemRef mem2;     // DMA source
   int64_t stride = 512;
   uint32_t sublanes = 0xff;
+  uint8_t word = 0;      // the 32-bit word of each element (wide loads/stores, pair ops)
   int32_t unit = -1;     // mxu / xlu index
   int32_t dmaDesc = -1;  // descriptor index
   uint32_t label = 0;    // branch target

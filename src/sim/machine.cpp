@@ -395,6 +395,19 @@ bool Machine::execLoad(const DecodedOp& op) {
       }
       return true;
     }
+    case Opcode::VLdE64:
+    case Opcode::VLdE128: {
+      // Word `word` of each element: a row of 128 elements spans rowBytes.
+      int rowBytes = isa::vectorRowBytes(*op.desc);
+      int elemBytes = rowBytes / kLanes;
+      if (!vmemRange(op, op.stride, rowBytes, elemBytes, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        const uint8_t* src = vmem_.data() + base + op.stride * i + 4 * op.word;
+        for (int l = 0; l < kLanes; ++l) std::memcpy(d + i * kLanes + l, src + l * elemBytes, 4);
+      }
+      return true;
+    }
     default: {
       const ByteFormat* bf = byteFormat(op.opcode);
       if (!bf) return failf("internal: not a load");
@@ -467,6 +480,18 @@ bool Machine::execStore(const DecodedOp& op) {
         }
       }
       return true;
+    case Opcode::VStE64:
+    case Opcode::VStE128: {
+      int rowBytes = isa::vectorRowBytes(*op.desc);
+      int elemBytes = rowBytes / kLanes;
+      if (!vmemRange(op, op.stride, rowBytes, elemBytes, base)) return false;
+      for (int i = 0; i < kSublanes; ++i) {
+        if (!(op.sublanes & (1u << i))) continue;
+        uint8_t* dst = vmem_.data() + base + op.stride * i + 4 * op.word;
+        for (int l = 0; l < kLanes; ++l) std::memcpy(dst + l * elemBytes, v + i * kLanes + l, 4);
+      }
+      return true;
+    }
     default: {
       const ByteFormat* bf = byteFormat(op.opcode);
       if (!bf) return failf("internal: not a store");
@@ -822,7 +847,11 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
     case Opcode::VLdU8:
     case Opcode::VLdS16:
     case Opcode::VLdU16:
-    case Opcode::VLdF16: return execLoad(op);
+    case Opcode::VLdF16:
+    case Opcode::VLdE64:
+    case Opcode::VLdE128: return execLoad(op);
+    case Opcode::VStE64:
+    case Opcode::VStE128:
     case Opcode::VSt:
     case Opcode::VStBf16:
     case Opcode::VStS8:
@@ -970,6 +999,7 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
       }
     }
   }
+  if (isPairOp(op.opcode)) return execPair(op);
   return failf(fmt::format("illegal instruction '{}' (no semantics in the simulator)", op.desc->mnemonic));
 }
 

@@ -127,6 +127,10 @@ class Machine {
   void latchBf16(MxuUnit& m);
   bool execXlu(const DecodedOp& op);
   void execEup(const DecodedOp& op);
+  // Register-pair ops (64-bit integers and f64), wide_ops.cpp; false if
+  // `op` is not one.
+  bool isPairOp(isa::Opcode opcode) const;
+  bool execPair(const DecodedOp& op);
 
   const isa::Program& program_;
   const target::TargetDesc& target_;

@@ -1,0 +1,759 @@
+// 64-bit element types in the vector lowering. s64, u64 and f64 values live
+// in register pairs (VReg::r the low words, VReg::hi the high words), loaded
+// and stored with the word-strided vld.e64 / vst.e64. Bitwise ops, selects,
+// 64-bit add and subtract are composed from 32-bit ops on the halves; the
+// rest uses the ISA's register-pair rows (vmul.i64, vadd.f64, vcmp.lt.s64,
+// vcvt.f64.s64, ...), whose results equal the interpreter's. c64 and c128
+// are only moved (by DMA); checkWideTypes refuses everything else clearly.
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+const char* const kDirs[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+
+// Ops that only move elements (by DMA, or by aliasing): any element width.
+bool movesOnly(Opcode op) {
+  switch (op) {
+    case Opcode::Parameter:
+    case Opcode::Constant:
+    case Opcode::GetTupleElement:
+    case Opcode::Tuple:
+    case Opcode::Reshape:
+    case Opcode::Bitcast:
+    case Opcode::Copy:
+    case Opcode::OptimizationBarrier:
+    case Opcode::AddDependency:
+    case Opcode::While:
+    case Opcode::Conditional:
+    case Opcode::Call:
+    case Opcode::CopyStart:
+    case Opcode::CopyDone:
+    case Opcode::AsyncStart:
+    case Opcode::AsyncUpdate:
+    case Opcode::AsyncDone:
+    case Opcode::Transpose:
+    case Opcode::Slice:
+    case Opcode::Concatenate:
+    case Opcode::Pad:
+    case Opcode::Reverse:
+    case Opcode::Broadcast:
+    case Opcode::DynamicSlice:
+    case Opcode::DynamicUpdateSlice:
+    case Opcode::Gather:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool Lowerer::checkWideTypes(const Instruction& in) {
+  const Shape* complexLeaf = nullptr;
+  const Shape* pairLeaf = nullptr;
+  auto scan = [&](const Shape& s) {
+    for (const Shape* l : arrayLeaves(s)) {
+      TypeInfo ti = typeInfo(l->elementType());
+      if (ti.isComplex && !complexLeaf) complexLeaf = l;
+      if (isPairType(l->elementType()) && !pairLeaf) pairLeaf = l;
+    }
+  };
+  scan(in.shape());
+  for (const Instruction* o : in.operands()) scan(o->shape());
+  if (!complexLeaf && !pairLeaf) return true;
+  Opcode op = in.opcode();
+  if (movesOnly(op)) return true;
+  if (op == Opcode::CustomCall && isIdentityCustomCallTarget(in.attrs().customCallTarget)) return true;
+  if (op == Opcode::BitcastConvert) return true;  // an alias (the widths are checked when planned)
+  if (complexLeaf)
+    return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} ({} is only moved: "
+                                "copies, slices, transposes, concatenations, pads, broadcasts, gathers)",
+                                hlo::elementTypeName(complexLeaf->elementType()), in.name(),
+                                hlo::opcodeName(op), hlo::elementTypeName(complexLeaf->elementType())));
+  bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
+                  op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||
+                  op == Opcode::Sort || op == Opcode::Dot || op == Opcode::Convolution || op == Opcode::ReduceWindow ||
+                  op == Opcode::SelectAndScatter;
+  if (computed) return true;
+  return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} yet",
+                              hlo::elementTypeName(pairLeaf->elementType()), in.name(), hlo::opcodeName(op)));
+}
+
+int Lowerer::loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg) {
+  int sa = sreg(), lo = sreg();
+  hiReg = sreg();
+  std::string d = e_.desc(8, {});
+  e_.op("smov {}, {}", S(sa), base(buf) + off);
+  e_.op("dma.h2s {}, [{}], {}[{}], sem0", d, smemSlot * 4, hbm(buf), S(sa));
+  e_.op("sem.wait sem0");
+  e_.op("sld {}, [{}]", S(lo), smemSlot * 4);
+  e_.op("sld {}, [{}]", S(hiReg), smemSlot * 4 + 4);
+  sregs_.put(sa);
+  return lo;
+}
+
+void Lowerer::saturateToS32(int lo, int hi, bool asUnsigned) {
+  int out = sreg(), t = sreg(), bound = sreg();
+  if (asUnsigned) {  // out of range: high word set, or bit 31 of the low word
+    e_.op("scmp.ne {}, {}, 0", S(out), S(hi));
+    e_.op("scmp.lt {}, {}, 0", S(t), S(lo));
+    e_.op("sor {}, {}, {}", S(out), S(out), S(t));
+    e_.op("smov {}, 2147483647", S(bound));
+  } else {  // out of range: the high word is not the low word's sign
+    e_.op("ssra {}, {}, 31", S(t), S(lo));
+    e_.op("scmp.ne {}, {}, {}", S(out), S(hi), S(t));
+    e_.op("smov {}, -2147483648", S(bound));
+    e_.op("scmp.lt {}, {}, 0", S(t), S(hi));
+    e_.op("ssel {}, {}, {}, 2147483647", S(bound), S(t), S(bound));
+  }
+  e_.op("ssel {}, {}, {}, {}", S(lo), S(out), S(bound), S(lo));
+  for (int r : {out, t, bound}) sregs_.put(r);
+}
+
+VReg Lowerer::pairFrom32(VReg x, ElementType to) {
+  TypeInfo xi = typeInfo(x.t);
+  VReg d = valloc(to);
+  if (xi.isFloat) {  // f32 and narrow floats: f32 values in the register
+    const char* m = to == ElementType::F64   ? "vcvt.f64.f32"
+                    : to == ElementType::S64 ? "vcvt.s64.f32"
+                                             : "vcvt.u64.f32";
+    e_.op("{} {}, {}, 0", m, V(d), V(x));
+    e_.op("{} {}, {}, 1", m, H(d), V(x));
+    return d;
+  }
+  // Integers and pred are normalised 32-bit values: extend by the sign
+  // (only u32 can have its top bit set without being negative).
+  e_.op("vmov.s32 {}, {}", V(d), V(x));
+  if (xi.isUnsigned && xi.bits == 32)
+    e_.op("vmov.s32 {}, 0", H(d));
+  else
+    e_.op("vsra {}, {}, 31", H(d), V(x));
+  if (to == ElementType::F64) {
+    VReg f = valloc(to);
+    e_.op("vcvt.f64.s64 {}, {}, {}, 0", V(f), V(d), H(d));
+    e_.op("vcvt.f64.s64 {}, {}, {}, 1", H(f), V(d), H(d));
+    vfree(d);
+    return f;
+  }
+  return d;
+}
+
+int Lowerer::pairCompare(const char* dir, ElementType t, VReg a, VReg b) {
+  std::string_view d = dir;
+  const char* ty = t == ElementType::F64                               ? "f64"
+                   : (t == ElementType::U64 && d != "eq" && d != "ne") ? "u64"
+                                                                       : "s64";
+  int m = malloc_();
+  e_.op("vcmp.{}.{} {}, {}, {}, {}, {}", dir, ty, M(m), V(a), H(a), V(b), H(b));
+  return m;
+}
+
+VReg Lowerer::pairAddSub(bool add, VReg a, VReg b, ElementType t) {
+  // The carry (borrow) of the low words comes from an unsigned compare,
+  // done as a signed one on values with the sign bit flipped.
+  VReg d = valloc(t);
+  VReg fx = valloc(ElementType::S32), fy = valloc(ElementType::S32), one = vconst(ElementType::S32, 1);
+  VReg c = valloc(ElementType::S32);
+  int m = malloc_();
+  e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", V(d), V(a), V(b));
+  // add: carry when lo < a.lo; subtract: borrow when a.lo < b.lo (unsigned).
+  e_.op("vxor {}, {}, -2147483648", V(fx), add ? V(d) : V(a));
+  e_.op("vxor {}, {}, -2147483648", V(fy), add ? V(a) : V(b));
+  e_.op("vcmp.lt.s32 {}, {}, {}", M(m), V(fx), V(fy));
+  e_.op("vsel.s32 {}, {}, {}, 0", V(c), M(m), V(one));
+  e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", H(d), H(a), H(b));
+  e_.op("{} {}, {}, {}", add ? "vadd.s32" : "vsub.s32", H(d), H(d), V(c));
+  masks_.put(m);
+  for (VReg r : {fx, fy, one, c}) vfree(r);
+  return d;
+}
+
+int Lowerer::convertedCopy(int buf, const Shape& s, ElementType to) {
+  int wide = tempBuf(to, s.dimensions());
+  emitElementwise(product(s.dimensions()), {EwInput{EwInput::Full, buf, 0, s.elementType()}},
+                  {EwOutput{wide, 0, to}},
+                  [&](const std::vector<VReg>& v) { return std::vector<VReg>{pairFrom32(v[0], to)}; });
+  return wide;
+}
+
+// Dots of s64, u64 or f64 on the vector unit: for each output row, the sum
+// over k (in order, from 0: the interpreter's naive loop, separate multiply
+// and add) of a scalar of the lhs row times a row of the rhs. The rhs block
+// of one batch sits in VMEM, the lhs row in SMEM as word pairs.
+bool Lowerer::lowerWideDot(const Instruction& in) {
+  const Instruction* lhs = in.operand(0);
+  const Instruction* rhs = in.operand(1);
+  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
+  // Operands of other types are converted to the result's type first, as
+  // the interpreter does (XLA's convert rules).
+  if (!isPairType(ot) || (isPairType(lt) && lt != ot) || (isPairType(rt) && rt != ot))
+    return fail(in,
+                fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
+                            hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
+  beginKernel(in, "matmul-vpu");
+  const auto& dn = in.attrs().dotDims;
+  DotGeometry geo = dotGeometry(in);
+  int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
+  int dst = leaves_[&in][0];
+  if (b * m * n == 0) {
+    endKernel(0, 0, 0);
+    return true;
+  }
+  if (k == 0) {
+    bool ok = fillZero(dst, b * m * n, ot);
+    endKernel(0, bufs_[dst].bytes, 0);
+    return ok;
+  }
+  constexpr int64_t es = 8;
+  // Operands as [B, M, K] and [B, K, N].
+  auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                   const std::vector<int64_t>& g2) -> int {
+    const Shape& s = op->shape();
+    std::vector<int64_t> order = g0;
+    order.insert(order.end(), g1.begin(), g1.end());
+    order.insert(order.end(), g2.begin(), g2.end());
+    int src = leaves_[op][0];
+    if (s.elementType() != ot) src = convertedCopy(src, s, ot);
+    bool identity = true;
+    for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+    if (identity) return src;
+    std::vector<int64_t> os = byteStrides(s.dimensions(), es), counts, ss;
+    for (int64_t d : order) {
+      counts.push_back(s.dimension(d));
+      ss.push_back(os[static_cast<size_t>(d)]);
+    }
+    int tb = tempBuf(ot, {dimsProduct(s, g0), dimsProduct(s, g1), dimsProduct(s, g2)});
+    emitCopy(tb, 0, src, 0, counts, byteStrides(counts, es), ss, es);
+    return tb;
+  };
+  int a = canon(lhs, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions);
+  int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree);
+  if (failed_) return false;
+  bool ok = emitWideMatmul(in, b, m, k, n, a, b, w, dst, ot);
+  endKernel(2.0 * static_cast<double>(b * m * n * k),
+            bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
+  return ok;
+}
+
+// c[i] = a[i % aBatches] x w[i] for i < b: a [m, k], w [k, n], c [m, n],
+// all row-major 64-bit elements of type t, sums over k in order from zero.
+bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
+                             int64_t aBatches, int w, int dst, ElementType ot) {
+  constexpr int64_t es = 8;
+  auto vmemFor = [&](int64_t cols) {
+    return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) + alignUp(static_cast<uint64_t>(cols) * es, 8192);
+  };
+  int64_t nb = n;
+  if (vmemFor(nb) > vmemBudget()) {
+    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 32768)) /
+                              static_cast<uint64_t>(k * es + es));
+    nb = nb / 128 * 128;
+  }
+  if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
+      static_cast<uint64_t>(k) * es > target_.memory.smemBytes)
+    return fail(in, fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit yet",
+                                hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
+  bool isF64 = ot == ElementType::F64;
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  std::string dA = e_.desc(static_cast<uint64_t>(k * es), {});
+  int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
+      rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
+  VReg zero = vconst(ot, 0);
+  auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
+    uint64_t vW = 0, vAcc = alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192);
+    std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{k, n * es, cols * es}});
+    std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
+    int64_t nv = (cols + kVregElems - 1) / kVregElems;
+    std::string lJb = e_.newLabel("wcol"), lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"),
+                lK = e_.newLabel("wk"), lJ = e_.newLabel("wj");
+    e_.op("smov {}, 0", S(rJ));
+    e_.op("smov {}, {}", S(rCol), first * es);
+    e_.label(lJb);
+    e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * es);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
+    e_.op("smov {}, {}", S(rX), vW);
+    e_.op("dma.h2v {}, [{}], {}[{}], sem1", dW, S(rX), hbm(w), S(rT));
+    e_.op("sem.wait sem1");
+    e_.op("smov {}, 0", S(rI));
+    e_.label(lI);
+    e_.op("srem {}, {}, {}", S(rT), S(rB), aBatches);
+    e_.op("smul {}, {}, {}", S(rT), S(rT), m);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+    e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
+    e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
+    e_.op("dma.h2s {}, [0], {}[{}], sem0", dA, hbm(a), S(rX));
+    e_.op("smov {}, {}", S(rAo), vAcc);
+    e_.op("smov {}, {}", S(rCnt), nv);
+    e_.label(lZ);
+    vstore(zero, ot, S(rAo));
+    e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
+    e_.op("loop {}, {}", S(rCnt), lZ);
+    e_.op("sem.wait sem0");
+    e_.op("smov {}, 0", S(rK));
+    e_.op("smov {}, {}", S(rWo), vW);
+    e_.label(lK);
+    e_.op("sld {}, [{}]", S(rS), S(rK));
+    e_.op("sld {}, [{} + 4]", S(rSh), S(rK));
+    e_.op("smov {}, {}", S(rWj), S(rWo));
+    e_.op("smov {}, {}", S(rAo), vAcc);
+    e_.op("smov {}, {}", S(rCnt), nv);
+    e_.label(lJ);
+    {
+      VReg x = vload(ot, S(rWj));
+      VReg sa = valloc(ot);
+      e_.op("vmov.s32 {}, {}", V(sa), S(rS));
+      e_.op("vmov.s32 {}, {}", H(sa), S(rSh));
+      VReg p = valloc(ot);
+      for (int word = 0; word < 2; ++word)
+        e_.op("{} {}, {}, {}, {}, {}, {}", isF64 ? "vmul.f64" : "vmul.i64", word ? H(p) : V(p), V(sa), H(sa),
+              V(x), H(x), word);
+      VReg acc = vload(ot, S(rAo));
+      VReg sum = valloc(ot);
+      if (isF64) {
+        for (int word = 0; word < 2; ++word)
+          e_.op("vadd.f64 {}, {}, {}, {}, {}, {}", word ? H(sum) : V(sum), V(acc), H(acc), V(p), H(p), word);
+      } else {
+        vfree(sum);
+        sum = pairAddSub(true, acc, p, ot);
+      }
+      vstore(sum, ot, S(rAo));
+      for (VReg r : {x, sa, p, acc, sum}) vfree(r);
+    }
+    e_.op("sadd {}, {}, {}", S(rWj), S(rWj), kVregElems * es);
+    e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
+    e_.op("loop {}, {}", S(rCnt), lJ);
+    e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * es);
+    e_.op("sadd {}, {}, {}", S(rK), S(rK), es);
+    e_.op("br.lt {}, {}, {}", S(rK), k * es, lK);
+    e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+    e_.op("smul {}, {}, {}", S(rT), S(rT), n * es);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+    e_.op("smov {}, {}", S(rX), vAcc);
+    e_.op("dma.v2h {}, {}[{}], [{}], sem2", dC, hbm(dst), S(rT), S(rX));
+    e_.op("sem.wait sem2");
+    e_.op("sadd {}, {}, 1", S(rI), S(rI));
+    e_.op("br.lt {}, {}, {}", S(rI), m, lI);
+    e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * es);
+    e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
+    e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);
+  };
+  std::string lB = e_.newLabel("wb");
+  e_.op("smov {}, 0", S(rB));
+  e_.label(lB);
+  if (n / nb > 0) blocks(nb, n / nb, 0);
+  if (n % nb > 0) blocks(n % nb, 1, n / nb * nb);
+  e_.op("sadd {}, {}, 1", S(rB), S(rB));
+  e_.op("br.lt {}, {}, {}", S(rB), b, lB);
+  vfree(zero);
+  return !failed_;
+}
+
+// Convolutions of s64, u64 or f64 as the interpreter computes them: per
+// output batch n and group g, W[g] [Og, (Cg, taps)] times an im2col matrix
+// [(Cg, taps), positions] gathered from the padded input X[N, P.., C] by one
+// strided DMA (padding and dilation holes are X's zeros, so every product
+// the interpreter sums is summed, in its order: feature-major, then taps).
+bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf) {
+  const auto& dn = *in.attrs().convDims;
+  const Shape& ks = in.operand(1)->shape();
+  const Shape& os = in.shape();
+  constexpr int64_t es = 8;
+  ElementType t = g.outType;
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
+  std::vector<int64_t> xs = byteStrides(xDims, es);
+  const int64_t k = g.inPerGroup * g.taps, positions = g.outPositions;
+  // col[n, g, c, taps.., positions..] <- X[batch(n, g), position + tap, feature(g, c)]
+  std::vector<int64_t> counts = {g.outBatch, g.groups, g.inPerGroup};
+  std::vector<int64_t> src = {xs[0], g.featureGroups > 1 ? g.inPerGroup * es : g.outBatch * xs[0], es};
+  int64_t off = 0;
+  for (size_t d = 0; d < g.rank; ++d) {
+    int64_t step = g.rhsDil[d] * xs[d + 1];
+    if (g.reversal[d]) {  // kernel tap j reads input tap K - 1 - j
+      off += (g.kSize[d] - 1) * step;
+      step = -step;
+    }
+    counts.push_back(g.kSize[d]);
+    src.push_back(step);
+  }
+  for (size_t d = 0; d < g.rank; ++d) {
+    counts.push_back(g.outSize[d]);
+    src.push_back(g.stride[d] * xs[d + 1]);
+  }
+  int col = tempBuf(t, {g.outBatch, g.groups, k, positions});
+  emitCopy(col, 0, xBuf, off, counts, byteStrides(counts, es), src, es);
+  // W[O, Cg, taps..] from the kernel's layout.
+  std::vector<int64_t> perm = {dn.kernelOutputFeatureDimension, dn.kernelInputFeatureDimension};
+  perm.insert(perm.end(), dn.kernelSpatialDimensions.begin(), dn.kernelSpatialDimensions.end());
+  int kBuf = leaves_[in.operand(1)][0];
+  if (g.kType != t) kBuf = convertedCopy(kBuf, ks, t);  // a narrower kernel, as the interpreter converts it
+  int wk = permutedCopy(kBuf, ks.dimensions(), perm);
+  int outC = tempBuf(t, {g.outBatch, g.outFeatures, positions});
+  if (failed_ ||
+      !emitWideMatmul(in, g.outBatch * g.groups, g.outPerGroup, k, positions, wk, g.groups, col, outC, t))
+    return false;
+  // [N', O, positions..] to the result's layout.
+  std::vector<int64_t> cdims = {g.outBatch, g.outFeatures};
+  cdims.insert(cdims.end(), g.outSize.begin(), g.outSize.end());
+  std::vector<int64_t> rs = byteStrides(os.dimensions(), es);
+  std::vector<int64_t> dstS = {rs[static_cast<size_t>(dn.outputBatchDimension)],
+                               rs[static_cast<size_t>(dn.outputFeatureDimension)]};
+  for (int64_t d : dn.outputSpatialDimensions) dstS.push_back(rs[static_cast<size_t>(d)]);
+  emitCopy(leaves_[&in][0], 0, outC, 0, cdims, dstS, byteStrides(cdims, es), es);
+  return !failed_;
+}
+
+std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  Opcode op = in.opcode();
+  // The operand type the op computes in (select: its value operands).
+  ElementType ot = ops.empty() ? rt : ops[op == Opcode::Select && ops.size() > 1 ? 1 : 0].t;
+  bool isF64 = ot == ElementType::F64;
+  bool isUnsigned = ot == ElementType::U64;
+  auto unsupported = [&]() -> std::optional<VReg> {
+    fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(op),
+                         hlo::elementTypeName(isPairType(ot) ? ot : rt)));
+    return std::nullopt;
+  };
+  // A register-pair row applied twice, once per word of the result.
+  auto pairBinary = [&](const char* m, VReg a, VReg b) {
+    VReg d = valloc(rt);
+    for (int w = 0; w < 2; ++w)
+      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
+    return d;
+  };
+  auto pairUnary = [&](const char* m, VReg a, ElementType t) {
+    VReg d = valloc(t);
+    for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), w);
+    return d;
+  };
+  // A 32-bit op on each half (bitwise ops).
+  auto halves = [&](const char* m, VReg a, VReg b) {
+    VReg d = valloc(rt);
+    e_.op("{} {}, {}, {}", m, V(d), V(a), V(b));
+    e_.op("{} {}, {}, {}", m, H(d), H(a), H(b));
+    return d;
+  };
+  auto select = [&](int mask, VReg a, VReg b) {
+    VReg d = valloc(rt);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
+    e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
+    return d;
+  };
+  auto addSub = [&](bool add, VReg a, VReg b) { return pairAddSub(add, a, b, rt); };
+  auto zeroPair = [&]() {
+    VReg z = valloc(ot);
+    e_.op("vmov.s32 {}, 0", V(z));
+    e_.op("vmov.s32 {}, 0", H(z));
+    return z;
+  };
+
+  switch (op) {
+    case Opcode::Constant: {
+      if (!in.shape().isScalar()) return unsupported();
+      uint64_t bits = in.literal().getBits(0);
+      VReg d = valloc(rt);
+      e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+      e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+      return d;
+    }
+    case Opcode::Broadcast:
+    case Opcode::Reshape:
+    case Opcode::Bitcast:
+    case Opcode::Copy:
+      return vcopy(ops[0], rt);
+    case Opcode::BitcastConvert:
+      if (isPairType(rt) && isPairType(ot)) return vcopy(ops[0], rt);
+      return unsupported();
+    case Opcode::Add:
+      return isF64 ? pairBinary("vadd.f64", ops[0], ops[1]) : addSub(true, ops[0], ops[1]);
+    case Opcode::Subtract:
+      return isF64 ? pairBinary("vsub.f64", ops[0], ops[1]) : addSub(false, ops[0], ops[1]);
+    case Opcode::Multiply:
+      return pairBinary(isF64 ? "vmul.f64" : "vmul.i64", ops[0], ops[1]);
+    case Opcode::Divide:
+      return pairBinary(isF64 ? "vdiv.f64" : isUnsigned ? "vdiv.u64" : "vdiv.s64", ops[0], ops[1]);
+    case Opcode::Remainder:
+      return pairBinary(isF64 ? "vrem.f64" : isUnsigned ? "vrem.u64" : "vrem.s64", ops[0], ops[1]);
+    case Opcode::Power:
+      if (!isF64) return unsupported();
+      return pairBinary("vpow.f64", ops[0], ops[1]);
+    case Opcode::Atan2:
+      if (!isF64) return unsupported();
+      return pairBinary("vatan2.f64", ops[0], ops[1]);
+    case Opcode::And:
+    case Opcode::Or:
+    case Opcode::Xor:
+      if (isF64) return unsupported();
+      return halves(op == Opcode::And ? "vand" : op == Opcode::Or ? "vor" : "vxor", ops[0], ops[1]);
+    case Opcode::Not: {
+      if (isF64) return unsupported();
+      VReg d = valloc(rt);
+      e_.op("vnot {}, {}", V(d), V(ops[0]));
+      e_.op("vnot {}, {}", H(d), H(ops[0]));
+      return d;
+    }
+    case Opcode::ShiftLeft:
+      return pairBinary("vshl.i64", ops[0], ops[1]);
+    case Opcode::ShiftRightLogical:
+      return pairBinary("vshr.i64", ops[0], ops[1]);
+    case Opcode::ShiftRightArithmetic:
+      return pairBinary("vsra.i64", ops[0], ops[1]);
+    case Opcode::Negate:
+    case Opcode::Abs: {
+      if (isF64) {  // the sign bit, in the high word
+        VReg d = valloc(rt);
+        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+        if (op == Opcode::Negate)
+          e_.op("vxor {}, {}, -2147483648", H(d), H(ops[0]));
+        else
+          e_.op("vand {}, {}, 2147483647", H(d), H(ops[0]));
+        return d;
+      }
+      if (op == Opcode::Abs && isUnsigned) return vcopy(ops[0], rt);
+      VReg z = zeroPair();
+      VReg n = addSub(false, z, ops[0]);
+      vfree(z);
+      if (op == Opcode::Negate) return n;
+      int m = malloc_();
+      e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
+      VReg d = select(m, n, ops[0]);
+      masks_.put(m);
+      vfree(n);
+      return d;
+    }
+    case Opcode::Maximum:
+    case Opcode::Minimum: {
+      bool mx = op == Opcode::Maximum;
+      if (isF64) return pairBinary(mx ? "vmax.f64" : "vmin.f64", ops[0], ops[1]);
+      int m = pairCompare(mx ? "gt" : "lt", ot, ops[0], ops[1]);
+      VReg d = select(m, ops[0], ops[1]);
+      masks_.put(m);
+      return d;
+    }
+    case Opcode::Clamp: {  // clamp(lo, x, hi) = min(max(x, lo), hi)
+      if (isF64) {
+        VReg a = pairBinary("vmax.f64", ops[1], ops[0]);
+        VReg d = pairBinary("vmin.f64", a, ops[2]);
+        vfree(a);
+        return d;
+      }
+      int m = pairCompare("gt", ot, ops[1], ops[0]);
+      VReg a = select(m, ops[1], ops[0]);
+      e_.op("vcmp.lt.{} {}, {}, {}, {}, {}", isUnsigned ? "u64" : "s64", M(m), V(a), H(a), V(ops[2]),
+            H(ops[2]));
+      VReg d = select(m, a, ops[2]);
+      masks_.put(m);
+      vfree(a);
+      return d;
+    }
+    case Opcode::Compare: {
+      const char* dir = kDirs[static_cast<int>(in.attrs().comparisonDirection)];
+      if (!isF64 || in.attrs().comparisonType != hlo::ComparisonType::TotalOrder)
+        return toMask01(pairCompare(dir, ot, ops[0], ops[1]));
+      // Total order: the bits as s64, negative values with their magnitude
+      // bits flipped (-NaN < -inf < -0 < +0 < +NaN).
+      VReg k[2];
+      for (int i = 0; i < 2; ++i) {
+        VReg x = ops[static_cast<size_t>(i)];
+        k[i] = valloc(ElementType::S64);
+        e_.op("vsra {}, {}, 31", V(k[i]), H(x));
+        e_.op("vand {}, {}, 2147483647", H(k[i]), V(k[i]));
+        e_.op("vxor {}, {}, {}", H(k[i]), H(k[i]), H(x));
+        e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(x));
+      }
+      int m = pairCompare(dir, ElementType::S64, k[0], k[1]);
+      vfree(k[0]);
+      vfree(k[1]);
+      return toMask01(m);
+    }
+    case Opcode::Select: {
+      int m = malloc_();
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
+      VReg d = select(m, ops[1], ops[2]);
+      masks_.put(m);
+      return d;
+    }
+    case Opcode::IsFinite: {  // exponent field of the high word not all ones
+      VReg e = valloc(ElementType::S32);
+      int m = malloc_();
+      e_.op("vand {}, {}, 2146435072", V(e), H(ops[0]));
+      e_.op("vcmp.ne.s32 {}, {}, 2146435072", M(m), V(e));
+      vfree(e);
+      return toMask01(m);
+    }
+    case Opcode::Convert: {
+      ElementType from = ops[0].t;
+      TypeInfo ri = typeInfo(rt);
+      if (isPairType(from) && isPairType(rt)) {
+        if (from == rt || (from != ElementType::F64 && rt != ElementType::F64)) return vcopy(ops[0], rt);
+        if (rt == ElementType::F64)
+          return pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
+        return pairUnary(rt == ElementType::S64 ? "vcvt.s64.f64" : "vcvt.u64.f64", ops[0], rt);
+      }
+      if (!isPairType(from)) return pairFrom32(ops[0], rt);
+      // From a pair to a 32-bit register form.
+      if (rt == ElementType::Pred) {
+        if (from == ElementType::F64) {
+          VReg z = zeroPair();
+          int m = pairCompare("ne", from, ops[0], z);
+          vfree(z);
+          return toMask01(m);
+        }
+        VReg t = valloc(ElementType::S32);
+        int m = malloc_();
+        e_.op("vor {}, {}, {}", V(t), V(ops[0]), H(ops[0]));
+        e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(t));
+        vfree(t);
+        return toMask01(m);
+      }
+      VReg d = valloc(rt);
+      if (ri.isFloat && rt != ElementType::F32) {
+        // Narrow floats: rounded once from f64 (through f32 would round
+        // twice); integers go to f64 first, as the interpreter converts them.
+        VReg x = from == ElementType::F64
+                     ? ops[0]
+                     : pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0],
+                                 ElementType::F64);
+        e_.op("vcvt.{}.f64 {}, {}, {}", ri.dtype, V(d), V(x), H(x));
+        if (x.r != ops[0].r) vfree(x);
+        return d;
+      }
+      if (ri.isFloat) {
+        const char* m = from == ElementType::F64   ? "vcvt.f32.f64"
+                        : from == ElementType::S64 ? "vcvt.f32.s64"
+                                                   : "vcvt.f32.u64";
+        e_.op("{} {}, {}, {}", m, V(d), V(ops[0]), H(ops[0]));
+        return d;
+      }
+      if (from != ElementType::F64) {  // integer narrowing wraps: the low word
+        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+        return normalize(d);
+      }
+      // f64 to integers truncates and saturates to the type's range.
+      bool u32 = ri.isUnsigned && ri.bits == 32;
+      e_.op("{} {}, {}, {}", u32 ? "vcvt.u32.f64" : "vcvt.s32.f64", V(d), V(ops[0]), H(ops[0]));
+      if (ri.bits < 32) {
+        int64_t lo = ri.isUnsigned ? 0 : -(int64_t{1} << (ri.bits - 1));
+        int64_t hi = ri.isUnsigned ? (int64_t{1} << ri.bits) - 1 : (int64_t{1} << (ri.bits - 1)) - 1;
+        e_.op("vmax.s32 {}, {}, {}", V(d), V(d), lo);
+        e_.op("vmin.s32 {}, {}, {}", V(d), V(d), hi);
+      }
+      return d;
+    }
+    case Opcode::Popcnt:
+    case Opcode::Clz: {
+      if (isF64) return unsupported();
+      // Per half, then combined: popcnt(lo) + popcnt(hi); clz(hi), or
+      // 32 + clz(lo) when the high word is zero.
+      bool clz = op == Opcode::Clz;
+      VReg c[2];
+      for (int h = 0; h < 2; ++h) {
+        VReg x = valloc(ElementType::S32), t = valloc(ElementType::S32);
+        e_.op("vmov.s32 {}, {}", V(x), h ? H(ops[0]) : V(ops[0]));
+        if (clz)
+          for (int sh : {1, 2, 4, 8, 16}) {
+            e_.op("vshr {}, {}, {}", V(t), V(x), sh);
+            e_.op("vor {}, {}, {}", V(x), V(x), V(t));
+          }
+        e_.op("vshr {}, {}, 1", V(t), V(x));
+        e_.op("vand {}, {}, 1431655765", V(t), V(t));
+        e_.op("vsub.s32 {}, {}, {}", V(x), V(x), V(t));
+        e_.op("vshr {}, {}, 2", V(t), V(x));
+        e_.op("vand {}, {}, 858993459", V(t), V(t));
+        e_.op("vand {}, {}, 858993459", V(x), V(x));
+        e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
+        e_.op("vshr {}, {}, 4", V(t), V(x));
+        e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
+        e_.op("vand {}, {}, 252645135", V(x), V(x));
+        e_.op("vmul.s32 {}, {}, 16843009", V(x), V(x));
+        e_.op("vshr {}, {}, 24", V(x), V(x));
+        if (clz) {  // 32 - (bits set after smearing the top one down)
+          VReg w = vconst(ElementType::S32, 32);
+          e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
+          vfree(w);
+        }
+        vfree(t);
+        c[h] = x;
+      }
+      VReg d = valloc(rt);
+      e_.op("vmov.s32 {}, 0", H(d));
+      if (clz) {
+        int m = malloc_();
+        e_.op("vadd.s32 {}, {}, 32", V(c[0]), V(c[0]));
+        e_.op("vcmp.eq.s32 {}, {}, 0", M(m), H(ops[0]));
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(c[0]), V(c[1]));
+        masks_.put(m);
+      } else {
+        e_.op("vadd.s32 {}, {}, {}", V(d), V(c[0]), V(c[1]));
+      }
+      vfree(c[0]);
+      vfree(c[1]);
+      return d;
+    }
+    case Opcode::Sign: {  // (signed operands only, as HLO allows)
+      if (isF64) break;   // the pair row below
+      // -1 (all ones) when negative, else 0 or 1 by whether any bit is set.
+      VReg d = valloc(rt), nz = valloc(ElementType::S32);
+      int m = malloc_();
+      e_.op("vor {}, {}, {}", V(nz), V(ops[0]), H(ops[0]));
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(nz));
+      e_.op("vmov.s32 {}, 1", V(nz));
+      e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(m), V(nz));
+      e_.op("vmov.s32 {}, 0", H(d));
+      e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
+      e_.op("vsra {}, {}, 31", H(d), H(ops[0]));
+      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), H(d), V(d));
+      masks_.put(m);
+      vfree(nz);
+      return d;
+    }
+    case Opcode::Map: {
+      std::vector<VReg> out;
+      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
+      return out[0];
+    }
+    default:
+      break;
+  }
+  if (!isF64 || ops.size() != 1) return unsupported();
+  static const std::map<Opcode, const char*> kUnary = {
+      {Opcode::Sqrt, "vsqrt.f64"},
+      {Opcode::Rsqrt, "vrsqrt.f64"},
+      {Opcode::Cbrt, "vcbrt.f64"},
+      {Opcode::Exp, "vexp.f64"},
+      {Opcode::Expm1, "vexpm1.f64"},
+      {Opcode::Log, "vlog.f64"},
+      {Opcode::Log1p, "vlog1p.f64"},
+      {Opcode::Tanh, "vtanh.f64"},
+      {Opcode::Logistic, "vlogistic.f64"},
+      {Opcode::Sin, "vsin.f64"},
+      {Opcode::Cos, "vcos.f64"},
+      {Opcode::Tan, "vtan.f64"},
+      {Opcode::Atan, "vatan.f64"},
+      {Opcode::Erf, "verf.f64"},
+      {Opcode::Floor, "vfloor.f64"},
+      {Opcode::Ceil, "vceil.f64"},
+      {Opcode::RoundNearestEven, "vround.f64"},
+      {Opcode::RoundNearestAfz, "vround.afz.f64"},
+      {Opcode::Sign, "vsign.f64"},
+      {Opcode::Acos, "vacos.f64"},
+      {Opcode::Acosh, "vacosh.f64"},
+      {Opcode::Asin, "vasin.f64"},
+      {Opcode::Asinh, "vasinh.f64"},
+      {Opcode::Atanh, "vatanh.f64"},
+      {Opcode::Cosh, "vcosh.f64"},
+      {Opcode::Sinh, "vsinh.f64"},
+  };
+  auto it = kUnary.find(op);
+  if (it == kUnary.end()) return unsupported();
+  return pairUnary(it->second, ops[0], rt);
+}
+
+}  // namespace tpu::codegen
