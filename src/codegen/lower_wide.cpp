@@ -193,7 +193,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
                 fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
                             hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
   beginKernel(in, "matmul-vpu");
-  const auto& dn = in.attrs().dotDims;
+  const auto& dn = *in.attrs().dotDims;
   DotGeometry geo = dotGeometry(in);
   int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
   int dst = leaves_[&in][0];
