@@ -84,17 +84,11 @@ class ByteReader {
   int64_t svar() { uint64_t u = uvar(); return static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1)); }
   // A count that must not exceed what could possibly remain (each element
   // takes at least `minBytesEach` bytes): stops hostile sizes before allocation.
-  uint64_t count(size_t minBytesEach = 1) {
-    size_t at = offset();
+  [[gnu::always_inline]] uint64_t count(size_t minBytesEach = 1) {
+    size_t at = pos_;
     uint64_t n = uvar();
-    // n * minBytesEach > remaining, guarding the multiplication against overflow.
-    if (ok() && minBytesEach &&
-        (n > remaining() || (minBytesEach > 1 && n * minBytesEach > remaining()))) {
-      error_ = "count " + std::to_string(n) + " exceeds the remaining data";
-      errorOffset_ = at;
-      pos_ = data_.size();
-      return 0;
-    }
+    // n * minBytesEach > remaining, without overflowing the multiplication.
+    if (minBytesEach && n > remaining() / minBytesEach) return countTooLarge(at, n);
     return n;
   }
   std::string_view bytes(size_t n) {
@@ -106,6 +100,13 @@ class ByteReader {
   std::string str() { uint64_t n = count(1); return std::string(bytes(n)); }
 
  private:
+  [[gnu::noinline]] uint64_t countTooLarge(size_t at, uint64_t n) {
+    if (!ok()) return 0;
+    error_ = "count " + std::to_string(n) + " exceeds the remaining data";
+    errorOffset_ = base_ + at;
+    pos_ = data_.size();
+    return 0;
+  }
   uint64_t fixed(int n) {
     if (remaining() < static_cast<size_t>(n)) { fail("unexpected end of data"); return 0; }
     uint64_t v = 0;
