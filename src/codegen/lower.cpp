@@ -545,6 +545,27 @@ void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::
   }
 }
 
+void Lowerer::emitLanePopcount(VReg x, VReg t, bool smearTopBit) {
+  if (smearTopBit)
+    for (int sh : {1, 2, 4, 8, 16}) {
+      e_.op("vshr {}, {}, {}", V(t), V(x), sh);
+      e_.op("vor {}, {}, {}", V(x), V(x), V(t));
+    }
+  // Bit counts of pairs, then nibbles, then bytes, summed by a multiply.
+  e_.op("vshr {}, {}, 1", V(t), V(x));
+  e_.op("vand {}, {}, 1431655765", V(t), V(t));
+  e_.op("vsub.s32 {}, {}, {}", V(x), V(x), V(t));
+  e_.op("vshr {}, {}, 2", V(t), V(x));
+  e_.op("vand {}, {}, 858993459", V(t), V(t));
+  e_.op("vand {}, {}, 858993459", V(x), V(x));
+  e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
+  e_.op("vshr {}, {}, 4", V(t), V(x));
+  e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
+  e_.op("vand {}, {}, 252645135", V(x), V(x));
+  e_.op("vmul.s32 {}, {}, 16843009", V(x), V(x));
+  e_.op("vshr {}, {}, 24", V(x), V(x));
+}
+
 VReg Lowerer::vconst(ElementType t, uint32_t bits) {
   VReg v = valloc(t);
   if (v.hi >= 0) e_.op("vmov.s32 {}, 0", H(v));  // a pair: the zero-extended value
@@ -1096,24 +1117,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       if (bits < 32) e_.op("vand {}, {}, {}", V(x), V(ops[0]), (1 << bits) - 1);
       else e_.op("vmov.s32 {}, {}", V(x), V(ops[0]));
       VReg t = valloc(rt);
-      if (in.opcode() == Opcode::Clz) {
-        for (int sh : {1, 2, 4, 8, 16}) {
-          e_.op("vshr {}, {}, {}", V(t), V(x), sh);
-          e_.op("vor {}, {}, {}", V(x), V(x), V(t));
-        }
-      }
-      e_.op("vshr {}, {}, 1", V(t), V(x));
-      e_.op("vand {}, {}, 1431655765", V(t), V(t));
-      e_.op("vsub.s32 {}, {}, {}", V(x), V(x), V(t));
-      e_.op("vshr {}, {}, 2", V(t), V(x));
-      e_.op("vand {}, {}, 858993459", V(t), V(t));
-      e_.op("vand {}, {}, 858993459", V(x), V(x));
-      e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
-      e_.op("vshr {}, {}, 4", V(t), V(x));
-      e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
-      e_.op("vand {}, {}, 252645135", V(x), V(x));
-      e_.op("vmul.s32 {}, {}, 16843009", V(x), V(x));
-      e_.op("vshr {}, {}, 24", V(x), V(x));
+      emitLanePopcount(x, t, in.opcode() == Opcode::Clz);
       if (in.opcode() == Opcode::Clz) {
         VReg w = vconst(rt, static_cast<uint32_t>(bits));
         e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));

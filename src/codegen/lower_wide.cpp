@@ -657,23 +657,7 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       for (int h = 0; h < 2; ++h) {
         VReg x = valloc(ElementType::S32), t = valloc(ElementType::S32);
         e_.op("vmov.s32 {}, {}", V(x), h ? H(ops[0]) : V(ops[0]));
-        if (clz)
-          for (int sh : {1, 2, 4, 8, 16}) {
-            e_.op("vshr {}, {}, {}", V(t), V(x), sh);
-            e_.op("vor {}, {}, {}", V(x), V(x), V(t));
-          }
-        e_.op("vshr {}, {}, 1", V(t), V(x));
-        e_.op("vand {}, {}, 1431655765", V(t), V(t));
-        e_.op("vsub.s32 {}, {}, {}", V(x), V(x), V(t));
-        e_.op("vshr {}, {}, 2", V(t), V(x));
-        e_.op("vand {}, {}, 858993459", V(t), V(t));
-        e_.op("vand {}, {}, 858993459", V(x), V(x));
-        e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
-        e_.op("vshr {}, {}, 4", V(t), V(x));
-        e_.op("vadd.s32 {}, {}, {}", V(x), V(x), V(t));
-        e_.op("vand {}, {}, 252645135", V(x), V(x));
-        e_.op("vmul.s32 {}, {}, 16843009", V(x), V(x));
-        e_.op("vshr {}, {}, 24", V(x), V(x));
+        emitLanePopcount(x, t, clz);
         if (clz) {  // 32 - (bits set after smearing the top one down)
           VReg w = vconst(ElementType::S32, 32);
           e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));

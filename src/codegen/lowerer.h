@@ -305,6 +305,10 @@ class Lowerer {
   VReg vload(ElementType t, const std::string& addr, const std::string& extra = "");
   void vstore(VReg v, ElementType t, const std::string& addr, const std::string& extra = "");
   VReg vconst(ElementType t, uint32_t bits);
+  // x := the number of set bits in each 32-bit lane of x; with `smearTopBit`
+  // the top set bit is first copied into every lower bit (count-leading-
+  // zeros is then the width minus the count). t is scratch.
+  void emitLanePopcount(VReg x, VReg t, bool smearTopBit);
   // A fresh copy of v (both registers of a pair).
   VReg vcopy(VReg v, ElementType t);
   // Loads or stores one vreg of `t` at VMEM `addr` (pairs: both words).
