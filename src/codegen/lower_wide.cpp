@@ -67,7 +67,8 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
   if (movesOnly(op)) return true;
   if (op == Opcode::CustomCall && isIdentityCustomCallTarget(in.attrs().customCallTarget)) return true;
   if (op == Opcode::BitcastConvert) return true;  // an alias (the widths are checked when planned)
-  if (complexLeaf)
+  if (complexLeaf) return checkComplexTypes(in, *complexLeaf);
+  if (false)
     return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} ({} is only moved: "
                                 "copies, slices, transposes, concatenations, pads, broadcasts, gathers)",
                                 hlo::elementTypeName(complexLeaf->elementType()), in.name(),
