@@ -294,6 +294,22 @@ ENTRY main {{
     }
 }
 
+TEST(Complex, Dots) {
+  // On the vector unit, each output summed over k in order from (0, 0) with
+  // a complex product and a part-wise add: the interpreter's loop, so
+  // bit-exact. Batched, transposed operands, more columns than one vreg.
+  for (const char* t : {"c64", "c128"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[2,37,6] parameter(0)
+  b = {0}[2,1100,37] parameter(1)
+  ROOT d = {0}[2,6,1100] dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{1}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+}})",
+                                   t);
+    EXPECT_EQ(compareComplex(text), "") << t;
+  }
+}
+
 TEST(Complex, UnsupportedOpsAreRefusedClearly) {
   auto refused = [](const std::string& text, const std::string& want) {
     std::string err = compareComplex(text);
@@ -312,12 +328,19 @@ ENTRY main {
 })",
           "element type c64 of 'w' is not supported for reduce-window");
   refused(R"(HloModule m
+less {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = c128[] parameter(2)
+  d = c128[] parameter(3)
+  ROOT l = pred[] compare(a, b), direction=LT
+}
 ENTRY main {
-  a = c64[4,8] parameter(0)
-  b = c64[8,3] parameter(1)
-  ROOT d = c64[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  k = s32[4,8] parameter(0)
+  v = c128[4,8] parameter(1)
+  ROOT s = (s32[4,8], c128[4,8]) sort(k, v), dimensions={1}, to_apply=less
 })",
-          "element type c64 of 'd' is not supported for dot");
+          "element type c128 of 's' is not supported for sort");
 }
 
 }  // namespace

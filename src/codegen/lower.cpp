@@ -559,6 +559,8 @@ void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::
 VReg Lowerer::vconst(ElementType t, uint32_t bits) {
   VReg v = valloc(t);
   if (v.hi >= 0) e_.op("vmov.s32 {}, 0", H(v));  // a pair: the zero-extended value
+  for (int r : {v.im, v.imh})  // c128: the imaginary pair
+    if (r >= 0) e_.op("vmov.s32 {}, 0", vregs_.name(r));
   e_.op("vmov.s32 {}, {}", V(v), static_cast<int32_t>(bits));
   return v;
 }
@@ -2253,8 +2255,8 @@ DotGeometry dotGeometry(const Instruction& dot) {
 }
 
 bool Lowerer::lowerDot(const Instruction& in) {
-  if (isPairType(in.shape().elementType()) || isPairType(in.operand(0)->shape().elementType()) ||
-      isPairType(in.operand(1)->shape().elementType()))
+  auto wideType = [](const Shape& s) { return typeInfo(s.elementType()).words > 1; };  // pairs and complex
+  if (wideType(in.shape()) || wideType(in.operand(0)->shape()) || wideType(in.operand(1)->shape()))
     return lowerWideDot(in);
   if (!isMxuDot(in)) return lowerVectorDot(in);
   beginKernel(in, "matmul");

@@ -33,7 +33,8 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 
 // Ops a complex operand or result may take part in besides data movement.
 bool complexComputed(Opcode op) {
-  return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce;
+  return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
+         op == Opcode::Dot;
 }
 
 }  // namespace
@@ -43,7 +44,7 @@ bool Lowerer::checkComplexTypes(const Instruction& in, const Shape& complexLeaf)
   Opcode op = in.opcode();
   if (complexComputed(op)) return true;
   return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported for {} (complex types support "
-                              "elementwise arithmetic, reductions and data movement)",
+                              "elementwise arithmetic, reductions, dots and data movement)",
                               hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
 }
 
@@ -73,6 +74,39 @@ VReg Lowerer::hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemS
   sregs_.put(sa);
   sregs_.put(x);
   return v;
+}
+
+VReg Lowerer::complexAdd(VReg a, VReg b) {
+  ElementType t = a.t;
+  auto part = [&](VReg x, VReg y) {
+    VReg d = valloc(x.t);
+    if (x.t == ElementType::F32) {
+      e_.op("vadd.f32 {}, {}, {}", V(d), V(x), V(y));
+    } else {
+      for (int w = 0; w < 2; ++w)
+        e_.op("vadd.f64 {}, {}, {}, {}, {}, {}", w ? H(d) : V(d), V(x), H(x), V(y), H(y), w);
+    }
+    return d;
+  };
+  VReg re = part(realPart(a), realPart(b));
+  VReg im = part(imagPart(a), imagPart(b));
+  return fromParts(re, im, t);
+}
+
+VReg Lowerer::complexMultiply(VReg a, VReg b) {
+  ElementType t = a.t;
+  VReg d = valloc(t);
+  std::vector<int> out = {d.r, d.hi};
+  std::string operands = fmt::format("{}, {}", V(a), H(a));
+  if (t == ElementType::C128) {
+    out.insert(out.end(), {d.im, d.imh});
+    operands += fmt::format(", {}, {}", vregs_.name(a.im), vregs_.name(a.imh));
+  }
+  operands += fmt::format(", {}, {}", V(b), H(b));
+  if (t == ElementType::C128) operands += fmt::format(", {}, {}", vregs_.name(b.im), vregs_.name(b.imh));
+  for (size_t w = 0; w < out.size(); ++w)
+    e_.op("vmul.{} {}, {}, {}", t == ElementType::C64 ? "c64" : "c128", vregs_.name(out[w]), operands, w);
+  return d;
 }
 
 std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops) {
@@ -155,9 +189,10 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
     case Opcode::Copy:
       return vcopy(ops[0], rt);
     case Opcode::Add:
+      return complexAdd(ops[0], ops[1]);
     case Opcode::Subtract: {
       // std::complex addition is a part-wise f32/f64 addition.
-      const char* name = op == Opcode::Add ? "add" : "sub";
+      const char* name = "sub";
       VReg re = partBinary(name, realPart(ops[0]), realPart(ops[1]));
       VReg im = partBinary(name, imagPart(ops[0]), imagPart(ops[1]));
       return fromParts(re, im, rt);

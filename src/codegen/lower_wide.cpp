@@ -179,7 +179,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   const Instruction* lhs = in.operand(0);
   const Instruction* rhs = in.operand(1);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
-  if (lt != ot || rt != ot || !isPairType(ot))
+  if (lt != ot || rt != ot || !(isPairType(ot) || typeInfo(ot).isComplex))
     return fail(in,
                 fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
                             hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
@@ -197,7 +197,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     endKernel(0, bufs_[dst].bytes, 0);
     return ok;
   }
-  constexpr int64_t es = 8;
+  const int64_t es = typeInfo(ot).bytes;  // 8, or 16 for c128
   auto vmemFor = [&](int64_t cols) {
     return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) +
            alignUp(static_cast<uint64_t>(cols) * es, 8192);
@@ -240,6 +240,10 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   std::string dA = e_.desc(static_cast<uint64_t>(k * es), {});
   int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
       rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
+  const bool isComplex = typeInfo(ot).isComplex;
+  // The lhs element's words (c128: four).
+  std::vector<int> rWords = {rS, rSh};
+  if (ot == ElementType::C128) rWords.insert(rWords.end(), {sreg(), sreg()});
   VReg zero = vconst(ot, 0);
   auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
     uint64_t vW = 0, vAcc = alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192);
@@ -275,12 +279,26 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     e_.op("smov {}, {}", S(rWo), vW);
     e_.label(lK);
     e_.op("sld {}, [{}]", S(rS), S(rK));
-    e_.op("sld {}, [{} + 4]", S(rSh), S(rK));
+    for (size_t word = 1; word < rWords.size(); ++word)
+      e_.op("sld {}, [{} + {}]", S(rWords[word]), S(rK), 4 * word);
     e_.op("smov {}, {}", S(rWj), S(rWo));
     e_.op("smov {}, {}", S(rAo), vAcc);
     e_.op("smov {}, {}", S(rCnt), nv);
     e_.label(lJ);
-    {
+    if (isComplex) {
+      // o += a * x as std::complex does: the complex row product, then part-wise adds.
+      VReg x = vload(ot, S(rWj));
+      VReg sa = valloc(ot);
+      std::vector<int> regs = {sa.r, sa.hi};
+      if (ot == ElementType::C128) regs.insert(regs.end(), {sa.im, sa.imh});
+      for (size_t word = 0; word < regs.size(); ++word)
+        e_.op("vmov.s32 {}, {}", vregs_.name(regs[word]), S(rWords[word]));
+      VReg p = complexMultiply(sa, x);
+      VReg acc = vload(ot, S(rAo));
+      VReg sum = complexAdd(acc, p);
+      vstore(sum, ot, S(rAo));
+      for (VReg r : {x, sa, p, acc, sum}) vfree(r);
+    } else {
       VReg x = vload(ot, S(rWj));
       VReg sa = valloc(ot);
       e_.op("vmov.s32 {}, {}", V(sa), S(rS));

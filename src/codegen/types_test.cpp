@@ -393,11 +393,17 @@ ENTRY main {
 
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
+add {
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  ROOT s = c64[] add(a, b)
+}
 ENTRY main {
   x = c64[8] parameter(0)
-  ROOT n = c64[8] negate(x)
+  z = c64[] constant((0, 0))
+  ROOT w = c64[4] reduce-window(x, z), window={size=2 stride=2}, to_apply=add
 })");
-  EXPECT_NE(r.find("element type c64"), std::string::npos) << r;
+  EXPECT_NE(r.find("element type c64 of 'w' is not supported for reduce-window"), std::string::npos) << r;
 }
 
 }  // namespace

@@ -472,12 +472,17 @@ ENTRY main {
 TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
   // (complex_test.cpp covers what c64/c128 compute and what they refuse.)
   std::string err = compareWide(R"(HloModule m
+add {
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  ROOT s = c64[] add(a, b)
+}
 ENTRY main {
-  a = c64[4,8] parameter(0)
-  b = c64[8,3] parameter(1)
-  ROOT d = c64[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  x = c64[8] parameter(0)
+  z = c64[] constant((0, 0))
+  ROOT w = c64[4] reduce-window(x, z), window={size=2 stride=2}, to_apply=add
 })");
-  EXPECT_NE(err.find("element type c64 of 'd' is not supported for dot"), std::string::npos) << err;
+  EXPECT_NE(err.find("element type c64 of 'w' is not supported for reduce-window"), std::string::npos) << err;
   err = compareWide(R"(HloModule m
 ENTRY main {
   a = f64[4,8,3] parameter(0)
