@@ -50,7 +50,7 @@ bool Lowerer::checkTypes(const Instruction& in) {
     if (!typeInfo(s->elementType()).ok)
       return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported (supported: f32, bf16, f16, "
                                   "the f8 types, f4e2m1fn, s32, u32, s16, u16, s8, u8, s4, u4, pred, s64, u64, "
-                                  "f64; c64 and c128 by data movement only)",
+                                  "f64, c64, c128)",
                                   hlo::elementTypeName(s->elementType()), in.name()));
     if (s->isDynamic()) return fail(in, fmt::format("llo-gen: dynamic shape of '{}' is not supported", in.name()));
   }
@@ -156,9 +156,8 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (!checkTypes(in)) return false;
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
-    case Opcode::BitcastConvert:
+    case Opcode::BitcastConvert: {
       if (!checkTypes(in)) return false;
-    {
       // Memory holds the same bytes either way (XLA splits and joins
       // elements little-endian along a minor dimension), except for types
       // stored in a byte wider than their bits (s4, u4, f4e2m1fn, pred).
@@ -936,6 +935,15 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       }
       if (ri.isFloat) {
         if (f) return normalize(unop("vmov.s32", ops[0], rt));
+        if (oi.bits == 32 && rt != ElementType::F32) {
+          // 32-bit integers to a narrow float: through f32 they would round
+          // twice; the interpreter rounds once from f64 (exact for them).
+          VReg x = pairFrom32(ops[0], ElementType::F64);
+          VReg d = valloc(rt);
+          e_.op("vcvt.{}.f64 {}, {}, {}", typeInfo(rt).dtype, V(d), V(x), H(x));
+          vfree(x);
+          return d;
+        }
         if (!(u && oi.bits == 32)) return normalize(unop("vcvt.f32.s32", ops[0], rt));
         // u32: hi * 65536 + lo rounds once (both parts are exact in f32).
         VReg hi = binop("vshr", ops[0], "16", ElementType::S32);

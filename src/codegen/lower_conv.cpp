@@ -83,7 +83,13 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   g.inType = ls.elementType();
   g.kType = ks.elementType();
   g.outType = os.elementType();
-  if (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat)
+  const bool wide = isPairType(g.inType) || isPairType(g.kType) || isPairType(g.outType);
+  // Narrower operands of a 64-bit convolution are converted to its type
+  // first, as the interpreter does.
+  if (wide && (!isPairType(g.outType) || (isPairType(g.inType) && g.inType != g.outType) ||
+               (isPairType(g.kType) && g.kType != g.outType)))
+    return fail(in, "llo-gen: convolutions mixing 64-bit and other element types are not supported");
+  if (!wide && (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat))
     return fail(in,
                 "llo-gen: integer convolution is not supported yet (only f32/bf16 operands reach the MXU)");
   g.rank = dn.inputSpatialDimensions.size();
@@ -138,13 +144,13 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
 
   // Depthwise rows that do not fit VMEM (very long last spatial dimension)
   // take the MXU path, which tiles everything.
-  bool depthwise = g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
+  bool depthwise = !wide && g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
                    r - 1 <= static_cast<size_t>(std::max(0, target_.dma.descriptorDims)) &&
                    depthwiseVmem(g).end <= vmemBudget();
-  beginKernel(in, depthwise ? "conv-depthwise" : "conv-matmul");
+  beginKernel(in, wide ? "conv-vpu" : depthwise ? "conv-depthwise" : "conv-matmul");
   int dst = leaves_[&in][0];
   int64_t outCount = product(os.dimensions());
-  int passes = depthwise ? 1 : mxuPasses(in, g.inType, g.kType);
+  int passes = depthwise || wide ? 1 : mxuPasses(in, g.inType, g.kType);
   double flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
   uint64_t hbmBytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes;
   if (outCount == 0) {
@@ -157,6 +163,11 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     return ok && !failed_;
   }
 
+  int lhsBuf = leaves_[lhs][0];
+  if (wide && g.inType != g.outType) {
+    lhsBuf = convertedCopy(lhsBuf, ls, g.outType);
+    g.inType = g.outType;
+  }
   // X[N, P.., C]: the input transposed to channels-last, dilated and padded.
   int es = typeInfo(g.inType).bytes;
   std::vector<int64_t> xDims = {g.batch};
@@ -170,7 +181,7 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     // Positions the copy does not write (padding, dilation holes) must be 0.
     holes = holes || padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]).count != g.padded[d];
   }
-  int x = leaves_[lhs][0];
+  int x = lhsBuf;
   if (!canonical || holes || xDims != ls.dimensions()) {
     x = tempBuf(g.inType, xDims);
     if (holes && !fillZero(x, product(xDims), g.inType)) return false;
@@ -191,10 +202,12 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     counts.push_back(g.inFeatures);
     ss.push_back(ins[static_cast<size_t>(dn.inputFeatureDimension)]);
     ds.push_back(es);
-    if (!empty) emitCopy(x, dstOff, leaves_[lhs][0], srcOff, counts, ds, ss, es);
+    if (!empty) emitCopy(x, dstOff, lhsBuf, srcOff, counts, ds, ss, es);
   }
 
-  bool ok = depthwise ? emitDepthwiseConv(in, g, x) : emitConvMatmul(in, g, x, passes);
+  bool ok = wide        ? emitWideConv(in, g, x)
+            : depthwise ? emitDepthwiseConv(in, g, x)
+                        : emitConvMatmul(in, g, x, passes);
   endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g).end : 0);
   return ok && !failed_;
 }

@@ -14,6 +14,7 @@ namespace tpu::codegen {
 
 namespace {
 
+// rng-bit-generator state: u64 (or s64) words.
 bool isWide(ElementType t) { return t == ElementType::U64 || t == ElementType::S64; }
 
 // Custom-call targets the interpreter evaluates as the identity (or as a
@@ -294,7 +295,7 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
                                 stateCount, philox ? "philox" : "three-fry"));
   const Shape& bs = in.shape().tupleElement(1);
   ElementType bt = bs.elementType();
-  int bytes = isWide(bt) ? 8 : typeInfo(bt).bytes;
+  int bytes = typeInfo(bt).bytes;
   if (bt == ElementType::Pred)
     return fail(in, fmt::format("llo-gen: rng-bit-generator of {} bits is not supported yet",
                                 hlo::elementTypeName(bt)));

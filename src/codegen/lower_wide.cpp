@@ -3,8 +3,9 @@
 // and stored with the word-strided vld.e64 / vst.e64. Bitwise ops, selects,
 // 64-bit add and subtract are composed from 32-bit ops on the halves; the
 // rest uses the ISA's register-pair rows (vmul.i64, vadd.f64, vcmp.lt.s64,
-// vcvt.f64.s64, ...), whose results equal the interpreter's. c64 and c128
-// are only moved (by DMA); checkWideTypes refuses everything else clearly.
+// vcvt.f64.s64, ...), whose results equal the interpreter's. Complex
+// operands and results go to lower_complex.cpp (checkComplexTypes,
+// lowerComplexOp); dots of both share the vector-unit matmul here.
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -68,14 +69,9 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
   if (op == Opcode::CustomCall && isIdentityCustomCallTarget(in.attrs().customCallTarget)) return true;
   if (op == Opcode::BitcastConvert) return true;  // an alias (the widths are checked when planned)
   if (complexLeaf) return checkComplexTypes(in, *complexLeaf);
-  if (false)
-    return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} ({} is only moved: "
-                                "copies, slices, transposes, concatenations, pads, broadcasts, gathers)",
-                                hlo::elementTypeName(complexLeaf->elementType()), in.name(),
-                                hlo::opcodeName(op), hlo::elementTypeName(complexLeaf->elementType())));
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
                   op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||
-                  op == Opcode::Sort || op == Opcode::Dot || op == Opcode::ReduceWindow ||
+                  op == Opcode::Sort || op == Opcode::Dot || op == Opcode::Convolution || op == Opcode::ReduceWindow ||
                   op == Opcode::SelectAndScatter;
   if (computed) return true;
   return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} yet",
@@ -171,6 +167,14 @@ VReg Lowerer::pairAddSub(bool add, VReg a, VReg b, ElementType t) {
   return d;
 }
 
+int Lowerer::convertedCopy(int buf, const Shape& s, ElementType to) {
+  int wide = tempBuf(to, s.dimensions());
+  emitElementwise(product(s.dimensions()), {EwInput{EwInput::Full, buf, 0, s.elementType()}},
+                  {EwOutput{wide, 0, to}},
+                  [&](const std::vector<VReg>& v) { return std::vector<VReg>{pairFrom32(v[0], to)}; });
+  return wide;
+}
+
 // Dots of s64, u64 or f64 on the vector unit: for each output row, the sum
 // over k (in order, from 0: the interpreter's naive loop, separate multiply
 // and add) of a scalar of the lhs row times a row of the rhs. The rhs block
@@ -179,7 +183,9 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   const Instruction* lhs = in.operand(0);
   const Instruction* rhs = in.operand(1);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
-  if (lt != ot || rt != ot || !(isPairType(ot) || typeInfo(ot).isComplex))
+  // Operands of other types are converted to the result's type first, as
+  // the interpreter does (XLA's convert rules).
+  if (!(isPairType(ot) || typeInfo(ot).isComplex) || (isPairType(lt) && lt != ot) || (isPairType(rt) && rt != ot))
     return fail(in,
                 fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
                             hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
@@ -198,20 +204,6 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     return ok;
   }
   const int64_t es = typeInfo(ot).bytes;  // 8, or 16 for c128
-  auto vmemFor = [&](int64_t cols) {
-    return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) +
-           alignUp(static_cast<uint64_t>(cols) * es, 8192);
-  };
-  int64_t nb = n;
-  if (vmemFor(nb) > vmemBudget()) {
-    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 32768)) /
-                              static_cast<uint64_t>(k * es + es));
-    nb = nb / 128 * 128;
-  }
-  if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
-      static_cast<uint64_t>(k) * es > target_.memory.smemBytes)
-    return fail(in, fmt::format("llo-gen: {} dot with K={} does not fit VMEM on the vector unit yet",
-                                hlo::elementTypeName(ot), k));
   // Operands as [B, M, K] and [B, K, N].
   auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                    const std::vector<int64_t>& g2) -> int {
@@ -220,6 +212,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     order.insert(order.end(), g1.begin(), g1.end());
     order.insert(order.end(), g2.begin(), g2.end());
     int src = leaves_[op][0];
+    if (s.elementType() != ot) src = convertedCopy(src, s, ot);
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
     if (identity) return src;
@@ -235,6 +228,30 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   int a = canon(lhs, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions);
   int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree);
   if (failed_) return false;
+  bool ok = emitWideMatmul(in, b, m, k, n, a, b, w, dst, ot);
+  endKernel(2.0 * static_cast<double>(b * m * n * k),
+            bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
+  return ok;
+}
+
+// c[i] = a[i % aBatches] x w[i] for i < b: a [m, k], w [k, n], c [m, n],
+// all row-major 64-bit elements of type t, sums over k in order from zero.
+bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
+                             int64_t aBatches, int w, int dst, ElementType ot) {
+  const int64_t es = typeInfo(ot).bytes;  // 8, or 16 for c128
+  auto vmemFor = [&](int64_t cols) {
+    return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) + alignUp(static_cast<uint64_t>(cols) * es, 8192);
+  };
+  int64_t nb = n;
+  if (vmemFor(nb) > vmemBudget()) {
+    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 32768)) /
+                              static_cast<uint64_t>(k * es + es));
+    nb = nb / 128 * 128;
+  }
+  if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
+      static_cast<uint64_t>(k) * es > target_.memory.smemBytes)
+    return fail(in, fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit yet",
+                                hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
   bool isF64 = ot == ElementType::F64;
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   std::string dA = e_.desc(static_cast<uint64_t>(k * es), {});
@@ -263,7 +280,8 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     e_.op("sem.wait sem1");
     e_.op("smov {}, 0", S(rI));
     e_.label(lI);
-    e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+    e_.op("srem {}, {}, {}", S(rT), S(rB), aBatches);
+    e_.op("smul {}, {}, {}", S(rT), S(rT), m);
     e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
     e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
     e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
@@ -347,8 +365,62 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   e_.op("sadd {}, {}, 1", S(rB), S(rB));
   e_.op("br.lt {}, {}, {}", S(rB), b, lB);
   vfree(zero);
-  endKernel(2.0 * static_cast<double>(b * m * n * k),
-            bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
+  return !failed_;
+}
+
+// Convolutions of s64, u64 or f64 as the interpreter computes them: per
+// output batch n and group g, W[g] [Og, (Cg, taps)] times an im2col matrix
+// [(Cg, taps), positions] gathered from the padded input X[N, P.., C] by one
+// strided DMA (padding and dilation holes are X's zeros, so every product
+// the interpreter sums is summed, in its order: feature-major, then taps).
+bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf) {
+  const auto& dn = *in.attrs().convDims;
+  const Shape& ks = in.operand(1)->shape();
+  const Shape& os = in.shape();
+  constexpr int64_t es = 8;
+  ElementType t = g.outType;
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
+  std::vector<int64_t> xs = byteStrides(xDims, es);
+  const int64_t k = g.inPerGroup * g.taps, positions = g.outPositions;
+  // col[n, g, c, taps.., positions..] <- X[batch(n, g), position + tap, feature(g, c)]
+  std::vector<int64_t> counts = {g.outBatch, g.groups, g.inPerGroup};
+  std::vector<int64_t> src = {xs[0], g.featureGroups > 1 ? g.inPerGroup * es : g.outBatch * xs[0], es};
+  int64_t off = 0;
+  for (size_t d = 0; d < g.rank; ++d) {
+    int64_t step = g.rhsDil[d] * xs[d + 1];
+    if (g.reversal[d]) {  // kernel tap j reads input tap K - 1 - j
+      off += (g.kSize[d] - 1) * step;
+      step = -step;
+    }
+    counts.push_back(g.kSize[d]);
+    src.push_back(step);
+  }
+  for (size_t d = 0; d < g.rank; ++d) {
+    counts.push_back(g.outSize[d]);
+    src.push_back(g.stride[d] * xs[d + 1]);
+  }
+  int col = tempBuf(t, {g.outBatch, g.groups, k, positions});
+  emitCopy(col, 0, xBuf, off, counts, byteStrides(counts, es), src, es);
+  // W[O, Cg, taps..] from the kernel's layout.
+  std::vector<int64_t> perm = {dn.kernelOutputFeatureDimension, dn.kernelInputFeatureDimension};
+  perm.insert(perm.end(), dn.kernelSpatialDimensions.begin(), dn.kernelSpatialDimensions.end());
+  int kBuf = leaves_[in.operand(1)][0];
+  if (g.kType != t) kBuf = convertedCopy(kBuf, ks, t);  // a narrower kernel, as the interpreter converts it
+  int wk = permutedCopy(kBuf, ks.dimensions(), perm);
+  int outC = tempBuf(t, {g.outBatch, g.outFeatures, positions});
+  if (failed_ ||
+      !emitWideMatmul(in, g.outBatch * g.groups, g.outPerGroup, k, positions, wk, g.groups, col, outC, t))
+    return false;
+  // [N', O, positions..] to the result's layout.
+  std::vector<int64_t> cdims = {g.outBatch, g.outFeatures};
+  cdims.insert(cdims.end(), g.outSize.begin(), g.outSize.end());
+  std::vector<int64_t> rs = byteStrides(os.dimensions(), es);
+  std::vector<int64_t> dstS = {rs[static_cast<size_t>(dn.outputBatchDimension)],
+                               rs[static_cast<size_t>(dn.outputFeatureDimension)]};
+  for (int64_t d : dn.outputSpatialDimensions) dstS.push_back(rs[static_cast<size_t>(d)]);
+  emitCopy(leaves_[&in][0], 0, outC, 0, cdims, dstS, byteStrides(cdims, es), es);
   return !failed_;
 }
 
@@ -686,6 +758,13 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       {Opcode::RoundNearestEven, "vround.f64"},
       {Opcode::RoundNearestAfz, "vround.afz.f64"},
       {Opcode::Sign, "vsign.f64"},
+      {Opcode::Acos, "vacos.f64"},
+      {Opcode::Acosh, "vacosh.f64"},
+      {Opcode::Asin, "vasin.f64"},
+      {Opcode::Asinh, "vasinh.f64"},
+      {Opcode::Atanh, "vatanh.f64"},
+      {Opcode::Cosh, "vcosh.f64"},
+      {Opcode::Sinh, "vsinh.f64"},
   };
   auto it = kUnary.find(op);
   if (it == kUnary.end()) return unsupported();

@@ -39,7 +39,8 @@ constexpr int kVregElems = 1024;  // 8 sublanes x 128 lanes
 // `bits` (so s32 compares order every signed and narrow unsigned type),
 // floats as f32 values the type can represent. Wide types take `words`
 // 32-bit words per element: s64/u64/f64 live in a register pair (low word,
-// high word; VReg::hi), c64/c128 are only moved, never computed on.
+// high word; VReg::hi), c64/c128 in the registers of their parts
+// (lower_complex.cpp).
 struct TypeInfo {
   bool ok = false;
   int bytes = 4;
@@ -318,9 +319,15 @@ class Lowerer {
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
   // lower_wide.cpp: lowerOp for s64/u64/f64 operands or results.
   std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
-  VReg pairFrom32(VReg x, ElementType to);  // s64/u64/f64 from a 32-bit register value
+  VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
   bool lowerWideDot(const Instruction& in);
+  bool emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
+                      int64_t aBatches, int wBuf, int cBuf, ElementType t);
+  bool emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf);
+  // A kernel-local copy of `buf` (shape s, 32-bit or narrower elements)
+  // converted to the pair type `to`.
+  int convertedCopy(int buf, const Shape& s, ElementType to);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
   // lower_complex.cpp: lowerOp for c64/c128 operands or results, and the

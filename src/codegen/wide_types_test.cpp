@@ -243,7 +243,14 @@ TEST(WideTypes, F64Arithmetic) {
                          "ceil",
                          "round-nearest-even",
                          "round-nearest-afz",
-                         "sign"})
+                         "sign",
+                         "acos",
+                         "acosh",
+                         "asin",
+                         "asinh",
+                         "atanh",
+                         "cosh",
+                         "sinh"})
     EXPECT_EQ(compareWide(unaryModule(op, "f64")), "") << op;
   EXPECT_EQ(compareWide(unaryModule("is-finite", "f64", "pred")), "");
 }
@@ -273,6 +280,26 @@ ENTRY main {
   ROOT t = (bf16[4], f16[4]) tuple(b, h)
 })";
   EXPECT_EQ(compareWide(boundary), "");
+}
+
+TEST(WideTypes, ThirtyTwoBitIntegersToNarrowFloatsRoundOnce) {
+  // 2^24 + 2^16 + 1 is just above a bf16 midpoint, but f32 rounds it onto
+  // the midpoint first (ties to even then goes down): s32 and u32 take the
+  // f64 route the interpreter takes.
+  const char* text = R"(HloModule m
+ENTRY main {
+  c = s32[4] constant({16842753, -16842753, 2147483647, 16842752})
+  u = u32[3] constant({16842753, 4294967295, 2147516417})
+  b = bf16[4] convert(c)
+  h = f16[4] convert(c)
+  ub = bf16[3] convert(u)
+  e = f8e5m2[3] convert(u)
+  ROOT t = (bf16[4], f16[4], bf16[3], f8e5m2[3]) tuple(b, h, ub, e)
+})";
+  EXPECT_EQ(compareWide(text), "");
+  for (const char* from : {"s32", "u32"})
+    for (const char* to : {"bf16", "f16", "f8e4m3fn", "f4e2m1fn"})
+      EXPECT_EQ(compareWide(unaryModule("convert", from, to)), "") << from << " -> " << to;
 }
 
 TEST(WideTypes, FusionWithScalarsConstantsAndIota) {
@@ -487,10 +514,38 @@ ENTRY main {
 ENTRY main {
   a = f64[4,8,3] parameter(0)
   b = f64[1,3,5] parameter(1)
-  ROOT c = f64[4,8,5] convolution(a, b), window={size=1}, dim_labels=b0f_0io->b0f
+  ROOT c = f32[4,8,5] convolution(a, b), window={size=1}, dim_labels=b0f_0io->b0f
 })");
-  EXPECT_NE(err.find("element type f64 of 'c' is not supported by convolution yet"), std::string::npos)
+  EXPECT_NE(err.find("convolutions mixing 64-bit and other element types are not supported"), std::string::npos)
       << err;
+}
+
+TEST(WideTypes, Convolutions) {
+  // Padding, strides, both dilations, a reversed window, feature groups and
+  // batch groups, in a non-canonical layout; f64 sums in the interpreter's
+  // order (padding products included: inf weights times padding give NaN).
+  for (const char* t : {"s64", "f64"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[2,9,11,6] parameter(0)
+  k = {0}[3,2,3,4] parameter(1)
+  b = {0}[3,4,7,5] parameter(2)
+  kb = {0}[3,2,3,6] parameter(3)
+  c = {0}[2,10,6,4] convolution(x, k), window={{size=3x2 stride=1x2 pad=1_2x1_1 lhs_dilate=1x1 rhs_dilate=1x2 rhs_reversal=0x1}}, dim_labels=b01f_01io->b01f, feature_group_count=2
+  d = {0}[2,6,13,5] convolution(b, kb), window={{size=3x2 pad=1_1x0_1 lhs_dilate=2x1}}, dim_labels=fb01_01io->bf01, batch_group_count=2
+  ROOT r = ({0}[2,10,6,4], {0}[2,6,13,5]) tuple(c, d)
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text), "") << t;
+  }
+  // Narrower operands converted to the 64-bit result type.
+  EXPECT_EQ(compareWide(R"(HloModule m
+ENTRY main {
+  x = f32[2,9,11,6] parameter(0)
+  k = bf16[3,2,6,4] parameter(1)
+  ROOT c = f64[2,9,10,4] convolution(x, k), window={size=3x2 pad=1_1x0_0}, dim_labels=b01f_01io->b01f
+})"),
+            "");
 }
 
 TEST(WideTypes, Dots) {
@@ -506,6 +561,50 @@ ENTRY main {{
                                    t);
     EXPECT_EQ(compareWide(text), "") << t;
   }
+}
+
+TEST(WideTypes, DotsOfNarrowOperandsIntoWideResults) {
+  // s32 x s8 -> s64 and f32 x bf16 -> f64 (preferred_element_type):
+  // operands converted to the result type, then multiplied exactly.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = s32[9,33] parameter(0)
+  b = s8[33,20] parameter(1)
+  c = f32[9,33] parameter(2)
+  d = bf16[33,20] parameter(3)
+  x = s64[9,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  y = f64[9,20] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (s64[9,20], f64[9,20]) tuple(x, y)
+})";
+  EXPECT_EQ(compareWide(text), "");
+}
+
+TEST(WideTypes, ArgmaxWithS64Indices) {
+  // torch.argmax: a variadic reduce of (f32 value, s64 iota index), the
+  // first index winning ties.
+  const char* text = R"(HloModule m
+argmax {
+  v0 = f32[] parameter(0)
+  i0 = s64[] parameter(1)
+  v1 = f32[] parameter(2)
+  i1 = s64[] parameter(3)
+  gt = pred[] compare(v0, v1), direction=GT
+  eq = pred[] compare(v0, v1), direction=EQ
+  lt = pred[] compare(i0, i1), direction=LT
+  tie = pred[] and(eq, lt)
+  keep = pred[] or(gt, tie)
+  v = f32[] select(keep, v0, v1)
+  i = s64[] select(keep, i0, i1)
+  ROOT t = (f32[], s64[]) tuple(v, i)
+}
+ENTRY main {
+  a = f32[37,500] parameter(0)
+  idx = s64[37,500] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  z = s64[] constant(0)
+  ROOT r = (f32[37], s64[37]) reduce(a, idx, ninf, z), dimensions={1}, to_apply=argmax
+})";
+  EXPECT_EQ(compareWide(text), "");
 }
 
 TEST(WideTypes, WindowReductionsAndSelectAndScatter) {

@@ -66,7 +66,7 @@ struct DecodedOp {
   MemRef mem2;     // DMA source
   int64_t stride = 512;
   uint32_t sublanes = 0xff;
-  uint8_t word = 0;  // the 32-bit word of each element (wide loads/stores, pair ops)
+  uint8_t word = 0;      // the 32-bit word of each element (wide loads/stores, pair ops)
   int32_t unit = -1;     // mxu / xlu index
   int32_t dmaDesc = -1;  // descriptor index
   uint32_t label = 0;    // branch target

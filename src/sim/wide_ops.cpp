@@ -153,6 +153,20 @@ PairOp pairOp(Opcode op) {
       return un(UnaryOp::RoundAfz);
     case Opcode::VSignF64:
       return un(UnaryOp::Sign);
+    case Opcode::VAcosF64:
+      return un(UnaryOp::Acos);
+    case Opcode::VAcoshF64:
+      return un(UnaryOp::Acosh);
+    case Opcode::VAsinF64:
+      return un(UnaryOp::Asin);
+    case Opcode::VAsinhF64:
+      return un(UnaryOp::Asinh);
+    case Opcode::VAtanhF64:
+      return un(UnaryOp::Atanh);
+    case Opcode::VCoshF64:
+      return un(UnaryOp::Cosh);
+    case Opcode::VSinhF64:
+      return un(UnaryOp::Sinh);
     case Opcode::VCvtF64F32:
       return cvt(PairShape::FromF32, KType::F32, KType::F64);
     case Opcode::VCvtS64F32:
