@@ -25,8 +25,8 @@ using hlo::ElementType;
 
 double pickPart(std::mt19937_64& rng) {
   const double inf = std::numeric_limits<double>::infinity();
-  static const double kSpecial[] = {0.0,  -0.0,  inf,    -inf,  std::numeric_limits<double>::quiet_NaN(),
-                                    1.0,  -1.0,  0.5,    -2.0,  1e38,
+  static const double kSpecial[] = {0.0,   -0.0,  inf,    -inf,  std::numeric_limits<double>::quiet_NaN(),
+                                    1.0,   -1.0,  0.5,    -2.0,  1e38,
                                     -3e38, 1e-38, -1e-39, 1e300, -1e-300};
   uint64_t r = rng();
   if ((r & 3) == 0) return kSpecial[(r >> 8) % std::size(kSpecial)];
@@ -70,7 +70,8 @@ double partValue(const uint8_t* p, size_t bytes) {
 std::string compareComplex(const std::string& text, uint64_t seed = 5) {
   DiagnosticEngine diags;
   std::string messages;
-  diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
+  diags.setConsumer(
+      [&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
   auto source = std::make_shared<SourceFile>("test.hlo", text);
   auto loaded = hlo::readModule(source, diags);
   if (!loaded.module) return "parse: " + messages;
@@ -117,11 +118,13 @@ std::string compareComplex(const std::string& text, uint64_t seed = 5) {
         size_t ab = static_cast<size_t>(hlo::elementTypeInfo(a.shape().elementType()).bitWidth / 8);
         size_t ap = a.shape().elementType() == ElementType::C64 ? 4 : ab == 16 ? 8 : ab;
         in += " (";
-        for (size_t q = 0; q < ab; q += ap) in += fmt::format("{}{}", q ? ", " : "", ap >= 4 ? partValue(e + q, ap) : 0.0);
+        for (size_t q = 0; q < ab; q += ap)
+          in += fmt::format("{}{}", q ? ", " : "", ap >= 4 ? partValue(e + q, ap) : 0.0);
         in += ")";
       }
       return fmt::format("element {} part {}: got {} want {}; inputs{}", k, o / part,
-                         part >= 4 ? partValue(g + o, part) : 0.0, part >= 4 ? partValue(x + o, part) : 0.0, in);
+                         part >= 4 ? partValue(g + o, part) : 0.0, part >= 4 ? partValue(x + o, part) : 0.0,
+                         in);
     }
   }
   return "";
@@ -152,7 +155,8 @@ std::string partType(const std::string& t) { return t == "c64" ? "f32" : "f64"; 
 
 TEST(Complex, AddSubtractNegate) {
   for (const char* t : {"c64", "c128"}) {
-    for (const char* op : {"add", "subtract"}) EXPECT_EQ(compareComplex(binaryModule(op, t)), "") << op << " " << t;
+    for (const char* op : {"add", "subtract"})
+      EXPECT_EQ(compareComplex(binaryModule(op, t)), "") << op << " " << t;
     EXPECT_EQ(compareComplex(unaryModule("negate", t)), "") << t;
   }
 }
@@ -167,15 +171,16 @@ TEST(Complex, MultiplyDivideAndPower) {
 
 TEST(Complex, TranscendentalsAndSign) {
   for (const char* t : {"c64", "c128"})
-    for (const char* op : {"exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt", "tanh",
-                           "sine", "cosine", "tan", "logistic", "sign"})
+    for (const char* op : {"exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt",
+                           "tanh", "sine", "cosine", "tan", "logistic", "sign"})
       EXPECT_EQ(compareComplex(unaryModule(op, t)), "") << op << " " << t;
 }
 
 TEST(Complex, AbsRealImagAndComplex) {
   for (std::string t : {"c64", "c128"}) {
     std::string pt = partType(t);
-    for (const char* op : {"abs", "real", "imag"}) EXPECT_EQ(compareComplex(unaryModule(op, t, pt)), "") << op << t;
+    for (const char* op : {"abs", "real", "imag"})
+      EXPECT_EQ(compareComplex(unaryModule(op, t, pt)), "") << op << t;
     EXPECT_EQ(compareComplex(binaryModule("complex", pt, t)), "") << t;
   }
 }
@@ -274,10 +279,12 @@ TEST(Complex, Reductions) {
     const char* op;
     const char* init;
   };
-  for (Case c : {Case{"c64", "add", "(0, 0)"}, Case{"c128", "add", "(0.5, -0)"}, Case{"c64", "multiply", "(1, 0)"},
-                 Case{"c128", "multiply", "(1, 0)"}})
+  for (Case c : {Case{"c64", "add", "(0, 0)"}, Case{"c128", "add", "(0.5, -0)"},
+                 Case{"c64", "multiply", "(1, 0)"}, Case{"c128", "multiply", "(1, 0)"}})
     for (const char* dims : {"1", "0", "0,1"}) {
-      std::string out = std::string_view(dims) == "1" ? "[30]" : std::string_view(dims) == "0" ? "[700]" : "[]";
+      std::string out = std::string_view(dims) == "1"   ? "[30]"
+                        : std::string_view(dims) == "0" ? "[700]"
+                                                        : "[]";
       std::string text = fmt::format(R"(HloModule m
 red {{
   x = {0}[] parameter(0)

@@ -43,9 +43,10 @@ bool Lowerer::checkComplexTypes(const Instruction& in, const Shape& complexLeaf)
   ElementType t = complexLeaf.elementType();
   Opcode op = in.opcode();
   if (complexComputed(op)) return true;
-  return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported for {} (complex types support "
-                              "elementwise arithmetic, reductions, dots and data movement)",
-                              hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
+  return fail(in,
+              fmt::format("llo-gen: element type {} of '{}' is not supported for {} (complex types support "
+                          "elementwise arithmetic, reductions, dots and data movement)",
+                          hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
 }
 
 void Lowerer::complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr,
@@ -53,15 +54,16 @@ void Lowerer::complexLoadStore(bool load, VReg v, ElementType t, const std::stri
   const char* m = t == ElementType::C64 ? (load ? "vld.e64" : "vst.e64") : (load ? "vld.e128" : "vst.e128");
   std::vector<int> regs = {v.r, v.hi};
   if (t == ElementType::C128) regs.insert(regs.end(), {v.im, v.imh});
-  for (size_t w = 0; w < regs.size(); ++w) e_.op("{} {}, [{}], {}{}", m, vregs_.name(regs[w]), addr, w, extra);
+  for (size_t w = 0; w < regs.size(); ++w)
+    e_.op("{} {}, [{}], {}{}", m, vregs_.name(regs[w]), addr, w, extra);
 }
 
 VReg Lowerer::hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot) {
   int words = typeInfo(t).words;
   int sa = sreg(), x = sreg();
   e_.op("smov {}, {}", S(sa), base(buf) + off);
-  e_.op("dma.h2s {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(words) * 4, {}), smemSlot * 4, hbm(buf),
-        S(sa));
+  e_.op("dma.h2s {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(words) * 4, {}), smemSlot * 4,
+        hbm(buf), S(sa));
   e_.op("sem.wait sem0");
   VReg v = valloc(t);
   std::vector<int> regs = {v.r, v.hi};
@@ -76,21 +78,21 @@ VReg Lowerer::hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemS
   return v;
 }
 
-VReg Lowerer::complexAdd(VReg a, VReg b) {
-  ElementType t = a.t;
+VReg Lowerer::complexAdd(VReg a, VReg b, bool subtract) {
+  const char* name = subtract ? "sub" : "add";
   auto part = [&](VReg x, VReg y) {
     VReg d = valloc(x.t);
     if (x.t == ElementType::F32) {
-      e_.op("vadd.f32 {}, {}, {}", V(d), V(x), V(y));
+      e_.op("v{}.f32 {}, {}, {}", name, V(d), V(x), V(y));
     } else {
       for (int w = 0; w < 2; ++w)
-        e_.op("vadd.f64 {}, {}, {}, {}, {}, {}", w ? H(d) : V(d), V(x), H(x), V(y), H(y), w);
+        e_.op("v{}.f64 {}, {}, {}, {}, {}, {}", name, w ? H(d) : V(d), V(x), H(x), V(y), H(y), w);
     }
     return d;
   };
   VReg re = part(realPart(a), realPart(b));
   VReg im = part(imagPart(a), imagPart(b));
-  return fromParts(re, im, t);
+  return fromParts(re, im, a.t);
 }
 
 VReg Lowerer::complexMultiply(VReg a, VReg b) {
@@ -125,17 +127,6 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
   };
   auto H2 = [&](int r) { return vregs_.name(r); };
 
-  // Part arithmetic: one f32 op, or an f64 pair row applied per word.
-  auto partBinary = [&](const char* name, VReg a, VReg b) {
-    VReg d = valloc(pt);
-    if (pt == ElementType::F32) {
-      e_.op("v{}.f32 {}, {}, {}", name, V(d), V(a), V(b));
-    } else {
-      for (int w = 0; w < 2; ++w)
-        e_.op("v{}.f64 {}, {}, {}, {}, {}, {}", name, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
-    }
-    return d;
-  };
   // -x flips the sign bit (NaN payloads and zeros included), as std::complex negation does.
   auto partNegate = [&](VReg a) {
     VReg d = vcopy(a, pt);
@@ -162,8 +153,10 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
         operands += fmt::format(", {}, {}", V(z), H(z));
         if (z.t == ElementType::C128) operands += fmt::format(", {}, {}", H2(z.im), H2(z.imh));
       }
-      if (t == ElementType::F32) e_.op("{} {}{}", mnemonic, H2(out[w]), operands);
-      else e_.op("{} {}{}, {}", mnemonic, H2(out[w]), operands, w);
+      if (t == ElementType::F32)
+        e_.op("{} {}{}", mnemonic, H2(out[w]), operands);
+      else
+        e_.op("{} {}{}, {}", mnemonic, H2(out[w]), operands, w);
     }
     return d;
   };
@@ -189,22 +182,15 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
     case Opcode::Copy:
       return vcopy(ops[0], rt);
     case Opcode::Add:
-      return complexAdd(ops[0], ops[1]);
-    case Opcode::Subtract: {
-      // std::complex addition is a part-wise f32/f64 addition.
-      const char* name = "sub";
-      VReg re = partBinary(name, realPart(ops[0]), realPart(ops[1]));
-      VReg im = partBinary(name, imagPart(ops[0]), imagPart(ops[1]));
-      return fromParts(re, im, rt);
-    }
+    case Opcode::Subtract:
+      return complexAdd(ops[0], ops[1], op == Opcode::Subtract);
     case Opcode::Negate:
       return fromParts(partNegate(realPart(ops[0])), partNegate(imagPart(ops[0])), rt);
     case Opcode::Multiply:
+      return complexMultiply(ops[0], ops[1]);
     case Opcode::Divide:
-    case Opcode::Power: {
-      const char* name = op == Opcode::Multiply ? "vmul" : op == Opcode::Divide ? "vdiv" : "vpow";
-      return complexRow(std::string(name) + suffix, {ops[0], ops[1]}, rt);
-    }
+    case Opcode::Power:
+      return complexRow((op == Opcode::Divide ? "vdiv" : "vpow") + suffix, {ops[0], ops[1]}, rt);
     case Opcode::Real:
       return vcopy(realPart(ops[0]), rt);
     case Opcode::Imag:
@@ -265,7 +251,8 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
         } else if (isPairType(from)) {
           re = valloc(ElementType::F64);
           const char* m = from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64";
-          for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(re) : V(re), V(ops[0]), H(ops[0]), w);
+          for (int w = 0; w < 2; ++w)
+            e_.op("{} {}, {}, {}, {}", m, w ? H(re) : V(re), V(ops[0]), H(ops[0]), w);
         } else {
           re = pairFrom32(ops[0], ElementType::F64);  // exact from every 32-bit form
         }
@@ -274,10 +261,14 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
       } else {
         // Integers (and f64) round once to f32: through a 64-bit value, which
         // every 32-bit integer form widens to exactly.
-        VReg wide = isPairType(from) ? ops[0] : pairFrom32(ops[0], fi.isUnsigned ? ElementType::U64 : ElementType::S64);
+        VReg wide = isPairType(from)
+                        ? ops[0]
+                        : pairFrom32(ops[0], fi.isUnsigned ? ElementType::U64 : ElementType::S64);
         ElementType wt = isPairType(from) ? from : wide.t;
         re = valloc(ElementType::F32);
-        const char* m = wt == ElementType::F64 ? "vcvt.f32.f64" : wt == ElementType::U64 ? "vcvt.f32.u64" : "vcvt.f32.s64";
+        const char* m = wt == ElementType::F64   ? "vcvt.f32.f64"
+                        : wt == ElementType::U64 ? "vcvt.f32.u64"
+                                                 : "vcvt.f32.s64";
         e_.op("{} {}, {}, {}", m, V(re), V(wide), H(wide));
         if (!isPairType(from)) vfree(wide);
       }
@@ -293,10 +284,10 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
       break;
   }
   static const std::map<Opcode, const char*> kUnary = {
-      {Opcode::Exp, "vexp"},   {Opcode::Expm1, "vexpm1"}, {Opcode::Log, "vlog"},   {Opcode::Log1p, "vlog1p"},
-      {Opcode::Sqrt, "vsqrt"}, {Opcode::Rsqrt, "vrsqrt"}, {Opcode::Tanh, "vtanh"}, {Opcode::Sin, "vsin"},
-      {Opcode::Cos, "vcos"},   {Opcode::Tan, "vtan"},     {Opcode::Logistic, "vlogistic"},
-      {Opcode::Sign, "vsign"},
+      {Opcode::Exp, "vexp"},     {Opcode::Expm1, "vexpm1"},       {Opcode::Log, "vlog"},
+      {Opcode::Log1p, "vlog1p"}, {Opcode::Sqrt, "vsqrt"},         {Opcode::Rsqrt, "vrsqrt"},
+      {Opcode::Tanh, "vtanh"},   {Opcode::Sin, "vsin"},           {Opcode::Cos, "vcos"},
+      {Opcode::Tan, "vtan"},     {Opcode::Logistic, "vlogistic"}, {Opcode::Sign, "vsign"},
   };
   auto it = kUnary.find(op);
   if (it == kUnary.end() || ops.size() != 1 || !isComplexType(rt)) return unsupported();

@@ -336,7 +336,7 @@ class Lowerer {
   bool checkComplexTypes(const Instruction& in, const Shape& complexLeaf);
   VReg hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot);
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
-  VReg complexAdd(VReg a, VReg b);       // as std::complex: part-wise
+  VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
   VReg complexMultiply(VReg a, VReg b);  // the vmul.c64/vmul.c128 rows
   // lo = the 64-bit index lo:hi saturated to s32 (it clamps to the same
   // start index), read as u64 or s64: the interpreter reads u64 scalar

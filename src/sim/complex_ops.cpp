@@ -35,31 +35,42 @@ ComplexOp complexOp(Opcode op) {
   auto un = [](UnaryOp u, KType t) { return ComplexOp{ComplexShape::Unary, t, BinaryOp::Mul, u}; };
   auto abs = [](KType t) { return ComplexOp{ComplexShape::Abs, t, BinaryOp::Mul, UnaryOp::Abs}; };
   switch (op) {
-    case Opcode::VMulC64: return bin(BinaryOp::Mul, KType::C64);
-    case Opcode::VDivC64: return bin(BinaryOp::Div, KType::C64);
-    case Opcode::VPowC64: return bin(BinaryOp::Pow, KType::C64);
-    case Opcode::VMulC128: return bin(BinaryOp::Mul, KType::C128);
-    case Opcode::VDivC128: return bin(BinaryOp::Div, KType::C128);
-    case Opcode::VPowC128: return bin(BinaryOp::Pow, KType::C128);
-#define TPU_COMPLEX_UNARY(Name)                              \
-  case Opcode::V##Name##C64: return un(UnaryOp::Name, KType::C64); \
-  case Opcode::V##Name##C128: return un(UnaryOp::Name, KType::C128);
-    TPU_COMPLEX_UNARY(Exp)
-    TPU_COMPLEX_UNARY(Expm1)
-    TPU_COMPLEX_UNARY(Log)
-    TPU_COMPLEX_UNARY(Log1p)
-    TPU_COMPLEX_UNARY(Sqrt)
-    TPU_COMPLEX_UNARY(Rsqrt)
-    TPU_COMPLEX_UNARY(Tanh)
-    TPU_COMPLEX_UNARY(Sin)
-    TPU_COMPLEX_UNARY(Cos)
-    TPU_COMPLEX_UNARY(Tan)
-    TPU_COMPLEX_UNARY(Logistic)
-    TPU_COMPLEX_UNARY(Sign)
+    case Opcode::VMulC64:
+      return bin(BinaryOp::Mul, KType::C64);
+    case Opcode::VDivC64:
+      return bin(BinaryOp::Div, KType::C64);
+    case Opcode::VPowC64:
+      return bin(BinaryOp::Pow, KType::C64);
+    case Opcode::VMulC128:
+      return bin(BinaryOp::Mul, KType::C128);
+    case Opcode::VDivC128:
+      return bin(BinaryOp::Div, KType::C128);
+    case Opcode::VPowC128:
+      return bin(BinaryOp::Pow, KType::C128);
+#define TPU_COMPLEX_UNARY(Name)           \
+  case Opcode::V##Name##C64:              \
+    return un(UnaryOp::Name, KType::C64); \
+  case Opcode::V##Name##C128:             \
+    return un(UnaryOp::Name, KType::C128);
+      TPU_COMPLEX_UNARY(Exp)
+      TPU_COMPLEX_UNARY(Expm1)
+      TPU_COMPLEX_UNARY(Log)
+      TPU_COMPLEX_UNARY(Log1p)
+      TPU_COMPLEX_UNARY(Sqrt)
+      TPU_COMPLEX_UNARY(Rsqrt)
+      TPU_COMPLEX_UNARY(Tanh)
+      TPU_COMPLEX_UNARY(Sin)
+      TPU_COMPLEX_UNARY(Cos)
+      TPU_COMPLEX_UNARY(Tan)
+      TPU_COMPLEX_UNARY(Logistic)
+      TPU_COMPLEX_UNARY(Sign)
 #undef TPU_COMPLEX_UNARY
-    case Opcode::VAbsC64: return abs(KType::C64);
-    case Opcode::VAbsC128: return abs(KType::C128);
-    default: return {};
+    case Opcode::VAbsC64:
+      return abs(KType::C64);
+    case Opcode::VAbsC128:
+      return abs(KType::C128);
+    default:
+      return {};
   }
 }
 

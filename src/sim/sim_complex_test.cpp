@@ -61,15 +61,24 @@ std::string runComplex(const std::string& a, const std::string& b, size_t outByt
 template <typename R>
 std::string complexBytes(uint32_t seed) {
   const R inf = std::numeric_limits<R>::infinity();
-  const R special[] = {R(0), -R(0), inf, -inf, std::numeric_limits<R>::quiet_NaN(), std::numeric_limits<R>::max(),
-                       std::numeric_limits<R>::min(), std::numeric_limits<R>::denorm_min(), R(1), R(-0.5)};
+  const R special[] = {R(0),
+                       -R(0),
+                       inf,
+                       -inf,
+                       std::numeric_limits<R>::quiet_NaN(),
+                       std::numeric_limits<R>::max(),
+                       std::numeric_limits<R>::min(),
+                       std::numeric_limits<R>::denorm_min(),
+                       R(1),
+                       R(-0.5)};
   std::string s(1024 * sizeof(std::complex<R>), '\0');
   uint32_t x = seed;
   for (size_t i = 0; i < 1024; ++i) {
     R p[2];
     for (R& v : p) {
       x = x * 1664525u + 1013904223u;
-      v = (x >> 28) < 6 ? special[(x >> 8) % std::size(special)] : R(static_cast<int32_t>(x >> 8) % 1000) / R(37);
+      v = (x >> 28) < 6 ? special[(x >> 8) % std::size(special)]
+                        : R(static_cast<int32_t>(x >> 8) % 1000) / R(37);
     }
     std::memcpy(s.data() + i * sizeof p, p, sizeof p);
   }
@@ -191,9 +200,11 @@ TEST(SimComplex, VerifierChecksTheResultWord) {
   EXPECT_EQ(check("vmul.c64", 2), "'vmul.c64' has word=2, but its elements have words 0..1");
   EXPECT_EQ(check("vsqrt.c128", 3), "");
   ProgramBuilder b(t);
-  b.op("vmul.c128", {vreg(9), vreg(1), vreg(2), vreg(3), vreg(4), vreg(5), vreg(6), vreg(7), vreg(8), imm(4)});
+  b.op("vmul.c128",
+       {vreg(9), vreg(1), vreg(2), vreg(3), vreg(4), vreg(5), vreg(6), vreg(7), vreg(8), imm(4)});
   isa::Program p = b.finish();
-  EXPECT_EQ(isa::checkInstrStructure(p.bundles[0].instrs[0], p), "'vmul.c128' has word=4, but its elements have words 0..3");
+  EXPECT_EQ(isa::checkInstrStructure(p.bundles[0].instrs[0], p),
+            "'vmul.c128' has word=4, but its elements have words 0..3");
   EXPECT_EQ(check("vabs.c128", 2), "'vabs.c128' has word=2, but its elements have words 0..1");
 }
 
