@@ -317,6 +317,39 @@ ENTRY main {{
   }
 }
 
+TEST(Complex, WhileLoopCarriesComplexState) {
+  // Complex arithmetic in a loop body: the state is multiplied and shifted
+  // by a loop-invariant operand each trip.
+  EXPECT_EQ(compareComplex(R"(HloModule m
+cond {
+  s = (s32[], c128[300], c128[300]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], c128[300], c128[300]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = c128[300] get-tuple-element(s), index=1
+  y = c128[300] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  m = c128[300] multiply(x, y)
+  t = c128[300] tanh(m)
+  x2 = c128[300] subtract(t, y)
+  ROOT r = (s32[], c128[300], c128[300]) tuple(j, x2, y)
+}
+ENTRY main {
+  x = c128[300] parameter(0)
+  y = c128[300] parameter(1)
+  z = s32[] constant(0)
+  init = (s32[], c128[300], c128[300]) tuple(z, x, y)
+  w = (s32[], c128[300], c128[300]) while(init), condition=cond, body=body
+  ROOT out = c128[300] get-tuple-element(w), index=1
+})"),
+            "");
+}
+
 TEST(Complex, UnsupportedOpsAreRefusedClearly) {
   auto refused = [](const std::string& text, const std::string& want) {
     std::string err = compareComplex(text);
