@@ -34,7 +34,7 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 // Ops a complex operand or result may take part in besides data movement.
 bool complexComputed(Opcode op) {
   return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
-         op == Opcode::Dot;
+         op == Opcode::ReduceWindow || op == Opcode::Dot;
 }
 
 }  // namespace
@@ -45,7 +45,7 @@ bool Lowerer::checkComplexTypes(const Instruction& in, const Shape& complexLeaf)
   if (complexComputed(op)) return true;
   return fail(in,
               fmt::format("llo-gen: element type {} of '{}' is not supported for {} (complex types support "
-                          "elementwise arithmetic, reductions, dots and data movement)",
+                          "elementwise arithmetic, reductions, window reductions, dots and data movement)",
                           hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
 }
 

@@ -393,17 +393,12 @@ ENTRY main {
 
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
-add {
-  a = c64[] parameter(0)
-  b = c64[] parameter(1)
-  ROOT s = c64[] add(a, b)
-}
 ENTRY main {
-  x = c64[8] parameter(0)
-  z = c64[] constant((0, 0))
-  ROOT w = c64[4] reduce-window(x, z), window={size=2 stride=2}, to_apply=add
+  x = c64[1,8,2] parameter(0)
+  k = c64[3,2,2] parameter(1)
+  ROOT c = c64[1,6,2] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f
 })");
-  EXPECT_NE(r.find("element type c64 of 'w' is not supported for reduce-window"), std::string::npos) << r;
+  EXPECT_NE(r.find("element type c64 of 'c' is not supported for convolution"), std::string::npos) << r;
 }
 
 }  // namespace
