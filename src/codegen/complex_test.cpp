@@ -322,6 +322,27 @@ ENTRY main {{
     }
 }
 
+TEST(Complex, ScatterCombines) {
+  // Repeated indices combine in index order with the update computation.
+  for (const char* t : {"c64", "c128"})
+    for (const char* op : {"add", "multiply"}) {
+      std::string text = fmt::format(R"(HloModule m
+comb {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT s = {0}[] {1}(x, y)
+}}
+ENTRY main {{
+  a = {0}[50,300] parameter(0)
+  i = s32[40,1] parameter(1)
+  u = {0}[40,300] parameter(2)
+  ROOT s = {0}[50,300] scatter(a, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=comb
+}})",
+                                     t, op);
+      EXPECT_EQ(compareComplex(text), "") << t << " " << op;
+    }
+}
+
 TEST(Complex, Dots) {
   // On the vector unit, each output summed over k in order from (0, 0) with
   // a complex product and a part-wise add: the interpreter's loop, so
