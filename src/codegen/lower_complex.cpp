@@ -34,7 +34,8 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 // Ops a complex operand or result may take part in besides data movement.
 bool complexComputed(Opcode op) {
   return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
-         op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Scatter;
+         op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Scatter ||
+         op == Opcode::Sort;
 }
 
 }  // namespace
