@@ -422,6 +422,12 @@ TEST(Complex, UnsupportedOpsAreRefusedClearly) {
   };
   refused(R"(HloModule m
 ENTRY main {
+  x = c64[4,8] parameter(0)
+  ROOT f = c64[4,8] fft(x), fft_type=FFT, fft_length={8}
+})",
+          "element type c64 of 'f' is not supported for fft (complex types support");
+  refused(R"(HloModule m
+ENTRY main {
   x = c64[1,8,2] parameter(0)
   k = c64[3,2,2] parameter(1)
   ROOT c = c64[1,6,2] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f

@@ -34,8 +34,7 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 // Ops a complex operand or result may take part in besides data movement.
 bool complexComputed(Opcode op) {
   return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
-         op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Scatter ||
-         op == Opcode::Sort;
+         op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Scatter || op == Opcode::Sort;
 }
 
 }  // namespace
@@ -44,10 +43,12 @@ bool Lowerer::checkComplexTypes(const Instruction& in, const Shape& complexLeaf)
   ElementType t = complexLeaf.elementType();
   Opcode op = in.opcode();
   if (complexComputed(op)) return true;
-  return fail(in,
-              fmt::format("llo-gen: element type {} of '{}' is not supported for {} (complex types support "
-                          "elementwise arithmetic, reductions, window reductions, dots and data movement)",
-                          hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
+  return fail(
+      in, fmt::format(
+              "llo-gen: element type {} of '{}' is not supported for {} (complex types support "
+              "elementwise arithmetic, reductions, window reductions, dots, scatters, sort values and data "
+              "movement)",
+              hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
 }
 
 void Lowerer::complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr,
