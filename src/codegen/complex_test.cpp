@@ -415,6 +415,17 @@ ENTRY main {
             "");
 }
 
+TEST(Complex, Iota) {
+  for (const char* t : {"c64", "c128"})
+    EXPECT_EQ(compareComplex(fmt::format(R"(HloModule m
+ENTRY main {{
+  ROOT i = {0}[3,1500] iota(), iota_dimension=1
+}})",
+                                         t)),
+              "")
+        << t;
+}
+
 TEST(Complex, UnsupportedOpsAreRefusedClearly) {
   auto refused = [](const std::string& text, const std::string& want) {
     std::string err = compareComplex(text);

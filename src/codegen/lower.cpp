@@ -2142,6 +2142,7 @@ bool Lowerer::lowerIota(const Instruction& in) {
   bool ok = emitElementwise(len, {EwInput{EwInput::Index, -1, 0, ElementType::S32}}, {EwOutput{line, 0, t}},
                             [&](const std::vector<VReg>& v) {
                               if (isPairType(t)) return std::vector<VReg>{pairFrom32(v[0], t)};
+                              if (typeInfo(t).isComplex) return std::vector<VReg>{complexFromReal(v[0], t)};
                               VReg r = valloc(t);
                               if (typeInfo(t).isFloat) e_.op("vcvt.f32.s32 {}, {}", V(r), V(v[0]));
                               else e_.op("vmov.s32 {}, {}", V(r), V(v[0]));

@@ -34,7 +34,8 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 // Ops a complex operand or result may take part in besides data movement.
 bool complexComputed(Opcode op) {
   return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
-         op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Scatter || op == Opcode::Sort;
+         op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Scatter || op == Opcode::Sort ||
+         op == Opcode::Iota;
 }
 
 }  // namespace
@@ -44,11 +45,12 @@ bool Lowerer::checkComplexTypes(const Instruction& in, const Shape& complexLeaf)
   Opcode op = in.opcode();
   if (complexComputed(op)) return true;
   return fail(
-      in, fmt::format(
-              "llo-gen: element type {} of '{}' is not supported for {} (complex types support "
-              "elementwise arithmetic, reductions, window reductions, dots, scatters, sort values and data "
-              "movement)",
-              hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
+      in,
+      fmt::format(
+          "llo-gen: element type {} of '{}' is not supported for {} (complex types support "
+          "elementwise arithmetic, reductions, window reductions, dots, scatters, sort values, iota and data "
+          "movement)",
+          hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
 }
 
 void Lowerer::complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr,
@@ -111,6 +113,39 @@ VReg Lowerer::complexMultiply(VReg a, VReg b) {
   for (size_t w = 0; w < out.size(); ++w)
     e_.op("vmul.{} {}, {}, {}", t == ElementType::C64 ? "c64" : "c128", vregs_.name(out[w]), operands, w);
   return d;
+}
+
+// From a real type: the value converted once, imaginary +0 (XLA's convert).
+VReg Lowerer::complexFromReal(VReg x, ElementType to) {
+  ElementType from = x.t;
+  TypeInfo fi = typeInfo(from);
+  VReg re;
+  if (to == ElementType::C128) {
+    if (from == ElementType::F64) {
+      re = vcopy(x, ElementType::F64);
+    } else if (isPairType(from)) {
+      re = valloc(ElementType::F64);
+      const char* m = from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64";
+      for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(re) : V(re), V(x), H(x), w);
+    } else {
+      re = pairFrom32(x, ElementType::F64);  // exact from every 32-bit form
+    }
+  } else if (fi.isFloat && !isPairType(from)) {
+    re = vcopy(x, ElementType::F32);  // f32 and the narrow floats' f32 register form
+  } else {
+    // Integers (and f64) round once to f32: through a 64-bit value, which
+    // every 32-bit integer form widens to exactly.
+    VReg wide = isPairType(from) ? x : pairFrom32(x, fi.isUnsigned ? ElementType::U64 : ElementType::S64);
+    ElementType wt = isPairType(from) ? from : wide.t;
+    re = valloc(ElementType::F32);
+    const char* m = wt == ElementType::F64   ? "vcvt.f32.f64"
+                    : wt == ElementType::U64 ? "vcvt.f32.u64"
+                                             : "vcvt.f32.s64";
+    e_.op("{} {}, {}, {}", m, V(re), V(wide), H(wide));
+    if (!isPairType(from)) vfree(wide);
+  }
+  VReg im = vconst(partType(to), 0);
+  return fromParts(re, im, to);
 }
 
 std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops) {
@@ -244,38 +279,7 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
         return fromParts(part(realPart(ops[0])), part(imagPart(ops[0])), rt);
       }
       if (isComplexType(from)) return unsupported();  // HLO converts complex only to complex
-      // From a real type: the real part converted, imaginary zero.
-      TypeInfo fi = typeInfo(from);
-      VReg re;
-      if (rt == ElementType::C128) {
-        if (from == ElementType::F64) {
-          re = vcopy(ops[0], ElementType::F64);
-        } else if (isPairType(from)) {
-          re = valloc(ElementType::F64);
-          const char* m = from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64";
-          for (int w = 0; w < 2; ++w)
-            e_.op("{} {}, {}, {}, {}", m, w ? H(re) : V(re), V(ops[0]), H(ops[0]), w);
-        } else {
-          re = pairFrom32(ops[0], ElementType::F64);  // exact from every 32-bit form
-        }
-      } else if (fi.isFloat && !isPairType(from)) {
-        re = vcopy(ops[0], ElementType::F32);  // f32 and the narrow floats' f32 register form
-      } else {
-        // Integers (and f64) round once to f32: through a 64-bit value, which
-        // every 32-bit integer form widens to exactly.
-        VReg wide = isPairType(from)
-                        ? ops[0]
-                        : pairFrom32(ops[0], fi.isUnsigned ? ElementType::U64 : ElementType::S64);
-        ElementType wt = isPairType(from) ? from : wide.t;
-        re = valloc(ElementType::F32);
-        const char* m = wt == ElementType::F64   ? "vcvt.f32.f64"
-                        : wt == ElementType::U64 ? "vcvt.f32.u64"
-                                                 : "vcvt.f32.s64";
-        e_.op("{} {}, {}, {}", m, V(re), V(wide), H(wide));
-        if (!isPairType(from)) vfree(wide);
-      }
-      VReg im = vconst(partType(rt), 0);
-      return fromParts(re, im, rt);
+      return complexFromReal(ops[0], rt);
     }
     case Opcode::Map: {
       std::vector<VReg> out;

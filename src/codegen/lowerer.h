@@ -338,6 +338,7 @@ class Lowerer {
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
   VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
   VReg complexMultiply(VReg a, VReg b);  // the vmul.c64/vmul.c128 rows
+  VReg complexFromReal(VReg x, ElementType to);
   // lo = the 64-bit index lo:hi saturated to s32 (it clamps to the same
   // start index), read as u64 or s64: the interpreter reads u64 scalar
   // start indices as unsigned, gather/scatter index arrays as s64.
