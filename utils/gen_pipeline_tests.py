@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes lit_tests/pipeline/: one end-to-end test per HLO program the
 reference interpreter runs (the corpus modules with an interpreter test in
-lit_tests/interpret/, and testdata/models/*.hlo).
+lit_tests/interpret/, testdata/models/*.hlo and the hand-written programs in
+testdata/programs/*.hlo).
 
 Each test compiles the program through the tool pipeline
 (hlo-parse | llo-gen | llo-asm), runs the machine code on the simulator, and
@@ -62,6 +63,10 @@ def programs():
     for name in sorted(os.listdir(models)):
         if name.endswith(".hlo"):
             out.append(("testdata-" + name[:-4], "%testdata/models/" + name, os.path.join(models, name)))
+    hand = os.path.join(ROOT, "testdata", "programs")
+    for name in sorted(os.listdir(hand)):
+        if name.endswith(".hlo"):
+            out.append(("program-" + name[:-4], "%testdata/programs/" + name, os.path.join(hand, name)))
     return out
 
 
@@ -91,7 +96,8 @@ def main():
     items = programs()
     for test, lit_path, path in items:
         reason = probe(build_dir, path)
-        what = ("Corpus module " if test.startswith("corpus-") else "Shipped model ") + os.path.basename(path)
+        kind = {"corpus": "Corpus module ", "testdata": "Shipped model ", "program": "Test program "}
+        what = kind[test.split("-")[0]] + os.path.basename(path)
         with open(os.path.join(OUT, test + ".test"), "w") as f:
             if reason:
                 failing += 1

@@ -50,7 +50,7 @@ bool Lowerer::checkTypes(const Instruction& in) {
     if (!typeInfo(s->elementType()).ok)
       return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported (supported: f32, bf16, f16, "
                                   "the f8 types, f4e2m1fn, s32, u32, s16, u16, s8, u8, s4, u4, pred, s64, u64, "
-                                  "f64; c64 and c128 by data movement only)",
+                                  "f64, c64, c128)",
                                   hlo::elementTypeName(s->elementType()), in.name()));
     if (s->isDynamic()) return fail(in, fmt::format("llo-gen: dynamic shape of '{}' is not supported", in.name()));
   }
@@ -74,7 +74,6 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
       return false;
     }
     if (!i.shape().isArray() || !typeInfo(i.shape().elementType()).ok) return false;
-    if (typeInfo(i.shape().elementType()).isComplex) return false;  // only moved, by DMA
     bool scalar = i.shape().isScalar();
     if (!scalar && i.shape().elementCount() != n) return false;
     if (op == Opcode::Parameter) continue;
@@ -267,7 +266,13 @@ VReg Lowerer::valloc(ElementType t) {
     return r;
   };
   int r = get();
-  return {r, t, isPairType(t) ? get() : -1};
+  int words = typeInfo(t).words;
+  VReg v{r, t, words > 1 ? get() : -1};
+  if (words == 4) {
+    v.im = get();
+    v.imh = get();
+  }
+  return v;
 }
 
 int Lowerer::malloc_() {
@@ -509,6 +514,7 @@ VReg Lowerer::vload(ElementType t, const std::string& addr, const std::string& e
 }
 
 void Lowerer::vloadInto(VReg d, ElementType t, const std::string& addr, const std::string& extra) {
+  if (typeInfo(t).isComplex) return complexLoadStore(true, d, t, addr, extra);
   if (isPairType(t)) {
     e_.op("vld.e64 {}, [{}], 0{}", V(d), addr, extra);
     e_.op("vld.e64 {}, [{}], 1{}", H(d), addr, extra);
@@ -521,12 +527,16 @@ VReg Lowerer::vcopy(VReg v, ElementType t) {
   VReg d = valloc(t);
   e_.op("vmov.s32 {}, {}", V(d), V(v));
   if (d.hi >= 0) e_.op("vmov.s32 {}, {}", H(d), H(v));
+  if (d.im >= 0) e_.op("vmov.s32 {}, {}", vregs_.name(d.im), vregs_.name(v.im));
+  if (d.imh >= 0) e_.op("vmov.s32 {}, {}", vregs_.name(d.imh), vregs_.name(v.imh));
   return d;
 }
 
 void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::string& extra) {
   TypeInfo ti = typeInfo(t);
-  if (isPairType(t)) {
+  if (ti.isComplex) {
+    complexLoadStore(false, v, t, addr, extra);
+  } else if (isPairType(t)) {
     e_.op("vst.e64 {}, [{}], 0{}", V(v), addr, extra);
     e_.op("vst.e64 {}, [{}], 1{}", H(v), addr, extra);
   } else if (ti.bytes == 4) {
@@ -569,6 +579,8 @@ void Lowerer::emitLanePopcount(VReg x, VReg t, bool smearTopBit) {
 VReg Lowerer::vconst(ElementType t, uint32_t bits) {
   VReg v = valloc(t);
   if (v.hi >= 0) e_.op("vmov.s32 {}, 0", H(v));  // a pair: the zero-extended value
+  for (int r : {v.im, v.imh})  // c128: the imaginary pair
+    if (r >= 0) e_.op("vmov.s32 {}, 0", vregs_.name(r));
   e_.op("vmov.s32 {}, {}", V(v), static_cast<int32_t>(bits));
   return v;
 }
@@ -713,6 +725,9 @@ VReg Lowerer::divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType
 }
 
 std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
+  if (typeInfo(in.shape().elementType()).isComplex ||
+      std::any_of(ops.begin(), ops.end(), [](const VReg& v) { return typeInfo(v.t).isComplex; }))
+    return lowerComplexOp(in, ops);
   if (isPairType(in.shape().elementType()) ||
       std::any_of(ops.begin(), ops.end(), [](const VReg& v) { return isPairType(v.t); }))
     return lowerWideOp(in, ops);
@@ -1180,7 +1195,9 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   VReg idx0;
   int smem = 0;
   for (size_t j = 0; j < ins.size(); ++j) {
-    if (ins[j].kind == EwInput::Scalar && isPairType(ins[j].type)) {
+    if (ins[j].kind == EwInput::Scalar && typeInfo(ins[j].type).isComplex) {
+      hoisted[j] = hoistComplexScalar(ins[j].buf, ins[j].off, ins[j].type, smem);
+    } else if (ins[j].kind == EwInput::Scalar && isPairType(ins[j].type)) {
       int hi = -1;
       int lo = loadScalarPair(ins[j].buf, ins[j].off, smem, hi);
       smem += 2;
@@ -1206,10 +1223,15 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   }
   int rI = sreg(), rSlot = sreg(), rOther = sreg(), rNext = sreg(), rTmp = sreg(), rA = sreg(), rV = sreg(),
       rCnt = sreg(), rIdx = sreg();
-  // VMEM offsets of the current vreg, per element size (8: pair types).
-  bool anyPair = std::any_of(ins.begin(), ins.end(), [](const EwInput& i) { return isPairType(i.type); }) ||
-                 std::any_of(outs.begin(), outs.end(), [](const EwOutput& o) { return isPairType(o.type); });
-  int rOff[9] = {-1, sreg(), sreg(), -1, sreg(), -1, -1, -1, anyPair ? sreg() : -1};
+  // VMEM offsets of the current vreg, per element size (8: pair types and
+  // c64, 16: c128).
+  auto anyBytes = [&](int bytes) {
+    return std::any_of(ins.begin(), ins.end(), [&](const EwInput& i) { return typeInfo(i.type).bytes == bytes; }) ||
+           std::any_of(outs.begin(), outs.end(), [&](const EwOutput& o) { return typeInfo(o.type).bytes == bytes; });
+  };
+  bool anyPair = anyBytes(8), anyQuad = anyBytes(16);
+  int rOff[17] = {-1, sreg(), sreg(), -1, sreg(), -1, -1, -1, anyPair ? sreg() : -1};
+  if (anyQuad) rOff[16] = sreg();
   auto issue = [&](bool load, int chunkReg, int slotReg, int semReg) {
     size_t count = load ? ins.size() : outs.size();
     for (size_t j = 0; j < count; ++j) {
@@ -1269,6 +1291,7 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   e_.op("smov {}, {}", S(rOff[2]), S(rOff[4]));
   e_.op("smov {}, {}", S(rOff[1]), S(rOff[4]));
   if (anyPair) e_.op("smov {}, {}", S(rOff[8]), S(rOff[4]));
+  if (anyQuad) e_.op("smov {}, {}", S(rOff[16]), S(rOff[4]));
   e_.op("smul {}, {}, {}", S(rIdx), S(rI), c);
   e_.op("smov {}, {}", S(rCnt), chunkV);
   // Software pipelined: the streamed inputs of vreg i + 1 are loaded while
@@ -1308,6 +1331,7 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   e_.op("sadd {}, {}, 2048", S(rOff[2]), S(rOff[2]));
   e_.op("sadd {}, {}, 1024", S(rOff[1]), S(rOff[1]));
   if (anyPair) e_.op("sadd {}, {}, 8192", S(rOff[8]), S(rOff[8]));
+  if (anyQuad) e_.op("sadd {}, {}, 16384", S(rOff[16]), S(rOff[16]));
   e_.op("sadd {}, {}, 1024", S(rIdx), S(rIdx));
   e_.op("loop {}, {}", S(rCnt), lInner);
   e_.op("sadd {}, {}, {}", S(rTmp), S(rSlot), kSlots);
@@ -1367,9 +1391,16 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     cur += alignUp(static_cast<uint64_t>(c) * es, 512);
   }
   std::vector<VReg> init(nv);
-  bool anyPair = false;
+  bool anyPair = false, anyQuad = false;
   for (size_t j = 0; j < nv; ++j) {
     ElementType t = bufs_[initBufs[j]].type;
+    if (typeInfo(t).isComplex) {
+      anyPair = anyPair || t == ElementType::C64;
+      anyQuad = anyQuad || t == ElementType::C128;
+      int slot = 4 * static_cast<int>(j);  // consumed at once, so slots may overlap the next init's
+      init[j] = hoistComplexScalar(initBufs[j], 0, t, slot);
+      continue;
+    }
     init[j] = valloc(t);
     if (isPairType(t)) {
       anyPair = true;
@@ -1385,8 +1416,8 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     sregs_.put(sx);
   }
   int rC = sreg(), rR = sreg(), rA = sreg(), rT = sreg(), rCnt = sreg(), rO4 = sreg(), rO2 = sreg(), rO1 = sreg();
-  int rO8 = anyPair ? sreg() : -1;
-  int rOff[9] = {-1, rO1, rO2, -1, rO4, -1, -1, -1, rO8};
+  int rO8 = anyPair ? sreg() : -1, rO16 = anyQuad ? sreg() : -1;
+  int rOff[17] = {-1, rO1, rO2, -1, rO4, -1, -1, -1, rO8, -1, -1, -1, -1, -1, -1, -1, rO16};
   std::string lChunk = e_.newLabel("rchunk"), lRow = e_.newLabel("rrow"), lInit = e_.newLabel("rinit"),
               lFold = e_.newLabel("rfold");
   auto resetOffs = [&]() {
@@ -1394,12 +1425,14 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     e_.op("smov {}, 0", S(rO2));
     e_.op("smov {}, 0", S(rO1));
     if (anyPair) e_.op("smov {}, 0", S(rO8));
+    if (anyQuad) e_.op("smov {}, 0", S(rO16));
   };
   auto stepOffs = [&]() {
     e_.op("sadd {}, {}, 4096", S(rO4), S(rO4));
     e_.op("sadd {}, {}, 2048", S(rO2), S(rO2));
     e_.op("sadd {}, {}, 1024", S(rO1), S(rO1));
     if (anyPair) e_.op("sadd {}, {}, 8192", S(rO8), S(rO8));
+    if (anyQuad) e_.op("sadd {}, {}, 16384", S(rO16), S(rO16));
   };
   auto dmaChunk = [&](bool load, int buf, int64_t rowBytesOff, int64_t voff, int es) {
     std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
@@ -2113,6 +2146,7 @@ bool Lowerer::lowerIota(const Instruction& in) {
   bool ok = emitElementwise(len, {EwInput{EwInput::Index, -1, 0, ElementType::S32}}, {EwOutput{line, 0, t}},
                             [&](const std::vector<VReg>& v) {
                               if (isPairType(t)) return std::vector<VReg>{pairFrom32(v[0], t)};
+                              if (typeInfo(t).isComplex) return std::vector<VReg>{complexFromReal(v[0], t)};
                               VReg r = valloc(t);
                               if (typeInfo(t).isFloat) e_.op("vcvt.f32.s32 {}, {}", V(r), V(v[0]));
                               else e_.op("vmov.s32 {}, {}", V(r), V(v[0]));
@@ -2159,7 +2193,7 @@ bool Lowerer::lowerReduce(const Instruction& in) {
   bool anyPair = false;
   for (int b : inBufs) {
     bytes += bufs_[b].bytes;
-    anyPair = anyPair || isPairType(bufs_[b].type);
+    anyPair = anyPair || typeInfo(bufs_[b].type).words > 1;
   }
   bool ok = true;
   bool outer = true, inner = true;
@@ -2171,8 +2205,8 @@ bool Lowerer::lowerReduce(const Instruction& in) {
   } else if (r == 0) {
     for (int64_t j = 0; j < nv; ++j) ok = ok && fill(outBufs[j], 0, k, bufs_[outBufs[j]].type, initBufs[j], 0);
   } else if ((k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) || anyPair) {
-    // (Pair types always: the lane tree of emitReduceSegments moves single
-    // registers.)
+    // (Pair and complex types always: the lane tree of emitReduceSegments
+    // moves single registers.)
     // Many outputs: fold whole rows of outputs, vectorised across the kept
     // elements. Reduced dimensions not already outermost are moved there
     // by a strided DMA (their order kept, so each output folds its inputs
@@ -2234,8 +2268,8 @@ DotGeometry dotGeometry(const Instruction& dot) {
 }
 
 bool Lowerer::lowerDot(const Instruction& in) {
-  if (isPairType(in.shape().elementType()) || isPairType(in.operand(0)->shape().elementType()) ||
-      isPairType(in.operand(1)->shape().elementType()))
+  auto wideType = [](const Shape& s) { return typeInfo(s.elementType()).words > 1; };  // pairs and complex
+  if (wideType(in.shape()) || wideType(in.operand(0)->shape()) || wideType(in.operand(1)->shape()))
     return lowerWideDot(in);
   if (!isMxuDot(in)) return lowerVectorDot(in);
   beginKernel(in, "matmul");

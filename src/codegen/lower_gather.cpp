@@ -674,7 +674,8 @@ bool Lowerer::lowerScatter(const Instruction& in) {
             // One VMEM offset per element width in use: a vreg spans 1024 elements.
             std::set<int> widths(esz.begin(), esz.end());
             int rCnt = sreg();
-            int rOff[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
+            int rOff[17];  // by element bytes, up to 16 (c128)
+            std::fill(std::begin(rOff), std::end(rOff), -1);
             for (int e : widths) {
               rOff[e] = sreg();
               e_.op("smov {}, {}", S(rOff[e]), S(rV));

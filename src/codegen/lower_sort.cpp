@@ -61,7 +61,7 @@ bool Lowerer::lowerSort(const Instruction& in) {
   // Two vregs per iteration when registers allow (an extra vreg holds whole
   // padding rows: for N >= 2048 the count is already even).
   // (Not with 64-bit operands: their register pairs would not fit twice.)
-  bool pair = nops <= 4 && std::none_of(types.begin(), types.end(), isPairType);
+  bool pair = nops <= 4 && std::none_of(types.begin(), types.end(), [](ElementType t) { return typeInfo(t).words > 1; });
   if (pair) nvr += nvr % 2;
   std::vector<int64_t> off(static_cast<size_t>(nops));
   uint64_t cur = 0;
@@ -202,10 +202,11 @@ bool Lowerer::lowerSort(const Instruction& in) {
       VReg p = vload(ty, addr(rPE, rCur, es, o));
       e_.op("vperm.lane {}, {}, {}", V(t), V(p), V(vL));
       e_.op("vperm.sub {}, {}, {}", V(p), V(t), V(vS));
-      if (p.hi >= 0) {  // a 64-bit value: the high words move alike
-        e_.op("vperm.lane {}, {}, {}", V(t), H(p), V(vL));
-        e_.op("vperm.sub {}, {}, {}", H(p), V(t), V(vS));
-      }
+      for (int r : {p.hi, p.im, p.imh})  // the other registers of a 64-bit or complex value move alike
+        if (r >= 0) {
+          e_.op("vperm.lane {}, {}, {}", V(t), vregs_.name(r), V(vL));
+          e_.op("vperm.sub {}, {}, {}", vregs_.name(r), V(t), V(vS));
+        }
       part.push_back(p);
     };
     for (int64_t k = 0; k < nops; ++k)
@@ -258,7 +259,8 @@ bool Lowerer::lowerSort(const Instruction& in) {
       int es = isIdx ? 4 : esz[k];
       int64_t o = isIdx ? offIdx : off[k];
       e_.op("vsel.s32 {}, {}, {}, {}", V(self[k]), M(less), V(part[k]), V(self[k]));
-      if (self[k].hi >= 0) e_.op("vsel.s32 {}, {}, {}, {}", H(self[k]), M(less), H(part[k]), H(self[k]));
+      for (auto [s, q] : {std::pair{self[k].hi, part[k].hi}, {self[k].im, part[k].im}, {self[k].imh, part[k].imh}})
+        if (s >= 0) e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(s), M(less), vregs_.name(q), vregs_.name(s));
       vstore(self[k], ty, addr(rEl, rOth, es, o));
       vfree(self[k]);
       vfree(part[k]);

@@ -3,8 +3,9 @@
 // and stored with the word-strided vld.e64 / vst.e64. Bitwise ops, selects,
 // 64-bit add and subtract are composed from 32-bit ops on the halves; the
 // rest uses the ISA's register-pair rows (vmul.i64, vadd.f64, vcmp.lt.s64,
-// vcvt.f64.s64, ...), whose results equal the interpreter's. c64 and c128
-// are only moved (by DMA); checkWideTypes refuses everything else clearly.
+// vcvt.f64.s64, ...), whose results equal the interpreter's. Complex
+// operands and results go to lower_complex.cpp (checkComplexTypes,
+// lowerComplexOp); dots of both share the vector-unit matmul here.
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -67,11 +68,7 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
   if (movesOnly(op)) return true;
   if (op == Opcode::CustomCall && isIdentityCustomCallTarget(in.attrs().customCallTarget)) return true;
   if (op == Opcode::BitcastConvert) return true;  // an alias (the widths are checked when planned)
-  if (complexLeaf)
-    return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} ({} is only moved: "
-                                "copies, slices, transposes, concatenations, pads, broadcasts, gathers)",
-                                hlo::elementTypeName(complexLeaf->elementType()), in.name(),
-                                hlo::opcodeName(op), hlo::elementTypeName(complexLeaf->elementType())));
+  if (complexLeaf) return checkComplexTypes(in, *complexLeaf);
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
                   op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||
                   op == Opcode::Sort || op == Opcode::Dot || op == Opcode::Convolution || op == Opcode::ReduceWindow ||
@@ -188,7 +185,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
   // Operands of other types are converted to the result's type first, as
   // the interpreter does (XLA's convert rules).
-  if (!isPairType(ot) || (isPairType(lt) && lt != ot) || (isPairType(rt) && rt != ot))
+  if (!(isPairType(ot) || typeInfo(ot).isComplex) || (isPairType(lt) && lt != ot) || (isPairType(rt) && rt != ot))
     return fail(in,
                 fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
                             hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
@@ -206,7 +203,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     endKernel(0, bufs_[dst].bytes, 0);
     return ok;
   }
-  constexpr int64_t es = 8;
+  const int64_t es = typeInfo(ot).bytes;  // 8, or 16 for c128
   // Operands as [B, M, K] and [B, K, N].
   auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                    const std::vector<int64_t>& g2) -> int {
@@ -241,7 +238,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
 // all row-major 64-bit elements of type t, sums over k in order from zero.
 bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
                              int64_t aBatches, int w, int dst, ElementType ot) {
-  constexpr int64_t es = 8;
+  const int64_t es = typeInfo(ot).bytes;  // 8, or 16 for c128
   auto vmemFor = [&](int64_t cols) {
     return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) + alignUp(static_cast<uint64_t>(cols) * es, 8192);
   };
@@ -260,6 +257,10 @@ bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_
   std::string dA = e_.desc(static_cast<uint64_t>(k * es), {});
   int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
       rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
+  const bool isComplex = typeInfo(ot).isComplex;
+  // The lhs element's words (c128: four).
+  std::vector<int> rWords = {rS, rSh};
+  if (ot == ElementType::C128) rWords.insert(rWords.end(), {sreg(), sreg()});
   VReg zero = vconst(ot, 0);
   auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
     uint64_t vW = 0, vAcc = alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192);
@@ -296,12 +297,26 @@ bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_
     e_.op("smov {}, {}", S(rWo), vW);
     e_.label(lK);
     e_.op("sld {}, [{}]", S(rS), S(rK));
-    e_.op("sld {}, [{} + 4]", S(rSh), S(rK));
+    for (size_t word = 1; word < rWords.size(); ++word)
+      e_.op("sld {}, [{} + {}]", S(rWords[word]), S(rK), 4 * word);
     e_.op("smov {}, {}", S(rWj), S(rWo));
     e_.op("smov {}, {}", S(rAo), vAcc);
     e_.op("smov {}, {}", S(rCnt), nv);
     e_.label(lJ);
-    {
+    if (isComplex) {
+      // o += a * x as std::complex does: the complex row product, then part-wise adds.
+      VReg x = vload(ot, S(rWj));
+      VReg sa = valloc(ot);
+      std::vector<int> regs = {sa.r, sa.hi};
+      if (ot == ElementType::C128) regs.insert(regs.end(), {sa.im, sa.imh});
+      for (size_t word = 0; word < regs.size(); ++word)
+        e_.op("vmov.s32 {}, {}", vregs_.name(regs[word]), S(rWords[word]));
+      VReg p = complexMultiply(sa, x);
+      VReg acc = vload(ot, S(rAo));
+      VReg sum = complexAdd(acc, p);
+      vstore(sum, ot, S(rAo));
+      for (VReg r : {x, sa, p, acc, sum}) vfree(r);
+    } else {
       VReg x = vload(ot, S(rWj));
       VReg sa = valloc(ot);
       e_.op("vmov.s32 {}, {}", V(sa), S(rS));

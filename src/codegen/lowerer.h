@@ -39,7 +39,8 @@ constexpr int kVregElems = 1024;  // 8 sublanes x 128 lanes
 // `bits` (so s32 compares order every signed and narrow unsigned type),
 // floats as f32 values the type can represent. Wide types take `words`
 // 32-bit words per element: s64/u64/f64 live in a register pair (low word,
-// high word; VReg::hi), c64/c128 are only moved, never computed on.
+// high word; VReg::hi), c64/c128 in the registers of their parts
+// (lower_complex.cpp).
 struct TypeInfo {
   bool ok = false;
   int bytes = 4;
@@ -165,6 +166,9 @@ struct VReg {
   int r = -1;
   ElementType t = ElementType::F32;
   int hi = -1;  // pair types: the register of the high words (r holds the low words)
+  // Complex types (lower_complex.cpp): c64 is r (real) and hi (imaginary);
+  // c128 is the real pair r:hi and the imaginary pair im:imh.
+  int im = -1, imh = -1;
 };
 
 struct EwInput {
@@ -300,6 +304,8 @@ class Lowerer {
   void vfree(VReg r) {
     if (r.r >= 0) vregs_.put(r.r);
     if (r.hi >= 0) vregs_.put(r.hi);
+    if (r.im >= 0) vregs_.put(r.im);
+    if (r.imh >= 0) vregs_.put(r.imh);
   }
   int malloc_();
   VReg vload(ElementType t, const std::string& addr, const std::string& extra = "");
@@ -328,6 +334,15 @@ class Lowerer {
   int convertedCopy(int buf, const Shape& s, ElementType to);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
+  // lower_complex.cpp: lowerOp for c64/c128 operands or results, and the
+  // vector register form of complex values.
+  std::optional<VReg> lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops);
+  bool checkComplexTypes(const Instruction& in, const Shape& complexLeaf);
+  VReg hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot);
+  void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
+  VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
+  VReg complexMultiply(VReg a, VReg b);  // the vmul.c64/vmul.c128 rows
+  VReg complexFromReal(VReg x, ElementType to);
   // lo = the 64-bit index lo:hi saturated to s32 (it clamps to the same
   // start index), read as u64 or s64: the interpreter reads u64 scalar
   // start indices as unsigned, gather/scatter index arrays as s64.

@@ -394,10 +394,11 @@ ENTRY main {
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
 ENTRY main {
-  x = c64[8] parameter(0)
-  ROOT n = c64[8] negate(x)
+  x = c64[1,8,2] parameter(0)
+  k = c64[3,2,2] parameter(1)
+  ROOT c = c64[1,6,2] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f
 })");
-  EXPECT_NE(r.find("element type c64"), std::string::npos) << r;
+  EXPECT_NE(r.find("element type c64 of 'c' is not supported for convolution"), std::string::npos) << r;
 }
 
 }  // namespace

@@ -142,7 +142,10 @@ int wordsPerElement(const InstrDesc& desc) {
   for (const OperandDesc& o : desc.operands) hasWord |= o.kind == OperandKind::Imm && o.name == "word";
   if (!hasWord) return 0;
   int rowBytes = vectorRowBytes(desc);
-  return rowBytes > 0 ? rowBytes / 512 : 2;
+  if (rowBytes > 0) return rowBytes / 512;
+  // c128 rows write one of four words (|z| is an f64: two).
+  if (desc.mnemonic.ends_with(".c128")) return desc.mnemonic == "vabs.c128" ? 2 : 4;
+  return 2;
 }
 
 std::span<const InstrDesc> instructions() { return table().instrs; }

@@ -60,6 +60,7 @@ struct DecodedOp {
   int32_t d = -1;  // destination register (after staging redirection)
   Src a, b, c;     // inputs named a/b/c (also v, lo/hi, idx, count, n, l/s, chip)
   Src ah, bh;      // high words of register-pair inputs a:ah and b:bh
+  Src ai, aih, bi, bih;  // imaginary parts of complex inputs (c64: ai, bi; c128: ai:aih, bi:bih)
   int32_t m = -1;  // vmask input (vsel, vst.m)
   MemRef mem;      // vmem/smem address (loads, stores) or DMA destination
   MemRef mem2;     // DMA source
@@ -78,7 +79,7 @@ struct DecodedOp {
   RegKind dKind = RegKind::S;
   int32_t dArch = -1;  // architectural destination (scoreboard)
   uint8_t numInputs = 0;
-  std::array<RegUse, 6> inputs{};
+  std::array<RegUse, 9> inputs{};
 };
 
 // Register copies that commit staged results at the end of a bundle (when an

@@ -1,0 +1,450 @@
+// End-to-end tests of c64 and c128 arithmetic: HLO text -> llo-gen ->
+// assembler -> simulator, compared part by part and bit for bit with the
+// reference interpreter. Parts mix signed zeros, infinities, NaNs, huge and
+// tiny magnitudes (the overflow and underflow paths of division and abs)
+// and subnormals with random values.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "codegen/codegen.h"
+#include "eval/evaluator.h"
+#include "hlo/io/hlo_io.h"
+#include "llo/text.h"
+#include "sim/sim.h"
+
+namespace tpu::codegen {
+namespace {
+
+using hlo::ElementType;
+
+double pickPart(std::mt19937_64& rng) {
+  const double inf = std::numeric_limits<double>::infinity();
+  static const double kSpecial[] = {0.0,   -0.0,  inf,    -inf,  std::numeric_limits<double>::quiet_NaN(),
+                                    1.0,   -1.0,  0.5,    -2.0,  1e38,
+                                    -3e38, 1e-38, -1e-39, 1e300, -1e-300};
+  uint64_t r = rng();
+  if ((r & 3) == 0) return kSpecial[(r >> 8) % std::size(kSpecial)];
+  std::uniform_real_distribution<double> real(-4.0, 4.0);
+  double v = real(rng);
+  if ((r & 12) == 4) v = std::ldexp(v, static_cast<int>((r >> 20) % 120) - 60);
+  return v;
+}
+
+hlo::Literal testLiteral(const hlo::Shape& s, std::mt19937_64& rng) {
+  hlo::Literal l(s);
+  ElementType t = s.elementType();
+  for (int64_t k = 0; k < l.elementCount(); ++k) {
+    if (t == ElementType::C64) {
+      float p[2] = {static_cast<float>(pickPart(rng)), static_cast<float>(pickPart(rng))};
+      std::memcpy(l.rawElement(k), p, sizeof p);
+    } else if (t == ElementType::C128) {
+      double p[2] = {pickPart(rng), pickPart(rng)};
+      std::memcpy(l.rawElement(k), p, sizeof p);
+    } else if (t == ElementType::Pred) {
+      l.setInt(k, rng() & 1);
+    } else if (hlo::isFloatType(t)) {
+      l.setDouble(k, pickPart(rng));
+    } else {
+      l.setBits(k, rng());
+      const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(t);
+      if (info.isSigned) l.setInt(k, static_cast<int64_t>(rng()) >> (64 - info.bitWidth));
+    }
+  }
+  return l;
+}
+
+// A float of `bytes` bytes at p, as a double (NaN tests).
+double partValue(const uint8_t* p, size_t bytes) {
+  if (bytes == 4) return std::bit_cast<float>(*reinterpret_cast<const uint32_t*>(p));
+  return std::bit_cast<double>(*reinterpret_cast<const uint64_t*>(p));
+}
+
+// "" when the simulated results equal the interpreter's bit for bit (a NaN
+// part matches any NaN); otherwise the first difference.
+std::string compareComplex(const std::string& text, uint64_t seed = 5) {
+  DiagnosticEngine diags;
+  std::string messages;
+  diags.setConsumer(
+      [&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
+  auto source = std::make_shared<SourceFile>("test.hlo", text);
+  auto loaded = hlo::readModule(source, diags);
+  if (!loaded.module) return "parse: " + messages;
+  auto target = target::loadTarget("v5e", diags);
+  CodegenOptions options;
+  options.targetSpec = "v5e";
+  auto gen = generateLlo(*loaded.module, *target, options, diags);
+  if (!gen) return "llo-gen: " + messages;
+  SourceFile llo("test.llo", gen->llo);
+  auto assembled = llo::assembleLlo(llo, {}, diags);
+  if (!assembled) return "llo-asm: " + messages;
+  std::mt19937_64 rng(seed);
+  std::vector<hlo::Literal> args;
+  std::vector<std::string> inputs;
+  for (int64_t p = 0; p < loaded.module->entry()->parameterCount(); ++p) {
+    args.push_back(testLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
+    inputs.emplace_back(reinterpret_cast<const char*>(args.back().data().data()), args.back().data().size());
+  }
+  auto simmed = sim::simulate(assembled->program, *target, inputs, sim::SimOptions{}, diags);
+  if (!simmed) return "sim: " + messages;
+  auto expected = eval::evaluate(*loaded.module, args, eval::EvalOptions{}, diags);
+  if (!expected) return "eval: " + messages;
+  if (expected->isTuple() || simmed->results.size() != 1) return "expected one array result";
+  const hlo::Literal& w = *expected;
+  if (w.data().size() != simmed->results[0].size()) return "result size differs";
+  ElementType t = w.shape().elementType();
+  const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(t);
+  size_t eb = static_cast<size_t>(info.bitWidth / 8);
+  // Complex results compare per part; real floats as one part.
+  size_t part = t == ElementType::C64 ? 4 : t == ElementType::C128 ? 8 : eb;
+  bool floaty = info.isFloat || t == ElementType::C64 || t == ElementType::C128;
+  for (int64_t k = 0; k < w.elementCount(); ++k) {
+    const auto* g = reinterpret_cast<const uint8_t*>(simmed->results[0].data()) + static_cast<size_t>(k) * eb;
+    const uint8_t* x = w.data().data() + static_cast<size_t>(k) * eb;
+    for (size_t o = 0; o < eb; o += part) {
+      if (std::memcmp(g + o, x + o, part) == 0) continue;
+      if (floaty && (part == 4 || part == 8) && std::isnan(partValue(g + o, part)) &&
+          std::isnan(partValue(x + o, part)))
+        continue;
+      std::string in;
+      for (const hlo::Literal& a : args) {
+        if (!a.shape().isArray() || a.elementCount() == 0) continue;
+        const uint8_t* e = a.rawElement(k % a.elementCount());
+        size_t ab = static_cast<size_t>(hlo::elementTypeInfo(a.shape().elementType()).bitWidth / 8);
+        size_t ap = a.shape().elementType() == ElementType::C64 ? 4 : ab == 16 ? 8 : ab;
+        in += " (";
+        for (size_t q = 0; q < ab; q += ap)
+          in += fmt::format("{}{}", q ? ", " : "", ap >= 4 ? partValue(e + q, ap) : 0.0);
+        in += ")";
+      }
+      return fmt::format("element {} part {}: got {} want {}; inputs{}", k, o / part,
+                         part >= 4 ? partValue(g + o, part) : 0.0, part >= 4 ? partValue(x + o, part) : 0.0,
+                         in);
+    }
+  }
+  return "";
+}
+
+std::string binaryModule(const std::string& op, const std::string& t, const std::string& rt = "",
+                         int64_t n = 2100) {
+  return fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {1}[{3}] parameter(0)
+  b = {1}[{3}] parameter(1)
+  ROOT r = {2}[{3}] {0}(a, b)
+}})",
+                     op, t, rt.empty() ? t : rt, n);
+}
+
+std::string unaryModule(const std::string& op, const std::string& t, const std::string& rt = "",
+                        int64_t n = 2100) {
+  return fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {1}[{3}] parameter(0)
+  ROOT r = {2}[{3}] {0}(a)
+}})",
+                     op, t, rt.empty() ? t : rt, n);
+}
+
+std::string partType(const std::string& t) { return t == "c64" ? "f32" : "f64"; }
+
+TEST(Complex, AddSubtractNegate) {
+  for (const char* t : {"c64", "c128"}) {
+    for (const char* op : {"add", "subtract"})
+      EXPECT_EQ(compareComplex(binaryModule(op, t)), "") << op << " " << t;
+    EXPECT_EQ(compareComplex(unaryModule("negate", t)), "") << t;
+  }
+}
+
+TEST(Complex, MultiplyDivideAndPower) {
+  // Multiply and divide follow Annex G (NaN products recovered as
+  // infinities, scaled division): the rows call the interpreter's kernel.
+  for (const char* t : {"c64", "c128"})
+    for (const char* op : {"multiply", "divide", "power"})
+      for (uint64_t seed : {5, 6}) EXPECT_EQ(compareComplex(binaryModule(op, t), seed), "") << op << " " << t;
+}
+
+TEST(Complex, TranscendentalsAndSign) {
+  for (const char* t : {"c64", "c128"})
+    for (const char* op : {"exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt",
+                           "tanh", "sine", "cosine", "tan", "logistic", "sign"})
+      EXPECT_EQ(compareComplex(unaryModule(op, t)), "") << op << " " << t;
+}
+
+TEST(Complex, AbsRealImagAndComplex) {
+  for (std::string t : {"c64", "c128"}) {
+    std::string pt = partType(t);
+    for (const char* op : {"abs", "real", "imag"})
+      EXPECT_EQ(compareComplex(unaryModule(op, t, pt)), "") << op << t;
+    EXPECT_EQ(compareComplex(binaryModule("complex", pt, t)), "") << t;
+  }
+}
+
+TEST(Complex, CompareAndSelect) {
+  // b equals a where p is set (NaN parts never compare equal).
+  for (const char* t : {"c64", "c128"})
+    for (const char* dir : {"EQ", "NE"}) {
+      std::string text = fmt::format(R"(HloModule m
+fused {{
+  a = {0}[1500] parameter(0)
+  c = {0}[1500] parameter(1)
+  p = pred[1500] parameter(2)
+  b = {0}[1500] select(p, a, c)
+  e = pred[1500] compare(a, b), direction={1}
+  ROOT s = {0}[1500] select(e, c, a)
+}}
+ENTRY main {{
+  a = {0}[1500] parameter(0)
+  c = {0}[1500] parameter(1)
+  p = pred[1500] parameter(2)
+  ROOT f = {0}[1500] fusion(a, c, p), kind=kLoop, calls=fused
+}})",
+                                     t, dir);
+      EXPECT_EQ(compareComplex(text), "") << t << " " << dir;
+      std::string plain = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[300] parameter(0)
+  b = {0}[300] parameter(1)
+  ROOT e = pred[300] compare(a, b), direction={1}
+}})",
+                                      t, dir);
+      EXPECT_EQ(compareComplex(plain), "") << t << " " << dir;
+    }
+}
+
+TEST(Complex, Converts) {
+  struct Case {
+    const char* from;
+    const char* to;
+  };
+  for (Case c : {Case{"c64", "c128"}, Case{"c128", "c64"}, Case{"f32", "c64"}, Case{"f64", "c64"},
+                 Case{"s32", "c64"}, Case{"u32", "c64"}, Case{"s64", "c64"}, Case{"u8", "c64"},
+                 Case{"bf16", "c64"}, Case{"f32", "c128"}, Case{"f64", "c128"}, Case{"s32", "c128"},
+                 Case{"u64", "c128"}, Case{"f16", "c128"}, Case{"pred", "c64"}, Case{"s8", "c128"}})
+    EXPECT_EQ(compareComplex(unaryModule("convert", c.from, c.to)), "") << c.from << " -> " << c.to;
+}
+
+TEST(Complex, FusionWithScalarsAndConstants) {
+  // A broadcast complex scalar parameter and a complex constant in one kernel.
+  for (const char* t : {"c64", "c128"}) {
+    std::string text = fmt::format(R"(HloModule m
+fused {{
+  a = {0}[3000] parameter(0)
+  s = {0}[] parameter(1)
+  k = {0}[] constant((1.5, -0.25))
+  bs = {0}[3000] broadcast(s), dimensions={{}}
+  bk = {0}[3000] broadcast(k), dimensions={{}}
+  x = {0}[3000] add(a, bs)
+  y = {0}[3000] subtract(x, bk)
+  ROOT z = {0}[3000] negate(y)
+}}
+ENTRY main {{
+  a = {0}[3000] parameter(0)
+  s = {0}[] parameter(1)
+  ROOT f = {0}[3000] fusion(a, s), kind=kLoop, calls=fused
+}})",
+                                   t);
+    EXPECT_EQ(compareComplex(text), "") << t;
+  }
+  // c64 library math inside a fusion, mixed with its parts.
+  EXPECT_EQ(compareComplex(R"(HloModule m
+fused {
+  a = c64[2000] parameter(0)
+  b = c64[2000] parameter(1)
+  m = c64[2000] multiply(a, b)
+  d = c64[2000] divide(m, a)
+  e = c64[2000] exponential(d)
+  re = f32[2000] real(e)
+  ab = f32[2000] abs(m)
+  s = f32[2000] add(re, ab)
+  ROOT c = c64[2000] complex(s, re)
+}
+ENTRY main {
+  a = c64[2000] parameter(0)
+  b = c64[2000] parameter(1)
+  ROOT f = c64[2000] fusion(a, b), kind=kLoop, calls=fused
+})"),
+            "");
+}
+
+TEST(Complex, Reductions) {
+  // Rows folded from the init in the interpreter's order: sums bit-exact.
+  struct Case {
+    const char* t;
+    const char* op;
+    const char* init;
+  };
+  for (Case c : {Case{"c64", "add", "(0, 0)"}, Case{"c128", "add", "(0.5, -0)"},
+                 Case{"c64", "multiply", "(1, 0)"}, Case{"c128", "multiply", "(1, 0)"}})
+    for (const char* dims : {"1", "0", "0,1"}) {
+      std::string out = std::string_view(dims) == "1"   ? "[30]"
+                        : std::string_view(dims) == "0" ? "[700]"
+                                                        : "[]";
+      std::string text = fmt::format(R"(HloModule m
+red {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT s = {0}[] {1}(x, y)
+}}
+ENTRY main {{
+  a = {0}[30,700] parameter(0)
+  z = {0}[] constant({2})
+  ROOT r = {0}{4} reduce(a, z), dimensions={{{3}}}, to_apply=red
+}})",
+                                     c.t, c.op, c.init, dims, out);
+      EXPECT_EQ(compareComplex(text), "") << c.t << " " << c.op << " dims " << dims;
+    }
+}
+
+TEST(Complex, WindowReductions) {
+  // One tap at a time folded into the outputs, as the interpreter orders
+  // window elements; padding takes the init value.
+  for (const char* t : {"c64", "c128"})
+    for (const char* op : {"add", "multiply"}) {
+      std::string text = fmt::format(R"(HloModule m
+red {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT s = {0}[] {1}(x, y)
+}}
+ENTRY main {{
+  a = {0}[20,130] parameter(0)
+  z = {0}[] constant((1, -0.5))
+  ROOT w = {0}[10,66] reduce-window(a, z), window={{size=3x3 stride=2x2 pad=1_1x1_2}}, to_apply=red
+}})",
+                                     t, op);
+      EXPECT_EQ(compareComplex(text), "") << t << " " << op;
+    }
+}
+
+TEST(Complex, ScatterCombines) {
+  // Repeated indices combine in index order with the update computation.
+  for (const char* t : {"c64", "c128"})
+    for (const char* op : {"add", "multiply"}) {
+      std::string text = fmt::format(R"(HloModule m
+comb {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT s = {0}[] {1}(x, y)
+}}
+ENTRY main {{
+  a = {0}[50,300] parameter(0)
+  i = s32[40,1] parameter(1)
+  u = {0}[40,300] parameter(2)
+  ROOT s = {0}[50,300] scatter(a, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=comb
+}})",
+                                     t, op);
+      EXPECT_EQ(compareComplex(text), "") << t << " " << op;
+    }
+}
+
+TEST(Complex, SortsCarryComplexValues) {
+  // Complex operands ride along with an s32 key (HLO has no complex order);
+  // every register of a value moves through the sorting network.
+  for (const char* t : {"c64", "c128"}) {
+    std::string text = fmt::format(R"(HloModule m
+less {{
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = {0}[] parameter(2)
+  d = {0}[] parameter(3)
+  ROOT l = pred[] compare(a, b), direction=LT
+}}
+ENTRY main {{
+  k = s32[6,700] parameter(0)
+  v = {0}[6,700] parameter(1)
+  s = (s32[6,700], {0}[6,700]) sort(k, v), dimensions={{1}}, is_stable=true, to_apply=less
+  ROOT r = {0}[6,700] get-tuple-element(s), index=1
+}})",
+                                   t);
+    EXPECT_EQ(compareComplex(text), "") << t;
+  }
+}
+
+TEST(Complex, Dots) {
+  // On the vector unit, each output summed over k in order from (0, 0) with
+  // a complex product and a part-wise add: the interpreter's loop, so
+  // bit-exact. Batched, transposed operands, more columns than one vreg.
+  for (const char* t : {"c64", "c128"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[2,37,6] parameter(0)
+  b = {0}[2,1100,37] parameter(1)
+  ROOT d = {0}[2,6,1100] dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{1}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+}})",
+                                   t);
+    EXPECT_EQ(compareComplex(text), "") << t;
+  }
+}
+
+TEST(Complex, WhileLoopCarriesComplexState) {
+  // Complex arithmetic in a loop body: the state is multiplied and shifted
+  // by a loop-invariant operand each trip.
+  EXPECT_EQ(compareComplex(R"(HloModule m
+cond {
+  s = (s32[], c128[300], c128[300]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], c128[300], c128[300]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = c128[300] get-tuple-element(s), index=1
+  y = c128[300] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  m = c128[300] multiply(x, y)
+  t = c128[300] tanh(m)
+  x2 = c128[300] subtract(t, y)
+  ROOT r = (s32[], c128[300], c128[300]) tuple(j, x2, y)
+}
+ENTRY main {
+  x = c128[300] parameter(0)
+  y = c128[300] parameter(1)
+  z = s32[] constant(0)
+  init = (s32[], c128[300], c128[300]) tuple(z, x, y)
+  w = (s32[], c128[300], c128[300]) while(init), condition=cond, body=body
+  ROOT out = c128[300] get-tuple-element(w), index=1
+})"),
+            "");
+}
+
+TEST(Complex, Iota) {
+  for (const char* t : {"c64", "c128"})
+    EXPECT_EQ(compareComplex(fmt::format(R"(HloModule m
+ENTRY main {{
+  ROOT i = {0}[3,1500] iota(), iota_dimension=1
+}})",
+                                         t)),
+              "")
+        << t;
+}
+
+TEST(Complex, UnsupportedOpsAreRefusedClearly) {
+  auto refused = [](const std::string& text, const std::string& want) {
+    std::string err = compareComplex(text);
+    EXPECT_NE(err.find(want), std::string::npos) << err;
+  };
+  refused(R"(HloModule m
+ENTRY main {
+  x = c64[4,8] parameter(0)
+  ROOT f = c64[4,8] fft(x), fft_type=FFT, fft_length={8}
+})",
+          "element type c64 of 'f' is not supported for fft (complex types support");
+  refused(R"(HloModule m
+ENTRY main {
+  x = c64[1,8,2] parameter(0)
+  k = c64[3,2,2] parameter(1)
+  ROOT c = c64[1,6,2] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f
+})",
+          "element type c64 of 'c' is not supported for convolution");
+}
+
+}  // namespace
+}  // namespace tpu::codegen
