@@ -12,11 +12,7 @@
 #include <limits>
 #include <random>
 
-#include "codegen/codegen.h"
-#include "eval/evaluator.h"
-#include "hlo/io/hlo_io.h"
-#include "llo/text.h"
-#include "sim/sim.h"
+#include "codegen/test_util.h"
 
 namespace tpu::codegen {
 namespace {
@@ -68,35 +64,12 @@ double partValue(const uint8_t* p, size_t bytes) {
 // "" when the simulated results equal the interpreter's bit for bit (a NaN
 // part matches any NaN); otherwise the first difference.
 std::string compareComplex(const std::string& text, uint64_t seed = 5) {
-  DiagnosticEngine diags;
-  std::string messages;
-  diags.setConsumer(
-      [&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
-  auto source = std::make_shared<SourceFile>("test.hlo", text);
-  auto loaded = hlo::readModule(source, diags);
-  if (!loaded.module) return "parse: " + messages;
-  auto target = target::loadTarget("v5e", diags);
-  CodegenOptions options;
-  options.targetSpec = "v5e";
-  auto gen = generateLlo(*loaded.module, *target, options, diags);
-  if (!gen) return "llo-gen: " + messages;
-  SourceFile llo("test.llo", gen->llo);
-  auto assembled = llo::assembleLlo(llo, {}, diags);
-  if (!assembled) return "llo-asm: " + messages;
   std::mt19937_64 rng(seed);
-  std::vector<hlo::Literal> args;
-  std::vector<std::string> inputs;
-  for (int64_t p = 0; p < loaded.module->entry()->parameterCount(); ++p) {
-    args.push_back(testLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
-    inputs.emplace_back(reinterpret_cast<const char*>(args.back().data().data()), args.back().data().size());
-  }
-  auto simmed = sim::simulate(assembled->program, *target, inputs, sim::SimOptions{}, diags);
-  if (!simmed) return "sim: " + messages;
-  auto expected = eval::evaluate(*loaded.module, args, eval::EvalOptions{}, diags);
-  if (!expected) return "eval: " + messages;
-  if (expected->isTuple() || simmed->results.size() != 1) return "expected one array result";
-  const hlo::Literal& w = *expected;
-  if (w.data().size() != simmed->results[0].size()) return "result size differs";
+  PipelineRun run = runPipeline(text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); });
+  if (!run.error.empty()) return run.error;
+  const std::vector<hlo::Literal>& args = run.args;
+  if (run.expected->isTuple() || run.got.size() != 1) return "expected one array result";
+  const hlo::Literal& w = *run.expected;
   ElementType t = w.shape().elementType();
   const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(t);
   size_t eb = static_cast<size_t>(info.bitWidth / 8);
@@ -104,7 +77,7 @@ std::string compareComplex(const std::string& text, uint64_t seed = 5) {
   size_t part = t == ElementType::C64 ? 4 : t == ElementType::C128 ? 8 : eb;
   bool floaty = info.isFloat || t == ElementType::C64 || t == ElementType::C128;
   for (int64_t k = 0; k < w.elementCount(); ++k) {
-    const auto* g = reinterpret_cast<const uint8_t*>(simmed->results[0].data()) + static_cast<size_t>(k) * eb;
+    const auto* g = reinterpret_cast<const uint8_t*>(run.got[0].data()) + static_cast<size_t>(k) * eb;
     const uint8_t* x = w.data().data() + static_cast<size_t>(k) * eb;
     for (size_t o = 0; o < eb; o += part) {
       if (std::memcmp(g + o, x + o, part) == 0) continue;

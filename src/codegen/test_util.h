@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,29 +50,50 @@ inline void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out)
     out.push_back(&l);
 }
 
-inline E2eRun compileAndCompare(const std::string& text, const std::string& targetName = "v5e",
-                      CodegenOptions options = {}, std::vector<hlo::Literal>* given = nullptr) {
-  E2eRun run;
+// One program through the whole pipeline: parsed and verified, compiled for
+// `targetName`, assembled, simulated on the arguments `makeArgument` builds
+// for each entry parameter shape, and evaluated by the interpreter on the
+// same arguments. `error` names the first stage that failed.
+struct PipelineRun {
+  std::string error;
+  std::vector<hlo::Literal> args;
+  std::optional<hlo::Literal> expected;  // the interpreter's result
+  std::vector<std::string> got;          // the simulated result leaves, as bytes
+  sim::SimReport report = {};
+  // The interpreter's result leaves, in the order of `got`.
+  std::vector<const hlo::Literal*> want() const {
+    std::vector<const hlo::Literal*> out;
+    if (expected) leaves(*expected, out);
+    return out;
+  }
+};
+
+template <typename MakeArgument>
+PipelineRun runPipeline(const std::string& text, MakeArgument&& makeArgument, const std::string& targetName = "v5e",
+                        CodegenOptions options = {}) {
+  PipelineRun run;
   DiagnosticEngine diags;
   std::string messages;
   diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
+  auto fail = [&](const char* stage, const std::string& extra = "") {
+    run.error = std::string(stage) + ": " + messages + extra;
+    return std::move(run);
+  };
   auto source = std::make_shared<SourceFile>("test.hlo", text);
   auto loaded = hlo::readModule(source, diags);
-  if (!loaded.module) return {"parse: " + messages};
+  if (!loaded.module) return fail("parse");
   auto target = target::loadTarget(targetName, diags);
   options.targetSpec = targetName;
   auto gen = generateLlo(*loaded.module, *target, options, diags);
-  if (!gen) return {"llo-gen: " + messages};
+  if (!gen) return fail("llo-gen");
   SourceFile llo("test.llo", gen->llo);
   auto assembled = llo::assembleLlo(llo, {}, diags);
-  if (!assembled) return {"llo-asm: " + messages + "\n" + gen->llo.substr(0, 20000)};
-  std::mt19937 rng(1234);
-  std::vector<hlo::Literal> args;
-  for (int64_t p = 0; p < loaded.module->entry()->parameterCount(); ++p)
-    args.push_back(given ? (*given)[static_cast<size_t>(p)]
-                         : randomLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
+  if (!assembled) return fail("llo-asm", "\n" + gen->llo.substr(0, 20000));
+  const hlo::Computation& entry = *loaded.module->entry();
+  for (int64_t p = 0; p < entry.parameterCount(); ++p)
+    run.args.push_back(makeArgument(static_cast<size_t>(p), entry.parameter(p)->shape()));
   std::vector<std::string> inputs;
-  for (const auto& a : args) {
+  for (const auto& a : run.args) {
     std::vector<const hlo::Literal*> ls;
     leaves(a, ls);
     for (const auto* l : ls) inputs.emplace_back(reinterpret_cast<const char*>(l->data().data()), l->data().size());
@@ -79,18 +101,32 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
   sim::SimOptions so;
   so.maxCycles = 2'000'000'000ull;
   auto simmed = sim::simulate(assembled->program, *target, inputs, so, diags);
-  if (!simmed) return {"sim: " + messages};
-  eval::EvalOptions eo;
-  auto expected = eval::evaluate(*loaded.module, args, eo, diags);
-  if (!expected) return {"eval: " + messages};
-  std::vector<const hlo::Literal*> want;
-  leaves(*expected, want);
-  if (want.size() != simmed->results.size()) return {"result count differs"};
+  if (!simmed) return fail("sim");
+  run.expected = eval::evaluate(*loaded.module, run.args, eval::EvalOptions{}, diags);
+  if (!run.expected) return fail("eval");
+  run.got = std::move(simmed->results);
+  run.report = simmed->report;
+  std::vector<const hlo::Literal*> want = run.want();
+  if (want.size() != run.got.size()) run.error = "result count differs";
+  for (size_t r = 0; r < want.size() && run.error.empty(); ++r)
+    if (want[r]->data().size() != run.got[r].size()) run.error = fmt::format("result {} size differs", r);
+  return run;
+}
+
+inline E2eRun compileAndCompare(const std::string& text, const std::string& targetName = "v5e",
+                      CodegenOptions options = {}, std::vector<hlo::Literal>* given = nullptr) {
+  E2eRun run;
+  std::mt19937 rng(1234);
+  PipelineRun p = runPipeline(
+      text,
+      [&](size_t i, const hlo::Shape& shape) { return given ? (*given)[i] : randomLiteral(shape, rng); },
+      targetName, options);
+  if (!p.error.empty()) return {p.error};
+  const std::vector<const hlo::Literal*> want = p.want();
   for (size_t r = 0; r < want.size(); ++r) {
     const hlo::Literal& w = *want[r];
     hlo::Literal got(w.shape());
-    if (got.data().size() != simmed->results[r].size()) return {fmt::format("result {} size differs", r)};
-    std::memcpy(got.mutableData().data(), simmed->results[r].data(), got.data().size());
+    std::memcpy(got.mutableData().data(), p.got[r].data(), got.data().size());
     size_t eb = w.elementCount() ? w.data().size() / static_cast<size_t>(w.elementCount()) : 0;
     for (int64_t k = 0; k < w.elementCount(); ++k) {
       size_t at = static_cast<size_t>(k) * eb;
@@ -105,8 +141,8 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
       }
     }
   }
-  run.cycles = simmed->report.cycles;
-  run.report = simmed->report;
+  run.cycles = p.report.cycles;
+  run.report = p.report;
   return run;
 }
 

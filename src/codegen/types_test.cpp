@@ -9,11 +9,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "codegen/codegen.h"
-#include "eval/evaluator.h"
-#include "hlo/io/hlo_io.h"
-#include "llo/text.h"
-#include "sim/sim.h"
+#include "codegen/test_util.h"
 
 namespace tpu::codegen {
 namespace {
@@ -51,51 +47,20 @@ hlo::Literal wideRandomLiteral(const hlo::Shape& s, std::mt19937& rng, bool mode
   return l;
 }
 
-void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out) {
-  if (l.isTuple())
-    for (const auto& e : l.tupleElements()) leaves(e, out);
-  else
-    out.push_back(&l);
-}
-
 // "" when the simulated results equal the interpreter's byte for byte
 // (NaNs compare as NaNs whatever their payload), or for a float tolerance
 // `tol` > 0 within |got - want| <= tol * (1 + |want|); otherwise what differs.
 std::string compareBitExact(const std::string& text, uint32_t seed = 7, double tol = 0) {
-  DiagnosticEngine diags;
-  std::string messages;
-  diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
-  auto source = std::make_shared<SourceFile>("test.hlo", text);
-  auto loaded = hlo::readModule(source, diags);
-  if (!loaded.module) return "parse: " + messages;
-  auto target = target::loadTarget("v5e", diags);
-  CodegenOptions options;
-  options.targetSpec = "v5e";
-  auto gen = generateLlo(*loaded.module, *target, options, diags);
-  if (!gen) return "llo-gen: " + messages;
-  SourceFile llo("test.llo", gen->llo);
-  auto assembled = llo::assembleLlo(llo, {}, diags);
-  if (!assembled) return "llo-asm: " + messages;
   std::mt19937 rng(seed);
-  std::vector<hlo::Literal> args;
-  std::vector<std::string> inputs;
-  for (int64_t p = 0; p < loaded.module->entry()->parameterCount(); ++p) {
-    args.push_back(wideRandomLiteral(loaded.module->entry()->parameter(p)->shape(), rng, tol > 0));
-    inputs.emplace_back(reinterpret_cast<const char*>(args.back().data().data()), args.back().data().size());
-  }
-  sim::SimOptions so;
-  auto simmed = sim::simulate(assembled->program, *target, inputs, so, diags);
-  if (!simmed) return "sim: " + messages;
-  auto expected = eval::evaluate(*loaded.module, args, eval::EvalOptions{}, diags);
-  if (!expected) return "eval: " + messages;
-  std::vector<const hlo::Literal*> want;
-  leaves(*expected, want);
-  if (want.size() != simmed->results.size()) return "result count differs";
+  PipelineRun run =
+      runPipeline(text, [&](size_t, const hlo::Shape& shape) { return wideRandomLiteral(shape, rng, tol > 0); });
+  if (!run.error.empty()) return run.error;
+  const std::vector<hlo::Literal>& args = run.args;
+  const std::vector<const hlo::Literal*> want = run.want();
   for (size_t r = 0; r < want.size(); ++r) {
     const hlo::Literal& w = *want[r];
     hlo::Literal got(w.shape());
-    if (got.data().size() != simmed->results[r].size()) return fmt::format("result {} size differs", r);
-    std::memcpy(got.mutableData().data(), simmed->results[r].data(), got.data().size());
+    std::memcpy(got.mutableData().data(), run.got[r].data(), got.data().size());
     bool isFloat = hlo::isFloatType(w.shape().elementType());
     for (int64_t k = 0; k < w.elementCount(); ++k) {
       if (got.getBits(k) == w.getBits(k)) continue;

@@ -12,11 +12,7 @@
 #include <limits>
 #include <random>
 
-#include "codegen/codegen.h"
-#include "eval/evaluator.h"
-#include "hlo/io/hlo_io.h"
-#include "llo/text.h"
-#include "sim/sim.h"
+#include "codegen/test_util.h"
 
 namespace tpu::codegen {
 namespace {
@@ -87,52 +83,20 @@ hlo::Literal testLiteral(const hlo::Shape& s, std::mt19937_64& rng) {
   return l;
 }
 
-void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out) {
-  if (l.isTuple())
-    for (const auto& e : l.tupleElements()) leaves(e, out);
-  else
-    out.push_back(&l);
-}
-
 // "" when the simulated results equal the interpreter's byte for byte (NaNs
 // compare as NaNs whatever their payload); otherwise what differs.
 std::string compareWide(const std::string& text, uint64_t seed = 11) {
-  DiagnosticEngine diags;
-  std::string messages;
-  diags.setConsumer(
-      [&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
-  auto source = std::make_shared<SourceFile>("test.hlo", text);
-  auto loaded = hlo::readModule(source, diags);
-  if (!loaded.module) return "parse: " + messages;
-  auto target = target::loadTarget("v5e", diags);
-  CodegenOptions options;
-  options.targetSpec = "v5e";
-  auto gen = generateLlo(*loaded.module, *target, options, diags);
-  if (!gen) return "llo-gen: " + messages;
-  SourceFile llo("test.llo", gen->llo);
-  auto assembled = llo::assembleLlo(llo, {}, diags);
-  if (!assembled) return "llo-asm: " + messages;
   std::mt19937_64 rng(seed);
-  std::vector<hlo::Literal> args;
-  std::vector<std::string> inputs;
-  for (int64_t p = 0; p < loaded.module->entry()->parameterCount(); ++p) {
-    args.push_back(testLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
-    inputs.emplace_back(reinterpret_cast<const char*>(args.back().data().data()), args.back().data().size());
-  }
-  auto simmed = sim::simulate(assembled->program, *target, inputs, sim::SimOptions{}, diags);
-  if (!simmed) return "sim: " + messages;
-  auto expected = eval::evaluate(*loaded.module, args, eval::EvalOptions{}, diags);
-  if (!expected) return "eval: " + messages;
-  std::vector<const hlo::Literal*> want;
-  leaves(*expected, want);
-  if (want.size() != simmed->results.size()) return "result count differs";
+  PipelineRun run = runPipeline(text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); });
+  if (!run.error.empty()) return run.error;
+  const std::vector<hlo::Literal>& args = run.args;
+  const std::vector<const hlo::Literal*> want = run.want();
   for (size_t r = 0; r < want.size(); ++r) {
     const hlo::Literal& w = *want[r];
-    if (w.data().size() != simmed->results[r].size()) return fmt::format("result {} size differs", r);
     ElementType t = w.shape().elementType();
     size_t eb = w.elementCount() ? w.data().size() / static_cast<size_t>(w.elementCount()) : 0;
     for (int64_t k = 0; k < w.elementCount(); ++k) {
-      const char* g = simmed->results[r].data() + static_cast<size_t>(k) * eb;
+      const char* g = run.got[r].data() + static_cast<size_t>(k) * eb;
       const uint8_t* x = w.data().data() + static_cast<size_t>(k) * eb;
       if (std::memcmp(g, x, eb) == 0) continue;
       hlo::Literal got(hlo::Shape::array(t, {}));
