@@ -146,6 +146,25 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
   return run;
 }
 
+// A reduce of a t[30,700] parameter over `dims` ("1", "0" or "0,1") with
+// the binary `op` and the initial value `init` (HLO literal text).
+inline std::string reduceModule(const char* t, const char* op, const char* init, const char* dims) {
+  std::string_view d(dims);
+  const char* out = d == "1" ? "[30]" : d == "0" ? "[700]" : "[]";
+  return fmt::format(R"(HloModule m
+red {{
+  x = {0}[] parameter(0)
+  y = {0}[] parameter(1)
+  ROOT s = {0}[] {1}(x, y)
+}}
+ENTRY main {{
+  a = {0}[30,700] parameter(0)
+  z = {0}[] constant({2})
+  ROOT r = {0}{4} reduce(a, z), dimensions={{{3}}}, to_apply=red
+}})",
+                     t, op, init, dims, out);
+}
+
 #define EXPECT_MATCH(text, tol)                \
   do {                                         \
     E2eRun r_ = compileAndCompare(text);       \
