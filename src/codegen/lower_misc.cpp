@@ -793,21 +793,6 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
     endKernel(0, bufs_[dst].bytes, 0);
     return ok;
   }
-  // Columns of the rhs per block: the block and one accumulator row fit VMEM.
-  auto vmemFor = [&](int64_t cols) {
-    return alignUp(static_cast<uint64_t>(k * cols) * 4 + 4096, 4096) +
-           alignUp(static_cast<uint64_t>(cols) * 4, 4096);
-  };
-  int64_t nb = n;
-  if (vmemFor(nb) > vmemBudget()) {
-    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 16384)) /
-                              static_cast<uint64_t>(k * 4 + 4));
-    nb = nb / 128 * 128;
-  }
-  if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
-      static_cast<uint64_t>(k) * 4 > target_.memory.smemBytes)
-    return fail(in,
-                fmt::format("llo-gen: integer dot with K={} does not fit VMEM on the vector unit yet", k));
   // Operands as s32 [B, M, K] and [B, K, N].
   auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                    const std::vector<int64_t>& g2) -> int {
@@ -846,93 +831,7 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
   bool direct = typeInfo(ot).bytes == 4;
   int c = direct ? dst : tempBuf(ElementType::S32, {b, m, n});
   if (failed_) return false;
-  {
-    PoolGuard guard({&sregs_, &vregs_, &masks_});
-    std::string dA = e_.desc(static_cast<uint64_t>(k) * 4, {});
-    int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
-        rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg();
-    VReg zero = vconst(ElementType::S32, 0);
-    // `count` blocks of `cols` columns from column `first` on.
-    auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
-      uint64_t vW = 0, vAcc = alignUp(static_cast<uint64_t>(k * cols) * 4 + 4096, 4096);
-      std::string dW = e_.desc(static_cast<uint64_t>(cols) * 4, {{k, n * 4, cols * 4}});
-      std::string dC = e_.desc(static_cast<uint64_t>(cols) * 4, {});
-      int64_t nv = (cols + kVregElems - 1) / kVregElems;
-      std::string lJb = e_.newLabel("icol"), lI = e_.newLabel("ii"), lZ = e_.newLabel("izero"),
-                  lK = e_.newLabel("ik"), lJ = e_.newLabel("ij");
-      e_.op("smov {}, 0", S(rJ));
-      e_.op("smov {}, {}", S(rCol), first * 4);
-      e_.label(lJb);
-      // Block (b, columns) of the rhs into VMEM.
-      e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * 4);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
-      e_.op("smov {}, {}", S(rX), vW);
-      e_.op("dma.h2v {}, [{}], {}[{}], sem1", dW, S(rX), hbm(w), S(rT));
-      e_.op("sem.wait sem1");
-      e_.op("smov {}, 0", S(rI));
-      e_.label(lI);
-      // Row (b, i) of the lhs into SMEM.
-      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
-      e_.op("smul {}, {}, {}", S(rT), S(rT), k * 4);
-      e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
-      e_.op("dma.h2s {}, [0], {}[{}], sem0", dA, hbm(a), S(rX));
-      e_.op("smov {}, {}", S(rAo), vAcc);
-      e_.op("smov {}, {}", S(rCnt), nv);
-      e_.label(lZ);
-      e_.op("vst {}, [{}]", V(zero), S(rAo));
-      e_.op("sadd {}, {}, 4096", S(rAo), S(rAo));
-      e_.op("loop {}, {}", S(rCnt), lZ);
-      e_.op("sem.wait sem0");
-      e_.op("smov {}, 0", S(rK));
-      e_.op("smov {}, {}", S(rWo), vW);
-      e_.label(lK);
-      e_.op("sld {}, [{}]", S(rS), S(rK));
-      e_.op("smov {}, {}", S(rWj), S(rWo));
-      e_.op("smov {}, {}", S(rAo), vAcc);
-      e_.op("smov {}, {}", S(rCnt), nv);
-      e_.label(lJ);
-      {
-        VReg x = valloc(ElementType::S32), acc = valloc(ElementType::S32);
-        e_.op("vld {}, [{}]", V(x), S(rWj));
-        e_.op("vmul.s32 {}, {}, {}", V(x), V(x), S(rS));
-        e_.op("vld {}, [{}]", V(acc), S(rAo));
-        e_.op("vadd.s32 {}, {}, {}", V(acc), V(acc), V(x));
-        e_.op("vst {}, [{}]", V(acc), S(rAo));
-        vfree(x);
-        vfree(acc);
-      }
-      e_.op("sadd {}, {}, 4096", S(rWj), S(rWj));
-      e_.op("sadd {}, {}, 4096", S(rAo), S(rAo));
-      e_.op("loop {}, {}", S(rCnt), lJ);
-      e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * 4);
-      e_.op("sadd {}, {}, 4", S(rK), S(rK));
-      e_.op("br.lt {}, {}, {}", S(rK), k * 4, lK);
-      // The block of result row (b, i).
-      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
-      e_.op("smul {}, {}, {}", S(rT), S(rT), n * 4);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(c));
-      e_.op("smov {}, {}", S(rX), vAcc);
-      e_.op("dma.v2h {}, {}[{}], [{}], sem2", dC, hbm(c), S(rT), S(rX));
-      e_.op("sem.wait sem2");
-      e_.op("sadd {}, {}, 1", S(rI), S(rI));
-      e_.op("br.lt {}, {}, {}", S(rI), m, lI);
-      e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * 4);
-      e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
-      e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);
-    };
-    std::string lB = e_.newLabel("ib");
-    e_.op("smov {}, 0", S(rB));
-    e_.label(lB);
-    if (n / nb > 0) blocks(nb, n / nb, 0);
-    if (n % nb > 0) blocks(n % nb, 1, n / nb * nb);
-    e_.op("sadd {}, {}, 1", S(rB), S(rB));
-    e_.op("br.lt {}, {}, {}", S(rB), b, lB);
-    vfree(zero);
-  }
+  if (!emitVectorUnitMatmul(in, b, m, k, n, a, b, w, c, ElementType::S32)) return false;
   bool ok = !failed_;
   if (ok && !direct)
     ok = emitElementwise(b * m * n, {EwInput{EwInput::Full, c, 0, ElementType::S32}}, {EwOutput{dst, 0, ot}},

@@ -228,17 +228,20 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   int a = canon(lhs, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions);
   int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree);
   if (failed_) return false;
-  bool ok = emitWideMatmul(in, b, m, k, n, a, b, w, dst, ot);
+  bool ok = emitVectorUnitMatmul(in, b, m, k, n, a, b, w, dst, ot);
   endKernel(2.0 * static_cast<double>(b * m * n * k),
             bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
   return ok;
 }
 
 // c[i] = a[i % aBatches] x w[i] for i < b: a [m, k], w [k, n], c [m, n],
-// all row-major 64-bit elements of type t, sums over k in order from zero.
-bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
+// all row-major elements of type ot (s32/u32, the 64-bit types or complex),
+// summed over k in order from zero on the vector unit: the interpreter's
+// order, so integer, f64 and complex results are exact. Each lhs element is
+// read into scalar registers and multiplies a VMEM block of rhs columns.
+bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
                              int64_t aBatches, int w, int dst, ElementType ot) {
-  const int64_t es = typeInfo(ot).bytes;  // 8, or 16 for c128
+  const int64_t es = typeInfo(ot).bytes;  // 4, 8, or 16 for c128
   auto vmemFor = [&](int64_t cols) {
     return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) + alignUp(static_cast<uint64_t>(cols) * es, 8192);
   };
@@ -258,8 +261,9 @@ bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_
   int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
       rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
   const bool isComplex = typeInfo(ot).isComplex;
-  // The lhs element's words (c128: four).
-  std::vector<int> rWords = {rS, rSh};
+  // The lhs element's words (s32: one; c128: four).
+  std::vector<int> rWords = {rS};
+  if (es >= 8) rWords.push_back(rSh);
   if (ot == ElementType::C128) rWords.insert(rWords.end(), {sreg(), sreg()});
   VReg zero = vconst(ot, 0);
   auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
@@ -280,8 +284,12 @@ bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_
     e_.op("sem.wait sem1");
     e_.op("smov {}, 0", S(rI));
     e_.label(lI);
-    e_.op("srem {}, {}, {}", S(rT), S(rB), aBatches);
-    e_.op("smul {}, {}, {}", S(rT), S(rT), m);
+    if (aBatches == b) {
+      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+    } else {
+      e_.op("srem {}, {}, {}", S(rT), S(rB), aBatches);
+      e_.op("smul {}, {}, {}", S(rT), S(rT), m);
+    }
     e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
     e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
     e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
@@ -303,7 +311,15 @@ bool Lowerer::emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_
     e_.op("smov {}, {}", S(rAo), vAcc);
     e_.op("smov {}, {}", S(rCnt), nv);
     e_.label(lJ);
-    if (isComplex) {
+    if (es == 4) {
+      VReg x = vload(ot, S(rWj));
+      e_.op("vmul.s32 {}, {}, {}", V(x), V(x), S(rS));
+      VReg acc = vload(ot, S(rAo));
+      e_.op("vadd.s32 {}, {}, {}", V(acc), V(acc), V(x));
+      vstore(acc, ot, S(rAo));
+      vfree(x);
+      vfree(acc);
+    } else if (isComplex) {
       // o += a * x as std::complex does: the complex row product, then part-wise adds.
       VReg x = vload(ot, S(rWj));
       VReg sa = valloc(ot);
@@ -411,7 +427,7 @@ bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBu
   int wk = permutedCopy(kBuf, ks.dimensions(), perm);
   int outC = tempBuf(t, {g.outBatch, g.outFeatures, positions});
   if (failed_ ||
-      !emitWideMatmul(in, g.outBatch * g.groups, g.outPerGroup, k, positions, wk, g.groups, col, outC, t))
+      !emitVectorUnitMatmul(in, g.outBatch * g.groups, g.outPerGroup, k, positions, wk, g.groups, col, outC, t))
     return false;
   // [N', O, positions..] to the result's layout.
   std::vector<int64_t> cdims = {g.outBatch, g.outFeatures};

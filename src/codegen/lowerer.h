@@ -326,7 +326,7 @@ class Lowerer {
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
   bool lowerWideDot(const Instruction& in);
-  bool emitWideMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
+  bool emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
                       int64_t aBatches, int wBuf, int cBuf, ElementType t);
   bool emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf);
   // A kernel-local copy of `buf` (shape s, 32-bit or narrower elements)
