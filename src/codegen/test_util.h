@@ -50,7 +50,8 @@ inline void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out)
 }
 
 inline E2eRun compileAndCompare(const std::string& text, const std::string& targetName = "v5e",
-                      CodegenOptions options = {}, std::vector<hlo::Literal>* given = nullptr) {
+                      CodegenOptions options = {}, std::vector<hlo::Literal>* given = nullptr,
+                      uint64_t rngSeed = 0) {
   E2eRun run;
   DiagnosticEngine diags;
   std::string messages;
@@ -76,11 +77,13 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
     leaves(a, ls);
     for (const auto* l : ls) inputs.emplace_back(reinterpret_cast<const char*>(l->data().data()), l->data().size());
   }
+  eval::EvalOptions eo;
+  eo.rngSeed = rngSeed;
+  if (takesRngState(assembled->program, "main")) inputs.push_back(initialRngState(eo.rngSeed));
   sim::SimOptions so;
   so.maxCycles = 2'000'000'000ull;
   auto simmed = sim::simulate(assembled->program, *target, inputs, so, diags);
   if (!simmed) return {"sim: " + messages};
-  eval::EvalOptions eo;
   auto expected = eval::evaluate(*loaded.module, args, eo, diags);
   if (!expected) return {"eval: " + messages};
   std::vector<const hlo::Literal*> want;
