@@ -575,13 +575,15 @@ ENTRY main {
 })")
                 .find("custom-call target \"my_kernel\" of 'c' is not supported"),
             std::string::npos);
+  // A dead rng: the interpreter never draws it, the program would.
   EXPECT_NE(compileError(R"(HloModule m
 ENTRY main {
   a = f32[] constant(0)
   b = f32[] constant(1)
+  dead = f32[8] rng(a, b), distribution=rng_uniform
   ROOT r = f32[8] rng(a, b), distribution=rng_uniform
 })")
-                .find("rng 'r' is not supported"),
+                .find("'dead' draws from the rng stream out of the interpreter's order"),
             std::string::npos);
 }
 
