@@ -3,7 +3,8 @@
 // copy-done and async-start/update/done around a non-collective op (the
 // value semantics make them a copy or a call), rng-bit-generator (the
 // interpreter's ThreeFry/Philox streams, bit for bit, in 32-bit vector
-// integer code), reduce-precision, the custom-call targets the interpreter
+// integer code), rng and rng-get-and-update-state (the same ThreeFry on the
+// run-time rng_state argument, shaped in f64 register pairs), reduce-precision, the custom-call targets the interpreter
 // implements as data movement, and integer dots the int8 MXU cannot take.
 #include <array>
 #include <bit>

@@ -354,6 +354,22 @@ TEST(MiscEndToEnd, RngUniformIntegers) {
   }
 }
 
+TEST(MiscEndToEnd, RngBoundsFromParameters) {
+  // Bounds read at run time (f32 and s32 scalars of the test's random data).
+  EXPECT_EXACT(R"(HloModule m
+ENTRY main {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  u = f32[500] rng(a, b), distribution=rng_uniform
+  n = f32[500] rng(a, b), distribution=rng_normal
+  k = s32[500] rng(i, j), distribution=rng_uniform
+  ROOT t = (f32[500], f32[500], s32[500]) tuple(u, n, k)
+})",
+               "v5e", CodegenOptions{}, nullptr, 21);
+}
+
 TEST(MiscEndToEnd, RngNormal) {
   for (uint64_t seed : {0ull, 3ull}) {
     SCOPED_TRACE(seed);
