@@ -115,6 +115,18 @@ std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target
   return r;
 }
 
+std::string initialRngState(uint64_t seed) {
+  // Key = seed ^ (device index << 40) with device 0; the counter starts at 0.
+  const uint64_t words[2] = {seed, 0};
+  return std::string(reinterpret_cast<const char*>(words), sizeof words);
+}
+
+bool takesRngState(const isa::Program& program, std::string_view entry) {
+  const isa::Entry* e = program.findEntry(entry);
+  if (!e || e->args.empty() || e->args.back() >= program.buffers.size()) return false;
+  return program.buffers[e->args.back()].name == kRngStateBuffer;
+}
+
 std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
                                           const CodegenOptions& options, DiagnosticEngine& diags) {
   CodegenOptions o = options;

@@ -77,6 +77,17 @@ std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target
 std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
                                           const CodegenOptions& options, DiagnosticEngine& diags);
 
+// The run-time state of the HLO `rng` stream. A program with rng (or
+// rng-get-and-update-state) instructions takes one more entry argument after
+// the parameters' leaves: the HBM buffer `rng_state`, u32[4] holding the
+// u64 words {key, counter}, which the program reads and advances in place.
+// The caller fills it with initialRngState(seed) so the program draws the
+// same numbers as the interpreter run with that seed (one device: index 0).
+inline constexpr std::string_view kRngStateBuffer = "rng_state";
+std::string initialRngState(uint64_t seed);
+// Whether `entry` of `program` takes the rng_state argument (its last one).
+bool takesRngState(const isa::Program& program, std::string_view entry);
+
 std::string renderStatsJson(const CodegenStats& stats);
 std::string renderStatsText(const CodegenStats& stats);
 

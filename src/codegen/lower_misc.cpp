@@ -3,9 +3,14 @@
 // copy-done and async-start/update/done around a non-collective op (the
 // value semantics make them a copy or a call), rng-bit-generator (the
 // interpreter's ThreeFry/Philox streams, bit for bit, in 32-bit vector
-// integer code), reduce-precision, the custom-call targets the interpreter
+// integer code), rng and rng-get-and-update-state (the same ThreeFry on the
+// run-time rng_state argument, shaped in f64 register pairs), reduce-precision, the custom-call targets the interpreter
 // implements as data movement, and integer dots the int8 MXU cannot take.
 #include <array>
+#include <bit>
+#include <cmath>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "codegen/lowerer.h"
@@ -43,6 +48,46 @@ std::string floatImmediate(double v) {
   std::string s = fmt::format("{:.9g}", static_cast<float>(v));
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s;
+}
+
+// Whether running `in` draws from the rng stream: rng,
+// rng-get-and-update-state, or a call of a computation that does.
+bool drawsRng(const Instruction& in, std::map<const Computation*, bool>& memo) {
+  if (in.opcode() == Opcode::Rng || in.opcode() == Opcode::RngGetAndUpdateState) return true;
+  for (const Computation* c : in.calledComputations()) {
+    auto it = memo.find(c);
+    if (it == memo.end()) {
+      memo[c] = false;  // (no recursion in HLO; guards against cycles anyway)
+      bool any = false;
+      for (const auto& i : c->instructions()) any = any || drawsRng(*i, memo);
+      it = memo.insert_or_assign(c, any).first;
+    }
+    if (it->second) return true;
+  }
+  return false;
+}
+
+// The instructions of `c` in the order the interpreter evaluates them:
+// those the root needs (operands, then control predecessors), post-order.
+std::vector<const Instruction*> interpreterOrder(const Computation& c) {
+  std::vector<const Instruction*> order;
+  if (!c.root()) return order;
+  std::set<const Instruction*> seen{c.root()};
+  std::vector<std::pair<const Instruction*, size_t>> stack{{c.root(), 0}};
+  while (!stack.empty()) {
+    auto& [inst, next] = stack.back();
+    size_t nOps = inst->operands().size();
+    if (next < nOps + inst->controlPredecessors().size()) {
+      const Instruction* dep = next < nOps ? inst->operand(static_cast<int64_t>(next))
+                                           : inst->controlPredecessors()[next - nOps];
+      ++next;
+      if (dep->parent() == &c && seen.insert(dep).second) stack.push_back({dep, 0});
+    } else {
+      order.push_back(inst);
+      stack.pop_back();
+    }
+  }
+  return order;
 }
 
 }  // namespace
@@ -122,10 +167,10 @@ bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
       defineNew(in);
       return true;
     case Opcode::Rng:
-      return fail(in,
-                  fmt::format("llo-gen: rng '{}' is not supported: its stream is keyed by the interpreter's "
-                              "run-time seed and shaped in f64; use rng-bit-generator",
-                              in.name()));
+    case Opcode::RngGetAndUpdateState:
+      if (!planRng(in)) return false;
+      defineNew(in);
+      return true;
     case Opcode::CustomCall: {
       const std::string& target = in.attrs().customCallTarget;
       if (isGeluTarget(target)) {
@@ -250,6 +295,10 @@ bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
       return true;
     case Opcode::RngBitGenerator:
       return lowerRngBitGenerator(in);
+    case Opcode::Rng:
+      return lowerRng(in);
+    case Opcode::RngGetAndUpdateState:
+      return lowerRngGetAndUpdateState(in);
     case Opcode::CustomCall: {
       const Instruction* o = in.operand(0);
       if (isGeluTarget(in.attrs().customCallTarget)) return lowerGelu(in);
@@ -301,12 +350,19 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
                                 hlo::elementTypeName(bt)));
   int64_t count = *bs.elementCount();
   int64_t words = bytes == 8 ? 2 * count : count;
+  int64_t blocks = (words + (philox ? 3 : 1)) / (philox ? 4 : 2);
+  if (words >= (int64_t{1} << 31)) return fail(in, "llo-gen: rng-bit-generator output is too large");
+  bool ok = emitRngBits(leaves_[in.operand(0)][0], stateCount, philox, bt, count, leaves_[&in][0], leaves_[&in][1]);
+  endKernel(static_cast<double>(blocks) * (philox ? 200 : 120), bufs_[leaves_[&in][1]].bytes, 0);
+  return ok && !failed_;
+}
+
+bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, ElementType bt, int64_t count,
+                          int outState, int outBits) {
+  int bytes = typeInfo(bt).bytes;
+  int64_t words = bytes == 8 ? 2 * count : count;
   int wpb = philox ? 4 : 2;
   int64_t blocks = (words + wpb - 1) / wpb;
-  if (words >= (int64_t{1} << 31)) return fail(in, "llo-gen: rng-bit-generator output is too large");
-  int stateBuf = leaves_[in.operand(0)][0];
-  int outState = leaves_[&in][0], outBits = leaves_[&in][1];
-
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   // State words: key (lo, hi), counter (lo, hi), Philox high counter (lo, hi).
   std::array<int, 6> st{};
@@ -485,9 +541,7 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
     out.push_back(S(h0));
     out.push_back(S(h1));
   }
-  ok = storeWords(outState, out);
-  endKernel(static_cast<double>(blocks) * (philox ? 200 : 120), bufs_[outBits].bytes, 0);
-  return ok && !failed_;
+  return storeWords(outState, out) && !failed_;
 }
 
 // ============================================================== reduce-precision
@@ -842,6 +896,215 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
                          });
   endKernel(2.0 * static_cast<double>(b * m * n * k),
             bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
+  return ok && !failed_;
+}
+
+// ============================================================== rng
+
+bool Lowerer::planRng(const Instruction& in) {
+  if (!checkTypes(in)) return false;
+  if (in.opcode() == Opcode::Rng) {
+    if (!in.shape().isArray() || in.operandCount() != 2 || !in.operand(0)->shape().isScalar() ||
+        !in.operand(1)->shape().isScalar())
+      return fail(in, "llo-gen: rng expects two scalar operands and an array result");
+    if (typeInfo(in.operand(0)->shape().elementType()).isComplex || typeInfo(in.shape().elementType()).isComplex)
+      return fail(in, "llo-gen: rng of complex numbers is not supported");
+    if (2 * in.shape().elementCount().value_or(0) >= (int64_t{1} << 31))
+      return fail(in, "llo-gen: rng output is too large");
+  } else if (!in.shape().isArray() || in.shape().elementType() != ElementType::U64 ||
+             in.shape().dimensions() != std::vector<int64_t>{2}) {
+    return fail(in, "llo-gen: rng-get-and-update-state must return u64[2]");
+  }
+  if (rngState_ >= 0) return true;
+  // The first one: the compiled program advances the stream in program
+  // order, the interpreter in its evaluation order (operands first, only
+  // what the root needs). Both must visit the draws in the same order.
+  std::map<const Computation*, bool> memo;
+  for (const auto& c : module_.computations()) {
+    std::vector<const Instruction*> program, evaluated;
+    for (const auto& i : c->instructions())
+      if (drawsRng(*i, memo)) program.push_back(i.get());
+    for (const Instruction* i : interpreterOrder(*c))
+      if (drawsRng(*i, memo)) evaluated.push_back(i);
+    if (program != evaluated) {
+      const Instruction* at = program.empty() ? &in : program[0];
+      for (size_t k = 0; k < program.size(); ++k)
+        if (k >= evaluated.size() || program[k] != evaluated[k]) {
+          at = program[k];
+          break;
+        }
+      return fail(*at, fmt::format("llo-gen: '{}' draws from the rng stream out of the interpreter's order (it "
+                                   "evaluates only what the root needs, operands first); the compiled program "
+                                   "would draw different numbers",
+                                   at->name()));
+    }
+  }
+  rngState_ = newBuf(BufKind::Arg, Shape::array(ElementType::U64, {2}));
+  bufs_[rngState_].name = std::string(kRngStateBuffer);
+  args_.push_back(rngState_);
+  return true;
+}
+
+// eval's Interp::evalRng: one ThreeFry word (block) per element from the
+// stream {key, counter}, the counter advanced past them, then shaped in f64.
+bool Lowerer::lowerRng(const Instruction& in) {
+  beginKernel(in, "rng");
+  const int64_t n = *in.shape().elementCount();
+  const ElementType rt = in.shape().elementType();
+  const bool normal = in.attrs().distribution == hlo::RngDistribution::Normal;
+  const bool isInt = !typeInfo(rt).isFloat && rt != ElementType::Pred;
+  int wordsBuf = tempBuf(ElementType::U64, {n});
+  bool ok = emitRngBits(rngState_, 2, false, ElementType::U64, n, rngState_, wordsBuf);
+  if (!ok || n == 0) {
+    endKernel(0, 32, 0);
+    return ok && !failed_;
+  }
+  auto pair2 = [&](const char* m, VReg a, VReg b) {
+    VReg d = valloc(ElementType::F64);
+    for (int w = 0; w < 2; ++w)
+      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
+    return d;
+  };
+  auto pair1 = [&](const char* m, VReg a) {
+    VReg d = valloc(ElementType::F64);
+    for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), w);
+    return d;
+  };
+  auto constPair = [&](uint64_t bits, ElementType t) {
+    VReg d = valloc(t);
+    e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+    e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+    return d;
+  };
+  auto constF64 = [&](double v) { return constPair(std::bit_cast<uint64_t>(v), ElementType::F64); };
+  auto select = [&](int mask, VReg a, VReg b) {
+    VReg d = valloc(a.t);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
+    e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
+    return d;
+  };
+  auto release = [&](std::initializer_list<VReg> regs) {
+    for (VReg r : regs) vfree(r);
+  };
+  // f64 of an operand, as the interpreter converts it.
+  auto toF64 = [&](VReg x) {
+    if (x.t == ElementType::F64) return vcopy(x, ElementType::F64);
+    if (x.t == ElementType::S64) return pair1("vcvt.f64.s64", x);
+    if (x.t == ElementType::U64) return pair1("vcvt.f64.u64", x);
+    return pairFrom32(x, ElementType::F64);
+  };
+  // f64 of an unsigned 32-bit register (exact).
+  auto u32ToF64 = [&](const std::string& word) {
+    VReg x = valloc(ElementType::S64);
+    e_.op("vmov.s32 {}, {}", V(x), word);
+    e_.op("vmov.s32 {}, 0", H(x));
+    VReg f = pair1("vcvt.f64.s64", x);
+    vfree(x);
+    return f;
+  };
+  const ElementType opType = in.operand(0)->shape().elementType();
+  ok = emitElementwise(
+      n,
+      {EwInput{EwInput::Full, wordsBuf, 0, ElementType::U64},
+       EwInput{EwInput::Scalar, leaves_[in.operand(0)][0], 0, opType},
+       EwInput{EwInput::Scalar, leaves_[in.operand(1)][0], 0, in.operand(1)->shape().elementType()}},
+      {EwOutput{leaves_[&in][0], 0, rt}}, [&](const std::vector<VReg>& v) {
+        VReg w = v[0], a = toF64(v[1]), b = toF64(v[2]);
+        VReg o;
+        if (normal) {
+          // Box-Muller: u1 = (low word + 1) 2^-32, u2 = high word 2^-32;
+          // a + b * sqrt(-2 ln u1) * cos(2 pi u2), evaluated left to right.
+          VReg lo = u32ToF64(V(w)), hi = u32ToF64(H(w));
+          VReg one = constF64(1.0), scale = constF64(0x1.0p-32);
+          VReg lo1 = pair2("vadd.f64", lo, one);
+          VReg u1 = pair2("vmul.f64", lo1, scale), u2 = pair2("vmul.f64", hi, scale);
+          release({lo, hi, one, lo1});
+          VReg ln = pair1("vlog.f64", u1), m2 = constF64(-2.0);
+          VReg t = pair2("vmul.f64", m2, ln);
+          VReg r = pair1("vsqrt.f64", t);
+          release({u1, ln, m2, t});
+          VReg twoPi = constF64(2.0 * M_PI);
+          VReg ang = pair2("vmul.f64", twoPi, u2);
+          VReg c = pair1("vcos.f64", ang);
+          release({twoPi, ang, u2, scale});
+          VReg br = pair2("vmul.f64", b, r);
+          VReg brc = pair2("vmul.f64", br, c);
+          o = pair2("vadd.f64", a, brc);
+          release({r, c, br, brc});
+        } else {
+          // u = (word >> 11) 2^-53, in [0, 1).
+          VReg top = valloc(ElementType::S64), t = valloc(ElementType::S32);
+          e_.op("vshr {}, {}, 11", V(top), V(w));
+          e_.op("vshl {}, {}, 21", V(t), H(w));
+          e_.op("vor {}, {}, {}", V(top), V(top), V(t));
+          e_.op("vshr {}, {}, 11", H(top), H(w));
+          VReg topF = pair1("vcvt.f64.s64", top), scale = constF64(0x1.0p-53);
+          VReg u = pair2("vmul.f64", topF, scale);
+          release({top, t, topF, scale});
+          VReg span = pair2("vsub.f64", b, a), zero = constF64(0.0);
+          if (isInt) {
+            // a + floor(u * span) when span > 0, else a.
+            VReg p = pair2("vmul.f64", u, span);
+            VReg f = pair1("vfloor.f64", p);
+            VReg s = pair2("vadd.f64", a, f);
+            int m = malloc_();
+            e_.op("vcmp.gt.f64 {}, {}, {}, {}, {}", M(m), V(span), H(span), V(zero), H(zero));
+            o = select(m, s, a);
+            masks_.put(m);
+            release({p, f, s});
+          } else {
+            // a + span * u, kept below b: nextafter(b, a) when it reaches b
+            // (b > a). On the bits: one step toward zero from b > 0, away
+            // from zero for b < 0, the smallest negative subnormal at zero.
+            VReg p = pair2("vmul.f64", span, u);
+            VReg x = pair2("vadd.f64", a, p);
+            VReg one = constPair(1, ElementType::S64);
+            VReg down = pairAddSub(false, b, one, ElementType::S64), up = pairAddSub(true, b, one, ElementType::S64);
+            VReg atZero = constPair(0x8000000000000001ull, ElementType::S64);
+            int m = malloc_();
+            e_.op("vcmp.gt.f64 {}, {}, {}, {}, {}", M(m), V(b), H(b), V(zero), H(zero));
+            VReg step = select(m, down, up);
+            e_.op("vcmp.eq.f64 {}, {}, {}, {}, {}", M(m), V(b), H(b), V(zero), H(zero));
+            VReg next = select(m, atZero, step);
+            e_.op("vcmp.ge.f64 {}, {}, {}, {}, {}", M(m), V(x), H(x), V(b), H(b));
+            VReg clamped = select(m, next, x);
+            e_.op("vcmp.gt.f64 {}, {}, {}, {}, {}", M(m), V(b), H(b), V(a), H(a));
+            o = select(m, clamped, x);
+            masks_.put(m);
+            release({p, x, one, down, up, atZero, step, next, clamped});
+          }
+          release({u, span, zero});
+        }
+        o.t = ElementType::F64;
+        VReg d = convertFromF64(o, rt);
+        release({a, b, o});
+        return std::vector<VReg>{d};
+      });
+  endKernel(static_cast<double>(n) * (normal ? 160 : 130), bufs_[wordsBuf].bytes * 2 + bufs_[leaves_[&in][0]].bytes,
+            0);
+  return ok && !failed_;
+}
+
+// eval: returns {key, counter}, then advances the counter by delta.
+bool Lowerer::lowerRngGetAndUpdateState(const Instruction& in) {
+  beginKernel(in, "rng");
+  PoolGuard guard({&sregs_});
+  int st[4];
+  for (int w = 0; w < 4; ++w) st[w] = loadScalar(rngState_, 4 * w, ElementType::U32, w);
+  bool ok = storeWords(leaves_[&in][0], {S(st[0]), S(st[1]), S(st[2]), S(st[3])});
+  const uint64_t delta = static_cast<uint64_t>(std::max<int64_t>(in.attrs().rngDelta, 0));
+  int lo = sreg(), hi = sreg(), carry = sreg(), a = sreg(), b = sreg();
+  e_.op("smov {}, {}", S(lo), static_cast<int32_t>(static_cast<uint32_t>(delta)));
+  e_.op("smov {}, {}", S(hi), static_cast<int32_t>(static_cast<uint32_t>(delta >> 32)));
+  e_.op("sadd {}, {}, {}", S(lo), S(lo), S(st[2]));
+  e_.op("sadd {}, {}, {}", S(hi), S(hi), S(st[3]));
+  // The low word's carry: the sum is below the old word (unsigned).
+  e_.op("sxor {}, {}, -2147483648", S(a), S(lo));
+  e_.op("sxor {}, {}, -2147483648", S(b), S(st[2]));
+  e_.op("scmp.lt {}, {}, {}", S(carry), S(a), S(b));
+  e_.op("sadd {}, {}, {}", S(hi), S(hi), S(carry));
+  ok = ok && storeWords(rngState_, {S(st[0]), S(st[1]), S(lo), S(hi)});
+  endKernel(0, 48, 0);
   return ok && !failed_;
 }
 

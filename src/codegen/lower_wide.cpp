@@ -72,7 +72,7 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
                   op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||
                   op == Opcode::Sort || op == Opcode::Dot || op == Opcode::Convolution || op == Opcode::ReduceWindow ||
-                  op == Opcode::SelectAndScatter;
+                  op == Opcode::SelectAndScatter || op == Opcode::Rng || op == Opcode::RngGetAndUpdateState;
   if (computed) return true;
   return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported by {} yet",
                               hlo::elementTypeName(pairLeaf->elementType()), in.name(), hlo::opcodeName(op)));
@@ -133,6 +133,40 @@ VReg Lowerer::pairFrom32(VReg x, ElementType to) {
     e_.op("vcvt.f64.s64 {}, {}, {}, 1", H(f), V(d), H(d));
     vfree(d);
     return f;
+  }
+  return d;
+}
+
+VReg Lowerer::convertFromF64(VReg x, ElementType to) {
+  TypeInfo ti = typeInfo(to);
+  auto pairUnary = [&](const char* m) {
+    VReg d = valloc(to);
+    for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(d) : V(d), V(x), H(x), w);
+    return d;
+  };
+  if (to == ElementType::F64) return vcopy(x, to);
+  if (to == ElementType::S64) return pairUnary("vcvt.s64.f64");
+  if (to == ElementType::U64) return pairUnary("vcvt.u64.f64");
+  if (to == ElementType::Pred) {
+    VReg z = valloc(ElementType::F64);
+    e_.op("vmov.s32 {}, 0", V(z));
+    e_.op("vmov.s32 {}, 0", H(z));
+    int m = pairCompare("ne", ElementType::F64, x, z);
+    vfree(z);
+    return toMask01(m);
+  }
+  VReg d = valloc(to);
+  if (ti.isFloat) {  // f32, or a narrow float rounded once from f64
+    e_.op("vcvt.{}.f64 {}, {}, {}", ti.dtype, V(d), V(x), H(x));
+    return d;
+  }
+  bool u32 = ti.isUnsigned && ti.bits == 32;
+  e_.op("{} {}, {}, {}", u32 ? "vcvt.u32.f64" : "vcvt.s32.f64", V(d), V(x), H(x));
+  if (ti.bits < 32) {
+    int64_t lo = ti.isUnsigned ? 0 : -(int64_t{1} << (ti.bits - 1));
+    int64_t hi = ti.isUnsigned ? (int64_t{1} << ti.bits) - 1 : (int64_t{1} << (ti.bits - 1)) - 1;
+    e_.op("vmax.s32 {}, {}, {}", V(d), V(d), lo);
+    e_.op("vmin.s32 {}, {}, {}", V(d), V(d), hi);
   }
   return d;
 }

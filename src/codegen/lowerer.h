@@ -400,6 +400,19 @@ class Lowerer {
   bool isMxuDot(const Instruction& in) const;
   bool lowerVectorDot(const Instruction& in);
   bool lowerRngBitGenerator(const Instruction& in);
+  // The ThreeFry (or Philox) words of eval/rng.h for `count` elements of
+  // `bitsType` from the u64 state in stateBuf; the advanced state goes to
+  // outState (which may be stateBuf). Inside a kernel the caller began.
+  bool emitRngBits(int stateBuf, int64_t stateCount, bool philox, ElementType bitsType, int64_t count,
+                   int outState, int outBits);
+  // rng and rng-get-and-update-state: the stream lives in the rng_state
+  // entry argument (codegen.h), read and advanced in place by each one.
+  bool planRng(const Instruction& in);
+  bool lowerRng(const Instruction& in);
+  bool lowerRngGetAndUpdateState(const Instruction& in);
+  // An f64 register pair converted to `to`'s register form, as the
+  // interpreter converts (floats round once, integers truncate and saturate).
+  VReg convertFromF64(VReg x, ElementType to);
   bool lowerGelu(const Instruction& in);
   bool planGemm(const Instruction& in);
   bool lowerGemm(const Instruction& in);
@@ -438,6 +451,8 @@ class Lowerer {
   // cuBLAS gemm custom calls as the dot instructions they stand for.
   std::map<const Instruction*, std::unique_ptr<Instruction>> gemmDots_;
   std::map<const Instruction*, std::pair<double, double>> gemmScales_;  // alpha, beta
+
+  int rngState_ = -1;  // the rng_state argument buffer, once an rng is planned
 
   CodegenStats stats_;
   std::string kernelLabel_;

@@ -305,6 +305,146 @@ ENTRY main {
                "v5e", CodegenOptions{}, &args);
 }
 
+// `rng` draws from the run-time stream in the rng_state argument: each
+// module is compared bit for bit with the interpreter under a seed.
+std::string rngCall(const std::string& operandType, const std::string& lo, const std::string& hi,
+                    const std::string& resultShape, const std::string& distribution) {
+  return fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[] constant({1})
+  b = {0}[] constant({2})
+  ROOT r = {3} rng(a, b), distribution={4}
+}})",
+                     operandType, lo, hi, resultShape, distribution);
+}
+
+TEST(MiscEndToEnd, RngUniformFloats) {
+  for (uint64_t seed : {0ull, 3ull, 0x123456789abcdefull}) {
+    SCOPED_TRACE(seed);
+    EXPECT_EXACT(rngCall("f32", "0", "1", "f32[37,50]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("f32", "-3.5", "7.25", "f32[1025]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("bf16", "-1", "1", "bf16[999]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("f64", "-2", "1e10", "f64[333]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    // a == b gives a; b < a runs backwards from a (no clamping).
+    EXPECT_EXACT(rngCall("f32", "2.5", "2.5", "f32[64]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("f32", "4", "-1", "f32[300]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("f64", "4", "-1", "f64[300]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+  }
+}
+
+TEST(MiscEndToEnd, RngUniformClampsBelowTheUpperBound) {
+  // One ulp between a and b: about half the draws round up to b and must
+  // become nextafter(b, a), for b positive, negative and zero.
+  EXPECT_EXACT(rngCall("f64", "1", "1.0000000000000002", "f64[512]", "rng_uniform"));
+  EXPECT_EXACT(rngCall("f64", "-1.0000000000000002", "-1", "f64[512]", "rng_uniform"));
+  EXPECT_EXACT(rngCall("f64", "-4.9406564584124654e-324", "0", "f64[512]", "rng_uniform"));
+}
+
+TEST(MiscEndToEnd, RngUniformIntegers) {
+  for (uint64_t seed : {0ull, 11ull}) {
+    SCOPED_TRACE(seed);
+    EXPECT_EXACT(rngCall("s32", "-10", "10", "s32[2000]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("s32", "0", "2147483647", "s32[300]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr,
+                 seed);
+    EXPECT_EXACT(rngCall("s32", "5", "5", "s32[40]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("s32", "9", "-3", "s32[40]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("u8", "0", "200", "u8[999]", "rng_uniform"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("s64", "-1000000000000", "1000000000000", "s64[77]", "rng_uniform"), "v5e",
+                 CodegenOptions{}, nullptr, seed);
+  }
+}
+
+TEST(MiscEndToEnd, RngBoundsFromParameters) {
+  // Bounds read at run time (f32 and s32 scalars of the test's random data).
+  EXPECT_EXACT(R"(HloModule m
+ENTRY main {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  u = f32[500] rng(a, b), distribution=rng_uniform
+  n = f32[500] rng(a, b), distribution=rng_normal
+  k = s32[500] rng(i, j), distribution=rng_uniform
+  ROOT t = (f32[500], f32[500], s32[500]) tuple(u, n, k)
+})",
+               "v5e", CodegenOptions{}, nullptr, 21);
+}
+
+TEST(MiscEndToEnd, RngNormal) {
+  for (uint64_t seed : {0ull, 3ull}) {
+    SCOPED_TRACE(seed);
+    EXPECT_EXACT(rngCall("f32", "0", "1", "f32[1500]", "rng_normal"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("f32", "-2", "0.5", "f32[8,16]", "rng_normal"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("f64", "10", "3", "f64[400]", "rng_normal"), "v5e", CodegenOptions{}, nullptr, seed);
+    EXPECT_EXACT(rngCall("bf16", "0", "1", "bf16[300]", "rng_normal"), "v5e", CodegenOptions{}, nullptr, seed);
+  }
+}
+
+TEST(MiscEndToEnd, RngCallsShareOneStream) {
+  // Each call advances the counter; rng-get-and-update-state reads it and
+  // skips ahead by its delta.
+  EXPECT_EXACT(R"(HloModule m
+ENTRY main {
+  a = f32[] constant(0)
+  b = f32[] constant(1)
+  r1 = f32[100] rng(a, b), distribution=rng_uniform
+  st1 = u64[2] rng-get-and-update-state(), delta=4294967300
+  r2 = f32[100] rng(a, b), distribution=rng_normal
+  st2 = u64[2] rng-get-and-update-state(), delta=7
+  r3 = f32[3] rng(a, b), distribution=rng_uniform
+  ROOT t = (f32[100], u64[2], f32[100], u64[2], f32[3]) tuple(r1, st1, r2, st2, r3)
+})",
+               "v5e", CodegenOptions{}, nullptr, 5);
+}
+
+TEST(MiscEndToEnd, RngInsideAWhileLoop) {
+  // Every iteration draws anew: the counter lives in memory.
+  EXPECT_EXACT(R"(HloModule m
+cond {
+  p = (s32[], f32[256]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(4)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[256]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  acc = f32[256] get-tuple-element(p), index=1
+  lo = f32[] constant(-1)
+  hi = f32[] constant(1)
+  r = f32[256] rng(lo, hi), distribution=rng_uniform
+  x = f32[256] multiply(acc, r)
+  y = f32[256] add(x, r)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[256]) tuple(j, y)
+}
+ENTRY main {
+  z = s32[] constant(0)
+  zero = f32[] constant(0)
+  a = f32[256] broadcast(zero), dimensions={}
+  t = (s32[], f32[256]) tuple(z, a)
+  w = (s32[], f32[256]) while(t), condition=cond, body=body
+  g = f32[256] get-tuple-element(w), index=1
+  s = u64[2] rng-get-and-update-state(), delta=1
+  ROOT o = (f32[256], u64[2]) tuple(g, s)
+})",
+               "v5e", CodegenOptions{}, nullptr, 9);
+}
+
+TEST(MiscEndToEnd, RngOutOfTheInterpretersOrderIsRefused) {
+  // The interpreter evaluates the root's operands first (r2 before r1).
+  std::string err = compileError(R"(HloModule m
+ENTRY main {
+  a = f32[] constant(0)
+  b = f32[] constant(1)
+  r1 = f32[4] rng(a, b), distribution=rng_uniform
+  r2 = f32[4] rng(a, b), distribution=rng_uniform
+  ROOT t = (f32[4], f32[4]) tuple(r2, r1)
+})");
+  EXPECT_NE(err.find("'r1' draws from the rng stream out of the interpreter's order"), std::string::npos) << err;
+}
+
 hlo::Literal fullRangeS8(std::vector<int64_t> dims, uint32_t seed) {
   hlo::Literal l(hlo::Shape::array(hlo::ElementType::S8, dims));
   std::mt19937 rng(seed);
@@ -451,13 +591,15 @@ ENTRY main {
 })")
                 .find("custom-call target \"my_kernel\" of 'c' is not supported"),
             std::string::npos);
+  // A dead rng: the interpreter never draws it, the program would.
   EXPECT_NE(compileError(R"(HloModule m
 ENTRY main {
   a = f32[] constant(0)
   b = f32[] constant(1)
+  dead = f32[8] rng(a, b), distribution=rng_uniform
   ROOT r = f32[8] rng(a, b), distribution=rng_uniform
 })")
-                .find("rng 'r' is not supported"),
+                .find("'dead' draws from the rng stream out of the interpreter's order"),
             std::string::npos);
 }
 

@@ -70,7 +70,7 @@ struct PipelineRun {
 
 template <typename MakeArgument>
 PipelineRun runPipeline(const std::string& text, MakeArgument&& makeArgument, const std::string& targetName = "v5e",
-                        CodegenOptions options = {}) {
+                        CodegenOptions options = {}, uint64_t rngSeed = 0) {
   PipelineRun run;
   DiagnosticEngine diags;
   std::string messages;
@@ -98,11 +98,14 @@ PipelineRun runPipeline(const std::string& text, MakeArgument&& makeArgument, co
     leaves(a, ls);
     for (const auto* l : ls) inputs.emplace_back(reinterpret_cast<const char*>(l->data().data()), l->data().size());
   }
+  eval::EvalOptions eo;
+  eo.rngSeed = rngSeed;
+  if (takesRngState(assembled->program, "main")) inputs.push_back(initialRngState(eo.rngSeed));
   sim::SimOptions so;
   so.maxCycles = 2'000'000'000ull;
   auto simmed = sim::simulate(assembled->program, *target, inputs, so, diags);
   if (!simmed) return fail("sim");
-  run.expected = eval::evaluate(*loaded.module, run.args, eval::EvalOptions{}, diags);
+  run.expected = eval::evaluate(*loaded.module, run.args, eo, diags);
   if (!run.expected) return fail("eval");
   run.got = std::move(simmed->results);
   run.report = simmed->report;
@@ -114,13 +117,14 @@ PipelineRun runPipeline(const std::string& text, MakeArgument&& makeArgument, co
 }
 
 inline E2eRun compileAndCompare(const std::string& text, const std::string& targetName = "v5e",
-                      CodegenOptions options = {}, std::vector<hlo::Literal>* given = nullptr) {
+                      CodegenOptions options = {}, std::vector<hlo::Literal>* given = nullptr,
+                      uint64_t rngSeed = 0) {
   E2eRun run;
   std::mt19937 rng(1234);
   PipelineRun p = runPipeline(
       text,
       [&](size_t i, const hlo::Shape& shape) { return given ? (*given)[i] : randomLiteral(shape, rng); },
-      targetName, options);
+      targetName, options, rngSeed);
   if (!p.error.empty()) return {p.error};
   const std::vector<const hlo::Literal*> want = p.want();
   for (size_t r = 0; r < want.size(); ++r) {

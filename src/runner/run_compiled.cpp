@@ -116,6 +116,10 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   for (const hlo::Literal& arg : *args)
     for (const hlo::Literal* leaf : flattenLiteral(arg))
       inputs.emplace_back(reinterpret_cast<const char*>(leaf->data().data()), leaf->data().size());
+  // Programs with rng instructions take the stream's state last, keyed by
+  // the seed the interpreter uses (see --check below).
+  if (codegen::takesRngState(loaded.program, "main"))
+    inputs.push_back(codegen::initialRngState(options.seed.value_or(0)));
 
   sim::RunRequest run = request.simulator.run;
   run.entry = "main";

@@ -2,6 +2,7 @@
 // the machine program's entry signature standing in for HLO parameter shapes.
 #include <cstring>
 
+#include "codegen/codegen.h"
 #include "runner/run.h"
 #include "support/file_io.h"
 
@@ -49,11 +50,17 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
     resultShapes.push_back(std::move(*shape));
   }
 
+  // llo-gen's rng_state argument is seeded as the interpreter's stream is
+  // (--seed, default 0) unless an --input gives it.
+  const bool seedRngState =
+      codegen::takesRngState(loaded.program, signature->entry) && options.inputs.size() < parameterShapes.size();
+  if (seedRngState) parameterShapes.pop_back();
   auto args = prepareArgumentsForShapes(parameterShapes, options, diags);
   if (!args) return failed;
   std::vector<std::string> inputs;
   for (const hlo::Literal& arg : *args)
     inputs.emplace_back(reinterpret_cast<const char*>(arg.data().data()), arg.data().size());
+  if (seedRngState) inputs.push_back(codegen::initialRngState(options.seed.value_or(0)));
 
   auto out = sim::runLoadedProgram(loaded, inputs, request.run, diags);
   if (!out) return failed;
