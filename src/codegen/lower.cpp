@@ -555,6 +555,18 @@ void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::
   }
 }
 
+std::optional<bool> Lowerer::finishTrivialDot(const DotGeometry& geo, int dst, ElementType ot) {
+  int64_t outputs = geo.b * geo.m * geo.n;
+  if (outputs == 0) {
+    endKernel(0, 0, 0);
+    return true;
+  }
+  if (geo.k != 0) return std::nullopt;
+  bool ok = fillZero(dst, outputs, ot);
+  endKernel(0, bufs_[dst].bytes, 0);
+  return ok;
+}
+
 void Lowerer::emitLanePopcount(VReg x, VReg t, bool smearTopBit) {
   if (smearTopBit)
     for (int sh : {1, 2, 4, 8, 16}) {
@@ -2284,15 +2296,7 @@ bool Lowerer::lowerDot(const Instruction& in) {
   int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
   int64_t mp = (m + 7) / 8 * 8, kp = (k + 127) / 128 * 128, np = (n + 127) / 128 * 128;
   int dst = leaves_[&in][0];
-  if (b * m * n == 0) {
-    endKernel(0, 0, 0);
-    return true;
-  }
-  if (k == 0) {
-    bool ok = fillZero(dst, b * m * n, ot);
-    endKernel(0, bufs_[dst].bytes, 0);
-    return ok;
-  }
+  if (std::optional<bool> done = finishTrivialDot(geo, dst, ot)) return *done;
   // Operand in canonical padded form: groups (g0, g1, g2) of dims become
   // [B, P1, P2] with zero padding.
   auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,

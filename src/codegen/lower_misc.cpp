@@ -838,15 +838,7 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
   const std::vector<int64_t>&lf = geo.lhsFree, &rf = geo.rhsFree;
   int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
   int dst = leaves_[&in][0];
-  if (b * m * n == 0) {
-    endKernel(0, 0, 0);
-    return true;
-  }
-  if (k == 0) {
-    bool ok = fillZero(dst, b * m * n, ot);
-    endKernel(0, bufs_[dst].bytes, 0);
-    return ok;
-  }
+  if (std::optional<bool> done = finishTrivialDot(geo, dst, ot)) return *done;
   // Operands as s32 [B, M, K] and [B, K, N].
   auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                    const std::vector<int64_t>& g2) -> int {

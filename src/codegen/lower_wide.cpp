@@ -228,15 +228,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
   DotGeometry geo = dotGeometry(in);
   int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
   int dst = leaves_[&in][0];
-  if (b * m * n == 0) {
-    endKernel(0, 0, 0);
-    return true;
-  }
-  if (k == 0) {
-    bool ok = fillZero(dst, b * m * n, ot);
-    endKernel(0, bufs_[dst].bytes, 0);
-    return ok;
-  }
+  if (std::optional<bool> done = finishTrivialDot(geo, dst, ot)) return *done;
   const int64_t es = typeInfo(ot).bytes;  // 8, or 16 for c128
   // Operands as [B, M, K] and [B, K, N].
   auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,

@@ -311,6 +311,10 @@ class Lowerer {
   VReg vload(ElementType t, const std::string& addr, const std::string& extra = "");
   void vstore(VReg v, ElementType t, const std::string& addr, const std::string& extra = "");
   VReg vconst(ElementType t, uint32_t bits);
+  // Ends the kernel of a dot with an empty result (nothing to do) or an
+  // empty contraction (zeros) and returns whether that worked; nullopt for
+  // every other dot.
+  std::optional<bool> finishTrivialDot(const DotGeometry& geo, int dst, ElementType ot);
   // x := the number of set bits in each 32-bit lane of x; with `smearTopBit`
   // the top set bit is first copied into every lower bit (count-leading-
   // zeros is then the width minus the count). t is scratch.
