@@ -104,7 +104,9 @@ std::optional<UnpackedContainer> unpackContainer(const SourceFile& file, const M
   uint32_t payloadCrc = r.u32();
   uint32_t headerCrc = r.u32();
   if (headerCrc != crc32(data.substr(0, 36))) return fail(36, "header checksum mismatch (file is corrupted)");
-  if (out.version.major > supportedMajor || out.version.major == 0)
+  // A major version changes the payload's layout both ways: older files are
+  // no more readable than newer ones.
+  if (out.version.major != supportedMajor)
     return fail(8, fmt::format("unsupported {} format version {}.{} (this build reads {}.x)", formatName,
                                out.version.major, out.version.minor, supportedMajor));
   if (flags & ~1u) return fail(12, fmt::format("unknown header flags 0x{:x}", flags));

@@ -1,7 +1,7 @@
 """Writes a corrupted copy of a .hlob file: corrupt.py MODE IN OUT.
 
 Modes: truncate-header, truncate-payload, flip-payload, flip-header,
-newer-major, bad-magic, repack-garbage (valid checksums, garbage payload).
+older-major, newer-major, bad-magic, repack-garbage (valid checksums, garbage payload).
 """
 import struct
 import sys
@@ -28,6 +28,8 @@ elif mode == "flip-payload":
 elif mode == "flip-header":
     data[17] ^= 0x01
     out = data
+elif mode == "older-major":
+    out = repack(b"", major=CURRENT_MAJOR - 1, minor=0)
 elif mode == "newer-major":
     out = repack(b"", major=CURRENT_MAJOR + 1, minor=0)
 elif mode == "bad-magic":
