@@ -253,12 +253,32 @@ TEST(Conv, DepthwiseRowsTooLargeForVmemUseTheMxu) {
   EXPECT_LE(r.maxErr, kOnePass) << r.where;
 }
 
-TEST(Conv, IntegerIsAnError) {
-  E2eRun r = compileAndCompare(module(R"(  x = s32[1,4,4,2] parameter(0)
-  k = s32[1,1,2,2] parameter(1)
-  ROOT c = s32[1,4,4,2] convolution(x, k), window={size=1x1}, dim_labels=b01f_01io->b01f
+// Integer convolutions sum in s32 on the vector unit; narrower results wrap
+// to the same bits as the interpreter's (3x3 taps x 8 channels of values up
+// to 4 overflow s8 and u8).
+TEST(Conv, IntegerTypesBitExact) {
+  struct Case {
+    const char* in;
+    const char* kernel;
+    const char* out;
+  };
+  for (Case c : {Case{"s32", "s32", "s32"}, Case{"s8", "s8", "s32"}, Case{"s8", "s8", "s8"},
+                 Case{"u8", "u8", "u8"}, Case{"s16", "s8", "s16"}, Case{"u32", "u32", "u32"}}) {
+    E2eRun r = compileAndCompare(module(fmt::format(R"(  x = {0}[2,9,7,8] parameter(0)
+  k = {1}[3,3,8,5] parameter(1)
+  ROOT c = {2}[2,5,4,5] convolution(x, k), window={{size=3x3 stride=2x2 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f
+)",
+                                                    c.in, c.kernel, c.out)));
+    ASSERT_EQ(r.error, "") << c.in << " " << c.out;
+    EXPECT_EQ(r.bitMismatches, 0) << c.in << " x " << c.kernel << " -> " << c.out << ": " << r.bitWhere;
+  }
+  // Feature groups (depthwise-like) also take the vector unit for integers.
+  E2eRun g = compileAndCompare(module(R"(  x = s8[1,6,6,4] parameter(0)
+  k = s8[3,3,1,8] parameter(1)
+  ROOT c = s32[1,4,4,8] convolution(x, k), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=4
 )"));
-  EXPECT_NE(r.error.find("integer convolution is not supported"), std::string::npos) << r.error;
+  ASSERT_EQ(g.error, "");
+  EXPECT_EQ(g.bitMismatches, 0) << g.bitWhere;
 }
 
 }  // namespace

@@ -89,9 +89,15 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   if (wide && (!isPairType(g.outType) || (isPairType(g.inType) && g.inType != g.outType) ||
                (isPairType(g.kType) && g.kType != g.outType)))
     return fail(in, "llo-gen: convolutions mixing 64-bit and other element types are not supported");
-  if (!wide && (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat))
-    return fail(in,
-                "llo-gen: integer convolution is not supported yet (only f32/bf16 operands reach the MXU)");
+  // Integer convolutions sum in s32 on the vector unit, like integer dots.
+  auto isInteger = [](ElementType t) { return !typeInfo(t).isFloat && t != ElementType::Pred && !typeInfo(t).isComplex; };
+  const bool integer = !wide && isInteger(g.inType) && isInteger(g.kType) && isInteger(g.outType);
+  if (!wide && !integer &&
+      (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat))
+    return fail(in, fmt::format("llo-gen: convolution {} x {} -> {} mixes element kinds, which is not supported",
+                                hlo::elementTypeName(g.inType), hlo::elementTypeName(g.kType),
+                                hlo::elementTypeName(g.outType)));
+  const bool vpu = wide || integer;
   g.rank = dn.inputSpatialDimensions.size();
   size_t r = g.rank;
   std::vector<hlo::WindowDimension> win =
@@ -144,13 +150,13 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
 
   // Depthwise rows that do not fit VMEM (very long last spatial dimension)
   // take the MXU path, which tiles everything.
-  bool depthwise = !wide && g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
+  bool depthwise = !vpu && g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
                    r - 1 <= static_cast<size_t>(std::max(0, target_.dma.descriptorDims)) &&
                    depthwiseVmem(g).end <= vmemBudget();
-  beginKernel(in, wide ? "conv-vpu" : depthwise ? "conv-depthwise" : "conv-matmul");
+  beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : "conv-matmul");
   int dst = leaves_[&in][0];
   int64_t outCount = product(os.dimensions());
-  int passes = depthwise || wide ? 1 : mxuPasses(in, g.inType, g.kType);
+  int passes = depthwise || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
   double flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
   uint64_t hbmBytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes;
   if (outCount == 0) {
@@ -164,9 +170,10 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   }
 
   int lhsBuf = leaves_[lhs][0];
-  if (wide && g.inType != g.outType) {
-    lhsBuf = convertedCopy(lhsBuf, ls, g.outType);
-    g.inType = g.outType;
+  if (vpu) {
+    ElementType acc = wide ? g.outType : ElementType::S32;
+    lhsBuf = accumulatorCopy(lhsBuf, ls, acc);
+    g.inType = acc;
   }
   // X[N, P.., C]: the input transposed to channels-last, dilated and padded.
   int es = typeInfo(g.inType).bytes;
@@ -205,7 +212,7 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     if (!empty) emitCopy(x, dstOff, lhsBuf, srcOff, counts, ds, ss, es);
   }
 
-  bool ok = wide        ? emitWideConv(in, g, x)
+  bool ok = vpu         ? emitWideConv(in, g, x)
             : depthwise ? emitDepthwiseConv(in, g, x)
                         : emitConvMatmul(in, g, x, passes);
   endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g).end : 0);

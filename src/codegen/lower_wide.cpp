@@ -209,6 +209,19 @@ int Lowerer::convertedCopy(int buf, const Shape& s, ElementType to) {
   return wide;
 }
 
+int Lowerer::accumulatorCopy(int buf, const Shape& s, ElementType acc) {
+  if (s.elementType() == acc) return buf;
+  if (acc != ElementType::S32) return convertedCopy(buf, s, acc);
+  int widened = tempBuf(acc, s.dimensions());
+  emitElementwise(product(s.dimensions()), {EwInput{EwInput::Full, buf, 0, s.elementType()}},
+                  {EwOutput{widened, 0, acc}}, [&](const std::vector<VReg>& v) {
+                    VReg d = valloc(acc);
+                    e_.op("vmov.s32 {}, {}", V(d), V(v[0]));
+                    return std::vector<VReg>{d};
+                  });
+  return widened;
+}
+
 // Dots of s64, u64 or f64 on the vector unit: for each output row, the sum
 // over k (in order, from 0: the interpreter's naive loop, separate multiply
 // and add) of a scalar of the lhs row times a row of the rhs. The rhs block
@@ -419,8 +432,10 @@ bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBu
   const auto& dn = *in.attrs().convDims;
   const Shape& ks = in.operand(1)->shape();
   const Shape& os = in.shape();
-  constexpr int64_t es = 8;
-  ElementType t = g.outType;
+  // The accumulator type: the result's for 64-bit and complex types, s32
+  // for integer convolutions (narrower results wrap to the same bits).
+  ElementType t = isPairType(g.outType) || typeInfo(g.outType).isComplex ? g.outType : ElementType::S32;
+  const int64_t es = typeInfo(t).bytes;
   std::vector<int64_t> xDims = {g.batch};
   xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
   xDims.push_back(g.inFeatures);
@@ -449,7 +464,7 @@ bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBu
   std::vector<int64_t> perm = {dn.kernelOutputFeatureDimension, dn.kernelInputFeatureDimension};
   perm.insert(perm.end(), dn.kernelSpatialDimensions.begin(), dn.kernelSpatialDimensions.end());
   int kBuf = leaves_[in.operand(1)][0];
-  if (g.kType != t) kBuf = convertedCopy(kBuf, ks, t);  // a narrower kernel, as the interpreter converts it
+  kBuf = accumulatorCopy(kBuf, ks, t);  // a narrower kernel, as the interpreter converts it
   int wk = permutedCopy(kBuf, ks.dimensions(), perm);
   int outC = tempBuf(t, {g.outBatch, g.outFeatures, positions});
   if (failed_ ||
@@ -462,7 +477,16 @@ bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBu
   std::vector<int64_t> dstS = {rs[static_cast<size_t>(dn.outputBatchDimension)],
                                rs[static_cast<size_t>(dn.outputFeatureDimension)]};
   for (int64_t d : dn.outputSpatialDimensions) dstS.push_back(rs[static_cast<size_t>(d)]);
-  emitCopy(leaves_[&in][0], 0, outC, 0, cdims, dstS, byteStrides(cdims, es), es);
+  int dst = leaves_[&in][0];
+  int result = t == g.outType ? dst : tempBuf(t, os.dimensions());
+  emitCopy(result, 0, outC, 0, cdims, dstS, byteStrides(cdims, es), es);
+  if (result != dst)
+    emitElementwise(product(os.dimensions()), {EwInput{EwInput::Full, result, 0, t}}, {EwOutput{dst, 0, g.outType}},
+                    [&](const std::vector<VReg>& v) {
+                      VReg d = valloc(g.outType);
+                      e_.op("vmov.s32 {}, {}", V(d), V(v[0]));
+                      return std::vector<VReg>{d};
+                    });
   return !failed_;
 }
 

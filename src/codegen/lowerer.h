@@ -336,6 +336,11 @@ class Lowerer {
   // A kernel-local copy of `buf` (shape s, 32-bit or narrower elements)
   // converted to the pair type `to`.
   int convertedCopy(int buf, const Shape& s, ElementType to);
+  // `buf` (shape s) in the accumulator type `acc` of a vector-unit dot or
+  // convolution: itself when already of that type, else a converted copy
+  // (pair types by convertedCopy; s32 by sign- or zero-extension, which
+  // wraps like the interpreter's integer arithmetic).
+  int accumulatorCopy(int buf, const Shape& s, ElementType acc);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
   // lower_complex.cpp: lowerOp for c64/c128 operands or results, and the
