@@ -105,21 +105,29 @@ class Encoder {
   void writeSparse(const InstructionAttributes& attributes);
 
  private:
+  // The distinct values of one kind written so far, for back-references:
+  // by encoding, and by the identity of a shared representation, which
+  // finds the copies the IR already shares without encoding them again.
+  template <typename Value>
+  struct DistinctValues {
+    std::unordered_map<std::string, uint64_t> indexByEncoding;
+    std::unordered_map<const void*, uint64_t> indexByIdentity;
+    std::vector<Value> kept;  // keeps the identities (the keys above) alive
+  };
+  // Writes `value` once per distinct encoding: uvar `newTag` and its fields
+  // (from writeFields) the first time, uvar newTag + 1 + k for a repeat of
+  // the k-th distinct value.
+  template <typename Value, typename WriteFields>
+  void writeOnce(DistinctValues<Value>& seen, const Value& value, const void* identity, uint64_t newTag,
+                 WriteFields&& writeFields);
   void writeShapeFields(const Shape& shape);
 
   ByteWriter w_;
-  // Distinct top-level shapes written so far, as for metadata below; the
-  // elements of a tuple shape are written inside it.
+  // Top-level shapes are written once; the elements of a tuple shape are
+  // written inside it.
   bool insideShape_ = false;
-  std::unordered_map<std::string, uint64_t> shapeIndexByEncoding_;
-  std::unordered_map<const void*, uint64_t> shapeIndexByRepresentation_;
-  std::vector<Shape> shapesSeen_;  // keeps those representations (their keys) alive
-  // Distinct metadata written so far, by encoding, for back-references;
-  // and by address, which finds the values the IR already shares without
-  // encoding them again.
-  std::unordered_map<std::string, uint64_t> metadataIndexByEncoding_;
-  std::unordered_map<const OpMetadata*, uint64_t> metadataIndexByAddress_;
-  std::vector<SharedValue<OpMetadata>> metadataSeen_;  // keeps those addresses alive
+  DistinctValues<Shape> shapes_;
+  DistinctValues<SharedValue<OpMetadata>> metadata_;
 };
 
 class Decoder {
@@ -442,19 +450,27 @@ void Decoder::readSparse(InstructionAttributes& attributes) {
 // Metadata is written once per distinct value: uvar 0 = the default (empty)
 // metadata; 1 = a new value, its fields follow; k + 2 = the k-th distinct
 // value written before.
+template <typename Value, typename WriteFields>
+void Encoder::writeOnce(DistinctValues<Value>& seen, const Value& value, const void* identity, uint64_t newTag,
+                        WriteFields&& writeFields) {
+  if (auto it = seen.indexByIdentity.find(identity); identity && it != seen.indexByIdentity.end())
+    return w_.uvar(newTag + 1 + it->second);
+  Encoder fields;
+  writeFields(fields);
+  auto [it, inserted] = seen.indexByEncoding.try_emplace(fields.out().data(), seen.indexByEncoding.size());
+  if (identity) {
+    seen.indexByIdentity.emplace(identity, it->second);
+    seen.kept.push_back(value);
+  }
+  if (!inserted) return w_.uvar(newTag + 1 + it->second);
+  w_.uvar(newTag);
+  w_.bytes(it->first);
+}
+
 void Encoder::operator()(const SharedValue<OpMetadata>& metadata) {
   const OpMetadata& value = *metadata;
   if (value == OpMetadata{}) return w_.uvar(0);
-  if (auto it = metadataIndexByAddress_.find(&value); it != metadataIndexByAddress_.end())
-    return w_.uvar(it->second + 2);
-  Encoder fields;
-  visit(fields, const_cast<OpMetadata&>(value));
-  auto [it, inserted] = metadataIndexByEncoding_.try_emplace(fields.out().data(), metadataIndexByEncoding_.size());
-  metadataIndexByAddress_.emplace(&value, it->second);
-  metadataSeen_.push_back(metadata);
-  if (!inserted) return w_.uvar(it->second + 2);
-  w_.uvar(1);
-  w_.bytes(it->first);
+  writeOnce(metadata_, metadata, &value, 1, [&](Encoder& fields) { visit(fields, const_cast<OpMetadata&>(value)); });
 }
 
 void Decoder::operator()(SharedValue<OpMetadata>& metadata) {
@@ -481,19 +497,10 @@ void Decoder::operator()(SharedValue<OpMetadata>& metadata) {
 // literals, and the reader builds each once and shares it.
 void Encoder::operator()(const Shape& shape) {
   if (insideShape_) return writeShapeFields(shape);
-  if (auto it = shapeIndexByRepresentation_.find(shape.representation()); it != shapeIndexByRepresentation_.end())
-    return w_.uvar(it->second + 1);
-  Encoder fields;
-  fields.insideShape_ = true;
-  fields.writeShapeFields(shape);
-  auto [it, inserted] = shapeIndexByEncoding_.try_emplace(fields.out().data(), shapeIndexByEncoding_.size());
-  if (shape.representation()) {
-    shapeIndexByRepresentation_.emplace(shape.representation(), it->second);
-    shapesSeen_.push_back(shape);
-  }
-  if (!inserted) return w_.uvar(it->second + 1);
-  w_.uvar(0);
-  w_.bytes(it->first);
+  writeOnce(shapes_, shape, shape.representation(), 0, [&](Encoder& fields) {
+    fields.insideShape_ = true;
+    fields.writeShapeFields(shape);
+  });
 }
 
 void Decoder::operator()(Shape& shape) {
