@@ -13,7 +13,6 @@
 #include <initializer_list>
 #include <new>
 #include <type_traits>
-#include <vector>
 
 namespace tpu::hlo {
 
@@ -28,7 +27,6 @@ class InlineVector {
 
   InlineVector() noexcept = default;
   InlineVector(std::initializer_list<T> values) { assign(values.begin(), values.end()); }
-  explicit InlineVector(const std::vector<T>& values) { assign(values.data(), values.data() + values.size()); }
   InlineVector(const InlineVector& o) { assign(o.begin(), o.end()); }
   InlineVector(InlineVector&& o) noexcept { takeFrom(o); }
   InlineVector& operator=(const InlineVector& o) {
@@ -81,7 +79,6 @@ class InlineVector {
     size_ = static_cast<uint32_t>(n);
   }
 
-  std::vector<T> toVector() const { return std::vector<T>(begin(), end()); }
   friend bool operator==(const InlineVector& a, const InlineVector& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
   }
