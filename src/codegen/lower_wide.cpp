@@ -672,21 +672,15 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
     case Opcode::Convert: {
       ElementType from = ops[0].t;
       TypeInfo ri = typeInfo(rt);
+      if (from == ElementType::F64) return convertFromF64(ops[0], rt);
+      // From s64/u64 on.
       if (isPairType(from) && isPairType(rt)) {
-        if (from == rt || (from != ElementType::F64 && rt != ElementType::F64)) return vcopy(ops[0], rt);
-        if (rt == ElementType::F64)
-          return pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
-        return pairUnary(rt == ElementType::S64 ? "vcvt.s64.f64" : "vcvt.u64.f64", ops[0], rt);
+        if (rt != ElementType::F64) return vcopy(ops[0], rt);
+        return pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
       }
       if (!isPairType(from)) return pairFrom32(ops[0], rt);
       // From a pair to a 32-bit register form.
       if (rt == ElementType::Pred) {
-        if (from == ElementType::F64) {
-          VReg z = zeroPair();
-          int m = pairCompare("ne", from, ops[0], z);
-          vfree(z);
-          return toMask01(m);
-        }
         VReg t = valloc(ElementType::S32);
         int m = malloc_();
         e_.op("vor {}, {}, {}", V(t), V(ops[0]), H(ops[0]));
@@ -694,39 +688,23 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
         vfree(t);
         return toMask01(m);
       }
-      VReg d = valloc(rt);
       if (ri.isFloat && rt != ElementType::F32) {
         // Narrow floats: rounded once from f64 (through f32 would round
         // twice); integers go to f64 first, as the interpreter converts them.
-        VReg x = from == ElementType::F64
-                     ? ops[0]
-                     : pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0],
-                                 ElementType::F64);
-        e_.op("vcvt.{}.f64 {}, {}, {}", ri.dtype, V(d), V(x), H(x));
-        if (x.r != ops[0].r) vfree(x);
+        VReg x = pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], ElementType::F64);
+        VReg d = convertFromF64(x, rt);
+        vfree(x);
         return d;
       }
+      VReg d = valloc(rt);
       if (ri.isFloat) {
-        const char* m = from == ElementType::F64   ? "vcvt.f32.f64"
-                        : from == ElementType::S64 ? "vcvt.f32.s64"
-                                                   : "vcvt.f32.u64";
-        e_.op("{} {}, {}, {}", m, V(d), V(ops[0]), H(ops[0]));
+        e_.op("{} {}, {}, {}", from == ElementType::S64 ? "vcvt.f32.s64" : "vcvt.f32.u64", V(d), V(ops[0]),
+              H(ops[0]));
         return d;
       }
-      if (from != ElementType::F64) {  // integer narrowing wraps: the low word
-        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-        return normalize(d);
-      }
-      // f64 to integers truncates and saturates to the type's range.
-      bool u32 = ri.isUnsigned && ri.bits == 32;
-      e_.op("{} {}, {}, {}", u32 ? "vcvt.u32.f64" : "vcvt.s32.f64", V(d), V(ops[0]), H(ops[0]));
-      if (ri.bits < 32) {
-        int64_t lo = ri.isUnsigned ? 0 : -(int64_t{1} << (ri.bits - 1));
-        int64_t hi = ri.isUnsigned ? (int64_t{1} << ri.bits) - 1 : (int64_t{1} << (ri.bits - 1)) - 1;
-        e_.op("vmax.s32 {}, {}, {}", V(d), V(d), lo);
-        e_.op("vmin.s32 {}, {}, {}", V(d), V(d), hi);
-      }
-      return d;
+      // Integer narrowing wraps: the low word.
+      e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+      return normalize(d);
     }
     case Opcode::Popcnt:
     case Opcode::Clz: {
