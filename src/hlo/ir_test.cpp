@@ -129,6 +129,31 @@ TEST(ShapeTest, CopiesShareUntilMutated) {
   EXPECT_EQ(Shape(), u);
 }
 
+// Up to N elements live inside the object; more move to the heap, and
+// copies and moves keep the elements whichever storage they are in.
+TEST(InlineVectorTest, InlineThenHeapCopiesAndMoves) {
+  InlineVector<int, 3> v{1, 2};
+  const int* inlineData = v.data();
+  v.push_back(3);
+  EXPECT_EQ(v.data(), inlineData);  // still inside
+  v.push_back(v[0]);                // grows while reading its own storage
+  EXPECT_NE(v.data(), inlineData);
+  EXPECT_EQ(v, (InlineVector<int, 3>{1, 2, 3, 1}));
+  InlineVector<int, 3> copy = v;
+  copy[0] = 9;
+  EXPECT_EQ(v[0], 1);
+  InlineVector<int, 3> moved = std::move(copy);
+  EXPECT_EQ(moved, (InlineVector<int, 3>{9, 2, 3, 1}));
+  EXPECT_TRUE(copy.empty());
+  InlineVector<int, 3> small{7};
+  InlineVector<int, 3> movedSmall = std::move(small);
+  EXPECT_EQ(movedSmall, (InlineVector<int, 3>{7}));
+  movedSmall = moved;  // inline <- heap
+  EXPECT_EQ(movedSmall.size(), 4u);
+  moved = InlineVector<int, 3>{5};  // heap <- inline
+  EXPECT_EQ(moved, (InlineVector<int, 3>{5}));
+}
+
 TEST(LiteralTest, TypedAccess) {
   Literal l(Shape(ElementType::S8, {3}));
   l.setInt(0, -5);
