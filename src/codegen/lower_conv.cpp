@@ -330,8 +330,10 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
   ElementType ot = g.outType;
   return emitElementwise(product(os.dimensions()), {EwInput{EwInput::Full, of, 0, ElementType::F32}},
                          {EwOutput{dst, 0, ot}}, [&](const std::vector<VReg>& v) {
+                           // Round once, straight to the result type: through
+                           // bf16 first, f16 would lose bits and f8 round twice.
                            VReg t = valloc(ot);
-                           e_.op("vrnd.bf16 {}, {}", V(t), V(v[0]));
+                           e_.op("vrnd.{} {}, {}", typeInfo(ot).dtype, V(t), V(v[0]));
                            return std::vector<VReg>{t};
                          });
 }

@@ -1,0 +1,346 @@
+// Coverage sweep for llo-gen's first promise: every program the reference
+// interpreter runs also compiles and matches it. Each case is one opcode
+// template instantiated for every array element type; combinations the
+// verifier or the interpreter reject are skipped, and every other one must
+// compile, run on the simulator and agree with the interpreter.
+#include <map>
+#include <set>
+
+#include "codegen/test_util.h"
+
+namespace tpu::codegen {
+namespace {
+
+using hlo::ElementType;
+
+// One opcode template: HLO text with {T} for the element type under test,
+// {C} for its complex-component type (T itself when T is real) and {K} for
+// the complex type whose component T is (c64 for f32, else T).
+struct OpCase {
+  const char* name;
+  const char* text;
+};
+
+std::vector<ElementType> arrayTypes() {
+  std::vector<ElementType> out;
+  for (int i = 0; i < hlo::kElementTypeCount; ++i) {
+    auto t = static_cast<ElementType>(i);
+    if (hlo::isArrayElementType(t)) out.push_back(t);
+  }
+  return out;
+}
+
+std::string instantiate(const char* tmpl, ElementType t) {
+  std::string T(hlo::elementTypeName(t));
+  std::string C(hlo::elementTypeName(hlo::complexComponentType(t)));
+  std::string K = t == ElementType::F32 ? "c64" : t == ElementType::F64 ? "c128" : T;
+  std::string out;
+  for (const char* p = tmpl; *p; ++p) {
+    if (p[0] == '{' && p[1] && p[2] == '}') {
+      if (p[1] == 'T') { out += T; p += 2; continue; }
+      if (p[1] == 'C') { out += C; p += 2; continue; }
+      if (p[1] == 'K') { out += K; p += 2; continue; }
+    }
+    out += *p;
+  }
+  return out;
+}
+
+#define UNARY(op) {op, "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {T}[5,130] " op "(x)\n}\n"}
+#define BINARY(op)                                                                                        \
+  {op, "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  y = {T}[5,130] parameter(1)\n" \
+       "  ROOT r = {T}[5,130] " op "(x, y)\n}\n"}
+#define COMPARE(dir)                                                                                              \
+  {"compare " dir, "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  y = {T}[5,130] parameter(1)\n" \
+                   "  ROOT r = pred[5,130] compare(x, y), direction=" dir "\n}\n"}
+
+const std::vector<OpCase>& opCases() {
+  static const std::vector<OpCase> cases = {
+      UNARY("abs"), UNARY("negate"), UNARY("sign"), UNARY("not"), UNARY("popcnt"), UNARY("count-leading-zeros"),
+      UNARY("exponential"), UNARY("exponential-minus-one"), UNARY("log"), UNARY("log-plus-one"), UNARY("logistic"),
+      UNARY("sqrt"), UNARY("rsqrt"), UNARY("cbrt"), UNARY("sine"), UNARY("cosine"), UNARY("tan"), UNARY("tanh"),
+      UNARY("sinh"), UNARY("cosh"), UNARY("asin"), UNARY("acos"), UNARY("atan"), UNARY("asinh"), UNARY("acosh"),
+      UNARY("atanh"), UNARY("erf"), UNARY("floor"), UNARY("ceil"), UNARY("round-nearest-afz"),
+      UNARY("round-nearest-even"), UNARY("copy"),
+      BINARY("add"), BINARY("subtract"), BINARY("multiply"), BINARY("divide"), BINARY("remainder"),
+      BINARY("maximum"), BINARY("minimum"), BINARY("power"), BINARY("atan2"), BINARY("and"), BINARY("or"),
+      BINARY("xor"), BINARY("shift-left"), BINARY("shift-right-arithmetic"), BINARY("shift-right-logical"),
+      BINARY("mulhi"),
+      COMPARE("EQ"), COMPARE("NE"), COMPARE("LT"), COMPARE("LE"), COMPARE("GT"), COMPARE("GE"),
+      {"is-finite", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                    "  ROOT r = pred[5,130] is-finite(x)\n}\n"},
+      {"real", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {C}[5,130] real(x)\n}\n"},
+      {"imag", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {C}[5,130] imag(x)\n}\n"},
+      {"complex", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  y = {T}[5,130] parameter(1)\n"
+                  "  ROOT r = {K}[5,130] complex(x, y)\n}\n"},
+      {"select", "HloModule m\nENTRY main {\n  p = pred[5,130] parameter(0)\n  x = {T}[5,130] parameter(1)\n"
+                 "  y = {T}[5,130] parameter(2)\n  ROOT r = {T}[5,130] select(p, x, y)\n}\n"},
+      {"clamp", "HloModule m\nENTRY main {\n  lo = {T}[] parameter(0)\n  x = {T}[5,130] parameter(1)\n"
+                "  hi = {T}[] parameter(2)\n  ROOT r = {T}[5,130] clamp(lo, x, hi)\n}\n"},
+      {"reduce-precision", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                           "  ROOT r = {T}[5,130] reduce-precision(x), exponent_bits=5, mantissa_bits=7\n}\n"},
+      {"broadcast", "HloModule m\nENTRY main {\n  x = {T}[130] parameter(0)\n"
+                    "  ROOT r = {T}[3,5,130] broadcast(x), dimensions={2}\n}\n"},
+      {"transpose", "HloModule m\nENTRY main {\n  x = {T}[5,130,3] parameter(0)\n"
+                    "  ROOT r = {T}[3,130,5] transpose(x), dimensions={2,1,0}\n}\n"},
+      {"reshape", "HloModule m\nENTRY main {\n  x = {T}[6,130] parameter(0)\n  ROOT r = {T}[3,260] reshape(x)\n}\n"},
+      {"slice", "HloModule m\nENTRY main {\n  x = {T}[9,300] parameter(0)\n"
+                "  ROOT r = {T}[4,97] slice(x), slice={[1:9:2], [3:294:3]}\n}\n"},
+      {"pad", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  z = {T}[] parameter(1)\n"
+              "  ROOT r = {T}[8,266] pad(x, z), padding=1_2x3_3_1\n}\n"},
+      {"concatenate", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  y = {T}[5,7] parameter(1)\n"
+                      "  ROOT r = {T}[5,137] concatenate(x, y), dimensions={1}\n}\n"},
+      {"reverse", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                  "  ROOT r = {T}[5,130] reverse(x), dimensions={0,1}\n}\n"},
+      {"iota", "HloModule m\nENTRY main {\n  ROOT r = {T}[5,130] iota(), iota_dimension=1\n}\n"},
+      {"dynamic-slice", "HloModule m\nENTRY main {\n  x = {T}[9,300] parameter(0)\n  i = s32[] constant(2)\n"
+                        "  j = s32[] constant(250)\n  ROOT r = {T}[4,97] dynamic-slice(x, i, j), "
+                        "dynamic_slice_sizes={4,97}\n}\n"},
+      {"dynamic-update-slice", "HloModule m\nENTRY main {\n  x = {T}[9,300] parameter(0)\n"
+                               "  u = {T}[4,97] parameter(1)\n  i = s32[] constant(2)\n  j = s32[] constant(-5)\n"
+                               "  ROOT r = {T}[9,300] dynamic-update-slice(x, u, i, j)\n}\n"},
+      {"reduce", "HloModule m\nadd {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n"
+                 "  ROOT s = {T}[] maximum(a, b)\n}\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                 "  z = {T}[] parameter(1)\n  ROOT r = {T}[130] reduce(x, z), dimensions={0}, to_apply=add\n}\n"},
+      {"reduce-add", "HloModule m\nadd {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n"
+                     "  ROOT s = {T}[] add(a, b)\n}\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                     "  z = {T}[] parameter(1)\n  ROOT r = {T}[5] reduce(x, z), dimensions={1}, to_apply=add\n}\n"},
+      {"reduce-window", "HloModule m\nmx {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n"
+                        "  ROOT s = {T}[] maximum(a, b)\n}\nENTRY main {\n  x = {T}[9,130] parameter(0)\n"
+                        "  z = {T}[] parameter(1)\n  ROOT r = {T}[4,64] reduce-window(x, z), "
+                        "window={size=3x4 stride=2x2}, to_apply=mx\n}\n"},
+      {"select-and-scatter",
+       "HloModule m\nge {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n"
+       "  ROOT c = pred[] compare(a, b), direction=GE\n}\nadd {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n"
+       "  ROOT s = {T}[] add(a, b)\n}\nENTRY main {\n  x = {T}[8,12] parameter(0)\n  s = {T}[4,6] parameter(1)\n"
+       "  z = {T}[] parameter(2)\n  ROOT r = {T}[8,12] select-and-scatter(x, s, z), window={size=2x2 stride=2x2}, "
+       "select=ge, scatter=add\n}\n"},
+      {"dot", "HloModule m\nENTRY main {\n  x = {T}[2,9,40] parameter(0)\n  y = {T}[2,40,17] parameter(1)\n"
+              "  ROOT r = {T}[2,9,17] dot(x, y), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+              "rhs_contracting_dims={1}\n}\n"},
+      {"convolution", "HloModule m\nENTRY main {\n  x = {T}[2,9,9,3] parameter(0)\n  w = {T}[3,3,3,5] parameter(1)\n"
+                      "  ROOT r = {T}[2,9,9,5] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+                      "dim_labels=b01f_01io->b01f\n}\n"},
+      {"sort", "HloModule m\nlt {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n"
+               "  ROOT c = pred[] compare(a, b), direction=LT\n}\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+               "  ROOT r = {T}[5,130] sort(x), dimensions={1}, to_apply=lt\n}\n"},
+      {"sort-values", "HloModule m\nlt {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n"
+                      "  c = {T}[] parameter(2)\n  d = {T}[] parameter(3)\n"
+                      "  ROOT r = pred[] compare(a, b), direction=LT\n}\nENTRY main {\n  k = s32[5,130] parameter(0)\n"
+                      "  v = {T}[5,130] parameter(1)\n  ROOT r = (s32[5,130], {T}[5,130]) sort(k, v), "
+                      "dimensions={1}, is_stable=true, to_apply=lt\n}\n"},
+      {"gather", "HloModule m\nENTRY main {\n  x = {T}[20,30] parameter(0)\n  i = s32[6,1] parameter(1)\n"
+                 "  ROOT r = {T}[6,30] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, "
+                 "start_index_map={0}, index_vector_dim=1, slice_sizes={1,30}\n}\n"},
+      {"scatter", "HloModule m\nadd {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n"
+                  "  ROOT s = {T}[] add(a, b)\n}\nENTRY main {\n  x = {T}[20,30] parameter(0)\n"
+                  "  i = s32[6,1] parameter(1)\n  u = {T}[6,30] parameter(2)\n"
+                  "  ROOT r = {T}[20,30] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, "
+                  "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n"},
+      {"map", "HloModule m\nf {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n"
+              "  ROOT s = {T}[] subtract(a, b)\n}\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+              "  y = {T}[5,130] parameter(1)\n  ROOT r = {T}[5,130] map(x, y), dimensions={0,1}, to_apply=f\n}\n"},
+      {"while", "HloModule m\ncond {\n  p = (s32[], {T}[5,130]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+                "  n = s32[] constant(3)\n  ROOT c = pred[] compare(i, n), direction=LT\n}\n"
+                "body {\n  p = (s32[], {T}[5,130]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+                "  x = {T}[5,130] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+                "  j = s32[] add(i, one)\n  y = {T}[5,130] add(x, x)\n  ROOT t = (s32[], {T}[5,130]) tuple(j, y)\n}\n"
+                "ENTRY main {\n  x = {T}[5,130] parameter(0)\n  z = s32[] constant(0)\n"
+                "  t = (s32[], {T}[5,130]) tuple(z, x)\n  w = (s32[], {T}[5,130]) while(t), condition=cond, body=body\n"
+                "  ROOT r = {T}[5,130] get-tuple-element(w), index=1\n}\n"},
+      {"conditional", "HloModule m\nb0 {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {T}[5,130] negate(x)\n}\n"
+                      "b1 {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {T}[5,130] abs(x)\n}\n"
+                      "ENTRY main {\n  i = s32[] parameter(0)\n  x = {T}[5,130] parameter(1)\n"
+                      "  ROOT r = {T}[5,130] conditional(i, x, x), branch_computations={b0, b1}\n}\n"},
+      {"topk", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+               "  ROOT r = ({T}[5,4], s32[5,4]) topk(x), k=4, largest=true\n}\n"},
+      {"rng-uniform", "HloModule m\nENTRY main {\n  a = {T}[] constant(0)\n  b = {T}[] constant(4)\n"
+                      "  ROOT r = {T}[5,130] rng(a, b), distribution=rng_uniform\n}\n"},
+      {"rng-normal", "HloModule m\nENTRY main {\n  a = {T}[] constant(0)\n  b = {T}[] constant(1)\n"
+                     "  ROOT r = {T}[5,130] rng(a, b), distribution=rng_normal\n}\n"},
+      {"rng-bit-generator", "HloModule m\nENTRY main {\n  s = u64[2] parameter(0)\n"
+                            "  ROOT r = (u64[2], {T}[5,130]) rng-bit-generator(s), algorithm=rng_three_fry\n}\n"},
+      {"fft", "HloModule m\nENTRY main {\n  x = {T}[3,16] parameter(0)\n"
+              "  ROOT r = {T}[3,16] fft(x), fft_type=FFT, fft_length={16}\n}\n"},
+      {"batch-norm-inference",
+       "HloModule m\nENTRY main {\n  x = {T}[2,4,3,8] parameter(0)\n  s = {T}[4] parameter(1)\n"
+       "  o = {T}[4] parameter(2)\n  m = {T}[4] parameter(3)\n  v = {T}[4] parameter(4)\n"
+       "  ROOT r = {T}[2,4,3,8] batch-norm-inference(x, s, o, m, v), epsilon=0.001, feature_index=1\n}\n"},
+      {"batch-norm-training",
+       "HloModule m\nENTRY main {\n  x = {T}[2,4,3,8] parameter(0)\n  s = {T}[4] parameter(1)\n"
+       "  o = {T}[4] parameter(2)\n  ROOT r = ({T}[2,4,3,8], {T}[4], {T}[4]) batch-norm-training(x, s, o), "
+       "epsilon=0.001, feature_index=1\n}\n"},
+      {"batch-norm-grad",
+       "HloModule m\nENTRY main {\n  x = {T}[2,4,3,8] parameter(0)\n  s = {T}[4] parameter(1)\n"
+       "  m = {T}[4] parameter(2)\n  v = {T}[4] parameter(3)\n  g = {T}[2,4,3,8] parameter(4)\n"
+       "  ROOT r = ({T}[2,4,3,8], {T}[4], {T}[4]) batch-norm-grad(x, s, m, v, g), epsilon=0.001, "
+       "feature_index=1\n}\n"},
+      {"domain", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {T}[5,130] domain(x), "
+                 "domain={kind=\"sharding\", entry={maximal device=0}, exit={replicated}}\n}\n"},
+      {"opt-barrier", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  t = ({T}[5,130]) tuple(x)\n"
+                      "  b = ({T}[5,130]) opt-barrier(t)\n  ROOT r = {T}[5,130] get-tuple-element(b), index=0\n}\n"},
+      {"get-dimension-size", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                             "  ROOT r = s32[] get-dimension-size(x), dimensions={1}\n}\n"},
+      {"set-dimension-size", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  n = s32[] constant(3)\n"
+                             "  ROOT r = {T}[<=5,130] set-dimension-size(x, n), dimensions={0}\n}\n"},
+      {"custom-call-topk", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                           "  ROOT r = ({T}[5,4], s32[5,4]) custom-call(x), custom_call_target=\"TopK\"\n}\n"},
+  };
+  return cases;
+}
+
+// Relative error |a-b|/(1+|b|) allowed for a float result of `t` (ops whose
+// compiled math differs from the interpreter's libm by a few ulps). Dots and
+// convolutions run with six bf16 passes, so f32 is close to exact; f16
+// operands are rounded to bf16 on the MXU.
+double tolerance(std::string_view op, ElementType t) {
+  bool matrix = op == "dot" || op == "convolution";
+  // The interpreter rounds each partial sum of a narrow-float reduction to
+  // the narrow type; the compiled code accumulates in f32, as XLA does on
+  // TPUs. Exactness of both is pinned elsewhere (ReducesOfNarrowTypes);
+  // here the case must compile and run.
+  if (op == "reduce-add" && hlo::isFloatType(t) && hlo::elementTypeInfo(t).bitWidth < 32) return 1e30;
+  switch (t) {
+    case ElementType::F64: case ElementType::C128: return 1e-12;
+    case ElementType::F32: case ElementType::C64: return matrix ? 1e-5 : 1e-6;
+    case ElementType::F16: return matrix ? 2e-2 : 2e-3;
+    case ElementType::BF16: return 1e-2;
+    default: return hlo::isFloatType(t) ? 0.26 : 0.0;
+  }
+}
+
+// Inputs: uniform in (-1, 1) for floats (in (0, 2) for f8e8m0fnu, which has
+// no sign, so that sorts see no NaN), small integers otherwise.
+hlo::Literal sweepInput(const hlo::Shape& s, std::mt19937& rng) {
+  if (!s.isArray() || s.elementType() != ElementType::F8E8M0FNU) return randomLiteral(s, rng);
+  hlo::Literal l(s);
+  std::uniform_real_distribution<double> positive(0.1, 4.0);
+  for (int64_t k = 0; k < l.elementCount(); ++k) l.setDouble(k, positive(rng));
+  return l;
+}
+
+// Cases llo-gen still refuses with an error. An op name with the element
+// types it refuses ("*" names every op). Each must still fail to compile
+// (so a fix has to remove its line) and nothing else may fail.
+const std::map<std::string, std::set<std::string>>& knownGaps() {
+  static const std::map<std::string, std::set<std::string>> gaps = {
+      {"*", {"s1", "s2", "u1", "u2", "f6e2m3fn", "f6e3m2fn"}},
+      {"asin", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
+      {"acos", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
+      {"atan", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
+      {"asinh", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
+      {"acosh", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
+      {"atanh", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
+      {"erf", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
+      {"atan2", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
+      {"real", {"f16", "bf16", "f32", "f64", "f8*", "f4e2m1fn"}},
+      {"imag", {"f16", "bf16", "f32", "f64", "f8*", "f4e2m1fn"}},
+      {"mulhi", {"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"}},
+      {"power", {"s4", "s8", "s16", "s32", "s64", "u4", "u8", "u16", "u32", "u64"}},
+      {"reduce-precision", {"f64"}},
+      {"dot", {"pred"}},
+      {"convolution", {"pred", "c64", "c128"}},
+      {"topk", {"*"}},
+      {"custom-call-topk", {"*"}},
+      {"rng-bit-generator", {"pred", "c64", "c128"}},
+      {"fft", {"*"}},
+      {"batch-norm-inference", {"*"}},
+      {"batch-norm-training", {"*"}},
+      {"batch-norm-grad", {"*"}},
+      {"domain", {"*"}},
+      {"get-dimension-size", {"s64", "u64", "f64", "c64", "c128"}},
+      {"set-dimension-size", {"*"}},
+  };
+  return gaps;
+}
+
+bool isKnownGap(const std::string& op, ElementType t) {
+  std::string name(hlo::elementTypeName(t));
+  auto matches = [&](const std::set<std::string>& types) {
+    for (const std::string& p : types)
+      if (p == "*" || p == name || (p.back() == '*' && name.starts_with(p.substr(0, p.size() - 1)))) return true;
+    return false;
+  };
+  const auto& gaps = knownGaps();
+  auto all = gaps.find("*");
+  if (all != gaps.end() && matches(all->second)) return true;
+  auto it = gaps.find(op);
+  return it != gaps.end() && matches(it->second);
+}
+
+// Whether the verifier and the interpreter accept `text`: only those
+// programs must compile.
+bool interpreterRuns(const std::string& text) {
+  DiagnosticEngine diags;
+  diags.setConsumer([](const Diagnostic&) {});
+  auto source = std::make_shared<SourceFile>("case.hlo", text);
+  auto loaded = hlo::readModule(source, diags);
+  if (!loaded.module) return false;
+  std::mt19937 rng(1234);
+  std::vector<hlo::Literal> args;
+  const hlo::Computation& entry = *loaded.module->entry();
+  for (int64_t p = 0; p < entry.parameterCount(); ++p) args.push_back(sweepInput(entry.parameter(p)->shape(), rng));
+  return eval::evaluate(*loaded.module, args, {}, diags).has_value();
+}
+
+// The compiled results for the sweep's seeded inputs, against the
+// interpreter's.
+E2eRun runCase(const std::string& text) {
+  CodegenOptions options;
+  options.f32DotPrecision = F32DotPrecision::Highest;
+  std::mt19937 rng(1234);
+  std::vector<hlo::Literal> args;
+  {
+    DiagnosticEngine diags;
+    auto loaded = hlo::readModule(std::make_shared<SourceFile>("case.hlo", text), diags);
+    const hlo::Computation& entry = *loaded.module->entry();
+    for (int64_t p = 0; p < entry.parameterCount(); ++p) args.push_back(sweepInput(entry.parameter(p)->shape(), rng));
+  }
+  return compileAndCompare(text, "v5e", options, &args);
+}
+
+TEST(Coverage, EveryInterpretedOpcodeAndTypeCompiles) {
+  std::vector<std::string> failures;
+  int passed = 0, refused = 0, skipped = 0;
+  for (const OpCase& c : opCases()) {
+    for (ElementType t : arrayTypes()) {
+      std::string text = instantiate(c.text, t);
+      if (!interpreterRuns(text)) {
+        ++skipped;
+        continue;
+      }
+      E2eRun r = runCase(text);
+      std::string label = fmt::format("{} on {}", c.name, hlo::elementTypeName(t));
+      bool gap = isKnownGap(c.name, t);
+      if (!r.error.empty()) {
+        // A known gap must be refused by llo-gen itself, with a message.
+        if (gap && r.error.starts_with("llo-gen: ") && r.error.find("error: ") != std::string::npos) {
+          ++refused;
+          continue;
+        }
+        failures.push_back(fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n'))));
+        continue;
+      }
+      if (gap) {
+        failures.push_back(fmt::format("{}: compiles now; remove it from knownGaps()", label));
+        continue;
+      }
+      double tol = tolerance(c.name, t);
+      if (r.maxErr > tol) {
+        failures.push_back(fmt::format("{}: error {} > {} at {}", label, r.maxErr, tol, r.where));
+        continue;
+      }
+      ++passed;
+    }
+  }
+  std::string all;
+  for (const auto& f : failures) all += f + "\n";
+  EXPECT_TRUE(failures.empty()) << failures.size() << " cases fail (" << passed << " pass, " << refused
+                                << " known gaps refused, " << skipped << " not run by the interpreter):\n"
+                                << all;
+  // Keeps the sweep honest: most combinations must actually run.
+  EXPECT_GT(passed, 1400);
+}
+
+}  // namespace
+}  // namespace tpu::codegen
