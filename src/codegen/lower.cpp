@@ -94,8 +94,8 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
 }
 
 bool Lowerer::plan(const Computation& c, int region) {
-  for (const auto& up : c.instructions()) {
-    if (!planInstruction(*up, region)) return false;
+  for (const Instruction* in : loweringOrder(c)) {
+    if (!planInstruction(*in, region)) return false;
   }
   return true;
 }
@@ -2390,8 +2390,8 @@ bool Lowerer::lowerDynamicSlice(const Instruction& in, bool update) {
 // ============================================================== emission walk
 
 bool Lowerer::emitComputation(const Computation& c) {
-  for (const auto& up : c.instructions())
-    if (!emitInstruction(*up)) return false;
+  for (const Instruction* in : loweringOrder(c))
+    if (!emitInstruction(*in)) return false;
   return true;
 }
 

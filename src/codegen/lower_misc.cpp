@@ -94,6 +94,31 @@ std::vector<const Instruction*> interpreterOrder(const Computation& c) {
 
 bool isIdentityCustomCallTarget(const std::string& target) { return isIdentityTarget(target); }
 
+// The compiled program advances the rng stream in the order its kernels
+// run; the interpreter in its evaluation order (operands first, only what
+// the root needs). When a computation's draws would come in another order
+// in text order, it is lowered in the interpreter's order instead, so both
+// draw the same numbers: parameters first (they are the arguments), then
+// what the root needs, post-order.
+const std::vector<const Instruction*>& Lowerer::loweringOrder(const Computation& c) {
+  auto [it, added] = loweringOrders_.try_emplace(&c);
+  std::vector<const Instruction*>& order = it->second;
+  if (!added) return order;
+  for (const auto& i : c.instructions()) order.push_back(i.get());
+  std::vector<const Instruction*> program, evaluated, reachable = interpreterOrder(c);
+  for (const Instruction* i : order)
+    if (drawsRng(*i, drawsRngMemo_)) program.push_back(i);
+  for (const Instruction* i : reachable)
+    if (drawsRng(*i, drawsRngMemo_)) evaluated.push_back(i);
+  if (program == evaluated) return order;
+  order.clear();
+  for (const auto& i : c.instructions())
+    if (i->opcode() == Opcode::Parameter) order.push_back(i.get());
+  for (const Instruction* i : reachable)
+    if (i->opcode() != Opcode::Parameter) order.push_back(i);
+  return order;
+}
+
 // ============================================================== planning
 
 bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
@@ -908,29 +933,6 @@ bool Lowerer::planRng(const Instruction& in) {
     return fail(in, "llo-gen: rng-get-and-update-state must return u64[2]");
   }
   if (rngState_ >= 0) return true;
-  // The first one: the compiled program advances the stream in program
-  // order, the interpreter in its evaluation order (operands first, only
-  // what the root needs). Both must visit the draws in the same order.
-  std::map<const Computation*, bool> memo;
-  for (const auto& c : module_.computations()) {
-    std::vector<const Instruction*> program, evaluated;
-    for (const auto& i : c->instructions())
-      if (drawsRng(*i, memo)) program.push_back(i.get());
-    for (const Instruction* i : interpreterOrder(*c))
-      if (drawsRng(*i, memo)) evaluated.push_back(i);
-    if (program != evaluated) {
-      const Instruction* at = program.empty() ? &in : program[0];
-      for (size_t k = 0; k < program.size(); ++k)
-        if (k >= evaluated.size() || program[k] != evaluated[k]) {
-          at = program[k];
-          break;
-        }
-      return fail(*at, fmt::format("llo-gen: '{}' draws from the rng stream out of the interpreter's order (it "
-                                   "evaluates only what the root needs, operands first); the compiled program "
-                                   "would draw different numbers",
-                                   at->name()));
-    }
-  }
   rngState_ = newBuf(BufKind::Arg, Shape::array(ElementType::U64, {2}));
   bufs_[rngState_].name = std::string(kRngStateBuffer);
   args_.push_back(rngState_);

@@ -418,6 +418,7 @@ class Lowerer {
   // entry argument (codegen.h), read and advanced in place by each one.
   bool planRng(const Instruction& in);
   bool lowerRng(const Instruction& in);
+  const std::vector<const Instruction*>& loweringOrder(const Computation& c);
   bool lowerRngGetAndUpdateState(const Instruction& in);
   // An f64 register pair converted to `to`'s register form, as the
   // interpreter converts (floats round once, integers truncate and saturate).
@@ -462,6 +463,10 @@ class Lowerer {
   std::map<const Instruction*, std::pair<double, double>> gemmScales_;  // alpha, beta
 
   int rngState_ = -1;  // the rng_state argument buffer, once an rng is planned
+  // Per computation: the order its instructions are planned and emitted in
+  // (see loweringOrder), and which computations draw from the rng stream.
+  std::map<const Computation*, std::vector<const Instruction*>> loweringOrders_;
+  std::map<const Computation*, bool> drawsRngMemo_;
 
   CodegenStats stats_;
   std::string kernelLabel_;
