@@ -183,6 +183,41 @@ const std::vector<OpCase>& opCases() {
                              "  ROOT r = s32[] get-dimension-size(x), dimensions={1}\n}\n"},
       {"set-dimension-size", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  n = s32[] constant(3)\n"
                              "  ROOT r = {T}[<=5,130] set-dimension-size(x, n), dimensions={0}\n}\n"},
+      {"compare-totalorder", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  y = {T}[5,130] parameter(1)\n"
+                             "  ROOT r = pred[5,130] compare(x, y), direction=LT, type=TOTALORDER\n}\n"},
+      {"constant", "HloModule m\nENTRY main {\n  c = {T}[2,3] constant({{0, 1, 0}, {1, 1, 0}})\n"
+                   "  x = {T}[2,3] parameter(0)\n  ROOT r = {T}[2,3] maximum(c, x)\n}\n"},
+      {"dynamic-slice-index", "HloModule m\nENTRY main {\n  x = f32[9,300] parameter(0)\n  i = {T}[] parameter(1)\n"
+                              "  j = {T}[] parameter(2)\n  ROOT r = f32[4,97] dynamic-slice(x, i, j), "
+                              "dynamic_slice_sizes={4,97}\n}\n"},
+      {"gather-index", "HloModule m\nENTRY main {\n  x = f32[20,30] parameter(0)\n  i = {T}[6,1] parameter(1)\n"
+                       "  ROOT r = f32[6,30] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, "
+                       "start_index_map={0}, index_vector_dim=1, slice_sizes={1,30}\n}\n"},
+      {"reduce-argmax",
+       "HloModule m\nam {\n  a = {T}[] parameter(0)\n  i = s32[] parameter(1)\n  b = {T}[] parameter(2)\n"
+       "  j = s32[] parameter(3)\n  gt = pred[] compare(a, b), direction=GT\n  eq = pred[] compare(a, b), direction=EQ\n"
+       "  lt = pred[] compare(i, j), direction=LT\n  tie = pred[] and(eq, lt)\n  g = pred[] or(gt, tie)\n"
+       "  v = {T}[] select(g, a, b)\n  k = s32[] select(g, i, j)\n  ROOT t = ({T}[], s32[]) tuple(v, k)\n}\n"
+       "ENTRY main {\n"
+       "  x = {T}[5,130] parameter(0)\n  n = s32[5,130] iota(), iota_dimension=1\n  z = {T}[] parameter(1)\n"
+       "  m = s32[] constant(0)\n  ROOT r = ({T}[5], s32[5]) reduce(x, n, z, m), dimensions={1}, to_apply=am\n}\n"},
+      {"reduce-window-padded",
+       "HloModule m\nadd {\n  a = {T}[] parameter(0)\n  b = {T}[] parameter(1)\n  ROOT s = {T}[] add(a, b)\n}\n"
+       "ENTRY main {\n  x = {T}[9,20] parameter(0)\n  z = {T}[] parameter(1)\n"
+       "  ROOT r = {T}[5,21] reduce-window(x, z), window={size=2x3 stride=2x1 pad=1_1x1_1}, to_apply=add\n}\n"},
+      {"pad-negative", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n  z = {T}[] parameter(1)\n"
+                       "  ROOT r = {T}[13,126] pad(x, z), padding=0_0_2x-3_-1\n}\n"},
+      {"call", "HloModule m\nf {\n  a = {T}[5,130] parameter(0)\n  ROOT n = {T}[5,130] negate(a)\n}\n"
+               "ENTRY main {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {T}[5,130] call(x), to_apply=f\n}\n"},
+      {"conditional-pred",
+       "HloModule m\nt {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {T}[5,130] copy(x)\n}\n"
+       "f {\n  x = {T}[5,130] parameter(0)\n  ROOT r = {T}[5,130] negate(x)\n}\n"
+       "ENTRY main {\n  p = pred[] parameter(0)\n  x = {T}[5,130] parameter(1)\n"
+       "  ROOT r = {T}[5,130] conditional(p, x, x), true_computation=t, false_computation=f\n}\n"},
+      {"rng-bit-generator-philox", "HloModule m\nENTRY main {\n  s = u64[3] parameter(0)\n"
+                                   "  ROOT r = (u64[3], {T}[5,130]) rng-bit-generator(s), algorithm=rng_philox\n}\n"},
+      {"clamp-arrays", "HloModule m\nENTRY main {\n  lo = {T}[5,130] parameter(0)\n  x = {T}[5,130] parameter(1)\n"
+                       "  hi = {T}[5,130] parameter(2)\n  ROOT r = {T}[5,130] clamp(lo, x, hi)\n}\n"},
       {"custom-call-topk", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
                            "  ROOT r = ({T}[5,4], s32[5,4]) custom-call(x), custom_call_target=\"TopK\"\n}\n"},
   };
@@ -243,6 +278,8 @@ const std::map<std::string, std::set<std::string>>& knownGaps() {
       {"topk", {"*"}},
       {"custom-call-topk", {"*"}},
       {"rng-bit-generator", {"pred", "c64", "c128"}},
+      {"rng-bit-generator-philox", {"pred", "c64", "c128"}},
+      {"bitcast-convert", {"pred", "s4", "u4", "f4e2m1fn", "c64", "c128"}},
       {"fft", {"*"}},
       {"batch-norm-inference", {"*"}},
       {"batch-norm-training", {"*"}},
@@ -340,6 +377,50 @@ TEST(Coverage, EveryInterpretedOpcodeAndTypeCompiles) {
                                 << all;
   // Keeps the sweep honest: most combinations must actually run.
   EXPECT_GT(passed, 1400);
+}
+
+// convert and bitcast-convert between every pair of element types.
+TEST(Coverage, EveryInterpretedConversionCompiles) {
+  std::vector<std::string> failures;
+  int passed = 0, refused = 0;
+  for (ElementType from : arrayTypes()) {
+    for (ElementType to : arrayTypes()) {
+      std::string f(hlo::elementTypeName(from)), t(hlo::elementTypeName(to));
+      int fb = hlo::elementTypeInfo(from).bitWidth, tb = hlo::elementTypeInfo(to).bitWidth;
+      std::string inDims = "[5,130]", outDims = "[5,130]";
+      if (fb > tb && tb > 0 && fb % tb == 0) outDims = fmt::format("[5,130,{}]", fb / tb);
+      if (tb > fb && fb > 0 && tb % fb == 0) inDims = fmt::format("[5,130,{}]", tb / fb);
+      std::vector<std::pair<std::string, std::string>> cases = {
+          {"convert", fmt::format("HloModule m\nENTRY main {{\n  x = {}[5,130] parameter(0)\n"
+                                  "  ROOT r = {}[5,130] convert(x)\n}}\n", f, t)},
+          {"bitcast-convert", fmt::format("HloModule m\nENTRY main {{\n  x = {}{} parameter(0)\n"
+                                          "  ROOT r = {}{} bitcast-convert(x)\n}}\n", f, inDims, t, outDims)}};
+      for (const auto& [op, text] : cases) {
+        if (!interpreterRuns(text)) continue;
+        E2eRun r = runCase(text);
+        std::string label = fmt::format("{} {} -> {}", op, f, t);
+        // A pair with a known-gap type is not checked: some of its pairs
+        // work, the others are refused or wrong.
+        if (isKnownGap(op, from) || isKnownGap(op, to)) {
+          ++refused;
+          continue;
+        }
+        if (!r.error.empty()) {
+          failures.push_back(fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n'))));
+        } else if (r.bitMismatches != 0 && !(op == "convert" && r.maxErr == 0)) {
+          // Bit-exact, except that a NaN may come out with another payload.
+          failures.push_back(fmt::format("{}: {} elements differ, first {}", label, r.bitMismatches, r.bitWhere));
+        } else {
+          ++passed;
+        }
+      }
+    }
+  }
+  std::string all;
+  for (const auto& f : failures) all += f + "\n";
+  EXPECT_TRUE(failures.empty()) << failures.size() << " conversions fail (" << passed << " pass, " << refused
+                                << " with a known-gap type unchecked):\n" << all;
+  EXPECT_GT(passed, 900);
 }
 
 }  // namespace
