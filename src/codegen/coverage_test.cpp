@@ -218,8 +218,22 @@ const std::vector<OpCase>& opCases() {
                                    "  ROOT r = (u64[3], {T}[5,130]) rng-bit-generator(s), algorithm=rng_philox\n}\n"},
       {"clamp-arrays", "HloModule m\nENTRY main {\n  lo = {T}[5,130] parameter(0)\n  x = {T}[5,130] parameter(1)\n"
                        "  hi = {T}[5,130] parameter(2)\n  ROOT r = {T}[5,130] clamp(lo, x, hi)\n}\n"},
-      {"custom-call-topk", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
-                           "  ROOT r = ({T}[5,4], s32[5,4]) custom-call(x), custom_call_target=\"TopK\"\n}\n"},
+      {"custom-call-sharding", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                               "  ROOT r = {T}[5,130] custom-call(x), custom_call_target=\"Sharding\"\n}\n"},
+      {"custom-call-full-to-shard", "HloModule m\nENTRY main {\n  x = {T}[6,130] parameter(0)\n"
+                                    "  ROOT r = {T}[3,130] custom-call(x), custom_call_target=\"SPMDFullToShardShape\"\n}\n"},
+      {"custom-call-shard-to-full", "HloModule m\nENTRY main {\n  x = {T}[3,130] parameter(0)\n"
+                                    "  ROOT r = {T}[6,130] custom-call(x), custom_call_target=\"SPMDShardToFullShape\"\n}\n"},
+      {"custom-call-gelu", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                           "  ROOT r = {T}[5,130] custom-call(x), custom_call_target=\"AwsNeuronGelu\"\n}\n"},
+      {"custom-call-gelu-backward", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                                    "  ROOT r = {T}[5,130] custom-call(x), custom_call_target=\"AwsNeuronGeluBackward\"\n}\n"},
+      {"custom-call-gemm",
+       "HloModule m\nENTRY main {\n  a = {T}[2,9,40] parameter(0)\n  b = {T}[2,17,40] parameter(1)\n"
+       "  c = {T}[2,9,17] parameter(2)\n  ROOT g = {T}[2,9,17] custom-call(a, b, c), custom_call_target=\"__cublas$gemm\", "
+       "backend_config={\"gemm_backend_config\":{\"alpha_real\":2,\"beta\":0.5,\"dot_dimension_numbers\":"
+       "{\"lhs_contracting_dimensions\":[\"2\"],\"rhs_contracting_dimensions\":[\"2\"],"
+       "\"lhs_batch_dimensions\":[\"0\"],\"rhs_batch_dimensions\":[\"0\"]}}}\n}\n"},
   };
   return cases;
 }
@@ -276,10 +290,12 @@ const std::map<std::string, std::set<std::string>>& knownGaps() {
       {"dot", {"pred"}},
       {"convolution", {"pred", "c64", "c128"}},
       {"topk", {"*"}},
-      {"custom-call-topk", {"*"}},
       {"rng-bit-generator", {"pred", "c64", "c128"}},
       {"rng-bit-generator-philox", {"pred", "c64", "c128"}},
       {"bitcast-convert", {"pred", "s4", "u4", "f4e2m1fn", "c64", "c128"}},
+      {"custom-call-gelu", {"pred", "s*", "u*", "f64", "c64", "c128"}},
+      {"custom-call-gelu-backward", {"pred", "s*", "u*", "f64", "c64", "c128"}},
+      {"custom-call-gemm", {"pred", "s*", "u*", "f64", "c64", "c128"}},
       {"fft", {"*"}},
       {"batch-norm-inference", {"*"}},
       {"batch-norm-training", {"*"}},
