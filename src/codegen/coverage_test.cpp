@@ -395,6 +395,40 @@ TEST(Coverage, EveryInterpretedOpcodeAndTypeCompiles) {
   EXPECT_GT(passed, 1400);
 }
 
+// The templates written on [5,130] again on scalars, empty arrays, unit
+// dimensions and higher ranks, for a few types of each kind.
+TEST(Coverage, EveryInterpretedOpcodeOnEdgeShapes) {
+  std::vector<std::string> failures;
+  int passed = 0;
+  const ElementType types[] = {ElementType::F32, ElementType::BF16, ElementType::S32, ElementType::U8,
+                               ElementType::Pred, ElementType::S64, ElementType::F64, ElementType::C64};
+  const char* shapes[] = {"[]", "[0,130]", "[5,0]", "[1,1,1]", "[2,3,4,5,3]", "[2053]"};
+  for (const OpCase& c : opCases()) {
+    std::string tmpl = c.text;
+    if (tmpl.find("[5,130]") == std::string::npos) continue;
+    for (const char* shape : shapes) {
+      std::string text = tmpl;
+      for (size_t at; (at = text.find("[5,130]")) != std::string::npos;) text.replace(at, 7, shape);
+      for (ElementType t : types) {
+        std::string inst = instantiate(text.c_str(), t);
+        if (isKnownGap(c.name, t) || !interpreterRuns(inst)) continue;
+        E2eRun r = runCase(inst);
+        std::string label = fmt::format("{} on {}{}", c.name, hlo::elementTypeName(t), shape);
+        if (!r.error.empty())
+          failures.push_back(fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n'))));
+        else if (r.maxErr > tolerance(c.name, t))
+          failures.push_back(fmt::format("{}: error {} at {}", label, r.maxErr, r.where));
+        else
+          ++passed;
+      }
+    }
+  }
+  std::string all;
+  for (const auto& f : failures) all += f + "\n";
+  EXPECT_TRUE(failures.empty()) << failures.size() << " cases fail (" << passed << " pass):\n" << all;
+  EXPECT_GT(passed, 1000);
+}
+
 // convert and bitcast-convert between every pair of element types.
 TEST(Coverage, EveryInterpretedConversionCompiles) {
   std::vector<std::string> failures;

@@ -2703,7 +2703,6 @@ std::optional<CodegenResult> Lowerer::run() {
     std::vector<int64_t> dims = b.dims.empty() ? std::vector<int64_t>{1} : b.dims;
     if (ti.words > 1) dims.push_back(ti.words);  // wide elements as u32 words (the ISA's buffer types are 32-bit at most)
     std::string d = dimsText(dims);
-    if (b.bytes == 0) d = "[1]";
     t += fmt::format(".buffer {} : hbm {}{}", b.name, ti.words > 1 ? std::string_view("u32") : ti.dtype, d);
     if (b.kind == BufKind::Const && b.bytes > 0) {
       const hlo::Literal* lit = b.constant->attrs().literal ? &*b.constant->attrs().literal : nullptr;
