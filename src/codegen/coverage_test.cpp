@@ -429,6 +429,92 @@ TEST(Coverage, EveryInterpretedOpcodeOnEdgeShapes) {
   EXPECT_GT(passed, 1000);
 }
 
+// Every [5,130] template again on [300,1030] arrays, plus larger matrix,
+// window, gather and scatter programs, for a chip with 256 KiB of VMEM: every
+// kernel must tile its working set to fit.
+TEST(Coverage, KernelsTileToFitASmallVmem) {
+  const std::string target = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
+  std::vector<std::string> programs;
+  for (const OpCase& c : opCases()) {
+    std::string text = c.text;
+    if (text.find("[5,130]") == std::string::npos) continue;
+    for (size_t at; (at = text.find("[5,130]")) != std::string::npos;) text.replace(at, 7, "[300,1030]");
+    for (ElementType t : {ElementType::F32, ElementType::BF16, ElementType::S32})
+      if (!isKnownGap(c.name, t)) programs.push_back(instantiate(text.c_str(), t));
+  }
+  programs.push_back(R"(HloModule m
+ENTRY main {
+  x = f32[3,300,700] parameter(0)
+  y = f32[3,700,500] parameter(1)
+  ROOT r = f32[3,300,500] dot(x, y), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+})");
+  programs.push_back(R"(HloModule m
+ENTRY main {
+  x = bf16[4,40,40,64] parameter(0)
+  w = bf16[3,3,64,96] parameter(1)
+  ROOT r = bf16[4,40,40,96] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+})");
+  programs.push_back(R"(HloModule m
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b)
+}
+ENTRY main {
+  x = f32[8,200,200,16] parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[8,100,100,16] reduce-window(x, z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=mx
+})");
+  programs.push_back(R"(HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[2000,300] parameter(0)
+  i = s32[900,1] parameter(1)
+  u = f32[900,300] parameter(2)
+  g = f32[900,300] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,300}
+  v = f32[900,300] add(g, u)
+  ROOT r = f32[2000,300] scatter(x, i, v), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+})");
+  std::vector<std::string> failures;
+  int passed = 0;
+  for (const std::string& text : programs) {
+    if (!interpreterRuns(text)) continue;
+    std::mt19937 rng(1234);
+    std::vector<hlo::Literal> args;
+    {
+      DiagnosticEngine diags;
+      auto loaded = hlo::readModule(std::make_shared<SourceFile>("case.hlo", text), diags);
+      const hlo::Computation& entry = *loaded.module->entry();
+      for (int64_t p = 0; p < entry.parameterCount(); ++p) args.push_back(sweepInput(entry.parameter(p)->shape(), rng));
+      // Gather/scatter indices inside the operand, so that they matter.
+      if (entry.parameterCount() == 3 && text.find("gather") != std::string::npos)
+        for (int64_t k = 0; k < args[1].elementCount(); ++k) args[1].setInt(k, (k * 7919) % 2000);
+    }
+    CodegenOptions options;
+    options.f32DotPrecision = F32DotPrecision::Highest;
+    E2eRun r = compileAndCompare(text, target, options, &args);
+    std::string label = text.substr(text.rfind("ROOT"), 60);
+    ElementType t = text.find("bf16") != std::string::npos ? ElementType::BF16
+                    : text.find("s32[300") != std::string::npos ? ElementType::S32 : ElementType::F32;
+    if (!r.error.empty())
+      failures.push_back(fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n'))));
+    else if (r.maxErr > std::max(tolerance("dot", t), 1e-4) && t != ElementType::S32)
+      failures.push_back(fmt::format("{}: error {} at {}", label, r.maxErr, r.where));
+    else if (t == ElementType::S32 && r.maxErr != 0)
+      failures.push_back(fmt::format("{}: error {} at {}", label, r.maxErr, r.where));
+    else
+      ++passed;
+  }
+  std::string all;
+  for (const auto& f : failures) all += f + "\n";
+  EXPECT_TRUE(failures.empty()) << failures.size() << " programs fail (" << passed << " pass):\n" << all;
+  EXPECT_GT(passed, 90);
+}
+
 // convert and bitcast-convert between every pair of element types.
 TEST(Coverage, EveryInterpretedConversionCompiles) {
   std::vector<std::string> failures;

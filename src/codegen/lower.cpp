@@ -1746,22 +1746,26 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
                          ElementType aType, int wBuf, ElementType wType, int cBuf, int passes) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   int ea = typeInfo(aType).bytes, ew = typeInfo(wType).bytes;
+  const int64_t aRow = 8 * 128 * ea;  // A bytes of one 8-row block
+  // VMEM of the two slots of each tile for M tiles of tm rows and N tiles of
+  // tn columns, padded: the pipelined loops read up to two blocks past the
+  // end of a tile (values never used).
+  auto slotBytesFor = [&](int64_t tm, int64_t tn) {
+    return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
+           2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
+           2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + 8 * tn * 4), 512);
+  };
+  // As many MXUs as divide the N blocks, while the smallest tiles for them
+  // still fit the VMEM budget.
   int g = 1;
-  for (int cand = std::max(1, target_.mxu.count); cand >= 1; --cand)
-    if ((n / 128) % cand == 0) {
+  for (int cand = std::max(1, target_.mxu.count); cand > 1; --cand)
+    if ((n / 128) % cand == 0 && slotBytesFor(8, 128 * cand) <= vmemBudget()) {
       g = cand;
       break;
     }
   const int64_t tn = 128 * g;
-  const int64_t cRow = 8 * tn * 4;     // C bytes of one 8-row block
-  const int64_t aRow = 8 * 128 * ea;  // A bytes of one 8-row block
-  // VMEM per slot, padded: the pipelined loops read up to two blocks past
-  // the end of a tile (values never used).
-  auto slotBytes = [&](int64_t tm) {
-    return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
-           2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
-           2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
-  };
+  const int64_t cRow = 8 * tn * 4;  // C bytes of one 8-row block
+  auto slotBytes = [&](int64_t tm) { return slotBytesFor(tm, tn); };
   int64_t tm = 8;
   for (int64_t cand = std::min<int64_t>(m, 8192); cand >= 8; cand -= 8)
     if (m % cand == 0 && slotBytes(cand) <= std::max<uint64_t>(vmemBudget(), slotBytes(8))) {
@@ -2692,8 +2696,8 @@ std::optional<CodegenResult> Lowerer::run() {
   if (stats_.aliasedBytes)
     t += fmt::format("// Results in donated arguments (input_output_alias): {} B.\n", stats_.aliasedBytes);
   if (!options_.targetSpec.empty()) {
-    bool builtin = std::find(target::builtinTargetNames().begin(), target::builtinTargetNames().end(),
-                             options_.targetSpec) != target::builtinTargetNames().end();
+    const std::vector<std::string> builtins = target::builtinTargetNames();
+    bool builtin = std::find(builtins.begin(), builtins.end(), options_.targetSpec) != builtins.end();
     t += builtin ? fmt::format(".target {}\n\n", options_.targetSpec)
                  : fmt::format(".target \"{}\"\n\n", options_.targetSpec);
   }

@@ -83,6 +83,7 @@ PipelineRun runPipeline(const std::string& text, MakeArgument&& makeArgument, co
   auto loaded = hlo::readModule(source, diags);
   if (!loaded.module) return fail("parse");
   auto target = target::loadTarget(targetName, diags);
+  if (!target) return fail("target");
   options.targetSpec = targetName;
   auto gen = generateLlo(*loaded.module, *target, options, diags);
   if (!gen) return fail("llo-gen");
