@@ -166,6 +166,35 @@ std::string mlpText(int64_t batch, int64_t width) {
   return s + "}\n";
 }
 
+// The same MLP with each layer (dot, bias, relu) in a kOutput fusion, as
+// XLA's fusion pass leaves it: llo-gen lowers each as one matmul kernel.
+std::string mlpFusedText(int64_t batch, int64_t width) {
+  std::string act = "f32[" + std::to_string(batch) + "," + std::to_string(width) + "]";
+  std::string wt = "f32[" + std::to_string(width) + "," + std::to_string(width) + "]";
+  std::string bt = "f32[" + std::to_string(width) + "]";
+  std::string s = "HloModule mlp_fused\n\nlayer {\n";
+  s += "  x = " + act + " parameter(0)\n  w = " + wt + " parameter(1)\n  b = " + bt + " parameter(2)\n";
+  s += "  d = " + act + " dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n";
+  s += "  bb = " + act + " broadcast(b), dimensions={1}\n  sum = " + act + " add(d, bb)\n";
+  s += "  z = f32[] constant(0)\n  zb = " + act + " broadcast(z), dimensions={}\n";
+  s += "  ROOT r = " + act + " maximum(sum, zb)\n}\n\n";
+  for (int l = 1; l < 3; ++l) {
+    std::string body = s.substr(s.find("layer {"), s.find("}\n\n") - s.find("layer {") + 3);
+    s += "layer" + std::to_string(l) + body.substr(5) + "\n";
+  }
+  s += "ENTRY main {\n  x = " + act + " parameter(0)\n";
+  std::string prev = "x";
+  for (int l = 0; l < 3; ++l) {
+    std::string L = std::to_string(l);
+    s += "  w" + L + " = " + wt + " parameter(" + std::to_string(1 + 2 * l) + ")\n";
+    s += "  b" + L + " = " + bt + " parameter(" + std::to_string(2 + 2 * l) + ")\n";
+    s += "  " + std::string(l == 2 ? "ROOT " : "") + "f" + L + " = " + act + " fusion(" + prev + ", w" + L + ", b" + L +
+         "), kind=kOutput, calls=layer" + (l ? L : "") + "\n";
+    prev = "f" + L;
+  }
+  return s + "}\n";
+}
+
 std::string convNetText() {
   return "HloModule convnet\n\nENTRY main {\n"
          "  x = f32[8,32,32,64] parameter(0)\n"
@@ -294,6 +323,12 @@ int main(int argc, char** argv) {
       std::printf("%-34s unfused (one kernel per HLO op, as lowered): sum of per-kernel bounds %.1f us = %.1f%% "
                   "of that\n",
                   "", m.kernelBoundSeconds * 1e6, 100 * m.kernelBoundSeconds / m.report.seconds);
+    Measured f = compileAndSimulate("mlp_fused", mlpFusedText(batch, width), t);
+    std::string fwhat = fmt::format("MLP f32 {}x{} x3, output fusions", batch, width);
+    if (!f.ok) std::printf("%-34s failed: %s\n", fwhat.c_str(), f.error.c_str());
+    else printRun(fwhat.c_str(), f, roofline(t, flops, bytes));
+    if (m.ok && f.ok)
+      std::printf("%-34s fused / unfused simulated time: %.2fx faster\n", "", m.report.seconds / f.report.seconds);
   }
   {
     double flops = 2.0 * 8 * 32 * 32 * 128 * 9 * (64 + 128);

@@ -185,7 +185,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       return true;
     }
     case Opcode::Fusion:
-      if (!isFlatFusion(in)) {
+      if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr)) {
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
         if (!callInline(in.fusedComputation(), args)) return false;
         leaves_[&in] = leaves_[in.fusedComputation()->root()];
@@ -1743,7 +1743,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
 // are loaded while the previous sums are stored. f32 operands take `passes`
 // bf16 passes.
 bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
-                         ElementType aType, int wBuf, ElementType wType, int cBuf, int passes) {
+                         ElementType aType, int wBuf, ElementType wType, int cBuf, int passes,
+                         const MatmulEpilogue* epilogue) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   int ea = typeInfo(aType).bytes, ew = typeInfo(wType).bytes;
   const int64_t aRow = 8 * 128 * ea;  // A bytes of one 8-row block
@@ -1753,7 +1754,8 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   auto slotBytesFor = [&](int64_t tm, int64_t tn) {
     return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
            2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
-           2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + 8 * tn * 4), 512);
+           2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + 8 * tn * 4), 512) +
+           (epilogue ? matmulEpilogueBytes(*epilogue, tm, tn) : 0);
   };
   // As many MXUs as divide the N blocks, while the smallest tiles for them
   // still fit the VMEM budget.
@@ -1969,6 +1971,41 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   // Last k step: write the tile back and switch C slots.
   e_.op("smov {}, {}", S(rT), S(rS));
   decompose();
+  if (epilogue) {
+    // The pipeline's registers are dead here: the epilogue may use them.
+    for (VReg v : {va, vh, vh2, vraw}) vfree(v);
+    for (const std::vector<VReg>* vs : {&vr, &vc, &vt, &vw})
+      for (VReg v : *vs) vfree(v);
+    MatmulTileSite site;
+    site.tm = tm;
+    site.tn = tn;
+    site.m = m;
+    site.n = n;
+    site.rBatch = rT;
+    site.rMTile = rQ;
+    site.rNTile = rY;
+    site.rC = rCb;
+    site.rSlot = rCs;
+    site.rSem = rCsem;
+    site.vE = vC + 2 * cSlot;
+    uint64_t eo = static_cast<uint64_t>(typeInfo(epilogue->outType).bytes);
+    site.eSlot = alignUp(static_cast<uint64_t>(tm * tn) * eo, 512);
+    uint64_t top = site.vE + 2 * site.eSlot;
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+      site.vInputs.push_back(top);
+      uint64_t e = static_cast<uint64_t>(typeInfo(input.type).bytes);
+      if (input.kind == MatmulEpilogue::Tile) top += alignUp(static_cast<uint64_t>(tm * tn) * e, 512);
+      if (input.kind == MatmulEpilogue::Column) top += alignUp(static_cast<uint64_t>(tn) * e, 512);
+    }
+    emitMatmulEpilogue(in, *epilogue, site);
+    e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
+    e_.label(lNext);
+    e_.op("sadd {}, {}, 1", S(rS), S(rS));
+    e_.op("br.lt {}, {}, {}", S(rS), steps, lStep);
+    e_.op("sem.wait sem2");
+    e_.op("sem.wait sem3");
+    return !failed_;
+  }
   e_.op("smul {}, {}, {}", S(rAo), S(rT), m * n * 4);
   e_.op("smul {}, {}, {}", S(rCo), S(rQ), tm * n * 4);
   e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
@@ -2283,6 +2320,40 @@ DotGeometry dotGeometry(const Instruction& dot) {
   return g;
 }
 
+// A dot operand in canonical padded form: groups (g0, g1, g2) of its dims
+// become [B, P1, P2] with zero padding (the operand itself when it already is).
+int Lowerer::canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                                 const std::vector<int64_t>& g2, int64_t p1, int64_t p2) {
+  const Shape& s = op->shape();
+  ElementType t = s.elementType();
+  int es = typeInfo(t).bytes;
+  std::vector<int64_t> order = g0;
+  order.insert(order.end(), g1.begin(), g1.end());
+  order.insert(order.end(), g2.begin(), g2.end());
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+  int64_t s1 = dimsProduct(s, g1), s2 = dimsProduct(s, g2), bb = dimsProduct(s, g0);
+  if (identity && s1 == p1 && s2 == p2) return leaves_[op][0];
+  int tb = tempBuf(t, {bb, p1, p2});
+  if (s1 != p1 || s2 != p2) fillZero(tb, bb * p1 * p2, t);
+  std::vector<int64_t> os = byteStrides(s.dimensions(), es), counts, ss, ds;
+  auto addGroup = [&](const std::vector<int64_t>& g, int64_t unit) {
+    std::vector<int64_t> sizes;
+    for (int64_t i : g) sizes.push_back(s.dimension(i));
+    std::vector<int64_t> inner = rowMajorStrides(sizes);
+    for (size_t i = 0; i < g.size(); ++i) {
+      counts.push_back(sizes[i]);
+      ss.push_back(os[static_cast<size_t>(g[i])]);
+      ds.push_back(inner[i] * unit);
+    }
+  };
+  addGroup(g0, p1 * p2 * es);
+  addGroup(g1, p2 * es);
+  addGroup(g2, es);
+  emitCopy(tb, 0, leaves_[op][0], 0, counts, ds, ss, es);
+  return tb;
+}
+
 bool Lowerer::lowerDot(const Instruction& in) {
   auto wideType = [](const Shape& s) { return typeInfo(s.elementType()).words > 1; };  // pairs and complex
   if (wideType(in.shape()) || wideType(in.operand(0)->shape()) || wideType(in.operand(1)->shape()))
@@ -2301,41 +2372,8 @@ bool Lowerer::lowerDot(const Instruction& in) {
   int64_t mp = (m + 7) / 8 * 8, kp = (k + 127) / 128 * 128, np = (n + 127) / 128 * 128;
   int dst = leaves_[&in][0];
   if (std::optional<bool> done = finishTrivialDot(geo, dst, ot)) return *done;
-  // Operand in canonical padded form: groups (g0, g1, g2) of dims become
-  // [B, P1, P2] with zero padding.
-  auto canon = [&](const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
-                   const std::vector<int64_t>& g2, int64_t p1, int64_t p2) -> int {
-    const Shape& s = op->shape();
-    ElementType t = s.elementType();
-    int es = typeInfo(t).bytes;
-    std::vector<int64_t> order = g0;
-    order.insert(order.end(), g1.begin(), g1.end());
-    order.insert(order.end(), g2.begin(), g2.end());
-    bool identity = true;
-    for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
-    int64_t s1 = dimsProduct(s, g1), s2 = dimsProduct(s, g2), bb = dimsProduct(s, g0);
-    if (identity && s1 == p1 && s2 == p2) return leaves_[op][0];
-    int tb = tempBuf(t, {bb, p1, p2});
-    if (s1 != p1 || s2 != p2) fillZero(tb, bb * p1 * p2, t);
-    std::vector<int64_t> os = byteStrides(s.dimensions(), es), counts, ss, ds;
-    auto addGroup = [&](const std::vector<int64_t>& g, int64_t unit) {
-      std::vector<int64_t> sizes;
-      for (int64_t i : g) sizes.push_back(s.dimension(i));
-      std::vector<int64_t> inner = rowMajorStrides(sizes);
-      for (size_t i = 0; i < g.size(); ++i) {
-        counts.push_back(sizes[i]);
-        ss.push_back(os[static_cast<size_t>(g[i])]);
-        ds.push_back(inner[i] * unit);
-      }
-    };
-    addGroup(g0, p1 * p2 * es);
-    addGroup(g1, p2 * es);
-    addGroup(g2, es);
-    emitCopy(tb, 0, leaves_[op][0], 0, counts, ds, ss, es);
-    return tb;
-  };
-  int a = canon(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp);
-  int w = canon(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
+  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp);
+  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
   bool direct = mp == m && np == n && wide;
   int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
   int passes = mxuPasses(in, lt, rt);
@@ -2424,8 +2462,9 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       return true;
     case Opcode::Call: return emitComputation(*in.toApply());
     case Opcode::Fusion:
-      if (!isFlatFusion(in)) return emitComputation(*in.fusedComputation());
-      return lowerFlatFusion(in);
+      if (isFlatFusion(in)) return lowerFlatFusion(in);
+      if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
+      return emitComputation(*in.fusedComputation());
     case Opcode::While: {
       beginKernel(in, "while");
       copyLeaves(leaves_[&in], leaves_[in.operand(0)]);

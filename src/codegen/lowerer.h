@@ -183,6 +183,38 @@ struct EwOutput {
   ElementType type = ElementType::F32;
 };
 
+// An output fusion lowered as one matmul (lower_fusion.cpp): the fused
+// computation's one MXU dot, and the elementwise instructions after it,
+// applied to each C tile in VMEM before the tile is written back, so the
+// dot's result never goes to HBM. Inputs are the values the epilogue reads
+// besides the dot: tiles of a parameter shaped like the result, a vector
+// broadcast along the result's columns (a bias), or a scalar.
+struct MatmulEpilogue {
+  const Computation* comp = nullptr;
+  const Instruction* dot = nullptr;
+  enum Kind { Tile, Column, Scalar };
+  struct Input {
+    const Instruction* value = nullptr;  // the fused instruction whose value it is
+    Kind kind = Tile;
+    int buf = -1;  // set when lowering
+    ElementType type = ElementType::F32;
+  };
+  std::vector<Input> inputs;
+  int outBuf = -1;
+  ElementType outType = ElementType::F32;
+};
+
+// Where emitMatmul stands when a C tile is complete (its step's batch,
+// M-tile and N-tile indices in sregs), for the epilogue.
+struct MatmulTileSite {
+  int64_t tm = 0, tn = 0, m = 0, n = 0;
+  int rBatch = -1, rMTile = -1, rNTile = -1;  // indices of the tile
+  int rC = -1;                                // VMEM address of the C tile
+  int rSlot = -1, rSem = -1;                  // its C slot (0/1) and write-back semaphore
+  uint64_t vE = 0, eSlot = 0;                 // VMEM of the two epilogue output slots
+  std::vector<uint64_t> vInputs;              // VMEM of each input's tile or column
+};
+
 // A convolution in canonical terms (lower_conv.cpp): spatial vectors are
 // indexed by spatial number; "padded" is the input extent after lhs
 // dilation and (possibly negative) padding.
@@ -291,8 +323,15 @@ class Lowerer {
   bool emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
                           const std::vector<int>& initBufs, const std::vector<int>& outBufs,
                           const Computation& reducer);
+  int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                          const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
-                  int wBuf, ElementType wType, int cBuf, int passes);
+                  int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr);
+  // Output fusions (lower_fusion.cpp).
+  bool matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const;
+  bool lowerMatmulEpilogueFusion(const Instruction& in);
+  uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
+  void emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site);
   // bf16 MXU passes for a dot or convolution with these operand types:
   // precision_config, or the --f32-dot-precision override, for f32.
   int mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const;

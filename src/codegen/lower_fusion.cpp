@@ -1,0 +1,262 @@
+// Output fusions: a fusion whose computation is one MXU dot followed by
+// elementwise work (bias, activation, residual add, convert) lowers as one
+// matmul kernel. When a C tile's last k step is done, the epilogue reads the
+// tile from VMEM vreg by vreg, evaluates the fused elementwise instructions
+// in registers (with the tiles of the other inputs DMAed beside it) and
+// writes the fusion's result tile, in its own type, straight to HBM. The
+// dot's f32 result never leaves VMEM, and the unfused path's extra passes
+// (padding copy, type conversion, one kernel per elementwise op) disappear.
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+constexpr size_t kMaxTileInputs = 3, kMaxColumnInputs = 3, kMaxScalarInputs = 4;
+
+bool plainType(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  return ti.ok && !ti.isComplex && ti.words <= 1;
+}
+
+}  // namespace
+
+bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const {
+  if (in.opcode() != Opcode::Fusion || !in.fusedComputation() || !in.shape().isArray()) return false;
+  const Computation& c = *in.fusedComputation();
+  const Instruction* dot = nullptr;
+  for (const auto& i : c.instructions())
+    if (i->opcode() == Opcode::Dot) {
+      if (dot) return false;
+      dot = i.get();
+    }
+  if (!dot || dot->operandCount() != 2 || !dot->shape().isArray()) return false;
+  for (const Instruction* o : dot->operands())
+    if (o->opcode() != Opcode::Parameter || !plainType(o->shape().elementType())) return false;
+  if (!plainType(dot->shape().elementType()) || !isMxuDot(*dot)) return false;
+  DotGeometry geo = dotGeometry(*dot);
+  // The result tiles are written unpadded, straight into the result.
+  if (geo.m <= 0 || geo.n <= 0 || geo.k <= 0 || geo.m % 8 != 0 || geo.n % 128 != 0) return false;
+  const std::vector<int64_t>& dims = dot->shape().dimensions();
+  if (in.shape().dimensions() != dims || !plainType(in.shape().elementType())) return false;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t columnRank = static_cast<int64_t>(geo.rhsFree.size());
+  const std::vector<int64_t> columnDims(dims.end() - columnRank, dims.end());
+  MatmulEpilogue e;
+  e.comp = &c;
+  e.dot = dot;
+  e.outType = in.shape().elementType();
+  size_t tiles = 0, columns = 0, scalars = 0;
+  auto add = [&](const Instruction* value, MatmulEpilogue::Kind kind, ElementType type) {
+    for (const auto& input : e.inputs)
+      if (input.value == value) return;
+    e.inputs.push_back({value, kind, -1, type});
+    (kind == MatmulEpilogue::Tile ? tiles : kind == MatmulEpilogue::Column ? columns : scalars)++;
+  };
+  for (const auto& up : c.instructions()) {
+    const Instruction& i = *up;
+    if (&i == dot || i.opcode() == Opcode::Parameter) continue;
+    if (!i.shape().isArray() || !plainType(i.shape().elementType())) return false;
+    bool scalar = i.shape().isScalar();
+    if (!scalar && i.shape().dimensions() != dims) return false;
+    if (i.opcode() == Opcode::Constant) {
+      if (!scalar) return false;
+      continue;
+    }
+    if (i.opcode() == Opcode::Broadcast) {
+      const Instruction* o = i.operand(0);
+      if (o->shape().isScalar()) {
+        if (o->opcode() == Opcode::Parameter) add(o, MatmulEpilogue::Scalar, o->shape().elementType());
+        continue;
+      }
+      // A vector along the result's columns (the rhs free dimensions).
+      std::vector<int64_t> want;
+      for (int64_t d = rank - columnRank; d < rank; ++d) want.push_back(d);
+      if (o->opcode() != Opcode::Parameter || i.attrs().dimensions != want || o->shape().dimensions() != columnDims ||
+          !plainType(o->shape().elementType()))
+        return false;
+      add(&i, MatmulEpilogue::Column, o->shape().elementType());
+      continue;
+    }
+    if (!hlo::isElementwise(i.opcode()) || i.opcode() == Opcode::Rng) return false;
+    for (const Instruction* o : i.operands()) {
+      if (o->opcode() != Opcode::Parameter) continue;
+      if (o->shape().isScalar()) add(o, MatmulEpilogue::Scalar, o->shape().elementType());
+      else if (o->shape().dimensions() == dims && plainType(o->shape().elementType()))
+        add(o, MatmulEpilogue::Tile, o->shape().elementType());
+      else
+        return false;
+    }
+  }
+  // Every value the epilogue reads must be computed from the dot (a root
+  // that is a parameter or constant is not an output fusion).
+  if (c.root()->opcode() == Opcode::Parameter) return false;
+  if (tiles > kMaxTileInputs || columns > kMaxColumnInputs || scalars > kMaxScalarInputs) return false;
+  if (out) *out = std::move(e);
+  return true;
+}
+
+uint64_t Lowerer::matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const {
+  uint64_t bytes = 2 * alignUp(static_cast<uint64_t>(tm * tn * typeInfo(e.outType).bytes), 512);
+  for (const MatmulEpilogue::Input& input : e.inputs) {
+    uint64_t es = static_cast<uint64_t>(typeInfo(input.type).bytes);
+    if (input.kind == MatmulEpilogue::Tile) bytes += alignUp(static_cast<uint64_t>(tm * tn) * es, 512);
+    if (input.kind == MatmulEpilogue::Column) bytes += alignUp(static_cast<uint64_t>(tn) * es, 512);
+  }
+  return bytes;
+}
+
+bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in) {
+  MatmulEpilogue e;
+  if (!matmulEpilogueFusion(in, &e)) return fail(in, "llo-gen: internal error: not an output fusion");
+  beginKernel(in, "fusion-matmul");
+  const Computation& c = *e.comp;
+  for (int64_t p = 0; p < in.operandCount(); ++p)
+    if (const Instruction* param = c.parameter(p)) leaves_[param] = leaves_[in.operand(p)];
+  for (MatmulEpilogue::Input& input : e.inputs)
+    input.buf = leaves_[input.kind == MatmulEpilogue::Column ? input.value->operand(0) : input.value][0];
+  e.outBuf = leaves_[&in][0];
+  const Instruction& dot = *e.dot;
+  const Instruction* lhs = dot.operand(0);
+  const Instruction* rhs = dot.operand(1);
+  const auto& dn = *dot.attrs().dotDims;
+  DotGeometry geo = dotGeometry(dot);
+  int64_t kp = (geo.k + 127) / 128 * 128;
+  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions, geo.m, kp);
+  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree, kp, geo.n);
+  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType();
+  int passes = mxuPasses(dot, lt, rt);
+  bool ok = emitMatmul(in, geo.b, geo.m, kp, geo.n, a, lt, w, rt, e.outBuf, passes, &e);
+  uint64_t bytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[e.outBuf].bytes;
+  for (const MatmulEpilogue::Input& input : e.inputs) bytes += bufs_[input.buf].bytes;
+  double elementwise = static_cast<double>(geo.b * geo.m * geo.n) * static_cast<double>(c.instructionCount());
+  endKernel(2.0 * static_cast<double>(geo.b * geo.m * geo.n * geo.k) * passes + elementwise, bytes, 0);
+  return ok && !failed_;
+}
+
+void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site) {
+  const int64_t tm = site.tm, tn = site.tn, m = site.m, n = site.n;
+  const int eo = typeInfo(e.outType).bytes;
+  // The tile's first element, as an element index into [b, m, n].
+  int rTile = sreg(), rAddr = sreg();
+  e_.op("smul {}, {}, {}", S(rTile), S(site.rBatch), m * n);
+  e_.op("smul {}, {}, {}", S(rAddr), S(site.rMTile), tm * n);
+  e_.op("sadd {}, {}, {}", S(rTile), S(rTile), S(rAddr));
+  e_.op("smul {}, {}, {}", S(rAddr), S(site.rNTile), tn);
+  e_.op("sadd {}, {}, {}", S(rTile), S(rTile), S(rAddr));
+  // The other inputs' tiles and columns, into VMEM beside the C tile.
+  int waits = 0;
+  for (size_t j = 0; j < e.inputs.size(); ++j) {
+    const MatmulEpilogue::Input& input = e.inputs[j];
+    int es = typeInfo(input.type).bytes;
+    if (input.kind == MatmulEpilogue::Tile) {
+      e_.op("smul {}, {}, {}", S(rAddr), S(rTile), es);
+      e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(input.buf));
+      std::string d = e_.desc(static_cast<uint64_t>(tn * es), {{tm, n * es, tn * es}});
+      e_.op("dma.h2v {}, [{}], {}[{}], sem4", d, site.vInputs[j], hbm(input.buf), S(rAddr));
+      ++waits;
+    } else if (input.kind == MatmulEpilogue::Column) {
+      e_.op("smul {}, {}, {}", S(rAddr), S(site.rNTile), tn * es);
+      e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(input.buf));
+      std::string d = e_.desc(static_cast<uint64_t>(tn * es), {});
+      e_.op("dma.h2v {}, [{}], {}[{}], sem4", d, site.vInputs[j], hbm(input.buf), S(rAddr));
+      ++waits;
+    }
+  }
+  // Scalars are the same for every vreg: splat once per tile.
+  std::map<const Instruction*, VReg> scalars;
+  int smem = 0;
+  for (const MatmulEpilogue::Input& input : e.inputs)
+    if (input.kind == MatmulEpilogue::Scalar) {
+      int sx = loadScalar(input.buf, 0, input.type, smem++);
+      VReg v = valloc(input.type);
+      e_.op("vmov.s32 {}, {}", V(v), S(sx));
+      sregs_.put(sx);
+      scalars[input.value] = v;
+    }
+  if (waits) e_.op("sem.wait sem4, {}", waits);
+  // Row-block pointers: C, the epilogue output slot, and each input tile.
+  int rC = sreg(), rE = sreg(), rCount = sreg();
+  std::vector<int> rIn(e.inputs.size(), -1);
+  e_.op("smov {}, {}", S(rC), S(site.rC));
+  e_.op("smul {}, {}, {}", S(rE), S(site.rSlot), site.eSlot);
+  e_.op("sadd {}, {}, {}", S(rE), S(rE), site.vE);
+  for (size_t j = 0; j < e.inputs.size(); ++j)
+    if (e.inputs[j].kind != MatmulEpilogue::Scalar) {
+      rIn[j] = sreg();
+      e_.op("smov {}, {}", S(rIn[j]), site.vInputs[j]);
+    }
+  const ElementType dotType = e.dot->shape().elementType();
+  std::string lBlock = e_.newLabel("epilogue");
+  e_.op("smov {}, {}", S(rCount), tm / 8);
+  e_.label(lBlock);
+  for (int64_t u = 0; u < tn / 128; ++u) {
+    std::map<const Instruction*, VReg> val = scalars;
+    std::vector<VReg> owned;
+    auto own = [&](VReg v) {
+      owned.push_back(v);
+      return v;
+    };
+    for (const auto& up : e.comp->instructions()) {
+      const Instruction& i = *up;
+      if (&i == e.dot) {
+        // The dot's own result type first (the unfused path rounds there too).
+        VReg cv = own(valloc(ElementType::F32));
+        e_.op("vld {}, [{} + {}], {}", V(cv), S(rC), u * 512, tn * 4);
+        if (dotType != ElementType::F32) {
+          VReg r = own(valloc(dotType));
+          e_.op("vmov.s32 {}, {}", V(r), V(cv));
+          cv = normalize(r);
+        }
+        val[&i] = cv;
+        continue;
+      }
+      auto input = std::find_if(e.inputs.begin(), e.inputs.end(),
+                                [&](const MatmulEpilogue::Input& x) { return x.value == &i; });
+      if (input != e.inputs.end() && input->kind != MatmulEpilogue::Scalar) {
+        size_t j = static_cast<size_t>(input - e.inputs.begin());
+        int es = typeInfo(input->type).bytes;
+        bool tile = input->kind == MatmulEpilogue::Tile;
+        val[&i] = own(vload(input->type, fmt::format("{} + {}", S(rIn[j]), u * 128 * es),
+                            fmt::format(", {}", tile ? tn * es : 0)));
+        continue;
+      }
+      if (i.opcode() == Opcode::Parameter || val.count(&i)) continue;
+      if (i.opcode() == Opcode::Broadcast) {  // of a scalar: its splat
+        val[&i] = val[i.operand(0)];
+        continue;
+      }
+      std::vector<VReg> ops;
+      for (const Instruction* o : i.operands()) ops.push_back(val[o]);
+      auto r = lowerOp(i, ops);
+      if (!r) return;
+      val[&i] = own(*r);
+    }
+    VReg result = val[e.comp->root()];
+    vstore(result, e.outType, fmt::format("{} + {}", S(rE), u * 128 * eo), fmt::format(", {}", tn * eo));
+    std::set<int> freed;
+    for (VReg v : owned)
+      if (freed.insert(v.r).second) vfree(v);
+  }
+  e_.op("sadd {}, {}, {}", S(rC), S(rC), 8 * tn * 4);
+  e_.op("sadd {}, {}, {}", S(rE), S(rE), 8 * tn * eo);
+  for (size_t j = 0; j < e.inputs.size(); ++j)
+    if (rIn[j] >= 0 && e.inputs[j].kind == MatmulEpilogue::Tile)
+      e_.op("sadd {}, {}, {}", S(rIn[j]), S(rIn[j]), 8 * tn * typeInfo(e.inputs[j].type).bytes);
+  e_.op("loop {}, {}", S(rCount), lBlock);
+  // The result tile goes out under the C slot's semaphore, as the C tile
+  // itself would.
+  e_.op("smul {}, {}, {}", S(rAddr), S(rTile), eo);
+  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(e.outBuf));
+  e_.op("smul {}, {}, {}", S(rE), S(site.rSlot), site.eSlot);
+  e_.op("sadd {}, {}, {}", S(rE), S(rE), site.vE);
+  std::string d = e_.desc(static_cast<uint64_t>(tn * eo), {{tm, tn * eo, n * eo}});
+  e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", d, hbm(e.outBuf), S(rAddr), S(rE), S(site.rSem));
+  for (auto& [inst, v] : scalars) vfree(v);
+  for (int r : rIn)
+    if (r >= 0) sregs_.put(r);
+  for (int r : {rTile, rAddr, rC, rE, rCount}) sregs_.put(r);
+  (void)in;
+}
+
+}  // namespace tpu::codegen
