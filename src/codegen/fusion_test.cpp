@@ -2,6 +2,8 @@
 // fusion lowers as one matmul kernel whose result tiles are finished in
 // VMEM. The fused program must compute exactly what the same instructions
 // compute unfused (one kernel each), and match the interpreter.
+#include <algorithm>
+
 #include "codegen/test_util.h"
 
 namespace tpu::codegen {
@@ -16,7 +18,7 @@ struct FusedAndInlined {
 FusedAndInlined makePrograms(const std::string& params, const std::string& body, const std::string& resultShape,
                              const std::string& args) {
   FusedAndInlined p;
-  p.fused = fmt::format("HloModule m\nfused {{\n{}{}}}\nENTRY main {{\n{}  ROOT f = {} fusion({}), kind=kOutput, "
+  p.fused = fmt::format("HloModule m\nfused {{\n{}{}}}\nENTRY main {{\n{}  ROOT f = {} fusion({}), kind=kLoop, "
                         "calls=fused\n}}\n",
                         params, body, params, resultShape, args);
   p.inlined = fmt::format("HloModule m\nENTRY main {{\n{}{}}}\n", params, body);
@@ -131,6 +133,65 @@ TEST(OutputFusion, OtherShapesFallBackToOneKernelPerInstruction) {
   ASSERT_EQ(r.error, "");
   EXPECT_LE(r.maxErr, 0.05) << r.where;
   EXPECT_NE(llo(p.fused).find("// elementwise: exponential %r"), std::string::npos);
+}
+
+// Loop fusions whose parameters are broadcast along the result's leading
+// dimensions (a bias, a per-channel scale) stream as one kernel: the
+// parameter's elements are fetched as whole repeats of the chunk.
+void expectLoopFusionMatchesInlined(const FusedAndInlined& p, const std::string& target = "v5e") {
+  std::mt19937 rng(7);
+  std::vector<hlo::Literal> args;
+  auto make = [&](size_t i, const hlo::Shape& s) {
+    if (i >= args.size()) args.push_back(randomLiteral(s, rng));
+    return args[i];
+  };
+  PipelineRun fused = runPipeline(p.fused, make, target);
+  ASSERT_EQ(fused.error, "");
+  PipelineRun inlined = runPipeline(p.inlined, make, target);
+  ASSERT_EQ(inlined.error, "");
+  EXPECT_TRUE(fused.got == inlined.got) << "fused and unfused results differ";
+  const std::vector<const hlo::Literal*> want = fused.want();
+  for (size_t r = 0; r < want.size(); ++r)
+    EXPECT_TRUE(std::string(reinterpret_cast<const char*>(want[r]->data().data()), want[r]->data().size()) ==
+                fused.got[r])
+        << "result " << r << " differs from the interpreter";
+  std::string text = llo(p.fused, target);
+  EXPECT_NE(text.find("// fusion: fusion %f"), std::string::npos) << text.substr(0, 2000);
+  EXPECT_EQ(text.find("// broadcast:"), std::string::npos);
+}
+
+TEST(LoopFusion, BiasBroadcastAlongRows) {
+  for (const char* shape : {"[300,384]", "[7,100]", "[4096,1]", "[5,3,128]"}) {
+    std::string t(shape);
+    std::string bias = t.substr(t.find(',') + 1);
+    bias = "[" + bias;
+    std::string dims = std::count(t.begin(), t.end(), ',') == 2 ? "{1,2}" : "{1}";
+    expectLoopFusionMatchesInlined(makePrograms(
+        fmt::format("  x = f32{0} parameter(0)\n  b = f32{1} parameter(1)\n  k = s32{1} parameter(2)\n", t, bias),
+        fmt::format("  bb = f32{0} broadcast(b), dimensions={1}\n  s = f32{0} add(x, bb)\n"
+                    "  kb = s32{0} broadcast(k), dimensions={1}\n  kf = f32{0} convert(kb)\n"
+                    "  ROOT r = f32{0} multiply(s, kf)\n",
+                    t, dims),
+        "f32" + t, "x, b, k"));
+  }
+  // Small VMEM: many chunks, each a whole number of repeats.
+  expectLoopFusionMatchesInlined(
+      makePrograms("  x = bf16[700,384] parameter(0)\n  b = bf16[384] parameter(1)\n",
+                   "  bb = bf16[700,384] broadcast(b), dimensions={1}\n  ROOT r = bf16[700,384] maximum(x, bb)\n",
+                   "bf16[700,384]", "x, b"),
+      std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
+}
+
+TEST(LoopFusion, OtherBroadcastsStillLowerInstructionByInstruction) {
+  // Along the trailing dimension (a per-row value): not a repeat.
+  FusedAndInlined p = makePrograms("  x = f32[300,384] parameter(0)\n  b = f32[300] parameter(1)\n",
+                                   "  bb = f32[300,384] broadcast(b), dimensions={0}\n"
+                                   "  ROOT r = f32[300,384] add(x, bb)\n",
+                                   "f32[300,384]", "x, b");
+  E2eRun r = compileAndCompare(p.fused);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.maxErr, 0) << r.where;
+  EXPECT_NE(llo(p.fused).find("// broadcast: broadcast %bb"), std::string::npos);
 }
 
 }  // namespace

@@ -57,6 +57,31 @@ bool Lowerer::checkTypes(const Instruction& in) {
   return checkWideTypes(in);
 }
 
+int64_t Lowerer::streamPeriod(const Instruction& param, int64_t n) const {
+  // A fused parameter read only through broadcasts along the result's
+  // leading dimensions (a bias [n] into [m, n]): element i of the stream is
+  // element i mod period of the parameter. Streamed chunks hold whole
+  // periods, so the repeat must fit a modest chunk.
+  const Shape& ps = param.shape();
+  if (param.opcode() != Opcode::Parameter || !ps.isArray() || ps.isScalar() || !param.parent()) return 0;
+  int64_t period = *ps.elementCount();
+  if (period <= 0 || n % period != 0 || std::lcm(period, kVregElems) > (int64_t{1} << 16)) return 0;
+  bool used = false;
+  for (const auto& up : param.parent()->instructions())
+    for (const Instruction* o : up->operands()) {
+      if (o != &param) continue;
+      const Instruction& b = *up;
+      if (b.opcode() != Opcode::Broadcast || b.shape().elementCount() != n) return 0;
+      int64_t R = b.shape().rank(), r = ps.rank();
+      const auto& dims = b.attrs().dimensions;
+      if (static_cast<int64_t>(dims.size()) != r) return 0;
+      for (int64_t d = 0; d < r; ++d)
+        if (dims[static_cast<size_t>(d)] != R - r + d || b.shape().dimension(R - r + d) != ps.dimension(d)) return 0;
+      used = true;
+    }
+  return used ? period : 0;
+}
+
 bool Lowerer::isFlatFusion(const Instruction& in) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
   const Computation& c = *in.fusedComputation();
@@ -75,6 +100,10 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
     }
     if (!i.shape().isArray() || !typeInfo(i.shape().elementType()).ok) return false;
     bool scalar = i.shape().isScalar();
+    if (op == Opcode::Parameter && !scalar && i.shape().elementCount() != n) {
+      if (streamPeriod(i, *n) == 0) return false;
+      continue;
+    }
     if (!scalar && i.shape().elementCount() != n) return false;
     if (op == Opcode::Parameter) continue;
     if (op == Opcode::Constant) {
@@ -82,7 +111,8 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
       continue;
     }
     if (op == Opcode::Broadcast) {
-      if (!i.operand(0)->shape().isScalar()) return false;
+      const Instruction* o = i.operand(0);
+      if (!o->shape().isScalar() && (o->opcode() != Opcode::Parameter || streamPeriod(*o, *n) == 0)) return false;
       continue;
     }
     if (op == Opcode::Reshape || op == Opcode::Bitcast || op == Opcode::Copy) continue;
@@ -1186,6 +1216,15 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   if (per > 0)
     chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, vmemBudget() / (kSlots * per * kVregElems)));
   int64_t c = chunkV * kVregElems;
+  // Repeated inputs are fetched whole periods at a time: chunks are a
+  // multiple of every period (and of a vreg).
+  int64_t period = kVregElems;
+  for (const EwInput& i : ins)
+    if (i.kind == EwInput::Full && i.period > 0) period = std::lcm(period, i.period);
+  if (period > kVregElems && c < n) {
+    c = std::max(period, c / period * period);
+    chunkV = c / kVregElems;
+  }
   int64_t nChunks = (n + c - 1) / c;
   int64_t tail = n - (nChunks - 1) * c;
   // VMEM: kSlots slots, each holding a chunk of every streamed buffer.
@@ -1252,12 +1291,21 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       int64_t off = load ? ins[j].off : outs[j].off;
       int es = typeInfo(load ? ins[j].type : outs[j].type).bytes;
       int64_t voff = load ? inOff[j] : outOff[j];
-      e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c * es);
-      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
+      int64_t repeat = load ? ins[j].period : 0;
+      if (repeat > 0) {
+        e_.op("smov {}, {}", S(rA), base(buf) + off);  // every chunk starts a period
+      } else {
+        e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c * es);
+        e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
+      }
       e_.op("smul {}, {}, {}", S(rV), S(slotReg), slotBytes);
       e_.op("sadd {}, {}, {}", S(rV), S(rV), voff);
       std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
       std::string part = e_.desc(static_cast<uint64_t>(tail * es), {});
+      if (repeat > 0) {
+        full = e_.desc(static_cast<uint64_t>(repeat * es), {{c / repeat, 0, repeat * es}});
+        part = e_.desc(static_cast<uint64_t>(repeat * es), {{tail / repeat, 0, repeat * es}});
+      }
       auto dma = [&](const std::string& d) {
         if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", d, S(rV), hbm(buf), S(rA), S(semReg));
         else e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", d, hbm(buf), S(rA), S(rV), S(semReg));
@@ -2055,7 +2103,8 @@ bool Lowerer::lowerFlatFusion(const Instruction& in) {
     const Instruction* o = in.operand(p);
     int b = leaves_[o][0];
     bool scalar = o->shape().isScalar();
-    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType()});
+    int64_t period = scalar ? 0 : streamPeriod(*c.parameter(p), *arrayLeaves(in.shape())[0]->elementCount());
+    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType(), period});
     bytes += scalar ? 0 : bufs_[b].bytes;
   }
   std::vector<EwOutput> outs;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <set>
 #include <string>
@@ -176,6 +177,9 @@ struct EwInput {
   int buf = -1;
   int64_t off = 0;  // byte offset within the buffer
   ElementType type = ElementType::F32;
+  // Full: when not 0, the buffer holds `period` elements that repeat along
+  // the stream (a broadcast along the leading dimensions of the result).
+  int64_t period = 0;
 };
 struct EwOutput {
   int buf = -1;
@@ -286,6 +290,7 @@ class Lowerer {
   int newBuf(BufKind kind, const Shape& s);
   void defineNew(const Instruction& in);
   bool isFlatFusion(const Instruction& in) const;
+  int64_t streamPeriod(const Instruction& param, int64_t n) const;
   bool checkTypes(const Instruction& in);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
