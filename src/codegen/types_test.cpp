@@ -34,8 +34,16 @@ hlo::Literal wideRandomLiteral(const hlo::Shape& s, std::mt19937& rng, bool mode
       // Mostly moderate values (exact integer parts to convert), some huge.
       double v = (r & 7) == 0 ? std::ldexp(real(rng), static_cast<int>(r >> 27)) : real(rng);
       l.setDouble(k, (r & 63) == 1 ? -0.0 : v);
+    } else if (s.elementType() == ElementType::F64) {
+      // Magnitudes from far below to far above every narrow type's range.
+      l.setDouble(k, real(rng) * std::ldexp(1.0, static_cast<int>(r >> 27) - 16));
     } else if (info.isFloat) {
       l.setBits(k, r >> (32 - info.bitWidth));  // every code, specials included
+    } else if (info.bitWidth == 64) {
+      // Mostly small values, some of the whole range.
+      uint64_t wide = (r & 3) == 0 ? (uint64_t{bits(rng)} << 32) | bits(rng) : r % 601;
+      if (!info.isSigned) l.setUint(k, wide);
+      else l.setInt(k, static_cast<int64_t>(wide) - ((r & 3) == 0 ? 0 : 300));
     } else if (info.bitWidth == 32) {
       l.setInt(k, (r & 3) == 0 ? static_cast<int32_t>(r) : static_cast<int32_t>(r % 601) - 300);
     } else {
