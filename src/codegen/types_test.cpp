@@ -464,6 +464,30 @@ ENTRY main {{
   }
 }
 
+// Exact ties round to the even code, overflow and infinities saturate and
+// NaN gives -0 (the fn formats have neither inf nor NaN), from f32 (vrnd),
+// from f64 and from s32 (vcvt.FMT.f64, one rounding).
+TEST(Types, SixBitFloatTiesAndSpecials) {
+  for (const char* t : {"f6e2m3fn", "f6e3m2fn"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  p = f32[16] parameter(0)
+  x = f32[16] constant({{1.0625, 1.1875, 7.75, 0.0625, 0.1875, 100, inf, -inf, nan, 30, 9, 11, 0.03125, 0.09375,
+                        -7.75, -0.0}})
+  d = f64[16] convert(x)
+  i = s32[16] constant({{9, 11, 13, 30, 31, -9, 100, 7, 5, -5, 0, 1, 2, 3, 15, 17}})
+  a = {0}[16] convert(x)
+  b = {0}[16] convert(d)
+  c = {0}[16] convert(i)
+  q = f32[16] add(x, p)
+  e = {0}[16] convert(q)
+  ROOT r = ({0}[16], {0}[16], {0}[16], {0}[16]) tuple(a, b, c, e)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
 // Integer sums and products wrap modulo 2^bits in any order, so the
 // compiled reductions match the interpreter's exactly. (Maximum reduces of
 // every narrow type are in ReducesOfNarrowTypes; narrow-float sums differ by
