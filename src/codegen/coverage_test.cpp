@@ -234,6 +234,15 @@ const std::vector<OpCase>& opCases() {
        "backend_config={\"gemm_backend_config\":{\"alpha_real\":2,\"beta\":0.5,\"dot_dimension_numbers\":"
        "{\"lhs_contracting_dimensions\":[\"2\"],\"rhs_contracting_dimensions\":[\"2\"],"
        "\"lhs_batch_dimensions\":[\"0\"],\"rhs_batch_dimensions\":[\"0\"]}}}\n}\n"},
+      {"convert-to-f32", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                         "  ROOT r = f32[5,130] convert(x)\n}\n"},
+      {"convert-to-s32", "HloModule m\nENTRY main {\n  x = {T}[5,130] parameter(0)\n"
+                         "  ROOT r = s32[5,130] convert(x)\n}\n"},
+      {"convert-from-f32", "HloModule m\nENTRY main {\n  x = f32[5,130] parameter(0)\n"
+                           "  s = f32[5,130] multiply(x, x)\n  y = f32[5,130] add(x, s)\n"
+                           "  ROOT r = {T}[5,130] convert(y)\n}\n"},
+      {"convert-from-s32", "HloModule m\nENTRY main {\n  x = s32[5,130] parameter(0)\n"
+                           "  ROOT r = {T}[5,130] convert(x)\n}\n"},
   };
   return cases;
 }
@@ -273,26 +282,25 @@ hlo::Literal sweepInput(const hlo::Shape& s, std::mt19937& rng) {
 // (so a fix has to remove its line) and nothing else may fail.
 const std::map<std::string, std::set<std::string>>& knownGaps() {
   static const std::map<std::string, std::set<std::string>> gaps = {
-      {"*", {"s1", "s2", "u1", "u2", "f6e2m3fn", "f6e3m2fn"}},
-      {"asin", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
-      {"acos", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
-      {"atan", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
-      {"asinh", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
-      {"acosh", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
-      {"atanh", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
-      {"erf", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
-      {"atan2", {"f16", "bf16", "f32", "f8*", "f4e2m1fn"}},
-      {"real", {"f16", "bf16", "f32", "f64", "f8*", "f4e2m1fn"}},
-      {"imag", {"f16", "bf16", "f32", "f64", "f8*", "f4e2m1fn"}},
+      {"asin", {"f16", "bf16", "f32", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"acos", {"f16", "bf16", "f32", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"atan", {"f16", "bf16", "f32", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"asinh", {"f16", "bf16", "f32", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"acosh", {"f16", "bf16", "f32", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"atanh", {"f16", "bf16", "f32", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"erf", {"f16", "bf16", "f32", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"atan2", {"f16", "bf16", "f32", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"real", {"f16", "bf16", "f32", "f64", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
+      {"imag", {"f16", "bf16", "f32", "f64", "f8*", "f6e2m3fn", "f6e3m2fn", "f4e2m1fn"}},
       {"mulhi", {"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"}},
-      {"power", {"s4", "s8", "s16", "s32", "s64", "u4", "u8", "u16", "u32", "u64"}},
+      {"power", {"s1", "s2", "s4", "s8", "s16", "s32", "s64", "u1", "u2", "u4", "u8", "u16", "u32", "u64"}},
       {"reduce-precision", {"f64"}},
       {"dot", {"pred"}},
       {"convolution", {"pred", "c64", "c128"}},
       {"topk", {"*"}},
       {"rng-bit-generator", {"pred", "c64", "c128"}},
       {"rng-bit-generator-philox", {"pred", "c64", "c128"}},
-      {"bitcast-convert", {"pred", "s4", "u4", "f4e2m1fn", "c64", "c128"}},
+      {"bitcast-convert", {"pred", "s1", "s2", "s4", "u1", "u2", "u4", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn", "c64", "c128"}},
       {"custom-call-gelu", {"pred", "s*", "u*", "f64", "c64", "c128"}},
       {"custom-call-gelu-backward", {"pred", "s*", "u*", "f64", "c64", "c128"}},
       {"custom-call-gemm", {"pred", "s*", "u*", "f64", "c64", "c128"}},

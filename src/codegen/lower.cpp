@@ -49,8 +49,8 @@ bool Lowerer::checkTypes(const Instruction& in) {
   for (const Shape* s : arrayLeaves(in.shape())) {
     if (!typeInfo(s->elementType()).ok)
       return fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported (supported: f32, bf16, f16, "
-                                  "the f8 types, f4e2m1fn, s32, u32, s16, u16, s8, u8, s4, u4, pred, s64, u64, "
-                                  "f64, c64, c128)",
+                                  "the f8 types, f6e2m3fn, f6e3m2fn, f4e2m1fn, s32, u32, s16, u16, s8, u8, "
+                                  "s4, u4, s2, u2, s1, u1, pred, s64, u64, f64, c64, c128)",
                                   hlo::elementTypeName(s->elementType()), in.name()));
     if (s->isDynamic()) return fail(in, fmt::format("llo-gen: dynamic shape of '{}' is not supported", in.name()));
   }
@@ -80,6 +80,14 @@ int64_t Lowerer::streamPeriod(const Instruction& param, int64_t n) const {
       used = true;
     }
   return used ? period : 0;
+}
+
+std::string Lowerer::bitcastRefusal(const Instruction& in) const {
+  ElementType from = in.operand(0)->shape().elementType(), to = in.shape().elementType();
+  if (!bitcastRefused(from) && !bitcastRefused(to)) return "";
+  return fmt::format("llo-gen: bitcast-convert between {} and {} of '{}' is not supported yet "
+                     "(the 1-, 2- and 6-bit types are not whole bytes)",
+                     hlo::elementTypeName(from), hlo::elementTypeName(to), in.name());
 }
 
 bool Lowerer::isFlatFusion(const Instruction& in) const {
@@ -191,6 +199,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       // Memory holds the same bytes either way (XLA splits and joins
       // elements little-endian along a minor dimension), except for types
       // stored in a byte wider than their bits (s4, u4, f4e2m1fn, pred).
+      if (std::string refused = bitcastRefusal(in); !refused.empty()) return fail(in, refused);
       TypeInfo ri = typeInfo(in.shape().elementType()), oi = typeInfo(in.operand(0)->shape().elementType());
       auto packed = [](const TypeInfo& t) { return t.bits == 8 * t.bytes && !t.isComplex; };
       if (ri.bytes != oi.bytes && !(packed(ri) && packed(oi)))
@@ -819,6 +828,10 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
     }
     case Opcode::BitcastConvert: {
       // Registers hold values, not memory bits: only some pairs are a move.
+      if (std::string refused = bitcastRefusal(in); !refused.empty()) {
+        fail(in, refused);
+        return std::nullopt;
+      }
       TypeInfo ri = typeInfo(rt), oi = typeInfo(ot);
       VReg d = valloc(rt);
       if (ri.bits == 32 && oi.bits == 32) {

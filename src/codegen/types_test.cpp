@@ -34,8 +34,16 @@ hlo::Literal wideRandomLiteral(const hlo::Shape& s, std::mt19937& rng, bool mode
       // Mostly moderate values (exact integer parts to convert), some huge.
       double v = (r & 7) == 0 ? std::ldexp(real(rng), static_cast<int>(r >> 27)) : real(rng);
       l.setDouble(k, (r & 63) == 1 ? -0.0 : v);
+    } else if (s.elementType() == ElementType::F64) {
+      // Magnitudes from far below to far above every narrow type's range.
+      l.setDouble(k, real(rng) * std::ldexp(1.0, static_cast<int>(r >> 27) - 16));
     } else if (info.isFloat) {
       l.setBits(k, r >> (32 - info.bitWidth));  // every code, specials included
+    } else if (info.bitWidth == 64) {
+      // Mostly small values, some of the whole range.
+      uint64_t wide = (r & 3) == 0 ? (uint64_t{bits(rng)} << 32) | bits(rng) : r % 601;
+      if (!info.isSigned) l.setUint(k, wide);
+      else l.setInt(k, static_cast<int64_t>(wide) - ((r & 3) == 0 ? 0 : 300));
     } else if (info.bitWidth == 32) {
       l.setInt(k, (r & 3) == 0 ? static_cast<int32_t>(r) : static_cast<int32_t>(r % 601) - 300);
     } else {
@@ -154,22 +162,29 @@ ENTRY main {{
     }
 }
 
+// A constant of `type` other than 0 and 1 where the type has one: 3, or
+// the most negative value of s1 and s2.
+const char* smallConstant(std::string_view type) {
+  return type == "s1" ? "-1" : type == "s2" ? "-2" : type == "u1" ? "1" : "3";
+}
+
 TEST(Types, ScalarOperandsAndConstants) {
   // A broadcast scalar parameter goes through the scalar unit (SMEM), and
   // constants through literal text: both per type.
   for (const char* t : {"f16", "bf16", "s16", "u16", "s4", "u4", "f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4",
-                        "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn"}) {
+                        "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn", "s2", "u2",
+                        "s1", "u1", "f6e2m3fn", "f6e3m2fn"}) {
     std::string text = fmt::format(R"(HloModule m
 ENTRY main {{
   x = {0}[2,300] parameter(0)
   s = {0}[] parameter(1)
   b = {0}[2,300] broadcast(s), dimensions={{}}
-  k = {0}[] constant(3)
+  k = {0}[] constant({1})
   kb = {0}[2,300] broadcast(k), dimensions={{}}
   a = {0}[2,300] add(x, b)
   ROOT m = {0}[2,300] multiply(a, kb)
 }})",
-                                   t);
+                                   t, smallConstant(t));
     for (uint32_t seed : {1u, 2u, 3u, 4u, 5u, 6u}) EXPECT_EQ(compareBitExact(text, seed), "") << t << " seed " << seed;
   }
 }
@@ -192,7 +207,7 @@ ENTRY main {
 
 TEST(Types, ByteFloatsConvertToAndFromF32AndBf16) {
   for (const char* t : {"f8e4m3fn", "f8e5m2", "f8e4m3", "f8e3m4", "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz",
-                        "f8e8m0fnu", "f4e2m1fn"})
+                        "f8e8m0fnu", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn"})
     for (const char* wide : {"f32", "bf16", "f16"}) {
       std::string text = fmt::format(R"(HloModule m
 ENTRY main {{
@@ -209,7 +224,7 @@ ENTRY main {{
 }
 
 TEST(Types, ByteFloatArithmeticRoundsPerOp) {
-  for (const char* t : {"f8e4m3fn", "f8e5m2", "f4e2m1fn"}) {
+  for (const char* t : {"f8e4m3fn", "f8e5m2", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn"}) {
     std::string text = fmt::format(R"(HloModule m
 ENTRY main {{
   x = {0}[1100] parameter(0)
@@ -225,8 +240,8 @@ ENTRY main {{
   }
 }
 
-TEST(Types, FourBitIntegers) {
-  for (const char* t : {"s4", "u4"})
+TEST(Types, SubByteIntegers) {
+  for (const char* t : {"s4", "u4", "s2", "u2", "s1", "u1"})
     for (const char* other : {"s32", "u8", "f32", "s16"}) {
       std::string text = fmt::format(R"(HloModule m
 ENTRY main {{
@@ -248,7 +263,7 @@ ENTRY main {{
 TEST(Types, DotsOfNarrowFloats) {
   // Byte floats are exact in bf16: one MXU pass, only the sum order differs
   // (K = 256: tolerance 1e-5). f16 is not: HIGHEST takes the f32 route.
-  for (const char* t : {"f8e4m3fn", "f8e5m2", "f4e2m1fn", "bf16"})
+  for (const char* t : {"f8e4m3fn", "f8e5m2", "f4e2m1fn", "f6e2m3fn", "f6e3m2fn", "bf16"})
     EXPECT_EQ(compareBitExact(fmt::format(R"(HloModule m
 ENTRY main {{
   a = {0}[16,256] parameter(0)
@@ -272,13 +287,14 @@ ENTRY main {
 TEST(Types, DataMovementAndConstants) {
   // DMA-based ops move each type's bytes; array constants are written as
   // the buffer's initial values; iota converts lane indices per type.
-  for (const char* t : {"f16", "s16", "u16", "f8e4m3fn", "f8e5m2", "s4", "u4", "f4e2m1fn"}) {
+  for (const char* t : {"f16", "s16", "u16", "f8e4m3fn", "f8e5m2", "s4", "u4", "f4e2m1fn", "s2", "u2", "s1",
+                        "u1", "f6e2m3fn", "f6e3m2fn"}) {
     std::string text = fmt::format(R"(HloModule m
 ENTRY main {{
   x = {0}[6,130] parameter(0)
   tr = {0}[130,6] transpose(x), dimensions={{1,0}}
   sl = {0}[3,100] slice(x), slice={{[1:6:2], [5:105]}}
-  k = {0}[3] constant({{1, 2, 3}})
+  k = {0}[3] constant({{{1}, 0, {1}}})
   z = {0}[] constant(0)
   pd = {0}[6,140] pad(x, z), padding=0_0x4_6
   cc = {0}[12,130] concatenate(x, x), dimensions={{0}}
@@ -288,13 +304,14 @@ ENTRY main {{
   u = {0}[3,100] add(s, io)
   ROOT t = ({0}[130,6], {0}[3,100], {0}[6,140], {0}[12,130]) tuple(tr, u, pd, cc)
 }})",
-                                   t);
+                                   t, smallConstant(t));
     EXPECT_EQ(compareBitExact(text), "") << t;
   }
 }
 
 TEST(Types, ReducesOfNarrowTypes) {
-  for (const char* t : {"f16", "bf16", "u16", "s8", "f8e5m2", "s4"}) {
+  for (const char* t :
+       {"f16", "bf16", "u16", "s8", "f8e5m2", "s4", "s2", "u2", "s1", "u1", "f6e2m3fn", "f6e3m2fn"}) {
     std::string text = fmt::format(R"(HloModule m
 mx {{
   a = {0}[] parameter(0)
@@ -354,6 +371,180 @@ ENTRY main {
   ROOT t = (s32[8], s32[8], u32[8], u32[8], s32[8]) tuple(d, r, ud, ur, p)
 })"),
             "");
+}
+
+// The 1-, 2- and 6-bit types (one byte per element, as XLA literals hold
+// them) against every other kind of type, both ways.
+TEST(Types, ConvertsOfOneTwoAndSixBitTypes) {
+  const char* const newTypes[] = {"s1", "s2", "u1", "u2", "f6e2m3fn", "f6e3m2fn"};
+  std::vector<std::string> others(std::begin(kTypes), std::end(kTypes));
+  for (const char* t : {"s4", "u4", "f4e2m1fn", "f8e4m3fn", "f8e5m2", "f8e8m0fnu", "s64", "u64", "f64"})
+    others.push_back(t);
+  for (const char* t : newTypes) others.push_back(t);
+  int pairs = 0;
+  for (const char* n : newTypes)
+    for (const std::string& o : others)
+      for (bool fromNew : {true, false}) {
+        if (!fromNew && o == n) continue;
+        std::string from = fromNew ? n : o, to = fromNew ? o : n;
+        std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[4,300] parameter(0)
+  ROOT c = {1}[4,300] convert(x)
+}})",
+                                       from, to);
+        EXPECT_EQ(compareBitExact(text), "") << from << " -> " << to;
+        ++pairs;
+      }
+  EXPECT_EQ(pairs, 6 * 25 * 2 - 6);
+}
+
+// Wrapping to 1 and 2 bits after every operation, as the interpreter
+// computes them (in 8 bits, then truncated and re-extended).
+TEST(Types, OneAndTwoBitArithmeticWraps) {
+  for (const char* t : {"s1", "s2", "u1", "u2"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[3,400] parameter(0)
+  y = {0}[3,400] parameter(1)
+  a = {0}[3,400] add(x, y)
+  b = {0}[3,400] multiply(a, x)
+  c = {0}[3,400] subtract(b, y)
+  d = {0}[3,400] maximum(c, x)
+  e = {0}[3,400] negate(d)
+  f = {0}[3,400] minimum(e, y)
+  q = {0}[3,400] divide(x, y)
+  r = {0}[3,400] remainder(x, y)
+  g = {0}[3,400] {1}
+  h = {0}[3,400] {2}
+  n = {0}[3,400] not(x)
+  l = {0}[3,400] shift-left(x, y)
+  sr = {0}[3,400] shift-right-logical(x, y)
+  sa = {0}[3,400] shift-right-arithmetic(x, y)
+  p = {0}[3,400] popcnt(x)
+  z = {0}[3,400] count-leading-zeros(x)
+  o = {0}[3,400] xor(p, z)
+  an = {0}[3,400] and(o, n)
+  cl = {0}[3,400] clamp(y, x, a)
+  ROOT t = ({0}[3,400], {0}[3,400], {0}[3,400], {0}[3,400], {0}[3,400], {0}[3,400], {0}[3,400], {0}[3,400],
+            {0}[3,400], {0}[3,400], {0}[3,400]) tuple(f, q, r, g, h, l, sr, sa, an, cl, e)
+}})",
+                                   t, t[0] == 's' ? "abs(x)" : "or(x, y)",  // abs and sign: signed only
+                                   t[0] == 's' ? "sign(y)" : "and(x, y)");
+    for (uint32_t seed : {7u, 8u}) EXPECT_EQ(compareBitExact(text, seed), "") << t << " seed " << seed;
+  }
+}
+
+// Each f6 operation rounds once from f32 to the format (nearest even,
+// saturating: the fn formats have no inf or NaN), as the interpreter does.
+TEST(Types, SixBitFloatArithmeticRoundsPerOp) {
+  for (const char* t : {"f6e2m3fn", "f6e3m2fn"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[2,520] parameter(0)
+  y = {0}[2,520] parameter(1)
+  a = {0}[2,520] add(x, y)
+  s = {0}[2,520] subtract(x, y)
+  m = {0}[2,520] multiply(x, y)
+  d = {0}[2,520] divide(x, y)
+  q = {0}[2,520] sqrt(x)
+  e = {0}[2,520] exponential(y)
+  n = {0}[2,520] negate(m)
+  b = {0}[2,520] abs(s)
+  f = {0}[2,520] floor(d)
+  r = {0}[2,520] round-nearest-even(m)
+  mx = {0}[2,520] maximum(a, n)
+  c = pred[2,520] compare(a, m), direction=GE
+  sl = {0}[2,520] select(c, f, r)
+  ROOT t = ({0}[2,520], {0}[2,520], {0}[2,520], {0}[2,520], {0}[2,520], {0}[2,520], {0}[2,520], {0}[2,520])
+           tuple(a, s, m, d, q, e, mx, sl)
+}})",
+                                   t);
+    for (uint32_t seed : {7u, 8u}) EXPECT_EQ(compareBitExact(text, seed), "") << t << " seed " << seed;
+  }
+}
+
+// Exact ties round to the even code, overflow and infinities saturate and
+// NaN gives -0 (the fn formats have neither inf nor NaN), from f32 (vrnd),
+// from f64 and from s32 (vcvt.FMT.f64, one rounding).
+TEST(Types, SixBitFloatTiesAndSpecials) {
+  for (const char* t : {"f6e2m3fn", "f6e3m2fn"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  p = f32[16] parameter(0)
+  x = f32[16] constant({{1.0625, 1.1875, 7.75, 0.0625, 0.1875, 100, inf, -inf, nan, 30, 9, 11, 0.03125, 0.09375,
+                        -7.75, -0.0}})
+  d = f64[16] convert(x)
+  i = s32[16] constant({{9, 11, 13, 30, 31, -9, 100, 7, 5, -5, 0, 1, 2, 3, 15, 17}})
+  a = {0}[16] convert(x)
+  b = {0}[16] convert(d)
+  c = {0}[16] convert(i)
+  q = f32[16] add(x, p)
+  e = {0}[16] convert(q)
+  ROOT r = ({0}[16], {0}[16], {0}[16], {0}[16]) tuple(a, b, c, e)
+}})",
+                                   t);
+    EXPECT_EQ(compareBitExact(text), "") << t;
+  }
+}
+
+// Integer sums and products wrap modulo 2^bits in any order, so the
+// compiled reductions match the interpreter's exactly. (Maximum reduces of
+// every narrow type are in ReducesOfNarrowTypes; narrow-float sums differ by
+// design: the interpreter rounds each partial sum, the compiled code sums
+// in f32, as XLA does on TPUs.)
+TEST(Types, AddAndMultiplyReducesOfOneAndTwoBitIntegers) {
+  for (const char* t : {"s1", "s2", "u1", "u2"})
+    for (const char* op : {"add", "multiply"}) {
+      std::string text = fmt::format(R"(HloModule m
+f {{
+  a = {0}[] parameter(0)
+  b = {0}[] parameter(1)
+  ROOT c = {0}[] {1}(a, b)
+}}
+ENTRY main {{
+  x = {0}[40,300] parameter(0)
+  z = {0}[] parameter(1)
+  r = {0}[300] reduce(x, z), dimensions={{0}}, to_apply=f
+  q = {0}[40] reduce(x, z), dimensions={{1}}, to_apply=f
+  ROOT t = ({0}[300], {0}[40]) tuple(r, q)
+}})",
+                                     t, op);
+      EXPECT_EQ(compareBitExact(text), "") << t << " " << op;
+    }
+}
+
+// bitcast-convert from or to the 1-, 2- and 6-bit types is refused with
+// an error naming both types (its lowering is being reworked).
+TEST(Types, BitcastConvertOfOneTwoAndSixBitTypesIsRefused) {
+  struct Case {
+    const char *from, *to, *outDims;
+  };
+  for (const Case& c : {Case{"s2", "u2", "4,300"}, Case{"u1", "s1", "4,300"},
+                        Case{"f6e2m3fn", "f6e3m2fn", "4,300"}, Case{"s8", "u2", "4,300,4"}}) {
+    std::string want =
+        fmt::format("bitcast-convert between {} and {} of 'c' is not supported yet", c.from, c.to);
+    std::string r = compareBitExact(fmt::format(R"(HloModule m
+ENTRY main {{
+  x = {0}[4,300] parameter(0)
+  ROOT c = {1}[{2}] bitcast-convert(x)
+}})",
+                                                c.from, c.to, c.outDims));
+    EXPECT_NE(r.find(want), std::string::npos) << r;
+    // Inside a fused computation too (the register lowering).
+    r = compareBitExact(fmt::format(R"(HloModule m
+f {{
+  x = {0}[4,300] parameter(0)
+  n = {0}[4,300] negate(x)
+  ROOT c = {1}[{2}] bitcast-convert(n)
+}}
+ENTRY main {{
+  x = {0}[4,300] parameter(0)
+  ROOT r = {1}[{2}] fusion(x), kind=kLoop, calls=f
+}})",
+                                    c.from, c.to, c.outDims));
+    EXPECT_NE(r.find(want), std::string::npos) << r;
+  }
 }
 
 TEST(Types, UnsupportedTypesAreDiagnosed) {

@@ -5,11 +5,13 @@
 namespace tpu::isa {
 
 namespace {
-constexpr std::array<std::string_view, 21> kDTypeNames = {
+constexpr std::array<std::string_view, 27> kDTypeNames = {
     "f32",    "bf16",       "f16",        "s32",           "s16",       "s8",       "u32",
     "u16",    "u8",         "pred",       "f8e4m3fn",      "f8e5m2",    "f8e4m3",   "f8e3m4",
-    "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn", "s4", "u4"};
-constexpr std::array<int, 21> kDTypeBytes = {4, 2, 2, 4, 2, 1, 4, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    "f8e4m3fnuz", "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn", "s4", "u4",
+    "s2", "u2", "s1", "u1", "f6e2m3fn", "f6e3m2fn"};
+constexpr std::array<int, 27> kDTypeBytes = {4, 2, 2, 4, 2, 1, 4, 2, 1, 1, 1, 1, 1, 1,
+                                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 static_assert(kDTypeNames.size() == static_cast<size_t>(DType::Last) + 1);
 }  // namespace
 

@@ -17,12 +17,13 @@ std::string_view memSpaceName(MemSpace space);  // "hbm", "vmem", "smem"
 
 // Element types of buffers (memory), not registers.
 // Append only: the number is the .tpu encoding. Sub-byte types take one byte
-// per element, as in XLA literals (s4 sign-extended, u4 and f4 codes in the
-// low bits).
+// per element, as in XLA literals (s1..s4 sign-extended, u1..u4 and f4/f6
+// codes in the low bits).
 enum class DType : uint8_t {
   F32, Bf16, F16, S32, S16, S8, U32, U16, U8, Pred,
   F8E4M3FN, F8E5M2, F8E4M3, F8E3M4, F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3B11FNUZ, F8E8M0FNU, F4E2M1FN, S4, U4,
-  Last = U4,
+  S2, U2, S1, U1, F6E2M3FN, F6E3M2FN,
+  Last = F6E3M2FN,
 };
 std::string_view dtypeName(DType type);  // XLA spelling: "f32", "bf16", "pred", ...
 std::optional<DType> dtypeFromName(std::string_view name);

@@ -649,7 +649,7 @@ bool Parser::parseInitializer(Buffer& b, SourceLocation) {
           if (!v) return false;
           int width = dtypeBytes(b.dtype) * 8;
           bool isSigned = b.dtype == DType::S32 || b.dtype == DType::S16 || b.dtype == DType::S8 ||
-                          b.dtype == DType::S4;
+                          b.dtype == DType::S4 || b.dtype == DType::S2 || b.dtype == DType::S1;
           int64_t lo = isSigned ? -(int64_t{1} << (width - 1)) : 0;
           int64_t hi = isSigned ? (int64_t{1} << (width - 1)) - 1 : (int64_t{1} << width) - 1;
           if (b.dtype == DType::Pred) hi = 1;

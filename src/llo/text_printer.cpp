@@ -139,7 +139,9 @@ std::string dataText(const Buffer& b, const std::string& bytes) {
       case DType::S32: out += fmt::format("{}", static_cast<int32_t>(v)); break;
       case DType::S16: out += fmt::format("{}", static_cast<int16_t>(v)); break;
       case DType::S8:
-      case DType::S4: out += fmt::format("{}", static_cast<int8_t>(v)); break;
+      case DType::S4:
+      case DType::S2:
+      case DType::S1: out += fmt::format("{}", static_cast<int8_t>(v)); break;
       default: out += fmt::format("{}", v); break;
     }
   }

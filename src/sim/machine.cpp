@@ -193,6 +193,8 @@ const ByteFormat* byteFormat(Opcode op) {
     TPU_BYTE_FORMAT(F8E4M3B11FNUZ)
     TPU_BYTE_FORMAT(F8E8M0FNU)
     TPU_BYTE_FORMAT(F4E2M1FN)
+    TPU_BYTE_FORMAT(F6E2M3FN)
+    TPU_BYTE_FORMAT(F6E3M2FN)
     default: return nullptr;
   }
 #undef TPU_BYTE_FORMAT

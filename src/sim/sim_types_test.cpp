@@ -121,9 +121,10 @@ TEST(SimTypes, ByteLoadsZeroExtend) {
 // Every one-byte float format: all 256 codes load as decodeFloat says, and
 // stores / vrnd follow encodeFloat on a spread of f32 patterns.
 TEST(SimTypes, ByteFloatFormatsMatchFloatFormat) {
-  const FloatFormat formats[] = {FloatFormat::F8E4M3FN,   FloatFormat::F8E5M2,        FloatFormat::F8E4M3,
-                                 FloatFormat::F8E3M4,     FloatFormat::F8E4M3FNUZ,    FloatFormat::F8E5M2FNUZ,
-                                 FloatFormat::F8E4M3B11FNUZ, FloatFormat::F8E8M0FNU, FloatFormat::F4E2M1FN};
+  const FloatFormat formats[] = {FloatFormat::F8E4M3FN,      FloatFormat::F8E5M2,     FloatFormat::F8E4M3,
+                                 FloatFormat::F8E3M4,        FloatFormat::F8E4M3FNUZ, FloatFormat::F8E5M2FNUZ,
+                                 FloatFormat::F8E4M3B11FNUZ, FloatFormat::F8E8M0FNU,  FloatFormat::F4E2M1FN,
+                                 FloatFormat::F6E2M3FN,      FloatFormat::F6E3M2FN};
   std::vector<uint32_t> words = probeFloats(1024);
   // Values near each format's range as well: scaled small integers.
   for (int i = 0; i < 256; ++i) words[600 + i] = std::bit_cast<uint32_t>(static_cast<float>(i - 128) * 0.37f);

@@ -235,6 +235,10 @@ std::optional<FloatFormat> narrowFormat(Opcode op) {
       return FloatFormat::F8E8M0FNU;
     case Opcode::VCvtF4E2M1FNF64:
       return FloatFormat::F4E2M1FN;
+    case Opcode::VCvtF6E2M3FNF64:
+      return FloatFormat::F6E2M3FN;
+    case Opcode::VCvtF6E3M2FNF64:
+      return FloatFormat::F6E3M2FN;
     default:
       return std::nullopt;
   }
