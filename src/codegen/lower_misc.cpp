@@ -93,6 +93,8 @@ std::vector<const Instruction*> interpreterOrder(const Computation& c) {
 }  // namespace
 
 bool isIdentityCustomCallTarget(const std::string& target) { return isIdentityTarget(target); }
+bool isGeluCustomCallTarget(const std::string& target) { return isGeluTarget(target); }
+bool isGemmCustomCallTarget(const std::string& target) { return isGemmTarget(target); }
 
 // ============================================================== planning
 
