@@ -1029,7 +1029,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
     case Opcode::Ceil: return un("vceil.f32");
     case Opcode::RoundNearestEven: return un("vround.f32");
     case Opcode::Power:
-      if (!f) return unsupported();
+      if (!f) return integerPower(ops[0], ops[1], rt);
       return bin("vpow", "");
     case Opcode::Tan: {
       VReg s = unop("vsin", ops[0], rt), c = unop("vcos", ops[0], rt);

@@ -552,7 +552,8 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
 // even, then flush exponents out of range to zero or infinity; NaNs stay
 // NaN (infinity when no mantissa bit is left).
 std::optional<VReg> Lowerer::lowerReducePrecision(const Instruction& in, VReg x) {
-  if (!typeInfo(x.t).isFloat) {
+  if (x.t == ElementType::F64) return lowerReducePrecisionF64(in, x);
+  if (!typeInfo(x.t).isFloat || typeInfo(x.t).isComplex) {
     fail(in, fmt::format("llo-gen: reduce-precision on {} is not supported", hlo::elementTypeName(x.t)));
     return std::nullopt;
   }
@@ -608,6 +609,72 @@ std::optional<VReg> Lowerer::lowerReducePrecision(const Instruction& in, VReg x)
   masks_.put(nan);
   vfree(a);
   return normalize(v);
+}
+
+// The same on the bits of an f64 pair: the mantissa rounding is a 64-bit
+// add (carry between the words); the exponent field and the NaN test lie in
+// the high word.
+std::optional<VReg> Lowerer::lowerReducePrecisionF64(const Instruction& in, VReg x) {
+  int64_t eb = in.attrs().exponentBits, mb = in.attrs().mantissaBits;
+  if (eb < 1 || mb < 0) {
+    fail(in, "llo-gen: reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0");
+    return std::nullopt;
+  }
+  eb = std::min<int64_t>(eb, 11);
+  mb = std::min<int64_t>(mb, 52);
+  auto pairConst = [&](uint64_t bits, ElementType t) {
+    VReg d = valloc(t);
+    e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+    e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+    return d;
+  };
+  VReg v = vcopy(x, ElementType::S64);
+  if (mb < 52) {
+    // x = (x + bias) & ~(lastBit - 1), bias = lastBit/2 - 1 + the bit at lastBit.
+    int sh = static_cast<int>(52 - mb);
+    uint64_t lastBit = uint64_t{1} << sh;
+    VReg bit = valloc(ElementType::S64);
+    e_.op("vshr {}, {}, {}", V(bit), sh < 32 ? V(v) : H(v), sh % 32);
+    e_.op("vand {}, {}, 1", V(bit), V(bit));
+    e_.op("vmov.s32 {}, 0", H(bit));
+    VReg base = pairConst((lastBit >> 1) - 1, ElementType::S64);
+    VReg bias = pairAddSub(true, bit, base, ElementType::S64);
+    VReg sum = pairAddSub(true, v, bias, ElementType::S64);
+    uint64_t keep = ~(lastBit - 1);
+    e_.op("vand {}, {}, {}", V(sum), V(sum), static_cast<int32_t>(static_cast<uint32_t>(keep)));
+    e_.op("vand {}, {}, {}", H(sum), H(sum), static_cast<int32_t>(static_cast<uint32_t>(keep >> 32)));
+    for (VReg r : {bit, base, bias, v}) vfree(r);
+    v = sum;
+  }
+  if (eb < 11) {
+    // Exponents above the reduced range become infinity, at or below it zero
+    // (the sign kept); the field is bits 20..30 of the high word.
+    int64_t reduced = (int64_t{1} << (eb - 1)) - 1;
+    int64_t maxE = (1023 + reduced) << 20, minE = (1023 - reduced) << 20;
+    VReg ex = valloc(ElementType::U32), sign = valloc(ElementType::U32), zero = vconst(ElementType::S32, 0);
+    e_.op("vand {}, {}, 2146435072", V(ex), H(v));
+    e_.op("vand {}, {}, -2147483648", V(sign), H(v));
+    int gt = malloc_(), le = malloc_();
+    e_.op("vcmp.gt.s32 {}, {}, {}", M(gt), V(ex), maxE);
+    e_.op("vcmp.le.s32 {}, {}, {}", M(le), V(ex), minE);
+    e_.op("mor {}, {}, {}", M(le), M(le), M(gt));  // either way the low word is 0
+    e_.op("vsel.s32 {}, {}, {}, {}", V(v), M(le), V(zero), V(v));
+    e_.op("vsel.s32 {}, {}, {}, {}", H(v), M(le), V(sign), H(v));
+    e_.op("vor {}, {}, 2146435072", V(sign), V(sign));
+    e_.op("vsel.s32 {}, {}, {}, {}", H(v), M(gt), V(sign), H(v));
+    masks_.put(gt);
+    masks_.put(le);
+    for (VReg r : {ex, sign, zero}) vfree(r);
+  }
+  // NaN inputs: kept, or +infinity without mantissa bits.
+  int nan = pairCompare("ne", ElementType::F64, x, x);
+  VReg keep = mb > 0 ? vcopy(x, ElementType::S64) : pairConst(0x7FF0000000000000ull, ElementType::S64);
+  e_.op("vsel.s32 {}, {}, {}, {}", V(v), M(nan), V(keep), V(v));
+  e_.op("vsel.s32 {}, {}, {}, {}", H(v), M(nan), H(keep), H(v));
+  masks_.put(nan);
+  vfree(keep);
+  v.t = ElementType::F64;
+  return v;
 }
 
 // ============================================================== GELU custom calls

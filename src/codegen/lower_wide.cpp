@@ -206,6 +206,77 @@ VReg Lowerer::pairAddSub(bool add, VReg a, VReg b, ElementType t) {
   return d;
 }
 
+VReg Lowerer::integerPower(VReg base, VReg exponent, ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  const bool pair = isPairType(t);
+  // The product wraps modulo 2^32 (2^64 for pairs), which truncates to the
+  // same bits as the interpreter's narrower wrapping products.
+  auto multiply = [&](VReg a, VReg b) {
+    VReg d = valloc(t);
+    if (pair) {
+      for (int w = 0; w < 2; ++w)
+        e_.op("vmul.i64 {}, {}, {}, {}, {}, {}", w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
+    } else {
+      e_.op("vmul.s32 {}, {}, {}", V(d), V(a), V(b));
+    }
+    return d;
+  };
+  auto select = [&](int mask, VReg a, VReg b) {  // d = mask ? a : b
+    VReg d = valloc(t);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
+    if (pair) e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
+    return d;
+  };
+  auto constant = [&](int64_t value) {
+    VReg d = valloc(t);
+    e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint64_t>(value)));
+    if (pair) e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint64_t>(value) >> 32));
+    return d;
+  };
+  VReg result = constant(1), square = vcopy(base, t), bit = valloc(ElementType::S32);
+  int m = malloc_();
+  for (int i = 0; i < ti.bits; ++i) {
+    e_.op("vshr {}, {}, {}", V(bit), i < 32 ? V(exponent) : H(exponent), i % 32);
+    e_.op("vand {}, {}, 1", V(bit), V(bit));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(bit));
+    VReg p = multiply(result, square);
+    VReg next = select(m, p, result);
+    vfree(p);
+    vfree(result);
+    result = next;
+    if (i + 1 < ti.bits) {
+      VReg sq = multiply(square, square);
+      vfree(square);
+      square = sq;
+    }
+  }
+  if (!ti.isUnsigned) {
+    // A negative exponent: 1 for base 1, +-1 by its parity for base -1, else 0.
+    VReg one = constant(1), minusOne = constant(-1), zero = constant(0);
+    int isOne = pair ? pairCompare("eq", t, base, one) : malloc_();
+    int isMinusOne = pair ? pairCompare("eq", t, base, minusOne) : malloc_();
+    if (!pair) {
+      e_.op("vcmp.eq.s32 {}, {}, 1", M(isOne), V(base));
+      e_.op("vcmp.eq.s32 {}, {}, -1", M(isMinusOne), V(base));
+    }
+    e_.op("vand {}, {}, 1", V(bit), V(exponent));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(bit));
+    VReg parity = select(m, minusOne, one);
+    VReg a = select(isMinusOne, parity, zero);
+    VReg negative = select(isOne, one, a);
+    e_.op("vcmp.lt.s32 {}, {}, 0", M(m), pair ? H(exponent) : V(exponent));
+    VReg d = select(m, negative, result);
+    masks_.put(isOne);
+    masks_.put(isMinusOne);
+    for (VReg r : {one, minusOne, zero, parity, a, negative, result}) vfree(r);
+    result = d;
+  }
+  masks_.put(m);
+  vfree(square);
+  vfree(bit);
+  return pair ? result : normalize(result);
+}
+
 int Lowerer::convertedCopy(const Instruction& in, int buf, const Shape& s, ElementType to) {
   int out = tempBuf(to, s.dimensions());
   // The convert's lowering, applied to a register of each operand value.
@@ -658,8 +729,11 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
     case Opcode::Remainder:
       return pairBinary(isF64 ? "vrem.f64" : isUnsigned ? "vrem.u64" : "vrem.s64", ops[0], ops[1]);
     case Opcode::Power:
-      if (!isF64) return unsupported();
+      if (!isF64) return integerPower(ops[0], ops[1], rt);
       return pairBinary("vpow.f64", ops[0], ops[1]);
+    case Opcode::ReducePrecision:
+      if (!isF64) return unsupported();
+      return lowerReducePrecision(in, ops[0]);
     case Opcode::Atan2:
       if (!isF64) return unsupported();
       return pairBinary("vatan2.f64", ops[0], ops[1]);

@@ -346,6 +346,10 @@ class Lowerer {
   std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
+  // base ^ exponent of an integer type t (32-bit register forms or pairs),
+  // as the interpreter's intPow: wrapping square-and-multiply over every
+  // exponent bit; a negative signed exponent gives 0 except for bases 1, -1.
+  VReg integerPower(VReg base, VReg exponent, ElementType t);
   bool lowerWideDot(const Instruction& in);
   // validBuf (complex only, or -1): an s32 [k, n] matrix shared by every
   // batch; a product whose entry is 0 is skipped (a convolution's padding,
@@ -433,6 +437,7 @@ class Lowerer {
   // (lower_wide.cpp); reports an error if not.
   bool checkWideTypes(const Instruction& in);
   std::optional<VReg> lowerReducePrecision(const Instruction& in, VReg x);
+  std::optional<VReg> lowerReducePrecisionF64(const Instruction& in, VReg x);
   bool isMxuDot(const Instruction& in) const;
   bool lowerVectorDot(const Instruction& in);
   bool lowerRngBitGenerator(const Instruction& in);

@@ -460,6 +460,42 @@ ENTRY main {
   EXPECT_EQ(compareWide(text), "");
 }
 
+TEST(WideTypes, IntegerPower) {
+  // Square-and-multiply over all 64 exponent bits with the wrapping pair
+  // product; negative s64 exponents give 0 except for bases 1 and -1.
+  for (const char* t : {"s64", "u64"})
+    for (uint64_t seed : {11, 12}) EXPECT_EQ(compareWide(binaryModule("power", t), seed), "") << t << " " << seed;
+  // Small bases and exponents, where the results do not just wrap to 0.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = s64[2500] parameter(0)
+  b = s64[2500] parameter(1)
+  three = s64[] constant(3)
+  t = s64[2500] broadcast(three), dimensions={}
+  ma = s64[2500] remainder(a, t)
+  sixty = s64[] constant(70)
+  s = s64[2500] broadcast(sixty), dimensions={}
+  mb = s64[2500] remainder(b, s)
+  ROOT r = s64[2500] power(ma, mb)
+})";
+  EXPECT_EQ(compareWide(text), "");
+}
+
+TEST(WideTypes, ReducePrecisionOfF64) {
+  // XLA's bit rounding on the pair: the mantissa add carries between the
+  // words (cut points on both sides of bit 32), exponents flush to zero or
+  // infinity, NaNs stay NaN (infinity when no mantissa bit is left).
+  for (auto [e, m] : {std::pair{11, 52}, {8, 23}, {5, 10}, {11, 0}, {2, 1}, {11, 31}, {11, 32}, {4, 33}, {9, 40}}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = f64[2500] parameter(0)
+  ROOT r = f64[2500] reduce-precision(a), exponent_bits={0}, mantissa_bits={1}
+}})",
+                                   e, m);
+    EXPECT_EQ(compareWide(text), "") << e << " " << m;
+  }
+}
+
 TEST(WideTypes, DotsAndConvolutionsIntoNarrowerIntegerResults) {
   // The interpreter computes in the result type: 64-bit operands are
   // converted to it first (integers wrap, f64 truncates and saturates), then
