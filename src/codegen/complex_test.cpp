@@ -393,6 +393,27 @@ TEST(Complex, DotsAndConvolutionsOfOtherResultTypes) {
   }
 }
 
+TEST(Complex, BitcastConverts) {
+  // A complex element is its parts' bytes (real first), so every bitcast
+  // to or from complex (the verifier allows complex <-> complex and real
+  // types of the same width) is an alias of the same memory; the results
+  // feed arithmetic to show the bytes are read as the new type.
+  const char* const kCases[] = {
+      "a = c128[300] parameter(0)\n  b = c64[300,2] bitcast-convert(a)\n"
+      "  ROOT r = c64[300,2] multiply(b, b)",
+      "a = c64[300,2] parameter(0)\n  b = c128[300] bitcast-convert(a)\n"
+      "  ROOT r = c128[300] multiply(b, b)",
+      "a = c64[300] parameter(0)\n  b = s64[300] bitcast-convert(a)\n"
+      "  ROOT r = s64[300] add(b, b)",
+      "a = f64[300] parameter(0)\n  b = c64[300] bitcast-convert(a)\n"
+      "  ROOT r = c64[300] negate(b)",
+  };
+  for (const char* c : kCases) {
+    std::string text = std::string("HloModule m\nENTRY main {\n  ") + c + "\n}\n";
+    EXPECT_EQ(compareComplex(text), "") << text;
+  }
+}
+
 TEST(Complex, WhileLoopCarriesComplexState) {
   // Complex arithmetic in a loop body: the state is multiplied and shifted
   // by a loop-invariant operand each trip.

@@ -159,14 +159,13 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     case Opcode::BitcastConvert: {
       if (!checkTypes(in)) return false;
       // Memory holds the same bytes either way (XLA splits and joins
-      // elements little-endian along a minor dimension), except for types
-      // stored in a byte wider than their bits (s4, u4, f4e2m1fn, pred).
-      TypeInfo ri = typeInfo(in.shape().elementType()), oi = typeInfo(in.operand(0)->shape().elementType());
-      auto packed = [](const TypeInfo& t) { return t.bits == 8 * t.bytes && !t.isComplex; };
-      if (ri.bytes != oi.bytes && !(packed(ri) && packed(oi)))
-        return fail(in, fmt::format("llo-gen: bitcast-convert between {} and {} is not supported yet",
-                                    hlo::elementTypeName(in.operand(0)->shape().elementType()),
-                                    hlo::elementTypeName(in.shape().elementType())));
+      // elements little-endian along a minor dimension; complex values are
+      // their parts' bytes), except for the 4-bit types, stored one per byte:
+      // their nibbles are repacked by a kernel.
+      if (bitcastRepacksNibbles(in)) {
+        defineNew(in);
+        return true;
+      }
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
     }
@@ -2415,9 +2414,10 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Copy:
     case Opcode::OptimizationBarrier:
     case Opcode::AddDependency:
-    case Opcode::BitcastConvert:
     case Opcode::AfterAll:
       return true;
+    case Opcode::BitcastConvert:
+      return bitcastRepacksNibbles(in) ? lowerNibbleBitcast(in) : true;
     case Opcode::Call: return emitComputation(*in.toApply());
     case Opcode::Fusion:
       if (!isFlatFusion(in)) return emitComputation(*in.fusedComputation());

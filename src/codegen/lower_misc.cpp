@@ -677,6 +677,77 @@ std::optional<VReg> Lowerer::lowerReducePrecisionF64(const Instruction& in, VReg
   return v;
 }
 
+// ============================================================== 4-bit bitcast-converts
+
+bool Lowerer::bitcastRepacksNibbles(const Instruction& in) const {
+  int from = hlo::elementTypeInfo(in.operand(0)->shape().elementType()).bitWidth;
+  int to = hlo::elementTypeInfo(in.shape().elementType()).bitWidth;
+  return from % 8 != 0 || to % 8 != 0;
+}
+
+// In bytes: a 4-bit element is the low nibble of its byte, s4 stored
+// sign-extended. Wider elements are split into (or joined from) nibble
+// pairs, element 2t of the 4-bit side being the low nibble of byte t.
+bool Lowerer::lowerNibbleBitcast(const Instruction& in) {
+  beginKernel(in, "bitcast");
+  const Shape& fs = in.operand(0)->shape();
+  ElementType from = fs.elementType(), to = in.shape().elementType();
+  int src = leaves_[in.operand(0)][0], dst = leaves_[&in][0];
+  const bool fromNibbles = hlo::elementTypeInfo(from).bitWidth == 4;
+  const bool toNibbles = hlo::elementTypeInfo(to).bitWidth == 4;
+  if (hlo::elementTypeInfo(from).bitWidth % 4 != 0 || hlo::elementTypeInfo(to).bitWidth % 4 != 0 ||
+      (!fromNibbles && !toNibbles))
+    return fail(in, fmt::format("llo-gen: bitcast-convert between {} and {} is not supported",
+                                hlo::elementTypeName(from), hlo::elementTypeName(to)));
+  // s4 results sign-extend the nibble; u4 and f4e2m1fn keep it zero-extended.
+  const ElementType byteOut = to == ElementType::S4 ? ElementType::S8 : ElementType::U8;
+  auto nibble = [&](VReg x, int shift) {  // bits shift..shift+3 of x, as a result byte
+    VReg d = valloc(ElementType::S32);
+    if (byteOut == ElementType::S8) {
+      e_.op("vshl {}, {}, {}", V(d), V(x), 28 - shift);
+      e_.op("vsra {}, {}, 28", V(d), V(d));
+    } else {
+      e_.op("vshr {}, {}, {}", V(d), V(x), shift);
+      e_.op("vand {}, {}, 15", V(d), V(d));
+    }
+    d.t = byteOut;
+    return d;
+  };
+  int64_t inBytes = static_cast<int64_t>(bufs_[src].bytes);
+  bool ok = true;
+  if (fromNibbles && toNibbles) {
+    ok = emitElementwise(inBytes, {EwInput{EwInput::Full, src, 0, ElementType::U8}}, {EwOutput{dst, 0, byteOut}},
+                         [&](const std::vector<VReg>& v) { return std::vector<VReg>{nibble(v[0], 0)}; });
+  } else if (fromNibbles) {
+    // Byte t of the result joins nibbles 2t (low) and 2t + 1 (high).
+    int64_t n = inBytes / 2;
+    int lo = tempBuf(ElementType::U8, {n}), hi = tempBuf(ElementType::U8, {n});
+    emitCopy(lo, 0, src, 0, {n}, {1}, {2}, 1);
+    emitCopy(hi, 0, src, 1, {n}, {1}, {2}, 1);
+    ok = emitElementwise(n, {EwInput{EwInput::Full, lo, 0, ElementType::U8}, EwInput{EwInput::Full, hi, 0, ElementType::U8}},
+                         {EwOutput{dst, 0, ElementType::U8}}, [&](const std::vector<VReg>& v) {
+                           VReg d = valloc(ElementType::U8), h = valloc(ElementType::S32);
+                           e_.op("vand {}, {}, 15", V(d), V(v[0]));
+                           e_.op("vand {}, {}, 15", V(h), V(v[1]));
+                           e_.op("vshl {}, {}, 4", V(h), V(h));
+                           e_.op("vor {}, {}, {}", V(d), V(d), V(h));
+                           vfree(h);
+                           return std::vector<VReg>{d};
+                         });
+  } else {
+    // Byte t of the operand splits into result elements 2t and 2t + 1.
+    int lo = tempBuf(byteOut, {inBytes}), hi = tempBuf(byteOut, {inBytes});
+    ok = emitElementwise(inBytes, {EwInput{EwInput::Full, src, 0, ElementType::U8}},
+                         {EwOutput{lo, 0, byteOut}, EwOutput{hi, 0, byteOut}}, [&](const std::vector<VReg>& v) {
+                           return std::vector<VReg>{nibble(v[0], 0), nibble(v[0], 4)};
+                         });
+    emitCopy(dst, 0, lo, 0, {inBytes}, {2}, {1}, 1);
+    emitCopy(dst, 1, hi, 0, {inBytes}, {2}, {1}, 1);
+  }
+  endKernel(static_cast<double>(inBytes) * 4, 2 * bufs_[dst].bytes + 2 * static_cast<uint64_t>(inBytes), 0);
+  return ok && !failed_;
+}
+
 // ============================================================== GELU custom calls
 
 // The interpreter's exact (erf) GELU and its derivative. erf is Abramowitz

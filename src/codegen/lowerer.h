@@ -454,6 +454,11 @@ class Lowerer {
   // An f64 register pair converted to `to`'s register form, as the
   // interpreter converts (floats round once, integers truncate and saturate).
   VReg convertFromF64(VReg x, ElementType to);
+  // bitcast-convert to or from s4, u4 or f4e2m1fn (one element per byte in
+  // memory): the interpreter's little-endian bit stream, element 0 in the
+  // low nibble. Other bitcast-converts alias their operand.
+  bool bitcastRepacksNibbles(const Instruction& in) const;
+  bool lowerNibbleBitcast(const Instruction& in);
   bool lowerGelu(const Instruction& in);
   bool planGemm(const Instruction& in);
   bool lowerGemm(const Instruction& in);

@@ -373,6 +373,41 @@ ENTRY main {{
   }
 }
 
+TEST(Types, BitcastConvertsOfFourBitTypes) {
+  // The interpreter's little-endian bit stream: element 2t of the 4-bit side
+  // is the low nibble of byte t, s4 stored sign-extended. The 4-bit results
+  // are also converted to s32, which reads the whole stored byte.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = s8[700] parameter(0)
+  b = u4[300,4] parameter(1)
+  c = s4[200] parameter(2)
+  d = f4e2m1fn[200,8] parameter(3)
+  p = pred[150] parameter(4)
+  w = f32[90] parameter(5)
+  as4 = s4[700,2] bitcast-convert(a)
+  au4 = u4[700,2] bitcast-convert(a)
+  af4 = f4e2m1fn[700,2] bitcast-convert(a)
+  bs16 = s16[300] bitcast-convert(b)
+  cu4 = u4[200] bitcast-convert(c)
+  cf4 = f4e2m1fn[200] bitcast-convert(c)
+  du32 = u32[200] bitcast-convert(d)
+  ds4 = s4[200,8] bitcast-convert(d)
+  ps4 = s4[150,2] bitcast-convert(p)
+  wu4 = u4[90,8] bitcast-convert(w)
+  back = f32[90] bitcast-convert(wu4)
+  i1 = s32[700,2] convert(as4)
+  i2 = s32[700,2] convert(au4)
+  i3 = s32[200] convert(cu4)
+  i4 = s32[200,8] convert(ds4)
+  i5 = s32[150,2] convert(ps4)
+  f1 = f32[700,2] convert(af4)
+  f2 = f32[200] convert(cf4)
+  ROOT t = (s4[700,2], u4[700,2], f4e2m1fn[700,2], s16[300], u4[200], f4e2m1fn[200], u32[200], s4[200,8], s4[150,2], f32[90], s32[700,2], s32[700,2], s32[200], s32[200,8], s32[150,2], f32[700,2], f32[200]) tuple(as4, au4, af4, bs16, cu4, cf4, du32, ds4, ps4, back, i1, i2, i3, i4, i5, f1, f2)
+})";
+  for (uint32_t seed : {1u, 2u}) EXPECT_EQ(compareBitExact(text, seed), "") << seed;
+}
+
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
 ENTRY main {
