@@ -393,6 +393,43 @@ TEST(Complex, DotsAndConvolutionsOfOtherResultTypes) {
   }
 }
 
+TEST(Complex, GeluAndGemmCustomCalls) {
+  // The interpreter converts complex values to f64 by their real part for
+  // GELU and for the gemm's alpha/beta scaling, and back with imaginary +0;
+  // the unscaled gemm is a complex dot. All bit-exact.
+  for (const char* t : {"c64", "c128"}) {
+    for (const char* target : {"AwsNeuronGelu", "AwsNeuronGeluBackward"})
+      EXPECT_EQ(compareComplex(fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[2100] parameter(0)
+  ROOT g = {0}[2100] custom-call(a), custom_call_target="{1}"
+}})",
+                                           t, target)),
+                "")
+          << t << " " << target;
+    const char* dims = R"("dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]})";
+    EXPECT_EQ(compareComplex(fmt::format(R"(HloModule m
+ENTRY main {{
+  b = {0}[9,33] parameter(0)
+  c = {0}[33,200] parameter(1)
+  ROOT n = {0}[9,200] custom-call(b, c), custom_call_target="__cublas$gemm", backend_config={{"gemm_backend_config":{{{1}}}}}
+}})",
+                                         t, dims)),
+              "")
+        << t;
+    EXPECT_EQ(compareComplex(fmt::format(R"(HloModule m
+ENTRY main {{
+  b = {0}[9,33] parameter(0)
+  c = {0}[33,200] parameter(1)
+  d = {0}[9,200] parameter(2)
+  ROOT m = {0}[9,200] custom-call(b, c, d), custom_call_target="__cublas$gemm", backend_config={{"gemm_backend_config":{{"alpha_real":0.75,"beta":-1.5,{1}}}}}
+}})",
+                                         t, dims)),
+              "")
+        << t;
+  }
+}
+
 TEST(Complex, BitcastConverts) {
   // A complex element is its parts' bytes (real first), so every bitcast
   // to or from complex (the verifier allows complex <-> complex and real

@@ -176,12 +176,9 @@ bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
     case Opcode::CustomCall: {
       const std::string& target = in.attrs().customCallTarget;
       if (isGeluTarget(target)) {
-        if (in.operandCount() != 1 || !in.shape().isArray() || !typeInfo(in.shape().elementType()).isFloat ||
-            in.operand(0)->shape() != in.shape())
-          return fail(
-              in, fmt::format("llo-gen: custom-call target \"{}\" expects one float operand of the result's "
-                              "shape",
-                              target));
+        if (in.operandCount() != 1 || !in.shape().isArray() || in.operand(0)->shape() != in.shape())
+          return fail(in, fmt::format("llo-gen: custom-call target \"{}\" expects one operand of the result's shape",
+                                      target));
         if (!checkTypes(in)) return false;
         defineNew(in);
         return true;
@@ -752,12 +749,80 @@ bool Lowerer::lowerNibbleBitcast(const Instruction& in) {
 
 // The interpreter's exact (erf) GELU and its derivative. erf is Abramowitz
 // and Stegun 7.1.26 (absolute error below 1.5e-7), evaluated in f32.
+VReg Lowerer::asF64(VReg x) {
+  if (x.t == ElementType::C64) x = VReg{x.r, ElementType::F32};
+  if (x.t == ElementType::C128) x = VReg{x.r, ElementType::F64, x.hi};
+  if (x.t == ElementType::F64) return vcopy(x, ElementType::F64);
+  if (!isPairType(x.t)) return pairFrom32(x, ElementType::F64);
+  VReg d = valloc(ElementType::F64);
+  const char* m = x.t == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64";
+  for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(d) : V(d), V(x), H(x), w);
+  return d;
+}
+
+VReg Lowerer::fromF64(VReg y, ElementType to) {
+  return typeInfo(to).isComplex ? complexFromReal(y, to) : convertFromF64(y, to);
+}
+
+VReg Lowerer::f64Row(const char* mnemonic, VReg a, std::optional<VReg> b) {
+  VReg d = valloc(ElementType::F64);
+  for (int w = 0; w < 2; ++w) {
+    if (b)
+      e_.op("{} {}, {}, {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), V(*b), H(*b), w);
+    else
+      e_.op("{} {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), w);
+  }
+  return d;
+}
+
+VReg Lowerer::f64Constant(double v) {
+  uint64_t bits = std::bit_cast<uint64_t>(v);
+  VReg d = valloc(ElementType::F64);
+  e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+  e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+  return d;
+}
+
 bool Lowerer::lowerGelu(const Instruction& in) {
   beginKernel(in, "elementwise");
   bool back = in.attrs().customCallTarget == "AwsNeuronGeluBackward";
   ElementType t = in.shape().elementType();
   int64_t n = *in.shape().elementCount();
   int src = leaves_[in.operand(0)][0], dst = leaves_[&in][0];
+  if (t != ElementType::F32 && !isNarrowFloat(t)) {
+    // The interpreter's own formula in f64 (std::erf and std::exp, which the
+    // f64 rows compute), from and back to the type as it converts: integers
+    // and pred by value, complex by the real part (imaginary +0 after).
+    bool ok = emitElementwise(
+        n, {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
+          std::vector<VReg> temps;
+          auto keep = [&](VReg r) {
+            temps.push_back(r);
+            return r;
+          };
+          VReg x = keep(asF64(v[0]));
+          VReg scaled = keep(f64Row("vmul.f64", x, keep(f64Constant(M_SQRT1_2))));
+          VReg erf = keep(f64Row("verf.f64", scaled));
+          VReg sum = keep(f64Row("vadd.f64", keep(f64Constant(1.0)), erf));
+          VReg cdf = keep(f64Row("vmul.f64", keep(f64Constant(0.5)), sum));
+          VReg y;
+          if (back) {  // cdf + x * exp(-0.5 * x * x) * 0.3989422804014327, left to right
+            VReg h = keep(f64Row("vmul.f64", keep(f64Constant(-0.5)), x));
+            VReg hx = keep(f64Row("vmul.f64", h, x));
+            VReg ex = keep(f64Row("vexp.f64", hx));
+            VReg xe = keep(f64Row("vmul.f64", x, ex));
+            VReg xes = keep(f64Row("vmul.f64", xe, keep(f64Constant(0.3989422804014327))));
+            y = keep(f64Row("vadd.f64", cdf, xes));
+          } else {
+            y = keep(f64Row("vmul.f64", x, cdf));
+          }
+          VReg d = fromF64(y, t);
+          for (VReg r : temps) vfree(r);
+          return std::vector<VReg>{d};
+        });
+    endKernel(static_cast<double>(n) * 20, 2 * bufs_[dst].bytes, 0);
+    return ok && !failed_;
+  }
   bool ok = emitElementwise(
       n, {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
         VReg x = v[0];
@@ -924,9 +989,31 @@ bool Lowerer::lowerGemm(const Instruction& in) {
   bool ok = true;
   int dst = l[0];
   ElementType t = bufs_[dst].type;
-  if (alpha != 1.0 || beta != 0.0) {
-    if (!typeInfo(t).isFloat)
-      return fail(in, "llo-gen: gemm alpha/beta scaling of integer results is not supported");
+  if ((alpha != 1.0 || beta != 0.0) && t != ElementType::F32 && !isNarrowFloat(t)) {
+    // The interpreter scales in f64 (p * alpha, then + beta * c) and
+    // converts back: integers by value, complex results by the real part
+    // (imaginary +0 after), exactly so with the f64 rows.
+    beginKernel(in, "elementwise");
+    std::vector<EwInput> ins = {EwInput{EwInput::Full, dst, 0, t}};
+    if (beta != 0.0) ins.push_back(EwInput{EwInput::Full, leaves_[in.operand(2)][0], 0, in.operand(2)->shape().elementType()});
+    int64_t n = static_cast<int64_t>(bufs_[dst].bytes / typeInfo(t).bytes);
+    ok = emitElementwise(n, ins, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
+      VReg p = asF64(v[0]), a = f64Constant(alpha);
+      VReg y = f64Row("vmul.f64", p, a);
+      for (VReg r : {p, a}) vfree(r);
+      if (beta != 0.0) {
+        VReg c = asF64(v[1]), b = f64Constant(beta);
+        VReg bc = f64Row("vmul.f64", b, c);
+        VReg s = f64Row("vadd.f64", y, bc);
+        for (VReg r : {c, b, bc, y}) vfree(r);
+        y = s;
+      }
+      VReg d = fromF64(y, t);
+      vfree(y);
+      return std::vector<VReg>{d};
+    });
+    endKernel(static_cast<double>(n) * 3, 3 * bufs_[dst].bytes, 0);
+  } else if (alpha != 1.0 || beta != 0.0) {
     beginKernel(in, "elementwise");
     std::vector<EwInput> ins = {EwInput{EwInput::Full, dst, 0, t}};
     if (beta != 0.0) ins.push_back(EwInput{EwInput::Full, leaves_[in.operand(2)][0], 0, t});

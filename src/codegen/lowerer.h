@@ -459,6 +459,13 @@ class Lowerer {
   // low nibble. Other bitcast-converts alias their operand.
   bool bitcastRepacksNibbles(const Instruction& in) const;
   bool lowerNibbleBitcast(const Instruction& in);
+  // An operand as the interpreter converts it to f64 (complex: the real
+  // part) and an f64 pair back to `to` (complex: imaginary +0).
+  VReg asF64(VReg x);
+  VReg fromF64(VReg y, ElementType to);
+  // One f64 pair row (unary without b), both words; an f64 constant pair.
+  VReg f64Row(const char* mnemonic, VReg a, std::optional<VReg> b = std::nullopt);
+  VReg f64Constant(double v);
   bool lowerGelu(const Instruction& in);
   bool planGemm(const Instruction& in);
   bool lowerGemm(const Instruction& in);

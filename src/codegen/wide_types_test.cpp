@@ -496,6 +496,29 @@ ENTRY main {{
   }
 }
 
+TEST(WideTypes, GeluAndGemmCustomCalls) {
+  // The interpreter's GELU is its erf formula in f64, from and back to the
+  // type; the gemm is a dot, scaled in f64 (p * alpha + beta * c). The f64
+  // rows compute both exactly so; s64 and u64 round-trip through f64.
+  for (const char* t : {"f64", "s64", "u64"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[2500] parameter(0)
+  b = {0}[9,33] parameter(1)
+  c = {0}[33,20] parameter(2)
+  d = {0}[9,20] parameter(3)
+  g = {0}[2500] custom-call(a), custom_call_target="AwsNeuronGelu"
+  h = {0}[2500] custom-call(a), custom_call_target="AwsNeuronGeluBackward"
+  m = ({0}[9,20], s8[64]) custom-call(b, c, d), custom_call_target="__cublas$gemm", backend_config={{"gemm_backend_config":{{"alpha_real":0.75,"beta":-1.5,"dot_dimension_numbers":{{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}}}}
+  n = {0}[9,20] custom-call(b, c), custom_call_target="__cublas$lt$matmul", backend_config={{"gemm_backend_config":{{"dot_dimension_numbers":{{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}}}}
+  m0 = {0}[9,20] get-tuple-element(m), index=0
+  ROOT t = ({0}[2500], {0}[2500], {0}[9,20], {0}[9,20]) tuple(g, h, m0, n)
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text), "") << t;
+  }
+}
+
 TEST(WideTypes, DotsAndConvolutionsIntoNarrowerIntegerResults) {
   // The interpreter computes in the result type: 64-bit operands are
   // converted to it first (integers wrap, f64 truncates and saturates), then
