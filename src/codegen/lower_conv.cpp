@@ -93,8 +93,13 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   // Integer convolutions sum in s32 on the vector unit, like integer dots.
   auto isInteger = [](ElementType t) { return !typeInfo(t).isFloat && t != ElementType::Pred && !typeInfo(t).isComplex; };
   const bool integer = !wide && isInteger(g.inType) && isInteger(g.kType) && isInteger(g.outType);
-  if (!wide && !integer &&
-      (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat))
+  const bool mixed = !wide && !integer &&
+                     (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat);
+  // Mixed kinds compute in the result's type, as the interpreter does (pred
+  // convolutions have no lowering).
+  const ElementType ct = dotComputeType(g.outType);
+  if (mixed && ct != ElementType::Pred && (g.inType != ct || g.kType != ct)) return lowerThroughComputeType(in, ct);
+  if (mixed)
     return fail(in, fmt::format("llo-gen: convolution {} x {} -> {} mixes element kinds, which is not supported",
                                 hlo::elementTypeName(g.inType), hlo::elementTypeName(g.kType),
                                 hlo::elementTypeName(g.outType)));

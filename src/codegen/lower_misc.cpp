@@ -1054,6 +1054,13 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
   const Instruction* lhs = in.operand(0);
   const Instruction* rhs = in.operand(1);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
+  // Other kinds compute in the result's type, as the interpreter does: the
+  // operands converted first, then the dot of that type (pred has none).
+  const ElementType ct = dotComputeType(ot);
+  if (ct != ElementType::Pred && (lt != ct || rt != ct) &&
+      (typeInfo(lt).isFloat || typeInfo(rt).isFloat || typeInfo(ot).isFloat || lt == ElementType::Pred ||
+       rt == ElementType::Pred))
+    return lowerThroughComputeType(in, ct);
   for (ElementType t : {lt, rt, ot})
     if (typeInfo(t).isFloat || t == ElementType::Pred)
       return fail(

@@ -363,9 +363,10 @@ class Lowerer {
   // interpreter converts (HLO's convert; complex to real types takes the
   // real part). Inside a kernel the caller began; errors name `in`.
   int convertedCopy(const Instruction& in, int buf, const Shape& s, ElementType to);
-  // A dot or convolution with 64-bit or complex operands or result that
-  // computes in a 32-bit or narrower type (dotComputeType): its operands are
-  // converted to that type, then it is lowered as the op of those.
+  // A dot or convolution whose operands are not of the type it computes in
+  // (dotComputeType: 64-bit or complex operands of a narrower result, or
+  // operands of another kind than the result): its operands are converted
+  // to that type, then it is lowered as the op of those.
   bool lowerThroughComputeType(const Instruction& in, ElementType computeType);
   // `buf` (shape s) in the accumulator type `acc` of a vector-unit dot or
   // convolution: itself when already of that type, else a converted copy

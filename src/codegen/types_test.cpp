@@ -408,6 +408,27 @@ ENTRY main {
   for (uint32_t seed : {1u, 2u}) EXPECT_EQ(compareBitExact(text, seed), "") << seed;
 }
 
+TEST(Types, DotsAndConvolutionsMixingKinds) {
+  // Integer operands of a float result and float operands of an integer
+  // result: the interpreter converts the operands to the result's type
+  // (floats truncate and saturate) and sums there; so does llo-gen. The
+  // integer sums are exact, the float ones are f32 dots of small integers.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = s8[9,40] parameter(0)
+  b = s8[40,20] parameter(1)
+  c = f32[9,40] parameter(2)
+  d = f32[40,20] parameter(3)
+  x = s8[2,9,11,6] parameter(4)
+  k = pred[3,2,6,4] parameter(5)
+  p = f32[9,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+  q = s32[9,20] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = f32[2,9,10,4] convolution(x, k), window={size=3x2 pad=1_1x0_0}, dim_labels=b01f_01io->b01f, operand_precision={highest,highest}
+  ROOT t = (f32[9,20], s32[9,20], f32[2,9,10,4]) tuple(p, q, r)
+})";
+  EXPECT_EQ(compareBitExact(text), "");
+}
+
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
 ENTRY main {
