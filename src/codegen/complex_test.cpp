@@ -370,7 +370,8 @@ TEST(Complex, DotsAndConvolutionsOfOtherResultTypes) {
   // The interpreter converts both operands to the type it computes in (the
   // result's) and sums there: narrower operands of a complex result become
   // complex, complex operands of a c128 result are widened, of a c64 one
-  // rounded; a real or integer result takes the real parts.
+  // rounded; a real or integer result takes the real parts, a pred result
+  // is an or of ands of z != 0.
   const char* const kCases[] = {
       "a = f32[7,5] parameter(0)\n  b = c64[5,300] parameter(1)\n"
       "  ROOT d = c64[7,300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
@@ -382,6 +383,8 @@ TEST(Complex, DotsAndConvolutionsOfOtherResultTypes) {
       "  ROOT d = f64[7,300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
       "a = c64[7,5] parameter(0)\n  b = c64[5,300] parameter(1)\n"
       "  ROOT d = s32[7,300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+      "a = c64[7,2] parameter(0)\n  b = c128[2,300] parameter(1)\n"
+      "  ROOT d = pred[7,300] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
       "x = f64[2,9,3] parameter(0)\n  k = c64[3,3,4] parameter(1)\n"
       "  ROOT c = c128[2,9,4] convolution(x, k), window={size=3 pad=2_0}, dim_labels=b0f_0io->b0f",
       "x = c128[2,9,3] parameter(0)\n  k = c128[3,3,4] parameter(1)\n"

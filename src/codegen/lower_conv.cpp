@@ -95,10 +95,10 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   const bool integer = !wide && isInteger(g.inType) && isInteger(g.kType) && isInteger(g.outType);
   const bool mixed = !wide && !integer &&
                      (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat);
-  // Mixed kinds compute in the result's type, as the interpreter does (pred
-  // convolutions have no lowering).
+  // Mixed kinds compute in the result's type, as the interpreter does (a
+  // pred result: an or of ands, which skips padding like any sum of zeros).
   const ElementType ct = dotComputeType(g.outType);
-  if (mixed && ct != ElementType::Pred && (g.inType != ct || g.kType != ct)) return lowerThroughComputeType(in, ct);
+  if (mixed && (ct == ElementType::Pred || g.inType != ct || g.kType != ct)) return lowerThroughComputeType(in, ct);
   if (mixed)
     return fail(in, fmt::format("llo-gen: convolution {} x {} -> {} mixes element kinds, which is not supported",
                                 hlo::elementTypeName(g.inType), hlo::elementTypeName(g.kType),

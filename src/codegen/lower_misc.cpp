@@ -1055,11 +1055,10 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
   const Instruction* rhs = in.operand(1);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
   // Other kinds compute in the result's type, as the interpreter does: the
-  // operands converted first, then the dot of that type (pred has none).
+  // operands converted first, then the dot of that type (pred: an or of ands).
   const ElementType ct = dotComputeType(ot);
-  if (ct != ElementType::Pred && (lt != ct || rt != ct) &&
-      (typeInfo(lt).isFloat || typeInfo(rt).isFloat || typeInfo(ot).isFloat || lt == ElementType::Pred ||
-       rt == ElementType::Pred))
+  if (typeInfo(lt).isFloat || typeInfo(rt).isFloat || typeInfo(ot).isFloat || lt == ElementType::Pred ||
+      rt == ElementType::Pred || ot == ElementType::Pred)
     return lowerThroughComputeType(in, ct);
   for (ElementType t : {lt, rt, ot})
     if (typeInfo(t).isFloat || t == ElementType::Pred)

@@ -304,10 +304,16 @@ int Lowerer::accumulatorCopy(const Instruction& in, int buf, const Shape& s, Ele
 }
 
 bool Lowerer::lowerThroughComputeType(const Instruction& in, ElementType computeType) {
+  // A pred dot or convolution is an or of ands: the operands as pred, their
+  // s32 sum of 0/1 products, then whether it is nonzero (fewer than 2^32
+  // products cannot wrap to 0).
+  const bool logical = computeType == ElementType::Pred;
   // A stand-in op of the same attributes whose operands are the converted
   // buffers (stand-in parameters), lowered by the ordinary path.
   beginKernel(in, "convert");
-  auto op = std::make_unique<Instruction>(in.opcode(), in.name(), in.shape());
+  const Shape& rs = in.shape();
+  auto op = std::make_unique<Instruction>(in.opcode(), in.name(),
+                                          logical ? Shape(ElementType::S32, rs.dimensions()) : rs);
   op->setLocation(in.location());
   op->attrs() = in.attrs();
   op->common() = in.common();
@@ -323,11 +329,24 @@ bool Lowerer::lowerThroughComputeType(const Instruction& in, ElementType compute
     op->addOperand(p.get());
     operands.push_back(std::move(p));
   }
+  int sums = logical ? tempBuf(ElementType::S32, rs.dimensions()) : -1;
   endKernel(0, bytes, 0);
-  leaves_[op.get()] = leaves_[&in];
+  leaves_[op.get()] = logical ? std::vector<int>{sums} : leaves_[&in];
   bool ok = !failed_ && (in.opcode() == Opcode::Dot ? lowerDot(*op) : lowerConvolution(*op));
   leaves_.erase(op.get());
   for (const auto& p : operands) leaves_.erase(p.get());
+  if (ok && logical) {
+    beginKernel(in, "convert");
+    int dst = leaves_[&in][0];
+    int64_t n = product(rs.dimensions());
+    ok = emitElementwise(n, {EwInput{EwInput::Full, sums, 0, ElementType::S32}}, {EwOutput{dst, 0, ElementType::Pred}},
+                         [&](const std::vector<VReg>& v) {
+                           int m = malloc_();
+                           e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(v[0]));
+                           return std::vector<VReg>{toMask01(m)};
+                         });
+    endKernel(static_cast<double>(n), bufs_[sums].bytes + bufs_[dst].bytes, 0);
+  }
   return ok && !failed_;
 }
 

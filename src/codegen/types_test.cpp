@@ -429,6 +429,28 @@ ENTRY main {
   EXPECT_EQ(compareBitExact(text), "");
 }
 
+TEST(Types, PredDotsAndConvolutions) {
+  // The interpreter's pred dot and convolution are an or of ands over the
+  // operands converted to pred (a nonzero s8 or f32): llo-gen
+  // sums the 0/1 products in s32 and tests the sum. Short contractions so
+  // that both results occur.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = pred[9,3] parameter(0)
+  b = pred[3,200] parameter(1)
+  c = s8[9,3] parameter(2)
+  x = pred[2,9,11,2] parameter(3)
+  k = pred[1,2,2,4] parameter(4)
+  e = f32[9,3] parameter(5)
+  p = pred[9,200] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  q = pred[9,200] dot(c, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = pred[2,9,12,4] convolution(x, k), window={size=1x2 pad=0_0x1_1}, dim_labels=b01f_01io->b01f
+  s = pred[9,200] dot(e, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (pred[9,200], pred[9,200], pred[2,9,12,4], pred[9,200]) tuple(p, q, r, s)
+})";
+  for (uint32_t seed : {1u, 2u}) EXPECT_EQ(compareBitExact(text, seed), "") << seed;
+}
+
 TEST(Types, UnsupportedTypesAreDiagnosed) {
   std::string r = compareBitExact(R"(HloModule m
 ENTRY main {
