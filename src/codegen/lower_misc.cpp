@@ -609,8 +609,7 @@ std::optional<VReg> Lowerer::lowerReducePrecision(const Instruction& in, VReg x)
 }
 
 // The same on the bits of an f64 pair: the mantissa rounding is a 64-bit
-// add (carry between the words); the exponent field and the NaN test lie in
-// the high word.
+// add (carry between the words); the exponent field lies in the high word.
 std::optional<VReg> Lowerer::lowerReducePrecisionF64(const Instruction& in, VReg x) {
   int64_t eb = in.attrs().exponentBits, mb = in.attrs().mantissaBits;
   if (eb < 1 || mb < 0) {
