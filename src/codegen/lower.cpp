@@ -197,15 +197,15 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     case Opcode::BitcastConvert: {
       if (!checkTypes(in)) return false;
       // Memory holds the same bytes either way (XLA splits and joins
-      // elements little-endian along a minor dimension), except for types
-      // stored in a byte wider than their bits (s4, u4, f4e2m1fn, pred).
+      // elements little-endian along a minor dimension; complex values are
+      // their parts' bytes), except for the 4-bit types, stored one per byte:
+      // their nibbles are repacked by a kernel. The 1-, 2- and 6-bit types
+      // are refused for now.
       if (std::string refused = bitcastRefusal(in); !refused.empty()) return fail(in, refused);
-      TypeInfo ri = typeInfo(in.shape().elementType()), oi = typeInfo(in.operand(0)->shape().elementType());
-      auto packed = [](const TypeInfo& t) { return t.bits == 8 * t.bytes && !t.isComplex; };
-      if (ri.bytes != oi.bytes && !(packed(ri) && packed(oi)))
-        return fail(in, fmt::format("llo-gen: bitcast-convert between {} and {} is not supported yet",
-                                    hlo::elementTypeName(in.operand(0)->shape().elementType()),
-                                    hlo::elementTypeName(in.shape().elementType())));
+      if (bitcastRepacksNibbles(in)) {
+        defineNew(in);
+        return true;
+      }
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
     }
@@ -586,9 +586,17 @@ void Lowerer::vstore(VReg v, ElementType t, const std::string& addr, const std::
     e_.op("vst.s16 {}, [{}]{}", V(v), addr, extra);
   } else {
     // vst.s8 saturates; wrap to the signed byte with the same low bits.
+    // Sub-byte integers are stored as XLA literals hold them: the value
+    // wrapped to its bits, sign- or zero-extended to the byte (kernels such
+    // as dots and bit generators produce wider values).
     VReg w = valloc(ElementType::S32);
-    e_.op("vshl {}, {}, 24", V(w), V(v));
-    e_.op("vsra {}, {}, 24", V(w), V(w));
+    int bits = ti.bits < 8 && t != ElementType::Pred ? ti.bits : 8;
+    if (bits < 8 && ti.isUnsigned) {
+      e_.op("vand {}, {}, {}", V(w), V(v), (1 << bits) - 1);
+    } else {
+      e_.op("vshl {}, {}, {}", V(w), V(v), 32 - bits);
+      e_.op("vsra {}, {}, {}", V(w), V(w), 32 - bits);
+    }
     e_.op("vst.s8 {}, [{}]{}", V(w), addr, extra);
     vfree(w);
   }
@@ -850,7 +858,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       }
       return d;
     }
-    case Opcode::Add: return bin("vadd.f32", "vadd.s32");
+    case Opcode::Add: return rt == ElementType::Pred ? bin("vor", "vor") : bin("vadd.f32", "vadd.s32");  // pred: or
     case Opcode::Subtract: return bin("vsub.f32", "vsub.s32");
     case Opcode::Multiply: return bin("vmul.f32", "vmul.s32");
     case Opcode::And: return bin("vand", "vand");
@@ -1072,7 +1080,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
     case Opcode::Ceil: return un("vceil.f32");
     case Opcode::RoundNearestEven: return un("vround.f32");
     case Opcode::Power:
-      if (!f) return unsupported();
+      if (!f) return integerPower(ops[0], ops[1], rt);
       return bin("vpow", "");
     case Opcode::Tan: {
       VReg s = unop("vsin", ops[0], rt), c = unop("vcos", ops[0], rt);
@@ -2519,9 +2527,10 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Copy:
     case Opcode::OptimizationBarrier:
     case Opcode::AddDependency:
-    case Opcode::BitcastConvert:
     case Opcode::AfterAll:
       return true;
+    case Opcode::BitcastConvert:
+      return bitcastRepacksNibbles(in) ? lowerNibbleBitcast(in) : true;
     case Opcode::Call: return emitComputation(*in.toApply());
     case Opcode::Fusion:
       if (isFlatFusion(in)) return lowerFlatFusion(in);

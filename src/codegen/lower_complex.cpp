@@ -34,8 +34,8 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 // Ops a complex operand or result may take part in besides data movement.
 bool complexComputed(Opcode op) {
   return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
-         op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Scatter || op == Opcode::Sort ||
-         op == Opcode::Iota;
+         op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Convolution || op == Opcode::Scatter ||
+         op == Opcode::Sort || op == Opcode::Iota;
 }
 
 }  // namespace
@@ -44,12 +44,15 @@ bool Lowerer::checkComplexTypes(const Instruction& in, const Shape& complexLeaf)
   ElementType t = complexLeaf.elementType();
   Opcode op = in.opcode();
   if (complexComputed(op)) return true;
+  if (op == Opcode::CustomCall && (isGeluCustomCallTarget(in.attrs().customCallTarget) ||
+                                   isGemmCustomCallTarget(in.attrs().customCallTarget)))
+    return true;
   return fail(
       in,
       fmt::format(
           "llo-gen: element type {} of '{}' is not supported for {} (complex types support "
-          "elementwise arithmetic, reductions, window reductions, dots, scatters, sort values, iota and data "
-          "movement)",
+          "elementwise arithmetic, reductions, window reductions, dots, convolutions, scatters, sort values, "
+          "iota, the GELU and gemm custom calls and data movement)",
           hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
 }
 
@@ -278,7 +281,31 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
         };
         return fromParts(part(realPart(ops[0])), part(imagPart(ops[0])), rt);
       }
-      if (isComplexType(from)) return unsupported();  // HLO converts complex only to complex
+      if (isComplexType(from)) {
+        // HLO converts complex only to complex, but the interpreter converts
+        // the operands of a dot or convolution with a real result (and of
+        // the GELU custom call) this way: pred is z != 0, any other type
+        // the real part converted.
+        if (rt == ElementType::Pred) {
+          VReg re = realPart(ops[0]), im = imagPart(ops[0]);
+          int a = malloc_(), b = malloc_();
+          if (re.t == ElementType::F32) {
+            e_.op("vcmp.ne.f32 {}, {}, 0", M(a), V(re));
+            e_.op("vcmp.ne.f32 {}, {}, 0", M(b), V(im));
+          } else {
+            VReg z = valloc(ElementType::F64);
+            e_.op("vmov.s32 {}, 0", V(z));
+            e_.op("vmov.s32 {}, 0", H(z));
+            e_.op("vcmp.ne.f64 {}, {}, {}, {}, {}", M(a), V(re), H(re), V(z), H(z));
+            e_.op("vcmp.ne.f64 {}, {}, {}, {}, {}", M(b), V(im), H(im), V(z), H(z));
+            vfree(z);
+          }
+          e_.op("mor {}, {}, {}", M(a), M(a), M(b));
+          masks_.put(b);
+          return toMask01(a);
+        }
+        return lowerOp(in, {realPart(ops[0])});
+      }
       return complexFromReal(ops[0], rt);
     }
     case Opcode::Map: {

@@ -83,17 +83,23 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   g.inType = ls.elementType();
   g.kType = ks.elementType();
   g.outType = os.elementType();
-  const bool wide = isPairType(g.inType) || isPairType(g.kType) || isPairType(g.outType);
-  // Narrower operands of a 64-bit convolution are converted to its type
-  // first, as the interpreter does.
-  if (wide && (!isPairType(g.outType) || (isPairType(g.inType) && g.inType != g.outType) ||
-               (isPairType(g.kType) && g.kType != g.outType)))
-    return fail(in, "llo-gen: convolutions mixing 64-bit and other element types are not supported");
+  const bool wide = isWideType(g.inType) || isWideType(g.kType) || isWideType(g.outType);
+  // The interpreter converts both operands to the type it computes in
+  // (dotComputeType). A 64-bit or complex result computes in its own type,
+  // on the vector unit below (narrower operands converted first); other
+  // results of 64-bit or complex operands take the ordinary paths once the
+  // operands are converted.
+  if (wide && !isWideType(dotComputeType(g.outType))) return lowerThroughComputeType(in, dotComputeType(g.outType));
   // Integer convolutions sum in s32 on the vector unit, like integer dots.
   auto isInteger = [](ElementType t) { return !typeInfo(t).isFloat && t != ElementType::Pred && !typeInfo(t).isComplex; };
   const bool integer = !wide && isInteger(g.inType) && isInteger(g.kType) && isInteger(g.outType);
-  if (!wide && !integer &&
-      (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat))
+  const bool mixed = !wide && !integer &&
+                     (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat);
+  // Mixed kinds compute in the result's type, as the interpreter does (a
+  // pred result: an or of ands, which skips padding like any sum of zeros).
+  const ElementType ct = dotComputeType(g.outType);
+  if (mixed && (ct == ElementType::Pred || g.inType != ct || g.kType != ct)) return lowerThroughComputeType(in, ct);
+  if (mixed)
     return fail(in, fmt::format("llo-gen: convolution {} x {} -> {} mixes element kinds, which is not supported",
                                 hlo::elementTypeName(g.inType), hlo::elementTypeName(g.kType),
                                 hlo::elementTypeName(g.outType)));
@@ -172,7 +178,7 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   int lhsBuf = leaves_[lhs][0];
   if (vpu) {
     ElementType acc = wide ? g.outType : ElementType::S32;
-    lhsBuf = accumulatorCopy(lhsBuf, ls, acc);
+    lhsBuf = accumulatorCopy(in, lhsBuf, ls, acc);
     g.inType = acc;
   }
   // X[N, P.., C]: the input transposed to channels-last, dilated and padded.
@@ -212,7 +218,26 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     if (!empty) emitCopy(x, dstOff, lhsBuf, srcOff, counts, ds, ss, es);
   }
 
-  bool ok = vpu         ? emitWideConv(in, g, x)
+  // Complex sums skip the products with padding, as the interpreter's
+  // direct loop does (one with zero can still change a sum: inf * 0 is
+  // NaN, and -0 + +0 is +0): where X's elements come from the input, 1.
+  int validX = -1;
+  if (vpu && typeInfo(g.inType).isComplex && holes) {
+    validX = tempBuf(ElementType::S32, g.padded);
+    int one = tempBuf(ElementType::S32, {1});
+    if (!fillZero(validX, product(g.padded), ElementType::S32) || !storeWords(one, {"1"})) return false;
+    std::vector<int64_t> vs = byteStrides(g.padded, 4), counts, ds, ss;
+    int64_t dstOff = 0;
+    for (size_t d = 0; d < r; ++d) {
+      PadCopy pc = padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]);
+      counts.push_back(pc.count);
+      ds.push_back(vs[d] * g.lhsDil[d]);
+      ss.push_back(0);
+      dstOff += pc.at * vs[d];
+    }
+    emitCopy(validX, dstOff, one, 0, counts, ds, ss, 4);  // nothing when a count is 0
+  }
+  bool ok = vpu         ? emitWideConv(in, g, x, validX)
             : depthwise ? emitDepthwiseConv(in, g, x)
                         : emitConvMatmul(in, g, x, passes);
   endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g).end : 0);

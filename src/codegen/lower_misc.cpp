@@ -93,6 +93,8 @@ std::vector<const Instruction*> interpreterOrder(const Computation& c) {
 }  // namespace
 
 bool isIdentityCustomCallTarget(const std::string& target) { return isIdentityTarget(target); }
+bool isGeluCustomCallTarget(const std::string& target) { return isGeluTarget(target); }
+bool isGemmCustomCallTarget(const std::string& target) { return isGemmTarget(target); }
 
 // The compiled program advances the rng stream in the order its kernels
 // run; the interpreter in its evaluation order (operands first, only what
@@ -199,12 +201,9 @@ bool Lowerer::planMisc(const Instruction& in, int region, bool& handled) {
     case Opcode::CustomCall: {
       const std::string& target = in.attrs().customCallTarget;
       if (isGeluTarget(target)) {
-        if (in.operandCount() != 1 || !in.shape().isArray() || !typeInfo(in.shape().elementType()).isFloat ||
-            in.operand(0)->shape() != in.shape())
-          return fail(
-              in, fmt::format("llo-gen: custom-call target \"{}\" expects one float operand of the result's "
-                              "shape",
-                              target));
+        if (in.operandCount() != 1 || !in.shape().isArray() || in.operand(0)->shape() != in.shape())
+          return fail(in, fmt::format("llo-gen: custom-call target \"{}\" expects one operand of the result's shape",
+                                      target));
         if (!checkTypes(in)) return false;
         defineNew(in);
         return true;
@@ -575,7 +574,8 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
 // even, then flush exponents out of range to zero or infinity; NaNs stay
 // NaN (infinity when no mantissa bit is left).
 std::optional<VReg> Lowerer::lowerReducePrecision(const Instruction& in, VReg x) {
-  if (!typeInfo(x.t).isFloat) {
+  if (x.t == ElementType::F64) return lowerReducePrecisionF64(in, x);
+  if (!typeInfo(x.t).isFloat || typeInfo(x.t).isComplex) {
     fail(in, fmt::format("llo-gen: reduce-precision on {} is not supported", hlo::elementTypeName(x.t)));
     return std::nullopt;
   }
@@ -633,16 +633,220 @@ std::optional<VReg> Lowerer::lowerReducePrecision(const Instruction& in, VReg x)
   return normalize(v);
 }
 
+// The same on the bits of an f64 pair: the mantissa rounding is a 64-bit
+// add (carry between the words); the exponent field lies in the high word.
+std::optional<VReg> Lowerer::lowerReducePrecisionF64(const Instruction& in, VReg x) {
+  int64_t eb = in.attrs().exponentBits, mb = in.attrs().mantissaBits;
+  if (eb < 1 || mb < 0) {
+    fail(in, "llo-gen: reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0");
+    return std::nullopt;
+  }
+  eb = std::min<int64_t>(eb, 11);
+  mb = std::min<int64_t>(mb, 52);
+  auto pairConst = [&](uint64_t bits, ElementType t) {
+    VReg d = valloc(t);
+    e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+    e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+    return d;
+  };
+  VReg v = vcopy(x, ElementType::S64);
+  if (mb < 52) {
+    // x = (x + bias) & ~(lastBit - 1), bias = lastBit/2 - 1 + the bit at lastBit.
+    int sh = static_cast<int>(52 - mb);
+    uint64_t lastBit = uint64_t{1} << sh;
+    VReg bit = valloc(ElementType::S64);
+    e_.op("vshr {}, {}, {}", V(bit), sh < 32 ? V(v) : H(v), sh % 32);
+    e_.op("vand {}, {}, 1", V(bit), V(bit));
+    e_.op("vmov.s32 {}, 0", H(bit));
+    VReg base = pairConst((lastBit >> 1) - 1, ElementType::S64);
+    VReg bias = pairAddSub(true, bit, base, ElementType::S64);
+    VReg sum = pairAddSub(true, v, bias, ElementType::S64);
+    uint64_t keep = ~(lastBit - 1);
+    e_.op("vand {}, {}, {}", V(sum), V(sum), static_cast<int32_t>(static_cast<uint32_t>(keep)));
+    e_.op("vand {}, {}, {}", H(sum), H(sum), static_cast<int32_t>(static_cast<uint32_t>(keep >> 32)));
+    for (VReg r : {bit, base, bias, v}) vfree(r);
+    v = sum;
+  }
+  if (eb < 11) {
+    // Exponents above the reduced range become infinity, at or below it zero
+    // (the sign kept); the field is bits 20..30 of the high word.
+    int64_t reduced = (int64_t{1} << (eb - 1)) - 1;
+    int64_t maxE = (1023 + reduced) << 20, minE = (1023 - reduced) << 20;
+    VReg ex = valloc(ElementType::U32), sign = valloc(ElementType::U32), zero = vconst(ElementType::S32, 0);
+    e_.op("vand {}, {}, 2146435072", V(ex), H(v));
+    e_.op("vand {}, {}, -2147483648", V(sign), H(v));
+    int gt = malloc_(), le = malloc_();
+    e_.op("vcmp.gt.s32 {}, {}, {}", M(gt), V(ex), maxE);
+    e_.op("vcmp.le.s32 {}, {}, {}", M(le), V(ex), minE);
+    e_.op("mor {}, {}, {}", M(le), M(le), M(gt));  // either way the low word is 0
+    e_.op("vsel.s32 {}, {}, {}, {}", V(v), M(le), V(zero), V(v));
+    e_.op("vsel.s32 {}, {}, {}, {}", H(v), M(le), V(sign), H(v));
+    e_.op("vor {}, {}, 2146435072", V(sign), V(sign));
+    e_.op("vsel.s32 {}, {}, {}, {}", H(v), M(gt), V(sign), H(v));
+    masks_.put(gt);
+    masks_.put(le);
+    for (VReg r : {ex, sign, zero}) vfree(r);
+  }
+  // NaN inputs: kept, or +infinity without mantissa bits.
+  int nan = pairCompare("ne", ElementType::F64, x, x);
+  VReg keep = mb > 0 ? vcopy(x, ElementType::S64) : pairConst(0x7FF0000000000000ull, ElementType::S64);
+  e_.op("vsel.s32 {}, {}, {}, {}", V(v), M(nan), V(keep), V(v));
+  e_.op("vsel.s32 {}, {}, {}, {}", H(v), M(nan), H(keep), H(v));
+  masks_.put(nan);
+  vfree(keep);
+  v.t = ElementType::F64;
+  return v;
+}
+
+// ============================================================== 4-bit bitcast-converts
+
+bool Lowerer::bitcastRepacksNibbles(const Instruction& in) const {
+  int from = hlo::elementTypeInfo(in.operand(0)->shape().elementType()).bitWidth;
+  int to = hlo::elementTypeInfo(in.shape().elementType()).bitWidth;
+  return from % 8 != 0 || to % 8 != 0;
+}
+
+// In bytes: a 4-bit element is the low nibble of its byte, s4 stored
+// sign-extended. Wider elements are split into (or joined from) nibble
+// pairs, element 2t of the 4-bit side being the low nibble of byte t.
+bool Lowerer::lowerNibbleBitcast(const Instruction& in) {
+  beginKernel(in, "bitcast");
+  const Shape& fs = in.operand(0)->shape();
+  ElementType from = fs.elementType(), to = in.shape().elementType();
+  int src = leaves_[in.operand(0)][0], dst = leaves_[&in][0];
+  const bool fromNibbles = hlo::elementTypeInfo(from).bitWidth == 4;
+  const bool toNibbles = hlo::elementTypeInfo(to).bitWidth == 4;
+  if (hlo::elementTypeInfo(from).bitWidth % 4 != 0 || hlo::elementTypeInfo(to).bitWidth % 4 != 0 ||
+      (!fromNibbles && !toNibbles))
+    return fail(in, fmt::format("llo-gen: bitcast-convert between {} and {} is not supported",
+                                hlo::elementTypeName(from), hlo::elementTypeName(to)));
+  // s4 results sign-extend the nibble; u4 and f4e2m1fn keep it zero-extended.
+  const ElementType byteOut = to == ElementType::S4 ? ElementType::S8 : ElementType::U8;
+  auto nibble = [&](VReg x, int shift) {  // bits shift..shift+3 of x, as a result byte
+    VReg d = valloc(ElementType::S32);
+    if (byteOut == ElementType::S8) {
+      e_.op("vshl {}, {}, {}", V(d), V(x), 28 - shift);
+      e_.op("vsra {}, {}, 28", V(d), V(d));
+    } else {
+      e_.op("vshr {}, {}, {}", V(d), V(x), shift);
+      e_.op("vand {}, {}, 15", V(d), V(d));
+    }
+    d.t = byteOut;
+    return d;
+  };
+  int64_t inBytes = static_cast<int64_t>(bufs_[src].bytes);
+  bool ok = true;
+  if (fromNibbles && toNibbles) {
+    ok = emitElementwise(inBytes, {EwInput{EwInput::Full, src, 0, ElementType::U8}}, {EwOutput{dst, 0, byteOut}},
+                         [&](const std::vector<VReg>& v) { return std::vector<VReg>{nibble(v[0], 0)}; });
+  } else if (fromNibbles) {
+    // Byte t of the result joins nibbles 2t (low) and 2t + 1 (high).
+    int64_t n = inBytes / 2;
+    int lo = tempBuf(ElementType::U8, {n}), hi = tempBuf(ElementType::U8, {n});
+    emitCopy(lo, 0, src, 0, {n}, {1}, {2}, 1);
+    emitCopy(hi, 0, src, 1, {n}, {1}, {2}, 1);
+    ok = emitElementwise(n, {EwInput{EwInput::Full, lo, 0, ElementType::U8}, EwInput{EwInput::Full, hi, 0, ElementType::U8}},
+                         {EwOutput{dst, 0, ElementType::U8}}, [&](const std::vector<VReg>& v) {
+                           VReg d = valloc(ElementType::U8), h = valloc(ElementType::S32);
+                           e_.op("vand {}, {}, 15", V(d), V(v[0]));
+                           e_.op("vand {}, {}, 15", V(h), V(v[1]));
+                           e_.op("vshl {}, {}, 4", V(h), V(h));
+                           e_.op("vor {}, {}, {}", V(d), V(d), V(h));
+                           vfree(h);
+                           return std::vector<VReg>{d};
+                         });
+  } else {
+    // Byte t of the operand splits into result elements 2t and 2t + 1.
+    int lo = tempBuf(byteOut, {inBytes}), hi = tempBuf(byteOut, {inBytes});
+    ok = emitElementwise(inBytes, {EwInput{EwInput::Full, src, 0, ElementType::U8}},
+                         {EwOutput{lo, 0, byteOut}, EwOutput{hi, 0, byteOut}}, [&](const std::vector<VReg>& v) {
+                           return std::vector<VReg>{nibble(v[0], 0), nibble(v[0], 4)};
+                         });
+    emitCopy(dst, 0, lo, 0, {inBytes}, {2}, {1}, 1);
+    emitCopy(dst, 1, hi, 0, {inBytes}, {2}, {1}, 1);
+  }
+  endKernel(static_cast<double>(inBytes) * 4, 2 * bufs_[dst].bytes + 2 * static_cast<uint64_t>(inBytes), 0);
+  return ok && !failed_;
+}
+
 // ============================================================== GELU custom calls
 
 // The interpreter's exact (erf) GELU and its derivative. erf is Abramowitz
 // and Stegun 7.1.26 (absolute error below 1.5e-7), evaluated in f32.
+VReg Lowerer::asF64(VReg x) {
+  if (x.t == ElementType::C64) x = VReg{x.r, ElementType::F32};
+  if (x.t == ElementType::C128) x = VReg{x.r, ElementType::F64, x.hi};
+  if (x.t == ElementType::F64) return vcopy(x, ElementType::F64);
+  if (!isPairType(x.t)) return pairFrom32(x, ElementType::F64);
+  VReg d = valloc(ElementType::F64);
+  const char* m = x.t == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64";
+  for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(d) : V(d), V(x), H(x), w);
+  return d;
+}
+
+VReg Lowerer::fromF64(VReg y, ElementType to) {
+  return typeInfo(to).isComplex ? complexFromReal(y, to) : convertFromF64(y, to);
+}
+
+VReg Lowerer::f64Row(const char* mnemonic, VReg a, std::optional<VReg> b) {
+  VReg d = valloc(ElementType::F64);
+  for (int w = 0; w < 2; ++w) {
+    if (b)
+      e_.op("{} {}, {}, {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), V(*b), H(*b), w);
+    else
+      e_.op("{} {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), w);
+  }
+  return d;
+}
+
+VReg Lowerer::f64Constant(double v) {
+  uint64_t bits = std::bit_cast<uint64_t>(v);
+  VReg d = valloc(ElementType::F64);
+  e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+  e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+  return d;
+}
+
 bool Lowerer::lowerGelu(const Instruction& in) {
   beginKernel(in, "elementwise");
   bool back = in.attrs().customCallTarget == "AwsNeuronGeluBackward";
   ElementType t = in.shape().elementType();
   int64_t n = *in.shape().elementCount();
   int src = leaves_[in.operand(0)][0], dst = leaves_[&in][0];
+  if (t != ElementType::F32 && !isNarrowFloat(t)) {
+    // The interpreter's own formula in f64 (std::erf and std::exp, which the
+    // f64 rows compute), from and back to the type as it converts: integers
+    // and pred by value, complex by the real part (imaginary +0 after).
+    bool ok = emitElementwise(
+        n, {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
+          std::vector<VReg> temps;
+          auto keep = [&](VReg r) {
+            temps.push_back(r);
+            return r;
+          };
+          VReg x = keep(asF64(v[0]));
+          VReg scaled = keep(f64Row("vmul.f64", x, keep(f64Constant(M_SQRT1_2))));
+          VReg erf = keep(f64Row("verf.f64", scaled));
+          VReg sum = keep(f64Row("vadd.f64", keep(f64Constant(1.0)), erf));
+          VReg cdf = keep(f64Row("vmul.f64", keep(f64Constant(0.5)), sum));
+          VReg y;
+          if (back) {  // cdf + x * exp(-0.5 * x * x) * 0.3989422804014327, left to right
+            VReg h = keep(f64Row("vmul.f64", keep(f64Constant(-0.5)), x));
+            VReg hx = keep(f64Row("vmul.f64", h, x));
+            VReg ex = keep(f64Row("vexp.f64", hx));
+            VReg xe = keep(f64Row("vmul.f64", x, ex));
+            VReg xes = keep(f64Row("vmul.f64", xe, keep(f64Constant(0.3989422804014327))));
+            y = keep(f64Row("vadd.f64", cdf, xes));
+          } else {
+            y = keep(f64Row("vmul.f64", x, cdf));
+          }
+          VReg d = fromF64(y, t);
+          for (VReg r : temps) vfree(r);
+          return std::vector<VReg>{d};
+        });
+    endKernel(static_cast<double>(n) * 20, 2 * bufs_[dst].bytes, 0);
+    return ok && !failed_;
+  }
   bool ok = emitElementwise(
       n, {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
         VReg x = v[0];
@@ -809,9 +1013,31 @@ bool Lowerer::lowerGemm(const Instruction& in) {
   bool ok = true;
   int dst = l[0];
   ElementType t = bufs_[dst].type;
-  if (alpha != 1.0 || beta != 0.0) {
-    if (!typeInfo(t).isFloat)
-      return fail(in, "llo-gen: gemm alpha/beta scaling of integer results is not supported");
+  if ((alpha != 1.0 || beta != 0.0) && t != ElementType::F32 && !isNarrowFloat(t)) {
+    // The interpreter scales in f64 (p * alpha, then + beta * c) and
+    // converts back: integers by value, complex results by the real part
+    // (imaginary +0 after), exactly so with the f64 rows.
+    beginKernel(in, "elementwise");
+    std::vector<EwInput> ins = {EwInput{EwInput::Full, dst, 0, t}};
+    if (beta != 0.0) ins.push_back(EwInput{EwInput::Full, leaves_[in.operand(2)][0], 0, in.operand(2)->shape().elementType()});
+    int64_t n = static_cast<int64_t>(bufs_[dst].bytes / typeInfo(t).bytes);
+    ok = emitElementwise(n, ins, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
+      VReg p = asF64(v[0]), a = f64Constant(alpha);
+      VReg y = f64Row("vmul.f64", p, a);
+      for (VReg r : {p, a}) vfree(r);
+      if (beta != 0.0) {
+        VReg c = asF64(v[1]), b = f64Constant(beta);
+        VReg bc = f64Row("vmul.f64", b, c);
+        VReg s = f64Row("vadd.f64", y, bc);
+        for (VReg r : {c, b, bc, y}) vfree(r);
+        y = s;
+      }
+      VReg d = fromF64(y, t);
+      vfree(y);
+      return std::vector<VReg>{d};
+    });
+    endKernel(static_cast<double>(n) * 3, 3 * bufs_[dst].bytes, 0);
+  } else if (alpha != 1.0 || beta != 0.0) {
     beginKernel(in, "elementwise");
     std::vector<EwInput> ins = {EwInput{EwInput::Full, dst, 0, t}};
     if (beta != 0.0) ins.push_back(EwInput{EwInput::Full, leaves_[in.operand(2)][0], 0, t});
@@ -852,6 +1078,12 @@ bool Lowerer::lowerVectorDot(const Instruction& in) {
   const Instruction* lhs = in.operand(0);
   const Instruction* rhs = in.operand(1);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
+  // Other kinds compute in the result's type, as the interpreter does: the
+  // operands converted first, then the dot of that type (pred: an or of ands).
+  const ElementType ct = dotComputeType(ot);
+  if (typeInfo(lt).isFloat || typeInfo(rt).isFloat || typeInfo(ot).isFloat || lt == ElementType::Pred ||
+      rt == ElementType::Pred || ot == ElementType::Pred)
+    return lowerThroughComputeType(in, ct);
   for (ElementType t : {lt, rt, ot})
     if (typeInfo(t).isFloat || t == ElementType::Pred)
       return fail(

@@ -67,6 +67,11 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
   Opcode op = in.opcode();
   if (movesOnly(op)) return true;
   if (op == Opcode::CustomCall && isIdentityCustomCallTarget(in.attrs().customCallTarget)) return true;
+  // GELU computes in f64 (complex: the real part) as the interpreter does;
+  // a gemm is a dot.
+  if (op == Opcode::CustomCall && (isGeluCustomCallTarget(in.attrs().customCallTarget) ||
+                                   isGemmCustomCallTarget(in.attrs().customCallTarget)))
+    return true;
   if (op == Opcode::BitcastConvert) return true;  // an alias (the widths are checked when planned)
   if (complexLeaf) return checkComplexTypes(in, *complexLeaf);
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
@@ -201,17 +206,93 @@ VReg Lowerer::pairAddSub(bool add, VReg a, VReg b, ElementType t) {
   return d;
 }
 
-int Lowerer::convertedCopy(int buf, const Shape& s, ElementType to) {
-  int wide = tempBuf(to, s.dimensions());
-  emitElementwise(product(s.dimensions()), {EwInput{EwInput::Full, buf, 0, s.elementType()}},
-                  {EwOutput{wide, 0, to}},
-                  [&](const std::vector<VReg>& v) { return std::vector<VReg>{pairFrom32(v[0], to)}; });
-  return wide;
+VReg Lowerer::integerPower(VReg base, VReg exponent, ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  const bool pair = isPairType(t);
+  // The product wraps modulo 2^32 (2^64 for pairs), which truncates to the
+  // same bits as the interpreter's narrower wrapping products.
+  auto multiply = [&](VReg a, VReg b) {
+    VReg d = valloc(t);
+    if (pair) {
+      for (int w = 0; w < 2; ++w)
+        e_.op("vmul.i64 {}, {}, {}, {}, {}, {}", w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
+    } else {
+      e_.op("vmul.s32 {}, {}, {}", V(d), V(a), V(b));
+    }
+    return d;
+  };
+  auto select = [&](int mask, VReg a, VReg b) {  // d = mask ? a : b
+    VReg d = valloc(t);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
+    if (pair) e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
+    return d;
+  };
+  auto constant = [&](int64_t value) {
+    VReg d = valloc(t);
+    e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint64_t>(value)));
+    if (pair) e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint64_t>(value) >> 32));
+    return d;
+  };
+  VReg result = constant(1), square = vcopy(base, t), bit = valloc(ElementType::S32);
+  int m = malloc_();
+  for (int i = 0; i < ti.bits; ++i) {
+    e_.op("vshr {}, {}, {}", V(bit), i < 32 ? V(exponent) : H(exponent), i % 32);
+    e_.op("vand {}, {}, 1", V(bit), V(bit));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(bit));
+    VReg p = multiply(result, square);
+    VReg next = select(m, p, result);
+    vfree(p);
+    vfree(result);
+    result = next;
+    if (i + 1 < ti.bits) {
+      VReg sq = multiply(square, square);
+      vfree(square);
+      square = sq;
+    }
+  }
+  if (!ti.isUnsigned) {
+    // A negative exponent: 1 for base 1, +-1 by its parity for base -1, else 0.
+    VReg one = constant(1), minusOne = constant(-1), zero = constant(0);
+    int isOne = pair ? pairCompare("eq", t, base, one) : malloc_();
+    int isMinusOne = pair ? pairCompare("eq", t, base, minusOne) : malloc_();
+    if (!pair) {
+      e_.op("vcmp.eq.s32 {}, {}, 1", M(isOne), V(base));
+      e_.op("vcmp.eq.s32 {}, {}, -1", M(isMinusOne), V(base));
+    }
+    e_.op("vand {}, {}, 1", V(bit), V(exponent));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(bit));
+    VReg parity = select(m, minusOne, one);
+    VReg a = select(isMinusOne, parity, zero);
+    VReg negative = select(isOne, one, a);
+    e_.op("vcmp.lt.s32 {}, {}, 0", M(m), pair ? H(exponent) : V(exponent));
+    VReg d = select(m, negative, result);
+    masks_.put(isOne);
+    masks_.put(isMinusOne);
+    for (VReg r : {one, minusOne, zero, parity, a, negative, result}) vfree(r);
+    result = d;
+  }
+  masks_.put(m);
+  vfree(square);
+  vfree(bit);
+  return pair ? result : normalize(result);
 }
 
-int Lowerer::accumulatorCopy(int buf, const Shape& s, ElementType acc) {
+int Lowerer::convertedCopy(const Instruction& in, int buf, const Shape& s, ElementType to) {
+  int out = tempBuf(to, s.dimensions());
+  // The convert's lowering, applied to a register of each operand value.
+  Instruction convert(Opcode::Convert, in.name(), Shape(to, {}));
+  convert.setLocation(in.location());
+  emitElementwise(product(s.dimensions()), {EwInput{EwInput::Full, buf, 0, s.elementType()}},
+                  {EwOutput{out, 0, to}}, [&](const std::vector<VReg>& v) {
+                    std::optional<VReg> r = lowerOp(convert, v);
+                    return std::vector<VReg>{r.value_or(VReg{})};
+                  });
+  return out;
+}
+
+int Lowerer::accumulatorCopy(const Instruction& in, int buf, const Shape& s, ElementType acc) {
   if (s.elementType() == acc) return buf;
-  if (acc != ElementType::S32) return convertedCopy(buf, s, acc);
+  if (acc != ElementType::S32) return convertedCopy(in, buf, s, acc);
   int widened = tempBuf(acc, s.dimensions());
   emitElementwise(product(s.dimensions()), {EwInput{EwInput::Full, buf, 0, s.elementType()}},
                   {EwOutput{widened, 0, acc}}, [&](const std::vector<VReg>& v) {
@@ -222,6 +303,53 @@ int Lowerer::accumulatorCopy(int buf, const Shape& s, ElementType acc) {
   return widened;
 }
 
+bool Lowerer::lowerThroughComputeType(const Instruction& in, ElementType computeType) {
+  // A pred dot or convolution is an or of ands: the operands as pred, their
+  // s32 sum of 0/1 products, then whether it is nonzero (fewer than 2^32
+  // products cannot wrap to 0).
+  const bool logical = computeType == ElementType::Pred;
+  // A stand-in op of the same attributes whose operands are the converted
+  // buffers (stand-in parameters), lowered by the ordinary path.
+  beginKernel(in, "convert");
+  const Shape& rs = in.shape();
+  auto op = std::make_unique<Instruction>(in.opcode(), in.name(),
+                                          logical ? Shape(ElementType::S32, rs.dimensions()) : rs);
+  op->setLocation(in.location());
+  op->attrs() = in.attrs();
+  op->common() = in.common();
+  std::vector<std::unique_ptr<Instruction>> operands;
+  uint64_t bytes = 0;
+  for (const Instruction* o : in.operands()) {
+    const Shape& s = o->shape();
+    bool convert = s.elementType() != computeType;
+    auto p = std::make_unique<Instruction>(Opcode::Parameter, o->name(),
+                                           convert ? Shape(computeType, s.dimensions()) : s);
+    leaves_[p.get()] = convert ? std::vector<int>{convertedCopy(in, leaves_[o][0], s, computeType)} : leaves_[o];
+    if (convert) bytes += bufs_[leaves_[o][0]].bytes + bufs_[leaves_[p.get()][0]].bytes;
+    op->addOperand(p.get());
+    operands.push_back(std::move(p));
+  }
+  int sums = logical ? tempBuf(ElementType::S32, rs.dimensions()) : -1;
+  endKernel(0, bytes, 0);
+  leaves_[op.get()] = logical ? std::vector<int>{sums} : leaves_[&in];
+  bool ok = !failed_ && (in.opcode() == Opcode::Dot ? lowerDot(*op) : lowerConvolution(*op));
+  leaves_.erase(op.get());
+  for (const auto& p : operands) leaves_.erase(p.get());
+  if (ok && logical) {
+    beginKernel(in, "convert");
+    int dst = leaves_[&in][0];
+    int64_t n = product(rs.dimensions());
+    ok = emitElementwise(n, {EwInput{EwInput::Full, sums, 0, ElementType::S32}}, {EwOutput{dst, 0, ElementType::Pred}},
+                         [&](const std::vector<VReg>& v) {
+                           int m = malloc_();
+                           e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(v[0]));
+                           return std::vector<VReg>{toMask01(m)};
+                         });
+    endKernel(static_cast<double>(n), bufs_[sums].bytes + bufs_[dst].bytes, 0);
+  }
+  return ok && !failed_;
+}
+
 // Dots of s64, u64 or f64 on the vector unit: for each output row, the sum
 // over k (in order, from 0: the interpreter's naive loop, separate multiply
 // and add) of a scalar of the lhs row times a row of the rhs. The rhs block
@@ -229,13 +357,10 @@ int Lowerer::accumulatorCopy(int buf, const Shape& s, ElementType acc) {
 bool Lowerer::lowerWideDot(const Instruction& in) {
   const Instruction* lhs = in.operand(0);
   const Instruction* rhs = in.operand(1);
-  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
-  // Operands of other types are converted to the result's type first, as
-  // the interpreter does (XLA's convert rules).
-  if (!(isPairType(ot) || typeInfo(ot).isComplex) || (isPairType(lt) && lt != ot) || (isPairType(rt) && rt != ot))
-    return fail(in,
-                fmt::format("llo-gen: dot {} x {} -> {} mixes 64-bit and other types, which is not supported",
-                            hlo::elementTypeName(lt), hlo::elementTypeName(rt), hlo::elementTypeName(ot)));
+  ElementType ot = in.shape().elementType();
+  // The interpreter converts the operands to the type it computes in; a
+  // 64-bit or complex result computes in its own type.
+  if (dotComputeType(ot) != ot || !isWideType(ot)) return lowerThroughComputeType(in, dotComputeType(ot));
   beginKernel(in, "matmul-vpu");
   const auto& dn = *in.attrs().dotDims;
   DotGeometry geo = dotGeometry(in);
@@ -251,7 +376,7 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
     order.insert(order.end(), g1.begin(), g1.end());
     order.insert(order.end(), g2.begin(), g2.end());
     int src = leaves_[op][0];
-    if (s.elementType() != ot) src = convertedCopy(src, s, ot);
+    if (s.elementType() != ot) src = convertedCopy(in, src, s, ot);
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
     if (identity) return src;
@@ -279,15 +404,26 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
 // order, so integer, f64 and complex results are exact. Each lhs element is
 // read into scalar registers and multiplies a VMEM block of rhs columns.
 bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
-                             int64_t aBatches, int w, int dst, ElementType ot) {
+                             int64_t aBatches, int w, int dst, ElementType ot, int valid) {
   const int64_t es = typeInfo(ot).bytes;  // 4, 8, or 16 for c128
+  const bool masked = valid >= 0 && typeInfo(ot).isComplex;
+  // VMEM: the rhs block [k, cols] (+ slack for the last vreg's overrun),
+  // then the accumulator row, then (masked) the validity block [k, cols].
+  auto rhsBytes = [&](int64_t cols) { return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192); };
+  auto accBytes = [&](int64_t cols) { return alignUp(static_cast<uint64_t>(cols) * es, 8192); };
+  // The accumulator row is stored a whole vreg at a time: the validity
+  // block starts past the last one.
+  auto accStores = [&](int64_t cols) {
+    return alignUp(static_cast<uint64_t>((cols + kVregElems - 1) / kVregElems * kVregElems) * es, 8192);
+  };
   auto vmemFor = [&](int64_t cols) {
-    return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192) + alignUp(static_cast<uint64_t>(cols) * es, 8192);
+    return rhsBytes(cols) +
+           (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(k * cols) * 4 + 8192, 8192) : accBytes(cols));
   };
   int64_t nb = n;
   if (vmemFor(nb) > vmemBudget()) {
     nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 32768)) /
-                              static_cast<uint64_t>(k * es + es));
+                              static_cast<uint64_t>(k * es + es + (masked ? k * 4 : 0)));
     nb = nb / 128 * 128;
   }
   if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
@@ -304,9 +440,10 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
   std::vector<int> rWords = {rS};
   if (es >= 8) rWords.push_back(rSh);
   if (ot == ElementType::C128) rWords.insert(rWords.end(), {sreg(), sreg()});
+  int rVo = masked ? sreg() : -1, rVj = masked ? sreg() : -1;  // validity row and column block
   VReg zero = vconst(ot, 0);
   auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
-    uint64_t vW = 0, vAcc = alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192);
+    uint64_t vW = 0, vAcc = rhsBytes(cols), vValid = vAcc + accStores(cols);
     std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{k, n * es, cols * es}});
     std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
     int64_t nv = (cols + kVregElems - 1) / kVregElems;
@@ -320,6 +457,15 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
     e_.op("smov {}, {}", S(rX), vW);
     e_.op("dma.h2v {}, [{}], {}[{}], sem1", dW, S(rX), hbm(w), S(rT));
+    if (masked) {  // the same validity columns for every batch
+      std::string dV = e_.desc(static_cast<uint64_t>(cols * 4), {{k, n * 4, cols * 4}});
+      e_.op("sdiv {}, {}, {}", S(rT), S(rCol), es);
+      e_.op("smul {}, {}, 4", S(rT), S(rT));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(valid));
+      e_.op("smov {}, {}", S(rX), vValid);
+      e_.op("dma.h2v {}, [{}], {}[{}], sem1", dV, S(rX), hbm(valid), S(rT));
+      e_.op("sem.wait sem1");
+    }
     e_.op("sem.wait sem1");
     e_.op("smov {}, 0", S(rI));
     e_.label(lI);
@@ -342,11 +488,13 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     e_.op("sem.wait sem0");
     e_.op("smov {}, 0", S(rK));
     e_.op("smov {}, {}", S(rWo), vW);
+    if (masked) e_.op("smov {}, {}", S(rVo), vValid);
     e_.label(lK);
     e_.op("sld {}, [{}]", S(rS), S(rK));
     for (size_t word = 1; word < rWords.size(); ++word)
       e_.op("sld {}, [{} + {}]", S(rWords[word]), S(rK), 4 * word);
     e_.op("smov {}, {}", S(rWj), S(rWo));
+    if (masked) e_.op("smov {}, {}", S(rVj), S(rVo));
     e_.op("smov {}, {}", S(rAo), vAcc);
     e_.op("smov {}, {}", S(rCnt), nv);
     e_.label(lJ);
@@ -369,6 +517,18 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
       VReg p = complexMultiply(sa, x);
       VReg acc = vload(ot, S(rAo));
       VReg sum = complexAdd(acc, p);
+      if (masked) {  // o keeps its value where the product is padding
+        VReg v = vload(ElementType::S32, S(rVj));
+        int keep = malloc_();
+        e_.op("vcmp.ne.s32 {}, {}, 0", M(keep), V(v));
+        std::vector<std::pair<int, int>> parts = {{sum.r, acc.r}, {sum.hi, acc.hi}};
+        if (ot == ElementType::C128) parts.insert(parts.end(), {{sum.im, acc.im}, {sum.imh, acc.imh}});
+        for (auto [d, o] : parts)
+          e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(d), M(keep), vregs_.name(d), vregs_.name(o));
+        masks_.put(keep);
+        vfree(v);
+        e_.op("sadd {}, {}, {}", S(rVj), S(rVj), kVregElems * 4);
+      }
       vstore(sum, ot, S(rAo));
       for (VReg r : {x, sa, p, acc, sum}) vfree(r);
     } else {
@@ -396,6 +556,7 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
     e_.op("loop {}, {}", S(rCnt), lJ);
     e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * es);
+    if (masked) e_.op("sadd {}, {}, {}", S(rVo), S(rVo), cols * 4);
     e_.op("sadd {}, {}, {}", S(rK), S(rK), es);
     e_.op("br.lt {}, {}, {}", S(rK), k * es, lK);
     e_.op("smul {}, {}, {}", S(rT), S(rB), m);
@@ -423,12 +584,14 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
   return !failed_;
 }
 
-// Convolutions of s64, u64 or f64 as the interpreter computes them: per
-// output batch n and group g, W[g] [Og, (Cg, taps)] times an im2col matrix
-// [(Cg, taps), positions] gathered from the padded input X[N, P.., C] by one
-// strided DMA (padding and dilation holes are X's zeros, so every product
-// the interpreter sums is summed, in its order: feature-major, then taps).
-bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf) {
+// Convolutions of s64, u64, f64, c64, c128 (and integers, in s32) as the
+// interpreter computes them: per output batch n and group g, W[g]
+// [Og, (Cg, taps)] times an im2col matrix [(Cg, taps), positions] gathered
+// from the padded input X[N, P.., C] by one strided DMA, summed in the
+// interpreter's order (feature-major, then taps). Padding and dilation
+// holes are X's zeros: its f64 gemm multiplies them too, its complex direct
+// loop skips them (validX).
+bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf, int validX) {
   const auto& dn = *in.attrs().convDims;
   const Shape& ks = in.operand(1)->shape();
   const Shape& os = in.shape();
@@ -464,11 +627,33 @@ bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBu
   std::vector<int64_t> perm = {dn.kernelOutputFeatureDimension, dn.kernelInputFeatureDimension};
   perm.insert(perm.end(), dn.kernelSpatialDimensions.begin(), dn.kernelSpatialDimensions.end());
   int kBuf = leaves_[in.operand(1)][0];
-  kBuf = accumulatorCopy(kBuf, ks, t);  // a narrower kernel, as the interpreter converts it
+  kBuf = accumulatorCopy(in, kBuf, ks, t);  // a narrower kernel, as the interpreter converts it
   int wk = permutedCopy(kBuf, ks.dimensions(), perm);
+  // valid[(c, taps..), positions..] <- validX[position + tap]: the same for
+  // every batch, group and feature.
+  int valid = -1;
+  if (validX >= 0) {
+    std::vector<int64_t> vs = byteStrides(g.padded, 4), vcounts = {g.inPerGroup}, vsrc = {0};
+    int64_t voff = 0;
+    for (size_t d = 0; d < g.rank; ++d) {
+      int64_t step = g.rhsDil[d] * vs[d];
+      if (g.reversal[d]) {
+        voff += (g.kSize[d] - 1) * step;
+        step = -step;
+      }
+      vcounts.push_back(g.kSize[d]);
+      vsrc.push_back(step);
+    }
+    for (size_t d = 0; d < g.rank; ++d) {
+      vcounts.push_back(g.outSize[d]);
+      vsrc.push_back(g.stride[d] * vs[d]);
+    }
+    valid = tempBuf(ElementType::S32, {k, positions});
+    emitCopy(valid, 0, validX, voff, vcounts, byteStrides(vcounts, 4), vsrc, 4);
+  }
   int outC = tempBuf(t, {g.outBatch, g.outFeatures, positions});
-  if (failed_ ||
-      !emitVectorUnitMatmul(in, g.outBatch * g.groups, g.outPerGroup, k, positions, wk, g.groups, col, outC, t))
+  if (failed_ || !emitVectorUnitMatmul(in, g.outBatch * g.groups, g.outPerGroup, k, positions, wk, g.groups, col,
+                                       outC, t, valid))
     return false;
   // [N', O, positions..] to the result's layout.
   std::vector<int64_t> cdims = {g.outBatch, g.outFeatures};
@@ -563,8 +748,11 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
     case Opcode::Remainder:
       return pairBinary(isF64 ? "vrem.f64" : isUnsigned ? "vrem.u64" : "vrem.s64", ops[0], ops[1]);
     case Opcode::Power:
-      if (!isF64) return unsupported();
+      if (!isF64) return integerPower(ops[0], ops[1], rt);
       return pairBinary("vpow.f64", ops[0], ops[1]);
+    case Opcode::ReducePrecision:
+      if (!isF64) return unsupported();
+      return lowerReducePrecision(in, ops[0]);
     case Opcode::Atan2:
       if (!isF64) return unsupported();
       return pairBinary("vatan2.f64", ops[0], ops[1]);

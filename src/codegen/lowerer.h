@@ -94,6 +94,9 @@ inline TypeInfo typeInfo(ElementType t) {
 inline bool isPairType(ElementType t) {
   return t == ElementType::S64 || t == ElementType::U64 || t == ElementType::F64;
 }
+// Pair and complex types: more than one 32-bit word per element.
+inline bool isWideType(ElementType t) { return typeInfo(t).words > 1; }
+
 
 // The vector load that widens `t` from memory into its register form (for
 // pair types, the load of one word: vld.e64 with a word operand).
@@ -121,6 +124,17 @@ inline bool bitcastRefused(ElementType t) {
 inline bool isNarrowFloat(ElementType t) {
   TypeInfo ti = typeInfo(t);
   return ti.isFloat && ti.bits < 32;
+}
+
+// The element type a dot or convolution computes in, picked from its result
+// type as the interpreter picks it: f32 for narrow floats, s8/u8 for s4/u4,
+// else the result type itself. Operands are converted to it first and the
+// sums converted to the result type after.
+inline ElementType dotComputeType(ElementType result) {
+  if (isNarrowFloat(result)) return ElementType::F32;
+  if (result == ElementType::S4) return ElementType::S8;
+  if (result == ElementType::U4) return ElementType::U8;
+  return result;
 }
 
 inline uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -281,6 +295,9 @@ DotGeometry dotGeometry(const Instruction& dot);
 // Custom-call targets that are the identity or a full <-> shard copy on one
 // device (lower_misc.cpp): they only move elements.
 bool isIdentityCustomCallTarget(const std::string& target);
+// AwsNeuronGelu(Backward) and the cuBLAS gemm targets (lower_misc.cpp).
+bool isGeluCustomCallTarget(const std::string& target);
+bool isGemmCustomCallTarget(const std::string& target);
 
 class Lowerer {
  public:
@@ -391,18 +408,33 @@ class Lowerer {
   std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
+  // base ^ exponent of an integer type t (32-bit register forms or pairs),
+  // as the interpreter's intPow: wrapping square-and-multiply over every
+  // exponent bit; a negative signed exponent gives 0 except for bases 1, -1.
+  VReg integerPower(VReg base, VReg exponent, ElementType t);
   bool lowerWideDot(const Instruction& in);
+  // validBuf (complex only, or -1): an s32 [k, n] matrix shared by every
+  // batch; a product whose entry is 0 is skipped (a convolution's padding,
+  // which the interpreter never multiplies).
   bool emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
-                      int64_t aBatches, int wBuf, int cBuf, ElementType t);
-  bool emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf);
-  // A kernel-local copy of `buf` (shape s, 32-bit or narrower elements)
-  // converted to the pair type `to`.
-  int convertedCopy(int buf, const Shape& s, ElementType to);
+                      int64_t aBatches, int wBuf, int cBuf, ElementType t, int validBuf = -1);
+  // validX (complex only, or -1): s32 [padded..], 1 where X holds an input
+  // element, 0 in padding and dilation holes; products with those are skipped.
+  bool emitWideConv(const Instruction& in, const ConvGeometry& g, int xBuf, int validX = -1);
+  // A kernel-local copy of `buf` (shape s) converted to `to` as the
+  // interpreter converts (HLO's convert; complex to real types takes the
+  // real part). Inside a kernel the caller began; errors name `in`.
+  int convertedCopy(const Instruction& in, int buf, const Shape& s, ElementType to);
+  // A dot or convolution whose operands are not of the type it computes in
+  // (dotComputeType: 64-bit or complex operands of a narrower result, or
+  // operands of another kind than the result): its operands are converted
+  // to that type, then it is lowered as the op of those.
+  bool lowerThroughComputeType(const Instruction& in, ElementType computeType);
   // `buf` (shape s) in the accumulator type `acc` of a vector-unit dot or
   // convolution: itself when already of that type, else a converted copy
   // (pair types by convertedCopy; s32 by sign- or zero-extension, which
   // wraps like the interpreter's integer arithmetic).
-  int accumulatorCopy(int buf, const Shape& s, ElementType acc);
+  int accumulatorCopy(const Instruction& in, int buf, const Shape& s, ElementType acc);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
   // lower_complex.cpp: lowerOp for c64/c128 operands or results, and the
@@ -468,6 +500,7 @@ class Lowerer {
   // (lower_wide.cpp); reports an error if not.
   bool checkWideTypes(const Instruction& in);
   std::optional<VReg> lowerReducePrecision(const Instruction& in, VReg x);
+  std::optional<VReg> lowerReducePrecisionF64(const Instruction& in, VReg x);
   bool isMxuDot(const Instruction& in) const;
   bool lowerVectorDot(const Instruction& in);
   bool lowerRngBitGenerator(const Instruction& in);
@@ -485,6 +518,18 @@ class Lowerer {
   // An f64 register pair converted to `to`'s register form, as the
   // interpreter converts (floats round once, integers truncate and saturate).
   VReg convertFromF64(VReg x, ElementType to);
+  // bitcast-convert to or from s4, u4 or f4e2m1fn (one element per byte in
+  // memory): the interpreter's little-endian bit stream, element 0 in the
+  // low nibble. Other bitcast-converts alias their operand.
+  bool bitcastRepacksNibbles(const Instruction& in) const;
+  bool lowerNibbleBitcast(const Instruction& in);
+  // An operand as the interpreter converts it to f64 (complex: the real
+  // part) and an f64 pair back to `to` (complex: imaginary +0).
+  VReg asF64(VReg x);
+  VReg fromF64(VReg y, ElementType to);
+  // One f64 pair row (unary without b), both words; an f64 constant pair.
+  VReg f64Row(const char* mnemonic, VReg a, std::optional<VReg> b = std::nullopt);
+  VReg f64Constant(double v);
   bool lowerGelu(const Instruction& in);
   bool planGemm(const Instruction& in);
   bool lowerGemm(const Instruction& in);

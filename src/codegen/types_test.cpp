@@ -547,14 +547,99 @@ ENTRY main {{
   }
 }
 
-TEST(Types, UnsupportedTypesAreDiagnosed) {
-  std::string r = compareBitExact(R"(HloModule m
+TEST(Types, IntegerPower) {
+  // The interpreter's square-and-multiply wraps in the type; llo-gen wraps in
+  // 32 bits over every exponent bit and truncates: the same bits. Negative
+  // signed exponents give 0 except for bases 1 and -1. Inputs cover every
+  // value of the narrow types and large and negative 32-bit ones.
+  for (const char* t : {"s32", "u32", "s16", "u16", "s8", "u8", "s4", "u4"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[3000] parameter(0)
+  b = {0}[3000] parameter(1)
+  ROOT r = {0}[3000] power(a, b)
+}})",
+                                   t);
+    for (uint32_t seed : {1u, 2u}) EXPECT_EQ(compareBitExact(text, seed), "") << t << " seed " << seed;
+  }
+}
+
+TEST(Types, BitcastConvertsOfFourBitTypes) {
+  // The interpreter's little-endian bit stream: element 2t of the 4-bit side
+  // is the low nibble of byte t, s4 stored sign-extended. The 4-bit results
+  // are also converted to s32, which reads the whole stored byte.
+  const char* text = R"(HloModule m
 ENTRY main {
-  x = c64[1,8,2] parameter(0)
-  k = c64[3,2,2] parameter(1)
-  ROOT c = c64[1,6,2] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f
-})");
-  EXPECT_NE(r.find("element type c64 of 'c' is not supported for convolution"), std::string::npos) << r;
+  a = s8[700] parameter(0)
+  b = u4[300,4] parameter(1)
+  c = s4[200] parameter(2)
+  d = f4e2m1fn[200,8] parameter(3)
+  p = pred[150] parameter(4)
+  w = f32[90] parameter(5)
+  as4 = s4[700,2] bitcast-convert(a)
+  au4 = u4[700,2] bitcast-convert(a)
+  af4 = f4e2m1fn[700,2] bitcast-convert(a)
+  bs16 = s16[300] bitcast-convert(b)
+  cu4 = u4[200] bitcast-convert(c)
+  cf4 = f4e2m1fn[200] bitcast-convert(c)
+  du32 = u32[200] bitcast-convert(d)
+  ds4 = s4[200,8] bitcast-convert(d)
+  ps4 = s4[150,2] bitcast-convert(p)
+  wu4 = u4[90,8] bitcast-convert(w)
+  back = f32[90] bitcast-convert(wu4)
+  i1 = s32[700,2] convert(as4)
+  i2 = s32[700,2] convert(au4)
+  i3 = s32[200] convert(cu4)
+  i4 = s32[200,8] convert(ds4)
+  i5 = s32[150,2] convert(ps4)
+  f1 = f32[700,2] convert(af4)
+  f2 = f32[200] convert(cf4)
+  ROOT t = (s4[700,2], u4[700,2], f4e2m1fn[700,2], s16[300], u4[200], f4e2m1fn[200], u32[200], s4[200,8], s4[150,2], f32[90], s32[700,2], s32[700,2], s32[200], s32[200,8], s32[150,2], f32[700,2], f32[200]) tuple(as4, au4, af4, bs16, cu4, cf4, du32, ds4, ps4, back, i1, i2, i3, i4, i5, f1, f2)
+})";
+  for (uint32_t seed : {1u, 2u}) EXPECT_EQ(compareBitExact(text, seed), "") << seed;
+}
+
+TEST(Types, DotsAndConvolutionsMixingKinds) {
+  // Integer operands of a float result and float operands of an integer
+  // result: the interpreter converts the operands to the result's type
+  // (floats truncate and saturate) and sums there; so does llo-gen. The
+  // integer sums are exact, the float ones are f32 dots of small integers.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = s8[9,40] parameter(0)
+  b = s8[40,20] parameter(1)
+  c = f32[9,40] parameter(2)
+  d = f32[40,20] parameter(3)
+  x = s8[2,9,11,6] parameter(4)
+  k = pred[3,2,6,4] parameter(5)
+  p = f32[9,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+  q = s32[9,20] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = f32[2,9,10,4] convolution(x, k), window={size=3x2 pad=1_1x0_0}, dim_labels=b01f_01io->b01f, operand_precision={highest,highest}
+  ROOT t = (f32[9,20], s32[9,20], f32[2,9,10,4]) tuple(p, q, r)
+})";
+  EXPECT_EQ(compareBitExact(text), "");
+}
+
+TEST(Types, PredDotsAndConvolutions) {
+  // The interpreter's pred dot and convolution are an or of ands over the
+  // operands converted to pred (a nonzero s8 or f32): llo-gen
+  // sums the 0/1 products in s32 and tests the sum. Short contractions so
+  // that both results occur.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = pred[9,3] parameter(0)
+  b = pred[3,200] parameter(1)
+  c = s8[9,3] parameter(2)
+  x = pred[2,9,11,2] parameter(3)
+  k = pred[1,2,2,4] parameter(4)
+  e = f32[9,3] parameter(5)
+  p = pred[9,200] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  q = pred[9,200] dot(c, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = pred[2,9,12,4] convolution(x, k), window={size=1x2 pad=0_0x1_1}, dim_labels=b01f_01io->b01f
+  s = pred[9,200] dot(e, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (pred[9,200], pred[9,200], pred[2,9,12,4], pred[9,200]) tuple(p, q, r, s)
+})";
+  for (uint32_t seed : {1u, 2u}) EXPECT_EQ(compareBitExact(text, seed), "") << seed;
 }
 
 }  // namespace

@@ -460,23 +460,113 @@ ENTRY main {
   EXPECT_EQ(compareWide(text), "");
 }
 
-TEST(WideTypes, ComplexArithmeticIsRefusedClearly) {
-  // (complex_test.cpp covers what c64/c128 compute and what they refuse.)
-  std::string err = compareWide(R"(HloModule m
+TEST(WideTypes, IntegerPower) {
+  // Square-and-multiply over all 64 exponent bits with the wrapping pair
+  // product; negative s64 exponents give 0 except for bases 1 and -1.
+  for (const char* t : {"s64", "u64"})
+    for (uint64_t seed : {11, 12}) EXPECT_EQ(compareWide(binaryModule("power", t), seed), "") << t << " " << seed;
+  // Small bases and exponents, where the results do not just wrap to 0.
+  const char* text = R"(HloModule m
 ENTRY main {
-  x = c64[1,8,2] parameter(0)
-  k = c64[3,2,2] parameter(1)
-  ROOT c = c64[1,6,2] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f
-})");
-  EXPECT_NE(err.find("element type c64 of 'c' is not supported for convolution"), std::string::npos) << err;
-  err = compareWide(R"(HloModule m
+  a = s64[2500] parameter(0)
+  b = s64[2500] parameter(1)
+  three = s64[] constant(3)
+  t = s64[2500] broadcast(three), dimensions={}
+  ma = s64[2500] remainder(a, t)
+  sixty = s64[] constant(70)
+  s = s64[2500] broadcast(sixty), dimensions={}
+  mb = s64[2500] remainder(b, s)
+  ROOT r = s64[2500] power(ma, mb)
+})";
+  EXPECT_EQ(compareWide(text), "");
+}
+
+TEST(WideTypes, ReducePrecisionOfF64) {
+  // XLA's bit rounding on the pair: the mantissa add carries between the
+  // words (cut points on both sides of bit 32), exponents flush to zero or
+  // infinity, NaNs stay NaN (infinity when no mantissa bit is left).
+  for (auto [e, m] : {std::pair{11, 52}, {8, 23}, {5, 10}, {11, 0}, {2, 1}, {11, 31}, {11, 32}, {4, 33}, {9, 40}}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = f64[2500] parameter(0)
+  ROOT r = f64[2500] reduce-precision(a), exponent_bits={0}, mantissa_bits={1}
+}})",
+                                   e, m);
+    EXPECT_EQ(compareWide(text), "") << e << " " << m;
+  }
+}
+
+TEST(WideTypes, GeluAndGemmCustomCalls) {
+  // The interpreter's GELU is its erf formula in f64, from and back to the
+  // type; the gemm is a dot, scaled in f64 (p * alpha + beta * c). The f64
+  // rows compute both exactly so; s64 and u64 round-trip through f64.
+  for (const char* t : {"f64", "s64", "u64"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[2500] parameter(0)
+  b = {0}[9,33] parameter(1)
+  c = {0}[33,20] parameter(2)
+  d = {0}[9,20] parameter(3)
+  g = {0}[2500] custom-call(a), custom_call_target="AwsNeuronGelu"
+  h = {0}[2500] custom-call(a), custom_call_target="AwsNeuronGeluBackward"
+  m = ({0}[9,20], s8[64]) custom-call(b, c, d), custom_call_target="__cublas$gemm", backend_config={{"gemm_backend_config":{{"alpha_real":0.75,"beta":-1.5,"dot_dimension_numbers":{{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}}}}
+  n = {0}[9,20] custom-call(b, c), custom_call_target="__cublas$lt$matmul", backend_config={{"gemm_backend_config":{{"dot_dimension_numbers":{{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]}}}}}}
+  m0 = {0}[9,20] get-tuple-element(m), index=0
+  ROOT t = ({0}[2500], {0}[2500], {0}[9,20], {0}[9,20]) tuple(g, h, m0, n)
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text), "") << t;
+  }
+}
+
+TEST(WideTypes, DotsAndConvolutionsIntoNarrowerIntegerResults) {
+  // The interpreter computes in the result type: 64-bit operands are
+  // converted to it first (integers wrap, f64 truncates and saturates), then
+  // summed with wrapping, so the results are exact.
+  const char* text = R"(HloModule m
 ENTRY main {
-  a = f64[4,8,3] parameter(0)
-  b = f64[1,3,5] parameter(1)
-  ROOT c = f32[4,8,5] convolution(a, b), window={size=1}, dim_labels=b0f_0io->b0f
-})");
-  EXPECT_NE(err.find("convolutions mixing 64-bit and other element types are not supported"), std::string::npos)
-      << err;
+  a = s64[9,33] parameter(0)
+  b = s64[33,20] parameter(1)
+  c = u64[9,33] parameter(2)
+  d = f64[33,20] parameter(3)
+  x = f64[2,9,11,6] parameter(4)
+  k = s64[3,2,3,4] parameter(5)
+  p = s32[9,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  q = s16[9,20] dot(c, d), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = s32[2,10,6,4] convolution(x, k), window={size=3x2 stride=1x2 pad=1_2x1_1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f, feature_group_count=2
+  ROOT t = (s32[9,20], s16[9,20], s32[2,10,6,4]) tuple(p, q, r)
+})";
+  EXPECT_EQ(compareWide(text), "");
+}
+
+TEST(WideTypes, DotsAndConvolutionsIntoNarrowerFloatResults) {
+  // f64 operands of an f32 or bf16 result are rounded to f32 first and
+  // summed in f32 (the interpreter's order); llo-gen then sums on the MXU
+  // like any f32 dot, so these match to f32 precision (highest: six bf16
+  // passes), not bit for bit.
+  const char* text = R"(HloModule m
+ENTRY main {
+  a = f64[9,130] parameter(0)
+  b = f64[130,20] parameter(1)
+  x = f64[2,9,11,6] parameter(2)
+  k = s64[3,2,6,4] parameter(3)
+  p = f32[9,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+  q = bf16[9,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+  r = f32[2,9,10,4] convolution(x, k), window={size=3x2 pad=1_1x0_0}, dim_labels=b01f_01io->b01f, operand_precision={highest,highest}
+  ROOT t = (f32[9,20], bf16[9,20], f32[2,9,10,4]) tuple(p, q, r)
+})";
+  E2eRun r = compileAndCompare(text);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-2) << r.where;  // bf16's rounding; the f32 results are far closer
+  std::string f32Only = R"(HloModule m
+ENTRY main {
+  a = f64[9,130] parameter(0)
+  b = f64[130,20] parameter(1)
+  ROOT p = f32[9,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={highest,highest}
+})";
+  r = compileAndCompare(f32Only);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-5) << r.where;
 }
 
 TEST(WideTypes, Convolutions) {
