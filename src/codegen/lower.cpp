@@ -52,7 +52,10 @@ bool Lowerer::checkTypes(const Instruction& in) {
                                   "the f8 types, f4e2m1fn, s32, u32, s16, u16, s8, u8, s4, u4, pred, s64, u64, "
                                   "f64, c64, c128)",
                                   hlo::elementTypeName(s->elementType()), in.name()));
-    if (s->isDynamic()) return fail(in, fmt::format("llo-gen: dynamic shape of '{}' is not supported", in.name()));
+    // A bounded dynamic dimension (`<=N`) is held at its bound N, as the
+    // interpreter holds it; an unbounded one (`?`) has no size to hold.
+    if (s->isUnboundedDynamic())
+      return fail(in, fmt::format("llo-gen: unbounded dynamic shape of '{}' is not supported", in.name()));
   }
   return checkWideTypes(in);
 }
@@ -153,6 +156,12 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     case Opcode::Copy:
     case Opcode::OptimizationBarrier:
     case Opcode::AddDependency:
+    case Opcode::Domain:
+    // Dynamic dimensions are held at their bounds, so these only rename
+    // (dynamic-reshape reshapes to the bounded result shape, as the
+    // interpreter does).
+    case Opcode::SetDimensionSize:
+    case Opcode::DynamicReshape:
       if (!checkTypes(in)) return false;
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
@@ -1571,7 +1580,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   }
   int rB = sreg(), rA = sreg(), rRow = sreg(), rRows = sreg(), rX[3] = {sreg(), sreg(), sreg()}, rCnt = sreg(),
       rO = sreg();
-  if (nv > 3) return fail(in, "llo-gen: variadic reductions of more than 3 operands are not supported yet");
+  if (nv > 3) return fail(in, "llo-gen: internal error: the segment reduction kernel takes at most 3 operands");
   std::string lBatch = e_.newLabel("sbatch"), lRow = e_.newLabel("srow"), lV = e_.newLabel("svreg");
   e_.op("smov {}, 0", S(rB));
   e_.label(lBatch);
@@ -2216,9 +2225,10 @@ bool Lowerer::lowerReduce(const Instruction& in) {
   if (k == 0) {
   } else if (r == 0) {
     for (int64_t j = 0; j < nv; ++j) ok = ok && fill(outBufs[j], 0, k, bufs_[outBufs[j]].type, initBufs[j], 0);
-  } else if ((k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) || anyPair) {
+  } else if ((k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) || anyPair || nv > 3) {
     // (Pair and complex types always: the lane tree of emitReduceSegments
-    // moves single registers.)
+    // moves single registers; more than 3 operands too: the segment kernel
+    // keeps a row address per operand in scalar registers.)
     // Many outputs: fold whole rows of outputs, vectorised across the kept
     // elements. Reduced dimensions not already outermost are moved there
     // by a strided DMA (their order kept, so each output folds its inputs
@@ -2415,6 +2425,9 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Copy:
     case Opcode::OptimizationBarrier:
     case Opcode::AddDependency:
+    case Opcode::Domain:
+    case Opcode::SetDimensionSize:
+    case Opcode::DynamicReshape:
     case Opcode::BitcastConvert:
     case Opcode::AfterAll:
       return true;
