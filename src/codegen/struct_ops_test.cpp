@@ -39,17 +39,20 @@ Literal tiedFloats(ElementType t, std::vector<int64_t> dims, uint32_t seed) {
 
 std::string topkModule(const std::string& t, const std::string& dims, const std::string& outDims, int64_t k,
                        bool largest) {
-  return fmt::format("HloModule m\nENTRY main {{\n  x = {0}[{1}] parameter(0)\n"
-                     "  ROOT r = ({0}[{2}], s32[{2}]) topk(x), k={3}, largest={4}\n}}\n",
-                     t, dims, outDims, k, largest ? "true" : "false");
+  return fmt::format(
+      "HloModule m\nENTRY main {{\n  x = {0}[{1}] parameter(0)\n"
+      "  ROOT r = ({0}[{2}], s32[{2}]) topk(x), k={3}, largest={4}\n}}\n",
+      t, dims, outDims, k, largest ? "true" : "false");
 }
 
 TEST(TopK, FloatTotalOrderNaNsZerosAndTies) {
   for (bool largest : {true, false}) {
     SCOPED_TRACE(largest);
     expectExact(topkModule("f32", "6,300", "6,7", 7, largest), {tiedFloats(ElementType::F32, {6, 300}, 1)});
-    expectExact(topkModule("f32", "2,3,40", "2,3,40", 40, largest), {tiedFloats(ElementType::F32, {2, 3, 40}, 2)});
-    expectExact(topkModule("bf16", "4,129", "4,129", 129, largest), {tiedFloats(ElementType::BF16, {4, 129}, 3)});
+    expectExact(topkModule("f32", "2,3,40", "2,3,40", 40, largest),
+                {tiedFloats(ElementType::F32, {2, 3, 40}, 2)});
+    expectExact(topkModule("bf16", "4,129", "4,129", 129, largest),
+                {tiedFloats(ElementType::BF16, {4, 129}, 3)});
     expectExact(topkModule("f64", "5,64", "5,9", 9, largest), {tiedFloats(ElementType::F64, {5, 64}, 4)});
   }
 }
@@ -72,9 +75,10 @@ TEST(TopK, EdgeSizes) {
 }
 
 TEST(TopK, CustomCallIsLargestTopK) {
-  expectExact("HloModule m\nENTRY main {\n  x = f32[8,200] parameter(0)\n"
-              "  ROOT r = (f32[8,3], s32[8,3]) custom-call(x), custom_call_target=\"TopK\"\n}\n",
-              {tiedFloats(ElementType::F32, {8, 200}, 6)});
+  expectExact(
+      "HloModule m\nENTRY main {\n  x = f32[8,200] parameter(0)\n"
+      "  ROOT r = (f32[8,3], s32[8,3]) custom-call(x), custom_call_target=\"TopK\"\n}\n",
+      {tiedFloats(ElementType::F32, {8, 200}, 6)});
 }
 
 // Seeded inputs for a batch norm: x and g in (-2, 2), scale and offset in
@@ -100,7 +104,8 @@ std::vector<Literal> batchNormArgs(const std::string& text) {
 std::string batchNormModule(const std::string& kind, const std::string& t, const std::string& dims,
                             int64_t features, int64_t featureIndex) {
   std::string c = fmt::format("{}[{}]", t, features), x = fmt::format("{}[{}]", t, dims);
-  std::string head = "HloModule m\nENTRY main {\n  x = " + x + " parameter(0)\n  s = " + c + " parameter(1)\n";
+  std::string head =
+      "HloModule m\nENTRY main {\n  x = " + x + " parameter(0)\n  s = " + c + " parameter(1)\n";
   std::string attrs = fmt::format(", epsilon=0.001, feature_index={}\n}}\n", featureIndex);
   if (kind == "training")
     return head + "  o = " + c + " parameter(2)\n  ROOT r = (" + x + ", " + c + ", " + c +
@@ -134,25 +139,28 @@ TEST(BatchNorm, FeatureDimensionAnywhere) {
 
 TEST(PredMatmul, DotIsOrOfAnds) {
   // 300 products per output: a count would not fit a pred, the OR does.
-  expectExact("HloModule m\nENTRY main {\n  x = pred[9,300] parameter(0)\n  y = pred[300,17] parameter(1)\n"
-              "  ROOT r = pred[9,17] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  expectExact(
+      "HloModule m\nENTRY main {\n  x = pred[9,300] parameter(0)\n  y = pred[300,17] parameter(1)\n"
+      "  ROOT r = pred[9,17] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
   // Sparse operands: many outputs are false.
   Literal x(Shape::array(ElementType::Pred, {4, 64})), y(Shape::array(ElementType::Pred, {64, 40}));
   for (int64_t k = 0; k < x.elementCount(); ++k) x.setInt(k, k % 37 == 0);
   for (int64_t k = 0; k < y.elementCount(); ++k) y.setInt(k, k % 11 == 0);
-  expectExact("HloModule m\nENTRY main {\n  x = pred[4,64] parameter(0)\n  y = pred[64,40] parameter(1)\n"
-              "  ROOT r = pred[4,40] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
-              {x, y});
+  expectExact(
+      "HloModule m\nENTRY main {\n  x = pred[4,64] parameter(0)\n  y = pred[64,40] parameter(1)\n"
+      "  ROOT r = pred[4,40] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+      {x, y});
 }
 
 TEST(PredMatmul, Convolution) {
   Literal x(Shape::array(ElementType::Pred, {2, 9, 9, 3})), w(Shape::array(ElementType::Pred, {3, 3, 3, 5}));
   for (int64_t k = 0; k < x.elementCount(); ++k) x.setInt(k, k % 13 == 0);
   for (int64_t k = 0; k < w.elementCount(); ++k) w.setInt(k, k % 7 == 0);
-  expectExact("HloModule m\nENTRY main {\n  x = pred[2,9,9,3] parameter(0)\n  w = pred[3,3,3,5] parameter(1)\n"
-              "  ROOT r = pred[2,9,9,5] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
-              "dim_labels=b01f_01io->b01f\n}\n",
-              {x, w});
+  expectExact(
+      "HloModule m\nENTRY main {\n  x = pred[2,9,9,3] parameter(0)\n  w = pred[3,3,3,5] parameter(1)\n"
+      "  ROOT r = pred[2,9,9,5] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+      "dim_labels=b01f_01io->b01f\n}\n",
+      {x, w});
 }
 
 TEST(DynamicShapes, HeldAtTheirBounds) {
@@ -190,25 +198,28 @@ ENTRY main {
 TEST(Domain, MovesEveryType) {
   for (const char* t : {"f32", "c128", "u64", "pred", "s4"}) {
     SCOPED_TRACE(t);
-    expectExact(fmt::format("HloModule m\nENTRY main {{\n  x = {0}[3,300] parameter(0)\n"
-                            "  d = {0}[3,300] domain(x), domain={{kind=\"sharding\", entry={{maximal device=0}}, "
-                            "exit={{replicated}}}}\n  ROOT r = {0}[300,3] transpose(d), dimensions={{1,0}}\n}}\n",
-                            t));
+    expectExact(
+        fmt::format("HloModule m\nENTRY main {{\n  x = {0}[3,300] parameter(0)\n"
+                    "  d = {0}[3,300] domain(x), domain={{kind=\"sharding\", entry={{maximal device=0}}, "
+                    "exit={{replicated}}}}\n  ROOT r = {0}[300,3] transpose(d), dimensions={{1,0}}\n}}\n",
+                    t));
   }
 }
 
 TEST(GetDimensionSize, WideAndComplexOperands) {
   for (const char* t : {"s64", "u64", "f64", "c64", "c128"}) {
     SCOPED_TRACE(t);
-    expectExact(fmt::format("HloModule m\nENTRY main {{\n  x = {}[7,300] parameter(0)\n"
-                            "  ROOT d = s32[] get-dimension-size(x), dimensions={{1}}\n}}\n",
-                            t));
+    expectExact(
+        fmt::format("HloModule m\nENTRY main {{\n  x = {}[7,300] parameter(0)\n"
+                    "  ROOT d = s32[] get-dimension-size(x), dimensions={{1}}\n}}\n",
+                    t));
   }
 }
 
 // An arg-max over dims `dims` of n operands of the given types: the first
 // is the key, the rest ride along with it.
-std::string argMaxModule(const std::vector<std::string>& types, const std::string& dims, const std::string& out) {
+std::string argMaxModule(const std::vector<std::string>& types, const std::string& dims,
+                         const std::string& out) {
   size_t n = types.size();
   std::string f = "HloModule m\nf {\n", tupleType, inShapes, results;
   for (size_t i = 0; i < 2 * n; ++i)
@@ -247,9 +258,10 @@ TEST(VariadicReduce, ManyOperandsAnyDimensions) {
 }
 
 std::string rngModule(const std::string& t, const std::string& algorithm) {
-  return fmt::format("HloModule m\nENTRY main {{\n  s = u64[2] parameter(0)\n"
-                     "  ROOT r = (u64[2], {0}[7,301]) rng-bit-generator(s), algorithm={1}\n}}\n",
-                     t, algorithm);
+  return fmt::format(
+      "HloModule m\nENTRY main {{\n  s = u64[2] parameter(0)\n"
+      "  ROOT r = (u64[2], {0}[7,301]) rng-bit-generator(s), algorithm={1}\n}}\n",
+      t, algorithm);
 }
 
 TEST(RngBitGenerator, PredAndComplexBits) {
@@ -269,9 +281,10 @@ TEST(RngBitGenerator, PredAndComplexBits) {
 TEST(RngBitGenerator, C128ElementsAreTwoU64Draws) {
   using Bytes = std::pair<std::vector<uint8_t>, std::vector<uint8_t>>;  // state, bits
   auto bits = [](const std::string& type) -> Bytes {
-    std::string text = fmt::format("HloModule m\nENTRY main {{\n  s = u64[2] parameter(0)\n"
-                                   "  ROOT r = (u64[2], {}) rng-bit-generator(s), algorithm=rng_philox\n}}\n",
-                                   type);
+    std::string text = fmt::format(
+        "HloModule m\nENTRY main {{\n  s = u64[2] parameter(0)\n"
+        "  ROOT r = (u64[2], {}) rng-bit-generator(s), algorithm=rng_philox\n}}\n",
+        type);
     DiagnosticEngine diags;
     auto loaded = hlo::readModule(std::make_shared<SourceFile>("rng.hlo", text), diags);
     Literal state(Shape::array(ElementType::U64, {2}));

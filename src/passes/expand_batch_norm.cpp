@@ -34,38 +34,60 @@ class Expander {
       if (d != feature_) reduced_.push_back(d);
     x_ = b_.convert(x, ElementType::F64);
     shape_ = x_->shape();
-    Shape perFeature = Shape::array(ElementType::F64, {features});
+    Shape perFeature = Shape::array(ElementType::F64, {features}).withDefaultLayout();
     m_ = b_.broadcast(b_.scalarConstant(ElementType::F64, m), perFeature, {});
-    eps_ = b_.broadcast(b_.scalarConstant(ElementType::F64, static_cast<double>(in_.attrs().epsilon)), perFeature, {});
+    eps_ = b_.broadcast(b_.scalarConstant(ElementType::F64, static_cast<double>(in_.attrs().epsilon)),
+                        perFeature, {});
     add_ = b_.scalarComputation("batch_norm.add", {ElementType::F64, ElementType::F64},
                                 [](RewriteBuilder& cb, const std::vector<Instruction*>& p) {
                                   return cb.binary(Opcode::Add, p[0], p[1]);
                                 });
     zero_ = b_.scalarConstant(ElementType::F64, 0.0);
+    // (One builder call per statement: the order of the new instructions
+    // must not depend on the compiler's order of evaluating arguments.)
     switch (in_.opcode()) {
       case Opcode::BatchNormInference: {
-        Instruction* y = normalize(operand(1), operand(2), operand(3), operand(4));
-        return b_.convert(y, type_);
+        Instruction* scale = operand(1);
+        Instruction* offset = operand(2);
+        Instruction* mean = operand(3);
+        Instruction* var = operand(4);
+        Instruction* centered = sub(x_, perElement(mean));
+        return b_.convert(normalize(scale, offset, centered, var), type_);
       }
       case Opcode::BatchNormTraining: {
+        Instruction* scale = operand(1);
+        Instruction* offset = operand(2);
         Instruction* mean = divide(sum(x_), m_);
         Instruction* centered = sub(x_, perElement(mean));
-        Instruction* var = divide(sum(mul(centered, centered)), m_);
-        Instruction* y = normalize(operand(1), operand(2), mean, var);
-        return b_.tuple({b_.convert(y, type_), b_.convert(mean, type_), b_.convert(var, type_)});
+        Instruction* squares = mul(centered, centered);
+        Instruction* var = divide(sum(squares), m_);
+        Instruction* y = b_.convert(normalize(scale, offset, centered, var), type_);
+        Instruction* meanOut = b_.convert(mean, type_);
+        Instruction* varOut = b_.convert(var, type_);
+        return b_.tuple({y, meanOut, varOut});
       }
       default: {
-        Instruction *scale = operand(1), *mean = operand(2), *var = operand(3), *g = operand(4);
+        Instruction* scale = operand(1);
+        Instruction* mean = operand(2);
+        Instruction* var = operand(3);
+        Instruction* g = operand(4);
         Instruction* centered = sub(x_, perElement(mean));
         Instruction* sumG = sum(g);
         Instruction* sumGX = sum(mul(g, centered));
         Instruction* varEps = add(var, eps_);
         Instruction* root = b_.unary(Opcode::Sqrt, varEps);
         Instruction* gradScale = divide(sumGX, root);
-        Instruction* inner = sub(sub(g, perElement(divide(sumG, m_))),
-                                 divide(mul(centered, perElement(sumGX)), perElement(mul(m_, varEps))));
-        Instruction* gradX = mul(perElement(divide(scale, root)), inner);
-        return b_.tuple({b_.convert(gradX, type_), b_.convert(gradScale, type_), b_.convert(sumG, type_)});
+        // g - sum(g) / m - (x - mean) * sum(g (x - mean)) / (m (var + eps))
+        Instruction* meanG = perElement(divide(sumG, m_));
+        Instruction* first = sub(g, meanG);
+        Instruction* numerator = mul(centered, perElement(sumGX));
+        Instruction* denominator = perElement(mul(m_, varEps));
+        Instruction* inner = sub(first, divide(numerator, denominator));
+        Instruction* factor = perElement(divide(scale, root));
+        Instruction* gradX = b_.convert(mul(factor, inner), type_);
+        Instruction* gradScaleOut = b_.convert(gradScale, type_);
+        Instruction* gradOffsetOut = b_.convert(sumG, type_);
+        return b_.tuple({gradX, gradScaleOut, gradOffsetOut});
       }
     }
   }
@@ -78,11 +100,13 @@ class Expander {
   Instruction* sub(Instruction* a, Instruction* b) { return b_.binary(Opcode::Subtract, a, b); }
   Instruction* mul(Instruction* a, Instruction* b) { return b_.binary(Opcode::Multiply, a, b); }
   Instruction* divide(Instruction* a, Instruction* b) { return b_.binary(Opcode::Divide, a, b); }
-  // scale * (x - mean) / sqrt(var + eps) + offset, per element.
-  Instruction* normalize(Instruction* scale, Instruction* offset, Instruction* mean, Instruction* var) {
+  // scale * (x - mean) / sqrt(var + eps) + offset, per element, from
+  // centered = x - mean.
+  Instruction* normalize(Instruction* scale, Instruction* offset, Instruction* centered, Instruction* var) {
     Instruction* root = b_.unary(Opcode::Sqrt, add(var, eps_));
-    Instruction* scaled = mul(perElement(scale), sub(x_, perElement(mean)));
-    return add(divide(scaled, perElement(root)), perElement(offset));
+    Instruction* scaled = mul(perElement(scale), centered);
+    Instruction* quotient = divide(scaled, perElement(root));
+    return add(quotient, perElement(offset));
   }
 
   RewriteBuilder& b_;
@@ -122,9 +146,10 @@ bool ExpandBatchNormPass::run(hlo::Module& module, DiagnosticEngine& diags) {
         ok = full ? s.dimensions() == xs->dimensions() : s.rank() == 1 && s.dimension(0) == xs->dimension(f);
       }
       if (!ok) {
-        diags.error(in->location(), fmt::format("expand-batch-norm: '{}' needs real float operands: an array, "
-                                                "per-feature vectors and a feature_index in range",
-                                                in->name()));
+        diags.error(in->location(),
+                    fmt::format("expand-batch-norm: '{}' needs real float operands: an array, "
+                                "per-feature vectors and a feature_index in range",
+                                in->name()));
         return changed;
       }
       if (!namesKnown) names = instructionNames(module), namesKnown = true;

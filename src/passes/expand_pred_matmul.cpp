@@ -27,12 +27,16 @@ bool ExpandPredMatmulPass::run(hlo::Module& module, DiagnosticEngine&) {
     for (Instruction* in : found) {
       if (!namesKnown) names = instructionNames(module), namesKnown = true;
       RewriteBuilder b(*c, *in, names);
-      auto count = [&](Instruction* x) { return b.convert(b.convert(x, ElementType::Pred), ElementType::S32); };
-      Instruction* products = b.add(in->opcode(), Shape::array(ElementType::S32, in->shape().dimensions()),
-                                    {count(in->operand(0)), count(in->operand(1))});
+      auto count = [&](Instruction* x) {
+        return b.convert(b.convert(x, ElementType::Pred), ElementType::S32);
+      };
+      Instruction* products =
+          b.add(in->opcode(), Shape::array(ElementType::S32, in->shape().dimensions()).withDefaultLayout(),
+                {count(in->operand(0)), count(in->operand(1))});
       products->attrs() = in->attrs();
       Instruction* zero = b.broadcast(b.scalarConstant(ElementType::S32, 0), products->shape(), {});
-      replaceInstruction(in, b.compare(products, zero, hlo::ComparisonDirection::NE, hlo::ComparisonType::Signed));
+      replaceInstruction(
+          in, b.compare(products, zero, hlo::ComparisonDirection::NE, hlo::ComparisonType::Signed));
       changed = true;
     }
     if (!found.empty()) c->sortTopologically();

@@ -27,10 +27,13 @@ Instruction* expand(RewriteBuilder& b, Instruction* x, int64_t k, bool largest) 
   Instruction* key = nullptr;
   if (t != ElementType::F64) {
     Instruction* part = x;
-    if (hlo::isComplexType(t)) part = b.add(Opcode::Real, Shape::array(hlo::complexComponentType(t), xs.dimensions()), {x});
+    if (hlo::isComplexType(t))
+      part = b.add(Opcode::Real,
+                   Shape::array(hlo::complexComponentType(t), xs.dimensions()).withDefaultLayout(), {x});
     key = b.convert(part, ElementType::F64);
   }
-  Instruction* index = b.add(Opcode::Iota, Shape::array(ElementType::S32, xs.dimensions()), {});
+  Instruction* index =
+      b.add(Opcode::Iota, Shape::array(ElementType::S32, xs.dimensions()).withDefaultLayout(), {});
   index->attrs().iotaDimension = last;
   std::vector<Instruction*> operands;
   std::vector<ElementType> params;
@@ -57,7 +60,7 @@ Instruction* expand(RewriteBuilder& b, Instruction* x, int64_t k, bool largest) 
   for (int64_t d = 0; d <= last; ++d) firstK.push_back({0, d == last ? k : xs.dimension(d), 1});
   int64_t valueIndex = key ? 1 : 0;
   Instruction* values = b.slice(b.getTupleElement(sorted, valueIndex), firstK);
-  Instruction* indices = b.slice(b.getTupleElement(sorted, valueIndex + 1), firstK);
+  Instruction* indices = b.slice(b.getTupleElement(sorted, valueIndex + 1), firstK);  // after values
   return b.tuple({values, indices});
 }
 
@@ -74,13 +77,14 @@ bool ExpandTopKPass::run(hlo::Module& module, DiagnosticEngine& diags) {
       if (isTopK(*in)) found.push_back(in.get());
     for (Instruction* in : found) {
       const Shape& s = in->shape();
-      if (in->operandCount() != 1 || !in->operand(0)->shape().isArray() || in->operand(0)->shape().rank() < 1 ||
-          !s.isTuple() || s.tupleSize() != 2 || !s.tupleElement(0).isArray() ||
-          s.tupleElement(0).rank() != in->operand(0)->shape().rank() ||
+      if (in->operandCount() != 1 || !in->operand(0)->shape().isArray() ||
+          in->operand(0)->shape().rank() < 1 || !s.isTuple() || s.tupleSize() != 2 ||
+          !s.tupleElement(0).isArray() || s.tupleElement(0).rank() != in->operand(0)->shape().rank() ||
           s.tupleElement(1).elementType() != ElementType::S32) {
-        diags.error(in->location(), fmt::format("expand-topk: '{}' must take one array and return (values, s32 "
-                                                "indices) of its rank",
-                                                in->name()));
+        diags.error(in->location(),
+                    fmt::format("expand-topk: '{}' must take one array and return (values, s32 "
+                                "indices) of its rank",
+                                in->name()));
         return changed;
       }
       const Shape& xs = in->operand(0)->shape();

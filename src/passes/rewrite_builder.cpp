@@ -6,6 +6,13 @@
 
 namespace tpu::passes {
 
+namespace {
+// New arrays get the default (row-major) layout, as parsed ones have.
+hlo::Shape arrayShape(hlo::ElementType t, std::vector<int64_t> dims) {
+  return hlo::Shape::array(t, std::move(dims)).withDefaultLayout();
+}
+}  // namespace
+
 using hlo::Computation;
 using hlo::ElementType;
 using hlo::Instruction;
@@ -19,7 +26,8 @@ std::set<std::string> instructionNames(const hlo::Module& module) {
   return names;
 }
 
-RewriteBuilder::RewriteBuilder(Computation& computation, const Instruction& original, std::set<std::string>& names)
+RewriteBuilder::RewriteBuilder(Computation& computation, const Instruction& original,
+                               std::set<std::string>& names)
     : computation_(computation), base_(original.name()), location_(original.location()), names_(names) {}
 
 RewriteBuilder::RewriteBuilder(Computation& computation, std::string baseName, SourceLocation location,
@@ -34,8 +42,8 @@ std::string RewriteBuilder::freshName(const std::string& base) {
 }
 
 Instruction* RewriteBuilder::add(Opcode opcode, Shape shape, std::vector<Instruction*> operands) {
-  Instruction* in = computation_.addInstruction(opcode, freshName(fmt::format("{}.{}", base_, hlo::opcodeName(opcode))),
-                                                std::move(shape));
+  Instruction* in = computation_.addInstruction(
+      opcode, freshName(fmt::format("{}.{}", base_, hlo::opcodeName(opcode))), std::move(shape));
   in->setOperands(std::span<Instruction* const>(operands.data(), operands.size()));
   in->setLocation(location_);
   return in;
@@ -43,35 +51,34 @@ Instruction* RewriteBuilder::add(Opcode opcode, Shape shape, std::vector<Instruc
 
 Instruction* RewriteBuilder::convert(Instruction* x, ElementType t) {
   if (x->shape().elementType() == t) return x;
-  return add(Opcode::Convert, Shape::array(t, x->shape().dimensions()), {x});
+  return add(Opcode::Convert, arrayShape(t, x->shape().dimensions()), {x});
 }
 
 Instruction* RewriteBuilder::scalarConstant(ElementType t, double value) {
-  Instruction* c = add(Opcode::Constant, Shape::scalar(t), {});
-  hlo::Literal l(Shape::scalar(t));
+  Instruction* c = add(Opcode::Constant, Shape::scalar(t).withDefaultLayout(), {});
+  hlo::Literal l(Shape::scalar(t).withDefaultLayout());
   l.setDouble(0, value);
   c->attrs().literal = std::move(l);
   return c;
 }
 
 Instruction* RewriteBuilder::broadcast(Instruction* x, const Shape& shape, std::vector<int64_t> dims) {
-  Instruction* b =
-      add(Opcode::Broadcast, Shape::array(x->shape().elementType(), shape.dimensions()), {x});
+  Instruction* b = add(Opcode::Broadcast, arrayShape(x->shape().elementType(), shape.dimensions()), {x});
   b->attrs().dimensions = std::move(dims);
   return b;
 }
 
 Instruction* RewriteBuilder::binary(Opcode opcode, Instruction* a, Instruction* b) {
-  return add(opcode, Shape::array(a->shape().elementType(), a->shape().dimensions()), {a, b});
+  return add(opcode, arrayShape(a->shape().elementType(), a->shape().dimensions()), {a, b});
 }
 
 Instruction* RewriteBuilder::unary(Opcode opcode, Instruction* x) {
-  return add(opcode, Shape::array(x->shape().elementType(), x->shape().dimensions()), {x});
+  return add(opcode, arrayShape(x->shape().elementType(), x->shape().dimensions()), {x});
 }
 
 Instruction* RewriteBuilder::compare(Instruction* a, Instruction* b, hlo::ComparisonDirection direction,
                                      hlo::ComparisonType type) {
-  Instruction* c = add(Opcode::Compare, Shape::array(ElementType::Pred, a->shape().dimensions()), {a, b});
+  Instruction* c = add(Opcode::Compare, arrayShape(ElementType::Pred, a->shape().dimensions()), {a, b});
   c->attrs().comparisonDirection = direction;
   c->attrs().comparisonType = type;
   return c;
@@ -83,7 +90,7 @@ Instruction* RewriteBuilder::reduce(Instruction* x, Instruction* init, std::vect
   const std::vector<int64_t>& xd = x->shape().dimensions();
   for (int64_t d = 0; d < static_cast<int64_t>(xd.size()); ++d)
     if (std::find(dims.begin(), dims.end(), d) == dims.end()) kept.push_back(xd[static_cast<size_t>(d)]);
-  Instruction* r = add(Opcode::Reduce, Shape::array(x->shape().elementType(), kept), {x, init});
+  Instruction* r = add(Opcode::Reduce, arrayShape(x->shape().elementType(), kept), {x, init});
   r->attrs().dimensions = std::move(dims);
   r->setCalledComputations({reducer});
   return r;
@@ -98,7 +105,7 @@ Instruction* RewriteBuilder::getTupleElement(Instruction* tuple, int64_t index) 
 Instruction* RewriteBuilder::slice(Instruction* x, std::vector<hlo::SliceDimension> slice) {
   std::vector<int64_t> dims;
   for (const hlo::SliceDimension& s : slice) dims.push_back((s.limit - s.start + s.stride - 1) / s.stride);
-  Instruction* r = add(Opcode::Slice, Shape::array(x->shape().elementType(), dims), {x});
+  Instruction* r = add(Opcode::Slice, arrayShape(x->shape().elementType(), dims), {x});
   r->attrs().slice = std::move(slice);
   return r;
 }
@@ -118,7 +125,7 @@ Computation* RewriteBuilder::scalarComputation(
   std::vector<Instruction*> params;
   for (size_t i = 0; i < types.size(); ++i) {
     Instruction* p = c->addInstruction(Opcode::Parameter, freshName(fmt::format("{}.p{}", c->name(), i)),
-                                       Shape::scalar(types[i]));
+                                       Shape::scalar(types[i]).withDefaultLayout());
     p->attrs().parameterNumber = static_cast<int64_t>(i);
     p->setLocation(location_);
     params.push_back(p);

@@ -21,7 +21,8 @@ std::set<std::string> instructionNames(const hlo::Module& module);
 class RewriteBuilder {
  public:
   // New instructions go into `computation`, named after `original`.
-  RewriteBuilder(hlo::Computation& computation, const hlo::Instruction& original, std::set<std::string>& names);
+  RewriteBuilder(hlo::Computation& computation, const hlo::Instruction& original,
+                 std::set<std::string>& names);
   RewriteBuilder(hlo::Computation& computation, std::string baseName, SourceLocation location,
                  std::set<std::string>& names);
 
