@@ -137,6 +137,60 @@ TEST(BatchNorm, FeatureDimensionAnywhere) {
   }
 }
 
+TEST(Expansions, InsideCalledComputations) {
+  // Expanded where they stand: a batch norm in a while body, a topk in a
+  // fusion (then no longer flat, so inlined) and a pred dot in a call.
+  std::string text = R"(HloModule m
+cond {
+  p = (s32[], f32[4,130]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(2)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[4,130]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[4,130] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  s = f32[130] constant({...})
+  o = f32[130] constant({...})
+  b = (f32[4,130], f32[130], f32[130]) batch-norm-training(x, s, o), epsilon=0.01, feature_index=1
+  y = f32[4,130] get-tuple-element(b), index=0
+  ROOT t = (s32[], f32[4,130]) tuple(j, y)
+}
+fused {
+  a = f32[4,130] parameter(0)
+  ROOT k = (f32[4,3], s32[4,3]) topk(a), k=3, largest=true
+}
+logical {
+  l = pred[4,8] parameter(0)
+  r = pred[8,4] parameter(1)
+  ROOT d = pred[4,4] dot(l, r), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY main {
+  x = f32[4,130] parameter(0)
+  l = pred[4,8] parameter(1)
+  r = pred[8,4] parameter(2)
+  z = s32[] constant(0)
+  t = (s32[], f32[4,130]) tuple(z, x)
+  w = (s32[], f32[4,130]) while(t), condition=cond, body=body
+  y = f32[4,130] get-tuple-element(w), index=1
+  k = (f32[4,3], s32[4,3]) fusion(y), kind=kLoop, calls=fused
+  d = pred[4,4] call(l, r), to_apply=logical
+  ROOT o = ((f32[4,3], s32[4,3]), pred[4,4]) tuple(k, d)
+})";
+  // Constants: scale 1 + i/130, offset i/260.
+  std::string scale = "{", offset = "{";
+  for (int i = 0; i < 130; ++i) {
+    scale += fmt::format("{}{}", i ? ", " : "", 1.0 + i / 130.0);
+    offset += fmt::format("{}{}", i ? ", " : "", i / 260.0);
+  }
+  text.replace(text.find("{...}"), 5, scale + "}");
+  text.replace(text.find("{...}"), 5, offset + "}");
+  expectExact(text);
+}
+
 TEST(PredMatmul, DotIsOrOfAnds) {
   // 300 products per output: a count would not fit a pred, the OR does.
   expectExact(
