@@ -525,6 +525,14 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
         masks_.put(m);
         for (VReg r : x) vfree(r);
         vfree(sel);
+        // 4-bit integers keep their width, as the interpreter truncates
+        // them: sign-extended from bit 3 (s4) or masked (u4).
+        if (bt == ElementType::S4) {
+          e_.op("vshl {}, {}, 28", V(d), V(d));
+          e_.op("vsra {}, {}, 28", V(d), V(d));
+        } else if (bt == ElementType::U4) {
+          e_.op("vand {}, {}, 15", V(d), V(d));
+        }
         return std::vector<VReg>{d};
       });
   if (!ok) return false;
