@@ -304,10 +304,18 @@ TEST(VariadicReduce, ManyOperandsAnyDimensions) {
   // (The verifier allows one float type per reduce.)
   std::vector<std::string> five = {"f32", "s32", "u8", "s64", "pred"};
   std::vector<std::string> eight = {"s32", "f64", "s64", "u64", "pred", "u16", "s16", "s8"};
+  // More operands than registers for folding them all at once: each output
+  // is then computed on its own.
+  std::vector<std::string> forty, complexPairs;
+  const char* cycle[] = {"s32", "f64", "u8", "s64", "pred", "u16", "s4", "u64"};
+  for (int i = 0; i < 40; ++i) forty.push_back(cycle[i % 8]);
+  for (int i = 0; i < 12; ++i) complexPairs.push_back(i % 2 ? "c128" : "s32");
   for (auto [dims, out] : {std::pair{"1", "[6]"}, std::pair{"0", "[300]"}, std::pair{"0,1", "[]"}}) {
     SCOPED_TRACE(dims);
     expectExact(argMaxModule(five, dims, out));
     expectExact(argMaxModule(eight, dims, out));
+    expectExact(argMaxModule(forty, dims, out));
+    expectExact(argMaxModule(complexPairs, dims, out));
   }
 }
 
