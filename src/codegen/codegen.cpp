@@ -9,6 +9,9 @@
 #include "codegen/lower.h"
 #include "llo/text.h"
 #include "passes/clone.h"
+#include "passes/expand_batch_norm.h"
+#include "passes/expand_pred_matmul.h"
+#include "passes/expand_topk.h"
 #include "passes/flatten_call_graph.h"
 #include "support/source.h"
 
@@ -93,10 +96,18 @@ std::optional<std::string> printScheduled(const std::string& text, const isa::Pr
 
 namespace {
 // The lowering inlines control-flow callees, so each call site needs a
-// computation of its own; flatten a copy, never the caller's module.
+// computation of its own; flatten a copy, never the caller's module. Ops
+// that are compositions of simpler ones (topk, batch norm, pred dots and
+// convolutions) are expanded on the copy first, as XLA does before code
+// generation.
 std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const target::TargetDesc& target,
                                             const CodegenOptions& options, DiagnosticEngine& diags) {
   std::unique_ptr<hlo::Module> flat = passes::cloneModule(module);
+  size_t errors = diags.errorCount();
+  passes::ExpandTopKPass().run(*flat, diags);
+  passes::ExpandBatchNormPass().run(*flat, diags);
+  passes::ExpandPredMatmulPass().run(*flat, diags);
+  if (diags.errorCount() != errors) return std::nullopt;
   passes::FlattenCallGraphPass().run(*flat, diags);
   return lowerModule(*flat, target, options, diags);
 }

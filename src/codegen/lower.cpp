@@ -52,7 +52,10 @@ bool Lowerer::checkTypes(const Instruction& in) {
                                   "the f8 types, f6e2m3fn, f6e3m2fn, f4e2m1fn, s32, u32, s16, u16, s8, u8, "
                                   "s4, u4, s2, u2, s1, u1, pred, s64, u64, f64, c64, c128)",
                                   hlo::elementTypeName(s->elementType()), in.name()));
-    if (s->isDynamic()) return fail(in, fmt::format("llo-gen: dynamic shape of '{}' is not supported", in.name()));
+    // A bounded dynamic dimension (`<=N`) is held at its bound N, as the
+    // interpreter holds it; an unbounded one (`?`) has no size to hold.
+    if (s->isUnboundedDynamic())
+      return fail(in, fmt::format("llo-gen: unbounded dynamic shape of '{}' is not supported", in.name()));
   }
   return checkWideTypes(in);
 }
@@ -191,6 +194,12 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     case Opcode::Copy:
     case Opcode::OptimizationBarrier:
     case Opcode::AddDependency:
+    case Opcode::Domain:
+    // Dynamic dimensions are held at their bounds, so these only rename
+    // (dynamic-reshape reshapes to the bounded result shape, as the
+    // interpreter does).
+    case Opcode::SetDimensionSize:
+    case Opcode::DynamicReshape:
       if (!checkTypes(in)) return false;
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
@@ -679,6 +688,47 @@ VReg Lowerer::normalize(VReg r) {
   return r;
 }
 
+
+std::optional<VReg> Lowerer::lowerReducerOutput(const Computation& c, int64_t index,
+                                                const std::function<VReg(int64_t)>& loadParam) {
+  const Instruction* root = c.root()->operand(index);
+  std::set<const Instruction*> needed;
+  std::vector<const Instruction*> stack = {root};
+  while (!stack.empty()) {
+    const Instruction* i = stack.back();
+    stack.pop_back();
+    if (!needed.insert(i).second) continue;
+    for (const Instruction* o : i->operands()) stack.push_back(o);
+  }
+  std::map<const Instruction*, int> usesLeft;
+  for (const auto& up : c.instructions())
+    if (needed.count(up.get()))
+      for (const Instruction* o : up->operands()) ++usesLeft[o];
+  std::map<const Instruction*, VReg> val;
+  for (const auto& up : c.instructions()) {
+    const Instruction& in = *up;
+    if (!needed.count(&in)) continue;
+    if (in.opcode() == Opcode::Parameter) {
+      val[&in] = loadParam(in.attrs().parameterNumber);
+      continue;
+    }
+    if (in.opcode() == Opcode::Tuple) {
+      fail(in, "llo-gen: a reducer computes a tuple other than its root");
+      return std::nullopt;
+    }
+    std::vector<VReg> ops;
+    for (const Instruction* o : in.operands()) ops.push_back(val[o]);
+    auto r = lowerOp(in, ops);
+    if (!r) return std::nullopt;
+    val[&in] = *r;
+    for (const Instruction* o : in.operands())
+      if (--usesLeft[o] == 0 && val[o].r != r->r) vfree(val[o]);
+  }
+  VReg out = val[root];
+  out.t = root->shape().elementType();
+  if (failed_) return std::nullopt;
+  return out;
+}
 
 bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out) {
   std::map<const Instruction*, VReg> val;
@@ -1471,8 +1521,36 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     xOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(c) * es, 512);
   }
+  // Folding all operands at once holds an init, an accumulator, an input
+  // and a result register set per operand. When that would not fit the
+  // register file (many operands), each output of the reducer is computed
+  // on its own from operands loaded as it needs them, into a one-vreg VMEM
+  // slot, and the slots replace the accumulators once all outputs are
+  // done; the inits wait in VMEM slots too.
+  int words = 0;
+  for (size_t j = 0; j < nv; ++j) words += typeInfo(bufs_[inBufs[j]].type).words;
+  bool perOutput = nv > 1 && 4 * words + 8 > target_.registers.vregs && reducer.root()->opcode() == Opcode::Tuple;
+  std::vector<int64_t> initSlot(nv), resultSlot(nv);
+  if (perOutput) {
+    for (size_t j = 0; j < nv; ++j) {
+      uint64_t vregBytes = static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[inBufs[j]].type).bytes;
+      initSlot[j] = static_cast<int64_t>(cur);
+      cur += alignUp(vregBytes, 512);
+      resultSlot[j] = static_cast<int64_t>(cur);
+      cur += alignUp(vregBytes, 512);
+    }
+    if (cur > vmemBudget())
+      return fail(in, fmt::format("llo-gen: the {} operands of this reduction do not fit VMEM", nv));
+  }
   std::vector<VReg> init(nv);
   bool anyPair = false, anyQuad = false;
+  // (Parked in its VMEM slot as soon as it is loaded when folding output
+  // by output: there may be more inits than registers.)
+  auto park = [&](size_t j) {
+    if (!perOutput) return;
+    vstore(init[j], bufs_[initBufs[j]].type, fmt::format("{}", initSlot[j]));
+    vfree(init[j]);
+  };
   for (size_t j = 0; j < nv; ++j) {
     ElementType t = bufs_[initBufs[j]].type;
     if (typeInfo(t).isComplex) {
@@ -1480,6 +1558,7 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
       anyQuad = anyQuad || t == ElementType::C128;
       int slot = 4 * static_cast<int>(j);  // consumed at once, so slots may overlap the next init's
       init[j] = hoistComplexScalar(initBufs[j], 0, t, slot);
+      park(j);
       continue;
     }
     init[j] = valloc(t);
@@ -1490,11 +1569,13 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
       e_.op("vmov.s32 {}, {}", H(init[j]), S(hi));
       sregs_.put(lo);
       sregs_.put(hi);
+      park(j);
       continue;
     }
     int sx = loadScalar(initBufs[j], 0, t, 2 * static_cast<int>(j));
     e_.op("vmov.s32 {}, {}", V(init[j]), S(sx));
     sregs_.put(sx);
+    park(j);
   }
   int rC = sreg(), rR = sreg(), rA = sreg(), rT = sreg(), rCnt = sreg(), rO4 = sreg(), rO2 = sreg(), rO1 = sreg();
   int rO8 = anyPair ? sreg() : -1, rO16 = anyQuad ? sreg() : -1;
@@ -1546,6 +1627,12 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   e_.label(lInit);
   for (size_t j = 0; j < nv; ++j) {
     ElementType t = bufs_[inBufs[j]].type;
+    if (perOutput) {
+      VReg v = vload(t, fmt::format("{}", initSlot[j]));
+      vstore(v, t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
+      vfree(v);
+      continue;
+    }
     vstore(init[j], t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
   }
   stepOffs();
@@ -1561,7 +1648,27 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   resetOffs();
   e_.op("smov {}, {}", S(rCnt), chunkV);
   e_.label(lFold);
-  {
+  if (perOutput) {
+    // Operand k of the reducer: accumulator k, or input k - nv.
+    auto loadParam = [&](int64_t k) {
+      size_t j = static_cast<size_t>(k) % nv;
+      ElementType t = bufs_[inBufs[j]].type;
+      int64_t off = static_cast<size_t>(k) < nv ? accOff[j] : xOff[j];
+      return vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), off));
+    };
+    for (size_t j = 0; j < nv; ++j) {
+      std::optional<VReg> v = lowerReducerOutput(reducer, static_cast<int64_t>(j), loadParam);
+      if (!v) return false;
+      vstore(*v, bufs_[inBufs[j]].type, fmt::format("{}", resultSlot[j]));
+      vfree(*v);
+    }
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      VReg v = vload(t, fmt::format("{}", resultSlot[j]));
+      vstore(v, t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
+      vfree(v);
+    }
+  } else {
     std::vector<VReg> args, owned;
     for (size_t j = 0; j < nv; ++j) {
       ElementType t = bufs_[inBufs[j]].type;
@@ -1640,7 +1747,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   }
   int rB = sreg(), rA = sreg(), rRow = sreg(), rRows = sreg(), rX[3] = {sreg(), sreg(), sreg()}, rCnt = sreg(),
       rO = sreg();
-  if (nv > 3) return fail(in, "llo-gen: variadic reductions of more than 3 operands are not supported yet");
+  if (nv > 3) return fail(in, "llo-gen: internal error: the segment reduction kernel takes at most 3 operands");
   std::string lBatch = e_.newLabel("sbatch"), lRow = e_.newLabel("srow"), lV = e_.newLabel("svreg");
   e_.op("smov {}, 0", S(rB));
   e_.label(lBatch);
@@ -2327,9 +2434,10 @@ bool Lowerer::lowerReduce(const Instruction& in) {
   if (k == 0) {
   } else if (r == 0) {
     for (int64_t j = 0; j < nv; ++j) ok = ok && fill(outBufs[j], 0, k, bufs_[outBufs[j]].type, initBufs[j], 0);
-  } else if ((k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) || anyPair) {
+  } else if ((k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) || anyPair || nv > 3) {
     // (Pair and complex types always: the lane tree of emitReduceSegments
-    // moves single registers.)
+    // moves single registers; more than 3 operands too: the segment kernel
+    // keeps a row address per operand in scalar registers.)
     // Many outputs: fold whole rows of outputs, vectorised across the kept
     // elements. Reduced dimensions not already outermost are moved there
     // by a strided DMA (their order kept, so each output folds its inputs
@@ -2527,6 +2635,9 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Copy:
     case Opcode::OptimizationBarrier:
     case Opcode::AddDependency:
+    case Opcode::Domain:
+    case Opcode::SetDimensionSize:
+    case Opcode::DynamicReshape:
     case Opcode::AfterAll:
       return true;
     case Opcode::BitcastConvert:

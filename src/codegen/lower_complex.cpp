@@ -35,7 +35,7 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 bool complexComputed(Opcode op) {
   return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
          op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Convolution || op == Opcode::Scatter ||
-         op == Opcode::Sort || op == Opcode::Iota;
+         op == Opcode::Sort || op == Opcode::Iota || op == Opcode::RngBitGenerator;
 }
 
 }  // namespace

@@ -368,15 +368,22 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
                                 stateCount, philox ? "philox" : "three-fry"));
   const Shape& bs = in.shape().tupleElement(1);
   ElementType bt = bs.elementType();
-  int bytes = typeInfo(bt).bytes;
-  if (bt == ElementType::Pred)
-    return fail(in, fmt::format("llo-gen: rng-bit-generator of {} bits is not supported yet",
-                                hlo::elementTypeName(bt)));
   int64_t count = *bs.elementCount();
+  // The interpreter's fill: a pred gets the low byte of its word, like u8
+  // (not normalised to 0/1); a c64 takes two words like a u64, a c128 four
+  // like two u64s.
+  int outBits = leaves_[&in][1];
+  if (bt == ElementType::Pred) bt = ElementType::U8;
+  if (bt == ElementType::C64) bt = ElementType::U64;
+  if (bt == ElementType::C128) {
+    bt = ElementType::U64;
+    count *= 2;
+  }
+  int bytes = typeInfo(bt).bytes;
   int64_t words = bytes == 8 ? 2 * count : count;
   int64_t blocks = (words + (philox ? 3 : 1)) / (philox ? 4 : 2);
   if (words >= (int64_t{1} << 31)) return fail(in, "llo-gen: rng-bit-generator output is too large");
-  bool ok = emitRngBits(leaves_[in.operand(0)][0], stateCount, philox, bt, count, leaves_[&in][0], leaves_[&in][1]);
+  bool ok = emitRngBits(leaves_[in.operand(0)][0], stateCount, philox, bt, count, leaves_[&in][0], outBits);
   endKernel(static_cast<double>(blocks) * (philox ? 200 : 120), bufs_[leaves_[&in][1]].bytes, 0);
   return ok && !failed_;
 }
@@ -542,6 +549,16 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
         masks_.put(m);
         for (VReg r : x) vfree(r);
         vfree(sel);
+        // Sub-byte integers keep their width, as the interpreter truncates
+        // them: sign-extended from their top bit (s1, s2, s4) or masked.
+        if (int bits = typeInfo(bt).bits; bits < 8 && hlo::isIntegerType(bt)) {
+          if (hlo::isSignedIntegerType(bt)) {
+            e_.op("vshl {}, {}, {}", V(d), V(d), 32 - bits);
+            e_.op("vsra {}, {}, {}", V(d), V(d), 32 - bits);
+          } else {
+            e_.op("vand {}, {}, {}", V(d), V(d), (1 << bits) - 1);
+          }
+        }
         return std::vector<VReg>{d};
       });
   if (!ok) return false;

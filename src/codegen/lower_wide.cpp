@@ -26,6 +26,9 @@ bool movesOnly(Opcode op) {
     case Opcode::Copy:
     case Opcode::OptimizationBarrier:
     case Opcode::AddDependency:
+    case Opcode::Domain:
+    case Opcode::SetDimensionSize:
+    case Opcode::DynamicReshape:
     case Opcode::While:
     case Opcode::Conditional:
     case Opcode::Call:
@@ -73,6 +76,7 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
                                    isGemmCustomCallTarget(in.attrs().customCallTarget)))
     return true;
   if (op == Opcode::BitcastConvert) return true;  // an alias (the widths are checked when planned)
+  if (op == Opcode::GetDimensionSize) return true;  // reads the operand's shape, never its data
   if (complexLeaf) return checkComplexTypes(in, *complexLeaf);
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
                   op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||

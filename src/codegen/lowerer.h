@@ -403,6 +403,11 @@ class Lowerer {
   // Loads or stores one vreg of `t` at VMEM `addr` (pairs: both words).
   void vloadInto(VReg d, ElementType t, const std::string& addr, const std::string& extra = "");
   bool lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out);
+  // Output `index` of a reducer whose root is a tuple, computing only what
+  // it needs; parameter k is loaded by loadParam(k) where first used and
+  // freed after its last use (so any number of operands fits the registers).
+  std::optional<VReg> lowerReducerOutput(const Computation& c, int64_t index,
+                                         const std::function<VReg(int64_t)>& loadParam);
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
   // lower_wide.cpp: lowerOp for s64/u64/f64 operands or results.
   std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);

@@ -749,8 +749,7 @@ std::optional<Value> Interp::evalSort(const Instruction& inst, std::span<const V
   return Value::tuple(std::move(outs));
 }
 
-std::optional<Value> Interp::evalTopK(const Instruction& inst, const Value& x) {
-  const int64_t k = inst.attrs().k;
+std::optional<Value> Interp::evalTopK(const Instruction& inst, const Value& x, int64_t k, bool largest) {
   if (x.rank() == 0 || k < 0 || k > x.dims().back()) {
     error(inst, "k must be between 0 and the last dimension");
     return std::nullopt;
@@ -767,7 +766,7 @@ std::optional<Value> Interp::evalTopK(const Instruction& inst, const Value& x) {
   const size_t eb = static_cast<size_t>(x.elementBytes());
   for (int64_t r = 0; r < rows; ++r) {
     std::iota(idx.begin(), idx.end(), 0);
-    sortByKey(keys.data(), r * len, 1, idx, inst.attrs().largest);
+    sortByKey(keys.data(), r * len, 1, idx, largest);
     for (int64_t j = 0; j < k; ++j) {
       std::memcpy(vals.mutableRaw() + (r * k + j) * static_cast<int64_t>(eb),
                   x.raw() + (r * len + idx[static_cast<size_t>(j)]) * static_cast<int64_t>(eb), eb);

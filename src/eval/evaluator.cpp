@@ -454,7 +454,7 @@ std::optional<Value> Interp::evalInstruction(const Instruction& inst, std::span<
       return evalSort(inst, ops);
     case Opcode::TopK:
       if (!requireArrays()) return std::nullopt;
-      return evalTopK(inst, *ops[0]);
+      return evalTopK(inst, *ops[0], attrs.k, attrs.largest);
     case Opcode::Dot:
       if (!requireArrays()) return std::nullopt;
       if (ops.size() != 2) {
@@ -521,9 +521,10 @@ std::optional<Value> Interp::evalRngBitGenerator(const Instruction& inst, const 
   Value bits = Value::array(bs.elementType(), bs.dimensions());
   Value newState = Value::array(state.type(), state.dims());
   int bytes = bits.elementBytes();
+  // A 16-byte element (c128) takes two 8-byte draws, four words of the stream.
   if (!rngBitGenerator(alg, std::span<const uint64_t>(state.as<uint64_t>(), static_cast<size_t>(state.count())),
                        std::span<uint64_t>(newState.mutableAs<uint64_t>(), static_cast<size_t>(state.count())),
-                       bits.mutableRaw(), bits.count(), bytes == 16 ? 8 : bytes)) {
+                       bits.mutableRaw(), bytes == 16 ? 2 * bits.count() : bits.count(), bytes == 16 ? 8 : bytes)) {
     error(inst, fmt::format("state of {} elements does not suit {}", state.count(),
                             hlo::toString(inst.attrs().rngAlgorithm)));
     return std::nullopt;
@@ -729,6 +730,16 @@ std::optional<Value> Interp::evalCustomCall(const Instruction& inst, std::span<c
     if (ops.size() == 1 && !ops[0]->isArray()) return *ops[0];
     error(inst, fmt::format("custom-call target \"{}\" expects one operand of the result's shape", target));
     return std::nullopt;
+  }
+  if (target == "TopK") {
+    // XLA's custom-call form of topk: the k largest along the last
+    // dimension, k being the last dimension of the (values, indices) result.
+    if (ops.size() != 1 || !ops[0]->isArray() || !s.isTuple() || s.tupleSize() != 2 || !s.tupleElement(0).isArray() ||
+        s.tupleElement(0).rank() != ops[0]->rank() || s.tupleElement(1).elementType() != ElementType::S32) {
+      error(inst, "custom-call target \"TopK\" expects one array and returns (values, s32 indices) of its rank");
+      return std::nullopt;
+    }
+    return evalTopK(inst, *ops[0], s.tupleElement(0).rank() ? s.tupleElement(0).dimensions().back() : 0, true);
   }
   if (target == "AwsNeuronGelu" || target == "AwsNeuronGeluBackward") {
     // Exact (erf) GELU and its derivative, in f64 then rounded to the type.

@@ -93,7 +93,9 @@ class Interp {
   std::optional<Value> evalGather(const hlo::Instruction& inst, const Value& operand, const Value& indices);
   std::optional<Value> evalScatter(const hlo::Instruction& inst, std::span<const Value* const> ops);
   std::optional<Value> evalSort(const hlo::Instruction& inst, std::span<const Value* const> ops);
-  std::optional<Value> evalTopK(const hlo::Instruction& inst, const Value& x);
+  // The k largest (or smallest) along the last dimension: topk, and the
+  // custom-call target "TopK" (k from its result shape, largest).
+  std::optional<Value> evalTopK(const hlo::Instruction& inst, const Value& x, int64_t k, bool largest);
   // collectives.cpp
   std::optional<Value> evalCollective(const hlo::Instruction& inst, std::span<const Value* const> ops);
   // evaluator.cpp

@@ -334,16 +334,23 @@ std::optional<std::string> compareLiterals(const hlo::Literal& got, const hlo::L
     }
     return fmt::format("[{}]", fmt::join(idx, ", "));
   };
+  // NaN matches NaN and an infinity only itself; finite values within tolerance.
+  auto realSame = [&](double g, double e) {
+    if (std::isnan(g) || std::isnan(e)) return std::isnan(g) && std::isnan(e);
+    if (std::isinf(g) || std::isinf(e)) return g == e;
+    return std::fabs(g - e) <= atol + rtol * std::fabs(e);
+  };
   for (int64_t i = 0; i < n; ++i) {
     bool same;
     if (info.isComplex) {
       auto g = got.getComplex(i), e = expected.getComplex(i);
-      same = std::abs(g - e) <= atol + rtol * std::abs(e) || g == e;
+      bool finite = std::isfinite(g.real()) && std::isfinite(g.imag()) && std::isfinite(e.real()) &&
+                    std::isfinite(e.imag());
+      // Non-finite parts (random bits, overflow) compare part by part.
+      same = finite ? std::abs(g - e) <= atol + rtol * std::abs(e)
+                    : realSame(g.real(), e.real()) && realSame(g.imag(), e.imag());
     } else if (info.isFloat) {
-      double g = got.getDouble(i), e = expected.getDouble(i);
-      if (std::isnan(g) || std::isnan(e)) same = std::isnan(g) && std::isnan(e);
-      else if (std::isinf(g) || std::isinf(e)) same = g == e;
-      else same = std::fabs(g - e) <= atol + rtol * std::fabs(e);
+      same = realSame(got.getDouble(i), expected.getDouble(i));
     } else if (info.isInteger && !info.isSigned) {
       same = got.getUint(i) == expected.getUint(i);
     } else {

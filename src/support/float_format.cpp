@@ -171,7 +171,12 @@ uint32_t encodeFloat(FloatFormat format, double value) {
 double decodeFloat(FloatFormat format, uint32_t bits) {
   const FloatFormatInfo& f = floatFormatInfo(format);
   bits &= (1u << f.totalBits) - 1;
-  if (isNaNBits(format, bits)) return std::numeric_limits<double>::quiet_NaN();
+  if (isNaNBits(format, bits)) {
+    // NaNs keep their sign where the format has signed NaNs (as ml_dtypes
+    // widens them); the fnuz NaN is the negative-zero code, not a sign.
+    double nan = std::numeric_limits<double>::quiet_NaN();
+    return f.hasNegativeZero && (bits & signBit(f)) ? -nan : nan;
+  }
   if (format == FloatFormat::F8E8M0FNU) return std::ldexp(1.0, static_cast<int>(bits) - 127);
   bool negative = (bits & signBit(f)) != 0;
   uint32_t magnitude = bits & ~signBit(f);

@@ -230,5 +230,21 @@ TEST(FloatFormat, HalfMatchesHardware) {
 }
 #endif
 
+// Formats with signed NaNs decode them with their sign, so a NaN code
+// survives decoding and encoding (the simulator's registers hold decoded
+// values); the fnuz NaN has no sign.
+TEST(FloatFormat, NaNsKeepTheirSign) {
+  for (FloatFormat f : {FloatFormat::F8E4M3FN, FloatFormat::F8E5M2, FloatFormat::F8E4M3, FloatFormat::F8E3M4,
+                        FloatFormat::BF16, FloatFormat::F16}) {
+    const FloatFormatInfo& info = floatFormatInfo(f);
+    uint32_t sign = 1u << (info.totalBits - 1);
+    uint32_t nan = encodeFloat(f, std::numeric_limits<double>::quiet_NaN());
+    EXPECT_FALSE(std::signbit(decodeFloat(f, nan))) << nameOf(f);
+    EXPECT_TRUE(std::signbit(decodeFloat(f, nan | sign))) << nameOf(f);
+    EXPECT_EQ(encodeFloat(f, decodeFloat(f, nan | sign)), nan | sign) << nameOf(f);
+  }
+  EXPECT_FALSE(std::signbit(decodeFloat(FloatFormat::F8E4M3FNUZ, 0x80)));
+}
+
 }  // namespace
 }  // namespace tpu
