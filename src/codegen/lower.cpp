@@ -156,6 +156,14 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (!checkTypes(in)) return false;
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
+    case Opcode::Real:
+      // Of a real type: the operand itself. An alias keeps every byte (NaN
+      // payloads included, which the register form of narrow floats would
+      // not); inside fusions it is a register copy.
+      if (typeInfo(in.operand(0)->shape().elementType()).isComplex) break;
+      if (!checkTypes(in)) return false;
+      leaves_[&in] = leaves_[in.operand(0)];
+      return true;
     case Opcode::BitcastConvert: {
       if (!checkTypes(in)) return false;
       // Memory holds the same bytes either way (XLA splits and joins
@@ -2550,6 +2558,9 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Sort: return lowerSort(in);
     case Opcode::Gather: return lowerGather(in);
     case Opcode::Scatter: return lowerScatter(in);
+    case Opcode::Real:
+      if (!typeInfo(in.operand(0)->shape().elementType()).isComplex) return true;  // an alias (planned)
+      break;
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);
