@@ -203,6 +203,14 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (!checkTypes(in)) return false;
       leaves_[&in] = leaves_[in.operand(0)];
       return true;
+    case Opcode::Real:
+      // Of a real type: the operand itself. An alias keeps every byte (NaN
+      // payloads included, which the register form of narrow floats would
+      // not); inside fusions it is a register copy.
+      if (typeInfo(in.operand(0)->shape().elementType()).isComplex) break;
+      if (!checkTypes(in)) return false;
+      leaves_[&in] = leaves_[in.operand(0)];
+      return true;
     case Opcode::BitcastConvert: {
       if (!checkTypes(in)) return false;
       // Memory holds the same bytes either way (XLA splits and joins
@@ -1132,6 +1140,57 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
     case Opcode::Power:
       if (!f) return integerPower(ops[0], ops[1], rt);
       return bin("vpow", "");
+    case Opcode::Asin:
+    case Opcode::Acos:
+    case Opcode::Atan:
+    case Opcode::Asinh:
+    case Opcode::Acosh:
+    case Opcode::Atanh:
+    case Opcode::Erf: {
+      // One EUP row each, computed in f32 like the interpreter (narrow
+      // floats are rounded back by normalize).
+      static const std::map<Opcode, const char*> kRows = {
+          {Opcode::Asin, "vasin"},   {Opcode::Acos, "vacos"},   {Opcode::Atan, "vatan"}, {Opcode::Asinh, "vasinh"},
+          {Opcode::Acosh, "vacosh"}, {Opcode::Atanh, "vatanh"}, {Opcode::Erf, "verf"},
+      };
+      if (!f) return unsupported();
+      return un(kRows.at(in.opcode()));
+    }
+    case Opcode::Atan2:
+      if (!f) return unsupported();
+      return bin("vatan2", "");
+    case Opcode::Real:  // of a real type: the value itself
+      return vcopy(ops[0], rt);
+    case Opcode::Imag: {  // of a real type: the type's all-zero-bits value, as the interpreter's zeros
+      return vconst(rt, literalBits(hlo::Literal::zeros(hlo::Shape::scalar(rt)), rt));
+    }
+    case Opcode::Mulhi: {
+      if (f) return unsupported();
+      int bits = typeInfo(ot).bits;
+      if (bits == 32) {
+        // The high word of the exact 64-bit product: the operands extended
+        // to pairs (sign or zero), then word 1 of vmul.i64.
+        VReg ah = valloc(ElementType::S32), bh = valloc(ElementType::S32);
+        if (u) {
+          e_.op("vmov.s32 {}, 0", V(ah));
+          e_.op("vmov.s32 {}, 0", V(bh));
+        } else {
+          e_.op("vsra {}, {}, 31", V(ah), V(ops[0]));
+          e_.op("vsra {}, {}, 31", V(bh), V(ops[1]));
+        }
+        VReg d = valloc(rt);
+        e_.op("vmul.i64 {}, {}, {}, {}, {}, 1", V(d), V(ops[0]), V(ah), V(ops[1]), V(bh));
+        vfree(ah);
+        vfree(bh);
+        return d;
+      }
+      if (bits < 8) return unsupported();  // the interpreter has no mulhi for s4/u4 either
+      // 8 and 16 bits: the product is exact in a 32-bit lane (u16's bit
+      // pattern too), its high half one shift away.
+      VReg d = binop("vmul.s32", ops[0], V(ops[1]), rt);
+      e_.op("{} {}, {}, {}", u ? "vshr" : "vsra", V(d), V(d), bits);
+      return normalize(d);
+    }
     case Opcode::Tan: {
       VReg s = unop("vsin", ops[0], rt), c = unop("vcos", ops[0], rt);
       VReg d = binop("vdiv.f32", s, V(c), rt);
@@ -2724,6 +2783,9 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Sort: return lowerSort(in);
     case Opcode::Gather: return lowerGather(in);
     case Opcode::Scatter: return lowerScatter(in);
+    case Opcode::Real:
+      if (!typeInfo(in.operand(0)->shape().elementType()).isComplex) return true;  // an alias (planned)
+      break;
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);

@@ -760,6 +760,13 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
     case Opcode::Atan2:
       if (!isF64) return unsupported();
       return pairBinary("vatan2.f64", ops[0], ops[1]);
+    case Opcode::Mulhi:
+      if (isF64) return unsupported();
+      return pairBinary(isUnsigned ? "vmulhi.u64" : "vmulhi.s64", ops[0], ops[1]);
+    case Opcode::Real:  // of a real type: the value itself
+      return vcopy(ops[0], rt);
+    case Opcode::Imag:
+      return zeroPair();
     case Opcode::And:
     case Opcode::Or:
     case Opcode::Xor:

@@ -389,6 +389,16 @@ void convertLoop(const void* in, void* out, int64_t n, bool toPred) {
   for (int64_t i = 0; i < n; ++i) o[i] = convertOne<From, To>(a[i]);
 }
 
+// The high half of the product, computed exactly in the wider type W.
+template <typename T, typename W>
+void mulhiLoop(const void* a, const void* b, void* out, int64_t n) {
+  auto* x = static_cast<const T*>(a);
+  auto* y = static_cast<const T*>(b);
+  auto* o = static_cast<T*>(out);
+  constexpr int shift = sizeof(T) * 8;
+  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>((static_cast<W>(x[i]) * static_cast<W>(y[i])) >> shift);
+}
+
 }  // namespace
 
 bool isFloatK(KType t) { return t == KType::F32 || t == KType::F64; }
@@ -425,6 +435,20 @@ bool unaryKernel(UnaryOp op, KType type, const void* in, void* out, int64_t n, i
     else if constexpr (std::is_floating_point_v<T>) return floatUnary<T>(op, in, out, n);
     else return intUnary<T>(op, in, out, n, bits);
   });
+}
+
+bool mulhiKernel(KType type, const void* a, const void* b, void* out, int64_t n) {
+  switch (type) {
+    case KType::S8: mulhiLoop<int8_t, int32_t>(a, b, out, n); return true;
+    case KType::U8: mulhiLoop<uint8_t, uint32_t>(a, b, out, n); return true;
+    case KType::S16: mulhiLoop<int16_t, int32_t>(a, b, out, n); return true;
+    case KType::U16: mulhiLoop<uint16_t, uint32_t>(a, b, out, n); return true;
+    case KType::S32: mulhiLoop<int32_t, int64_t>(a, b, out, n); return true;
+    case KType::U32: mulhiLoop<uint32_t, uint64_t>(a, b, out, n); return true;
+    case KType::S64: mulhiLoop<int64_t, __int128>(a, b, out, n); return true;
+    case KType::U64: mulhiLoop<uint64_t, unsigned __int128>(a, b, out, n); return true;
+    default: return false;
+  }
 }
 
 bool binaryKernel(BinaryOp op, KType type, const void* a, const void* b, void* out, int64_t n, int bits) {

@@ -31,6 +31,9 @@ enum class CompareDir : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
 // not accept the type (the caller reports it).
 bool unaryKernel(UnaryOp op, KType type, const void* in, void* out, int64_t n, int bits);
 bool binaryKernel(BinaryOp op, KType type, const void* a, const void* b, void* out, int64_t n, int bits);
+// mulhi: the high half of the exact product of two integers of 8 bits or
+// more (s64 and u64 through 128-bit products). false for other types.
+bool mulhiKernel(KType type, const void* a, const void* b, void* out, int64_t n);
 // Output is one byte (0/1) per element. totalOrder: XLA's TOTALORDER for floats.
 bool compareKernel(CompareDir dir, bool totalOrder, KType type, const void* a, const void* b, uint8_t* out,
                    int64_t n);

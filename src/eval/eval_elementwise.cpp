@@ -104,26 +104,6 @@ void selectBytes(int bytes, const uint8_t* p, bool scalarPred, const void* t, co
   }
 }
 
-template <typename T, typename W>
-void mulhiLoop(const T* a, const T* b, T* o, int64_t n) {
-  constexpr int shift = sizeof(T) * 8;
-  for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>((static_cast<W>(a[i]) * static_cast<W>(b[i])) >> shift);
-}
-
-bool mulhi(KType k, const void* a, const void* b, void* o, int64_t n) {
-  switch (k) {
-    case KType::S8: mulhiLoop<int8_t, int32_t>(static_cast<const int8_t*>(a), static_cast<const int8_t*>(b), static_cast<int8_t*>(o), n); return true;
-    case KType::U8: mulhiLoop<uint8_t, uint32_t>(static_cast<const uint8_t*>(a), static_cast<const uint8_t*>(b), static_cast<uint8_t*>(o), n); return true;
-    case KType::S16: mulhiLoop<int16_t, int32_t>(static_cast<const int16_t*>(a), static_cast<const int16_t*>(b), static_cast<int16_t*>(o), n); return true;
-    case KType::U16: mulhiLoop<uint16_t, uint32_t>(static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), static_cast<uint16_t*>(o), n); return true;
-    case KType::S32: mulhiLoop<int32_t, int64_t>(static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), static_cast<int32_t*>(o), n); return true;
-    case KType::U32: mulhiLoop<uint32_t, uint64_t>(static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), static_cast<uint32_t*>(o), n); return true;
-    case KType::S64: mulhiLoop<int64_t, __int128>(static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), static_cast<int64_t*>(o), n); return true;
-    case KType::U64: mulhiLoop<uint64_t, unsigned __int128>(static_cast<const uint64_t*>(a), static_cast<const uint64_t*>(b), static_cast<uint64_t*>(o), n); return true;
-    default: return false;
-  }
-}
-
 // XLA's reduce-precision on the bits of an IEEE float.
 template <typename F, typename U, int kMant, int kExp>
 void reducePrecisionLoop(F* data, int64_t n, int64_t expBits, int64_t mantBits) {
@@ -349,7 +329,7 @@ std::optional<Value> Interp::evalElementwise(const Instruction& inst, std::span<
     case Opcode::Mulhi: {
       if (!sameCounts()) return std::nullopt;
       Value out = Value::array(outType, x.dims());
-      if (rep->bits < 8 || !mulhi(rep->k, x.raw(), ops[1]->raw(), out.mutableRaw(), x.count())) return typeError();
+      if (rep->bits < 8 || !mulhiKernel(rep->k, x.raw(), ops[1]->raw(), out.mutableRaw(), x.count())) return typeError();
       return out;
     }
     case Opcode::Select: {

@@ -61,6 +61,28 @@ TEST(Scheduler, RespectsLatencies) {
   EXPECT_EQ(c[3], 0);  // independent: fills the first bundle
 }
 
+TEST(Scheduler, EupRowsAndPairRowsTakeTheirTableLatencies) {
+  // vasin and vatan2 (EUP latency) read each other's results; vmulhi.u64
+  // (a pair row in the VALU slot, VectorCvt latency) reads all four
+  // registers of its operands, so it waits for the last one, vatan2.
+  std::vector<std::string> lines = {"vasin v2, v1", "vatan2 v3, v2, -0.5", "vmulhi.u64 v4, v1, v2, v1, v3, 1",
+                                    "verf v5, v1"};
+  std::string text = ".entry main() -> ()\n";
+  for (const std::string& l : lines) text += "  " + l + "\n";
+  isa::Program p = assembleFlat(text + "  halt\n");
+  std::vector<const isa::Instr*> ops;
+  for (size_t i = 0; i < lines.size(); ++i) ops.push_back(&p.bundles[i].instrs[0]);
+  target::TargetDesc t = v5e();
+  std::vector<int> c = scheduleBlock(ops, t);
+  const int eup = t.latency(target::LatencyClass::Eup);
+  EXPECT_EQ(c[0], 0);
+  EXPECT_EQ(c[1], eup);
+  EXPECT_EQ(c[2], 2 * eup);
+  // Independent of the others, but it shares the EUP slot with vasin.
+  EXPECT_GT(c[3], 0);
+  EXPECT_LT(c[3], c[1]);
+}
+
 TEST(Scheduler, WarMaySharePackedBundleButRawMayNot) {
   isa::Program p = assembleFlat(
       ".entry main() -> ()\n"

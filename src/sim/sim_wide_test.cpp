@@ -173,6 +173,25 @@ TEST(SimWide, IntegerPairMultiplyShiftsAndDivide) {
   }
 }
 
+TEST(SimWide, MulhiPairsAreTheHigh64BitsOf128BitProducts) {
+  const uint64_t m = std::numeric_limits<uint64_t>::max(), lo = 0x8000000000000000ull;
+  std::vector<uint64_t> x = probe64(7, {m, lo, lo, lo - 1, m, 0xFFFFFFFFull, 0, 1, m});
+  std::vector<uint64_t> y = probe64(8, {m, lo, lo - 1, lo - 1, 1, 0x100000000ull, m, m, 2});
+  auto hs = runPair(x, y, [](ProgramBuilder& b) { binaryPair(b, "vmulhi.s64"); });
+  auto hu = runPair(x, y, [](ProgramBuilder& b) { binaryPair(b, "vmulhi.u64"); });
+  ASSERT_EQ(hs.size(), 1024u);
+  for (size_t i = 0; i < 1024; ++i) {
+    __int128 ps = static_cast<__int128>(static_cast<int64_t>(x[i])) * static_cast<int64_t>(y[i]);
+    unsigned __int128 pu = static_cast<unsigned __int128>(x[i]) * y[i];
+    ASSERT_EQ(hs[i], static_cast<uint64_t>(ps >> 64)) << i;
+    ASSERT_EQ(hu[i], static_cast<uint64_t>(pu >> 64)) << i;
+  }
+  EXPECT_EQ(hs[0], 0u);                      // -1 * -1 = 1
+  EXPECT_EQ(hu[0], m - 1);                   // (2^64 - 1)^2 = 2^128 - 2^65 + 1
+  EXPECT_EQ(hs[1], 0x4000000000000000ull);   // INT64_MIN^2 = 2^126
+  EXPECT_EQ(hs[4], m);                       // -1 * 1: the sign fills the high half
+}
+
 TEST(SimWide, F64PairArithmeticIsTheHostsBitForBit) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<uint64_t> x = probe64(3, {U(0.1), U(-0.0), U(inf), U(nan), U(1e308), U(-3.5), U(2.5), U(0.0)});

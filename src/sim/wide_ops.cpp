@@ -23,7 +23,7 @@ using isa::Opcode;
 
 namespace {
 
-enum class PairShape : uint8_t { None, Binary, Unary, Compare, FromF32, ToF32Word };
+enum class PairShape : uint8_t { None, Binary, MulHigh, Unary, Compare, FromF32, ToF32Word };
 
 struct PairOp {
   PairShape shape = PairShape::None;
@@ -51,6 +51,10 @@ PairOp pairOp(Opcode op) {
   switch (op) {
     case Opcode::VMulI64:
       return bin(BinaryOp::Mul, KType::U64);
+    case Opcode::VMulhiS64:
+      return PairOp{PairShape::MulHigh, KType::S64, KType::S64};
+    case Opcode::VMulhiU64:
+      return PairOp{PairShape::MulHigh, KType::U64, KType::U64};
     case Opcode::VDivS64:
       return bin(BinaryOp::Div, KType::S64);
     case Opcode::VDivU64:
@@ -272,6 +276,12 @@ bool Machine::execPair(const DecodedOp& op) {
       joinPair(vregs_[op.b.reg].w, vregs_[op.bh.reg].w, b);
       if (!eval::binaryKernel(p.binary, p.type, a.data(), b.data(), r.data(), kVregWords, 64))
         return failf(fmt::format("internal: {} has no host kernel", op.desc->mnemonic));
+      splitWord(r, op.word, vregs_[op.d].w);
+      return true;
+    case PairShape::MulHigh:
+      joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
+      joinPair(vregs_[op.b.reg].w, vregs_[op.bh.reg].w, b);
+      eval::mulhiKernel(p.type, a.data(), b.data(), r.data(), kVregWords);
       splitWord(r, op.word, vregs_[op.d].w);
       return true;
     case PairShape::Unary:
