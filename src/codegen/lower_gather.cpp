@@ -751,7 +751,7 @@ bool Lowerer::lowerScatter(const Instruction& in) {
             // Chunk index along dim split (times the chunk), then the outer coordinates.
             int rQ = sreg(), rX = sreg();
             e_.op("srem {}, {}, {}", S(rX), S(rP), chunksPerRow);
-            e_.op("scmp.eq {}, {}, {}", S(rTail), S(rX), chunksPerRow - 1);
+            if (tailChunk > 0) e_.op("scmp.eq {}, {}, {}", S(rTail), S(rX), chunksPerRow - 1);
             e_.op("smul {}, {}, {}", S(rT), S(rX), chunk * opS[split]);
             e_.op("sadd {}, {}, {}", S(rPO), S(rO), S(rT));
             e_.op("smul {}, {}, {}", S(rT), S(rX), chunk * updS[split]);

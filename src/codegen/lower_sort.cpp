@@ -107,6 +107,10 @@ bool Lowerer::lowerSort(const Instruction& in) {
     if (external) {
       std::vector<int64_t> rd = {outer, inner, n};
       src[ku] = dst[ku] = tempBuf(types[ku], {rows, N});
+      // Chunks are addressed by byte offsets in scalar registers.
+      if (base(src[ku]) + static_cast<int64_t>(bufs_[src[ku]].bytes) > INT32_MAX ||
+          base(idxBuf) + static_cast<int64_t>(bufs_[idxBuf].bytes) > INT32_MAX)
+        return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
       emitCopy(src[ku], 0, inBuf, 0, rd, {inner * N * es, N * es, es}, {n * inner * es, es, inner * es}, es);
       continue;
     }
