@@ -20,11 +20,11 @@ struct AsmOptions {
   // JSON path). With `targetIsExplicit`, a `.target` line must agree with it.
   std::string target = "v5e";
   bool targetIsExplicit = false;
+  // Pack consecutive single ops into bundles (false: one op per bundle).
+  bool autoBundle = true;
   // A description given directly (e.g. loaded from a JSON file): used when
   // the file has no `.target` line, instead of looking `target` up.
   std::optional<target::TargetDesc> targetDesc;
-  // Pack consecutive single ops into bundles (false: one op per bundle).
-  bool autoBundle = true;
 };
 
 struct Assembled {
