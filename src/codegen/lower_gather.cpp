@@ -2,8 +2,9 @@
 // vectors: a chunk of the index array is staged in SMEM (one word per
 // component), each vector is read with sld, turned into HBM byte offsets in
 // scalar registers, and the slice or window moves with one strided DMA whose
-// addresses are those registers. The loop is emitted once, so code size does
-// not depend on the number of indices.
+// addresses are those registers (a combined scatter window too big for VMEM
+// or for one descriptor moves in pieces, a loop of its own). The loop is
+// emitted once, so code size does not depend on the number of indices.
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
