@@ -28,6 +28,7 @@ std::optional<llo::Assembled> assembleScheduled(const std::string& name, std::st
   SourceFile file(name + ".llo", std::move(text));
   llo::AsmOptions asmOptions;
   asmOptions.target = targetSpec.empty() ? target.name : targetSpec;
+  if (targetSpec.empty()) asmOptions.targetDesc = target;  // a JSON chip has no built-in name to look up
   asmOptions.autoBundle = false;
   auto assembled = llo::assembleLlo(file, asmOptions, diags);
   if (!assembled) return std::nullopt;
@@ -155,6 +156,7 @@ std::optional<isa::Program> compileModule(const hlo::Module& module, const targe
   SourceFile file(module.name() + ".llo", std::move(r->llo));
   llo::AsmOptions asmOptions;
   asmOptions.target = target.name;
+  asmOptions.targetDesc = target;  // a JSON chip has no built-in name to look up
   auto assembled = llo::assembleLlo(file, asmOptions, diags);
   if (!assembled) return std::nullopt;
   return std::move(assembled->program);

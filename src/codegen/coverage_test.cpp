@@ -515,6 +515,32 @@ ENTRY main {
   v = f32[900,300] add(g, u)
   ROOT r = f32[2000,300] scatter(x, i, v), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
 })");
+  // Sort rows and a scatter window bigger than VMEM: external sort, window pieces.
+  programs.push_back(R"(HloModule m
+lt {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  c = f32[] parameter(2)
+  d = f32[] parameter(3)
+  ROOT r = pred[] compare(a, b), direction=LT
+}
+ENTRY main {
+  k = s32[2,9000] parameter(0)
+  v = f32[2,9000] parameter(1)
+  ROOT r = (s32[2,9000], f32[2,9000]) sort(k, v), dimensions={1}, is_stable=true, to_apply=lt
+})");
+  programs.push_back(R"(HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[50,3100] parameter(0)
+  i = s32[4,2] parameter(1)
+  u = f32[4,40,3000] parameter(2)
+  ROOT r = f32[50,3100] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add
+})");
   std::vector<std::string> failures;
   int passed = 0;
   for (const std::string& text : programs) {

@@ -2,8 +2,9 @@
 // vectors: a chunk of the index array is staged in SMEM (one word per
 // component), each vector is read with sld, turned into HBM byte offsets in
 // scalar registers, and the slice or window moves with one strided DMA whose
-// addresses are those registers. The loop is emitted once, so code size does
-// not depend on the number of indices.
+// addresses are those registers (a combined scatter window too big for VMEM
+// or for one descriptor moves in pieces, a loop of its own). The loop is
+// emitted once, so code size does not depend on the number of indices.
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -520,45 +521,118 @@ bool Lowerer::lowerScatter(const Instruction& in) {
   };
   // Descriptors per operand: update -> result (overwrite), or result and
   // update windows into contiguous VMEM and back (combine).
-  std::vector<std::string> dOver, dLoadCur, dLoadUpd, dStore;
+  std::vector<std::string> dOver;
   std::vector<bool> overDirect(n, true);
   std::vector<int64_t> vCur(n), vUpd(n);
-  const int64_t nV = (W + kVregElems - 1) / kVregElems;
-  uint64_t vmemTop = 0;
-  for (size_t k = 0; k < n; ++k) {
-    int e = esz[k];
-    std::vector<int64_t> contig = byteStrides(winCounts, e);
-    if (overwrite) {
+  if (overwrite)
+    for (size_t k = 0; k < n; ++k) {
+      int e = esz[k];
       Box b = makeBox(winCounts, scaled(updS, e), scaled(opS, e), e);
       overDirect[k] = b.dims.size() <= maxDims && b.chunk < (uint64_t{1} << 31);
       dOver.push_back(overDirect[k] ? e_.desc(b.chunk, b.dims) : "");
-      continue;
     }
-    Box lc = makeBox(winCounts, scaled(opS, e), contig, e);
-    Box lu = makeBox(winCounts, scaled(updS, e), contig, e);
-    Box sb = makeBox(winCounts, contig, scaled(opS, e), e);
-    for (const Box* b : {&lc, &lu, &sb})
-      if (b->dims.size() > maxDims || b->chunk >= (uint64_t{1} << 31))
-        return fail(
-            in, fmt::format("llo-gen: scatter '{}': the window needs more DMA dimensions than the target has",
-                            in.name()));
-    dLoadCur.push_back(e_.desc(lc.chunk, lc.dims));
-    dLoadUpd.push_back(e_.desc(lu.chunk, lu.dims));
-    dStore.push_back(e_.desc(sb.chunk, sb.dims));
-    uint64_t bytes = alignUp(static_cast<uint64_t>(nV * kVregElems * e), 512);
-    vCur[k] = static_cast<int64_t>(vmemTop);
-    vmemTop += bytes;
-    vUpd[k] = static_cast<int64_t>(vmemTop);
-    vmemTop += bytes;
+  // A combined window that does not fit VMEM (or one descriptor) goes in
+  // pieces: a loop over window dims [0, split) and over chunks of `chunk`
+  // (the last one `tailChunk`) along dim split, every piece holding the
+  // whole of the later dims. Pieces of one window are disjoint.
+  struct PieceDescs {
+    std::vector<std::string> loadCur, loadUpd, store;
+    int64_t nV = 0;
+  };
+  auto pieceCounts = [&](size_t split, int64_t c) {
+    std::vector<int64_t> pc = winCounts;
+    for (size_t i = 0; i < split; ++i) pc[i] = 1;
+    pc[split] = c;
+    return pc;
+  };
+  // VMEM slot bytes for a piece, or 0 when its boxes need too many DMA dims.
+  auto pieceSlotBytes = [&](const std::vector<int64_t>& pc) -> uint64_t {
+    uint64_t top = 0;
+    int64_t nV = (product(pc) + kVregElems - 1) / kVregElems;
+    for (size_t k = 0; k < n; ++k) {
+      int e = esz[k];
+      std::vector<int64_t> contig = byteStrides(pc, e);
+      for (const Box& b : {makeBox(pc, scaled(opS, e), contig, e), makeBox(pc, scaled(updS, e), contig, e),
+                           makeBox(pc, contig, scaled(opS, e), e)})
+        if (b.dims.size() > maxDims || b.chunk >= (uint64_t{1} << 31)) return 0;
+      top += 2 * alignUp(static_cast<uint64_t>(nV * kVregElems * e), 512);
+    }
+    return alignUp(top, 512);
+  };
+  size_t split = 0;
+  int64_t chunk = winCounts.empty() ? 1 : winCounts[0], tailChunk = 0;
+  uint64_t slotBytes = 0;
+  if (!overwrite) {
+    if (winCounts.empty()) {
+      winCounts = {1};
+      opS = {1};
+      updS = {1};
+    }
+    chunk = winCounts[0];
+    bool found = false;
+    for (split = 0; split < winCounts.size() && !found; ++split) {
+      auto fits = [&](int64_t c) {
+        uint64_t b = pieceSlotBytes(pieceCounts(split, c));
+        return b > 0 && 2 * b <= vmemBudget();
+      };
+      if (!fits(1)) continue;
+      // The largest chunk that fits (VMEM grows with it; the DMA dims are
+      // the same for every chunk of 2 or more).
+      int64_t lo = 1, hi = winCounts[split];
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (fits(mid)) lo = mid;
+        else hi = mid - 1;
+      }
+      chunk = lo;
+      found = true;
+      break;
+    }
+    if (!found)
+      return fail(in, fmt::format("llo-gen: scatter '{}': not even one element of the window fits in VMEM "
+                                  "and one DMA descriptor",
+                                  in.name()));
+    tailChunk = winCounts[split] % chunk;
+    slotBytes = pieceSlotBytes(pieceCounts(split, chunk));
   }
-  // Combined windows alternate between two VMEM slots, so the write-back of
-  // one window overlaps the loads of the next unless the two windows overlap
-  // in the operand. sem3 and sem4 count finished write-backs of slot 0 and
-  // 1; each starts with one window's credit so the first waits pass.
-  const uint64_t slotBytes = alignUp(vmemTop, 512);
-  if (2 * slotBytes > vmemBudget())
-    return fail(
-        in, fmt::format("llo-gen: scatter '{}': a window of {} elements does not fit in VMEM", in.name(), W));
+  // Offsets of the operands' pieces in a VMEM slot (the full piece's sizes;
+  // a tail piece is smaller).
+  PieceDescs fullPiece, tailPiece;
+  if (!overwrite) {
+    std::vector<int64_t> pc = pieceCounts(split, chunk);
+    int64_t nV = (product(pc) + kVregElems - 1) / kVregElems;
+    uint64_t vmemTop = 0;
+    for (size_t k = 0; k < n; ++k) {
+      uint64_t bytes = alignUp(static_cast<uint64_t>(nV * kVregElems * esz[k]), 512);
+      vCur[k] = static_cast<int64_t>(vmemTop);
+      vmemTop += bytes;
+      vUpd[k] = static_cast<int64_t>(vmemTop);
+      vmemTop += bytes;
+    }
+    for (auto [piece, c] : {std::pair{&fullPiece, chunk}, {&tailPiece, tailChunk}}) {
+      if (c == 0) continue;
+      std::vector<int64_t> cnt = pieceCounts(split, c);
+      piece->nV = (product(cnt) + kVregElems - 1) / kVregElems;
+      for (size_t k = 0; k < n; ++k) {
+        int e = esz[k];
+        std::vector<int64_t> contig = byteStrides(cnt, e);
+        Box lc = makeBox(cnt, scaled(opS, e), contig, e);
+        Box lu = makeBox(cnt, scaled(updS, e), contig, e);
+        Box sb = makeBox(cnt, contig, scaled(opS, e), e);
+        piece->loadCur.push_back(e_.desc(lc.chunk, lc.dims));
+        piece->loadUpd.push_back(e_.desc(lu.chunk, lu.dims));
+        piece->store.push_back(e_.desc(sb.chunk, sb.dims));
+      }
+    }
+  }
+  int64_t chunksPerRow = overwrite ? 1 : (winCounts[split] + chunk - 1) / chunk;
+  int64_t nPieces = chunksPerRow;
+  for (size_t i = 0; i < split; ++i) nPieces *= winCounts[i];
+  // Combined pieces alternate between two VMEM slots, so the write-back of
+  // one piece overlaps the loads of the next unless the two overlap in the
+  // operand (only possible for the first piece of a window and the last of
+  // the previous one). sem3 and sem4 count finished write-backs of slot 0
+  // and 1; each starts with one piece's credit so the first waits pass.
   std::vector<int64_t> startDims;  // operand dims whose window start varies, in the body's order
   for (int64_t d = 0; d < orank; ++d)
     if (fromIndex[static_cast<size_t>(d)] >= 0) startDims.push_back(d);
@@ -652,22 +726,73 @@ bool Lowerer::lowerScatter(const Instruction& in) {
           }
           int rSem = sreg();
           std::string lApart = e_.newLabel("apart");
-          e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
-          e_.op("sem.wait sem[{}], {}", S(rSem), n);  // this slot's last write-back has left VMEM
+          if (nPieces == 1) {
+            e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
+            e_.op("sem.wait sem[{}], {}", S(rSem), n);  // this slot's last write-back has left VMEM
+          }
           e_.op("br.eq {}, 0, {}", S(rOv), lApart);
           e_.op("sxor {}, {}, 1", S(rC), S(rSlot));
           e_.op("sadd {}, {}, 3", S(rC), S(rC));
           e_.op("sem.wait sem[{}], {}", S(rC), n);  // the previous window is back in HBM
           e_.op("sem.signal sem[{}], {}", S(rC), n);
           e_.label(lApart);
+          // Pieces: rP counts them; rO / rU move to the piece's start.
+          int rP = -1, rPO = -1, rPU = -1, rTail = -1;
+          std::string lPiece = e_.newLabel("piece"), lFull = e_.newLabel("fullpiece"),
+                      lLoaded = e_.newLabel("loaded");
+          if (nPieces > 1) {
+            rP = sreg();
+            rPO = sreg();
+            rPU = sreg();
+            rTail = sreg();
+            e_.op("smov {}, 0", S(rP));
+            e_.label(lPiece);
+            e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
+            e_.op("sem.wait sem[{}], {}", S(rSem), n);  // this slot's last write-back has left VMEM
+            // Chunk index along dim split (times the chunk), then the outer coordinates.
+            int rQ = sreg(), rX = sreg();
+            e_.op("srem {}, {}, {}", S(rX), S(rP), chunksPerRow);
+            if (tailChunk > 0) e_.op("scmp.eq {}, {}, {}", S(rTail), S(rX), chunksPerRow - 1);
+            e_.op("smul {}, {}, {}", S(rT), S(rX), chunk * opS[split]);
+            e_.op("sadd {}, {}, {}", S(rPO), S(rO), S(rT));
+            e_.op("smul {}, {}, {}", S(rT), S(rX), chunk * updS[split]);
+            e_.op("sadd {}, {}, {}", S(rPU), S(rU), S(rT));
+            if (split > 0) e_.op("sdiv {}, {}, {}", S(rQ), S(rP), chunksPerRow);
+            for (size_t i = split; i-- > 0;) {
+              if (i > 0) e_.op("srem {}, {}, {}", S(rX), S(rQ), winCounts[i]);
+              int coord = i > 0 ? rX : rQ;
+              e_.op("smul {}, {}, {}", S(rT), S(coord), opS[i]);
+              e_.op("sadd {}, {}, {}", S(rPO), S(rPO), S(rT));
+              e_.op("smul {}, {}, {}", S(rT), S(coord), updS[i]);
+              e_.op("sadd {}, {}, {}", S(rPU), S(rPU), S(rT));
+              if (i > 0) e_.op("sdiv {}, {}, {}", S(rQ), S(rQ), winCounts[i]);
+            }
+            sregs_.put(rQ);
+            sregs_.put(rX);
+          }
+          int rPieceO = nPieces > 1 ? rPO : rO, rPieceU = nPieces > 1 ? rPU : rU;
           int rV = rOv;
           e_.op("smul {}, {}, {}", S(rV), S(rSlot), slotBytes);
-          for (size_t k = 0; k < n; ++k) {
-            addr(rA, rO, outs[k], esz[k]);
-            addr(rB, rU, updBufs[k], esz[k]);
-            e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadCur[k], S(rV), vCur[k], hbm(outs[k]), S(rA));
-            e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", dLoadUpd[k], S(rV), vUpd[k], hbm(updBufs[k]), S(rB));
+          auto loads = [&](const PieceDescs& pd) {
+            for (size_t k = 0; k < n; ++k) {
+              addr(rA, rPieceO, outs[k], esz[k]);
+              addr(rB, rPieceU, updBufs[k], esz[k]);
+              e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", pd.loadCur[k], S(rV), vCur[k], hbm(outs[k]), S(rA));
+              e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", pd.loadUpd[k], S(rV), vUpd[k], hbm(updBufs[k]),
+                    S(rB));
+            }
+          };
+          int rCount = sreg();
+          if (tailChunk > 0) {
+            e_.op("br.eq {}, 0, {}", S(rTail), lFull);
+            loads(tailPiece);
+            e_.op("smov {}, {}", S(rCount), tailPiece.nV);
+            e_.op("jmp {}", lLoaded);
+            e_.label(lFull);
           }
+          loads(fullPiece);
+          e_.op("smov {}, {}", S(rCount), fullPiece.nV);
+          e_.label(lLoaded);
           e_.op("sem.wait sem2, {}", 2 * n);
           {
             PoolGuard inner({&sregs_, &vregs_, &masks_});
@@ -680,7 +805,7 @@ bool Lowerer::lowerScatter(const Instruction& in) {
               rOff[e] = sreg();
               e_.op("smov {}, {}", S(rOff[e]), S(rV));
             }
-            e_.op("smov {}, {}", S(rCnt), nV);
+            e_.op("smov {}, {}", S(rCnt), S(rCount));
             std::string lV = e_.newLabel("combine");
             e_.label(lV);
             std::vector<VReg> params;
@@ -700,13 +825,31 @@ bool Lowerer::lowerScatter(const Instruction& in) {
             for (int e : widths) e_.op("sadd {}, {}, {}", S(rOff[e]), S(rOff[e]), kVregElems * e);
             e_.op("loop {}, {}", S(rCnt), lV);
           }
-          for (size_t k = 0; k < n; ++k) {
-            addr(rA, rO, outs[k], esz[k]);
-            e_.op("dma.v2h {}, {}[{}], [{} + {}], sem[{}]", dStore[k], hbm(outs[k]), S(rA), S(rV), vCur[k],
-                  S(rSem));
+          auto stores = [&](const PieceDescs& pd) {
+            for (size_t k = 0; k < n; ++k) {
+              addr(rA, rPieceO, outs[k], esz[k]);
+              e_.op("dma.v2h {}, {}[{}], [{} + {}], sem[{}]", pd.store[k], hbm(outs[k]), S(rA), S(rV), vCur[k],
+                    S(rSem));
+            }
+          };
+          if (tailChunk > 0) {
+            std::string lFullStore = e_.newLabel("fullstore"), lStored = e_.newLabel("stored");
+            e_.op("br.eq {}, 0, {}", S(rTail), lFullStore);
+            stores(tailPiece);
+            e_.op("jmp {}", lStored);
+            e_.label(lFullStore);
+            stores(fullPiece);
+            e_.label(lStored);
+          } else {
+            stores(fullPiece);
           }
           e_.op("sxor {}, {}, 1", S(rSlot), S(rSlot));
-          for (int r : {rOv, rC, rSem}) sregs_.put(r);
+          if (nPieces > 1) {
+            e_.op("sadd {}, {}, 1", S(rP), S(rP));
+            e_.op("br.lt {}, {}, {}", S(rP), nPieces, lPiece);
+            for (int r : {rP, rPO, rPU, rTail}) sregs_.put(r);
+          }
+          for (int r : {rOv, rC, rSem, rCount}) sregs_.put(r);
         }
         e_.label(lSkip);
         for (int r : owned) sregs_.put(r);

@@ -9,6 +9,15 @@
 // code on (partner, self) and (self, partner); the original position
 // breaks ties, which makes the sort stable (the interpreter always sorts
 // stably), and padding elements sort after every real one.
+//
+// Rows longer than VMEM sort externally: the padded rows and the original
+// positions live in HBM scratch, and VMEM holds chunks of C = 2^c elements.
+// A first pass sorts every chunk with all stages k < C; then for each later
+// stage k, the steps with partner distance j >= C stream over HBM on pairs
+// of chunks (e, e + j), compare-exchanging element-wise with the same rules,
+// and the steps j < C run per chunk in VMEM with the network above. Element
+// positions in the network are global (chunk base added), so directions and
+// padding come out as for a row held whole.
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -54,10 +63,24 @@ bool Lowerer::lowerSort(const Instruction& in) {
   uint64_t slack = 2 * static_cast<uint64_t>(nops + 1) * (512 + 4096);
   int64_t maxElems = budget > slack ? static_cast<int64_t>((budget - slack) / (2 * per)) : 0;
   maxElems = std::min<int64_t>(maxElems, int64_t{1} << 24);
-  int64_t R = std::min(rows, maxElems / N);
-  if (R < 1)
-    return fail(in, fmt::format("llo-gen: sort rows of {} elements (padded to {}) do not fit VMEM", n, N));
-  int64_t nvr = (R * N + kVregElems - 1) / kVregElems;
+  // External sort: one row at a time, chunks of C elements.
+  const bool external = N > maxElems;
+  int64_t C = N, R = 0;
+  if (external) {
+    C = 1;
+    while (C * 2 <= maxElems) C *= 2;
+    R = 1;
+    int maxEs = 4;
+    for (int es : esz) maxEs = std::max(maxEs, es);
+    // 2 * kVregElems: whole vreg pairs per chunk. HBM byte offsets must fit a scalar register.
+    if (C < 2 * kVregElems)
+      return fail(in, fmt::format("llo-gen: sort rows of {} elements (padded to {}) do not fit VMEM", n, N));
+    if (rows * N * maxEs > (int64_t{1} << 31) - 1)
+      return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
+  } else {
+    R = std::min(rows, maxElems / N);
+  }
+  int64_t nvr = (R * C + kVregElems - 1) / kVregElems;
   // Two vregs per iteration when registers allow (an extra vreg holds whole
   // padding rows: for N >= 2048 the count is already even).
   // (Not with 64-bit operands: their register pairs would not fit twice.)
@@ -74,10 +97,23 @@ bool Lowerer::lowerSort(const Instruction& in) {
   int64_t slotBytes = static_cast<int64_t>(alignUp(cur, 512));
   int64_t nChunks = (rows + R - 1) / R, tailR = rows - (nChunks - 1) * R;
 
-  // Rows [outer, inner, n] in HBM.
+  // Rows [outer, inner, n] in HBM (external: [outer, inner, N], padded, in
+  // scratch that is both source and result, with the positions beside).
+  int idxBuf = -1;
+  if (external) idxBuf = tempBuf(ElementType::S32, {rows, N});
   for (int64_t k = 0; k < nops; ++k) {
     auto ku = static_cast<size_t>(k);
     int inBuf = leaves_[in.operand(k)][0], es = esz[ku];
+    if (external) {
+      std::vector<int64_t> rd = {outer, inner, n};
+      src[ku] = dst[ku] = tempBuf(types[ku], {rows, N});
+      // Chunks are addressed by byte offsets in scalar registers.
+      if (base(src[ku]) + static_cast<int64_t>(bufs_[src[ku]].bytes) > INT32_MAX ||
+          base(idxBuf) + static_cast<int64_t>(bufs_[idxBuf].bytes) > INT32_MAX)
+        return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
+      emitCopy(src[ku], 0, inBuf, 0, rd, {inner * N * es, N * es, es}, {n * inner * es, es, inner * es}, es);
+      continue;
+    }
     if (inner == 1) {
       src[ku] = inBuf;
       dst[ku] = outBufs[ku];
@@ -92,6 +128,17 @@ bool Lowerer::lowerSort(const Instruction& in) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   int rC = sreg(), rA = sreg(), rCur = sreg(), rOth = sreg(), rK = sreg(), rJ = sreg(), rD = sreg(),
       rJhi = sreg(), rE = sreg(), rCnt = sreg(), rT = sreg(), rX = sreg();
+  // External sort: row base (elements), stage of the pass (0: the first,
+  // whole-chunk one), end of the merges run in VMEM, chunk base (elements),
+  // streaming partner distance.
+  int rRow = -1, rKs = -1, rKto = -1, rG = -1, rJs = -1;
+  if (external) {
+    rRow = sreg();
+    rKs = sreg();
+    rKto = sreg();
+    rG = sreg();
+    rJs = sreg();
+  }
   VReg vLane = valloc(ElementType::S32), vSub = valloc(ElementType::S32), iota = valloc(ElementType::S32);
   VReg vL = valloc(ElementType::S32), vS = valloc(ElementType::S32);
   e_.op("vlaneid {}", V(vLane));
@@ -137,14 +184,183 @@ bool Lowerer::lowerSort(const Instruction& in) {
     e_.op("sadd {}, {}, {}", S(rX), S(rX), S(slotReg));
     return fmt::format("{} + {}", S(rX), o);
   };
+  // External sort: DMA of the chunk at element rRow + gReg between its HBM
+  // scratch and the VMEM slot at slotReg (a register, or none: 0) +
+  // slotBase, for arrays [kFrom, kTo) (operands, then nops: the positions).
+  // Returns the number of DMAs issued on sem0.
+  auto moveChunk = [&](bool load, int slotReg, int64_t slotBase, int gReg, int64_t kFrom, int64_t kTo) {
+    int64_t count = 0;
+    for (int64_t k = kFrom; k < kTo; ++k) {
+      bool isIdx = k == nops;
+      int es = isIdx ? 4 : esz[static_cast<size_t>(k)], buf = isIdx ? idxBuf : src[static_cast<size_t>(k)];
+      int64_t imm = (isIdx ? offIdx : off[static_cast<size_t>(k)]) + slotBase;
+      std::string o = slotReg < 0 ? std::to_string(imm) : fmt::format("{} + {}", S(slotReg), imm);
+      std::string ds = e_.desc(static_cast<uint64_t>(C * es), {});
+      e_.op("sadd {}, {}, {}", S(rA), S(rRow), S(gReg));
+      e_.op("smul {}, {}, {}", S(rA), S(rA), es);
+      if (base(buf)) e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
+      if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem0", ds, o, hbm(buf), S(rA));
+      else e_.op("dma.v2h {}, {}[{}], [{}], sem0", ds, hbm(buf), S(rA), o);
+      ++count;
+    }
+    return count;
+  };
+  // Whether the partner's value goes before self's, from cmp(partner, self)
+  // and cmp(self, partner): the comparator, then the original position; a
+  // padding element goes after every real one.
+  auto partnerFirst = [&](VReg cPS, VReg cSP, VReg idxP, VReg idxS) {
+    int less = malloc_(), mSP = malloc_(), ilt = malloc_();
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(less), V(cPS));
+    e_.op("vcmp.eq.s32 {}, {}, 0", M(mSP), V(cSP));
+    e_.op("vcmp.lt.s32 {}, {}, {}", M(ilt), V(idxP), V(idxS));
+    e_.op("mand {}, {}, {}", M(mSP), M(mSP), M(ilt));
+    e_.op("mor {}, {}, {}", M(less), M(less), M(mSP));
+    if (n != N) {
+      // A padding self: any real partner is less, padding by position.
+      // A real self: padding partners are never less.
+      int padS = malloc_(), realP = malloc_();
+      e_.op("vcmp.ge.s32 {}, {}, {}", M(padS), V(idxS), n);
+      e_.op("vcmp.lt.s32 {}, {}, {}", M(realP), V(idxP), n);
+      e_.op("mand {}, {}, {}", M(less), M(less), M(realP));
+      e_.op("mor {}, {}, {}", M(realP), M(realP), M(ilt));
+      e_.op("mand {}, {}, {}", M(realP), M(realP), M(padS));
+      e_.op("mnot {}, {}", M(padS), M(padS));
+      e_.op("mand {}, {}, {}", M(less), M(less), M(padS));
+      e_.op("mor {}, {}, {}", M(less), M(less), M(realP));
+      masks_.put(padS);
+      masks_.put(realP);
+    }
+    masks_.put(mSP);
+    masks_.put(ilt);
+    return less;
+  };
 
   std::string lChunk = e_.newLabel("schunk"), lInit = e_.newLabel("sidx"), lK = e_.newLabel("smerge"),
               lJ = e_.newLabel("sstep"), lV = e_.newLabel("svreg"), lDone = e_.newLabel("snetdone");
+  std::string lRow = e_.newLabel("srow"), lPass = e_.newLabel("spass"), lChunks = e_.newLabel("schunks");
+  if (external) {
+    e_.op("smov {}, 0", S(rRow));
+    e_.label(lRow);
+    e_.op("smov {}, 0", S(rKs));
+    e_.label(lPass);
+    e_.op("br.eq {}, 0, {}", S(rKs), lChunks);
+    // Steps of stage rKs with j >= C: pairs of chunks (a, a + j) through
+    // slots 0 and 1; element e of a meets element e of a + j.
+    std::string lStream = e_.newLabel("sstream"), lPair = e_.newLabel("spair"), lSV = e_.newLabel("sxvreg");
+    e_.op("smov {}, {}", S(rJs), S(rKs));
+    e_.label(lStream);
+    e_.op("sshl {}, {}, 1", S(rD), S(rKs));
+    e_.op("scmp.lt {}, {}, {}", S(rT), S(rD), N);
+    e_.op("ssel {}, {}, {}, 0", S(rD), S(rT), S(rD));
+    e_.op("smov {}, 0", S(rC));
+    e_.label(lPair);
+    // Pair rC: the lower chunk's base has bit j clear, i.e. rC with a zero
+    // inserted at bit log2(j) of its element offset.
+    e_.op("smul {}, {}, {}", S(rG), S(rC), C);
+    e_.op("ssub {}, {}, 1", S(rT), S(rJs));
+    e_.op("sand {}, {}, {}", S(rT), S(rG), S(rT));
+    e_.op("ssub {}, {}, {}", S(rG), S(rG), S(rT));
+    e_.op("sshl {}, {}, 1", S(rG), S(rG));
+    e_.op("sadd {}, {}, {}", S(rG), S(rG), S(rT));
+    e_.op("sadd {}, {}, {}", S(rJhi), S(rG), S(rJs));
+    int64_t issued = moveChunk(true, -1, 0, rG, 0, nops + 1);
+    issued += moveChunk(true, -1, slotBytes, rJhi, 0, nops + 1);
+    e_.op("sem.wait sem0, {}", issued);
+    e_.op("smov {}, 0", S(rCur));
+    e_.op("smov {}, {}", S(rOth), slotBytes);
+    e_.op("smov {}, 0", S(rE));
+    e_.op("smov {}, {}", S(rCnt), C / kVregElems);
+    e_.label(lSV);
+    {
+      PoolGuard body({&sregs_, &vregs_, &masks_});
+      // Descending block: bit 2k of the (global) position.
+      VReg ev = valloc(ElementType::S32);
+      int md = malloc_();
+      e_.op("vadd.s32 {}, {}, {}", V(ev), V(iota), S(rE));
+      e_.op("vadd.s32 {}, {}, {}", V(ev), V(ev), S(rG));
+      e_.op("vand {}, {}, {}", V(ev), V(ev), S(rD));
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(md), V(ev));
+      vfree(ev);
+      std::vector<VReg> lo, hi, argLH, argHL;
+      for (int64_t k = 0; k <= nops; ++k) {
+        bool isIdx = k == nops;
+        ElementType ty = isIdx ? ElementType::S32 : types[static_cast<size_t>(k)];
+        int es = isIdx ? 4 : esz[static_cast<size_t>(k)];
+        int64_t o = isIdx ? offIdx : off[static_cast<size_t>(k)];
+        lo.push_back(vload(ty, addr(rE, rCur, es, o)));
+        hi.push_back(vload(ty, addr(rE, rOth, es, o)));
+      }
+      for (int64_t k = 0; k < nops; ++k) {
+        auto ku = static_cast<size_t>(k);
+        argHL.push_back(hi[ku]);
+        argHL.push_back(lo[ku]);
+        argLH.push_back(lo[ku]);
+        argLH.push_back(hi[ku]);
+      }
+      std::vector<VReg> cHL, cLH;
+      if (!lowerComputation(*cmp, argHL, cHL) || !lowerComputation(*cmp, argLH, cLH) || cHL.size() != 1 ||
+          cLH.size() != 1) {
+        if (!failed_) fail(in, "llo-gen: sort comparator must return one pred");
+        return false;
+      }
+      // The lower element takes the upper's value when that goes first in an
+      // ascending block (or does not in a descending one); the upper one the
+      // other way round -- each decided on its own, as in VMEM.
+      int takeLo = partnerFirst(cHL[0], cLH[0], hi.back(), lo.back());
+      int takeHi = partnerFirst(cLH[0], cHL[0], lo.back(), hi.back());
+      vfree(cHL[0]);
+      vfree(cLH[0]);
+      e_.op("mxor {}, {}, {}", M(takeLo), M(takeLo), M(md));
+      e_.op("mxor {}, {}, {}", M(takeHi), M(takeHi), M(md));
+      e_.op("mnot {}, {}", M(takeHi), M(takeHi));
+      for (size_t k = 0; k < lo.size(); ++k) {
+        bool isIdx = k + 1 == lo.size();
+        ElementType ty = isIdx ? ElementType::S32 : types[k];
+        int es = isIdx ? 4 : esz[k];
+        int64_t o = isIdx ? offIdx : off[k];
+        VReg newLo = valloc(ty);
+        for (auto [d, a, b] : {std::tuple{newLo.r, lo[k].r, hi[k].r}, {newLo.hi, lo[k].hi, hi[k].hi},
+                               {newLo.im, lo[k].im, hi[k].im}, {newLo.imh, lo[k].imh, hi[k].imh}})
+          if (d >= 0) {
+            e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(d), M(takeLo), vregs_.name(b), vregs_.name(a));
+            e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(b), M(takeHi), vregs_.name(a), vregs_.name(b));
+          }
+        vstore(newLo, ty, addr(rE, rCur, es, o));
+        vstore(hi[k], ty, addr(rE, rOth, es, o));
+        vfree(newLo);
+        vfree(lo[k]);
+        vfree(hi[k]);
+      }
+      for (int m : {md, takeLo, takeHi}) masks_.put(m);
+    }
+    e_.op("sadd {}, {}, {}", S(rE), S(rE), kVregElems);
+    e_.op("loop {}, {}", S(rCnt), lSV);
+    issued = moveChunk(false, -1, 0, rG, 0, nops + 1);
+    issued += moveChunk(false, -1, slotBytes, rJhi, 0, nops + 1);
+    e_.op("sem.wait sem0, {}", issued);
+    e_.op("sadd {}, {}, 1", S(rC), S(rC));
+    e_.op("br.lt {}, {}, {}", S(rC), N / C / 2, lPair);
+    e_.op("sshr {}, {}, 1", S(rJs), S(rJs));
+    e_.op("br.ge {}, {}, {}", S(rJs), C, lStream);
+    e_.label(lChunks);
+  }
   e_.op("smov {}, 0", S(rC));
   e_.label(lChunk);
   e_.op("smov {}, 0", S(rCur));
   e_.op("smov {}, {}", S(rOth), slotBytes);
-  moveRows(true);
+  std::string lPositions = e_.newLabel("spos"), lNet = e_.newLabel("snet");
+  if (external) {
+    // Values; the positions are made in the first pass and loaded after it.
+    e_.op("smul {}, {}, {}", S(rG), S(rC), C);
+    int64_t issued = moveChunk(true, -1, 0, rG, 0, nops);
+    e_.op("br.eq {}, 0, {}", S(rKs), lPositions);
+    e_.op("sem.wait sem0, {}", issued + moveChunk(true, -1, 0, rG, nops, nops + 1));
+    e_.op("jmp {}", lNet);
+    e_.label(lPositions);
+    e_.op("sem.wait sem0, {}", issued);
+  } else {
+    moveRows(true);
+  }
   // Original positions within the row (>= n: padding).
   e_.op("smov {}, 0", S(rE));
   e_.op("smov {}, {}", S(rCnt), nvr);
@@ -152,22 +368,43 @@ bool Lowerer::lowerSort(const Instruction& in) {
   {
     VReg t = valloc(ElementType::S32);
     e_.op("vadd.s32 {}, {}, {}", V(t), V(iota), S(rE));
-    e_.op("vand {}, {}, {}", V(t), V(t), N - 1);
+    if (external) e_.op("vadd.s32 {}, {}, {}", V(t), V(t), S(rG));
+    else e_.op("vand {}, {}, {}", V(t), V(t), N - 1);
     vstore(t, ElementType::S32, addr(rE, rCur, 4, offIdx));
     vfree(t);
   }
   e_.op("sadd {}, {}, {}", S(rE), S(rE), kVregElems);
   e_.op("loop {}, {}", S(rCnt), lInit);
+  e_.label(lNet);
 
   // for (k = 1; k < N; k *= 2) for (j = k; j >= 1; j /= 2): blocks of 2k
   // alternate direction (bit 2k of e), except in the last merge.
-  e_.op("smov {}, 1", S(rK));
-  e_.op("br.ge {}, {}, {}", S(rK), N, lDone);
+  // External: the first pass runs k < C, a later one k = rKs with j < C.
+  if (external) {
+    std::string lFirst = e_.newLabel("sfirst"), lFrom = e_.newLabel("sfrom");
+    e_.op("br.eq {}, 0, {}", S(rKs), lFirst);
+    e_.op("smov {}, {}", S(rK), S(rKs));
+    e_.op("sshl {}, {}, 1", S(rKto), S(rKs));
+    e_.op("jmp {}", lFrom);
+    e_.label(lFirst);
+    e_.op("smov {}, 1", S(rK));
+    e_.op("smov {}, {}", S(rKto), C);
+    e_.label(lFrom);
+  } else {
+    e_.op("smov {}, 1", S(rK));
+    e_.op("br.ge {}, {}, {}", S(rK), N, lDone);
+  }
   e_.label(lK);
   e_.op("sshl {}, {}, 1", S(rD), S(rK));
   e_.op("scmp.lt {}, {}, {}", S(rT), S(rD), N);
   e_.op("ssel {}, {}, {}, 0", S(rD), S(rT), S(rD));
   e_.op("smov {}, {}", S(rJ), S(rK));
+  if (external) {
+    std::string lJok = e_.newLabel("sjfrom");
+    e_.op("br.lt {}, {}, {}", S(rJ), C, lJok);
+    e_.op("smov {}, {}", S(rJ), C / 2);
+    e_.label(lJok);
+  }
   e_.label(lJ);
   e_.op("sand {}, {}, 127", S(rT), S(rJ));
   e_.op("vxor {}, {}, {}", V(vL), V(vLane), S(rT));
@@ -187,6 +424,7 @@ bool Lowerer::lowerSort(const Instruction& in) {
     // its pair in an ascending block or the lower in a descending one.
     VReg ev = valloc(ElementType::S32), t = valloc(ElementType::S32);
     e_.op("vadd.s32 {}, {}, {}", V(ev), V(iota), S(rEl));
+    if (external) e_.op("vadd.s32 {}, {}, {}", V(ev), V(ev), S(rG));
     int wl = malloc_(), md = malloc_();
     e_.op("vand {}, {}, {}", V(t), V(ev), S(rJ));
     e_.op("vcmp.ne.s32 {}, {}, 0", M(wl), V(t));
@@ -229,29 +467,9 @@ bool Lowerer::lowerSort(const Instruction& in) {
       if (!failed_) fail(in, "llo-gen: sort comparator must return one pred");
       return false;
     }
-    int less = malloc_(), mSP = malloc_(), ilt = malloc_();
-    e_.op("vcmp.ne.s32 {}, {}, 0", M(less), V(cPS[0]));
-    e_.op("vcmp.eq.s32 {}, {}, 0", M(mSP), V(cSP[0]));
-    e_.op("vcmp.lt.s32 {}, {}, {}", M(ilt), V(idxP), V(idxS));
-    e_.op("mand {}, {}, {}", M(mSP), M(mSP), M(ilt));
-    e_.op("mor {}, {}, {}", M(less), M(less), M(mSP));
+    int less = partnerFirst(cPS[0], cSP[0], idxP, idxS);
     vfree(cPS[0]);
     vfree(cSP[0]);
-    if (n != N) {
-      // A padding self: any real partner is less, padding by position.
-      // A real self: padding partners are never less.
-      int padS = malloc_(), realP = malloc_();
-      e_.op("vcmp.ge.s32 {}, {}, {}", M(padS), V(idxS), n);
-      e_.op("vcmp.lt.s32 {}, {}, {}", M(realP), V(idxP), n);
-      e_.op("mand {}, {}, {}", M(less), M(less), M(realP));
-      e_.op("mor {}, {}, {}", M(realP), M(realP), M(ilt));
-      e_.op("mand {}, {}, {}", M(realP), M(realP), M(padS));
-      e_.op("mnot {}, {}", M(padS), M(padS));
-      e_.op("mand {}, {}, {}", M(less), M(less), M(padS));
-      e_.op("mor {}, {}, {}", M(less), M(less), M(realP));
-      masks_.put(padS);
-      masks_.put(realP);
-    }
     e_.op("mxor {}, {}, {}", M(less), M(less), M(wl));  // now: take the partner's value
     for (size_t k = 0; k < self.size(); ++k) {
       bool isIdx = k + 1 == self.size();
@@ -265,7 +483,7 @@ bool Lowerer::lowerSort(const Instruction& in) {
       vfree(self[k]);
       vfree(part[k]);
     }
-    for (int m : {less, mSP, ilt, wl}) masks_.put(m);
+    for (int m : {less, wl}) masks_.put(m);
     rX = outerX;
     return true;
   };
@@ -320,13 +538,37 @@ bool Lowerer::lowerSort(const Instruction& in) {
   e_.op("sshr {}, {}, 1", S(rJ), S(rJ));
   e_.op("br.ne {}, 0, {}", S(rJ), lJ);
   e_.op("sshl {}, {}, 1", S(rK), S(rK));
-  e_.op("br.lt {}, {}, {}", S(rK), N, lK);
-  e_.label(lDone);
-  moveRows(false);
-  e_.op("sadd {}, {}, 1", S(rC), S(rC));
-  e_.op("br.lt {}, {}, {}", S(rC), nChunks, lChunk);
+  if (external) {
+    e_.op("br.lt {}, {}, {}", S(rK), S(rKto), lK);
+    e_.label(lDone);
+    // The chunk is in the current slot.
+    e_.op("sem.wait sem0, {}", moveChunk(false, rCur, 0, rG, 0, nops + 1));
+    e_.op("sadd {}, {}, 1", S(rC), S(rC));
+    e_.op("br.lt {}, {}, {}", S(rC), N / C, lChunk);
+    std::string lNext = e_.newLabel("snext");
+    e_.op("sshl {}, {}, 1", S(rKs), S(rKs));
+    e_.op("br.ne {}, 0, {}", S(rKs), lNext);
+    e_.op("smov {}, {}", S(rKs), C);
+    e_.label(lNext);
+    e_.op("br.lt {}, {}, {}", S(rKs), N, lPass);
+    e_.op("sadd {}, {}, {}", S(rRow), S(rRow), N);
+    e_.op("br.lt {}, {}, {}", S(rRow), rows * N, lRow);
+  } else {
+    e_.op("br.lt {}, {}, {}", S(rK), N, lK);
+    e_.label(lDone);
+    moveRows(false);
+    e_.op("sadd {}, {}, 1", S(rC), S(rC));
+    e_.op("br.lt {}, {}, {}", S(rC), nChunks, lChunk);
+  }
 
-  if (inner != 1)
+  if (external)
+    for (int64_t k = 0; k < nops; ++k) {
+      auto ku = static_cast<size_t>(k);
+      int es = esz[ku];
+      std::vector<int64_t> rd = {outer, inner, n};
+      emitCopy(outBufs[ku], 0, dst[ku], 0, rd, {n * inner * es, es, inner * es}, {inner * N * es, N * es, es}, es);
+    }
+  else if (inner != 1)
     for (int64_t k = 0; k < nops; ++k) {
       auto ku = static_cast<size_t>(k);
       int es = esz[ku];

@@ -22,6 +22,9 @@ struct AsmOptions {
   bool targetIsExplicit = false;
   // Pack consecutive single ops into bundles (false: one op per bundle).
   bool autoBundle = true;
+  // A description given directly (e.g. loaded from a JSON file): used when
+  // the file has no `.target` line, instead of looking `target` up.
+  std::optional<target::TargetDesc> targetDesc;
 };
 
 struct Assembled {

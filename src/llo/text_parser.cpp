@@ -1053,6 +1053,10 @@ bool Parser::resolveTarget() {
     if (!target_ && diags_.errorCount() == before) error(targetLoc_, fmt::format("cannot load target '{}'", name));
     return target_.has_value();
   }
+  if (options_.targetDesc) {
+    target_ = *options_.targetDesc;
+    return true;
+  }
   target_ = target::loadTarget(name, diags_);
   return target_.has_value();
 }

@@ -69,7 +69,7 @@ TEST(LloText, GreedyBundling) {
   EXPECT_EQ(b[0].instrs.size(), 2u);
   EXPECT_EQ(b[1].instrs.size(), 2u);  // sadd + vmov.f32
   EXPECT_EQ(b[2].instrs.size(), 3u);  // vadd, vmul, halt
-  auto none = assemble("smov s1, 1\nsmov s2, 2\nhalt\n", AsmOptions{"v5e", false, false});
+  auto none = assemble("smov s1, 1\nsmov s2, 2\nhalt\n", AsmOptions{"v5e", false, false, {}});
   ASSERT_TRUE(none.assembled);
   EXPECT_EQ(none.assembled->program.bundles.size(), 3u);
 }
@@ -135,7 +135,7 @@ TEST(LloText, Diagnostics) {
 }
 
 TEST(LloText, Int8NeedsTargetSupport) {
-  auto r = assemble("mxu.matmul.s8 mxu0, v0\nhalt\n", AsmOptions{"v4", true, true});
+  auto r = assemble("mxu.matmul.s8 mxu0, v0\nhalt\n", AsmOptions{"v4", true, true, {}});
   EXPECT_TRUE(r.assembled) << r.error;  // both built-ins have int8 MXUs
 }
 
