@@ -2499,6 +2499,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Sort: return lowerSort(in);
     case Opcode::Gather: return lowerGather(in);
     case Opcode::Scatter: return lowerScatter(in);
+    case Opcode::Fft: return lowerFft(in);
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);
@@ -2705,7 +2706,11 @@ std::optional<CodegenResult> Lowerer::run() {
     std::string d = dimsText(dims);
     if (b.bytes == 0) d = "[1]";
     t += fmt::format(".buffer {} : hbm {}{}", b.name, ti.words > 1 ? std::string_view("u32") : ti.dtype, d);
-    if (b.kind == BufKind::Const && b.bytes > 0) {
+    if (b.kind == BufKind::Const && b.bytes > 0 && !b.tableWords.empty()) {
+      std::string words;
+      for (uint32_t w : b.tableWords) words += fmt::format("{}{}", words.empty() ? "" : ", ", w);
+      t += " = [" + words + "]";
+    } else if (b.kind == BufKind::Const && b.bytes > 0) {
       const hlo::Literal* lit = b.constant->attrs().literal ? &*b.constant->attrs().literal : nullptr;
       hlo::Literal filled;
       if (!lit || lit->isElided()) {

@@ -35,7 +35,7 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 bool complexComputed(Opcode op) {
   return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
          op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Scatter || op == Opcode::Sort ||
-         op == Opcode::Iota;
+         op == Opcode::Iota || op == Opcode::Fft;
 }
 
 }  // namespace
@@ -48,8 +48,8 @@ bool Lowerer::checkComplexTypes(const Instruction& in, const Shape& complexLeaf)
       in,
       fmt::format(
           "llo-gen: element type {} of '{}' is not supported for {} (complex types support "
-          "elementwise arithmetic, reductions, window reductions, dots, scatters, sort values, iota and data "
-          "movement)",
+          "elementwise arithmetic, reductions, window reductions, dots, scatters, sort values, iota, fft and "
+          "data movement)",
           hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
 }
 
