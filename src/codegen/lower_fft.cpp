@@ -409,7 +409,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     int64_t full = outer / pc, rest = outer % pc;
     if (full > 0) {
       std::string l = e_.newLabel("fftchunk");
-      e_.label(l);
+      if (full > 1) e_.label(l);
       chunk(pc, inner, rP, rQ);
       e_.op("sadd {}, {}, {}", S(rP), S(rP), pc);
       if (full > 1) e_.op("br.lt {}, {}, {}", S(rP), full * pc, l);
@@ -422,7 +422,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     e_.op("smov {}, 0", S(rQ));
     if (full > 0) {
       std::string lq = e_.newLabel("fftchunk");
-      e_.label(lq);
+      if (full > 1) e_.label(lq);
       chunk(1, qc, rP, rQ);
       e_.op("sadd {}, {}, {}", S(rQ), S(rQ), qc);
       if (full > 1) e_.op("br.lt {}, {}, {}", S(rQ), full * qc, lq);
@@ -456,11 +456,12 @@ bool Lowerer::lowerFft(const Instruction& in) {
   if (product(dims) == 0 || product(xs.dimensions()) == 0)
     return fail(in, fmt::format("llo-gen: fft '{}' with a zero fft_length is not supported", in.name()));
   const uint64_t workBytes = static_cast<uint64_t>(product(dims)) * kC128Bytes;
-  if (workBytes >= (uint64_t{1} << 31) || bufs_[src].bytes >= (uint64_t{1} << 31) ||
-      bufs_[dst].bytes >= (uint64_t{1} << 31))
-    return fail(in, fmt::format("llo-gen: fft '{}' works on {} bytes of c128, more than the 2 GiB the scalar unit "
-                                "can address",
-                                in.name(), workBytes));
+  const bool needsWork = nd > 1 || type == hlo::FftType::Irfft;  // a c128 array between passes
+  const uint64_t largest = std::max({bufs_[src].bytes, bufs_[dst].bytes, needsWork ? workBytes : 0});
+  if (largest >= (uint64_t{1} << 31))
+    return fail(in, fmt::format("llo-gen: fft '{}' addresses an array of {} bytes, more than the 2 GiB the scalar "
+                                "unit can address",
+                                in.name(), largest));
   const bool inverse = type == hlo::FftType::Ifft || type == hlo::FftType::Irfft;
   int cur = src;
   ElementType curType = it;
@@ -470,7 +471,7 @@ bool Lowerer::lowerFft(const Instruction& in) {
     if (work < 0) return false;
     cur = work;
     curType = ElementType::C128;
-  } else if (nd > 1) {
+  } else if (needsWork) {
     work = tempBuf(ElementType::C128, dims);
   }
   // One pass per transformed dimension, first to last, as fftTrailing runs them.
