@@ -14,7 +14,9 @@
 // elements (row j holds element j of every transform of the chunk), so every
 // butterfly is the same vector op on a row and the twiddle is a broadcast
 // scalar. R is a multiple of 128 (a sublane); rows shorter than a vector
-// register are stored under a sublane mask. Chunks are a loop over the
+// register are stored under a sublane mask; rows of one sublane are packed
+// eight to a register from len = 16 on, each op doing eight butterflies
+// with per-sublane twiddles from a VMEM copy of the table. Chunks are a loop over the
 // batch, so any batch size works; a length whose rows do not fit the VMEM
 // budget even at 128 transforms per chunk is refused.
 #include <cmath>
@@ -140,6 +142,18 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
   const int64_t vWork = 0;
   const int64_t vOut = transform && !radix2 ? vWork + workBytes : vWork;  // where the transform leaves its rows
   const int64_t vStage = vWork + workBytes + (vOut != vWork ? workBytes : 0);
+  // Rows of one sublane (up to 128 transforms): eight consecutive rows fill
+  // a register, so from len = 16 on a butterfly op covers eight k at once
+  // with a register of eight twiddles (one per sublane) from a VMEM copy of
+  // the table, each twiddle broadcast over a sublane's 128 lanes.
+  const int64_t stageBytes =
+      stageIn || stageOut
+          ? static_cast<int64_t>(alignUp(
+                static_cast<uint64_t>(n * R * std::max(stageIn ? sb : 0, stageOut ? db : 0) + kBlockBytes), 512))
+          : 0;
+  const int64_t vTwiddles = vStage + stageBytes;
+  const int64_t twiddleRowBytes = 128 * kC128Bytes;
+  const bool packed = radix2 && R == 128 && n >= 16 && vTwiddles + (n - 1) * twiddleRowBytes <= budget;
 
   // The pass's twiddles (and swap pairs) into SMEM, once for all chunks.
   int64_t pairs = 0;
@@ -184,6 +198,30 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     sregs_.put(ro);
   };
 
+  if (packed) {
+    // The twiddles of every stage to VMEM: entry e in sublane 0 of the
+    // 128-lane row at vTwiddles + e * 2 KiB, so a register loaded at entry k
+    // holds entries k..k+7 in its sublanes.
+    int rs = sreg(), rd = sreg();
+    std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
+    e_.op("smov {}, {}", S(rs), pairs * 8);
+    e_.op("smov {}, {}", S(rd), vTwiddles);
+    countedLoop(n - 1, "ffttwiddle", [&] {
+      VReg tw = valloc(ElementType::C128);
+      int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
+      for (int w = 0; w < 4; ++w) {
+        e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rs), 4 * w);
+        e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
+      }
+      vstore(tw, ElementType::C128, S(rd), ", 2048, 1");
+      vfree(tw);
+      e_.op("sadd {}, {}, 16", S(rs), S(rs));
+      e_.op("sadd {}, {}, {}", S(rd), S(rd), twiddleRowBytes);
+    });
+    for (int r : {rs, rd}) sregs_.put(r);
+    for (int r : rw) sregs_.put(r);
+  }
+
   auto radix2Transform = [&] {
     // The bit-reversal permutation: swap rows i and j of each pair.
     if (pairs > 0) {
@@ -222,53 +260,78 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     e_.op("smov {}, 1", S(rHalfRows));
     e_.op("smov {}, {}", S(rGroups), n / 2);
     e_.op("smov {}, {}", S(rTw), pairs * 8);
-    countedLoop(log2Exact(n), "fftstage", [&] {
-      int rGc = sreg();
-      std::string lGroup = e_.newLabel("fftgroup");
-      e_.op("smov {}, {}", S(rGrp), vWork);
-      e_.op("smov {}, {}", S(rGc), S(rGroups));
-      e_.label(lGroup);
-      int rKc = sreg();
-      std::string lK = e_.newLabel("fftk");
-      e_.op("smov {}, {}", S(rU), S(rGrp));
-      e_.op("smov {}, {}", S(rTk), S(rTw));
-      e_.op("smov {}, {}", S(rKc), S(rHalfRows));
-      e_.label(lK);
-      for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rTk), 4 * w);
-      VReg tw = valloc(ElementType::C128);
-      int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
-      for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
-      e_.op("smov {}, {}", S(rUb), S(rU));
-      e_.op("sadd {}, {}, {}", S(rVb), S(rU), S(rHalf));
-      countedLoop(nb, "fftbfly", [&] {
-        VReg u = vload(ElementType::C128, S(rUb));
-        VReg v = vload(ElementType::C128, S(rVb));
-        VReg prod = complexMultiply(v, tw);  // tmp[i + k + len/2] * w
-        VReg sum = complexAdd(u, prod);
-        VReg diff = complexAdd(u, prod, true);
-        vstore(sum, ElementType::C128, S(rUb), rowMask);
-        vstore(diff, ElementType::C128, S(rVb), rowMask);
-        for (VReg r : {u, v, prod, sum, diff}) vfree(r);
-        if (nb > 1) {
-          e_.op("sadd {}, {}, {}", S(rUb), S(rUb), kBlockBytes);
-          e_.op("sadd {}, {}, {}", S(rVb), S(rVb), kBlockBytes);
+    // `count` stages from the current one; `eight`: eight butterflies (k to
+    // k + 7) per op, twiddles from VMEM (needs len >= 16 and packed rows).
+    auto stageLoop = [&](int64_t count, bool eight) {
+      countedLoop(count, eight ? "fftstage8" : "fftstage", [&] {
+        int rGc = sreg();
+        std::string lGroup = e_.newLabel("fftgroup");
+        e_.op("smov {}, {}", S(rGrp), vWork);
+        e_.op("smov {}, {}", S(rGc), S(rGroups));
+        e_.label(lGroup);
+        int rKc = sreg();
+        std::string lK = e_.newLabel("fftk");
+        e_.op("smov {}, {}", S(rU), S(rGrp));
+        if (eight) {
+          // VMEM entry of the stage's first twiddle: vTwiddles + (rTw - pairs * 8) / 16 * 2 KiB.
+          e_.op("ssub {}, {}, {}", S(rTk), S(rTw), pairs * 8);
+          e_.op("sshl {}, {}, 7", S(rTk), S(rTk));
+          e_.op("sadd {}, {}, {}", S(rTk), S(rTk), vTwiddles);
+          e_.op("sshr {}, {}, 3", S(rKc), S(rHalfRows));
+        } else {
+          e_.op("smov {}, {}", S(rTk), S(rTw));
+          e_.op("smov {}, {}", S(rKc), S(rHalfRows));
         }
+        e_.label(lK);
+        VReg tw;
+        if (eight) {
+          tw = vload(ElementType::C128, S(rTk));
+        } else {
+          for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rTk), 4 * w);
+          tw = valloc(ElementType::C128);
+          int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
+          for (int w = 0; w < 4; ++w)
+            e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
+        }
+        const std::string mask = eight ? "" : rowMask;  // eight whole rows need no mask
+        e_.op("smov {}, {}", S(rUb), S(rU));
+        e_.op("sadd {}, {}, {}", S(rVb), S(rU), S(rHalf));
+        countedLoop(nb, "fftbfly", [&] {
+          VReg u = vload(ElementType::C128, S(rUb));
+          VReg v = vload(ElementType::C128, S(rVb));
+          VReg prod = complexMultiply(v, tw);  // tmp[i + k + len/2] * w
+          VReg sum = complexAdd(u, prod);
+          VReg diff = complexAdd(u, prod, true);
+          vstore(sum, ElementType::C128, S(rUb), mask);
+          vstore(diff, ElementType::C128, S(rVb), mask);
+          for (VReg r : {u, v, prod, sum, diff}) vfree(r);
+          if (nb > 1) {
+            e_.op("sadd {}, {}, {}", S(rUb), S(rUb), kBlockBytes);
+            e_.op("sadd {}, {}, {}", S(rVb), S(rVb), kBlockBytes);
+          }
+        });
+        vfree(tw);
+        e_.op("sadd {}, {}, {}", S(rU), S(rU), eight ? 8 * rowBytes : rowBytes);
+        e_.op("sadd {}, {}, {}", S(rTk), S(rTk), eight ? 8 * twiddleRowBytes : kC128Bytes);
+        e_.op("loop {}, {}", S(rKc), lK);
+        sregs_.put(rKc);
+        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
+        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
+        e_.op("loop {}, {}", S(rGc), lGroup);
+        sregs_.put(rGc);
+        e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
+        e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
+        e_.op("sadd {}, {}, {}", S(rHalf), S(rHalf), S(rHalf));
+        e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
+        e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
       });
-      vfree(tw);
-      e_.op("sadd {}, {}, {}", S(rU), S(rU), rowBytes);
-      e_.op("sadd {}, {}, 16", S(rTk), S(rTk));
-      e_.op("loop {}, {}", S(rKc), lK);
-      sregs_.put(rKc);
-      e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
-      e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
-      e_.op("loop {}, {}", S(rGc), lGroup);
-      sregs_.put(rGc);
-      e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
-      e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
-      e_.op("sadd {}, {}, {}", S(rHalf), S(rHalf), S(rHalf));
-      e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
-      e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
-    });
+    };
+    if (packed) {
+      stageLoop(3, false);  // len 2, 4, 8
+      stageLoop(log2Exact(n) - 3, true);
+    } else {
+      stageLoop(log2Exact(n), false);
+    }
     for (int r : {rHalf, rHalfRows, rGroups, rTw, rGrp, rU, rTk, rUb, rVb, rT}) sregs_.put(r);
     for (int r : rw) sregs_.put(r);
   };
