@@ -498,18 +498,5 @@ ENTRY main {{
         << t;
 }
 
-TEST(Complex, UnsupportedOpsAreRefusedClearly) {
-  auto refused = [](const std::string& text, const std::string& want) {
-    std::string err = compareComplex(text);
-    EXPECT_NE(err.find(want), std::string::npos) << err;
-  };
-  refused(R"(HloModule m
-ENTRY main {
-  x = c64[4,8] parameter(0)
-  ROOT f = c64[4,8] fft(x), fft_type=FFT, fft_length={8}
-})",
-          "element type c64 of 'f' is not supported for fft (complex types support");
-}
-
 }  // namespace
 }  // namespace tpu::codegen

@@ -2786,6 +2786,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Real:
       if (!typeInfo(in.operand(0)->shape().elementType()).isComplex) return true;  // an alias (planned)
       break;
+    case Opcode::Fft: return lowerFft(in);
     default: break;
   }
   if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);
@@ -2991,7 +2992,11 @@ std::optional<CodegenResult> Lowerer::run() {
     if (ti.words > 1) dims.push_back(ti.words);  // wide elements as u32 words (the ISA's buffer types are 32-bit at most)
     std::string d = dimsText(dims);
     t += fmt::format(".buffer {} : hbm {}{}", b.name, ti.words > 1 ? std::string_view("u32") : ti.dtype, d);
-    if (b.kind == BufKind::Const && b.bytes > 0) {
+    if (b.kind == BufKind::Const && b.bytes > 0 && !b.tableWords.empty()) {
+      std::string words;
+      for (uint32_t w : b.tableWords) words += fmt::format("{}{}", words.empty() ? "" : ", ", w);
+      t += " = [" + words + "]";
+    } else if (b.kind == BufKind::Const && b.bytes > 0) {
       const hlo::Literal* lit = b.constant->attrs().literal ? &*b.constant->attrs().literal : nullptr;
       hlo::Literal filled;
       if (!lit || lit->isElided()) {

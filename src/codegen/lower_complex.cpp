@@ -35,7 +35,7 @@ VReg fromParts(VReg re, VReg im, ElementType t) {
 bool complexComputed(Opcode op) {
   return hlo::isElementwise(op) || op == Opcode::Fusion || op == Opcode::Map || op == Opcode::Reduce ||
          op == Opcode::ReduceWindow || op == Opcode::Dot || op == Opcode::Convolution || op == Opcode::Scatter ||
-         op == Opcode::Sort || op == Opcode::Iota || op == Opcode::RngBitGenerator;
+         op == Opcode::Sort || op == Opcode::Iota || op == Opcode::RngBitGenerator || op == Opcode::Fft;
 }
 
 }  // namespace
@@ -52,7 +52,7 @@ bool Lowerer::checkComplexTypes(const Instruction& in, const Shape& complexLeaf)
       fmt::format(
           "llo-gen: element type {} of '{}' is not supported for {} (complex types support "
           "elementwise arithmetic, reductions, window reductions, dots, convolutions, scatters, sort values, "
-          "iota, the GELU and gemm custom calls and data movement)",
+          "iota, fft, the GELU and gemm custom calls and data movement)",
           hlo::elementTypeName(t), in.name(), hlo::opcodeName(op)));
 }
 

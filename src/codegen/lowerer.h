@@ -185,6 +185,7 @@ struct Buf {
   ElementType type = ElementType::F32;
   std::vector<int64_t> dims;
   const Instruction* constant = nullptr;
+  std::vector<uint32_t> tableWords;  // Const without an instruction: a table llo-gen made (fft twiddles)
   bool aliasOfArg = false;  // storage of the argument of the same name (a donated one)
 };
 
@@ -261,6 +262,16 @@ struct ConvGeometry {
   std::vector<bool> reversal;
   int64_t taps = 1, outPositions = 1;
   ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
+};
+
+// One pass of an fft (lower_fft.cpp): the 1-D transform of the middle
+// dimension of src viewed as [outer, n, inner], written to dst as
+// [outer, dstRows, inner] in dstType.
+struct FftPass {
+  int64_t outer = 1, n = 1, inner = 1, dstRows = 1;
+  int src = -1, dst = -1;
+  ElementType srcType = ElementType::C128, dstType = ElementType::C128;
+  bool inverse = false;
 };
 
 // Returns the registers a kernel helper took when it ends.
@@ -484,6 +495,13 @@ class Lowerer {
   bool lowerSelectAndScatter(const Instruction& in);
   bool lowerSort(const Instruction& in);
   bool lowerConvolution(const Instruction& in);
+  // lower_fft.cpp: fft as the interpreter computes it, in c128 on the
+  // vector unit, one pass per transformed dimension.
+  bool lowerFft(const Instruction& in);
+  bool emitFftPass(const Instruction& in, const FftPass& p);
+  int hermitianCompletion(const Instruction& in, const std::vector<int64_t>& dims);
+  // A data-section u32 table (deduplicated by content).
+  int constTable(const Instruction& in, const std::vector<uint32_t>& words);
   // lower_gather.cpp: a scalar loop over index vectors staged in SMEM. The
   // body is emitted once; `component(k)` loads component k of the current
   // index vector into a fresh register; DMAs the body counts in `rPend`

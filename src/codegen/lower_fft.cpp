@@ -1,0 +1,638 @@
+// fft in llo-gen: the interpreter's algorithm (eval/evaluator.cpp, fft1d and
+// fftTrailing), lowered so results are bit-exact. Everything is computed in
+// c128 on the vector unit with the interpreter's operations in its order:
+// a radix-2 transform (bit-reversal swaps, then butterflies u + v*w, u - v*w)
+// for power-of-two lengths, a direct DFT (acc = 0; acc += x[j] * w[(j*k) % n])
+// otherwise, then a division by n for the inverses. Twiddles are computed at
+// compile time with the interpreter's expressions and live in a data-section
+// table that each pass copies to SMEM; the products use the vmul.c128 row,
+// which the simulator computes with the interpreter's std::complex kernel.
+//
+// Vectorisation is across transforms, not within one: each trailing
+// dimension is one pass over the array viewed as [outer, n, inner], and a
+// chunk of the outer x inner transforms is brought to VMEM as n rows of R
+// elements (row j holds element j of every transform of the chunk), so every
+// butterfly is the same vector op on a row and the twiddle is a broadcast
+// scalar. R is a multiple of 128 (a sublane); rows shorter than a vector
+// register are stored under a sublane mask; rows of one sublane are packed
+// eight to a register from len = 16 on, each op doing eight butterflies
+// with per-sublane twiddles from a VMEM copy of the table. Chunks are a loop over the
+// batch, so any batch size works; a length whose rows do not fit the VMEM
+// budget even at 128 transforms per chunk is refused.
+#include <cmath>
+#include <complex>
+#include <cstring>
+
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+constexpr int64_t kC128Bytes = 16;
+constexpr int64_t kBlockBytes = kVregElems * kC128Bytes;  // one c128 register block: 16 KiB
+
+bool isPowerOfTwo(int64_t n) { return n > 1 && (n & (n - 1)) == 0; }
+
+int log2Exact(int64_t n) {
+  int k = 0;
+  while ((int64_t{1} << k) < n) ++k;
+  return k;
+}
+
+// The four 32-bit words of a c128 value as memory holds it.
+void appendWords(std::vector<uint32_t>& out, std::complex<double> z) {
+  for (double part : {z.real(), z.imag()}) {
+    uint64_t bits = std::bit_cast<uint64_t>(part);
+    out.push_back(static_cast<uint32_t>(bits));
+    out.push_back(static_cast<uint32_t>(bits >> 32));
+  }
+}
+
+// The SMEM table of a radix-2 pass: the bit-reversal pairs (i, j), i < j,
+// that the interpreter swaps, then each stage's twiddles
+// polar(1, sign * 2 pi / len * k) for k < len / 2, stage after stage, with
+// the interpreter's expressions so the values are the same doubles.
+std::vector<uint32_t> radix2Table(int64_t n, bool inverse, int64_t& pairs) {
+  std::vector<uint32_t> words;
+  for (int64_t i = 1, j = 0; i < n; ++i) {
+    int64_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) {
+      words.push_back(static_cast<uint32_t>(i));
+      words.push_back(static_cast<uint32_t>(j));
+    }
+  }
+  pairs = static_cast<int64_t>(words.size() / 2);
+  const double sign = inverse ? 1.0 : -1.0;
+  for (int64_t len = 2; len <= n; len <<= 1) {
+    double ang = sign * 2 * M_PI / static_cast<double>(len);
+    for (int64_t k = 0; k < len / 2; ++k) appendWords(words, std::polar(1.0, ang * static_cast<double>(k)));
+  }
+  return words;
+}
+
+// The SMEM table of a direct DFT: polar(1, sign * 2 pi * m / n) for m < n
+// (the interpreter's twiddle of (j * k) % n == m).
+std::vector<uint32_t> dftTable(int64_t n, bool inverse) {
+  std::vector<uint32_t> words;
+  const double sign = inverse ? 1.0 : -1.0;
+  for (int64_t m = 0; m < n; ++m)
+    appendWords(words, std::polar(1.0, sign * 2 * M_PI * static_cast<double>(m) / static_cast<double>(n)));
+  return words;
+}
+
+// Row length (elements) for `count` transforms: whole sublanes up to one
+// register, whole registers above.
+int64_t rowElems(int64_t count) { return count <= kVregElems ? alignUp(count, 128) : alignUp(count, kVregElems); }
+
+}  // namespace
+
+int Lowerer::constTable(const Instruction& in, const std::vector<uint32_t>& words) {
+  for (size_t i = 0; i < bufs_.size(); ++i)
+    if (bufs_[i].kind == BufKind::Const && !bufs_[i].tableWords.empty() && bufs_[i].tableWords == words)
+      return static_cast<int>(i);
+  Buf b;
+  b.kind = BufKind::Const;
+  b.type = ElementType::U32;
+  b.dims = {static_cast<int64_t>(words.size())};
+  b.bytes = words.size() * 4;
+  b.tableWords = words;
+  bufs_.push_back(b);
+  int id = static_cast<int>(bufs_.size() - 1);
+  bufs_[id].name = fmt::format("t{}_{}", id, sanitize(in.name()));
+  return id;
+}
+
+// One pass: the 1-D transform of dimension `n` of src viewed as
+// [outer, n, inner], written to dst as [outer, dstRows, inner] (dstRows < n
+// for RFFT's last pass). Sources other than c128 are converted on the way
+// into VMEM as the interpreter converts to c128; results other than c128 are
+// converted on the way out (complex parts rounded, or the real part for
+// IRFFT). n <= 1 only converts, as the interpreter skips such dimensions.
+bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  const int64_t n = p.n, outer = p.outer, inner = p.inner;
+  const bool transform = n > 1;
+  const bool radix2 = isPowerOfTwo(n);
+  const int64_t sb = typeInfo(p.srcType).bytes, db = typeInfo(p.dstType).bytes;
+  const bool stageIn = p.srcType != ElementType::C128, stageOut = p.dstType != ElementType::C128;
+  // VMEM per transform element: the work rows, the DFT's result rows, and
+  // the staging rows of a converted source or result.
+  const int64_t perElem =
+      kC128Bytes + (transform && !radix2 ? kC128Bytes : 0) + std::max(stageIn ? sb : 0, stageOut ? db : 0);
+  const int64_t slack = 3 * kBlockBytes;  // whole-register reads and writes past the last row
+  const int64_t budget = static_cast<int64_t>(vmemBudget());
+  int64_t rowCap = budget > slack ? (budget - slack) / (n * perElem) : 0;
+  rowCap = rowCap >= kVregElems ? rowCap / kVregElems * kVregElems : rowCap / 128 * 128;
+  if (rowCap < 128)
+    return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs {} bytes of VMEM for 128 transforms at a time, "
+                                "more than the VMEM budget of {} bytes",
+                                n, in.name(), n * perElem * 128 + slack, budget));
+  // Chunks: whole inner runs of several outer indices, or pieces of one run.
+  int64_t pc = 1, qc = inner;
+  if (inner <= rowCap) pc = std::min(outer, rowCap / inner);
+  else qc = rowCap;
+  const int64_t R = rowElems(pc * qc);
+  const int64_t rowBytes = R * kC128Bytes;
+  const int64_t nb = (R + kVregElems - 1) / kVregElems;
+  const std::string rowMask = R < kVregElems ? fmt::format(", 2048, {}", (1 << (R / 128)) - 1) : "";
+  const int64_t workBytes = alignUp(static_cast<uint64_t>(n * rowBytes + kBlockBytes), 512);
+  const int64_t vWork = 0;
+  const int64_t vOut = transform && !radix2 ? vWork + workBytes : vWork;  // where the transform leaves its rows
+  const int64_t vStage = vWork + workBytes + (vOut != vWork ? workBytes : 0);
+  // Rows of one sublane (up to 128 transforms): eight consecutive rows fill
+  // a register, so from len = 16 on a butterfly op covers eight k at once
+  // with a register of eight twiddles (one per sublane) from a VMEM copy of
+  // the table, each twiddle broadcast over a sublane's 128 lanes.
+  const int64_t stageBytes =
+      stageIn || stageOut
+          ? static_cast<int64_t>(alignUp(
+                static_cast<uint64_t>(n * R * std::max(stageIn ? sb : 0, stageOut ? db : 0) + kBlockBytes), 512))
+          : 0;
+  const int64_t vTwiddles = vStage + stageBytes;
+  const int64_t twiddleRowBytes = 128 * kC128Bytes;
+  const bool packed = radix2 && R == 128 && n >= 16 && vTwiddles + (n - 1) * twiddleRowBytes <= budget;
+
+  // The pass's twiddles (and swap pairs) into SMEM, once for all chunks.
+  int64_t pairs = 0;
+  std::vector<uint32_t> table;
+  if (transform) table = radix2 ? radix2Table(n, p.inverse, pairs) : dftTable(n, p.inverse);
+  if (table.size() * 4 > target_.memory.smemBytes)
+    return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
+                                n, in.name(), table.size() * 4, target_.memory.smemBytes));
+  if (!table.empty()) {
+    int tb = constTable(in, table);
+    int r = sreg();
+    e_.op("smov {}, 0", S(r));
+    e_.op("dma.h2s {}, [0], {}[{}], sem0", e_.desc(table.size() * 4, {}), hbm(tb), S(r));
+    e_.op("sem.wait sem0");
+    sregs_.put(r);
+  }
+
+  // A counted loop of `count` iterations around body (count >= 1).
+  auto countedLoop = [&](int64_t count, const std::string& name, const std::function<void()>& body) {
+    if (count == 1) return body();
+    int rc = sreg();
+    std::string l = e_.newLabel(name);
+    e_.op("smov {}, {}", S(rc), count);
+    e_.label(l);
+    body();
+    e_.op("loop {}, {}", S(rc), l);
+    sregs_.put(rc);
+  };
+  // `count` registers' worth of elements from VMEM `from` to `to`, each
+  // register through `convert`.
+  auto flatLoop = [&](int64_t count, int64_t from, int64_t fromStep, int64_t to, int64_t toStep,
+                      const std::function<void(int, int)>& body) {
+    int ri = sreg(), ro = sreg();
+    e_.op("smov {}, {}", S(ri), from);
+    e_.op("smov {}, {}", S(ro), to);
+    countedLoop(count, "fftflat", [&] {
+      body(ri, ro);
+      e_.op("sadd {}, {}, {}", S(ri), S(ri), fromStep);
+      e_.op("sadd {}, {}, {}", S(ro), S(ro), toStep);
+    });
+    sregs_.put(ri);
+    sregs_.put(ro);
+  };
+
+  if (packed) {
+    // The twiddles of every stage to VMEM: entry e in sublane 0 of the
+    // 128-lane row at vTwiddles + e * 2 KiB, so a register loaded at entry k
+    // holds entries k..k+7 in its sublanes.
+    int rs = sreg(), rd = sreg();
+    std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
+    e_.op("smov {}, {}", S(rs), pairs * 8);
+    e_.op("smov {}, {}", S(rd), vTwiddles);
+    countedLoop(n - 1, "ffttwiddle", [&] {
+      VReg tw = valloc(ElementType::C128);
+      int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
+      for (int w = 0; w < 4; ++w) {
+        e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rs), 4 * w);
+        e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
+      }
+      vstore(tw, ElementType::C128, S(rd), ", 2048, 1");
+      vfree(tw);
+      e_.op("sadd {}, {}, 16", S(rs), S(rs));
+      e_.op("sadd {}, {}, {}", S(rd), S(rd), twiddleRowBytes);
+    });
+    for (int r : {rs, rd}) sregs_.put(r);
+    for (int r : rw) sregs_.put(r);
+  }
+
+  auto radix2Transform = [&] {
+    // The bit-reversal permutation: swap rows i and j of each pair.
+    if (pairs > 0) {
+      int rt = sreg(), ra = sreg(), rb = sreg();
+      e_.op("smov {}, 0", S(rt));
+      countedLoop(pairs, "fftswap", [&] {
+        e_.op("sld {}, [{}]", S(ra), S(rt));
+        e_.op("sld {}, [{} + 4]", S(rb), S(rt));
+        e_.op("smul {}, {}, {}", S(ra), S(ra), rowBytes);
+        e_.op("smul {}, {}, {}", S(rb), S(rb), rowBytes);
+        if (vWork) {
+          e_.op("sadd {}, {}, {}", S(ra), S(ra), vWork);
+          e_.op("sadd {}, {}, {}", S(rb), S(rb), vWork);
+        }
+        countedLoop(nb, "fftswapb", [&] {
+          VReg x = vload(ElementType::C128, S(ra));
+          VReg y = vload(ElementType::C128, S(rb));
+          vstore(y, ElementType::C128, S(ra), rowMask);
+          vstore(x, ElementType::C128, S(rb), rowMask);
+          vfree(x);
+          vfree(y);
+          if (nb > 1) {
+            e_.op("sadd {}, {}, {}", S(ra), S(ra), kBlockBytes);
+            e_.op("sadd {}, {}, {}", S(rb), S(rb), kBlockBytes);
+          }
+        });
+        e_.op("sadd {}, {}, 8", S(rt), S(rt));
+      });
+      for (int r : {rt, ra, rb}) sregs_.put(r);
+    }
+    // Stages len = 2, 4, .., n: groups of len rows, butterflies (k, k + len/2).
+    int rHalf = sreg(), rHalfRows = sreg(), rGroups = sreg(), rTw = sreg(), rGrp = sreg(), rU = sreg(),
+        rTk = sreg(), rUb = sreg(), rVb = sreg(), rT = sreg();
+    std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
+    e_.op("smov {}, {}", S(rHalf), rowBytes);
+    e_.op("smov {}, 1", S(rHalfRows));
+    e_.op("smov {}, {}", S(rGroups), n / 2);
+    e_.op("smov {}, {}", S(rTw), pairs * 8);
+    // `count` stages from the current one; `eight`: eight butterflies (k to
+    // k + 7) per op, twiddles from VMEM (needs len >= 16 and packed rows).
+    auto stageLoop = [&](int64_t count, bool eight) {
+      countedLoop(count, eight ? "fftstage8" : "fftstage", [&] {
+        int rGc = sreg();
+        std::string lGroup = e_.newLabel("fftgroup");
+        e_.op("smov {}, {}", S(rGrp), vWork);
+        e_.op("smov {}, {}", S(rGc), S(rGroups));
+        e_.label(lGroup);
+        int rKc = sreg();
+        std::string lK = e_.newLabel("fftk");
+        e_.op("smov {}, {}", S(rU), S(rGrp));
+        if (eight) {
+          // VMEM entry of the stage's first twiddle: vTwiddles + (rTw - pairs * 8) / 16 * 2 KiB.
+          e_.op("ssub {}, {}, {}", S(rTk), S(rTw), pairs * 8);
+          e_.op("sshl {}, {}, 7", S(rTk), S(rTk));
+          e_.op("sadd {}, {}, {}", S(rTk), S(rTk), vTwiddles);
+          e_.op("sshr {}, {}, 3", S(rKc), S(rHalfRows));
+        } else {
+          e_.op("smov {}, {}", S(rTk), S(rTw));
+          e_.op("smov {}, {}", S(rKc), S(rHalfRows));
+        }
+        e_.label(lK);
+        VReg tw;
+        if (eight) {
+          tw = vload(ElementType::C128, S(rTk));
+        } else {
+          for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rTk), 4 * w);
+          tw = valloc(ElementType::C128);
+          int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
+          for (int w = 0; w < 4; ++w)
+            e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
+        }
+        const std::string mask = eight ? "" : rowMask;  // eight whole rows need no mask
+        e_.op("smov {}, {}", S(rUb), S(rU));
+        e_.op("sadd {}, {}, {}", S(rVb), S(rU), S(rHalf));
+        countedLoop(nb, "fftbfly", [&] {
+          VReg u = vload(ElementType::C128, S(rUb));
+          VReg v = vload(ElementType::C128, S(rVb));
+          VReg prod = complexMultiply(v, tw);  // tmp[i + k + len/2] * w
+          VReg sum = complexAdd(u, prod);
+          VReg diff = complexAdd(u, prod, true);
+          vstore(sum, ElementType::C128, S(rUb), mask);
+          vstore(diff, ElementType::C128, S(rVb), mask);
+          for (VReg r : {u, v, prod, sum, diff}) vfree(r);
+          if (nb > 1) {
+            e_.op("sadd {}, {}, {}", S(rUb), S(rUb), kBlockBytes);
+            e_.op("sadd {}, {}, {}", S(rVb), S(rVb), kBlockBytes);
+          }
+        });
+        vfree(tw);
+        e_.op("sadd {}, {}, {}", S(rU), S(rU), eight ? 8 * rowBytes : rowBytes);
+        e_.op("sadd {}, {}, {}", S(rTk), S(rTk), eight ? 8 * twiddleRowBytes : kC128Bytes);
+        e_.op("loop {}, {}", S(rKc), lK);
+        sregs_.put(rKc);
+        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
+        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
+        e_.op("loop {}, {}", S(rGc), lGroup);
+        sregs_.put(rGc);
+        e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
+        e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
+        e_.op("sadd {}, {}, {}", S(rHalf), S(rHalf), S(rHalf));
+        e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
+        e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
+      });
+    };
+    if (packed) {
+      stageLoop(3, false);  // len 2, 4, 8
+      stageLoop(log2Exact(n) - 3, true);
+    } else {
+      stageLoop(log2Exact(n), false);
+    }
+    for (int r : {rHalf, rHalfRows, rGroups, rTw, rGrp, rU, rTk, rUb, rVb, rT}) sregs_.put(r);
+    for (int r : rw) sregs_.put(r);
+  };
+
+  auto dftTransform = [&] {
+    // out[k] = sum over j of x[j] * w[(j * k) % n], from (0, 0) in j order.
+    int rBo = sreg(), rOk = sreg(), rStep = sreg(), rX = sreg(), rM = sreg(), rT = sreg(), rC = sreg();
+    std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
+    e_.op("smov {}, 0", S(rBo));
+    countedLoop(nb, "fftdftb", [&] {
+      e_.op("sadd {}, {}, {}", S(rOk), S(rBo), vOut);
+      e_.op("smov {}, 0", S(rStep));
+      countedLoop(n, "fftdftk", [&] {
+        VReg acc = vconst(ElementType::C128, 0);
+        int accRegs[4] = {acc.r, acc.hi, acc.im, acc.imh};
+        e_.op("sadd {}, {}, {}", S(rX), S(rBo), vWork);
+        e_.op("smov {}, 0", S(rM));
+        countedLoop(n, "fftdftj", [&] {
+          for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rM), 4 * w);
+          VReg tw = valloc(ElementType::C128);
+          int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
+          for (int w = 0; w < 4; ++w)
+            e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
+          VReg x = vload(ElementType::C128, S(rX));
+          VReg prod = complexMultiply(x, tw);  // tmp[j] * polar(..)
+          VReg sum = complexAdd(acc, prod);
+          int sumRegs[4] = {sum.r, sum.hi, sum.im, sum.imh};
+          // The accumulator stays in the same registers from one j to the next.
+          for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(accRegs[w]), vregs_.name(sumRegs[w]));
+          for (VReg r : {tw, x, prod, sum}) vfree(r);
+          e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
+          // m = (m + k) % n, k < n: one conditional subtraction.
+          e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));
+          e_.op("ssub {}, {}, {}", S(rT), S(rM), n * kC128Bytes);
+          e_.op("scmp.ge {}, {}, {}", S(rC), S(rM), n * kC128Bytes);
+          e_.op("ssel {}, {}, {}, {}", S(rM), S(rC), S(rT), S(rM));
+        });
+        vstore(acc, ElementType::C128, S(rOk), rowMask);
+        vfree(acc);
+        e_.op("sadd {}, {}, {}", S(rOk), S(rOk), rowBytes);
+        e_.op("sadd {}, {}, {}", S(rStep), S(rStep), kC128Bytes);
+      });
+      e_.op("sadd {}, {}, {}", S(rBo), S(rBo), kBlockBytes);
+    });
+    for (int r : {rBo, rOk, rStep, rX, rM, rT, rC}) sregs_.put(r);
+    for (int r : rw) sregs_.put(r);
+  };
+
+  // One chunk: pcC outer indices from rP, qcC inner indices from rQ.
+  auto chunk = [&](int64_t pcC, int64_t qcC, int rP, int rQ) {
+    PoolGuard chunkGuard({&sregs_, &vregs_, &masks_});
+    int rOff = sreg(), rV = sreg();
+    auto hbmOffset = [&](int64_t rows, int64_t es, int buf) {
+      e_.op("smul {}, {}, {}", S(rOff), S(rP), rows * inner);
+      e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rQ));
+      e_.op("smul {}, {}, {}", S(rOff), S(rOff), es);
+      if (base(buf)) e_.op("sadd {}, {}, {}", S(rOff), S(rOff), base(buf));
+    };
+    // In: row j of VMEM = element j of each transform of the chunk.
+    std::vector<Emitter::Dim> inDims = {{n, inner * sb, R * sb}};
+    if (pcC > 1) inDims.push_back({pcC, n * inner * sb, qcC * sb});
+    hbmOffset(n, sb, p.src);
+    e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
+    e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(qcC * sb), inDims), S(rV), hbm(p.src),
+          S(rOff));
+    e_.op("sem.wait sem0");
+    const int64_t inRegs = (n * R + kVregElems - 1) / kVregElems;
+    if (stageIn)
+      flatLoop(inRegs, vStage, kVregElems * sb, vWork, kBlockBytes, [&](int ri, int ro) {
+        VReg x = vload(p.srcType, S(ri));
+        VReg z;
+        if (p.srcType == ElementType::C64) {
+          z = valloc(ElementType::C128);
+          for (int w = 0; w < 2; ++w) {
+            e_.op("vcvt.f64.f32 {}, {}, {}", vregs_.name(w ? z.hi : z.r), V(x), w);
+            e_.op("vcvt.f64.f32 {}, {}, {}", vregs_.name(w ? z.imh : z.im), H(x), w);
+          }
+        } else {
+          z = complexFromReal(x, ElementType::C128);
+        }
+        vstore(z, ElementType::C128, S(ro));
+        vfree(x);
+        vfree(z);
+      });
+    if (transform) radix2 ? radix2Transform() : dftTransform();
+    // Inverse transforms divide by n (each part, as complex / double does).
+    const int64_t outRegs = (p.dstRows * R + kVregElems - 1) / kVregElems;
+    if (transform && p.inverse) {
+      uint64_t nBits = std::bit_cast<uint64_t>(static_cast<double>(n));
+      VReg divisor = valloc(ElementType::F64);
+      e_.op("vmov.s32 {}, {}", V(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits)));
+      e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
+      flatLoop(outRegs, vOut, kBlockBytes, vOut, kBlockBytes, [&](int ri, int ro) {
+        VReg z = vload(ElementType::C128, S(ri));
+        VReg q = valloc(ElementType::C128);
+        int zr[4] = {z.r, z.hi, z.im, z.imh}, qr[4] = {q.r, q.hi, q.im, q.imh};
+        for (int w = 0; w < 4; ++w)
+          e_.op("vdiv.f64 {}, {}, {}, {}, {}, {}", vregs_.name(qr[w]), vregs_.name(zr[w / 2 * 2]),
+                vregs_.name(zr[w / 2 * 2 + 1]), V(divisor), H(divisor), w % 2);
+        vstore(q, ElementType::C128, S(ro));
+        vfree(z);
+        vfree(q);
+      });
+      vfree(divisor);
+    }
+    if (stageOut)
+      flatLoop(outRegs, vOut, kBlockBytes, vStage, kVregElems * db, [&](int ri, int ro) {
+        VReg z = vload(ElementType::C128, S(ri));
+        if (p.dstType == ElementType::C64) {
+          VReg c = valloc(ElementType::C64);
+          e_.op("vcvt.f32.f64 {}, {}, {}", V(c), V(z), H(z));
+          e_.op("vcvt.f32.f64 {}, {}, {}", H(c), vregs_.name(z.im), vregs_.name(z.imh));
+          vstore(c, ElementType::C64, S(ro));
+          vfree(c);
+        } else if (p.dstType == ElementType::F32) {
+          VReg f = valloc(ElementType::F32);
+          e_.op("vcvt.f32.f64 {}, {}, {}", V(f), V(z), H(z));
+          vstore(f, ElementType::F32, S(ro));
+          vfree(f);
+        } else {  // f64: the real part as it is
+          vstore(VReg{z.r, ElementType::F64, z.hi}, ElementType::F64, S(ro));
+        }
+        vfree(z);
+      });
+    std::vector<Emitter::Dim> outDims = {{p.dstRows, R * db, inner * db}};
+    if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
+    hbmOffset(p.dstRows, db, p.dst);
+    e_.op("smov {}, {}", S(rV), stageOut ? vStage : vOut);
+    e_.op("dma.v2h {}, {}[{}], [{}], sem0", e_.desc(static_cast<uint64_t>(qcC * db), outDims), hbm(p.dst),
+          S(rOff), S(rV));
+    e_.op("sem.wait sem0");
+  };
+
+  int rP = sreg(), rQ = sreg();
+  e_.op("smov {}, 0", S(rP));
+  e_.op("smov {}, 0", S(rQ));
+  if (qc == inner) {
+    int64_t full = outer / pc, rest = outer % pc;
+    if (full > 0) {
+      std::string l = e_.newLabel("fftchunk");
+      if (full > 1) e_.label(l);
+      chunk(pc, inner, rP, rQ);
+      e_.op("sadd {}, {}, {}", S(rP), S(rP), pc);
+      if (full > 1) e_.op("br.lt {}, {}, {}", S(rP), full * pc, l);
+    }
+    if (rest > 0) chunk(rest, inner, rP, rQ);
+  } else {
+    int64_t full = inner / qc, rest = inner % qc;
+    std::string lp = e_.newLabel("fftouter");
+    e_.label(lp);
+    e_.op("smov {}, 0", S(rQ));
+    if (full > 0) {
+      std::string lq = e_.newLabel("fftchunk");
+      if (full > 1) e_.label(lq);
+      chunk(1, qc, rP, rQ);
+      e_.op("sadd {}, {}, {}", S(rQ), S(rQ), qc);
+      if (full > 1) e_.op("br.lt {}, {}, {}", S(rQ), full * qc, lq);
+    }
+    if (rest > 0) chunk(1, rest, rP, rQ);
+    e_.op("sadd {}, {}, 1", S(rP), S(rP));
+    e_.op("br.lt {}, {}, {}", S(rP), outer, lp);
+  }
+  return !failed_;
+}
+
+bool Lowerer::lowerFft(const Instruction& in) {
+  const Instruction* x = in.operand(0);
+  const Shape& xs = x->shape();
+  const Shape& os = in.shape();
+  const std::vector<int64_t>& len = in.attrs().fftLength;
+  const hlo::FftType type = in.attrs().fftType;
+  const ElementType it = xs.elementType(), ot = os.elementType();
+  beginKernel(in, "fft");
+  const size_t nd = len.size(), rank = static_cast<size_t>(os.rank());
+  if (nd < 1 || nd > 3 || nd > rank)
+    return fail(in, fmt::format("llo-gen: fft '{}' needs 1 to 3 fft_length entries within its rank", in.name()));
+  // The logical (full-length) complex array the interpreter transforms.
+  std::vector<int64_t> dims = os.dimensions();
+  for (size_t i = 0; i < nd; ++i) dims[rank - nd + i] = len[i];
+  int src = leaves_[x][0], dst = leaves_[&in][0];
+  if (product(os.dimensions()) == 0) {
+    endKernel(0, 0, 0);
+    return true;
+  }
+  if (product(dims) == 0 || product(xs.dimensions()) == 0)
+    return fail(in, fmt::format("llo-gen: fft '{}' with a zero fft_length is not supported", in.name()));
+  const uint64_t workBytes = static_cast<uint64_t>(product(dims)) * kC128Bytes;
+  const bool needsWork = nd > 1 || type == hlo::FftType::Irfft;  // a c128 array between passes
+  const uint64_t largest = std::max({bufs_[src].bytes, bufs_[dst].bytes, needsWork ? workBytes : 0});
+  if (largest >= (uint64_t{1} << 31))
+    return fail(in, fmt::format("llo-gen: fft '{}' addresses an array of {} bytes, more than the 2 GiB the scalar "
+                                "unit can address",
+                                in.name(), largest));
+  const bool inverse = type == hlo::FftType::Ifft || type == hlo::FftType::Irfft;
+  int cur = src;
+  ElementType curType = it;
+  int work = -1;  // the c128 logical array between passes
+  if (type == hlo::FftType::Irfft) {
+    work = hermitianCompletion(in, dims);
+    if (work < 0) return false;
+    cur = work;
+    curType = ElementType::C128;
+  } else if (needsWork) {
+    work = tempBuf(ElementType::C128, dims);
+  }
+  // One pass per transformed dimension, first to last, as fftTrailing runs them.
+  for (size_t i = 0; i < nd; ++i) {
+    size_t d = rank - nd + i;
+    FftPass p;
+    p.outer = product(std::vector<int64_t>(dims.begin(), dims.begin() + static_cast<int64_t>(d)));
+    p.n = dims[d];
+    p.inner = product(std::vector<int64_t>(dims.begin() + static_cast<int64_t>(d) + 1, dims.end()));
+    const bool last = i + 1 == nd;
+    p.src = cur;
+    p.srcType = curType;
+    p.dst = last ? dst : work;
+    p.dstType = last ? ot : ElementType::C128;
+    p.dstRows = last && type == hlo::FftType::Rfft ? p.n / 2 + 1 : p.n;  // RFFT keeps n / 2 + 1
+    p.inverse = inverse;
+    // A length-1 dimension between c128 passes changes nothing.
+    if (p.n <= 1 && p.src == p.dst && p.srcType == p.dstType && p.dstRows == p.n) continue;
+    if (!emitFftPass(in, p)) return false;
+    cur = p.dst;
+    curType = p.dstType;
+  }
+  double flops = 0;
+  for (size_t i = 0; i < nd; ++i) {
+    double n = static_cast<double>(len[i]), count = static_cast<double>(product(dims)) / n;
+    flops += count * (isPowerOfTwo(len[i]) ? 5.0 * n * std::log2(n) : 8.0 * n * n);
+  }
+  endKernel(flops, bufs_[src].bytes + bufs_[dst].bytes + 2 * nd * workBytes, 0);
+  return !failed_;
+}
+
+// IRFFT's input completed to the full last dimension as the interpreter
+// does it: X[i..] = conj(X[mirror(i)..]) where the last index is past the
+// stored half, mirror(i) = (L - i) % L in every transformed dimension. Built
+// in a c128 temporary by DMA: the stored half, then the conjugated input
+// copied with reversed strides into the missing part, one box per choice of
+// "index 0" or "indices 1.. reversed" in the other transformed dimensions.
+int Lowerer::hermitianCompletion(const Instruction& in, const std::vector<int64_t>& dims) {
+  const Instruction* x = in.operand(0);
+  const Shape& xs = x->shape();
+  const size_t nd = in.attrs().fftLength.size(), rank = dims.size();
+  const std::vector<int64_t>& xd = xs.dimensions();
+  int src = leaves_[x][0];
+  int xc = src;
+  auto widen = [&](const std::vector<VReg>& v) {
+    VReg z = valloc(ElementType::C128);
+    for (int w = 0; w < 2; ++w) {
+      e_.op("vcvt.f64.f32 {}, {}, {}", vregs_.name(w ? z.hi : z.r), V(v[0]), w);
+      e_.op("vcvt.f64.f32 {}, {}, {}", vregs_.name(w ? z.imh : z.im), H(v[0]), w);
+    }
+    return std::vector<VReg>{z};
+  };
+  if (xs.elementType() == ElementType::C64) {
+    xc = tempBuf(ElementType::C128, xd);
+    emitElementwise(product(xd), {EwInput{EwInput::Full, src, 0, ElementType::C64}},
+                    {EwOutput{xc, 0, ElementType::C128}}, widen);
+  }
+  int work = tempBuf(ElementType::C128, dims);
+  std::vector<int64_t> ws = byteStrides(dims, kC128Bytes), xsb = byteStrides(xd, kC128Bytes);
+  emitCopy(work, 0, xc, 0, xd, ws, xsb, kC128Bytes);
+  const int64_t L = dims.back(), h = xd.back();
+  if (L - h <= 0) return failed_ ? -1 : work;
+  int conj = tempBuf(ElementType::C128, xd);
+  emitElementwise(product(xd), {EwInput{EwInput::Full, xc, 0, ElementType::C128}},
+                  {EwOutput{conj, 0, ElementType::C128}}, [&](const std::vector<VReg>& v) {
+                    // std::conj flips the imaginary sign bit (zeros and NaNs included).
+                    VReg z = vcopy(v[0], ElementType::C128);
+                    e_.op("vxor {}, {}, -2147483648", vregs_.name(z.imh), vregs_.name(z.imh));
+                    return std::vector<VReg>{z};
+                  });
+  const size_t first = rank - nd;
+  for (int choice = 0; choice < (1 << (nd - 1)); ++choice) {
+    std::vector<int64_t> counts, dstStrides, srcStrides;
+    int64_t dstOff = 0, srcOff = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t count = dims[d], ds = ws[d], ss = xsb[d];
+      if (d + 1 == rank) {  // the missing part m in [h, L) reads index L - m
+        count = L - h;
+        dstOff += h * ws[d];
+        srcOff += (L - h) * xsb[d];
+        ss = -ss;
+      } else if (d >= first) {
+        if (choice >> (d - first) & 1) {  // indices 1..L-1 read L-1..1
+          count = dims[d] - 1;
+          dstOff += ws[d];
+          srcOff += (dims[d] - 1) * xsb[d];
+          ss = -ss;
+        } else {
+          count = 1;  // index 0 reads index 0
+        }
+      }
+      counts.push_back(count);
+      dstStrides.push_back(ds);
+      srcStrides.push_back(ss);
+    }
+    emitCopy(work, dstOff, conj, srcOff, counts, dstStrides, srcStrides, kC128Bytes);
+  }
+  return failed_ ? -1 : work;
+}
+
+}  // namespace tpu::codegen
