@@ -325,7 +325,6 @@ hlo::Literal sweepInput(const hlo::Shape& s, std::mt19937& rng) {
 // (so a fix has to remove its line) and nothing else may fail.
 const std::map<std::string, std::set<std::string>>& knownGaps() {
   static const std::map<std::string, std::set<std::string>> gaps = {
-      {"bitcast-convert", {"s1", "s2", "u1", "u2", "f6e2m3fn", "f6e3m2fn"}},
   };
   return gaps;
 }

@@ -85,14 +85,6 @@ int64_t Lowerer::streamPeriod(const Instruction& param, int64_t n) const {
   return used ? period : 0;
 }
 
-std::string Lowerer::bitcastRefusal(const Instruction& in) const {
-  ElementType from = in.operand(0)->shape().elementType(), to = in.shape().elementType();
-  if (!bitcastRefused(from) && !bitcastRefused(to)) return "";
-  return fmt::format("llo-gen: bitcast-convert between {} and {} of '{}' is not supported yet "
-                     "(the 1-, 2- and 6-bit types are not whole bytes)",
-                     hlo::elementTypeName(from), hlo::elementTypeName(to), in.name());
-}
-
 bool Lowerer::isFlatFusion(const Instruction& in) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
   const Computation& c = *in.fusedComputation();
@@ -216,9 +208,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       // Memory holds the same bytes either way (XLA splits and joins
       // elements little-endian along a minor dimension; complex values are
       // their parts' bytes), except for the 4-bit types, stored one per byte:
-      // their nibbles are repacked by a kernel. The 1-, 2- and 6-bit types
-      // are refused for now.
-      if (std::string refused = bitcastRefusal(in); !refused.empty()) return fail(in, refused);
+      // their nibbles are repacked by a kernel, as are the 1- and 2-bit types.
       if (bitcastRepacksNibbles(in)) {
         defineNew(in);
         return true;
@@ -893,11 +883,8 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       return d;
     }
     case Opcode::BitcastConvert: {
-      // Registers hold values, not memory bits: only some pairs are a move.
-      if (std::string refused = bitcastRefusal(in); !refused.empty()) {
-        fail(in, refused);
-        return std::nullopt;
-      }
+      // Registers hold values, not memory bits: only some pairs are a move
+      // (fusions with others are lowered instruction by instruction).
       TypeInfo ri = typeInfo(rt), oi = typeInfo(ot);
       VReg d = valloc(rt);
       if (ri.bits == 32 && oi.bits == 32) {

@@ -715,74 +715,99 @@ std::optional<VReg> Lowerer::lowerReducePrecisionF64(const Instruction& in, VReg
   return v;
 }
 
-// ============================================================== 4-bit bitcast-converts
+// ============================================================== sub-byte bitcast-converts
 
 bool Lowerer::bitcastRepacksNibbles(const Instruction& in) const {
-  int from = hlo::elementTypeInfo(in.operand(0)->shape().elementType()).bitWidth;
-  int to = hlo::elementTypeInfo(in.shape().elementType()).bitWidth;
-  return from % 8 != 0 || to % 8 != 0;
+  ElementType from = in.operand(0)->shape().elementType(), to = in.shape().elementType();
+  int fk = hlo::elementTypeInfo(from).bitWidth, tk = hlo::elementTypeInfo(to).bitWidth;
+  if (fk % 8 == 0 && tk % 8 == 0) return false;
+  // The two 6-bit floats hold their codes zero-extended in their bytes: the
+  // same bytes either way.
+  return !(fk == 6 && tk == 6);
 }
 
-// In bytes: a 4-bit element is the low nibble of its byte, s4 stored
-// sign-extended. Wider elements are split into (or joined from) nibble
-// pairs, element 2t of the 4-bit side being the low nibble of byte t.
+// In memory a sub-byte element (1, 2 or 4 bits) has a byte of its own: the
+// value in the low bits, sign-extended for s1/s2/s4, zero-extended
+// otherwise. The interpreter's bitcast is a little-endian bit stream, so
+// counting a whole-byte type as its bytes (units of 8 bits), element r*t + j
+// of the narrower side is bits j*k .. j*k + k - 1 of unit t of the wider
+// one (k the narrower width, r the ratio). Joins read the r strided parts
+// and or them together; splits compute r parts and interleave them with
+// strided DMAs; equal widths just re-extend each element.
 bool Lowerer::lowerNibbleBitcast(const Instruction& in) {
   beginKernel(in, "bitcast");
-  const Shape& fs = in.operand(0)->shape();
-  ElementType from = fs.elementType(), to = in.shape().elementType();
+  ElementType from = in.operand(0)->shape().elementType(), to = in.shape().elementType();
   int src = leaves_[in.operand(0)][0], dst = leaves_[&in][0];
-  const bool fromNibbles = hlo::elementTypeInfo(from).bitWidth == 4;
-  const bool toNibbles = hlo::elementTypeInfo(to).bitWidth == 4;
-  if (hlo::elementTypeInfo(from).bitWidth % 4 != 0 || hlo::elementTypeInfo(to).bitWidth % 4 != 0 ||
-      (!fromNibbles && !toNibbles))
+  const int fk = hlo::elementTypeInfo(from).bitWidth, tk = hlo::elementTypeInfo(to).bitWidth;
+  const int fe = fk < 8 ? fk : 8, te = tk < 8 ? tk : 8;  // unit widths
+  if ((fe % te != 0 && te % fe != 0) || (fk >= 8 && fk % 8 != 0) || (tk >= 8 && tk % 8 != 0))
     return fail(in, fmt::format("llo-gen: bitcast-convert between {} and {} is not supported",
                                 hlo::elementTypeName(from), hlo::elementTypeName(to)));
-  // s4 results sign-extend the nibble; u4 and f4e2m1fn keep it zero-extended.
-  const ElementType byteOut = to == ElementType::S4 ? ElementType::S8 : ElementType::U8;
-  auto nibble = [&](VReg x, int shift) {  // bits shift..shift+3 of x, as a result byte
-    VReg d = valloc(ElementType::S32);
-    if (byteOut == ElementType::S8) {
-      e_.op("vshl {}, {}, {}", V(d), V(x), 28 - shift);
-      e_.op("vsra {}, {}, 28", V(d), V(d));
-    } else {
-      e_.op("vshr {}, {}, {}", V(d), V(x), shift);
-      e_.op("vand {}, {}, 15", V(d), V(d));
+  // Result units: sub-byte results stored extended as their type says.
+  const bool signedTo = tk < 8 && hlo::isSignedIntegerType(to);
+  const ElementType unitOut = signedTo ? ElementType::S8 : ElementType::U8;
+  auto extend = [&](VReg d) {  // d holds te meaningful low bits
+    if (signedTo) {
+      e_.op("vshl {}, {}, {}", V(d), V(d), 32 - te);
+      e_.op("vsra {}, {}, {}", V(d), V(d), 32 - te);
+    } else if (te < 8) {
+      e_.op("vand {}, {}, {}", V(d), V(d), (1 << te) - 1);
     }
-    d.t = byteOut;
+    d.t = unitOut;
     return d;
   };
-  int64_t inBytes = static_cast<int64_t>(bufs_[src].bytes);
+  const int64_t inUnits = static_cast<int64_t>(bufs_[src].bytes);  // one unit per byte
   bool ok = true;
-  if (fromNibbles && toNibbles) {
-    ok = emitElementwise(inBytes, {EwInput{EwInput::Full, src, 0, ElementType::U8}}, {EwOutput{dst, 0, byteOut}},
-                         [&](const std::vector<VReg>& v) { return std::vector<VReg>{nibble(v[0], 0)}; });
-  } else if (fromNibbles) {
-    // Byte t of the result joins nibbles 2t (low) and 2t + 1 (high).
-    int64_t n = inBytes / 2;
-    int lo = tempBuf(ElementType::U8, {n}), hi = tempBuf(ElementType::U8, {n});
-    emitCopy(lo, 0, src, 0, {n}, {1}, {2}, 1);
-    emitCopy(hi, 0, src, 1, {n}, {1}, {2}, 1);
-    ok = emitElementwise(n, {EwInput{EwInput::Full, lo, 0, ElementType::U8}, EwInput{EwInput::Full, hi, 0, ElementType::U8}},
-                         {EwOutput{dst, 0, ElementType::U8}}, [&](const std::vector<VReg>& v) {
-                           VReg d = valloc(ElementType::U8), h = valloc(ElementType::S32);
-                           e_.op("vand {}, {}, 15", V(d), V(v[0]));
-                           e_.op("vand {}, {}, 15", V(h), V(v[1]));
-                           e_.op("vshl {}, {}, 4", V(h), V(h));
-                           e_.op("vor {}, {}, {}", V(d), V(d), V(h));
-                           vfree(h);
-                           return std::vector<VReg>{d};
+  if (fe == te) {
+    ok = emitElementwise(inUnits, {EwInput{EwInput::Full, src, 0, ElementType::U8}}, {EwOutput{dst, 0, unitOut}},
+                         [&](const std::vector<VReg>& v) {
+                           VReg d = valloc(ElementType::S32);
+                           e_.op("vmov.s32 {}, {}", V(d), V(v[0]));
+                           return std::vector<VReg>{extend(d)};
                          });
+  } else if (fe < te) {
+    // Join: unit t of the result is operand units r*t .. r*t + r - 1.
+    const int r = te / fe;
+    const int64_t n = inUnits / r;
+    std::vector<EwInput> parts;
+    for (int j = 0; j < r; ++j) {
+      int part = tempBuf(ElementType::U8, {n});
+      emitCopy(part, 0, src, j, {n}, {1}, {r}, 1);
+      parts.push_back(EwInput{EwInput::Full, part, 0, ElementType::U8});
+    }
+    ok = emitElementwise(n, parts, {EwOutput{dst, 0, unitOut}}, [&](const std::vector<VReg>& v) {
+      VReg d = valloc(ElementType::S32), t = valloc(ElementType::S32);
+      e_.op("vand {}, {}, {}", V(d), V(v[0]), (1 << fe) - 1);
+      for (int j = 1; j < r; ++j) {
+        e_.op("vand {}, {}, {}", V(t), V(v[static_cast<size_t>(j)]), (1 << fe) - 1);
+        e_.op("vshl {}, {}, {}", V(t), V(t), j * fe);
+        e_.op("vor {}, {}, {}", V(d), V(d), V(t));
+      }
+      vfree(t);
+      return std::vector<VReg>{extend(d)};
+    });
   } else {
-    // Byte t of the operand splits into result elements 2t and 2t + 1.
-    int lo = tempBuf(byteOut, {inBytes}), hi = tempBuf(byteOut, {inBytes});
-    ok = emitElementwise(inBytes, {EwInput{EwInput::Full, src, 0, ElementType::U8}},
-                         {EwOutput{lo, 0, byteOut}, EwOutput{hi, 0, byteOut}}, [&](const std::vector<VReg>& v) {
-                           return std::vector<VReg>{nibble(v[0], 0), nibble(v[0], 4)};
+    // Split: result units r*t .. r*t + r - 1 are the pieces of operand unit t.
+    const int r = fe / te;
+    std::vector<EwOutput> parts;
+    std::vector<int> partBufs;
+    for (int j = 0; j < r; ++j) {
+      partBufs.push_back(tempBuf(unitOut, {inUnits}));
+      parts.push_back(EwOutput{partBufs.back(), 0, unitOut});
+    }
+    ok = emitElementwise(inUnits, {EwInput{EwInput::Full, src, 0, ElementType::U8}}, parts,
+                         [&](const std::vector<VReg>& v) {
+                           std::vector<VReg> out;
+                           for (int j = 0; j < r; ++j) {
+                             VReg d = valloc(ElementType::S32);
+                             e_.op("vshr {}, {}, {}", V(d), V(v[0]), j * te);
+                             out.push_back(extend(d));
+                           }
+                           return out;
                          });
-    emitCopy(dst, 0, lo, 0, {inBytes}, {2}, {1}, 1);
-    emitCopy(dst, 1, hi, 0, {inBytes}, {2}, {1}, 1);
+    for (int j = 0; j < r; ++j) emitCopy(dst, j, partBufs[static_cast<size_t>(j)], 0, {inUnits}, {r}, {1}, 1);
   }
-  endKernel(static_cast<double>(inBytes) * 4, 2 * bufs_[dst].bytes + 2 * static_cast<uint64_t>(inBytes), 0);
+  endKernel(static_cast<double>(inUnits) * 4, 2 * bufs_[dst].bytes + 2 * static_cast<uint64_t>(inUnits), 0);
   return ok && !failed_;
 }
 

@@ -109,16 +109,6 @@ inline std::string loadMnemonic(ElementType t) {
   return ti.isUnsigned ? "vld.u8" : "vld.s8";  // s1..s4/u1..u4 bytes are already extended
 }
 
-// The 1-, 2- and 6-bit types: bitcast-convert involving them is refused for
-// now (its lowering is being reworked; their bits are not whole bytes).
-inline bool bitcastRefused(ElementType t) {
-  switch (t) {
-    case ElementType::S1: case ElementType::S2: case ElementType::U1: case ElementType::U2:
-    case ElementType::F6E2M3FN: case ElementType::F6E3M2FN: return true;
-    default: return false;
-  }
-}
-
 // Floats other than f32: their values are rounded after every operation
 // (vrnd.<dtype>), as XLA and the interpreter do.
 inline bool isNarrowFloat(ElementType t) {
@@ -336,8 +326,6 @@ class Lowerer {
   bool isFlatFusion(const Instruction& in) const;
   int64_t streamPeriod(const Instruction& param, int64_t n) const;
   bool checkTypes(const Instruction& in);
-  // The error for a bitcast-convert from or to a bitcastRefused() type, or "".
-  std::string bitcastRefusal(const Instruction& in) const;
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
   // ---- emission ----
