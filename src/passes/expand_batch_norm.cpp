@@ -123,43 +123,29 @@ class Expander {
 }  // namespace
 
 bool ExpandBatchNormPass::run(hlo::Module& module, DiagnosticEngine& diags) {
-  std::set<std::string> names;
-  bool namesKnown = false, changed = false;
-  std::vector<hlo::Computation*> computations;
-  for (const auto& c : module.computations()) computations.push_back(c.get());
-  for (hlo::Computation* c : computations) {
-    std::vector<Instruction*> found;
-    for (const auto& in : c->instructions())
-      if (isBatchNorm(in->opcode())) found.push_back(in.get());
-    for (Instruction* in : found) {
-      size_t want = in->opcode() == Opcode::BatchNormTraining ? 3 : 5;
-      bool ok = static_cast<size_t>(in->operandCount()) == want;
-      for (int64_t i = 0; ok && i < in->operandCount(); ++i)
-        ok = in->operand(i)->shape().isArray() && hlo::isFloatType(in->operand(i)->shape().elementType()) &&
-             !hlo::isComplexType(in->operand(i)->shape().elementType());
-      const Shape* xs = ok ? &in->operand(0)->shape() : nullptr;
-      int64_t f = in->attrs().featureIndex;
-      ok = ok && f >= 0 && f < xs->rank();
-      for (int64_t i = 1; ok && i < in->operandCount(); ++i) {
-        const Shape& s = in->operand(i)->shape();
-        bool full = in->opcode() == Opcode::BatchNormGrad && i == 4;
-        ok = full ? s.dimensions() == xs->dimensions() : s.rank() == 1 && s.dimension(0) == xs->dimension(f);
-      }
-      if (!ok) {
-        diags.error(in->location(),
-                    fmt::format("expand-batch-norm: '{}' needs real float operands: an array, "
-                                "per-feature vectors and a feature_index in range",
-                                in->name()));
-        return changed;
-      }
-      if (!namesKnown) names = instructionNames(module), namesKnown = true;
-      RewriteBuilder b(*c, *in, names);
-      replaceInstruction(in, Expander(b, *in).run());
-      changed = true;
+  auto matches = [](const Instruction& in) { return isBatchNorm(in.opcode()); };
+  return expandEach(module, matches, [&](RewriteBuilder& b, Instruction& in) -> Instruction* {
+    size_t want = in.opcode() == Opcode::BatchNormTraining ? 3 : 5;
+    bool ok = static_cast<size_t>(in.operandCount()) == want;
+    for (int64_t i = 0; ok && i < in.operandCount(); ++i)
+      ok = in.operand(i)->shape().isArray() && hlo::isFloatType(in.operand(i)->shape().elementType()) &&
+           !hlo::isComplexType(in.operand(i)->shape().elementType());
+    const Shape* xs = ok ? &in.operand(0)->shape() : nullptr;
+    int64_t f = in.attrs().featureIndex;
+    ok = ok && f >= 0 && f < xs->rank();
+    for (int64_t i = 1; ok && i < in.operandCount(); ++i) {
+      const Shape& s = in.operand(i)->shape();
+      bool full = in.opcode() == Opcode::BatchNormGrad && i == 4;
+      ok = full ? s.dimensions() == xs->dimensions() : s.rank() == 1 && s.dimension(0) == xs->dimension(f);
     }
-    if (!found.empty()) c->sortTopologically();
-  }
-  return changed;
+    if (!ok) {
+      diags.error(in.location(), fmt::format("expand-batch-norm: '{}' needs real float operands: an array, "
+                                             "per-feature vectors and a feature_index in range",
+                                             in.name()));
+      return nullptr;
+    }
+    return Expander(b, in).run();
+  });
 }
 
 }  // namespace tpu::passes

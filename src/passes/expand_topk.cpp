@@ -67,42 +67,27 @@ Instruction* expand(RewriteBuilder& b, Instruction* x, int64_t k, bool largest) 
 }  // namespace
 
 bool ExpandTopKPass::run(hlo::Module& module, DiagnosticEngine& diags) {
-  std::set<std::string> names;
-  bool namesKnown = false, changed = false;
-  std::vector<hlo::Computation*> computations;
-  for (const auto& c : module.computations()) computations.push_back(c.get());
-  for (hlo::Computation* c : computations) {
-    std::vector<Instruction*> found;
-    for (const auto& in : c->instructions())
-      if (isTopK(*in)) found.push_back(in.get());
-    for (Instruction* in : found) {
-      const Shape& s = in->shape();
-      if (in->operandCount() != 1 || !in->operand(0)->shape().isArray() ||
-          in->operand(0)->shape().rank() < 1 || !s.isTuple() || s.tupleSize() != 2 ||
-          !s.tupleElement(0).isArray() || s.tupleElement(0).rank() != in->operand(0)->shape().rank() ||
-          s.tupleElement(1).elementType() != ElementType::S32) {
-        diags.error(in->location(),
-                    fmt::format("expand-topk: '{}' must take one array and return (values, s32 "
-                                "indices) of its rank",
-                                in->name()));
-        return changed;
-      }
-      const Shape& xs = in->operand(0)->shape();
-      // The custom call's k is the size of its results' last dimension.
-      int64_t k = in->opcode() == Opcode::TopK ? in->attrs().k : s.tupleElement(0).dimensions().back();
-      bool largest = in->opcode() == Opcode::TopK ? in->attrs().largest : true;
-      if (k < 0 || k > xs.dimensions().back()) {
-        diags.error(in->location(), fmt::format("expand-topk: k={} of '{}' is out of range", k, in->name()));
-        return changed;
-      }
-      if (!namesKnown) names = instructionNames(module), namesKnown = true;
-      RewriteBuilder b(*c, *in, names);
-      replaceInstruction(in, expand(b, in->operand(0), k, largest));
-      changed = true;
+  return expandEach(module, isTopK, [&](RewriteBuilder& b, Instruction& in) -> Instruction* {
+    const Shape& s = in.shape();
+    if (in.operandCount() != 1 || !in.operand(0)->shape().isArray() || in.operand(0)->shape().rank() < 1 ||
+        !s.isTuple() || s.tupleSize() != 2 || !s.tupleElement(0).isArray() ||
+        s.tupleElement(0).rank() != in.operand(0)->shape().rank() ||
+        s.tupleElement(1).elementType() != ElementType::S32) {
+      diags.error(in.location(), fmt::format("expand-topk: '{}' must take one array and return (values, s32 "
+                                             "indices) of its rank",
+                                             in.name()));
+      return nullptr;
     }
-    if (!found.empty()) c->sortTopologically();
-  }
-  return changed;
+    const Shape& xs = in.operand(0)->shape();
+    // The custom call's k is the size of its results' last dimension.
+    int64_t k = in.opcode() == Opcode::TopK ? in.attrs().k : s.tupleElement(0).dimensions().back();
+    bool largest = in.opcode() == Opcode::TopK ? in.attrs().largest : true;
+    if (k < 0 || k > xs.dimensions().back()) {
+      diags.error(in.location(), fmt::format("expand-topk: k={} of '{}' is out of range", k, in.name()));
+      return nullptr;
+    }
+    return expand(b, in.operand(0), k, largest);
+  });
 }
 
 }  // namespace tpu::passes

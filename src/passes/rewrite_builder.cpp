@@ -155,4 +155,30 @@ void replaceInstruction(Instruction* old, Instruction* replacement) {
   if (wasRoot) c.setRoot(replacement);
 }
 
+bool expandEach(hlo::Module& module, const std::function<bool(const Instruction&)>& matches,
+                const std::function<Instruction*(RewriteBuilder&, Instruction&)>& expand) {
+  std::set<std::string> names;
+  bool namesKnown = false, changed = false;
+  std::vector<hlo::Computation*> computations;
+  for (const auto& c : module.computations()) computations.push_back(c.get());
+  for (hlo::Computation* c : computations) {
+    std::vector<Instruction*> found;
+    for (const auto& in : c->instructions())
+      if (matches(*in)) found.push_back(in.get());
+    for (Instruction* in : found) {
+      if (!namesKnown) names = instructionNames(module), namesKnown = true;
+      RewriteBuilder b(*c, *in, names);
+      Instruction* replacement = expand(b, *in);
+      if (!replacement) {
+        if (changed) c->sortTopologically();
+        return changed;
+      }
+      replaceInstruction(in, replacement);
+      changed = true;
+    }
+    if (!found.empty()) c->sortTopologically();
+  }
+  return changed;
+}
+
 }  // namespace tpu::passes

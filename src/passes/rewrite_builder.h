@@ -61,4 +61,12 @@ class RewriteBuilder {
 // edges, the root) to `replacement` and removes `old`.
 void replaceInstruction(hlo::Instruction* old, hlo::Instruction* replacement);
 
+// The expanders' driver: in every computation of `module`, replaces each
+// instruction `matches` selects by the graph `expand` builds for it, then
+// restores operand-before-user order. `expand` returns nullptr after
+// reporting why it cannot expand an instruction; that stops the pass.
+// Returns whether anything was replaced.
+bool expandEach(hlo::Module& module, const std::function<bool(const hlo::Instruction&)>& matches,
+                const std::function<hlo::Instruction*(RewriteBuilder&, hlo::Instruction&)>& expand);
+
 }  // namespace tpu::passes
