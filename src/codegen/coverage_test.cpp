@@ -457,6 +457,7 @@ TEST(Coverage, EveryInterpretedOpcodeOnEdgeShapes) {
       }
     }
   }
+  RecordProperty("passed", passed);
   std::string all;
   for (const auto& f : failures) all += f + "\n";
   EXPECT_TRUE(failures.empty()) << failures.size() << " cases fail (" << passed << " pass):\n" << all;
@@ -569,6 +570,7 @@ ENTRY main {
     else
       ++passed;
   }
+  RecordProperty("passed", passed);
   std::string all;
   for (const auto& f : failures) all += f + "\n";
   EXPECT_TRUE(failures.empty()) << failures.size() << " programs fail (" << passed << " pass):\n" << all;
@@ -612,6 +614,7 @@ TEST(Coverage, EveryInterpretedConversionCompiles) {
       }
     }
   }
+  RecordProperty("passed", passed);
   std::string all;
   for (const auto& f : failures) all += f + "\n";
   EXPECT_TRUE(failures.empty()) << failures.size() << " conversions fail (" << passed << " pass, " << refused
