@@ -1756,9 +1756,18 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   uint64_t rowBytes = 0;
   for (int b : inBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
   uint64_t budget = vmemBudget();
-  if (rowBytes + 8192 > budget)
-    return fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM yet", r));
-  int64_t rows = std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>((budget / 2) / (rowBytes + 16))));
+  // A row too long for VMEM streams through it in segments of segV vregs,
+  // one row per batch. The fold visits the same vregs in the same order
+  // either way, so the result does not depend on the segment size.
+  int64_t segV = 0;
+  if (rowBytes + 8192 > budget) {
+    uint64_t perVreg = 0;
+    for (int b : inBufs) perVreg += static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[b].type).bytes;
+    uint64_t room = budget > 8192 * (nv + 1) ? budget - 8192 * (nv + 1) : 0;
+    segV = static_cast<int64_t>(room / perVreg);
+    if (segV < 2) return fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM", r));
+  }
+  int64_t rows = segV ? 1 : std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>((budget / 2) / (rowBytes + 16))));
   rows = std::min<int64_t>(rows, 4096);
   int64_t nBatches = (k + rows - 1) / rows;
   int64_t tailRows = k - (nBatches - 1) * rows;
@@ -1767,7 +1776,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   for (size_t j = 0; j < nv; ++j) {
     int es = typeInfo(bufs_[inBufs[j]].type).bytes;
     xOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(rows * r) * es + 4096, 512);
+    cur += alignUp(static_cast<uint64_t>(segV ? segV * kVregElems : rows * r) * es + 4096, 512);
     oOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(rows) * es + 1024, 512);
   }
@@ -1826,7 +1835,28 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     }
     e_.op("sem.wait sem0, {}", nv);
   };
-  dmaBatch(true);
+  // Segment `seg` (an sreg, or the constant segIndex when seg < 0) of the
+  // row: `elems` elements into the row's VMEM slots, read from their start.
+  int rSeg = segV ? sreg() : -1, rSegOff = segV ? sreg() : -1;
+  auto dmaSegment = [&](int seg, int64_t segIndex, int64_t elems) {
+    for (size_t j = 0; j < nv; ++j) {
+      int b = inBufs[j];
+      int es = typeInfo(bufs_[b].type).bytes;
+      e_.op("smul {}, {}, {}", S(rA), S(rB), r * es);
+      if (seg >= 0) {
+        e_.op("smul {}, {}, {}", S(rSegOff), S(seg), segV * kVregElems * es);
+        e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rSegOff));
+      } else {
+        e_.op("sadd {}, {}, {}", S(rA), S(rA), segIndex * segV * kVregElems * es);
+      }
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
+      e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(elems * es), {}), xOff[j], hbm(b),
+            S(rA));
+    }
+    e_.op("sem.wait sem0, {}", nv);
+    for (size_t j = 0; j < nv; ++j) e_.op("smov {}, 0", S(rX[j]));
+  };
+  if (!segV) dmaBatch(true);
   // Rows in this batch.
   e_.op("smov {}, {}", S(rRows), rows);
   if (tailRows != rows) {
@@ -1869,6 +1899,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     }
     return true;
   };
+  const int64_t segments = segV ? (fullV + (rem ? 1 : 0) + segV - 1) / segV : 1;
+  if (segV) dmaSegment(-1, 0, std::min<int64_t>(r, segV * kVregElems));
   for (size_t j = 0; j < nv; ++j) acc[j] = loadRow(j);
   // With at least one full vreg every element is valid from the start;
   // otherwise only the first `rem` are, and the lane tree tracks validity.
@@ -1878,11 +1910,32 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     e_.op("vmov.s32 {}, 1", V(valid));
     e_.op("vsel.s32 {}, {}, {}, 0", V(valid), M(tailMask), V(valid));
   }
-  if (fullV > 1) {
-    e_.op("smov {}, {}", S(rCnt), fullV - 1);
-    e_.label(lV);
+  // `count` full vregs from the row's VMEM slots.
+  auto foldRun = [&](int64_t count, const std::string& label) -> bool {
+    if (count <= 0) return true;
+    e_.op("smov {}, {}", S(rCnt), count);
+    e_.label(label);
     if (!foldOne(false)) return false;
-    e_.op("loop {}, {}", S(rCnt), lV);
+    e_.op("loop {}, {}", S(rCnt), label);
+    return true;
+  };
+  if (segments == 1) {
+    if (!foldRun(fullV - 1, lV)) return false;
+  } else {
+    // Segment 0 is loaded; then the full middle segments; then the last,
+    // whose full vregs come before the masked tail.
+    if (!foldRun(segV - 1, lV)) return false;
+    if (segments > 2) {
+      std::string lSeg = e_.newLabel("segment");
+      e_.op("smov {}, 1", S(rSeg));
+      e_.label(lSeg);
+      dmaSegment(rSeg, 0, segV * kVregElems);
+      if (!foldRun(segV, e_.newLabel("svreg"))) return false;
+      e_.op("sadd {}, {}, 1", S(rSeg), S(rSeg));
+      e_.op("br.lt {}, {}, {}", S(rSeg), segments - 1, lSeg);
+    }
+    dmaSegment(-1, segments - 1, r - (segments - 1) * segV * kVregElems);
+    if (!foldRun(fullV - (segments - 1) * segV, e_.newLabel("svreg"))) return false;
   }
   if (rem && fullV > 0 && !foldOne(true)) return false;
   // Across lanes, then sublanes: every element ends up with the total.
