@@ -194,5 +194,71 @@ TEST(LoopFusion, OtherBroadcastsStillLowerInstructionByInstruction) {
   EXPECT_NE(llo(p.fused).find("// broadcast: broadcast %bb"), std::string::npos);
 }
 
+// Input fusions: a reduction over trailing dimensions of values computed
+// elementwise from the fusion's parameters is one reduction kernel; the
+// fold is the unfused reduce's, so the bits are too.
+FusedAndInlined makeReduceFusion(const std::string& params, const std::string& body, const std::string& reducer,
+                                 const std::string& resultShape, const std::string& args) {
+  FusedAndInlined p = makePrograms(params, body, resultShape, args);
+  p.fused = "HloModule m\n" + reducer + p.fused.substr(std::string("HloModule m\n").size());
+  p.inlined = "HloModule m\n" + reducer + p.inlined.substr(std::string("HloModule m\n").size());
+  return p;
+}
+
+void expectInputFusionMatchesInlined(const FusedAndInlined& p, double tol, const std::string& target = "v5e") {
+  std::mt19937 rng(3);
+  std::vector<hlo::Literal> args;
+  auto make = [&](size_t i, const hlo::Shape& s) {
+    if (i >= args.size()) args.push_back(randomLiteral(s, rng));
+    return args[i];
+  };
+  PipelineRun fused = runPipeline(p.fused, make, target);
+  ASSERT_EQ(fused.error, "");
+  PipelineRun inlined = runPipeline(p.inlined, make, target);
+  ASSERT_EQ(inlined.error, "");
+  EXPECT_TRUE(fused.got == inlined.got) << "fused and unfused results differ";
+  const hlo::Literal& w = *fused.want()[0];
+  hlo::Literal got(w.shape());
+  std::memcpy(got.mutableData().data(), fused.got[0].data(), fused.got[0].size());
+  for (int64_t k = 0; k < w.elementCount(); ++k)
+    EXPECT_NEAR(got.getDouble(k), w.getDouble(k), tol * (1 + std::fabs(w.getDouble(k)))) << k;
+  std::string text = llo(p.fused, target);
+  EXPECT_NE(text.find("// fusion-reduce: fusion %f"), std::string::npos) << text.substr(0, 2000);
+  EXPECT_EQ(text.find("// elementwise:"), std::string::npos);
+}
+
+const char* kAddF32 = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n";
+
+TEST(InputFusion, SumOfExponentials) {
+  expectInputFusionMatchesInlined(
+      makeReduceFusion("  x = f32[64,3000] parameter(0)\n",
+                       "  e = f32[64,3000] exponential(x)\n  z = f32[] constant(0)\n"
+                       "  ROOT r = f32[64] reduce(e, z), dimensions={1}, to_apply=add\n",
+                       kAddF32, "f32[64]", "x"),
+      1e-4);
+}
+
+TEST(InputFusion, DotProductRowsWithAScalarParameter) {
+  expectInputFusionMatchesInlined(
+      makeReduceFusion("  x = f32[300,2048] parameter(0)\n  y = bf16[300,2048] parameter(1)\n"
+                       "  s = f32[] parameter(2)\n  i = f32[] parameter(3)\n",
+                       "  yf = f32[300,2048] convert(y)\n  m = f32[300,2048] multiply(x, yf)\n"
+                       "  sb = f32[300,2048] broadcast(s), dimensions={}\n  q = f32[300,2048] multiply(m, sb)\n"
+                       "  ROOT r = f32[300] reduce(q, i), dimensions={1}, to_apply=add\n",
+                       kAddF32, "f32[300]", "x, y, s, i"),
+      1e-4);
+}
+
+TEST(InputFusion, IntegerMaxAndLongRowsOnASmallVmem) {
+  const char* maxS32 = "mx {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT s = s32[] maximum(a, b)\n}\n";
+  FusedAndInlined p = makeReduceFusion("  x = s32[2,3,70000] parameter(0)\n  y = s32[2,3,70000] parameter(1)\n",
+                                       "  a = s32[2,3,70000] add(x, y)\n  n = s32[2,3,70000] negate(a)\n"
+                                       "  z = s32[] constant(-2147483648)\n"
+                                       "  ROOT r = s32[2] reduce(n, z), dimensions={1,2}, to_apply=mx\n",
+                                       maxS32, "s32[2]", "x, y");
+  expectInputFusionMatchesInlined(p, 0, "v5e");
+  expectInputFusionMatchesInlined(p, 0, std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
+}
+
 }  // namespace
 }  // namespace tpu::codegen

@@ -231,7 +231,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       return true;
     }
     case Opcode::Fusion:
-      if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr)) {
+      if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr)) {
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
         if (!callInline(in.fusedComputation(), args)) return false;
         leaves_[&in] = leaves_[in.fusedComputation()->root()];
@@ -1750,11 +1750,14 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
 // sublanes by rotations.
 bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
                                  const std::vector<int>& initBufs, const std::vector<int>& outBufs,
-                                 const Computation& reducer) {
+                                 const Computation& reducer, const ReducePrologue* prologue) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
-  size_t nv = inBufs.size();
+  // The buffers streamed through VMEM: the reduce's inputs, or with a
+  // prologue (an input fusion) the fused parameters they are computed from.
+  const std::vector<int>& ldBufs = prologue ? prologue->streamedBufs : inBufs;
+  size_t nv = outBufs.size(), nl = ldBufs.size();
   uint64_t rowBytes = 0;
-  for (int b : inBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
+  for (int b : ldBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
   uint64_t budget = vmemBudget();
   // A row too long for VMEM streams through it in segments of segV vregs,
   // one row per batch. The fold visits the same vregs in the same order
@@ -1762,8 +1765,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   int64_t segV = 0;
   if (rowBytes + 8192 > budget) {
     uint64_t perVreg = 0;
-    for (int b : inBufs) perVreg += static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[b].type).bytes;
-    uint64_t room = budget > 8192 * (nv + 1) ? budget - 8192 * (nv + 1) : 0;
+    for (int b : ldBufs) perVreg += static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[b].type).bytes;
+    uint64_t room = budget > 8192 * (nl + nv + 1) ? budget - 8192 * (nl + nv + 1) : 0;
     segV = static_cast<int64_t>(room / perVreg);
     if (segV < 2) return fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM", r));
   }
@@ -1771,17 +1774,40 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   rows = std::min<int64_t>(rows, 4096);
   int64_t nBatches = (k + rows - 1) / rows;
   int64_t tailRows = k - (nBatches - 1) * rows;
-  std::vector<int64_t> xOff(nv), oOff(nv);
+  std::vector<int64_t> xOff(nl), oOff(nv);
   uint64_t cur = 0;
-  for (size_t j = 0; j < nv; ++j) {
-    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
+  for (size_t j = 0; j < nl; ++j) {
+    int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
     xOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(segV ? segV * kVregElems : rows * r) * es + 4096, 512);
+  }
+  for (size_t j = 0; j < nv; ++j) {
     oOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(rows) * es + 1024, 512);
+    cur += alignUp(static_cast<uint64_t>(rows) * typeInfo(bufs_[outBufs[j]].type).bytes + 1024, 512);
   }
   std::vector<VReg> init(nv);
-  for (size_t j = 0; j < nv; ++j) {
+  std::map<const Instruction*, VReg> hoisted;  // a prologue's scalar parameters, splatted
+  if (prologue) {
+    int smem = 0;
+    for (const auto& [param, buf] : prologue->scalars) {
+      int sx = loadScalar(buf, 0, param->shape().elementType(), smem++);
+      VReg v = valloc(param->shape().elementType());
+      e_.op("vmov.s32 {}, {}", V(v), S(sx));
+      sregs_.put(sx);
+      hoisted[param] = v;
+    }
+    for (size_t j = 0; j < nv; ++j) {
+      const Instruction* x = prologue->reduce->operand(static_cast<int64_t>(nv + j));
+      if (auto it = hoisted.find(x); it != hoisted.end()) {
+        init[j] = vcopy(it->second, it->second.t);
+      } else {
+        auto v = lowerOp(*x, {});  // a scalar constant
+        if (!v) return false;
+        init[j] = *v;
+      }
+    }
+  }
+  for (size_t j = 0; j < nv && !prologue; ++j) {
     int sx = loadScalar(initBufs[j], 0, bufs_[initBufs[j]].type, static_cast<int>(j));
     init[j] = valloc(bufs_[initBufs[j]].type);
     e_.op("vmov.s32 {}, {}", V(init[j]), S(sx));
@@ -1802,13 +1828,15 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   }
   int rB = sreg(), rA = sreg(), rRow = sreg(), rRows = sreg(), rX[3] = {sreg(), sreg(), sreg()}, rCnt = sreg(),
       rO = sreg();
-  if (nv > 3) return fail(in, "llo-gen: internal error: the segment reduction kernel takes at most 3 operands");
+  if (nv > 3 || nl > 3)
+    return fail(in, "llo-gen: internal error: the segment reduction kernel takes at most 3 operands");
   std::string lBatch = e_.newLabel("sbatch"), lRow = e_.newLabel("srow"), lV = e_.newLabel("svreg");
   e_.op("smov {}, 0", S(rB));
   e_.label(lBatch);
   auto dmaBatch = [&](bool load) {
-    for (size_t j = 0; j < nv; ++j) {
-      int b = load ? inBufs[j] : outBufs[j];
+    size_t count = load ? nl : nv;
+    for (size_t j = 0; j < count; ++j) {
+      int b = load ? ldBufs[j] : outBufs[j];
       int es = typeInfo(bufs_[b].type).bytes;
       int64_t unit = load ? r * es : es;
       std::string full = e_.desc(static_cast<uint64_t>(rows * unit), {});
@@ -1833,14 +1861,14 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
         e_.label(ld);
       }
     }
-    e_.op("sem.wait sem0, {}", nv);
+    e_.op("sem.wait sem0, {}", count);
   };
   // Segment `seg` (an sreg, or the constant segIndex when seg < 0) of the
   // row: `elems` elements into the row's VMEM slots, read from their start.
   int rSeg = segV ? sreg() : -1, rSegOff = segV ? sreg() : -1;
   auto dmaSegment = [&](int seg, int64_t segIndex, int64_t elems) {
-    for (size_t j = 0; j < nv; ++j) {
-      int b = inBufs[j];
+    for (size_t j = 0; j < nl; ++j) {
+      int b = ldBufs[j];
       int es = typeInfo(bufs_[b].type).bytes;
       e_.op("smul {}, {}, {}", S(rA), S(rB), r * es);
       if (seg >= 0) {
@@ -1853,8 +1881,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
       e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(elems * es), {}), xOff[j], hbm(b),
             S(rA));
     }
-    e_.op("sem.wait sem0, {}", nv);
-    for (size_t j = 0; j < nv; ++j) e_.op("smov {}, 0", S(rX[j]));
+    e_.op("sem.wait sem0, {}", nl);
+    for (size_t j = 0; j < nl; ++j) e_.op("smov {}, 0", S(rX[j]));
   };
   if (!segV) dmaBatch(true);
   // Rows in this batch.
@@ -1867,8 +1895,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   }
   e_.op("smov {}, 0", S(rRow));
   e_.label(lRow);
-  for (size_t j = 0; j < nv; ++j) {
-    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
+  for (size_t j = 0; j < nl; ++j) {
+    int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rX[j]), S(rRow), r * es);
   }
   // The init value is folded in once, after the row's elements have been
@@ -1877,18 +1905,29 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   // partial result only where `valid` says so.
   std::vector<VReg> acc(nv);
   auto loadRow = [&](size_t j) {
-    ElementType t = bufs_[inBufs[j]].type;
+    ElementType t = bufs_[ldBufs[j]].type;
     VReg x = vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
     e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * typeInfo(t).bytes);
     return x;
   };
+  // The reduce's inputs at the next vreg: loaded, or computed by the
+  // prologue from the loaded parameters.
+  auto loadInputs = [&]() -> std::optional<std::vector<VReg>> {
+    std::vector<VReg> xs;
+    if (!prologue) {
+      for (size_t j = 0; j < nv; ++j) xs.push_back(loadRow(j));
+      return xs;
+    }
+    std::vector<VReg> loaded;
+    for (size_t j = 0; j < nl; ++j) loaded.push_back(loadRow(j));
+    return evalReducePrologue(*prologue, loaded, hoisted);
+  };
   auto foldOne = [&](bool masked) -> bool {
     std::vector<VReg> args = acc;
-    std::vector<VReg> xs;
-    for (size_t j = 0; j < nv; ++j) {
-      xs.push_back(loadRow(j));
-      args.push_back(xs.back());
-    }
+    auto loadedXs = loadInputs();
+    if (!loadedXs) return false;
+    std::vector<VReg> xs = *loadedXs;
+    args.insert(args.end(), xs.begin(), xs.end());
     std::vector<VReg> res;
     if (!lowerComputation(reducer, args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
@@ -1901,7 +1940,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   };
   const int64_t segments = segV ? (fullV + (rem ? 1 : 0) + segV - 1) / segV : 1;
   if (segV) dmaSegment(-1, 0, std::min<int64_t>(r, segV * kVregElems));
-  for (size_t j = 0; j < nv; ++j) acc[j] = loadRow(j);
+  if (auto first = loadInputs()) acc = *first;
+  else return false;
   // With at least one full vreg every element is valid from the start;
   // otherwise only the first `rem` are, and the lane tree tracks validity.
   VReg valid{};
@@ -2745,6 +2785,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     case Opcode::Fusion:
       if (isFlatFusion(in)) return lowerFlatFusion(in);
       if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
+      if (inputFusion(in, nullptr)) return lowerInputFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {
       beginKernel(in, "while");

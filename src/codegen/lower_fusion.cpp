@@ -8,6 +8,12 @@
 // (padding copy, type conversion, one kernel per elementwise op) disappear.
 #include "codegen/lowerer.h"
 
+// Input fusions: a fusion whose root is a reduction over its trailing
+// dimensions, its inputs computed elementwise from parameters shaped like
+// them (softmax sums, layer-norm moments), lowers as the reduction kernel
+// itself: the parameters' rows stream through VMEM and the elementwise
+// instructions run on each vreg before it is folded.
+
 namespace tpu::codegen {
 
 namespace {
@@ -257,6 +263,117 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
     if (r >= 0) sregs_.put(r);
   for (int r : {rTile, rAddr, rC, rE, rCount}) sregs_.put(r);
   (void)in;
+}
+
+bool Lowerer::inputFusion(const Instruction& in, ReducePrologue* out) const {
+  if (in.opcode() != Opcode::Fusion || !in.fusedComputation() || !in.shape().isArray()) return false;
+  const Computation& c = *in.fusedComputation();
+  const Instruction* reduce = c.root();
+  if (!reduce || reduce->opcode() != Opcode::Reduce || reduce->operandCount() != 2 || !reduce->toApply())
+    return false;
+  const Instruction* x = reduce->operand(0);
+  const Instruction* init = reduce->operand(1);
+  if (!x->shape().isArray() || !plainType(x->shape().elementType()) || !plainType(in.shape().elementType()))
+    return false;
+  if (!init->shape().isScalar() || (init->opcode() != Opcode::Parameter && init->opcode() != Opcode::Constant))
+    return false;
+  const std::vector<int64_t>& dims = x->shape().dimensions();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> reduced = reduce->attrs().dimensions;
+  std::sort(reduced.begin(), reduced.end());
+  int64_t k = 1, r = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool red = std::binary_search(reduced.begin(), reduced.end(), d);
+    // Only the trailing dimensions: rows of the reduce are contiguous.
+    if (red != (d >= rank - static_cast<int64_t>(reduced.size()))) return false;
+    (red ? r : k) *= dims[static_cast<size_t>(d)];
+  }
+  // The shapes lowerReduce gives the segment kernel (rows folded within).
+  if (k == 0 || r == 0 || (k >= kVregElems / 8 && (k == 1 || r < kVregElems))) return false;
+  ReducePrologue p;
+  p.comp = &c;
+  p.reduce = reduce;
+  for (const auto& up : c.instructions()) {
+    const Instruction& i = *up;
+    if (&i == reduce) continue;
+    if (i.opcode() == Opcode::Parameter) {
+      bool used = false;
+      for (const auto& u : c.instructions())
+        for (const Instruction* o : u->operands()) used = used || o == &i;
+      if (!used) continue;
+      if (!plainType(i.shape().elementType())) return false;
+      if (i.shape().isScalar()) p.scalars.push_back({&i, -1});
+      else if (i.shape().dimensions() == dims && &i != init) p.streamed.push_back(&i);
+      else return false;
+      continue;
+    }
+    if (!i.shape().isArray() || !plainType(i.shape().elementType())) return false;
+    if (!i.shape().isScalar() && i.shape().dimensions() != dims) return false;
+    if (i.opcode() == Opcode::Constant) {
+      if (!i.shape().isScalar()) return false;
+      continue;
+    }
+    if (i.opcode() == Opcode::Broadcast) {
+      if (!i.operand(0)->shape().isScalar()) return false;
+      continue;
+    }
+    if (!hlo::isElementwise(i.opcode()) || i.opcode() == Opcode::Rng || i.opcode() == Opcode::BitcastConvert)
+      return false;
+  }
+  if (p.streamed.empty() || p.streamed.size() > 3 || p.scalars.size() > 4) return false;
+  if (out) *out = std::move(p);
+  return true;
+}
+
+std::optional<std::vector<VReg>> Lowerer::evalReducePrologue(const ReducePrologue& p,
+                                                             const std::vector<VReg>& loaded,
+                                                             const std::map<const Instruction*, VReg>& scalars) {
+  std::map<const Instruction*, VReg> val = scalars;
+  std::vector<VReg> owned = loaded;
+  for (size_t j = 0; j < p.streamed.size(); ++j) val[p.streamed[j]] = loaded[j];
+  for (const auto& up : p.comp->instructions()) {
+    const Instruction& i = *up;
+    if (&i == p.reduce) break;
+    if (i.opcode() == Opcode::Parameter || val.count(&i)) continue;
+    if (i.opcode() == Opcode::Broadcast) {  // of a scalar: its splat
+      val[&i] = val[i.operand(0)];
+      continue;
+    }
+    std::vector<VReg> ops;
+    for (const Instruction* o : i.operands()) ops.push_back(val[o]);
+    auto r = lowerOp(i, ops);
+    if (!r) return std::nullopt;
+    val[&i] = *r;
+    owned.push_back(*r);
+  }
+  const Instruction* x = p.reduce->operand(0);
+  VReg result = vcopy(val[x], x->shape().elementType());
+  std::set<int> freed;
+  for (VReg v : owned)
+    if (freed.insert(v.r).second) vfree(v);
+  return std::vector<VReg>{result};
+}
+
+bool Lowerer::lowerInputFusion(const Instruction& in) {
+  ReducePrologue p;
+  if (!inputFusion(in, &p)) return fail(in, "llo-gen: internal error: not an input fusion");
+  beginKernel(in, "fusion-reduce");
+  auto bufOf = [&](const Instruction* param) {
+    return leaves_[in.operand(param->attrs().parameterNumber)][0];
+  };
+  uint64_t bytes = bufs_[leaves_[&in][0]].bytes;
+  for (const Instruction* param : p.streamed) {
+    p.streamedBufs.push_back(bufOf(param));
+    bytes += bufs_[p.streamedBufs.back()].bytes;
+  }
+  for (auto& [param, buf] : p.scalars) buf = bufOf(param);
+  const Shape& xs = p.reduce->operand(0)->shape();
+  int64_t r = 1;
+  for (int64_t d : p.reduce->attrs().dimensions) r *= xs.dimension(d);
+  int64_t k = *xs.elementCount() / r;
+  bool ok = emitReduceSegments(in, k, r, {}, {}, leaves_[&in], *p.reduce->toApply(), &p);
+  endKernel(static_cast<double>(*xs.elementCount()) * static_cast<double>(p.comp->instructionCount()), bytes, 0);
+  return ok && !failed_;
 }
 
 }  // namespace tpu::codegen

@@ -229,6 +229,19 @@ struct MatmulEpilogue {
   ElementType outType = ElementType::F32;
 };
 
+// An input fusion lowered as one reduction (lower_fusion.cpp): the fused
+// computation's root reduce, whose inputs the elementwise instructions
+// before it compute from the streamed parameters (shaped like the reduce's
+// inputs) and scalar parameters, vreg by vreg as the rows stream through
+// VMEM: the inputs never exist in HBM.
+struct ReducePrologue {
+  const Computation* comp = nullptr;
+  const Instruction* reduce = nullptr;
+  std::vector<const Instruction*> streamed;  // fused parameters streamed through VMEM
+  std::vector<int> streamedBufs;             // their buffers (set when lowering)
+  std::vector<std::pair<const Instruction*, int>> scalars;  // scalar fused parameters, buffers
+};
+
 // Where emitMatmul stands when a C tile is complete (its step's batch,
 // M-tile and N-tile indices in sregs), for the epilogue.
 struct MatmulTileSite {
@@ -361,7 +374,12 @@ class Lowerer {
                       const std::vector<int>& initBufs, const std::vector<int>& outBufs, const Computation& reducer);
   bool emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
                           const std::vector<int>& initBufs, const std::vector<int>& outBufs,
-                          const Computation& reducer);
+                          const Computation& reducer, const ReducePrologue* prologue = nullptr);
+  // Input fusions (lower_fusion.cpp).
+  bool inputFusion(const Instruction& in, ReducePrologue* out) const;
+  bool lowerInputFusion(const Instruction& in);
+  std::optional<std::vector<VReg>> evalReducePrologue(const ReducePrologue& p, const std::vector<VReg>& loaded,
+                                                      const std::map<const Instruction*, VReg>& scalars);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
