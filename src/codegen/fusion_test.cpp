@@ -38,18 +38,30 @@ std::string llo(const std::string& text, const std::string& target = "v5e") {
   return gen ? gen->llo : "llo-gen: " + messages;
 }
 
-// Runs both programs on the same seeded arguments: the results must be
-// bitwise equal, and close to the interpreter's.
-void expectFusedMatchesInlined(const FusedAndInlined& p, double tol, const std::string& target = "v5e") {
-  std::mt19937 rng(99);
+// Both programs on the same arguments, seeded by `seed`, on `target`.
+struct FusedAndInlinedRuns {
+  PipelineRun fused, inlined;
+};
+
+FusedAndInlinedRuns runBoth(const FusedAndInlined& p, const std::string& target, uint32_t seed,
+                            std::vector<hlo::Literal>* argsOut = nullptr) {
+  std::mt19937 rng(seed);
   std::vector<hlo::Literal> args;
   auto make = [&](size_t i, const hlo::Shape& s) {
     if (i >= args.size()) args.push_back(randomLiteral(s, rng));
     return args[i];
   };
-  PipelineRun fused = runPipeline(p.fused, make, target);
+  FusedAndInlinedRuns runs{runPipeline(p.fused, make, target), runPipeline(p.inlined, make, target)};
+  if (argsOut) *argsOut = args;
+  return runs;
+}
+
+// Runs both programs on the same seeded arguments: the results must be
+// bitwise equal, and close to the interpreter's.
+void expectFusedMatchesInlined(const FusedAndInlined& p, double tol, const std::string& target = "v5e") {
+  std::vector<hlo::Literal> args;
+  auto [fused, inlined] = runBoth(p, target, 99, &args);
   ASSERT_EQ(fused.error, "");
-  PipelineRun inlined = runPipeline(p.inlined, make, target);
   ASSERT_EQ(inlined.error, "");
   ASSERT_EQ(fused.got.size(), 1u);
   EXPECT_TRUE(fused.got[0] == inlined.got[0]) << "fused and unfused results differ";
@@ -139,15 +151,8 @@ TEST(OutputFusion, OtherShapesFallBackToOneKernelPerInstruction) {
 // dimensions (a bias, a per-channel scale) stream as one kernel: the
 // parameter's elements are fetched as whole repeats of the chunk.
 void expectLoopFusionMatchesInlined(const FusedAndInlined& p, const std::string& target = "v5e") {
-  std::mt19937 rng(7);
-  std::vector<hlo::Literal> args;
-  auto make = [&](size_t i, const hlo::Shape& s) {
-    if (i >= args.size()) args.push_back(randomLiteral(s, rng));
-    return args[i];
-  };
-  PipelineRun fused = runPipeline(p.fused, make, target);
+  auto [fused, inlined] = runBoth(p, target, 7);
   ASSERT_EQ(fused.error, "");
-  PipelineRun inlined = runPipeline(p.inlined, make, target);
   ASSERT_EQ(inlined.error, "");
   EXPECT_TRUE(fused.got == inlined.got) << "fused and unfused results differ";
   const std::vector<const hlo::Literal*> want = fused.want();
@@ -206,15 +211,8 @@ FusedAndInlined makeReduceFusion(const std::string& params, const std::string& b
 }
 
 void expectInputFusionMatchesInlined(const FusedAndInlined& p, double tol, const std::string& target = "v5e") {
-  std::mt19937 rng(3);
-  std::vector<hlo::Literal> args;
-  auto make = [&](size_t i, const hlo::Shape& s) {
-    if (i >= args.size()) args.push_back(randomLiteral(s, rng));
-    return args[i];
-  };
-  PipelineRun fused = runPipeline(p.fused, make, target);
+  auto [fused, inlined] = runBoth(p, target, 3);
   ASSERT_EQ(fused.error, "");
-  PipelineRun inlined = runPipeline(p.inlined, make, target);
   ASSERT_EQ(inlined.error, "");
   EXPECT_TRUE(fused.got == inlined.got) << "fused and unfused results differ";
   const hlo::Literal& w = *fused.want()[0];

@@ -27,6 +27,26 @@ bool plainType(ElementType t) {
 
 }  // namespace
 
+bool Lowerer::evalOnRegisters(const Computation& c, const Instruction* stop,
+                              std::map<const Instruction*, VReg>& val, std::vector<VReg>& owned) {
+  for (const auto& up : c.instructions()) {
+    const Instruction& i = *up;
+    if (&i == stop) break;
+    if (i.opcode() == Opcode::Parameter || val.count(&i)) continue;
+    if (i.opcode() == Opcode::Broadcast) {  // of a scalar: its splat
+      val[&i] = val[i.operand(0)];
+      continue;
+    }
+    std::vector<VReg> ops;
+    for (const Instruction* o : i.operands()) ops.push_back(val[o]);
+    auto r = lowerOp(i, ops);
+    if (!r) return false;
+    val[&i] = *r;
+    owned.push_back(*r);
+  }
+  return true;
+}
+
 bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation() || !in.shape().isArray()) return false;
   const Computation& c = *in.fusedComputation();
@@ -203,41 +223,26 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
       owned.push_back(v);
       return v;
     };
-    for (const auto& up : e.comp->instructions()) {
-      const Instruction& i = *up;
-      if (&i == e.dot) {
-        // The dot's own result type first (the unfused path rounds there too).
-        VReg cv = own(valloc(ElementType::F32));
-        e_.op("vld {}, [{} + {}], {}", V(cv), S(rC), u * 512, tn * 4);
-        if (dotType != ElementType::F32) {
-          VReg r = own(valloc(dotType));
-          e_.op("vmov.s32 {}, {}", V(r), V(cv));
-          cv = normalize(r);
-        }
-        val[&i] = cv;
-        continue;
+    {
+      // The dot's own result type first (the unfused path rounds there too).
+      VReg cv = own(valloc(ElementType::F32));
+      e_.op("vld {}, [{} + {}], {}", V(cv), S(rC), u * 512, tn * 4);
+      if (dotType != ElementType::F32) {
+        VReg r = own(valloc(dotType));
+        e_.op("vmov.s32 {}, {}", V(r), V(cv));
+        cv = normalize(r);
       }
-      auto input = std::find_if(e.inputs.begin(), e.inputs.end(),
-                                [&](const MatmulEpilogue::Input& x) { return x.value == &i; });
-      if (input != e.inputs.end() && input->kind != MatmulEpilogue::Scalar) {
-        size_t j = static_cast<size_t>(input - e.inputs.begin());
-        int es = typeInfo(input->type).bytes;
-        bool tile = input->kind == MatmulEpilogue::Tile;
-        val[&i] = own(vload(input->type, fmt::format("{} + {}", S(rIn[j]), u * 128 * es),
-                            fmt::format(", {}", tile ? tn * es : 0)));
-        continue;
-      }
-      if (i.opcode() == Opcode::Parameter || val.count(&i)) continue;
-      if (i.opcode() == Opcode::Broadcast) {  // of a scalar: its splat
-        val[&i] = val[i.operand(0)];
-        continue;
-      }
-      std::vector<VReg> ops;
-      for (const Instruction* o : i.operands()) ops.push_back(val[o]);
-      auto r = lowerOp(i, ops);
-      if (!r) return;
-      val[&i] = own(*r);
+      val[e.dot] = cv;
     }
+    for (size_t j = 0; j < e.inputs.size(); ++j) {
+      const MatmulEpilogue::Input& input = e.inputs[j];
+      if (input.kind == MatmulEpilogue::Scalar) continue;
+      int es = typeInfo(input.type).bytes;
+      bool tile = input.kind == MatmulEpilogue::Tile;
+      val[input.value] = own(vload(input.type, fmt::format("{} + {}", S(rIn[j]), u * 128 * es),
+                                   fmt::format(", {}", tile ? tn * es : 0)));
+    }
+    if (!evalOnRegisters(*e.comp, nullptr, val, owned)) return;
     VReg result = val[e.comp->root()];
     vstore(result, e.outType, fmt::format("{} + {}", S(rE), u * 128 * eo), fmt::format(", {}", tn * eo));
     std::set<int> freed;
@@ -331,21 +336,7 @@ std::optional<std::vector<VReg>> Lowerer::evalReducePrologue(const ReducePrologu
   std::map<const Instruction*, VReg> val = scalars;
   std::vector<VReg> owned = loaded;
   for (size_t j = 0; j < p.streamed.size(); ++j) val[p.streamed[j]] = loaded[j];
-  for (const auto& up : p.comp->instructions()) {
-    const Instruction& i = *up;
-    if (&i == p.reduce) break;
-    if (i.opcode() == Opcode::Parameter || val.count(&i)) continue;
-    if (i.opcode() == Opcode::Broadcast) {  // of a scalar: its splat
-      val[&i] = val[i.operand(0)];
-      continue;
-    }
-    std::vector<VReg> ops;
-    for (const Instruction* o : i.operands()) ops.push_back(val[o]);
-    auto r = lowerOp(i, ops);
-    if (!r) return std::nullopt;
-    val[&i] = *r;
-    owned.push_back(*r);
-  }
+  if (!evalOnRegisters(*p.comp, p.reduce, val, owned)) return std::nullopt;
   const Instruction* x = p.reduce->operand(0);
   VReg result = vcopy(val[x], x->shape().elementType());
   std::set<int> freed;

@@ -375,6 +375,11 @@ class Lowerer {
   bool emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
                           const std::vector<int>& initBufs, const std::vector<int>& outBufs,
                           const Computation& reducer, const ReducePrologue* prologue = nullptr);
+  // Evaluates the instructions of `c` in order on registers, up to `stop`:
+  // those `val` has no value for yet except parameters; a broadcast is its
+  // scalar operand's splat. New registers are appended to `owned`.
+  bool evalOnRegisters(const Computation& c, const Instruction* stop, std::map<const Instruction*, VReg>& val,
+                       std::vector<VReg>& owned);
   // Input fusions (lower_fusion.cpp).
   bool inputFusion(const Instruction& in, ReducePrologue* out) const;
   bool lowerInputFusion(const Instruction& in);
