@@ -32,12 +32,15 @@ void collectArrayShapes(const hlo::Shape& shape, std::vector<hlo::Shape>& out) {
 // so its result depends on the summation order, which the compiled code
 // (vector chunks, lane trees) and the interpreter (in order) do not share.
 // K roundings of partial sums that grow like sqrt(K) (inputs ~1) walk about
-// u * K apart; allow twice that. max/min are exact.
+// u * K apart; allow twice that. An f32 sum is rounded in f32 on both sides,
+// in another order: its error relative to the result walks like
+// u * sqrt(K). max/min are exact.
 double narrowReduceTolerance(const hlo::Instruction& reduce) {
   if (reduce.operandCount() < 1 || !reduce.operand(0)->shape().isArray()) return 0;
   const hlo::Shape& in = reduce.operand(0)->shape();
   const auto& format = hlo::elementTypeInfo(in.elementType()).floatFormat;
-  if (!format || in.elementType() == hlo::ElementType::F32) return 0;
+  bool f32 = in.elementType() == hlo::ElementType::F32;
+  if (!format && !f32) return 0;
   const hlo::Computation* reducer = reduce.toApply();
   if (reducer && reducer->root() &&
       (reducer->root()->opcode() == hlo::Opcode::Maximum || reducer->root()->opcode() == hlo::Opcode::Minimum))
@@ -45,6 +48,7 @@ double narrowReduceTolerance(const hlo::Instruction& reduce) {
   double k = 1;
   for (int64_t d : reduce.attrs().dimensions)
     if (d >= 0 && d < in.rank()) k *= static_cast<double>(in.dimension(d));
+  if (f32) return 2 * 0x1p-24 * std::sqrt(k);
   double unitRoundoff = std::ldexp(1.0, -(floatFormatInfo(*format).mantissaBits + 1));
   return 2 * unitRoundoff * k;
 }
