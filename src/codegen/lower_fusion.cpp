@@ -6,13 +6,13 @@
 // writes the fusion's result tile, in its own type, straight to HBM. The
 // dot's f32 result never leaves VMEM, and the unfused path's extra passes
 // (padding copy, type conversion, one kernel per elementwise op) disappear.
-#include "codegen/lowerer.h"
-
+//
 // Input fusions: a fusion whose root is a reduction over its trailing
 // dimensions, its inputs computed elementwise from parameters shaped like
 // them (softmax sums, layer-norm moments), lowers as the reduction kernel
 // itself: the parameters' rows stream through VMEM and the elementwise
 // instructions run on each vreg before it is folded.
+#include "codegen/lowerer.h"
 
 namespace tpu::codegen {
 
