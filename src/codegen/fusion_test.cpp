@@ -163,6 +163,7 @@ void expectLoopFusionMatchesInlined(const FusedAndInlined& p, const std::string&
   std::string text = llo(p.fused, target);
   EXPECT_NE(text.find("// fusion: fusion %f"), std::string::npos) << text.substr(0, 2000);
   EXPECT_EQ(text.find("// broadcast:"), std::string::npos);
+  EXPECT_EQ(text.find("// transpose:"), std::string::npos);
 }
 
 TEST(LoopFusion, BiasBroadcastAlongRows) {
@@ -187,16 +188,49 @@ TEST(LoopFusion, BiasBroadcastAlongRows) {
       std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
 }
 
-TEST(LoopFusion, OtherBroadcastsStillLowerInstructionByInstruction) {
-  // Along the trailing dimension (a per-row value): not a repeat.
-  FusedAndInlined p = makePrograms("  x = f32[300,384] parameter(0)\n  b = f32[300] parameter(1)\n",
-                                   "  bb = f32[300,384] broadcast(b), dimensions={0}\n"
-                                   "  ROOT r = f32[300,384] add(x, bb)\n",
-                                   "f32[300,384]", "x, b");
+TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
+  // Each transpose or broadcast of a parameter is read as a strided view of
+  // it, one DMA per chunk of result rows.
+  expectLoopFusionMatchesInlined(makePrograms(
+      "  x = f32[300,384] parameter(0)\n  y = f32[384,300] parameter(1)\n  b = f32[300] parameter(2)\n",
+      "  t = f32[300,384] transpose(y), dimensions={1,0}\n  bb = f32[300,384] broadcast(b), dimensions={0}\n"
+      "  s = f32[300,384] add(x, t)\n  ROOT r = f32[300,384] multiply(s, bb)\n",
+      "f32[300,384]", "x, y, b"));
+  expectLoopFusionMatchesInlined(makePrograms(
+      "  x = bf16[6,40,130] parameter(0)\n  m = s32[40] parameter(1)\n",
+      "  t = bf16[40,130,6] transpose(x), dimensions={1,2,0}\n  c = f32[40,130,6] convert(t)\n"
+      "  mb = s32[40,130,6] broadcast(m), dimensions={0}\n  mf = f32[40,130,6] convert(mb)\n"
+      "  ROOT r = f32[40,130,6] add(c, mf)\n",
+      "f32[40,130,6]", "x, m"));
+  // Many chunks on a small VMEM.
+  expectLoopFusionMatchesInlined(
+      makePrograms("  x = f32[700,512] parameter(0)\n  y = f32[512,700] parameter(1)\n",
+                   "  t = f32[700,512] transpose(y), dimensions={1,0}\n  ROOT r = f32[700,512] subtract(x, t)\n",
+                   "f32[700,512]", "x, y"),
+      std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
+}
+
+TEST(LoopFusion, TransposesOfComputedValuesStillLowerInstructionByInstruction) {
+  // A transpose of a computed value, or rows too long for three chunks of
+  // a small VMEM, are lowered one kernel per instruction, still correctly.
+  FusedAndInlined p = makePrograms("  x = f32[384,300] parameter(0)\n  y = f32[300,384] parameter(1)\n",
+                                   "  e = f32[384,300] exponential(x)\n"
+                                   "  t = f32[300,384] transpose(e), dimensions={1,0}\n"
+                                   "  ROOT r = f32[300,384] add(t, y)\n",
+                                   "f32[300,384]", "x, y");
   E2eRun r = compileAndCompare(p.fused);
   ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-6) << r.where;
+  EXPECT_NE(llo(p.fused).find("// transpose: transpose %t"), std::string::npos);
+  const std::string small = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
+  FusedAndInlined q = makePrograms("  x = f32[512,700] parameter(0)\n  y = f32[700,512] parameter(1)\n",
+                                   "  t = f32[512,700] transpose(y), dimensions={1,0}\n"
+                                   "  ROOT r = f32[512,700] subtract(x, t)\n",
+                                   "f32[512,700]", "x, y");
+  r = compileAndCompare(q.fused, small);
+  ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.maxErr, 0) << r.where;
-  EXPECT_NE(llo(p.fused).find("// broadcast: broadcast %bb"), std::string::npos);
+  EXPECT_NE(llo(q.fused, small).find("// transpose: transpose %t"), std::string::npos);
 }
 
 // Input fusions: a reduction over trailing dimensions of values computed

@@ -85,6 +85,52 @@ int64_t Lowerer::streamPeriod(const Instruction& param, int64_t n) const {
   return used ? period : 0;
 }
 
+int64_t viewRowElements(const EwInput& input) {
+  int64_t n = 1;
+  for (size_t d = 1; d < input.viewDims.size(); ++d) n *= input.viewDims[d];
+  return n;
+}
+
+Box viewBox(const EwInput& input, int64_t rows) {
+  const int es = typeInfo(input.type).bytes;
+  std::vector<int64_t> counts = input.viewDims;
+  counts[0] = rows;
+  return makeBox(counts, input.viewStrides, byteStrides(input.viewDims, es), es);
+}
+
+// A fused transpose or broadcast of a parameter, shaped like the fusion's
+// result: streamed as a strided view of the parameter's buffer (EwInput
+// viewDims/viewStrides), which the DMA engine gathers into result order.
+// Fills `out` (dims and byte strides) when it is one.
+bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const {
+  if (i.opcode() != Opcode::Transpose && i.opcode() != Opcode::Broadcast) return false;
+  const Instruction* p = i.operand(0);
+  if (p->opcode() != Opcode::Parameter || p->shape().isScalar() || !p->shape().isArray()) return false;
+  if (i.shape().dimensions() != resultDims || resultDims.empty()) return false;
+  const int es = typeInfo(p->shape().elementType()).bytes;
+  if (typeInfo(p->shape().elementType()).words > 1 || typeInfo(p->shape().elementType()).isComplex) return false;
+  std::vector<int64_t> ps = byteStrides(p->shape().dimensions(), es), strides(resultDims.size(), 0);
+  const auto& dims = i.attrs().dimensions;
+  if (dims.size() != static_cast<size_t>(i.opcode() == Opcode::Transpose ? resultDims.size() : p->shape().rank()))
+    return false;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] < 0 || dims[d] >= static_cast<int64_t>(i.opcode() == Opcode::Transpose ? p->shape().rank()
+                                                                                      : resultDims.size()))
+      return false;
+    if (i.opcode() == Opcode::Transpose) strides[d] = ps[static_cast<size_t>(dims[d])];
+    else strides[static_cast<size_t>(dims[d])] = ps[d];
+  }
+  EwInput v{EwInput::Full, -1, 0, p->shape().elementType()};
+  v.viewDims = resultDims;
+  v.viewStrides = strides;
+  // Whole rows of dimension 0 per chunk, and chunks of whole vregs.
+  if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 18)) return false;
+  Box b = viewBox(v, std::max<int64_t>(2, resultDims[0]));
+  if (b.dims.size() > static_cast<size_t>(std::max(1, target_.dma.descriptorDims))) return false;
+  if (out) *out = std::move(v);
+  return true;
+}
+
 bool Lowerer::isFlatFusion(const Instruction& in) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
   const Computation& c = *in.fusedComputation();
@@ -104,11 +150,16 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
     if (!i.shape().isArray() || !typeInfo(i.shape().elementType()).ok) return false;
     bool scalar = i.shape().isScalar();
     if (op == Opcode::Parameter && !scalar && i.shape().elementCount() != n) {
-      if (streamPeriod(i, *n) == 0) return false;
+      // Read only as a repeat or through views.
+      if (streamPeriod(i, *n) != 0) continue;
+      for (const auto& u : c.instructions())
+        for (const Instruction* o : u->operands())
+          if (o == &i && !streamView(*u, outs[0]->dimensions(), nullptr)) return false;
       continue;
     }
     if (!scalar && i.shape().elementCount() != n) return false;
     if (op == Opcode::Parameter) continue;
+    if (streamView(i, outs[0]->dimensions(), nullptr)) continue;
     if (op == Opcode::Constant) {
       if (!scalar) return false;
       continue;
@@ -123,6 +174,22 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
     if (op == Opcode::Map) continue;
     return false;
   }
+  // Chunks hold whole rows of every view (and whole vregs): three of them
+  // must fit VMEM.
+  int64_t period = kVregElems;
+  uint64_t per = 0;
+  for (const auto& up : c.instructions()) {
+    EwInput v;
+    if (streamView(*up, outs[0]->dimensions(), &v)) {
+      period = std::lcm(period, viewRowElements(v));
+      per += static_cast<uint64_t>(typeInfo(v.type).bytes);
+    } else if (up->opcode() == Opcode::Parameter && !up->shape().isScalar()) {
+      per += static_cast<uint64_t>(typeInfo(up->shape().elementType()).bytes);
+    }
+  }
+  for (const Shape* s : outs) per += static_cast<uint64_t>(typeInfo(s->elementType()).bytes);
+  if (period > kVregElems && period < *n && 3 * per * static_cast<uint64_t>(period) + 8192 > vmemBudget())
+    return false;
   return true;
 }
 
@@ -728,13 +795,19 @@ std::optional<VReg> Lowerer::lowerReducerOutput(const Computation& c, int64_t in
   return out;
 }
 
-bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out) {
+bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out,
+                               const std::map<const Instruction*, VReg>* preset) {
   std::map<const Instruction*, VReg> val;
   std::map<const Instruction*, int> usesLeft;
+  auto given = [&](const Instruction* i) { return preset && preset->count(i); };
   for (const auto& up : c.instructions())
     for (const Instruction* o : up->operands()) ++usesLeft[o];
   for (const auto& up : c.instructions()) {
     const Instruction& in = *up;
+    if (given(&in)) {
+      val[&in] = preset->at(&in);
+      continue;
+    }
     if (in.opcode() == Opcode::Parameter) {
       int64_t p = in.attrs().parameterNumber;
       if (p < 0 || static_cast<size_t>(p) >= params.size()) return fail(in, "llo-gen: bad parameter number");
@@ -748,7 +821,7 @@ bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& pa
     if (!r) return false;
     val[&in] = *r;
     for (const Instruction* o : in.operands())
-      if (--usesLeft[o] == 0 && o->opcode() != Opcode::Parameter && o != c.root()) vfree(val[o]);
+      if (--usesLeft[o] == 0 && o->opcode() != Opcode::Parameter && o != c.root() && !given(o)) vfree(val[o]);
   }
   std::vector<const Instruction*> roots;
   if (c.root()->opcode() == Opcode::Tuple) roots.assign(c.root()->operands().begin(), c.root()->operands().end());
@@ -756,7 +829,7 @@ bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& pa
   std::set<int> taken;
   for (const Instruction* r : roots) {
     VReg v = val[r];
-    if (r->opcode() == Opcode::Parameter || taken.count(v.r)) v = vcopy(v, v.t);
+    if (r->opcode() == Opcode::Parameter || given(r) || taken.count(v.r)) v = vcopy(v, v.t);
     taken.insert(v.r);
     v.t = r->shape().elementType();
     out.push_back(v);
@@ -1336,8 +1409,10 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   // Repeated inputs are fetched whole periods at a time: chunks are a
   // multiple of every period (and of a vreg).
   int64_t period = kVregElems;
-  for (const EwInput& i : ins)
+  for (const EwInput& i : ins) {
     if (i.kind == EwInput::Full && i.period > 0) period = std::lcm(period, i.period);
+    if (i.kind == EwInput::Full && !i.viewDims.empty()) period = std::lcm(period, viewRowElements(i));
+  }
   if (period > kVregElems && c < n) {
     c = std::max(period, c / period * period);
     chunkV = c / kVregElems;
@@ -1409,8 +1484,13 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       int es = typeInfo(load ? ins[j].type : outs[j].type).bytes;
       int64_t voff = load ? inOff[j] : outOff[j];
       int64_t repeat = load ? ins[j].period : 0;
+      const bool view = load && !ins[j].viewDims.empty();
       if (repeat > 0) {
         e_.op("smov {}, {}", S(rA), base(buf) + off);  // every chunk starts a period
+      } else if (view) {
+        // Chunk i is rows [i*R, (i+1)*R) of the view's dimension 0.
+        e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c / viewRowElements(ins[j]) * ins[j].viewStrides[0]);
+        e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
       } else {
         e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c * es);
         e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
@@ -1422,6 +1502,12 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       if (repeat > 0) {
         full = e_.desc(static_cast<uint64_t>(repeat * es), {{c / repeat, 0, repeat * es}});
         part = e_.desc(static_cast<uint64_t>(repeat * es), {{tail / repeat, 0, repeat * es}});
+      }
+      if (view) {
+        Box f = viewBox(ins[j], c / viewRowElements(ins[j]));
+        Box t = viewBox(ins[j], tail / viewRowElements(ins[j]));
+        full = e_.desc(f.chunk, f.dims);
+        part = e_.desc(t.chunk, t.dims);
       }
       auto dma = [&](const std::string& d) {
         if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", d, S(rV), hbm(buf), S(rA), S(semReg));
@@ -2364,25 +2450,50 @@ bool Lowerer::lowerElementwiseInstr(const Instruction& in) {
 bool Lowerer::lowerFlatFusion(const Instruction& in) {
   beginKernel(in, "fusion");
   const Computation& c = *in.fusedComputation();
+  const std::vector<int64_t>& resultDims = arrayLeaves(in.shape())[0]->dimensions();
+  int64_t n = *arrayLeaves(in.shape())[0]->elementCount();
+  // Inputs: the parameters the elementwise code reads directly, then one
+  // per transpose or broadcast streamed as a view of its parameter.
   std::vector<EwInput> ins;
+  std::vector<const Instruction*> views;
+  std::vector<VReg> placeholders(static_cast<size_t>(in.operandCount()));
+  std::vector<int64_t> paramInput(static_cast<size_t>(in.operandCount()), -1);
   uint64_t bytes = 0;
   for (int64_t p = 0; p < in.operandCount(); ++p) {
     const Instruction* o = in.operand(p);
+    const Instruction* param = c.parameter(p);
     int b = leaves_[o][0];
     bool scalar = o->shape().isScalar();
-    int64_t period = scalar ? 0 : streamPeriod(*c.parameter(p), *arrayLeaves(in.shape())[0]->elementCount());
-    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType(), period});
+    bool direct = scalar;
+    for (const auto& u : c.instructions())
+      for (const Instruction* x : u->operands())
+        if (x == param && !streamView(*u, resultDims, nullptr)) direct = true;
     bytes += scalar ? 0 : bufs_[b].bytes;
+    if (!direct) continue;
+    int64_t period = scalar ? 0 : streamPeriod(*param, n);
+    paramInput[static_cast<size_t>(p)] = static_cast<int64_t>(ins.size());
+    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType(), period});
+  }
+  for (const auto& u : c.instructions()) {
+    EwInput v;
+    if (!streamView(*u, resultDims, &v)) continue;
+    v.buf = leaves_[in.operand(u->operand(0)->attrs().parameterNumber)][0];
+    views.push_back(u.get());
+    ins.push_back(std::move(v));
   }
   std::vector<EwOutput> outs;
   for (int b : leaves_[&in]) {
     outs.push_back({b, 0, bufs_[b].type});
     bytes += bufs_[b].bytes;
   }
-  int64_t n = *arrayLeaves(in.shape())[0]->elementCount();
+  const size_t firstView = ins.size() - views.size();
   bool ok = emitElementwise(n, ins, outs, [&](const std::vector<VReg>& v) {
-    std::vector<VReg> out;
-    if (!lowerComputation(c, v, out)) out.assign(outs.size(), VReg{0, ElementType::F32});
+    std::vector<VReg> params = placeholders, out;
+    for (size_t p = 0; p < params.size(); ++p)
+      if (paramInput[p] >= 0) params[p] = v[static_cast<size_t>(paramInput[p])];
+    std::map<const Instruction*, VReg> preset;
+    for (size_t j = 0; j < views.size(); ++j) preset[views[j]] = v[firstView + j];
+    if (!lowerComputation(c, params, out, &preset)) out.assign(outs.size(), VReg{0, ElementType::F32});
     return out;
   });
   endKernel(static_cast<double>(n) * static_cast<double>(c.instructionCount()), bytes, 0);

@@ -16,35 +16,6 @@ constexpr int64_t kIndexChunkWords = 16384;
 
 // A strided copy in descriptor form: unit dims dropped, dims that continue
 // each other merged, the innermost contiguous run as the chunk.
-struct Box {
-  uint64_t chunk = 0;
-  std::vector<Emitter::Dim> dims;
-};
-
-Box makeBox(const std::vector<int64_t>& counts, const std::vector<int64_t>& srcStrides,
-            const std::vector<int64_t>& dstStrides, int esize) {
-  std::vector<Emitter::Dim> d;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    if (counts[i] == 1) continue;
-    if (!d.empty() && d.back().src == srcStrides[i] * counts[i] &&
-        d.back().dst == dstStrides[i] * counts[i]) {
-      d.back().count *= counts[i];
-      d.back().src = srcStrides[i];
-      d.back().dst = dstStrides[i];
-      continue;
-    }
-    d.push_back({counts[i], srcStrides[i], dstStrides[i]});
-  }
-  Box b;
-  b.chunk = static_cast<uint64_t>(esize);
-  if (!d.empty() && d.back().src == esize && d.back().dst == esize) {
-    b.chunk = static_cast<uint64_t>(d.back().count) * static_cast<uint64_t>(esize);
-    d.pop_back();
-  }
-  b.dims = std::move(d);
-  return b;
-}
-
 bool contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }

@@ -193,6 +193,38 @@ struct VReg {
   int im = -1, imh = -1;
 };
 
+// A strided copy as one DMA descriptor: dimensions of extent 1 dropped,
+// dimensions that are contiguous in both source and destination merged, and
+// the innermost run of contiguous bytes as the chunk.
+struct Box {
+  uint64_t chunk = 0;
+  std::vector<Emitter::Dim> dims;
+};
+
+inline Box makeBox(const std::vector<int64_t>& counts, const std::vector<int64_t>& srcStrides,
+            const std::vector<int64_t>& dstStrides, int esize) {
+  std::vector<Emitter::Dim> d;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 1) continue;
+    if (!d.empty() && d.back().src == srcStrides[i] * counts[i] &&
+        d.back().dst == dstStrides[i] * counts[i]) {
+      d.back().count *= counts[i];
+      d.back().src = srcStrides[i];
+      d.back().dst = dstStrides[i];
+      continue;
+    }
+    d.push_back({counts[i], srcStrides[i], dstStrides[i]});
+  }
+  Box b;
+  b.chunk = static_cast<uint64_t>(esize);
+  if (!d.empty() && d.back().src == esize && d.back().dst == esize) {
+    b.chunk = static_cast<uint64_t>(d.back().count) * static_cast<uint64_t>(esize);
+    d.pop_back();
+  }
+  b.dims = std::move(d);
+  return b;
+}
+
 struct EwInput {
   enum Kind { Full, Scalar, Index } kind = Full;
   int buf = -1;
@@ -201,6 +233,10 @@ struct EwInput {
   // Full: when not 0, the buffer holds `period` elements that repeat along
   // the stream (a broadcast along the leading dimensions of the result).
   int64_t period = 0;
+  // Full: when not empty, the stream is a strided view of the buffer (a
+  // transpose or broadcast of it), element [i0, i1, ...] of `viewDims` at
+  // byte sum(i_d * viewStrides[d]); chunks are whole rows of dimension 0.
+  std::vector<int64_t> viewDims, viewStrides;
 };
 struct EwOutput {
   int buf = -1;
@@ -252,6 +288,11 @@ struct MatmulTileSite {
   uint64_t vE = 0, eSlot = 0;                 // VMEM of the two epilogue output slots
   std::vector<uint64_t> vInputs;              // VMEM of each input's tile or column
 };
+
+// Elements in one row (dimension 0 fixed) of a view input, and the DMA
+// box that gathers `rows` rows of it (lower.cpp).
+int64_t viewRowElements(const EwInput& input);
+Box viewBox(const EwInput& input, int64_t rows);
 
 // A convolution in canonical terms (lower_conv.cpp): spatial vectors are
 // indexed by spatial number; "padded" is the input extent after lhs
@@ -338,6 +379,7 @@ class Lowerer {
   void defineNew(const Instruction& in);
   bool isFlatFusion(const Instruction& in) const;
   int64_t streamPeriod(const Instruction& param, int64_t n) const;
+  bool streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const;
   bool checkTypes(const Instruction& in);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
@@ -424,7 +466,9 @@ class Lowerer {
   VReg vcopy(VReg v, ElementType t);
   // Loads or stores one vreg of `t` at VMEM `addr` (pairs: both words).
   void vloadInto(VReg d, ElementType t, const std::string& addr, const std::string& extra = "");
-  bool lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out);
+  // `preset`: instructions whose values are given (not computed, not freed).
+  bool lowerComputation(const Computation& c, const std::vector<VReg>& params, std::vector<VReg>& out,
+                        const std::map<const Instruction*, VReg>* preset = nullptr);
   // Output `index` of a reducer whose root is a tuple, computing only what
   // it needs; parameter k is loaded by loadParam(k) where first used and
   // freed after its last use (so any number of operands fits the registers).
