@@ -164,6 +164,7 @@ void expectLoopFusionMatchesInlined(const FusedAndInlined& p, const std::string&
   EXPECT_NE(text.find("// fusion: fusion %f"), std::string::npos) << text.substr(0, 2000);
   EXPECT_EQ(text.find("// broadcast:"), std::string::npos);
   EXPECT_EQ(text.find("// transpose:"), std::string::npos);
+  EXPECT_EQ(text.find("// slice:"), std::string::npos);
 }
 
 TEST(LoopFusion, BiasBroadcastAlongRows) {
@@ -202,6 +203,12 @@ TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
       "  mb = s32[40,130,6] broadcast(m), dimensions={0}\n  mf = f32[40,130,6] convert(mb)\n"
       "  ROOT r = f32[40,130,6] add(c, mf)\n",
       "f32[40,130,6]", "x, m"));
+  // Strided slices: the view starts at the slice's first element.
+  expectLoopFusionMatchesInlined(makePrograms(
+      "  x = s32[9,300] parameter(0)\n  y = s32[4,97] parameter(1)\n  z = s32[8,194] parameter(2)\n",
+      "  s = s32[4,97] slice(x), slice={[1:9:2], [3:294:3]}\n  a = s32[4,97] add(s, y)\n"
+      "  w = s32[4,97] slice(z), slice={[4:8], [1:194:2]}\n  ROOT r = s32[4,97] multiply(a, w)\n",
+      "s32[4,97]", "x, y, z"));
   // Many chunks on a small VMEM.
   expectLoopFusionMatchesInlined(
       makePrograms("  x = f32[700,512] parameter(0)\n  y = f32[512,700] parameter(1)\n",

@@ -103,24 +103,35 @@ Box viewBox(const EwInput& input, int64_t rows) {
 // viewDims/viewStrides), which the DMA engine gathers into result order.
 // Fills `out` (dims and byte strides) when it is one.
 bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const {
-  if (i.opcode() != Opcode::Transpose && i.opcode() != Opcode::Broadcast) return false;
+  if (i.opcode() != Opcode::Transpose && i.opcode() != Opcode::Broadcast && i.opcode() != Opcode::Slice) return false;
   const Instruction* p = i.operand(0);
   if (p->opcode() != Opcode::Parameter || p->shape().isScalar() || !p->shape().isArray()) return false;
   if (i.shape().dimensions() != resultDims || resultDims.empty()) return false;
   const int es = typeInfo(p->shape().elementType()).bytes;
   if (typeInfo(p->shape().elementType()).words > 1 || typeInfo(p->shape().elementType()).isComplex) return false;
   std::vector<int64_t> ps = byteStrides(p->shape().dimensions(), es), strides(resultDims.size(), 0);
+  int64_t offset = 0;
+  if (i.opcode() == Opcode::Slice) {
+    // Element j of dimension d is element start + j * stride of the operand.
+    const auto& slice = i.attrs().slice;
+    if (slice.size() != resultDims.size()) return false;
+    for (size_t d = 0; d < slice.size(); ++d) {
+      offset += slice[d].start * ps[d];
+      strides[d] = slice[d].stride * ps[d];
+    }
+  }
   const auto& dims = i.attrs().dimensions;
-  if (dims.size() != static_cast<size_t>(i.opcode() == Opcode::Transpose ? resultDims.size() : p->shape().rank()))
+  if (i.opcode() != Opcode::Slice &&
+      dims.size() != static_cast<size_t>(i.opcode() == Opcode::Transpose ? resultDims.size() : p->shape().rank()))
     return false;
-  for (size_t d = 0; d < dims.size(); ++d) {
+  for (size_t d = 0; d < dims.size() && i.opcode() != Opcode::Slice; ++d) {
     if (dims[d] < 0 || dims[d] >= static_cast<int64_t>(i.opcode() == Opcode::Transpose ? p->shape().rank()
                                                                                       : resultDims.size()))
       return false;
     if (i.opcode() == Opcode::Transpose) strides[d] = ps[static_cast<size_t>(dims[d])];
     else strides[static_cast<size_t>(dims[d])] = ps[d];
   }
-  EwInput v{EwInput::Full, -1, 0, p->shape().elementType()};
+  EwInput v{EwInput::Full, -1, offset, p->shape().elementType()};
   v.viewDims = resultDims;
   v.viewStrides = strides;
   // Whole rows of dimension 0 per chunk, and chunks of whole vregs.
