@@ -203,6 +203,13 @@ TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
       "  mb = s32[40,130,6] broadcast(m), dimensions={0}\n  mf = f32[40,130,6] convert(mb)\n"
       "  ROOT r = f32[40,130,6] add(c, mf)\n",
       "f32[40,130,6]", "x, m"));
+  // Transposes of elementwise results sink to the parameters first
+  // (sink-transposes), so they stream as views too.
+  expectLoopFusionMatchesInlined(makePrograms(
+      "  x = bf16[1,256,14,14] parameter(0)\n  y = f32[1,256,14,14] parameter(1)\n",
+      "  c = f32[1,256,14,14] convert(x)\n  a = f32[1,256,14,14] add(c, y)\n"
+      "  ROOT t = f32[1,14,14,256] transpose(a), dimensions={0,2,3,1}\n",
+      "f32[1,14,14,256]", "x, y"));
   // Strided slices: the view starts at the slice's first element.
   expectLoopFusionMatchesInlined(makePrograms(
       "  x = s32[9,300] parameter(0)\n  y = s32[4,97] parameter(1)\n  z = s32[8,194] parameter(2)\n",
@@ -217,18 +224,17 @@ TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
       std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
 }
 
-TEST(LoopFusion, TransposesOfComputedValuesStillLowerInstructionByInstruction) {
-  // A transpose of a computed value, or rows too long for three chunks of
+TEST(LoopFusion, OtherDataMovementStillLowersInstructionByInstruction) {
+  // A reverse (no strided view yet), or rows too long for three chunks of
   // a small VMEM, are lowered one kernel per instruction, still correctly.
-  FusedAndInlined p = makePrograms("  x = f32[384,300] parameter(0)\n  y = f32[300,384] parameter(1)\n",
-                                   "  e = f32[384,300] exponential(x)\n"
-                                   "  t = f32[300,384] transpose(e), dimensions={1,0}\n"
-                                   "  ROOT r = f32[300,384] add(t, y)\n",
+  FusedAndInlined p = makePrograms("  x = f32[300,384] parameter(0)\n  y = f32[300,384] parameter(1)\n",
+                                   "  v = f32[300,384] reverse(x), dimensions={1}\n"
+                                   "  ROOT r = f32[300,384] add(v, y)\n",
                                    "f32[300,384]", "x, y");
   E2eRun r = compileAndCompare(p.fused);
   ASSERT_EQ(r.error, "");
-  EXPECT_LE(r.maxErr, 1e-6) << r.where;
-  EXPECT_NE(llo(p.fused).find("// transpose: transpose %t"), std::string::npos);
+  EXPECT_EQ(r.maxErr, 0) << r.where;
+  EXPECT_NE(llo(p.fused).find("// reverse: reverse %v"), std::string::npos);
   const std::string small = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
   FusedAndInlined q = makePrograms("  x = f32[512,700] parameter(0)\n  y = f32[700,512] parameter(1)\n",
                                    "  t = f32[512,700] transpose(y), dimensions={1,0}\n"

@@ -132,11 +132,15 @@ bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& resul
     else strides[static_cast<size_t>(dims[d])] = ps[d];
   }
   EwInput v{EwInput::Full, -1, offset, p->shape().elementType()};
-  v.viewDims = resultDims;
-  v.viewStrides = strides;
+  // Leading dimensions of extent 1 do not count: chunks are rows of the
+  // first real one.
+  size_t lead = 0;
+  while (lead + 1 < resultDims.size() && resultDims[lead] == 1) ++lead;
+  v.viewDims.assign(resultDims.begin() + static_cast<std::ptrdiff_t>(lead), resultDims.end());
+  v.viewStrides.assign(strides.begin() + static_cast<std::ptrdiff_t>(lead), strides.end());
   // Whole rows of dimension 0 per chunk, and chunks of whole vregs.
   if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 18)) return false;
-  Box b = viewBox(v, std::max<int64_t>(2, resultDims[0]));
+  Box b = viewBox(v, std::max<int64_t>(2, v.viewDims[0]));
   if (b.dims.size() > static_cast<size_t>(std::max(1, target_.dma.descriptorDims))) return false;
   if (out) *out = std::move(v);
   return true;
