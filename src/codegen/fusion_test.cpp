@@ -165,6 +165,7 @@ void expectLoopFusionMatchesInlined(const FusedAndInlined& p, const std::string&
   EXPECT_EQ(text.find("// broadcast:"), std::string::npos);
   EXPECT_EQ(text.find("// transpose:"), std::string::npos);
   EXPECT_EQ(text.find("// slice:"), std::string::npos);
+  EXPECT_EQ(text.find("// reverse:"), std::string::npos);
 }
 
 TEST(LoopFusion, BiasBroadcastAlongRows) {
@@ -210,6 +211,12 @@ TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
       "  c = f32[1,256,14,14] convert(x)\n  a = f32[1,256,14,14] add(c, y)\n"
       "  ROOT t = f32[1,14,14,256] transpose(a), dimensions={0,2,3,1}\n",
       "f32[1,14,14,256]", "x, y"));
+  // Reverses: negative strides from the reversed dimensions' last element.
+  expectLoopFusionMatchesInlined(makePrograms(
+      "  x = f32[300,384] parameter(0)\n  y = s32[300,384] parameter(1)\n",
+      "  v = f32[300,384] reverse(x), dimensions={0,1}\n  w = s32[300,384] reverse(y), dimensions={0}\n"
+      "  c = f32[300,384] convert(w)\n  ROOT r = f32[300,384] subtract(v, c)\n",
+      "f32[300,384]", "x, y"));
   // Strided slices: the view starts at the slice's first element.
   expectLoopFusionMatchesInlined(makePrograms(
       "  x = s32[9,300] parameter(0)\n  y = s32[4,97] parameter(1)\n  z = s32[8,194] parameter(2)\n",
@@ -225,16 +232,16 @@ TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
 }
 
 TEST(LoopFusion, OtherDataMovementStillLowersInstructionByInstruction) {
-  // A reverse (no strided view yet), or rows too long for three chunks of
-  // a small VMEM, are lowered one kernel per instruction, still correctly.
-  FusedAndInlined p = makePrograms("  x = f32[300,384] parameter(0)\n  y = f32[300,384] parameter(1)\n",
-                                   "  v = f32[300,384] reverse(x), dimensions={1}\n"
+  // A pad (no strided view), or rows too long for three chunks of a small
+  // VMEM, are lowered one kernel per instruction, still correctly.
+  FusedAndInlined p = makePrograms("  x = f32[298,384] parameter(0)\n  y = f32[300,384] parameter(1)\n",
+                                   "  z = f32[] constant(0)\n  v = f32[300,384] pad(x, z), padding=1_1x0_0\n"
                                    "  ROOT r = f32[300,384] add(v, y)\n",
                                    "f32[300,384]", "x, y");
   E2eRun r = compileAndCompare(p.fused);
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.maxErr, 0) << r.where;
-  EXPECT_NE(llo(p.fused).find("// reverse: reverse %v"), std::string::npos);
+  EXPECT_NE(llo(p.fused).find("// pad: pad %v"), std::string::npos);
   const std::string small = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
   FusedAndInlined q = makePrograms("  x = f32[512,700] parameter(0)\n  y = f32[700,512] parameter(1)\n",
                                    "  t = f32[512,700] transpose(y), dimensions={1,0}\n"

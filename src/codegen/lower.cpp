@@ -103,7 +103,9 @@ Box viewBox(const EwInput& input, int64_t rows) {
 // viewDims/viewStrides), which the DMA engine gathers into result order.
 // Fills `out` (dims and byte strides) when it is one.
 bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const {
-  if (i.opcode() != Opcode::Transpose && i.opcode() != Opcode::Broadcast && i.opcode() != Opcode::Slice) return false;
+  if (i.opcode() != Opcode::Transpose && i.opcode() != Opcode::Broadcast && i.opcode() != Opcode::Slice &&
+      i.opcode() != Opcode::Reverse)
+    return false;
   const Instruction* p = i.operand(0);
   if (p->opcode() != Opcode::Parameter || p->shape().isScalar() || !p->shape().isArray()) return false;
   if (i.shape().dimensions() != resultDims || resultDims.empty()) return false;
@@ -120,11 +122,20 @@ bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& resul
       strides[d] = slice[d].stride * ps[d];
     }
   }
+  if (i.opcode() == Opcode::Reverse) {
+    // Reversed dimensions run backwards from their last element.
+    strides = ps;
+    for (int64_t d : i.attrs().dimensions) {
+      if (d < 0 || d >= static_cast<int64_t>(resultDims.size())) return false;
+      offset += (resultDims[static_cast<size_t>(d)] - 1) * ps[static_cast<size_t>(d)];
+      strides[static_cast<size_t>(d)] = -ps[static_cast<size_t>(d)];
+    }
+  }
   const auto& dims = i.attrs().dimensions;
-  if (i.opcode() != Opcode::Slice &&
+  if (i.opcode() != Opcode::Slice && i.opcode() != Opcode::Reverse &&
       dims.size() != static_cast<size_t>(i.opcode() == Opcode::Transpose ? resultDims.size() : p->shape().rank()))
     return false;
-  for (size_t d = 0; d < dims.size() && i.opcode() != Opcode::Slice; ++d) {
+  for (size_t d = 0; d < dims.size() && i.opcode() != Opcode::Slice && i.opcode() != Opcode::Reverse; ++d) {
     if (dims[d] < 0 || dims[d] >= static_cast<int64_t>(i.opcode() == Opcode::Transpose ? p->shape().rank()
                                                                                       : resultDims.size()))
       return false;
