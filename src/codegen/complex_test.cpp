@@ -36,16 +36,10 @@ hlo::Literal testLiteral(const hlo::Shape& s, std::mt19937_64& rng) {
   hlo::Literal l(s);
   ElementType t = s.elementType();
   for (int64_t k = 0; k < l.elementCount(); ++k) {
-    if (t == ElementType::C64) {
-      float p[2] = {static_cast<float>(pickPart(rng)), static_cast<float>(pickPart(rng))};
-      std::memcpy(l.rawElement(k), p, sizeof p);
-    } else if (t == ElementType::C128) {
-      double p[2] = {pickPart(rng), pickPart(rng)};
-      std::memcpy(l.rawElement(k), p, sizeof p);
-    } else if (t == ElementType::Pred) {
+    if (t == ElementType::Pred) {
       l.setInt(k, rng() & 1);
-    } else if (hlo::isFloatType(t)) {
-      l.setDouble(k, pickPart(rng));
+    } else if (hlo::isFloatType(t) || hlo::isComplexType(t)) {
+      setFloatElement(l, k, [&] { return pickPart(rng); });
     } else {
       l.setBits(k, rng());
       const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(t);

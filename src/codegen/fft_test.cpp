@@ -31,18 +31,7 @@ double pickPart(std::mt19937_64& rng) {
 
 hlo::Literal fftInput(const hlo::Shape& s, std::mt19937_64& rng) {
   hlo::Literal l(s);
-  ElementType t = s.elementType();
-  for (int64_t k = 0; k < l.elementCount(); ++k) {
-    if (t == ElementType::C64) {
-      float p[2] = {static_cast<float>(pickPart(rng)), static_cast<float>(pickPart(rng))};
-      std::memcpy(l.rawElement(k), p, sizeof p);
-    } else if (t == ElementType::C128) {
-      double p[2] = {pickPart(rng), pickPart(rng)};
-      std::memcpy(l.rawElement(k), p, sizeof p);
-    } else {
-      l.setDouble(k, pickPart(rng));
-    }
-  }
+  for (int64_t k = 0; k < l.elementCount(); ++k) setFloatElement(l, k, [&] { return pickPart(rng); });
   return l;
 }
 

@@ -43,6 +43,22 @@ inline hlo::Literal randomLiteral(const hlo::Shape& s, std::mt19937& rng) {
   return l;
 }
 
+// Element k of a float or complex literal from `part`, called once per
+// part (real, then imaginary), rounded to the element type.
+template <typename Part>
+void setFloatElement(hlo::Literal& l, int64_t k, Part&& part) {
+  hlo::ElementType t = l.shape().elementType();
+  if (t == hlo::ElementType::C64) {
+    float p[2] = {static_cast<float>(part()), static_cast<float>(part())};
+    std::memcpy(l.rawElement(k), p, sizeof p);
+  } else if (t == hlo::ElementType::C128) {
+    double p[2] = {part(), part()};
+    std::memcpy(l.rawElement(k), p, sizeof p);
+  } else {
+    l.setDouble(k, part());
+  }
+}
+
 inline void leaves(const hlo::Literal& l, std::vector<const hlo::Literal*>& out) {
   if (l.isTuple())
     for (const auto& e : l.tupleElements()) leaves(e, out);
