@@ -236,7 +236,7 @@ struct EwInput {
   // Full: when not empty, the stream is a strided view of the buffer (a
   // transpose or broadcast of it), element [i0, i1, ...] of `viewDims` at
   // byte sum(i_d * viewStrides[d]); chunks are whole rows of dimension 0.
-  std::vector<int64_t> viewDims, viewStrides;
+  std::vector<int64_t> viewDims = {}, viewStrides = {};
 };
 struct EwOutput {
   int buf = -1;
