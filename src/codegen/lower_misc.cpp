@@ -462,7 +462,11 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
   bool pairs = bytes == 2;
   int64_t lanes = pairs ? (count + 1) / 2 : words;
   int pairBuf = pairs ? tempBuf(ElementType::U32, {lanes}) : -1;
-  ElementType storeType = narrow ? ElementType::S8 : ElementType::U32;
+  // Byte elements keep the word's low byte; sub-byte integers are stored as
+  // their type (vstore wraps them to their bits, as the interpreter keeps
+  // them).
+  bool subByteInt = hlo::isIntegerType(bt) && typeInfo(bt).bits < 8;
+  ElementType storeType = narrow ? (subByteInt ? bt : ElementType::S8) : ElementType::U32;
   int wordShift = pairs ? (philox ? 1 : 0) : (philox ? 2 : 1);
   bool ok = emitElementwise(
       lanes, {EwInput{EwInput::Index, -1, 0, ElementType::S32}},
@@ -549,16 +553,6 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
         masks_.put(m);
         for (VReg r : x) vfree(r);
         vfree(sel);
-        // Sub-byte integers keep their width, as the interpreter truncates
-        // them: sign-extended from their top bit (s1, s2, s4) or masked.
-        if (int bits = typeInfo(bt).bits; bits < 8 && hlo::isIntegerType(bt)) {
-          if (hlo::isSignedIntegerType(bt)) {
-            e_.op("vshl {}, {}, {}", V(d), V(d), 32 - bits);
-            e_.op("vsra {}, {}, {}", V(d), V(d), 32 - bits);
-          } else {
-            e_.op("vand {}, {}, {}", V(d), V(d), (1 << bits) - 1);
-          }
-        }
         return std::vector<VReg>{d};
       });
   if (!ok) return false;
