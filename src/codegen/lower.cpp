@@ -18,6 +18,18 @@ namespace tpu::codegen {
 
 // ============================================================== planning
 
+std::string Lowerer::dmaOp(const char* dir, int buf, int srcBuf) const {
+  std::string d = dir;  // "<source>2<destination>"
+  auto resident = [&](int b) { return b >= 0 && bufs_[static_cast<size_t>(b)].kind == BufKind::Vmem; };
+  if (srcBuf >= 0) {  // h2h: buf is the destination
+    if (resident(buf)) d[2] = 'v';
+    if (resident(srcBuf)) d[0] = 'v';
+  } else if (resident(buf)) {
+    d[d[0] == 'h' ? 0 : 2] = 'v';
+  }
+  return "dma." + d;
+}
+
 int Lowerer::newBuf(BufKind kind, const Shape& s) {
   Buf b;
   b.kind = kind;
@@ -325,9 +337,13 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     }
     case Opcode::Fusion:
       if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr)) {
+        // Instruction by instruction, as one kernel whose intermediates stay
+        // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
+        const size_t firstBuf = bufs_.size();
         if (!callInline(in.fusedComputation(), args)) return false;
         leaves_[&in] = leaves_[in.fusedComputation()->root()];
+        planResidentFusion(in, firstBuf);
         return true;
       }
       break;
@@ -429,9 +445,11 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   vregs_.reset();
   masks_.reset();
   kernelLabel_ = fmt::format("k{}_{}", kernelCount_++, sanitize(in.name()));
-  kernelHlo_ = in.name();
-  kernelOpName_ = in.metadata().opName;
-  kernelKind_ = kind;
+  if (residentDepth_ == 0) {  // else a section of the resident fusion's kernel
+    kernelHlo_ = in.name();
+    kernelOpName_ = in.metadata().opName;
+    kernelKind_ = kind;
+  }
   e_.blank();
   std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
   e_.comment(fmt::format("{}: {} %{} {}{}", kind, hlo::opcodeName(in.opcode()), in.name(),
@@ -440,6 +458,11 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
 }
 
 void Lowerer::endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes) {
+  if (residentDepth_ > 0) {  // a section: its HBM bytes are VMEM traffic
+    residentFlops_ += flops;
+    residentVmem_ = std::max(residentVmem_, vmemBytes);
+    return;
+  }
   KernelStats k;
   k.name = kernelLabel_;
   k.hlo = kernelHlo_;
@@ -517,7 +540,8 @@ void Lowerer::emitCopy(int dstBuf, int64_t dstOff, int srcBuf, int64_t srcOff, s
   if (outer == 0) {
     setAddr(sd, dstBuf, dstOff, dstDynReg);
     setAddr(sss, srcBuf, srcOff, srcDynReg);
-    e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", d, hbm(dstBuf), S(sd), hbm(srcBuf), S(sss));
+    e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", dstBuf, srcBuf), d, memRef(dstBuf, S(sd)),
+          memRef(srcBuf, S(sss)));
     e_.op("sem.wait sem0");
   } else {
     int64_t total = 1;
@@ -537,7 +561,8 @@ void Lowerer::emitCopy(int dstBuf, int64_t dstOff, int srcBuf, int64_t srcOff, s
       e_.op("smul {}, {}, {}", S(sd), S(sq), ss[j]);
       e_.op("sadd {}, {}, {}", S(sb), S(sb), S(sd));
     }
-    e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", d, hbm(dstBuf), S(sa), hbm(srcBuf), S(sb));
+    e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", dstBuf, srcBuf), d, memRef(dstBuf, S(sa)),
+          memRef(srcBuf, S(sb)));
     e_.op("sem.wait sem0");
     e_.op("sadd {}, {}, 1", S(si), S(si));
     e_.op("br.lt {}, {}, {}", S(si), total, top);
@@ -549,7 +574,7 @@ int Lowerer::loadScalar(int buf, int64_t off, ElementType t, int smemSlot) {
   int sa = sreg(), sx = sreg();
   std::string d = e_.desc(static_cast<uint64_t>(ti.bytes), {});
   e_.op("smov {}, {}", S(sa), base(buf) + off);
-  e_.op("dma.h2s {}, [{}], {}[{}], sem0", d, smemSlot * 4, hbm(buf), S(sa));
+  e_.op("{} {}, [{}], {}, sem0", dmaOp("h2s", buf), d, smemSlot * 4, memRef(buf, S(sa)));
   e_.op("sem.wait sem0");
   e_.op("sld {}, [{}]", S(sx), smemSlot * 4);
   if (ti.bytes == 8 && !ti.isFloat) {
@@ -1536,8 +1561,10 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
         part = e_.desc(t.chunk, t.dims);
       }
       auto dma = [&](const std::string& d) {
-        if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", d, S(rV), hbm(buf), S(rA), S(semReg));
-        else e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", d, hbm(buf), S(rA), S(rV), S(semReg));
+        if (load)
+          e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", buf), d, S(rV), memRef(buf, S(rA)), S(semReg));
+        else
+          e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", buf), d, memRef(buf, S(rA)), S(rV), S(semReg));
       };
       if (nChunks == 1) {
         dma(part);
@@ -1761,8 +1788,10 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
     if (rowBytesOff) e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
     auto dma = [&](const std::string& d) {
-      if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem0", d, voff, hbm(buf), S(rA));
-      else e_.op("dma.v2h {}, {}[{}], [{}], sem0", d, hbm(buf), S(rA), voff);
+      if (load)
+        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), d, voff, memRef(buf, S(rA)));
+      else
+        e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), d, memRef(buf, S(rA)), voff);
     };
     if (nChunks == 1) {
       dma(part);
@@ -1956,8 +1985,10 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
       e_.op("smul {}, {}, {}", S(rA), S(rB), rows * unit);
       e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
       auto dma = [&](const std::string& d) {
-        if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem0", d, xOff[j], hbm(b), S(rA));
-        else e_.op("dma.v2h {}, {}[{}], [{}], sem0", d, hbm(b), S(rA), oOff[j]);
+        if (load)
+          e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", b), d, xOff[j], memRef(b, S(rA)));
+        else
+          e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", b), d, memRef(b, S(rA)), oOff[j]);
       };
       if (nBatches == 1) {
         dma(part);
@@ -1990,8 +2021,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
         e_.op("sadd {}, {}, {}", S(rA), S(rA), segIndex * segV * kVregElems * es);
       }
       e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
-      e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(elems * es), {}), xOff[j], hbm(b),
-            S(rA));
+      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", b), e_.desc(static_cast<uint64_t>(elems * es), {}), xOff[j],
+            memRef(b, S(rA)));
     }
     e_.op("sem.wait sem0, {}", nl);
     for (size_t j = 0; j < nl; ++j) e_.op("smov {}, 0", S(rX[j]));
@@ -2201,7 +2232,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
       tm = cand;
       break;
     }
-  if (slotBytes(tm) > target_.memory.vmemBytes) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
+  if (slotBytes(tm) > vmemTop()) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
   const int64_t blocks = tm / 8;
   const int64_t depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
   const uint64_t aSlot = alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512);
@@ -2235,7 +2266,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
     e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(aBuf));
     e_.op("smul {}, {}, {}", S(rV), S(slotReg), aSlot);
     e_.op("sadd {}, {}, {}", S(rV), S(rV), vA);
-    e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", dA, S(rV), hbm(aBuf), S(rAddr), S(slotReg));
+    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", aBuf), dA, S(rV), memRef(aBuf, S(rAddr)), S(slotReg));
     e_.op("smul {}, {}, {}", S(rAddr), S(rT), k * n * ew);
     e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * n * ew);
     e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
@@ -2244,7 +2275,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
     e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(wBuf));
     e_.op("smul {}, {}, {}", S(rV), S(slotReg), wSlot);
     e_.op("sadd {}, {}, {}", S(rV), S(rV), vW);
-    e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", dW, S(rV), hbm(wBuf), S(rAddr), S(slotReg));
+    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", wBuf), dW, S(rV), memRef(wBuf, S(rAddr)), S(slotReg));
   };
   // Components of an f32 value for multi-pass bf16 products: x - bf16(x), twice.
   auto component = [&](VReg x, int idx, VReg h) {
@@ -2439,7 +2470,7 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   e_.op("smul {}, {}, {}", S(rCo), S(rY), tn * 4);
   e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
   e_.op("sadd {}, {}, {}", S(rAo), S(rAo), base(cBuf));
-  e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", dC, hbm(cBuf), S(rAo), S(rCb), S(rCsem));
+  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", cBuf), dC, memRef(cBuf, S(rAo)), S(rCb), S(rCsem));
   e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
   e_.label(lNext);
   e_.op("sadd {}, {}, 1", S(rS), S(rS));
@@ -2923,6 +2954,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (isFlatFusion(in)) return lowerFlatFusion(in);
       if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
+      if (resident_.count(&in)) return lowerResidentFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {
       beginKernel(in, "while");
@@ -3204,7 +3236,7 @@ std::optional<CodegenResult> Lowerer::run() {
                  : fmt::format(".target \"{}\"\n\n", options_.targetSpec);
   }
   for (const Buf& b : bufs_) {
-    if (b.kind == BufKind::Heap || b.aliasOfArg) continue;
+    if (b.kind == BufKind::Heap || b.kind == BufKind::Vmem || b.aliasOfArg) continue;
     TypeInfo ti = typeInfo(b.type);
     std::vector<int64_t> dims = b.dims.empty() ? std::vector<int64_t>{1} : b.dims;
     if (ti.words > 1) dims.push_back(ti.words);  // wide elements as u32 words (the ISA's buffer types are 32-bit at most)

@@ -69,8 +69,8 @@ VReg Lowerer::hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemS
   int words = typeInfo(t).words;
   int sa = sreg(), x = sreg();
   e_.op("smov {}, {}", S(sa), base(buf) + off);
-  e_.op("dma.h2s {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(words) * 4, {}), smemSlot * 4,
-        hbm(buf), S(sa));
+  e_.op("{} {}, [{}], {}, sem0", dmaOp("h2s", buf), e_.desc(static_cast<uint64_t>(words) * 4, {}),
+        smemSlot * 4, memRef(buf, S(sa)));
   e_.op("sem.wait sem0");
   VReg v = valloc(t);
   std::vector<int> regs = {v.r, v.hi};

@@ -491,10 +491,10 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   auto loadBox = [&](int slotReg) {
     e_.op("smul {}, {}, {}", S(rBox), S(slotReg), vm.boxSlot);
     e_.op("sadd {}, {}, {}", S(rBox), S(rBox), vBox);
-    e_.op("dma.h2v {}, [{}], {}[{}], sem[{}]", dBox, S(rBox), hbm(xBuf), S(rSrc), S(slotReg));
+    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", xBuf), dBox, S(rBox), memRef(xBuf, S(rSrc)), S(slotReg));
   };
   e_.op("smov {}, {}", S(rT), base(wd));
-  e_.op("dma.h2v {}, [{}], {}[{}], sem0", dWt, vW, hbm(wd), S(rT));
+  e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", wd), dWt, vW, memRef(wd, S(rT)));
   e_.op("sem.wait sem0");
   std::string lItem = e_.newLabel("dwrow"), lCompute = e_.newLabel("dwcompute"), lB = e_.newLabel("dwpos"),
               lCb = e_.newLabel("dwchan"), lNoWait = e_.newLabel("dwfree");
@@ -581,7 +581,7 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   e_.op("br.lt {}, {}, {}", S(rB), vm.groups, lB);
   addresses(rQ, true);
   e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
-  e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", dOut, hbm(dst), S(rDst), S(rAcc), S(rT));
+  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", dst), dOut, memRef(dst, S(rDst)), S(rAcc), S(rT));
   e_.op("sadd {}, {}, 1", S(rQ), S(rQ));
   e_.op("br.lt {}, {}, {}", S(rQ), items, lItem);
   e_.op("sem.wait sem{}", 2 + ((items - 1) & 1));

@@ -166,7 +166,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     int tb = constTable(in, table);
     int r = sreg();
     e_.op("smov {}, 0", S(r));
-    e_.op("dma.h2s {}, [0], {}[{}], sem0", e_.desc(table.size() * 4, {}), hbm(tb), S(r));
+    e_.op("{} {}, [0], {}, sem0", dmaOp("h2s", tb), e_.desc(table.size() * 4, {}), memRef(tb, S(r)));
     e_.op("sem.wait sem0");
     sregs_.put(r);
   }
@@ -395,8 +395,8 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     if (pcC > 1) inDims.push_back({pcC, n * inner * sb, qcC * sb});
     hbmOffset(n, sb, p.src);
     e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
-    e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(qcC * sb), inDims), S(rV), hbm(p.src),
-          S(rOff));
+    e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", p.src), e_.desc(static_cast<uint64_t>(qcC * sb), inDims),
+          S(rV), memRef(p.src, S(rOff)));
     e_.op("sem.wait sem0");
     const int64_t inRegs = (n * R + kVregElems - 1) / kVregElems;
     if (stageIn)
@@ -460,8 +460,8 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
     hbmOffset(p.dstRows, db, p.dst);
     e_.op("smov {}, {}", S(rV), stageOut ? vStage : vOut);
-    e_.op("dma.v2h {}, {}[{}], [{}], sem0", e_.desc(static_cast<uint64_t>(qcC * db), outDims), hbm(p.dst),
-          S(rOff), S(rV));
+    e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", p.dst), e_.desc(static_cast<uint64_t>(qcC * db), outDims),
+          memRef(p.dst, S(rOff)), S(rV));
     e_.op("sem.wait sem0");
   };
 

@@ -179,13 +179,15 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
       e_.op("smul {}, {}, {}", S(rAddr), S(rTile), es);
       e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(input.buf));
       std::string d = e_.desc(static_cast<uint64_t>(tn * es), {{tm, n * es, tn * es}});
-      e_.op("dma.h2v {}, [{}], {}[{}], sem4", d, site.vInputs[j], hbm(input.buf), S(rAddr));
+      e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", input.buf), d, site.vInputs[j],
+            memRef(input.buf, S(rAddr)));
       ++waits;
     } else if (input.kind == MatmulEpilogue::Column) {
       e_.op("smul {}, {}, {}", S(rAddr), S(site.rNTile), tn * es);
       e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(input.buf));
       std::string d = e_.desc(static_cast<uint64_t>(tn * es), {});
-      e_.op("dma.h2v {}, [{}], {}[{}], sem4", d, site.vInputs[j], hbm(input.buf), S(rAddr));
+      e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", input.buf), d, site.vInputs[j],
+            memRef(input.buf, S(rAddr)));
       ++waits;
     }
   }
@@ -262,7 +264,8 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
   e_.op("smul {}, {}, {}", S(rE), S(site.rSlot), site.eSlot);
   e_.op("sadd {}, {}, {}", S(rE), S(rE), site.vE);
   std::string d = e_.desc(static_cast<uint64_t>(tn * eo), {{tm, tn * eo, n * eo}});
-  e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", d, hbm(e.outBuf), S(rAddr), S(rE), S(site.rSem));
+  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", e.outBuf), d, memRef(e.outBuf, S(rAddr)), S(rE),
+        S(site.rSem));
   for (auto& [inst, v] : scalars) vfree(v);
   for (int r : rIn)
     if (r >= 0) sregs_.put(r);

@@ -154,7 +154,7 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
   }
   auto stage = [&](int64_t count) {
     e_.op("smov {}, {}", S(rCnt), count);
-    e_.op("dma.h2s {}, [0], {}[{}], sem1", stageDesc(count), hbm(src), S(rA));
+    e_.op("{} {}, [0], {}, sem1", dmaOp("h2s", src), stageDesc(count), memRef(src, S(rA)));
   };
   if (tail == chunk) {
     stage(chunk);
@@ -298,7 +298,7 @@ bool Lowerer::lowerGather(const Instruction& in) {
   if (inVmem) {
     int r = sreg();
     e_.op("smov {}, {}", S(r), base(src));
-    e_.op("dma.h2v {}, [{}], {}[{}], sem2", e_.desc(tableBytes, {}), tableV, hbm(src), S(r));
+    e_.op("{} {}, [{}], {}, sem2", dmaOp("h2v", src), e_.desc(tableBytes, {}), tableV, memRef(src, S(r)));
     e_.op("sem.wait sem2");
     sregs_.put(r);
   }
@@ -367,7 +367,7 @@ bool Lowerer::lowerGather(const Instruction& in) {
         } else if (direct) {
           if (base(src)) e_.op("sadd {}, {}, {}", S(rS), S(rS), base(src));
           if (base(dst)) e_.op("sadd {}, {}, {}", S(rD), S(rD), base(dst));
-          e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", desc, hbm(dst), S(rD), hbm(src), S(rS));
+          e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", dst, src), desc, memRef(dst, S(rD)), memRef(src, S(rS)));
           e_.op("sadd {}, {}, 1", S(rPend), S(rPend));
         } else {
           emitCopy(dst, 0, src, 0, counts, dstS, srcS, es, rS, rD);
@@ -379,7 +379,7 @@ bool Lowerer::lowerGather(const Instruction& in) {
   if (inVmem) {
     int r = sreg();
     e_.op("smov {}, {}", S(r), base(dst));
-    e_.op("dma.v2h {}, {}[{}], [{}], sem2", e_.desc(outBytes, {}), hbm(dst), S(r), outV);
+    e_.op("{} {}, {}, [{}], sem2", dmaOp("v2h", dst), e_.desc(outBytes, {}), memRef(dst, S(r)), outV);
     e_.op("sem.wait sem2");
     sregs_.put(r);
   }
@@ -673,7 +673,8 @@ bool Lowerer::lowerScatter(const Instruction& in) {
             }
             addr(rA, rO, outs[k], e);
             addr(rB, rU, updBufs[k], e);
-            e_.op("dma.h2h {}, {}[{}], {}[{}], sem0", dOver[k], hbm(outs[k]), S(rA), hbm(updBufs[k]), S(rB));
+            e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", outs[k], updBufs[k]), dOver[k], memRef(outs[k], S(rA)),
+                  memRef(updBufs[k], S(rB)));
             ++issued;
           }
           // Repeated indices must land in order; only unique ones may overlap in flight.
@@ -748,9 +749,10 @@ bool Lowerer::lowerScatter(const Instruction& in) {
             for (size_t k = 0; k < n; ++k) {
               addr(rA, rPieceO, outs[k], esz[k]);
               addr(rB, rPieceU, updBufs[k], esz[k]);
-              e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", pd.loadCur[k], S(rV), vCur[k], hbm(outs[k]), S(rA));
-              e_.op("dma.h2v {}, [{} + {}], {}[{}], sem2", pd.loadUpd[k], S(rV), vUpd[k], hbm(updBufs[k]),
-                    S(rB));
+              e_.op("{} {}, [{} + {}], {}, sem2", dmaOp("h2v", outs[k]), pd.loadCur[k], S(rV), vCur[k],
+                    memRef(outs[k], S(rA)));
+              e_.op("{} {}, [{} + {}], {}, sem2", dmaOp("h2v", updBufs[k]), pd.loadUpd[k], S(rV), vUpd[k],
+                    memRef(updBufs[k], S(rB)));
             }
           };
           int rCount = sreg();
@@ -799,8 +801,8 @@ bool Lowerer::lowerScatter(const Instruction& in) {
           auto stores = [&](const PieceDescs& pd) {
             for (size_t k = 0; k < n; ++k) {
               addr(rA, rPieceO, outs[k], esz[k]);
-              e_.op("dma.v2h {}, {}[{}], [{} + {}], sem[{}]", pd.store[k], hbm(outs[k]), S(rA), S(rV), vCur[k],
-                    S(rSem));
+              e_.op("{} {}, {}, [{} + {}], sem[{}]", dmaOp("v2h", outs[k]), pd.store[k],
+                    memRef(outs[k], S(rA)), S(rV), vCur[k], S(rSem));
             }
           };
           if (tailChunk > 0) {

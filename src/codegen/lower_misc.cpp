@@ -256,7 +256,7 @@ bool Lowerer::storeWords(int buf, const std::vector<std::string>& words) {
   if (bytes == 0) return true;
   std::string d = e_.desc(bytes, {});
   e_.op("smov {}, {}", S(t), base(buf));
-  e_.op("dma.s2h {}, {}[{}], [0], sem0", d, hbm(buf), S(t));
+  e_.op("{} {}, {}, [0], sem0", dmaOp("s2h", buf), d, memRef(buf, S(t)));
   e_.op("sem.wait sem0");
   return !failed_;
 }

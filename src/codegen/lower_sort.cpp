@@ -160,8 +160,10 @@ bool Lowerer::lowerSort(const Instruction& in) {
       e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
       e_.op("sadd {}, {}, {}", S(rX), S(rCur), off[ku]);
       auto dma = [&](const std::string& ds) {
-        if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem0", ds, S(rX), hbm(buf), S(rA));
-        else e_.op("dma.v2h {}, {}[{}], [{}], sem0", ds, hbm(buf), S(rA), S(rX));
+        if (load)
+          e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), ds, S(rX), memRef(buf, S(rA)));
+        else
+          e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), ds, memRef(buf, S(rA)), S(rX));
       };
       if (nChunks == 1) {
         dma(rowsDesc(tailR, es, load));
@@ -199,8 +201,10 @@ bool Lowerer::lowerSort(const Instruction& in) {
       e_.op("sadd {}, {}, {}", S(rA), S(rRow), S(gReg));
       e_.op("smul {}, {}, {}", S(rA), S(rA), es);
       if (base(buf)) e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
-      if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem0", ds, o, hbm(buf), S(rA));
-      else e_.op("dma.v2h {}, {}[{}], [{}], sem0", ds, hbm(buf), S(rA), o);
+      if (load)
+        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), ds, o, memRef(buf, S(rA)));
+      else
+        e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), ds, memRef(buf, S(rA)), o);
       ++count;
     }
     return count;

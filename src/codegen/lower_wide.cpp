@@ -92,7 +92,7 @@ int Lowerer::loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg) {
   hiReg = sreg();
   std::string d = e_.desc(8, {});
   e_.op("smov {}, {}", S(sa), base(buf) + off);
-  e_.op("dma.h2s {}, [{}], {}[{}], sem0", d, smemSlot * 4, hbm(buf), S(sa));
+  e_.op("{} {}, [{}], {}, sem0", dmaOp("h2s", buf), d, smemSlot * 4, memRef(buf, S(sa)));
   e_.op("sem.wait sem0");
   e_.op("sld {}, [{}]", S(lo), smemSlot * 4);
   e_.op("sld {}, [{}]", S(hiReg), smemSlot * 4 + 4);
@@ -460,14 +460,14 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
     e_.op("smov {}, {}", S(rX), vW);
-    e_.op("dma.h2v {}, [{}], {}[{}], sem1", dW, S(rX), hbm(w), S(rT));
+    e_.op("{} {}, [{}], {}, sem1", dmaOp("h2v", w), dW, S(rX), memRef(w, S(rT)));
     if (masked) {  // the same validity columns for every batch
       std::string dV = e_.desc(static_cast<uint64_t>(cols * 4), {{k, n * 4, cols * 4}});
       e_.op("sdiv {}, {}, {}", S(rT), S(rCol), es);
       e_.op("smul {}, {}, 4", S(rT), S(rT));
       e_.op("sadd {}, {}, {}", S(rT), S(rT), base(valid));
       e_.op("smov {}, {}", S(rX), vValid);
-      e_.op("dma.h2v {}, [{}], {}[{}], sem1", dV, S(rX), hbm(valid), S(rT));
+      e_.op("{} {}, [{}], {}, sem1", dmaOp("h2v", valid), dV, S(rX), memRef(valid, S(rT)));
       e_.op("sem.wait sem1");
     }
     e_.op("sem.wait sem1");
@@ -482,7 +482,7 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
     e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
     e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
-    e_.op("dma.h2s {}, [0], {}[{}], sem0", dA, hbm(a), S(rX));
+    e_.op("{} {}, [0], {}, sem0", dmaOp("h2s", a), dA, memRef(a, S(rX)));
     e_.op("smov {}, {}", S(rAo), vAcc);
     e_.op("smov {}, {}", S(rCnt), nv);
     e_.label(lZ);
@@ -569,7 +569,7 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
     e_.op("smov {}, {}", S(rX), vAcc);
-    e_.op("dma.v2h {}, {}[{}], [{}], sem2", dC, hbm(dst), S(rT), S(rX));
+    e_.op("{} {}, {}, [{}], sem2", dmaOp("v2h", dst), dC, memRef(dst, S(rT)), S(rX));
     e_.op("sem.wait sem2");
     e_.op("sadd {}, {}, 1", S(rI), S(rI));
     e_.op("br.lt {}, {}, {}", S(rI), m, lI);

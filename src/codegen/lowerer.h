@@ -165,7 +165,9 @@ inline std::string sanitize(std::string_view name) {
   return s;
 }
 
-enum class BufKind { Heap, Arg, Result, Const };
+// Vmem: an intermediate of a VMEM-resident fusion (see lowerResidentFusion),
+// at `offset` in VMEM; the others live in HBM.
+enum class BufKind { Heap, Arg, Result, Const, Vmem };
 struct Buf {
   BufKind kind = BufKind::Heap;
   uint64_t bytes = 0;
@@ -391,8 +393,21 @@ class Lowerer {
     failed_ = true;
     return false;
   }
-  std::string hbm(int buf) const { return bufs_[buf].kind == BufKind::Heap ? "heap" : bufs_[buf].name; }
-  int64_t base(int buf) const { return bufs_[buf].kind == BufKind::Heap ? static_cast<int64_t>(bufs_[buf].offset) : 0; }
+  // A buffer's memory operand at byte address `addr` (a register holding
+  // base(buf) + offset): `heap[s3]` / `arg0[s3]` in HBM, `[s3]` in VMEM.
+  std::string memRef(int buf, const std::string& addr) const {
+    const Buf& b = bufs_[buf];
+    if (b.kind == BufKind::Vmem) return fmt::format("[{}]", addr);
+    return fmt::format("{}[{}]", b.kind == BufKind::Heap ? "heap" : b.name, addr);
+  }
+  // The DMA mnemonic for `dir` ("h2v", "v2h", "h2h", "h2s", "s2h") whose
+  // HBM side(s) are these buffers (for h2h: destination, then source): a
+  // VMEM-resident buffer turns its `h` into `v`.
+  std::string dmaOp(const char* dir, int buf, int srcBuf = -1) const;
+  int64_t base(int buf) const {
+    BufKind k = bufs_[buf].kind;
+    return k == BufKind::Heap || k == BufKind::Vmem ? static_cast<int64_t>(bufs_[buf].offset) : 0;
+  }
   int sreg();
   std::string S(int r) const { return sregs_.name(r); }
   std::string V(int r) const { return vregs_.name(r); }
@@ -422,6 +437,15 @@ class Lowerer {
   // scalar operand's splat. New registers are appended to `owned`.
   bool evalOnRegisters(const Computation& c, const Instruction* stop, std::map<const Instruction*, VReg>& val,
                        std::vector<VReg>& owned);
+  // VMEM-resident fusions (lower_resident.cpp): fusions no streaming kernel
+  // covers, lowered instruction by instruction inside one kernel, their
+  // intermediates in the VMEM above the per-kernel budget.
+  void planResidentFusion(const Instruction& in, size_t firstBuf);
+  bool lowerResidentFusion(const Instruction& in);
+  // VMEM bytes a kernel may use: all of it, or up to the resident
+  // intermediates while a resident fusion is emitted.
+  uint64_t vmemTop() const { return residentDepth_ > 0 ? residentBase() : target_.memory.vmemBytes; }
+  uint64_t residentBase() const { return alignUp(vmemBudget(), 512); }
   // Input fusions (lower_fusion.cpp).
   bool inputFusion(const Instruction& in, ReducePrologue* out) const;
   bool lowerInputFusion(const Instruction& in);
@@ -652,6 +676,14 @@ class Lowerer {
   // (see loweringOrder), and which computations draw from the rng stream.
   std::map<const Computation*, std::vector<const Instruction*>> loweringOrders_;
   std::map<const Computation*, bool> drawsRngMemo_;
+
+  // Resident fusions: VMEM bytes of their intermediates. While one is
+  // emitted, its instructions' kernels are sections of its kernel and add
+  // their figures to residentFlops_/residentVmem_.
+  std::map<const Instruction*, uint64_t> resident_;
+  int residentDepth_ = 0;
+  double residentFlops_ = 0;
+  uint64_t residentVmem_ = 0;
 
   CodegenStats stats_;
   std::string kernelLabel_;

@@ -1,0 +1,89 @@
+// VMEM-resident fusions. A fusion that none of the streaming kernels covers
+// (flat loop fusions, output and input fusions) is lowered instruction by
+// instruction, each with its usual kernel. Its intermediates, though, do not
+// go to HBM: when they fit, they live in the half of VMEM above the
+// per-kernel budget, where no kernel's own tiles reach, and the instructions'
+// DMAs move them VMEM to VMEM (dma.v2v, and v2s/s2v for scalar code). The
+// fusion is then one kernel that reads its parameters from HBM and writes
+// only its results there, whatever its instructions are: reductions feeding
+// broadcasts (softmax, layer norm), concatenations, pads, gathers, dots with
+// computed operands, multi-output roots.
+#include "codegen/buffer_assignment.h"
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+// Control flow inside a fusion keeps its buffers in HBM: its regions
+// stretch lifetimes in ways the fusion's own liveness does not see.
+bool hasControlFlow(const Computation& c) {
+  for (const auto& i : c.instructions()) {
+    Opcode op = i->opcode();
+    if (op == Opcode::While || op == Opcode::Conditional || op == Opcode::Call) return true;
+    if (op == Opcode::Fusion && i->fusedComputation() && hasControlFlow(*i->fusedComputation())) return true;
+  }
+  return false;
+}
+
+// Instructions of a fusion that become kernels of their own (the rest only
+// rename buffers).
+int64_t kernelCount(const Computation& c) {
+  int64_t n = 0;
+  for (const auto& i : c.instructions()) {
+    Opcode op = i->opcode();
+    n += op != Opcode::Parameter && op != Opcode::Constant && op != Opcode::Tuple &&
+         op != Opcode::GetTupleElement && op != Opcode::Reshape && op != Opcode::Bitcast;
+  }
+  return n;
+}
+
+}  // namespace
+
+void Lowerer::planResidentFusion(const Instruction& in, size_t firstBuf) {
+  if (residentDepth_ > 0 || !in.fusedComputation() || hasControlFlow(*in.fusedComputation())) return;
+  // One instruction is one kernel already.
+  if (kernelCount(*in.fusedComputation()) < 2) return;
+  // The fusion's results stay in HBM; so does anything a result aliases.
+  std::set<int> escaping(leaves_[&in].begin(), leaves_[&in].end());
+  std::vector<int> ids;
+  std::vector<LiveRange> ranges;
+  for (size_t b = firstBuf; b < bufs_.size(); ++b) {
+    const Buf& buf = bufs_[b];
+    if (buf.kind != BufKind::Heap || escaping.count(static_cast<int>(b))) continue;
+    ids.push_back(static_cast<int>(b));
+    ranges.push_back({buf.def, buf.end, buf.bytes});
+  }
+  HeapAssignment ha = assignHeap(ranges);
+  const uint64_t top = target_.memory.vmemBytes;
+  if (residentBase() >= top || ha.heapBytes > top - residentBase()) return;  // stays in HBM
+  for (size_t i = 0; i < ids.size(); ++i) {
+    bufs_[static_cast<size_t>(ids[i])].kind = BufKind::Vmem;
+    bufs_[static_cast<size_t>(ids[i])].offset = residentBase() + ha.offsets[i];
+  }
+  resident_[&in] = ha.heapBytes;
+}
+
+bool Lowerer::lowerResidentFusion(const Instruction& in) {
+  beginKernel(in, "fusion");
+  const std::string label = kernelLabel_;
+  const uint64_t bytes = resident_.at(&in);
+  e_.comment(fmt::format("intermediates in VMEM [{}, {}): each instruction below is a section of this kernel",
+                         residentBase(), residentBase() + bytes));
+  residentFlops_ = 0;
+  residentVmem_ = 0;
+  ++residentDepth_;
+  bool ok = emitComputation(*in.fusedComputation());
+  --residentDepth_;
+  if (!ok) return false;
+  // HBM traffic: the parameters read and the results written.
+  uint64_t hbmBytes = 0;
+  for (const Instruction* o : in.operands())
+    for (int b : leaves_[o]) hbmBytes += bufs_[static_cast<size_t>(b)].bytes;
+  for (int b : leaves_[&in]) hbmBytes += bufs_[static_cast<size_t>(b)].bytes;
+  kernelLabel_ = label;
+  endKernel(residentFlops_, hbmBytes, residentVmem_ + bytes);
+  return !failed_;
+}
+
+}  // namespace tpu::codegen
