@@ -195,6 +195,27 @@ std::string mlpFusedText(int64_t batch, int64_t width) {
   return s + "}\n";
 }
 
+// Row softmax over f32[rows, cols]: two reductions whose results are
+// broadcast back. `fused`: the whole softmax in one fusion, which no
+// streaming kernel covers (llo-gen keeps its intermediates in VMEM);
+// otherwise the same instructions unfused, one kernel each.
+std::string softmaxText(int64_t rows, int64_t cols, bool fused) {
+  std::string x = fmt::format("f32[{},{}]", rows, cols), r = fmt::format("f32[{}]", rows);
+  std::string reducers =
+      "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n"
+      "ad {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n";
+  std::string body = fmt::format(
+      "  x = {0} parameter(0)\n  ninf = f32[] constant(-inf)\n  zero = f32[] constant(0)\n"
+      "  m = {1} reduce(x, ninf), dimensions={{1}}, to_apply=mx\n  mb = {0} broadcast(m), dimensions={{0}}\n"
+      "  d = {0} subtract(x, mb)\n  e = {0} exponential(d)\n"
+      "  s = {1} reduce(e, zero), dimensions={{1}}, to_apply=ad\n  sb = {0} broadcast(s), dimensions={{0}}\n"
+      "  ROOT y = {0} divide(e, sb)\n",
+      x, r);
+  if (!fused) return "HloModule softmax\n" + reducers + "ENTRY main {\n" + body + "}\n";
+  return "HloModule softmax_fused\n" + reducers + "softmax {\n" + body + "}\nENTRY main {\n  p = " + x +
+         " parameter(0)\n  ROOT f = " + x + " fusion(p), kind=kInput, calls=softmax\n}\n";
+}
+
 std::string convNetText() {
   return "HloModule convnet\n\nENTRY main {\n"
          "  x = f32[8,32,32,64] parameter(0)\n"
@@ -329,6 +350,21 @@ int main(int argc, char** argv) {
     else printRun(fwhat.c_str(), f, roofline(t, flops, bytes));
     if (m.ok && f.ok)
       std::printf("%-34s fused / unfused simulated time: %.2fx faster\n", "", m.report.seconds / f.report.seconds);
+  }
+  {
+    int64_t rows = 1024, cols = 2048;
+    double bytes = 4.0 * 2 * rows * cols;
+    Measured u = compileAndSimulate("softmax", softmaxText(rows, cols, false), t);
+    Measured f = compileAndSimulate("softmax_fused", softmaxText(rows, cols, true), t);
+    std::string what = fmt::format("softmax f32[{},{}], unfused", rows, cols);
+    if (!u.ok) std::printf("%-34s failed: %s\n", what.c_str(), u.error.c_str());
+    else printRun(what.c_str(), u, roofline(t, 0, bytes));
+    std::string fwhat = fmt::format("softmax f32[{},{}], one fusion", rows, cols);
+    if (!f.ok) std::printf("%-34s failed: %s\n", fwhat.c_str(), f.error.c_str());
+    else printRun(fwhat.c_str(), f, roofline(t, 0, bytes));
+    if (u.ok && f.ok)
+      std::printf("%-34s fused (intermediates in VMEM) / unfused simulated time: %.2fx faster\n", "",
+                  u.report.seconds / f.report.seconds);
   }
   {
     double flops = 2.0 * 8 * 32 * 32 * 128 * 9 * (64 + 128);

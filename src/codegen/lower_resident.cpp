@@ -8,6 +8,8 @@
 // only its results there, whatever its instructions are: reductions feeding
 // broadcasts (softmax, layer norm), concatenations, pads, gathers, dots with
 // computed operands, multi-output roots.
+#include <numeric>
+
 #include "codegen/buffer_assignment.h"
 #include "codegen/lowerer.h"
 
@@ -54,35 +56,61 @@ void Lowerer::planResidentFusion(const Instruction& in, size_t firstBuf) {
     ids.push_back(static_cast<int>(b));
     ranges.push_back({buf.def, buf.end, buf.bytes});
   }
-  HeapAssignment ha = assignHeap(ranges);
+  // The largest intermediates spill to HBM until the rest fit VMEM above
+  // the kernels' budget (ties in program order, so the choice is stable).
   const uint64_t top = target_.memory.vmemBytes;
-  if (residentBase() >= top || ha.heapBytes > top - residentBase()) return;  // stays in HBM
-  for (size_t i = 0; i < ids.size(); ++i) {
-    bufs_[static_cast<size_t>(ids[i])].kind = BufKind::Vmem;
-    bufs_[static_cast<size_t>(ids[i])].offset = residentBase() + ha.offsets[i];
+  const uint64_t capacity = top > residentBase() ? top - residentBase() : 0;
+  std::vector<size_t> bySize(ids.size());
+  std::iota(bySize.begin(), bySize.end(), 0);
+  std::stable_sort(bySize.begin(), bySize.end(), [&](size_t a, size_t b) { return ranges[a].bytes > ranges[b].bytes; });
+  std::vector<bool> spilled(ids.size(), false);
+  HeapAssignment ha;
+  std::vector<size_t> kept;
+  for (size_t next = 0;; ++next) {
+    kept.clear();
+    std::vector<LiveRange> keptRanges;
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (!spilled[i]) {
+        kept.push_back(i);
+        keptRanges.push_back(ranges[i]);
+      }
+    ha = assignHeap(keptRanges);
+    if (ha.heapBytes <= capacity || next == bySize.size()) break;
+    spilled[bySize[next]] = true;
   }
-  resident_[&in] = ha.heapBytes;
+  ResidentFusion r;
+  for (size_t j = 0; j < kept.size(); ++j) {
+    Buf& b = bufs_[static_cast<size_t>(ids[kept[j]])];
+    b.kind = BufKind::Vmem;
+    b.offset = residentBase() + ha.offsets[j];
+  }
+  r.vmemBytes = kept.empty() ? 0 : ha.heapBytes;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (spilled[i]) r.spilledBytes += ranges[i].bytes;
+  resident_[&in] = r;
 }
 
 bool Lowerer::lowerResidentFusion(const Instruction& in) {
   beginKernel(in, "fusion");
   const std::string label = kernelLabel_;
-  const uint64_t bytes = resident_.at(&in);
-  e_.comment(fmt::format("intermediates in VMEM [{}, {}): each instruction below is a section of this kernel",
-                         residentBase(), residentBase() + bytes));
+  const ResidentFusion& r = resident_.at(&in);
+  e_.comment(fmt::format("intermediates in VMEM [{}, {}){}: each instruction below is a section of this kernel",
+                         residentBase(), residentBase() + r.vmemBytes,
+                         r.spilledBytes ? fmt::format(", {} B of them spilled to HBM", r.spilledBytes) : ""));
   residentFlops_ = 0;
   residentVmem_ = 0;
   ++residentDepth_;
   bool ok = emitComputation(*in.fusedComputation());
   --residentDepth_;
   if (!ok) return false;
-  // HBM traffic: the parameters read and the results written.
-  uint64_t hbmBytes = 0;
+  // HBM traffic: the parameters read, the results written, and the spilled
+  // intermediates written and read back.
+  uint64_t hbmBytes = 2 * r.spilledBytes;
   for (const Instruction* o : in.operands())
     for (int b : leaves_[o]) hbmBytes += bufs_[static_cast<size_t>(b)].bytes;
   for (int b : leaves_[&in]) hbmBytes += bufs_[static_cast<size_t>(b)].bytes;
   kernelLabel_ = label;
-  endKernel(residentFlops_, hbmBytes, residentVmem_ + bytes);
+  endKernel(residentFlops_, hbmBytes, residentVmem_ + r.vmemBytes);
   return !failed_;
 }
 

@@ -677,10 +677,14 @@ class Lowerer {
   std::map<const Computation*, std::vector<const Instruction*>> loweringOrders_;
   std::map<const Computation*, bool> drawsRngMemo_;
 
-  // Resident fusions: VMEM bytes of their intermediates. While one is
+  // Resident fusions and where their intermediates live. While one is
   // emitted, its instructions' kernels are sections of its kernel and add
   // their figures to residentFlops_/residentVmem_.
-  std::map<const Instruction*, uint64_t> resident_;
+  struct ResidentFusion {
+    uint64_t vmemBytes = 0;     // its intermediates' share of VMEM
+    uint64_t spilledBytes = 0;  // intermediates that did not fit, in HBM
+  };
+  std::map<const Instruction*, ResidentFusion> resident_;
   int residentDepth_ = 0;
   double residentFlops_ = 0;
   uint64_t residentVmem_ = 0;
