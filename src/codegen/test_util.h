@@ -28,6 +28,7 @@ struct E2eRun {
   std::string where = {};
   uint64_t cycles = 0;
   sim::SimReport report = {};
+  std::string llo = {};
 };
 
 inline hlo::Literal randomLiteral(const hlo::Shape& s, std::mt19937& rng) {
@@ -76,6 +77,7 @@ struct PipelineRun {
   std::optional<hlo::Literal> expected;  // the interpreter's result
   std::vector<std::string> got;          // the simulated result leaves, as bytes
   sim::SimReport report = {};
+  std::string llo;  // what llo-gen wrote
   // The interpreter's result leaves, in the order of `got`.
   std::vector<const hlo::Literal*> want() const {
     std::vector<const hlo::Literal*> out;
@@ -103,6 +105,7 @@ PipelineRun runPipeline(const std::string& text, MakeArgument&& makeArgument, co
   options.targetSpec = targetName;
   auto gen = generateLlo(*loaded.module, *target, options, diags);
   if (!gen) return fail("llo-gen");
+  run.llo = gen->llo;
   SourceFile llo("test.llo", gen->llo);
   auto assembled = llo::assembleLlo(llo, {}, diags);
   if (!assembled) return fail("llo-asm", "\n" + gen->llo.substr(0, 20000));
@@ -164,6 +167,7 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
   }
   run.cycles = p.report.cycles;
   run.report = p.report;
+  run.llo = std::move(p.llo);
   return run;
 }
 
