@@ -25,7 +25,7 @@ FusedAndInlined makePrograms(const std::string& params, const std::string& body,
   return p;
 }
 
-std::string llo(const std::string& text, const std::string& target = "v5e") {
+std::string llo(const std::string& text, const std::string& target = "v5e", CodegenStats* stats = nullptr) {
   DiagnosticEngine diags;
   std::string messages;
   diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
@@ -35,6 +35,7 @@ std::string llo(const std::string& text, const std::string& target = "v5e") {
   CodegenOptions options;
   options.schedule = llo::ScheduleMode::None;
   auto gen = generateLlo(*loaded.module, *t, options, diags);
+  if (gen && stats) *stats = gen->stats;
   return gen ? gen->llo : "llo-gen: " + messages;
 }
 
@@ -69,9 +70,12 @@ void expectFusedMatchesInlined(const FusedAndInlined& p, double tol, const std::
   ASSERT_EQ(r.error, "");
   EXPECT_LE(r.maxErr, tol) << r.where;
   // And it really is one kernel.
-  std::string text = llo(p.fused, target);
-  EXPECT_NE(text.find("// fusion-matmul: fusion %f"), std::string::npos) << text.substr(0, 2000);
-  EXPECT_EQ(text.find("// elementwise:"), std::string::npos);
+  CodegenStats stats;
+  std::string text = llo(p.fused, target, &stats);
+  ASSERT_EQ(stats.kernels.size(), 1u) << text.substr(0, 2000);
+  EXPECT_TRUE(stats.kernels[0].kind == "fusion-matmul" || stats.kernels[0].kind == "fusion-conv")
+      << stats.kernels[0].kind;
+  EXPECT_NE(text.find(": fusion %f"), std::string::npos) << text.substr(0, 2000);
 }
 
 TEST(OutputFusion, BiasReluOnF32) {
@@ -134,13 +138,109 @@ TEST(OutputFusion, TilesOnASmallVmemAndOnV4) {
   expectFusedMatchesInlined(p, 0.1, "v4");
 }
 
-TEST(OutputFusion, OtherShapesFallBackToOneKernelPerInstruction) {
-  // 60 rows are not a multiple of 8: the dot is padded, so the fusion is
-  // lowered instruction by instruction, still correctly.
-  FusedAndInlined p = makePrograms("  a = f32[60,128] parameter(0)\n  b = f32[128,128] parameter(1)\n",
-                                   "  d = f32[60,128] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                                   "  ROOT r = f32[60,128] exponential(d)\n",
-                                   "f32[60,128]", "a, b");
+TEST(OutputFusion, OddShapesWriteTheValidPartOfEdgeTiles) {
+  // M = 5, N = 100, K = 37: one tile, padded in every direction.
+  expectFusedMatchesInlined(makePrograms("  a = f32[5,37] parameter(0)\n  b = f32[37,100] parameter(1)\n"
+                                         "  c = f32[100] parameter(2)\n  res = f32[5,100] parameter(3)\n",
+                                         "  d = f32[5,100] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                                         "  bc = f32[5,100] broadcast(c), dimensions={1}\n"
+                                         "  s = f32[5,100] add(d, bc)\n  t = f32[5,100] multiply(s, res)\n"
+                                         "  z = f32[] constant(0)\n  zb = f32[5,100] broadcast(z), dimensions={}\n"
+                                         "  ROOT r = f32[5,100] maximum(t, zb)\n",
+                                         "f32[5,100]", "a, b, c, res"),
+                            0.05);
+  // Batch dimensions (not leading in the rhs), two lhs free dimensions and
+  // a bf16 result.
+  expectFusedMatchesInlined(
+      makePrograms("  a = bf16[3,7,3,37] parameter(0)\n  b = bf16[37,3,100] parameter(1)\n"
+                   "  res = bf16[3,7,3,100] parameter(2)\n  k = bf16[] parameter(3)\n",
+                   "  d = bf16[3,7,3,100] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={3}, "
+                   "rhs_batch_dims={1}, rhs_contracting_dims={0}\n"
+                   "  kb = bf16[3,7,3,100] broadcast(k), dimensions={}\n  sc = bf16[3,7,3,100] multiply(d, kb)\n"
+                   "  ROOT r = bf16[3,7,3,100] add(sc, res)\n",
+                   "bf16[3,7,3,100]", "a, b, res, k"),
+      0.05);
+  // int8 MXU, s32 result and s8 residual tile, exact.
+  expectFusedMatchesInlined(makePrograms("  a = s8[13,37] parameter(0)\n  b = s8[37,200] parameter(1)\n"
+                                         "  res = s8[13,200] parameter(2)\n  sc = s32[200] parameter(3)\n",
+                                         "  d = s32[13,200] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                                         "  rc = s32[13,200] convert(res)\n  s = s32[13,200] add(d, rc)\n"
+                                         "  sb = s32[13,200] broadcast(sc), dimensions={1}\n"
+                                         "  ROOT r = s32[13,200] multiply(s, sb)\n",
+                                         "s32[13,200]", "a, b, res, sc"),
+                            0);
+}
+
+TEST(OutputFusion, OddShapesOverManyTilesOnASmallVmemAndOnV4) {
+  // Edge tiles in both directions, several interior ones.
+  FusedAndInlined p = makePrograms("  a = f32[2,261,300] parameter(0)\n  b = f32[2,300,700] parameter(1)\n"
+                                   "  c = f32[700] parameter(2)\n  res = bf16[2,261,700] parameter(3)\n",
+                                   "  d = f32[2,261,700] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                                   "rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+                                   "  bc = f32[2,261,700] broadcast(c), dimensions={2}\n"
+                                   "  rf = f32[2,261,700] convert(res)\n  s = f32[2,261,700] add(d, bc)\n"
+                                   "  t = f32[2,261,700] add(s, rf)\n  ROOT r = bf16[2,261,700] convert(t)\n",
+                                   "bf16[2,261,700]", "a, b, c, res");
+  expectFusedMatchesInlined(p, 0.1, std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
+  expectFusedMatchesInlined(p, 0.1, "v4");
+}
+
+// Convolutions followed by elementwise work: the im2col matmul's epilogue.
+TEST(OutputFusion, ConvBiasRelu) {
+  expectFusedMatchesInlined(
+      makePrograms("  x = f32[2,9,9,16] parameter(0)\n  w = f32[3,3,16,40] parameter(1)\n"
+                   "  c = f32[40] parameter(2)\n",
+                   "  v = f32[2,9,9,40] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+                   "  bc = f32[2,9,9,40] broadcast(c), dimensions={3}\n  s = f32[2,9,9,40] add(v, bc)\n"
+                   "  z = f32[] constant(0)\n  zb = f32[2,9,9,40] broadcast(z), dimensions={}\n"
+                   "  ROOT r = f32[2,9,9,40] maximum(s, zb)\n",
+                   "f32[2,9,9,40]", "x, w, c"),
+      0.1);
+}
+
+TEST(OutputFusion, ConvResidualStridesLayoutsAndGroups) {
+  // NCHW input, strides, a residual tile and a bf16 result.
+  expectFusedMatchesInlined(
+      makePrograms("  x = bf16[3,8,11,13] parameter(0)\n  w = bf16[8,3,2,130] parameter(1)\n"
+                   "  res = bf16[3,5,6,130] parameter(2)\n",
+                   "  v = bf16[3,5,6,130] convolution(x, w), window={size=3x2 stride=2x2 pad=0_0x0_0}, "
+                   "dim_labels=bf01_i01o->b01f\n"
+                   "  s = bf16[3,5,6,130] add(v, res)\n  ROOT r = bf16[3,5,6,130] tanh(s)\n",
+                   "bf16[3,5,6,130]", "x, w, res"),
+      0.05);
+  // Two feature groups: each is a block of the result's channels, and of
+  // the bias.
+  expectFusedMatchesInlined(
+      makePrograms("  x = f32[1,6,6,8] parameter(0)\n  w = f32[3,3,4,12] parameter(1)\n"
+                   "  c = f32[12] parameter(2)\n",
+                   "  v = f32[1,4,4,12] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f, "
+                   "feature_group_count=2\n"
+                   "  bc = f32[1,4,4,12] broadcast(c), dimensions={3}\n  ROOT r = f32[1,4,4,12] subtract(v, bc)\n",
+                   "f32[1,4,4,12]", "x, w, c"),
+      0.05);
+}
+
+TEST(OutputFusion, ConvWithTallTilesOnASmallVmem) {
+  // M = 1600 rows pad to 1664 for tall tiles; on a small VMEM some tiles
+  // are padding only.
+  FusedAndInlined p = makePrograms(
+      "  x = f32[4,20,20,24] parameter(0)\n  w = f32[3,3,24,200] parameter(1)\n  c = f32[200] parameter(2)\n",
+      "  v = f32[4,20,20,200] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+      "  bc = f32[4,20,20,200] broadcast(c), dimensions={3}\n  s = f32[4,20,20,200] add(v, bc)\n"
+      "  ROOT r = f32[4,20,20,200] exponential(s)\n",
+      "f32[4,20,20,200]", "x, w, c");
+  expectFusedMatchesInlined(p, 0.2, std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
+  expectFusedMatchesInlined(p, 0.2);
+}
+
+TEST(OutputFusion, OtherFusionsFallBackToOneKernelPerInstruction) {
+  // A channels-first convolution result is not the matmul's layout: the
+  // fusion is lowered instruction by instruction, still correctly.
+  FusedAndInlined p = makePrograms("  x = f32[2,6,6,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n",
+                                   "  v = f32[2,16,4,4] convolution(x, w), window={size=3x3}, "
+                                   "dim_labels=b01f_01io->bf01\n"
+                                   "  ROOT r = f32[2,16,4,4] exponential(v)\n",
+                                   "f32[2,16,4,4]", "x, w");
   E2eRun r = compileAndCompare(p.fused);
   ASSERT_EQ(r.error, "");
   EXPECT_LE(r.maxErr, 0.05) << r.where;

@@ -70,7 +70,7 @@ DepthwiseVmem depthwiseVmem(const ConvGeometry& g) {
 
 }  // namespace
 
-bool Lowerer::lowerConvolution(const Instruction& in) {
+bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue) {
   const auto& a = in.attrs();
   if (!a.convDims) return fail(in, "llo-gen: convolution without dim_labels");
   const auto& dn = *a.convDims;
@@ -159,12 +159,19 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   bool depthwise = !vpu && g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
                    r - 1 <= static_cast<size_t>(std::max(0, target_.dma.descriptorDims)) &&
                    depthwiseVmem(g).end <= vmemBudget();
-  beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : "conv-matmul");
-  int dst = leaves_[&in][0];
+  // matmulEpilogueFusion takes only convolutions of the MXU path.
+  if (epilogue && (vpu || depthwise)) return fail(in, "llo-gen: internal error: not an MXU convolution");
+  if (epilogue) beginKernel(*epilogue->fusion, "fusion-conv");
+  else beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : "conv-matmul");
+  int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
   int64_t outCount = product(os.dimensions());
   int passes = depthwise || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
   double flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
   uint64_t hbmBytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes;
+  if (epilogue) {
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) hbmBytes += bufs_[input.buf].bytes;
+    flops += static_cast<double>(outCount) * static_cast<double>(epilogue->comp->instructionCount());
+  }
   if (outCount == 0) {
     endKernel(0, 0, 0);
     return true;
@@ -239,7 +246,7 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   }
   bool ok = vpu         ? emitWideConv(in, g, x, validX)
             : depthwise ? emitDepthwiseConv(in, g, x)
-                        : emitConvMatmul(in, g, x, passes);
+                        : emitConvMatmul(in, g, x, passes, epilogue);
   endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g).end : 0);
   return ok && !failed_;
 }
@@ -247,7 +254,8 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
 // im2col: A[G, M, (taps, Cg)] x W[G, (taps, Cg), Og] on the MXUs, M the
 // output batch and positions; then the result columns are scattered into
 // the output layout (and rounded if it is bf16).
-bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes) {
+bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes,
+                             const MatmulEpilogue* epilogue) {
   const auto& dn = *in.attrs().convDims;
   const Shape& ks = in.operand(1)->shape();
   const Shape& os = in.shape();
@@ -323,6 +331,9 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
     emitCopy(wBuf, 0, leaves_[in.operand(1)][0], srcOff, counts, ds, ss, ew);
   }
 
+  // An output fusion's epilogue finishes each C tile in VMEM and writes the
+  // valid part of it into the (channels-last) result.
+  if (epilogue) return emitMatmul(in, g.groups, mp, kp, np, aBuf, g.inType, wBuf, g.kType, -1, passes, epilogue);
   // C[G, mp, np] f32, written straight into the output when it is already
   // f32 [N, out.., O] with nothing padded.
   bool outCanonical =

@@ -25,6 +25,44 @@ bool plainType(ElementType t) {
   return ti.ok && !ti.isComplex && ti.words <= 1;
 }
 
+// The geometry of a convolution the output-fusion path takes: the im2col
+// MXU path of lowerConvolution (float operands, not depthwise), every
+// extent nonzero, and a channels-last result, whose [positions, channels]
+// rows are the matmul's rows (each feature group a block of columns).
+bool convEpilogueGeometry(const Instruction& conv, MatmulEpilogue& e) {
+  const auto& a = conv.attrs();
+  if (!a.convDims || conv.operandCount() != 2) return false;
+  const auto& dn = *a.convDims;
+  const Shape& ls = conv.operand(0)->shape();
+  const Shape& ks = conv.operand(1)->shape();
+  const Shape& os = conv.shape();
+  for (ElementType t : {ls.elementType(), ks.elementType(), os.elementType()})
+    if (!plainType(t) || !typeInfo(t).isFloat) return false;
+  const int64_t rank = os.rank();
+  if (ls.rank() != rank || ks.rank() != rank || rank < 2) return false;
+  for (const Shape* s : {&ls, &ks, &os})
+    for (int64_t d : s->dimensions())
+      if (d <= 0) return false;
+  if (dn.outputBatchDimension != 0 || dn.outputFeatureDimension != rank - 1 ||
+      dn.outputSpatialDimensions.size() != static_cast<size_t>(rank - 2))
+    return false;
+  for (size_t d = 0; d < dn.outputSpatialDimensions.size(); ++d)
+    if (dn.outputSpatialDimensions[d] != static_cast<int64_t>(d + 1)) return false;
+  const int64_t fg = a.featureGroupCount, bg = a.batchGroupCount;
+  const int64_t inFeatures = ls.dimension(dn.inputFeatureDimension);
+  const int64_t outFeatures = ks.dimension(dn.kernelOutputFeatureDimension);
+  if (fg < 1 || bg < 1 || (fg > 1 && bg > 1) || inFeatures % fg != 0 || outFeatures % std::max(fg, bg) != 0)
+    return false;
+  const int64_t outPerGroup = outFeatures / std::max(fg, bg);
+  // Depthwise convolutions run on the vector unit.
+  if (inFeatures / fg == 1 && fg > 1 && outPerGroup <= 8) return false;
+  e.m = *os.elementCount() / outFeatures;
+  e.n = outPerGroup;
+  e.rowStride = outFeatures;
+  e.batchStride = e.columnBatchStride = outPerGroup;
+  return true;
+}
+
 }  // namespace
 
 bool Lowerer::evalOnRegisters(const Computation& c, const Instruction* stop,
@@ -52,26 +90,36 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
   const Computation& c = *in.fusedComputation();
   const Instruction* dot = nullptr;
   for (const auto& i : c.instructions())
-    if (i->opcode() == Opcode::Dot) {
+    if (i->opcode() == Opcode::Dot || i->opcode() == Opcode::Convolution) {
       if (dot) return false;
       dot = i.get();
     }
   if (!dot || dot->operandCount() != 2 || !dot->shape().isArray()) return false;
   for (const Instruction* o : dot->operands())
     if (o->opcode() != Opcode::Parameter || !plainType(o->shape().elementType())) return false;
-  if (!plainType(dot->shape().elementType()) || !isMxuDot(*dot)) return false;
-  DotGeometry geo = dotGeometry(*dot);
-  // The result tiles are written unpadded, straight into the result.
-  if (geo.m <= 0 || geo.n <= 0 || geo.k <= 0 || geo.m % 8 != 0 || geo.n % 128 != 0) return false;
-  const std::vector<int64_t>& dims = dot->shape().dimensions();
-  if (in.shape().dimensions() != dims || !plainType(in.shape().elementType())) return false;
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  const int64_t columnRank = static_cast<int64_t>(geo.rhsFree.size());
-  const std::vector<int64_t> columnDims(dims.end() - columnRank, dims.end());
+  if (!plainType(dot->shape().elementType())) return false;
   MatmulEpilogue e;
+  e.fusion = &in;
   e.comp = &c;
   e.dot = dot;
   e.outType = in.shape().elementType();
+  const std::vector<int64_t>& dims = dot->shape().dimensions();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t columnRank = 1;
+  if (dot->opcode() == Opcode::Dot) {
+    if (!isMxuDot(*dot)) return false;
+    DotGeometry geo = dotGeometry(*dot);
+    if (geo.m <= 0 || geo.n <= 0 || geo.k <= 0 || geo.b <= 0) return false;
+    columnRank = static_cast<int64_t>(geo.rhsFree.size());
+    e.m = geo.m;
+    e.n = geo.n;
+    e.rowStride = geo.n;
+    e.batchStride = geo.m * geo.n;
+  } else if (!convEpilogueGeometry(*dot, e)) {
+    return false;
+  }
+  if (in.shape().dimensions() != dims || !plainType(in.shape().elementType())) return false;
+  const std::vector<int64_t> columnDims(dims.end() - columnRank, dims.end());
   size_t tiles = 0, columns = 0, scalars = 0;
   auto add = [&](const Instruction* value, MatmulEpilogue::Kind kind, ElementType type) {
     for (const auto& input : e.inputs)
@@ -95,7 +143,8 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
         if (o->opcode() == Opcode::Parameter) add(o, MatmulEpilogue::Scalar, o->shape().elementType());
         continue;
       }
-      // A vector along the result's columns (the rhs free dimensions).
+      // A vector along the result's columns (the rhs free dimensions, or a
+      // convolution's output features).
       std::vector<int64_t> want;
       for (int64_t d = rank - columnRank; d < rank; ++d) want.push_back(d);
       if (o->opcode() != Opcode::Parameter || i.attrs().dimensions != want || o->shape().dimensions() != columnDims ||
@@ -135,7 +184,6 @@ uint64_t Lowerer::matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64
 bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in) {
   MatmulEpilogue e;
   if (!matmulEpilogueFusion(in, &e)) return fail(in, "llo-gen: internal error: not an output fusion");
-  beginKernel(in, "fusion-matmul");
   const Computation& c = *e.comp;
   for (int64_t p = 0; p < in.operandCount(); ++p)
     if (const Instruction* param = c.parameter(p)) leaves_[param] = leaves_[in.operand(p)];
@@ -143,16 +191,20 @@ bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in) {
     input.buf = leaves_[input.kind == MatmulEpilogue::Column ? input.value->operand(0) : input.value][0];
   e.outBuf = leaves_[&in][0];
   const Instruction& dot = *e.dot;
+  if (dot.opcode() == Opcode::Convolution) return lowerConvolution(dot, &e);
+  beginKernel(in, "fusion-matmul");
   const Instruction* lhs = dot.operand(0);
   const Instruction* rhs = dot.operand(1);
   const auto& dn = *dot.attrs().dotDims;
   DotGeometry geo = dotGeometry(dot);
-  int64_t kp = (geo.k + 127) / 128 * 128;
-  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions, geo.m, kp);
-  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree, kp, geo.n);
+  // Padded like the unfused dot's operands; the epilogue writes only the
+  // valid rows and columns of the edge tiles.
+  int64_t mp = (geo.m + 7) / 8 * 8, kp = (geo.k + 127) / 128 * 128, np = (geo.n + 127) / 128 * 128;
+  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions, mp, kp);
+  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree, kp, np);
   ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType();
   int passes = mxuPasses(dot, lt, rt);
-  bool ok = emitMatmul(in, geo.b, geo.m, kp, geo.n, a, lt, w, rt, e.outBuf, passes, &e);
+  bool ok = emitMatmul(in, geo.b, mp, kp, np, a, lt, w, rt, e.outBuf, passes, &e);
   uint64_t bytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[e.outBuf].bytes;
   for (const MatmulEpilogue::Input& input : e.inputs) bytes += bufs_[input.buf].bytes;
   double elementwise = static_cast<double>(geo.b * geo.m * geo.n) * static_cast<double>(c.instructionCount());
@@ -160,35 +212,79 @@ bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in) {
   return ok && !failed_;
 }
 
+// Emits body(count) once for each number of valid rows (or columns) a tile
+// whose index is in rIdx can have: `full` below tile fullTiles, `rest` at it.
+// Tiles past those are all padding and never get here.
+void Lowerer::emitByTileExtent(int rIdx, int64_t fullTiles, int64_t full, int64_t rest,
+                               const std::function<void(int64_t)>& body) {
+  if (rest == 0 || fullTiles == 0) {
+    body(rest == 0 ? full : rest);
+    return;
+  }
+  std::string lRest = e_.newLabel("eedge"), lDone = e_.newLabel("eedged");
+  e_.op("br.ge {}, {}, {}", S(rIdx), fullTiles, lRest);
+  body(full);
+  e_.op("jmp {}", lDone);
+  e_.label(lRest);
+  body(rest);
+  e_.label(lDone);
+}
+
 void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site) {
-  const int64_t tm = site.tm, tn = site.tn, m = site.m, n = site.n;
+  const int64_t tm = site.tm, tn = site.tn;
   const int eo = typeInfo(e.outType).bytes;
-  // The tile's first element, as an element index into [b, m, n].
+  // Tiles with every row (column) valid, and the valid rows (columns) of
+  // the one after them; any further tile of the padded matmul is padding.
+  const int64_t fullM = e.m / tm, restM = e.m % tm, fullN = e.n / tn, restN = e.n % tn;
+  const int64_t validM = fullM + (restM ? 1 : 0), validN = fullN + (restN ? 1 : 0);
+  std::string lPadding = e_.newLabel("epad"), lEnd = e_.newLabel("eend");
+  if (site.m / tm > validM) e_.op("br.ge {}, {}, {}", S(site.rMTile), validM, lPadding);
+  if (site.n / tn > validN) e_.op("br.ge {}, {}, {}", S(site.rNTile), validN, lPadding);
+  auto byExtent = [&](const std::function<void(int64_t, int64_t)>& body) {
+    emitByTileExtent(site.rMTile, fullM, tm, restM, [&](int64_t rows) {
+      emitByTileExtent(site.rNTile, fullN, tn, restN, [&](int64_t cols) { body(rows, cols); });
+    });
+  };
+  // The tile's first element, as an element index into the result.
   int rTile = sreg(), rAddr = sreg();
-  e_.op("smul {}, {}, {}", S(rTile), S(site.rBatch), m * n);
-  e_.op("smul {}, {}, {}", S(rAddr), S(site.rMTile), tm * n);
+  e_.op("smul {}, {}, {}", S(rTile), S(site.rBatch), e.batchStride);
+  e_.op("smul {}, {}, {}", S(rAddr), S(site.rMTile), tm * e.rowStride);
   e_.op("sadd {}, {}, {}", S(rTile), S(rTile), S(rAddr));
   e_.op("smul {}, {}, {}", S(rAddr), S(site.rNTile), tn);
   e_.op("sadd {}, {}, {}", S(rTile), S(rTile), S(rAddr));
-  // The other inputs' tiles and columns, into VMEM beside the C tile.
+  // The other inputs' tiles and columns, into VMEM beside the C tile (the
+  // valid part of an edge tile; the rest of the slot is never written out).
   int waits = 0;
+  std::vector<int> rSrc(e.inputs.size(), -1);
   for (size_t j = 0; j < e.inputs.size(); ++j) {
     const MatmulEpilogue::Input& input = e.inputs[j];
+    if (input.kind == MatmulEpilogue::Scalar) continue;
     int es = typeInfo(input.type).bytes;
+    rSrc[j] = sreg();
     if (input.kind == MatmulEpilogue::Tile) {
-      e_.op("smul {}, {}, {}", S(rAddr), S(rTile), es);
-      e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(input.buf));
-      std::string d = e_.desc(static_cast<uint64_t>(tn * es), {{tm, n * es, tn * es}});
-      e_.op("dma.h2v {}, [{}], {}[{}], sem4", d, site.vInputs[j], hbm(input.buf), S(rAddr));
-      ++waits;
-    } else if (input.kind == MatmulEpilogue::Column) {
+      e_.op("smul {}, {}, {}", S(rSrc[j]), S(rTile), es);
+    } else {
+      e_.op("smul {}, {}, {}", S(rSrc[j]), S(site.rBatch), e.columnBatchStride * es);
       e_.op("smul {}, {}, {}", S(rAddr), S(site.rNTile), tn * es);
-      e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(input.buf));
-      std::string d = e_.desc(static_cast<uint64_t>(tn * es), {});
-      e_.op("dma.h2v {}, [{}], {}[{}], sem4", d, site.vInputs[j], hbm(input.buf), S(rAddr));
-      ++waits;
+      e_.op("sadd {}, {}, {}", S(rSrc[j]), S(rSrc[j]), S(rAddr));
     }
+    e_.op("sadd {}, {}, {}", S(rSrc[j]), S(rSrc[j]), base(input.buf));
+    ++waits;
   }
+  if (waits)
+    byExtent([&](int64_t rows, int64_t cols) {
+      for (size_t j = 0; j < e.inputs.size(); ++j) {
+        const MatmulEpilogue::Input& input = e.inputs[j];
+        if (input.kind == MatmulEpilogue::Scalar) continue;
+        int es = typeInfo(input.type).bytes;
+        std::string d = input.kind == MatmulEpilogue::Tile
+                            ? e_.desc(static_cast<uint64_t>(cols * es), {{rows, e.rowStride * es, tn * es}})
+                            : e_.desc(static_cast<uint64_t>(cols * es), {});
+        e_.op("dma.h2v {}, [{}], {}[{}], sem4", d, site.vInputs[j], hbm(input.buf), S(rSrc[j]));
+      }
+    });
+  for (int r : rSrc)
+    if (r >= 0) sregs_.put(r);
   // Scalars are the same for every vreg: splat once per tile.
   std::map<const Instruction*, VReg> scalars;
   int smem = 0;
@@ -255,18 +351,27 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
     if (rIn[j] >= 0 && e.inputs[j].kind == MatmulEpilogue::Tile)
       e_.op("sadd {}, {}, {}", S(rIn[j]), S(rIn[j]), 8 * tn * typeInfo(e.inputs[j].type).bytes);
   e_.op("loop {}, {}", S(rCount), lBlock);
-  // The result tile goes out under the C slot's semaphore, as the C tile
-  // itself would.
+  // The result tile (its valid part) goes out under the C slot's
+  // semaphore, as the C tile itself would.
   e_.op("smul {}, {}, {}", S(rAddr), S(rTile), eo);
   e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(e.outBuf));
   e_.op("smul {}, {}, {}", S(rE), S(site.rSlot), site.eSlot);
   e_.op("sadd {}, {}, {}", S(rE), S(rE), site.vE);
-  std::string d = e_.desc(static_cast<uint64_t>(tn * eo), {{tm, tn * eo, n * eo}});
-  e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", d, hbm(e.outBuf), S(rAddr), S(rE), S(site.rSem));
+  byExtent([&](int64_t rows, int64_t cols) {
+    std::string d = e_.desc(static_cast<uint64_t>(cols * eo), {{rows, tn * eo, e.rowStride * eo}});
+    e_.op("dma.v2h {}, {}[{}], [{}], sem[{}]", d, hbm(e.outBuf), S(rAddr), S(rE), S(site.rSem));
+  });
   for (auto& [inst, v] : scalars) vfree(v);
   for (int r : rIn)
     if (r >= 0) sregs_.put(r);
   for (int r : {rTile, rAddr, rC, rE, rCount}) sregs_.put(r);
+  if (site.m / tm > validM || site.n / tn > validN) {
+    // A tile of padding writes nothing: its slot is free at once.
+    e_.op("jmp {}", lEnd);
+    e_.label(lPadding);
+    e_.op("sem.signal sem[{}]", S(site.rSem));
+    e_.label(lEnd);
+  }
   (void)in;
 }
 

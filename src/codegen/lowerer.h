@@ -245,14 +245,21 @@ struct EwOutput {
 };
 
 // An output fusion lowered as one matmul (lower_fusion.cpp): the fused
-// computation's one MXU dot, and the elementwise instructions after it,
-// applied to each C tile in VMEM before the tile is written back, so the
-// dot's result never goes to HBM. Inputs are the values the epilogue reads
-// besides the dot: tiles of a parameter shaped like the result, a vector
-// broadcast along the result's columns (a bias), or a scalar.
+// computation's one MXU dot (or im2col convolution), and the elementwise
+// instructions after it, applied to each C tile in VMEM before the tile is
+// written back, so the dot's result never goes to HBM. Inputs are the
+// values the epilogue reads besides the dot: tiles of a parameter shaped
+// like the result, a vector broadcast along the result's columns (a bias),
+// or a scalar.
 struct MatmulEpilogue {
+  const Instruction* fusion = nullptr;
   const Computation* comp = nullptr;
-  const Instruction* dot = nullptr;
+  const Instruction* dot = nullptr;  // a dot or a convolution
+  // Where the matmul's [batch, row, column] lies in the result, in
+  // elements: rows and columns are those of each batch (the matmul's may be
+  // padded beyond them); a column input's element is batch *
+  // columnBatchStride + column (a convolution's groups are column blocks).
+  int64_t m = 0, n = 0, batchStride = 0, rowStride = 0, columnBatchStride = 0;
   enum Kind { Tile, Column, Scalar };
   struct Input {
     const Instruction* value = nullptr;  // the fused instruction whose value it is
@@ -436,10 +443,13 @@ class Lowerer {
   bool lowerMatmulEpilogueFusion(const Instruction& in);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
   void emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site);
+  void emitByTileExtent(int rIdx, int64_t fullTiles, int64_t full, int64_t rest,
+                        const std::function<void(int64_t)>& body);
   // bf16 MXU passes for a dot or convolution with these operand types:
   // precision_config, or the --f32-dot-precision override, for f32.
   int mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const;
-  bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes);
+  bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes,
+                      const MatmulEpilogue* epilogue);
   bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf);
 
   // Vector code.
@@ -549,7 +559,8 @@ class Lowerer {
   bool lowerReduceWindow(const Instruction& in);
   bool lowerSelectAndScatter(const Instruction& in);
   bool lowerSort(const Instruction& in);
-  bool lowerConvolution(const Instruction& in);
+  // With an epilogue, the convolution of an output fusion (its MXU path).
+  bool lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue = nullptr);
   // lower_fft.cpp: fft as the interpreter computes it, in c128 on the
   // vector unit, one pass per transformed dimension.
   bool lowerFft(const Instruction& in);
