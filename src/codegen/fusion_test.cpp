@@ -233,6 +233,33 @@ TEST(OutputFusion, ConvWithTallTilesOnASmallVmem) {
   expectFusedMatchesInlined(p, 0.2);
 }
 
+TEST(OutputFusion, DepthwiseConvBiasRelu6) {
+  // One input channel per group: the vector-unit kernel finishes each
+  // register of results before it is stored.
+  expectFusedMatchesInlined(
+      makePrograms("  x = f32[2,10,9,150] parameter(0)\n  w = f32[3,3,1,150] parameter(1)\n"
+                   "  c = f32[150] parameter(2)\n",
+                   "  v = f32[2,10,9,150] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+                   "dim_labels=b01f_01io->b01f, feature_group_count=150\n"
+                   "  bc = f32[2,10,9,150] broadcast(c), dimensions={3}\n  s = f32[2,10,9,150] add(v, bc)\n"
+                   "  lo = f32[] constant(0)\n  hi = f32[] constant(6)\n"
+                   "  ROOT r = f32[2,10,9,150] clamp(lo, s, hi)\n",
+                   "f32[2,10,9,150]", "x, w, c"),
+      1e-5);
+  // Two outputs per group (channel c * 2 + o), a bf16 result and a scalar
+  // parameter.
+  expectFusedMatchesInlined(
+      makePrograms("  x = bf16[1,7,12,20] parameter(0)\n  w = bf16[3,2,1,40] parameter(1)\n"
+                   "  c = bf16[40] parameter(2)\n  k = bf16[] parameter(3)\n",
+                   "  v = bf16[1,3,11,40] convolution(x, w), window={size=3x2 stride=2x1}, "
+                   "dim_labels=b01f_01io->b01f, feature_group_count=20\n"
+                   "  bc = bf16[1,3,11,40] broadcast(c), dimensions={3}\n  s = bf16[1,3,11,40] subtract(v, bc)\n"
+                   "  kb = bf16[1,3,11,40] broadcast(k), dimensions={}\n"
+                   "  ROOT r = bf16[1,3,11,40] multiply(s, kb)\n",
+                   "bf16[1,3,11,40]", "x, w, c, k"),
+      0.05);
+}
+
 TEST(OutputFusion, OtherFusionsFallBackToOneKernelPerInstruction) {
   // A channels-first convolution result is not the matmul's layout: the
   // fusion is lowered instruction by instruction, still correctly.
@@ -245,6 +272,18 @@ TEST(OutputFusion, OtherFusionsFallBackToOneKernelPerInstruction) {
   ASSERT_EQ(r.error, "");
   EXPECT_LE(r.maxErr, 0.05) << r.where;
   EXPECT_NE(llo(p.fused).find("// elementwise: exponential %r"), std::string::npos);
+  // A depthwise convolution with a residual tile input (its vector-unit
+  // kernel takes columns and scalars only).
+  FusedAndInlined q = makePrograms("  x = f32[1,6,6,8] parameter(0)\n  w = f32[3,3,1,8] parameter(1)\n"
+                                   "  res = f32[1,4,4,8] parameter(2)\n",
+                                   "  v = f32[1,4,4,8] convolution(x, w), window={size=3x3}, "
+                                   "dim_labels=b01f_01io->b01f, feature_group_count=8\n"
+                                   "  ROOT r = f32[1,4,4,8] add(v, res)\n",
+                                   "f32[1,4,4,8]", "x, w, res");
+  r = compileAndCompare(q.fused);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-5) << r.where;
+  EXPECT_NE(llo(q.fused).find("// elementwise: add %r"), std::string::npos);
 }
 
 // Loop fusions whose parameters are broadcast along the result's leading

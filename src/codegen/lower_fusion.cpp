@@ -25,11 +25,13 @@ bool plainType(ElementType t) {
   return ti.ok && !ti.isComplex && ti.words <= 1;
 }
 
-// The geometry of a convolution the output-fusion path takes: the im2col
-// MXU path of lowerConvolution (float operands, not depthwise), every
-// extent nonzero, and a channels-last result, whose [positions, channels]
-// rows are the matmul's rows (each feature group a block of columns).
-bool convEpilogueGeometry(const Instruction& conv, MatmulEpilogue& e) {
+// The geometry of a convolution the output-fusion path takes: float
+// operands (the im2col MXU path of lowerConvolution, or its depthwise
+// kernel), every extent nonzero, and a channels-last result, whose
+// [positions, channels] rows are the matmul's rows (each feature group a
+// block of columns). `depthwise` tells whether lowerConvolution may take
+// its vector-unit kernel.
+bool convEpilogueGeometry(const Instruction& conv, MatmulEpilogue& e, bool& depthwise) {
   const auto& a = conv.attrs();
   if (!a.convDims || conv.operandCount() != 2) return false;
   const auto& dn = *a.convDims;
@@ -54,8 +56,7 @@ bool convEpilogueGeometry(const Instruction& conv, MatmulEpilogue& e) {
   if (fg < 1 || bg < 1 || (fg > 1 && bg > 1) || inFeatures % fg != 0 || outFeatures % std::max(fg, bg) != 0)
     return false;
   const int64_t outPerGroup = outFeatures / std::max(fg, bg);
-  // Depthwise convolutions run on the vector unit.
-  if (inFeatures / fg == 1 && fg > 1 && outPerGroup <= 8) return false;
+  depthwise = inFeatures / fg == 1 && fg > 1 && outPerGroup <= 8;
   e.m = *os.elementCount() / outFeatures;
   e.n = outPerGroup;
   e.rowStride = outFeatures;
@@ -106,6 +107,7 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
   const std::vector<int64_t>& dims = dot->shape().dimensions();
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t columnRank = 1;
+  bool depthwise = false;
   if (dot->opcode() == Opcode::Dot) {
     if (!isMxuDot(*dot)) return false;
     DotGeometry geo = dotGeometry(*dot);
@@ -115,7 +117,7 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
     e.n = geo.n;
     e.rowStride = geo.n;
     e.batchStride = geo.m * geo.n;
-  } else if (!convEpilogueGeometry(*dot, e)) {
+  } else if (!convEpilogueGeometry(*dot, e, depthwise)) {
     return false;
   }
   if (in.shape().dimensions() != dims || !plainType(in.shape().elementType())) return false;
@@ -167,7 +169,14 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
   // that is a parameter or constant is not an output fusion).
   if (c.root()->opcode() == Opcode::Parameter) return false;
   if (tiles > kMaxTileInputs || columns > kMaxColumnInputs || scalars > kMaxScalarInputs) return false;
+  if (depthwise && !depthwiseEpilogue(e)) return false;
   if (out) *out = std::move(e);
+  return true;
+}
+
+bool Lowerer::depthwiseEpilogue(const MatmulEpilogue& e) {
+  for (const MatmulEpilogue::Input& input : e.inputs)
+    if (input.kind == MatmulEpilogue::Tile) return false;
   return true;
 }
 

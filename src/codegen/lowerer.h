@@ -443,6 +443,8 @@ class Lowerer {
   bool lowerMatmulEpilogueFusion(const Instruction& in);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
   void emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site);
+  // Whether a depthwise convolution (vector unit) can run this epilogue: no tile inputs.
+  static bool depthwiseEpilogue(const MatmulEpilogue& e);
   void emitByTileExtent(int rIdx, int64_t fullTiles, int64_t full, int64_t rest,
                         const std::function<void(int64_t)>& body);
   // bf16 MXU passes for a dot or convolution with these operand types:
@@ -450,7 +452,7 @@ class Lowerer {
   int mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const;
   bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes,
                       const MatmulEpilogue* epilogue);
-  bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf);
+  bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf, const MatmulEpilogue* epilogue);
 
   // Vector code.
   VReg valloc(ElementType t);
