@@ -233,6 +233,41 @@ TEST(OutputFusion, ConvWithTallTilesOnASmallVmem) {
   expectFusedMatchesInlined(p, 0.2);
 }
 
+TEST(OutputFusion, OperandsComputedInTheFusion) {
+  // corpus tiled_dot_mask: dot(p0, exp(p1)), K = 33. The chain runs on the
+  // W tiles in VMEM; the K padding it would turn into exp(0) is masked.
+  FusedAndInlined p = makePrograms("  p0 = f32[3,17,33] parameter(0)\n  p1 = f32[3,33,9] parameter(1)\n",
+                                   "  e = f32[3,33,9] exponential(p1)\n"
+                                   "  ROOT d = f32[3,17,9] dot(p0, e), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+                                   "lhs_contracting_dims={2}, rhs_contracting_dims={1}\n",
+                                   "f32[3,17,9]", "p0, p1");
+  expectFusedMatchesInlined(p, 0.05);
+  expectFusedMatchesInlined(p, 0.05, "v4");
+  // Both operands computed: a dequantizing convert and scale of A, an
+  // activation of W; HIGHEST precision (six passes on the components).
+  FusedAndInlined q = makePrograms(
+      "  a = bf16[40,300] parameter(0)\n  b = f32[300,200] parameter(1)\n  c = f32[200] parameter(2)\n",
+      "  af = f32[40,300] convert(a)\n  k = f32[] constant(0.5)\n  kb = f32[40,300] broadcast(k), dimensions={}\n"
+      "  as = f32[40,300] multiply(af, kb)\n  bt = f32[300,200] tanh(b)\n  one = f32[] constant(1)\n"
+      "  ob = f32[300,200] broadcast(one), dimensions={}\n  bs = f32[300,200] add(bt, ob)\n"
+      "  d = f32[40,200] dot(as, bs), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+      "operand_precision={highest,highest}\n"
+      "  cb = f32[40,200] broadcast(c), dimensions={1}\n  ROOT r = f32[40,200] add(d, cb)\n",
+      "f32[40,200]", "a, b, c");
+  expectFusedMatchesInlined(q, 1e-3);
+  expectFusedMatchesInlined(q, 1e-3, "v4");
+  // Neither chain keeps 0 at 0, so the K padding of both operands is
+  // masked: exp(a) / sign(a) is inf and tanh(b) / sign(b) NaN there, and
+  // either times 0 NaN.
+  expectFusedMatchesInlined(
+      makePrograms("  a = f32[5,37] parameter(0)\n  b = f32[37,100] parameter(1)\n",
+                   "  ea = f32[5,37] exponential(a)\n  sa = f32[5,37] sign(a)\n  qa = f32[5,37] divide(ea, sa)\n"
+                   "  tb = f32[37,100] tanh(b)\n  sb = f32[37,100] sign(b)\n  qb = f32[37,100] divide(tb, sb)\n"
+                   "  ROOT d = f32[5,100] dot(qa, qb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n",
+                   "f32[5,100]", "a, b"),
+      0.1);
+}
+
 TEST(OutputFusion, DepthwiseConvBiasRelu6) {
   // One input channel per group: the vector-unit kernel finishes each
   // register of results before it is stored.

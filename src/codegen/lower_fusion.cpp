@@ -5,7 +5,10 @@
 // in registers (with the tiles of the other inputs DMAed beside it) and
 // writes the fusion's result tile, in its own type, straight to HBM. The
 // dot's f32 result never leaves VMEM, and the unfused path's extra passes
-// (padding copy, type conversion, one kernel per elementwise op) disappear.
+// (type conversion, one kernel per elementwise op) disappear. Edge tiles of
+// odd shapes write their valid part; im2col and depthwise convolutions take
+// the same epilogue (lower_conv.cpp); an operand computed elementwise from
+// a parameter is computed on the matmul's tiles as they are loaded.
 //
 // Input fusions: a fusion whose root is a reduction over its trailing
 // dimensions, its inputs computed elementwise from parameters shaped like
@@ -64,7 +67,73 @@ bool convEpilogueGeometry(const Instruction& conv, MatmulEpilogue& e, bool& dept
   return true;
 }
 
+// The elementwise chain computing dot operand `x` inside fusion `c` from
+// one parameter shaped like it (and scalar constants), in computation
+// order: what the matmul can apply to the parameter's tiles as it loads
+// them. The operand is a float (the bf16 or f32 MXU path).
+bool operandPrologue(const Computation& c, const Instruction* x, std::vector<const Instruction*>& chain,
+                     const Instruction*& source) {
+  if (!typeInfo(x->shape().elementType()).isFloat) return false;
+  std::set<const Instruction*> needed;
+  std::vector<const Instruction*> stack = {x};
+  source = nullptr;
+  while (!stack.empty()) {
+    const Instruction* i = stack.back();
+    stack.pop_back();
+    if (!needed.insert(i).second) continue;
+    if (!i->shape().isArray() || !plainType(i->shape().elementType())) return false;
+    bool scalar = i->shape().isScalar();
+    if (i->opcode() == Opcode::Parameter) {
+      if (scalar || i->shape().dimensions() != x->shape().dimensions() || (source && source != i)) return false;
+      source = i;
+      continue;
+    }
+    if (i->opcode() == Opcode::Constant) {
+      if (!scalar) return false;
+      continue;
+    }
+    if (scalar || i->shape().dimensions() != x->shape().dimensions()) return false;
+    if (i->opcode() == Opcode::Broadcast) {
+      if (i->operand(0)->opcode() != Opcode::Constant) return false;
+    } else if (!hlo::isElementwise(i->opcode()) || i->opcode() == Opcode::Rng) {
+      return false;
+    }
+    for (const Instruction* o : i->operands()) stack.push_back(o);
+  }
+  if (!source) return false;
+  chain.clear();
+  for (const auto& up : c.instructions())
+    if (needed.count(up.get()) && up.get() != source) chain.push_back(up.get());
+  return true;
+}
+
 }  // namespace
+
+bool Lowerer::emitOperandPrologue(const MatmulEpilogue& e, int operand, VReg x, int mask) {
+  const Instruction* source = e.prologueSource[operand];
+  std::map<const Instruction*, VReg> val;
+  val[source] = VReg{x.r, source->shape().elementType()};
+  std::vector<VReg> owned;
+  for (const Instruction* i : e.prologue[operand]) {
+    if (i->opcode() == Opcode::Broadcast) {  // of a scalar constant: its splat
+      val[i] = val[i->operand(0)];
+      continue;
+    }
+    std::vector<VReg> ops;
+    for (const Instruction* o : i->operands()) ops.push_back(val[o]);
+    auto r = lowerOp(*i, ops);
+    if (!r) return false;
+    val[i] = *r;
+    owned.push_back(*r);
+  }
+  VReg v = val[e.dot->operand(operand)];
+  if (mask >= 0) e_.op("vsel.s32 {}, {}, {}, 0", V(x), M(mask), V(v));
+  else if (v.r != x.r) e_.op("vmov.s32 {}, {}", V(x), V(v));
+  std::set<int> freed = {x.r};
+  for (VReg r : owned)
+    if (freed.insert(r.r).second) vfree(r);
+  return true;
+}
 
 bool Lowerer::evalOnRegisters(const Computation& c, const Instruction* stop,
                               std::map<const Instruction*, VReg>& val, std::vector<VReg>& owned) {
@@ -96,14 +165,24 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
       dot = i.get();
     }
   if (!dot || dot->operandCount() != 2 || !dot->shape().isArray()) return false;
-  for (const Instruction* o : dot->operands())
-    if (o->opcode() != Opcode::Parameter || !plainType(o->shape().elementType())) return false;
-  if (!plainType(dot->shape().elementType())) return false;
   MatmulEpilogue e;
   e.fusion = &in;
   e.comp = &c;
   e.dot = dot;
   e.outType = in.shape().elementType();
+  std::set<const Instruction*> prologue;
+  for (int j = 0; j < 2; ++j) {
+    const Instruction* o = dot->operand(j);
+    if (!plainType(o->shape().elementType())) return false;
+    if (o->opcode() == Opcode::Parameter) continue;
+    if (dot->opcode() != Opcode::Dot || !operandPrologue(c, o, e.prologue[j], e.prologueSource[j])) return false;
+    prologue.insert(e.prologue[j].begin(), e.prologue[j].end());
+  }
+  // The chains feed the dot only.
+  for (const auto& up : c.instructions())
+    if (up.get() != dot && !prologue.count(up.get()))
+      for (const Instruction* o : up->operands())
+        if (prologue.count(o)) return false;
   const std::vector<int64_t>& dims = dot->shape().dimensions();
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t columnRank = 1;
@@ -115,6 +194,7 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
     columnRank = static_cast<int64_t>(geo.rhsFree.size());
     e.m = geo.m;
     e.n = geo.n;
+    e.k = geo.k;
     e.rowStride = geo.n;
     e.batchStride = geo.m * geo.n;
   } else if (!convEpilogueGeometry(*dot, e, depthwise)) {
@@ -131,7 +211,7 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
   };
   for (const auto& up : c.instructions()) {
     const Instruction& i = *up;
-    if (&i == dot || i.opcode() == Opcode::Parameter) continue;
+    if (&i == dot || i.opcode() == Opcode::Parameter || prologue.count(&i)) continue;
     if (!i.shape().isArray() || !plainType(i.shape().elementType())) return false;
     bool scalar = i.shape().isScalar();
     if (!scalar && i.shape().dimensions() != dims) return false;
@@ -209,12 +289,15 @@ bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in) {
   // Padded like the unfused dot's operands; the epilogue writes only the
   // valid rows and columns of the edge tiles.
   int64_t mp = (geo.m + 7) / 8 * 8, kp = (geo.k + 127) / 128 * 128, np = (geo.n + 127) / 128 * 128;
-  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions, mp, kp);
-  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree, kp, np);
-  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType();
-  int passes = mxuPasses(dot, lt, rt);
-  bool ok = emitMatmul(in, geo.b, mp, kp, np, a, lt, w, rt, e.outBuf, passes, &e);
-  uint64_t bytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[e.outBuf].bytes;
+  // Operands computed in the fusion are loaded as their source parameters.
+  const Instruction* lhsSrc = e.prologueSource[0] ? e.prologueSource[0] : lhs;
+  const Instruction* rhsSrc = e.prologueSource[1] ? e.prologueSource[1] : rhs;
+  int a = canonicalDotOperand(lhsSrc, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions, mp, kp);
+  int w = canonicalDotOperand(rhsSrc, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree, kp, np);
+  int passes = mxuPasses(dot, lhs->shape().elementType(), rhs->shape().elementType());
+  bool ok = emitMatmul(in, geo.b, mp, kp, np, a, lhsSrc->shape().elementType(), w, rhsSrc->shape().elementType(),
+                       e.outBuf, passes, &e);
+  uint64_t bytes = bufs_[leaves_[lhsSrc][0]].bytes + bufs_[leaves_[rhsSrc][0]].bytes + bufs_[e.outBuf].bytes;
   for (const MatmulEpilogue::Input& input : e.inputs) bytes += bufs_[input.buf].bytes;
   double elementwise = static_cast<double>(geo.b * geo.m * geo.n) * static_cast<double>(c.instructionCount());
   endKernel(2.0 * static_cast<double>(geo.b * geo.m * geo.n * geo.k) * passes + elementwise, bytes, 0);
@@ -323,6 +406,8 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
   e_.label(lBlock);
   for (int64_t u = 0; u < tn / 128; ++u) {
     std::map<const Instruction*, VReg> val = scalars;
+    for (const auto& chain : e.prologue)  // evaluated by the matmul
+      for (const Instruction* i : chain) val[i] = VReg{};
     std::vector<VReg> owned;
     auto own = [&](VReg v) {
       owned.push_back(v);

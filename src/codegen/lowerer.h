@@ -260,6 +260,13 @@ struct MatmulEpilogue {
   // padded beyond them); a column input's element is batch *
   // columnBatchStride + column (a convolution's groups are column blocks).
   int64_t m = 0, n = 0, batchStride = 0, rowStride = 0, columnBatchStride = 0;
+  int64_t k = 0;  // a dot's contraction size (its operands are padded to 128)
+  // Elementwise chains that compute a dot's operands (lhs, rhs) inside the
+  // fusion from one parameter each, in computation order (empty: the
+  // operand is a parameter). The matmul loads the parameter's tiles and
+  // applies the chain to each register it pushes (emitOperandPrologue).
+  std::vector<const Instruction*> prologue[2];
+  const Instruction* prologueSource[2] = {nullptr, nullptr};
   enum Kind { Tile, Column, Scalar };
   struct Input {
     const Instruction* value = nullptr;  // the fused instruction whose value it is
@@ -445,6 +452,9 @@ class Lowerer {
   void emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site);
   // Whether a depthwise convolution (vector unit) can run this epilogue: no tile inputs.
   static bool depthwiseEpilogue(const MatmulEpilogue& e);
+  // Replaces x (the loaded tile register of operand `operand`'s source)
+  // with the operand's value; where `mask` >= 0 is clear, with 0 (K padding).
+  bool emitOperandPrologue(const MatmulEpilogue& e, int operand, VReg x, int mask);
   void emitByTileExtent(int rIdx, int64_t fullTiles, int64_t full, int64_t rest,
                         const std::function<void(int64_t)>& body);
   // bf16 MXU passes for a dot or convolution with these operand types:
