@@ -543,7 +543,8 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
       ++columnLoads;
     }
   }
-  e_.op("sem.wait sem0, {}", 1 + columnLoads);
+  if (columnLoads) e_.op("sem.wait sem0, {}", 1 + columnLoads);
+  else e_.op("sem.wait sem0");
   std::string lItem = e_.newLabel("dwrow"), lCompute = e_.newLabel("dwcompute"), lB = e_.newLabel("dwpos"),
               lCb = e_.newLabel("dwchan"), lNoWait = e_.newLabel("dwfree");
   e_.op("smov {}, 0", S(rQ));
