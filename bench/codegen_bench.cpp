@@ -4,7 +4,8 @@
 //  (b) simulated time of generated code against the roofline bound of the
 //      same chip (v5e): a large bf16 matmul (MXU utilisation), an unfused
 //      chain of elementwise ops on a large f32 array (HBM bandwidth), a small
-//      MLP, and a convolutional net and ssd_mobilenet when they compile.
+//      MLP, and a convolutional net (unfused and in output fusions) and
+//      ssd_mobilenet when they compile.
 // Usage: codegen_bench [matmul_size=4096] [elementwise_elems=16777216]
 #include <algorithm>
 #include <chrono>
@@ -229,6 +230,27 @@ std::string convNetText() {
          "  ROOT r2 = f32[8,32,32,128] maximum(c2, zb)\n}\n";
 }
 
+// The same conv net with each convolution and its relu in a kOutput fusion:
+// llo-gen lowers each as one im2col matmul kernel with the relu applied to
+// the C tiles in VMEM.
+std::string convNetFusedText() {
+  auto layer = [](const std::string& name, int64_t in) {
+    std::string w = "f32[3,3," + std::to_string(in) + ",128]";
+    return name + " {\n  x = f32[8,32,32," + std::to_string(in) + "] parameter(0)\n  w = " + w +
+           " parameter(1)\n"
+           "  c = f32[8,32,32,128] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+           "  z = f32[] constant(0)\n  zb = f32[8,32,32,128] broadcast(z), dimensions={}\n"
+           "  ROOT r = f32[8,32,32,128] maximum(c, zb)\n}\n\n";
+  };
+  return "HloModule convnet_fused\n\n" + layer("layer1", 64) + layer("layer2", 128) +
+         "ENTRY main {\n"
+         "  x = f32[8,32,32,64] parameter(0)\n"
+         "  w1 = f32[3,3,64,128] parameter(1)\n"
+         "  w2 = f32[3,3,128,128] parameter(2)\n"
+         "  r1 = f32[8,32,32,128] fusion(x, w1), kind=kOutput, calls=layer1\n"
+         "  ROOT r2 = f32[8,32,32,128] fusion(r1, w2), kind=kOutput, calls=layer2\n}\n";
+}
+
 std::string readFile(const std::filesystem::path& p) {
   FILE* f = std::fopen(p.c_str(), "rb");
   if (!f) return {};
@@ -372,6 +394,11 @@ int main(int argc, char** argv) {
     Measured m = compileAndSimulate("convnet", convNetText(), t);
     if (!m.ok) std::printf("%-34s skipped: does not compile yet (%s)\n", "conv net 2x conv3x3+relu", m.error.c_str());
     else printRun("conv net 2x conv3x3+relu", m, roofline(t, flops, bytes));
+    Measured f = compileAndSimulate("convnet_fused", convNetFusedText(), t);
+    if (!f.ok) std::printf("%-34s failed: %s\n", "conv net, output fusions", f.error.c_str());
+    else printRun("conv net, output fusions", f, roofline(t, flops, bytes));
+    if (m.ok && f.ok)
+      std::printf("%-34s fused / unfused simulated time: %.2fx faster\n", "", m.report.seconds / f.report.seconds);
   }
   {
     std::string text = readFile(std::filesystem::path(TPU_CORPUS_DIR) / "ssd_mobilenet_tf.hlo");

@@ -25,7 +25,7 @@ FusedAndInlined makePrograms(const std::string& params, const std::string& body,
   return p;
 }
 
-std::string llo(const std::string& text, const std::string& target = "v5e") {
+std::string llo(const std::string& text, const std::string& target = "v5e", CodegenStats* stats = nullptr) {
   DiagnosticEngine diags;
   std::string messages;
   diags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
@@ -35,6 +35,7 @@ std::string llo(const std::string& text, const std::string& target = "v5e") {
   CodegenOptions options;
   options.schedule = llo::ScheduleMode::None;
   auto gen = generateLlo(*loaded.module, *t, options, diags);
+  if (gen && stats) *stats = gen->stats;
   return gen ? gen->llo : "llo-gen: " + messages;
 }
 
@@ -69,9 +70,12 @@ void expectFusedMatchesInlined(const FusedAndInlined& p, double tol, const std::
   ASSERT_EQ(r.error, "");
   EXPECT_LE(r.maxErr, tol) << r.where;
   // And it really is one kernel.
-  std::string text = llo(p.fused, target);
-  EXPECT_NE(text.find("// fusion-matmul: fusion %f"), std::string::npos) << text.substr(0, 2000);
-  EXPECT_EQ(text.find("// elementwise:"), std::string::npos);
+  CodegenStats stats;
+  std::string text = llo(p.fused, target, &stats);
+  ASSERT_EQ(stats.kernels.size(), 1u) << text.substr(0, 2000);
+  EXPECT_TRUE(stats.kernels[0].kind == "fusion-matmul" || stats.kernels[0].kind == "fusion-conv")
+      << stats.kernels[0].kind;
+  EXPECT_NE(text.find(": fusion %f"), std::string::npos) << text.substr(0, 2000);
 }
 
 TEST(OutputFusion, BiasReluOnF32) {
@@ -134,17 +138,190 @@ TEST(OutputFusion, TilesOnASmallVmemAndOnV4) {
   expectFusedMatchesInlined(p, 0.1, "v4");
 }
 
-TEST(OutputFusion, OtherShapesFallBackToOneKernelPerInstruction) {
-  // 60 rows are not a multiple of 8: the dot is padded, so the fusion is
-  // lowered instruction by instruction, still correctly.
-  FusedAndInlined p = makePrograms("  a = f32[60,128] parameter(0)\n  b = f32[128,128] parameter(1)\n",
-                                   "  d = f32[60,128] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-                                   "  ROOT r = f32[60,128] exponential(d)\n",
-                                   "f32[60,128]", "a, b");
+TEST(OutputFusion, OddShapesWriteTheValidPartOfEdgeTiles) {
+  // M = 5, N = 100, K = 37: one tile, padded in every direction.
+  expectFusedMatchesInlined(makePrograms("  a = f32[5,37] parameter(0)\n  b = f32[37,100] parameter(1)\n"
+                                         "  c = f32[100] parameter(2)\n  res = f32[5,100] parameter(3)\n",
+                                         "  d = f32[5,100] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                                         "  bc = f32[5,100] broadcast(c), dimensions={1}\n"
+                                         "  s = f32[5,100] add(d, bc)\n  t = f32[5,100] multiply(s, res)\n"
+                                         "  z = f32[] constant(0)\n  zb = f32[5,100] broadcast(z), dimensions={}\n"
+                                         "  ROOT r = f32[5,100] maximum(t, zb)\n",
+                                         "f32[5,100]", "a, b, c, res"),
+                            0.05);
+  // Batch dimensions (not leading in the rhs), two lhs free dimensions and
+  // a bf16 result.
+  expectFusedMatchesInlined(
+      makePrograms("  a = bf16[3,7,3,37] parameter(0)\n  b = bf16[37,3,100] parameter(1)\n"
+                   "  res = bf16[3,7,3,100] parameter(2)\n  k = bf16[] parameter(3)\n",
+                   "  d = bf16[3,7,3,100] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={3}, "
+                   "rhs_batch_dims={1}, rhs_contracting_dims={0}\n"
+                   "  kb = bf16[3,7,3,100] broadcast(k), dimensions={}\n  sc = bf16[3,7,3,100] multiply(d, kb)\n"
+                   "  ROOT r = bf16[3,7,3,100] add(sc, res)\n",
+                   "bf16[3,7,3,100]", "a, b, res, k"),
+      0.05);
+  // int8 MXU, s32 result and s8 residual tile, exact.
+  expectFusedMatchesInlined(makePrograms("  a = s8[13,37] parameter(0)\n  b = s8[37,200] parameter(1)\n"
+                                         "  res = s8[13,200] parameter(2)\n  sc = s32[200] parameter(3)\n",
+                                         "  d = s32[13,200] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                                         "  rc = s32[13,200] convert(res)\n  s = s32[13,200] add(d, rc)\n"
+                                         "  sb = s32[13,200] broadcast(sc), dimensions={1}\n"
+                                         "  ROOT r = s32[13,200] multiply(s, sb)\n",
+                                         "s32[13,200]", "a, b, res, sc"),
+                            0);
+}
+
+TEST(OutputFusion, OddShapesOverManyTilesOnASmallVmemAndOnV4) {
+  // Edge tiles in both directions, several interior ones.
+  FusedAndInlined p = makePrograms("  a = f32[2,261,300] parameter(0)\n  b = f32[2,300,700] parameter(1)\n"
+                                   "  c = f32[700] parameter(2)\n  res = bf16[2,261,700] parameter(3)\n",
+                                   "  d = f32[2,261,700] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                                   "rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+                                   "  bc = f32[2,261,700] broadcast(c), dimensions={2}\n"
+                                   "  rf = f32[2,261,700] convert(res)\n  s = f32[2,261,700] add(d, bc)\n"
+                                   "  t = f32[2,261,700] add(s, rf)\n  ROOT r = bf16[2,261,700] convert(t)\n",
+                                   "bf16[2,261,700]", "a, b, c, res");
+  expectFusedMatchesInlined(p, 0.1, std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
+  expectFusedMatchesInlined(p, 0.1, "v4");
+}
+
+// Convolutions followed by elementwise work: the im2col matmul's epilogue.
+TEST(OutputFusion, ConvBiasRelu) {
+  expectFusedMatchesInlined(
+      makePrograms("  x = f32[2,9,9,16] parameter(0)\n  w = f32[3,3,16,40] parameter(1)\n"
+                   "  c = f32[40] parameter(2)\n",
+                   "  v = f32[2,9,9,40] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+                   "  bc = f32[2,9,9,40] broadcast(c), dimensions={3}\n  s = f32[2,9,9,40] add(v, bc)\n"
+                   "  z = f32[] constant(0)\n  zb = f32[2,9,9,40] broadcast(z), dimensions={}\n"
+                   "  ROOT r = f32[2,9,9,40] maximum(s, zb)\n",
+                   "f32[2,9,9,40]", "x, w, c"),
+      0.1);
+}
+
+TEST(OutputFusion, ConvResidualStridesLayoutsAndGroups) {
+  // NCHW input, strides, a residual tile and a bf16 result.
+  expectFusedMatchesInlined(
+      makePrograms("  x = bf16[3,8,11,13] parameter(0)\n  w = bf16[8,3,2,130] parameter(1)\n"
+                   "  res = bf16[3,5,6,130] parameter(2)\n",
+                   "  v = bf16[3,5,6,130] convolution(x, w), window={size=3x2 stride=2x2 pad=0_0x0_0}, "
+                   "dim_labels=bf01_i01o->b01f\n"
+                   "  s = bf16[3,5,6,130] add(v, res)\n  ROOT r = bf16[3,5,6,130] tanh(s)\n",
+                   "bf16[3,5,6,130]", "x, w, res"),
+      0.05);
+  // Two feature groups: each is a block of the result's channels, and of
+  // the bias.
+  expectFusedMatchesInlined(
+      makePrograms("  x = f32[1,6,6,8] parameter(0)\n  w = f32[3,3,4,12] parameter(1)\n"
+                   "  c = f32[12] parameter(2)\n",
+                   "  v = f32[1,4,4,12] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f, "
+                   "feature_group_count=2\n"
+                   "  bc = f32[1,4,4,12] broadcast(c), dimensions={3}\n  ROOT r = f32[1,4,4,12] subtract(v, bc)\n",
+                   "f32[1,4,4,12]", "x, w, c"),
+      0.05);
+}
+
+TEST(OutputFusion, ConvWithTallTilesOnASmallVmem) {
+  // M = 1600 rows pad to 1664 for tall tiles; on a small VMEM some tiles
+  // are padding only.
+  FusedAndInlined p = makePrograms(
+      "  x = f32[4,20,20,24] parameter(0)\n  w = f32[3,3,24,200] parameter(1)\n  c = f32[200] parameter(2)\n",
+      "  v = f32[4,20,20,200] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+      "  bc = f32[4,20,20,200] broadcast(c), dimensions={3}\n  s = f32[4,20,20,200] add(v, bc)\n"
+      "  ROOT r = f32[4,20,20,200] exponential(s)\n",
+      "f32[4,20,20,200]", "x, w, c");
+  expectFusedMatchesInlined(p, 0.2, std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
+  expectFusedMatchesInlined(p, 0.2);
+}
+
+TEST(OutputFusion, OperandsComputedInTheFusion) {
+  // corpus tiled_dot_mask: dot(p0, exp(p1)), K = 33. The chain runs on the
+  // W tiles in VMEM; the K padding it would turn into exp(0) is masked.
+  FusedAndInlined p = makePrograms("  p0 = f32[3,17,33] parameter(0)\n  p1 = f32[3,33,9] parameter(1)\n",
+                                   "  e = f32[3,33,9] exponential(p1)\n"
+                                   "  ROOT d = f32[3,17,9] dot(p0, e), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+                                   "lhs_contracting_dims={2}, rhs_contracting_dims={1}\n",
+                                   "f32[3,17,9]", "p0, p1");
+  expectFusedMatchesInlined(p, 0.05);
+  expectFusedMatchesInlined(p, 0.05, "v4");
+  // Both operands computed: a dequantizing convert and scale of A, an
+  // activation of W; HIGHEST precision (six passes on the components).
+  FusedAndInlined q = makePrograms(
+      "  a = bf16[40,300] parameter(0)\n  b = f32[300,200] parameter(1)\n  c = f32[200] parameter(2)\n",
+      "  af = f32[40,300] convert(a)\n  k = f32[] constant(0.5)\n  kb = f32[40,300] broadcast(k), dimensions={}\n"
+      "  as = f32[40,300] multiply(af, kb)\n  bt = f32[300,200] tanh(b)\n  one = f32[] constant(1)\n"
+      "  ob = f32[300,200] broadcast(one), dimensions={}\n  bs = f32[300,200] add(bt, ob)\n"
+      "  d = f32[40,200] dot(as, bs), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+      "operand_precision={highest,highest}\n"
+      "  cb = f32[40,200] broadcast(c), dimensions={1}\n  ROOT r = f32[40,200] add(d, cb)\n",
+      "f32[40,200]", "a, b, c");
+  expectFusedMatchesInlined(q, 1e-3);
+  expectFusedMatchesInlined(q, 1e-3, "v4");
+  // Neither chain keeps 0 at 0, so the K padding of both operands is
+  // masked: exp(a) / sign(a) is inf and tanh(b) / sign(b) NaN there, and
+  // either times 0 NaN.
+  expectFusedMatchesInlined(
+      makePrograms("  a = f32[5,37] parameter(0)\n  b = f32[37,100] parameter(1)\n",
+                   "  ea = f32[5,37] exponential(a)\n  sa = f32[5,37] sign(a)\n  qa = f32[5,37] divide(ea, sa)\n"
+                   "  tb = f32[37,100] tanh(b)\n  sb = f32[37,100] sign(b)\n  qb = f32[37,100] divide(tb, sb)\n"
+                   "  ROOT d = f32[5,100] dot(qa, qb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n",
+                   "f32[5,100]", "a, b"),
+      0.1);
+}
+
+TEST(OutputFusion, DepthwiseConvBiasRelu6) {
+  // One input channel per group: the vector-unit kernel finishes each
+  // register of results before it is stored.
+  expectFusedMatchesInlined(
+      makePrograms("  x = f32[2,10,9,150] parameter(0)\n  w = f32[3,3,1,150] parameter(1)\n"
+                   "  c = f32[150] parameter(2)\n",
+                   "  v = f32[2,10,9,150] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+                   "dim_labels=b01f_01io->b01f, feature_group_count=150\n"
+                   "  bc = f32[2,10,9,150] broadcast(c), dimensions={3}\n  s = f32[2,10,9,150] add(v, bc)\n"
+                   "  lo = f32[] constant(0)\n  hi = f32[] constant(6)\n"
+                   "  ROOT r = f32[2,10,9,150] clamp(lo, s, hi)\n",
+                   "f32[2,10,9,150]", "x, w, c"),
+      1e-5);
+  // Two outputs per group (channel c * 2 + o), a bf16 result and a scalar
+  // parameter.
+  expectFusedMatchesInlined(
+      makePrograms("  x = bf16[1,7,12,20] parameter(0)\n  w = bf16[3,2,1,40] parameter(1)\n"
+                   "  c = bf16[40] parameter(2)\n  k = bf16[] parameter(3)\n",
+                   "  v = bf16[1,3,11,40] convolution(x, w), window={size=3x2 stride=2x1}, "
+                   "dim_labels=b01f_01io->b01f, feature_group_count=20\n"
+                   "  bc = bf16[1,3,11,40] broadcast(c), dimensions={3}\n  s = bf16[1,3,11,40] subtract(v, bc)\n"
+                   "  kb = bf16[1,3,11,40] broadcast(k), dimensions={}\n"
+                   "  ROOT r = bf16[1,3,11,40] multiply(s, kb)\n",
+                   "bf16[1,3,11,40]", "x, w, c, k"),
+      0.05);
+}
+
+TEST(OutputFusion, OtherShapesAreResidentFusions) {
+  // A channels-first convolution result is not the matmul's layout: the
+  // fusion's instructions are sections of one kernel, the convolution's
+  // result kept in VMEM (lower_resident.cpp), still correct.
+  FusedAndInlined p = makePrograms("  x = f32[2,6,6,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n",
+                                   "  v = f32[2,16,4,4] convolution(x, w), window={size=3x3}, "
+                                   "dim_labels=b01f_01io->bf01\n"
+                                   "  ROOT r = f32[2,16,4,4] exponential(v)\n",
+                                   "f32[2,16,4,4]", "x, w");
   E2eRun r = compileAndCompare(p.fused);
   ASSERT_EQ(r.error, "");
   EXPECT_LE(r.maxErr, 0.05) << r.where;
   EXPECT_NE(llo(p.fused).find("// elementwise: exponential %r"), std::string::npos);
+  EXPECT_NE(llo(p.fused).find("intermediates in VMEM"), std::string::npos);
+  // A depthwise convolution with a residual tile input (its vector-unit
+  // kernel takes columns and scalars only).
+  FusedAndInlined q = makePrograms("  x = f32[1,6,6,8] parameter(0)\n  w = f32[3,3,1,8] parameter(1)\n"
+                                   "  res = f32[1,4,4,8] parameter(2)\n",
+                                   "  v = f32[1,4,4,8] convolution(x, w), window={size=3x3}, "
+                                   "dim_labels=b01f_01io->b01f, feature_group_count=8\n"
+                                   "  ROOT r = f32[1,4,4,8] add(v, res)\n",
+                                   "f32[1,4,4,8]", "x, w, res");
+  r = compileAndCompare(q.fused);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-5) << r.where;
+  EXPECT_NE(llo(q.fused).find("// elementwise: add %r"), std::string::npos);
+  EXPECT_NE(llo(q.fused).find("intermediates in VMEM"), std::string::npos);
 }
 
 // Loop fusions whose parameters are broadcast along the result's leading
@@ -231,9 +408,10 @@ TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
       std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
 }
 
-TEST(LoopFusion, OtherDataMovementStillLowersInstructionByInstruction) {
+TEST(LoopFusion, OtherDataMovementIsAResidentFusion) {
   // A pad (no strided view), or rows too long for three chunks of a small
-  // VMEM, are lowered one kernel per instruction, still correctly.
+  // VMEM, make resident fusions: the instructions' kernels as sections of
+  // one, still correct (on the small VMEM the transpose spills to HBM).
   FusedAndInlined p = makePrograms("  x = f32[298,384] parameter(0)\n  y = f32[300,384] parameter(1)\n",
                                    "  z = f32[] constant(0)\n  v = f32[300,384] pad(x, z), padding=1_1x0_0\n"
                                    "  ROOT r = f32[300,384] add(v, y)\n",
@@ -242,6 +420,7 @@ TEST(LoopFusion, OtherDataMovementStillLowersInstructionByInstruction) {
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.maxErr, 0) << r.where;
   EXPECT_NE(llo(p.fused).find("// pad: pad %v"), std::string::npos);
+  EXPECT_NE(llo(p.fused).find("intermediates in VMEM"), std::string::npos);
   const std::string small = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
   FusedAndInlined q = makePrograms("  x = f32[512,700] parameter(0)\n  y = f32[700,512] parameter(1)\n",
                                    "  t = f32[512,700] transpose(y), dimensions={1,0}\n"
@@ -251,6 +430,7 @@ TEST(LoopFusion, OtherDataMovementStillLowersInstructionByInstruction) {
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.maxErr, 0) << r.where;
   EXPECT_NE(llo(q.fused, small).find("// transpose: transpose %t"), std::string::npos);
+  EXPECT_NE(llo(q.fused, small).find("of them spilled to HBM"), std::string::npos);
 }
 
 // Input fusions: a reduction over trailing dimensions of values computed

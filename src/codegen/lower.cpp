@@ -2288,7 +2288,10 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   if (passes == 3) passList = {{1, 0}, {0, 1}, {0, 0}};
   if (passes == 6) passList = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
   std::string ldA = loadMnemonic(aType), ldW = loadMnemonic(wType);
-  bool int8 = aType == ElementType::S8;  // s8 x s8 -> exact s32 sums
+  // An output fusion may compute an operand from the loaded tiles
+  // (MatmulEpilogue::prologue): float operands, never the int8 MXU.
+  const bool proA = epilogue && epilogue->prologueSource[0], proW = epilogue && epilogue->prologueSource[1];
+  bool int8 = aType == ElementType::S8 && !proA;  // s8 x s8 -> exact s32 sums
   // Registers of the pipelined loops: the A block, per MXU the popped
   // result, the prefetched C rows and the sum being stored, and a rotating
   // set for weight staging so consecutive pushes do not wait on each other.
@@ -2300,7 +2303,20 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
     vc.push_back(valloc(ElementType::F32));
     vt.push_back(valloc(ElementType::F32));
   }
-  for (int i = 0; i < 16; ++i) vw.push_back(valloc(ElementType::F32));
+  for (int i = 0; i < (proA || proW ? 8 : 16); ++i) vw.push_back(valloc(ElementType::F32));
+  // The chains turn the K padding of the last k step's tiles into f(0):
+  // masks keep it 0 (lanes of A, rows of W at and past k % 128 = rLim).
+  const int64_t kValid = epilogue && (proA || proW) ? epilogue->k % 128 : 0;
+  int rLim = -1, mA = -1, mW = -1;
+  if (kValid) {
+    rLim = sreg();
+    if (proA) mA = malloc_();
+    if (proW) mW = malloc_();
+  }
+  auto loadA = [&](VReg dst, const std::string& addr) {
+    e_.op("{} {}, [{}]", ldA, V(dst), addr);
+    if (proA) emitOperandPrologue(*epilogue, 0, dst, mA);
+  };
   auto cAddr = [&](int u, int64_t blockOffset) {
     int64_t off = blockOffset * cRow + u * 512;
     return off >= 0 ? fmt::format("{} + {}", S(rCo), off) : fmt::format("{} - {}", S(rCo), -off);
@@ -2312,6 +2328,15 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
       for (int blk = 0; blk < 16; ++blk) {
         VReg w = vw[j++ % vw.size()];
         e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), blk * 8 * tn * ew + u * 128 * ew, tn * ew);
+        if (proW) {
+          if (mW >= 0) {
+            // Rows blk * 8 + sublane below rLim are inside K.
+            e_.op("vsublaneid {}", V(vh));
+            e_.op("vadd.s32 {}, {}, {}", V(vh), V(vh), blk * 8);
+            e_.op("vcmp.lt.s32 {}, {}, {}", M(mW), V(vh), S(rLim));
+          }
+          emitOperandPrologue(*epilogue, 1, w, mW);
+        }
         component(w, iw, vh);
         e_.op("mxu.wpush.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(w));
       }
@@ -2332,11 +2357,11 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
       e_.op("vsub.f32 {}, {}, {}", V(dst), V(vh2), V(vh));
     };
     if (ia == 0) {
-      e_.op("{} {}, [{}]", ldA, V(va), S(rAo));
+      loadA(va, S(rAo));
     } else {
-      e_.op("{} {}, [{}]", ldA, V(vraw), S(rAo));
+      loadA(vraw, S(rAo));
       componentOf(va, vraw);
-      e_.op("{} {}, [{} + {}]", ldA, V(vraw), S(rAo), aRow);
+      loadA(vraw, fmt::format("{} + {}", S(rAo), aRow));
     }
     if (accumulate)
       for (int u = 0; u < g; ++u) e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 0), tn * 4);
@@ -2362,10 +2387,10 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
       if (doPush) {
         for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(va));
         if (ia == 0) {
-          e_.op("{} {}, [{} + {}]", ldA, V(va), S(rAo), aRow);
+          loadA(va, fmt::format("{} + {}", S(rAo), aRow));
         } else {
           componentOf(va, vraw);
-          e_.op("{} {}, [{} + {}]", ldA, V(vraw), S(rAo), 2 * aRow);
+          loadA(vraw, fmt::format("{} + {}", S(rAo), 2 * aRow));
         }
         e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
       }
@@ -2417,6 +2442,17 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   e_.op("smul {}, {}, {}", S(rCb), S(rCs), cSlot);
   e_.op("sadd {}, {}, {}", S(rCb), S(rCb), vC);
   e_.op("sadd {}, {}, 2", S(rCsem), S(rCs));
+  if (kValid) {
+    std::string lFull = e_.newLabel("mkfull");
+    e_.op("smov {}, 128", S(rLim));
+    e_.op("br.ne {}, {}, {}", S(rKk), KB - 1, lFull);
+    e_.op("smov {}, {}", S(rLim), kValid);
+    e_.label(lFull);
+    if (mA >= 0) {
+      e_.op("vlaneid {}", V(vh));
+      e_.op("vcmp.lt.s32 {}, {}, {}", M(mA), V(vh), S(rLim));
+    }
+  }
   e_.op("br.ne {}, 0, {}", S(rKk), lAcc);
   // First k step of a tile: the C slot's previous write-back must be done.
   e_.op("sem.wait sem[{}]", S(rCsem));

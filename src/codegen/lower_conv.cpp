@@ -39,18 +39,21 @@ PadCopy padCopy(int64_t size, int64_t low, int64_t dil, int64_t padded) {
 
 // VMEM layout of the depthwise kernel: weights [og, taps, cp], then two
 // slots (double buffering) of the box of X one output row reads and of the
-// row's results [positions rounded up to 8 x unroll, cp]. Loads of the last
-// position blocks and channel block may run past the box (their lanes are
-// never stored): slack keeps them inside the slot.
+// row's results [positions rounded up to 8 x unroll, cp], then an output
+// fusion's column inputs [og, cp]. Loads of the last position blocks and
+// channel block may run past the box (their lanes are never stored): slack
+// keeps them inside the slot.
 struct DepthwiseVmem {
   int64_t unroll = 1, groups = 1;  // 8-position blocks per tap loop, loops per row
   uint64_t box = 0, boxSlot = 0, acc = 0, accSlot = 0, end = 0;
+  std::vector<uint64_t> columns;  // per epilogue input (columns only)
 };
 
-DepthwiseVmem depthwiseVmem(const ConvGeometry& g) {
+DepthwiseVmem depthwiseVmem(const ConvGeometry& g, const MatmulEpilogue* epilogue) {
   size_t last = g.rank - 1;
   int64_t cp = roundUp(g.inFeatures, 128);
-  int64_t es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(g.outType).bytes;
+  int64_t es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes;
+  int64_t eo = typeInfo(epilogue ? epilogue->outType : g.outType).bytes;
   DepthwiseVmem v;
   int64_t blocks = (g.outSize[last] + 7) / 8;
   // Up to 8 independent accumulators hide load and multiply-add latency;
@@ -65,12 +68,18 @@ DepthwiseVmem depthwiseVmem(const ConvGeometry& g) {
   v.acc = v.box + 2 * v.boxSlot;
   v.accSlot = alignUp(static_cast<uint64_t>(v.groups * v.unroll * 8 * cp * eo), 512);
   v.end = v.acc + 2 * v.accSlot;
+  if (epilogue)
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+      v.columns.push_back(v.end);
+      if (input.kind == MatmulEpilogue::Column)
+        v.end += alignUp(static_cast<uint64_t>(g.outPerGroup * cp * typeInfo(input.type).bytes), 512);
+    }
   return v;
 }
 
 }  // namespace
 
-bool Lowerer::lowerConvolution(const Instruction& in) {
+bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue) {
   const auto& a = in.attrs();
   if (!a.convDims) return fail(in, "llo-gen: convolution without dim_labels");
   const auto& dn = *a.convDims;
@@ -158,13 +167,22 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
   // take the MXU path, which tiles everything.
   bool depthwise = !vpu && g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
                    r - 1 <= static_cast<size_t>(std::max(0, target_.dma.descriptorDims)) &&
-                   depthwiseVmem(g).end <= vmemBudget();
-  beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : "conv-matmul");
-  int dst = leaves_[&in][0];
+                   depthwiseVmem(g, epilogue).end <= vmemBudget();
+  // matmulEpilogueFusion takes only convolutions of the MXU and depthwise
+  // paths, the latter with no tile inputs.
+  if (epilogue && (vpu || (depthwise && !depthwiseEpilogue(*epilogue))))
+    return fail(in, "llo-gen: internal error: not an output fusion's convolution");
+  if (epilogue) beginKernel(*epilogue->fusion, "fusion-conv");
+  else beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : "conv-matmul");
+  int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
   int64_t outCount = product(os.dimensions());
   int passes = depthwise || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
   double flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
   uint64_t hbmBytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes;
+  if (epilogue) {
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) hbmBytes += bufs_[input.buf].bytes;
+    flops += static_cast<double>(outCount) * static_cast<double>(epilogue->comp->instructionCount());
+  }
   if (outCount == 0) {
     endKernel(0, 0, 0);
     return true;
@@ -238,16 +256,17 @@ bool Lowerer::lowerConvolution(const Instruction& in) {
     emitCopy(validX, dstOff, one, 0, counts, ds, ss, 4);  // nothing when a count is 0
   }
   bool ok = vpu         ? emitWideConv(in, g, x, validX)
-            : depthwise ? emitDepthwiseConv(in, g, x)
-                        : emitConvMatmul(in, g, x, passes);
-  endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g).end : 0);
+            : depthwise ? emitDepthwiseConv(in, g, x, epilogue)
+                        : emitConvMatmul(in, g, x, passes, epilogue);
+  endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g, epilogue).end : 0);
   return ok && !failed_;
 }
 
 // im2col: A[G, M, (taps, Cg)] x W[G, (taps, Cg), Og] on the MXUs, M the
 // output batch and positions; then the result columns are scattered into
 // the output layout (and rounded if it is bf16).
-bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes) {
+bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes,
+                             const MatmulEpilogue* epilogue) {
   const auto& dn = *in.attrs().convDims;
   const Shape& ks = in.operand(1)->shape();
   const Shape& os = in.shape();
@@ -323,6 +342,9 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
     emitCopy(wBuf, 0, leaves_[in.operand(1)][0], srcOff, counts, ds, ss, ew);
   }
 
+  // An output fusion's epilogue finishes each C tile in VMEM and writes the
+  // valid part of it into the (channels-last) result.
+  if (epilogue) return emitMatmul(in, g.groups, mp, kp, np, aBuf, g.inType, wBuf, g.kType, -1, passes, epilogue);
   // C[G, mp, np] f32, written straight into the output when it is already
   // f32 [N, out.., O] with nothing padded.
   bool outCanonical =
@@ -372,14 +394,17 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
 // (8 positions per load with the conv stride as the sublane stride, the
 // weight row a stride-0 broadcast load), and the row is DMAed out into the
 // output layout while the next one computes.
-bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf) {
+bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf,
+                                const MatmulEpilogue* epilogue) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   const auto& dn = *in.attrs().convDims;
   const Shape& ks = in.operand(1)->shape();
   const Shape& os = in.shape();
   size_t r = g.rank;
   int64_t c = g.inFeatures, cp = roundUp(c, 128), og = g.outPerGroup;
-  int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(g.outType).bytes;
+  // An output fusion stores its epilogue's result, in its type.
+  const ElementType storedType = epilogue ? epilogue->outType : g.outType;
+  int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(storedType).bytes;
   // X may be the operand's buffer itself, whose recorded dims can be those
   // of a reshape's operand: use the geometry's.
   std::vector<int64_t> xDims = {g.batch};
@@ -424,7 +449,7 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   boxDims.push_back(c);
   std::vector<int64_t> bs = byteStrides(boxDims, es);
   int64_t cBlocks = cp / 128;
-  DepthwiseVmem vm = depthwiseVmem(g);
+  DepthwiseVmem vm = depthwiseVmem(g, epilogue);
   uint64_t vW = 0, vBox = vm.box, vAcc = vm.acc;
 
   // Descriptors: weights (once), the row box, the row out.
@@ -444,7 +469,7 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   else
     dOut = e_.desc(static_cast<uint64_t>(eo), {{rowPos, cp * eo, oPos}, {c, eo, og * oFeat}});
 
-  int dst = leaves_[&in][0];
+  int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
   // Work item q = (o, row) in 0 .. og * rows; slot q & 1 of the box and
   // result areas. The box of q + 1 is loaded while q computes; the results
   // of q are stored while q + 1 computes (sem0/1 loads, sem2/3 stores).
@@ -495,7 +520,31 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   };
   e_.op("smov {}, {}", S(rT), base(wd));
   e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", wd), dWt, vW, memRef(wd, S(rT)));
-  e_.op("sem.wait sem0");
+  // An epilogue's columns as [og, cp]: output channel c * og + o of a
+  // bias is lane c of row o, read by the work items of o.
+  int columnLoads = 0;
+  std::map<const Instruction*, VReg> scalars;
+  if (epilogue) {
+    int smem = 0;
+    for (size_t j = 0; j < epilogue->inputs.size(); ++j) {
+      const MatmulEpilogue::Input& input = epilogue->inputs[j];
+      if (input.kind == MatmulEpilogue::Scalar) {
+        int sx = loadScalar(input.buf, 0, input.type, smem++);
+        VReg v = valloc(input.type);
+        e_.op("vmov.s32 {}, {}", V(v), S(sx));
+        sregs_.put(sx);
+        scalars[input.value] = v;
+        continue;
+      }
+      int ei = typeInfo(input.type).bytes;
+      std::string d = e_.desc(static_cast<uint64_t>(ei), {{og, ei, cp * ei}, {c, og * ei, ei}});
+      e_.op("smov {}, {}", S(rT), base(input.buf));
+      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", input.buf), d, vm.columns[j], memRef(input.buf, S(rT)));
+      ++columnLoads;
+    }
+  }
+  if (columnLoads) e_.op("sem.wait sem0, {}", 1 + columnLoads);
+  else e_.op("sem.wait sem0");
   std::string lItem = e_.newLabel("dwrow"), lCompute = e_.newLabel("dwcompute"), lB = e_.newLabel("dwpos"),
               lCb = e_.newLabel("dwchan"), lNoWait = e_.newLabel("dwfree");
   e_.op("smov {}, 0", S(rQ));
@@ -571,9 +620,38 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   e_.op("sadd {}, {}, {}", S(rTmp), S(rTmp), S(rR));
   e_.op("sadd {}, {}, {}", S(rTmp), S(rTmp), S(rAcc));
   for (int64_t j = 0; j < u; ++j) {
-    vstore(acc[static_cast<size_t>(j)], g.outType, fmt::format("{} + {}", S(rTmp), j * 8 * cp * eo),
-           fmt::format(", {}", cp * eo));
+    VReg result = acc[static_cast<size_t>(j)];
+    std::map<const Instruction*, VReg> val = scalars;
+    std::vector<VReg> owned;
+    if (epilogue) {
+      // The convolution's value in its own type, as the unfused kernel
+      // stores it, then the fused instructions.
+      if (g.outType != ElementType::F32) {
+        VReg r = valloc(g.outType);
+        e_.op("vmov.s32 {}, {}", V(r), V(result));
+        owned.push_back(normalize(r));
+      }
+      val[epilogue->dot] = owned.empty() ? result : owned.back();
+      for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+        const MatmulEpilogue::Input& input = epilogue->inputs[k];
+        if (input.kind != MatmulEpilogue::Column) continue;
+        int ei = typeInfo(input.type).bytes;
+        // Row o, channel block rCb of the column (a stride-0 load repeats it).
+        e_.op("smul {}, {}, {}", S(rR), S(rO), cp * ei);
+        e_.op("sadd {}, {}, {}", S(rR), S(rR), vm.columns[k]);
+        e_.op("smul {}, {}, {}", S(rXb), S(rCb), 128 * ei);
+        e_.op("sadd {}, {}, {}", S(rR), S(rR), S(rXb));
+        owned.push_back(vload(input.type, S(rR), ", 0"));
+        val[input.value] = owned.back();
+      }
+      if (!evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
+      result = val[epilogue->comp->root()];
+    }
+    vstore(result, storedType, fmt::format("{} + {}", S(rTmp), j * 8 * cp * eo), fmt::format(", {}", cp * eo));
+    std::set<int> freed = {acc[static_cast<size_t>(j)].r};
     vfree(acc[static_cast<size_t>(j)]);
+    for (VReg v : owned)
+      if (freed.insert(v.r).second) vfree(v);
   }
   e_.op("sadd {}, {}, 1", S(rCb), S(rCb));
   e_.op("br.lt {}, {}, {}", S(rCb), cBlocks, lCb);
@@ -586,6 +664,7 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   e_.op("br.lt {}, {}, {}", S(rQ), items, lItem);
   e_.op("sem.wait sem{}", 2 + ((items - 1) & 1));
   if (items >= 2) e_.op("sem.wait sem{}", 2 + ((items - 2) & 1));
+  for (auto& [inst, v] : scalars) vfree(v);
   return !failed_;
 }
 

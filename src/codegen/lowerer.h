@@ -247,14 +247,28 @@ struct EwOutput {
 };
 
 // An output fusion lowered as one matmul (lower_fusion.cpp): the fused
-// computation's one MXU dot, and the elementwise instructions after it,
-// applied to each C tile in VMEM before the tile is written back, so the
-// dot's result never goes to HBM. Inputs are the values the epilogue reads
-// besides the dot: tiles of a parameter shaped like the result, a vector
-// broadcast along the result's columns (a bias), or a scalar.
+// computation's one MXU dot (or im2col convolution), and the elementwise
+// instructions after it, applied to each C tile in VMEM before the tile is
+// written back, so the dot's result never goes to HBM. Inputs are the
+// values the epilogue reads besides the dot: tiles of a parameter shaped
+// like the result, a vector broadcast along the result's columns (a bias),
+// or a scalar.
 struct MatmulEpilogue {
+  const Instruction* fusion = nullptr;
   const Computation* comp = nullptr;
-  const Instruction* dot = nullptr;
+  const Instruction* dot = nullptr;  // a dot or a convolution
+  // Where the matmul's [batch, row, column] lies in the result, in
+  // elements: rows and columns are those of each batch (the matmul's may be
+  // padded beyond them); a column input's element is batch *
+  // columnBatchStride + column (a convolution's groups are column blocks).
+  int64_t m = 0, n = 0, batchStride = 0, rowStride = 0, columnBatchStride = 0;
+  int64_t k = 0;  // a dot's contraction size (its operands are padded to 128)
+  // Elementwise chains that compute a dot's operands (lhs, rhs) inside the
+  // fusion from one parameter each, in computation order (empty: the
+  // operand is a parameter). The matmul loads the parameter's tiles and
+  // applies the chain to each register it pushes (emitOperandPrologue).
+  std::vector<const Instruction*> prologue[2];
+  const Instruction* prologueSource[2] = {nullptr, nullptr};
   enum Kind { Tile, Column, Scalar };
   struct Input {
     const Instruction* value = nullptr;  // the fused instruction whose value it is
@@ -460,11 +474,19 @@ class Lowerer {
   bool lowerMatmulEpilogueFusion(const Instruction& in);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
   void emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site);
+  // Whether a depthwise convolution (vector unit) can run this epilogue: no tile inputs.
+  static bool depthwiseEpilogue(const MatmulEpilogue& e);
+  // Replaces x (the loaded tile register of operand `operand`'s source)
+  // with the operand's value; where `mask` >= 0 is clear, with 0 (K padding).
+  bool emitOperandPrologue(const MatmulEpilogue& e, int operand, VReg x, int mask);
+  void emitByTileExtent(int rIdx, int64_t fullTiles, int64_t full, int64_t rest,
+                        const std::function<void(int64_t)>& body);
   // bf16 MXU passes for a dot or convolution with these operand types:
   // precision_config, or the --f32-dot-precision override, for f32.
   int mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const;
-  bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes);
-  bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf);
+  bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes,
+                      const MatmulEpilogue* epilogue);
+  bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf, const MatmulEpilogue* epilogue);
 
   // Vector code.
   VReg valloc(ElementType t);
@@ -573,7 +595,8 @@ class Lowerer {
   bool lowerReduceWindow(const Instruction& in);
   bool lowerSelectAndScatter(const Instruction& in);
   bool lowerSort(const Instruction& in);
-  bool lowerConvolution(const Instruction& in);
+  // With an epilogue, the convolution of an output fusion (its MXU path).
+  bool lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue = nullptr);
   // lower_fft.cpp: fft as the interpreter computes it, in c128 on the
   // vector unit, one pass per transformed dimension.
   bool lowerFft(const Instruction& in);
