@@ -529,11 +529,7 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
     for (size_t j = 0; j < epilogue->inputs.size(); ++j) {
       const MatmulEpilogue::Input& input = epilogue->inputs[j];
       if (input.kind == MatmulEpilogue::Scalar) {
-        int sx = loadScalar(input.buf, 0, input.type, smem++);
-        VReg v = valloc(input.type);
-        e_.op("vmov.s32 {}, {}", V(v), S(sx));
-        sregs_.put(sx);
-        scalars[input.value] = v;
+        scalars[input.value] = splatScalar(input.buf, input.type, smem++);
         continue;
       }
       int ei = typeInfo(input.type).bytes;

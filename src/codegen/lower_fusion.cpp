@@ -155,6 +155,14 @@ bool Lowerer::evalOnRegisters(const Computation& c, const Instruction* stop,
   return true;
 }
 
+VReg Lowerer::splatScalar(int buf, ElementType type, int smemSlot) {
+  int sx = loadScalar(buf, 0, type, smemSlot);
+  VReg v = valloc(type);
+  e_.op("vmov.s32 {}, {}", V(v), S(sx));
+  sregs_.put(sx);
+  return v;
+}
+
 bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation() || !in.shape().isArray()) return false;
   const Computation& c = *in.fusedComputation();
@@ -381,13 +389,7 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
   std::map<const Instruction*, VReg> scalars;
   int smem = 0;
   for (const MatmulEpilogue::Input& input : e.inputs)
-    if (input.kind == MatmulEpilogue::Scalar) {
-      int sx = loadScalar(input.buf, 0, input.type, smem++);
-      VReg v = valloc(input.type);
-      e_.op("vmov.s32 {}, {}", V(v), S(sx));
-      sregs_.put(sx);
-      scalars[input.value] = v;
-    }
+    if (input.kind == MatmulEpilogue::Scalar) scalars[input.value] = splatScalar(input.buf, input.type, smem++);
   if (waits) e_.op("sem.wait sem4, {}", waits);
   // Row-block pointers: C, the epilogue output slot, and each input tile.
   int rC = sreg(), rE = sreg(), rCount = sreg();

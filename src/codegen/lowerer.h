@@ -439,6 +439,8 @@ class Lowerer {
                 std::vector<int64_t> dstStrides, std::vector<int64_t> srcStrides, int esize, int srcDynReg = -1,
                 int dstDynReg = -1);
   int loadScalar(int buf, int64_t off, ElementType t, int smemSlot);
+  // The scalar buffer's element in every lane of a new register.
+  VReg splatScalar(int buf, ElementType type, int smemSlot);
   using Body = std::function<std::vector<VReg>(const std::vector<VReg>&)>;
   bool emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs, const Body& body);
   bool emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
