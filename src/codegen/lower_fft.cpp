@@ -128,7 +128,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
   rowCap = rowCap >= kVregElems ? rowCap / kVregElems * kVregElems : rowCap / 128 * 128;
   // Radix-2 rows that do not fit VMEM, or twiddles that do not fit SMEM, go
   // through HBM.
-  if (radix2 && rowCap < 128) return emitFftPassLong(in, p);
+  if (transform && rowCap < 128) return emitFftPassLong(in, p);
   int64_t pairs = 0;
   std::vector<uint32_t> table;
   if (transform) table = radix2 ? radix2Table(n, p.inverse, pairs) : dftTable(n, p.inverse);
@@ -525,7 +525,10 @@ VReg Lowerer::fftDivide(VReg z, VReg divisor) {
 //  C. X to the result in blocks: divided by n for inverses, converted.
 // Every butterfly is the interpreter's u + v * w, u - v * w with its
 // twiddle (an HBM table of every stage's twiddles), so results stay
-// bit-exact.
+// bit-exact. Other lengths (the direct DFT) copy the converted rows to X
+// in A, then for each block of result rows k accumulate over blocks of
+// rows j in order (acc rows and each k's twiddle index (j * k) % n kept
+// between blocks), the table in SMEM, and C takes the acc rows.
 bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   const int64_t n = p.n, outer = p.outer, inner = p.inner;
@@ -535,32 +538,41 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
   const std::string rowMask = ", 2048, 1";  // a row is one sublane
   const int64_t stageElem = std::max(stageIn ? sb : 0, stageOut ? db : 0);
   const uint64_t budget = vmemBudget();
+  const bool radix2 = isPowerOfTwo(n);
   auto workBytes = [&](int64_t rows) { return alignUp(static_cast<uint64_t>(rows * rowBytes + kBlockBytes), 512); };
-  auto vmemFor = [&](int64_t rows) {
-    return workBytes(rows) + (stageElem ? alignUp(static_cast<uint64_t>(rows * R * stageElem + kBlockBytes), 512) : 0);
+  auto vmemFor = [&](int64_t rows) {  // DFT: the j rows and the acc rows
+    return (radix2 ? 1 : 2) * workBytes(rows) +
+           (stageElem ? alignUp(static_cast<uint64_t>(rows * R * stageElem + kBlockBytes), 512) : 0);
   };
   int64_t B = 2;
   while (B * 2 < n && vmemFor(B * 2) <= budget) B *= 2;
   const int64_t half = B / 2;
-  // SMEM: the block stages' twiddles (B - 1 entries), then B / 2 streamed ones.
-  const int64_t smemStream = B * kC128Bytes;
-  if (vmemFor(B) > budget || static_cast<uint64_t>(smemStream + half * kC128Bytes) > target_.memory.smemBytes)
+  // SMEM, radix 2: the block stages' twiddles (B - 1 entries), then B / 2
+  // streamed ones. DFT: the n twiddles, then each acc row's twiddle index.
+  const int64_t smemStream = radix2 ? B * kC128Bytes : n * kC128Bytes;
+  const int64_t smemBytes = radix2 ? smemStream + half * kC128Bytes : smemStream + B * 4;
+  if (vmemFor(B) > budget)
     return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs {} bytes of VMEM for two rows of 128 "
                                 "transforms, more than the VMEM budget of {} bytes",
                                 n, in.name(), vmemFor(2), budget));
+  if (static_cast<uint64_t>(smemBytes) > target_.memory.smemBytes)
+    return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
+                                n, in.name(), smemStream, target_.memory.smemBytes));
   // Rows are counted (signed compares), bytes only added to base offsets.
   int x = wideScratchBuf(in, ElementType::C128, {n, R},
                          fmt::format("fft length {} of '{}' (128 transforms at a time)", n, in.name()));
   if (x < 0) return false;
-  const int64_t vWork = 0, vStage = static_cast<int64_t>(workBytes(B));
+  const int64_t vWork = 0, vAcc = static_cast<int64_t>(workBytes(B)),
+                vStage = static_cast<int64_t>((radix2 ? 1 : 2) * workBytes(B));
   int64_t pairs = 0;
-  std::vector<uint32_t> table = radix2Table(n, p.inverse, pairs);
+  std::vector<uint32_t> table = radix2 ? radix2Table(n, p.inverse, pairs) : dftTable(n, p.inverse);
   table.erase(table.begin(), table.begin() + 2 * pairs);  // the stage twiddles only
   const int tw = constTable(in, table);
   {
     int r = sreg();
     e_.op("smov {}, 0", S(r));
-    e_.op("dma.h2s {}, [0], {}[{}], sem0", e_.desc(static_cast<uint64_t>((B - 1) * kC128Bytes), {}), hbm(tw), S(r));
+    e_.op("dma.h2s {}, [0], {}[{}], sem0",
+          e_.desc(static_cast<uint64_t>((radix2 ? B - 1 : n) * kC128Bytes), {}), hbm(tw), S(r));
     e_.op("sem.wait sem0");
     sregs_.put(r);
   }
@@ -620,37 +632,40 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       e_.op("smul {}, {}, {}", S(dstReg), S(rowReg), rowBytes);
       if (base(x)) e_.op("sadd {}, {}, {}", S(dstReg), S(dstReg), base(x));
     };
-    const std::string blockDesc = e_.desc(static_cast<uint64_t>(B * rowBytes), {});
     const std::string halfDesc = e_.desc(static_cast<uint64_t>(half * rowBytes), {});
 
-    // A: gather, convert, stages 2 .. B, per block of B rows.
+    // A: gather, convert, (radix 2) stages 2 .. B, per block of B rows; rRev
+    // is the source row (bit-reversed for radix 2).
     std::vector<Emitter::Dim> srcDims;
     if (pcC > 1) srcDims.push_back({pcC, n * inner * sb, qcC * sb});
     const std::string srcRowDesc = e_.desc(static_cast<uint64_t>(qcC * sb), srcDims);
-    std::string lA = e_.newLabel("fftlblock"), lRow = e_.newLabel("fftlrow"), lRev = e_.newLabel("fftlrev"),
-                lRevDone = e_.newLabel("fftlrevd");
     e_.op("smov {}, 0", S(rRow));
     e_.op("smov {}, 0", S(rRev));
-    e_.label(lA);
+    auto blockA = [&](int64_t rows) {
+    std::string lRow = e_.newLabel("fftlrow"), lRev = e_.newLabel("fftlrev"), lRevDone = e_.newLabel("fftlrevd");
     e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
-    e_.op("smov {}, {}", S(rCnt), B);
+    e_.op("smov {}, {}", S(rCnt), rows);
     e_.label(lRow);
     arrayRow(rRev, n, sb, p.src);
     e_.op("dma.h2v {}, [{}], {}[{}], sem0", srcRowDesc, S(rV), hbm(p.src), S(rOff));
     e_.op("sadd {}, {}, {}", S(rV), S(rV), stageIn ? R * sb : rowBytes);
-    // The next bit-reversed index, as the interpreter steps j.
-    e_.op("smov {}, {}", S(rBit), n / 2);
-    e_.label(lRev);
-    e_.op("sand {}, {}, {}", S(rT), S(rRev), S(rBit));
-    e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
-    e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
-    e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
-    e_.op("jmp {}", lRev);
-    e_.label(lRevDone);
-    e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
+    if (radix2) {
+      // The next bit-reversed index, as the interpreter steps j.
+      e_.op("smov {}, {}", S(rBit), n / 2);
+      e_.label(lRev);
+      e_.op("sand {}, {}, {}", S(rT), S(rRev), S(rBit));
+      e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
+      e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
+      e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
+      e_.op("jmp {}", lRev);
+      e_.label(lRevDone);
+      e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
+    } else {
+      e_.op("sadd {}, {}, 1", S(rRev), S(rRev));
+    }
     e_.op("loop {}, {}", S(rCnt), lRow);
-    e_.op("sem.wait sem0, {}", B);
-    const int64_t blockRegs = (B * R + kVregElems - 1) / kVregElems;
+    e_.op("sem.wait sem0, {}", rows);
+    const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
     if (stageIn)
       flatLoop(blockRegs, vStage, kVregElems * sb, vWork, kBlockBytes, [&](int ri, int ro) {
         VReg v = vload(p.srcType, S(ri));
@@ -659,7 +674,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
         vfree(v);
         vfree(z);
       });
-    {
+    if (radix2) {
       // Stages len = 2 .. B on the block: groups of len rows.
       PoolGuard stageGuard({&sregs_});
       int rHalfB = sreg(), rHalfRows = sreg(), rGroups = sreg(), rTw = sreg(), rGrp = sreg(), rGc = sreg(),
@@ -690,14 +705,30 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       e_.op("loop {}, {}", S(rSc), lStage);
     }
     scratchRow(rOff, rRow);
-    e_.op("dma.v2h {}, {}[{}], [{}], sem0", blockDesc, hbm(x), S(rOff), vWork);
+    e_.op("dma.v2h {}, {}[{}], [{}], sem0", e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), hbm(x), S(rOff),
+          vWork);
     e_.op("sem.wait sem0");
-    e_.op("sadd {}, {}, {}", S(rRow), S(rRow), B);
-    e_.op("br.lt {}, {}, {}", S(rRow), n, lA);
+    e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
+    };
+    // `count` blocks of B rows as a loop, then one of `rest` rows.
+    auto blocks = [&](int64_t count, int64_t rest, const std::function<void(int64_t)>& body) {
+      if (count > 0) {
+        PoolGuard countGuard({&sregs_});
+        int rb = sreg();
+        std::string l = e_.newLabel("fftlblock");
+        e_.op("smov {}, {}", S(rb), count);
+        e_.label(l);
+        body(B);
+        e_.op("loop {}, {}", S(rb), l);
+      }
+      if (rest > 0) body(rest);
+    };
+    blocks(n / B, n % B, blockA);
 
     // B: stages len = 2B .. n over X; rBit = len / 2 in rows, rRow = t * B / 2
     // for the t-th set of butterflies: k0 = rRow mod len / 2, first u row
     // rRow + (rRow - k0).
+    if (radix2) {
     std::string lStage = e_.newLabel("fftlpass"), lSet = e_.newLabel("fftlset");
     e_.op("smov {}, {}", S(rBit), B);
     e_.label(lStage);
@@ -731,6 +762,72 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     e_.op("br.lt {}, {}, {}", S(rRow), n / 2, lSet);
     e_.op("sadd {}, {}, {}", S(rBit), S(rBit), S(rBit));
     e_.op("br.lt {}, {}, {}", S(rBit), n, lStage);
+    }
+
+    // DFT: result rows [rRow, rRow + rowsK) into the acc rows, summed over
+    // blocks of rows j in order. Registers of pass B, which a DFT skips.
+    auto dftRows = [&](int64_t rowsK) {
+      PoolGuard dftGuard({&sregs_, &vregs_});
+      const int rJ = rBit, rStep = rRev, rAccA = rU, rMaddr = rW, rM = rTk, rX = rV, rC = rOff2, rJc = rCnt;
+      int rKc = sreg();
+      VReg zero = vconst(ElementType::C128, 0);
+      flatLoop((rowsK * R + kVregElems - 1) / kVregElems, vAcc, kBlockBytes, vAcc, kBlockBytes,
+               [&](int, int ro) { vstore(zero, ElementType::C128, S(ro)); });
+      vfree(zero);
+      std::string lZero = e_.newLabel("fftlzidx");
+      e_.op("smov {}, 0", S(rT));
+      e_.op("smov {}, {}", S(rMaddr), smemStream);
+      e_.op("smov {}, {}", S(rKc), rowsK);
+      e_.label(lZero);
+      e_.op("sst {}, [{}]", S(rT), S(rMaddr));
+      e_.op("sadd {}, {}, 4", S(rMaddr), S(rMaddr));
+      e_.op("loop {}, {}", S(rKc), lZero);
+      e_.op("smov {}, 0", S(rJ));
+      auto jBlock = [&](int64_t rowsJ) {
+        scratchRow(rOff, rJ);
+        e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(rowsJ * rowBytes), {}), vWork, hbm(x),
+              S(rOff));
+        e_.op("sem.wait sem0");
+        std::string lK = e_.newLabel("fftldftk"), lJ = e_.newLabel("fftldftj");
+        e_.op("sshl {}, {}, 4", S(rStep), S(rRow));  // k * 16: the index step of row k
+        e_.op("smov {}, {}", S(rAccA), vAcc);
+        e_.op("smov {}, {}", S(rMaddr), smemStream);
+        e_.op("smov {}, {}", S(rKc), rowsK);
+        e_.label(lK);
+        e_.op("sld {}, [{}]", S(rM), S(rMaddr));
+        VReg acc = vload(ElementType::C128, S(rAccA));
+        int accRegs[4] = {acc.r, acc.hi, acc.im, acc.imh};
+        e_.op("smov {}, {}", S(rX), vWork);
+        e_.op("smov {}, {}", S(rJc), rowsJ);
+        e_.label(lJ);
+        for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rM), 4 * w);
+        VReg t = valloc(ElementType::C128);
+        int tRegs[4] = {t.r, t.hi, t.im, t.imh};
+        for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
+        VReg xv = vload(ElementType::C128, S(rX));
+        VReg prod = complexMultiply(xv, t);  // tmp[j] * polar(..)
+        VReg sum = complexAdd(acc, prod);
+        int sumRegs[4] = {sum.r, sum.hi, sum.im, sum.imh};
+        for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(accRegs[w]), vregs_.name(sumRegs[w]));
+        for (VReg r : {t, xv, prod, sum}) vfree(r);
+        e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
+        // m = (m + k) % n, k < n: one conditional subtraction.
+        e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));
+        e_.op("ssub {}, {}, {}", S(rT), S(rM), n * kC128Bytes);
+        e_.op("scmp.ge {}, {}, {}", S(rC), S(rM), n * kC128Bytes);
+        e_.op("ssel {}, {}, {}, {}", S(rM), S(rC), S(rT), S(rM));
+        e_.op("loop {}, {}", S(rJc), lJ);
+        vstore(acc, ElementType::C128, S(rAccA), rowMask);
+        vfree(acc);
+        e_.op("sst {}, [{}]", S(rM), S(rMaddr));
+        e_.op("sadd {}, {}, {}", S(rAccA), S(rAccA), rowBytes);
+        e_.op("sadd {}, {}, 4", S(rMaddr), S(rMaddr));
+        e_.op("sadd {}, {}, {}", S(rStep), S(rStep), kC128Bytes);
+        e_.op("loop {}, {}", S(rKc), lK);
+        e_.op("sadd {}, {}, {}", S(rJ), S(rJ), rowsJ);
+      };
+      blocks(n / B, n % B, jBlock);
+    };
 
     // C: the result rows, B at a time.
     VReg divisor;
@@ -740,14 +837,19 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       e_.op("vmov.s32 {}, {}", V(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits)));
       e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
     }
+    const int64_t vOut = radix2 ? vWork : vAcc;
     auto outBlock = [&](int64_t rows) {
-      scratchRow(rOff, rRow);
-      e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), vWork, hbm(x),
-            S(rOff));
-      e_.op("sem.wait sem0");
+      if (radix2) {
+        scratchRow(rOff, rRow);
+        e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), vWork, hbm(x),
+              S(rOff));
+        e_.op("sem.wait sem0");
+      } else {
+        dftRows(rows);
+      }
       const int64_t regs = (rows * R + kVregElems - 1) / kVregElems;
       if (p.inverse || stageOut)
-        flatLoop(regs, vWork, kBlockBytes, stageOut ? vStage : vWork, stageOut ? kVregElems * db : kBlockBytes,
+        flatLoop(regs, vOut, kBlockBytes, stageOut ? vStage : vOut, stageOut ? kVregElems * db : kBlockBytes,
                  [&](int ri, int ro) {
                    VReg z = vload(ElementType::C128, S(ri));
                    if (p.inverse) {
@@ -762,19 +864,12 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
       arrayRow(rRow, p.dstRows, db, p.dst);
       e_.op("dma.v2h {}, {}[{}], [{}], sem0", e_.desc(static_cast<uint64_t>(qcC * db), outDims), hbm(p.dst),
-            S(rOff), stageOut ? vStage : vWork);
+            S(rOff), stageOut ? vStage : vOut);
       e_.op("sem.wait sem0");
+      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
     };
-    const int64_t full = p.dstRows / B, rest = p.dstRows % B;
     e_.op("smov {}, 0", S(rRow));
-    if (full > 0) {
-      std::string lOut = e_.newLabel("fftlout");
-      e_.label(lOut);
-      outBlock(B);
-      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), B);
-      e_.op("br.lt {}, {}, {}", S(rRow), full * B, lOut);
-    }
-    if (rest > 0) outBlock(rest);
+    blocks(p.dstRows / B, p.dstRows % B, outBlock);
     if (p.inverse) vfree(divisor);
   };
 
