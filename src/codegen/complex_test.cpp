@@ -59,8 +59,8 @@ double partValue(const uint8_t* p, size_t bytes) {
 // part matches any NaN); otherwise the first difference.
 std::string compareComplex(const std::string& text, uint64_t seed = 5, const CodegenOptions& options = {}) {
   std::mt19937_64 rng(seed);
-  PipelineRun run =
-      runPipeline(text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); }, "v5e", options);
+  PipelineRun run = runPipeline(
+      text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); }, "v5e", options);
   if (!run.error.empty()) return run.error;
   const std::vector<hlo::Literal>& args = run.args;
   if (run.expected->isTuple() || run.got.size() != 1) return "expected one array result";

@@ -209,7 +209,8 @@ TEST(Fft, ScratchBeyondTheScalarUnitsReachIsRefused) {
   DiagnosticEngine diags;
   std::string messages;
   diags.setConsumer([&](const Diagnostic& d) { messages += d.message; });
-  auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", fftModule("FFT", "c128", {}, {1 << 22})), diags);
+  auto loaded =
+      hlo::readModule(std::make_shared<SourceFile>("t.hlo", fftModule("FFT", "c128", {}, {1 << 22})), diags);
   ASSERT_TRUE(loaded.module);
   auto target = target::loadTarget("v4", diags);
   CodegenOptions o;
@@ -225,12 +226,14 @@ TEST(Fft, DftTwiddlesBeyondSmemAreRefused) {
   DiagnosticEngine diags;
   std::string messages;
   diags.setConsumer([&](const Diagnostic& d) { messages += d.message; });
-  auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", fftModule("FFT", "c128", {}, {70001})), diags);
+  auto loaded =
+      hlo::readModule(std::make_shared<SourceFile>("t.hlo", fftModule("FFT", "c128", {}, {70001})), diags);
   ASSERT_TRUE(loaded.module);
   auto target = target::loadTarget("v5e", diags);
   CodegenOptions o;
   EXPECT_FALSE(generateLlo(*loaded.module, *target, o, diags));
-  EXPECT_NE(messages.find("fft length 70001 of 'f' needs a 1120016-byte twiddle table, more than SMEM (1048576 bytes)"),
+  EXPECT_NE(messages.find(
+                "fft length 70001 of 'f' needs a 1120016-byte twiddle table, more than SMEM (1048576 bytes)"),
             std::string::npos)
       << messages;
 }

@@ -458,8 +458,9 @@ int Lowerer::wideScratchBuf(const Instruction& in, ElementType t, const std::vec
   const uint64_t bytes = static_cast<uint64_t>(product(dims)) * typeInfo(t).bytes;
   if (heapBytes_ + scratchTop_ + bytes < options_.heapReachBytes) return tempBuf(t, dims);
   if (bytes > (uint64_t{1} << 32)) {
-    fail(in, fmt::format("llo-gen: {} needs a {}-byte HBM scratch, past the 4 GiB that 32-bit scalar offsets address",
-                         what, bytes));
+    fail(in, fmt::format(
+                 "llo-gen: {} needs a {}-byte HBM scratch, past the 4 GiB that 32-bit scalar offsets address",
+                 what, bytes));
     return -1;
   }
   Buf b;
@@ -3208,8 +3209,9 @@ std::optional<CodegenResult> Lowerer::run() {
     return std::nullopt;
   }
   if (total >= options_.heapReachBytes) {
-    diags_.error(fmt::format("llo-gen: {} bytes of temporaries exceed the {} bytes the scalar unit can address", total,
-                             options_.heapReachBytes));
+    diags_.error(
+        fmt::format("llo-gen: {} bytes of temporaries exceed the {} bytes the scalar unit can address", total,
+                    options_.heapReachBytes));
     return std::nullopt;
   }
   // Assemble the text.

@@ -539,7 +539,9 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
   const int64_t stageElem = std::max(stageIn ? sb : 0, stageOut ? db : 0);
   const uint64_t budget = vmemBudget();
   const bool radix2 = isPowerOfTwo(n);
-  auto workBytes = [&](int64_t rows) { return alignUp(static_cast<uint64_t>(rows * rowBytes + kBlockBytes), 512); };
+  auto workBytes = [&](int64_t rows) {
+    return alignUp(static_cast<uint64_t>(rows * rowBytes + kBlockBytes), 512);
+  };
   auto vmemFor = [&](int64_t rows) {  // DFT: the j rows and the acc rows
     return (radix2 ? 1 : 2) * workBytes(rows) +
            (stageElem ? alignUp(static_cast<uint64_t>(rows * R * stageElem + kBlockBytes), 512) : 0);
@@ -556,8 +558,10 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
                                 "transforms, more than the VMEM budget of {} bytes",
                                 n, in.name(), vmemFor(2), budget));
   if (static_cast<uint64_t>(smemBytes) > target_.memory.smemBytes)
-    return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
-                                n, in.name(), smemStream, target_.memory.smemBytes));
+    return fail(
+        in,
+        fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
+                    n, in.name(), smemStream, target_.memory.smemBytes));
   // Rows are counted (signed compares), bytes only added to base offsets.
   int x = wideScratchBuf(in, ElementType::C128, {n, R},
                          fmt::format("fft length {} of '{}' (128 transforms at a time)", n, in.name()));
@@ -585,7 +589,8 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rTk), 4 * w);
     VReg t = valloc(ElementType::C128);
     int tRegs[4] = {t.r, t.hi, t.im, t.imh};
-    for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
+    for (int w = 0; w < 4; ++w)
+      e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
     VReg u = vload(ElementType::C128, S(rU));
     VReg v = vload(ElementType::C128, S(rV));
     VReg prod = complexMultiply(v, t);
@@ -642,73 +647,74 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     e_.op("smov {}, 0", S(rRow));
     e_.op("smov {}, 0", S(rRev));
     auto blockA = [&](int64_t rows) {
-    std::string lRow = e_.newLabel("fftlrow"), lRev = e_.newLabel("fftlrev"), lRevDone = e_.newLabel("fftlrevd");
-    e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
-    e_.op("smov {}, {}", S(rCnt), rows);
-    e_.label(lRow);
-    arrayRow(rRev, n, sb, p.src);
-    e_.op("dma.h2v {}, [{}], {}[{}], sem0", srcRowDesc, S(rV), hbm(p.src), S(rOff));
-    e_.op("sadd {}, {}, {}", S(rV), S(rV), stageIn ? R * sb : rowBytes);
-    if (radix2) {
-      // The next bit-reversed index, as the interpreter steps j.
-      e_.op("smov {}, {}", S(rBit), n / 2);
-      e_.label(lRev);
-      e_.op("sand {}, {}, {}", S(rT), S(rRev), S(rBit));
-      e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
-      e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
-      e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
-      e_.op("jmp {}", lRev);
-      e_.label(lRevDone);
-      e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
-    } else {
-      e_.op("sadd {}, {}, 1", S(rRev), S(rRev));
-    }
-    e_.op("loop {}, {}", S(rCnt), lRow);
-    e_.op("sem.wait sem0, {}", rows);
-    const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
-    if (stageIn)
-      flatLoop(blockRegs, vStage, kVregElems * sb, vWork, kBlockBytes, [&](int ri, int ro) {
-        VReg v = vload(p.srcType, S(ri));
-        VReg z = fftToC128(v, p.srcType);
-        vstore(z, ElementType::C128, S(ro));
-        vfree(v);
-        vfree(z);
-      });
-    if (radix2) {
-      // Stages len = 2 .. B on the block: groups of len rows.
-      PoolGuard stageGuard({&sregs_});
-      int rHalfB = sreg(), rHalfRows = sreg(), rGroups = sreg(), rTw = sreg(), rGrp = sreg(), rGc = sreg(),
-          rSc = sreg();
-      std::string lStage = e_.newLabel("fftlstage"), lGroup = e_.newLabel("fftlgroup");
-      e_.op("smov {}, {}", S(rHalfB), rowBytes);
-      e_.op("smov {}, 1", S(rHalfRows));
-      e_.op("smov {}, {}", S(rGroups), B / 2);
-      e_.op("smov {}, 0", S(rTw));
-      e_.op("smov {}, {}", S(rSc), log2Exact(B));
-      e_.label(lStage);
-      e_.op("smov {}, {}", S(rGrp), vWork);
-      e_.op("smov {}, {}", S(rGc), S(rGroups));
-      e_.label(lGroup);
-      e_.op("smov {}, {}", S(rU), S(rGrp));
-      e_.op("sadd {}, {}, {}", S(rW), S(rGrp), S(rHalfB));
-      e_.op("smov {}, {}", S(rTk), S(rTw));
-      e_.op("smov {}, {}", S(rCnt), S(rHalfRows));
-      butterflies(rU, rW, rTk, rCnt);
-      e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
-      e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
-      e_.op("loop {}, {}", S(rGc), lGroup);
-      e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
-      e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
-      e_.op("sadd {}, {}, {}", S(rHalfB), S(rHalfB), S(rHalfB));
-      e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
-      e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
-      e_.op("loop {}, {}", S(rSc), lStage);
-    }
-    scratchRow(rOff, rRow);
-    e_.op("dma.v2h {}, {}[{}], [{}], sem0", e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), hbm(x), S(rOff),
-          vWork);
-    e_.op("sem.wait sem0");
-    e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
+      std::string lRow = e_.newLabel("fftlrow"), lRev = e_.newLabel("fftlrev"),
+                  lRevDone = e_.newLabel("fftlrevd");
+      e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
+      e_.op("smov {}, {}", S(rCnt), rows);
+      e_.label(lRow);
+      arrayRow(rRev, n, sb, p.src);
+      e_.op("dma.h2v {}, [{}], {}[{}], sem0", srcRowDesc, S(rV), hbm(p.src), S(rOff));
+      e_.op("sadd {}, {}, {}", S(rV), S(rV), stageIn ? R * sb : rowBytes);
+      if (radix2) {
+        // The next bit-reversed index, as the interpreter steps j.
+        e_.op("smov {}, {}", S(rBit), n / 2);
+        e_.label(lRev);
+        e_.op("sand {}, {}, {}", S(rT), S(rRev), S(rBit));
+        e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
+        e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
+        e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
+        e_.op("jmp {}", lRev);
+        e_.label(lRevDone);
+        e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
+      } else {
+        e_.op("sadd {}, {}, 1", S(rRev), S(rRev));
+      }
+      e_.op("loop {}, {}", S(rCnt), lRow);
+      e_.op("sem.wait sem0, {}", rows);
+      const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
+      if (stageIn)
+        flatLoop(blockRegs, vStage, kVregElems * sb, vWork, kBlockBytes, [&](int ri, int ro) {
+          VReg v = vload(p.srcType, S(ri));
+          VReg z = fftToC128(v, p.srcType);
+          vstore(z, ElementType::C128, S(ro));
+          vfree(v);
+          vfree(z);
+        });
+      if (radix2) {
+        // Stages len = 2 .. B on the block: groups of len rows.
+        PoolGuard stageGuard({&sregs_});
+        int rHalfB = sreg(), rHalfRows = sreg(), rGroups = sreg(), rTw = sreg(), rGrp = sreg(), rGc = sreg(),
+            rSc = sreg();
+        std::string lStage = e_.newLabel("fftlstage"), lGroup = e_.newLabel("fftlgroup");
+        e_.op("smov {}, {}", S(rHalfB), rowBytes);
+        e_.op("smov {}, 1", S(rHalfRows));
+        e_.op("smov {}, {}", S(rGroups), B / 2);
+        e_.op("smov {}, 0", S(rTw));
+        e_.op("smov {}, {}", S(rSc), log2Exact(B));
+        e_.label(lStage);
+        e_.op("smov {}, {}", S(rGrp), vWork);
+        e_.op("smov {}, {}", S(rGc), S(rGroups));
+        e_.label(lGroup);
+        e_.op("smov {}, {}", S(rU), S(rGrp));
+        e_.op("sadd {}, {}, {}", S(rW), S(rGrp), S(rHalfB));
+        e_.op("smov {}, {}", S(rTk), S(rTw));
+        e_.op("smov {}, {}", S(rCnt), S(rHalfRows));
+        butterflies(rU, rW, rTk, rCnt);
+        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
+        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
+        e_.op("loop {}, {}", S(rGc), lGroup);
+        e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
+        e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
+        e_.op("sadd {}, {}, {}", S(rHalfB), S(rHalfB), S(rHalfB));
+        e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
+        e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
+        e_.op("loop {}, {}", S(rSc), lStage);
+      }
+      scratchRow(rOff, rRow);
+      e_.op("dma.v2h {}, {}[{}], [{}], sem0", e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), hbm(x),
+            S(rOff), vWork);
+      e_.op("sem.wait sem0");
+      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
     };
     // `count` blocks of B rows as a loop, then one of `rest` rows.
     auto blocks = [&](int64_t count, int64_t rest, const std::function<void(int64_t)>& body) {
@@ -729,39 +735,39 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     // for the t-th set of butterflies: k0 = rRow mod len / 2, first u row
     // rRow + (rRow - k0).
     if (radix2) {
-    std::string lStage = e_.newLabel("fftlpass"), lSet = e_.newLabel("fftlset");
-    e_.op("smov {}, {}", S(rBit), B);
-    e_.label(lStage);
-    e_.op("smov {}, 0", S(rRow));
-    e_.label(lSet);
-    e_.op("ssub {}, {}, 1", S(rT), S(rBit));
-    e_.op("sand {}, {}, {}", S(rRev), S(rRow), S(rT));  // k0
-    e_.op("ssub {}, {}, {}", S(rT), S(rRow), S(rRev));
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rRow));  // first u row
-    scratchRow(rOff, rT);
-    e_.op("dma.h2v {}, [{}], {}[{}], sem0", halfDesc, vWork, hbm(x), S(rOff));
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rBit));  // first v row
-    scratchRow(rOff2, rT);
-    e_.op("dma.h2v {}, [{}], {}[{}], sem0", halfDesc, vWork + half * rowBytes, hbm(x), S(rOff2));
-    // Twiddles len / 2 - 1 + k0 onwards of the stage table.
-    e_.op("sadd {}, {}, {}", S(rT), S(rBit), S(rRev));
-    e_.op("ssub {}, {}, 1", S(rT), S(rT));
-    e_.op("sshl {}, {}, 4", S(rT), S(rT));
-    e_.op("dma.h2s {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(half * kC128Bytes), {}), smemStream,
-          hbm(tw), S(rT));
-    e_.op("sem.wait sem0, 3");
-    e_.op("smov {}, {}", S(rU), vWork);
-    e_.op("smov {}, {}", S(rW), vWork + half * rowBytes);
-    e_.op("smov {}, {}", S(rTk), smemStream);
-    e_.op("smov {}, {}", S(rCnt), half);
-    butterflies(rU, rW, rTk, rCnt);
-    e_.op("dma.v2h {}, {}[{}], [{}], sem0", halfDesc, hbm(x), S(rOff), vWork);
-    e_.op("dma.v2h {}, {}[{}], [{}], sem0", halfDesc, hbm(x), S(rOff2), vWork + half * rowBytes);
-    e_.op("sem.wait sem0, 2");
-    e_.op("sadd {}, {}, {}", S(rRow), S(rRow), half);
-    e_.op("br.lt {}, {}, {}", S(rRow), n / 2, lSet);
-    e_.op("sadd {}, {}, {}", S(rBit), S(rBit), S(rBit));
-    e_.op("br.lt {}, {}, {}", S(rBit), n, lStage);
+      std::string lStage = e_.newLabel("fftlpass"), lSet = e_.newLabel("fftlset");
+      e_.op("smov {}, {}", S(rBit), B);
+      e_.label(lStage);
+      e_.op("smov {}, 0", S(rRow));
+      e_.label(lSet);
+      e_.op("ssub {}, {}, 1", S(rT), S(rBit));
+      e_.op("sand {}, {}, {}", S(rRev), S(rRow), S(rT));  // k0
+      e_.op("ssub {}, {}, {}", S(rT), S(rRow), S(rRev));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rRow));  // first u row
+      scratchRow(rOff, rT);
+      e_.op("dma.h2v {}, [{}], {}[{}], sem0", halfDesc, vWork, hbm(x), S(rOff));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rBit));  // first v row
+      scratchRow(rOff2, rT);
+      e_.op("dma.h2v {}, [{}], {}[{}], sem0", halfDesc, vWork + half * rowBytes, hbm(x), S(rOff2));
+      // Twiddles len / 2 - 1 + k0 onwards of the stage table.
+      e_.op("sadd {}, {}, {}", S(rT), S(rBit), S(rRev));
+      e_.op("ssub {}, {}, 1", S(rT), S(rT));
+      e_.op("sshl {}, {}, 4", S(rT), S(rT));
+      e_.op("dma.h2s {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(half * kC128Bytes), {}),
+            smemStream, hbm(tw), S(rT));
+      e_.op("sem.wait sem0, 3");
+      e_.op("smov {}, {}", S(rU), vWork);
+      e_.op("smov {}, {}", S(rW), vWork + half * rowBytes);
+      e_.op("smov {}, {}", S(rTk), smemStream);
+      e_.op("smov {}, {}", S(rCnt), half);
+      butterflies(rU, rW, rTk, rCnt);
+      e_.op("dma.v2h {}, {}[{}], [{}], sem0", halfDesc, hbm(x), S(rOff), vWork);
+      e_.op("dma.v2h {}, {}[{}], [{}], sem0", halfDesc, hbm(x), S(rOff2), vWork + half * rowBytes);
+      e_.op("sem.wait sem0, 2");
+      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), half);
+      e_.op("br.lt {}, {}, {}", S(rRow), n / 2, lSet);
+      e_.op("sadd {}, {}, {}", S(rBit), S(rBit), S(rBit));
+      e_.op("br.lt {}, {}, {}", S(rBit), n, lStage);
     }
 
     // DFT: result rows [rRow, rRow + rowsK) into the acc rows, summed over
@@ -785,8 +791,8 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       e_.op("smov {}, 0", S(rJ));
       auto jBlock = [&](int64_t rowsJ) {
         scratchRow(rOff, rJ);
-        e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(rowsJ * rowBytes), {}), vWork, hbm(x),
-              S(rOff));
+        e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(rowsJ * rowBytes), {}), vWork,
+              hbm(x), S(rOff));
         e_.op("sem.wait sem0");
         std::string lK = e_.newLabel("fftldftk"), lJ = e_.newLabel("fftldftj");
         e_.op("sshl {}, {}, 4", S(rStep), S(rRow));  // k * 16: the index step of row k
@@ -803,12 +809,14 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
         for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rM), 4 * w);
         VReg t = valloc(ElementType::C128);
         int tRegs[4] = {t.r, t.hi, t.im, t.imh};
-        for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
+        for (int w = 0; w < 4; ++w)
+          e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
         VReg xv = vload(ElementType::C128, S(rX));
         VReg prod = complexMultiply(xv, t);  // tmp[j] * polar(..)
         VReg sum = complexAdd(acc, prod);
         int sumRegs[4] = {sum.r, sum.hi, sum.im, sum.imh};
-        for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(accRegs[w]), vregs_.name(sumRegs[w]));
+        for (int w = 0; w < 4; ++w)
+          e_.op("vmov.s32 {}, {}", vregs_.name(accRegs[w]), vregs_.name(sumRegs[w]));
         for (VReg r : {t, xv, prod, sum}) vfree(r);
         e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
         // m = (m + k) % n, k < n: one conditional subtraction.
@@ -841,8 +849,8 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     auto outBlock = [&](int64_t rows) {
       if (radix2) {
         scratchRow(rOff, rRow);
-        e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), vWork, hbm(x),
-              S(rOff));
+        e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), vWork,
+              hbm(x), S(rOff));
         e_.op("sem.wait sem0");
       } else {
         dftRows(rows);
@@ -876,8 +884,10 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
   // Chunks of at most 128 transforms: whole inner runs of several outer
   // indices, or pieces of one run.
   int64_t pc = 1, qc = inner;
-  if (inner <= R) pc = std::min(outer, R / inner);
-  else qc = R;
+  if (inner <= R)
+    pc = std::min(outer, R / inner);
+  else
+    qc = R;
   int rP = sreg(), rQ = sreg();
   e_.op("smov {}, 0", S(rP));
   e_.op("smov {}, 0", S(rQ));

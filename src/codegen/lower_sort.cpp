@@ -60,9 +60,10 @@ bool Lowerer::lowerSort(const Instruction& in) {
   // 4-byte positions of every padded row within 4 GiB keep rows x N <= 2^30.
   const std::string scratchWhat = fmt::format("sort dimension of {} elements (rows padded to {})", n, N);
   if (static_cast<uint64_t>(rows) * static_cast<uint64_t>(N) * 4 > (uint64_t{1} << 32))
-    return fail(in, fmt::format("llo-gen: {} needs a {}-byte HBM scratch, past the 4 GiB that 32-bit scalar offsets "
-                                "address",
-                                scratchWhat, static_cast<uint64_t>(rows) * static_cast<uint64_t>(N) * 4));
+    return fail(
+        in, fmt::format("llo-gen: {} needs a {}-byte HBM scratch, past the 4 GiB that 32-bit scalar offsets "
+                        "address",
+                        scratchWhat, static_cast<uint64_t>(rows) * static_cast<uint64_t>(N) * 4));
   // VMEM: two copies of every operand and of the original positions.
   uint64_t per = 4;
   for (int es : esz) per += static_cast<uint64_t>(es);

@@ -425,8 +425,9 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     return alignUp(static_cast<uint64_t>((cols + kVregElems - 1) / kVregElems * kVregElems) * es, 8192);
   };
   auto vmemFor = [&](int64_t rows, int64_t cols) {
-    return rhsBytes(rows, cols) + (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(rows * cols) * 4 + 8192, 8192)
-                                          : accBytes(cols));
+    return rhsBytes(rows, cols) +
+           (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(rows * cols) * 4 + 8192, 8192)
+                   : accBytes(cols));
   };
   // K tiles of kt rows: the whole K when its rhs block fits VMEM with at
   // least min(n, 128) columns and the lhs row fits SMEM. Otherwise tiles of
@@ -448,9 +449,10 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     while (kt > 0 && vmemFor(kt, nb) > budget) --kt;
   }
   if (kt < 1 || nb < 1)
-    return fail(in, fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit even one row of K "
-                                "at a time",
-                                hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
+    return fail(in,
+                fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit even one row of K "
+                            "at a time",
+                            hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
   const bool tiled = kt < k;
   bool isF64 = ot == ElementType::F64;
   PoolGuard guard({&sregs_, &vregs_, &masks_});
@@ -473,7 +475,8 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{rows, n * es, cols * es}});
     std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
     int64_t nv = (cols + kVregElems - 1) / kVregElems;
-    std::string lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"), lK = e_.newLabel("wk"), lJ = e_.newLabel("wj");
+    std::string lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"), lK = e_.newLabel("wk"),
+                lJ = e_.newLabel("wj");
     e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * es);
     if (tiled) {
       e_.op("smul {}, {}, {}", S(rX), S(rK0), n);

@@ -558,9 +558,9 @@ class Lowerer {
   bool emitFftPass(const Instruction& in, const FftPass& p);
   // A radix-2 pass too long for VMEM (or SMEM): the rows live in HBM.
   bool emitFftPassLong(const Instruction& in, const FftPass& p);
-  VReg fftToC128(VReg x, ElementType from);                               // as the interpreter converts
+  VReg fftToC128(VReg x, ElementType from);                              // as the interpreter converts
   void fftStoreResult(VReg z, ElementType to, const std::string& addr);  // c128 z stored as `to`
-  VReg fftDivide(VReg z, VReg divisor);                                   // z / n, part by part
+  VReg fftDivide(VReg z, VReg divisor);                                  // z / n, part by part
   int hermitianCompletion(const Instruction& in, const std::vector<int64_t>& dims);
   // A data-section u32 table (deduplicated by content).
   int constTable(const Instruction& in, const std::vector<uint32_t>& words);
@@ -625,7 +625,8 @@ class Lowerer {
   // A kernel scratch addressed only through 32-bit unsigned DMA offsets:
   // in the heap while it ends within options_.heapReachBytes, else an HBM
   // buffer of its own; -1 (with `what` in the error) past 4 GiB.
-  int wideScratchBuf(const Instruction& in, ElementType t, const std::vector<int64_t>& dims, const std::string& what);
+  int wideScratchBuf(const Instruction& in, ElementType t, const std::vector<int64_t>& dims,
+                     const std::string& what);
   // A kernel-local copy of `buf` (of logical `dims`) with its dimensions
   // permuted: result dimension i is dimension perm[i] of the source.
   int permutedCopy(int buf, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm);

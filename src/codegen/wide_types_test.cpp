@@ -87,8 +87,8 @@ hlo::Literal testLiteral(const hlo::Shape& s, std::mt19937_64& rng) {
 // compare as NaNs whatever their payload); otherwise what differs.
 std::string compareWide(const std::string& text, uint64_t seed = 11, const CodegenOptions& options = {}) {
   std::mt19937_64 rng(seed);
-  PipelineRun run =
-      runPipeline(text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); }, "v5e", options);
+  PipelineRun run = runPipeline(
+      text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); }, "v5e", options);
   if (!run.error.empty()) return run.error;
   const std::vector<hlo::Literal>& args = run.args;
   const std::vector<const hlo::Literal*> want = run.want();
