@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include "codegen/test_util.h"
 
@@ -187,6 +188,29 @@ TEST(Fft, LongTransformsStreamThroughHbm) {
   EXPECT_EQ(compareFft(fftModule("IRFFT", "c128", {2}, {1024}), small).error, "");
   EXPECT_EQ(compareFft(fftModule("FFT", "c128", {}, {256, 3}), small).error, "");
   EXPECT_EQ(compareFft(fftModule("IRFFT", "c64", {}, {5, 256}), small).error, "");
+}
+
+TEST(Fft, LongTransformCodeSizeDoesNotGrowWithTheLength) {
+  // Loops over blocks, rows, stages and sets of butterflies: the same code
+  // (up to immediates and the data section) for 2^10 and 2^16 points.
+  auto code = [](int64_t n) {
+    DiagnosticEngine diags;
+    auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", fftModule("FFT", "c64", {4}, {n})), diags);
+    auto target = target::loadTarget("v5e", diags);
+    CodegenOptions o;
+    o.schedule = llo::ScheduleMode::None;
+    o.vmemFraction = 1.0 / 512;
+    auto gen = generateLlo(*loaded.module, *target, o, diags);
+    if (!gen) return -1L;
+    long lines = 0;
+    std::istringstream in(gen->llo);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] != '.' && line[0] != '/') ++lines;
+    return lines;
+  };
+  long small = code(1024);
+  ASSERT_GT(small, 0);
+  EXPECT_EQ(code(65536), small);
 }
 
 TEST(Fft, LongDftsStreamThroughHbm) {
