@@ -28,6 +28,11 @@ struct CodegenOptions {
   F32DotPrecision f32DotPrecision = F32DotPrecision::FromConfig;
   // Fraction of VMEM a kernel's working set may use (the rest is slack).
   double vmemFraction = 0.5;
+  // Bytes of the temporaries' heap that kernels address: their byte offsets
+  // are compared signed, so 2 GiB. A kernel scratch that would end past it
+  // gets an HBM buffer of its own, addressed unsigned up to 4 GiB (tests
+  // shrink this to take that path at small sizes).
+  uint64_t heapReachBytes = uint64_t{1} << 31;
   // The `.target` line: a built-in name or a JSON path ("" = none).
   std::string targetSpec;
   // Entry point name in the LLO program.
@@ -55,7 +60,7 @@ struct CodegenStats {
   uint64_t argumentBytes = 0;
   uint64_t resultBytes = 0;
   uint64_t constantBytes = 0;
-  uint64_t peakHbmBytes = 0;    // arguments + results + constants + heap
+  uint64_t peakHbmBytes = 0;    // arguments + results + constants + heap + kernels' own scratch buffers
   uint64_t unsharedBytes = 0;   // what the temporaries would take without reuse
   uint64_t aliasedBytes = 0;    // results stored in donated arguments (input_output_alias)
 };

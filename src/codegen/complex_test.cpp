@@ -57,9 +57,10 @@ double partValue(const uint8_t* p, size_t bytes) {
 
 // "" when the simulated results equal the interpreter's bit for bit (a NaN
 // part matches any NaN); otherwise the first difference.
-std::string compareComplex(const std::string& text, uint64_t seed = 5) {
+std::string compareComplex(const std::string& text, uint64_t seed = 5, const CodegenOptions& options = {}) {
   std::mt19937_64 rng(seed);
-  PipelineRun run = runPipeline(text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); });
+  PipelineRun run = runPipeline(
+      text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); }, "v5e", options);
   if (!run.error.empty()) return run.error;
   const std::vector<hlo::Literal>& args = run.args;
   if (run.expected->isTuple() || run.got.size() != 1) return "expected one array result";
@@ -358,6 +359,49 @@ TEST(Complex, Convolutions) {
       std::string text = "HloModule m\nENTRY main {\n  " + fmt::format(fmt::runtime(conv), t) + "\n}\n";
       EXPECT_EQ(compareComplex(text), "") << t << "\n" << text;
     }
+}
+
+TEST(Complex, DotsAndConvolutionsWhoseKDoesNotFitTileK) {
+  // 256 KiB of VMEM: K is tiled, each tile adding into the result rows the
+  // previous one stored, so the sums keep the interpreter's order: bit-exact.
+  CodegenOptions small;
+  small.vmemFraction = 1.0 / 512;
+  EXPECT_EQ(compareComplex(R"(HloModule m
+ENTRY main {
+  a = c128[2,3,600] parameter(0)
+  b = c128[2,600,200] parameter(1)
+  ROOT d = c128[2,3,200] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+})",
+                           5, small),
+            "");
+  // Padded (products with padding skipped, a validity block tiled with K):
+  // 1500 input features x 3 taps = K of 4500 for 40 positions.
+  EXPECT_EQ(compareComplex(R"(HloModule m
+ENTRY main {
+  x = c64[1,40,1500] parameter(0)
+  k = c64[3,1500,5] parameter(1)
+  ROOT c = c64[1,40,5] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f
+})",
+                           5, small),
+            "");
+  // K = 70000: the lhs row (1.1 MB) is more than SMEM's 1 MiB, so K is
+  // tiled on the full v5e too: a tile of 65536 rows of K, then 4464 (its
+  // lhs slices are the DMAs to SMEM). Compiled only: the tiling itself is
+  // run above.
+  DiagnosticEngine diags;
+  auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", R"(HloModule m
+ENTRY main {
+  a = c128[1,70000] parameter(0)
+  b = c128[70000,2] parameter(1)
+  ROOT d = c128[1,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})"),
+                                diags);
+  ASSERT_TRUE(loaded.module);
+  auto target = target::loadTarget("v5e", diags);
+  auto gen = generateLlo(*loaded.module, *target, CodegenOptions{}, diags);
+  ASSERT_TRUE(gen);
+  EXPECT_NE(gen->llo.find(" chunk=1048576\n"), std::string::npos);
+  EXPECT_NE(gen->llo.find(" chunk=71424\n"), std::string::npos);
 }
 
 TEST(Complex, DotsAndConvolutionsOfOtherResultTypes) {

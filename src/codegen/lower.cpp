@@ -476,6 +476,27 @@ void Lowerer::endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes) {
   stats_.kernels.push_back(k);
 }
 
+int Lowerer::wideScratchBuf(const Instruction& in, ElementType t, const std::vector<int64_t>& dims,
+                            const std::string& what) {
+  const uint64_t bytes = static_cast<uint64_t>(product(dims)) * typeInfo(t).bytes;
+  if (heapBytes_ + scratchTop_ + bytes < options_.heapReachBytes) return tempBuf(t, dims);
+  if (bytes > (uint64_t{1} << 32)) {
+    fail(in, fmt::format(
+                 "llo-gen: {} needs a {}-byte HBM scratch, past the 4 GiB that 32-bit scalar offsets address",
+                 what, bytes));
+    return -1;
+  }
+  Buf b;
+  b.kind = BufKind::Scratch;
+  b.type = t;
+  b.dims = dims;
+  b.bytes = bytes;
+  bufs_.push_back(b);
+  int id = static_cast<int>(bufs_.size() - 1);
+  bufs_[id].name = fmt::format("scratch{}_{}", id, sanitize(in.name()));
+  return id;
+}
+
 int Lowerer::tempBuf(ElementType t, const std::vector<int64_t>& dims) {
   // Kernel-local scratch in HBM: it lives above the liveness heap and is
   // reused by every kernel (only one kernel runs at a time).
@@ -3244,9 +3265,10 @@ std::optional<CodegenResult> Lowerer::run() {
     if (b.kind == BufKind::Arg) stats_.argumentBytes += b.bytes;
     if (b.kind == BufKind::Result) stats_.resultBytes += b.bytes;
     if (b.kind == BufKind::Const) stats_.constantBytes += b.bytes;
+    if (b.kind == BufKind::Scratch) stats_.peakHbmBytes += b.bytes;
   }
   stats_.heapBytes = total;
-  stats_.peakHbmBytes = total + stats_.argumentBytes + stats_.resultBytes + stats_.constantBytes;
+  stats_.peakHbmBytes += total + stats_.argumentBytes + stats_.resultBytes + stats_.constantBytes;
   if (stats_.peakHbmBytes > target_.memory.hbmBytes) {
     diags_.error(fmt::format("llo-gen: the program needs {} bytes of HBM (arguments {}, results {}, constants {}, "
                              "temporaries {}) but target '{}' has {}",
@@ -3254,8 +3276,10 @@ std::optional<CodegenResult> Lowerer::run() {
                              target_.name, target_.memory.hbmBytes));
     return std::nullopt;
   }
-  if (total >= (uint64_t{1} << 31)) {
-    diags_.error(fmt::format("llo-gen: {} bytes of temporaries exceed the 2 GiB the scalar unit can address", total));
+  if (total >= options_.heapReachBytes) {
+    diags_.error(
+        fmt::format("llo-gen: {} bytes of temporaries exceed the {} bytes the scalar unit can address", total,
+                    options_.heapReachBytes));
     return std::nullopt;
   }
   // Assemble the text.

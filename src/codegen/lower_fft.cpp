@@ -126,6 +126,13 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
   const int64_t budget = static_cast<int64_t>(vmemBudget());
   int64_t rowCap = budget > slack ? (budget - slack) / (n * perElem) : 0;
   rowCap = rowCap >= kVregElems ? rowCap / kVregElems * kVregElems : rowCap / 128 * 128;
+  // Radix-2 rows that do not fit VMEM, or twiddles that do not fit SMEM, go
+  // through HBM.
+  if (transform && rowCap < 128) return emitFftPassLong(in, p);
+  int64_t pairs = 0;
+  std::vector<uint32_t> table;
+  if (transform) table = radix2 ? radix2Table(n, p.inverse, pairs) : dftTable(n, p.inverse);
+  if (radix2 && table.size() * 4 > target_.memory.smemBytes) return emitFftPassLong(in, p);
   if (rowCap < 128)
     return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs {} bytes of VMEM for 128 transforms at a time, "
                                 "more than the VMEM budget of {} bytes",
@@ -156,9 +163,6 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
   const bool packed = radix2 && R == 128 && n >= 16 && vTwiddles + (n - 1) * twiddleRowBytes <= budget;
 
   // The pass's twiddles (and swap pairs) into SMEM, once for all chunks.
-  int64_t pairs = 0;
-  std::vector<uint32_t> table;
-  if (transform) table = radix2 ? radix2Table(n, p.inverse, pairs) : dftTable(n, p.inverse);
   if (table.size() * 4 > target_.memory.smemBytes)
     return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
                                 n, in.name(), table.size() * 4, target_.memory.smemBytes));
@@ -402,16 +406,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     if (stageIn)
       flatLoop(inRegs, vStage, kVregElems * sb, vWork, kBlockBytes, [&](int ri, int ro) {
         VReg x = vload(p.srcType, S(ri));
-        VReg z;
-        if (p.srcType == ElementType::C64) {
-          z = valloc(ElementType::C128);
-          for (int w = 0; w < 2; ++w) {
-            e_.op("vcvt.f64.f32 {}, {}, {}", vregs_.name(w ? z.hi : z.r), V(x), w);
-            e_.op("vcvt.f64.f32 {}, {}, {}", vregs_.name(w ? z.imh : z.im), H(x), w);
-          }
-        } else {
-          z = complexFromReal(x, ElementType::C128);
-        }
+        VReg z = fftToC128(x, p.srcType);
         vstore(z, ElementType::C128, S(ro));
         vfree(x);
         vfree(z);
@@ -426,11 +421,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
       e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
       flatLoop(outRegs, vOut, kBlockBytes, vOut, kBlockBytes, [&](int ri, int ro) {
         VReg z = vload(ElementType::C128, S(ri));
-        VReg q = valloc(ElementType::C128);
-        int zr[4] = {z.r, z.hi, z.im, z.imh}, qr[4] = {q.r, q.hi, q.im, q.imh};
-        for (int w = 0; w < 4; ++w)
-          e_.op("vdiv.f64 {}, {}, {}, {}, {}, {}", vregs_.name(qr[w]), vregs_.name(zr[w / 2 * 2]),
-                vregs_.name(zr[w / 2 * 2 + 1]), V(divisor), H(divisor), w % 2);
+        VReg q = fftDivide(z, divisor);
         vstore(q, ElementType::C128, S(ro));
         vfree(z);
         vfree(q);
@@ -440,20 +431,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     if (stageOut)
       flatLoop(outRegs, vOut, kBlockBytes, vStage, kVregElems * db, [&](int ri, int ro) {
         VReg z = vload(ElementType::C128, S(ri));
-        if (p.dstType == ElementType::C64) {
-          VReg c = valloc(ElementType::C64);
-          e_.op("vcvt.f32.f64 {}, {}, {}", V(c), V(z), H(z));
-          e_.op("vcvt.f32.f64 {}, {}, {}", H(c), vregs_.name(z.im), vregs_.name(z.imh));
-          vstore(c, ElementType::C64, S(ro));
-          vfree(c);
-        } else if (p.dstType == ElementType::F32) {
-          VReg f = valloc(ElementType::F32);
-          e_.op("vcvt.f32.f64 {}, {}, {}", V(f), V(z), H(z));
-          vstore(f, ElementType::F32, S(ro));
-          vfree(f);
-        } else {  // f64: the real part as it is
-          vstore(VReg{z.r, ElementType::F64, z.hi}, ElementType::F64, S(ro));
-        }
+        fftStoreResult(z, p.dstType, S(ro));
         vfree(z);
       });
     std::vector<Emitter::Dim> outDims = {{p.dstRows, R * db, inner * db}};
@@ -489,6 +467,449 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
       chunk(1, qc, rP, rQ);
       e_.op("sadd {}, {}, {}", S(rQ), S(rQ), qc);
       if (full > 1) e_.op("br.lt {}, {}, {}", S(rQ), full * qc, lq);
+    }
+    if (rest > 0) chunk(1, rest, rP, rQ);
+    e_.op("sadd {}, {}, 1", S(rP), S(rP));
+    e_.op("br.lt {}, {}, {}", S(rP), outer, lp);
+  }
+  return !failed_;
+}
+
+VReg Lowerer::fftToC128(VReg x, ElementType from) {
+  if (from != ElementType::C64) return complexFromReal(x, ElementType::C128);
+  VReg z = valloc(ElementType::C128);
+  for (int w = 0; w < 2; ++w) {
+    e_.op("vcvt.f64.f32 {}, {}, {}", vregs_.name(w ? z.hi : z.r), V(x), w);
+    e_.op("vcvt.f64.f32 {}, {}, {}", vregs_.name(w ? z.imh : z.im), H(x), w);
+  }
+  return z;
+}
+
+void Lowerer::fftStoreResult(VReg z, ElementType to, const std::string& addr) {
+  if (to == ElementType::C64) {
+    VReg c = valloc(ElementType::C64);
+    e_.op("vcvt.f32.f64 {}, {}, {}", V(c), V(z), H(z));
+    e_.op("vcvt.f32.f64 {}, {}, {}", H(c), vregs_.name(z.im), vregs_.name(z.imh));
+    vstore(c, ElementType::C64, addr);
+    vfree(c);
+  } else if (to == ElementType::F32) {
+    VReg f = valloc(ElementType::F32);
+    e_.op("vcvt.f32.f64 {}, {}, {}", V(f), V(z), H(z));
+    vstore(f, ElementType::F32, addr);
+    vfree(f);
+  } else if (to == ElementType::F64) {  // the real part as it is
+    vstore(VReg{z.r, ElementType::F64, z.hi}, ElementType::F64, addr);
+  } else {
+    vstore(z, ElementType::C128, addr);
+  }
+}
+
+VReg Lowerer::fftDivide(VReg z, VReg divisor) {
+  VReg q = valloc(ElementType::C128);
+  int zr[4] = {z.r, z.hi, z.im, z.imh}, qr[4] = {q.r, q.hi, q.im, q.imh};
+  for (int w = 0; w < 4; ++w)
+    e_.op("vdiv.f64 {}, {}, {}, {}, {}, {}", vregs_.name(qr[w]), vregs_.name(zr[w / 2 * 2]),
+          vregs_.name(zr[w / 2 * 2 + 1]), V(divisor), H(divisor), w % 2);
+  return q;
+}
+
+// A radix-2 pass whose rows do not fit VMEM even for 128 transforms at a
+// time, or whose twiddles do not fit SMEM: the interpreter's algorithm
+// again, with the rows of each chunk of 128 transforms in an HBM scratch
+// X [n, 128] (row j: element j of every transform of the chunk):
+//  A. blocks of B rows (B = 2^b, as many as VMEM holds): row i gathered
+//     from source row rev(i) (the bit-reversal swaps, as a permutation),
+//     converted to c128, then stages len = 2 .. B in VMEM, stored to X;
+//  B. stages len = 2B .. n, one pass over X each: B/2 butterflies (k, k +
+//     len/2) at a time, the u and v rows and their twiddles streamed in;
+//  C. X to the result in blocks: divided by n for inverses, converted.
+// Every butterfly is the interpreter's u + v * w, u - v * w with its
+// twiddle (an HBM table of every stage's twiddles), so results stay
+// bit-exact. Other lengths (the direct DFT) copy the converted rows to X
+// in A, then for each block of result rows k accumulate over blocks of
+// rows j in order (acc rows and each k's twiddle index (j * k) % n kept
+// between blocks), the table in SMEM, and C takes the acc rows.
+bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  const int64_t n = p.n, outer = p.outer, inner = p.inner;
+  const int64_t sb = typeInfo(p.srcType).bytes, db = typeInfo(p.dstType).bytes;
+  const bool stageIn = p.srcType != ElementType::C128, stageOut = p.dstType != ElementType::C128;
+  constexpr int64_t R = 128, rowBytes = R * kC128Bytes;
+  const std::string rowMask = ", 2048, 1";  // a row is one sublane
+  const int64_t stageElem = std::max(stageIn ? sb : 0, stageOut ? db : 0);
+  const uint64_t budget = vmemBudget();
+  const bool radix2 = isPowerOfTwo(n);
+  auto workBytes = [&](int64_t rows) {
+    return alignUp(static_cast<uint64_t>(rows * rowBytes + kBlockBytes), 512);
+  };
+  auto vmemFor = [&](int64_t rows) {  // DFT: the j rows and the acc rows
+    return (radix2 ? 1 : 2) * workBytes(rows) +
+           (stageElem ? alignUp(static_cast<uint64_t>(rows * R * stageElem + kBlockBytes), 512) : 0);
+  };
+  int64_t B = 2;
+  while (B * 2 < n && vmemFor(B * 2) <= budget) B *= 2;
+  const int64_t half = B / 2;
+  // SMEM, radix 2: the block stages' twiddles (B - 1 entries), then B / 2
+  // streamed ones. DFT: the n twiddles, then each acc row's twiddle index.
+  const int64_t smemStream = radix2 ? B * kC128Bytes : n * kC128Bytes;
+  const int64_t smemBytes = radix2 ? smemStream + half * kC128Bytes : smemStream + B * 4;
+  if (vmemFor(B) > budget)
+    return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs {} bytes of VMEM for two rows of 128 "
+                                "transforms, more than the VMEM budget of {} bytes",
+                                n, in.name(), vmemFor(2), budget));
+  if (static_cast<uint64_t>(smemBytes) > target_.memory.smemBytes)
+    return fail(
+        in,
+        fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
+                    n, in.name(), smemStream, target_.memory.smemBytes));
+  // Rows are counted (signed compares), bytes only added to base offsets.
+  int x = wideScratchBuf(in, ElementType::C128, {n, R},
+                         fmt::format("fft length {} of '{}' (128 transforms at a time)", n, in.name()));
+  if (x < 0) return false;
+  const int64_t vWork = 0, vAcc = static_cast<int64_t>(workBytes(B)),
+                vStage = static_cast<int64_t>((radix2 ? 1 : 2) * workBytes(B));
+  int64_t pairs = 0;
+  std::vector<uint32_t> table = radix2 ? radix2Table(n, p.inverse, pairs) : dftTable(n, p.inverse);
+  table.erase(table.begin(), table.begin() + 2 * pairs);  // the stage twiddles only
+  const int tw = constTable(in, table);
+  {
+    int r = sreg();
+    e_.op("smov {}, 0", S(r));
+    e_.op("{} {}, [0], {}, sem0", dmaOp("h2s", tw),
+          e_.desc(static_cast<uint64_t>((radix2 ? B - 1 : n) * kC128Bytes), {}), memRef(tw, S(r)));
+    e_.op("sem.wait sem0");
+    sregs_.put(r);
+  }
+  std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
+  // Butterflies k = 0 .. count - 1 on rows rU + k and rV + k (VMEM) with
+  // the twiddle at SMEM rTk + 16 k; advances the three and uses up rCount.
+  auto butterflies = [&](int rU, int rV, int rTk, int rCount) {
+    std::string l = e_.newLabel("fftlbfly");
+    e_.label(l);
+    for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rTk), 4 * w);
+    VReg t = valloc(ElementType::C128);
+    int tRegs[4] = {t.r, t.hi, t.im, t.imh};
+    for (int w = 0; w < 4; ++w)
+      e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
+    VReg u = vload(ElementType::C128, S(rU));
+    VReg v = vload(ElementType::C128, S(rV));
+    VReg prod = complexMultiply(v, t);
+    VReg sum = complexAdd(u, prod);
+    VReg diff = complexAdd(u, prod, true);
+    vstore(sum, ElementType::C128, S(rU), rowMask);
+    vstore(diff, ElementType::C128, S(rV), rowMask);
+    for (VReg r : {t, u, v, prod, sum, diff}) vfree(r);
+    e_.op("sadd {}, {}, {}", S(rU), S(rU), rowBytes);
+    e_.op("sadd {}, {}, {}", S(rV), S(rV), rowBytes);
+    e_.op("sadd {}, {}, {}", S(rTk), S(rTk), kC128Bytes);
+    e_.op("loop {}, {}", S(rCount), l);
+  };
+  // `count` registers' worth of VMEM elements from `from` to `to`.
+  auto flatLoop = [&](int64_t count, int64_t from, int64_t fromStep, int64_t to, int64_t toStep,
+                      const std::function<void(int, int)>& body) {
+    PoolGuard loopGuard({&sregs_});
+    int ri = sreg(), ro = sreg(), rc = sreg();
+    std::string l = e_.newLabel("fftlflat");
+    e_.op("smov {}, {}", S(ri), from);
+    e_.op("smov {}, {}", S(ro), to);
+    e_.op("smov {}, {}", S(rc), count);
+    e_.label(l);
+    body(ri, ro);
+    e_.op("sadd {}, {}, {}", S(ri), S(ri), fromStep);
+    e_.op("sadd {}, {}, {}", S(ro), S(ro), toStep);
+    e_.op("loop {}, {}", S(rc), l);
+  };
+
+  auto chunk = [&](int64_t pcC, int64_t qcC, int rP, int rQ) {
+    PoolGuard chunkGuard({&sregs_, &vregs_, &masks_});
+    int rOff = sreg(), rOff2 = sreg(), rV = sreg(), rRow = sreg(), rRev = sreg(), rBit = sreg(), rT = sreg(),
+        rCnt = sreg(), rU = sreg(), rW = sreg(), rTk = sreg();
+    // rOff = byte offset of row `rowReg` of the chunk in an array [outer, rows, inner] of es-byte elements.
+    auto arrayRow = [&](int rowReg, int64_t rows, int64_t es, int buf) {
+      e_.op("smul {}, {}, {}", S(rOff), S(rP), rows);
+      e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rowReg));
+      e_.op("smul {}, {}, {}", S(rOff), S(rOff), inner);
+      e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rQ));
+      e_.op("smul {}, {}, {}", S(rOff), S(rOff), es);
+      if (base(buf)) e_.op("sadd {}, {}, {}", S(rOff), S(rOff), base(buf));
+    };
+    auto scratchRow = [&](int dstReg, int rowReg) {
+      e_.op("smul {}, {}, {}", S(dstReg), S(rowReg), rowBytes);
+      if (base(x)) e_.op("sadd {}, {}, {}", S(dstReg), S(dstReg), base(x));
+    };
+    const std::string halfDesc = e_.desc(static_cast<uint64_t>(half * rowBytes), {});
+
+    // A: gather, convert, (radix 2) stages 2 .. B, per block of B rows; rRev
+    // is the source row (bit-reversed for radix 2).
+    std::vector<Emitter::Dim> srcDims;
+    if (pcC > 1) srcDims.push_back({pcC, n * inner * sb, qcC * sb});
+    const std::string srcRowDesc = e_.desc(static_cast<uint64_t>(qcC * sb), srcDims);
+    e_.op("smov {}, 0", S(rRow));
+    e_.op("smov {}, 0", S(rRev));
+    auto blockA = [&](int64_t rows) {
+      std::string lRow = e_.newLabel("fftlrow"), lRev = e_.newLabel("fftlrev"),
+                  lRevDone = e_.newLabel("fftlrevd");
+      e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
+      e_.op("smov {}, {}", S(rCnt), rows);
+      e_.label(lRow);
+      arrayRow(rRev, n, sb, p.src);
+      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", p.src), srcRowDesc, S(rV), memRef(p.src, S(rOff)));
+      e_.op("sadd {}, {}, {}", S(rV), S(rV), stageIn ? R * sb : rowBytes);
+      if (radix2) {
+        // The next bit-reversed index, as the interpreter steps j.
+        e_.op("smov {}, {}", S(rBit), n / 2);
+        e_.label(lRev);
+        e_.op("sand {}, {}, {}", S(rT), S(rRev), S(rBit));
+        e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
+        e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
+        e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
+        e_.op("jmp {}", lRev);
+        e_.label(lRevDone);
+        e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
+      } else {
+        e_.op("sadd {}, {}, 1", S(rRev), S(rRev));
+      }
+      e_.op("loop {}, {}", S(rCnt), lRow);
+      e_.op("sem.wait sem0, {}", rows);
+      const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
+      if (stageIn)
+        flatLoop(blockRegs, vStage, kVregElems * sb, vWork, kBlockBytes, [&](int ri, int ro) {
+          VReg v = vload(p.srcType, S(ri));
+          VReg z = fftToC128(v, p.srcType);
+          vstore(z, ElementType::C128, S(ro));
+          vfree(v);
+          vfree(z);
+        });
+      if (radix2) {
+        // Stages len = 2 .. B on the block: groups of len rows.
+        PoolGuard stageGuard({&sregs_});
+        int rHalfB = sreg(), rHalfRows = sreg(), rGroups = sreg(), rTw = sreg(), rGrp = sreg(), rGc = sreg(),
+            rSc = sreg();
+        std::string lStage = e_.newLabel("fftlstage"), lGroup = e_.newLabel("fftlgroup");
+        e_.op("smov {}, {}", S(rHalfB), rowBytes);
+        e_.op("smov {}, 1", S(rHalfRows));
+        e_.op("smov {}, {}", S(rGroups), B / 2);
+        e_.op("smov {}, 0", S(rTw));
+        e_.op("smov {}, {}", S(rSc), log2Exact(B));
+        e_.label(lStage);
+        e_.op("smov {}, {}", S(rGrp), vWork);
+        e_.op("smov {}, {}", S(rGc), S(rGroups));
+        e_.label(lGroup);
+        e_.op("smov {}, {}", S(rU), S(rGrp));
+        e_.op("sadd {}, {}, {}", S(rW), S(rGrp), S(rHalfB));
+        e_.op("smov {}, {}", S(rTk), S(rTw));
+        e_.op("smov {}, {}", S(rCnt), S(rHalfRows));
+        butterflies(rU, rW, rTk, rCnt);
+        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
+        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
+        e_.op("loop {}, {}", S(rGc), lGroup);
+        e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
+        e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
+        e_.op("sadd {}, {}, {}", S(rHalfB), S(rHalfB), S(rHalfB));
+        e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
+        e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
+        e_.op("loop {}, {}", S(rSc), lStage);
+      }
+      scratchRow(rOff, rRow);
+      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), memRef(x, S(rOff)), vWork);
+      e_.op("sem.wait sem0");
+      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
+    };
+    // `count` blocks of B rows as a loop, then one of `rest` rows.
+    auto blocks = [&](int64_t count, int64_t rest, const std::function<void(int64_t)>& body) {
+      if (count > 0) {
+        PoolGuard countGuard({&sregs_});
+        int rb = sreg();
+        std::string l = e_.newLabel("fftlblock");
+        e_.op("smov {}, {}", S(rb), count);
+        e_.label(l);
+        body(B);
+        e_.op("loop {}, {}", S(rb), l);
+      }
+      if (rest > 0) body(rest);
+    };
+    blocks(n / B, n % B, blockA);
+
+    // B: stages len = 2B .. n over X; rBit = len / 2 in rows, rRow = t * B / 2
+    // for the t-th set of butterflies: k0 = rRow mod len / 2, first u row
+    // rRow + (rRow - k0).
+    if (radix2) {
+      std::string lStage = e_.newLabel("fftlpass"), lSet = e_.newLabel("fftlset");
+      e_.op("smov {}, {}", S(rBit), B);
+      e_.label(lStage);
+      e_.op("smov {}, 0", S(rRow));
+      e_.label(lSet);
+      e_.op("ssub {}, {}, 1", S(rT), S(rBit));
+      e_.op("sand {}, {}, {}", S(rRev), S(rRow), S(rT));  // k0
+      e_.op("ssub {}, {}, {}", S(rT), S(rRow), S(rRev));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rRow));  // first u row
+      scratchRow(rOff, rT);
+      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), halfDesc, vWork, memRef(x, S(rOff)));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rBit));  // first v row
+      scratchRow(rOff2, rT);
+      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), halfDesc, vWork + half * rowBytes, memRef(x, S(rOff2)));
+      // Twiddles len / 2 - 1 + k0 onwards of the stage table.
+      e_.op("sadd {}, {}, {}", S(rT), S(rBit), S(rRev));
+      e_.op("ssub {}, {}, 1", S(rT), S(rT));
+      e_.op("sshl {}, {}, 4", S(rT), S(rT));
+      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2s", tw), e_.desc(static_cast<uint64_t>(half * kC128Bytes), {}),
+            smemStream, memRef(tw, S(rT)));
+      e_.op("sem.wait sem0, 3");
+      e_.op("smov {}, {}", S(rU), vWork);
+      e_.op("smov {}, {}", S(rW), vWork + half * rowBytes);
+      e_.op("smov {}, {}", S(rTk), smemStream);
+      e_.op("smov {}, {}", S(rCnt), half);
+      butterflies(rU, rW, rTk, rCnt);
+      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), halfDesc, memRef(x, S(rOff)), vWork);
+      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), halfDesc, memRef(x, S(rOff2)), vWork + half * rowBytes);
+      e_.op("sem.wait sem0, 2");
+      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), half);
+      e_.op("br.lt {}, {}, {}", S(rRow), n / 2, lSet);
+      e_.op("sadd {}, {}, {}", S(rBit), S(rBit), S(rBit));
+      e_.op("br.lt {}, {}, {}", S(rBit), n, lStage);
+    }
+
+    // DFT: result rows [rRow, rRow + rowsK) into the acc rows, summed over
+    // blocks of rows j in order. Registers of pass B, which a DFT skips.
+    auto dftRows = [&](int64_t rowsK) {
+      PoolGuard dftGuard({&sregs_, &vregs_});
+      const int rJ = rBit, rStep = rRev, rAccA = rU, rMaddr = rW, rM = rTk, rX = rV, rC = rOff2, rJc = rCnt;
+      int rKc = sreg();
+      VReg zero = vconst(ElementType::C128, 0);
+      flatLoop((rowsK * R + kVregElems - 1) / kVregElems, vAcc, kBlockBytes, vAcc, kBlockBytes,
+               [&](int, int ro) { vstore(zero, ElementType::C128, S(ro)); });
+      vfree(zero);
+      std::string lZero = e_.newLabel("fftlzidx");
+      e_.op("smov {}, 0", S(rT));
+      e_.op("smov {}, {}", S(rMaddr), smemStream);
+      e_.op("smov {}, {}", S(rKc), rowsK);
+      e_.label(lZero);
+      e_.op("sst {}, [{}]", S(rT), S(rMaddr));
+      e_.op("sadd {}, {}, 4", S(rMaddr), S(rMaddr));
+      e_.op("loop {}, {}", S(rKc), lZero);
+      e_.op("smov {}, 0", S(rJ));
+      auto jBlock = [&](int64_t rowsJ) {
+        scratchRow(rOff, rJ);
+        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(rowsJ * rowBytes), {}), vWork,
+              memRef(x, S(rOff)));
+        e_.op("sem.wait sem0");
+        std::string lK = e_.newLabel("fftldftk"), lJ = e_.newLabel("fftldftj");
+        e_.op("sshl {}, {}, 4", S(rStep), S(rRow));  // k * 16: the index step of row k
+        e_.op("smov {}, {}", S(rAccA), vAcc);
+        e_.op("smov {}, {}", S(rMaddr), smemStream);
+        e_.op("smov {}, {}", S(rKc), rowsK);
+        e_.label(lK);
+        e_.op("sld {}, [{}]", S(rM), S(rMaddr));
+        VReg acc = vload(ElementType::C128, S(rAccA));
+        int accRegs[4] = {acc.r, acc.hi, acc.im, acc.imh};
+        e_.op("smov {}, {}", S(rX), vWork);
+        e_.op("smov {}, {}", S(rJc), rowsJ);
+        e_.label(lJ);
+        for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rM), 4 * w);
+        VReg t = valloc(ElementType::C128);
+        int tRegs[4] = {t.r, t.hi, t.im, t.imh};
+        for (int w = 0; w < 4; ++w)
+          e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
+        VReg xv = vload(ElementType::C128, S(rX));
+        VReg prod = complexMultiply(xv, t);  // tmp[j] * polar(..)
+        VReg sum = complexAdd(acc, prod);
+        int sumRegs[4] = {sum.r, sum.hi, sum.im, sum.imh};
+        for (int w = 0; w < 4; ++w)
+          e_.op("vmov.s32 {}, {}", vregs_.name(accRegs[w]), vregs_.name(sumRegs[w]));
+        for (VReg r : {t, xv, prod, sum}) vfree(r);
+        e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
+        // m = (m + k) % n, k < n: one conditional subtraction.
+        e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));
+        e_.op("ssub {}, {}, {}", S(rT), S(rM), n * kC128Bytes);
+        e_.op("scmp.ge {}, {}, {}", S(rC), S(rM), n * kC128Bytes);
+        e_.op("ssel {}, {}, {}, {}", S(rM), S(rC), S(rT), S(rM));
+        e_.op("loop {}, {}", S(rJc), lJ);
+        vstore(acc, ElementType::C128, S(rAccA), rowMask);
+        vfree(acc);
+        e_.op("sst {}, [{}]", S(rM), S(rMaddr));
+        e_.op("sadd {}, {}, {}", S(rAccA), S(rAccA), rowBytes);
+        e_.op("sadd {}, {}, 4", S(rMaddr), S(rMaddr));
+        e_.op("sadd {}, {}, {}", S(rStep), S(rStep), kC128Bytes);
+        e_.op("loop {}, {}", S(rKc), lK);
+        e_.op("sadd {}, {}, {}", S(rJ), S(rJ), rowsJ);
+      };
+      blocks(n / B, n % B, jBlock);
+    };
+
+    // C: the result rows, B at a time.
+    VReg divisor;
+    if (p.inverse) {
+      uint64_t nBits = std::bit_cast<uint64_t>(static_cast<double>(n));
+      divisor = valloc(ElementType::F64);
+      e_.op("vmov.s32 {}, {}", V(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits)));
+      e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
+    }
+    const int64_t vOut = radix2 ? vWork : vAcc;
+    auto outBlock = [&](int64_t rows) {
+      if (radix2) {
+        scratchRow(rOff, rRow);
+        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), vWork,
+              memRef(x, S(rOff)));
+        e_.op("sem.wait sem0");
+      } else {
+        dftRows(rows);
+      }
+      const int64_t regs = (rows * R + kVregElems - 1) / kVregElems;
+      if (p.inverse || stageOut)
+        flatLoop(regs, vOut, kBlockBytes, stageOut ? vStage : vOut, stageOut ? kVregElems * db : kBlockBytes,
+                 [&](int ri, int ro) {
+                   VReg z = vload(ElementType::C128, S(ri));
+                   if (p.inverse) {
+                     VReg q = fftDivide(z, divisor);
+                     vfree(z);
+                     z = q;
+                   }
+                   fftStoreResult(z, p.dstType, S(ro));
+                   vfree(z);
+                 });
+      std::vector<Emitter::Dim> outDims = {{rows, R * db, inner * db}};
+      if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
+      arrayRow(rRow, p.dstRows, db, p.dst);
+      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", p.dst), e_.desc(static_cast<uint64_t>(qcC * db), outDims), memRef(p.dst, S(rOff)), stageOut ? vStage : vOut);
+      e_.op("sem.wait sem0");
+      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
+    };
+    e_.op("smov {}, 0", S(rRow));
+    blocks(p.dstRows / B, p.dstRows % B, outBlock);
+    if (p.inverse) vfree(divisor);
+  };
+
+  // Chunks of at most 128 transforms: whole inner runs of several outer
+  // indices, or pieces of one run.
+  int64_t pc = 1, qc = inner;
+  if (inner <= R)
+    pc = std::min(outer, R / inner);
+  else
+    qc = R;
+  int rP = sreg(), rQ = sreg();
+  e_.op("smov {}, 0", S(rP));
+  e_.op("smov {}, 0", S(rQ));
+  if (qc == inner) {
+    int64_t full = outer / pc, rest = outer % pc;
+    if (full > 0) {
+      std::string l = e_.newLabel("fftlchunk");
+      e_.label(l);
+      chunk(pc, inner, rP, rQ);
+      e_.op("sadd {}, {}, {}", S(rP), S(rP), pc);
+      e_.op("br.lt {}, {}, {}", S(rP), full * pc, l);
+    }
+    if (rest > 0) chunk(rest, inner, rP, rQ);
+  } else {
+    int64_t full = inner / qc, rest = inner % qc;
+    std::string lp = e_.newLabel("fftlouter");
+    e_.label(lp);
+    e_.op("smov {}, 0", S(rQ));
+    if (full > 0) {
+      std::string lq = e_.newLabel("fftlchunk");
+      e_.label(lq);
+      chunk(1, qc, rP, rQ);
+      e_.op("sadd {}, {}, {}", S(rQ), S(rQ), qc);
+      e_.op("br.lt {}, {}, {}", S(rQ), full * qc, lq);
     }
     if (rest > 0) chunk(1, rest, rP, rQ);
     e_.op("sadd {}, {}, 1", S(rP), S(rP));

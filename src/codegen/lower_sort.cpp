@@ -54,8 +54,16 @@ bool Lowerer::lowerSort(const Instruction& in) {
   }
   int64_t N = 1;
   while (N < n) N *= 2;
-  if (N > (int64_t{1} << 28))
-    return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
+  // An external sort addresses its scratch by 32-bit byte offsets, which
+  // the DMA reads unsigned (each array in a buffer of its own past the
+  // heap's reach: up to 4 GiB), and compares element counters signed: the
+  // 4-byte positions of every padded row within 4 GiB keep rows x N <= 2^30.
+  const std::string scratchWhat = fmt::format("sort dimension of {} elements (rows padded to {})", n, N);
+  if (static_cast<uint64_t>(rows) * static_cast<uint64_t>(N) * 4 > (uint64_t{1} << 32))
+    return fail(
+        in, fmt::format("llo-gen: {} needs a {}-byte HBM scratch, past the 4 GiB that 32-bit scalar offsets "
+                        "address",
+                        scratchWhat, static_cast<uint64_t>(rows) * static_cast<uint64_t>(N) * 4));
   // VMEM: two copies of every operand and of the original positions.
   uint64_t per = 4;
   for (int es : esz) per += static_cast<uint64_t>(es);
@@ -70,13 +78,9 @@ bool Lowerer::lowerSort(const Instruction& in) {
     C = 1;
     while (C * 2 <= maxElems) C *= 2;
     R = 1;
-    int maxEs = 4;
-    for (int es : esz) maxEs = std::max(maxEs, es);
-    // 2 * kVregElems: whole vreg pairs per chunk. HBM byte offsets must fit a scalar register.
+    // 2 * kVregElems: whole vreg pairs per chunk.
     if (C < 2 * kVregElems)
       return fail(in, fmt::format("llo-gen: sort rows of {} elements (padded to {}) do not fit VMEM", n, N));
-    if (rows * N * maxEs > (int64_t{1} << 31) - 1)
-      return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
   } else {
     R = std::min(rows, maxElems / N);
   }
@@ -100,17 +104,14 @@ bool Lowerer::lowerSort(const Instruction& in) {
   // Rows [outer, inner, n] in HBM (external: [outer, inner, N], padded, in
   // scratch that is both source and result, with the positions beside).
   int idxBuf = -1;
-  if (external) idxBuf = tempBuf(ElementType::S32, {rows, N});
+  if (external && (idxBuf = wideScratchBuf(in, ElementType::S32, {rows, N}, scratchWhat)) < 0) return false;
   for (int64_t k = 0; k < nops; ++k) {
     auto ku = static_cast<size_t>(k);
     int inBuf = leaves_[in.operand(k)][0], es = esz[ku];
     if (external) {
       std::vector<int64_t> rd = {outer, inner, n};
-      src[ku] = dst[ku] = tempBuf(types[ku], {rows, N});
-      // Chunks are addressed by byte offsets in scalar registers.
-      if (base(src[ku]) + static_cast<int64_t>(bufs_[src[ku]].bytes) > INT32_MAX ||
-          base(idxBuf) + static_cast<int64_t>(bufs_[idxBuf].bytes) > INT32_MAX)
-        return fail(in, fmt::format("llo-gen: sort dimension of {} elements is too long", n));
+      src[ku] = dst[ku] = wideScratchBuf(in, types[ku], {rows, N}, scratchWhat);
+      if (src[ku] < 0) return false;
       emitCopy(src[ku], 0, inBuf, 0, rd, {inner * N * es, N * es, es}, {n * inner * es, es, inner * es}, es);
       continue;
     }

@@ -411,32 +411,52 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
                              int64_t aBatches, int w, int dst, ElementType ot, int valid) {
   const int64_t es = typeInfo(ot).bytes;  // 4, 8, or 16 for c128
   const bool masked = valid >= 0 && typeInfo(ot).isComplex;
-  // VMEM: the rhs block [k, cols] (+ slack for the last vreg's overrun),
-  // then the accumulator row, then (masked) the validity block [k, cols].
-  auto rhsBytes = [&](int64_t cols) { return alignUp(static_cast<uint64_t>(k * cols) * es + 8192, 8192); };
+  // VMEM: the rhs block [rows of K, cols] (+ slack for the last vreg's
+  // overrun), then the accumulator row, then (masked) the validity block
+  // [rows of K, cols].
+  const uint64_t slack = 8192;  // the rest of the last vreg reads the accumulator
+  auto rhsBytes = [&](int64_t rows, int64_t cols) {
+    return alignUp(static_cast<uint64_t>(rows * cols * es) + slack, 8192);
+  };
   auto accBytes = [&](int64_t cols) { return alignUp(static_cast<uint64_t>(cols) * es, 8192); };
   // The accumulator row is stored a whole vreg at a time: the validity
   // block starts past the last one.
   auto accStores = [&](int64_t cols) {
     return alignUp(static_cast<uint64_t>((cols + kVregElems - 1) / kVregElems * kVregElems) * es, 8192);
   };
-  auto vmemFor = [&](int64_t cols) {
-    return rhsBytes(cols) +
-           (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(k * cols) * 4 + 8192, 8192) : accBytes(cols));
+  auto vmemFor = [&](int64_t rows, int64_t cols) {
+    return rhsBytes(rows, cols) +
+           (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(rows * cols) * 4 + 8192, 8192)
+                   : accBytes(cols));
   };
+  // K tiles of kt rows: the whole K when its rhs block fits VMEM with at
+  // least min(n, 128) columns and the lhs row fits SMEM. Otherwise tiles of
+  // K in order, each adding into the result row it left in HBM, so every
+  // output is still summed over k in order from zero.
+  const uint64_t budget = vmemBudget();
+  int64_t kt = std::min<int64_t>(k, static_cast<int64_t>(target_.memory.smemBytes) / es);
   int64_t nb = n;
-  if (vmemFor(nb) > vmemBudget()) {
-    nb = static_cast<int64_t>((vmemBudget() - std::min<uint64_t>(vmemBudget(), 32768)) /
-                              static_cast<uint64_t>(k * es + es + (masked ? k * 4 : 0)));
+  if (vmemFor(kt, nb) > budget) {
+    nb = static_cast<int64_t>((budget - std::min<uint64_t>(budget, 32768)) /
+                              static_cast<uint64_t>(kt * es + es + (masked ? kt * 4 : 0)));
     nb = nb / 128 * 128;
   }
-  if (nb < std::min<int64_t>(n, 128) || vmemFor(nb) > vmemBudget() ||
-      static_cast<uint64_t>(k) * es > target_.memory.smemBytes)
-    return fail(in, fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit yet",
-                                hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
+  if (nb < std::min<int64_t>(n, 128) || vmemFor(kt, nb) > budget) {
+    nb = std::min<int64_t>(n, kVregElems);
+    const uint64_t fixed = (masked ? accStores(nb) + 8192 : accBytes(nb)) + slack + 8192;
+    const uint64_t perRow = static_cast<uint64_t>(nb * (es + (masked ? 4 : 0)));
+    kt = std::min<int64_t>(kt, budget > fixed ? static_cast<int64_t>((budget - fixed) / perRow) : 0);
+    while (kt > 0 && vmemFor(kt, nb) > budget) --kt;
+  }
+  if (kt < 1 || nb < 1)
+    return fail(in,
+                fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit even one row of K "
+                            "at a time",
+                            hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
+  const bool tiled = kt < k;
   bool isF64 = ot == ElementType::F64;
   PoolGuard guard({&sregs_, &vregs_, &masks_});
-  std::string dA = e_.desc(static_cast<uint64_t>(k * es), {});
+  int rK0 = tiled ? sreg() : -1;  // the tile's first k, in bytes of one element
   int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
       rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
   const bool isComplex = typeInfo(ot).isComplex;
@@ -446,24 +466,34 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
   if (ot == ElementType::C128) rWords.insert(rWords.end(), {sreg(), sreg()});
   int rVo = masked ? sreg() : -1, rVj = masked ? sreg() : -1;  // validity row and column block
   VReg zero = vconst(ot, 0);
-  auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
-    uint64_t vW = 0, vAcc = rhsBytes(cols), vValid = vAcc + accStores(cols);
-    std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{k, n * es, cols * es}});
+  // Rows of K [k0, k0 + rows) of one column block (k0 in rK0 when tiled);
+  // `zeroInit`: the first tile starts each output from zero, later ones
+  // from the partial sums the previous tile stored.
+  auto tile = [&](int64_t cols, int64_t rows, bool zeroInit) {
+    uint64_t vW = 0, vAcc = rhsBytes(rows, cols), vValid = vAcc + accStores(cols);
+    std::string dA = e_.desc(static_cast<uint64_t>(rows * es), {});
+    std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{rows, n * es, cols * es}});
     std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
     int64_t nv = (cols + kVregElems - 1) / kVregElems;
-    std::string lJb = e_.newLabel("wcol"), lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"),
-                lK = e_.newLabel("wk"), lJ = e_.newLabel("wj");
-    e_.op("smov {}, 0", S(rJ));
-    e_.op("smov {}, {}", S(rCol), first * es);
-    e_.label(lJb);
+    std::string lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"), lK = e_.newLabel("wk"),
+                lJ = e_.newLabel("wj");
     e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * es);
+    if (tiled) {
+      e_.op("smul {}, {}, {}", S(rX), S(rK0), n);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rX));
+    }
     e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
     e_.op("smov {}, {}", S(rX), vW);
     e_.op("{} {}, [{}], {}, sem1", dmaOp("h2v", w), dW, S(rX), memRef(w, S(rT)));
     if (masked) {  // the same validity columns for every batch
-      std::string dV = e_.desc(static_cast<uint64_t>(cols * 4), {{k, n * 4, cols * 4}});
+      std::string dV = e_.desc(static_cast<uint64_t>(cols * 4), {{rows, n * 4, cols * 4}});
       e_.op("sdiv {}, {}, {}", S(rT), S(rCol), es);
+      if (tiled) {
+        e_.op("sdiv {}, {}, {}", S(rX), S(rK0), es);
+        e_.op("smul {}, {}, {}", S(rX), S(rX), n);
+        e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rX));
+      }
       e_.op("smul {}, {}, 4", S(rT), S(rT));
       e_.op("sadd {}, {}, {}", S(rT), S(rT), base(valid));
       e_.op("smov {}, {}", S(rX), vValid);
@@ -481,14 +511,29 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     }
     e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
     e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
+    if (tiled) e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rK0));
     e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
     e_.op("{} {}, [0], {}, sem0", dmaOp("h2s", a), dA, memRef(a, S(rX)));
-    e_.op("smov {}, {}", S(rAo), vAcc);
-    e_.op("smov {}, {}", S(rCnt), nv);
-    e_.label(lZ);
-    vstore(zero, ot, S(rAo));
-    e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
-    e_.op("loop {}, {}", S(rCnt), lZ);
+    auto resultRow = [&] {  // rT: the HBM offset of output row i's column block
+      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+      e_.op("smul {}, {}, {}", S(rT), S(rT), n * es);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+    };
+    if (zeroInit) {
+      e_.op("smov {}, {}", S(rAo), vAcc);
+      e_.op("smov {}, {}", S(rCnt), nv);
+      e_.label(lZ);
+      vstore(zero, ot, S(rAo));
+      e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
+      e_.op("loop {}, {}", S(rCnt), lZ);
+    } else {
+      resultRow();
+      e_.op("smov {}, {}", S(rX), vAcc);
+      e_.op("{} {}, [{}], {}, sem2", dmaOp("h2v", dst), dC, S(rX), memRef(dst, S(rT)));
+      e_.op("sem.wait sem2");
+    }
     e_.op("sem.wait sem0");
     e_.op("smov {}, 0", S(rK));
     e_.op("smov {}, {}", S(rWo), vW);
@@ -562,17 +607,36 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
     e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * es);
     if (masked) e_.op("sadd {}, {}, {}", S(rVo), S(rVo), cols * 4);
     e_.op("sadd {}, {}, {}", S(rK), S(rK), es);
-    e_.op("br.lt {}, {}, {}", S(rK), k * es, lK);
-    e_.op("smul {}, {}, {}", S(rT), S(rB), m);
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
-    e_.op("smul {}, {}, {}", S(rT), S(rT), n * es);
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+    e_.op("br.lt {}, {}, {}", S(rK), rows * es, lK);
+    resultRow();
     e_.op("smov {}, {}", S(rX), vAcc);
     e_.op("{} {}, {}, [{}], sem2", dmaOp("v2h", dst), dC, memRef(dst, S(rT)), S(rX));
     e_.op("sem.wait sem2");
     e_.op("sadd {}, {}, 1", S(rI), S(rI));
     e_.op("br.lt {}, {}, {}", S(rI), m, lI);
+  };
+  auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
+    std::string lJb = e_.newLabel("wcol");
+    e_.op("smov {}, 0", S(rJ));
+    e_.op("smov {}, {}", S(rCol), first * es);
+    e_.label(lJb);
+    if (!tiled) {
+      tile(cols, k, true);
+    } else {
+      // The first tile, the other whole tiles as a loop, then the rest of K.
+      const int64_t full = k / kt, rest = k % kt;
+      e_.op("smov {}, 0", S(rK0));
+      tile(cols, kt, true);
+      e_.op("sadd {}, {}, {}", S(rK0), S(rK0), kt * es);
+      if (full > 1) {
+        std::string lT = e_.newLabel("wktile");
+        e_.label(lT);
+        tile(cols, kt, false);
+        e_.op("sadd {}, {}, {}", S(rK0), S(rK0), kt * es);
+        e_.op("br.lt {}, {}, {}", S(rK0), full * kt * es, lT);
+      }
+      if (rest > 0) tile(cols, rest, false);
+    }
     e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * es);
     e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
     e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);

@@ -166,8 +166,9 @@ inline std::string sanitize(std::string_view name) {
 }
 
 // Vmem: an intermediate of a VMEM-resident fusion (see lowerResidentFusion),
-// at `offset` in VMEM; the others live in HBM.
-enum class BufKind { Heap, Arg, Result, Const, Vmem };
+// at `offset` in VMEM. Scratch: a kernel's HBM buffer of its own (no initial
+// data), for scratch past the heap's reach. The others live in HBM too.
+enum class BufKind { Heap, Arg, Result, Const, Vmem, Scratch };
 struct Buf {
   BufKind kind = BufKind::Heap;
   uint64_t bytes = 0;
@@ -603,6 +604,11 @@ class Lowerer {
   // vector unit, one pass per transformed dimension.
   bool lowerFft(const Instruction& in);
   bool emitFftPass(const Instruction& in, const FftPass& p);
+  // A radix-2 pass too long for VMEM (or SMEM): the rows live in HBM.
+  bool emitFftPassLong(const Instruction& in, const FftPass& p);
+  VReg fftToC128(VReg x, ElementType from);                              // as the interpreter converts
+  void fftStoreResult(VReg z, ElementType to, const std::string& addr);  // c128 z stored as `to`
+  VReg fftDivide(VReg z, VReg divisor);                                  // z / n, part by part
   int hermitianCompletion(const Instruction& in, const std::vector<int64_t>& dims);
   // A data-section u32 table (deduplicated by content).
   int constTable(const Instruction& in, const std::vector<uint32_t>& words);
@@ -664,6 +670,11 @@ class Lowerer {
   bool zeroLeaves(const std::vector<int>& bufs);
   bool fillZero(int buf, int64_t n, ElementType t);
   int tempBuf(ElementType t, const std::vector<int64_t>& dims);
+  // A kernel scratch addressed only through 32-bit unsigned DMA offsets:
+  // in the heap while it ends within options_.heapReachBytes, else an HBM
+  // buffer of its own; -1 (with `what` in the error) past 4 GiB.
+  int wideScratchBuf(const Instruction& in, ElementType t, const std::vector<int64_t>& dims,
+                     const std::string& what);
   // A kernel-local copy of `buf` (of logical `dims`) with its dimensions
   // permuted: result dimension i is dimension perm[i] of the source.
   int permutedCopy(int buf, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm);

@@ -18,14 +18,13 @@ void expectExact(const std::string& text) {
   EXPECT_EQ(r.bitMismatches, 0) << r.bitWhere;
 }
 
-std::string lloFor(const std::string& text, const std::string& target) {
+std::string lloFor(const std::string& text, const std::string& target, CodegenOptions o = {}) {
   DiagnosticEngine diags;
   auto source = std::make_shared<SourceFile>("test.hlo", text);
   auto loaded = hlo::readModule(source, diags);
   if (!loaded.module) return "";
   auto t = target::loadTarget(target, diags);
   if (!t) return "";
-  CodegenOptions o;
   o.targetSpec = target;
   auto gen = generateLlo(*loaded.module, *t, o, diags);
   return gen ? gen->llo : "";
@@ -105,6 +104,21 @@ ENTRY main {
   v = f32[12000] parameter(1)
   ROOT s = (s32[12000], f32[12000]) sort(k, v), dimensions={0}, to_apply=cmp
 })");
+}
+
+TEST(ExternalSort, ScratchPastTheHeapsReachGetsBuffersOfItsOwn) {
+  // Kernels compare heap offsets signed (2 GiB); a sort scratch that would
+  // end past that gets an HBM buffer per array, addressed unsigned up to
+  // 4 GiB. With the reach shrunk to 64 KiB, 3 x 131072 padded keys and
+  // positions take that path here: same loops, bit-exact.
+  CodegenOptions o;
+  o.heapReachBytes = 65536;
+  E2eRun r = compileAndCompare(f32Sort("3,70000", 1, "LT"), kSmallVmem, o);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.bitMismatches, 0) << r.bitWhere;
+  std::string llo = lloFor(f32Sort("3,70000", 1, "LT"), kSmallVmem, o);
+  EXPECT_NE(llo.find(".buffer scratch"), std::string::npos);
+  EXPECT_EQ(llo.find("heap["), std::string::npos);
 }
 
 TEST(ExternalSort, CodeSizeDoesNotGrowWithTheRow) {

@@ -85,9 +85,10 @@ hlo::Literal testLiteral(const hlo::Shape& s, std::mt19937_64& rng) {
 
 // "" when the simulated results equal the interpreter's byte for byte (NaNs
 // compare as NaNs whatever their payload); otherwise what differs.
-std::string compareWide(const std::string& text, uint64_t seed = 11) {
+std::string compareWide(const std::string& text, uint64_t seed = 11, const CodegenOptions& options = {}) {
   std::mt19937_64 rng(seed);
-  PipelineRun run = runPipeline(text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); });
+  PipelineRun run = runPipeline(
+      text, [&](size_t, const hlo::Shape& shape) { return testLiteral(shape, rng); }, "v5e", options);
   if (!run.error.empty()) return run.error;
   const std::vector<hlo::Literal>& args = run.args;
   const std::vector<const hlo::Literal*> want = run.want();
@@ -609,6 +610,25 @@ ENTRY main {{
 }})",
                                    t);
     EXPECT_EQ(compareWide(text), "") << t;
+  }
+}
+
+TEST(WideTypes, DotsWhoseKDoesNotFitTileK) {
+  // 256 KiB of VMEM: the rhs rows of K do not fit for 128 columns, so K is
+  // tiled, each tile adding into the result rows the previous one stored:
+  // still summed in order from zero, so bit-exact (f64 too; complex in
+  // complex_test.cpp).
+  CodegenOptions small;
+  small.vmemFraction = 1.0 / 512;
+  for (const char* t : {"s64", "u64", "f64", "s32"}) {
+    std::string text = fmt::format(R"(HloModule m
+ENTRY main {{
+  a = {0}[2,3,1500] parameter(0)
+  b = {0}[2,1500,200] parameter(1)
+  ROOT d = {0}[2,3,200] dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{1}}
+}})",
+                                   t);
+    EXPECT_EQ(compareWide(text, 11, small), "") << t;
   }
 }
 
