@@ -324,7 +324,8 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       return true;
     }
     case Opcode::Fusion:
-      if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr)) {
+      if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
+          !columnReduceFusion(in, nullptr)) {
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
         if (!callInline(in.fusedComputation(), args)) return false;
         leaves_[&in] = leaves_[in.fusedComputation()->root()];
@@ -1867,9 +1868,14 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   // The buffers streamed through VMEM: the reduce's inputs, or with a
   // prologue (an input fusion) the fused parameters they are computed from.
   const std::vector<int>& ldBufs = prologue ? prologue->streamedBufs : inBufs;
-  size_t nv = outBufs.size(), nl = ldBufs.size();
+  // With a prologue, the reduced leaves (outBufs) may be epilogue values,
+  // and side outputs of the input's shape are written per batch.
+  size_t nv = prologue ? 1 : outBufs.size(), no = outBufs.size(), nl = ldBufs.size();
+  const std::vector<int> noSides;
+  const std::vector<int>& sideBufs = prologue ? prologue->sideBufs : noSides;
   uint64_t rowBytes = 0;
   for (int b : ldBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
+  for (int b : sideBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
   uint64_t budget = vmemBudget();
   // A row too long for VMEM streams through it in segments of segV vregs,
   // one row per batch. The fold visits the same vregs in the same order
@@ -1886,14 +1892,23 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   rows = std::min<int64_t>(rows, 4096);
   int64_t nBatches = (k + rows - 1) / rows;
   int64_t tailRows = k - (nBatches - 1) * rows;
-  std::vector<int64_t> xOff(nl), oOff(nv);
+  std::vector<int64_t> xOff(nl), oOff(no), sOff(sideBufs.size());
   uint64_t cur = 0;
   for (size_t j = 0; j < nl; ++j) {
     int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
     xOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(segV ? segV * kVregElems : rows * r) * es + 4096, 512);
   }
-  for (size_t j = 0; j < nv; ++j) {
+  for (size_t j = 0; j < sideBufs.size(); ++j) {
+    // (A row's last vreg spills into the next row's place, rewritten next,
+    // or into this padding.)
+    int es = typeInfo(bufs_[sideBufs[j]].type).bytes;
+    sOff[j] = static_cast<int64_t>(cur);
+    cur += alignUp(static_cast<uint64_t>(rows * r) * es + 4096, 512);
+  }
+  if (segV && !sideBufs.empty())
+    return fail(in, "llo-gen: internal error: side outputs of a reduction streamed in segments");
+  for (size_t j = 0; j < no; ++j) {
     oOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(rows) * typeInfo(bufs_[outBufs[j]].type).bytes + 1024, 512);
   }
@@ -1946,18 +1961,19 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   e_.op("smov {}, 0", S(rB));
   e_.label(lBatch);
   auto dmaBatch = [&](bool load) {
-    size_t count = load ? nl : nv;
+    size_t count = load ? nl : no + sideBufs.size();
     for (size_t j = 0; j < count; ++j) {
-      int b = load ? ldBufs[j] : outBufs[j];
+      bool sideOut = !load && j >= no;
+      int b = load ? ldBufs[j] : sideOut ? sideBufs[j - no] : outBufs[j];
       int es = typeInfo(bufs_[b].type).bytes;
-      int64_t unit = load ? r * es : es;
+      int64_t unit = load || sideOut ? r * es : es;
       std::string full = e_.desc(static_cast<uint64_t>(rows * unit), {});
       std::string part = e_.desc(static_cast<uint64_t>(tailRows * unit), {});
       e_.op("smul {}, {}, {}", S(rA), S(rB), rows * unit);
       e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
       auto dma = [&](const std::string& d) {
         if (load) e_.op("dma.h2v {}, [{}], {}[{}], sem0", d, xOff[j], hbm(b), S(rA));
-        else e_.op("dma.v2h {}, {}[{}], [{}], sem0", d, hbm(b), S(rA), oOff[j]);
+        else e_.op("dma.v2h {}, {}[{}], [{}], sem0", d, hbm(b), S(rA), sideOut ? sOff[j - no] : oOff[j]);
       };
       if (nBatches == 1) {
         dma(part);
@@ -2011,6 +2027,11 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rX[j]), S(rRow), r * es);
   }
+  std::vector<int> rS;
+  for (int b : sideBufs) {
+    rS.push_back(sreg());
+    e_.op("smul {}, {}, {}", S(rS.back()), S(rRow), r * typeInfo(bufs_[b].type).bytes);
+  }
   // The init value is folded in once, after the row's elements have been
   // combined (the interpreter folds it in once too; the reducer need not
   // have an identity). Until then an element of the accumulator holds a
@@ -2032,7 +2053,17 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     }
     std::vector<VReg> loaded;
     for (size_t j = 0; j < nl; ++j) loaded.push_back(loadRow(j));
-    return evalReducePrologue(*prologue, loaded, hoisted);
+    auto values = evalReducePrologue(*prologue, loaded, hoisted);
+    if (!values) return std::nullopt;
+    for (size_t j = 0; j < sideBufs.size(); ++j) {
+      VReg v = (*values)[nv + j];
+      ElementType t = bufs_[sideBufs[j]].type;
+      vstore(v, t, fmt::format("{} + {}", S(rS[j]), sOff[j]));
+      e_.op("sadd {}, {}, {}", S(rS[j]), S(rS[j]), kVregElems * typeInfo(t).bytes);
+      vfree(v);
+    }
+    values->resize(nv);
+    return values;
   };
   auto foldOne = [&](bool masked) -> bool {
     std::vector<VReg> args = acc;
@@ -2142,12 +2173,20 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     masks_.put(accValid);
     masks_.put(rotValid);
   }
-  for (size_t j = 0; j < nv; ++j) {
+  std::vector<VReg> outVals = acc, epilogueOwned;
+  if (prologue) {
+    auto values = evalReduceEpilogue(*prologue, acc[0], hoisted, epilogueOwned);
+    if (!values) return false;
+    outVals = *values;
+  }
+  for (size_t j = 0; j < no; ++j) {
     int es = typeInfo(bufs_[outBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rO), S(rRow), es);
-    vstore(acc[j], bufs_[outBufs[j]].type, fmt::format("{} + {}", S(rO), oOff[j]), ", mask=0x1");
-    vfree(acc[j]);
+    vstore(outVals[j], bufs_[outBufs[j]].type, fmt::format("{} + {}", S(rO), oOff[j]), ", mask=0x1");
   }
+  for (VReg v : epilogueOwned) vfree(v);
+  for (size_t j = 0; j < nv; ++j) vfree(acc[j]);
+  for (int reg : rS) sregs_.put(reg);
   e_.op("sadd {}, {}, 1", S(rRow), S(rRow));
   e_.op("br.lt {}, {}, {}", S(rRow), S(rRows), lRow);
   dmaBatch(false);
@@ -2923,6 +2962,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (isFlatFusion(in)) return lowerFlatFusion(in);
       if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
+      if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {
       beginKernel(in, "while");
