@@ -1658,7 +1658,8 @@ bool Lowerer::fillZero(int buf, int64_t n, ElementType t) {
 // ============================================================== reductions
 
 // Reduced dimensions outermost: input [r, k] row-major, out [k]. Each
-// output chunk starts at init and folds the r rows in order.
+// output chunk starts at init and folds the r rows in order; the rows of
+// a chunk arrive in blocks, one DMA per operand per block.
 bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
                              const std::vector<int>& initBufs, const std::vector<int>& outBufs,
                              const Computation& reducer) {
@@ -1671,6 +1672,17 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   int64_t c = chunkV * kVregElems;
   int64_t nChunks = (k + c - 1) / c;
   int64_t tail = k - (nChunks - 1) * c;
+  // Rows per block: what the budget holds beside the accumulators (and the
+  // per-output slots, at most 2 vregs per operand).
+  uint64_t accBytes = 0, rowBytes = 0;
+  for (size_t j = 0; j < nv; ++j) {
+    uint64_t es = static_cast<uint64_t>(typeInfo(bufs_[inBufs[j]].type).bytes);
+    accBytes += alignUp(static_cast<uint64_t>(c) * es, 512) + 2 * alignUp(static_cast<uint64_t>(kVregElems) * es, 512);
+    rowBytes += static_cast<uint64_t>(c) * es;
+  }
+  int64_t rb = vmemBudget() > accBytes ? static_cast<int64_t>((vmemBudget() - accBytes) / rowBytes) : 1;
+  rb = std::max<int64_t>(1, std::min<int64_t>({rb, r, 1024}));
+  int64_t nBlocks = (r + rb - 1) / rb, tailRb = r - (nBlocks - 1) * rb;
   std::vector<int64_t> accOff(nv), xOff(nv);
   uint64_t cur = 0;
   for (size_t j = 0; j < nv; ++j) {
@@ -1678,7 +1690,7 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     accOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(c) * es, 512);
     xOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(c) * es, 512);
+    cur += alignUp(static_cast<uint64_t>(rb * c) * es, 512);
   }
   // Folding all operands at once holds an init, an accumulator, an input
   // and a result register set per operand. When that would not fit the
@@ -1739,6 +1751,14 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   int rC = sreg(), rR = sreg(), rA = sreg(), rT = sreg(), rCnt = sreg(), rO4 = sreg(), rO2 = sreg(), rO1 = sreg();
   int rO8 = anyPair ? sreg() : -1, rO16 = anyQuad ? sreg() : -1;
   int rOff[17] = {-1, rO1, rO2, -1, rO4, -1, -1, -1, rO8, -1, -1, -1, -1, -1, -1, -1, rO16};
+  // The current row of a block: its index, the block's row count, and the
+  // VMEM offset of the vreg being folded for each input element size.
+  int rIn = sreg(), rRows = sreg();
+  int rX[17];
+  std::fill(std::begin(rX), std::end(rX), -1);
+  std::set<int> inSizes;
+  for (size_t j = 0; j < nv; ++j) inSizes.insert(typeInfo(bufs_[inBufs[j]].type).bytes);
+  for (int es : inSizes) rX[es] = sreg();
   std::string lChunk = e_.newLabel("rchunk"), lRow = e_.newLabel("rrow"), lInit = e_.newLabel("rinit"),
               lFold = e_.newLabel("rfold");
   auto resetOffs = [&]() {
@@ -1796,14 +1816,48 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   }
   stepOffs();
   e_.op("loop {}, {}", S(rCnt), lInit);
+  // Rows [rR, rR + rows) of the chunk's columns: one box DMA per operand.
+  auto dmaBlock = [&](int buf, int64_t voff, int es) {
+    e_.op("smul {}, {}, {}", S(rA), S(rC), c * es);
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
+    e_.op("smul {}, {}, {}", S(rT), S(rR), k * es);
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
+    auto either = [&](bool exists, int reg, int64_t last, const std::function<void(bool)>& gen) {
+      if (!exists) return gen(false);
+      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
+      e_.op("br.eq {}, {}, {}", S(reg), last, lt);
+      gen(false);
+      e_.op("jmp {}", ld);
+      e_.label(lt);
+      gen(true);
+      e_.label(ld);
+    };
+    either(nChunks > 1 && tail != c, rC, nChunks - 1, [&](bool tailCols) {
+      either(nBlocks > 1 && tailRb != rb, rR, (nBlocks - 1) * rb, [&](bool tailRows) {
+        int64_t cols = tailCols || nChunks == 1 ? tail : c;
+        int64_t rows = tailRows || nBlocks == 1 ? tailRb : rb;
+        std::vector<Emitter::Dim> dims;
+        if (rows > 1) dims.push_back({rows, k * es, c * es});
+        e_.op("dma.h2v {}, [{}], {}[{}], sem0", e_.desc(static_cast<uint64_t>(cols * es), dims), voff, hbm(buf),
+              S(rA));
+      });
+    });
+  };
+  std::string lBlockRow = e_.newLabel("rblockrow");
   e_.op("smov {}, 0", S(rR));
   e_.label(lRow);
-  for (size_t j = 0; j < nv; ++j) {
-    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
-    e_.op("smul {}, {}, {}", S(rT), S(rR), k * es);
-    dmaChunk(true, inBufs[j], 1, xOff[j], es);
-  }
+  for (size_t j = 0; j < nv; ++j) dmaBlock(inBufs[j], xOff[j], typeInfo(bufs_[inBufs[j]].type).bytes);
   e_.op("sem.wait sem0, {}", nv);
+  e_.op("smov {}, {}", S(rRows), nBlocks == 1 ? tailRb : rb);
+  if (nBlocks > 1 && tailRb != rb) {
+    std::string l = e_.newLabel("fullblock");
+    e_.op("br.ne {}, {}, {}", S(rR), (nBlocks - 1) * rb, l);
+    e_.op("smov {}, {}", S(rRows), tailRb);
+    e_.label(l);
+  }
+  e_.op("smov {}, 0", S(rIn));
+  e_.label(lBlockRow);
+  for (int es : inSizes) e_.op("smul {}, {}, {}", S(rX[es]), S(rIn), c * es);
   resetOffs();
   e_.op("smov {}, {}", S(rCnt), chunkV);
   e_.label(lFold);
@@ -1812,8 +1866,9 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     auto loadParam = [&](int64_t k) {
       size_t j = static_cast<size_t>(k) % nv;
       ElementType t = bufs_[inBufs[j]].type;
-      int64_t off = static_cast<size_t>(k) < nv ? accOff[j] : xOff[j];
-      return vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), off));
+      int es = typeInfo(t).bytes;
+      if (static_cast<size_t>(k) < nv) return vload(t, fmt::format("{} + {}", S(rOff[es]), accOff[j]));
+      return vload(t, fmt::format("{} + {}", S(rX[es]), xOff[j]));
     };
     for (size_t j = 0; j < nv; ++j) {
       std::optional<VReg> v = lowerReducerOutput(reducer, static_cast<int64_t>(j), loadParam);
@@ -1835,7 +1890,7 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     }
     for (size_t j = 0; j < nv; ++j) {
       ElementType t = bufs_[inBufs[j]].type;
-      args.push_back(vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), xOff[j])));
+      args.push_back(vload(t, fmt::format("{} + {}", S(rX[typeInfo(t).bytes]), xOff[j])));
     }
     std::vector<VReg> res;
     if (!lowerComputation(reducer, args, res)) return false;
@@ -1847,8 +1902,11 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     for (VReg v : args) vfree(v);
   }
   stepOffs();
+  for (int es : inSizes) e_.op("sadd {}, {}, {}", S(rX[es]), S(rX[es]), kVregElems * es);
   e_.op("loop {}, {}", S(rCnt), lFold);
-  e_.op("sadd {}, {}, 1", S(rR), S(rR));
+  e_.op("sadd {}, {}, 1", S(rIn), S(rIn));
+  e_.op("br.lt {}, {}, {}", S(rIn), S(rRows), lBlockRow);
+  e_.op("sadd {}, {}, {}", S(rR), S(rR), rb);
   e_.op("br.lt {}, {}, {}", S(rR), r, lRow);
   for (size_t j = 0; j < nv; ++j) dmaChunk(false, outBufs[j], 0, accOff[j], typeInfo(bufs_[outBufs[j]].type).bytes);
   e_.op("sem.wait sem0, {}", nv);
