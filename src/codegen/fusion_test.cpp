@@ -451,6 +451,20 @@ TEST(InputFusion, SideOutputsAndEpilogues) {
       kAddF32, "(f32[90], bf16[90,1500], f32[90], f32[90,1500])", "x, s");
   expectColumnFusionMatchesInlined(p, 1e-4, "v5e", "fusion-reduce");
   expectColumnFusionMatchesInlined(p, 1e-4, kSmallVmem, "fusion-reduce");
+  // Two reduces, one of them variadic, with a side output (the corpus'
+  // emit_reduce_row_mof_scalar_variadic, larger).
+  const char* pairSum =
+      "sum2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  c = f32[] parameter(2)\n"
+      "  d = f32[] parameter(3)\n  s = f32[] add(a, c)\n  t = f32[] add(b, d)\n  ROOT r = (f32[], f32[]) tuple(s, t)\n}\n";
+  expectColumnFusionMatchesInlined(
+      makeReduceFusion("  x = f32[40,3000] parameter(0)\n",
+                       "  z = f32[] constant(0)\n  n = f32[40,3000] negate(x)\n"
+                       "  r1 = f32[40] reduce(n, z), dimensions={1}, to_apply=add\n"
+                       "  r2 = (f32[40], f32[40]) reduce(x, n, z, z), dimensions={1}, to_apply=sum2\n"
+                       "  g = f32[40] get-tuple-element(r2), index=1\n  m = f32[40] multiply(g, r1)\n"
+                       "  ROOT t = (f32[40], (f32[40], f32[40]), f32[40,3000], f32[40]) tuple(r1, r2, n, m)\n",
+                       std::string(kAddF32) + pairSum, "(f32[40], (f32[40], f32[40]), f32[40,3000], f32[40])", "x"),
+      1e-4, "v5e", "fusion-reduce");
   // Only an epilogue.
   expectColumnFusionMatchesInlined(
       makeReduceFusion("  x = f32[8,2048] parameter(0)\n  i = f32[] parameter(1)\n",

@@ -1928,7 +1928,26 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   const std::vector<int>& ldBufs = prologue ? prologue->streamedBufs : inBufs;
   // With a prologue, the reduced leaves (outBufs) may be epilogue values,
   // and side outputs of the input's shape are written per batch.
-  size_t nv = prologue ? 1 : outBufs.size(), no = outBufs.size(), nl = ldBufs.size();
+  size_t nv = outBufs.size(), no = outBufs.size(), nl = ldBufs.size();
+  if (prologue) {
+    nv = 0;
+    for (const Instruction* red : prologue->reduces) nv += static_cast<size_t>(red->operandCount() / 2);
+  }
+  // The reducer on (accumulators..., inputs...); with several reduces, each
+  // one's computation on its own operands.
+  auto reduceAll = [&](const std::vector<VReg>& args, std::vector<VReg>& res) {
+    if (!prologue || prologue->reduces.size() <= 1) return lowerComputation(reducer, args, res);
+    size_t at = 0;
+    for (const Instruction* red : prologue->reduces) {
+      size_t n = static_cast<size_t>(red->operandCount() / 2);
+      std::vector<VReg> a(args.begin() + at, args.begin() + at + n), r;
+      a.insert(a.end(), args.begin() + nv + at, args.begin() + nv + at + n);
+      if (!lowerComputation(*red->toApply(), a, r)) return false;
+      res.insert(res.end(), r.begin(), r.end());
+      at += n;
+    }
+    return true;
+  };
   const std::vector<int> noSides;
   const std::vector<int>& sideBufs = prologue ? prologue->sideBufs : noSides;
   uint64_t rowBytes = 0;
@@ -1981,8 +2000,11 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
       sregs_.put(sx);
       hoisted[param] = v;
     }
+    std::vector<const Instruction*> inits;
+    for (const Instruction* red : prologue->reduces)
+      for (int64_t i = red->operandCount() / 2; i < red->operandCount(); ++i) inits.push_back(red->operand(i));
     for (size_t j = 0; j < nv; ++j) {
-      const Instruction* x = prologue->reduce->operand(static_cast<int64_t>(nv + j));
+      const Instruction* x = inits[j];
       if (auto it = hoisted.find(x); it != hoisted.end()) {
         init[j] = vcopy(it->second, it->second.t);
       } else {
@@ -2130,7 +2152,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     std::vector<VReg> xs = *loadedXs;
     args.insert(args.end(), xs.begin(), xs.end());
     std::vector<VReg> res;
-    if (!lowerComputation(reducer, args, res)) return false;
+    if (!reduceAll(args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
       if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(tailMask), V(res[j]), V(acc[j]));
       else e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
@@ -2194,7 +2216,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
       args.push_back(rot.back());
     }
     std::vector<VReg> res;
-    if (!lowerComputation(reducer, args, res)) return false;
+    if (!reduceAll(args, res)) return false;
     VReg validRot{};
     if (valid.r >= 0) {
       validRot = rotate(valid);
@@ -2220,7 +2242,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   {
     std::vector<VReg> args = init, res;
     args.insert(args.end(), acc.begin(), acc.end());
-    if (!lowerComputation(reducer, args, res)) return false;
+    if (!reduceAll(args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
       e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
       vfree(res[j]);
@@ -2233,7 +2255,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   }
   std::vector<VReg> outVals = acc, epilogueOwned;
   if (prologue) {
-    auto values = evalReduceEpilogue(*prologue, acc[0], hoisted, epilogueOwned);
+    auto values = evalReduceEpilogue(*prologue, acc, hoisted, epilogueOwned);
     if (!values) return false;
     outVals = *values;
   }

@@ -273,21 +273,38 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
 bool Lowerer::inputFusion(const Instruction& in, ReducePrologue* out) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
   const Computation& c = *in.fusedComputation();
-  const Instruction* reduce = nullptr;
+  // Reduces of inputs of the same dimensions over the same dimensions
+  // (variadic ones too): up to 3 operands in all.
+  std::vector<const Instruction*> reduces;
+  size_t operands = 0;
   for (const auto& up : c.instructions())
-    if (up->opcode() == Opcode::Reduce) {
-      if (reduce) return false;
-      reduce = up.get();
+    if (up->opcode() == Opcode::Reduce) reduces.push_back(up.get());
+  if (reduces.empty()) return false;
+  const Instruction* reduce = reduces[0];
+  for (const Instruction* red : reduces) {
+    if (!red->toApply() || red->attrs().dimensions != reduce->attrs().dimensions ||
+        red->operand(0)->shape().dimensions() != reduce->operand(0)->shape().dimensions())
+      return false;
+    int64_t nv = red->operandCount() / 2;
+    operands += static_cast<size_t>(nv);
+    for (int64_t j = 0; j < nv; ++j) {
+      const Instruction* x = red->operand(j);
+      const Instruction* init = red->operand(nv + j);
+      if (!x->shape().isArray() || !plainType(x->shape().elementType())) return false;
+      if (!init->shape().isScalar() || (init->opcode() != Opcode::Parameter && init->opcode() != Opcode::Constant))
+        return false;
     }
-  if (!reduce || reduce->operandCount() != 2 || !reduce->toApply() || !reduce->shape().isArray()) return false;
-  const Instruction* x = reduce->operand(0);
-  const Instruction* init = reduce->operand(1);
-  if (!x->shape().isArray() || !plainType(x->shape().elementType()) || !plainType(reduce->shape().elementType()))
-    return false;
-  if (!init->shape().isScalar() || (init->opcode() != Opcode::Parameter && init->opcode() != Opcode::Constant))
-    return false;
-  const std::vector<int64_t>& dims = x->shape().dimensions();
-  const std::vector<int64_t>& outDims = reduce->shape().dimensions();
+  }
+  if (operands > 3) return false;
+  const std::vector<int64_t>& dims = reduce->operand(0)->shape().dimensions();
+  const std::vector<int64_t> outDims = dims.size() > reduce->attrs().dimensions.size() ? [&] {
+    std::vector<int64_t> kept;
+    for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d)
+      if (std::find(reduce->attrs().dimensions.begin(), reduce->attrs().dimensions.end(), d) ==
+          reduce->attrs().dimensions.end())
+        kept.push_back(dims[static_cast<size_t>(d)]);
+    return kept;
+  }() : std::vector<int64_t>{};
   const int64_t rank = static_cast<int64_t>(dims.size());
   std::vector<int64_t> reduced = reduce->attrs().dimensions;
   std::sort(reduced.begin(), reduced.end());
@@ -303,6 +320,7 @@ bool Lowerer::inputFusion(const Instruction& in, ReducePrologue* out) const {
   ReducePrologue p;
   p.comp = &c;
   p.reduce = reduce;
+  p.reduces = reduces;
   // Which side of the reduce each value is on: scalars go with either.
   enum Side { Scalar, Input, Output };
   std::map<const Instruction*, Side> side;
@@ -312,9 +330,16 @@ bool Lowerer::inputFusion(const Instruction& in, ReducePrologue* out) const {
   for (const auto& up : c.instructions()) {
     const Instruction& i = *up;
     if (&i == c.root() && i.opcode() == Opcode::Tuple) break;
-    if (&i == reduce) {
-      if (!side.count(x) || side[x] != Input) return false;
+    if (i.opcode() == Opcode::Reduce) {
+      for (int64_t j = 0; j < i.operandCount() / 2; ++j)
+        if (!side.count(i.operand(j)) || side[i.operand(j)] != Input) return false;
       side[&i] = Output;
+      continue;
+    }
+    if (i.opcode() == Opcode::GetTupleElement) {
+      if (i.operand(0)->opcode() != Opcode::Reduce) return false;
+      side[&i] = Output;
+      p.epilogue.push_back(&i);
       continue;
     }
     if (!i.shape().isArray() || !plainType(i.shape().elementType())) return false;
@@ -359,7 +384,8 @@ bool Lowerer::inputFusion(const Instruction& in, ReducePrologue* out) const {
   uint64_t rowBytes = 0;
   for (const Instruction* v : roots) {
     auto it = side.find(v);
-    if (it == side.end() || it->second == Scalar || !v->shape().isArray()) return false;
+    if (it == side.end() || it->second == Scalar) return false;
+    if (!v->shape().isArray() && v->opcode() != Opcode::Reduce) return false;
     (it->second == Input ? p.sideValues : p.results).push_back(v);
     if (it->second == Input) rowBytes += static_cast<uint64_t>(r * typeInfo(v->shape().elementType()).bytes);
   }
@@ -411,8 +437,10 @@ std::optional<std::vector<VReg>> Lowerer::evalReducePrologue(const ReducePrologu
   auto op = [&](const Instruction& i, const std::vector<VReg>& ops) { return lowerOp(i, ops); };
   for (const Instruction* i : p.inputSide)
     if (!scalarOrValue(i, val, owned, op)) return std::nullopt;
-  const Instruction* x = p.reduce->operand(0);
-  std::vector<VReg> result{vcopy(val[x], x->shape().elementType())};
+  std::vector<VReg> result;
+  for (const Instruction* red : p.reduces)
+    for (int64_t j = 0; j < red->operandCount() / 2; ++j)
+      result.push_back(vcopy(val.at(red->operand(j)), red->operand(j)->shape().elementType()));
   for (const Instruction* s : p.sideValues) result.push_back(vcopy(val[s], s->shape().elementType()));
   std::set<int> freed;
   for (VReg v : owned)
@@ -420,16 +448,31 @@ std::optional<std::vector<VReg>> Lowerer::evalReducePrologue(const ReducePrologu
   return result;
 }
 
-std::optional<std::vector<VReg>> Lowerer::evalReduceEpilogue(const ReducePrologue& p, VReg acc,
+std::optional<std::vector<VReg>> Lowerer::evalReduceEpilogue(const ReducePrologue& p, const std::vector<VReg>& acc,
                                                              const std::map<const Instruction*, VReg>& scalars,
                                                              std::vector<VReg>& owned) {
   std::map<const Instruction*, VReg> val = scalars;
-  val[p.reduce] = acc;
+  // Each reduce's accumulators, in operand order.
+  std::map<const Instruction*, size_t> first;
+  for (size_t at = 0, q = 0; q < p.reduces.size(); ++q) {
+    first[p.reduces[q]] = at;
+    if (p.reduces[q]->shape().isArray()) val[p.reduces[q]] = acc[at];
+    at += static_cast<size_t>(p.reduces[q]->operandCount() / 2);
+  }
+  for (const Instruction* i : p.epilogue)
+    if (i->opcode() == Opcode::GetTupleElement)
+      val[i] = acc[first.at(i->operand(0)) + static_cast<size_t>(i->attrs().tupleIndex)];
   auto op = [&](const Instruction& i, const std::vector<VReg>& ops) { return lowerOp(i, ops); };
   for (const Instruction* i : p.epilogue)
     if (!scalarOrValue(i, val, owned, op)) return std::nullopt;
   std::vector<VReg> result;
-  for (const Instruction* v : p.results) result.push_back(val.at(v));
+  for (const Instruction* v : p.results) {
+    if (v->opcode() == Opcode::Reduce && !v->shape().isArray()) {
+      for (int64_t j = 0; j < v->operandCount() / 2; ++j) result.push_back(acc[first.at(v) + static_cast<size_t>(j)]);
+      continue;
+    }
+    result.push_back(val.at(v));
+  }
   return result;
 }
 
@@ -448,16 +491,16 @@ bool Lowerer::lowerInputFusion(const Instruction& in) {
     std::vector<const Instruction*> roots;
     if (c.root()->opcode() == Opcode::Tuple) roots.assign(c.root()->operands().begin(), c.root()->operands().end());
     else roots.push_back(c.root());
-    if (roots.size() != leaves.size()) return fail(in, "llo-gen: internal error: fusion result leaves");
-    size_t nextSide = 0;
-    for (size_t j = 0; j < roots.size(); ++j) {
-      if (nextSide < p.sideValues.size() && roots[j] == p.sideValues[nextSide]) {
-        p.sideBufs.push_back(leaves[j]);
-        ++nextSide;
-      } else {
-        reducedBufs.push_back(leaves[j]);
-      }
+    size_t nextSide = 0, leaf = 0;
+    for (const Instruction* root : roots) {
+      size_t n = arrayLeaves(root->shape()).size();
+      if (leaf + n > leaves.size()) return fail(in, "llo-gen: internal error: fusion result leaves");
+      bool sideOut = nextSide < p.sideValues.size() && root == p.sideValues[nextSide];
+      for (size_t j = 0; j < n; ++j) (sideOut ? p.sideBufs : reducedBufs).push_back(leaves[leaf + j]);
+      nextSide += sideOut ? 1 : 0;
+      leaf += n;
     }
+    if (leaf != leaves.size()) return fail(in, "llo-gen: internal error: fusion result leaves");
   }
   uint64_t bytes = 0;
   for (int b : leaves) bytes += bufs_[b].bytes;

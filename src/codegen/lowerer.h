@@ -272,7 +272,8 @@ struct MatmulEpilogue {
 // VMEM: the inputs never exist in HBM.
 struct ReducePrologue {
   const Computation* comp = nullptr;
-  const Instruction* reduce = nullptr;
+  const Instruction* reduce = nullptr;       // the first of `reduces`
+  std::vector<const Instruction*> reduces;   // of the same input dims and dimensions; their operands in order
   std::vector<const Instruction*> streamed;  // fused parameters streamed through VMEM
   std::vector<int> streamedBufs;             // their buffers (set when lowering)
   std::vector<std::pair<const Instruction*, int>> scalars;  // scalar fused parameters, buffers
@@ -463,7 +464,7 @@ class Lowerer {
                                                       const std::map<const Instruction*, VReg>& scalars);
   // The values of an input fusion's reduced result leaves from the folded
   // accumulator (its epilogue evaluated); new registers go to `owned`.
-  std::optional<std::vector<VReg>> evalReduceEpilogue(const ReducePrologue& p, VReg acc,
+  std::optional<std::vector<VReg>> evalReduceEpilogue(const ReducePrologue& p, const std::vector<VReg>& acc,
                                                       const std::map<const Instruction*, VReg>& scalars,
                                                       std::vector<VReg>& owned);
   bool columnReduceFusion(const Instruction& in, ColumnReduceFusion* out) const;
