@@ -498,6 +498,7 @@ TEST(InputFusion, IntegerMaxAndLongRowsOnASmallVmem) {
 CodegenStats statsOf(const std::string& text, const std::string& target = "v5e") {
   DiagnosticEngine diags;
   auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", text), diags);
+  if (!loaded.module) return {};
   auto t = target::loadTarget(target, diags);
   auto gen = generateLlo(*loaded.module, *t, CodegenOptions{}, diags);
   return gen ? gen->stats : CodegenStats{};
@@ -589,6 +590,162 @@ TEST(ResidentFusion, IntermediatesLargerThanVmemSpillToHbm) {
   EXPECT_NE(text.find(", 400000 B of them spilled to HBM"), std::string::npos) << text.substr(0, 3000);
   // On v5e the whole softmax stays in VMEM.
   expectResidentMatchesInlined(p);
+}
+
+// Column reductions (reduced dimensions leading or in the middle), several
+// reductions, side outputs of the inputs' shape and epilogues on the
+// reduced values: one kernel streaming blocks of rows, every result leaf
+// bitwise what the unfused instructions compute and close to the
+// interpreter's.
+std::vector<KernelStats> kernelsOf(const std::string& text, const std::string& target) {
+  return statsOf(text, target).kernels;
+}
+
+void expectColumnFusionMatchesInlined(const FusedAndInlined& p, double tol, const std::string& target = "v5e",
+                                      const std::string& kind = "fusion-reduce-columns") {
+  auto [fused, inlined] = runBoth(p, target, 7);
+  ASSERT_EQ(fused.error, "");
+  ASSERT_EQ(inlined.error, "");
+  ASSERT_EQ(fused.got.size(), inlined.got.size());
+  std::vector<const hlo::Literal*> want = fused.want();
+  ASSERT_EQ(want.size(), fused.got.size());
+  for (size_t leaf = 0; leaf < fused.got.size(); ++leaf) {
+    EXPECT_TRUE(fused.got[leaf] == inlined.got[leaf]) << "fused and unfused results differ in leaf " << leaf;
+    const hlo::Literal& w = *want[leaf];
+    hlo::Literal got(w.shape());
+    ASSERT_EQ(got.mutableData().size(), fused.got[leaf].size());
+    std::memcpy(got.mutableData().data(), fused.got[leaf].data(), fused.got[leaf].size());
+    for (int64_t k = 0; k < w.elementCount(); ++k)
+      ASSERT_NEAR(got.getDouble(k), w.getDouble(k), tol * (1 + std::fabs(w.getDouble(k)))) << leaf << " " << k;
+  }
+  std::vector<KernelStats> kernels = kernelsOf(p.fused, target);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].kind, kind);
+  EXPECT_GT(kernelsOf(p.inlined, target).size(), 1u);
+}
+
+const std::string kSmallVmem = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
+
+TEST(ColumnReduceFusion, SumOverLeadingDimensionOfAProduct) {
+  FusedAndInlined p = makeReduceFusion(
+      "  x = f32[512,300] parameter(0)\n  y = bf16[512,300] parameter(1)\n",
+      "  c = f32[512,300] convert(y)\n  m = f32[512,300] multiply(x, c)\n  z = f32[] constant(0)\n"
+      "  ROOT r = f32[300] reduce(m, z), dimensions={0}, to_apply=add\n",
+      kAddF32, "f32[300]", "x, y");
+  expectColumnFusionMatchesInlined(p, 1e-4);
+  // Several blocks of rows, the last one shorter.
+  expectColumnFusionMatchesInlined(p, 1e-4, kSmallVmem);
+}
+
+TEST(ColumnReduceFusion, VariadicArgmaxOverAMiddleDimension) {
+  const char* argmax =
+      "amax {\n  a = s32[] parameter(0)\n  ai = s32[] parameter(1)\n  b = s32[] parameter(2)\n"
+      "  bi = s32[] parameter(3)\n  g = pred[] compare(a, b), direction=GE\n  v = s32[] select(g, a, b)\n"
+      "  i = s32[] select(g, ai, bi)\n  ROOT t = (s32[], s32[]) tuple(v, i)\n}\n";
+  FusedAndInlined p = makeReduceFusion(
+      "  x = s32[6,200,40] parameter(0)\n  y = s32[6,200,40] parameter(1)\n  lo = s32[] parameter(2)\n",
+      "  d = s32[6,200,40] subtract(x, y)\n  z = s32[] constant(0)\n"
+      "  ROOT r = (s32[6,40], s32[6,40]) reduce(d, y, lo, z), dimensions={1}, to_apply=amax\n",
+      argmax, "(s32[6,40], s32[6,40])", "x, y, lo");
+  expectColumnFusionMatchesInlined(p, 0);
+  expectColumnFusionMatchesInlined(p, 0, kSmallVmem);
+}
+
+TEST(ColumnReduceFusion, SideOutputOfTheInputsShape) {
+  // Rows longer than a chunk of columns (b split in chunks, the last one
+  // shorter) on a small VMEM: few rows per block.
+  FusedAndInlined p = makeReduceFusion(
+      "  x = f32[40,9000] parameter(0)\n",
+      "  e = f32[40,9000] exponential(x)\n  z = f32[] constant(0)\n"
+      "  r = f32[9000] reduce(e, z), dimensions={0}, to_apply=add\n"
+      "  ROOT t = (f32[9000], f32[40,9000]) tuple(r, e)\n",
+      kAddF32, "(f32[9000], f32[40,9000])", "x");
+  expectColumnFusionMatchesInlined(p, 1e-4);
+  expectColumnFusionMatchesInlined(p, 1e-4, kSmallVmem);
+}
+
+TEST(ColumnReduceFusion, TwoReductionsOfReshapedInputsAndAnEpilogue) {
+  const char* maxF32 = "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n";
+  FusedAndInlined p = makeReduceFusion(
+      std::string("  p = f32[64,128] parameter(0)\n  s = f32[] parameter(1)\n"),
+      "  z = f32[] constant(0)\n  r1 = f32[128] reduce(p, z), dimensions={0}, to_apply=add\n"
+      "  n = f32[64,128] negate(p)\n  c = f32[8,8,128] bitcast(n)\n"
+      "  ninf = f32[] constant(-inf)\n  r2 = f32[128] reduce(c, ninf), dimensions={0,1}, to_apply=mx\n"
+      "  sb = f32[128] broadcast(s), dimensions={}\n  q = f32[128] multiply(r2, sb)\n  l = f32[128] add(r1, q)\n"
+      "  ROOT t = (f32[128], f32[128], f32[64,128]) tuple(r1, l, n)\n",
+      std::string(kAddF32) + maxF32, "(f32[128], f32[128], f32[64,128])", "p, s");
+  expectColumnFusionMatchesInlined(p, 1e-4);
+}
+
+TEST(ColumnReduceFusion, NarrowTypesAndShortTrailingRows) {
+  // s8 converted and summed over the middle dimension; short trailing rows
+  // (which the unfused reduce folds in order after a transposing copy)
+  // with an epilogue, s16 sums that wrap.
+  expectColumnFusionMatchesInlined(
+      makeReduceFusion("  x = s8[100,72,32] parameter(0)\n",
+                       "  c = f32[100,72,32] convert(x)\n  z = f32[] constant(0)\n"
+                       "  ROOT r = f32[100,32] reduce(c, z), dimensions={1}, to_apply=add\n",
+                       kAddF32, "f32[100,32]", "x"),
+      0);
+  expectColumnFusionMatchesInlined(
+      makeReduceFusion("  x = f32[300,64] parameter(0)\n",
+                       "  a = f32[300,64] abs(x)\n  z = f32[] constant(0)\n"
+                       "  r = f32[300] reduce(a, z), dimensions={1}, to_apply=add\n"
+                       "  ROOT q = f32[300] sqrt(r)\n",
+                       kAddF32, "f32[300]", "x"),
+      1e-5);
+  const char* addS16 = "add16 {\n  a = s16[] parameter(0)\n  b = s16[] parameter(1)\n  ROOT s = s16[] add(a, b)\n}\n";
+  expectColumnFusionMatchesInlined(
+      makeReduceFusion("  x = s16[256,128] parameter(0)\n  i = s16[] parameter(1)\n",
+                       "  m = s16[256,128] multiply(x, x)\n"
+                       "  ROOT r = s16[128] reduce(m, i), dimensions={0}, to_apply=add16\n",
+                       addS16, "s16[128]", "x, i"),
+      0);
+}
+
+// Row reductions (the segment kernel's input fusions) with side outputs
+// written per batch of rows and epilogues on each row's result.
+TEST(InputFusion, SideOutputsAndEpilogues) {
+  const char* addS32 = "adds {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT s = s32[] add(a, b)\n}\n";
+  expectColumnFusionMatchesInlined(
+      makeReduceFusion("  x = s4[64,64] parameter(0)\n",
+                       "  c = s32[64,64] convert(x)\n  z = s32[] constant(0)\n"
+                       "  r = s32[64] reduce(c, z), dimensions={1}, to_apply=adds\n"
+                       "  ROOT t = (s32[64], s32[64,64]) tuple(r, c)\n",
+                       addS32, "(s32[64], s32[64,64])", "x"),
+      0, "v5e", "fusion-reduce");
+  // Rows with a masked tail vreg, several batches on a small VMEM, an
+  // epilogue with a scalar parameter, two side outputs.
+  FusedAndInlined p = makeReduceFusion(
+      "  x = f32[90,1500] parameter(0)\n  s = f32[] parameter(1)\n",
+      "  e = f32[90,1500] exponential(x)\n  h = bf16[90,1500] convert(x)\n  z = f32[] constant(0)\n"
+      "  r = f32[90] reduce(e, z), dimensions={1}, to_apply=add\n"
+      "  sb = f32[90] broadcast(s), dimensions={}\n  l = f32[90] log(r)\n  m = f32[90] multiply(l, sb)\n"
+      "  ROOT t = (f32[90], bf16[90,1500], f32[90], f32[90,1500]) tuple(m, h, r, e)\n",
+      kAddF32, "(f32[90], bf16[90,1500], f32[90], f32[90,1500])", "x, s");
+  expectColumnFusionMatchesInlined(p, 1e-4, "v5e", "fusion-reduce");
+  expectColumnFusionMatchesInlined(p, 1e-4, kSmallVmem, "fusion-reduce");
+  // Two reduces, one of them variadic, with a side output (the corpus'
+  // emit_reduce_row_mof_scalar_variadic, larger).
+  const char* pairSum =
+      "sum2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  c = f32[] parameter(2)\n"
+      "  d = f32[] parameter(3)\n  s = f32[] add(a, c)\n  t = f32[] add(b, d)\n  ROOT r = (f32[], f32[]) tuple(s, t)\n}\n";
+  expectColumnFusionMatchesInlined(
+      makeReduceFusion("  x = f32[40,3000] parameter(0)\n",
+                       "  z = f32[] constant(0)\n  n = f32[40,3000] negate(x)\n"
+                       "  r1 = f32[40] reduce(n, z), dimensions={1}, to_apply=add\n"
+                       "  r2 = (f32[40], f32[40]) reduce(x, n, z, z), dimensions={1}, to_apply=sum2\n"
+                       "  g = f32[40] get-tuple-element(r2), index=1\n  m = f32[40] multiply(g, r1)\n"
+                       "  ROOT t = (f32[40], (f32[40], f32[40]), f32[40,3000], f32[40]) tuple(r1, r2, n, m)\n",
+                       std::string(kAddF32) + pairSum, "(f32[40], (f32[40], f32[40]), f32[40,3000], f32[40])", "x"),
+      1e-4, "v5e", "fusion-reduce");
+  // Only an epilogue.
+  expectColumnFusionMatchesInlined(
+      makeReduceFusion("  x = f32[8,2048] parameter(0)\n  i = f32[] parameter(1)\n",
+                       "  q = f32[8,2048] multiply(x, x)\n  r = f32[8] reduce(q, i), dimensions={1}, to_apply=add\n"
+                       "  ROOT l = f32[8] log(r)\n",
+                       kAddF32, "f32[8]", "x, i"),
+      1e-5, "v5e", "fusion-reduce");
 }
 
 }  // namespace

@@ -336,7 +336,8 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       return true;
     }
     case Opcode::Fusion:
-      if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr)) {
+      if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
+          !columnReduceFusion(in, nullptr)) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -1705,7 +1706,8 @@ bool Lowerer::fillZero(int buf, int64_t n, ElementType t) {
 // ============================================================== reductions
 
 // Reduced dimensions outermost: input [r, k] row-major, out [k]. Each
-// output chunk starts at init and folds the r rows in order.
+// output chunk starts at init and folds the r rows in order; the rows of
+// a chunk arrive in blocks, one DMA per operand per block.
 bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
                              const std::vector<int>& initBufs, const std::vector<int>& outBufs,
                              const Computation& reducer) {
@@ -1718,6 +1720,17 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   int64_t c = chunkV * kVregElems;
   int64_t nChunks = (k + c - 1) / c;
   int64_t tail = k - (nChunks - 1) * c;
+  // Rows per block: what the budget holds beside the accumulators (and the
+  // per-output slots, at most 2 vregs per operand).
+  uint64_t accBytes = 0, rowBytes = 0;
+  for (size_t j = 0; j < nv; ++j) {
+    uint64_t es = static_cast<uint64_t>(typeInfo(bufs_[inBufs[j]].type).bytes);
+    accBytes += alignUp(static_cast<uint64_t>(c) * es, 512) + 2 * alignUp(static_cast<uint64_t>(kVregElems) * es, 512);
+    rowBytes += static_cast<uint64_t>(c) * es;
+  }
+  int64_t rb = vmemBudget() > accBytes ? static_cast<int64_t>((vmemBudget() - accBytes) / rowBytes) : 1;
+  rb = std::max<int64_t>(1, std::min<int64_t>({rb, r, 1024}));
+  int64_t nBlocks = (r + rb - 1) / rb, tailRb = r - (nBlocks - 1) * rb;
   std::vector<int64_t> accOff(nv), xOff(nv);
   uint64_t cur = 0;
   for (size_t j = 0; j < nv; ++j) {
@@ -1725,7 +1738,7 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     accOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(c) * es, 512);
     xOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(c) * es, 512);
+    cur += alignUp(static_cast<uint64_t>(rb * c) * es, 512);
   }
   // Folding all operands at once holds an init, an accumulator, an input
   // and a result register set per operand. When that would not fit the
@@ -1786,6 +1799,14 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   int rC = sreg(), rR = sreg(), rA = sreg(), rT = sreg(), rCnt = sreg(), rO4 = sreg(), rO2 = sreg(), rO1 = sreg();
   int rO8 = anyPair ? sreg() : -1, rO16 = anyQuad ? sreg() : -1;
   int rOff[17] = {-1, rO1, rO2, -1, rO4, -1, -1, -1, rO8, -1, -1, -1, -1, -1, -1, -1, rO16};
+  // The current row of a block: its index, the block's row count, and the
+  // VMEM offset of the vreg being folded for each input element size.
+  int rIn = sreg(), rRows = sreg();
+  int rX[17];
+  std::fill(std::begin(rX), std::end(rX), -1);
+  std::set<int> inSizes;
+  for (size_t j = 0; j < nv; ++j) inSizes.insert(typeInfo(bufs_[inBufs[j]].type).bytes);
+  for (int es : inSizes) rX[es] = sreg();
   std::string lChunk = e_.newLabel("rchunk"), lRow = e_.newLabel("rrow"), lInit = e_.newLabel("rinit"),
               lFold = e_.newLabel("rfold");
   auto resetOffs = [&]() {
@@ -1845,14 +1866,47 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   }
   stepOffs();
   e_.op("loop {}, {}", S(rCnt), lInit);
+  // Rows [rR, rR + rows) of the chunk's columns: one box DMA per operand.
+  auto dmaBlock = [&](int buf, int64_t voff, int es) {
+    e_.op("smul {}, {}, {}", S(rA), S(rC), c * es);
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
+    e_.op("smul {}, {}, {}", S(rT), S(rR), k * es);
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
+    auto either = [&](bool exists, int reg, int64_t last, const std::function<void(bool)>& gen) {
+      if (!exists) return gen(false);
+      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
+      e_.op("br.eq {}, {}, {}", S(reg), last, lt);
+      gen(false);
+      e_.op("jmp {}", ld);
+      e_.label(lt);
+      gen(true);
+      e_.label(ld);
+    };
+    either(nChunks > 1 && tail != c, rC, nChunks - 1, [&](bool tailCols) {
+      either(nBlocks > 1 && tailRb != rb, rR, (nBlocks - 1) * rb, [&](bool tailRows) {
+        int64_t cols = tailCols || nChunks == 1 ? tail : c;
+        int64_t rows = tailRows || nBlocks == 1 ? tailRb : rb;
+        std::vector<Emitter::Dim> dims;
+        if (rows > 1) dims.push_back({rows, k * es, c * es});
+        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), e_.desc(static_cast<uint64_t>(cols * es), dims), voff, memRef(buf, S(rA)));
+      });
+    });
+  };
+  std::string lBlockRow = e_.newLabel("rblockrow");
   e_.op("smov {}, 0", S(rR));
   e_.label(lRow);
-  for (size_t j = 0; j < nv; ++j) {
-    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
-    e_.op("smul {}, {}, {}", S(rT), S(rR), k * es);
-    dmaChunk(true, inBufs[j], 1, xOff[j], es);
-  }
+  for (size_t j = 0; j < nv; ++j) dmaBlock(inBufs[j], xOff[j], typeInfo(bufs_[inBufs[j]].type).bytes);
   e_.op("sem.wait sem0, {}", nv);
+  e_.op("smov {}, {}", S(rRows), nBlocks == 1 ? tailRb : rb);
+  if (nBlocks > 1 && tailRb != rb) {
+    std::string l = e_.newLabel("fullblock");
+    e_.op("br.ne {}, {}, {}", S(rR), (nBlocks - 1) * rb, l);
+    e_.op("smov {}, {}", S(rRows), tailRb);
+    e_.label(l);
+  }
+  e_.op("smov {}, 0", S(rIn));
+  e_.label(lBlockRow);
+  for (int es : inSizes) e_.op("smul {}, {}, {}", S(rX[es]), S(rIn), c * es);
   resetOffs();
   e_.op("smov {}, {}", S(rCnt), chunkV);
   e_.label(lFold);
@@ -1861,8 +1915,9 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     auto loadParam = [&](int64_t k) {
       size_t j = static_cast<size_t>(k) % nv;
       ElementType t = bufs_[inBufs[j]].type;
-      int64_t off = static_cast<size_t>(k) < nv ? accOff[j] : xOff[j];
-      return vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), off));
+      int es = typeInfo(t).bytes;
+      if (static_cast<size_t>(k) < nv) return vload(t, fmt::format("{} + {}", S(rOff[es]), accOff[j]));
+      return vload(t, fmt::format("{} + {}", S(rX[es]), xOff[j]));
     };
     for (size_t j = 0; j < nv; ++j) {
       std::optional<VReg> v = lowerReducerOutput(reducer, static_cast<int64_t>(j), loadParam);
@@ -1884,7 +1939,7 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     }
     for (size_t j = 0; j < nv; ++j) {
       ElementType t = bufs_[inBufs[j]].type;
-      args.push_back(vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), xOff[j])));
+      args.push_back(vload(t, fmt::format("{} + {}", S(rX[typeInfo(t).bytes]), xOff[j])));
     }
     std::vector<VReg> res;
     if (!lowerComputation(reducer, args, res)) return false;
@@ -1896,8 +1951,11 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     for (VReg v : args) vfree(v);
   }
   stepOffs();
+  for (int es : inSizes) e_.op("sadd {}, {}, {}", S(rX[es]), S(rX[es]), kVregElems * es);
   e_.op("loop {}, {}", S(rCnt), lFold);
-  e_.op("sadd {}, {}, 1", S(rR), S(rR));
+  e_.op("sadd {}, {}, 1", S(rIn), S(rIn));
+  e_.op("br.lt {}, {}, {}", S(rIn), S(rRows), lBlockRow);
+  e_.op("sadd {}, {}, {}", S(rR), S(rR), rb);
   e_.op("br.lt {}, {}, {}", S(rR), r, lRow);
   for (size_t j = 0; j < nv; ++j) dmaChunk(false, outBufs[j], 0, accOff[j], typeInfo(bufs_[outBufs[j]].type).bytes);
   e_.op("sem.wait sem0, {}", nv);
@@ -1917,9 +1975,33 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   // The buffers streamed through VMEM: the reduce's inputs, or with a
   // prologue (an input fusion) the fused parameters they are computed from.
   const std::vector<int>& ldBufs = prologue ? prologue->streamedBufs : inBufs;
-  size_t nv = outBufs.size(), nl = ldBufs.size();
+  // With a prologue, the reduced leaves (outBufs) may be epilogue values,
+  // and side outputs of the input's shape are written per batch.
+  size_t nv = outBufs.size(), no = outBufs.size(), nl = ldBufs.size();
+  if (prologue) {
+    nv = 0;
+    for (const Instruction* red : prologue->reduces) nv += static_cast<size_t>(red->operandCount() / 2);
+  }
+  // The reducer on (accumulators..., inputs...); with several reduces, each
+  // one's computation on its own operands.
+  auto reduceAll = [&](const std::vector<VReg>& args, std::vector<VReg>& res) {
+    if (!prologue || prologue->reduces.size() <= 1) return lowerComputation(reducer, args, res);
+    size_t at = 0;
+    for (const Instruction* red : prologue->reduces) {
+      size_t n = static_cast<size_t>(red->operandCount() / 2);
+      std::vector<VReg> a(args.begin() + at, args.begin() + at + n), r;
+      a.insert(a.end(), args.begin() + nv + at, args.begin() + nv + at + n);
+      if (!lowerComputation(*red->toApply(), a, r)) return false;
+      res.insert(res.end(), r.begin(), r.end());
+      at += n;
+    }
+    return true;
+  };
+  const std::vector<int> noSides;
+  const std::vector<int>& sideBufs = prologue ? prologue->sideBufs : noSides;
   uint64_t rowBytes = 0;
   for (int b : ldBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
+  for (int b : sideBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
   uint64_t budget = vmemBudget();
   // A row too long for VMEM streams through it in segments of segV vregs,
   // one row per batch. The fold visits the same vregs in the same order
@@ -1936,14 +2018,23 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   rows = std::min<int64_t>(rows, 4096);
   int64_t nBatches = (k + rows - 1) / rows;
   int64_t tailRows = k - (nBatches - 1) * rows;
-  std::vector<int64_t> xOff(nl), oOff(nv);
+  std::vector<int64_t> xOff(nl), oOff(no), sOff(sideBufs.size());
   uint64_t cur = 0;
   for (size_t j = 0; j < nl; ++j) {
     int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
     xOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(segV ? segV * kVregElems : rows * r) * es + 4096, 512);
   }
-  for (size_t j = 0; j < nv; ++j) {
+  for (size_t j = 0; j < sideBufs.size(); ++j) {
+    // (A row's last vreg spills into the next row's place, rewritten next,
+    // or into this padding.)
+    int es = typeInfo(bufs_[sideBufs[j]].type).bytes;
+    sOff[j] = static_cast<int64_t>(cur);
+    cur += alignUp(static_cast<uint64_t>(rows * r) * es + 4096, 512);
+  }
+  if (segV && !sideBufs.empty())
+    return fail(in, "llo-gen: internal error: side outputs of a reduction streamed in segments");
+  for (size_t j = 0; j < no; ++j) {
     oOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(rows) * typeInfo(bufs_[outBufs[j]].type).bytes + 1024, 512);
   }
@@ -1958,8 +2049,11 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
       sregs_.put(sx);
       hoisted[param] = v;
     }
+    std::vector<const Instruction*> inits;
+    for (const Instruction* red : prologue->reduces)
+      for (int64_t i = red->operandCount() / 2; i < red->operandCount(); ++i) inits.push_back(red->operand(i));
     for (size_t j = 0; j < nv; ++j) {
-      const Instruction* x = prologue->reduce->operand(static_cast<int64_t>(nv + j));
+      const Instruction* x = inits[j];
       if (auto it = hoisted.find(x); it != hoisted.end()) {
         init[j] = vcopy(it->second, it->second.t);
       } else {
@@ -1996,20 +2090,19 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   e_.op("smov {}, 0", S(rB));
   e_.label(lBatch);
   auto dmaBatch = [&](bool load) {
-    size_t count = load ? nl : nv;
+    size_t count = load ? nl : no + sideBufs.size();
     for (size_t j = 0; j < count; ++j) {
-      int b = load ? ldBufs[j] : outBufs[j];
+      bool sideOut = !load && j >= no;
+      int b = load ? ldBufs[j] : sideOut ? sideBufs[j - no] : outBufs[j];
       int es = typeInfo(bufs_[b].type).bytes;
-      int64_t unit = load ? r * es : es;
+      int64_t unit = load || sideOut ? r * es : es;
       std::string full = e_.desc(static_cast<uint64_t>(rows * unit), {});
       std::string part = e_.desc(static_cast<uint64_t>(tailRows * unit), {});
       e_.op("smul {}, {}, {}", S(rA), S(rB), rows * unit);
       e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
       auto dma = [&](const std::string& d) {
-        if (load)
-          e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", b), d, xOff[j], memRef(b, S(rA)));
-        else
-          e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", b), d, memRef(b, S(rA)), oOff[j]);
+        if (load) e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", b), d, xOff[j], memRef(b, S(rA)));
+        else e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", b), d, memRef(b, S(rA)), sideOut ? sOff[j - no] : oOff[j]);
       };
       if (nBatches == 1) {
         dma(part);
@@ -2063,6 +2156,11 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rX[j]), S(rRow), r * es);
   }
+  std::vector<int> rS;
+  for (int b : sideBufs) {
+    rS.push_back(sreg());
+    e_.op("smul {}, {}, {}", S(rS.back()), S(rRow), r * typeInfo(bufs_[b].type).bytes);
+  }
   // The init value is folded in once, after the row's elements have been
   // combined (the interpreter folds it in once too; the reducer need not
   // have an identity). Until then an element of the accumulator holds a
@@ -2084,7 +2182,17 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     }
     std::vector<VReg> loaded;
     for (size_t j = 0; j < nl; ++j) loaded.push_back(loadRow(j));
-    return evalReducePrologue(*prologue, loaded, hoisted);
+    auto values = evalReducePrologue(*prologue, loaded, hoisted);
+    if (!values) return std::nullopt;
+    for (size_t j = 0; j < sideBufs.size(); ++j) {
+      VReg v = (*values)[nv + j];
+      ElementType t = bufs_[sideBufs[j]].type;
+      vstore(v, t, fmt::format("{} + {}", S(rS[j]), sOff[j]));
+      e_.op("sadd {}, {}, {}", S(rS[j]), S(rS[j]), kVregElems * typeInfo(t).bytes);
+      vfree(v);
+    }
+    values->resize(nv);
+    return values;
   };
   auto foldOne = [&](bool masked) -> bool {
     std::vector<VReg> args = acc;
@@ -2093,7 +2201,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     std::vector<VReg> xs = *loadedXs;
     args.insert(args.end(), xs.begin(), xs.end());
     std::vector<VReg> res;
-    if (!lowerComputation(reducer, args, res)) return false;
+    if (!reduceAll(args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
       if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(tailMask), V(res[j]), V(acc[j]));
       else e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
@@ -2157,7 +2265,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
       args.push_back(rot.back());
     }
     std::vector<VReg> res;
-    if (!lowerComputation(reducer, args, res)) return false;
+    if (!reduceAll(args, res)) return false;
     VReg validRot{};
     if (valid.r >= 0) {
       validRot = rotate(valid);
@@ -2183,7 +2291,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
   {
     std::vector<VReg> args = init, res;
     args.insert(args.end(), acc.begin(), acc.end());
-    if (!lowerComputation(reducer, args, res)) return false;
+    if (!reduceAll(args, res)) return false;
     for (size_t j = 0; j < nv; ++j) {
       e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
       vfree(res[j]);
@@ -2194,12 +2302,20 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     masks_.put(accValid);
     masks_.put(rotValid);
   }
-  for (size_t j = 0; j < nv; ++j) {
+  std::vector<VReg> outVals = acc, epilogueOwned;
+  if (prologue) {
+    auto values = evalReduceEpilogue(*prologue, acc, hoisted, epilogueOwned);
+    if (!values) return false;
+    outVals = *values;
+  }
+  for (size_t j = 0; j < no; ++j) {
     int es = typeInfo(bufs_[outBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rO), S(rRow), es);
-    vstore(acc[j], bufs_[outBufs[j]].type, fmt::format("{} + {}", S(rO), oOff[j]), ", mask=0x1");
-    vfree(acc[j]);
+    vstore(outVals[j], bufs_[outBufs[j]].type, fmt::format("{} + {}", S(rO), oOff[j]), ", mask=0x1");
   }
+  for (VReg v : epilogueOwned) vfree(v);
+  for (size_t j = 0; j < nv; ++j) vfree(acc[j]);
+  for (int reg : rS) sregs_.put(reg);
   e_.op("sadd {}, {}, 1", S(rRow), S(rRow));
   e_.op("br.lt {}, {}, {}", S(rRow), S(rRows), lRow);
   dmaBatch(false);
@@ -3011,6 +3127,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (isFlatFusion(in)) return lowerFlatFusion(in);
       if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
+      if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
       if (resident_.count(&in)) return lowerResidentFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {

@@ -289,10 +289,45 @@ struct MatmulEpilogue {
 // VMEM: the inputs never exist in HBM.
 struct ReducePrologue {
   const Computation* comp = nullptr;
-  const Instruction* reduce = nullptr;
+  const Instruction* reduce = nullptr;       // the first of `reduces`
+  std::vector<const Instruction*> reduces;   // of the same input dims and dimensions; their operands in order
   std::vector<const Instruction*> streamed;  // fused parameters streamed through VMEM
   std::vector<int> streamedBufs;             // their buffers (set when lowering)
   std::vector<std::pair<const Instruction*, int>> scalars;  // scalar fused parameters, buffers
+  // Instructions of the reduce input's shape, in order (the prologue), and
+  // of its result's shape after it (the epilogue, on each row's result).
+  std::vector<const Instruction*> inputSide, epilogue;
+  // Multi-output fusions: values of the input's shape written from the
+  // same vregs (side outputs), and the values of the reduced leaves.
+  std::vector<const Instruction*> sideValues, results;
+  std::vector<int> sideBufs;  // the side outputs' buffers (set when lowering)
+};
+
+// A fusion lowered as one column-reduction kernel (lower_fusion.cpp): one
+// or more reduces whose inputs, viewed as [a, r, b], reduce their middle
+// dimension r (leading dimensions when a = 1), computed elementwise from
+// parameters streamed through VMEM in blocks of rows; outputs may also be
+// elementwise values of the inputs' shape (written from the same vregs)
+// and elementwise functions of the reduced values (an epilogue).
+struct ColumnReduceFusion {
+  const Computation* comp = nullptr;
+  int64_t a = 1, r = 1, b = 1;
+  std::vector<const Instruction*> reduces;
+  std::vector<const Instruction*> streamed;   // fused parameters shaped like the reduce inputs
+  std::vector<const Instruction*> hoisted;    // scalar parameters, constants and scalar ops, in order
+  std::vector<const Instruction*> inputSide;  // values of the inputs' shape, in order
+  std::vector<const Instruction*> epilogue;   // values of the reduced shape, in order
+  struct Output {
+    const Instruction* value = nullptr;
+    int64_t index = 0;  // output of a variadic reduce
+    bool side = false;  // of the inputs' shape
+  };
+  std::vector<Output> outputs;  // the fusion's result leaves, in order
+  // Geometry: chunks of columns (of the flattened [a, b] outputs) of
+  // chunkV vregs: naFull whole rows of b (aGroups) or nbFull columns of
+  // one row of b; blocks of rows rows per DMA.
+  bool aGroups = true;
+  int64_t chunkV = 1, naFull = 1, nbFull = 1, rows = 1;
 };
 
 // Where emitMatmul stands when a C tile is complete (its step's batch,
@@ -468,6 +503,13 @@ class Lowerer {
   bool lowerInputFusion(const Instruction& in);
   std::optional<std::vector<VReg>> evalReducePrologue(const ReducePrologue& p, const std::vector<VReg>& loaded,
                                                       const std::map<const Instruction*, VReg>& scalars);
+  // The values of an input fusion's reduced result leaves from the folded
+  // accumulator (its epilogue evaluated); new registers go to `owned`.
+  std::optional<std::vector<VReg>> evalReduceEpilogue(const ReducePrologue& p, const std::vector<VReg>& acc,
+                                                      const std::map<const Instruction*, VReg>& scalars,
+                                                      std::vector<VReg>& owned);
+  bool columnReduceFusion(const Instruction& in, ColumnReduceFusion* out) const;
+  bool lowerColumnReduceFusion(const Instruction& in);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
