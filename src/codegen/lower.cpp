@@ -98,17 +98,23 @@ Box viewBox(const EwInput& input, int64_t rows) {
   return makeBox(counts, input.viewStrides, byteStrides(input.viewDims, es), es);
 }
 
-// A fused transpose or broadcast of a parameter, shaped like the fusion's
-// result: streamed as a strided view of the parameter's buffer (EwInput
-// viewDims/viewStrides), which the DMA engine gathers into result order.
-// Fills `out` (dims and byte strides) when it is one.
-bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const {
+// A fused transpose, broadcast, slice or reverse of a parameter with as
+// many elements as the fusion's result: streamed as a strided view of the
+// parameter's buffer (EwInput viewDims/viewStrides), which the DMA engine
+// gathers in the view's row-major order. Every other instruction of a flat
+// fusion keeps row-major element order (elementwise, reshape), so the view
+// need not have the result's dimensions. Fills `out` (dims and byte
+// strides) when it is one.
+bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusionDims, EwInput* out) const {
   if (i.opcode() != Opcode::Transpose && i.opcode() != Opcode::Broadcast && i.opcode() != Opcode::Slice &&
       i.opcode() != Opcode::Reverse)
     return false;
   const Instruction* p = i.operand(0);
   if (p->opcode() != Opcode::Parameter || p->shape().isScalar() || !p->shape().isArray()) return false;
-  if (i.shape().dimensions() != resultDims || resultDims.empty()) return false;
+  const std::vector<int64_t>& resultDims = i.shape().dimensions();
+  if (resultDims.empty() || !i.shape().isArray() ||
+      i.shape().elementCount() != hlo::Shape::array(i.shape().elementType(), fusionDims).elementCount())
+    return false;
   const int es = typeInfo(p->shape().elementType()).bytes;
   if (typeInfo(p->shape().elementType()).words > 1 || typeInfo(p->shape().elementType()).isComplex) return false;
   std::vector<int64_t> ps = byteStrides(p->shape().dimensions(), es), strides(resultDims.size(), 0);
