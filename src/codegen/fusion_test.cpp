@@ -285,6 +285,19 @@ TEST(LoopFusion, ViewsOfComputedValuesAreRecomputedFromViewsOfParameters) {
                    "  sa = s32[100,8] slice(w), slice={[0:200:2], [1:9]}\n  m = s32[100,8] multiply(sa, sa)\n"
                    "  sb = s32[97,4] slice(m), slice={[3:100], [0:8:2]}\n  ROOT r = s32[97,4] add(sb, y)\n",
                    "s32[97,4]", "y, w"),
+      // f64 views (8-byte elements), results of different shapes through a
+      // bitcast (the corpus' emit_transpose_mixed_indexing as a fusion).
+      makePrograms("  x = f64[24,2,24] parameter(0)\n  k = f64[] parameter(1)\n",
+                   "  t = f64[24,2,24] transpose(x), dimensions={2,1,0}\n  b = f64[6,4,2,24] bitcast(t)\n"
+                   "  kb = f64[6,4,2,24] broadcast(k), dimensions={}\n  kc = f64[24,2,24] broadcast(k), dimensions={}\n"
+                   "  a1 = f64[6,4,2,24] add(b, kb)\n  a2 = f64[24,2,24] add(t, kc)\n"
+                   "  ROOT r = (f64[6,4,2,24], f64[24,2,24]) tuple(a1, a2)\n",
+                   "(f64[6,4,2,24], f64[24,2,24])", "x, k"),
+      // Rows of 27200 elements: chunks of 16 rows (the corpus'
+      // emit_transpose_epilogue as a fusion).
+      makePrograms("  x = f32[20,160,170] parameter(0)\n",
+                   "  t = f32[20,170,160] transpose(x), dimensions={0,2,1}\n  ROOT r = f32[20,170,160] abs(t)\n",
+                   "f32[20,170,160]", "x"),
   };
   for (const FusedAndInlined& p : cases) {
     expectLoopFusionMatchesInlined(p);

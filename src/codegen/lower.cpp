@@ -116,7 +116,8 @@ bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusio
       i.shape().elementCount() != hlo::Shape::array(i.shape().elementType(), fusionDims).elementCount())
     return false;
   const int es = typeInfo(p->shape().elementType()).bytes;
-  if (typeInfo(p->shape().elementType()).words > 1 || typeInfo(p->shape().elementType()).isComplex) return false;
+  // Pair types (s64, u64, f64) are whole 8-byte elements in VMEM (vld.e64), so their views are too.
+  if (typeInfo(p->shape().elementType()).words > 2 || typeInfo(p->shape().elementType()).isComplex) return false;
   std::vector<int64_t> ps = byteStrides(p->shape().dimensions(), es), strides(resultDims.size(), 0);
   int64_t offset = 0;
   if (i.opcode() == Opcode::Slice) {
@@ -156,7 +157,7 @@ bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusio
   v.viewDims.assign(resultDims.begin() + static_cast<std::ptrdiff_t>(lead), resultDims.end());
   v.viewStrides.assign(strides.begin() + static_cast<std::ptrdiff_t>(lead), strides.end());
   // Whole rows of dimension 0 per chunk, and chunks of whole vregs.
-  if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 18)) return false;
+  if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 20)) return false;
   Box b = viewBox(v, std::max<int64_t>(2, v.viewDims[0]));
   if (b.dims.size() > static_cast<size_t>(std::max(1, target_.dma.descriptorDims))) return false;
   if (out) *out = std::move(v);

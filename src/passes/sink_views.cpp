@@ -191,6 +191,7 @@ class Sinker {
         r->setCalledComputations(x->calledComputations());
       }
     } else {
+      if (x->opcode() != Opcode::Parameter && !x->shape().isScalar()) opaqueLeaf_ = true;
       r = added(v.op, x, {x});
       if (r != x) {
         r->attrs().dimensions = v.dims;
@@ -205,6 +206,9 @@ class Sinker {
   // stays (one with other users).
   int64_t added() const { return added_; }
   bool clones() const { return clones_; }
+  // Whether some view lands on a leaf other than a parameter or a scalar
+  // (so it will not stream as a view of a parameter).
+  bool opaqueLeaf() const { return opaqueLeaf_; }
 
  private:
   struct Memo {
@@ -232,6 +236,7 @@ class Sinker {
   std::vector<Memo> memo_;
   int64_t added_ = 0;
   bool clones_ = false;
+  bool opaqueLeaf_ = false;
 };
 
 // Whether sinking `v` gets anywhere: its operand is something it looks
@@ -295,7 +300,11 @@ bool SinkViewsPass::run(hlo::Module& module, DiagnosticEngine&) {
         if (removed.count(v) || !sinks(*v)) continue;
         Sinker dry(*c, *v, nullptr);
         dry.sink(v->operand(0), viewOf(*v));
-        if ((dry.clones() && !loop) || c->instructionCount() + dry.added() > budget) continue;
+        // Recomputing a chain, or computing it on a broadcast's many more
+        // elements, only pays when the fusion then streams views of its
+        // parameters.
+        bool costs = dry.clones() || v->opcode() == Opcode::Broadcast;
+        if ((costs && (!loop || dry.opaqueLeaf())) || c->instructionCount() + dry.added() > budget) continue;
         if (!namesKnown) names = instructionNames(module), namesKnown = true;
         RewriteBuilder b(*c, *v, names);
         Sinker wet(*c, *v, &b);

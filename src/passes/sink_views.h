@@ -6,9 +6,11 @@
 // compose (transpose of transpose, broadcast of transpose, slice of slice,
 // ...), iotas take the view's dimension mapping, and rng is never
 // duplicated. When the viewed value has other users the chain is cloned
-// (recomputed at the view's index, as XLA's loop emitter does), but only in
-// loop fusions (elementwise, views, reshapes, constants, iotas) and only
-// while the computation stays within kMaxGrowth times its original size.
+// (recomputed at the view's index, as XLA's loop emitter does), and a
+// broadcast's chain runs on its many more elements: both only in loop
+// fusions (elementwise, views, reshapes, constants, iotas) whose views then
+// all read parameters or scalars. A computation grows to at most
+// kMaxGrowth times its original size.
 // Code generators then read the views of parameters as strided streams
 // instead of materializing them.
 #pragma once

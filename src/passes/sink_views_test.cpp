@@ -223,6 +223,28 @@ TEST(SinkViews, ClonesOnlyInLoopFusions) {
   EXPECT_EQ(count(*s.fused, Opcode::Exp), 1);
 }
 
+TEST(SinkViews, BroadcastsSinkOnlyWhereTheyThenStream) {
+  // An RMS-norm-like fusion with a reduce: sinking the broadcast would run
+  // the rsqrt on every element instead of once per row.
+  std::string norm = fusion("f32[16,128]",
+                            "  x = f32[16,128] parameter(0)\n  z = f32[] constant(0)\n"
+                            "  s = f32[16] reduce(x, z), dimensions={1}, to_apply=sum\n  r = f32[16] rsqrt(s)\n"
+                            "  b = f32[16,128] broadcast(r), dimensions={0}\n  ROOT m = f32[16,128] multiply(x, b)\n",
+                            "f32[16,128]");
+  norm.insert(12, "sum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n");
+  Sunk s = sink(norm);
+  ASSERT_TRUE(s.fused);
+  EXPECT_FALSE(s.changed);
+  // A loop fusion whose broadcast chain reads a reshape (no view of a
+  // parameter after sinking): left alone too.
+  s = sink(fusion("f32[16]",
+                  "  x = f32[16] parameter(0)\n  y = f32[4,4] reshape(x)\n  r = f32[4,4] rsqrt(y)\n"
+                  "  ROOT b = f32[8,4,4] broadcast(r), dimensions={1,2}\n",
+                  "f32[8,4,4]"));
+  ASSERT_TRUE(s.fused);
+  EXPECT_FALSE(s.changed);
+}
+
 TEST(SinkViews, GrowthIsBounded) {
   // x[i+1] = x[i] + transpose(x[i]): every transpose recomputes the whole
   // chain below it, which would grow quadratically.
