@@ -12,7 +12,7 @@
 #include "passes/expand_batch_norm.h"
 #include "passes/expand_pred_matmul.h"
 #include "passes/expand_topk.h"
-#include "passes/sink_transposes.h"
+#include "passes/sink_views.h"
 #include "passes/flatten_call_graph.h"
 #include "support/source.h"
 
@@ -109,7 +109,7 @@ std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const tar
   passes::ExpandTopKPass().run(*flat, diags);
   passes::ExpandBatchNormPass().run(*flat, diags);
   passes::ExpandPredMatmulPass().run(*flat, diags);
-  passes::SinkTransposesPass().run(*flat, diags);  // transposes of fused parameters stream as views
+  passes::SinkViewsPass().run(*flat, diags);  // views of fused parameters stream as strided DMAs
   if (diags.errorCount() != errors) return std::nullopt;
   passes::FlattenCallGraphPass().run(*flat, diags);
   return lowerModule(*flat, target, options, diags);

@@ -382,7 +382,7 @@ TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
       "  ROOT r = f32[40,130,6] add(c, mf)\n",
       "f32[40,130,6]", "x, m"));
   // Transposes of elementwise results sink to the parameters first
-  // (sink-transposes), so they stream as views too.
+  // (sink-views), so they stream as views too.
   expectLoopFusionMatchesInlined(makePrograms(
       "  x = bf16[1,256,14,14] parameter(0)\n  y = f32[1,256,14,14] parameter(1)\n",
       "  c = f32[1,256,14,14] convert(x)\n  a = f32[1,256,14,14] add(c, y)\n"
@@ -406,6 +406,97 @@ TEST(LoopFusion, TransposesAndBroadcastsOfParametersAreGatheredByTheDma) {
                    "  t = f32[700,512] transpose(y), dimensions={1,0}\n  ROOT r = f32[700,512] subtract(x, t)\n",
                    "f32[700,512]", "x, y"),
       std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json");
+}
+
+// What llo-gen reports for `text` (its kernels, its HBM temporaries).
+CodegenStats statsOf(const std::string& text, const std::string& target = "v5e") {
+  DiagnosticEngine diags;
+  auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", text), diags);
+  if (!loaded.module) return {};
+  auto t = target::loadTarget(target, diags);
+  auto gen = generateLlo(*loaded.module, *t, CodegenOptions{}, diags);
+  return gen ? gen->stats : CodegenStats{};
+}
+
+// The number of kernels `text` lowers to on v5e.
+size_t kernelCount(const std::string& text) { return statsOf(text).kernels.size(); }
+
+TEST(LoopFusion, ViewsOfComputedValuesAreRecomputedFromViewsOfParameters) {
+  // sink-views rewrites a view of an elementwise chain into the chain on
+  // views of the parameters, cloning it when the value has other users, so
+  // each fusion is one kernel (XLA's loop emitter recomputes the same way).
+  std::vector<FusedAndInlined> cases = {
+      // The transposed value is also read directly.
+      makePrograms("  x = f32[200,200] parameter(0)\n",
+                   "  a = f32[200,200] multiply(x, x)\n  t = f32[200,200] transpose(a), dimensions={1,0}\n"
+                   "  ROOT r = f32[200,200] add(a, t)\n",
+                   "f32[200,200]", "x"),
+      // Both the value and its transpose are results (of different shapes).
+      makePrograms("  x = s32[300,128] parameter(0)\n  y = s32[300,128] parameter(1)\n",
+                   "  a = s32[300,128] multiply(x, y)\n  t = s32[128,300] transpose(a), dimensions={1,0}\n"
+                   "  ROOT r = (s32[300,128], s32[128,300]) tuple(a, t)\n",
+                   "(s32[300,128], s32[128,300])", "x, y"),
+      // A scalar broadcast inside the chain stays one broadcast.
+      makePrograms("  x = f32[128,128] parameter(0)\n  k = f32[] parameter(1)\n",
+                   "  kb = f32[128,128] broadcast(k), dimensions={}\n  a = f32[128,128] multiply(x, kb)\n"
+                   "  n = bf16[128,128] convert(a)\n  t = bf16[128,128] transpose(n), dimensions={1,0}\n"
+                   "  ROOT r = bf16[128,128] subtract(n, t)\n",
+                   "bf16[128,128]", "x, k"),
+      // A broadcast of a computed vector (along either dimension).
+      makePrograms("  x = f32[300,384] parameter(0)\n  b = s32[300] parameter(1)\n  c = f32[384] parameter(2)\n",
+                   "  n = s32[300] negate(b)\n  f = f32[300] convert(n)\n"
+                   "  bb = f32[300,384] broadcast(f), dimensions={0}\n  cc = f32[384] abs(c)\n"
+                   "  cb = f32[300,384] broadcast(cc), dimensions={1}\n  s = f32[300,384] add(x, bb)\n"
+                   "  ROOT r = f32[300,384] multiply(s, cb)\n",
+                   "f32[300,384]", "x, b, c"),
+      // A reverse of a value that is also read directly.
+      makePrograms("  x = f32[300,384] parameter(0)\n",
+                   "  a = f32[300,384] abs(x)\n  v = f32[300,384] reverse(a), dimensions={0}\n"
+                   "  ROOT r = f32[300,384] subtract(a, v)\n",
+                   "f32[300,384]", "x"),
+      // A strided slice of a computed value, and a slice of a slice.
+      makePrograms("  x = s32[4,97] parameter(0)\n  z = s32[8,194] parameter(1)\n",
+                   "  a = s32[8,194] negate(z)\n  s = s32[4,97] slice(a), slice={[4:8], [1:194:2]}\n"
+                   "  ROOT r = s32[4,97] add(s, x)\n",
+                   "s32[4,97]", "x, z"),
+      makePrograms("  y = s32[97,4] parameter(0)\n  w = s32[200,10] parameter(1)\n",
+                   "  sa = s32[100,8] slice(w), slice={[0:200:2], [1:9]}\n  m = s32[100,8] multiply(sa, sa)\n"
+                   "  sb = s32[97,4] slice(m), slice={[3:100], [0:8:2]}\n  ROOT r = s32[97,4] add(sb, y)\n",
+                   "s32[97,4]", "y, w"),
+      // f64 views (8-byte elements), results of different shapes through a
+      // bitcast (the corpus' emit_transpose_mixed_indexing as a fusion).
+      makePrograms("  x = f64[24,2,24] parameter(0)\n  k = f64[] parameter(1)\n",
+                   "  t = f64[24,2,24] transpose(x), dimensions={2,1,0}\n  b = f64[6,4,2,24] bitcast(t)\n"
+                   "  kb = f64[6,4,2,24] broadcast(k), dimensions={}\n  kc = f64[24,2,24] broadcast(k), dimensions={}\n"
+                   "  a1 = f64[6,4,2,24] add(b, kb)\n  a2 = f64[24,2,24] add(t, kc)\n"
+                   "  ROOT r = (f64[6,4,2,24], f64[24,2,24]) tuple(a1, a2)\n",
+                   "(f64[6,4,2,24], f64[24,2,24])", "x, k"),
+      // Rows of 27200 elements: chunks of 16 rows (the corpus'
+      // emit_transpose_epilogue as a fusion).
+      makePrograms("  x = f32[20,160,170] parameter(0)\n",
+                   "  t = f32[20,170,160] transpose(x), dimensions={0,2,1}\n  ROOT r = f32[20,170,160] abs(t)\n",
+                   "f32[20,170,160]", "x"),
+  };
+  for (const FusedAndInlined& p : cases) {
+    expectLoopFusionMatchesInlined(p);
+    EXPECT_EQ(kernelCount(p.fused), 1u) << p.fused;
+  }
+}
+
+TEST(LoopFusion, ViewsOfIotasAreIotas) {
+  // Iotas are not streamed, so this is several kernels, but the transposed
+  // iota is an iota along the other dimension (only the parameter is
+  // transposed).
+  FusedAndInlined p = makePrograms("  x = s32[30,50] parameter(0)\n",
+                                   "  i = s32[30,50] iota(), iota_dimension=1\n  a = s32[30,50] add(i, x)\n"
+                                   "  ROOT t = s32[50,30] transpose(a), dimensions={1,0}\n",
+                                   "s32[50,30]", "x");
+  E2eRun r = compileAndCompare(p.fused);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.maxErr, 0) << r.where;
+  std::string text = llo(p.fused);
+  EXPECT_NE(text.find("// iota: iota %t.iota s32[50,30]"), std::string::npos) << text.substr(0, 2000);
+  EXPECT_EQ(text.find("// transpose: transpose %t s32[50,30]"), std::string::npos);
 }
 
 TEST(LoopFusion, OtherDataMovementIsAResidentFusion) {
@@ -495,14 +586,6 @@ TEST(InputFusion, IntegerMaxAndLongRowsOnASmallVmem) {
 // Fusions no streaming kernel covers are one kernel whose intermediates live
 // in VMEM (lower_resident.cpp): the same instructions' kernels, moving data
 // VMEM to VMEM, so the bits are the unfused program's.
-CodegenStats statsOf(const std::string& text, const std::string& target = "v5e") {
-  DiagnosticEngine diags;
-  auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", text), diags);
-  if (!loaded.module) return {};
-  auto t = target::loadTarget(target, diags);
-  auto gen = generateLlo(*loaded.module, *t, CodegenOptions{}, diags);
-  return gen ? gen->stats : CodegenStats{};
-}
 
 void expectResidentMatchesInlined(const FusedAndInlined& p, const std::string& target = "v5e") {
   auto [fused, inlined] = runBoth(p, target, 11);

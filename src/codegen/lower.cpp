@@ -110,19 +110,26 @@ Box viewBox(const EwInput& input, int64_t rows) {
   return makeBox(counts, input.viewStrides, byteStrides(input.viewDims, es), es);
 }
 
-// A fused transpose or broadcast of a parameter, shaped like the fusion's
-// result: streamed as a strided view of the parameter's buffer (EwInput
-// viewDims/viewStrides), which the DMA engine gathers into result order.
-// Fills `out` (dims and byte strides) when it is one.
-bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const {
+// A fused transpose, broadcast, slice or reverse of a parameter with as
+// many elements as the fusion's result: streamed as a strided view of the
+// parameter's buffer (EwInput viewDims/viewStrides), which the DMA engine
+// gathers in the view's row-major order. Every other instruction of a flat
+// fusion keeps row-major element order (elementwise, reshape), so the view
+// need not have the result's dimensions. Fills `out` (dims and byte
+// strides) when it is one.
+bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusionDims, EwInput* out) const {
   if (i.opcode() != Opcode::Transpose && i.opcode() != Opcode::Broadcast && i.opcode() != Opcode::Slice &&
       i.opcode() != Opcode::Reverse)
     return false;
   const Instruction* p = i.operand(0);
   if (p->opcode() != Opcode::Parameter || p->shape().isScalar() || !p->shape().isArray()) return false;
-  if (i.shape().dimensions() != resultDims || resultDims.empty()) return false;
+  const std::vector<int64_t>& resultDims = i.shape().dimensions();
+  if (resultDims.empty() || !i.shape().isArray() ||
+      i.shape().elementCount() != hlo::Shape::array(i.shape().elementType(), fusionDims).elementCount())
+    return false;
   const int es = typeInfo(p->shape().elementType()).bytes;
-  if (typeInfo(p->shape().elementType()).words > 1 || typeInfo(p->shape().elementType()).isComplex) return false;
+  // Pair types (s64, u64, f64) are whole 8-byte elements in VMEM (vld.e64), so their views are too.
+  if (typeInfo(p->shape().elementType()).words > 2 || typeInfo(p->shape().elementType()).isComplex) return false;
   std::vector<int64_t> ps = byteStrides(p->shape().dimensions(), es), strides(resultDims.size(), 0);
   int64_t offset = 0;
   if (i.opcode() == Opcode::Slice) {
@@ -162,7 +169,7 @@ bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& resul
   v.viewDims.assign(resultDims.begin() + static_cast<std::ptrdiff_t>(lead), resultDims.end());
   v.viewStrides.assign(strides.begin() + static_cast<std::ptrdiff_t>(lead), strides.end());
   // Whole rows of dimension 0 per chunk, and chunks of whole vregs.
-  if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 18)) return false;
+  if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 20)) return false;
   Box b = viewBox(v, std::max<int64_t>(2, v.viewDims[0]));
   if (b.dims.size() > static_cast<size_t>(std::max(1, target_.dma.descriptorDims))) return false;
   if (out) *out = std::move(v);

@@ -29,6 +29,7 @@ struct E2eRun {
   uint64_t cycles = 0;
   sim::SimReport report = {};
   std::string llo = {};
+  size_t kernels = 0;
 };
 
 inline hlo::Literal randomLiteral(const hlo::Shape& s, std::mt19937& rng) {
@@ -78,6 +79,7 @@ struct PipelineRun {
   std::vector<std::string> got;          // the simulated result leaves, as bytes
   sim::SimReport report = {};
   std::string llo;  // what llo-gen wrote
+  size_t kernels = 0;  // how many kernels it reported
   // The interpreter's result leaves, in the order of `got`.
   std::vector<const hlo::Literal*> want() const {
     std::vector<const hlo::Literal*> out;
@@ -106,6 +108,7 @@ PipelineRun runPipeline(const std::string& text, MakeArgument&& makeArgument, co
   auto gen = generateLlo(*loaded.module, *target, options, diags);
   if (!gen) return fail("llo-gen");
   run.llo = gen->llo;
+  run.kernels = gen->stats.kernels.size();
   SourceFile llo("test.llo", gen->llo);
   auto assembled = llo::assembleLlo(llo, {}, diags);
   if (!assembled) return fail("llo-asm", "\n" + gen->llo.substr(0, 20000));
@@ -168,6 +171,7 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
   run.cycles = p.report.cycles;
   run.report = p.report;
   run.llo = std::move(p.llo);
+  run.kernels = p.kernels;
   return run;
 }
 

@@ -3,7 +3,7 @@
 #include "passes/expand_batch_norm.h"
 #include "passes/expand_pred_matmul.h"
 #include "passes/expand_topk.h"
-#include "passes/sink_transposes.h"
+#include "passes/sink_views.h"
 #include "passes/flatten_call_graph.h"
 #include "passes/pass.h"
 #include "passes/strip_metadata.h"
@@ -27,9 +27,10 @@ void registerAllPasses() {
   registry.add({"flatten-call-graph",
                 "Clone computations called from several while/conditional/call/fusion/async sites, one per site",
                 [] { return std::make_unique<FlattenCallGraphPass>(); }});
-  registry.add({"sink-transposes",
-                "Inside fusions, move transposes below the elementwise instructions they read, toward the parameters",
-                [] { return std::make_unique<SinkTransposesPass>(); }});
+  registry.add({"sink-views",
+                "Inside fusions, rewrite transposes, broadcasts, slices and reverses of elementwise chains into the "
+                "chains on views of their leaves (cloning shared chains in loop fusions)",
+                [] { return std::make_unique<SinkViewsPass>(); }});
   registry.add({"strip-metadata", "Remove op metadata (op_name, source locations) from every instruction",
                 [] { return std::make_unique<StripMetadataPass>(); }});
 }
