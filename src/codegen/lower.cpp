@@ -1879,15 +1879,10 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
     e_.op("smul {}, {}, {}", S(rT), S(rR), k * es);
     e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
+    // reg never passes `last`, the tail's index.
     auto either = [&](bool exists, int reg, int64_t last, const std::function<void(bool)>& gen) {
       if (!exists) return gen(false);
-      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-      e_.op("br.eq {}, {}, {}", S(reg), last, lt);
-      gen(false);
-      e_.op("jmp {}", ld);
-      e_.label(lt);
-      gen(true);
-      e_.label(ld);
+      emitEdgeBranch(reg, last, gen);
     };
     either(nChunks > 1 && tail != c, rC, nChunks - 1, [&](bool tailCols) {
       either(nBlocks > 1 && tailRb != rb, rR, (nBlocks - 1) * rb, [&](bool tailRows) {

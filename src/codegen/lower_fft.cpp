@@ -111,6 +111,25 @@ int Lowerer::constTable(const Instruction& in, const std::vector<uint32_t>& word
 // into VMEM as the interpreter converts to c128; results other than c128 are
 // converted on the way out (complex parts rounded, or the real part for
 // IRFFT). n <= 1 only converts, as the interpreter skips such dimensions.
+VReg Lowerer::splatTwiddle(const std::vector<int>& rw, int rAddr) {
+  for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rAddr), 4 * w);
+  VReg tw = valloc(ElementType::C128);
+  const int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
+  for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
+  return tw;
+}
+
+void Lowerer::dftTerm(VReg acc, const std::vector<int>& rw, int rM, int rX) {
+  VReg tw = splatTwiddle(rw, rM);
+  VReg x = vload(ElementType::C128, S(rX));
+  VReg prod = complexMultiply(x, tw);  // tmp[j] * polar(..)
+  VReg sum = complexAdd(acc, prod);
+  const int accRegs[4] = {acc.r, acc.hi, acc.im, acc.imh}, sumRegs[4] = {sum.r, sum.hi, sum.im, sum.imh};
+  // The accumulator stays in the same registers from one j to the next.
+  for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(accRegs[w]), vregs_.name(sumRegs[w]));
+  for (VReg r : {tw, x, prod, sum}) vfree(r);
+}
+
 bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   const int64_t n = p.n, outer = p.outer, inner = p.inner;
@@ -211,12 +230,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     e_.op("smov {}, {}", S(rs), pairs * 8);
     e_.op("smov {}, {}", S(rd), vTwiddles);
     countedLoop(n - 1, "ffttwiddle", [&] {
-      VReg tw = valloc(ElementType::C128);
-      int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
-      for (int w = 0; w < 4; ++w) {
-        e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rs), 4 * w);
-        e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
-      }
+      VReg tw = splatTwiddle(rw, rs);
       vstore(tw, ElementType::C128, S(rd), ", 2048, 1");
       vfree(tw);
       e_.op("sadd {}, {}, 16", S(rs), S(rs));
@@ -291,11 +305,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
         if (eight) {
           tw = vload(ElementType::C128, S(rTk));
         } else {
-          for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rTk), 4 * w);
-          tw = valloc(ElementType::C128);
-          int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
-          for (int w = 0; w < 4; ++w)
-            e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
+          tw = splatTwiddle(rw, rTk);
         }
         const std::string mask = eight ? "" : rowMask;  // eight whole rows need no mask
         e_.op("smov {}, {}", S(rUb), S(rU));
@@ -350,22 +360,10 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
       e_.op("smov {}, 0", S(rStep));
       countedLoop(n, "fftdftk", [&] {
         VReg acc = vconst(ElementType::C128, 0);
-        int accRegs[4] = {acc.r, acc.hi, acc.im, acc.imh};
         e_.op("sadd {}, {}, {}", S(rX), S(rBo), vWork);
         e_.op("smov {}, 0", S(rM));
         countedLoop(n, "fftdftj", [&] {
-          for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rM), 4 * w);
-          VReg tw = valloc(ElementType::C128);
-          int twRegs[4] = {tw.r, tw.hi, tw.im, tw.imh};
-          for (int w = 0; w < 4; ++w)
-            e_.op("vmov.s32 {}, {}", vregs_.name(twRegs[w]), S(rw[static_cast<size_t>(w)]));
-          VReg x = vload(ElementType::C128, S(rX));
-          VReg prod = complexMultiply(x, tw);  // tmp[j] * polar(..)
-          VReg sum = complexAdd(acc, prod);
-          int sumRegs[4] = {sum.r, sum.hi, sum.im, sum.imh};
-          // The accumulator stays in the same registers from one j to the next.
-          for (int w = 0; w < 4; ++w) e_.op("vmov.s32 {}, {}", vregs_.name(accRegs[w]), vregs_.name(sumRegs[w]));
-          for (VReg r : {tw, x, prod, sum}) vfree(r);
+          dftTerm(acc, rw, rM, rX);
           e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
           // m = (m + k) % n, k < n: one conditional subtraction.
           e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));
@@ -801,22 +799,10 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
         e_.label(lK);
         e_.op("sld {}, [{}]", S(rM), S(rMaddr));
         VReg acc = vload(ElementType::C128, S(rAccA));
-        int accRegs[4] = {acc.r, acc.hi, acc.im, acc.imh};
         e_.op("smov {}, {}", S(rX), vWork);
         e_.op("smov {}, {}", S(rJc), rowsJ);
         e_.label(lJ);
-        for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rM), 4 * w);
-        VReg t = valloc(ElementType::C128);
-        int tRegs[4] = {t.r, t.hi, t.im, t.imh};
-        for (int w = 0; w < 4; ++w)
-          e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
-        VReg xv = vload(ElementType::C128, S(rX));
-        VReg prod = complexMultiply(xv, t);  // tmp[j] * polar(..)
-        VReg sum = complexAdd(acc, prod);
-        int sumRegs[4] = {sum.r, sum.hi, sum.im, sum.imh};
-        for (int w = 0; w < 4; ++w)
-          e_.op("vmov.s32 {}, {}", vregs_.name(accRegs[w]), vregs_.name(sumRegs[w]));
-        for (VReg r : {t, xv, prod, sum}) vfree(r);
+        dftTerm(acc, rw, rM, rX);
         e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
         // m = (m + k) % n, k < n: one conditional subtraction.
         e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));

@@ -114,18 +114,8 @@ bool Lowerer::emitOperandPrologue(const MatmulEpilogue& e, int operand, VReg x, 
   std::map<const Instruction*, VReg> val;
   val[source] = VReg{x.r, source->shape().elementType()};
   std::vector<VReg> owned;
-  for (const Instruction* i : e.prologue[operand]) {
-    if (i->opcode() == Opcode::Broadcast) {  // of a scalar constant: its splat
-      val[i] = val[i->operand(0)];
-      continue;
-    }
-    std::vector<VReg> ops;
-    for (const Instruction* o : i->operands()) ops.push_back(val[o]);
-    auto r = lowerOp(*i, ops);
-    if (!r) return false;
-    val[i] = *r;
-    owned.push_back(*r);
-  }
+  for (const Instruction* i : e.prologue[operand])
+    if (!evalFusedInstruction(*i, val, owned)) return false;
   VReg v = val[e.dot->operand(operand)];
   if (mask >= 0) e_.op("vsel.s32 {}, {}, {}, 0", V(x), M(mask), V(v));
   else if (v.r != x.r) e_.op("vmov.s32 {}, {}", V(x), V(v));
@@ -161,6 +151,21 @@ VReg Lowerer::splatScalar(int buf, ElementType type, int smemSlot) {
   e_.op("vmov.s32 {}, {}", V(v), S(sx));
   sregs_.put(sx);
   return v;
+}
+
+bool Lowerer::evalFusedInstruction(const Instruction& i, std::map<const Instruction*, VReg>& val,
+                                   std::vector<VReg>& owned) {
+  if (i.opcode() == Opcode::Broadcast || i.opcode() == Opcode::Reshape || i.opcode() == Opcode::Bitcast) {
+    val[&i] = val.at(i.operand(0));
+    return true;
+  }
+  std::vector<VReg> ops;
+  for (const Instruction* o : i.operands()) ops.push_back(val.at(o));
+  auto v = lowerOp(i, ops);
+  if (!v) return false;
+  val[&i] = *v;
+  owned.push_back(*v);
+  return true;
 }
 
 bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const {
@@ -315,19 +320,23 @@ bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in) {
 // Emits body(count) once for each number of valid rows (or columns) a tile
 // whose index is in rIdx can have: `full` below tile fullTiles, `rest` at it.
 // Tiles past those are all padding and never get here.
+void Lowerer::emitEdgeBranch(int reg, int64_t threshold, const std::function<void(bool)>& gen) {
+  std::string lEdge = e_.newLabel("edge"), lDone = e_.newLabel("edged");
+  e_.op("br.ge {}, {}, {}", S(reg), threshold, lEdge);
+  gen(false);
+  e_.op("jmp {}", lDone);
+  e_.label(lEdge);
+  gen(true);
+  e_.label(lDone);
+}
+
 void Lowerer::emitByTileExtent(int rIdx, int64_t fullTiles, int64_t full, int64_t rest,
                                const std::function<void(int64_t)>& body) {
   if (rest == 0 || fullTiles == 0) {
     body(rest == 0 ? full : rest);
     return;
   }
-  std::string lRest = e_.newLabel("eedge"), lDone = e_.newLabel("eedged");
-  e_.op("br.ge {}, {}, {}", S(rIdx), fullTiles, lRest);
-  body(full);
-  e_.op("jmp {}", lDone);
-  e_.label(lRest);
-  body(rest);
-  e_.label(lDone);
+  emitEdgeBranch(rIdx, fullTiles, [&](bool edge) { body(edge ? rest : full); });
 }
 
 void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site) {
@@ -1036,18 +1045,8 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
       owned.push_back(v);
       val[f.streamed[j]] = v;
     }
-    for (const Instruction* i : f.inputSide) {
-      if (i->opcode() == Opcode::Broadcast || i->opcode() == Opcode::Reshape || i->opcode() == Opcode::Bitcast) {
-        val[i] = val.at(i->operand(0));
-        continue;
-      }
-      std::vector<VReg> ops;
-      for (const Instruction* o : i->operands()) ops.push_back(val.at(o));
-      auto v = lowerOp(*i, ops);
-      if (!v) return false;
-      val[i] = *v;
-      owned.push_back(*v);
-    }
+    for (const Instruction* i : f.inputSide)
+      if (!evalFusedInstruction(*i, val, owned)) return false;
     for (size_t k = 0; k < f.outputs.size(); ++k) {
       if (!f.outputs[k].side) continue;
       ElementType t = outType(f.outputs[k]);
@@ -1102,16 +1101,7 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
         val[i] = reducedValue(i->operand(0), i->attrs().tupleIndex);
         continue;
       }
-      if (i->opcode() == Opcode::Broadcast || i->opcode() == Opcode::Reshape || i->opcode() == Opcode::Bitcast) {
-        val[i] = val.at(i->operand(0));
-        continue;
-      }
-      std::vector<VReg> ops;
-      for (const Instruction* o : i->operands()) ops.push_back(val.at(o));
-      auto v = lowerOp(*i, ops);
-      if (!v) return false;
-      val[i] = *v;
-      owned.push_back(*v);
+      if (!evalFusedInstruction(*i, val, owned)) return false;
     }
     for (size_t k = 0; k < f.outputs.size(); ++k) {
       const auto& o = f.outputs[k];

@@ -489,6 +489,12 @@ class Lowerer {
   // scalar operand's splat. New registers are appended to `owned`.
   bool evalOnRegisters(const Computation& c, const Instruction* stop, std::map<const Instruction*, VReg>& val,
                        std::vector<VReg>& owned);
+  // One fused instruction on registers: broadcasts (of values already
+  // shaped like the registers' elements), reshapes and bitcasts rename their
+  // operand's register; the others are lowered, their register appended to
+  // `owned`.
+  bool evalFusedInstruction(const Instruction& i, std::map<const Instruction*, VReg>& val,
+                            std::vector<VReg>& owned);
   // VMEM-resident fusions (lower_resident.cpp): fusions no streaming kernel
   // covers, lowered instruction by instruction inside one kernel, their
   // intermediates in the VMEM above the per-kernel budget.
@@ -524,6 +530,11 @@ class Lowerer {
   // Replaces x (the loaded tile register of operand `operand`'s source)
   // with the operand's value; where `mask` >= 0 is clear, with 0 (K padding).
   bool emitOperandPrologue(const MatmulEpilogue& e, int operand, VReg x, int mask);
+  // gen(false) where the register is below `threshold`, gen(true) from
+  // there on: full tiles and the edge tile.
+  void emitEdgeBranch(int reg, int64_t threshold, const std::function<void(bool)>& gen);
+  // body(full) for tiles below fullTiles, body(rest) for the edge one (only
+  // one of them when there is no edge or no full tile).
   void emitByTileExtent(int rIdx, int64_t fullTiles, int64_t full, int64_t rest,
                         const std::function<void(int64_t)>& body);
   // bf16 MXU passes for a dot or convolution with these operand types:
@@ -607,6 +618,12 @@ class Lowerer {
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
   VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
   VReg complexMultiply(VReg a, VReg b);  // the vmul.c64/vmul.c128 rows
+  // fft: the c128 twiddle at SMEM [rAddr] (four words, through the scalar
+  // registers rw) in every lane of a new register.
+  VReg splatTwiddle(const std::vector<int>& rw, int rAddr);
+  // One term of a direct DFT: acc += x[rX] * twiddle at SMEM [rM], acc
+  // keeping its registers.
+  void dftTerm(VReg acc, const std::vector<int>& rw, int rM, int rX);
   VReg complexFromReal(VReg x, ElementType to);
   // lo = the 64-bit index lo:hi saturated to s32 (it clamps to the same
   // start index), read as u64 or s64: the interpreter reads u64 scalar
