@@ -6,7 +6,7 @@ import lit.formats
 config.name = "tpu-tools"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".hlo", ".llo", ".test", ".txt", ".mk"]
-config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt"]
 config.test_source_root = os.path.dirname(__file__)
 
 # Running lit directly on a folder (not via CTest) finds the build through
