@@ -675,6 +675,24 @@ TEST(ResidentFusion, IntermediatesLargerThanVmemSpillToHbm) {
   expectResidentMatchesInlined(p);
 }
 
+TEST(ResidentFusion, NestedFusionsShareTheOuterOnesPlacement) {
+  // The inner fusion's buffers are intermediates of the outer one: placed
+  // with them, never over them.
+  std::string text =
+      "HloModule m\ninner {\n  a = f32[40,100] parameter(0)\n  z = f32[] constant(1)\n"
+      "  p = f32[42,100] pad(a, z), padding=1_1x0_0\n"
+      "  ROOT n = f32[40,100] slice(p), slice={[2:42], [0:100]}\n}\n"
+      "outer {\n  x = f32[40,100] parameter(0)\n  e = f32[40,100] exponential(x)\n"
+      "  i = f32[40,100] fusion(e), kind=kLoop, calls=inner\n  ROOT s = f32[40,100] add(e, i)\n}\n"
+      "ENTRY main {\n  x = f32[40,100] parameter(0)\n  ROOT f = f32[40,100] fusion(x), kind=kLoop, calls=outer\n}\n";
+  E2eRun r = compileAndCompare(text);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-5) << r.where;
+  CodegenStats s = statsOf(text);
+  EXPECT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.unsharedBytes, 0u);
+}
+
 // Column reductions (reduced dimensions leading or in the middle), several
 // reductions, side outputs of the inputs' shape and epilogues on the
 // reduced values: one kernel streaming blocks of rows, every result leaf

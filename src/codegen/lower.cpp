@@ -349,9 +349,13 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
         const size_t firstBuf = bufs_.size();
-        if (!callInline(in.fusedComputation(), args)) return false;
+        ++fusionPlanDepth_;
+        bool planned = callInline(in.fusedComputation(), args);
+        --fusionPlanDepth_;
+        if (!planned) return false;
         leaves_[&in] = leaves_[in.fusedComputation()->root()];
-        planResidentFusion(in, firstBuf);
+        // A fusion nested in another is part of the outer one's placement.
+        if (fusionPlanDepth_ == 0) planResidentFusion(in, firstBuf);
         return true;
       }
       break;

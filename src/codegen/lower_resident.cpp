@@ -1,6 +1,6 @@
 // VMEM-resident fusions. A fusion that none of the streaming kernels covers
-// (flat loop fusions, output and input fusions) is lowered instruction by
-// instruction, each with its usual kernel. Its intermediates, though, do not
+// (flat loop, output, input and column-reduction fusions) is lowered
+// instruction by instruction, each with its usual kernel. Its intermediates, though, do not
 // go to HBM: when they fit, they live in the half of VMEM above the
 // per-kernel budget, where no kernel's own tiles reach, and the instructions'
 // DMAs move them VMEM to VMEM (dma.v2v, and v2s/s2v for scalar code). The
@@ -43,7 +43,7 @@ int64_t kernelCount(const Computation& c) {
 }  // namespace
 
 void Lowerer::planResidentFusion(const Instruction& in, size_t firstBuf) {
-  if (residentDepth_ > 0 || !in.fusedComputation() || hasControlFlow(*in.fusedComputation())) return;
+  if (!in.fusedComputation() || hasControlFlow(*in.fusedComputation())) return;
   // One instruction is one kernel already.
   if (kernelCount(*in.fusedComputation()) < 2) return;
   // The fusion's results stay in HBM; so does anything a result aliases.

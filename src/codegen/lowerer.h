@@ -780,6 +780,7 @@ class Lowerer {
     uint64_t spilledBytes = 0;  // intermediates that did not fit, in HBM
   };
   std::map<const Instruction*, ResidentFusion> resident_;
+  int fusionPlanDepth_ = 0;  // fusions being planned instruction by instruction
   int residentDepth_ = 0;
   double residentFlops_ = 0;
   uint64_t residentVmem_ = 0;
