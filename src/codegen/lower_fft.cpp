@@ -111,6 +111,37 @@ int Lowerer::constTable(const Instruction& in, const std::vector<uint32_t>& word
 // into VMEM as the interpreter converts to c128; results other than c128 are
 // converted on the way out (complex parts rounded, or the real part for
 // IRFFT). n <= 1 only converts, as the interpreter skips such dimensions.
+void Lowerer::fftFlatLoop(int64_t count, int64_t from, int64_t fromStep, int64_t to, int64_t toStep,
+                          const std::function<void(int, int)>& body) {
+  PoolGuard loopGuard({&sregs_});
+  int ri = sreg(), ro = sreg();
+  e_.op("smov {}, {}", S(ri), from);
+  e_.op("smov {}, {}", S(ro), to);
+  auto step = [&] {
+    body(ri, ro);
+    e_.op("sadd {}, {}, {}", S(ri), S(ri), fromStep);
+    e_.op("sadd {}, {}, {}", S(ro), S(ro), toStep);
+  };
+  if (count == 1) return step();
+  int rc = sreg();
+  std::string l = e_.newLabel("fftflat");
+  e_.op("smov {}, {}", S(rc), count);
+  e_.label(l);
+  step();
+  e_.op("loop {}, {}", S(rc), l);
+}
+
+void Lowerer::fftWidenToC128(ElementType from, int64_t regs, int64_t vFrom, int64_t vTo) {
+  const int64_t step = kVregElems * typeInfo(from).bytes;
+  fftFlatLoop(regs, vFrom, step, vTo, kBlockBytes, [&](int ri, int ro) {
+    VReg x = vload(from, S(ri));
+    VReg z = fftToC128(x, from);
+    vstore(z, ElementType::C128, S(ro));
+    vfree(x);
+    vfree(z);
+  });
+}
+
 VReg Lowerer::splatTwiddle(const std::vector<int>& rw, int rAddr) {
   for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rAddr), 4 * w);
   VReg tw = valloc(ElementType::C128);
@@ -204,21 +235,6 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     body();
     e_.op("loop {}, {}", S(rc), l);
     sregs_.put(rc);
-  };
-  // `count` registers' worth of elements from VMEM `from` to `to`, each
-  // register through `convert`.
-  auto flatLoop = [&](int64_t count, int64_t from, int64_t fromStep, int64_t to, int64_t toStep,
-                      const std::function<void(int, int)>& body) {
-    int ri = sreg(), ro = sreg();
-    e_.op("smov {}, {}", S(ri), from);
-    e_.op("smov {}, {}", S(ro), to);
-    countedLoop(count, "fftflat", [&] {
-      body(ri, ro);
-      e_.op("sadd {}, {}, {}", S(ri), S(ri), fromStep);
-      e_.op("sadd {}, {}, {}", S(ro), S(ro), toStep);
-    });
-    sregs_.put(ri);
-    sregs_.put(ro);
   };
 
   if (packed) {
@@ -402,13 +418,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     e_.op("sem.wait sem0");
     const int64_t inRegs = (n * R + kVregElems - 1) / kVregElems;
     if (stageIn)
-      flatLoop(inRegs, vStage, kVregElems * sb, vWork, kBlockBytes, [&](int ri, int ro) {
-        VReg x = vload(p.srcType, S(ri));
-        VReg z = fftToC128(x, p.srcType);
-        vstore(z, ElementType::C128, S(ro));
-        vfree(x);
-        vfree(z);
-      });
+      fftWidenToC128(p.srcType, inRegs, vStage, vWork);
     if (transform) radix2 ? radix2Transform() : dftTransform();
     // Inverse transforms divide by n (each part, as complex / double does).
     const int64_t outRegs = (p.dstRows * R + kVregElems - 1) / kVregElems;
@@ -417,7 +427,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
       VReg divisor = valloc(ElementType::F64);
       e_.op("vmov.s32 {}, {}", V(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits)));
       e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
-      flatLoop(outRegs, vOut, kBlockBytes, vOut, kBlockBytes, [&](int ri, int ro) {
+      fftFlatLoop(outRegs, vOut, kBlockBytes, vOut, kBlockBytes, [&](int ri, int ro) {
         VReg z = vload(ElementType::C128, S(ri));
         VReg q = fftDivide(z, divisor);
         vstore(q, ElementType::C128, S(ro));
@@ -427,7 +437,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
       vfree(divisor);
     }
     if (stageOut)
-      flatLoop(outRegs, vOut, kBlockBytes, vStage, kVregElems * db, [&](int ri, int ro) {
+      fftFlatLoop(outRegs, vOut, kBlockBytes, vStage, kVregElems * db, [&](int ri, int ro) {
         VReg z = vload(ElementType::C128, S(ri));
         fftStoreResult(z, p.dstType, S(ro));
         vfree(z);
@@ -584,11 +594,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
   auto butterflies = [&](int rU, int rV, int rTk, int rCount) {
     std::string l = e_.newLabel("fftlbfly");
     e_.label(l);
-    for (int w = 0; w < 4; ++w) e_.op("sld {}, [{} + {}]", S(rw[static_cast<size_t>(w)]), S(rTk), 4 * w);
-    VReg t = valloc(ElementType::C128);
-    int tRegs[4] = {t.r, t.hi, t.im, t.imh};
-    for (int w = 0; w < 4; ++w)
-      e_.op("vmov.s32 {}, {}", vregs_.name(tRegs[w]), S(rw[static_cast<size_t>(w)]));
+    VReg t = splatTwiddle(rw, rTk);
     VReg u = vload(ElementType::C128, S(rU));
     VReg v = vload(ElementType::C128, S(rV));
     VReg prod = complexMultiply(v, t);
@@ -601,21 +607,6 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     e_.op("sadd {}, {}, {}", S(rV), S(rV), rowBytes);
     e_.op("sadd {}, {}, {}", S(rTk), S(rTk), kC128Bytes);
     e_.op("loop {}, {}", S(rCount), l);
-  };
-  // `count` registers' worth of VMEM elements from `from` to `to`.
-  auto flatLoop = [&](int64_t count, int64_t from, int64_t fromStep, int64_t to, int64_t toStep,
-                      const std::function<void(int, int)>& body) {
-    PoolGuard loopGuard({&sregs_});
-    int ri = sreg(), ro = sreg(), rc = sreg();
-    std::string l = e_.newLabel("fftlflat");
-    e_.op("smov {}, {}", S(ri), from);
-    e_.op("smov {}, {}", S(ro), to);
-    e_.op("smov {}, {}", S(rc), count);
-    e_.label(l);
-    body(ri, ro);
-    e_.op("sadd {}, {}, {}", S(ri), S(ri), fromStep);
-    e_.op("sadd {}, {}, {}", S(ro), S(ro), toStep);
-    e_.op("loop {}, {}", S(rc), l);
   };
 
   auto chunk = [&](int64_t pcC, int64_t qcC, int rP, int rQ) {
@@ -671,13 +662,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       e_.op("sem.wait sem0, {}", rows);
       const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
       if (stageIn)
-        flatLoop(blockRegs, vStage, kVregElems * sb, vWork, kBlockBytes, [&](int ri, int ro) {
-          VReg v = vload(p.srcType, S(ri));
-          VReg z = fftToC128(v, p.srcType);
-          vstore(z, ElementType::C128, S(ro));
-          vfree(v);
-          vfree(z);
-        });
+        fftWidenToC128(p.srcType, blockRegs, vStage, vWork);
       if (radix2) {
         // Stages len = 2 .. B on the block: groups of len rows.
         PoolGuard stageGuard({&sregs_});
@@ -774,7 +759,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       const int rJ = rBit, rStep = rRev, rAccA = rU, rMaddr = rW, rM = rTk, rX = rV, rC = rOff2, rJc = rCnt;
       int rKc = sreg();
       VReg zero = vconst(ElementType::C128, 0);
-      flatLoop((rowsK * R + kVregElems - 1) / kVregElems, vAcc, kBlockBytes, vAcc, kBlockBytes,
+      fftFlatLoop((rowsK * R + kVregElems - 1) / kVregElems, vAcc, kBlockBytes, vAcc, kBlockBytes,
                [&](int, int ro) { vstore(zero, ElementType::C128, S(ro)); });
       vfree(zero);
       std::string lZero = e_.newLabel("fftlzidx");
@@ -842,7 +827,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       }
       const int64_t regs = (rows * R + kVregElems - 1) / kVregElems;
       if (p.inverse || stageOut)
-        flatLoop(regs, vOut, kBlockBytes, stageOut ? vStage : vOut, stageOut ? kVregElems * db : kBlockBytes,
+        fftFlatLoop(regs, vOut, kBlockBytes, stageOut ? vStage : vOut, stageOut ? kVregElems * db : kBlockBytes,
                  [&](int ri, int ro) {
                    VReg z = vload(ElementType::C128, S(ri));
                    if (p.inverse) {

@@ -621,6 +621,12 @@ class Lowerer {
   // fft: the c128 twiddle at SMEM [rAddr] (four words, through the scalar
   // registers rw) in every lane of a new register.
   VReg splatTwiddle(const std::vector<int>& rw, int rAddr);
+  // `count` registers' worth of VMEM elements from `from` to `to`: body gets
+  // the two address registers, which then step by fromStep and toStep.
+  void fftFlatLoop(int64_t count, int64_t from, int64_t fromStep, int64_t to, int64_t toStep,
+                   const std::function<void(int, int)>& body);
+  // `regs` registers of `from` elements at VMEM vFrom, as c128 at vTo.
+  void fftWidenToC128(ElementType from, int64_t regs, int64_t vFrom, int64_t vTo);
   // One term of a direct DFT: acc += x[rX] * twiddle at SMEM [rM], acc
   // keeping its registers.
   void dftTerm(VReg acc, const std::vector<int>& rw, int rM, int rX);

@@ -6,6 +6,7 @@
 
 #include "hlo/io/hlo_io.h"
 #include "hlo/text/printer.h"
+#include "passes/test_util.h"
 #include "passes/clone.h"
 
 namespace tpu::passes {
@@ -56,20 +57,9 @@ ENTRY main {
 }
 )";
 
-struct Parsed {
-  std::unique_ptr<hlo::Module> module;
-  std::string messages;
-};
+using Parsed = ParsedModule;
 
-Parsed parse(const std::string& text) {
-  Parsed p;
-  DiagnosticEngine diags;
-  diags.setConsumer(
-      [&](const Diagnostic& d) { p.messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
-  auto source = std::make_shared<SourceFile>("test.hlo", text);
-  p.module = hlo::readModule(source, diags).module;
-  return p;
-}
+Parsed parse(const std::string& text) { return parseModule(text); }
 
 std::vector<std::string> computationNames(const hlo::Module& m) {
   std::vector<std::string> names;

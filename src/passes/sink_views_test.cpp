@@ -4,6 +4,7 @@
 
 #include "hlo/io/hlo_io.h"
 #include "hlo/text/printer.h"
+#include "passes/test_util.h"
 
 namespace tpu::passes {
 namespace {
@@ -11,20 +12,9 @@ namespace {
 using hlo::Instruction;
 using hlo::Opcode;
 
-struct Parsed {
-  std::unique_ptr<hlo::Module> module;
-  std::string messages;
-};
+using Parsed = ParsedModule;
 
-Parsed parse(const std::string& text) {
-  Parsed p;
-  DiagnosticEngine diags;
-  diags.setConsumer(
-      [&](const Diagnostic& d) { p.messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
-  auto source = std::make_shared<SourceFile>("test.hlo", text);
-  p.module = hlo::readModule(source, diags).module;
-  return p;
-}
+Parsed parse(const std::string& text) { return parseModule(text); }
 
 // The module `fused` computation (and entry) around one fused computation.
 std::string fusion(const std::string& params, const std::string& body, const std::string& result) {
