@@ -111,6 +111,41 @@ int Lowerer::constTable(const Instruction& in, const std::vector<uint32_t>& word
 // into VMEM as the interpreter converts to c128; results other than c128 are
 // converted on the way out (complex parts rounded, or the real part for
 // IRFFT). n <= 1 only converts, as the interpreter skips such dimensions.
+void Lowerer::emitFftChunks(int64_t outer, int64_t inner, int64_t pc, int64_t qc,
+                            const std::function<void(int64_t, int64_t, int, int)>& chunk) {
+  int rP = sreg(), rQ = sreg();
+  e_.op("smov {}, 0", S(rP));
+  e_.op("smov {}, 0", S(rQ));
+  if (qc == inner) {  // pc whole rows of transforms at a time
+    int64_t full = outer / pc, rest = outer % pc;
+    if (full > 0) {
+      std::string l = e_.newLabel("fftchunk");
+      if (full > 1) e_.label(l);
+      chunk(pc, inner, rP, rQ);
+      e_.op("sadd {}, {}, {}", S(rP), S(rP), pc);
+      if (full > 1) e_.op("br.lt {}, {}, {}", S(rP), full * pc, l);
+    }
+    if (rest > 0) chunk(rest, inner, rP, rQ);
+  } else {  // rows split into pieces of qc transforms
+    int64_t full = inner / qc, rest = inner % qc;
+    std::string lp = e_.newLabel("fftouter");
+    e_.label(lp);
+    e_.op("smov {}, 0", S(rQ));
+    if (full > 0) {
+      std::string lq = e_.newLabel("fftchunk");
+      if (full > 1) e_.label(lq);
+      chunk(1, qc, rP, rQ);
+      e_.op("sadd {}, {}, {}", S(rQ), S(rQ), qc);
+      if (full > 1) e_.op("br.lt {}, {}, {}", S(rQ), full * qc, lq);
+    }
+    if (rest > 0) chunk(1, rest, rP, rQ);
+    e_.op("sadd {}, {}, 1", S(rP), S(rP));
+    e_.op("br.lt {}, {}, {}", S(rP), outer, lp);
+  }
+  sregs_.put(rQ);
+  sregs_.put(rP);
+}
+
 void Lowerer::fftFlatLoop(int64_t count, int64_t from, int64_t fromStep, int64_t to, int64_t toStep,
                           const std::function<void(int, int)>& body) {
   PoolGuard loopGuard({&sregs_});
@@ -451,35 +486,7 @@ bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
     e_.op("sem.wait sem0");
   };
 
-  int rP = sreg(), rQ = sreg();
-  e_.op("smov {}, 0", S(rP));
-  e_.op("smov {}, 0", S(rQ));
-  if (qc == inner) {
-    int64_t full = outer / pc, rest = outer % pc;
-    if (full > 0) {
-      std::string l = e_.newLabel("fftchunk");
-      if (full > 1) e_.label(l);
-      chunk(pc, inner, rP, rQ);
-      e_.op("sadd {}, {}, {}", S(rP), S(rP), pc);
-      if (full > 1) e_.op("br.lt {}, {}, {}", S(rP), full * pc, l);
-    }
-    if (rest > 0) chunk(rest, inner, rP, rQ);
-  } else {
-    int64_t full = inner / qc, rest = inner % qc;
-    std::string lp = e_.newLabel("fftouter");
-    e_.label(lp);
-    e_.op("smov {}, 0", S(rQ));
-    if (full > 0) {
-      std::string lq = e_.newLabel("fftchunk");
-      if (full > 1) e_.label(lq);
-      chunk(1, qc, rP, rQ);
-      e_.op("sadd {}, {}, {}", S(rQ), S(rQ), qc);
-      if (full > 1) e_.op("br.lt {}, {}, {}", S(rQ), full * qc, lq);
-    }
-    if (rest > 0) chunk(1, rest, rP, rQ);
-    e_.op("sadd {}, {}, 1", S(rP), S(rP));
-    e_.op("br.lt {}, {}, {}", S(rP), outer, lp);
-  }
+  emitFftChunks(outer, inner, pc, qc, chunk);
   return !failed_;
 }
 
@@ -857,35 +864,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     pc = std::min(outer, R / inner);
   else
     qc = R;
-  int rP = sreg(), rQ = sreg();
-  e_.op("smov {}, 0", S(rP));
-  e_.op("smov {}, 0", S(rQ));
-  if (qc == inner) {
-    int64_t full = outer / pc, rest = outer % pc;
-    if (full > 0) {
-      std::string l = e_.newLabel("fftlchunk");
-      e_.label(l);
-      chunk(pc, inner, rP, rQ);
-      e_.op("sadd {}, {}, {}", S(rP), S(rP), pc);
-      e_.op("br.lt {}, {}, {}", S(rP), full * pc, l);
-    }
-    if (rest > 0) chunk(rest, inner, rP, rQ);
-  } else {
-    int64_t full = inner / qc, rest = inner % qc;
-    std::string lp = e_.newLabel("fftlouter");
-    e_.label(lp);
-    e_.op("smov {}, 0", S(rQ));
-    if (full > 0) {
-      std::string lq = e_.newLabel("fftlchunk");
-      e_.label(lq);
-      chunk(1, qc, rP, rQ);
-      e_.op("sadd {}, {}, {}", S(rQ), S(rQ), qc);
-      e_.op("br.lt {}, {}, {}", S(rQ), full * qc, lq);
-    }
-    if (rest > 0) chunk(1, rest, rP, rQ);
-    e_.op("sadd {}, {}, 1", S(rP), S(rP));
-    e_.op("br.lt {}, {}, {}", S(rP), outer, lp);
-  }
+  emitFftChunks(outer, inner, pc, qc, chunk);
   return !failed_;
 }
 

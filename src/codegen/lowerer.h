@@ -625,6 +625,11 @@ class Lowerer {
   // the two address registers, which then step by fromStep and toStep.
   void fftFlatLoop(int64_t count, int64_t from, int64_t fromStep, int64_t to, int64_t toStep,
                    const std::function<void(int, int)>& body);
+  // Calls chunk(rows, transforms, rP, rQ) over an fft's outer x inner
+  // transforms: pc outer rows at a time when qc covers all inner ones, else
+  // qc inner ones of each outer row; rP and rQ hold the chunk's indices.
+  void emitFftChunks(int64_t outer, int64_t inner, int64_t pc, int64_t qc,
+                     const std::function<void(int64_t, int64_t, int, int)>& chunk);
   // `regs` registers of `from` elements at VMEM vFrom, as c128 at vTo.
   void fftWidenToC128(ElementType from, int64_t regs, int64_t vFrom, int64_t vTo);
   // One term of a direct DFT: acc += x[rX] * twiddle at SMEM [rM], acc
