@@ -374,6 +374,26 @@ E2eRun runCase(const std::string& text) {
   return compileAndCompare(text, "v5e", options, &args);
 }
 
+// A sweep's verdict on one compiled case: the failure to record, or empty
+// when it passes (no error, within `tol`, and bit for bit when `exact`).
+std::string verdict(const E2eRun& r, const std::string& label, double tol, bool exact) {
+  if (!r.error.empty()) return fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n')));
+  if (r.maxErr > tol) return fmt::format("{}: error {} > {} at {}", label, r.maxErr, tol, r.where);
+  if (exact && r.bitMismatches != 0)
+    return fmt::format("{}: {} elements differ in their bits, first {}", label, r.bitMismatches, r.bitWhere);
+  return "";
+}
+
+// Integer and pred results must be the interpreter's bytes (a 4-bit value
+// stored sign- or zero-extended as XLA does).
+bool exactType(ElementType t) { return !hlo::isFloatType(t) && !hlo::isComplexType(t); }
+
+std::string joined(const std::vector<std::string>& failures) {
+  std::string all;
+  for (const auto& f : failures) all += f + "\n";
+  return all;
+}
+
 TEST(Coverage, EveryInterpretedOpcodeAndTypeCompiles) {
   std::vector<std::string> failures;
   int passed = 0, refused = 0, skipped = 0;
@@ -389,34 +409,19 @@ TEST(Coverage, EveryInterpretedOpcodeAndTypeCompiles) {
       E2eRun r = runCase(text);
       std::string label = fmt::format("{} on {}", c.name, hlo::elementTypeName(t));
       bool gap = isKnownGap(c.name, t);
-      if (!r.error.empty()) {
-        // A known gap must be refused by llo-gen itself, with a message.
-        if (gap && r.error.starts_with("llo-gen: ") && r.error.find("error: ") != std::string::npos) {
-          ++refused;
-          continue;
-        }
-        failures.push_back(fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n'))));
+      // A known gap must be refused by llo-gen itself, with a message.
+      if (gap && r.error.starts_with("llo-gen: ") && r.error.find("error: ") != std::string::npos) {
+        ++refused;
         continue;
       }
-      if (gap) {
+      if (gap && r.error.empty()) {
         failures.push_back(fmt::format("{}: compiles now; remove it from knownGaps()", label));
         continue;
       }
-      double tol = tolerance(c.name, t);
-      if (r.maxErr > tol) {
-        failures.push_back(fmt::format("{}: error {} > {} at {}", label, r.maxErr, tol, r.where));
-        continue;
-      }
-      // Integer and pred results must be the interpreter's bytes (a 4-bit
-      // value stored sign- or zero-extended as XLA does), and so must the
-      // results of ops that are exact by construction.
-      bool exactType = !hlo::isFloatType(t) && !hlo::isComplexType(t);
-      if ((exactType || bitExact(c.name)) && r.bitMismatches != 0) {
-        failures.push_back(fmt::format("{}: {} elements differ in their bits, first {}", label, r.bitMismatches,
-                                       r.bitWhere));
-        continue;
-      }
-      ++passed;
+      // Ops exact by construction must give the interpreter's bytes too.
+      std::string f = verdict(r, label, tolerance(c.name, t), exactType(t) || bitExact(c.name));
+      if (f.empty()) ++passed;
+      else failures.push_back(f);
     }
     // A template no type instantiates validly tests nothing.
     if (!ran) failures.push_back(fmt::format("{}: the interpreter runs it on no type", c.name));
@@ -424,11 +429,9 @@ TEST(Coverage, EveryInterpretedOpcodeAndTypeCompiles) {
   RecordProperty("passed", passed);
   RecordProperty("refused", refused);
   RecordProperty("skipped", skipped);
-  std::string all;
-  for (const auto& f : failures) all += f + "\n";
   EXPECT_TRUE(failures.empty()) << failures.size() << " cases fail (" << passed << " pass, " << refused
                                 << " known gaps refused, " << skipped << " not run by the interpreter):\n"
-                                << all;
+                                << joined(failures);
   // Keeps the sweep honest: most combinations must actually run.
   EXPECT_GT(passed, 1400);
 }
@@ -452,19 +455,14 @@ TEST(Coverage, EveryInterpretedOpcodeOnEdgeShapes) {
         if (isKnownGap(c.name, t) || !interpreterRuns(inst)) continue;
         E2eRun r = runCase(inst);
         std::string label = fmt::format("{} on {}{}", c.name, hlo::elementTypeName(t), shape);
-        if (!r.error.empty())
-          failures.push_back(fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n'))));
-        else if (r.maxErr > tolerance(c.name, t))
-          failures.push_back(fmt::format("{}: error {} at {}", label, r.maxErr, r.where));
-        else
-          ++passed;
+        std::string f = verdict(r, label, tolerance(c.name, t), false);
+        if (f.empty()) ++passed;
+        else failures.push_back(f);
       }
     }
   }
   RecordProperty("passed", passed);
-  std::string all;
-  for (const auto& f : failures) all += f + "\n";
-  EXPECT_TRUE(failures.empty()) << failures.size() << " cases fail (" << passed << " pass):\n" << all;
+  EXPECT_TRUE(failures.empty()) << failures.size() << " cases fail (" << passed << " pass):\n" << joined(failures);
   EXPECT_GT(passed, 1000);
 }
 
@@ -565,19 +563,12 @@ ENTRY main {
     std::string label = text.substr(text.rfind("ROOT"), 60);
     ElementType t = text.find("bf16") != std::string::npos ? ElementType::BF16
                     : text.find("s32[300") != std::string::npos ? ElementType::S32 : ElementType::F32;
-    if (!r.error.empty())
-      failures.push_back(fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n'))));
-    else if (r.maxErr > std::max(tolerance("dot", t), 1e-4) && t != ElementType::S32)
-      failures.push_back(fmt::format("{}: error {} at {}", label, r.maxErr, r.where));
-    else if (t == ElementType::S32 && r.maxErr != 0)
-      failures.push_back(fmt::format("{}: error {} at {}", label, r.maxErr, r.where));
-    else
-      ++passed;
+    std::string f = verdict(r, label, t == ElementType::S32 ? 0.0 : std::max(tolerance("dot", t), 1e-4), false);
+    if (f.empty()) ++passed;
+    else failures.push_back(f);
   }
   RecordProperty("passed", passed);
-  std::string all;
-  for (const auto& f : failures) all += f + "\n";
-  EXPECT_TRUE(failures.empty()) << failures.size() << " programs fail (" << passed << " pass):\n" << all;
+  EXPECT_TRUE(failures.empty()) << failures.size() << " programs fail (" << passed << " pass):\n" << joined(failures);
   EXPECT_GT(passed, 90);
 }
 
@@ -711,15 +702,9 @@ TEST(Coverage, EveryOpcodeAsASectionOfAResidentFusion) {
       if (text.empty() || isKnownGap(c.name, t) || !interpreterRuns(text)) continue;
       std::string label = fmt::format("{} on {}", c.name, hlo::elementTypeName(t));
       E2eRun r = runCase(text);
-      if (!r.error.empty())
-        failures.push_back(fmt::format("{}: {}", label, r.error.substr(0, r.error.find('\n'))));
-      else if (r.maxErr > tolerance(c.name, t))
-        failures.push_back(fmt::format("{}: error {} at {}", label, r.maxErr, r.where));
-      else if (!hlo::isFloatType(t) && !hlo::isComplexType(t) && r.bitMismatches != 0)
-        failures.push_back(fmt::format("{}: {} elements differ in their bits, first {}", label, r.bitMismatches,
-                                       r.bitWhere));
-      else
-        ++passed;
+      std::string f = verdict(r, label, tolerance(c.name, t), exactType(t));
+      if (f.empty()) ++passed;
+      else failures.push_back(f);
       // Fusions with control flow keep their buffers in HBM by design.
       bool controlFlow = text.find(" call(") != std::string::npos || text.find(" conditional(") != std::string::npos ||
                          text.find(" while(") != std::string::npos;
@@ -731,9 +716,7 @@ TEST(Coverage, EveryOpcodeAsASectionOfAResidentFusion) {
   }
   RecordProperty("passed", passed);
   RecordProperty("resident", resident);
-  std::string all;
-  for (const auto& f : failures) all += f + "\n";
-  EXPECT_TRUE(failures.empty()) << failures.size() << " cases fail (" << passed << " pass):\n" << all;
+  EXPECT_TRUE(failures.empty()) << failures.size() << " cases fail (" << passed << " pass):\n" << joined(failures);
   EXPECT_GT(passed, 600);
   EXPECT_GT(resident, 250);
 }
@@ -775,10 +758,8 @@ TEST(Coverage, EveryInterpretedConversionCompiles) {
     }
   }
   RecordProperty("passed", passed);
-  std::string all;
-  for (const auto& f : failures) all += f + "\n";
   EXPECT_TRUE(failures.empty()) << failures.size() << " conversions fail (" << passed << " pass, " << refused
-                                << " with a known-gap type unchecked):\n" << all;
+                                << " with a known-gap type unchecked):\n" << joined(failures);
   EXPECT_GT(passed, 900);
 }
 
