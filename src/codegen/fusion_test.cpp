@@ -484,9 +484,9 @@ TEST(LoopFusion, ViewsOfComputedValuesAreRecomputedFromViewsOfParameters) {
 }
 
 TEST(LoopFusion, ViewsOfIotasAreIotas) {
-  // Iotas are not streamed, so this is several kernels, but the transposed
-  // iota is an iota along the other dimension (only the parameter is
-  // transposed).
+  // Iotas are not streamed, so this is a resident fusion rather than a
+  // streaming one, but the transposed iota is an iota along the other
+  // dimension (only the parameter is transposed).
   FusedAndInlined p = makePrograms("  x = s32[30,50] parameter(0)\n",
                                    "  i = s32[30,50] iota(), iota_dimension=1\n  a = s32[30,50] add(i, x)\n"
                                    "  ROOT t = s32[50,30] transpose(a), dimensions={1,0}\n",
@@ -497,6 +497,8 @@ TEST(LoopFusion, ViewsOfIotasAreIotas) {
   std::string text = llo(p.fused);
   EXPECT_NE(text.find("// iota: iota %t.iota s32[50,30]"), std::string::npos) << text.substr(0, 2000);
   EXPECT_EQ(text.find("// transpose: transpose %t s32[50,30]"), std::string::npos);
+  EXPECT_NE(text.find("intermediates in VMEM"), std::string::npos);
+  EXPECT_EQ(kernelCount(p.fused), 1u);
 }
 
 TEST(LoopFusion, OtherDataMovementIsAResidentFusion) {
