@@ -759,11 +759,177 @@ def collective_cases():
     return out
 
 
+# ---- Relative error near zero, f64, complex and fft (issue #14 point 5) ----
+
+# Tolerances judged by relative error alone: an absolute floor would hide
+# lost digits near zero (|a-b|/(1+|b|) cannot see a 6% error at 1e-7).
+REL_F32 = (4 * 2.0 ** -24, 0.0)     # 4 ulps of f32 relative to the exact value
+REL_F64 = (8 * 2.0 ** -53, 0.0)     # 8 ulps of f64
+# Complex results: |got - want| <= rtol * |want| (the complex magnitude), so
+# a component much smaller than the other is judged against the whole value.
+CPLX_C64 = (8 * 2.0 ** -24, 0.0)
+CPLX_C128 = (16 * 2.0 ** -53, 0.0)
+
+
+def near_zero(n, dtype):
+    """Magnitudes from 1e-30 to 1e-2, both signs, plus the exact zeros."""
+    mags = np.logspace(-30 if dtype == np.float32 else -200, -2, n)
+    v = mags * np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    v[:2] = [0.0, -0.0]
+    return v.astype(dtype)
+
+
+def near_zero_cases():
+    out = []
+    table = [
+        ("exponential-minus-one", np.expm1), ("log-plus-one", np.log1p), ("tan", np.tan),
+        ("sine", np.sin), ("tanh", np.tanh), ("atan", np.arctan), ("asin", np.arcsin),
+        ("asinh", np.arcsinh), ("atanh", np.arctanh), ("erf", erf64),
+    ]
+    for dtype, tol in [(np.float32, REL_F32), (np.float64, REL_F64)]:
+        x = near_zero(64, dtype)
+        for op, f in table:
+            e = f(x.astype(np.float64)).astype(dtype)
+            body = params([x]) + f"\n  ROOT r = {sh(e)} {op}(p0)"
+            out.append(Case(f"near-zero-{NP_TO_HLO[np.dtype(dtype)]}-{op}", module(body), [x], e, tol))
+    return out
+
+
+def f64_cases():
+    out = []
+    rng = np.random.default_rng(64)
+    x = rng.uniform(-4, 4, size=(4, 8))
+    x.reshape(-1)[:8] = [0.0, -0.0, 1.0, -1.0, 0.5, np.inf, -np.inf, np.nan]
+    pos = rng.uniform(0.01, 10, size=(4, 8))
+    unit = rng.uniform(-0.99, 0.99, size=(4, 8))
+    big = rng.uniform(1.01, 10, size=(4, 8))
+    with np.errstate(all="ignore"):
+        unary = [
+            ("abs", x, np.abs(x), EXACT), ("negate", x, -x, EXACT), ("sqrt", pos, np.sqrt(pos), EXACT),
+            ("floor", x, np.floor(x), EXACT), ("ceil", x, np.ceil(x), EXACT),
+            ("round-nearest-even", x, np.round(x), EXACT),
+            ("exponential", x, np.exp(x), REL_F64), ("exponential-minus-one", x, np.expm1(x), REL_F64),
+            ("log", pos, np.log(pos), REL_F64), ("log-plus-one", pos, np.log1p(pos), REL_F64),
+            ("rsqrt", pos, 1 / np.sqrt(pos), REL_F64), ("cbrt", x, np.cbrt(x), REL_F64),
+            ("tanh", x, np.tanh(x), REL_F64), ("logistic", x, 1 / (1 + np.exp(-x)), REL_F64),
+            ("sine", x, np.sin(x), REL_F64), ("cosine", x, np.cos(x), REL_F64),
+            ("tan", unit, np.tan(unit), REL_F64), ("atan", x, np.arctan(x), REL_F64),
+            ("asin", unit, np.arcsin(unit), REL_F64), ("acos", unit, np.arccos(unit), REL_F64),
+            ("asinh", x, np.arcsinh(x), REL_F64), ("acosh", big, np.arccosh(big), REL_F64),
+            ("atanh", unit, np.arctanh(unit), REL_F64), ("erf", x, erf64(x), REL_F64),
+        ]
+    for op, a, e, tol in unary:
+        body = params([a]) + f"\n  ROOT r = {sh(e)} {op}(p0)"
+        out.append(Case(f"f64-{op}", module(body), [a], e, tol))
+    a = x
+    b = rng.uniform(-4, 4, size=(4, 8))
+    b.reshape(-1)[-4:] = [np.nan, 0.0, -0.0, np.inf]
+    pa = rng.uniform(0.1, 3, size=(4, 8))
+    with np.errstate(all="ignore"):
+        binary = [
+            ("add", a, b, a + b, EXACT), ("subtract", a, b, a - b, EXACT), ("multiply", a, b, a * b, EXACT),
+            ("divide", a, b, a / b, EXACT), ("maximum", a, b, np.maximum(a, b), EXACT),
+            ("minimum", a, b, np.minimum(a, b), EXACT), ("remainder", a, b, np.fmod(a, b), EXACT),
+            ("power", pa, b, np.power(pa, b), REL_F64), ("atan2", a, b, np.arctan2(a, b), REL_F64),
+        ]
+    for op, p, q, e, tol in binary:
+        body = params([p, q]) + f"\n  ROOT r = {sh(e)} {op}(p0, p1)"
+        out.append(Case(f"f64-{op}", module(body), [p, q], e, tol))
+    # Sums of products in f64 (a dot), exact enough to compare with float64 numpy.
+    m1, m2 = rng.uniform(-1, 1, size=(9, 33)), rng.uniform(-1, 1, size=(33, 7))
+    e = m1 @ m2
+    body = params([m1, m2]) + f"\n  ROOT r = {sh(e)} dot(p0, p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}"
+    out.append(Case("f64-dot", module(body), [m1, m2], e, (64 * 2.0 ** -53, 1e-15)))
+    return out
+
+
+def complex_values(dtype, n=32, seed=7):
+    rng = np.random.default_rng(seed)
+    z = (rng.uniform(-3, 3, n) + 1j * rng.uniform(-3, 3, n)).astype(dtype)
+    z[:4] = [0, 1, -1j, 2 + 0j]
+    return z
+
+
+def complex_cases():
+    out = []
+    for dtype, tol in [(np.complex64, CPLX_C64), (np.complex128, CPLX_C128)]:
+        wide = np.complex128
+        z, w = complex_values(dtype), complex_values(dtype, seed=8)
+        w[:4] = [1, 2j, -3, 0.5 - 0.5j]  # no zero divisors
+        zz = z.astype(wide)
+        with np.errstate(all="ignore"):
+            binary = [("add", z + w), ("subtract", z - w), ("multiply", zz * w.astype(wide)),
+                      ("divide", zz / w.astype(wide))]
+            unary = [("negate", -zz), ("exponential", np.exp(zz)), ("sqrt", np.sqrt(zz)),
+                     ("sine", np.sin(zz)), ("cosine", np.cos(zz)), ("tanh", np.tanh(zz))]
+        tname = NP_TO_HLO[np.dtype(dtype)]
+        for op, e in binary:
+            e = np.asarray(e).astype(dtype)
+            body = params([z, w]) + f"\n  ROOT r = {sh(e)} {op}(p0, p1)"
+            out.append(Case(f"{tname}-{op}", module(body), [z, w], e, tol))
+        for op, e in unary:
+            e = np.asarray(e).astype(dtype)
+            body = params([z]) + f"\n  ROOT r = {sh(e)} {op}(p0)"
+            out.append(Case(f"{tname}-{op}", module(body), [z], e, tol))
+        nz = z.copy()
+        nz[0] = 0.5 + 0.25j  # log(0) is -inf + 0j; keep the case finite
+        e = np.log(nz.astype(wide)).astype(dtype)
+        out.append(Case(f"{tname}-log", module(params([nz]) + f"\n  ROOT r = {sh(e)} log(p0)"), [nz], e, tol))
+        real = np.float32 if dtype == np.complex64 else np.float64
+        e = np.abs(zz).astype(real)
+        out.append(Case(f"{tname}-abs", module(params([z]) + f"\n  ROOT r = {sh(e)} abs(p0)"), [z], e,
+                        REL_F32 if real == np.float32 else REL_F64))
+        for op, f in [("real", np.real), ("imag", np.imag)]:
+            e = f(z).astype(real)
+            out.append(Case(f"{tname}-{op}", module(params([z]) + f"\n  ROOT r = {sh(e)} {op}(p0)"), [z], e))
+        re, im = z.real.astype(real), z.imag.astype(real)
+        out.append(Case(f"{tname}-complex", module(params([re, im]) + f"\n  ROOT r = {sh(z)} complex(p0, p1)"),
+                        [re, im], z))
+    return out
+
+
+# FFT results are compared norm-wise: error per element against the largest
+# magnitude of the result, scaled by log2(n) as the error of a radix-2 FFT grows.
+def fft_tol(n, dtype):
+    eps = 2.0 ** -24 if dtype in (np.complex64, np.float32) else 2.0 ** -53
+    return ("norm", 8 * eps * max(1.0, math.log2(n)))
+
+
+def fft_cases():
+    out = []
+    rng = np.random.default_rng(11)
+    for cdt, rdt in [(np.complex64, np.float32), (np.complex128, np.float64)]:
+        t = NP_TO_HLO[np.dtype(cdt)]
+        for dims, lengths in [((3, 16), (16,)), ((2, 12, 10), (12, 10)), ((4, 6, 8), (4, 6, 8)), ((2, 100), (100,))]:
+            z = (rng.uniform(-1, 1, dims) + 1j * rng.uniform(-1, 1, dims)).astype(cdt)
+            axes = tuple(range(len(dims) - len(lengths), len(dims)))
+            n = int(np.prod(lengths))
+            fl = ",".join(str(l) for l in lengths)
+            tag = "x".join(str(l) for l in lengths)
+            e = np.fft.fftn(z.astype(np.complex128), axes=axes).astype(cdt)
+            body = params([z]) + f"\n  ROOT r = {sh(e)} fft(p0), fft_type=FFT, fft_length={{{fl}}}"
+            out.append(Case(f"fft-{t}-{tag}", module(body), [z], e, fft_tol(n, cdt)))
+            e = np.fft.ifftn(z.astype(np.complex128), axes=axes).astype(cdt)
+            body = params([z]) + f"\n  ROOT r = {sh(e)} fft(p0), fft_type=IFFT, fft_length={{{fl}}}"
+            out.append(Case(f"ifft-{t}-{tag}", module(body), [z], e, fft_tol(n, cdt)))
+            x = rng.uniform(-1, 1, dims).astype(rdt)
+            e = np.fft.rfftn(x.astype(np.float64), axes=axes).astype(cdt)
+            body = params([x]) + f"\n  ROOT r = {sh(e)} fft(p0), fft_type=RFFT, fft_length={{{fl}}}"
+            out.append(Case(f"rfft-{t}-{tag}", module(body), [x], e, fft_tol(n, cdt)))
+            # irfft of the rfft of real data (a Hermitian input, as irfft assumes).
+            spec = np.fft.rfftn(x.astype(np.float64), axes=axes).astype(cdt)
+            e = np.fft.irfftn(spec.astype(np.complex128), s=lengths, axes=axes).astype(rdt)
+            body = params([spec]) + f"\n  ROOT r = {sh(e)} fft(p0), fft_type=IRFFT, fft_length={{{fl}}}"
+            out.append(Case(f"irfft-{t}-{tag}", module(body), [spec], e, fft_tol(n, cdt)))
+    return out
+
+
 def all_cases():
     return (unary_cases() + binary_cases() + compare_cases() + conversion_cases() + data_movement_cases()
             + reduction_cases() + linalg_cases() + gather_scatter_sort_cases() + control_flow_cases()
             + gather_scatter_extended_cases() + sort_extended_cases() + reduce_extended_cases()
-            + control_flow_extended_cases() + collective_cases())
+            + control_flow_extended_cases() + collective_cases() + near_zero_cases() + f64_cases()
+            + complex_cases() + fft_cases())
 
 
 def compare(name, got, want, tol):
@@ -776,6 +942,28 @@ def compare(name, got, want, tol):
         if len(bad):
             i = bad[0]
             return f"{name}: element {i}: got {got.reshape(-1)[i]}, expected {want.reshape(-1)[i]}"
+        return None
+    if got.dtype != want.dtype:
+        return f"{name}: dtype {got.dtype} != expected {want.dtype}"
+    if tol[0] == "norm":
+        g, w = got.astype(np.complex128).reshape(-1), want.astype(np.complex128).reshape(-1)
+        scale = np.max(np.abs(w)) if w.size else 0.0
+        err = np.abs(g - w)
+        bad = np.nonzero(~(err <= tol[1] * scale))[0]
+        if len(bad):
+            i = bad[0]
+            return f"{name}: element {i}: got {g[i]!r}, expected {w[i]!r} (error {err[i]:.3g} > {tol[1]:.3g} x max |expected| {scale:.3g})"
+        return None
+    if want.dtype.kind == "c":
+        g, w = got.astype(np.complex128).reshape(-1), want.astype(np.complex128).reshape(-1)
+        rtol, atol = tol
+        with np.errstate(all="ignore"):
+            err = np.abs(g - w)
+            close = (g == w) | (err <= atol + rtol * np.abs(w))
+        bad = np.nonzero(~close)[0]
+        if len(bad):
+            i = bad[0]
+            return f"{name}: element {i}: got {g[i]!r}, expected {w[i]!r} (relative error {err[i] / abs(w[i]) if w[i] else err[i]:.3g} > {rtol:.3g})"
         return None
     g, w = got.astype(np.float64).reshape(-1), want.astype(np.float64).reshape(-1)
     rtol, atol = tol
