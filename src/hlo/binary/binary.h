@@ -10,13 +10,15 @@
 #include "hlo/module.h"
 #include "support/container.h"
 #include "support/diagnostics.h"
+#include "support/file_kind.h"
 #include "support/source.h"
 
 namespace tpu::hlo {
 
-// "\x89HLOB\r\n\x1a": the high byte catches 7-bit transfers, CR LF catches
+// "\x89HLOB\r\n\x1a" (defined with the other magic numbers in
+// support/file_kind.h): the high byte catches 7-bit transfers, CR LF catches
 // line-ending conversion, ^Z stops `type` on Windows (PNG's trick).
-inline constexpr Magic kHlobMagic = {'\x89', 'H', 'L', 'O', 'B', '\r', '\n', '\x1a'};
+using tpu::kHlobMagic;
 // Major changes when old readers cannot read new files.
 inline constexpr ContainerVersion kHlobVersion = {2, 0};
 
