@@ -140,6 +140,68 @@ void appendQuoted(std::string& out, std::string_view s) {
   out += '"';
 }
 
+namespace {
+
+// Past the quoted string opening at text[pos] (its closing quote included,
+// escapes skipped); the end of `text` when it is not closed.
+size_t skipQuoted(std::string_view text, size_t pos) {
+  const char quote = text[pos++];
+  while (pos < text.size() && text[pos] != quote) pos += text[pos] == '\\' ? 2 : 1;
+  return std::min(pos + 1, text.size() + 1);
+}
+
+}  // namespace
+
+size_t balancedBraceGroupEnd(std::string_view text, size_t start) {
+  if (start >= text.size() || text[start] != '{') return std::string_view::npos;
+  int64_t depth = 0;
+  for (size_t pos = start; pos < text.size();) {
+    char c = text[pos];
+    if (c == '"' || c == '\'') {
+      pos = skipQuoted(text, pos);
+      continue;
+    }
+    ++pos;
+    if (c == '{') ++depth;
+    if (c == '}' && --depth == 0) return pos;
+  }
+  return std::string_view::npos;
+}
+
+size_t rawValueEnd(std::string_view text, size_t start) {
+  int64_t depth = 0;
+  size_t pos = start;
+  while (pos < text.size()) {
+    char c = text[pos];
+    if (c == '"' || c == '\'') {
+      pos = std::min(skipQuoted(text, pos), text.size());
+      continue;
+    }
+    if (c == '{' || c == '(' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ')' || c == ']') {
+      if (depth == 0) break;
+      --depth;
+    } else if (depth == 0 && (c == ',' || c == '\n')) {
+      break;
+    }
+    ++pos;
+  }
+  while (pos > start && (text[pos - 1] == ' ' || text[pos - 1] == '\t' || text[pos - 1] == '\r')) --pos;
+  return pos;
+}
+
+bool isBraceGroup(std::string_view text) { return balancedBraceGroupEnd(text, 0) == text.size(); }
+
+bool isRawValue(std::string_view text) {
+  // The lexer skips blanks and comments before the value and ends it at the
+  // first newline: a raw value must start with neither.
+  if (text.empty() || text[0] == ' ' || text[0] == '\t' || text[0] == '\r' || text[0] == '\n' ||
+      text.starts_with("//") || text.starts_with("/*"))
+    return false;
+  return rawValueEnd(text, 0) == text.size();
+}
+
 std::string ConvolutionDimensionNumbers::toString() const {
   auto part = [](std::vector<std::pair<int64_t, char>> named, const std::vector<int64_t>& spatial) {
     for (size_t i = 0; i < spatial.size(); ++i) named.push_back({spatial[i], static_cast<char>('0' + i)});

@@ -19,6 +19,15 @@ namespace tpu::hlo {
 
 namespace {
 
+// A key of `key=value` lists: bare when it is an identifier, else quoted
+// with escapes (the parser reads `"key"=value` too), so any key round-trips.
+void appendKey(std::string& out, std::string_view key) {
+  if (isValidName(key))
+    out += key;
+  else
+    appendQuoted(out, key);
+}
+
 void appendInt(std::string& out, int64_t v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -823,7 +832,7 @@ void Printer::commonAttributes(std::string& out, const Instruction& inst) {
     for (size_t i = 0; i < c.frontendAttributes.size(); ++i) {
       if (i) out += ',';
       const FrontendAttribute& f = c.frontendAttributes[i];
-      out += f.key;
+      appendKey(out, f.key);
       out += '=';
       if (f.raw)
         out += f.value;
@@ -1018,7 +1027,7 @@ std::string Printer::module(const Module& m) {
     out += ", frontend_attributes={";
     for (size_t i = 0; i < cfg.frontendAttributes.size(); ++i) {
       if (i) out += ',';
-      out += cfg.frontendAttributes[i].key;
+      appendKey(out, cfg.frontendAttributes[i].key);
       out += '=';
       if (cfg.frontendAttributes[i].raw)
         out += cfg.frontendAttributes[i].value;
