@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
           "  tpu-run model.hlo --seed=1 --check --stats          compile, simulate, compare with "
           "interpreter\n"
           "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
-          "  tpu-run kernel.llo --input=@a.npy --output=@c.npy --trace=t.json\n"
+          "  tpu-run kernel.llo --seed=1 --output=@c.npy --trace=t.json   result as .npy, Perfetto trace\n"
           "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
           "  tpu-run --interpret add.hlo --input=2xf32=1,2 --input=@b.npy --output=@sum.npy\n"
           "  tpu-run --interpret m.hlo --input=@x.npy --expected-output=@y.npy --atol=1e-4\n"
