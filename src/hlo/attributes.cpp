@@ -114,9 +114,27 @@ ComparisonType defaultComparisonType(ElementType t) {
   return ComparisonType::Unsigned;
 }
 
+namespace {
+
+bool needsEscape(char c) {
+  unsigned char u = static_cast<unsigned char>(c);
+  return u < 0x20 || u >= 0x7f || c == '"' || c == '\'' || c == '\\';
+}
+
+}  // namespace
+
 void appendQuoted(std::string& out, std::string_view s) {
   out += '"';
-  for (char c : s) {
+  // Runs of plain characters in one append: metadata strings are a large
+  // part of real modules' text.
+  while (!s.empty()) {
+    size_t plain = 0;
+    while (plain < s.size() && !needsEscape(s[plain])) ++plain;
+    out.append(s.data(), plain);
+    s.remove_prefix(plain);
+    if (s.empty()) break;
+    char c = s.front();
+    s.remove_prefix(1);
     switch (c) {
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
@@ -124,16 +142,12 @@ void appendQuoted(std::string& out, std::string_view s) {
       case '"': out += "\\\""; break;
       case '\'': out += "\\'"; break;
       case '\\': out += "\\\\"; break;
-      default: {
+      default: {  // other control bytes and bytes >= 0x7f: octal
         unsigned char u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u >= 0x7f) {
-          out += '\\';
-          out += static_cast<char>('0' + ((u >> 6) & 7));
-          out += static_cast<char>('0' + ((u >> 3) & 7));
-          out += static_cast<char>('0' + (u & 7));
-        } else {
-          out += c;
-        }
+        out += '\\';
+        out += static_cast<char>('0' + ((u >> 6) & 7));
+        out += static_cast<char>('0' + ((u >> 3) & 7));
+        out += static_cast<char>('0' + (u & 7));
       }
     }
   }
