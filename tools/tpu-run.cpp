@@ -68,6 +68,7 @@ int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
     report = tpu::runner::runCompiledModule(*module, *target, options, req, statsText, tool.diags());
   }
   if (!statsText.empty() && !tool.writeStats(statsText)) return tpu::kExitFailure;
+  std::fwrite(report.checkVerdict.data(), 1, report.checkVerdict.size(), stderr);
   return printReport(tool, report);
 }
 

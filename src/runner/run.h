@@ -38,6 +38,9 @@ struct RunOptions {
 struct RunReport {
   int exitCode = 0;
   std::string stdoutText;
+  // --check's verdict line (text or JSON), for standard error: kept out of
+  // the statistics so a --stats-file stays one JSON document.
+  std::string checkVerdict;
 };
 
 // Reads HLO text or .hlob (by magic number) from `source`.

@@ -150,6 +150,7 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     results.push_back(std::move(literal));
   }
 
+  std::string verdict;
   if (request.check) {
     eval::EvalOptions eo;
     eo.elidedConstantsAreErrors = options.elidedConstantsAreErrors;
@@ -171,7 +172,7 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
         return failed;
       }
     }
-    std::string verdict =
+    verdict =
         fmt::format("check: {} {} the interpreter (atol {:g}, rtol {:g}; integers exact)", results.size(),
                     results.size() == 1 ? "result matches" : "results match", atol, rtol);
     if (request.jsonVerdict) {
@@ -181,10 +182,12 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
           {"check", {{"match", true}, {"results", results.size()}, {"atol", atol}, {"rtol", rtol}}}};
       verdict = line.dump();
     }
-    statsText += verdict + "\n";
+    verdict += "\n";
   }
   hlo::Literal result = results.size() == 1 ? std::move(results[0]) : hlo::Literal::tuple(std::move(results));
-  return deliverResults(result, options, diags);
+  RunReport report = deliverResults(result, options, diags);
+  report.checkVerdict = std::move(verdict);
+  return report;
 }
 
 }  // namespace tpu::runner
