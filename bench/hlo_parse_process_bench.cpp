@@ -46,7 +46,8 @@ Times timeProcess(const std::vector<std::string>& argv, const std::string& stdou
   args.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdoutPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdoutPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
   pid_t pid;
   auto start = Clock::now();
   if (posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) {
@@ -95,7 +96,9 @@ Figures measure(const std::vector<std::string>& tool, const std::string& catInpu
     // rusage has microsecond resolution: keep a ratio finite.
     cpuRatios.push_back(t.cpu / std::max(c.cpu, 1e-6));
   }
-  return {{median(toolWall), median(toolCpu)}, {median(catWall), median(catCpu)}, median(wallRatios),
+  return {{median(toolWall), median(toolCpu)},
+          {median(catWall), median(catCpu)},
+          median(wallRatios),
           median(cpuRatios)};
 }
 
@@ -103,7 +106,8 @@ Figures measure(const std::vector<std::string>& tool, const std::string& catInpu
 
 int main(int argc, char** argv) {
   fs::path self = fs::canonical("/proc/self/exe");
-  std::string hloParse = argc > 1 ? argv[1] : (self.parent_path().parent_path() / "tools" / "hlo-parse").string();
+  std::string hloParse =
+      argc > 1 ? argv[1] : (self.parent_path().parent_path() / "tools" / "hlo-parse").string();
   std::vector<std::string> files;
   for (int i = 2; i < argc; ++i) files.push_back(argv[i]);
   if (files.empty())
@@ -113,11 +117,12 @@ int main(int argc, char** argv) {
   fs::path scratch = fs::temp_directory_path() / ("hlo_parse_process_bench." + std::to_string(getpid()));
   fs::create_directories(scratch);
   constexpr int kRuns = 61;
-  std::printf("whole-process hlo-parse (%s): median of %d runs alternated with cat of the same input;\n"
-              "MB/s = text bytes of the module / time (for .hlob too); ratio = hlo-parse / cat, pairwise\n",
-              hloParse.c_str(), kRuns);
-  std::printf("%-30s %6s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n", "module", "KB", "input", "wall ms", "MB/s",
-              "cat ms", "ratio", "cpu ms", "MB/s", "cat ms", "ratio");
+  std::printf(
+      "whole-process hlo-parse (%s): median of %d runs alternated with cat of the same input;\n"
+      "MB/s = text bytes of the module / time (for .hlob too); ratio = hlo-parse / cat, pairwise\n",
+      hloParse.c_str(), kRuns);
+  std::printf("%-30s %6s %6s | %8s %7s %7s %6s | %8s %7s %7s %6s\n", "module", "KB", "input", "wall ms",
+              "MB/s", "cat ms", "ratio", "cpu ms", "MB/s", "cat ms", "ratio");
   for (const std::string& file : files) {
     double textBytes = static_cast<double>(fs::file_size(file));
     std::string hlob = (scratch / "m.hlob").string();
@@ -130,9 +135,11 @@ int main(int argc, char** argv) {
                   f.wallRatio, f.tool.cpu * 1e3, textBytes / f.tool.cpu / 1e6, f.cat.cpu * 1e3, f.cpuRatio);
     };
     // Text in, canonical text out (to a file, atomically, as make runs it).
-    row("text", measure({hloParse, file, "-o", (scratch / "out.hlo").string()}, file, scratch.string(), kRuns));
+    row("text",
+        measure({hloParse, file, "-o", (scratch / "out.hlo").string()}, file, scratch.string(), kRuns));
     // .hlob in, .hlob out: a middle stage of the pipeline.
-    row(".hlob", measure({hloParse, hlob, "-o", (scratch / "out.hlob").string()}, hlob, scratch.string(), kRuns));
+    row(".hlob",
+        measure({hloParse, hlob, "-o", (scratch / "out.hlob").string()}, hlob, scratch.string(), kRuns));
   }
   fs::remove_all(scratch);
   return 0;

@@ -314,7 +314,8 @@ std::string targetNameProblem(const Program& p) {
   auto desc = target::parseTarget(json, quiet);
   if (!desc) return "the embedded target description is not valid: " + firstErrorMessage(quiet);
   if (desc->name != p.targetName)
-    return fmt::format("the header names target '{}' but the embedded description is '{}'", p.targetName, desc->name);
+    return fmt::format("the header names target '{}' but the embedded description is '{}'", p.targetName,
+                       desc->name);
   return {};
 }
 
@@ -361,7 +362,8 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
     p.targetName = r.str();
     p.targetJson = r.str();
     if (!r.ok()) return fail(r.errorOffset(), "header section: " + r.error());
-    if (std::string problem = targetNameProblem(p); !problem.empty()) return fail(sections[kHead].second, problem);
+    if (std::string problem = targetNameProblem(p); !problem.empty())
+      return fail(sections[kHead].second, problem);
   }
   {
     ByteReader r = reader(kBufs);
@@ -400,7 +402,8 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
       DmaDescriptor d;
       size_t nameAt = r.offset();
       d.name = r.str();
-      if (r.ok() && !isSymbolName(d.name)) return fail(nameAt, "DMA descriptor name the assembler cannot read back");
+      if (r.ok() && !isSymbolName(d.name))
+        return fail(nameAt, "DMA descriptor name the assembler cannot read back");
       d.chunkBytes = static_cast<uint32_t>(r.uvar());
       uint64_t dims = r.count(3);
       if (dims > 4) return fail(r.offset(), fmt::format("DMA descriptor '{}' has {} dimensions", d.name, dims));

@@ -110,7 +110,8 @@ int runHloTool(Tool& tool, const HloToolConfig& config) {
       statsText += options.stats == "json" ? hlo::formatModuleStatsJson(stats, loaded.module->name())
                                            : hlo::formatModuleStatsText(stats, loaded.module->name());
     }
-    std::string written = hlo::writeModule(*loaded.module, binary ? hlo::HloEncoding::Binary : hlo::HloEncoding::Text);
+    std::string written =
+        hlo::writeModule(*loaded.module, binary ? hlo::HloEncoding::Binary : hlo::HloEncoding::Text);
     if (output.empty()) {
       output = std::move(written);
     } else {
