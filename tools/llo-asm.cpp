@@ -7,6 +7,7 @@
 #include "isa/isa_doc.h"
 #include "isa/verify.h"
 #include "llo/text.h"
+#include "support/file_io.h"
 #include "support/tool.h"
 #include "target/target.h"
 
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
       "  llo-asm kernel.llo -o kernel.tpu          assemble (binary output)\n"
       "  llo-asm kernel.tpu                        disassemble to canonical text on stdout\n"
       "  llo-asm --emit=text kernel.llo            show the bundles the assembler formed\n"
-      "  llo-asm --target=v4 kernel.llo -o k.tpu   assemble for the v4-like chip\n";
+      "  llo-gen --target=v4 m.hlo | llo-asm --target=v4 -o m.tpu\n"
+      "                                            assemble for the v4-like chip\n";
   spec.emitKinds = "text|binary";
   spec.usesTarget = true;
   tpu::Tool tool(spec);
@@ -64,11 +66,14 @@ int main(int argc, char** argv) {
 
   return tool.run(argc, argv, [&](tpu::Tool& t) -> int {
     if (printIsa) {
-      std::string text = tpu::isa::isaReferenceRoff();
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      return tpu::kExitSuccess;
+      return tpu::writeOutputFile("-", tpu::isa::isaReferenceRoff(), t.diags()) ? tpu::kExitSuccess
+                                                                                : tpu::kExitFailure;
     }
-    auto input = t.readInput();
+    using tpu::FileKind;
+    auto input = disassemble
+                     ? t.readInputOfKind({FileKind::Tpu}, "TPU machine code (.tpu), which -d disassembles")
+                     : t.readInputOfKind({FileKind::Tpu, FileKind::LloText, FileKind::Empty},
+                                         "LLO assembly (.llo) or TPU machine code (.tpu)");
     if (!input) return tpu::kExitFailure;
     const auto& opts = t.options();
     bool targetGiven = t.cli().count("--target") > 0;

@@ -5,33 +5,44 @@
 #include <memory>
 
 #include "runner/run.h"
-#include "target/target.h"
+#include "support/file_io.h"
 #include "support/tool.h"
+#include "target/target.h"
 
 namespace {
 
-int printReport(const tpu::runner::RunReport& report) {
-  if (!report.stdoutText.empty()) {
-    std::fwrite(report.stdoutText.data(), 1, report.stdoutText.size(), stdout);
-    if (std::fflush(stdout) != 0) return tpu::kExitFailure;
-  }
+// The interpreter's default step limit: far above what real models take
+// (the most in the corpus, ext_gh_llama2_dp1_tp4_pp2, evaluates about 260,000
+// instructions per device), and reached by a runaway loop in seconds (about
+// 70 ns a step).
+constexpr int64_t kDefaultMaxSteps = 100'000'000;
+
+int printReport(tpu::Tool& tool, const tpu::runner::RunReport& report) {
+  if (!report.stdoutText.empty() && !tpu::writeOutputFile("-", report.stdoutText, tool.diags()))
+    return tpu::kExitFailure;
   return report.exitCode;
 }
 
 int runInterpretMode(tpu::Tool& tool, const tpu::runner::RunOptions& options) {
-  std::unique_ptr<tpu::SourceFile> file = tool.readInput();
+  using tpu::FileKind;
+  std::unique_ptr<tpu::SourceFile> file = tool.readInputOfKind(
+      {FileKind::HloText, FileKind::Hlob, FileKind::Empty}, "an HLO module (text or .hlob)",
+      "--interpret evaluates HLO; run machine code without --interpret");
   if (!file) return tpu::kExitFailure;
   std::shared_ptr<tpu::SourceFile> source = std::move(file);
   std::unique_ptr<tpu::hlo::Module> module = tpu::runner::loadModule(source, tool.diags());
   if (!module) return tpu::kExitFailure;
-  return printReport(tpu::runner::runInterpreter(*module, options, tool.diags()));
+  return printReport(tool, tpu::runner::runInterpreter(*module, options, tool.diags()));
 }
 
 // Machine programs (.tpu, .llo) run on the simulated chip; HLO modules are
 // first compiled in memory with the default pipeline (as `lli` runs IR).
 int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
                     const tpu::runner::CompiledRequest& request) {
-  std::unique_ptr<tpu::SourceFile> file = tool.readInput();
+  using tpu::FileKind;
+  std::unique_ptr<tpu::SourceFile> file = tool.readInputOfKind(
+      {FileKind::Tpu, FileKind::LloText, FileKind::HloText, FileKind::Hlob, FileKind::Empty},
+      "a program (.tpu or .llo) or an HLO module (text or .hlob)");
   if (!file) return tpu::kExitFailure;
   tpu::runner::CompiledRequest req = request;
   req.simulator.run.stats = tool.options().stats;
@@ -57,7 +68,8 @@ int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
     report = tpu::runner::runCompiledModule(*module, *target, options, req, statsText, tool.diags());
   }
   if (!statsText.empty() && !tool.writeStats(statsText)) return tpu::kExitFailure;
-  return printReport(report);
+  std::fwrite(report.checkVerdict.data(), 1, report.checkVerdict.size(), stderr);
+  return printReport(tool, report);
 }
 
 }  // namespace
@@ -65,16 +77,20 @@ int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
 int main(int argc, char** argv) {
   tpu::Tool tool({
       .name = "tpu-run",
-      .summary = "Run a program on host tensors: a machine program (.tpu, .llo) or an HLO module (compiled in "
-                 "memory) on the simulated chip, or HLO on the reference interpreter (--interpret).",
-      .examples = "  tpu-run model.hlo --seed=1 --check --stats          compile, simulate, compare with interpreter\n"
-                  "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
-                  "  tpu-run kernel.llo --input=@a.npy --output=@c.npy --trace=t.json\n"
-                  "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
-                  "  tpu-run --interpret add.hlo --input=2xf32=1,2 --input=@b.npy --output=@sum.npy\n"
-                  "  tpu-run --interpret m.hlo --input=@x.npy --expected-output=@y.npy --atol=1e-4\n"
-                  "  tpu-run --interpret allreduce.hlo --replicas=4 --seed=0 --output=-\n",
+      .summary =
+          "Run a program on host tensors: a machine program (.tpu, .llo) or an HLO module (compiled in "
+          "memory) on the simulated chip, or HLO on the reference interpreter (--interpret).",
+      .examples =
+          "  tpu-run model.hlo --seed=1 --check --stats          compile, simulate, compare with "
+          "interpreter\n"
+          "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
+          "  tpu-run kernel.llo --seed=1 --output=@c.npy --trace=t.json   result as .npy, Perfetto trace\n"
+          "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
+          "  tpu-run --interpret add.hlo --input=2xf32=1,2 --input=@b.npy --output=@sum.npy\n"
+          "  tpu-run --interpret m.hlo --input=@x.npy --expected-output=@y.npy --atol=1e-4\n"
+          "  tpu-run --interpret allreduce.hlo --replicas=4 --seed=0 --output=-\n",
       .writesOutput = false,
+      .forceFlag = true,
       .usesTarget = true,
   });
   tpu::runner::RunOptions options;
@@ -119,10 +135,19 @@ int main(int argc, char** argv) {
   app.add_option("--max-cycles", compiled.simulator.run.maxCycles,
                  "Stop a machine program with an error after N simulated cycles")
       ->capture_default_str();
+  options.maxSteps = kDefaultMaxSteps;
+  app.add_option(
+         "--max-steps", options.maxSteps,
+         "Stop the interpreter with an error naming the running while loop after N evaluated instructions "
+         "(0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--trace", compiled.simulator.traceFile,
                  "Write a Chrome/Perfetto trace of slot and DMA activity to FILE (machine programs)");
   return tool.run(argc, argv, [&](tpu::Tool& t) {
     if (seedOpt->count() > 0) options.seed = seed;
+    options.forceBinaryToTerminal = t.options().force;
+    compiled.jsonVerdict = t.diagnosticFormat() == tpu::DiagnosticFormat::Json || t.options().stats == "json";
     options.elidedConstantsAreErrors = elided == "error";
     if (checkAtolOpt->count()) compiled.checkAtol = checkAtol;
     if (checkRtolOpt->count()) compiled.checkRtol = checkRtol;

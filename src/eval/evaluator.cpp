@@ -92,6 +92,41 @@ bool Interp::error(const Instruction& inst, const std::string& message) {
   return false;
 }
 
+bool Interp::countStep(const Instruction& inst) {
+  const int64_t limit = shared_.options.maxSteps;
+  if (limit <= 0 || ++steps_ <= limit) return true;
+  if (loops_.empty()) {
+    error(inst, fmt::format("the program did not finish within --max-steps={} evaluated instructions (raise "
+                            "--max-steps, or set it to 0 for no limit)",
+                            limit));
+  } else {
+    const RunningLoop& running = loops_.back();
+    error(*running.loop,
+          fmt::format("the loop did not finish within --max-steps={} evaluated instructions ({} "
+                      "iterations so far); its condition may never become false (raise "
+                      "--max-steps, or set it to 0 for no limit)",
+                      limit, running.iterations));
+  }
+  return false;
+}
+
+namespace {
+
+// Bytes of the arrays of `shape` (tuple leaves added up).
+int64_t totalBytes(const hlo::Shape& shape) {
+  if (!shape.isTuple()) return shape.byteSize().value_or(0);
+  int64_t bytes = 0;
+  for (const hlo::Shape& element : shape.tupleElements()) bytes += totalBytes(element);
+  return bytes;
+}
+
+}  // namespace
+
+void Interp::reportOutOfMemory(const Instruction& inst) {
+  error(inst, fmt::format("out of host memory for its result {} ({} bytes)", inst.shape().toString(false),
+                          totalBytes(inst.shape())));
+}
+
 const Interp::Plan& Interp::plan(const hlo::Computation& c) {
   auto it = plans_.find(&c);
   if (it != plans_.end()) return *it->second;
@@ -200,7 +235,13 @@ std::optional<Value> Interp::call(const hlo::Computation& c, std::span<const Val
       }
       ops.push_back(&vals[static_cast<size_t>(s)]);
     }
-    std::optional<Value> r = evalInstruction(inst, ops);
+    if (!countStep(inst)) return std::nullopt;
+    std::optional<Value> r;
+    try {
+      r = evalInstruction(inst, ops);
+    } catch (const std::bad_alloc&) {
+      reportOutOfMemory(inst);
+    }
     if (!r) return std::nullopt;
     vals[i] = std::move(*r);
     for (int s : p.operandSlots[i]) {
@@ -352,7 +393,12 @@ std::optional<Value> Interp::evalInstruction(const Instruction& inst, std::span<
         return std::nullopt;
       }
       Value state = *ops[0];
-      for (int64_t iter = 0;; ++iter) {
+      loops_.push_back({&inst, 0});
+      struct PopLoop {
+        std::vector<RunningLoop>& loops;
+        ~PopLoop() { loops.pop_back(); }
+      } popLoop{loops_};
+      for (int64_t iter = 0;; loops_.back().iterations = ++iter) {
         if (shared_.options.maxWhileIterations > 0 && iter >= shared_.options.maxWhileIterations) {
           error(inst, fmt::format("more than {} iterations", shared_.options.maxWhileIterations));
           return std::nullopt;

@@ -34,6 +34,11 @@ struct EvalOptions {
   uint64_t rngSeed = 0;
   // Guard against runaway loops (0 = unlimited).
   int64_t maxWhileIterations = 0;
+  // Guard against runaway programs: stop with an error naming the innermost
+  // running while loop after this many instructions were evaluated on one
+  // device (an instruction counts once whatever the size of its arrays;
+  // 0 = unlimited).
+  int64_t maxSteps = 0;
 };
 
 // Results of every simulated device, in device order (replica-major:

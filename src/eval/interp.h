@@ -104,8 +104,21 @@ class Interp {
   std::optional<Value> evalRngBitGenerator(const hlo::Instruction& inst, const Value& state);
   std::optional<Value> evalFft(const hlo::Instruction& inst, const Value& x);
 
+  // Counts a step; false (after reporting the loop that is running) once
+  // EvalOptions::maxSteps is exceeded.
+  bool countStep(const hlo::Instruction& inst);
+  // The result of `inst` could not be allocated: names it and the bytes.
+  void reportOutOfMemory(const hlo::Instruction& inst);
+
+  struct RunningLoop {
+    const hlo::Instruction* loop;
+    int64_t iterations;
+  };
+
   const SharedState& shared_;
   int64_t replica_, partition_;
+  int64_t steps_ = 0;
+  std::vector<RunningLoop> loops_;  // the while loops being run, innermost last
   DiagnosticEngine& diags_;
   int64_t lanes_ = 0;  // > 0 while a scalar computation runs lane-wise
   std::unordered_map<const hlo::Computation*, std::unique_ptr<Plan>> plans_;

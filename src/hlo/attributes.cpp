@@ -114,9 +114,27 @@ ComparisonType defaultComparisonType(ElementType t) {
   return ComparisonType::Unsigned;
 }
 
+namespace {
+
+bool needsEscape(char c) {
+  unsigned char u = static_cast<unsigned char>(c);
+  return u < 0x20 || u >= 0x7f || c == '"' || c == '\'' || c == '\\';
+}
+
+}  // namespace
+
 void appendQuoted(std::string& out, std::string_view s) {
   out += '"';
-  for (char c : s) {
+  // Runs of plain characters in one append: metadata strings are a large
+  // part of real modules' text.
+  while (!s.empty()) {
+    size_t plain = 0;
+    while (plain < s.size() && !needsEscape(s[plain])) ++plain;
+    out.append(s.data(), plain);
+    s.remove_prefix(plain);
+    if (s.empty()) break;
+    char c = s.front();
+    s.remove_prefix(1);
     switch (c) {
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
@@ -124,20 +142,78 @@ void appendQuoted(std::string& out, std::string_view s) {
       case '"': out += "\\\""; break;
       case '\'': out += "\\'"; break;
       case '\\': out += "\\\\"; break;
-      default: {
+      default: {  // other control bytes and bytes >= 0x7f: octal
         unsigned char u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u >= 0x7f) {
-          out += '\\';
-          out += static_cast<char>('0' + ((u >> 6) & 7));
-          out += static_cast<char>('0' + ((u >> 3) & 7));
-          out += static_cast<char>('0' + (u & 7));
-        } else {
-          out += c;
-        }
+        out += '\\';
+        out += static_cast<char>('0' + ((u >> 6) & 7));
+        out += static_cast<char>('0' + ((u >> 3) & 7));
+        out += static_cast<char>('0' + (u & 7));
       }
     }
   }
   out += '"';
+}
+
+namespace {
+
+// Past the quoted string opening at text[pos] (its closing quote included,
+// escapes skipped); the end of `text` when it is not closed.
+size_t skipQuoted(std::string_view text, size_t pos) {
+  const char quote = text[pos++];
+  while (pos < text.size() && text[pos] != quote) pos += text[pos] == '\\' ? 2 : 1;
+  return std::min(pos + 1, text.size() + 1);
+}
+
+}  // namespace
+
+size_t balancedBraceGroupEnd(std::string_view text, size_t start) {
+  if (start >= text.size() || text[start] != '{') return std::string_view::npos;
+  int64_t depth = 0;
+  for (size_t pos = start; pos < text.size();) {
+    char c = text[pos];
+    if (c == '"' || c == '\'') {
+      pos = skipQuoted(text, pos);
+      continue;
+    }
+    ++pos;
+    if (c == '{') ++depth;
+    if (c == '}' && --depth == 0) return pos;
+  }
+  return std::string_view::npos;
+}
+
+size_t rawValueEnd(std::string_view text, size_t start) {
+  int64_t depth = 0;
+  size_t pos = start;
+  while (pos < text.size()) {
+    char c = text[pos];
+    if (c == '"' || c == '\'') {
+      pos = std::min(skipQuoted(text, pos), text.size());
+      continue;
+    }
+    if (c == '{' || c == '(' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ')' || c == ']') {
+      if (depth == 0) break;
+      --depth;
+    } else if (depth == 0 && (c == ',' || c == '\n')) {
+      break;
+    }
+    ++pos;
+  }
+  while (pos > start && (text[pos - 1] == ' ' || text[pos - 1] == '\t' || text[pos - 1] == '\r')) --pos;
+  return pos;
+}
+
+bool isBraceGroup(std::string_view text) { return balancedBraceGroupEnd(text, 0) == text.size(); }
+
+bool isRawValue(std::string_view text) {
+  // The lexer skips blanks and comments before the value and ends it at the
+  // first newline: a raw value must start with neither.
+  if (text.empty() || text[0] == ' ' || text[0] == '\t' || text[0] == '\r' || text[0] == '\n' ||
+      text.starts_with("//") || text.starts_with("/*"))
+    return false;
+  return rawValueEnd(text, 0) == text.size();
 }
 
 std::string ConvolutionDimensionNumbers::toString() const {

@@ -78,6 +78,21 @@ ComparisonType defaultComparisonType(ElementType operandType);
 // \" \' \\ and octal \NNN for other non-printable bytes).
 void appendQuoted(std::string& out, std::string_view s);
 
+// Raw values are kept as written (backend_config={...}, unknown attributes)
+// and printed verbatim; these say how far the text lexer reads one, so the
+// lexer and the .hlob reader (which must reject raw text that would not
+// read back) agree. Quoted strings inside are skipped with their escapes.
+// One past the `}` closing the group that opens at text[start] == '{', or
+// npos when it is not closed.
+size_t balancedBraceGroupEnd(std::string_view text, size_t start);
+// The end of a raw attribute value starting at `start`: the first ',' or
+// newline outside brackets, or a closing bracket without its opening one
+// (trailing blanks not included).
+size_t rawValueEnd(std::string_view text, size_t start);
+// `text` reads back as exactly one brace group / one raw value.
+bool isBraceGroup(std::string_view text);
+bool isRawValue(std::string_view text);
+
 // ---------------------------------------------------------------- structures
 
 // `slice={[start:limit:stride], ...}`

@@ -184,4 +184,11 @@ bool structurallyEqual(const Module& a, const Module& b, std::string* firstDiffe
   return Comparer(firstDifference).modules(a, b);
 }
 
+bool isValidName(std::string_view name) {
+  auto isStart = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  auto isRest = [&](char c) { return isStart(c) || (c >= '0' && c <= '9') || c == '.' || c == '-'; };
+  if (name.empty() || !isStart(name[0])) return false;
+  return std::all_of(name.begin() + 1, name.end(), isRest);
+}
+
 }  // namespace tpu::hlo

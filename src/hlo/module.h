@@ -82,4 +82,9 @@ class Module {
 // config and the entry. On a difference, describes the first one found.
 bool structurallyEqual(const Module& a, const Module& b, std::string* firstDifference = nullptr);
 
+// True for names the text format can write and read back (module,
+// computation and instruction names): [A-Za-z_][A-Za-z0-9_.-]*, the
+// identifiers of the text lexer. The .hlob reader rejects any other name.
+bool isValidName(std::string_view name);
+
 }  // namespace tpu::hlo

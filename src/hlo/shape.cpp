@@ -119,6 +119,18 @@ void appendShape(std::string& out, const Shape& s, bool withLayout) {
 
 }  // namespace
 
+bool Layout::isExpressibleAsText() const {
+  for (const Tile& tile : tiles)
+    for (int64_t d : tile.dimensions)
+      if (d < 0 && d != Tile::kCombineDimension) return false;
+  auto unsignedOrAbsent = [](ElementType t) { return t == ElementType::Invalid || isUnsignedIntegerType(t); };
+  if (!unsignedOrAbsent(indexPrimitiveType) || !unsignedOrAbsent(pointerPrimitiveType)) return false;
+  for (const SplitConfig& split : splitConfigs)
+    if (split.splitIndices.empty()) return false;
+  // M(n) is written only when positive.
+  return dynamicShapeMetadataPrefixBytes >= 0;
+}
+
 std::string Layout::toString() const {
   std::string out;
   appendLayout(out, *this);

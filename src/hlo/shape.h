@@ -58,6 +58,10 @@ struct Layout {
   static Layout defaultForRank(int64_t rank);
   // `{1,0:T(8,128)}` text (without a leading space), as in shapes.
   std::string toString() const;
+  // False for values toString() cannot write so that the parser reads them
+  // back (negative tile sizes, signed index types, ...): the .hlob reader
+  // rejects such layouts.
+  bool isExpressibleAsText() const;
 };
 
 // Size of an unbounded dynamic dimension `?`.

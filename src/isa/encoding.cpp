@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 #include "isa/verify.h"
@@ -297,6 +298,29 @@ std::string encodeProgram(const Program& p) {
   return packContainer(kTpuMagic, ContainerVersion{kTpuFormatMajor, kTpuFormatMinor}, out.data());
 }
 
+namespace {
+
+// The disassembly starts with `.target NAME`: the name must be one the
+// assembler finds, and agree with the description embedded beside it.
+std::string targetNameProblem(const Program& p) {
+  if (p.targetJson.empty()) {
+    std::vector<std::string> names = target::builtinTargetNames();
+    if (std::find(names.begin(), names.end(), p.targetName) == names.end())
+      return fmt::format("unknown target '{}' in the header and no target description", p.targetName);
+    return {};
+  }
+  SourceFile json("embedded target", p.targetJson);
+  DiagnosticEngine quiet;
+  auto desc = target::parseTarget(json, quiet);
+  if (!desc) return "the embedded target description is not valid: " + firstErrorMessage(quiet);
+  if (desc->name != p.targetName)
+    return fmt::format("the header names target '{}' but the embedded description is '{}'", p.targetName,
+                       desc->name);
+  return {};
+}
+
+}  // namespace
+
 std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& diags) {
   auto unpacked = unpackContainer(file, kTpuMagic, kTpuFormatMajor, "TPU program", diags);
   if (!unpacked) return std::nullopt;
@@ -338,13 +362,17 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
     p.targetName = r.str();
     p.targetJson = r.str();
     if (!r.ok()) return fail(r.errorOffset(), "header section: " + r.error());
+    if (std::string problem = targetNameProblem(p); !problem.empty())
+      return fail(sections[kHead].second, problem);
   }
   {
     ByteReader r = reader(kBufs);
     uint64_t n = r.count(6);
     for (uint64_t i = 0; i < n && r.ok(); ++i) {
       Buffer b;
+      size_t nameAt = r.offset();
       b.name = r.str();
+      if (r.ok() && !isSymbolName(b.name)) return fail(nameAt, "buffer name the assembler cannot read back");
       size_t at = r.offset();
       uint8_t space = r.u8(), dtype = r.u8();
       if (r.ok() && (space > 2 || dtype > static_cast<uint8_t>(DType::Last)))
@@ -372,7 +400,10 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
     uint64_t n = r.count(3);
     for (uint64_t i = 0; i < n && r.ok(); ++i) {
       DmaDescriptor d;
+      size_t nameAt = r.offset();
       d.name = r.str();
+      if (r.ok() && !isSymbolName(d.name))
+        return fail(nameAt, "DMA descriptor name the assembler cannot read back");
       d.chunkBytes = static_cast<uint32_t>(r.uvar());
       uint64_t dims = r.count(3);
       if (dims > 4) return fail(r.offset(), fmt::format("DMA descriptor '{}' has {} dimensions", d.name, dims));
@@ -393,7 +424,9 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
     uint64_t n = r.count(4);
     for (uint64_t i = 0; i < n && r.ok(); ++i) {
       Entry e;
+      size_t nameAt = r.offset();
       e.name = r.str();
+      if (r.ok() && !isSymbolName(e.name)) return fail(nameAt, "entry name the assembler cannot read back");
       uint64_t na = r.count(1);
       for (uint64_t k = 0; k < na; ++k) e.args.push_back(static_cast<uint32_t>(r.uvar()));
       uint64_t nr = r.count(1);
@@ -439,7 +472,9 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
     uint64_t n = r.count(2);
     for (uint64_t i = 0; i < n && r.ok(); ++i) {
       Label l;
+      size_t nameAt = r.offset();
       l.name = r.str();
+      if (r.ok() && !isSymbolName(l.name)) return fail(nameAt, "label name the assembler cannot read back");
       l.bundle = static_cast<uint32_t>(r.uvar());
       p.labels.push_back(std::move(l));
     }

@@ -11,11 +11,12 @@
 #include "isa/program.h"
 #include "support/container.h"
 #include "support/diagnostics.h"
+#include "support/file_kind.h"
 #include "support/source.h"
 
 namespace tpu::isa {
 
-constexpr Magic kTpuMagic = {'T', 'P', 'U', 'C', 'O', 'D', 'E', '\0'};
+using tpu::kTpuMagic;  // "TPUCODE\0", defined in support/file_kind.h
 constexpr uint16_t kTpuFormatMajor = 1;
 constexpr uint16_t kTpuFormatMinor = 0;
 

@@ -103,7 +103,7 @@ Operand randomOperand(OperandKind kind, std::mt19937& rng) {
 Program randomProgram(std::mt19937& rng) {
   Program p;
   p.targetName = "v5e";
-  p.targetJson = "{}";
+  p.targetJson = "";  // a built-in target: no description embedded
   p.buffers.push_back(Buffer{"x", MemSpace::Hbm, DType::F32, {8, 128}, 0, -1});
   p.buffers.push_back(Buffer{"w", MemSpace::Hbm, DType::Bf16, {2}, 0, 0});
   p.buffers.push_back(Buffer{"t", MemSpace::Vmem, DType::S32, {4}, 512, -1});

@@ -69,4 +69,13 @@ const Entry* Program::findEntry(std::string_view name) const {
   return nullptr;
 }
 
+bool isSymbolName(std::string_view name) {
+  auto isStart = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  auto isRest = [&](char c) { return isStart(c) || (c >= '0' && c <= '9') || c == '.'; };
+  if (name.empty() || !isStart(name[0])) return false;
+  for (char c : name.substr(1))
+    if (!isRest(c)) return false;
+  return true;
+}
+
 }  // namespace tpu::isa

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "isa/isa.h"
@@ -135,5 +136,10 @@ struct Program {
   const Entry* findEntry(std::string_view name) const;
   bool operator==(const Program&) const = default;
 };
+
+// Names of buffers, DMA descriptors, entries and labels as LLO text writes
+// and reads them ([A-Za-z_][A-Za-z0-9_.]*, the assembler's identifiers):
+// the .tpu decoder rejects any other, so a disassembly always assembles.
+bool isSymbolName(std::string_view name);
 
 }  // namespace tpu::isa

@@ -29,10 +29,13 @@ std::optional<std::string> filePath(const std::string& spec) {
   return std::nullopt;
 }
 
-std::optional<hlo::Literal> readTensor(const std::string& spec, const hlo::Shape& want, const std::string& what,
+// `owner` is what `want` is the shape of: "parameter" or "result".
+std::optional<hlo::Literal> readTensor(const std::string& spec, const hlo::Shape& want,
+                                       const std::string& what, std::string_view owner,
                                        DiagnosticEngine& diags) {
-  if (auto path = filePath(spec)) return readNpyLiteral(*path, want, fmt::format("{} ({})", what, *path), diags);
-  return parseInlineLiteral(spec, &want, what, diags);
+  if (auto path = filePath(spec))
+    return readNpyLiteral(*path, want, fmt::format("{} ({})", what, *path), diags, owner);
+  return parseInlineLiteral(spec, &want, what, diags, owner);
 }
 
 }  // namespace
@@ -78,12 +81,19 @@ std::optional<std::vector<hlo::Literal>> prepareArgumentsForShapes(const std::ve
   std::vector<hlo::Literal> args;
   for (int64_t i = 0; i < n; ++i) {
     const hlo::Shape& shape = parameters[static_cast<size_t>(i)];
-    if (i < given) {
-      auto lit = readTensor(options.inputs[static_cast<size_t>(i)], shape, fmt::format("input {}", i), diags);
-      if (!lit) return std::nullopt;
-      args.push_back(std::move(*lit));
-    } else {
-      args.push_back(randomLiteral(shape, *options.seed, i));
+    try {
+      if (i < given) {
+        auto lit = readTensor(options.inputs[static_cast<size_t>(i)], shape, fmt::format("input {}", i),
+                              "parameter", diags);
+        if (!lit) return std::nullopt;
+        args.push_back(std::move(*lit));
+      } else {
+        args.push_back(randomLiteral(shape, *options.seed, i));
+      }
+    } catch (const std::bad_alloc&) {
+      diags.error(fmt::format("out of host memory for parameter {} {} ({} bytes)", i, shape.toString(false),
+                              shape.byteSize().value_or(0)));
+      return std::nullopt;
     }
   }
   return args;
@@ -128,14 +138,16 @@ RunReport deliverResults(const hlo::Literal& result, const RunOptions& options, 
       report.exitCode = 1;
       return report;
     }
-    if (!writeOutputFile(*path, writeNpy(npyFromLiteral(r)), diags)) {
+    if (!writeBinaryOutputFile(*path, writeNpy(npyFromLiteral(r)), options.forceBinaryToTerminal,
+                               "use --output=@FILE.npy, --output=- to print it as text, or -f", diags)) {
       report.exitCode = 1;
       return report;
     }
   }
   for (size_t i = 0; i < options.expected.size(); ++i) {
     const hlo::Literal& r = *leaves[i];
-    auto want = readTensor(options.expected[i], r.shape(), fmt::format("expected output {}", i), diags);
+    auto want =
+        readTensor(options.expected[i], r.shape(), fmt::format("expected output {}", i), "result", diags);
     if (!want) {
       report.exitCode = 1;
       return report;
@@ -157,6 +169,7 @@ RunReport runInterpreter(const hlo::Module& module, const RunOptions& options, D
   eo.replicas = options.replicas;
   eo.partitions = options.partitions;
   eo.elidedConstantsAreErrors = options.elidedConstantsAreErrors;
+  eo.maxSteps = options.maxSteps;
   eo.rngSeed = options.seed.value_or(0);
   std::optional<hlo::Literal> result = eval::evaluate(module, *args, eo, diags);
   if (!result) return failed;

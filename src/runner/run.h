@@ -29,6 +29,8 @@ struct RunOptions {
   int64_t replicas = 0;          // 0 = the module's
   int64_t partitions = 0;
   bool elidedConstantsAreErrors = false;
+  bool forceBinaryToTerminal = false;  // -f: write .npy results even to a terminal
+  int64_t maxSteps = 0;                // the interpreter's step limit (0 = none)
 };
 
 // What a run produced: text for stdout (results printed when no --output
@@ -36,6 +38,9 @@ struct RunOptions {
 struct RunReport {
   int exitCode = 0;
   std::string stdoutText;
+  // --check's verdict line (text or JSON), for standard error: kept out of
+  // the statistics so a --stats-file stays one JSON document.
+  std::string checkVerdict;
 };
 
 // Reads HLO text or .hlob (by magic number) from `source`.
@@ -76,6 +81,9 @@ struct CompiledRequest {
   // roundoff of their bf16 passes * sqrt(contraction length), at least
   // 1e-5). Integers are always compared exactly.
   std::optional<double> checkAtol, checkRtol;
+  // The `check:` verdict as a JSON object line (--diagnostics-format=json)
+  // instead of text.
+  bool jsonVerdict = false;
 };
 
 // Compiles `module` in memory (llo-gen's lowering, assembled), runs it on

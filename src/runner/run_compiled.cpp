@@ -3,6 +3,7 @@
 // reference interpreter on the same inputs and compare.
 #include <cmath>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "eval/evaluator.h"
 #include "hlo/computation.h"
@@ -149,9 +150,11 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     results.push_back(std::move(literal));
   }
 
+  std::string verdict;
   if (request.check) {
     eval::EvalOptions eo;
     eo.elidedConstantsAreErrors = options.elidedConstantsAreErrors;
+    eo.maxSteps = options.maxSteps;
     eo.rngSeed = options.seed.value_or(0);
     std::optional<hlo::Literal> reference = eval::evaluate(module, *args, eo, diags);
     if (!reference) return failed;
@@ -169,11 +172,22 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
         return failed;
       }
     }
-    statsText += fmt::format("check: {} {} the interpreter (atol {:g}, rtol {:g}; integers exact)\n",
-                             results.size(), results.size() == 1 ? "result matches" : "results match", atol, rtol);
+    verdict =
+        fmt::format("check: {} {} the interpreter (atol {:g}, rtol {:g}; integers exact)", results.size(),
+                    results.size() == 1 ? "result matches" : "results match", atol, rtol);
+    if (request.jsonVerdict) {
+      nlohmann::json line = {
+          {"severity", "remark"},
+          {"message", verdict},
+          {"check", {{"match", true}, {"results", results.size()}, {"atol", atol}, {"rtol", rtol}}}};
+      verdict = line.dump();
+    }
+    verdict += "\n";
   }
   hlo::Literal result = results.size() == 1 ? std::move(results[0]) : hlo::Literal::tuple(std::move(results));
-  return deliverResults(result, options, diags);
+  RunReport report = deliverResults(result, options, diags);
+  report.checkVerdict = std::move(verdict);
+  return report;
 }
 
 }  // namespace tpu::runner

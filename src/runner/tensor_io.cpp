@@ -42,15 +42,16 @@ bool isNarrowFloat(ElementType t) { return hlo::elementTypeInfo(t).floatFormat.h
 
 }  // namespace
 
-std::optional<hlo::Literal> literalFromNpy(const NpyArray& array, const hlo::Shape& want, std::string_view what,
-                                           DiagnosticEngine& diags) {
+std::optional<hlo::Literal> literalFromNpy(const NpyArray& array, const hlo::Shape& want,
+                                           std::string_view what, DiagnosticEngine& diags,
+                                           std::string_view owner) {
   if (!want.isArray()) {
-    diags.error(fmt::format("{}: the parameter has shape {}; only array parameters can be given as tensors", what,
+    diags.error(fmt::format("{}: the {} has shape {}; only arrays can be given as tensors", what, owner,
                             want.toString(false)));
     return std::nullopt;
   }
   if (array.shape != want.dimensions()) {
-    diags.error(fmt::format("{}: shape {} does not match the parameter's {}", what, dimsText(array.shape),
+    diags.error(fmt::format("{}: shape {} does not match the {}'s {}", what, dimsText(array.shape), owner,
                             want.toString(false)));
     return std::nullopt;
   }
@@ -86,20 +87,22 @@ std::optional<hlo::Literal> literalFromNpy(const NpyArray& array, const hlo::Sha
     }
     return lit;
   }
-  diags.error(fmt::format("{}: dtype {} does not match the parameter's element type {}{}", what,
-                          npyDTypeName(array.dtype), hlo::elementTypeName(t),
-                          isNarrowFloat(t) ? " (give float32 values; they are rounded to nearest even)" : ""));
+  diags.error(
+      fmt::format("{}: dtype {} does not match the {}'s element type {}{}", what, npyDTypeName(array.dtype),
+                  owner, hlo::elementTypeName(t),
+                  isNarrowFloat(t) ? " (give float32 values; they are rounded to nearest even)" : ""));
   return std::nullopt;
 }
 
-std::optional<hlo::Literal> readNpyLiteral(const std::string& path, const hlo::Shape& want, std::string_view what,
-                                           DiagnosticEngine& diags) {
+std::optional<hlo::Literal> readNpyLiteral(const std::string& path, const hlo::Shape& want,
+                                           std::string_view what, DiagnosticEngine& diags,
+                                           std::string_view owner) {
   std::unique_ptr<SourceFile> file = readInputFile(path, diags);
   if (!file) return std::nullopt;
   file->setBinary(true);
   std::optional<NpyArray> arr = readNpy(*file, diags);
   if (!arr) return std::nullopt;
-  return literalFromNpy(*arr, want, what, diags);
+  return literalFromNpy(*arr, want, what, diags, owner);
 }
 
 NpyArray npyFromLiteral(const hlo::Literal& literal) {
@@ -144,8 +147,9 @@ NpyArray npyFromLiteral(const hlo::Literal& literal) {
   return a;
 }
 
-std::optional<hlo::Literal> parseInlineLiteral(std::string_view text, const hlo::Shape* want, std::string_view what,
-                                               DiagnosticEngine& diags) {
+std::optional<hlo::Literal> parseInlineLiteral(std::string_view text, const hlo::Shape* want,
+                                               std::string_view what, DiagnosticEngine& diags,
+                                               std::string_view owner) {
   size_t eq = text.find('=');
   if (eq == std::string_view::npos) {
     diags.error(fmt::format("{}: '{}' is neither @FILE.npy nor an inline value like 2x3xf32=1,2,3,4,5,6", what, text));
@@ -178,7 +182,7 @@ std::optional<hlo::Literal> parseInlineLiteral(std::string_view text, const hlo:
   hlo::Shape shape = hlo::Shape(*t, dims).withDefaultLayout();
   if (want) {
     if (!want->isArray() || want->elementType() != *t || want->dimensions() != dims) {
-      diags.error(fmt::format("{}: {} does not match the parameter's {}", what, shape.toString(false),
+      diags.error(fmt::format("{}: {} does not match the {}'s {}", what, shape.toString(false), owner,
                               want->toString(false)));
       return std::nullopt;
     }

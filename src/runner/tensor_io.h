@@ -19,12 +19,15 @@ namespace tpu::runner {
 // the element type's own, except: narrow floats (bf16, f8*, f6*, f4*) also
 // accept float32 (rounded to nearest even), f16 accepts float32 too, and
 // sub-byte integers accept int8/uint8 in range. `what` names the tensor in
-// messages ("input 0 (x.npy)").
-std::optional<hlo::Literal> literalFromNpy(const NpyArray& array, const hlo::Shape& want, std::string_view what,
-                                           DiagnosticEngine& diags);
+// messages ("input 0 (x.npy)"), `owner` what `want` is the shape of
+// ("parameter", or "result" for expected outputs).
+std::optional<hlo::Literal> literalFromNpy(const NpyArray& array, const hlo::Shape& want,
+                                           std::string_view what, DiagnosticEngine& diags,
+                                           std::string_view owner = "parameter");
 // Reads `path` and converts as above.
-std::optional<hlo::Literal> readNpyLiteral(const std::string& path, const hlo::Shape& want, std::string_view what,
-                                           DiagnosticEngine& diags);
+std::optional<hlo::Literal> readNpyLiteral(const std::string& path, const hlo::Shape& want,
+                                           std::string_view what, DiagnosticEngine& diags,
+                                           std::string_view owner = "parameter");
 // A literal as .npy: narrow floats (bf16, f8*, f6*, f4*) become float32,
 // sub-byte ints int8/uint8, pred bool. Array literals only.
 NpyArray npyFromLiteral(const hlo::Literal& literal);
@@ -32,8 +35,9 @@ NpyArray npyFromLiteral(const hlo::Literal& literal);
 // IREE-style inline values: `2x3xf32=1,2,3,4,5,6`, scalars `f32=1.5`,
 // `pred=true`; a single value fills the whole array. Values may be ints,
 // floats, inf, -inf, nan, true, false. With `want`, the shape must match.
-std::optional<hlo::Literal> parseInlineLiteral(std::string_view text, const hlo::Shape* want, std::string_view what,
-                                               DiagnosticEngine& diags);
+std::optional<hlo::Literal> parseInlineLiteral(std::string_view text, const hlo::Shape* want,
+                                               std::string_view what, DiagnosticEngine& diags,
+                                               std::string_view owner = "parameter");
 
 // Seeded pseudo-random contents for parameter `index` (the elided-constant
 // recipe of eval/elided.h keyed by "seed=<seed>/parameter=<index>": floats

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "isa/encoding.h"
+#include "support/file_kind.h"
 #if TPU_SIM_HAVE_LLO
 #include "llo/text.h"
 #endif
@@ -10,7 +11,12 @@
 namespace tpu::sim {
 
 bool isMachineProgram(std::string_view path, std::string_view contents) {
-  return isa::isTpuBinary(contents) || path.ends_with(".llo") || path.ends_with(".tpu");
+  // By content first (an .llo saved as .txt still runs); the name decides
+  // only for text that is recognisably neither.
+  FileKind kind = detectFileKind(contents);
+  if (kind == FileKind::Tpu || kind == FileKind::LloText) return true;
+  if (kind == FileKind::HloText || kind == FileKind::Hlob) return false;
+  return path.ends_with(".llo") || path.ends_with(".tpu");
 }
 
 namespace {

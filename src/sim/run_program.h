@@ -18,8 +18,8 @@
 
 namespace tpu::sim {
 
-// True for inputs the simulator runs: a .tpu binary (by magic) or a file
-// named *.llo.
+// True for inputs the simulator runs: a .tpu binary (by magic), LLO text (by
+// its first directive), or other text in a file named *.llo.
 bool isMachineProgram(std::string_view path, std::string_view contents);
 
 struct LoadedProgram {

@@ -13,6 +13,28 @@ namespace tpu {
 
 namespace {
 
+// Process-wide, like the stdout it describes.
+bool gReaderClosedOutput = false;
+
+// Reports a failed write unless the reader went away (see readerClosedOutput).
+void reportWriteError(int savedErrno, std::string_view what, const std::string& name,
+                      DiagnosticEngine& diags) {
+  if (savedErrno == EPIPE) {
+    gReaderClosedOutput = true;
+    return;
+  }
+  diags.error(fmt::format("{}: {}", what, std::strerror(savedErrno)), name);
+}
+
+bool isTerminalPath(const std::string& path) {
+  if (path == "-") return stdoutIsTerminal();
+  int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool terminal = ::isatty(fd) != 0;
+  ::close(fd);
+  return terminal;
+}
+
 bool readAll(int fd, std::string& out) {
   char buffer[1 << 16];
   for (;;) {
@@ -77,7 +99,7 @@ bool writeOutputFile(const std::string& path, std::string_view data, DiagnosticE
     std::signal(SIGPIPE, SIG_IGN);
     std::fflush(stdout);
     if (!writeAll(STDOUT_FILENO, data)) {
-      diags.error(fmt::format("cannot write standard output: {}", std::strerror(errno)), "<stdout>");
+      reportWriteError(errno, "cannot write standard output", "<stdout>", diags);
       return false;
     }
     return true;
@@ -102,7 +124,7 @@ bool writeOutputFile(const std::string& path, std::string_view data, DiagnosticE
       ok = false;
       savedErrno = errno;
     }
-    if (!ok) diags.error(fmt::format("cannot write output file: {}", std::strerror(savedErrno)), path);
+    if (!ok) reportWriteError(savedErrno, "cannot write output file", path, diags);
     return ok;
   }
   // The temp file lives beside the target so rename() stays on one filesystem.
@@ -112,12 +134,12 @@ bool writeOutputFile(const std::string& path, std::string_view data, DiagnosticE
     diags.error(fmt::format("cannot create output file: {}", std::strerror(errno)), path);
     return false;
   }
+  // No fsync: the rename is what makes the output appear whole to other
+  // processes and after a crash of the tool; syncing to the disk as well
+  // cost ~15 ms per output (most of a pipeline stage's time), and compilers
+  // do not either.
   bool ok = writeAll(fd, data);
   int savedErrno = errno;
-  if (ok && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
-    ok = false;
-    savedErrno = errno;
-  }
   if (::close(fd) != 0 && ok) {
     ok = false;
     savedErrno = errno;
@@ -138,6 +160,21 @@ bool writeOutputFile(const std::string& path, std::string_view data, DiagnosticE
   }
   return ok;
 }
+
+bool writeBinaryOutputFile(const std::string& path, std::string_view data, bool force, std::string_view how,
+                           DiagnosticEngine& diags) {
+  // Only devices can be terminals; regular files are not opened twice.
+  struct stat st {};
+  bool maybeTerminal = path == "-" || (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode));
+  if (!force && maybeTerminal && isTerminalPath(path)) {
+    diags.error(fmt::format("refusing to write binary output to a terminal; {}", how),
+                path == "-" ? std::string("<stdout>") : path);
+    return false;
+  }
+  return writeOutputFile(path, data, diags);
+}
+
+bool readerClosedOutput() { return gReaderClosedOutput; }
 
 bool stdoutIsTerminal() { return ::isatty(STDOUT_FILENO) != 0; }
 

@@ -1,16 +1,18 @@
 #include "support/npy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
 
-#include <fmt/format.h>
+#include "support/file_kind.h"
 
 namespace tpu {
 
 namespace {
 
-constexpr std::string_view kMagic = "\x93NUMPY";
+constexpr std::string_view kMagic = kNpyMagic;
 // numpy refuses headers beyond this by default; so do we (hostile sizes).
 constexpr size_t kMaxHeaderLength = 1 << 20;
 
@@ -240,8 +242,14 @@ std::optional<NpyArray> readNpy(const SourceFile& file, DiagnosticEngine& diags)
     diags.error(SourceLocation{&file, offset}, std::move(message));
     return std::nullopt;
   };
-  if (bytes.size() < kMagic.size() || bytes.substr(0, kMagic.size()) != kMagic)
+  if (bytes.size() < kMagic.size() || bytes.substr(0, kMagic.size()) != kMagic) {
+    // A file of another known kind says what it is (an HLO module given
+    // as a tensor, say); anything else is just not an .npy file.
+    if (!checkFileKind(file, {FileKind::Npy, FileKind::UnknownBinary, FileKind::Empty},
+                       "a NumPy array (.npy)", diags))
+      return std::nullopt;
     return error(0, "not a .npy file (missing the \\x93NUMPY magic)");
+  }
   if (bytes.size() < 10) return error(bytes.size(), ".npy file is truncated in its preamble");
   uint8_t major = static_cast<uint8_t>(bytes[6]);
   uint8_t minor = static_cast<uint8_t>(bytes[7]);

@@ -161,7 +161,14 @@ std::string v1(std::string dict, std::string data = "") {
 
 TEST(Npy, RejectsMalformed) {
   EXPECT_EQ(messageFor(""), "not a .npy file (missing the \\x93NUMPY magic)");
-  EXPECT_EQ(messageFor("PK\x03\x04"), "not a .npy file (missing the \\x93NUMPY magic)");
+  // Files of another known kind are named (issue 18).
+  EXPECT_EQ(
+      messageFor("PK\x03\x04"),
+      "this is a zip archive (such as NumPy's .npz), not a NumPy array (.npy); save each array of an .npz "
+      "archive as its own .npy");
+  EXPECT_EQ(messageFor("HloModule m\n"),
+            "this is HLO text, not a NumPy array (.npy); lower it with llo-gen, or run it with tpu-run");
+  EXPECT_EQ(messageFor("plain text"), "not a .npy file (missing the \\x93NUMPY magic)");
   EXPECT_EQ(messageFor("\x93NUMPY\x01"), ".npy file is truncated in its preamble");
   EXPECT_EQ(messageFor(std::string("\x93NUMPY\x04\x00\x00\x00", 10)),
             "unsupported .npy format version 4.0 (expected 1.0, 2.0 or 3.0)");

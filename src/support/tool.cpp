@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -30,7 +31,22 @@ bool endsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+std::vector<std::string> (*gTargetNames)() = nullptr;
+
+// --diagnostics-format=json as written on the command line, for errors found
+// before (or while) CLI11 parses it.
+bool argvAsksForJson(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--diagnostics-format=json") return true;
+    if (arg == "--diagnostics-format" && i + 1 < argc && std::string_view(argv[i + 1]) == "json") return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+void registerTargetNames(std::vector<std::string> (*names)()) { gTargetNames = names; }
 
 Tool::Tool(ToolSpec spec) : spec_(std::move(spec)) {
   app_ = std::make_unique<CLI::App>(spec_.summary, spec_.name);
@@ -45,7 +61,10 @@ Tool::Tool(ToolSpec spec) : spec_(std::move(spec)) {
   if (spec_.writesOutput) {
     app.add_option("-o,--output", options_.output, "Output file ('-' for standard output)")
         ->capture_default_str();
+  }
+  if (spec_.writesOutput || spec_.forceFlag)
     app.add_flag("-f,--force", options_.force, "Write binary output even to a terminal");
+  if (spec_.writesOutput) {
     if (!spec_.emitKinds.empty()) {
       std::vector<std::string> kinds;
       std::string_view rest = spec_.emitKinds;
@@ -111,9 +130,7 @@ int Tool::run(int argc, char** argv, const std::function<int(Tool&)>& body) {
     app_->exit(e);
     return kExitSuccess;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", spec_.name.c_str(), e.what());
-    std::fprintf(stderr, "Run with --help for more information.\n");
-    return kExitUsage;
+    return reportUsageError(e.what(), argc, argv);
   }
   if (!options_.statsFile.empty() && options_.stats.empty()) options_.stats = "text";
 
@@ -125,22 +142,54 @@ int Tool::run(int argc, char** argv, const std::function<int(Tool&)>& body) {
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);
   });
+  if (!checkTargetName()) return kExitUsage;
+  int code = kExitFailure;
   try {
-    int code = body(*this);
+    code = body(*this);
     if (code == kExitSuccess && diags_.hasErrors()) code = kExitFailure;
-    return code;
   } catch (const std::bad_alloc&) {
     diags_.error("out of memory", spec_.name);
   } catch (const std::exception& e) {
     diags_.error(fmt::format("internal error: {}", e.what()), spec_.name);
   }
-  return kExitFailure;
+  return readerClosedOutput() ? kExitReaderClosed : code;
+}
+
+int Tool::reportUsageError(const std::string& message, int argc, char** argv) {
+  bool json = argvAsksForJson(argc, argv);
+  Diagnostic d{Severity::Error, {}, spec_.name, message, {}};
+  std::string text = formatDiagnostic(d, json ? DiagnosticFormat::Json : DiagnosticFormat::Text, false);
+  if (!json) text += "Run with --help for more information.\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  return kExitUsage;
+}
+
+// A --target that is neither a file nor a built-in name is a usage error.
+bool Tool::checkTargetName() {
+  if (!spec_.usesTarget || !gTargetNames || app_->count("--target") == 0) return true;
+  const std::string& target = options_.target;
+  if (target.find('/') != std::string::npos || endsWith(target, ".json") ||
+      ::access(target.c_str(), F_OK) == 0)
+    return true;
+  std::vector<std::string> names = gTargetNames();
+  if (std::find(names.begin(), names.end(), target) != names.end()) return true;
+  diags_.error(fmt::format("unknown target '{}' (built-in targets: {}; or give a .json file)", target,
+                           fmt::join(names, ", ")),
+               spec_.name);
+  return false;
 }
 
 std::unique_ptr<SourceFile> Tool::readInput() { return readInput(options_.input); }
 
 std::unique_ptr<SourceFile> Tool::readInput(const std::string& path) {
   return readInputFile(path, diags_);
+}
+
+std::unique_ptr<SourceFile> Tool::readInputOfKind(std::initializer_list<FileKind> kinds,
+                                                  std::string_view expected, std::string_view hint) {
+  std::unique_ptr<SourceFile> file = readInput();
+  if (file && !checkFileKind(*file, kinds, expected, diags_, hint)) return nullptr;
+  return file;
 }
 
 bool Tool::wantsBinary(std::string_view binaryExtension) const {
@@ -150,11 +199,12 @@ bool Tool::wantsBinary(std::string_view binaryExtension) const {
 }
 
 bool Tool::writeOutput(std::string_view data, bool binary) {
-  if (binary && options_.output == "-" && !options_.force && stdoutIsTerminal()) {
-    diags_.error("refusing to write binary output to a terminal; use -o FILE or -f", spec_.name);
-    return false;
-  }
+  if (binary) return writeBinaryTo(options_.output, data, "use -o FILE or -f");
   return writeOutputFile(options_.output, data, diags_);
+}
+
+bool Tool::writeBinaryTo(const std::string& path, std::string_view data, std::string_view how) {
+  return writeBinaryOutputFile(path, data, options_.force, how, diags_);
 }
 
 bool Tool::writeStats(std::string_view rendered) {

@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "support/file_io.h"
+#include "support/file_kind.h"
+#include "support/tool.h"
 #include "target/builtin_targets.h"
 
 namespace tpu::target {
@@ -152,6 +153,12 @@ std::vector<std::string> builtinTargetNames() {
   return names;
 }
 
+namespace {
+// Every tool that links the targets (it calls loadTarget, defined in this
+// file) lets the harness check --target names as usage errors.
+[[maybe_unused]] const bool kTargetNamesRegistered = (registerTargetNames(&builtinTargetNames), true);
+}  // namespace
+
 std::optional<TargetDesc> parseTarget(const SourceFile& file, DiagnosticEngine& diags) {
   json root;
   try {
@@ -280,7 +287,8 @@ std::optional<TargetDesc> loadTarget(std::string_view nameOrPath, DiagnosticEngi
     return std::nullopt;
   }
   auto file = readInputFile(std::string(nameOrPath), diags);
-  if (!file) return std::nullopt;
+  if (!file || !checkFileKind(*file, {FileKind::Json}, "a target description (JSON)", diags))
+    return std::nullopt;
   // The SourceFile must outlive diagnostics that point into it; keep it.
   static thread_local std::vector<std::unique_ptr<SourceFile>> files;
   files.push_back(std::move(file));

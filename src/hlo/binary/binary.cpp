@@ -568,6 +568,7 @@ void Decoder::readShapeFields(Shape& shape) {
         // Decoded in place: the layout is the bulk of an array shape.
         shape.setLayout(Layout{});
         (*this)(shape.mutableLayout());
+        if (ok() && !shape.layout().isExpressibleAsText()) fail("layout the text format cannot hold");
         if (!ok()) shape.clearLayout();
       }
       break;
@@ -712,6 +713,137 @@ struct PayloadReturn {
 
 }  // namespace
 
+namespace {
+
+// The text printer writes names, keys and raw values as they are; a decoded
+// module must hold only what the parser reads back the same (the property
+// that hlob_roundtrip_test checks). These return what is wrong, or "".
+
+std::string rawAttributeProblem(const RawAttribute& raw) {
+  if (!isValidName(raw.name)) return "invalid attribute name";
+  if (!isRawValue(raw.text))
+    return fmt::format("attribute '{}' has a value the text format cannot hold", raw.name);
+  return {};
+}
+
+// Sorts them as the parser does; duplicates cannot be written as text.
+std::string frontendAttributesProblem(FrontendAttributes& attributes) {
+  std::sort(attributes.begin(), attributes.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  for (size_t i = 0; i < attributes.size(); ++i) {
+    if (i && attributes[i].key == attributes[i - 1].key) return "duplicate frontend attribute";
+    if (attributes[i].raw && !isBraceGroup(attributes[i].value))
+      return "unbalanced raw frontend attribute value";
+  }
+  return {};
+}
+
+// The checks the parser makes of `<=[dims]T(perm)`.
+std::string iotaProblem(const IotaList& iota, bool permutationNeeded) {
+  for (int64_t d : iota.reshapeDims)
+    if (d <= 0) return "iota reshape dimensions must be positive";
+  if (iota.transposePerm.empty())
+    return permutationNeeded && iota.reshapeDims.size() > 1 ? "iota without T(...)" : "";
+  if (iota.transposePerm.size() != iota.reshapeDims.size()) return "iota permutation of the wrong rank";
+  std::vector<bool> seen(iota.transposePerm.size(), false);
+  for (int64_t p : iota.transposePerm) {
+    if (p < 0 || static_cast<size_t>(p) >= seen.size() || seen[static_cast<size_t>(p)])
+      return "iota transpose is not a permutation";
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return {};
+}
+
+// Tiled shardings hold the devices either as a list or as an iota, and only
+// the fields of their kind: the printer writes nothing else.
+std::string shardingProblem(const Sharding& s) {
+  using Kind = Sharding::Kind;
+  bool tiled = s.kind == Kind::Tiled;
+  if (!tiled && (!s.tileAssignmentDims.empty() || !s.tileAssignmentDevices.empty() || s.iotaDevices ||
+                 s.replicateOnLastTileDim || !s.lastTileDims.empty()))
+    return "sharding fields of another kind";
+  if ((s.kind != Kind::Maximal && s.maximalDevice != 0) || (s.kind != Kind::Named && !s.namedText.empty()) ||
+      (s.kind != Kind::Tuple && !s.tupleElements.empty()))
+    return "sharding fields of another kind";
+  if (s.kind == Kind::Named &&
+      (!(s.namedText.starts_with("mesh") || s.namedText.starts_with("maximal_mesh")) ||
+       !isBraceGroup("{" + s.namedText + "}")))
+    return "named sharding the text format cannot hold";
+  if (tiled) {
+    int64_t total = 1;
+    for (int64_t d : s.tileAssignmentDims)
+      if (d <= 0 || __builtin_mul_overflow(total, d, &total)) return "invalid tile assignment dimensions";
+    if (s.iotaDevices) {
+      if (!s.tileAssignmentDevices.empty()) return "tile assignment given twice";
+      if (std::string problem = iotaProblem(*s.iotaDevices, false); !problem.empty()) return problem;
+      if (s.iotaDevices->count() != total) return "iota tile assignment size does not match its dimensions";
+    } else if (static_cast<int64_t>(s.tileAssignmentDevices.size()) != total) {
+      return "tile assignment size does not match its dimensions";
+    }
+  }
+  for (const OpMetadata& m : s.metadata)
+    for (const RawAttribute& raw : m.others)
+      if (std::string problem = rawAttributeProblem(raw); !problem.empty())
+        return "sharding metadata " + problem;
+  for (const Sharding& element : s.tupleElements)
+    if (std::string problem = shardingProblem(element); !problem.empty()) return problem;
+  return {};
+}
+
+// The explicit groups of an iota form are derived, as the parser derives them.
+std::string replicaGroupsProblem(ReplicaGroups& g) {
+  if (!g.isIota)
+    return g.iotaNumGroups || g.iotaGroupSize || g.iota != IotaList{}
+               ? "replica group fields of the iota form"
+               : "";
+  if (g.iotaNumGroups < 0 || g.iotaGroupSize < 0) return "iota replica groups need [groups,size]";
+  if (std::string problem = iotaProblem(g.iota, true); !problem.empty()) return problem;
+  int64_t total;
+  if (__builtin_mul_overflow(g.iotaNumGroups, g.iotaGroupSize, &total) || total != g.iota.count())
+    return "iota replica group shape does not match the device count";
+  std::vector<int64_t> ids = g.iota.expand();
+  if (ids.empty() && total != 0) return "iota replica groups are too large";
+  g.groups.clear();
+  for (int64_t i = 0; i < g.iotaNumGroups; ++i)
+    g.groups.emplace_back(ids.begin() + i * g.iotaGroupSize, ids.begin() + (i + 1) * g.iotaGroupSize);
+  return {};
+}
+
+std::string instructionAttributesProblem(InstructionAttributes& a) {
+  if (a.sparsity && !isRawValue(a.sparsity->text)) return "sparsity the text format cannot hold";
+  if (a.replicaGroups)
+    if (std::string problem = replicaGroupsProblem(*a.replicaGroups); !problem.empty()) return problem;
+  return {};
+}
+
+std::string commonAttributesProblem(CommonAttributes& common) {
+  if (std::string problem = frontendAttributesProblem(common.frontendAttributes); !problem.empty())
+    return problem;
+  if (common.backendConfig.raw && !isBraceGroup(common.backendConfig.text))
+    return "unbalanced raw backend_config";
+  if (common.origin && !isRawValue(common.origin->text)) return "origin the text format cannot hold";
+  for (const RawAttribute& raw : common.unknown)
+    if (std::string problem = rawAttributeProblem(raw); !problem.empty()) return problem;
+  for (const RawAttribute& raw : common.metadata->others)
+    if (std::string problem = rawAttributeProblem(raw); !problem.empty()) return "metadata " + problem;
+  if (common.statistics)
+    for (const auto& [key, value] : common.statistics->stats)
+      if (!isValidName(key)) return "invalid statistics key";
+  if (common.sharding) return shardingProblem(*common.sharding);
+  return {};
+}
+
+std::string configProblem(ModuleConfig& config) {
+  if (config.replicaCount < 1 || config.numPartitions < 1)
+    return "replica and partition counts must be positive";
+  if (std::string problem = frontendAttributesProblem(config.frontendAttributes); !problem.empty())
+    return problem;
+  for (const RawAttribute& raw : config.unknown)
+    if (std::string problem = rawAttributeProblem(raw); !problem.empty()) return "module " + problem;
+  return {};
+}
+
+}  // namespace
+
 std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags) {
   auto unpacked = unpackContainer(file, kHlobMagic, kHlobVersion.major, "HLO binary (.hlob)", diags,
                                   std::move(tPayloadBuffer));
@@ -728,16 +860,21 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
   };
   std::string name;
   d(name);
+  // Names are written raw by the text printer: one the lexer would not read
+  // back (NUL, invalid UTF-8, blanks, punctuation) is a corrupt file.
+  if (d.ok() && !isValidName(name)) return fail("invalid module name");
   auto module = std::make_unique<Module>(name);
   d(module->config());
   d(module->stackFrames());
   if (!d.ok()) return fail(r.error());
+  if (std::string problem = configProblem(module->config()); !problem.empty()) return fail(problem);
   uint64_t computationCount = r.count(2);
   std::vector<Computation*> computations;
   computations.reserve(computationCount);
   for (uint64_t i = 0; i < computationCount && d.ok(); ++i) {
     std::string computationName;
     d(computationName);
+    if (d.ok() && !isValidName(computationName)) return fail("invalid computation name");
     computations.push_back(module->addComputation(std::move(computationName)));
   }
   uint64_t entry = r.uvar();
@@ -760,6 +897,7 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
       if (d.ok() && opcode >= static_cast<uint64_t>(kOpcodeCount)) return fail("invalid opcode");
       std::string instructionName;
       d(instructionName);
+      if (d.ok() && !isValidName(instructionName)) return fail("invalid instruction name");
       Shape shape;
       d(shape);
       if (!d.ok()) return fail(r.error());
@@ -800,6 +938,14 @@ std::unique_ptr<Module> readHlob(const SourceFile& file, DiagnosticEngine& diags
       if (hasAttributes) d.readSparse(instruction->attrs());
       d(instruction->common());
       if (!d.ok()) return fail(r.error());
+      if (std::string problem = commonAttributesProblem(instruction->common()); !problem.empty())
+        return fail(fmt::format("instruction '{}': {}", instruction->name(), problem));
+      if (hasAttributes)
+        if (std::string problem = instructionAttributesProblem(instruction->attrs()); !problem.empty())
+          return fail(fmt::format("instruction '{}': {}", instruction->name(), problem));
+      // `padding=` cannot be written empty.
+      if (instruction->opcode() == Opcode::Pad && (!hasAttributes || instruction->attrs().padding.empty()))
+        return fail(fmt::format("instruction '{}': pad without padding", instruction->name()));
       instructions.push_back(computation->addInstruction(std::move(instruction)));
     }
     uint64_t root = r.uvar();

@@ -2,6 +2,7 @@
 
 #include "hlo/binary/binary.h"
 #include "hlo/text/parser.h"
+#include "support/file_kind.h"
 #ifdef TPU_HAVE_HLO_VERIFIER
 #include "hlo/verify/verifier.h"
 #endif
@@ -21,6 +22,13 @@ bool verifyLoadedModule(const Module& module, DiagnosticEngine& diags) {
 LoadedModule readModule(std::shared_ptr<SourceFile> source, DiagnosticEngine& diags, const ReadOptions& options) {
   LoadedModule loaded;
   size_t errorsBefore = diags.errorCount();
+  // A .tpu, .npy or other known file is named as such instead of failing
+  // in the text lexer on its first odd byte.
+  if (!checkFileKind(*source, {FileKind::HloText, FileKind::Hlob, FileKind::Empty},
+                     "an HLO module (text or .hlob)", diags)) {
+    loaded.source = std::move(source);
+    return loaded;
+  }
   if (isHlob(source->contents())) {
     source->setBinary(true);
     loaded.encoding = HloEncoding::Binary;

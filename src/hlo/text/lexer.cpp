@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "hlo/attributes.h"
+
 namespace tpu::hlo::text {
 
 namespace {
@@ -328,60 +330,23 @@ std::string_view Lexer::scanBalancedBraces() {
     makeError(pos_, "expected '{'");
     return {};
   }
-  int64_t depth = 0;
-  while (pos_ < n) {
-    char c = src_[pos_];
-    if (c == '"' || c == '\'') {
-      ++pos_;
-      while (pos_ < n && src_[pos_] != c) {
-        if (src_[pos_] == '\\') ++pos_;
-        ++pos_;
-      }
-      if (pos_ >= n) break;
-      ++pos_;
-      continue;
-    }
-    ++pos_;
-    if (c == '{') {
-      ++depth;
-    } else if (c == '}') {
-      if (--depth == 0) return src_.substr(start, pos_ - start);
-    }
+  size_t end = balancedBraceGroupEnd(src_, start);
+  if (end == std::string_view::npos) {
+    makeError(start, "unbalanced '{'");
+    pos_ = n;
+    return {};
   }
-  makeError(start, "unbalanced '{'");
-  pos_ = n;
-  return {};
+  pos_ = end;
+  return src_.substr(start, end - start);
 }
 
 std::string_view Lexer::scanRawValue() {
   skipSpace();
-  const size_t n = src_.size();
   size_t start = pos_;
-  int64_t depth = 0;
-  while (pos_ < n) {
-    char c = src_[pos_];
-    if (c == '"' || c == '\'') {
-      ++pos_;
-      while (pos_ < n && src_[pos_] != c) {
-        if (src_[pos_] == '\\') ++pos_;
-        ++pos_;
-      }
-      if (pos_ < n) ++pos_;
-      continue;
-    }
-    if (c == '{' || c == '(' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ')' || c == ']') {
-      if (depth == 0) break;
-      --depth;
-    } else if (depth == 0 && (c == ',' || c == '\n')) {
-      break;
-    }
-    ++pos_;
-  }
-  if (pos_ > n) pos_ = n;
-  size_t end = pos_;
-  while (end > start && (src_[end - 1] == ' ' || src_[end - 1] == '\t' || src_[end - 1] == '\r')) --end;
+  size_t end = rawValueEnd(src_, start);
+  // The scan stops before the terminator; blanks trimmed from the value
+  // stay to be skipped by the next token.
+  pos_ = end;
   return src_.substr(start, end - start);
 }
 

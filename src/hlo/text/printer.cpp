@@ -19,6 +19,15 @@ namespace tpu::hlo {
 
 namespace {
 
+// A key of `key=value` lists: bare when it is an identifier, else quoted
+// with escapes (the parser reads `"key"=value` too), so any key round-trips.
+void appendKey(std::string& out, std::string_view key) {
+  if (isValidName(key))
+    out += key;
+  else
+    appendQuoted(out, key);
+}
+
 void appendInt(std::string& out, int64_t v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -823,7 +832,7 @@ void Printer::commonAttributes(std::string& out, const Instruction& inst) {
     for (size_t i = 0; i < c.frontendAttributes.size(); ++i) {
       if (i) out += ',';
       const FrontendAttribute& f = c.frontendAttributes[i];
-      out += f.key;
+      appendKey(out, f.key);
       out += '=';
       if (f.raw)
         out += f.value;
@@ -959,8 +968,12 @@ void Printer::computation(std::string& out, const Computation& c, bool isEntry) 
 }
 
 std::string Printer::module(const Module& m) {
+  // Real modules print to 100-300 bytes per instruction: reserving that
+  // once saves growing (copying and page-faulting) the text several times.
+  size_t instructions = 0;
+  for (const auto& c : m.computations()) instructions += c->instructions().size();
   std::string out;
-  out.reserve(1 << 16);
+  out.reserve(std::max<size_t>(size_t{1} << 16, instructions * 256));
   const ModuleConfig& cfg = m.config();
   out += "HloModule ";
   out += m.name();
@@ -1018,7 +1031,7 @@ std::string Printer::module(const Module& m) {
     out += ", frontend_attributes={";
     for (size_t i = 0; i < cfg.frontendAttributes.size(); ++i) {
       if (i) out += ',';
-      out += cfg.frontendAttributes[i].key;
+      appendKey(out, cfg.frontendAttributes[i].key);
       out += '=';
       if (cfg.frontendAttributes[i].raw)
         out += cfg.frontendAttributes[i].value;
