@@ -22,6 +22,21 @@ void Computation::removeInstruction(Instruction* instruction) {
   if (it != instructions_.end()) instructions_.erase(it);
 }
 
+int64_t Computation::removeInstructionsIf(const std::function<bool(const Instruction&)>& remove) {
+  size_t kept = 0;
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    if (remove(*instructions_[i])) {
+      if (root_ == instructions_[i].get()) root_ = nullptr;
+      continue;
+    }
+    if (kept != i) instructions_[kept] = std::move(instructions_[i]);
+    ++kept;
+  }
+  int64_t removed = static_cast<int64_t>(instructions_.size() - kept);
+  instructions_.resize(kept);
+  return removed;
+}
+
 void Computation::sortTopologically() {
   std::unordered_map<const Instruction*, size_t> position;
   for (size_t i = 0; i < instructions_.size(); ++i) position[instructions_[i].get()] = i;

@@ -1,0 +1,217 @@
+#include "passes/simplify/rewriter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tpu::passes::simplify {
+
+using hlo::Instruction;
+using hlo::Opcode;
+
+bool SideEffects::has(const Instruction& instruction) {
+  if (instruction.hasSideEffect()) return true;
+  for (const hlo::Computation* c : instruction.calledComputations())
+    if (c && computationHas(*c)) return true;
+  return false;
+}
+
+bool SideEffects::computationHas(const hlo::Computation& computation) {
+  auto it = computations_.find(&computation);
+  if (it != computations_.end()) return it->second;
+  computations_[&computation] = false;  // call cycles are invalid; do not recurse forever
+  bool any = false;
+  for (const auto& in : computation.instructions())
+    if (has(*in)) {
+      any = true;
+      break;
+    }
+  computations_[&computation] = any;
+  return any;
+}
+
+bool isRemovableWhenUnused(const Instruction& instruction, SideEffects& effects) {
+  if (instruction.opcode() == Opcode::Parameter) return false;
+  return !effects.has(instruction);
+}
+
+int64_t removeDeadInstructions(hlo::Computation& computation,
+                               const std::unordered_set<const Instruction*>& erased) {
+  std::unordered_set<const Instruction*> live;
+  std::vector<const Instruction*> stack;
+  auto keep = [&](const Instruction* i) {
+    if (i && live.insert(i).second) stack.push_back(i);
+  };
+  keep(computation.root());
+  SideEffects effects;
+  for (const auto& in : computation.instructions())
+    if (!erased.count(in.get()) && !isRemovableWhenUnused(*in, effects)) keep(in.get());
+  while (!stack.empty()) {
+    const Instruction* i = stack.back();
+    stack.pop_back();
+    for (const Instruction* op : i->operands()) keep(op);
+    for (const Instruction* p : i->controlPredecessors()) keep(p);
+  }
+  if (live.size() == computation.instructions().size()) return 0;
+  return computation.removeInstructionsIf([&](const Instruction& i) { return live.count(&i) == 0; });
+}
+
+Rewriter::Rewriter(hlo::Computation& computation) : computation_(computation) {
+  users_.reserve(computation.instructions().size());
+  for (const auto& in : computation.instructions()) {
+    for (Instruction* op : in->operands()) addUse(op, in.get());
+    if (!in->controlPredecessors().empty()) {
+      controlled_.insert(in.get());
+      for (const Instruction* p : in->controlPredecessors()) controlled_.insert(p);
+    }
+  }
+}
+
+const std::vector<Instruction*>& Rewriter::users(const Instruction* instruction) const {
+  static const std::vector<Instruction*> kNone;
+  auto it = users_.find(instruction);
+  return it == users_.end() ? kNone : it->second;
+}
+
+bool Rewriter::hasSingleUse(const Instruction* instruction) const {
+  if (isRoot(instruction)) return false;
+  const std::vector<Instruction*>& u = users(instruction);
+  if (u.size() != 1) return false;
+  return std::count(u[0]->operands().begin(), u[0]->operands().end(), instruction) == 1;
+}
+
+void Rewriter::addUse(Instruction* operand, Instruction* user) {
+  std::vector<Instruction*>& list = users_[operand];
+  if (std::find(list.begin(), list.end(), user) == list.end()) list.push_back(user);
+}
+
+void Rewriter::dropUse(Instruction* operand, Instruction* user) {
+  if (std::find(user->operands().begin(), user->operands().end(), operand) != user->operands().end()) return;
+  auto it = users_.find(operand);
+  if (it == users_.end()) return;
+  std::vector<Instruction*>& list = it->second;
+  list.erase(std::remove(list.begin(), list.end(), user), list.end());
+}
+
+void Rewriter::ensureNames() {
+  if (namesBuilt_) return;
+  names_.reserve(computation_.instructions().size() * 2);
+  for (const auto& in : computation_.instructions()) names_.insert(in->name());
+  namesBuilt_ = true;
+}
+
+std::string Rewriter::freshName(std::string_view base) {
+  ensureNames();
+  // Drop a trailing ".N" so rewrites of rewrites do not grow names.
+  std::string stem(base);
+  size_t dot = stem.rfind('.');
+  if (dot != std::string::npos && dot + 1 < stem.size() &&
+      std::all_of(stem.begin() + static_cast<std::ptrdiff_t>(dot) + 1, stem.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    stem.resize(dot);
+  for (int64_t n = 1;; ++n) {
+    std::string name = fmt::format("{}.{}", stem, n);
+    if (names_.insert(name).second) return name;
+  }
+}
+
+std::string Rewriter::nameLike(const std::string& name) {
+  ensureNames();
+  if (names_.insert(name).second) return name;
+  return freshName(name);
+}
+
+Instruction* Rewriter::inlineBody(const hlo::Computation& callee, std::span<Instruction* const> args) {
+  std::unordered_map<const Instruction*, Instruction*> map;
+  for (const auto& up : callee.instructions()) {
+    const Instruction& in = *up;
+    if (in.opcode() == Opcode::Parameter) {
+      int64_t n = in.attrs().parameterNumber;
+      map[&in] = n >= 0 && n < static_cast<int64_t>(args.size()) ? args[static_cast<size_t>(n)] : nullptr;
+      continue;
+    }
+    std::vector<Instruction*> operands;
+    for (const Instruction* o : in.operands()) operands.push_back(map.at(o));
+    Instruction* copy = computation_.addInstruction(in.opcode(), nameLike(in.name()), in.shape());
+    copy->setOperands(std::span<Instruction* const>(operands.data(), operands.size()));
+    for (Instruction* o : operands) addUse(o, copy);
+    if (in.hasAttributes()) copy->attrs() = in.attrs();
+    copy->common() = in.common();
+    copy->setLocation(in.location());
+    copy->setCalledComputations(in.calledComputations());
+    for (const Instruction* p : in.controlPredecessors()) {
+      auto it = map.find(p);
+      if (it != map.end() && it->second->opcode() != Opcode::Parameter) {
+        copy->addControlPredecessor(it->second);
+        controlled_.insert(copy);
+        controlled_.insert(it->second);
+      }
+    }
+    map[&in] = copy;
+  }
+  changed_ = appended_ = true;
+  return map.at(callee.root());
+}
+
+Instruction* Rewriter::add(Opcode opcode, hlo::Shape shape, std::vector<Instruction*> operands, std::string_view base,
+                           SourceLocation location) {
+  Instruction* in = computation_.addInstruction(opcode, freshName(base), std::move(shape));
+  in->setOperands(std::span<Instruction* const>(operands.data(), operands.size()));
+  in->setLocation(location);
+  for (Instruction* op : operands) addUse(op, in);
+  changed_ = appended_ = true;
+  return in;
+}
+
+Instruction* Rewriter::addLike(const Instruction& model, hlo::Shape shape, std::vector<Instruction*> operands) {
+  Instruction* in = add(model.opcode(), std::move(shape), std::move(operands), model.name(), model.location());
+  if (model.hasAttributes()) in->attrs() = model.attrs();
+  in->common() = model.common();
+  in->setCalledComputations(model.calledComputations());
+  return in;
+}
+
+Instruction* Rewriter::addConstant(hlo::Literal literal, std::string_view base, SourceLocation location) {
+  Instruction* c = add(Opcode::Constant, literal.shape(), {}, base, location);
+  c->attrs().literal = std::move(literal);
+  return c;
+}
+
+void Rewriter::replaceAllUses(Instruction* old, Instruction* replacement) {
+  if (old == replacement) return;
+  auto it = users_.find(old);
+  if (it != users_.end()) {
+    std::vector<Instruction*> list = std::move(it->second);
+    users_.erase(it);
+    for (Instruction* user : list) {
+      for (int64_t i = 0; i < user->operandCount(); ++i)
+        if (user->operand(i) == old) user->setOperand(i, replacement);
+      addUse(replacement, user);
+    }
+  }
+  if (computation_.root() == old) computation_.setRoot(replacement);
+  changed_ = true;
+}
+
+void Rewriter::setOperand(Instruction* user, int64_t index, Instruction* operand) {
+  Instruction* old = user->operand(index);
+  if (old == operand) return;
+  user->setOperand(index, operand);
+  dropUse(old, user);
+  addUse(operand, user);
+  changed_ = true;
+}
+
+void Rewriter::setRoot(Instruction* root) {
+  if (computation_.root() == root) return;
+  computation_.setRoot(root);
+  changed_ = true;
+}
+
+bool Rewriter::finish() {
+  if (!changed_) return false;
+  removeDeadInstructions(computation_, erased_);
+  if (appended_) computation_.sortTopologically();
+  return true;
+}
+
+}  // namespace tpu::passes::simplify
