@@ -121,6 +121,11 @@ Instruction* Simplifier::broadcast(const Instruction& like, Instruction* x, cons
 
 Instruction* Simplifier::simplify(Instruction& in) {
   if (in.shape().isDynamic()) return nullptr;  // dynamic shapes: sizes are bounds, leave them be
+  if (Instruction* r = dispatch(in)) return r;
+  return hlo::isElementwise(in.opcode()) ? sinkReshapesBelowElementwise(in) : nullptr;
+}
+
+Instruction* Simplifier::dispatch(Instruction& in) {
   switch (in.opcode()) {
     case Opcode::Add: return simplifyAdd(in);
     case Opcode::Subtract: return simplifySubtract(in);

@@ -44,6 +44,8 @@ class Simplifier {
   hlo::Instruction* simplifyDot(hlo::Instruction& in);
   hlo::Instruction* foldTransposeIntoDot(hlo::Instruction& dot, int64_t operandIndex);
   hlo::Instruction* sinkBroadcastsBelowElementwise(hlo::Instruction& in);
+  hlo::Instruction* sinkReshapesBelowElementwise(hlo::Instruction& in);
+  hlo::Instruction* dispatch(hlo::Instruction& in);
   // algsimp_views.cpp
   hlo::Instruction* simplifyConvert(hlo::Instruction& in);
   hlo::Instruction* simplifyCopy(hlo::Instruction& in);

@@ -364,6 +364,33 @@ Instruction* Simplifier::simplifyReverse(Instruction& in) {
   return nullptr;
 }
 
+Instruction* Simplifier::sinkReshapesBelowElementwise(Instruction& in) {
+  // op(reshape(a), reshape(b)) -> reshape(op(a, b)) when a and b have one
+  // shape and the reshapes no other user (XLA's reshape mover): the
+  // reshape moves towards others it can cancel with, and no reshape is
+  // added. Broadcast scalars come along at the new shape.
+  if (in.operandCount() == 0 || !in.shape().isArray() || in.opcode() == Opcode::Copy) return nullptr;
+  const Shape* from = nullptr;
+  for (const Instruction* op : in.operands()) {
+    if (op->opcode() == Opcode::Broadcast && op->operand(0)->shape().isScalar()) continue;
+    if (op->opcode() != Opcode::Reshape || !rw_.hasSingleUse(op) || rw_.hasControlEdges(op)) return nullptr;
+    const Shape& s = op->operand(0)->shape();
+    if (from && from->dimensions() != s.dimensions()) return nullptr;
+    from = &s;
+  }
+  if (!from) return nullptr;
+  std::vector<Instruction*> operands;
+  for (Instruction* op : in.operands()) {
+    if (op->opcode() == Opcode::Reshape) {
+      operands.push_back(op->operand(0));
+    } else {
+      operands.push_back(broadcast(in, op->operand(0), arrayShape(op->shape().elementType(), from->dimensions()), {}));
+    }
+  }
+  Instruction* moved = rw_.addLike(in, arrayShape(in.shape().elementType(), from->dimensions()), operands);
+  return rw_.add(Opcode::Reshape, in.shape(), {moved}, "reshape", in.location());
+}
+
 Instruction* Simplifier::simplifyBitcastCandidates(Instruction& in) {
   if (!options_.layoutSensitive) return nullptr;
   Instruction* x = in.operand(0);

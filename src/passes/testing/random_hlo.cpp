@@ -184,8 +184,10 @@ void Generator::plantIdentity() {
   std::string type = chance(60) ? "f32" : "s32";
   Value x = valueOf(type, nullptr);
   bool isFloat = type == "f32";
-  switch (uniform(9)) {
+  switch (uniform(11)) {
     case 0: pool_.push_back(emit("multiply", type, x.dims, {x, splat(type, "1", x.dims)})); break;
+    case 9: pool_.push_back(emit("multiply", type, x.dims, {x, splat(type, "0", x.dims)})); break;  // -0 for x < 0
+    case 10: pool_.push_back(emit("power", type, x.dims, {x, splat(type, "2", x.dims)})); break;
     case 1: pool_.push_back(emit("add", type, x.dims, {splat(type, isFloat ? "-0" : "0", x.dims), x})); break;
     case 2: pool_.push_back(emit("add", type, x.dims, {x, splat(type, "0", x.dims)})); break;  // kept for floats
     case 3: pool_.push_back(emit("divide", type, x.dims, {x, splat(type, isFloat ? "0.25" : "1", x.dims)})); break;

@@ -66,6 +66,20 @@ TEST(RandomHlo, SimplifyKeepsResults) {
   EXPECT_GT(shrunk, kSeeds * 9 / 10);
 }
 
+// The same run through the value-changing rewrites (x*0 -> 0 gives +0
+// where x*0 is -0) must see differences: the test can fail.
+TEST(RandomHlo, ValueChangingRewritesAreCaught) {
+  Pipeline unsafe = namedPipeline("algsimp-unsafe,simplify");
+  int different = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    std::string messages;
+    hlo::LoadedModule loaded = parse(generateRandomHlo(seed), &messages);
+    ASSERT_TRUE(loaded.module) << messages;
+    if (runDifferential(*loaded.module, unsafe, {.seed = seed}).outcome == Outcome::Different) ++different;
+  }
+  EXPECT_GT(different, 0);
+}
+
 // The comparison catches a wrong rewrite: a pipeline that turns adds into
 // subtracts is reported with the first differing element.
 TEST(Differential, DetectsAWrongPipeline) {
