@@ -535,7 +535,8 @@ void convertKernel(KType from, KType to, const void* in, void* out, int64_t n) {
         auto* a = static_cast<const From*>(in);
         auto* o = static_cast<To*>(out);
         for (int64_t i = 0; i < n; ++i)
-          o[i] = toPred ? static_cast<To>(a[i] != From{}) : convertOne<typename From::value_type, To>(a[i].real());
+          o[i] = toPred ? static_cast<To>(a[i] != From{})
+                        : convertOne<std::remove_cvref_t<decltype(a[i].real())>, To>(a[i].real());
       } else {
         convertLoop<From, To>(in, out, n, toPred);
       }

@@ -50,8 +50,9 @@ bool CallInlinePass::run(hlo::Module& module, DiagnosticEngine&) {
   for (const auto& c : module.computations())
     for (const auto& in : c->instructions())
       for (const Computation* callee : in->calledComputations()) stillCalled.insert(callee);
-  for (Computation* callee : inlined)
-    if (!stillCalled.count(callee) && callee != module.entry()) module.removeComputation(callee);
+  module.removeComputationsIf([&](const Computation& c) {
+    return inlined.count(const_cast<Computation*>(&c)) && !stillCalled.count(&c) && &c != module.entry();
+  });
   return changed;
 }
 

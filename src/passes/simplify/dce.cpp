@@ -23,11 +23,7 @@ bool removeUnreachableComputations(hlo::Module& module) {
       for (const hlo::Computation* callee : in->calledComputations())
         if (callee && reachable.insert(callee).second) stack.push_back(callee);
   }
-  std::vector<hlo::Computation*> dead;
-  for (const auto& c : module.computations())
-    if (!reachable.count(c.get())) dead.push_back(c.get());
-  for (hlo::Computation* c : dead) module.removeComputation(c);
-  return !dead.empty();
+  return module.removeComputationsIf([&](const hlo::Computation& c) { return !reachable.count(&c); }) > 0;
 }
 
 }  // namespace

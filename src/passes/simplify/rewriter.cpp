@@ -57,9 +57,7 @@ int64_t removeDeadInstructions(hlo::Computation& computation,
 }
 
 Rewriter::Rewriter(hlo::Computation& computation) : computation_(computation) {
-  users_.reserve(computation.instructions().size());
   for (const auto& in : computation.instructions()) {
-    for (Instruction* op : in->operands()) addUse(op, in.get());
     if (!in->controlPredecessors().empty()) {
       controlled_.insert(in.get());
       for (const Instruction* p : in->controlPredecessors()) controlled_.insert(p);
@@ -67,8 +65,17 @@ Rewriter::Rewriter(hlo::Computation& computation) : computation_(computation) {
   }
 }
 
+void Rewriter::ensureUsers() const {
+  if (usersBuilt_) return;
+  usersBuilt_ = true;
+  users_.reserve(computation_.instructions().size());
+  for (const auto& in : computation_.instructions())
+    for (Instruction* op : in->operands()) addUse(op, in.get());
+}
+
 const std::vector<Instruction*>& Rewriter::users(const Instruction* instruction) const {
   static const std::vector<Instruction*> kNone;
+  ensureUsers();
   auto it = users_.find(instruction);
   return it == users_.end() ? kNone : it->second;
 }
@@ -80,12 +87,14 @@ bool Rewriter::hasSingleUse(const Instruction* instruction) const {
   return std::count(u[0]->operands().begin(), u[0]->operands().end(), instruction) == 1;
 }
 
-void Rewriter::addUse(Instruction* operand, Instruction* user) {
+void Rewriter::addUse(Instruction* operand, Instruction* user) const {
+  if (!usersBuilt_) return;  // built from the IR when first needed
   std::vector<Instruction*>& list = users_[operand];
   if (std::find(list.begin(), list.end(), user) == list.end()) list.push_back(user);
 }
 
 void Rewriter::dropUse(Instruction* operand, Instruction* user) {
+  if (!usersBuilt_) return;
   if (std::find(user->operands().begin(), user->operands().end(), operand) != user->operands().end()) return;
   auto it = users_.find(operand);
   if (it == users_.end()) return;
@@ -100,6 +109,12 @@ void Rewriter::ensureNames() {
   namesBuilt_ = true;
 }
 
+std::string Rewriter::keepName(std::string name) {
+  ownNames_.push_back(name);
+  names_.insert(ownNames_.back());
+  return name;
+}
+
 std::string Rewriter::freshName(std::string_view base) {
   ensureNames();
   // Drop a trailing ".N" so rewrites of rewrites do not grow names.
@@ -108,15 +123,18 @@ std::string Rewriter::freshName(std::string_view base) {
   if (dot != std::string::npos && dot + 1 < stem.size() &&
       std::all_of(stem.begin() + static_cast<std::ptrdiff_t>(dot) + 1, stem.end(), [](char c) { return c >= '0' && c <= '9'; }))
     stem.resize(dot);
-  for (int64_t n = 1;; ++n) {
-    std::string name = fmt::format("{}.{}", stem, n);
-    if (names_.insert(name).second) return name;
+  // Each stem counts on from its last fresh name: linear, not quadratic,
+  // in the names a pass makes.
+  int64_t& n = nextSuffix_[stem];
+  for (;;) {
+    std::string name = fmt::format("{}.{}", stem, ++n);
+    if (!names_.count(name)) return keepName(std::move(name));
   }
 }
 
 std::string Rewriter::nameLike(const std::string& name) {
   ensureNames();
-  if (names_.insert(name).second) return name;
+  if (!names_.count(name)) return keepName(name);
   return freshName(name);
 }
 
@@ -178,6 +196,7 @@ Instruction* Rewriter::addConstant(hlo::Literal literal, std::string_view base, 
 
 void Rewriter::replaceAllUses(Instruction* old, Instruction* replacement) {
   if (old == replacement) return;
+  ensureUsers();
   auto it = users_.find(old);
   if (it != users_.end()) {
     std::vector<Instruction*> list = std::move(it->second);

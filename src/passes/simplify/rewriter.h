@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <string_view>
@@ -104,15 +105,25 @@ class Rewriter {
 
  private:
   void ensureNames();
-  void addUse(hlo::Instruction* operand, hlo::Instruction* user);
+  std::string keepName(std::string name);
+  // Users are built from the IR on first need: a pass that finds nothing
+  // to do in a computation never pays for them.
+  void ensureUsers() const;
+  void addUse(hlo::Instruction* operand, hlo::Instruction* user) const;
   void dropUse(hlo::Instruction* operand, hlo::Instruction* user);
 
   hlo::Computation& computation_;
-  std::unordered_map<const hlo::Instruction*, std::vector<hlo::Instruction*>> users_;
+  mutable std::unordered_map<const hlo::Instruction*, std::vector<hlo::Instruction*>> users_;
+  mutable bool usersBuilt_ = false;
   std::unordered_set<const hlo::Instruction*> controlled_;
   SideEffects effects_;
   std::unordered_set<const hlo::Instruction*> erased_;
-  std::unordered_set<std::string> names_;  // built on the first freshName()
+  // Names in use, built on the first freshName(): views of the
+  // instructions' names (which live as long as this Rewriter) and of the
+  // new names kept in ownNames_.
+  std::unordered_set<std::string_view> names_;
+  std::deque<std::string> ownNames_;
+  std::unordered_map<std::string, int64_t> nextSuffix_;
   bool namesBuilt_ = false;
   bool changed_ = false;
   bool appended_ = false;
