@@ -153,6 +153,7 @@ Instruction* Simplifier::dispatch(Instruction& in) {
     case Opcode::Concatenate: return simplifyConcatenate(in);
     case Opcode::Pad: return simplifyPad(in);
     case Opcode::Reverse: return simplifyReverse(in);
+    case Opcode::DynamicSlice: return simplifyDynamicSlice(in);
     default: return nullptr;
   }
 }

@@ -42,6 +42,17 @@ Instruction* Simplifier::simplifyAdd(Instruction& in) {
     if (isFloatSplat(b, -0.0) || (options_.valueChanging && isFloatSplat(b, 0.0))) return ifSameShape(in, a);
     if (isFloatSplat(a, -0.0) || (options_.valueChanging && isFloatSplat(a, 0.0))) return ifSameShape(in, b);
   }
+  // (A + c1) + c2 -> A + (c1 + c2): exact in wrapping integer arithmetic.
+  if (isInt(in) && a->opcode() == Opcode::Add && rw_.hasSingleUse(a) && a->shape() == in.shape()) {
+    const Literal* c2 = splat(b);
+    for (int k = 0; k < 2 && c2; ++k) {
+      const Literal* c1 = splat(a->operand(k));
+      if (!c1) continue;
+      Literal sum(Shape::scalar(in.shape().elementType()));
+      sum.setUint(0, c1->getUint(0) + c2->getUint(0));  // wraps like the op
+      return add(in, Opcode::Add, in.shape(), {a->operand(1 - k), splatConstant(in, in.shape(), sum)});
+    }
+  }
   // A*C + B*C -> (A+B)*C: exact in wrapping integer arithmetic only.
   if ((isInt(in) || (options_.valueChanging && isFloat(in))) && a->opcode() == Opcode::Multiply &&
       b->opcode() == Opcode::Multiply && rw_.hasSingleUse(a) && rw_.hasSingleUse(b) && a->shape() == in.shape() &&
@@ -114,8 +125,36 @@ Instruction* Simplifier::simplifyDivide(Instruction& in) {
   return add(in, Opcode::Multiply, in.shape(), {a, splatConstant(in, in.shape(), reciprocal)});
 }
 
+// Whether `i` splats the identity of max (the lowest value: -inf, the
+// integer minimum, false) or of min (the highest).
+bool Simplifier::isMinMaxIdentity(const Instruction* i, bool forMax) {
+  const Literal* s = splat(i);
+  ElementType t = i->shape().elementType();
+  if (!s) return false;
+  if (hlo::isFloatType(t)) {
+    double v = s->getDouble(0);
+    return std::isinf(v) && (v < 0) == forMax;
+  }
+  if (t == ElementType::Pred) return (s->getInt(0) != 0) != forMax;
+  if (!hlo::isIntegerType(t)) return false;
+  int bits = hlo::elementTypeInfo(t).bitWidth;
+  if (hlo::isUnsignedIntegerType(t)) {
+    uint64_t top = bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+    return s->getUint(0) == (forMax ? 0 : top);
+  }
+  int64_t low = bits >= 64 ? INT64_MIN : -(int64_t{1} << (bits - 1));
+  return s->getInt(0) == (forMax ? low : -(low + 1));
+}
+
 Instruction* Simplifier::simplifyMinMax(Instruction& in) {
-  if (in.operand(0) == in.operand(1)) return ifSameShape(in, in.operand(0));
+  Instruction* a = in.operand(0);
+  Instruction* b = in.operand(1);
+  if (a == b) return ifSameShape(in, a);
+  // max(x, -inf) is x bit for bit, NaN and -0 included (the interpreter's
+  // max returns a NaN operand, and of equal values the one it was given).
+  bool forMax = in.opcode() == Opcode::Maximum;
+  if (isMinMaxIdentity(b, forMax)) return ifSameShape(in, a);
+  if (isMinMaxIdentity(a, forMax)) return ifSameShape(in, b);
   return sinkBroadcastsBelowElementwise(in);
 }
 

@@ -56,6 +56,7 @@ class Simplifier {
   hlo::Instruction* simplifyConcatenate(hlo::Instruction& in);
   hlo::Instruction* simplifyPad(hlo::Instruction& in);
   hlo::Instruction* simplifyReverse(hlo::Instruction& in);
+  hlo::Instruction* simplifyDynamicSlice(hlo::Instruction& in);
   hlo::Instruction* simplifyBitcastCandidates(hlo::Instruction& in);
 
   // `candidate` when it can stand for `in` (same shape, layout included).
@@ -67,6 +68,7 @@ class Simplifier {
   // A float splat equal to `value`, zeros compared with their sign.
   bool isFloatSplat(const hlo::Instruction* i, double value);
   bool isAllOnesSplat(const hlo::Instruction* i);
+  bool isMinMaxIdentity(const hlo::Instruction* i, bool forMax);
 
   // New instructions, named and located after `like`.
   hlo::Instruction* add(const hlo::Instruction& like, hlo::Opcode opcode, hlo::Shape shape,

@@ -364,6 +364,30 @@ Instruction* Simplifier::simplifyReverse(Instruction& in) {
   return nullptr;
 }
 
+Instruction* Simplifier::simplifyDynamicSlice(Instruction& in) {
+  // Constant start indices: a slice, with the starts clamped into range
+  // as dynamic-slice clamps them.
+  Instruction* x = in.operand(0);
+  const std::vector<int64_t>& sizes = in.attrs().dynamicSliceSizes;
+  if (in.operandCount() != x->shape().rank() + 1 || static_cast<int64_t>(sizes.size()) != x->shape().rank())
+    return nullptr;
+  std::vector<hlo::SliceDimension> slice;
+  for (int64_t d = 0; d < x->shape().rank(); ++d) {
+    const Instruction* index = in.operand(d + 1);
+    const hlo::Literal* value = splat(index);
+    if (!value || !index->shape().isScalar() || !hlo::isIntegerType(index->shape().elementType())) return nullptr;
+    int64_t start = hlo::isUnsignedIntegerType(index->shape().elementType())
+                        ? static_cast<int64_t>(std::min<uint64_t>(value->getUint(0), INT64_MAX))
+                        : value->getInt(0);
+    int64_t size = sizes[static_cast<size_t>(d)];
+    start = std::clamp<int64_t>(start, 0, x->shape().dimension(d) - size);
+    slice.push_back({start, start + size, 1});
+  }
+  Instruction* s = add(in, Opcode::Slice, in.shape(), {x});
+  s->attrs().slice = slice;
+  return s;
+}
+
 Instruction* Simplifier::sinkReshapesBelowElementwise(Instruction& in) {
   // op(reshape(a), reshape(b)) -> reshape(op(a, b)) when a and b have one
   // shape and the reshapes no other user (XLA's reshape mover): the

@@ -184,10 +184,25 @@ void Generator::plantIdentity() {
   std::string type = chance(60) ? "f32" : "s32";
   Value x = valueOf(type, nullptr);
   bool isFloat = type == "f32";
-  switch (uniform(11)) {
+  switch (uniform(13)) {
     case 0: pool_.push_back(emit("multiply", type, x.dims, {x, splat(type, "1", x.dims)})); break;
     case 9: pool_.push_back(emit("multiply", type, x.dims, {x, splat(type, "0", x.dims)})); break;  // -0 for x < 0
     case 10: pool_.push_back(emit("power", type, x.dims, {x, splat(type, "2", x.dims)})); break;
+    case 11:  // max with the lowest value
+      pool_.push_back(emit("maximum", type, x.dims, {splat(type, isFloat ? "-inf" : "-2147483648", x.dims), x}));
+      break;
+    case 12: {  // dynamic-slice at constant starts, some out of range (clamped)
+      if (x.dims.empty()) return;
+      std::vector<Value> operands{x};
+      Dims sizes;
+      for (int64_t d : x.dims) {
+        operands.push_back(constantScalar("s32", fmt::format("{}", uniform(d + 3) - 1)));
+        sizes.push_back(1 + uniform(d));
+      }
+      pool_.push_back(emit("dynamic-slice", type, sizes, operands,
+                           fmt::format(", dynamic_slice_sizes={{{}}}", fmt::join(sizes, ","))));
+      break;
+    }
     case 1: pool_.push_back(emit("add", type, x.dims, {splat(type, isFloat ? "-0" : "0", x.dims), x})); break;
     case 2: pool_.push_back(emit("add", type, x.dims, {x, splat(type, "0", x.dims)})); break;  // kept for floats
     case 3: pool_.push_back(emit("divide", type, x.dims, {x, splat(type, isFloat ? "0.25" : "1", x.dims)})); break;
