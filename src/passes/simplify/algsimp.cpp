@@ -154,6 +154,7 @@ Instruction* Simplifier::dispatch(Instruction& in) {
     case Opcode::Pad: return simplifyPad(in);
     case Opcode::Reverse: return simplifyReverse(in);
     case Opcode::DynamicSlice: return simplifyDynamicSlice(in);
+    case Opcode::ReduceWindow: return simplifyReduceWindow(in);
     default: return nullptr;
   }
 }

@@ -207,6 +207,17 @@ Instruction* Simplifier::simplifyUnaryInvolution(Instruction& in) {
   Instruction* x = in.operand(0);
   if ((in.opcode() == Opcode::Negate || in.opcode() == Opcode::Not) && x->opcode() == in.opcode())
     return ifSameShape(in, x->operand(0));
+  // not(a < b) is a >= b, except under the IEEE order (NaN).
+  if (in.opcode() == Opcode::Not && x->opcode() == Opcode::Compare && rw_.hasSingleUse(x) &&
+      x->attrs().comparisonType != hlo::ComparisonType::Float &&
+      !hlo::isComplexType(x->operand(0)->shape().elementType())) {
+    static const hlo::ComparisonDirection kInverse[] = {
+        hlo::ComparisonDirection::NE, hlo::ComparisonDirection::EQ, hlo::ComparisonDirection::GE,
+        hlo::ComparisonDirection::GT, hlo::ComparisonDirection::LE, hlo::ComparisonDirection::LT};
+    Instruction* inverted = rw_.addLike(*x, in.shape(), {x->operand(0), x->operand(1)});
+    inverted->attrs().comparisonDirection = kInverse[static_cast<int>(x->attrs().comparisonDirection)];
+    return inverted;
+  }
   if (in.opcode() == Opcode::Abs && !hlo::isComplexType(x->shape().elementType())) {
     if (x->opcode() == Opcode::Abs) return ifSameShape(in, x);
     // |-x| = |x|, bit for bit (abs clears the sign negate flips).
@@ -241,6 +252,15 @@ Instruction* Simplifier::simplifySelect(Instruction& in) {
   if (a == b) return ifSameShape(in, a);
   if (isIntSplat(p, 1)) return ifSameShape(in, a);
   if (isIntSplat(p, 0)) return ifSameShape(in, b);
+  // select(p, a, select(p, b, c)) = select(p, a, c), and on the other arm.
+  if (b->opcode() == Opcode::Select && b->operand(0) == p) {
+    rw_.setOperand(&in, 2, b->operand(2));
+    return &in;
+  }
+  if (a->opcode() == Opcode::Select && a->operand(0) == p) {
+    rw_.setOperand(&in, 1, a->operand(1));
+    return &in;
+  }
   if (p->opcode() == Opcode::Not) {
     rw_.setOperand(&in, 0, p->operand(0));
     rw_.setOperand(&in, 1, b);

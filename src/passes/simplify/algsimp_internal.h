@@ -57,6 +57,11 @@ class Simplifier {
   hlo::Instruction* simplifyPad(hlo::Instruction& in);
   hlo::Instruction* simplifyReverse(hlo::Instruction& in);
   hlo::Instruction* simplifyDynamicSlice(hlo::Instruction& in);
+  hlo::Instruction* simplifyReduceWindow(hlo::Instruction& in);
+  // A broadcast of one scalar when every operand of `in` broadcasts that
+  // scalar (concatenate, pad of its own padding value), else null.
+  hlo::Instruction* sameScalarEverywhere(hlo::Instruction& in, int64_t operands);
+  hlo::Instruction* viewOfIota(hlo::Instruction& in);
   hlo::Instruction* simplifyBitcastCandidates(hlo::Instruction& in);
 
   // `candidate` when it can stand for `in` (same shape, layout included).

@@ -187,6 +187,7 @@ Instruction* Simplifier::simplifyTranspose(Instruction& in) {
   Instruction* x = in.operand(0);
   const std::vector<int64_t>& perm = in.attrs().dimensions;
   if (isIdentityPermutation(perm)) return ifSameShape(in, x);
+  if (Instruction* iota = viewOfIota(in)) return iota;
   if (x->opcode() == Opcode::Transpose) {
     const std::vector<int64_t>& inner = x->attrs().dimensions;
     std::vector<int64_t> composed;
@@ -250,6 +251,7 @@ Instruction* Simplifier::simplifySlice(Instruction& in) {
   if (full) return ifSameShape(in, x);
   if (x->opcode() == Opcode::Broadcast && x->operand(0)->shape().isScalar())
     return broadcast(in, x->operand(0), in.shape(), {});
+  if (Instruction* iota = viewOfIota(in)) return iota;
   if (x->opcode() == Opcode::Slice) {
     std::vector<hlo::SliceDimension> composed;
     for (size_t d = 0; d < slice.size(); ++d) {
@@ -288,6 +290,7 @@ Instruction* Simplifier::simplifyConcatenate(Instruction& in) {
   if (in.attrs().dimensions.size() != 1) return nullptr;
   int64_t dim = in.attrs().dimensions[0];
   if (in.operandCount() == 1) return ifSameShape(in, in.operand(0));
+  if (Instruction* b = sameScalarEverywhere(in, in.operandCount())) return b;
   // Operands without elements, nested concatenations along the same
   // dimension (used only here), and adjacent slices of one value.
   std::vector<Instruction*> parts;
@@ -337,6 +340,7 @@ Instruction* Simplifier::simplifyPad(Instruction& in) {
     onlyNegative &= p.low <= 0 && p.high <= 0 && p.interior == 0;
   }
   if (none) return ifSameShape(in, x);
+  if (Instruction* b = sameScalarEverywhere(in, 2)) return b;
   if (onlyNegative) {
     // Negative padding crops: a slice.
     std::vector<hlo::SliceDimension> slice;
@@ -362,6 +366,51 @@ Instruction* Simplifier::simplifyReverse(Instruction& in) {
     if (inner == outer) return ifSameShape(in, x->operand(0));
   }
   return nullptr;
+}
+
+Instruction* Simplifier::sameScalarEverywhere(Instruction& in, int64_t operands) {
+  const Instruction* scalar = nullptr;
+  for (int64_t k = 0; k < operands; ++k) {
+    const Instruction* op = in.operand(k);
+    const Instruction* s = op->shape().isScalar() ? op : nullptr;
+    if (op->opcode() == Opcode::Broadcast && op->operand(0)->shape().isScalar()) s = op->operand(0);
+    if (!s || (scalar && s != scalar)) return nullptr;
+    scalar = s;
+  }
+  if (!scalar || in.shape().isScalar()) return nullptr;
+  return broadcast(in, const_cast<Instruction*>(scalar), in.shape(), {});
+}
+
+Instruction* Simplifier::viewOfIota(Instruction& in) {
+  // A transpose of an iota is an iota along the moved dimension; a slice
+  // starting at 0 with stride 1 along the iota's dimension is an iota.
+  Instruction* x = in.operand(0);
+  if (x->opcode() != Opcode::Iota) return nullptr;
+  int64_t dim = x->attrs().iotaDimension;
+  int64_t newDim = dim;
+  if (in.opcode() == Opcode::Transpose) {
+    newDim = inversePermutation(in.attrs().dimensions)[static_cast<size_t>(dim)];
+  } else {
+    const hlo::SliceDimension& s = in.attrs().slice[static_cast<size_t>(dim)];
+    if (s.start != 0 || s.stride != 1) return nullptr;
+  }
+  Instruction* iota = add(in, Opcode::Iota, in.shape(), {});
+  iota->attrs().iotaDimension = newDim;
+  return iota;
+}
+
+Instruction* Simplifier::simplifyReduceWindow(Instruction& in) {
+  // A 1x1 window with unit strides and no padding or dilation reduces each
+  // element with the init once: reducer(x, init), elementwise.
+  if (in.operandCount() != 2 || !in.shape().isArray() || !in.toApply() || !in.attrs().window) return nullptr;
+  std::optional<Opcode> op = binaryReducerOpcode(*in.toApply());
+  if (!op) return nullptr;
+  for (const hlo::WindowDimension& w : in.attrs().window->dimensions)
+    if (!(w == hlo::WindowDimension{})) return nullptr;
+  Instruction* x = in.operand(0);
+  Instruction* init = in.operand(1);
+  if (!init->shape().isScalar() || !x->shape().compatible(in.shape())) return nullptr;
+  return add(in, *op, in.shape(), {x, broadcast(in, init, in.shape(), {})});
 }
 
 Instruction* Simplifier::simplifyDynamicSlice(Instruction& in) {

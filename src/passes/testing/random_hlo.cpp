@@ -184,13 +184,27 @@ void Generator::plantIdentity() {
   std::string type = chance(60) ? "f32" : "s32";
   Value x = valueOf(type, nullptr);
   bool isFloat = type == "f32";
-  switch (uniform(13)) {
+  switch (uniform(15)) {
     case 0: pool_.push_back(emit("multiply", type, x.dims, {x, splat(type, "1", x.dims)})); break;
     case 9: pool_.push_back(emit("multiply", type, x.dims, {x, splat(type, "0", x.dims)})); break;  // -0 for x < 0
     case 10: pool_.push_back(emit("power", type, x.dims, {x, splat(type, "2", x.dims)})); break;
     case 11:  // max with the lowest value
       pool_.push_back(emit("maximum", type, x.dims, {splat(type, isFloat ? "-inf" : "-2147483648", x.dims), x}));
       break;
+    case 13: {  // nested selects on one predicate; not of an integer compare
+      Value p = emit("compare", "pred", x.dims, {x, valueOf(type, &x.dims)}, ", direction=LT");
+      Value inner = emit("select", type, x.dims, {p, valueOf(type, &x.dims), x});
+      pool_.push_back(emit("select", type, x.dims, {chance(50) ? emit("not", "pred", x.dims, {p}) : p, x, inner}));
+      break;
+    }
+    case 14: {  // a 1x1 reduce-window
+      if (x.dims.empty()) return;
+      std::vector<std::string> ones(x.dims.size(), "1");
+      Value init = constantScalar(type, "1");
+      pool_.push_back(emit("reduce-window", type, x.dims, {x, init},
+                           fmt::format(", window={{size={}}}, to_apply=%{}", fmt::join(ones, "x"), reducer(type, "maximum"))));
+      break;
+    }
     case 12: {  // dynamic-slice at constant starts, some out of range (clamped)
       if (x.dims.empty()) return;
       std::vector<Value> operands{x};
