@@ -55,9 +55,12 @@ bool PassPipeline::runWith(hlo::Module& module, DiagnosticEngine& diags, const A
     ++roundsRun_;
     bool changedThisRound = false;
     for (auto& pass : passes_) {
-      bool changed = pass->run(module, diags);
+      // A nested pipeline reports its own members to `after`.
+      auto* inner = dynamic_cast<PassPipeline*>(pass.get());
+      bool innerOk = true;
+      bool changed = inner ? inner->runWith(module, diags, after, &innerOk) : pass->run(module, diags);
       changedThisRound |= changed;
-      if (diags.hasErrors() || (after && !after(*pass, changed))) {
+      if (!innerOk || diags.hasErrors() || (!inner && after && !after(*pass, changed))) {
         *ok = false;
         return changedAny || changedThisRound;
       }

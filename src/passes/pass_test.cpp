@@ -79,6 +79,23 @@ TEST(PassManager, VerifyEachNamesTheMemberThatBrokeTheIr) {
   EXPECT_EQ(runs, 1);  // stopped right after the breaking member
 }
 
+TEST(PassManager, VerifyEachReachesNestedPipelines) {
+  ParsedModule p = parseModule(kModule);
+  std::string messages;
+  DiagnosticEngine diags;
+  diags.setConsumer([&](const Diagnostic& d) { messages += d.message + "\n"; });
+  auto inner = std::make_unique<PassPipeline>("inner", 2);
+  inner->add(std::make_unique<BreakingPass>());
+  auto outer = std::make_unique<PassPipeline>("outer", 2);
+  outer->add(std::move(inner));
+  PassManagerOptions options;
+  options.verifyEach = true;
+  PassManager pm(options, nullptr, verifier());
+  pm.add(std::move(outer));
+  EXPECT_FALSE(pm.run(*p.module, diags));
+  EXPECT_NE(messages.find("module does not verify after pass 'breaker'"), std::string::npos) << messages;
+}
+
 TEST(PassManager, WithoutVerifyEachThePipelineIsVerifiedAtItsEnd) {
   ParsedModule p = parseModule(kModule);
   std::string messages;
