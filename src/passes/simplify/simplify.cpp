@@ -30,7 +30,8 @@ void registerSimplifyPasses(PassRegistry& registry) {
                 "algsimp plus value-changing float rewrites (x/c -> x*(1/c), pow(x,2) -> x*x, x*0 -> 0, x+0 -> x, "
                 "A*C+B*C -> (A+B)*C): results may differ in the last bits",
                 [] { return std::make_unique<AlgsimpPass>(AlgsimpOptions{.valueChanging = true}); }});
-  registry.add({"call-inline", "Replace every call by a copy of its callee's body",
+  registry.add({"call-inline",
+                "Replace every call, and every conditional whose branch is a constant, by a copy of the body it runs",
                 [] { return std::make_unique<CallInlinePass>(); }});
   registry.add({"constant-folding",
                 "Evaluate instructions of constant operands with the reference interpreter (results up to 1M "

@@ -84,7 +84,8 @@ class TupleSimplifyPass : public Pass {
   bool run(hlo::Module& module, DiagnosticEngine& diags) override;
 };
 
-// call-inline: every `call` is replaced by a copy of its callee's body.
+// call-inline: every `call`, and every `conditional` whose selector is a
+// constant, is replaced by a copy of the body it runs.
 class CallInlinePass : public Pass {
  public:
   std::string_view name() const override { return "call-inline"; }

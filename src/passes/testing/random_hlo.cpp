@@ -14,6 +14,7 @@ namespace {
 using Dims = std::vector<int64_t>;
 
 constexpr size_t kWindow = 48;
+const std::vector<int64_t> kScalar;
 
 struct Value {
   std::string name;
@@ -442,7 +443,20 @@ void Generator::call() {
   helpers_ += fmt::format("%{0} (a: {1}) -> {1} {{\n  %a = {1} parameter(0)\n  %n = {1} negate(%a)\n"
                           "  ROOT %m = {1} maximum(%a, %n)\n}}\n\n",
                           name, shapeText(x));
-  pool_.push_back(emit("call", "f32", x.dims, {x}, fmt::format(", to_apply=%{}", name)));
+  if (chance(50)) {
+    pool_.push_back(emit("call", "f32", x.dims, {x}, fmt::format(", to_apply=%{}", name)));
+    return;
+  }
+  // A conditional over the callee and a second branch, its selector a
+  // constant (inlined) or computed (kept).
+  std::string other = fresh("branch");
+  helpers_ += fmt::format("%{0} (a: {1}) -> {1} {{\n  %a = {1} parameter(0)\n  ROOT %e = {1} exponential(%a)\n}}\n\n",
+                          other, shapeText(x));
+  Value selector = chance(60) ? constantScalar("pred", chance(50) ? "true" : "false")
+                              : emit("compare", "pred", {}, {valueOf("s32", &kScalar), constantScalar("s32", "0")},
+                                     ", direction=GT");
+  pool_.push_back(emit("conditional", "f32", x.dims, {selector, x, x},
+                       fmt::format(", true_computation=%{}, false_computation=%{}", name, other)));
 }
 
 void Generator::step() {
