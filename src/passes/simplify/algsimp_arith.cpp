@@ -297,21 +297,17 @@ Instruction* Simplifier::simplifyReduce(Instruction& in) {
     if (std::find(reduced.begin(), reduced.end(), d) == reduced.end()) resultIndex[static_cast<size_t>(d)] = k++;
   std::vector<int64_t> newDims;
   for (int64_t d : bdims) newDims.push_back(resultIndex[static_cast<size_t>(d)]);
+  // Idempotent reducers apply once; integer add multiplies by the count;
+  // a float sum of n copies is not n*x.
+  bool idempotent = *op == Opcode::Maximum || *op == Opcode::Minimum || *op == Opcode::And || *op == Opcode::Or;
+  if (!idempotent && !(*op == Opcode::Add && isInt(in))) return nullptr;
   Instruction* y = x->operand(0);
   Instruction* spread = newDims.size() == static_cast<size_t>(in.shape().rank()) && y->shape().compatible(in.shape()) &&
                                 std::is_sorted(newDims.begin(), newDims.end())
                             ? reshape(in, y, in.shape())
                             : broadcast(in, y, in.shape(), newDims);
-  switch (*op) {
-    case Opcode::Maximum:
-    case Opcode::Minimum:
-    case Opcode::And:
-    case Opcode::Or: return withInit(spread);  // idempotent: once is as many times
-    case Opcode::Add:
-      if (!isInt(in)) return nullptr;  // a float sum of n copies is not n*x
-      return withInit(add(in, Opcode::Multiply, in.shape(), {spread, splatConstant(in, in.shape(), double(count))}));
-    default: return nullptr;
-  }
+  if (idempotent) return withInit(spread);
+  return withInit(add(in, Opcode::Multiply, in.shape(), {spread, splatConstant(in, in.shape(), double(count))}));
 }
 
 Instruction* Simplifier::foldTransposeIntoDot(Instruction& dot, int64_t operandIndex) {

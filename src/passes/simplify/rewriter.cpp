@@ -100,6 +100,7 @@ void Rewriter::dropUse(Instruction* operand, Instruction* user) {
   if (it == users_.end()) return;
   std::vector<Instruction*>& list = it->second;
   list.erase(std::remove(list.begin(), list.end(), user), list.end());
+  if (list.empty()) unused_.push_back(operand);
 }
 
 void Rewriter::ensureNames() {
@@ -176,7 +177,10 @@ Instruction* Rewriter::add(Opcode opcode, hlo::Shape shape, std::vector<Instruct
   in->setOperands(std::span<Instruction* const>(operands.data(), operands.size()));
   in->setLocation(location);
   for (Instruction* op : operands) addUse(op, in);
-  changed_ = appended_ = true;
+  // Not a change until something uses it: an instruction a rule made and
+  // then did not use is removed again at finish().
+  appended_ = true;
+  unused_.push_back(in);
   return in;
 }
 
@@ -201,6 +205,7 @@ void Rewriter::replaceAllUses(Instruction* old, Instruction* replacement) {
   if (it != users_.end()) {
     std::vector<Instruction*> list = std::move(it->second);
     users_.erase(it);
+    unused_.push_back(old);
     for (Instruction* user : list) {
       for (int64_t i = 0; i < user->operandCount(); ++i)
         if (user->operand(i) == old) user->setOperand(i, replacement);
@@ -226,9 +231,39 @@ void Rewriter::setRoot(Instruction* root) {
   changed_ = true;
 }
 
+bool Rewriter::removeNewlyDead() {
+  // Only what lost its last use here can have died here: walk from those,
+  // in time proportional to what is removed, not to the computation.
+  std::unordered_set<const Instruction*> dead;
+  std::vector<Instruction*> work(unused_.begin(), unused_.end());
+  for (const Instruction* e : erased_) work.push_back(const_cast<Instruction*>(e));
+  while (!work.empty()) {
+    Instruction* i = work.back();
+    work.pop_back();
+    if (dead.count(i) || isRoot(i) || !users(i).empty() || hasControlEdges(i)) continue;
+    if (!erased_.count(i) && !isRemovableWhenUnused(*i, effects_)) continue;
+    dead.insert(i);
+    for (Instruction* op : i->operands()) {
+      auto it = users_.find(op);
+      if (it == users_.end()) continue;
+      std::vector<Instruction*>& list = it->second;
+      list.erase(std::remove(list.begin(), list.end(), i), list.end());
+      if (list.empty()) work.push_back(op);
+    }
+  }
+  if (dead.empty()) return false;
+  computation_.removeInstructionsIf([&](const Instruction& i) { return dead.count(&i) != 0; });
+  return true;
+}
+
 bool Rewriter::finish() {
-  if (!changed_) return false;
-  removeDeadInstructions(computation_, erased_);
+  if (!changed_ && !appended_) return false;
+  if (usersBuilt_) {
+    removeNewlyDead();
+  } else {
+    removeDeadInstructions(computation_, erased_);
+  }
+  if (!changed_) return false;  // only instructions nothing used, now gone
   if (appended_) computation_.sortTopologically();
   return true;
 }

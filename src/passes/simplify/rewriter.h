@@ -99,13 +99,15 @@ class Rewriter {
   // the callee's root.
   hlo::Instruction* inlineBody(const hlo::Computation& callee, std::span<hlo::Instruction* const> args);
 
-  // Removes dead instructions and restores operand-before-user order when
-  // anything changed. Returns whether anything changed.
+  // Removes the instructions this rewrite left dead (what was dead before
+  // stays for dce) and restores operand-before-user order when anything
+  // changed. Returns whether anything changed.
   bool finish();
 
  private:
   void ensureNames();
   std::string keepName(std::string name);
+  bool removeNewlyDead();
   // Users are built from the IR on first need: a pass that finds nothing
   // to do in a computation never pays for them.
   void ensureUsers() const;
@@ -118,6 +120,7 @@ class Rewriter {
   std::unordered_set<const hlo::Instruction*> controlled_;
   SideEffects effects_;
   std::unordered_set<const hlo::Instruction*> erased_;
+  std::vector<hlo::Instruction*> unused_;  // lost their last user here
   // Names in use, built on the first freshName(): views of the
   // instructions' names (which live as long as this Rewriter) and of the
   // new names kept in ownNames_.

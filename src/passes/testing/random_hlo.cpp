@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <unordered_set>
 #include <vector>
 
 namespace tpu::passes::testing {
@@ -67,7 +68,10 @@ class Generator {
              const std::string& attrs = "") {
     Value v{fresh(op == "get-tuple-element" ? "gte" : op), type, dims};
     std::vector<std::string> names;
-    for (const Value& a : args) names.push_back("%" + a.name);
+    for (const Value& a : args) {
+      names.push_back("%" + a.name);
+      used_.insert(a.name);
+    }
     body_ += fmt::format("  %{} = {} {}({}){}\n", v.name, shapeText(v), op, fmt::join(names, ", "), attrs);
     return v;
   }
@@ -135,6 +139,7 @@ class Generator {
   std::string body_;
   std::string helpers_;
   std::vector<Value> pool_;
+  std::unordered_set<std::string> used_;  // values some instruction reads
   std::vector<Value> params_;
   std::vector<std::string> paramTexts_;
 };
@@ -476,12 +481,14 @@ void Generator::step() {
 std::string Generator::run(uint64_t seed) {
   for (const char* type : {"f32", "f32", "s32"}) newParameter(type, randomDims());
   while (counter_ < options_.instructions) step();
-  // The root: the last values and a few others, so most work is live.
+  // The root returns every value nothing reads, so all the work is live
+  // (what the passes then remove, they remove by simplifying).
   std::vector<Value> outs;
-  for (size_t i = pool_.size() >= 3 ? pool_.size() - 3 : 0; i < pool_.size(); ++i) outs.push_back(pool_[i]);
-  for (int i = 0; i < 2 && !pool_.empty(); ++i) outs.push_back(pick(pool_));
-  // Long programs: every 64th value too, so the whole program stays live.
-  for (size_t i = 0; options_.instructions > 500 && i < pool_.size(); i += 64) outs.push_back(pool_[i]);
+  for (const Value& v : pool_)
+    if (!used_.count(v.name) &&
+        std::none_of(params_.begin(), params_.end(), [&](const Value& p) { return p.name == v.name; }))
+      outs.push_back(v);
+  if (outs.empty()) outs.push_back(pool_.back());
   std::vector<std::string> shapes, names;
   for (const Value& v : outs) {
     shapes.push_back(shapeText(v));
