@@ -337,14 +337,16 @@ void Generator::reduce() {
   std::string type = chance(60) ? "f32" : "s32";
   Value x = valueOf(type, nullptr);
   if (x.dims.empty()) return;
-  if (chance(40)) {  // reduce of a broadcast
+  bool ofBroadcast = chance(40);
+  if (ofBroadcast) {  // reduce of a broadcast, mostly along a dimension it adds
     Dims d = x.dims;
-    d.insert(d.begin(), 1 + uniform(3));
+    int64_t added = chance(50) ? 2 : 1;
+    for (int64_t k = 0; k < added; ++k) d.insert(d.begin(), 1 + uniform(3));
     Dims map(x.dims.size());
-    std::iota(map.begin(), map.end(), 1);
+    std::iota(map.begin(), map.end(), added);
     x = emit("broadcast", type, d, {x}, fmt::format(", dimensions={{{}}}", fmt::join(map, ",")));
   }
-  int64_t dim = chance(40) ? 0 : uniform(static_cast<int64_t>(x.dims.size()));
+  int64_t dim = chance(ofBroadcast ? 70 : 30) ? 0 : uniform(static_cast<int64_t>(x.dims.size()));
   Dims out = x.dims;
   out.erase(out.begin() + dim);
   std::string op = pick(std::vector<std::string>{"add", "maximum", "minimum"});

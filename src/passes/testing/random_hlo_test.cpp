@@ -8,6 +8,8 @@
 #include <cstdlib>
 
 #include "hlo/io/hlo_io.h"
+#include "passes/driver/registry.h"
+#include "passes/pass.h"
 #include "passes/testing/differential.h"
 
 namespace tpu::passes::testing {
@@ -64,6 +66,22 @@ TEST(RandomHlo, SimplifyKeepsResults) {
   }
   EXPECT_EQ(evaluated, kSeeds);
   EXPECT_GT(shrunk, kSeeds * 9 / 10);
+}
+
+// The pipeline reaches a true fixed point: a second run finds nothing,
+// so no rule undoes another or leaves instructions behind.
+TEST(RandomHlo, SimplifyReachesAFixedPoint) {
+  RandomHloOptions options;
+  options.instructions = 200;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    std::string messages;
+    hlo::LoadedModule loaded = parse(generateRandomHlo(seed, options), &messages);
+    ASSERT_TRUE(loaded.module) << messages;
+    DiagnosticEngine diags;
+    ASSERT_TRUE(namedPipeline("simplify")(*loaded.module, diags));
+    std::unique_ptr<Pass> again = PassRegistry::global().find("simplify")->create();
+    EXPECT_FALSE(again->run(*loaded.module, diags)) << "seed " << seed << ": a second run changed the module";
+  }
 }
 
 // The same run through the value-changing rewrites (x*0 -> 0 gives +0
