@@ -128,6 +128,13 @@ DifferentialResult runDifferential(const hlo::Module& module, const Pipeline& pi
   if (std::optional<std::string> diff = bitwiseDifference(*expected, *got)) {
     result.outcome = Outcome::Different;
     result.detail = *diff;
+    return result;
+  }
+  if (options.extraCheck) {
+    if (std::optional<std::string> why = options.extraCheck(*copy, args, *expected)) {
+      result.outcome = Outcome::Different;
+      result.detail = *why;
+    }
   }
   return result;
 }

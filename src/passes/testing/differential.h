@@ -47,8 +47,17 @@ struct DifferentialResult {
   int64_t instructionsAfter = 0;
 };
 
+// Checks the transformed module some other way against the reference
+// results (e.g. compiled by llo-gen and run on the simulator, compared with
+// a tolerance): nullopt when it agrees, else why not.
+using ExtraCheck = std::function<std::optional<std::string>(const hlo::Module& transformed,
+                                                            const std::vector<hlo::Literal>& arguments,
+                                                            const hlo::Literal& expected)>;
+
 struct DifferentialOptions {
   uint64_t seed = 1;
+  // Run after the interpreter comparison passed; its failure is Different.
+  ExtraCheck extraCheck;
   // Loops in random programs are bounded, but a pipeline bug could make
   // one endless: the interpreter stops after this many iterations.
   int64_t maxWhileIterations = 1 << 20;

@@ -35,6 +35,12 @@ TEST(RandomHlo, ModulesParseAndVerify) {
   }
 }
 
+DifferentialOptions seeded(uint64_t seed) {
+  DifferentialOptions options;
+  options.seed = seed;
+  return options;
+}
+
 int envInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
@@ -57,7 +63,7 @@ TEST(RandomHlo, SimplifyKeepsResults) {
     std::string text = generateRandomHlo(seed, options);
     hlo::LoadedModule loaded = parse(text, &messages);
     ASSERT_TRUE(loaded.module) << messages;
-    DifferentialResult r = runDifferential(*loaded.module, simplify, {.seed = seed});
+    DifferentialResult r = runDifferential(*loaded.module, simplify, seeded(seed));
     ASSERT_NE(r.outcome, Outcome::PipelineFailed) << "seed " << seed << ": " << r.detail << "\n" << text;
     if (r.outcome == Outcome::NotEvaluable) continue;
     ++evaluated;
@@ -93,7 +99,7 @@ TEST(RandomHlo, ValueChangingRewritesAreCaught) {
     std::string messages;
     hlo::LoadedModule loaded = parse(generateRandomHlo(seed), &messages);
     ASSERT_TRUE(loaded.module) << messages;
-    if (runDifferential(*loaded.module, unsafe, {.seed = seed}).outcome == Outcome::Different) ++different;
+    if (runDifferential(*loaded.module, unsafe, seeded(seed)).outcome == Outcome::Different) ++different;
   }
   EXPECT_GT(different, 0);
 }
@@ -116,6 +122,31 @@ TEST(Differential, DetectsAWrongPipeline) {
   DifferentialResult r = runDifferential(*loaded.module, wrong);
   EXPECT_EQ(r.outcome, Outcome::Different);
   EXPECT_NE(r.detail.find("element 0"), std::string::npos) << r.detail;
+}
+
+// The extra check (the hook compiled code will use) sees the transformed
+// module and the reference result, and its verdict counts.
+TEST(Differential, RunsTheExtraCheck) {
+  std::string messages;
+  hlo::LoadedModule loaded = parse(
+      "HloModule m\nENTRY %main (x: f32[4]) -> f32[4] {\n  %x = f32[4]{0} parameter(0)\n"
+      "  ROOT %n = f32[4]{0} negate(%x)\n}\n",
+      &messages);
+  ASSERT_TRUE(loaded.module) << messages;
+  int calls = 0;
+  DifferentialOptions options;
+  options.extraCheck = [&](const hlo::Module& m, const std::vector<hlo::Literal>& args,
+                           const hlo::Literal& expected) -> std::optional<std::string> {
+    ++calls;
+    EXPECT_EQ(args.size(), 1u);
+    EXPECT_EQ(m.entry()->root()->opcode(), hlo::Opcode::Negate);
+    if (expected.elementCount() != 4) return "wrong reference";
+    return "the compiled result differs";
+  };
+  DifferentialResult r = runDifferential(*loaded.module, namedPipeline("dce"), options);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(r.outcome, Outcome::Different);
+  EXPECT_EQ(r.detail, "the compiled result differs");
 }
 
 // A pipeline that leaves an invalid module is a failure, not a result.
