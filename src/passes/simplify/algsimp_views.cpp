@@ -155,6 +155,10 @@ Instruction* Simplifier::simplifyCopy(Instruction& in) {
     rw_.setOperand(&in, 0, x->operand(0));
     return &in;
   }
+  // A copy between layouts that order the elements alike (they differ in
+  // size-1 dimensions only) moves no byte.
+  if (options_.layoutSensitive && reshapeIsBitcast(x->shape(), in.shape()))
+    return add(in, Opcode::Bitcast, in.shape(), {x});
   return nullptr;
 }
 
