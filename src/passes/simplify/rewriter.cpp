@@ -201,11 +201,11 @@ Instruction* Rewriter::addConstant(hlo::Literal literal, std::string_view base, 
 void Rewriter::replaceAllUses(Instruction* old, Instruction* replacement) {
   if (old == replacement) return;
   ensureUsers();
+  unused_.push_back(old);  // a root has no users but dies here all the same
   auto it = users_.find(old);
   if (it != users_.end()) {
     std::vector<Instruction*> list = std::move(it->second);
     users_.erase(it);
-    unused_.push_back(old);
     for (Instruction* user : list) {
       for (int64_t i = 0; i < user->operandCount(); ++i)
         if (user->operand(i) == old) user->setOperand(i, replacement);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "hlo/io/hlo_io.h"
 #include "support/file_io.h"
@@ -62,6 +63,41 @@ TEST(Simplify, CorpusReachesAStableFixedPoint) {
     EXPECT_FALSE(again->run(*reparsed.module, diags)) << "a second run changed the module";
     createSimplifyPipeline()->run(*b, diags);
     EXPECT_EQ(printed, hlo::writeModule(*b, hlo::HloEncoding::Text)) << "two runs differ";
+  }
+}
+
+// Each pass on its own leaves every corpus module valid (the pipeline's
+// dce can hide a pass's leftovers; a fused computation, say, must not keep
+// an unused instruction).
+TEST(Simplify, EachPassAloneKeepsCorpusModulesValid) {
+  std::vector<std::function<std::unique_ptr<Pass>()>> passes = {
+      [] { return std::make_unique<DcePass>(); },
+      [] { return std::make_unique<CsePass>(); },
+      [] { return std::make_unique<AlgsimpPass>(); },
+      [] { return std::make_unique<AlgsimpPass>(AlgsimpOptions{.layoutSensitive = true}); },
+      [] { return std::make_unique<AlgsimpPass>(AlgsimpOptions{.valueChanging = true}); },
+      [] { return std::make_unique<ConstantFoldingPass>(); },
+      [] { return std::make_unique<TupleSimplifyPass>(); },
+      [] { return std::make_unique<CallInlinePass>(); },
+      [] { return std::make_unique<WhileSimplifyPass>(); },
+      [] { return std::make_unique<ZeroElementsPass>(); },
+  };
+  for (const std::string& path : corpusFiles()) {
+    DiagnosticEngine diags;
+    std::unique_ptr<SourceFile> file = readInputFile(path, diags);
+    ASSERT_TRUE(file);
+    std::string text(file->contents());
+    for (const auto& make : passes) {
+      std::string messages;
+      hlo::LoadedModule loaded = parseText(path, text, &messages);
+      ASSERT_TRUE(loaded.module) << messages;
+      std::unique_ptr<Pass> pass = make();
+      DiagnosticEngine passDiags;
+      passDiags.setConsumer([&](const Diagnostic& d) { messages += formatDiagnostic(d, DiagnosticFormat::Text, false); });
+      pass->run(*loaded.module, passDiags);
+      EXPECT_TRUE(!passDiags.hasErrors() && hlo::verifyLoadedModule(*loaded.module, passDiags))
+          << path << " after " << pass->name() << ":\n" << messages;
+    }
   }
 }
 
