@@ -5,6 +5,8 @@
 #include <deque>
 #include <unordered_set>
 
+#include "hlo/pointer_index.h"
+
 #include "hlo/module.h"
 #include "passes/simplify/algsimp_internal.h"
 
@@ -165,13 +167,15 @@ bool simplifyComputation(hlo::Computation& computation, const AlgsimpOptions& op
   Rewriter rw(computation);
   Simplifier simplifier(rw, options);
   std::deque<Instruction*> work;
-  std::unordered_set<const Instruction*> queued;
+  hlo::PointerIndex queued(computation.instructions().size());  // 1 while in `work`
   for (const auto& in : computation.instructions()) {
     work.push_back(in.get());
-    queued.insert(in.get());
+    queued.set(in.get(), 1);
   }
   auto requeue = [&](Instruction* i) {
-    if (queued.insert(i).second) work.push_back(i);
+    if (queued.find(i) == 1) return;
+    queued.set(i, 1);
+    work.push_back(i);
   };
   // Every rewrite removes or shrinks something, but a budget keeps a
   // rule pair that undoes itself from looping.
@@ -179,7 +183,7 @@ bool simplifyComputation(hlo::Computation& computation, const AlgsimpOptions& op
   while (!work.empty() && budget-- > 0) {
     Instruction* in = work.front();
     work.pop_front();
-    queued.erase(in);
+    queued.set(in, 0);
     if (rw.userCount(in) == 0 && !rw.isRoot(in)) continue;  // dead: dce's business
     if (rw.hasControlEdges(in) || rw.hasSideEffect(in)) continue;
     std::vector<Instruction*> oldOperands(in->operands().begin(), in->operands().end());

@@ -61,6 +61,10 @@ bool CallInlinePass::run(hlo::Module& module, DiagnosticEngine&) {
   std::set<Computation*> inlined;
   // Callees first: their own calls are inlined before they are copied.
   for (Computation* c : module.postOrder()) {
+    if (!anyInstruction(*c, [](const Instruction& i) {
+          return i.opcode() == Opcode::Call || i.opcode() == Opcode::Conditional;
+        }))
+      continue;
     Rewriter rw(*c);
     std::vector<std::pair<Instruction*, std::pair<const Computation*, std::vector<Instruction*>>>> sites;
     for (const auto& in : c->instructions())

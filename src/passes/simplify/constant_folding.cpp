@@ -125,6 +125,15 @@ class Folder {
 bool ConstantFoldingPass::run(hlo::Module& module, DiagnosticEngine&) {
   bool changed = false;
   for (const auto& c : module.computations()) {
+    // Something to fold reads only constants, broadcasts and iotas.
+    auto candidate = [](const Instruction& i) {
+      if (neverFolded(i) || i.operandCount() == 0) return false;
+      for (const Instruction* op : i.operands())
+        if (op->opcode() != Opcode::Constant && op->opcode() != Opcode::Broadcast && op->opcode() != Opcode::Iota)
+          return false;
+      return true;
+    };
+    if (!anyInstruction(*c, candidate)) continue;
     Rewriter rw(*c);
     Folder folder(rw, options_);
     std::vector<Instruction*> order;

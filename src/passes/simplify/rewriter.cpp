@@ -35,12 +35,21 @@ bool isRemovableWhenUnused(const Instruction& instruction, SideEffects& effects)
   return !effects.has(instruction);
 }
 
+bool anyInstruction(const hlo::Computation& computation, const std::function<bool(const Instruction&)>& predicate) {
+  for (const auto& in : computation.instructions())
+    if (predicate(*in)) return true;
+  return false;
+}
+
 int64_t removeDeadInstructions(hlo::Computation& computation,
                                const std::unordered_set<const Instruction*>& erased) {
-  std::unordered_set<const Instruction*> live;
+  hlo::PointerIndex live(computation.instructions().size());
   std::vector<const Instruction*> stack;
   auto keep = [&](const Instruction* i) {
-    if (i && live.insert(i).second) stack.push_back(i);
+    if (i && !live.contains(i)) {
+      live.set(i, 1);
+      stack.push_back(i);
+    }
   };
   keep(computation.root());
   SideEffects effects;
@@ -53,7 +62,7 @@ int64_t removeDeadInstructions(hlo::Computation& computation,
     for (const Instruction* p : i->controlPredecessors()) keep(p);
   }
   if (live.size() == computation.instructions().size()) return 0;
-  return computation.removeInstructionsIf([&](const Instruction& i) { return live.count(&i) == 0; });
+  return computation.removeInstructionsIf([&](const Instruction& i) { return !live.contains(&i); });
 }
 
 Rewriter::Rewriter(hlo::Computation& computation) : computation_(computation) {
@@ -68,39 +77,57 @@ Rewriter::Rewriter(hlo::Computation& computation) : computation_(computation) {
 void Rewriter::ensureUsers() const {
   if (usersBuilt_) return;
   usersBuilt_ = true;
-  users_.reserve(computation_.instructions().size());
+  size_t n = computation_.instructions().size();
+  slots_ = hlo::PointerIndex(n);
+  users_.reserve(n);
+  for (const auto& in : computation_.instructions()) slotOf(in.get());
   for (const auto& in : computation_.instructions())
     for (Instruction* op : in->operands()) addUse(op, in.get());
 }
 
-const std::vector<Instruction*>& Rewriter::users(const Instruction* instruction) const {
-  static const std::vector<Instruction*> kNone;
+Rewriter::UserList& Rewriter::slotOf(const Instruction* instruction) const {
+  int64_t at = slots_.find(instruction);
+  if (at >= 0) return users_[static_cast<size_t>(at)];
+  slots_.set(instruction, static_cast<uint32_t>(users_.size()));
+  return users_.emplace_back();
+}
+
+std::span<Instruction* const> Rewriter::users(const Instruction* instruction) const {
   ensureUsers();
-  auto it = users_.find(instruction);
-  return it == users_.end() ? kNone : it->second;
+  int64_t at = slots_.find(instruction);
+  if (at < 0) return {};
+  const UserList& list = users_[static_cast<size_t>(at)];
+  return {list.begin(), list.end()};
 }
 
 bool Rewriter::hasSingleUse(const Instruction* instruction) const {
   if (isRoot(instruction)) return false;
-  const std::vector<Instruction*>& u = users(instruction);
+  std::span<Instruction* const> u = users(instruction);
   if (u.size() != 1) return false;
   return std::count(u[0]->operands().begin(), u[0]->operands().end(), instruction) == 1;
 }
 
 void Rewriter::addUse(Instruction* operand, Instruction* user) const {
   if (!usersBuilt_) return;  // built from the IR when first needed
-  std::vector<Instruction*>& list = users_[operand];
+  UserList& list = slotOf(operand);
   if (std::find(list.begin(), list.end(), user) == list.end()) list.push_back(user);
+}
+
+// Removes `user` from `list`; true when the list became empty.
+bool Rewriter::removeUser(UserList& list, const Instruction* user) {
+  Instruction** end = std::remove(list.begin(), list.end(), user);
+  if (end == list.end()) return false;
+  UserList kept;
+  kept.assign(list.begin(), end);
+  list = std::move(kept);
+  return list.empty();
 }
 
 void Rewriter::dropUse(Instruction* operand, Instruction* user) {
   if (!usersBuilt_) return;
   if (std::find(user->operands().begin(), user->operands().end(), operand) != user->operands().end()) return;
-  auto it = users_.find(operand);
-  if (it == users_.end()) return;
-  std::vector<Instruction*>& list = it->second;
-  list.erase(std::remove(list.begin(), list.end(), user), list.end());
-  if (list.empty()) unused_.push_back(operand);
+  if (slots_.find(operand) < 0) return;
+  if (removeUser(slotOf(operand), user)) unused_.push_back(operand);
 }
 
 void Rewriter::ensureNames() {
@@ -111,8 +138,8 @@ void Rewriter::ensureNames() {
 }
 
 std::string Rewriter::keepName(std::string name) {
-  ownNames_.push_back(name);
-  names_.insert(ownNames_.back());
+  ownNames_.push_back(std::make_unique<std::string>(name));
+  names_.insert(*ownNames_.back());
   return name;
 }
 
@@ -202,15 +229,11 @@ void Rewriter::replaceAllUses(Instruction* old, Instruction* replacement) {
   if (old == replacement) return;
   ensureUsers();
   unused_.push_back(old);  // a root has no users but dies here all the same
-  auto it = users_.find(old);
-  if (it != users_.end()) {
-    std::vector<Instruction*> list = std::move(it->second);
-    users_.erase(it);
-    for (Instruction* user : list) {
-      for (int64_t i = 0; i < user->operandCount(); ++i)
-        if (user->operand(i) == old) user->setOperand(i, replacement);
-      addUse(replacement, user);
-    }
+  UserList list = std::move(slotOf(old));
+  for (Instruction* user : list) {
+    for (int64_t i = 0; i < user->operandCount(); ++i)
+      if (user->operand(i) == old) user->setOperand(i, replacement);
+    addUse(replacement, user);
   }
   if (computation_.root() == old) computation_.setRoot(replacement);
   changed_ = true;
@@ -234,25 +257,20 @@ void Rewriter::setRoot(Instruction* root) {
 bool Rewriter::removeNewlyDead() {
   // Only what lost its last use here can have died here: walk from those,
   // in time proportional to what is removed, not to the computation.
-  std::unordered_set<const Instruction*> dead;
+  hlo::PointerIndex dead;
   std::vector<Instruction*> work(unused_.begin(), unused_.end());
   for (const Instruction* e : erased_) work.push_back(const_cast<Instruction*>(e));
   while (!work.empty()) {
     Instruction* i = work.back();
     work.pop_back();
-    if (dead.count(i) || isRoot(i) || !users(i).empty() || hasControlEdges(i)) continue;
+    if (dead.contains(i) || isRoot(i) || !users(i).empty() || hasControlEdges(i)) continue;
     if (!erased_.count(i) && !isRemovableWhenUnused(*i, effects_)) continue;
-    dead.insert(i);
-    for (Instruction* op : i->operands()) {
-      auto it = users_.find(op);
-      if (it == users_.end()) continue;
-      std::vector<Instruction*>& list = it->second;
-      list.erase(std::remove(list.begin(), list.end(), i), list.end());
-      if (list.empty()) work.push_back(op);
-    }
+    dead.set(i, 1);
+    for (Instruction* op : i->operands())
+      if (slots_.find(op) >= 0 && removeUser(slotOf(op), i)) work.push_back(op);
   }
-  if (dead.empty()) return false;
-  computation_.removeInstructionsIf([&](const Instruction& i) { return dead.count(&i) != 0; });
+  if (dead.size() == 0) return false;
+  computation_.removeInstructionsIf([&](const Instruction& i) { return dead.contains(&i); });
   return true;
 }
 

@@ -5,7 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include "hlo/computation.h"
+#include "hlo/inline_vector.h"
 #include "hlo/module.h"
+#include "hlo/pointer_index.h"
 
 namespace tpu::passes::simplify {
 
@@ -34,6 +37,11 @@ class SideEffects {
 // parameter, no side effect (its callees' included).
 bool isRemovableWhenUnused(const hlo::Instruction& instruction, SideEffects& effects);
 
+// Whether some instruction of `computation` satisfies `predicate`: passes
+// look before they build a Rewriter, which most computations never need.
+bool anyInstruction(const hlo::Computation& computation,
+                    const std::function<bool(const hlo::Instruction&)>& predicate);
+
 // Removes the instructions of `computation` that neither reach its root nor
 // are kept by isRemovableWhenUnused (control predecessors of kept ones are
 // kept). Returns how many were removed. Linear in the computation's size.
@@ -51,7 +59,7 @@ class Rewriter {
   hlo::Computation& computation() { return computation_; }
   // Distinct users, in no particular order; the root has no user entry for
   // being the root (see isRoot).
-  const std::vector<hlo::Instruction*>& users(const hlo::Instruction* instruction) const;
+  std::span<hlo::Instruction* const> users(const hlo::Instruction* instruction) const;
   int64_t userCount(const hlo::Instruction* instruction) const {
     return static_cast<int64_t>(users(instruction).size());
   }
@@ -110,12 +118,17 @@ class Rewriter {
   bool removeNewlyDead();
   // Users are built from the IR on first need: a pass that finds nothing
   // to do in a computation never pays for them.
+  using UserList = hlo::InlineVector<hlo::Instruction*, 2>;
   void ensureUsers() const;
+  UserList& slotOf(const hlo::Instruction* instruction) const;
+  static bool removeUser(UserList& list, const hlo::Instruction* user);
   void addUse(hlo::Instruction* operand, hlo::Instruction* user) const;
   void dropUse(hlo::Instruction* operand, hlo::Instruction* user);
 
   hlo::Computation& computation_;
-  mutable std::unordered_map<const hlo::Instruction*, std::vector<hlo::Instruction*>> users_;
+  // Users of each instruction: slots_ maps an instruction to its list.
+  mutable hlo::PointerIndex slots_;
+  mutable std::vector<UserList> users_;
   mutable bool usersBuilt_ = false;
   std::unordered_set<const hlo::Instruction*> controlled_;
   SideEffects effects_;
@@ -125,7 +138,7 @@ class Rewriter {
   // instructions' names (which live as long as this Rewriter) and of the
   // new names kept in ownNames_.
   std::unordered_set<std::string_view> names_;
-  std::deque<std::string> ownNames_;
+  std::vector<std::unique_ptr<std::string>> ownNames_;  // stable addresses; no allocation until used
   std::unordered_map<std::string, int64_t> nextSuffix_;
   bool namesBuilt_ = false;
   bool changed_ = false;

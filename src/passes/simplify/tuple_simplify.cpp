@@ -38,6 +38,13 @@ Instruction* simplifyTupleOp(Instruction* in) {
 bool TupleSimplifyPass::run(hlo::Module& module, DiagnosticEngine&) {
   bool changed = false;
   for (const auto& c : module.computations()) {
+    if (!anyInstruction(*c, [](const Instruction& i) {
+          return i.opcode() == Opcode::GetTupleElement && i.operand(0)->opcode() == Opcode::Tuple;
+        }) &&
+        !anyInstruction(*c, [](const Instruction& i) {
+          return i.opcode() == Opcode::Tuple && i.operandCount() > 0 && i.operand(0)->opcode() == Opcode::GetTupleElement;
+        }))
+      continue;
     Rewriter rw(*c);
     // Operands come first, so chains collapse in one walk.
     std::vector<Instruction*> order;

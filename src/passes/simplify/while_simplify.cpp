@@ -243,7 +243,8 @@ Instruction* LoopSimplifier::removeDeadElements(Instruction& loop) {
   bodyRw.finish();
   Instruction* fresh = rebuildLoop(loop, init);
   // The loop's readers read the new loop.
-  std::vector<Instruction*> users = rw_.users(&loop);
+  std::span<Instruction* const> readers = rw_.users(&loop);
+  std::vector<Instruction*> users(readers.begin(), readers.end());
   for (Instruction* g : users) {
     Instruction* r = rw_.add(Opcode::GetTupleElement, g->shape(), {fresh}, g->name(), g->location());
     r->attrs().tupleIndex = newIndex[static_cast<size_t>(g->attrs().tupleIndex)];
@@ -370,6 +371,7 @@ bool WhileSimplifyPass::run(hlo::Module& module, DiagnosticEngine&) {
   std::unordered_map<const Computation*, int> calls = callSiteCounts(module);
   std::vector<Computation*> order = module.postOrder();
   for (Computation* c : order) {
+    if (!anyInstruction(*c, [](const Instruction& i) { return i.opcode() == Opcode::While; })) continue;
     Rewriter rw(*c);
     LoopSimplifier simplifier(rw, module, calls);
     std::vector<Instruction*> loops;

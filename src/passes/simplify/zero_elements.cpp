@@ -35,6 +35,11 @@ Instruction* replacementOf(Instruction& in, Rewriter& rw) {
 bool ZeroElementsPass::run(hlo::Module& module, DiagnosticEngine&) {
   bool changed = false;
   for (const auto& c : module.computations()) {
+    auto empty = [](const Instruction& i) {
+      return (isEmptyArray(i.shape()) && i.opcode() != Opcode::Constant && i.opcode() != Opcode::Parameter) ||
+             (i.opcode() == Opcode::Pad && isEmptyArray(i.operand(0)->shape()));
+    };
+    if (!anyInstruction(*c, empty)) continue;
     Rewriter rw(*c);
     std::vector<Instruction*> order;
     for (const auto& in : c->instructions()) order.push_back(in.get());
