@@ -16,7 +16,7 @@ fuzz_build=${2:-build-fuzz}
 out=${3:-$fuzz_build/runs}
 seconds=${FUZZ_SECONDS:-30}
 corpus=../shared/corpus
-targets="hlo_text_fuzz hlo_binary_fuzz llo_text_fuzz tpu_binary_fuzz npy_fuzz"
+targets="hlo_text_fuzz hlo_binary_fuzz hlo_passes_fuzz llo_text_fuzz tpu_binary_fuzz npy_fuzz"
 
 CXX=clang++ cmake -S . -B "$fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTPU_BUILD_FUZZERS=ON \
   -DTPU_BUILD_TESTS=OFF >/dev/null
@@ -27,6 +27,7 @@ rm -rf "$out" && mkdir -p "$out"
 seeds() { mkdir -p "$out/seeds/$1"; echo "$out/seeds/$1"; }
 # (testdata/models duplicates two corpus modules by name.)
 cp $corpus/*.hlo testdata/examples/*.hlo "$(seeds hlo_text_fuzz)"
+cp $corpus/*.hlo testdata/examples/*.hlo "$(seeds hlo_passes_fuzz)"
 for f in $corpus/*.hlo testdata/examples/*.hlo; do
   "$build/tools/hlo-parse" "$f" -o "$(seeds hlo_binary_fuzz)/$(basename "$f" .hlo).hlob" 2>/dev/null || true
 done
@@ -52,5 +53,5 @@ for target in $targets; do
     echo
   fi
 done
-echo "fuzzing: $((5 - failed)) passed, $failed failed"
+echo "fuzzing: $(($(echo $targets | wc -w) - failed)) passed, $failed failed"
 exit $((failed > 0))

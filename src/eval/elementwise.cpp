@@ -524,6 +524,17 @@ bool makeComplexKernel(KType partType, const void* re, const void* im, void* out
   return false;
 }
 
+// complex -> int/pred: via the real part. A function of its own: clang
+// checks a discarded `if constexpr` branch of a nested generic lambda
+// against the outer lambda's (already known) type.
+template <typename From, typename To>
+void convertComplexToInteger(const void* in, void* out, int64_t n, bool toPred) {
+  auto* a = static_cast<const From*>(in);
+  auto* o = static_cast<To*>(out);
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = toPred ? static_cast<To>(a[i] != From{}) : convertOne<typename From::value_type, To>(a[i].real());
+}
+
 void convertKernel(KType from, KType to, const void* in, void* out, int64_t n) {
   bool toPred = to == KType::Pred;
   withType(from, [&](auto fromTag) {
@@ -531,11 +542,7 @@ void convertKernel(KType from, KType to, const void* in, void* out, int64_t n) {
     return withType(to, [&](auto toTag) {
       using To = decltype(toTag);
       if constexpr (IsComplex<From>::value && !IsComplex<To>::value && std::is_integral_v<To>) {
-        // complex -> int/pred: via the real part.
-        auto* a = static_cast<const From*>(in);
-        auto* o = static_cast<To*>(out);
-        for (int64_t i = 0; i < n; ++i)
-          o[i] = toPred ? static_cast<To>(a[i] != From{}) : convertOne<typename From::value_type, To>(a[i].real());
+        convertComplexToInteger<From, To>(in, out, n, toPred);
       } else {
         convertLoop<From, To>(in, out, n, toPred);
       }

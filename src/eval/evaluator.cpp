@@ -6,6 +6,7 @@
 #include <complex>
 #include <cstring>
 #include <thread>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -939,6 +940,42 @@ void inferDeviceCounts(const hlo::Module& module, const EvalOptions& options, Sh
 }
 
 }  // namespace
+
+std::optional<hlo::Literal> evaluateInstruction(const hlo::Instruction& instruction,
+                                                std::span<const hlo::Literal* const> operands,
+                                                DiagnosticEngine& diags) {
+  if (static_cast<int64_t>(operands.size()) != instruction.operandCount()) {
+    diags.error(instruction.location(), fmt::format("'{}' takes {} operands, {} given", instruction.name(),
+                                                    instruction.operandCount(), operands.size()));
+    return std::nullopt;
+  }
+  SharedState shared;
+  shared.module = instruction.parent() ? instruction.parent()->parent() : nullptr;
+  // Only the constants of the called computations (transitively) are needed.
+  std::vector<const hlo::Computation*> pending(instruction.calledComputations().begin(),
+                                               instruction.calledComputations().end());
+  std::unordered_set<const hlo::Computation*> seen;
+  while (!pending.empty()) {
+    const hlo::Computation* c = pending.back();
+    pending.pop_back();
+    if (!c || !seen.insert(c).second) continue;
+    for (const auto& inst : c->instructions()) {
+      if (inst->opcode() == Opcode::Constant && inst->attrs().literal)
+        shared.constants[inst.get()] = valueFromLiteral(
+            inst->attrs().literal->isElided() ? fillElidedConstant(*inst) : *inst->attrs().literal);
+      for (const hlo::Computation* callee : inst->calledComputations()) pending.push_back(callee);
+    }
+  }
+  std::vector<Value> values;
+  values.reserve(operands.size());
+  for (const hlo::Literal* l : operands) values.push_back(valueFromLiteral(*l));
+  std::vector<const Value*> pointers;
+  for (const Value& v : values) pointers.push_back(&v);
+  Interp interp(shared, 0, 0, diags);
+  std::optional<Value> r = interp.evaluateOne(instruction, pointers);
+  if (!r) return std::nullopt;
+  return literalFromValue(*r);
+}
 
 std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::span<const hlo::Literal> args,
                                              const EvalOptions& options, DiagnosticEngine& diags) {

@@ -58,4 +58,13 @@ std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::spa
 std::optional<hlo::Literal> evaluate(const hlo::Module& module, std::span<const hlo::Literal> args,
                                      const EvalOptions& options, DiagnosticEngine& diags);
 
+// Evaluates one instruction on constant operands (one literal per operand),
+// running the computations it calls as usual: constant folding. Elided
+// constants inside called computations are filled as evaluate() fills them.
+// Returns nullopt after reporting errors (for instance an op the
+// interpreter does not implement).
+std::optional<hlo::Literal> evaluateInstruction(const hlo::Instruction& instruction,
+                                                std::span<const hlo::Literal* const> operands,
+                                                DiagnosticEngine& diags);
+
 }  // namespace tpu::eval

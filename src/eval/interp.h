@@ -54,6 +54,11 @@ class Interp {
   std::optional<std::vector<Value>> callLanes(const hlo::Computation& c, std::span<const Value> args,
                                               int64_t lanes);
 
+  // One instruction on operand values (constant folding).
+  std::optional<Value> evaluateOne(const hlo::Instruction& inst, std::span<const Value* const> ops) {
+    return evalInstruction(inst, ops);
+  }
+
   bool error(const hlo::Instruction& inst, const std::string& message);
   DiagnosticEngine& diags() { return diags_; }
   const SharedState& shared() const { return shared_; }

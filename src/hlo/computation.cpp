@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "hlo/pointer_index.h"
+
 namespace tpu::hlo {
 
 Instruction* Computation::addInstruction(std::unique_ptr<Instruction> instruction) {
@@ -22,9 +24,24 @@ void Computation::removeInstruction(Instruction* instruction) {
   if (it != instructions_.end()) instructions_.erase(it);
 }
 
+int64_t Computation::removeInstructionsIf(const std::function<bool(const Instruction&)>& remove) {
+  size_t kept = 0;
+  for (size_t i = 0; i < instructions_.size(); ++i) {
+    if (remove(*instructions_[i])) {
+      if (root_ == instructions_[i].get()) root_ = nullptr;
+      continue;
+    }
+    if (kept != i) instructions_[kept] = std::move(instructions_[i]);
+    ++kept;
+  }
+  int64_t removed = static_cast<int64_t>(instructions_.size() - kept);
+  instructions_.resize(kept);
+  return removed;
+}
+
 void Computation::sortTopologically() {
-  std::unordered_map<const Instruction*, size_t> position;
-  for (size_t i = 0; i < instructions_.size(); ++i) position[instructions_[i].get()] = i;
+  PointerIndex position(instructions_.size());
+  for (size_t i = 0; i < instructions_.size(); ++i) position.set(instructions_[i].get(), static_cast<uint32_t>(i));
   std::vector<std::unique_ptr<Instruction>> sorted;
   sorted.reserve(instructions_.size());
   // Iterative DFS emitting operands and control predecessors first.
@@ -42,10 +59,10 @@ void Computation::sortTopologically() {
       if (next < nAll) {
         Instruction* dep = next < nOps ? inst->operands()[next] : inst->controlPredecessors()[next - nOps];
         ++next;
-        auto it = position.find(dep);
-        if (it != position.end() && !done[it->second]) {
-          done[it->second] = 1;
-          stack.push_back({it->second, 0});
+        int64_t at = position.find(dep);
+        if (at >= 0 && !done[static_cast<size_t>(at)]) {
+          done[static_cast<size_t>(at)] = 1;
+          stack.push_back({static_cast<size_t>(at), 0});
         }
         continue;
       }

@@ -1,6 +1,7 @@
 // HLO computations: an ordered list of owned instructions with a root.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -33,6 +34,9 @@ class Computation {
   void reserveInstructions(size_t n) { instructions_.reserve(n); }
   // Removes an instruction that nothing uses any more (the caller checks).
   void removeInstruction(Instruction* instruction);
+  // Removes every instruction `remove` selects in one pass over the list
+  // (the caller checks that nothing kept uses them); returns how many.
+  int64_t removeInstructionsIf(const std::function<bool(const Instruction&)>& remove);
   // Reorders so operands and control predecessors precede users (stable for
   // already-ordered input); for passes that appended out of order.
   void sortTopologically();

@@ -25,6 +25,21 @@ void Module::removeComputation(Computation* computation) {
   if (it != computations_.end()) computations_.erase(it);
 }
 
+int64_t Module::removeComputationsIf(const std::function<bool(const Computation&)>& remove) {
+  size_t kept = 0;
+  for (size_t i = 0; i < computations_.size(); ++i) {
+    if (remove(*computations_[i])) {
+      if (entry_ == computations_[i].get()) entry_ = nullptr;
+      continue;
+    }
+    if (kept != i) computations_[kept] = std::move(computations_[i]);
+    ++kept;
+  }
+  int64_t removed = static_cast<int64_t>(computations_.size() - kept);
+  computations_.resize(kept);
+  return removed;
+}
+
 Computation* Module::findComputation(std::string_view name) const {
   for (const auto& c : computations_)
     if (c->name() == name) return c.get();

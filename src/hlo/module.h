@@ -2,6 +2,7 @@
 // module-level configuration of the `HloModule` header.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,9 @@ class Module {
   Computation* addComputation(std::string name);
   // Removes a computation nothing calls any more (the caller checks).
   void removeComputation(Computation* computation);
+  // Removes every computation `remove` selects in one pass over the list
+  // (the caller checks that nothing calls them); returns how many.
+  int64_t removeComputationsIf(const std::function<bool(const Computation&)>& remove);
   Computation* findComputation(std::string_view name) const;
 
   Computation* entry() const { return entry_; }

@@ -1,5 +1,6 @@
 #include "passes/pass.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -46,42 +47,121 @@ bool PassManager::addPipeline(std::string_view pipeline, DiagnosticEngine& diags
   return ok;
 }
 
+bool PassPipeline::runWith(hlo::Module& module, DiagnosticEngine& diags, const AfterPass& after, bool* ok) {
+  *ok = true;
+  bool changedAny = false;
+  roundsRun_ = 0;
+  for (int round = 0; round < std::max(maxIterations_, 1); ++round) {
+    ++roundsRun_;
+    bool changedThisRound = false;
+    for (auto& pass : passes_) {
+      // A nested pipeline reports its own members to `after`.
+      auto* inner = dynamic_cast<PassPipeline*>(pass.get());
+      bool innerOk = true;
+      bool changed = inner ? inner->runWith(module, diags, after, &innerOk) : pass->run(module, diags);
+      changedThisRound |= changed;
+      if (!innerOk || diags.hasErrors() || (!inner && after && !after(*pass, changed))) {
+        *ok = false;
+        return changedAny || changedThisRound;
+      }
+    }
+    changedAny |= changedThisRound;
+    if (!changedThisRound) break;
+  }
+  return changedAny;
+}
+
+bool PassPipeline::run(hlo::Module& module, DiagnosticEngine& diags) {
+  bool ok = true;
+  return runWith(module, diags, nullptr, &ok);
+}
+
+bool PassManager::afterPass(hlo::Module& module, DiagnosticEngine& diags, Pass& pass, double seconds, bool nested,
+                            bool changed) {
+  timings_.push_back({std::string(pass.name()), seconds});
+  if (diags.hasErrors()) return false;
+  bool verify = options_.verifyEach || (options_.verifyAfterEach && !nested);
+  if (verify && verifier_ && !verifier_(module, diags)) {
+    diags.error(fmt::format("module does not verify after pass '{}'", pass.name()));
+    return false;
+  }
+  // Members of pipelines are printed only when they changed something: a
+  // fixed point runs every member once more with no effect.
+  if (nested && !changed) return true;
+  ++printIndex_;
+  if (options_.printIrAfterAll && printer_) {
+    std::string text = fmt::format("// -----// IR Dump After {} //----- //\n{}", pass.name(), printer_(module));
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  }
+  if (!options_.printIrDir.empty() && printer_) {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.printIrDir, ec);
+    std::string path = fmt::format("{}/{:02d}-{}.hlo", options_.printIrDir, printIndex_, pass.name());
+    if (!writeOutputFile(path, printer_(module), diags)) return false;
+  }
+  return true;
+}
+
 bool PassManager::run(hlo::Module& module, DiagnosticEngine& diags) {
-  int index = 0;
+  using Clock = std::chrono::steady_clock;
   for (auto& pass : passes_) {
-    ++index;
-    auto start = std::chrono::steady_clock::now();
-    pass->run(module, diags);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    timings_.push_back({std::string(pass->name()), seconds});
-    if (diags.hasErrors()) return false;
-    if (options_.verifyAfterEach && verifier_ && !verifier_(module, diags)) {
-      diags.error(fmt::format("module does not verify after pass '{}'", pass->name()));
-      return false;
+    if (auto* pipeline = dynamic_cast<PassPipeline*>(pass.get())) {
+      // Members are timed, verified and printed one by one; the pipeline
+      // itself is verified once more at its end like any pass.
+      auto memberStart = Clock::now();
+      bool ok = true;
+      pipeline->runWith(
+          module, diags,
+          [&](Pass& member, bool memberChanged) {
+            double seconds = std::chrono::duration<double>(Clock::now() - memberStart).count();
+            bool keepGoing = afterPass(module, diags, member, seconds, /*nested=*/true, memberChanged);
+            memberStart = Clock::now();
+            return keepGoing;
+          },
+          &ok);
+      if (!ok) return false;
+      bool verify = options_.verifyAfterEach && !options_.verifyEach;
+      if (verify && verifier_ && !verifier_(module, diags)) {
+        diags.error(fmt::format("module does not verify after pass '{}'", pass->name()));
+        return false;
+      }
+      continue;
     }
-    if (options_.printIrAfterAll && printer_) {
-      std::string text = fmt::format("// -----// IR Dump After {} //----- //\n{}", pass->name(), printer_(module));
-      std::fwrite(text.data(), 1, text.size(), stderr);
-    }
-    if (!options_.printIrDir.empty() && printer_) {
-      std::error_code ec;
-      std::filesystem::create_directories(options_.printIrDir, ec);
-      std::string path = fmt::format("{}/{:02d}-{}.hlo", options_.printIrDir, index, pass->name());
-      if (!writeOutputFile(path, printer_(module), diags)) return false;
-    }
+    auto start = Clock::now();
+    bool changed = pass->run(module, diags);
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (!afterPass(module, diags, *pass, seconds, /*nested=*/false, changed)) return false;
   }
   return true;
 }
 
 std::string PassManager::timingReport() const {
+  // One line per pass name (pipelines run their members many times), in
+  // order of first run.
+  std::vector<PassTiming> byName;
+  std::vector<int> runs;
   double total = 0;
-  for (const auto& t : timings_) total += t.seconds;
+  for (const auto& t : timings_) {
+    total += t.seconds;
+    auto it = std::find_if(byName.begin(), byName.end(), [&](const PassTiming& b) { return b.name == t.name; });
+    if (it == byName.end()) {
+      byName.push_back(t);
+      runs.push_back(1);
+    } else {
+      it->seconds += t.seconds;
+      ++runs[static_cast<size_t>(it - byName.begin())];
+    }
+  }
   std::string out = "===-------------------------------------------------------------------------===\n"
                     "                      ... Pass execution timing report ...\n"
                     "===-------------------------------------------------------------------------===\n";
   out += fmt::format("  Total Execution Time: {:.4f} seconds\n\n   ---Wall Time---  --- Name ---\n", total);
-  for (const auto& t : timings_)
-    out += fmt::format("   {:.4f} ({:5.1f}%)  {}\n", t.seconds, total > 0 ? 100 * t.seconds / total : 0.0, t.name);
+  for (size_t i = 0; i < byName.size(); ++i) {
+    const PassTiming& t = byName[i];
+    std::string times = runs[i] > 1 ? fmt::format(" ({} runs)", runs[i]) : "";
+    out += fmt::format("   {:.4f} ({:5.1f}%)  {}{}\n", t.seconds, total > 0 ? 100 * t.seconds / total : 0.0, t.name,
+                       times);
+  }
   out += fmt::format("   {:.4f} (100.0%)  Total\n", total);
   return out;
 }

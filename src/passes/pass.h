@@ -27,6 +27,35 @@ class Pass {
   virtual bool run(hlo::Module& module, DiagnosticEngine& diags) = 0;
 };
 
+// A pass made of member passes run in order, repeated until no member
+// changes the module or `maxIterations` rounds have run (1 = once): the
+// fixed-point pipelines of simplification. The PassManager runs the members
+// itself, so verification (--verify-each), IR printing and timing apply to
+// every member run and a member that breaks the IR is named.
+class PassPipeline : public Pass {
+ public:
+  PassPipeline(std::string name, int maxIterations) : name_(std::move(name)), maxIterations_(maxIterations) {}
+  void add(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
+  std::string_view name() const override { return name_; }
+  int maxIterations() const { return maxIterations_; }
+  const std::vector<std::unique_ptr<Pass>>& passes() const { return passes_; }
+  // Called after each member run with whether it changed the module;
+  // returning false stops the pipeline (as an error in diags does).
+  using AfterPass = std::function<bool(Pass& pass, bool changed)>;
+  // Returns whether any member changed the module; `*ok` false when a
+  // member reported an error or `after` stopped the pipeline.
+  bool runWith(hlo::Module& module, DiagnosticEngine& diags, const AfterPass& after, bool* ok);
+  bool run(hlo::Module& module, DiagnosticEngine& diags) override;
+  // Rounds the last run took (for tests and --time-passes).
+  int roundsRun() const { return roundsRun_; }
+
+ private:
+  std::string name_;
+  int maxIterations_;
+  std::vector<std::unique_ptr<Pass>> passes_;
+  int roundsRun_ = 0;
+};
+
 struct PassInfo {
   std::string name;
   std::string description;
@@ -58,7 +87,11 @@ struct PassManagerOptions {
   bool printIrAfterAll = false;  // to stderr, with a fixed banner
   std::string printIrDir;        // numbered files NN-pass.hlo
   bool timePasses = false;
+  // Verify after each pass of the pipeline (not inside PassPipelines).
   bool verifyAfterEach = true;
+  // Verify after every pass run, members of PassPipelines included
+  // (--verify-each); implies verifyAfterEach.
+  bool verifyEach = false;
 };
 
 struct PassTiming {
@@ -85,6 +118,11 @@ class PassManager {
   std::string timingReport() const;
 
  private:
+  // Timing, verification and printing after one pass run; false stops.
+  bool afterPass(hlo::Module& module, DiagnosticEngine& diags, Pass& pass, double seconds, bool nested,
+                 bool changed);
+
+  int printIndex_ = 0;
   PassManagerOptions options_;
   Printer printer_;
   Verifier verifier_;

@@ -7,7 +7,7 @@
 #include "support/file_io.h"
 #include "hlo/io/hlo_io.h"
 #include "passes/pass.h"
-#include "passes/registry.h"
+#include "passes/driver/registry.h"
 #include "passes/strip_metadata.h"
 
 namespace tpu::passes {
@@ -18,6 +18,7 @@ struct HloToolFlags {
   bool stripMetadata = false;
   bool splitInputFile = false;
   bool noVerify = false;
+  bool verifyEach = false;
 };
 
 // One set of flags per process: tools have exactly one Tool.
@@ -41,6 +42,9 @@ void addHloToolOptions(Tool& tool) {
   app.add_flag("--split-input-file", flags().splitInputFile,
                "Treat '// -----' lines as separators of independent modules");
   app.add_flag("--no-verify", flags().noVerify, "Do not run the verifier after reading and after each pass");
+  app.add_flag("--verify-each", flags().verifyEach,
+               "Run the verifier after every pass run, each member of a pipeline such as simplify included "
+               "(by default: after each pass named in the pipeline)");
 }
 
 int runHloTool(Tool& tool, const HloToolConfig& config) {
@@ -90,6 +94,7 @@ int runHloTool(Tool& tool, const HloToolConfig& config) {
       pmOptions.printIrDir = options.printIrDir;
       pmOptions.timePasses = options.timePasses;
       pmOptions.verifyAfterEach = verify;
+      pmOptions.verifyEach = verify && flags().verifyEach;
       PassManager pm(
           pmOptions, [](const hlo::Module& m) { return hlo::printHloText(m); },
           [](const hlo::Module& m, DiagnosticEngine& d) { return hlo::verifyLoadedModule(m, d); });

@@ -1,4 +1,4 @@
-#include "passes/registry.h"
+#include "passes/driver/registry.h"
 
 #include "passes/expand_batch_norm.h"
 #include "passes/expand_pred_matmul.h"
@@ -6,6 +6,7 @@
 #include "passes/sink_views.h"
 #include "passes/flatten_call_graph.h"
 #include "passes/pass.h"
+#include "passes/simplify/simplify.h"
 #include "passes/strip_metadata.h"
 
 namespace tpu::passes {
@@ -31,6 +32,7 @@ void registerAllPasses() {
                 "Inside fusions, rewrite transposes, broadcasts, slices and reverses of elementwise chains into the "
                 "chains on views of their leaves (cloning shared chains in loop fusions)",
                 [] { return std::make_unique<SinkViewsPass>(); }});
+  simplify::registerSimplifyPasses(registry);
   registry.add({"strip-metadata", "Remove op metadata (op_name, source locations) from every instruction",
                 [] { return std::make_unique<StripMetadataPass>(); }});
 }
