@@ -114,6 +114,7 @@ int runHloTool(Tool& tool, const HloToolConfig& config) {
       hlo::ModuleStats stats = hlo::computeModuleStats(*loaded.module);
       statsText += options.stats == "json" ? hlo::formatModuleStatsJson(stats, loaded.module->name())
                                            : hlo::formatModuleStatsText(stats, loaded.module->name());
+      if (config.moreStats) statsText += config.moreStats(*loaded.module, options.stats);
     }
     std::string written =
         hlo::writeModule(*loaded.module, binary ? hlo::HloEncoding::Binary : hlo::HloEncoding::Text);

@@ -3,7 +3,10 @@
 // encoding, verify, run the tool's pipeline or --passes, print or encode.
 #pragma once
 
+#include <functional>
 #include <string>
+
+#include "hlo/module.h"
 
 #include "support/tool.h"
 
@@ -12,6 +15,8 @@ namespace tpu::passes {
 struct HloToolConfig {
   // Passes run when --passes is not given (comma-separated; may be empty).
   std::string defaultPipeline;
+  // More --stats after the module statistics (hlo-partition: communication).
+  std::function<std::string(const hlo::Module&, const std::string& format)> moreStats;
 };
 
 // Adds the HLO tool options (--strip-metadata, --split-input-file,

@@ -1,0 +1,38 @@
+// The SPMD partitioner (shared/spec/SPMD.md §4): rewrites a module whose
+// instructions carry shardings (after propagation) into the one program
+// every device runs on its own shard, with the collectives that join them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "passes/pass.h"
+#include "spmd/propagation.h"
+
+namespace tpu::spmd {
+
+// Partitions `module` over `numPartitions` devices. Entry parameters and
+// the root keep their shardings (a runner splits inputs and joins outputs
+// with them); everything else is local code. Returns false after reporting
+// an error naming the op and shardings no strategy handles.
+bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags);
+
+class SpmdPartitionPass : public passes::Pass {
+ public:
+  explicit SpmdPartitionPass(const SpmdOptions* options) : options_(options) {}
+  std::string_view name() const override { return "spmd-partition"; }
+  bool run(hlo::Module& module, DiagnosticEngine& diags) override;
+
+ private:
+  const SpmdOptions* options_;
+};
+
+// Registers sharding-propagation and spmd-partition (options may be null:
+// defaults; otherwise kept alive by the caller).
+void registerSpmdPasses(passes::PassRegistry& registry, const SpmdOptions* options);
+
+// Per-device bytes each collective kind receives, summed over the entry
+// computation (loops count once per body), as a text block or JSON object.
+std::string formatCommunicationStats(const hlo::Module& module, bool json);
+
+}  // namespace tpu::spmd
