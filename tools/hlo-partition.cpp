@@ -9,11 +9,10 @@ int main(int argc, char** argv) {
   tpu::Tool tool({
       .name = "hlo-partition",
       .summary = "Propagate shardings through an HLO module and partition it into one SPMD program per device.",
-      .examples = "  hlo-partition model.hlo -o model.spmd.hlo      partition over the module's num_partitions\n"
-                  "  hlo-partition --num-partitions=8 model.hlo     partition over 8 devices\n"
-                  "  hlo-partition --propagate-only model.hlo       print the module with every sharding\n"
-                  "  hlo-partition --stats model.hlo -o /dev/null   per-device communication bytes\n"
-                  "  hlo-partition model.hlo | hlo-fuse | llo-gen | llo-asm -o model.tpu\n",
+      .examples = "  hlo-partition sharded.hlo -o sharded.spmd.hlo  partition over the module's num_partitions\n"
+                  "  hlo-partition --num-partitions=8 sharded.hlo   partition over 8 devices\n"
+                  "  hlo-partition --propagate-only sharded.hlo     print the module with every sharding\n"
+                  "  hlo-partition --stats sharded.hlo -o /dev/null per-device communication bytes by collective\n",
       .emitKinds = "text|binary",
       .runsPasses = true,
   });

@@ -797,12 +797,39 @@ class Partitioner {
 
 }  // namespace
 
+bool isPartitioned(const hlo::Module& module) {
+  const hlo::Computation* entry = module.entry();
+  if (!entry) return false;
+  const std::string& name = entry->name();
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "_spmd") == 0) return true;
+  for (const auto& c : module.computations())
+    for (const auto& inst : c->instructions()) {
+      Opcode op = inst->opcode();
+      bool manual = inst->sharding() && inst->sharding()->kind == hlo::Sharding::Kind::Manual;
+      if (manual) continue;
+      if (op == Opcode::PartitionId) return true;
+      if ((op == Opcode::AllGather || op == Opcode::AllGatherStart || op == Opcode::AllReduce ||
+           op == Opcode::AllReduceStart || op == Opcode::AllToAll || op == Opcode::ReduceScatter ||
+           op == Opcode::CollectivePermute || op == Opcode::CollectivePermuteStart) &&
+          inst->attrs().channelId)
+        return true;
+    }
+  return false;
+}
+
 bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags) {
   Partitioner p(module, numPartitions, diags);
   return p.run();
 }
 
 bool SpmdPartitionPass::run(hlo::Module& module, DiagnosticEngine& diags) {
+  if (isPartitioned(module)) {
+    diags.warning(module.entry()->location(),
+                  fmt::format("module '{}' is already partitioned (cross-partition collectives or an _spmd entry); "
+                              "left unchanged",
+                              module.name()));
+    return false;
+  }
   SpmdOptions defaults;
   int64_t n = partitionCount(module, options_ ? *options_ : defaults);
   partitionModule(module, n, diags);
@@ -844,13 +871,13 @@ std::string formatCommunicationStats(const hlo::Module& module, bool json) {
   int64_t total = 0;
   for (auto& [k, v] : bytes) total += v;
   if (json) {
-    out = "{\"communication\": {";
+    out = "\"communication\": {";
     bool first = true;
     for (auto& [k, v] : bytes) {
       out += fmt::format("{}\"{}\": {{\"count\": {}, \"bytes\": {}}}", first ? "" : ", ", k, counts[k], v);
       first = false;
     }
-    out += fmt::format("}}, \"communication_bytes\": {}}}\n", total);
+    out += fmt::format("}}, \"communication_bytes\": {}", total);
     return out;
   }
   for (auto& [k, v] : bytes) out += fmt::format("communication {}: {} ops, {} bytes per device\n", k, counts[k], v);

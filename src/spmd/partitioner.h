@@ -17,6 +17,11 @@ namespace tpu::spmd {
 // an error naming the op and shardings no strategy handles.
 bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags);
 
+// True for a module that already is a per-device program: an entry named
+// *_spmd (XLA's partitioner output) or cross-partition collectives /
+// partition-id outside manual regions. The passes leave it unchanged.
+bool isPartitioned(const hlo::Module& module);
+
 class SpmdPartitionPass : public passes::Pass {
  public:
   explicit SpmdPartitionPass(const SpmdOptions* options) : options_(options) {}
@@ -32,7 +37,7 @@ class SpmdPartitionPass : public passes::Pass {
 void registerSpmdPasses(passes::PassRegistry& registry, const SpmdOptions* options);
 
 // Per-device bytes each collective kind receives, summed over the entry
-// computation (loops count once per body), as a text block or JSON object.
+// computation (loops count once per body), as a text block or JSON members.
 std::string formatCommunicationStats(const hlo::Module& module, bool json);
 
 }  // namespace tpu::spmd

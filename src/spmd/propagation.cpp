@@ -7,6 +7,7 @@
 
 #include "hlo/module.h"
 #include "spmd/leaves.h"
+#include "spmd/partitioner.h"
 #include "spmd/rules.h"
 
 namespace tpu::spmd {
@@ -348,8 +349,8 @@ class Propagator {
       for (const auto& inst : c->instructions()) {
         if (fixed_.count(inst.get()) && inst->sharding()) continue;
         const Leaves* l = get(inst.get());
-        if (!l) continue;
-        inst->common().sharding = toHloSharding(inst->shape(), *l);
+        // Nothing reached it: replicated, as the partitioner reads it.
+        inst->common().sharding = toHloSharding(inst->shape(), l ? *l : replicatedLeaves(inst->shape(), n_));
       }
   }
 
@@ -369,6 +370,7 @@ bool propagateShardings(hlo::Module& module, int64_t numPartitions, DiagnosticEn
 }
 
 bool ShardingPropagationPass::run(hlo::Module& module, DiagnosticEngine& diags) {
+  if (isPartitioned(module)) return false;
   SpmdOptions defaults;
   int64_t n = partitionCount(module, options_ ? *options_ : defaults);
   return propagateShardings(module, n, diags);

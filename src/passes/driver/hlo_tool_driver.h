@@ -15,7 +15,8 @@ namespace tpu::passes {
 struct HloToolConfig {
   // Passes run when --passes is not given (comma-separated; may be empty).
   std::string defaultPipeline;
-  // More --stats after the module statistics (hlo-partition: communication).
+  // More --stats after the module statistics (hlo-partition: communication);
+  // for JSON, members (`"key": value, ...`) added to the module's object.
   std::function<std::string(const hlo::Module&, const std::string& format)> moreStats;
 };
 
