@@ -44,7 +44,7 @@ std::optional<Leaves> readSharding(const hlo::Instruction& inst, int64_t numDevi
     std::optional<Tiling> t = Tiling::fromHlo(e, rankOf(shape), numDevices, &why);
     if (!t) {
       diags.error(inst.location(), fmt::format("'{}' has the sharding {} that cannot apply to {}: {}", inst.name(),
-                                               e.toString(), shape.toString(), why));
+                                               e.toString(), shape.toString(false), why));
       return false;
     }
     out.push_back(std::move(*t));

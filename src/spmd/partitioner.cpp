@@ -265,6 +265,7 @@ class Partitioner {
       cp->attrs().channelId = nextChannel_++;
       return cp;
     }
+    if (Instruction* moved = allToAll(x, g, from, to)) return moved;
     Tiling cur = from;
     std::vector<int64_t> gather = dimsToGather(g, from, to);
     for (auto it = gather.rbegin(); it != gather.rend(); ++it) {
@@ -297,6 +298,61 @@ class Partitioner {
     Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), sT), ops, "dynamic-slice");
     ds->attrs().dynamicSliceSizes = sT;
     return ds;
+  }
+
+  // The tiles of dim a move to dim b on the same devices (SPMD.md 4.3 step
+  // 5): split b locally into [k, s_b], all-to-all on the k dim inside the
+  // groups along a, merge the received k pieces into a. nullptr when `to`
+  // is not such a move of `from`.
+  Instruction* allToAll(Instruction* x, const std::vector<int64_t>& g, const Tiling& from, const Tiling& to) {
+    if (from.replication() != to.replication() || from.manualGroups() != 1) return nullptr;
+    int64_t a = -1, b = -1;
+    for (int64_t j = 0; j < from.rank(); ++j) {
+      if (from.tile(j) == to.tile(j)) continue;
+      if (from.tile(j) > 1 && to.tile(j) == 1 && a < 0) a = j;
+      else if (from.tile(j) == 1 && to.tile(j) > 1 && b < 0) b = j;
+      else return nullptr;
+    }
+    if (a < 0 || b < 0 || from.tile(a) != to.tile(b)) return nullptr;
+    std::vector<int64_t> swap(static_cast<size_t>(from.rank()));
+    for (int64_t j = 0; j < from.rank(); ++j) swap[static_cast<size_t>(j)] = j == a ? b : j == b ? a : j;
+    if (!to.sameAs(from.transposed(swap))) return nullptr;
+    int64_t k = from.tile(a);
+    ElementType et = x->shape().elementType();
+    std::vector<int64_t> sF = from.shardDims(g), sT = to.shardDims(g);
+    size_t ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    // Pad b to k * s_b and split it.
+    std::vector<int64_t> padded = x->shape().dimensions();
+    padded[ub] = k * sT[ub];
+    x = padTo(x, padded);
+    std::vector<int64_t> split = padded;
+    split[ub] = sT[ub];
+    split.insert(split.begin() + b, k);
+    x = add(Opcode::Reshape, Shape::array(et, split), {x}, "reshape");
+    Instruction* ata = add(Opcode::AllToAll, x->shape(), {x}, "all-to-all");
+    ata->attrs().dimensions = {b};
+    ata->attrs().replicaGroups = groups(from.groupsAlong({a}));
+    ata->attrs().channelId = nextChannel_++;
+    // The k dim (at b) goes just before a, then merges with it.
+    int64_t posA = a < b ? a : a + 1;  // a's position in `split`
+    std::vector<int64_t> perm;
+    for (int64_t j = 0; j < static_cast<int64_t>(split.size()); ++j) {
+      if (j == b) continue;
+      if (j == posA) perm.push_back(b);
+      perm.push_back(j);
+    }
+    std::vector<int64_t> tdims;
+    for (int64_t p : perm) tdims.push_back(split[static_cast<size_t>(p)]);
+    Instruction* t = add(Opcode::Transpose, Shape::array(et, tdims), {ata}, "transpose");
+    t->attrs().dimensions = perm;
+    std::vector<int64_t> merged = padded;
+    merged[ub] = sT[ub];
+    merged[ua] = k * sF[ua];
+    Instruction* r = add(Opcode::Reshape, withDims(x->shape(), merged), {t}, "reshape");
+    r->mutableShape() = Shape::array(et, merged);
+    std::vector<int64_t> exact = merged;
+    exact[ua] = g[ua];
+    return sliceTo(r, exact);
   }
 
   // A value resharded leaf by leaf (tuples are taken apart and rebuilt).

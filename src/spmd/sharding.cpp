@@ -122,15 +122,14 @@ std::optional<Tiling> Tiling::fromHlo(const hlo::Sharding& s, int64_t rank, int6
                                       : std::string()));
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d <= 0 || d > numDevices) return fail(fmt::format("tile assignment dimension {} is out of range", d));
-    n *= d;
-    if (n > numDevices) break;
+    if (d <= 0) return fail(fmt::format("tile assignment dimension {} is not positive", d));
+    n = n > (int64_t{1} << 40) / d ? (int64_t{1} << 40) : n * d;
   }
-  std::vector<int64_t> devices = s.iotaDevices ? s.iotaDevices->expand(numDevices) : s.tileAssignmentDevices;
-  if (n != static_cast<int64_t>(devices.size()) || n == 0)
-    return fail(fmt::format("its {} tiles do not match the {} devices it lists", n, devices.size()));
   if (n != numDevices)
     return fail(fmt::format("it uses {} devices but the module has {} partitions", n, numDevices));
+  std::vector<int64_t> devices = s.iotaDevices ? s.iotaDevices->expand(numDevices) : s.tileAssignmentDevices;
+  if (n != static_cast<int64_t>(devices.size()))
+    return fail(fmt::format("its {} tiles do not match the {} devices it lists", n, devices.size()));
   std::vector<bool> seen(static_cast<size_t>(numDevices), false);
   for (int64_t d : devices) {
     if (d < 0 || d >= numDevices)
