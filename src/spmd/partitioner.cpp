@@ -410,6 +410,15 @@ class Partitioner {
     return add(Opcode::Select, x->shape(), {pred, x, broadcastScalar(value, x->shape())}, "masked");
   }
 
+  static void setGlobalShape(Instruction& inst, const Shape& global) {
+    auto& attrs = inst.common().frontendAttributes;
+    hlo::FrontendAttribute fa{std::string(kGlobalShapeAttribute), global.toString(false), false};
+    auto it = std::lower_bound(attrs.begin(), attrs.end(), fa.key,
+                               [](const hlo::FrontendAttribute& a, const std::string& k) { return a.key < k; });
+    if (it != attrs.end() && it->key == fa.key) *it = fa;
+    else attrs.insert(it, fa);
+  }
+
   // ------------------------------------------------------------ ops
   Instruction* cloneAs(const Instruction& inst, Shape shape, std::vector<Instruction*> operands) {
     names_.insert(inst.name());
@@ -480,7 +489,10 @@ class Partitioner {
     auto pv = [&](Instruction* local, Leaves leaves) { return PValue{local, shape, std::move(leaves)}; };
     if (op == Opcode::Parameter) {
       Instruction* p = cloneAs(inst, localShape(shape, want_), {});
-      if (isEntry && inst.sharding()) p->common().sharding = inst.sharding();
+      if (isEntry) {
+        p->common().sharding = toHloSharding(shape, want_);
+        setGlobalShape(*p, shape);
+      }
       return pv(p, want_);
     }
     if (op == Opcode::PartitionId) {
@@ -826,7 +838,14 @@ class Partitioner {
     Computation* result = out_;
     if (ok) {
       Instruction* root = values_.at(c.root()).local;
-      if (isEntry && c.root()->sharding()) root->common().sharding = c.root()->sharding();
+      if (isEntry) {
+        if (root->opcode() == Opcode::Parameter || values_.at(c.root()).local == nullptr) {
+          // A root that is a parameter gets its own copy to hold the output attributes.
+          root = add(Opcode::Copy, root->shape(), {root}, "copy");
+        }
+        root->common().sharding = toHloSharding(c.root()->shape(), values_.at(c.root()).leaves);
+        setGlobalShape(*root, c.root()->shape());
+      }
       out_->setRoot(root);
     }
     out_ = saveOut;

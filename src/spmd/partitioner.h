@@ -11,6 +11,11 @@
 
 namespace tpu::spmd {
 
+// The frontend attribute on the partitioned entry's parameters and root
+// holding their global (unpartitioned) shape, so a runner can split global
+// inputs and join the devices' outputs (tpu-run --interpret).
+inline constexpr std::string_view kGlobalShapeAttribute = "spmd_global_shape";
+
 // Partitions `module` over `numPartitions` devices. Entry parameters and
 // the root keep their shardings (a runner splits inputs and joins outputs
 // with them); everything else is local code. Returns false after reporting

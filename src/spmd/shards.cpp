@@ -1,6 +1,10 @@
 #include "spmd/shards.h"
 
 #include <cstring>
+#include <fmt/format.h>
+
+#include "hlo/text/parser.h"
+#include "spmd/partitioner.h"
 
 namespace tpu::spmd {
 
@@ -78,6 +82,56 @@ hlo::Literal joinShards(const std::vector<hlo::Literal>& perDevice, const hlo::S
             t.validShardDims(d, g));
   }
   return out;
+}
+
+}  // namespace tpu::spmd
+
+namespace tpu::spmd {
+
+namespace {
+std::optional<hlo::Shape> globalShapeOf(const hlo::Instruction& inst, DiagnosticEngine& diags, bool* failed) {
+  for (const hlo::FrontendAttribute& a : inst.common().frontendAttributes) {
+    if (a.key != kGlobalShapeAttribute) continue;
+    DiagnosticEngine local;
+    std::optional<hlo::Shape> s = hlo::parseShapeText(SourceFile("global shape", a.value), local);
+    if (!s || !inst.sharding()) {
+      diags.error(inst.location(), fmt::format("'{}' has a bad {} \"{}\"", inst.name(), kGlobalShapeAttribute, a.value));
+      *failed = true;
+      return std::nullopt;
+    }
+    return s;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<GlobalEdges> globalEdges(const hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags,
+                                       bool* failed) {
+  *failed = false;
+  const hlo::Computation* entry = module.entry();
+  if (!entry || !entry->root()) return std::nullopt;
+  GlobalEdges edges;
+  auto edge = [&](const hlo::Instruction& inst, hlo::Shape* shape, Leaves* leaves) {
+    std::optional<hlo::Shape> g = globalShapeOf(inst, diags, failed);
+    if (!g) return false;
+    std::optional<Leaves> l = readSharding(inst, numPartitions, diags);
+    if (!l || countLeaves(*g) != static_cast<int64_t>(l->size())) {
+      if (l) diags.error(inst.location(), fmt::format("'{}' has a sharding that does not fit its global shape", inst.name()));
+      *failed = true;
+      return false;
+    }
+    *shape = *g;
+    *leaves = std::move(*l);
+    return true;
+  };
+  if (!edge(*entry->root(), &edges.result, &edges.resultSharding)) return std::nullopt;
+  for (int64_t k = 0; k < entry->parameterCount(); ++k) {
+    edges.parameters.emplace_back();
+    edges.parameterShardings.emplace_back();
+    if (!entry->parameter(k) || !edge(*entry->parameter(k), &edges.parameters.back(), &edges.parameterShardings.back()))
+      return std::nullopt;
+  }
+  return edges;
 }
 
 }  // namespace tpu::spmd
