@@ -71,8 +71,9 @@ class Partitioner {
  private:
   // ------------------------------------------------------------ building
   std::string fresh(const std::string& base) {
-    for (int64_t k = 1;; ++k) {
-      std::string name = fmt::format("{}.{}", base, k);
+    int64_t& k = nextSuffix_[base];
+    for (;;) {
+      std::string name = fmt::format("{}.{}", base, ++k);
       if (names_.insert(name).second) return name;
     }
   }
@@ -859,6 +860,7 @@ class Partitioner {
   int64_t n_;
   DiagnosticEngine& diags_;
   std::set<std::string> names_;
+  std::map<std::string, int64_t> nextSuffix_;
   std::set<std::string> compNames_;
   int64_t nextChannel_ = 1;
   Computation* out_ = nullptr;
