@@ -9,6 +9,7 @@
 #include "spmd/leaves.h"
 #include "spmd/partitioner.h"
 #include "spmd/rules.h"
+#include "spmd/shardy.h"
 
 namespace tpu::spmd {
 
@@ -371,6 +372,7 @@ bool propagateShardings(hlo::Module& module, int64_t numPartitions, DiagnosticEn
 
 bool ShardingPropagationPass::run(hlo::Module& module, DiagnosticEngine& diags) {
   if (isPartitioned(module)) return false;
+  if (!importShardy(module, diags)) return false;
   SpmdOptions defaults;
   int64_t n = partitionCount(module, options_ ? *options_ : defaults);
   return propagateShardings(module, n, diags);
