@@ -653,6 +653,7 @@ class Partitioner {
       case Opcode::Bitcast: return partitionReshape(inst);
       case Opcode::Reduce: return partitionReduce(inst);
       case Opcode::Dot: return partitionDot(inst);
+      case Opcode::Convolution: return partitionConvolution(inst);
       case Opcode::Slice:
       case Opcode::Pad:
       case Opcode::DynamicSlice:
@@ -831,6 +832,41 @@ class Partitioner {
     Instruction* r = cloneAs(inst, P.shardShape(inst.shape()), {lhs, rhs});
     if (!kDims.empty()) r = allReduce(r, d.groupsAlong(kDims), adder(inst.shape().elementType()));
     return PValue{reshard(r, inst.shape(), P, T), inst.shape(), want_};
+  }
+
+  // Batch- and output-feature-parallel convolution: the spatial and input
+  // feature dims are taken whole (no halo exchange yet), the batch tiles
+  // split the input and the output-feature tiles split the kernel, as the
+  // non-contracting dims of a dot.
+  std::optional<PValue> partitionConvolution(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
+    std::vector<int64_t> spatial = cd.outputSpatialDimensions;
+    const Tiling& in = values_.at(inst.operand(0)).leaves[0];
+    for (size_t i = 0; i < spatial.size(); ++i)
+      if (T.tile(spatial[i]) > 1 || in.tile(cd.inputSpatialDimensions[i]) > 1) {
+        unsupported(inst, "spatially sharded convolutions need halo exchange, not implemented yet");
+        return std::nullopt;
+      }
+    Tiling W = T.replicatedOn(spatial);
+    if (inst.attrs().featureGroupCount != 1 || inst.attrs().batchGroupCount != 1)
+      W = W.replicatedOn({cd.outputFeatureDimension, cd.outputBatchDimension});
+    int64_t rank = inst.shape().rank();
+    std::vector<int64_t> lhsPerm(static_cast<size_t>(rank)), rhsPerm(static_cast<size_t>(rank));
+    lhsPerm[static_cast<size_t>(cd.inputBatchDimension)] = cd.outputBatchDimension;
+    lhsPerm[static_cast<size_t>(cd.inputFeatureDimension)] = cd.outputFeatureDimension;
+    rhsPerm[static_cast<size_t>(cd.kernelOutputFeatureDimension)] = cd.outputFeatureDimension;
+    rhsPerm[static_cast<size_t>(cd.kernelInputFeatureDimension)] = cd.outputBatchDimension;
+    for (size_t i = 0; i < spatial.size(); ++i) {
+      lhsPerm[static_cast<size_t>(cd.inputSpatialDimensions[i])] = spatial[i];
+      rhsPerm[static_cast<size_t>(cd.kernelSpatialDimensions[i])] = spatial[i];
+    }
+    Tiling lt = W.replicatedOn({cd.outputFeatureDimension}).transposed(lhsPerm);
+    Tiling rt = W.replicatedOn({cd.outputBatchDimension}).transposed(rhsPerm);
+    Instruction* lhs = operandAs(inst.operand(0), lt);
+    Instruction* rhs = operandAs(inst.operand(1), rt);
+    Instruction* c = cloneAs(inst, W.shardShape(inst.shape()), {lhs, rhs});
+    return PValue{reshard(c, inst.shape(), W, T), inst.shape(), want_};
   }
 
   // ------------------------------------------------------------ computations

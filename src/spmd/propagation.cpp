@@ -237,6 +237,18 @@ class Propagator {
       }
       return offer(&inst, *best);
     }
+    if (op == Opcode::Convolution) {
+      const Tiling* l = opTiling(0);
+      if (!l) return false;
+      const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
+      // The output's batch and spatial dims take the input's tiling.
+      std::vector<int64_t> perm(static_cast<size_t>(rank));
+      perm[static_cast<size_t>(cd.outputBatchDimension)] = cd.inputBatchDimension;
+      perm[static_cast<size_t>(cd.outputFeatureDimension)] = cd.inputFeatureDimension;
+      for (size_t i = 0; i < cd.outputSpatialDimensions.size(); ++i)
+        perm[static_cast<size_t>(cd.outputSpatialDimensions[i])] = cd.inputSpatialDimensions[i];
+      return offer(&inst, l->replicatedOn({cd.inputFeatureDimension}).transposed(perm));
+    }
     if (passThrough(op) || hlo::isElementwise(op) || isShardingCall(inst)) {
       const Tiling* best = nullptr;
       int64_t first = op == Opcode::Select ? 1 : 0;
