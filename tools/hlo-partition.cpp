@@ -10,9 +10,9 @@ int main(int argc, char** argv) {
       .name = "hlo-partition",
       .summary = "Propagate shardings through an HLO module and partition it into one SPMD program per device.",
       .examples = "  hlo-partition sharded.hlo -o sharded.spmd.hlo  partition over the module's num_partitions\n"
-                  "  hlo-partition --num-partitions=8 sharded.hlo   partition over 8 devices\n"
+                  "  hlo-partition --num-partitions=4 sharded.hlo   partition over 4 devices\n"
                   "  hlo-partition --propagate-only sharded.hlo     print the module with every sharding\n"
-                  "  hlo-partition --stats sharded.hlo -o /dev/null per-device communication bytes by collective\n",
+                  "  hlo-partition --stats sharded.hlo -o /dev/null\n                                                 per-device communication bytes by collective\n",
       .emitKinds = "text|binary",
       .runsPasses = true,
   });

@@ -433,6 +433,16 @@ class Partitioner {
     return i;
   }
 
+  // A copy that stands for `inst` (keeps its name and metadata).
+  Instruction* copyNamed(const Instruction& inst, Shape shape, Instruction* operand) {
+    names_.insert(inst.name());
+    Instruction* c = out_->addInstruction(Opcode::Copy, inst.name(), std::move(shape));
+    c->setOperands({operand});
+    c->common().metadata = inst.common().metadata;
+    c->setLocation(inst.location());
+    return c;
+  }
+
   bool unsupported(const Instruction& inst, const std::string& why) {
     std::string ops;
     for (const Instruction* o : inst.operands()) {
@@ -496,7 +506,7 @@ class Partitioner {
       }
       return pv(p, want_);
     }
-    if (op == Opcode::PartitionId) {
+    if (op == Opcode::PartitionId && !(want_.size() == 1 && want_[0].isManual())) {
       unsupported(inst, "partition-id in the input is ambiguous unless the value is manual");
       return std::nullopt;
     }
@@ -518,9 +528,52 @@ class Partitioner {
       }
       return pv(cloneAs(inst, Shape::tuple(shapes), ops), leaves);
     }
+    for (const Tiling& t : want_)
+      if (t.manualGroups() > 1) {
+        unsupported(inst, "partially manual shardings (last_tile_dims={manual}) are not partitioned yet");
+        return std::nullopt;
+      }
+    if (op == Opcode::CustomCall && inst.attrs().customCallTarget == "SPMDFullToShardShape") {
+      // Entering a manual region: the operand's shards are the local values.
+      const PValue& v = values_.at(inst.operand(0));
+      if (!v.global.isArray() || !shape.isArray() || v.leaves[0].isManual() ||
+          v.leaves[0].shardShape(v.global).dimensions() != shape.dimensions()) {
+        unsupported(inst, fmt::format("its shape is not the shard shape of its operand under {}",
+                                      toHloSharding(v.global, v.leaves).toString()));
+        return std::nullopt;
+      }
+      Instruction* c = copyNamed(inst, shape, v.local);
+      return pv(c, Leaves{Tiling::manual(shape.rank(), n_)});
+    }
+    if (op == Opcode::CustomCall && inst.attrs().customCallTarget == "SPMDShardToFullShape") {
+      // Leaving a manual region: the local values are the shards of the result.
+      const PValue& v = values_.at(inst.operand(0));
+      if (!shape.isArray() || want_[0].isManual() ||
+          want_[0].shardShape(shape).dimensions() != v.local->shape().dimensions()) {
+        unsupported(inst, "its operand is not the shard shape of its result");
+        return std::nullopt;
+      }
+      Instruction* c = copyNamed(inst, want_[0].shardShape(shape), v.local);
+      return pv(c, want_);
+    }
     if (op == Opcode::CustomCall && inst.attrs().customCallTarget == "Sharding") {
       const PValue& v = values_.at(inst.operand(0));
       return pv(reshardValue(v, want_), want_);
+    }
+    bool manual = !want_.empty() && std::all_of(want_.begin(), want_.end(), [](const Tiling& t) { return t.isManual(); });
+    if (manual && op != Opcode::Parameter) {
+      // Inside a manual region the code already is per device.
+      std::vector<Instruction*> ops;
+      for (const Instruction* o : inst.operands()) {
+        const PValue& v = values_.at(o);
+        bool opManual = std::all_of(v.leaves.begin(), v.leaves.end(), [](const Tiling& t) { return t.isManual(); });
+        if (!opManual && !std::all_of(v.leaves.begin(), v.leaves.end(), [](const Tiling& t) { return t.isReplicated(); })) {
+          unsupported(inst, "a manual op reads a tiled value (enter manual regions with SPMDFullToShardShape)");
+          return std::nullopt;
+        }
+        ops.push_back(v.local);
+      }
+      return pv(cloneAs(inst, shape, ops), want_);
     }
     if (op == Opcode::While) {
       const PValue& v = values_.at(inst.operand(0));
@@ -556,10 +609,6 @@ class Partitioner {
       return std::nullopt;
     }
     const Tiling& T = want_[0];
-    if (T.isManual()) {
-      unsupported(inst, "manual regions (shard_map) are not partitioned yet");
-      return std::nullopt;
-    }
     Shape localOut = T.shardShape(shape);
     if (hlo::isElementwise(op) || op == Opcode::Copy || op == Opcode::Convert || op == Opcode::Clamp ||
         op == Opcode::Select || op == Opcode::ReducePrecision ||
@@ -604,6 +653,7 @@ class Partitioner {
       case Opcode::Bitcast: return partitionReshape(inst);
       case Opcode::Reduce: return partitionReduce(inst);
       case Opcode::Dot: return partitionDot(inst);
+      case Opcode::Convolution: return partitionConvolution(inst);
       case Opcode::Slice:
       case Opcode::Pad:
       case Opcode::DynamicSlice:
@@ -782,6 +832,41 @@ class Partitioner {
     Instruction* r = cloneAs(inst, P.shardShape(inst.shape()), {lhs, rhs});
     if (!kDims.empty()) r = allReduce(r, d.groupsAlong(kDims), adder(inst.shape().elementType()));
     return PValue{reshard(r, inst.shape(), P, T), inst.shape(), want_};
+  }
+
+  // Batch- and output-feature-parallel convolution: the spatial and input
+  // feature dims are taken whole (no halo exchange yet), the batch tiles
+  // split the input and the output-feature tiles split the kernel, as the
+  // non-contracting dims of a dot.
+  std::optional<PValue> partitionConvolution(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
+    std::vector<int64_t> spatial = cd.outputSpatialDimensions;
+    const Tiling& in = values_.at(inst.operand(0)).leaves[0];
+    for (size_t i = 0; i < spatial.size(); ++i)
+      if (T.tile(spatial[i]) > 1 || in.tile(cd.inputSpatialDimensions[i]) > 1) {
+        unsupported(inst, "spatially sharded convolutions need halo exchange, not implemented yet");
+        return std::nullopt;
+      }
+    Tiling W = T.replicatedOn(spatial);
+    if (inst.attrs().featureGroupCount != 1 || inst.attrs().batchGroupCount != 1)
+      W = W.replicatedOn({cd.outputFeatureDimension, cd.outputBatchDimension});
+    int64_t rank = inst.shape().rank();
+    std::vector<int64_t> lhsPerm(static_cast<size_t>(rank)), rhsPerm(static_cast<size_t>(rank));
+    lhsPerm[static_cast<size_t>(cd.inputBatchDimension)] = cd.outputBatchDimension;
+    lhsPerm[static_cast<size_t>(cd.inputFeatureDimension)] = cd.outputFeatureDimension;
+    rhsPerm[static_cast<size_t>(cd.kernelOutputFeatureDimension)] = cd.outputFeatureDimension;
+    rhsPerm[static_cast<size_t>(cd.kernelInputFeatureDimension)] = cd.outputBatchDimension;
+    for (size_t i = 0; i < spatial.size(); ++i) {
+      lhsPerm[static_cast<size_t>(cd.inputSpatialDimensions[i])] = spatial[i];
+      rhsPerm[static_cast<size_t>(cd.kernelSpatialDimensions[i])] = spatial[i];
+    }
+    Tiling lt = W.replicatedOn({cd.outputFeatureDimension}).transposed(lhsPerm);
+    Tiling rt = W.replicatedOn({cd.outputBatchDimension}).transposed(rhsPerm);
+    Instruction* lhs = operandAs(inst.operand(0), lt);
+    Instruction* rhs = operandAs(inst.operand(1), rt);
+    Instruction* c = cloneAs(inst, W.shardShape(inst.shape()), {lhs, rhs});
+    return PValue{reshard(c, inst.shape(), W, T), inst.shape(), want_};
   }
 
   // ------------------------------------------------------------ computations

@@ -9,6 +9,7 @@
 #include "spmd/leaves.h"
 #include "spmd/partitioner.h"
 #include "spmd/rules.h"
+#include "spmd/shardy.h"
 
 namespace tpu::spmd {
 
@@ -236,6 +237,18 @@ class Propagator {
       }
       return offer(&inst, *best);
     }
+    if (op == Opcode::Convolution) {
+      const Tiling* l = opTiling(0);
+      if (!l) return false;
+      const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
+      // The output's batch and spatial dims take the input's tiling.
+      std::vector<int64_t> perm(static_cast<size_t>(rank));
+      perm[static_cast<size_t>(cd.outputBatchDimension)] = cd.inputBatchDimension;
+      perm[static_cast<size_t>(cd.outputFeatureDimension)] = cd.inputFeatureDimension;
+      for (size_t i = 0; i < cd.outputSpatialDimensions.size(); ++i)
+        perm[static_cast<size_t>(cd.outputSpatialDimensions[i])] = cd.inputSpatialDimensions[i];
+      return offer(&inst, l->replicatedOn({cd.inputFeatureDimension}).transposed(perm));
+    }
     if (passThrough(op) || hlo::isElementwise(op) || isShardingCall(inst)) {
       const Tiling* best = nullptr;
       int64_t first = op == Opcode::Select ? 1 : 0;
@@ -371,6 +384,7 @@ bool propagateShardings(hlo::Module& module, int64_t numPartitions, DiagnosticEn
 
 bool ShardingPropagationPass::run(hlo::Module& module, DiagnosticEngine& diags) {
   if (isPartitioned(module)) return false;
+  if (!importShardy(module, diags)) return false;
   SpmdOptions defaults;
   int64_t n = partitionCount(module, options_ ? *options_ : defaults);
   return propagateShardings(module, n, diags);

@@ -69,11 +69,13 @@ std::string compare(const hlo::Literal& a, const hlo::Literal& b, double tol, co
 
 }  // namespace
 
-CheckReport checkPartitioning(const std::string& hloText, int64_t numPartitions, uint64_t seed, double tolerance) {
+CheckReport checkPartitioning(const std::string& hloText, int64_t numPartitions, uint64_t seed, double tolerance,
+                              const std::string& referenceText) {
   CheckReport report;
   DiagnosticEngine diags;
   auto source = std::make_shared<SourceFile>("check.hlo", hloText);
-  hlo::LoadedModule ref = hlo::readModule(source, diags);
+  hlo::LoadedModule ref = hlo::readModule(
+      referenceText.empty() ? source : std::make_shared<SourceFile>("reference.hlo", referenceText), diags);
   hlo::LoadedModule part = hlo::readModule(source, diags);
   if (!ref.module || !part.module) {
     report.message = collect(diags);

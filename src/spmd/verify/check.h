@@ -20,7 +20,9 @@ struct CheckReport {
 // Propagates, partitions over `numPartitions`, runs both programs on
 // arguments from `seed` and compares (floats within `tolerance`, relative
 // to the largest magnitude; integers exactly).
+// `referenceText`, when given, is the module run on one device instead
+// (for programs that only mean something on many devices, as shard_map's).
 CheckReport checkPartitioning(const std::string& hloText, int64_t numPartitions, uint64_t seed,
-                              double tolerance = 1e-5);
+                              double tolerance = 1e-5, const std::string& referenceText = "");
 
 }  // namespace tpu::spmd

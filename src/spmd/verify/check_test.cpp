@@ -25,3 +25,35 @@ ENTRY main {
 
 }  // namespace
 }  // namespace tpu::spmd
+
+namespace tpu::spmd {
+namespace {
+
+// shard_map (SPMD.md 4.6): the manual region is per-device code already;
+// entering and leaving it are local copies.
+TEST(Check, ManualRegionRunsAndMatches) {
+  const char* text = R"(HloModule shard_map, num_partitions=4
+ENTRY main {
+  a = f32[10,16] parameter(0), sharding={devices=[4,1]3,1,2,0}
+  s = f32[10,16] custom-call(a), custom_call_target="Sharding", sharding={devices=[4,1]3,1,2,0}
+  l = f32[3,16] custom-call(s), custom_call_target="SPMDFullToShardShape", sharding={manual}
+  e = f32[3,16] exponential(l), sharding={manual}
+  m = f32[3,16] custom-call(e), custom_call_target="Sharding", sharding={manual}
+  f = f32[10,16] custom-call(m), custom_call_target="SPMDShardToFullShape", sharding={devices=[4,1]3,1,2,0}
+  ROOT n = f32[10,16] negate(f), sharding={replicated}
+}
+)";
+  const char* reference = R"(HloModule plain
+ENTRY main {
+  a = f32[10,16] parameter(0)
+  e = f32[10,16] exponential(a)
+  ROOT n = f32[10,16] negate(e)
+}
+)";
+  CheckReport r = checkPartitioning(text, 4, 2, 1e-6, reference);
+  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_EQ(r.collectives, 1) << r.partitioned;  // the final all-gather
+}
+
+}  // namespace
+}  // namespace tpu::spmd

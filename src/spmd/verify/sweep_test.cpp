@@ -144,6 +144,13 @@ ENTRY e {
   i = s32[9,6] iota(), iota_dimension=0, sharding={b}
   ROOT r = s32[9,6] add(a, i), sharding={c}
 })"},
+    {"convolution", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[6,9,9,5] parameter(0), sharding={devices=[{n},1,1,1]<=[{n}]}
+  k = f32[3,3,5,7] parameter(1)
+  c = f32[6,9,9,7] convolution(a, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT r = f32[6,9,9,7] negate(c), sharding={devices=[1,1,1,{n}]<=[{n}]}
+})"},
     {"while", R"(HloModule m, num_partitions={n}
 cond {
   p = (s32[], f32[10,7]) parameter(0)
