@@ -203,6 +203,7 @@ class Assigner {
   void fixFixedDefinitions();
   void insertUseCopies();
   void placeCopies();
+  void mergeCopies();
   void makeBitcasts();
   void applyTiles();
   std::string newName(const std::string& base);
@@ -929,6 +930,7 @@ void Assigner::placeCopies() {
       if (wasRoot) c.setRoot(x);
       LayoutRemark info = copyInfo_[copy];
       info.shape = y->shape().toString(false);
+      info.producedBy = producedByText(y, 0);
       info.requiredBy += fmt::format("; moved above %{} (fewer bytes)", x->name());
       copyInfo_.erase(copy);
       copyInfo_[moved] = info;
@@ -962,6 +964,35 @@ void Assigner::placeCopies() {
       c.removeInstruction(copy);
       copies_[ci] = moved;
       copy = moved;
+    }
+  }
+}
+
+// Copies of one value to one layout (one per conflicting use, or moved
+// onto the same operand) are merged.
+void Assigner::mergeCopies() {
+  std::map<std::pair<const Instruction*, std::string>, Instruction*> first;
+  std::unordered_map<Computation*, std::vector<std::pair<Instruction*, Instruction*>>> replaced;
+  for (Instruction*& copy : copies_) {
+    if (!copy) continue;
+    auto key = std::make_pair(static_cast<const Instruction*>(copy->operand(0)), m2mText(layoutOf(copy->shape())));
+    auto [it, fresh] = first.emplace(key, copy);
+    if (fresh) continue;
+    replaced[copy->parent()].push_back({copy, it->second});
+    copy = nullptr;
+  }
+  for (auto& [c, pairs] : replaced) {
+    std::unordered_map<const Instruction*, Instruction*> to;
+    for (auto& [dup, keep] : pairs) to[dup] = keep;
+    for (const auto& up : c->instructions())
+      for (int64_t i = 0; i < up->operandCount(); ++i) {
+        auto it = to.find(up->operand(i));
+        if (it != to.end()) up->setOperand(i, it->second);
+      }
+    for (auto& [dup, keep] : pairs) {
+      if (c->root() == dup) c->setRoot(keep);
+      copyInfo_.erase(dup);
+      c->removeInstruction(dup);
     }
   }
 }
@@ -1057,6 +1088,7 @@ bool Assigner::run() {
   fixFixedDefinitions();
   insertUseCopies();
   placeCopies();
+  mergeCopies();
   makeBitcasts();
   applyTiles();
   for (Instruction* copy : copies_) {
