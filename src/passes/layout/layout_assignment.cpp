@@ -224,6 +224,7 @@ class Assigner {
   std::vector<M2M> classM2M_;
   std::vector<int> classOrigin_;
   std::unordered_map<int64_t, M2M> fixed_;  // position -> layout it must have
+  std::vector<char> isFixed_;
   std::unordered_map<int64_t, int> fixedOrigin_;
   std::unordered_map<const Computation*, std::unordered_map<const Instruction*, std::vector<Instruction*>>> users_;
   std::map<std::pair<const Instruction*, int64_t>, Requirement> requirements_;
@@ -307,8 +308,9 @@ void Assigner::buildPositions() {
         case Opcode::Call: {
           Computation* callee = inst->toApply();
           if (!callee) break;
-          for (int64_t i = 0; i < inst->operandCount(); ++i)
-            if (Instruction* p = callee->parameter(i))
+          std::vector<Instruction*> params = callee->parameters();
+          for (int64_t i = 0; i < inst->operandCount() && i < static_cast<int64_t>(params.size()); ++i)
+            if (Instruction* p = params[static_cast<size_t>(i)])
               uniteRange(p, 0, inst->operand(i), 0, p->shape().leafCount());
           if (callee->root()) uniteRange(inst, 0, callee->root(), 0, leaves);
           break;
@@ -334,6 +336,7 @@ void Assigner::buildPositions() {
   for (size_t i = 0; i < positions_.size(); ++i)
     if (positions_[i].rank >= 0) members_[static_cast<size_t>(find(static_cast<int64_t>(i)))].push_back(i);
   set_.assign(positions_.size(), 0);
+  isFixed_.assign(positions_.size(), 0);
   classM2M_.resize(positions_.size());
   classOrigin_.assign(positions_.size(), -1);
 }
@@ -380,6 +383,7 @@ void Assigner::seed() {
         int64_t p = pos(inst, static_cast<int64_t>(k));
         M2M m = layoutOf(*leaves[k]);
         fixed_[p] = m;
+        isFixed_[static_cast<size_t>(p)] = 1;
         fixedOrigin_[p] = o;
         suggest(p, m, kFixed, o);
       }
@@ -601,7 +605,7 @@ void Assigner::propagateFrom(int64_t cls, const M2M& m2m, int priority, int orig
   for (int64_t p : members_[static_cast<size_t>(cls)]) {
     const Pos& ps = positions_[static_cast<size_t>(p)];
     Instruction* inst = ps.inst;
-    if (fixed_.count(p)) {
+    if (isFixed_[static_cast<size_t>(p)]) {
       // A fixed definition keeps its own layout; its neighbours see the class's.
     } else if (!isForwarding(inst->opcode()) && !hasFixedLayouts(inst->opcode())) {
       toOperand(inst, ps.leaf, m2m, priority, originId);
@@ -640,8 +644,7 @@ void Assigner::propagate() {
 }
 
 M2M Assigner::finalLayout(int64_t position) const {
-  auto it = fixed_.find(position);
-  if (it != fixed_.end()) return it->second;
+  if (isFixed_[static_cast<size_t>(position)]) return fixed_.at(position);
   int64_t p = position;
   while (parent_[static_cast<size_t>(p)] != p) p = parent_[static_cast<size_t>(p)];
   return classM2M_[static_cast<size_t>(p)];
@@ -669,6 +672,11 @@ void Assigner::applyLayouts() {
       for (int64_t k = 0; k < n; ++k) {
         int64_t p = pos(inst, k);
         if (positions_[static_cast<size_t>(p)].rank >= 0) leaves[static_cast<size_t>(k)] = finalLayout(p);
+      }
+      if (inst->shape().isArray() && inst->shape().hasLayout() && !leaves.empty() &&
+          inst->shape().layout().minorToMajor == leaves[0]) {
+        ++report.arrays;
+        continue;
       }
       size_t k = 0;
       Shape s = inst->shape();
@@ -716,6 +724,18 @@ std::string Assigner::producedByText(const Instruction* inst, int64_t leaf) {
   }
   std::string why = o >= 0 ? origins_[static_cast<size_t>(o)] : "the default layout";
   return fmt::format("%{} ({})", inst->name(), why);
+}
+
+// Whether every array leaf of `s` has one of the layouts `want` allows.
+bool satisfied(const Shape& s, const std::vector<std::vector<M2M>>& want) {
+  std::vector<const Shape*> leaves;
+  collectLeaves(s, leaves);
+  for (size_t k = 0; k < leaves.size() && k < want.size(); ++k) {
+    const auto& ok = want[k];
+    if (leaves[k]->isArray() && !ok.empty() && std::find(ok.begin(), ok.end(), layoutOf(*leaves[k])) == ok.end())
+      return false;
+  }
+  return true;
 }
 
 // A copy of `value` (leaves from leafBase) whose array leaves have the
@@ -785,11 +805,11 @@ void Assigner::fixFixedDefinitions() {
     for (const auto& up : c->instructions()) {
       Instruction* inst = up.get();
       int64_t n = inst->shape().leafCount();
+      int64_t b = pos(inst, 0);
       for (int64_t k = 0; k < n; ++k) {
-        int64_t p = pos(inst, k);
-        auto it = fixed_.find(p);
-        if (it == fixed_.end()) continue;
-        if (classM2M_[static_cast<size_t>(find(p))] != it->second) {
+        int64_t p = b + k;
+        if (!isFixed_[static_cast<size_t>(p)]) continue;
+        if (classM2M_[static_cast<size_t>(find(p))] != fixed_.at(p)) {
           todo.push_back(inst);
           break;
         }
@@ -851,6 +871,7 @@ void Assigner::insertUseCopies() {
           continue;
         }
         if (static_cast<int64_t>(want.size()) != x->shape().leafCount()) continue;
+        if (satisfied(x->shape(), want)) continue;
         std::string key;
         for (const auto& alternatives : want) key += alternatives.empty() ? "*;" : m2mText(alternatives[0]) + ";";
         auto mit = made.find({x, key});
@@ -1064,11 +1085,14 @@ void Assigner::applyTiles() {
   }
   if (Computation* entry = module_.entry()) {
     hlo::ComputationLayout layout;
-    for (int64_t i = 0; i < entry->parameterCount(); ++i)
-      if (Instruction* p = entry->parameter(i)) layout.parameters.push_back(p->shape());
+    std::vector<Instruction*> params = entry->parameters();
+    bool complete = true;
+    for (Instruction* p : params) {
+      if (!p) complete = false;
+      else layout.parameters.push_back(p->shape());
+    }
     if (entry->root()) layout.result = entry->root()->shape();
-    if (static_cast<int64_t>(layout.parameters.size()) == entry->parameterCount() && entry->root())
-      module_.config().entryComputationLayout = std::move(layout);
+    if (complete && entry->root()) module_.config().entryComputationLayout = std::move(layout);
   }
 }
 
