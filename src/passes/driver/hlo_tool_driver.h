@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "passes/pass.h"
 #include "support/tool.h"
 
 namespace tpu::passes {
@@ -12,6 +13,9 @@ namespace tpu::passes {
 struct HloToolConfig {
   // Passes run when --passes is not given (comma-separated; may be empty).
   std::string defaultPipeline;
+  // Handed to the passes (optional; kept alive by the caller). When the
+  // tool takes --target, the driver fills in `target` from it.
+  PassContext* context = nullptr;
 };
 
 // Adds the HLO tool options (--strip-metadata, --split-input-file,
