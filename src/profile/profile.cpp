@@ -214,7 +214,10 @@ KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* s
     }
     if (auto it = byName.find(k.hlo); it != byName.end()) {
       const hlo::Instruction* in = it->second;
-      k.modelFlops = hlo::instructionCost(*in).flops;
+      // Control flow: the kernels of its computations count their own FLOPs.
+      bool control = in->opcode() == hlo::Opcode::While || in->opcode() == hlo::Opcode::Conditional ||
+                     in->opcode() == hlo::Opcode::Call;
+      k.modelFlops = control ? 0.0 : hlo::instructionCost(*in).flops;
       k.outputBytes = arrayBytes(in->shape());
       if (k.opName.empty()) k.opName = in->metadata().opName;
       if (in->opcode() == hlo::Opcode::Fusion && in->fusedComputation())
