@@ -146,11 +146,13 @@ bool takesRngState(const isa::Program& program, std::string_view entry) {
 }
 
 std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
-                                          const CodegenOptions& options, DiagnosticEngine& diags) {
+                                          const CodegenOptions& options, DiagnosticEngine& diags,
+                                          CodegenStats* statsOut) {
   CodegenOptions o = options;
   o.targetSpec.clear();  // the assembler is given the target directly
   auto r = lowerFlattened(module, target, o, diags);
   if (!r) return std::nullopt;
+  if (statsOut) *statsOut = r->stats;
   if (options.schedule == llo::ScheduleMode::List) {
     std::vector<uint32_t> anchors;
     llo::ScheduleStats stats;
