@@ -1342,14 +1342,42 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       return normalize(d);
     }
     case Opcode::Expm1: {
-      VReg d = unop("vexp", ops[0], rt);
-      e_.op("vsub.f32 {}, {}, 1.0", V(d), V(d));
+      // Kahan's form: with u = e^x rounded, (u - 1) * x / ln(u) cancels the
+      // rounding error of u, so tiny and small |x| keep their relative
+      // precision (e^x - 1 alone loses it all near 0). u == 1 gives x
+      // itself (and -0 stays -0), u == 0 gives -1, u == inf gives inf.
+      VReg u = unop("vexp", ops[0], rt);
+      VReg um1 = binop("vsub.f32", u, "1.0", rt);
+      VReg l = unop("vlog", u, rt);
+      VReg q = binop("vdiv.f32", ops[0], V(l), rt);
+      VReg d = binop("vmul.f32", um1, V(q), rt);
+      int m = malloc_();
+      e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
+      e_.op("vcmp.ne.f32 {}, {}, -1.0", M(m), V(um1));
+      e_.op("vsel.f32 {}, {}, {}, -1.0", V(d), M(m), V(d));
+      e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(u), V(d));
+      masks_.put(m);
+      for (VReg x : {u, um1, l, q}) vfree(x);
       return normalize(d);
     }
     case Opcode::Log1p: {
-      VReg t = binop("vadd.f32", ops[0], "1.0", rt);
-      VReg d = unop("vlog", t, rt);
-      vfree(t);
+      // Goldberg's form: with u = 1 + x rounded, ln(u) * x / (u - 1) is
+      // accurate to a few ulps where ln(1 + x) loses the low bits of x.
+      // u == 1 gives x itself (-0 stays -0); u == inf gives inf.
+      VReg u = binop("vadd.f32", ops[0], "1.0", rt);
+      VReg l = unop("vlog", u, rt);
+      VReg um1 = binop("vsub.f32", u, "1.0", rt);
+      VReg q = binop("vdiv.f32", ops[0], V(um1), rt);
+      VReg d = binop("vmul.f32", l, V(q), rt);
+      int m = malloc_();
+      e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
+      e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(l), V(d));
+      masks_.put(m);
+      for (VReg x : {u, l, um1, q}) vfree(x);
       return normalize(d);
     }
     case Opcode::Sinh:
