@@ -16,6 +16,9 @@
 
 namespace tpu::codegen {
 
+// Buffers a .tpu program can name (instruction words hold 12-bit indices).
+constexpr size_t kMaxHbmBuffers = 4096;
+
 // ============================================================== planning
 
 std::string Lowerer::dmaOp(const char* dir, int buf, int srcBuf) const {
@@ -3431,6 +3434,25 @@ std::optional<CodegenResult> Lowerer::run() {
         fmt::format("llo-gen: {} bytes of temporaries exceed the {} bytes the scalar unit can address", total,
                     options_.heapReachBytes));
     return std::nullopt;
+  }
+  // The .tpu format names a buffer in 12 bits of an instruction word (and
+  // the assembler stops at 4096): report the HLO instruction that needs the
+  // buffer past the limit, not a line of the generated text, which the user
+  // never sees.
+  {
+    size_t count = 1;  // the heap
+    for (const Buf& b : bufs_) {
+      if (b.kind == BufKind::Heap || b.kind == BufKind::Vmem || b.aliasOfArg) continue;
+      if (++count <= kMaxHbmBuffers) continue;
+      std::string msg = fmt::format(
+          "llo-gen: the program needs more than {} HBM buffers (arguments, results and constants), the most a .tpu "
+          "program can name",
+          kMaxHbmBuffers);
+      if (b.constant) fail(*b.constant, msg);
+      else if (module_.entry() && module_.entry()->root()) fail(*module_.entry()->root(), msg);
+      else diags_.error(msg);
+      return std::nullopt;
+    }
   }
   // Assemble the text.
   std::string t;
