@@ -14,6 +14,7 @@
 #include "isa/verify.h"
 #include "llo/bundler.h"
 #include "llo/text.h"
+#include "support/elided_fill.h"
 #include "support/float_format.h"
 
 namespace tpu::llo {
@@ -661,6 +662,36 @@ bool Parser::parseBuffer(const Token& directive) {
 
 bool Parser::parseInitializer(Buffer& b, SourceLocation) {
   SourceLocation at = here();
+  // `fill(hi, lo)`: an elided HLO constant's values, drawn from the 64-bit
+  // seed hi:lo as the interpreter draws them (support/elided_fill.h), for
+  // f32, bf16 and f16 buffers.
+  if (peek().kind == Tok::Ident && peek().text == "fill" && isPunct("(", 1)) {
+    next();
+    next();
+    auto hi = parseIntExpr("the seed's high word");
+    if (!hi || !expect(",", "between the seed's words")) return false;
+    auto lo = parseIntExpr("the seed's low word");
+    if (!lo || !expect(")", "after the seed")) return false;
+    if (*hi < 0 || *hi > UINT32_MAX || *lo < 0 || *lo > UINT32_MAX)
+      return error(at, "fill seed words must be 32-bit unsigned values");
+    if (b.dtype != DType::F32 && b.dtype != DType::Bf16 && b.dtype != DType::F16)
+      return error(at, fmt::format("fill(...) initialises f32, bf16 and f16 buffers, not {}", dtypeName(b.dtype)));
+    ElidedFillStream stream{(static_cast<uint64_t>(*hi) << 32) | static_cast<uint64_t>(*lo)};
+    uint64_t count = b.sizeBytes() / dtypeBytes(b.dtype);
+    std::string bytes(count * dtypeBytes(b.dtype), '\0');
+    for (uint64_t i = 0; i < count; ++i) {
+      float f = static_cast<float>(stream.uniform());
+      if (b.dtype == DType::F32) {
+        std::memcpy(bytes.data() + 4 * i, &f, 4);
+      } else {
+        uint16_t h = b.dtype == DType::Bf16 ? floatToBf16(f) : floatToHalf(f);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+    }
+    b.init = static_cast<int32_t>(program_.data.size());
+    program_.data.push_back(DataBlob{std::move(bytes)});
+    return true;
+  }
   if (!expect("[", "to start the initial values")) return false;
   uint64_t count = b.sizeBytes() / dtypeBytes(b.dtype);
   std::string bytes;  // grows with the values actually written (bounded by the input)
