@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
   app.add_flag("--check", compiled.check,
                "Compiled HLO: also run the reference interpreter on the same inputs and compare the results");
   auto* checkAtolOpt = app.add_option("--check-atol", checkAtol,
-                                      "--check absolute tolerance (default: from the precision of the module's dots)");
+                                      "--check absolute tolerance (default: per result, from the error bounds of what it depends on)");
   auto* checkRtolOpt = app.add_option("--check-rtol", checkRtol, "--check relative tolerance (default: = atol)");
   app.add_option("--f32-dot-precision", f32Precision,
                  "Compiled HLO: bf16 passes of f32 dots: config (precision_config), default (1), high (3), highest (6)")

@@ -78,6 +78,7 @@ std::optional<std::string> printScheduled(const std::string& text, const isa::Pr
   std::string out = text.substr(0, codeStart);
   out.reserve(text.size() + text.size() / 4);
   size_t m = 0;
+  llo::InstrPrinter printer(program);
   for (size_t b = 0; b <= program.bundles.size(); ++b) {
     for (; m < marks.size() && marks[m].at == b; ++m) {
       out += marks[m].line;
@@ -88,7 +89,7 @@ std::optional<std::string> printScheduled(const std::string& text, const isa::Pr
     const isa::Bundle& bundle = program.bundles[b];
     for (size_t i = 0; i < bundle.instrs.size(); ++i) {
       out += i ? " ; " : " ";
-      out += llo::printInstr(bundle.instrs[i], &program);
+      out += printer.print(bundle.instrs[i]);
     }
     out += " }\n";
   }

@@ -89,9 +89,9 @@ struct CompiledRequest {
   // compiles the module as given. --check always evaluates the module as
   // given, so it checks the optimizations too.
   bool optimize = true;
-  // --check tolerances; unset: derived from the module's dots (2 * unit
-  // roundoff of their bf16 passes * sqrt(contraction length), at least
-  // 1e-5). Integers are always compared exactly.
+  // --check tolerances for every result; unset: one per result from the
+  // error bounds of what it depends on (runner/check_tolerance.h), at least
+  // 1e-5. Integers are always compared exactly.
   std::optional<double> checkAtol, checkRtol;
   // The `check:` verdict as a JSON object line (--diagnostics-format=json)
   // instead of text.
