@@ -344,7 +344,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     }
     case Opcode::Fusion:
       if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
-          !columnReduceFusion(in, nullptr)) {
+          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr)) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -425,6 +425,10 @@ int Lowerer::sreg() {
 VReg Lowerer::valloc(ElementType t) {
   auto get = [&] {
     int r = vregs_.get();
+    if (r < 0 && softVregs_) {  // a trial emission (lower_rows.cpp) that will be discarded
+      vregsExhausted_ = true;
+      return 0;
+    }
     if (r < 0) {
       if (!failed_) diags_.error("llo-gen: fused computation needs more vector registers than the target has");
       failed_ = true;
@@ -3133,6 +3137,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
       if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
+      if (rowFusion(in, nullptr)) return lowerRowFusion(in);
       if (resident_.count(&in)) return lowerResidentFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {
