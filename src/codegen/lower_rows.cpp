@@ -213,12 +213,14 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   // Rows per group: as many as the registers hold (tried from 8 down when
   // the group's body is emitted); `unroll` vregs of each per loop step (a
   // row of few vregs is unrolled whole).
-  int64_t group = 8, unroll = 1;
+  // Short rows need more rows in flight: each fold ends in a lane tree
+  // whose latency only other rows can hide.
+  int64_t maxGroup = fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
+  int64_t group = maxGroup, unroll = 1;
   auto setGroup = [&](int64_t g) {
     group = g;
     unroll = fullV * group <= 32 ? fullV : fullV % 2 == 0 && group <= 4 ? 2 : 1;
   };
-  setGroup(8);
 
   // VMEM: the row vectors, then two slots of `rows` rows (a whole number
   // of groups) of every streamed parameter and result. Blocks of about
@@ -235,9 +237,13 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   const uint64_t room = vmemBudget() > cur + 65536 ? vmemBudget() - cur - 65536 : 0;
   int64_t rows = std::clamp<int64_t>(static_cast<int64_t>((uint64_t{1} << 20) / std::max<uint64_t>(rowBytes, 1)), 1,
                                      4096);
-  rows = std::min<int64_t>({rows, k, static_cast<int64_t>(room / (2 * rowBytes + 2048)) / 8 * 8});
+  // Slots hold whole groups (the last group of a block may run past its rows).
+  const int64_t maxRows = static_cast<int64_t>(room / (2 * rowBytes + 2048));
+  while (maxGroup > 1 && maxGroup > maxRows) maxGroup /= 2;
+  setGroup(maxGroup);
+  rows = std::min<int64_t>({rows, k, maxRows / maxGroup * maxGroup});
   if (rows < 1) return fail(in, "llo-gen: internal error: row fusion rows do not fit VMEM");
-  const int64_t slotRows = (rows + 7) / 8 * 8;  // whole groups of any size
+  const int64_t slotRows = (rows + maxGroup - 1) / maxGroup * maxGroup;  // whole groups of any size
   const uint64_t slot0 = cur;
   for (size_t j = 0; j < nl; ++j) {
     inOff[j] = static_cast<int64_t>(cur - slot0);
@@ -333,7 +339,7 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   };
 
   // Row values of the group's rows (splats).
-  std::vector<std::map<const Instruction*, VReg>> rowVal(8);
+  std::vector<std::map<const Instruction*, VReg>> rowVal(static_cast<size_t>(maxGroup));
   // The row vectors' vregs at the current offset, shared by the group's rows.
   std::map<const Instruction*, VReg> vecVal;
   auto freeVecs = [&]() {
@@ -602,7 +608,7 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
     // The largest group whose body fits the registers.
     const size_t mark = e_.mark();
     const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
-    for (int64_t g = 8;; g /= 2) {
+    for (int64_t g = maxGroup;; g /= 2) {
       setGroup(g);
       softVregs_ = g > 1;
       vregsExhausted_ = false;

@@ -257,6 +257,18 @@ Decision ComputationFuser::decide(int32_t p) {
       d.reason = fmt::format("would duplicate {}, which has {} users", e->name(), users.size());
       return d;
     }
+  // Elementwise work on a dot's result stays for the dot's output fusion
+  // rather than joining a row kernel (the MXU kernel then writes the
+  // narrow result type once).
+  for (int32_t c : users)
+    if (nodeCost(c).isFusion && nodeCost(c).lowering == codegen::FusionLowering::Rows)
+      for (int32_t m : n.members)
+        for (int32_t o : graph_.operandsOf(m))
+          if (isMatmul(*graph_.instruction(o)) && !graph_.contains(p, o)) {
+            d.reason = fmt::format("{} is the epilogue of {}'s output fusion, not part of a row kernel",
+                                   name(n.outputs[0]), name(o));
+            return d;
+          }
   double unfused = nodeCost(p).cycles, fused = 0;
   const KernelEstimate* resident = nullptr;  // a fused kernel no streaming kernel covers, if any
   for (int32_t c : users) {
@@ -346,6 +358,10 @@ void ComputationFuser::fuseRowNormalizations() {
       if (in.opcode() == Opcode::Reduce)
         return in.operandCount() == 2 && in.attrs().dimensions == red.attrs().dimensions && d == rowDims;
       if (in.opcode() == Opcode::Broadcast) return true;
+      // Elementwise work on a dot's result is its output fusion's epilogue
+      // (the MXU kernel then writes the narrow type, not f32).
+      for (int32_t o : graph_.operandsOf(i))
+        if (isMatmul(*graph_.instruction(o))) return false;
       return hlo::isElementwise(in.opcode()) && in.opcode() != Opcode::Rng && in.opcode() != Opcode::BitcastConvert &&
              unfusibleReason(in, false).empty();
     };
