@@ -327,6 +327,8 @@ void ComputationFuser::fuseIntoUsers(int32_t p, std::vector<int32_t>& touched) {
 void ComputationFuser::fuseRowNormalizations() {
   const int32_t count = graph_.instructionCount();
   std::vector<char> taken(static_cast<size_t>(count), 0);
+  // Per seed, stamped with the seed (no clearing: linear over all seeds).
+  std::vector<int32_t> inStamp(static_cast<size_t>(count), -1), seenStamp(static_cast<size_t>(count), -1);
   auto single = [&](int32_t i) {
     const int32_t n = graph_.nodeOf(i);
     return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
@@ -366,15 +368,15 @@ void ComputationFuser::fuseRowNormalizations() {
              unfusibleReason(in, false).empty();
     };
     std::vector<int32_t> members, stack{seed};
-    std::vector<char> in(static_cast<size_t>(count), 0);
-    in[static_cast<size_t>(seed)] = 1;
+    auto in = [&](int32_t j) { return inStamp[static_cast<size_t>(j)] == seed; };
+    inStamp[static_cast<size_t>(seed)] = seed;
     while (!stack.empty() && static_cast<int>(members.size()) <= options_.maxInstructions) {
       const int32_t i = stack.back();
       stack.pop_back();
       members.push_back(i);
       auto visit = [&](int32_t j) {
-        if (!in[static_cast<size_t>(j)] && fits(j)) {
-          in[static_cast<size_t>(j)] = 1;
+        if (!in(j) && fits(j)) {
+          inStamp[static_cast<size_t>(j)] = seed;
           stack.push_back(j);
         }
       };
@@ -386,7 +388,7 @@ void ComputationFuser::fuseRowNormalizations() {
     std::vector<int32_t> outputs;
     for (int32_t m : members) {
       bool needed = m == graph_.rootIndex();
-      for (int32_t u : graph_.usersOf(m)) needed |= !in[static_cast<size_t>(u)];
+      for (int32_t u : graph_.usersOf(m)) needed |= !in(u);
       if (needed) outputs.push_back(m);
     }
     if (outputs.empty()) continue;
@@ -394,12 +396,12 @@ void ComputationFuser::fuseRowNormalizations() {
     // norm and a residual add of the same shape): that would be a cycle.
     bool cycle = false;
     {
-      std::vector<char> seen(static_cast<size_t>(count), 0);
+      auto seen = [&](int32_t j) { return seenStamp[static_cast<size_t>(j)] == seed; };
       std::vector<int32_t> work;
       for (int32_t m : members)
         for (int32_t u : graph_.usersOf(m))
-          if (!in[static_cast<size_t>(u)] && !seen[static_cast<size_t>(u)]) {
-            seen[static_cast<size_t>(u)] = 1;
+          if (!in(u) && !seen(u)) {
+            seenStamp[static_cast<size_t>(u)] = seed;
             work.push_back(u);
           }
       for (int budget = 4096; !work.empty() && !cycle; --budget) {
@@ -410,9 +412,9 @@ void ComputationFuser::fuseRowNormalizations() {
         const int32_t v = work.back();
         work.pop_back();
         for (int32_t u : graph_.usersOf(v)) {
-          if (in[static_cast<size_t>(u)]) cycle = true;
-          if (!seen[static_cast<size_t>(u)]) {
-            seen[static_cast<size_t>(u)] = 1;
+          if (in(u)) cycle = true;
+          if (!seen(u)) {
+            seenStamp[static_cast<size_t>(u)] = seed;
             work.push_back(u);
           }
         }
