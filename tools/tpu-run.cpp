@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
       .examples =
           "  tpu-run model.hlo --seed=1 --check --stats          compile, simulate, compare with "
           "interpreter\n"
+          "  tpu-run -O0 model.hlo --seed=1 --stats              compile without hlo-fuse's optimizations\n"
           "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
           "  tpu-run kernel.llo --seed=1 --output=@c.npy --trace=t.json   result as .npy, Perfetto trace\n"
           "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
@@ -122,6 +123,12 @@ int main(int argc, char** argv) {
                  "Elided constants ({...}): random (fill with deterministic data, warn) or error")
       ->check(CLI::IsMember({"random", "error"}))
       ->capture_default_str();
+  int optLevel = 1;
+  app.add_option("-O", optLevel,
+                 "Compiled HLO: optimization level: 1 (default) runs hlo-fuse's default pipeline before llo-gen, 0 "
+                 "compiles the module as given")
+      ->check(CLI::Range(0, 1))
+      ->capture_default_str();
   app.add_flag("--check", compiled.check,
                "Compiled HLO: also run the reference interpreter on the same inputs and compare the results");
   auto* checkAtolOpt = app.add_option("--check-atol", checkAtol,
@@ -148,6 +155,7 @@ int main(int argc, char** argv) {
     if (seedOpt->count() > 0) options.seed = seed;
     options.forceBinaryToTerminal = t.options().force;
     compiled.jsonVerdict = t.diagnosticFormat() == tpu::DiagnosticFormat::Json || t.options().stats == "json";
+    compiled.optimize = optLevel > 0;
     options.elidedConstantsAreErrors = elided == "error";
     if (checkAtolOpt->count()) compiled.checkAtol = checkAtol;
     if (checkRtolOpt->count()) compiled.checkRtol = checkRtol;

@@ -483,8 +483,7 @@ void Lowerer::endKernel(double flops, uint64_t hbmBytes, uint64_t vmemBytes) {
   k.flops = flops;
   k.hbmBytes = hbmBytes;
   k.vmemBytes = vmemBytes;
-  auto rb = target::rooflineBound(target_, flops, static_cast<double>(hbmBytes));
-  k.estimatedCycles = rb.seconds * target_.clockHz * target_.coresPerChip + target_.dma.latencyCycles;
+  k.estimatedCycles = target::kernelCycles(target_, flops, static_cast<double>(hbmBytes));
   stats_.kernels.push_back(k);
 }
 

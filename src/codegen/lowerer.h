@@ -20,6 +20,7 @@
 
 #include "codegen/buffer_assignment.h"
 #include "codegen/emitter.h"
+#include "codegen/fusion_lowering.h"
 #include "codegen/lower.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
@@ -418,6 +419,8 @@ class Lowerer {
         masks_('m', 0, t.registers.vmasks) {}
 
   std::optional<CodegenResult> run();
+  // Which kernel a fusion instruction becomes (fusion_lowering.cpp).
+  FusionLowering classifyFusion(const Instruction& in) const;
 
  private:
   // ---- planning ----

@@ -55,6 +55,7 @@ bool PassPipeline::runWith(hlo::Module& module, DiagnosticEngine& diags, const A
     ++roundsRun_;
     bool changedThisRound = false;
     for (auto& pass : passes_) {
+      if (contextOrNull()) pass->setContext(contextOrNull());
       // A nested pipeline reports its own members to `after`.
       auto* inner = dynamic_cast<PassPipeline*>(pass.get());
       bool innerOk = true;
@@ -105,6 +106,7 @@ bool PassManager::afterPass(hlo::Module& module, DiagnosticEngine& diags, Pass& 
 bool PassManager::run(hlo::Module& module, DiagnosticEngine& diags) {
   using Clock = std::chrono::steady_clock;
   for (auto& pass : passes_) {
+    if (context_) pass->setContext(context_);
     if (auto* pipeline = dynamic_cast<PassPipeline*>(pass.get())) {
       // Members are timed, verified and printed one by one; the pipeline
       // itself is verified once more at its end like any pass.

@@ -15,8 +15,30 @@
 namespace tpu::hlo {
 class Module;
 }
+namespace tpu::target {
+struct TargetDesc;
+}
 
 namespace tpu::passes {
+
+// One explanation of a decision a pass took (an optimization remark, as
+// LLVM's -Rpass): `text` is its line for people, `json` one JSON object
+// for tools. Passes append them in a deterministic order.
+struct Remark {
+  std::string pass;
+  std::string text;
+  std::string json;
+};
+
+// What the running tool tells the passes it runs. Passes that price their
+// decisions on a chip use `targetDesc` when set, else load `target`
+// (--target: a built-in name or a JSON file); passes that explain their
+// decisions append to `remarks` when it is set (nobody asked otherwise).
+struct PassContext {
+  std::string target = "v5e";
+  const target::TargetDesc* targetDesc = nullptr;
+  std::vector<Remark>* remarks = nullptr;
+};
 
 class Pass {
  public:
@@ -25,6 +47,20 @@ class Pass {
   // Returns true if the module changed; reports problems to `diags` (an
   // error there stops the pipeline).
   virtual bool run(hlo::Module& module, DiagnosticEngine& diags) = 0;
+
+  // Set by PassManager before run() (a pipeline hands it to its members); a
+  // default context when never set.
+  void setContext(const PassContext* context) { context_ = context; }
+  const PassContext& context() const {
+    static const PassContext fallback;
+    return context_ ? *context_ : fallback;
+  }
+
+ protected:
+  const PassContext* contextOrNull() const { return context_; }
+
+ private:
+  const PassContext* context_ = nullptr;
 };
 
 // A pass made of member passes run in order, repeated until no member
@@ -108,6 +144,8 @@ class PassManager {
       : options_(std::move(options)), printer_(std::move(printer)), verifier_(std::move(verifier)) {}
 
   void add(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
+  // Handed to every pass before it runs (the caller keeps it alive).
+  void setContext(const PassContext* context) { context_ = context; }
   // Parses "a,b,c" against the registry; reports unknown names.
   bool addPipeline(std::string_view pipeline, DiagnosticEngine& diags);
   size_t size() const { return passes_.size(); }
@@ -128,6 +166,7 @@ class PassManager {
   Verifier verifier_;
   std::vector<std::unique_ptr<Pass>> passes_;
   std::vector<PassTiming> timings_;
+  const PassContext* context_ = nullptr;
 };
 
 }  // namespace tpu::passes

@@ -77,6 +77,10 @@ struct CompiledRequest {
   SimulatorRequest simulator;
   codegen::F32DotPrecision f32DotPrecision = codegen::F32DotPrecision::FromConfig;
   bool check = false;  // also run the interpreter and compare
+  // Run hlo-fuse's default pipeline before llo-gen (-O1, the default); -O0
+  // compiles the module as given. --check always evaluates the module as
+  // given, so it checks the optimizations too.
+  bool optimize = true;
   // --check tolerances; unset: derived from the module's dots (2 * unit
   // roundoff of their bf16 passes * sqrt(contraction length), at least
   // 1e-5). Integers are always compared exactly.
@@ -86,8 +90,9 @@ struct CompiledRequest {
   bool jsonVerdict = false;
 };
 
-// Compiles `module` in memory (llo-gen's lowering, assembled), runs it on
-// the simulator, and with `check` compares with the reference interpreter.
+// Compiles `module` in memory (hlo-fuse's default pipeline unless
+// `optimize` is off, then llo-gen's lowering, assembled), runs it on the
+// simulator, and with `check` compares with the reference interpreter.
 RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc& target, const RunOptions& options,
                             const CompiledRequest& request, std::string& statsText, DiagnosticEngine& diags);
 

@@ -7,6 +7,8 @@
 
 #include "eval/evaluator.h"
 #include "hlo/computation.h"
+#include "passes/clone.h"
+#include "passes/fusion/pipeline.h"
 #include "runner/run.h"
 #include "runner/tensor_io.h"
 #include "support/float_format.h"
@@ -108,9 +110,15 @@ double checkTolerance(const hlo::Module& module, codegen::F32DotPrecision overri
 RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc& target, const RunOptions& options,
                             const CompiledRequest& request, std::string& statsText, DiagnosticEngine& diags) {
   RunReport failed{1, {}};
+  // The pipeline runs on a copy: the interpreter (--check) sees the module as given.
+  std::unique_ptr<hlo::Module> optimized;
+  if (request.optimize) {
+    optimized = passes::cloneModule(module);
+    if (!fusion::optimizeModule(*optimized, target, diags)) return failed;
+  }
   codegen::CodegenOptions codegenOptions;
   codegenOptions.f32DotPrecision = request.f32DotPrecision;
-  auto program = codegen::compileModule(module, target, codegenOptions, diags);
+  auto program = codegen::compileModule(optimized ? *optimized : module, target, codegenOptions, diags);
   if (!program) return failed;
   sim::LoadedProgram loaded{std::move(*program), target, {}};
 

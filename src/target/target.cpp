@@ -318,4 +318,9 @@ RooflineBound rooflineBound(const TargetDesc& t, double flops, double bytes, Mat
   return b;
 }
 
+double kernelCycles(const TargetDesc& t, double flops, double hbmBytes, double dmaRoundTrips) {
+  RooflineBound rb = rooflineBound(t, flops, hbmBytes);
+  return rb.seconds * t.clockHz * t.coresPerChip + dmaRoundTrips * t.dma.latencyCycles;
+}
+
 }  // namespace tpu::target

@@ -143,4 +143,11 @@ struct RooflineBound {
 RooflineBound rooflineBound(const TargetDesc& t, double flops, double bytes,
                             MathKind kind = MathKind::Bf16);
 
+// The kernel estimate of llo-gen's --stats (`estimated_cycles`), which
+// hlo-fuse's cost model uses too, so both tools price a kernel alike: the
+// roofline time of its flops and HBM bytes in core cycles (x cores: the
+// figure is per chip), plus one DMA latency per round trip the kernel waits
+// for (one for a streaming kernel; more when it runs sections in turn).
+double kernelCycles(const TargetDesc& t, double flops, double hbmBytes, double dmaRoundTrips = 1);
+
 }  // namespace tpu::target

@@ -99,6 +99,10 @@ int runHloTool(Tool& tool, const HloToolConfig& config) {
           pmOptions, [](const hlo::Module& m) { return hlo::printHloText(m); },
           [](const hlo::Module& m, DiagnosticEngine& d) { return hlo::verifyLoadedModule(m, d); });
       pm.addPipeline(pipeline, diags);
+      if (config.context) {
+        if (tool.spec().usesTarget) config.context->target = options.target;
+        pm.setContext(config.context);
+      }
       if (flags().stripMetadata) pm.add(std::make_unique<StripMetadataPass>());
       ok = pm.run(*loaded.module, diags);
       if (options.timePasses) {

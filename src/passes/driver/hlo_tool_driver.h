@@ -7,7 +7,7 @@
 #include <string>
 
 #include "hlo/module.h"
-
+#include "passes/pass.h"
 #include "support/tool.h"
 
 namespace tpu::passes {
@@ -15,6 +15,9 @@ namespace tpu::passes {
 struct HloToolConfig {
   // Passes run when --passes is not given (comma-separated; may be empty).
   std::string defaultPipeline;
+  // Handed to the passes (optional; kept alive by the caller). When the
+  // tool takes --target, the driver fills in `target` from it.
+  PassContext* context = nullptr;
   // More --stats after the module statistics (hlo-partition: communication);
   // for JSON, members (`"key": value, ...`) added to the module's object.
   std::function<std::string(const hlo::Module&, const std::string& format)> moreStats;

@@ -210,6 +210,7 @@ std::string_view AlgsimpPass::name() const {
 bool AlgsimpPass::run(hlo::Module& module, DiagnosticEngine&) {
   bool changed = false;
   for (const auto& c : module.computations()) changed |= simplifyComputation(*c, options_);
+  changed |= removeUnusedFusionParameters(module);
   return changed;
 }
 

@@ -142,6 +142,7 @@ bool ConstantFoldingPass::run(hlo::Module& module, DiagnosticEngine&) {
       if (Instruction* constant = folder.fold(*in)) rw.replaceAllUses(in, constant);
     changed |= rw.finish();
   }
+  changed |= removeUnusedFusionParameters(module);
   return changed;
 }
 

@@ -176,6 +176,7 @@ bool CsePass::run(hlo::Module& module, DiagnosticEngine&) {
   ComputationEquality computations;
   bool changed = false;
   for (const auto& c : module.computations()) changed |= cseComputation(*c, computations);
+  changed |= removeUnusedFusionParameters(module);
   return changed;
 }
 

@@ -33,6 +33,7 @@ bool DcePass::run(hlo::Module& module, DiagnosticEngine&) {
   // Instructions first: a call removed here may leave its callee unreachable.
   for (const auto& c : module.computations()) changed |= removeDeadInstructions(*c) > 0;
   changed |= removeUnreachableComputations(module);
+  changed |= removeUnusedFusionParameters(module);
   return changed;
 }
 

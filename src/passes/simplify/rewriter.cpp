@@ -274,6 +274,64 @@ bool Rewriter::removeNewlyDead() {
   return true;
 }
 
+namespace {
+
+// Drops the unused parameters of `fused`, called only by `callers`; returns
+// whether it dropped any.
+bool dropUnusedParameters(hlo::Computation& fused, const std::vector<Instruction*>& callers) {
+  std::vector<Instruction*> parameters = fused.parameters();
+  std::unordered_set<const Instruction*> used;
+  for (const auto& i : fused.instructions())
+    for (int64_t k = 0; k < i->operandCount(); ++k) used.insert(i->operand(k));
+  used.insert(fused.root());
+  std::vector<int64_t> kept;  // old parameter numbers, in order
+  for (int64_t k = 0; k < static_cast<int64_t>(parameters.size()); ++k)
+    if (parameters[static_cast<size_t>(k)] == nullptr || used.count(parameters[static_cast<size_t>(k)])) kept.push_back(k);
+  if (kept.size() == parameters.size()) return false;
+  for (const Instruction* caller : callers)
+    if (caller->operandCount() != static_cast<int64_t>(parameters.size())) return false;  // malformed: leave it
+  std::unordered_set<const Instruction*> dropped;
+  for (Instruction* p : parameters)
+    if (p && !used.count(p)) dropped.insert(p);
+  fused.removeInstructionsIf([&](const Instruction& i) { return dropped.count(&i) != 0; });
+  for (size_t n = 0; n < kept.size(); ++n)
+    if (Instruction* p = parameters[static_cast<size_t>(kept[n])]) p->attrs().parameterNumber = static_cast<int64_t>(n);
+  for (Instruction* caller : callers) {
+    std::vector<Instruction*> operands;
+    operands.reserve(kept.size());
+    for (int64_t k : kept) operands.push_back(caller->operand(k));
+    caller->setOperands(operands);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool removeUnusedFusionParameters(hlo::Module& module) {
+  std::unordered_map<hlo::Computation*, std::vector<Instruction*>> fusionCallers;
+  std::unordered_set<const hlo::Computation*> otherwiseCalled;
+  for (const auto& c : module.computations())
+    for (const auto& i : c->instructions())
+      for (hlo::Computation* callee : i->calledComputations()) {
+        if (i->opcode() == Opcode::Fusion)
+          fusionCallers[callee].push_back(i.get());
+        else
+          otherwiseCalled.insert(callee);
+      }
+  bool changed = false;
+  // Callee before caller in the module's order is not guaranteed, so repeat
+  // until a dropped operand leaves no parameter of an enclosing fusion unused.
+  for (bool again = true; again;) {
+    again = false;
+    for (const auto& c : module.computations()) {
+      auto found = fusionCallers.find(c.get());
+      if (found == fusionCallers.end() || otherwiseCalled.count(c.get())) continue;
+      if (dropUnusedParameters(*c, found->second)) again = changed = true;
+    }
+  }
+  return changed;
+}
+
 bool Rewriter::finish() {
   if (!changed_ && !appended_) return false;
   if (usersBuilt_) {

@@ -50,6 +50,14 @@ bool anyInstruction(const hlo::Computation& computation,
 int64_t removeDeadInstructions(hlo::Computation& computation,
                                const std::unordered_set<const hlo::Instruction*>& erased = {});
 
+// Removes the parameters of fused computations that nothing in them reads
+// any more (a rewrite inside a fusion can leave one: xor(p, p) -> 0), with
+// the matching operands of every fusion calling them, and renumbers the
+// rest: the verifier rejects unused parameters in fused computations.
+// Computations also called by something other than a fusion are left alone.
+// Returns whether anything changed.
+bool removeUnusedFusionParameters(hlo::Module& module);
+
 class Rewriter {
  public:
   explicit Rewriter(hlo::Computation& computation);

@@ -55,6 +55,7 @@ bool TupleSimplifyPass::run(hlo::Module& module, DiagnosticEngine&) {
     }
     changed |= rw.finish();
   }
+  changed |= removeUnusedFusionParameters(module);
   return changed;
 }
 

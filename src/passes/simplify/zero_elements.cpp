@@ -49,6 +49,7 @@ bool ZeroElementsPass::run(hlo::Module& module, DiagnosticEngine&) {
     }
     changed |= rw.finish();
   }
+  changed |= removeUnusedFusionParameters(module);
   return changed;
 }
 

@@ -1,0 +1,48 @@
+#include "codegen/fusion_lowering.h"
+
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+std::string_view fusionLoweringName(FusionLowering lowering) {
+  switch (lowering) {
+    case FusionLowering::Loop: return "loop";
+    case FusionLowering::Output: return "output";
+    case FusionLowering::Input: return "input";
+    case FusionLowering::ColumnReduction: return "column-reduction";
+    case FusionLowering::Resident: return "resident";
+  }
+  return "resident";
+}
+
+// The order of Lowerer::emitInstruction's fusion case.
+FusionLowering Lowerer::classifyFusion(const Instruction& in) const {
+  if (isFlatFusion(in)) return FusionLowering::Loop;
+  if (matmulEpilogueFusion(in, nullptr)) return FusionLowering::Output;
+  if (inputFusion(in, nullptr)) return FusionLowering::Input;
+  if (columnReduceFusion(in, nullptr)) return FusionLowering::ColumnReduction;
+  return FusionLowering::Resident;
+}
+
+FusionLowering classifyFusion(const hlo::Instruction& fusion, const target::TargetDesc& target,
+                              const CodegenOptions& options) {
+  // The classifiers read the fusion and the target only; the module is
+  // there for the lowering proper.
+  static const hlo::Module unused("classify");
+  DiagnosticEngine diags;
+  const hlo::Computation* parent = fusion.parent();
+  const hlo::Module& module = parent && parent->parent() ? *parent->parent() : unused;
+  return Lowerer(module, target, options, diags).classifyFusion(fusion);
+}
+
+int64_t residentSections(const hlo::Computation& fused) {
+  int64_t n = 0;
+  for (const auto& i : fused.instructions()) {
+    Opcode op = i->opcode();
+    n += op != Opcode::Parameter && op != Opcode::Constant && op != Opcode::Tuple && op != Opcode::GetTupleElement &&
+         op != Opcode::Reshape && op != Opcode::Bitcast;
+  }
+  return n;
+}
+
+}  // namespace tpu::codegen

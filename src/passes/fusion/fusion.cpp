@@ -1,0 +1,668 @@
+#include "passes/fusion/fusion.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <optional>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "passes/fusion/fusion_graph.h"
+#include "passes/fusion/rules.h"
+#include "passes/fusion/sink_reshapes.h"
+
+namespace tpu::fusion {
+
+namespace {
+
+using hlo::Instruction;
+using hlo::Opcode;
+
+constexpr double kNever = -std::numeric_limits<double>::infinity();
+// Cycle sums are compared with this much slack (they are sums of doubles).
+constexpr double kSlack = 1e-6;
+
+// Fusing a producer node into all its users: worth `priority` cycles, or
+// not at all (kNever) for `reason`.
+struct Decision {
+  double priority = kNever;
+  std::string reason;
+};
+
+hlo::FusionKind kindOf(const KernelEstimate& e, const std::vector<const Instruction*>& members) {
+  switch (e.lowering) {
+    case codegen::FusionLowering::Output: return hlo::FusionKind::Output;
+    case codegen::FusionLowering::Input:
+    case codegen::FusionLowering::ColumnReduction: return hlo::FusionKind::Input;
+    case codegen::FusionLowering::Loop: return hlo::FusionKind::Loop;
+    case codegen::FusionLowering::Resident: break;
+  }
+  bool reduces = false;
+  for (const Instruction* m : members) {
+    if (isMatmul(*m)) return hlo::FusionKind::Output;
+    reduces |= m->opcode() == Opcode::Reduce;
+  }
+  return reduces ? hlo::FusionKind::Input : hlo::FusionKind::Loop;
+}
+
+std::string_view kindName(hlo::FusionKind k) {
+  switch (k) {
+    case hlo::FusionKind::Loop: return "kLoop";
+    case hlo::FusionKind::Input: return "kInput";
+    case hlo::FusionKind::Output: return "kOutput";
+    case hlo::FusionKind::Custom: return "kCustom";
+  }
+  return "kLoop";
+}
+
+class ComputationFuser {
+ public:
+  ComputationFuser(hlo::Computation& c, const CostModel& cost, const FusionOptions& options)
+      : graph_(c), cost_(cost), options_(options) {}
+
+  void fuseProducersIntoConsumers();
+  void fuseMultiOutput();
+  void explainUnfusedEdges(const std::string& pass, std::vector<passes::Remark>& remarks);
+  // Writes every node of several members as a fusion; returns whether the
+  // computation changed. Computations of fusions merged into others go
+  // to `unused`.
+  bool materialize(hlo::Module& module, NameTable& names, const std::string& pass,
+                   std::vector<passes::Remark>* remarks, std::vector<hlo::Computation*>& unused);
+
+ private:
+  struct Edge {
+    std::string refusal;
+    KernelEstimate fused;
+  };
+
+  const std::string& name(int32_t i) const { return graph_.instruction(i)->name(); }
+  const KernelEstimate& nodeCost(int32_t n);
+  const Edge& edge(int32_t p, int32_t c);
+  std::string memberRefusal(int32_t n) const;
+  std::string structuralRefusal(int32_t p, int32_t c, const std::vector<int32_t>& members) const;
+  std::string inPlaceRefusal(int32_t p, int32_t c) const;
+  const Instruction* duplicationCost(int32_t n) const;
+  bool onlyRenames(int32_t n) const;
+  Decision decide(int32_t p);
+  void fuseIntoUsers(int32_t p, std::vector<int32_t>& touched);
+  bool tryMerge(int32_t a, int32_t b);
+  passes::Remark fusedRemark(const std::string& pass, int32_t n, const std::string& fusionName,
+                             hlo::FusionKind kind);
+
+  FusionGraph graph_;
+  const CostModel& cost_;
+  FusionOptions options_;
+  // A deque: growing it keeps the references nodeCost() handed out valid.
+  std::deque<std::optional<KernelEstimate>> nodeCosts_;
+  // Edges by producer node: (consumer node, index into edgeStore_). The
+  // store is a deque so the references edge() hands out stay valid.
+  std::vector<std::vector<std::pair<int32_t, size_t>>> edgesByProducer_;
+  std::deque<Edge> edgeStore_;
+};
+
+const KernelEstimate& ComputationFuser::nodeCost(int32_t n) {
+  if (nodeCosts_.size() <= static_cast<size_t>(n)) nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
+  std::optional<KernelEstimate>& slot = nodeCosts_[static_cast<size_t>(n)];
+  if (!slot) slot = cost_.estimate(graph_, graph_.node(n).members, graph_.node(n).outputs);
+  return *slot;
+}
+
+std::string ComputationFuser::memberRefusal(int32_t n) const {
+  for (int32_t m : graph_.node(n).members) {
+    std::string r = unfusibleReason(*graph_.instruction(m), graph_.ordered(m));
+    if (!r.empty()) return r;
+  }
+  return {};
+}
+
+// A buffer a dynamic-update-slice of c updates in place must not be read by
+// what is fused in beside it, unless that is elementwise work (XLA's
+// in-place rule, FUSION.md 2.2).
+std::string ComputationFuser::inPlaceRefusal(int32_t p, int32_t c) const {
+  for (int32_t m : graph_.node(c).members) {
+    if (graph_.instruction(m)->opcode() != Opcode::DynamicUpdateSlice) continue;
+    const int32_t buffer = graph_.operandsOf(m)[0];
+    if (graph_.contains(c, buffer)) continue;
+    // Elementwise work may read it; so may one dynamic-slice of exactly the
+    // element block the update writes (same indices, same shape).
+    bool reads = false, safe = true;
+    int slices = 0;
+    const std::vector<int32_t>& dusOps = graph_.operandsOf(m);
+    for (int32_t x : graph_.node(p).members) {
+      const Instruction& i = *graph_.instruction(x);
+      const std::vector<int32_t>& ops = graph_.operandsOf(x);
+      for (int32_t o : ops) reads |= o == buffer;
+      if (hlo::isElementwise(i.opcode()) || movesNoData(i)) continue;
+      const bool sameBlock = i.opcode() == Opcode::DynamicSlice && !ops.empty() && ops[0] == buffer &&
+                             std::equal(ops.begin() + 1, ops.end(), dusOps.begin() + 2, dusOps.end()) &&
+                             ops.size() + 1 == dusOps.size() &&
+                             i.shape() == graph_.instruction(dusOps[1])->shape();
+      safe &= sameBlock && ++slices == 1;
+    }
+    if (reads && !safe)
+      return fmt::format("{} updates {} in place, and {} reads it too", name(m), name(buffer),
+                         name(graph_.node(p).outputs[0]));
+  }
+  return {};
+}
+
+std::string ComputationFuser::structuralRefusal(int32_t p, int32_t c, const std::vector<int32_t>& members) const {
+  if (std::string r = memberRefusal(c); !r.empty()) return "consumer " + r;
+  if (static_cast<int>(members.size()) > options_.maxInstructions)
+    return fmt::format("the fusion would hold {} instructions, more than the {} allowed", members.size(),
+                       options_.maxInstructions);
+  std::vector<int32_t> matmuls;
+  for (int32_t m : members)
+    if (isMatmul(*graph_.instruction(m))) matmuls.push_back(m);
+  if (matmuls.size() > 1)
+    return fmt::format("{} and {} would share a kernel, and an MXU kernel runs one dot or convolution",
+                       name(matmuls[0]), name(matmuls[1]));
+  if (matmuls.size() == 1 && graph_.contains(c, matmuls[0]))
+    for (int32_t m : graph_.node(p).members)
+      if (!isPrologueOp(*graph_.instruction(m)))
+        return fmt::format("{} takes only elementwise or view prologues on its operands, and {} is neither",
+                           name(matmuls[0]), name(m));
+  if (std::string r = inPlaceRefusal(p, c); !r.empty()) return r;
+  std::vector<int32_t> inputs;
+  for (int32_t m : members)
+    for (int32_t o : graph_.operandsOf(m))
+      if (!std::binary_search(members.begin(), members.end(), o)) inputs.push_back(o);
+  std::sort(inputs.begin(), inputs.end());
+  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+  if (static_cast<int>(inputs.size()) > options_.maxOperands)
+    return fmt::format("the fusion would read {} operands, more than the {} allowed", inputs.size(),
+                       options_.maxOperands);
+  return {};
+}
+
+const ComputationFuser::Edge& ComputationFuser::edge(int32_t p, int32_t c) {
+  if (edgesByProducer_.size() <= static_cast<size_t>(p)) edgesByProducer_.resize(static_cast<size_t>(p) + 1);
+  std::vector<std::pair<int32_t, size_t>>& known = edgesByProducer_[static_cast<size_t>(p)];
+  for (const auto& [consumer, index] : known)
+    if (consumer == c) return edgeStore_[index];
+  Edge e;
+  std::vector<int32_t> members = graph_.unionMembers(p, c);
+  e.refusal = structuralRefusal(p, c, members);
+  if (e.refusal.empty()) {
+    e.fused = cost_.estimate(graph_, members, graph_.node(c).outputs);
+    e.refusal = e.fused.refusal;
+  }
+  known.push_back({c, edgeStore_.size()});
+  edgeStore_.push_back(std::move(e));
+  return edgeStore_.back();
+}
+
+// The instruction that makes computing node n twice a waste (nullptr: n may
+// be duplicated).
+const Instruction* ComputationFuser::duplicationCost(int32_t n) const {
+  for (int32_t m : graph_.node(n).members) {
+    const Instruction& i = *graph_.instruction(m);
+    if (isExpensive(i) && !isAlwaysDuplicable(i)) return &i;
+  }
+  return nullptr;
+}
+
+bool ComputationFuser::onlyRenames(int32_t n) const {
+  for (int32_t m : graph_.node(n).members)
+    if (!movesNoData(*graph_.instruction(m))) return false;
+  return true;
+}
+
+Decision ComputationFuser::decide(int32_t p) {
+  Decision d;
+  const FusionGraph::Node& n = graph_.node(p);
+  if (n.members.size() == 1 && graph_.instruction(n.members[0])->opcode() == Opcode::Constant &&
+      graph_.instruction(n.members[0])->shape().isScalar()) {
+    d.reason = "scalar constants are copied into every fusion that reads them";
+    return d;
+  }
+  if (n.outputs.size() != 1) {
+    d.reason = fmt::format("{} leaves a multi-output fusion, which fuses no further", name(n.outputs[0]));
+    return d;
+  }
+  if (std::string r = memberRefusal(p); !r.empty()) {
+    d.reason = r;
+    return d;
+  }
+  bool result = false;
+  std::vector<int32_t> users = graph_.users(p, &result, static_cast<size_t>(options_.maxUsers));
+  if (result || users.empty()) {
+    d.reason = fmt::format("{} is the computation's result", name(n.outputs[0]));
+    return d;
+  }
+  if (static_cast<int>(users.size()) > options_.maxUsers) {
+    d.reason = fmt::format("{} has more than {} users; fusion into more is not tried", name(n.outputs[0]),
+                           options_.maxUsers);
+    return d;
+  }
+  auto allOrNone = [&](int32_t c, const std::string& refusal) {
+    if (users.size() == 1) return refusal;
+    return fmt::format("{} fuses into all its {} users or none, and into {}: {}", name(n.outputs[0]), users.size(),
+                       name(graph_.node(c).members.back()), refusal);
+  };
+  // Consumers that take nothing first: they make copying pointless.
+  for (int32_t c : users)
+    if (std::string r = memberRefusal(c); !r.empty()) {
+      d.reason = allOrNone(c, "consumer " + r);
+      return d;
+    }
+  if (users.size() > 1)
+    if (const Instruction* e = duplicationCost(p)) {
+      d.reason = fmt::format("would duplicate {}, which has {} users", e->name(), users.size());
+      return d;
+    }
+  double unfused = nodeCost(p).cycles, fused = 0;
+  const KernelEstimate* resident = nullptr;  // a fused kernel no streaming kernel covers, if any
+  for (int32_t c : users) {
+    const Edge& e = edge(p, c);
+    if (!e.refusal.empty()) {
+      d.reason = allOrNone(c, e.refusal);
+      return d;
+    }
+    unfused += nodeCost(c).cycles;
+    fused += e.fused.cycles;
+    if (!resident && e.fused.lowering == codegen::FusionLowering::Resident) resident = &e.fused;
+  }
+  const double gain = unfused - fused;
+  if (gain > kSlack || (gain >= -kSlack && onlyRenames(p))) {
+    d.priority = gain;
+    return d;
+  }
+  // Say why the fused kernel is slow when it is: llo-gen would run it as sections.
+  const std::string why =
+      resident ? fmt::format(" (no streaming kernel covers the fusion: it would run {} sections, each waiting for its "
+                             "DMAs)",
+                             resident->sections)
+               : "";
+  d.reason = fmt::format("fusing {} into its {} would not pay: {:.0f} estimated cycles fused against {:.0f} apart{}",
+                         name(n.outputs[0]), users.size() == 1 ? "user" : fmt::format("{} users", users.size()),
+                         fused, unfused, why);
+  return d;
+}
+
+void ComputationFuser::fuseIntoUsers(int32_t p, std::vector<int32_t>& touched) {
+  std::vector<int32_t> users = graph_.users(p);
+  graph_.kill(p);
+  for (int32_t c : users) {
+    const Edge e = edge(p, c);
+    std::vector<int32_t> members = graph_.unionMembers(p, c);
+    std::vector<int32_t> outputs = graph_.node(c).outputs;
+    graph_.kill(c);
+    int32_t f = graph_.addNode(std::move(members), std::move(outputs));
+    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
+    nodeCosts_[static_cast<size_t>(f)] = e.fused;
+    touched.push_back(f);
+    for (int32_t v : graph_.inputs(f))
+      if (int32_t q = graph_.nodeOf(v); q >= 0) touched.push_back(q);
+  }
+}
+
+void ComputationFuser::fuseProducersIntoConsumers() {
+  struct Entry {
+    double priority;
+    int32_t node;
+    uint32_t version;
+    bool operator<(const Entry& o) const {
+      return priority != o.priority ? priority < o.priority : node > o.node;  // max priority, then first node
+    }
+  };
+  std::priority_queue<Entry> queue;
+  std::vector<uint32_t> version(static_cast<size_t>(graph_.nodeCount()), 0);
+  auto consider = [&](int32_t n) {
+    if (version.size() <= static_cast<size_t>(n)) version.resize(static_cast<size_t>(graph_.nodeCount()), 0);
+    uint32_t v = ++version[static_cast<size_t>(n)];
+    if (!graph_.node(n).alive) return;
+    Decision d = decide(n);
+    if (d.priority != kNever) queue.push({d.priority, n, v});
+  };
+  const int32_t initial = graph_.nodeCount();
+  for (int32_t n = 0; n < initial; ++n) consider(n);
+  std::vector<int32_t> touched;
+  while (!queue.empty()) {
+    Entry top = queue.top();
+    queue.pop();
+    if (!graph_.node(top.node).alive || version[static_cast<size_t>(top.node)] != top.version) continue;
+    touched.clear();
+    fuseIntoUsers(top.node, touched);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (int32_t n : touched) consider(n);
+  }
+}
+
+// Merges nodes a and b into one kernel when the cost model says it pays.
+// The merged kernel exports the outputs of a and b that something outside
+// it still reads (a producer fused into one of its consumers stays an
+// output for the others).
+bool ComputationFuser::tryMerge(int32_t a, int32_t b) {
+  if (!memberRefusal(a).empty() || !memberRefusal(b).empty()) return false;
+  std::vector<int32_t> members = graph_.unionMembers(a, b);
+  if (!structuralRefusal(a, b, members).empty()) return false;
+  if (graph_.reachesIndirectly(a, b) || graph_.reachesIndirectly(b, a)) return false;
+  std::vector<int32_t> outputs;
+  for (int32_t n : {a, b})
+    for (int32_t o : graph_.node(n).outputs) {
+      // Read by another node (copies of a user elsewhere count), or a result.
+      bool needed = o == graph_.rootIndex();
+      for (int32_t r : graph_.readers(o)) needed |= r != a && r != b;
+      if (needed) outputs.push_back(o);
+    }
+  std::sort(outputs.begin(), outputs.end());
+  outputs.erase(std::unique(outputs.begin(), outputs.end()), outputs.end());
+  KernelEstimate merged = cost_.estimate(graph_, members, outputs);
+  if (!merged.refusal.empty() || nodeCost(a).cycles + nodeCost(b).cycles - merged.cycles <= kSlack) return false;
+  graph_.kill(a);
+  graph_.kill(b);
+  int32_t f = graph_.addNode(std::move(members), std::move(outputs));
+  nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
+  nodeCosts_[static_cast<size_t>(f)] = std::move(merged);
+  return true;
+}
+
+// Producer-consumer multi-output fusion: a producer the priority pass left
+// alone (several users, or a result) is fused into one consumer and stays
+// an output of it, so it is computed and read once. Then sibling fusion:
+// two kernels reading the same operand become one that reads it once.
+void ComputationFuser::fuseMultiOutput() {
+  const int32_t count = graph_.nodeCount();
+  for (int32_t p = 0; p < count; ++p) {
+    if (!graph_.node(p).alive || graph_.node(p).outputs.size() != 1 || !nodeCost(p).isKernel) continue;
+    bool result = false;
+    std::vector<int32_t> users = graph_.users(p, &result, static_cast<size_t>(options_.maxUsers));
+    if (users.size() < 2 && !result) continue;  // one user: priority fusion's call
+    for (int32_t c : users)
+      if (nodeCost(c).isKernel && tryMerge(p, c)) break;
+  }
+  for (int32_t v = 0; v < graph_.instructionCount(); ++v) {
+    if (graph_.instruction(v)->shape().isScalar() || graph_.usersOf(v).size() < 2) continue;
+    std::vector<int32_t> readers = graph_.readers(v);
+    constexpr size_t kMaxSiblings = 8;  // pairs tried per operand stay bounded
+    if (readers.size() > kMaxSiblings) readers.resize(kMaxSiblings);
+    for (size_t i = 0; i < readers.size(); ++i)
+      for (size_t j = i + 1; j < readers.size(); ++j) {
+        int32_t a = readers[i], b = readers[j];
+        if (a == b || !graph_.node(a).alive || !graph_.node(b).alive || !nodeCost(a).isKernel || !nodeCost(b).isKernel)
+          continue;
+        if (tryMerge(a, b)) {
+          readers[i] = graph_.nodeCount() - 1;
+          readers[j] = readers[i];
+        }
+      }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+std::string jsonLine(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+passes::Remark ComputationFuser::fusedRemark(const std::string& pass, int32_t n, const std::string& fusionName,
+                                             hlo::FusionKind kind) {
+  const FusionGraph::Node& node = graph_.node(n);
+  const KernelEstimate& after = nodeCost(n);
+  double before = 0, bytesBefore = 0;
+  std::vector<std::string> members;
+  for (int32_t m : node.members) {
+    KernelEstimate alone = cost_.estimate(graph_, {m}, {m});
+    before += alone.cycles;
+    bytesBefore += alone.hbmBytes;
+    members.push_back(name(m));
+  }
+  const double saved = bytesBefore - after.hbmBytes;
+  std::string list;
+  for (const std::string& m : members) list += (list.empty() ? "" : ", ") + m;
+  passes::Remark r;
+  r.pass = pass;
+  r.text = fmt::format("{}: {}: fused {} ({}, {} kernel) = {{{}}}: saves {:.0f} HBM bytes; estimated cycles {:.0f} -> "
+                       "{:.0f}",
+                       pass, graph_.computation().name(), fusionName, kindName(kind),
+                       codegen::fusionLoweringName(after.lowering), list, saved, before, after.cycles);
+  nlohmann::ordered_json j = {{"pass", pass},
+                      {"remark", "fused"},
+                      {"computation", graph_.computation().name()},
+                      {"fusion", fusionName},
+                      {"kind", kindName(kind)},
+                      {"kernel", codegen::fusionLoweringName(after.lowering)},
+                      {"members", members},
+                      {"hbm_bytes_saved", static_cast<int64_t>(saved)},
+                      {"cycles_before", static_cast<int64_t>(before + 0.5)},
+                      {"cycles_after", static_cast<int64_t>(after.cycles + 0.5)}};
+  r.json = jsonLine(j);
+  return r;
+}
+
+// One remark per producer-consumer edge between two kernels: the rule or
+// the cost that kept them apart.
+void ComputationFuser::explainUnfusedEdges(const std::string& pass, std::vector<passes::Remark>& remarks) {
+  std::unordered_map<int32_t, std::string> producerReason;  // decide() once per producer node
+  for (int32_t i = 0; i < graph_.instructionCount(); ++i) {
+    std::vector<int32_t> seen;
+    for (int32_t v : graph_.operandsOf(i)) {
+      if (std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
+      seen.push_back(v);
+      const Opcode op = graph_.instruction(v)->opcode();
+      if (op == Opcode::Parameter || op == Opcode::Constant || op == Opcode::GetTupleElement || op == Opcode::Tuple)
+        continue;
+      const int32_t p = graph_.nodeOf(v);
+      int32_t c = -1;
+      for (int32_t h : graph_.holders(i))
+        if (!graph_.contains(h, v)) {
+          c = h;
+          break;
+        }
+      if (p < 0 || c < 0 || !graph_.node(p).alive) continue;
+      std::string reason = memberRefusal(p);
+      if (reason.empty() && graph_.node(p).outputs.size() == 1) reason = edge(p, c).refusal;
+      if (reason.empty()) {
+        auto it = producerReason.find(p);
+        if (it == producerReason.end()) it = producerReason.emplace(p, decide(p).reason).first;
+        reason = it->second;
+      }
+      if (reason.empty()) reason = "it would pay now; run the fusion pass again to fuse it";
+      passes::Remark r;
+      r.pass = pass;
+      r.text = fmt::format("{}: {}: not fused: {} -> {}: {}", pass, graph_.computation().name(), name(v), name(i),
+                           reason);
+      r.json = jsonLine({{"pass", pass},
+                         {"remark", "not-fused"},
+                         {"computation", graph_.computation().name()},
+                         {"producer", name(v)},
+                         {"consumer", name(i)},
+                         {"reason", reason}});
+      remarks.push_back(std::move(r));
+    }
+  }
+}
+
+bool ComputationFuser::materialize(hlo::Module& module, NameTable& names, const std::string& pass,
+                                   std::vector<passes::Remark>* remarks, std::vector<hlo::Computation*>& unused) {
+  std::vector<int32_t> fused;
+  for (int32_t n = 0; n < graph_.nodeCount(); ++n)
+    if (graph_.node(n).alive && graph_.node(n).members.size() > 1) fused.push_back(n);
+  // Program order of the fusions' last instructions names them.
+  std::sort(fused.begin(), fused.end(), [&](int32_t a, int32_t b) {
+    return graph_.node(a).members.back() < graph_.node(b).members.back();
+  });
+  if (fused.empty()) return false;
+  hlo::Computation& comp = graph_.computation();
+  std::vector<char> removed(static_cast<size_t>(graph_.instructionCount()), 0);
+  for (int32_t n : fused)
+    for (int32_t m : graph_.node(n).members) removed[static_cast<size_t>(m)] = 1;
+  // Scalar constants are copied into the fusions that read them: an
+  // original nothing else reads any more goes.
+  for (int32_t i = 0; i < graph_.instructionCount(); ++i) {
+    const Instruction& in = *graph_.instruction(i);
+    if (removed[static_cast<size_t>(i)] || in.opcode() != Opcode::Constant || !in.shape().isScalar() ||
+        i == graph_.rootIndex() || graph_.usersOf(i).empty())
+      continue;
+    bool read = false;
+    for (int32_t u : graph_.usersOf(i)) read |= !removed[static_cast<size_t>(u)];
+    removed[static_cast<size_t>(i)] = !read;
+  }
+  // Dead code reading what the fusions took in goes too (it has nothing left to read).
+  for (int32_t i = 0; i < graph_.instructionCount(); ++i)
+    if (!graph_.live(i))
+      for (int32_t o : graph_.operandsOf(i)) removed[static_cast<size_t>(i)] |= removed[static_cast<size_t>(o)];
+  for (int32_t i = 0; i < graph_.instructionCount(); ++i) {
+    if (!removed[static_cast<size_t>(i)]) continue;
+    const Instruction* in = graph_.instruction(i);
+    names.release(in->name());
+    if (in->opcode() == Opcode::Fusion && in->fusedComputation()) unused.push_back(in->fusedComputation());
+  }
+  std::unordered_map<int32_t, Instruction*> replacement;
+  std::vector<std::pair<Instruction*, std::vector<int32_t>>> built;
+  for (int32_t n : fused) {
+    const FusionGraph::Node& node = graph_.node(n);
+    std::vector<const Instruction*> members;
+    for (int32_t m : node.members) members.push_back(graph_.instruction(m));
+    const hlo::FusionKind kind = kindOf(nodeCost(n), members);
+    BuiltFusion b = buildFusedComputation(module, graph_, node.members, node.outputs,
+                                          names.fresh("fused_computation"), &names);
+    const Instruction& first = *graph_.instruction(node.outputs.back());
+    Instruction* f = comp.addInstruction(Opcode::Fusion, names.fresh("fusion"), b.computation->root()->shape());
+    f->attrs().fusionKind = kind;
+    f->addCalledComputation(b.computation);
+    f->setLocation(first.location());
+    f->common().metadata = first.common().metadata;
+    if (remarks) remarks->push_back(fusedRemark(pass, n, f->name(), kind));
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      Instruction* value = f;
+      if (node.outputs.size() > 1) {
+        const Instruction& out = *graph_.instruction(node.outputs[k]);
+        value = comp.addInstruction(Opcode::GetTupleElement, names.fresh("get-tuple-element"), out.shape());
+        value->attrs().tupleIndex = static_cast<int64_t>(k);
+        value->addOperand(f);
+        value->setLocation(out.location());
+      }
+      replacement[node.outputs[k]] = value;
+    }
+    built.push_back({f, std::move(b.parameters)});
+  }
+  auto valueOf = [&](int32_t i) {
+    auto it = replacement.find(i);
+    return it == replacement.end() ? graph_.instruction(i) : it->second;
+  };
+  for (auto& [f, parameters] : built)
+    for (int32_t p : parameters) f->addOperand(valueOf(p));
+  for (int32_t i = 0; i < graph_.instructionCount(); ++i) {
+    if (removed[static_cast<size_t>(i)]) continue;
+    Instruction* in = graph_.instruction(i);
+    const std::vector<int32_t>& ops = graph_.operandsOf(i);
+    for (size_t k = 0; k < ops.size(); ++k)
+      if (replacement.count(ops[k])) in->setOperand(static_cast<int64_t>(k), replacement[ops[k]]);
+  }
+  if (graph_.rootIndex() >= 0) comp.setRoot(valueOf(graph_.rootIndex()));
+  comp.removeInstructionsIf([&](const Instruction& in) {
+    int32_t i = graph_.indexOf(&in);
+    return i >= 0 && removed[static_cast<size_t>(i)];
+  });
+  comp.sortTopologically();
+  return true;
+}
+
+// The computations that run as code: the entry and what control flow calls.
+std::vector<hlo::Computation*> codeComputations(const hlo::Module& module) {
+  std::unordered_set<const hlo::Computation*> code;
+  if (module.entry()) code.insert(module.entry());
+  std::vector<hlo::Computation*> order = module.postOrder();
+  // Callers come after callees in post order: walk it backwards.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (!code.count(*it)) continue;
+    for (const auto& in : (*it)->instructions()) {
+      Opcode op = in->opcode();
+      if (op == Opcode::While || op == Opcode::Conditional || op == Opcode::Call || op == Opcode::AsyncStart)
+        for (hlo::Computation* c : in->calledComputations()) code.insert(c);
+    }
+  }
+  std::vector<hlo::Computation*> out;
+  for (hlo::Computation* c : order)
+    if (code.count(c)) out.push_back(c);
+  return out;
+}
+
+}  // namespace
+
+bool fuseModule(hlo::Module& module, const CostModel& cost, const FusionOptions& options, const std::string& passName,
+                std::vector<passes::Remark>* remarks) {
+  NameTable names(module);
+  bool changed = false;
+  std::vector<passes::Remark> unfused;
+  std::vector<hlo::Computation*> unused;
+  for (hlo::Computation* c : codeComputations(module)) {
+    ComputationFuser fuser(*c, cost, options);
+    if (options.producerConsumer) fuser.fuseProducersIntoConsumers();
+    if (options.multiOutput) fuser.fuseMultiOutput();
+    if (remarks) fuser.explainUnfusedEdges(passName, unfused);
+    changed |= fuser.materialize(module, names, passName, remarks, unused);
+  }
+  // Computations of fusions merged into others go, unless something else
+  // still calls them (a module may share one fused computation).
+  std::unordered_set<const hlo::Computation*> called;
+  for (const auto& c : module.computations())
+    for (const auto& in : c->instructions())
+      for (const hlo::Computation* callee : in->calledComputations()) called.insert(callee);
+  std::sort(unused.begin(), unused.end());
+  unused.erase(std::unique(unused.begin(), unused.end()), unused.end());
+  for (hlo::Computation* c : unused)
+    if (!called.count(c)) module.removeComputation(c);
+  if (remarks) remarks->insert(remarks->end(), unfused.begin(), unfused.end());
+  return changed;
+}
+
+bool FusionPass::run(hlo::Module& module, DiagnosticEngine& diags) {
+  std::optional<target::TargetDesc> target;
+  if (context().targetDesc) target = *context().targetDesc;
+  else target = target::loadTarget(context().target, diags);
+  if (!target) return false;
+  CostModel cost(std::move(*target));
+  return fuseModule(module, cost, options_, name_, context().remarks);
+}
+
+void registerFusionPasses() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  passes::PassRegistry& registry = passes::PassRegistry::global();
+  registry.add({"sink-reshapes",
+                "Move reshapes below the elementwise instructions that read them (XLA's ReshapeMover), so "
+                "reductions and dots keep elementwise epilogues",
+                [] { return std::make_unique<SinkReshapesPass>(); }});
+  registry.add({"fusion",
+                "Operator fusion: priority-fusion, then multi-output-fusion (the fusion stage of the default pipeline)",
+                [] { return std::make_unique<FusionPass>("fusion", FusionOptions{}); }});
+  registry.add({"priority-fusion",
+                "Fuse producers into all their consumers (loop, input and output fusions), best estimated saving "
+                "first",
+                [] {
+                  FusionOptions o;
+                  o.multiOutput = false;
+                  return std::make_unique<FusionPass>("priority-fusion", o);
+                }});
+  registry.add({"multi-output-fusion",
+                "Fuse a producer into one consumer as an extra output, and siblings reading one operand into one "
+                "kernel",
+                [] {
+                  FusionOptions o;
+                  o.producerConsumer = false;
+                  return std::make_unique<FusionPass>("multi-output-fusion", o);
+                }});
+}
+
+std::string simplificationPipeline() {
+  // As XLA orders them: the expanders first (bit-exact, and their parts then
+  // simplify and fuse: batch norm becomes elementwise work and reductions),
+  // then the simplification fixed point (exact by default), then reshapes
+  // sunk below elementwise work so fusion sees whole elementwise chains.
+  return "expand-topk,expand-batch-norm,expand-pred-matmul,simplify,sink-reshapes";
+}
+
+std::string defaultOptimizationPipeline() { return simplificationPipeline() + ",fusion"; }
+
+}  // namespace tpu::fusion

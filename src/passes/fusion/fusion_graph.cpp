@@ -1,0 +1,266 @@
+#include "passes/fusion/fusion_graph.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tpu::fusion {
+
+using hlo::Instruction;
+using hlo::Opcode;
+
+FusionGraph::FusionGraph(hlo::Computation& computation) : computation_(&computation) {
+  const size_t n = computation.instructions().size();
+  instructions_.reserve(n);
+  index_.reserve(n);
+  for (const auto& up : computation.instructions()) {
+    index_.emplace(up.get(), static_cast<int32_t>(instructions_.size()));
+    instructions_.push_back(up.get());
+  }
+  // An element of a tuple built here is read as the value itself (the
+  // expansions return tuples of their results): get-tuple-element of a
+  // tuple is a rename, which must not stand between producer and consumer.
+  operands_.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    for (const Instruction* o : instructions_[i]->operands()) {
+      const Instruction* t = o->opcode() == Opcode::GetTupleElement ? o->operand(0) : nullptr;
+      if (t && t->opcode() == Opcode::Tuple && t->parent() == &computation && o->attrs().tupleIndex >= 0 &&
+          o->attrs().tupleIndex < t->operandCount())
+        o = t->operand(o->attrs().tupleIndex);
+      if (int32_t k = indexOf(o); k >= 0) operands_[i].push_back(k);
+    }
+  root_ = indexOf(computation.root());
+  ordered_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (const Instruction* p : instructions_[i]->controlPredecessors()) {
+      ordered_[i] = 1;
+      if (int32_t k = indexOf(p); k >= 0) ordered_[static_cast<size_t>(k)] = 1;
+    }
+  // Live: what the root or a side effect needs (operands precede users).
+  live_.assign(n, 0);
+  if (root_ >= 0) live_[static_cast<size_t>(root_)] = 1;
+  for (size_t i = n; i-- > 0;) {
+    if (instructions_[i]->hasSideEffect() || ordered_[i]) live_[i] = 1;
+    if (!live_[i]) continue;
+    for (int32_t k : operands_[i]) live_[static_cast<size_t>(k)] = 1;
+  }
+  users_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!live_[i]) continue;
+    for (int32_t k : operands_[i]) {
+      std::vector<int32_t>& u = users_[static_cast<size_t>(k)];
+      if (u.empty() || u.back() != static_cast<int32_t>(i)) u.push_back(static_cast<int32_t>(i));
+    }
+  }
+  exporter_.assign(n, -1);
+  containing_.resize(n);
+  nodes_.reserve(n + n / 2);
+  for (size_t i = 0; i < n; ++i) {
+    addNode({static_cast<int32_t>(i)}, {static_cast<int32_t>(i)});
+    if (!live_[i]) nodes_.back().alive = false;
+  }
+}
+
+int32_t FusionGraph::indexOf(const Instruction* in) const {
+  auto it = index_.find(in);
+  return it == index_.end() ? -1 : it->second;
+}
+
+bool FusionGraph::contains(int32_t n, int32_t i) const {
+  const std::vector<int32_t>& m = node(n).members;
+  return std::binary_search(m.begin(), m.end(), i);
+}
+
+std::vector<int32_t> FusionGraph::inputs(int32_t n) const {
+  std::vector<int32_t> out;
+  for (int32_t m : node(n).members)
+    for (int32_t o : operandsOf(m))
+      if (!contains(n, o) && std::find(out.begin(), out.end(), o) == out.end()) out.push_back(o);
+  return out;
+}
+
+std::vector<int32_t> FusionGraph::users(int32_t n, bool* result, size_t limit) const {
+  std::vector<int32_t> out;
+  if (result) *result = false;
+  auto dedupe = [&] {
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  };
+  if (result)
+    for (int32_t o : node(n).outputs) *result |= o == root_;
+  // A value read by thousands (a broadcast CSE merged) would make every
+  // query linear in its readers; with a limit, stop once it is exceeded.
+  size_t nextCheck = limit == SIZE_MAX ? SIZE_MAX : 2 * (limit + 1);
+  for (int32_t o : node(n).outputs)
+    for (int32_t u : usersOf(o))
+      for (int32_t m : containing_[static_cast<size_t>(u)]) {
+        if (m == n || !node(m).alive || contains(m, o)) continue;
+        out.push_back(m);
+        if (out.size() >= nextCheck) {
+          dedupe();
+          if (out.size() > limit) return out;
+          nextCheck = out.size() + 2 * (limit + 1);
+        }
+      }
+  dedupe();
+  return out;
+}
+
+std::vector<int32_t> FusionGraph::holders(int32_t i) const {
+  std::vector<int32_t> out;
+  for (int32_t m : containing_[static_cast<size_t>(i)])
+    if (node(m).alive) out.push_back(m);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int32_t> FusionGraph::readers(int32_t i) const {
+  std::vector<int32_t> out;
+  for (int32_t u : usersOf(i))
+    for (int32_t m : containing_[static_cast<size_t>(u)])
+      if (node(m).alive && !contains(m, i)) out.push_back(m);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int32_t FusionGraph::addNode(std::vector<int32_t> members, std::vector<int32_t> outputs) {
+  const int32_t id = nodeCount();
+  for (int32_t o : outputs) exporter_[static_cast<size_t>(o)] = id;
+  for (int32_t m : members) containing_[static_cast<size_t>(m)].push_back(id);
+  nodes_.push_back({std::move(members), std::move(outputs), true});
+  return id;
+}
+
+void FusionGraph::kill(int32_t n) {
+  Node& x = nodes_[static_cast<size_t>(n)];
+  x.alive = false;
+  for (int32_t o : x.outputs)
+    if (exporter_[static_cast<size_t>(o)] == n) exporter_[static_cast<size_t>(o)] = -1;
+}
+
+std::vector<int32_t> FusionGraph::unionMembers(int32_t a, int32_t b) const {
+  std::vector<int32_t> out;
+  const auto& x = node(a).members;
+  const auto& y = node(b).members;
+  out.reserve(x.size() + y.size());
+  std::set_union(x.begin(), x.end(), y.begin(), y.end(), std::back_inserter(out));
+  return out;
+}
+
+bool FusionGraph::reachesIndirectly(int32_t from, int32_t to, int budget) const {
+  std::vector<int32_t> work, seen;
+  for (int32_t u : users(from))
+    if (u != to) work.push_back(u);
+  seen = work;
+  for (size_t next = 0; next < work.size(); ++next) {
+    if (--budget < 0) return true;
+    for (int32_t u : users(work[next])) {
+      if (u == to) return true;
+      if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
+      seen.push_back(u);
+      work.push_back(u);
+    }
+  }
+  return false;
+}
+
+NameTable::NameTable(const hlo::Module& module) {
+  for (const auto& c : module.computations()) {
+    used_.insert(c->name());
+    for (const auto& i : c->instructions()) used_.insert(i->name());
+  }
+}
+
+std::string NameTable::fresh(const std::string& base) {
+  if (used_.insert(base).second) return base;
+  int64_t& next = next_[base];
+  for (;;) {
+    std::string name = fmt::format("{}.{}", base, ++next);
+    if (used_.insert(name).second) return name;
+  }
+}
+
+namespace {
+
+Instruction* addCopy(hlo::Computation& c, const Instruction& in, std::string name,
+                     const std::vector<Instruction*>& operands) {
+  auto copy = std::make_unique<Instruction>(in.opcode(), std::move(name), in.shape());
+  if (in.hasAttributes()) copy->attrs() = in.attrs();
+  copy->common() = in.common();
+  copy->setLocation(in.location());
+  copy->setOperands(operands);
+  copy->setCalledComputations(in.calledComputations());
+  return c.addInstruction(std::move(copy));
+}
+
+}  // namespace
+
+BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph, const std::vector<int32_t>& members,
+                                  const std::vector<int32_t>& outputs, const std::string& name, NameTable* names) {
+  BuiltFusion built;
+  hlo::Computation* c = module.addComputation(name);
+  built.computation = c;
+  auto nameFor = [&](const std::string& base) { return names ? names->fresh(base) : base; };
+  std::unordered_map<int32_t, Instruction*> value;
+  value.reserve(members.size() * 2);
+  auto operandValue = [&](int32_t o) -> Instruction* {
+    auto it = value.find(o);
+    if (it != value.end()) return it->second;
+    const Instruction* original = graph.instruction(o);
+    Instruction* v;
+    if (original->opcode() == Opcode::Constant && original->shape().isScalar()) {
+      v = addCopy(*c, *original, nameFor(original->name()), {});
+    } else {
+      const int64_t k = static_cast<int64_t>(built.parameters.size());
+      built.parameters.push_back(o);
+      v = c->addInstruction(Opcode::Parameter, nameFor(fmt::format("param_{}", k)), original->shape());
+      v->attrs().parameterNumber = k;
+      v->setLocation(original->location());
+    }
+    value.emplace(o, v);
+    return v;
+  };
+  std::vector<Instruction*> ops;
+  for (int32_t m : members) {
+    const Instruction& original = *graph.instruction(m);
+    ops.clear();
+    for (int32_t o : graph.operandsOf(m)) ops.push_back(operandValue(o));
+    const hlo::Computation* body = original.opcode() == Opcode::Fusion ? original.fusedComputation() : nullptr;
+    if (!body) {
+      value[m] = addCopy(*c, original, nameFor(original.name()), ops);
+      continue;
+    }
+    // A fusion member: its body is copied in, its parameters bound to the operands.
+    std::unordered_map<const Instruction*, Instruction*> inner;
+    for (const auto& up : body->instructions()) {
+      const Instruction& i = *up;
+      if (i.opcode() == Opcode::Parameter) {
+        int64_t k = i.attrs().parameterNumber;
+        if (k >= 0 && k < static_cast<int64_t>(ops.size())) inner[&i] = ops[static_cast<size_t>(k)];
+        continue;
+      }
+      std::vector<Instruction*> innerOps;
+      for (const Instruction* o : i.operands()) innerOps.push_back(inner.at(o));
+      inner[&i] = addCopy(*c, i, nameFor(i.name()), innerOps);
+    }
+    value[m] = inner.at(body->root());
+  }
+  if (outputs.size() == 1) {
+    c->setRoot(value.at(outputs[0]));
+  } else {
+    std::vector<hlo::Shape> shapes;
+    std::vector<Instruction*> elements;
+    for (int32_t o : outputs) {
+      elements.push_back(value.at(o));
+      shapes.push_back(elements.back()->shape());
+    }
+    Instruction* t = c->addInstruction(Opcode::Tuple, nameFor("tuple"), hlo::Shape::tuple(std::move(shapes)));
+    t->setOperands(elements);
+    c->setRoot(t);
+  }
+  return built;
+}
+
+}  // namespace tpu::fusion

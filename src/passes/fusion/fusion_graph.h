@@ -1,0 +1,124 @@
+// The instructions of one computation as a graph of nodes for the fusion
+// passes. A node is the set of instructions one kernel computes: at first
+// every instruction is a node of its own; fusing a producer into a consumer
+// makes one node of their union, and a producer fused into several
+// consumers is a member of each (it is recomputed in every kernel). The
+// instructions themselves stay untouched until the passes are done;
+// `buildFusedComputation` then writes each node of several members as an
+// HLO fusion (and the cost model builds candidates the same way aside).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "hlo/module.h"
+
+namespace tpu::fusion {
+
+class FusionGraph {
+ public:
+  struct Node {
+    std::vector<int32_t> members;  // instruction indices, ascending: operands come first
+    std::vector<int32_t> outputs;  // members whose values other nodes read, ascending
+    bool alive = true;
+  };
+
+  explicit FusionGraph(hlo::Computation& computation);
+
+  hlo::Computation& computation() const { return *computation_; }
+  int32_t instructionCount() const { return static_cast<int32_t>(instructions_.size()); }
+  hlo::Instruction* instruction(int32_t i) const { return instructions_[static_cast<size_t>(i)]; }
+  // -1 when `in` is not an instruction of this computation.
+  int32_t indexOf(const hlo::Instruction* in) const;
+  // Operand indices of instruction i, in operand order; an operand that is
+  // get-tuple-element of a tuple of this computation is that element.
+  const std::vector<int32_t>& operandsOf(int32_t i) const { return operands_[static_cast<size_t>(i)]; }
+  // Live instructions reading instruction i, ascending, each once.
+  const std::vector<int32_t>& usersOf(int32_t i) const { return users_[static_cast<size_t>(i)]; }
+  int32_t rootIndex() const { return root_; }
+
+  int32_t nodeCount() const { return static_cast<int32_t>(nodes_.size()); }
+  const Node& node(int32_t n) const { return nodes_[static_cast<size_t>(n)]; }
+  // The node exporting instruction i's value (-1: no node exports it).
+  int32_t nodeOf(int32_t i) const { return exporter_[static_cast<size_t>(i)]; }
+  bool contains(int32_t n, int32_t i) const;
+  // Values node n reads from outside (instruction indices), in first-use order.
+  std::vector<int32_t> inputs(int32_t n) const;
+  // Live nodes reading an output of n, ascending. `result` is set when an
+  // output of n is the computation's root. With a `limit`, the list may stop
+  // early once it holds more than `limit` nodes (then only its size says
+  // something: more than the limit).
+  std::vector<int32_t> users(int32_t n, bool* result = nullptr, size_t limit = SIZE_MAX) const;
+
+  // Live nodes holding instruction i, ascending.
+  std::vector<int32_t> holders(int32_t i) const;
+  // Live nodes reading value i from outside, ascending.
+  std::vector<int32_t> readers(int32_t i) const;
+  // Whether instruction i takes part in control dependencies (then it
+  // stays where it is).
+  bool ordered(int32_t i) const { return ordered_[static_cast<size_t>(i)] != 0; }
+  // Whether instruction i reaches the root or has side effects. Dead code
+  // takes no part in fusion (its node is dead from the start).
+  bool live(int32_t i) const { return live_[static_cast<size_t>(i)] != 0; }
+
+  // A new live node; it exports `outputs` (members). Kill the nodes it
+  // replaces first, so their exports are released.
+  int32_t addNode(std::vector<int32_t> members, std::vector<int32_t> outputs);
+  void kill(int32_t n);
+  // Sorted union of the members of a and b.
+  std::vector<int32_t> unionMembers(int32_t a, int32_t b) const;
+
+  // Whether node `to` depends on node `from` through a path of at least two
+  // edges (through another node). Looks at no more than `budget` nodes and
+  // answers true when it runs out, so callers stay safe and linear.
+  bool reachesIndirectly(int32_t from, int32_t to, int budget = 64) const;
+
+ private:
+  hlo::Computation* computation_;
+  std::vector<hlo::Instruction*> instructions_;
+  std::unordered_map<const hlo::Instruction*, int32_t> index_;
+  std::vector<std::vector<int32_t>> operands_;
+  std::vector<std::vector<int32_t>> users_;
+  int32_t root_ = -1;
+  std::vector<Node> nodes_;
+  std::vector<int32_t> exporter_;
+  std::vector<std::vector<int32_t>> containing_;
+  std::vector<char> ordered_;
+  std::vector<char> live_;  // per instruction: nodes that hold it (dead ones too)
+};
+
+// Module-unique names: `fresh("fusion")` gives fusion, fusion.1, ...
+class NameTable {
+ public:
+  explicit NameTable(const hlo::Module& module);
+  std::string fresh(const std::string& base);
+  void release(const std::string& name) { used_.erase(name); }
+  void claim(const std::string& name) { used_.insert(name); }
+
+ private:
+  // Only looked up, never iterated: hashed sets keep the output deterministic.
+  std::unordered_set<std::string> used_;
+  std::unordered_map<std::string, int64_t> next_;
+};
+
+struct BuiltFusion {
+  hlo::Computation* computation = nullptr;
+  std::vector<int32_t> parameters;  // the value (instruction index) each parameter stands for
+};
+
+// Appends to `module` a computation named `name` that computes `members` of
+// `graph` (ascending indices); values read from outside become parameters
+// in first-use order, except scalar constants, which are copied in. Members
+// that are fusions are inlined. The root is the one output, or a tuple of
+// them. With `names`, copies get module-unique names (the original name
+// when free); without, they keep the originals (for candidates built aside).
+BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph, const std::vector<int32_t>& members,
+                                  const std::vector<int32_t>& outputs, const std::string& name, NameTable* names);
+
+}  // namespace tpu::fusion

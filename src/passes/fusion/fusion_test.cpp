@@ -1,0 +1,233 @@
+#include "passes/fusion/fusion.h"
+
+#include <gtest/gtest.h>
+
+#include "hlo/io/hlo_io.h"
+#include "hlo/text/printer.h"
+#include "passes/test_util.h"
+
+namespace tpu::fusion {
+namespace {
+
+struct Fused {
+  std::unique_ptr<hlo::Module> module;
+  std::string text;
+  std::string remarks;
+};
+
+Fused fuse(const std::string& hlo, FusionOptions options = {}, const std::string& target = "v5e") {
+  Fused f;
+  passes::ParsedModule parsed = passes::parseModule(hlo);
+  EXPECT_TRUE(parsed.module) << parsed.messages;
+  if (!parsed.module) return f;
+  DiagnosticEngine diags;
+  auto chip = target::loadTarget(target, diags);
+  EXPECT_TRUE(chip) << firstErrorMessage(diags);
+  CostModel cost(*chip);
+  std::vector<passes::Remark> remarks;
+  fuseModule(*parsed.module, cost, options, "fusion", &remarks);
+  EXPECT_TRUE(hlo::verifyLoadedModule(*parsed.module, diags)) << firstErrorMessage(diags);
+  for (const auto& r : remarks) f.remarks += r.text + "\n";
+  f.text = hlo::printHloText(*parsed.module);
+  f.module = std::move(parsed.module);
+  return f;
+}
+
+int64_t count(const std::string& text, const std::string& what) {
+  int64_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+const char* kAddComputation = R"(
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+)";
+
+TEST(Fusion, ElementwiseChainIsOneLoopFusion) {
+  Fused f = fuse(R"(HloModule m
+ENTRY e {
+  p0 = f32[256,1024] parameter(0)
+  p1 = f32[256,1024] parameter(1)
+  a = f32[256,1024] add(p0, p1)
+  b = f32[256,1024] multiply(a, p1)
+  c = f32[256,1024] exponential(b)
+  ROOT d = f32[256,1024] negate(c)
+})");
+  EXPECT_EQ(count(f.text, "fusion("), 1) << f.text;
+  EXPECT_NE(f.text.find("kind=kLoop, calls=%fused_computation"), std::string::npos) << f.text;
+  EXPECT_NE(f.remarks.find("fused fusion (kLoop, loop kernel) = {a, b, c, d}"), std::string::npos) << f.remarks;
+  EXPECT_EQ(f.module->entry()->instructionCount(), 3);
+}
+
+TEST(Fusion, ExpensiveProducerWithSeveralUsersIsNotDuplicated) {
+  FusionOptions options;
+  options.multiOutput = false;
+  Fused f = fuse(R"(HloModule m
+ENTRY e {
+  p0 = f32[256,1024] parameter(0)
+  p1 = f32[256,1024] parameter(1)
+  x = f32[256,1024] exponential(p0)
+  u = f32[256,1024] add(x, p1)
+  v = f32[256,1024] multiply(x, p1)
+  ROOT t = (f32[256,1024], f32[256,1024]) tuple(u, v)
+})",
+                 options);
+  EXPECT_NE(f.remarks.find("not fused: x -> u: would duplicate x, which has 2 users"), std::string::npos)
+      << f.remarks;
+  EXPECT_EQ(count(f.text, "exponential("), 1) << f.text;
+}
+
+TEST(Fusion, CheapProducerIsDuplicatedIntoEveryUser) {
+  Fused f = fuse(R"(HloModule m
+ENTRY e {
+  p0 = f32[256,1024] parameter(0)
+  p1 = f32[256,1024] parameter(1)
+  x = f32[256,1024] negate(p0)
+  u = f32[256,1024] add(x, p1)
+  v = f32[256,1024] multiply(x, p1)
+  ROOT t = (f32[256,1024], f32[256,1024]) tuple(u, v)
+})",
+                 {.multiOutput = false});
+  EXPECT_EQ(count(f.text, "negate("), 2) << f.text;
+  EXPECT_EQ(count(f.text, " fusion("), 2) << f.text;
+}
+
+TEST(Fusion, OpaqueConsumerIsExplained) {
+  Fused f = fuse(R"(HloModule m
+ENTRY e {
+  p0 = f32[1024] parameter(0)
+  x = f32[1024] negate(p0)
+  ROOT c = f32[1024] custom-call(x), custom_call_target="Sharding"
+})");
+  EXPECT_NE(f.remarks.find("not fused: x -> c: consumer custom-call c is opaque"), std::string::npos) << f.remarks;
+}
+
+TEST(Fusion, DotWithBiasAndActivationIsOneOutputFusion) {
+  Fused f = fuse(R"(HloModule m
+ENTRY e {
+  x = bf16[256,512] parameter(0)
+  w = bf16[512,1024] parameter(1)
+  b = f32[1024] parameter(2)
+  d = f32[256,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[256,1024] broadcast(b), dimensions={1}
+  s = f32[256,1024] add(d, bb)
+  z = f32[] constant(0)
+  zb = f32[256,1024] broadcast(z), dimensions={}
+  ROOT r = f32[256,1024] maximum(s, zb)
+})");
+  EXPECT_EQ(count(f.text, " fusion("), 1) << f.text;
+  EXPECT_NE(f.text.find("kind=kOutput"), std::string::npos) << f.text;
+  EXPECT_NE(f.remarks.find("(kOutput, output kernel)"), std::string::npos) << f.remarks;
+}
+
+TEST(Fusion, ReductionWithElementwiseProducersIsOneInputFusion) {
+  Fused f = fuse(std::string("HloModule m\n") + kAddComputation + R"(
+ENTRY e {
+  p0 = f32[512,1024] parameter(0)
+  x = f32[512,1024] exponential(p0)
+  y = f32[512,1024] multiply(x, p0)
+  z = f32[] constant(0)
+  ROOT r = f32[512] reduce(y, z), dimensions={1}, to_apply=add
+})");
+  EXPECT_EQ(count(f.text, " fusion("), 1) << f.text;
+  EXPECT_NE(f.remarks.find("(kInput, input kernel) = {x, y, r}"), std::string::npos) << f.remarks;
+}
+
+TEST(Fusion, WorkingSetPastVmemIsRefused) {
+  // No streaming kernel covers a concatenation, so its fusion would be a
+  // resident kernel; on a chip with 256 KiB of VMEM its 1 MiB
+  // intermediates cannot stay on chip (llo-gen keeps half for kernels).
+  const std::string concat = R"(HloModule m
+ENTRY e {
+  p0 = f32[512,512] parameter(0)
+  p1 = f32[512,512] parameter(1)
+  a = f32[512,512] exponential(p0)
+  b = f32[512,512] exponential(p1)
+  ROOT c = f32[1024,512] concatenate(a, b), dimensions={0}
+})";
+  Fused small = fuse(concat, {}, TPU_SOURCE_DIR "/testdata/targets/v5e-small-vmem.json");
+  EXPECT_NE(small.remarks.find("not fused: a -> c: working set 1.0 MiB exceeds the 128.0 KiB VMEM budget"),
+            std::string::npos)
+      << small.remarks;
+  EXPECT_EQ(count(small.text, " fusion("), 0) << small.text;
+  // On v5e (128 MiB of VMEM) the same fusion is one kernel.
+  Fused large = fuse(concat);
+  EXPECT_EQ(count(large.text, " fusion("), 1) << large.text;
+}
+
+TEST(Fusion, DeadCodeIsLeftAlone) {
+  Fused f = fuse(R"(HloModule m
+ENTRY e {
+  p0 = f32[1024] parameter(0)
+  dead = f32[1024] exponential(p0)
+  x = f32[1024] negate(p0)
+  ROOT y = f32[1024] abs(x)
+})");
+  EXPECT_NE(f.text.find("%dead = f32[1024]{0} exponential(%p0)"), std::string::npos) << f.text;
+  EXPECT_EQ(count(f.text, " fusion("), 1) << f.text;
+}
+
+TEST(Fusion, SiblingsReadingOneOperandShareAKernel) {
+  Fused f = fuse(R"(HloModule m
+ENTRY e {
+  p0 = f32[1024,1024] parameter(0)
+  u = f32[1024,1024] exponential(p0)
+  v = f32[1024,1024] negate(p0)
+  ROOT t = (f32[1024,1024], f32[1024,1024]) tuple(u, v)
+})");
+  EXPECT_EQ(count(f.text, " fusion("), 1) << f.text;
+  EXPECT_NE(f.text.find("get-tuple-element(%fusion), index=1"), std::string::npos) << f.text;
+}
+
+TEST(Fusion, InPlaceUpdateReadsOnlyTheBlockItWrites) {
+  // XLA's in-place rule: what is fused beside a dynamic-update-slice may
+  // read the buffer it updates only elementwise, or through a
+  // dynamic-slice of the very block it writes.
+  const std::string kv = R"(HloModule m
+ENTRY e {
+  buf = f32[64,1024] parameter(0)
+  x = f32[1,1024] parameter(1)
+  i = s32[] parameter(2)
+  z = s32[] constant(0)
+  j = s32[] constant(3)
+  ds = f32[1,1024] dynamic-slice(buf, INDEX, z), dynamic_slice_sizes={1,1024}
+  upd = f32[1,1024] add(ds, x)
+  ROOT dus = f32[64,1024] dynamic-update-slice(buf, upd, i, z)
+})";
+  auto withIndex = [&](const std::string& index) {
+    std::string text = kv;
+    text.replace(text.find("INDEX"), 5, index);
+    return text;
+  };
+  Fused same = fuse(withIndex("i"));
+  EXPECT_NE(same.remarks.find("= {ds, upd, dus}"), std::string::npos) << same.remarks;
+  Fused other = fuse(withIndex("j"));
+  EXPECT_NE(other.remarks.find("not fused: ds -> upd: dus updates buf in place, and ds reads it too"),
+            std::string::npos)
+      << other.remarks;
+}
+
+TEST(Fusion, OutputIsDeterministic) {
+  const std::string hlo = std::string("HloModule m\n") + kAddComputation + R"(
+ENTRY e {
+  p0 = f32[64,128] parameter(0)
+  p1 = f32[128] parameter(1)
+  b = f32[64,128] broadcast(p1), dimensions={1}
+  x = f32[64,128] add(p0, b)
+  y = f32[64,128] exponential(x)
+  z = f32[] constant(0)
+  s = f32[64] reduce(y, z), dimensions={1}, to_apply=add
+  n = f32[64] negate(s)
+  ROOT t = (f32[64,128], f32[64]) tuple(y, n)
+})";
+  Fused a = fuse(hlo), b = fuse(hlo);
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.remarks, b.remarks);
+}
+
+}  // namespace
+}  // namespace tpu::fusion
