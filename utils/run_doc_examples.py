@@ -38,6 +38,7 @@ FIXTURES = [
     ("allreduce.hlo", ("file", "lit_tests/tpu-run/Inputs/allreduce.hlo")),
     ("kernel.llo", ("file", "testdata/llo/add.llo")),
     ("dump/module_0001.jit_train_step.before_optimizations.txt", ("file", "testdata/examples/model.hlo")),
+    ("sharded.hlo", ("file", "lit_tests/hlo-partition/Inputs/mlp.hlo")),
     ("model.hlob", ("run", "hlo-parse model.hlo -o model.hlob")),
     ("kernel.tpu", ("run", "llo-asm kernel.llo -o kernel.tpu")),
     ("x.npy", ("npy", (8, 128))),  # m.hlo's parameter
