@@ -17,12 +17,23 @@ std::string esc(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -47,7 +58,9 @@ std::string bytes(double b) {
 }
 
 // A numeric cell: sorted by data-v, shown as text.
-std::string num(double v, const std::string& shown) { return fmt::format("<td data-v=\"{:.9g}\">{}</td>", v, esc(shown)); }
+std::string num(double v, const std::string& shown) {
+  return fmt::format("<td data-v=\"{:.9g}\">{}</td>", v, esc(shown));
+}
 
 std::string stallsOf(const OpFigures& f) {
   std::vector<std::pair<uint64_t, size_t>> v;
@@ -56,8 +69,9 @@ std::string stallsOf(const OpFigures& f) {
   std::stable_sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first > b.first; });
   std::string out;
   for (size_t k = 0; k < v.size() && k < 2; ++k)
-    out += fmt::format("{}{} {:.0f}%", k ? ", " : "", stallName(v[k].second),
-                       f.cycles ? 100.0 * static_cast<double>(v[k].first) / static_cast<double>(f.cycles) : 0);
+    out +=
+        fmt::format("{}{} {:.0f}%", k ? ", " : "", stallName(v[k].second),
+                    f.cycles ? 100.0 * static_cast<double>(v[k].first) / static_cast<double>(f.cycles) : 0);
   return out.empty() ? "-" : out;
 }
 
@@ -106,12 +120,16 @@ document.body.setAttribute('data-script', 'ran');
 void opTable(std::string& out, const std::string& id, const std::vector<OpFigures>& rows, bool ops) {
   out += fmt::format("<div class=\"scroll\"><table class=\"sortable\" id=\"{}\"><thead><tr>", id);
   if (ops)
-    out += "<th>#</th><th>time</th><th>share</th><th>kind</th><th>HLO op</th><th>op_name</th><th>MXU FLOP/s (padded)</th>"
-           "<th>model FLOP/s</th><th>HBM B/s</th><th>FLOP/B</th><th>bound</th><th>roofline</th><th>stalls</th>"
-           "<th>members</th>";
+    out +=
+        "<th>#</th><th>time</th><th>share</th><th>kind</th><th>HLO op</th><th>op_name</th><th>MXU FLOP/s "
+        "(padded)</th>"
+        "<th>model FLOP/s</th><th>HBM B/s</th><th>FLOP/B</th><th>bound</th><th>roofline</th><th>stalls</th>"
+        "<th>members</th>";
   else
-    out += "<th>group</th><th>time</th><th>share</th><th>kernels</th><th>MXU FLOP/s (padded)</th><th>model FLOP/s</th>"
-           "<th>HBM B/s</th><th>roofline</th><th>stalls</th>";
+    out +=
+        "<th>group</th><th>time</th><th>share</th><th>kernels</th><th>MXU FLOP/s (padded)</th><th>model "
+        "FLOP/s</th>"
+        "<th>HBM B/s</th><th>roofline</th><th>stalls</th>";
   out += "</tr></thead><tbody>\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const OpFigures& f = rows[i];
@@ -165,31 +183,40 @@ void rooflineChart(std::string& out, const Profile& p) {
     if (x > 0) xmax = std::max(xmax, std::pow(10, std::ceil(std::log10(x))));
     if (y > 0) ymin = std::min(ymin, std::pow(10, std::floor(std::log10(y))));
   }
-  auto X = [&](double x) { return L + (std::log10(x) - std::log10(xmin)) / (std::log10(xmax) - std::log10(xmin)) * (W - L - R); };
-  auto Y = [&](double y) { return H - B - (std::log10(y) - std::log10(ymin)) / (std::log10(ymax) - std::log10(ymin)) * (H - T - B); };
-  out += fmt::format("<svg id=\"roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-                     "viewBox=\"0 0 {} {}\">\n",
-                     W, H, W, H);
+  auto X = [&](double x) {
+    return L + (std::log10(x) - std::log10(xmin)) / (std::log10(xmax) - std::log10(xmin)) * (W - L - R);
+  };
+  auto Y = [&](double y) {
+    return H - B - (std::log10(y) - std::log10(ymin)) / (std::log10(ymax) - std::log10(ymin)) * (H - T - B);
+  };
+  out += fmt::format(
+      "<svg id=\"roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "viewBox=\"0 0 {} {}\">\n",
+      W, H, W, H);
   for (double x = xmin; x <= xmax * 1.001; x *= 10)
-    out += fmt::format("<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text x=\"{0:.1f}\" "
-                       "y=\"{3}\" text-anchor=\"middle\">{4:g}</text>\n",
-                       X(x), T, H - B, H - B + 15, x);
+    out += fmt::format(
+        "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text x=\"{0:.1f}\" "
+        "y=\"{3}\" text-anchor=\"middle\">{4:g}</text>\n",
+        X(x), T, H - B, H - B + 15, x);
   for (double y = ymin; y <= ymax * 1.001; y *= 10)
-    out += fmt::format("<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
-                       "y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
-                       L, Y(y), W - R, L - 4, Y(y) + 4, rate(y, "F/s"));
-  out += fmt::format("<line class=\"axis\" x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/><line class=\"axis\" "
-                     "x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\"/>\n",
-                     L, H - B, W - R, T);
-  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">arithmetic intensity (FLOP per HBM byte)</text>\n",
-                     (L + W - R) / 2, H - 12);
+    out += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
+        "y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
+        L, Y(y), W - R, L - 4, Y(y) + 4, rate(y, "F/s"));
+  out += fmt::format(
+      "<line class=\"axis\" x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/><line class=\"axis\" "
+      "x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" y2=\"{1}\"/>\n",
+      L, H - B, W - R, T);
+  out += fmt::format(
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">arithmetic intensity (FLOP per HBM byte)</text>\n",
+      (L + W - R) / 2, H - 12);
   // Roofs: bandwidth up to the ridge point, then the compute peak.
   double ridge = peak / bw;
   double x0 = std::max(xmin, ymin / bw);
-  out += fmt::format("<polyline class=\"roof\" id=\"roofs\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\"><title>HBM "
-                     "{} and compute {} roofs (ridge at {:.1f} FLOP/B)</title></polyline>\n",
-                     X(x0), Y(x0 * bw), X(ridge), Y(peak), X(xmax), Y(peak), rate(bw, "B/s"), rate(peak, "FLOP/s"),
-                     ridge);
+  out += fmt::format(
+      "<polyline class=\"roof\" id=\"roofs\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\"><title>HBM "
+      "{} and compute {} roofs (ridge at {:.1f} FLOP/B)</title></polyline>\n",
+      X(x0), Y(x0 * bw), X(ridge), Y(peak), X(xmax), Y(peak), rate(bw, "B/s"), rate(peak, "FLOP/s"), ridge);
   out += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">peak {}</text>\n", X(ridge) + 6, Y(peak) - 6,
                      rate(peak, "FLOP/s"));
   int plotted = 0;
@@ -199,17 +226,19 @@ void rooflineChart(std::string& out, const Profile& p) {
     double y = padded ? f.flopsPerSecond : f.modelFlopsPerSecond;
     if (!(x > 0) || !(y > 0)) continue;
     ++plotted;
-    out += fmt::format("<circle class=\"kernel-point{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.1f}\" data-hlo=\"{}\">"
-                       "<title>{} ({}): {}, {:.1f} FLOP/B, {}, {:.1f}% of roofline{}</title></circle>\n",
-                       padded ? "" : " model", X(x), Y(y), 3 + 6 * std::sqrt(f.share), esc(f.hlo), esc(f.hlo),
-                       esc(f.kind), sec(f.seconds), x, rate(y, "FLOP/s"), 100 * f.rooflineFraction,
-                       padded ? "" : " (model FLOPs: no MXU work)");
+    out += fmt::format(
+        "<circle class=\"kernel-point{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.1f}\" data-hlo=\"{}\">"
+        "<title>{} ({}): {}, {:.1f} FLOP/B, {}, {:.1f}% of roofline{}</title></circle>\n",
+        padded ? "" : " model", X(x), Y(y), 3 + 6 * std::sqrt(f.share), esc(f.hlo), esc(f.hlo), esc(f.kind),
+        sec(f.seconds), x, rate(y, "FLOP/s"), 100 * f.rooflineFraction,
+        padded ? "" : " (model FLOPs: no MXU work)");
   }
   out += "</svg>\n";
-  out += fmt::format("<p class=\"note\">{} of {} kernels plotted: blue from the padded MXU work the chip did, orange "
-                     "from model FLOPs for kernels without MXU work (vector unit); kernels with neither are not "
-                     "plotted. Area grows with the share of time.</p>\n",
-                     plotted, p.ops.size());
+  out += fmt::format(
+      "<p class=\"note\">{} of {} kernels plotted: blue from the padded MXU work the chip did, orange "
+      "from model FLOPs for kernels without MXU work (vector unit); kernels with neither are not "
+      "plotted. Area grows with the share of time.</p>\n",
+      plotted, p.ops.size());
 }
 
 void memoryChart(std::string& out, const Profile& p) {
@@ -219,40 +248,47 @@ void memoryChart(std::string& out, const Profile& p) {
   double ymax = std::max<double>(1, static_cast<double>(m.peakBytes)) * 1.1;
   auto X = [&](double t) { return L + t / tmax * (W - L - R); };
   auto Y = [&](double b) { return H - B - b / ymax * (H - T - B); };
-  out += fmt::format("<svg id=\"memory-timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-                     "viewBox=\"0 0 {} {}\">\n",
-                     W, H, W, H);
+  out += fmt::format(
+      "<svg id=\"memory-timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "viewBox=\"0 0 {} {}\">\n",
+      W, H, W, H);
   for (int i = 0; i <= 4; ++i) {
     double b = ymax * i / 4;
-    out += fmt::format("<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
-                       "y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
-                       L, Y(b), W - R, L - 4, Y(b) + 4, bytes(b));
+    out += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/><text x=\"{3}\" "
+        "y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
+        L, Y(b), W - R, L - 4, Y(b) + 4, bytes(b));
     double t = tmax * i / 4;
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", X(t), H - B + 15, sec(t));
+    out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", X(t), H - B + 15,
+                       sec(t));
   }
   std::string pts = fmt::format("{:.1f},{:.1f}", X(0), Y(0));
   uint64_t last = 0;
   for (const MemoryPoint& pt : m.points) {
-    pts += fmt::format(" {:.1f},{:.1f} {:.1f},{:.1f}", X(pt.seconds), Y(static_cast<double>(last)), X(pt.seconds),
-                       Y(static_cast<double>(pt.liveBytes)));
+    pts += fmt::format(" {:.1f},{:.1f} {:.1f},{:.1f}", X(pt.seconds), Y(static_cast<double>(last)),
+                       X(pt.seconds), Y(static_cast<double>(pt.liveBytes)));
     last = pt.liveBytes;
   }
   pts += fmt::format(" {:.1f},{:.1f} {:.1f},{:.1f}", X(tmax), Y(static_cast<double>(last)), X(tmax), Y(0));
-  out += fmt::format("<polygon class=\"mem-line\" points=\"{}\"><title>HBM live bytes</title></polygon>\n", pts);
-  out += fmt::format("<line class=\"peak\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text id=\"peak-label\" "
-                     "x=\"{3:.1f}\" y=\"{4}\">peak {5} at {6}</text>\n",
-                     X(m.peakSeconds), T, H - B, X(m.peakSeconds) + 4, T + 10, bytes(static_cast<double>(m.peakBytes)),
-                     sec(m.peakSeconds));
-  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">simulated time</text>\n", (L + W - R) / 2, H - 8);
+  out +=
+      fmt::format("<polygon class=\"mem-line\" points=\"{}\"><title>HBM live bytes</title></polygon>\n", pts);
+  out += fmt::format(
+      "<line class=\"peak\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\"/><text id=\"peak-label\" "
+      "x=\"{3:.1f}\" y=\"{4}\">peak {5} at {6}</text>\n",
+      X(m.peakSeconds), T, H - B, X(m.peakSeconds) + 4, T + 10, bytes(static_cast<double>(m.peakBytes)),
+      sec(m.peakSeconds));
+  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">simulated time</text>\n",
+                     (L + W - R) / 2, H - 8);
   out += "</svg>\n<p>Buffers live at the peak, largest first:</p>\n<ol id=\"peak-buffers\">\n";
   for (const NamedBytes& b : m.peakBuffers)
     out += fmt::format("<li>{} <b>{}</b></li>\n", bytes(static_cast<double>(b.bytes)), esc(b.name));
   out += "</ol>\n";
   out += fmt::format("<p class=\"note\">Arguments, results and constants ({}) are live throughout; {}</p>\n",
                      bytes(static_cast<double>(m.staticBytes)),
-                     m.temporariesFromHlo ? "each temporary HLO value lives from the start of the kernel defining it "
-                                            "to the end of the last kernel reading it."
-                                          : "without the HLO (a machine program) temporaries are one heap block.");
+                     m.temporariesFromHlo
+                         ? "each temporary HLO value lives from the start of the kernel defining it "
+                           "to the end of the last kernel reading it."
+                         : "without the HLO (a machine program) temporaries are one heap block.");
 }
 
 }  // namespace
@@ -260,46 +296,55 @@ void memoryChart(std::string& out, const Profile& p) {
 std::string renderHtml(const Profile& p) {
   std::string out;
   out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
-  out += "<title>tpu-run profile: " + esc(p.program) + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n";
+  out += "<title>tpu-run profile: " + esc(p.program) + "</title>\n<style>" + kStyle +
+         "</style></head>\n<body>\n";
   out += "<h1>Profile of " + esc(p.program) + " on " + esc(p.target) + "</h1>\n";
   out += "<table class=\"kv\" id=\"summary\"><tbody>\n";
   auto kv = [&](const std::string& k, const std::string& v) {
     out += "<tr><td><b>" + esc(k) + "</b></td><td>" + esc(v) + "</td></tr>\n";
   };
-  kv("simulated time", fmt::format("{} ({} cycles at {:.3f} GHz)", sec(p.seconds), p.cycles, p.clockHz / 1e9));
+  kv("simulated time",
+     fmt::format("{} ({} cycles at {:.3f} GHz)", sec(p.seconds), p.cycles, p.clockHz / 1e9));
   kv("MXU work (padded)", fmt::format("{:.4g} FLOPs, {}, {:.1f}% of peak {}", p.hwFlops,
-                                      rate(p.seconds > 0 ? p.hwFlops / p.seconds : 0, "FLOP/s"), 100 * p.hwUtilization,
-                                      rate(p.peakFlops, "FLOP/s")));
-  kv("model FLOPs (HLO)", p.modelKnown ? fmt::format("{:.4g} FLOPs, {}, {:.1f}% of peak", p.modelFlops,
-                                                     rate(p.seconds > 0 ? p.modelFlops / p.seconds : 0, "FLOP/s"),
-                                                     100 * p.modelUtilization)
-                                       : std::string("unknown (a machine program without its HLO)"));
+                                      rate(p.seconds > 0 ? p.hwFlops / p.seconds : 0, "FLOP/s"),
+                                      100 * p.hwUtilization, rate(p.peakFlops, "FLOP/s")));
+  kv("model FLOPs (HLO)",
+     p.modelKnown
+         ? fmt::format("{:.4g} FLOPs, {}, {:.1f}% of peak", p.modelFlops,
+                       rate(p.seconds > 0 ? p.modelFlops / p.seconds : 0, "FLOP/s"), 100 * p.modelUtilization)
+         : std::string("unknown (a machine program without its HLO)"));
   kv("HBM traffic", fmt::format("{}, {} of peak {}", bytes(static_cast<double>(p.hbmBytes)),
                                 rate(p.seconds > 0 ? static_cast<double>(p.hbmBytes) / p.seconds : 0, "B/s"),
                                 rate(p.peakBytesPerSecond, "B/s")));
   kv("roofline bound", fmt::format("{} from the padded work, {} from model FLOPs", sec(p.hwRooflineSeconds),
                                    p.modelKnown ? sec(p.modelRooflineSeconds) : std::string("unknown")));
   if (p.idealKnown)
-    kv("ideal bound", fmt::format("{} ({}-bound); the simulated time is {:.1f}% of ideal", sec(p.idealSeconds),
-                                  p.idealComputeSeconds > p.idealMemorySeconds ? "compute" : "memory",
-                                  p.seconds > 0 ? 100 * p.idealSeconds / p.seconds : 0));
+    kv("ideal bound",
+       fmt::format("{} ({}-bound); the simulated time is {:.1f}% of ideal", sec(p.idealSeconds),
+                   p.idealComputeSeconds > p.idealMemorySeconds ? "compute" : "memory",
+                   p.seconds > 0 ? 100 * p.idealSeconds / p.seconds : 0));
   std::string stalls;
   for (size_t i = 0; i < sim::kNumStallReasons; ++i)
     if (p.stalls.cycles[i])
-      stalls += fmt::format("{}{} {:.1f}%", stalls.empty() ? "" : ", ", stallName(i),
-                            p.cycles ? 100.0 * static_cast<double>(p.stalls.cycles[i]) / static_cast<double>(p.cycles) : 0);
+      stalls += fmt::format(
+          "{}{} {:.1f}%", stalls.empty() ? "" : ", ", stallName(i),
+          p.cycles ? 100.0 * static_cast<double>(p.stalls.cycles[i]) / static_cast<double>(p.cycles) : 0);
   kv("issue stalls", stalls.empty() ? "none" : stalls);
   out += "</tbody></table>\n";
 
-  out += "<h2>Op profile</h2>\n<p class=\"note\">One row per kernel, named by the HLO instruction it lowers; click a "
-         "column to sort. Intensity, bound and roofline use the padded MXU work the chip did.</p>\n";
+  out +=
+      "<h2>Op profile</h2>\n<p class=\"note\">One row per kernel, named by the HLO instruction it lowers; "
+      "click a "
+      "column to sort. Intensity, bound and roofline use the padded MXU work the chip did.</p>\n";
   opTable(out, "ops", p.ops, true);
   out += "<h2>Roofline</h2>\n";
   rooflineChart(out, p);
   out += "<h2>HBM memory timeline</h2>\n";
   memoryChart(out, p);
-  out += "<h2>Chips</h2>\n<table class=\"sortable\" id=\"chips\"><thead><tr><th>chip</th><th>time</th><th>collective "
-         "time</th><th>share in collectives</th></tr></thead><tbody>\n";
+  out +=
+      "<h2>Chips</h2>\n<table class=\"sortable\" "
+      "id=\"chips\"><thead><tr><th>chip</th><th>time</th><th>collective "
+      "time</th><th>share in collectives</th></tr></thead><tbody>\n";
   for (const ChipFigures& c : p.chips)
     out += "<tr>" + num(c.chip, std::to_string(c.chip)) + num(c.seconds, sec(c.seconds)) +
            num(c.collectiveSeconds, sec(c.collectiveSeconds)) +

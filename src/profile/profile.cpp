@@ -55,7 +55,8 @@ std::map<std::string, LloComment> parseLloComments(std::string_view text) {
     size_t b = line.find_first_not_of(" \t");
     if (b == std::string_view::npos) continue;
     line = line.substr(b);
-    if (line.back() == ':' && isKernelLabel(line.substr(0, line.size() - 1)) && previous.substr(0, 3) == "// ") {
+    if (line.back() == ':' && isKernelLabel(line.substr(0, line.size() - 1)) &&
+        previous.substr(0, 3) == "// ") {
       std::string_view c = previous.substr(3);
       LloComment lc;
       size_t colon = c.find(": ");
@@ -63,9 +64,11 @@ std::map<std::string, LloComment> parseLloComments(std::string_view text) {
       if (colon != std::string_view::npos && pct != std::string_view::npos && pct > colon) {
         lc.kind = std::string(c.substr(0, colon));
         size_t end = c.find(' ', pct + 2);
-        lc.hlo = std::string(c.substr(pct + 2, end == std::string_view::npos ? std::string_view::npos : end - pct - 2));
+        lc.hlo = std::string(
+            c.substr(pct + 2, end == std::string_view::npos ? std::string_view::npos : end - pct - 2));
         size_t on = c.find(" op_name=\"");
-        if (on != std::string_view::npos && c.back() == '"') lc.opName = std::string(c.substr(on + 10, c.size() - on - 11));
+        if (on != std::string_view::npos && c.back() == '"')
+          lc.opName = std::string(c.substr(on + 10, c.size() - on - 11));
         out[std::string(line.substr(0, line.size() - 1))] = lc;
       }
     }
@@ -75,7 +78,8 @@ std::map<std::string, LloComment> parseLloComments(std::string_view text) {
 }
 
 bool isCollectiveKind(const std::string& s) {
-  for (const char* k : {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective", "send", "recv"})
+  for (const char* k :
+       {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective", "send", "recv"})
     if (s.find(k) != std::string::npos) return true;
   return false;
 }
@@ -129,7 +133,8 @@ std::vector<OpFigures> groupBy(const Profile& p, const std::vector<OpFigures>& o
     derive(g, p);
     out.push_back(std::move(g));
   }
-  std::stable_sort(out.begin(), out.end(), [](const OpFigures& a, const OpFigures& b) { return a.cycles > b.cycles; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OpFigures& a, const OpFigures& b) { return a.cycles > b.cycles; });
   return out;
 }
 
@@ -171,13 +176,15 @@ std::string dominantStalls(const OpFigures& f) {
 std::string stallName(size_t reason) {
   // The issue's words for the simulator's reasons: a semaphore wait is a wait for a DMA.
   switch (static_cast<sim::StallReason>(reason)) {
-    case sim::StallReason::Semaphore: return "dma-wait";
-    default: return std::string(sim::stallReasonName(static_cast<sim::StallReason>(reason)));
+    case sim::StallReason::Semaphore:
+      return "dma-wait";
+    default:
+      return std::string(sim::stallReasonName(static_cast<sim::StallReason>(reason)));
   }
 }
 
-KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* stats, std::string_view lloText,
-                     const hlo::Module* module) {
+KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* stats,
+                     std::string_view lloText, const hlo::Module* module) {
   KernelMap map;
   std::map<std::string, const codegen::KernelStats*> byLabel;
   if (stats)
@@ -310,11 +317,13 @@ Profile buildProfile(const ProfileInputs& in) {
   std::vector<OpFigures> ran;
   for (OpFigures& f : ops)
     if (f.cycles > 0) ran.push_back(f);
-  std::stable_sort(ran.begin(), ran.end(), [](const OpFigures& a, const OpFigures& b) { return a.cycles > b.cycles; });
+  std::stable_sort(ran.begin(), ran.end(),
+                   [](const OpFigures& a, const OpFigures& b) { return a.cycles > b.cycles; });
   p.ops = std::move(ran);
-  p.byKind = groupBy(p, p.ops, [](const OpFigures& f) { return f.kind.empty() ? std::string("(unknown)") : f.kind; });
-  p.byOpName =
-      groupBy(p, p.ops, [](const OpFigures& f) { return f.opName.empty() ? std::string("(no op_name)") : f.opName; });
+  p.byKind = groupBy(p, p.ops,
+                     [](const OpFigures& f) { return f.kind.empty() ? std::string("(unknown)") : f.kind; });
+  p.byOpName = groupBy(
+      p, p.ops, [](const OpFigures& f) { return f.opName.empty() ? std::string("(no op_name)") : f.opName; });
 
   double hbm = static_cast<double>(p.hbmBytes);
   if (p.seconds > 0 && p.peakFlops > 0) {
@@ -356,8 +365,10 @@ Profile buildProfile(const ProfileInputs& in) {
   for (uint32_t b = 0; b < in.program->buffers.size(); ++b) {
     const isa::Buffer& buf = in.program->buffers[b];
     if (buf.space != isa::MemSpace::Hbm || !isa::sizeFits(buf)) continue;
-    if (entryBuffers.count(b) || buf.init >= 0) statics.push_back({buf.name, buf.sizeBytes()});
-    else heap.push_back({buf.name, buf.sizeBytes()});
+    if (entryBuffers.count(b) || buf.init >= 0)
+      statics.push_back({buf.name, buf.sizeBytes()});
+    else
+      heap.push_back({buf.name, buf.sizeBytes()});
   }
   for (const NamedBytes& s : statics) mt.staticBytes += s.bytes;
   struct Live {
@@ -377,7 +388,9 @@ Profile buildProfile(const ProfileInputs& in) {
     std::map<const hlo::Instruction*, std::vector<const hlo::Instruction*>> users;
     for (const auto& i : entry->instructions())
       for (const hlo::Instruction* o : i->operands()) users[o].push_back(i.get());
-    auto usersOf = [&](const hlo::Instruction* i) -> const std::vector<const hlo::Instruction*>& { return users[i]; };
+    auto usersOf = [&](const hlo::Instruction* i) -> const std::vector<const hlo::Instruction*>& {
+      return users[i];
+    };
     for (const auto& [instr, k] : kernelOf) {
       if (firstStart[k] < 0 || instr == entry->root()) continue;
       Live l{"%" + instr->name(), km.kernels[k].outputBytes, firstStart[k], lastEnd[k]};
@@ -393,9 +406,9 @@ Profile buildProfile(const ProfileInputs& in) {
           l.end = std::max(l.end, lastEnd[it->second]);
         } else {
           {
-          const auto& more = usersOf(u);
-          work.insert(work.end(), more.begin(), more.end());
-        }
+            const auto& more = usersOf(u);
+            work.insert(work.end(), more.begin(), more.end());
+          }
         }
       }
       if (!toRoot && l.bytes > 0) temps.push_back(std::move(l));
@@ -409,16 +422,19 @@ Profile buildProfile(const ProfileInputs& in) {
     events.emplace_back(l.end, -static_cast<int64_t>(l.bytes));
   }
   // Frees before allocations at the same instant.
-  std::stable_sort(events.begin(), events.end(),
-                   [](auto& a, auto& b) { return a.first < b.first || (a.first == b.first && a.second < b.second); });
+  std::stable_sort(events.begin(), events.end(), [](auto& a, auto& b) {
+    return a.first < b.first || (a.first == b.first && a.second < b.second);
+  });
   int64_t live = static_cast<int64_t>(mt.staticBytes);
   mt.points.push_back({0, static_cast<uint64_t>(live)});
   mt.peakBytes = static_cast<uint64_t>(live);
   for (size_t i = 0; i < events.size();) {
     double t = events[i].first;
     while (i < events.size() && events[i].first == t) live += events[i++].second;
-    if (mt.points.back().seconds == t) mt.points.back().liveBytes = static_cast<uint64_t>(live);
-    else mt.points.push_back({t, static_cast<uint64_t>(live)});
+    if (mt.points.back().seconds == t)
+      mt.points.back().liveBytes = static_cast<uint64_t>(live);
+    else
+      mt.points.push_back({t, static_cast<uint64_t>(live)});
     if (static_cast<uint64_t>(live) > mt.peakBytes) {
       mt.peakBytes = static_cast<uint64_t>(live);
       mt.peakSeconds = t;
@@ -435,59 +451,64 @@ Profile buildProfile(const ProfileInputs& in) {
 
 std::string renderText(const Profile& p, size_t top) {
   std::string out;
-  out += fmt::format("op profile of {} on {}: {} cycles, {}; {} kernel{} ran\n", p.program, p.target, p.cycles,
-                     formatSeconds(p.seconds), p.ops.size(), p.ops.size() == 1 ? "" : "s");
+  out += fmt::format("op profile of {} on {}: {} cycles, {}; {} kernel{} ran\n", p.program, p.target,
+                     p.cycles, formatSeconds(p.seconds), p.ops.size(), p.ops.size() == 1 ? "" : "s");
   out += fmt::format("  MXU work (padded)  {:.4g} FLOPs, {}, {:.1f}% of peak\n", p.hwFlops,
                      formatRate(p.seconds > 0 ? p.hwFlops / p.seconds : 0, "FLOP/s"), 100 * p.hwUtilization);
   if (p.modelKnown)
     out += fmt::format("  model FLOPs (HLO)  {:.4g} FLOPs, {}, {:.1f}% of peak\n", p.modelFlops,
-                       formatRate(p.seconds > 0 ? p.modelFlops / p.seconds : 0, "FLOP/s"), 100 * p.modelUtilization);
+                       formatRate(p.seconds > 0 ? p.modelFlops / p.seconds : 0, "FLOP/s"),
+                       100 * p.modelUtilization);
   out += fmt::format("  HBM                {} moved, {}\n", formatBytes(static_cast<double>(p.hbmBytes)),
                      formatRate(p.seconds > 0 ? static_cast<double>(p.hbmBytes) / p.seconds : 0, "B/s"));
   if (p.idealKnown)
     out += fmt::format("  ideal bound        {} ({}-bound); simulated time is {:.1f}% of ideal\n",
-                       formatSeconds(p.idealSeconds), p.idealComputeSeconds > p.idealMemorySeconds ? "compute" : "memory",
+                       formatSeconds(p.idealSeconds),
+                       p.idealComputeSeconds > p.idealMemorySeconds ? "compute" : "memory",
                        p.seconds > 0 ? 100 * p.idealSeconds / p.seconds : 0);
   std::string stalls;
   for (size_t i = 0; i < sim::kNumStallReasons; ++i)
     if (p.stalls.cycles[i])
-      stalls += fmt::format(" {} {:.1f}%", stallName(i),
-                            p.cycles ? 100.0 * static_cast<double>(p.stalls.cycles[i]) / static_cast<double>(p.cycles) : 0);
+      stalls += fmt::format(
+          " {} {:.1f}%", stallName(i),
+          p.cycles ? 100.0 * static_cast<double>(p.stalls.cycles[i]) / static_cast<double>(p.cycles) : 0);
   out += fmt::format("  stalls            {}\n", stalls.empty() ? " none" : stalls);
   out += fmt::format("\ntop {} ops by time (intensity, bound and roofline from the padded MXU work):\n",
                      std::min(top, p.ops.size()));
-  out += fmt::format("{:>3} {:>10} {:>6} {:>6}  {:<14} {:<28} {:>11} {:>11} {:>11} {:>8} {:<7} {:>6}  {}\n", "#",
-                     "time", "share", "cum", "kind", "hlo", "MXU F/s", "model F/s", "HBM B/s", "FLOP/B", "bound", "roof",
-                     "stalls");
+  out += fmt::format("{:>3} {:>10} {:>6} {:>6}  {:<14} {:<28} {:>11} {:>11} {:>11} {:>8} {:<7} {:>6}  {}\n",
+                     "#", "time", "share", "cum", "kind", "hlo", "MXU F/s", "model F/s", "HBM B/s", "FLOP/B",
+                     "bound", "roof", "stalls");
   double cum = 0;
   for (size_t i = 0; i < p.ops.size() && i < top; ++i) {
     const OpFigures& f = p.ops[i];
     cum += f.share;
     std::string hlo = f.hlo;
     if (hlo.size() > 28) hlo = hlo.substr(0, 27) + "~";
-    out += fmt::format("{:>3} {:>10} {:>5.1f}% {:>5.1f}%  {:<14} {:<28} {:>11} {:>11} {:>11} {:>8.1f} {:<7} {:>5.1f}%  {}\n",
-                       i + 1, formatSeconds(f.seconds), 100 * f.share, 100 * cum, f.kind.empty() ? "-" : f.kind, hlo,
-                       formatRate(f.flopsPerSecond, "F/s"),
-                       f.modelKnown ? formatRate(f.modelFlopsPerSecond, "F/s") : std::string("-"),
-                       formatRate(f.bytesPerSecond, "B/s"), f.intensity,
-                       f.computeBound ? "compute" : "memory", 100 * f.rooflineFraction, dominantStalls(f));
+    out += fmt::format(
+        "{:>3} {:>10} {:>5.1f}% {:>5.1f}%  {:<14} {:<28} {:>11} {:>11} {:>11} {:>8.1f} {:<7} {:>5.1f}%  {}\n",
+        i + 1, formatSeconds(f.seconds), 100 * f.share, 100 * cum, f.kind.empty() ? "-" : f.kind, hlo,
+        formatRate(f.flopsPerSecond, "F/s"),
+        f.modelKnown ? formatRate(f.modelFlopsPerSecond, "F/s") : std::string("-"),
+        formatRate(f.bytesPerSecond, "B/s"), f.intensity, f.computeBound ? "compute" : "memory",
+        100 * f.rooflineFraction, dominantStalls(f));
   }
   auto groups = [&](const char* title, const std::vector<OpFigures>& gs) {
-    out += fmt::format("\n{}:\n{:>10} {:>6} {:>7}  {:>11}  {}\n", title, "time", "share", "kernels", "MXU F/s",
-                       "group");
+    out += fmt::format("\n{}:\n{:>10} {:>6} {:>7}  {:>11}  {}\n", title, "time", "share", "kernels",
+                       "MXU F/s", "group");
     for (size_t i = 0; i < gs.size() && i < top; ++i) {
       const OpFigures& g = gs[i];
-      out += fmt::format("{:>10} {:>5.1f}% {:>7}  {:>11}  {}\n", formatSeconds(g.seconds), 100 * g.share, g.kernels,
-                         formatRate(g.flopsPerSecond, "F/s"), g.key);
+      out += fmt::format("{:>10} {:>5.1f}% {:>7}  {:>11}  {}\n", formatSeconds(g.seconds), 100 * g.share,
+                         g.kernels, formatRate(g.flopsPerSecond, "F/s"), g.key);
     }
     if (gs.size() > top) out += fmt::format("  ... {} more\n", gs.size() - top);
   };
   groups("by kind", p.byKind);
   groups("by op_name", p.byOpName);
-  out += fmt::format("\nHBM: peak {} live at {} ({} arguments, results and constants){}\n",
-                     formatBytes(static_cast<double>(p.memory.peakBytes)), formatSeconds(p.memory.peakSeconds),
-                     formatBytes(static_cast<double>(p.memory.staticBytes)),
-                     p.memory.temporariesFromHlo ? "" : "; temporaries as one heap block");
+  out +=
+      fmt::format("\nHBM: peak {} live at {} ({} arguments, results and constants){}\n",
+                  formatBytes(static_cast<double>(p.memory.peakBytes)), formatSeconds(p.memory.peakSeconds),
+                  formatBytes(static_cast<double>(p.memory.staticBytes)),
+                  p.memory.temporariesFromHlo ? "" : "; temporaries as one heap block");
   for (const NamedBytes& b : p.memory.peakBuffers)
     out += fmt::format("  {:>12}  {}\n", formatBytes(static_cast<double>(b.bytes)), b.name);
   return out;
@@ -512,8 +533,10 @@ ojson opJson(const OpFigures& f, bool isOp) {
   j["seconds"] = f.seconds;
   j["share"] = f.share;
   j["mxu_flops"] = f.hwFlops;
-  if (f.modelKnown) j["model_flops"] = f.modelFlops;
-  else j["model_flops"] = nullptr;
+  if (f.modelKnown)
+    j["model_flops"] = f.modelFlops;
+  else
+    j["model_flops"] = nullptr;
   j["hbm_bytes"] = f.hbmBytes;
   j["flops_per_second"] = f.flopsPerSecond;
   j["model_flops_per_second"] = f.modelFlopsPerSecond;
@@ -544,8 +567,10 @@ std::string renderJson(const Profile& p) {
   j["cycles"] = p.cycles;
   j["seconds"] = p.seconds;
   j["mxu_flops"] = p.hwFlops;
-  if (p.modelKnown) j["model_flops"] = p.modelFlops;
-  else j["model_flops"] = nullptr;
+  if (p.modelKnown)
+    j["model_flops"] = p.modelFlops;
+  else
+    j["model_flops"] = nullptr;
   j["hbm_bytes"] = p.hbmBytes;
   j["mxu_utilization_padded"] = p.hwUtilization;
   j["flop_utilization_model"] = p.modelUtilization;
@@ -561,7 +586,9 @@ std::string renderJson(const Profile& p) {
   j["stall_cycles"] = st;
   ojson chips = ojson::array();
   for (const ChipFigures& c : p.chips)
-    chips.push_back({{"chip", c.chip}, {"cycles", c.cycles}, {"seconds", c.seconds},
+    chips.push_back({{"chip", c.chip},
+                     {"cycles", c.cycles},
+                     {"seconds", c.seconds},
                      {"collective_seconds", c.collectiveSeconds}});
   j["chips"] = chips;
   ojson ops = ojson::array();
@@ -590,8 +617,8 @@ std::string renderJson(const Profile& p) {
 
 std::string renderStatsText(const Profile& p) {
   std::string out;
-  out += fmt::format("MXU work          {:.6g} FLOPs (padded to 8x128x128 pushes), {:.1f}% of peak FLOP/s\n", p.hwFlops,
-                     100 * p.hwUtilization);
+  out += fmt::format("MXU work          {:.6g} FLOPs (padded to 8x128x128 pushes), {:.1f}% of peak FLOP/s\n",
+                     p.hwFlops, 100 * p.hwUtilization);
   if (p.modelKnown)
     out += fmt::format("model FLOPs       {:.6g} (HLO cost analysis), {:.1f}% of peak FLOP/s\n", p.modelFlops,
                        100 * p.modelUtilization);
@@ -600,11 +627,12 @@ std::string renderStatsText(const Profile& p) {
   out += fmt::format("roofline (padded) {}; (model) {}\n", formatSeconds(p.hwRooflineSeconds),
                      p.modelKnown ? formatSeconds(p.modelRooflineSeconds) : std::string("unknown"));
   if (p.idealKnown)
-    out += fmt::format("ideal             {} ({}-bound: model FLOPs / peak {}, parameters + constants + results / "
-                       "HBM {}); achieved {:.1f}% of ideal\n",
-                       formatSeconds(p.idealSeconds), p.idealComputeSeconds > p.idealMemorySeconds ? "compute" : "memory",
-                       formatSeconds(p.idealComputeSeconds), formatSeconds(p.idealMemorySeconds),
-                       p.seconds > 0 ? 100 * p.idealSeconds / p.seconds : 0);
+    out += fmt::format(
+        "ideal             {} ({}-bound: model FLOPs / peak {}, parameters + constants + results / "
+        "HBM {}); achieved {:.1f}% of ideal\n",
+        formatSeconds(p.idealSeconds), p.idealComputeSeconds > p.idealMemorySeconds ? "compute" : "memory",
+        formatSeconds(p.idealComputeSeconds), formatSeconds(p.idealMemorySeconds),
+        p.seconds > 0 ? 100 * p.idealSeconds / p.seconds : 0);
   return out;
 }
 
@@ -632,13 +660,15 @@ void addStatsJson(const Profile& p, std::string& statsJson) {
   statsJson = j.dump(2) + "\n";
 }
 
-std::optional<std::string> diffProfiles(const std::string& aName, const std::string& aText, const std::string& bName,
-                                        const std::string& bText, DiagnosticEngine& diags) {
+std::optional<std::string> diffProfiles(const std::string& aName, const std::string& aText,
+                                        const std::string& bName, const std::string& bText,
+                                        DiagnosticEngine& diags) {
   auto load = [&](const std::string& name, const std::string& text) -> std::optional<nlohmann::json> {
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("profile_version") || !j["ops"].is_array() ||
         !j["seconds"].is_number()) {
-      diags.error(fmt::format("{}: not a profile (write one with tpu-run --profile=json --profile-file=FILE)", name));
+      diags.error(
+          fmt::format("{}: not a profile (write one with tpu-run --profile=json --profile-file=FILE)", name));
       return std::nullopt;
     }
     return j;
@@ -654,27 +684,32 @@ std::optional<std::string> diffProfiles(const std::string& aName, const std::str
   std::map<std::string, Row> rows;
   auto collect = [&](const nlohmann::json& j, bool first) {
     for (const auto& op : j["ops"]) {
-      if (!op.is_object() || !op.contains("key") || !op["key"].is_string() || !op["seconds"].is_number()) continue;
+      if (!op.is_object() || !op.contains("key") || !op["key"].is_string() || !op["seconds"].is_number())
+        continue;
       Row& r = rows[op["key"].get<std::string>()];
       (first ? r.a : r.b) += op["seconds"].get<double>();
-      if (op.contains("kind") && op["kind"].is_string() && r.kind.empty()) r.kind = op["kind"].get<std::string>();
+      if (op.contains("kind") && op["kind"].is_string() && r.kind.empty())
+        r.kind = op["kind"].get<std::string>();
     }
   };
   collect(*a, true);
   collect(*b, false);
   std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](auto& x, auto& y) { return std::fabs(x.second.b - x.second.a) > std::fabs(y.second.b - y.second.a); });
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) {
+    return std::fabs(x.second.b - x.second.a) > std::fabs(y.second.b - y.second.a);
+  });
   double ta = (*a)["seconds"].get<double>(), tb = (*b)["seconds"].get<double>();
   std::string out = fmt::format("profile diff: {} -> {}\ntotal {} -> {} ({:+.1f}%)\n\n", aName, bName,
                                 formatSeconds(ta), formatSeconds(tb), ta > 0 ? 100 * (tb - ta) / ta : 0);
   out += fmt::format("{:>10} {:>10} {:>11} {:>8}  {:<14} {}\n", "a", "b", "b - a", "change", "kind", "op");
   for (const auto& [key, r] : sorted) {
-    std::string change = r.a == 0 ? "new" : r.b == 0 ? "gone" : fmt::format("{:+.1f}%", 100 * (r.b - r.a) / r.a);
+    std::string change = r.a == 0   ? "new"
+                         : r.b == 0 ? "gone"
+                                    : fmt::format("{:+.1f}%", 100 * (r.b - r.a) / r.a);
     double d = r.b - r.a;
     out += fmt::format("{:>10} {:>10} {:>11} {:>8}  {:<14} {}\n", r.a ? formatSeconds(r.a) : "-",
-                       r.b ? formatSeconds(r.b) : "-", (d < 0 ? "-" : "+") + formatSeconds(std::fabs(d)), change,
-                       r.kind.empty() ? "-" : r.kind, key);
+                       r.b ? formatSeconds(r.b) : "-", (d < 0 ? "-" : "+") + formatSeconds(std::fabs(d)),
+                       change, r.kind.empty() ? "-" : r.kind, key);
   }
   return out;
 }

@@ -26,9 +26,9 @@ namespace tpu::profile {
 struct KernelInfo {
   std::string label;
   uint32_t firstBundle = 0;
-  std::string kind;    // llo-gen's kind ("matmul", "fusion-conv", ...), "" if unknown
-  std::string hlo;     // the HLO instruction it lowers
-  std::string opName;  // its op_name metadata
+  std::string kind;                  // llo-gen's kind ("matmul", "fusion-conv", ...), "" if unknown
+  std::string hlo;                   // the HLO instruction it lowers
+  std::string opName;                // its op_name metadata
   std::vector<std::string> members;  // a fusion's fused instructions
   std::optional<double> modelFlops;  // HLO cost analysis of `hlo` (XLA's conventions)
   uint64_t vmemBytes = 0;            // llo-gen's VMEM working set (0: unknown)
@@ -44,8 +44,8 @@ struct KernelMap {
 // `lloText` (the // comment llo-gen writes above each kernel label: kind,
 // HLO instruction, op_name) add what the labels do not carry; `module` (the
 // module that was lowered) adds fusion members and model FLOPs.
-KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* stats, std::string_view lloText,
-                     const hlo::Module* module);
+KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* stats,
+                     std::string_view lloText, const hlo::Module* module);
 
 // A stall reason's name in profiles (the simulator's, a semaphore wait named dma-wait).
 std::string stallName(size_t reason);
@@ -63,11 +63,11 @@ struct OpFigures {
   uint64_t cycles = 0;
   uint64_t issues = 0;
   double seconds = 0;
-  double share = 0;           // of the run's cycles
-  double hwFlops = 0;         // padded MXU work the simulator executed
-  double modelFlops = 0;      // HLO cost analysis (XLA's conventions)
+  double share = 0;       // of the run's cycles
+  double hwFlops = 0;     // padded MXU work the simulator executed
+  double modelFlops = 0;  // HLO cost analysis (XLA's conventions)
   bool modelKnown = false;
-  uint64_t hbmBytes = 0;      // HBM bytes moved by its DMAs
+  uint64_t hbmBytes = 0;  // HBM bytes moved by its DMAs
   Stalls stalls;
   // Derived (from hwFlops unless named model).
   double flopsPerSecond = 0, modelFlopsPerSecond = 0, bytesPerSecond = 0;
@@ -120,7 +120,7 @@ struct Profile {
   double modelFlops = 0;
   bool modelKnown = false;
   uint64_t hbmBytes = 0;
-  double hwUtilization = 0, modelUtilization = 0;     // achieved / peak FLOP/s
+  double hwUtilization = 0, modelUtilization = 0;  // achieved / peak FLOP/s
   double hwRooflineSeconds = 0, modelRooflineSeconds = 0;
   // The program's ideal bound: max(model FLOPs / peak, bytes of parameters +
   // constants + results / HBM bandwidth), from the module as given.
@@ -167,7 +167,8 @@ std::string augmentTrace(const Profile& p, const sim::ExecProfile& exec, std::st
 
 // `tpu-run --profile-diff A.json B.json`: per-op time differences between
 // two --profile=json outputs. Returns nullopt after reporting an error.
-std::optional<std::string> diffProfiles(const std::string& aName, const std::string& aText, const std::string& bName,
-                                        const std::string& bText, DiagnosticEngine& diags);
+std::optional<std::string> diffProfiles(const std::string& aName, const std::string& aText,
+                                        const std::string& bName, const std::string& bText,
+                                        DiagnosticEngine& diags);
 
 }  // namespace tpu::profile

@@ -1,6 +1,8 @@
 // The op profile's invariants: every cycle attributed once (ops sum to the
 // run), padded MXU work equal to the simulator's, model FLOPs from the HLO,
 // kernels found from .llo comments and .tpu labels, and the renderings.
+#include "profile/profile.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -8,7 +10,6 @@
 #include "codegen/codegen.h"
 #include "hlo/text/parser.h"
 #include "llo/text.h"
-#include "profile/profile.h"
 #include "sim/sim.h"
 
 namespace tpu::profile {

@@ -17,10 +17,13 @@ bool deliverProfile(sim::RunOutput& out, const isa::Program& program, const prof
   in.name = request.inputName.empty() ? std::string("-") : request.inputName;
   profile::Profile p = profile::buildProfile(in);
   if (original) profile::setIdealBound(p, *original);
-  if (request.run.stats == "json") profile::addStatsJson(p, out.statsText);
-  else if (!request.run.stats.empty()) out.statsText += profile::renderStatsText(p);
+  if (request.run.stats == "json")
+    profile::addStatsJson(p, out.statsText);
+  else if (!request.run.stats.empty())
+    out.statsText += profile::renderStatsText(p);
   if (!request.traceFile.empty() &&
-      !writeOutputFile(request.traceFile, profile::augmentTrace(p, out.profile, std::move(out.traceJson)), diags))
+      !writeOutputFile(request.traceFile, profile::augmentTrace(p, out.profile, std::move(out.traceJson)),
+                       diags))
     return false;
   if (!request.profile.empty()) {
     std::string text = request.profile == "json" ? profile::renderJson(p) : profile::renderText(p);
@@ -30,7 +33,8 @@ bool deliverProfile(sim::RunOutput& out, const isa::Program& program, const prof
       profileText = std::move(text);
     }
   }
-  if (!request.reportFile.empty() && !writeOutputFile(request.reportFile, profile::renderHtml(p), diags)) return false;
+  if (!request.reportFile.empty() && !writeOutputFile(request.reportFile, profile::renderHtml(p), diags))
+    return false;
   return true;
 }
 

@@ -68,6 +68,8 @@ class Runner {
   static constexpr size_t kProfileRecordLimit = 2'000'000;
   // The profile's attribution: cycles (prev, at] to bundle `pc` and its region.
   void profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled);
+  // A DMA started by bundle `pc`: its HBM bytes and the VMEM it touches.
+  void profileDma(uint32_t pc, const DmaTransfer& t);
 };
 
 bool Runner::checkTarget() {
@@ -148,6 +150,25 @@ void Runner::profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReaso
   } else {
     profile_.recordsDropped++;
   }
+}
+
+void Runner::profileDma(uint32_t pc, const DmaTransfer& t) {
+  BundleProfile& bp = profile_.bundles[pc];
+  bp.hbmBytes += t.hbmRead + t.hbmWritten;
+  bp.dmaBytes += t.bytes;
+  const bool toVmem = machine_->isVmem(t.dst);
+  int64_t offset = toVmem ? t.dstOffset : machine_->isVmem(t.src) ? t.srcOffset : -1;
+  if (offset < 0) return;
+  uint64_t extent = t.bytes;
+  if (t.desc) {
+    extent = t.desc->chunkBytes;
+    for (const isa::DmaDim& d : t.desc->dims)
+      if (d.count > 0) {
+        int64_t stride = std::abs(toVmem ? d.dstStride : d.srcStride);
+        extent += static_cast<uint64_t>(d.count - 1) * static_cast<uint64_t>(stride);
+      }
+  }
+  bp.vmemHigh = std::max(bp.vmemHigh, static_cast<uint64_t>(offset) + extent);
 }
 
 template <class Cond>
@@ -294,20 +315,7 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
         R.dmaBytes += t.bytes;
         R.hbmBytesRead += t.hbmRead;
         R.hbmBytesWritten += t.hbmWritten;
-        if (options_.profile) {
-          profile_.bundles[pc].hbmBytes += t.hbmRead + t.hbmWritten;
-          profile_.bundles[pc].dmaBytes += t.bytes;
-          uint64_t extent = t.bytes;
-          if (t.desc) {
-            extent = t.desc->chunkBytes;
-            for (const isa::DmaDim& d : t.desc->dims)
-              extent += static_cast<uint64_t>(d.count - 1) *
-                        static_cast<uint64_t>(std::abs(machine_->isVmem(t.dst) ? d.dstStride : d.srcStride));
-          }
-          int64_t offset = machine_->isVmem(t.dst) ? t.dstOffset : machine_->isVmem(t.src) ? t.srcOffset : -1;
-          if (offset >= 0)
-            profile_.bundles[pc].vmemHigh = std::max(profile_.bundles[pc].vmemHigh, static_cast<uint64_t>(offset) + extent);
-        }
+        if (options_.profile) profileDma(pc, t);
         inflight_.emplace(id, t);
       } else if (!machine_->exec(op, nextPc)) {
         fault(pc);
