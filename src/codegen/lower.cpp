@@ -402,7 +402,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     }
     case Opcode::Fusion:
       if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
-          !columnReduceFusion(in, nullptr)) {
+          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr)) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -483,6 +483,10 @@ int Lowerer::sreg() {
 VReg Lowerer::valloc(ElementType t) {
   auto get = [&] {
     int r = vregs_.get();
+    if (r < 0 && softVregs_) {  // a trial emission (lower_rows.cpp) that will be discarded
+      vregsExhausted_ = true;
+      return 0;
+    }
     if (r < 0) {
       if (!failed_) diags_.error("llo-gen: fused computation needs more vector registers than the target has");
       failed_ = true;
@@ -2104,7 +2108,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     uint64_t perVreg = 0;
     for (int b : ldBufs) perVreg += static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[b].type).bytes;
     uint64_t room = budget > 8192 * (nl + nv + 1) ? budget - 8192 * (nl + nv + 1) : 0;
-    segV = static_cast<int64_t>(room / perVreg);
+    // Two slots: segment s + 1 loads while segment s is folded.
+    segV = static_cast<int64_t>(room / (2 * perVreg));
     if (segV < 2) return fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM", r));
   }
   int64_t rows = segV ? 1 : std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>((budget / 2) / (rowBytes + 16))));
@@ -2118,6 +2123,9 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     xOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(segV ? segV * kVregElems : rows * r) * es + 4096, 512);
   }
+  // Segments: slot 1 of every streamed buffer lies segDelta above slot 0.
+  const int64_t segDelta = segV ? static_cast<int64_t>(cur) : 0;
+  if (segV) cur *= 2;
   for (size_t j = 0; j < sideBufs.size(); ++j) {
     // (A row's last vreg spills into the next row's place, rewritten next,
     // or into this padding.)
@@ -2214,9 +2222,15 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     e_.op("sem.wait sem0, {}", count);
   };
   // Segment `seg` (an sreg, or the constant segIndex when seg < 0) of the
-  // row: `elems` elements into the row's VMEM slots, read from their start.
-  int rSeg = segV ? sreg() : -1, rSegOff = segV ? sreg() : -1;
-  auto dmaSegment = [&](int seg, int64_t segIndex, int64_t elems) {
+  // row: `elems` elements into VMEM slot `slot` (an sreg: 0 or 1) on
+  // semaphore 1 + slot. Segments are double-buffered: segment s + 1 is
+  // issued before segment s is folded (issueSegment), and the fold of a
+  // segment starts with waitSegment, which points the row's read registers
+  // at its slot.
+  int rSeg = segV ? sreg() : -1, rSegOff = segV ? sreg() : -1, rSlot = segV ? sreg() : -1,
+      rSem = segV ? sreg() : -1, rNext = segV ? sreg() : -1, rNextSeg = segV ? sreg() : -1;
+  auto issueSegment = [&](int seg, int64_t segIndex, int64_t elems, int slot) {
+    e_.op("sadd {}, {}, 1", S(rSem), S(slot));
     for (size_t j = 0; j < nl; ++j) {
       int b = ldBufs[j];
       int es = typeInfo(bufs_[b].type).bytes;
@@ -2228,11 +2242,16 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
         e_.op("sadd {}, {}, {}", S(rA), S(rA), segIndex * segV * kVregElems * es);
       }
       e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
-      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", b), e_.desc(static_cast<uint64_t>(elems * es), {}), xOff[j],
-            memRef(b, S(rA)));
+      e_.op("smul {}, {}, {}", S(rSegOff), S(slot), segDelta);
+      e_.op("sadd {}, {}, {}", S(rSegOff), S(rSegOff), xOff[j]);
+      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", b), e_.desc(static_cast<uint64_t>(elems * es), {}), S(rSegOff),
+            memRef(b, S(rA)), S(rSem));
     }
-    e_.op("sem.wait sem0, {}", nl);
-    for (size_t j = 0; j < nl; ++j) e_.op("smov {}, 0", S(rX[j]));
+  };
+  auto waitSegment = [&](int slot) {
+    e_.op("sadd {}, {}, 1", S(rSem), S(slot));
+    e_.op("sem.wait sem[{}], {}", S(rSem), nl);
+    for (size_t j = 0; j < nl; ++j) e_.op("smul {}, {}, {}", S(rX[j]), S(slot), segDelta);
   };
   if (!segV) dmaBatch(true);
   // Rows in this batch.
@@ -2304,7 +2323,15 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     return true;
   };
   const int64_t segments = segV ? (fullV + (rem ? 1 : 0) + segV - 1) / segV : 1;
-  if (segV) dmaSegment(-1, 0, std::min<int64_t>(r, segV * kVregElems));
+  const int64_t lastElems = segV ? r - (segments - 1) * segV * kVregElems : 0;
+  if (segV) {
+    // Segment 0 into slot 0, segment 1 into slot 1, then fold segment 0.
+    e_.op("smov {}, 0", S(rSlot));
+    issueSegment(-1, 0, std::min<int64_t>(r, segV * kVregElems), rSlot);
+    e_.op("smov {}, 1", S(rNext));
+    if (segments > 1) issueSegment(-1, 1, segments > 2 ? segV * kVregElems : lastElems, rNext);
+    waitSegment(rSlot);
+  }
   if (auto first = loadInputs()) acc = *first;
   else return false;
   // With at least one full vreg every element is valid from the start;
@@ -2331,15 +2358,31 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     // whose full vregs come before the masked tail.
     if (!foldRun(segV - 1, lV)) return false;
     if (segments > 2) {
+      // Segment rSeg is in slot rSeg & 1; segment rSeg + 1 goes to the
+      // other slot, which segment rSeg - 1 has left.
       std::string lSeg = e_.newLabel("segment");
       e_.op("smov {}, 1", S(rSeg));
       e_.label(lSeg);
-      dmaSegment(rSeg, 0, segV * kVregElems);
+      e_.op("sand {}, {}, 1", S(rSlot), S(rSeg));
+      e_.op("sxor {}, {}, 1", S(rNext), S(rSlot));
+      e_.op("sadd {}, {}, 1", S(rSegOff), S(rSeg));
+      {
+        std::string lLast = e_.newLabel("seglast"), lIssued = e_.newLabel("segissued");
+        e_.op("br.eq {}, {}, {}", S(rSegOff), segments - 1, lLast);
+        e_.op("sadd {}, {}, 1", S(rNextSeg), S(rSeg));
+        issueSegment(rNextSeg, 0, segV * kVregElems, rNext);
+        e_.op("jmp {}", lIssued);
+        e_.label(lLast);
+        issueSegment(-1, segments - 1, lastElems, rNext);
+        e_.label(lIssued);
+      }
+      waitSegment(rSlot);
       if (!foldRun(segV, e_.newLabel("svreg"))) return false;
       e_.op("sadd {}, {}, 1", S(rSeg), S(rSeg));
       e_.op("br.lt {}, {}, {}", S(rSeg), segments - 1, lSeg);
     }
-    dmaSegment(-1, segments - 1, r - (segments - 1) * segV * kVregElems);
+    e_.op("smov {}, {}", S(rSlot), (segments - 1) & 1);
+    waitSegment(rSlot);
     if (!foldRun(fullV - (segments - 1) * segV, e_.newLabel("svreg"))) return false;
   }
   if (rem && fullV > 0 && !foldOne(true)) return false;
@@ -3221,6 +3264,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
       if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
+      if (rowFusion(in, nullptr)) return lowerRowFusion(in);
       if (resident_.count(&in)) return lowerResidentFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {

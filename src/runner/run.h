@@ -41,6 +41,8 @@ struct RunReport {
   // --check's verdict line (text or JSON), for standard error: kept out of
   // the statistics so a --stats-file stays one JSON document.
   std::string checkVerdict;
+  // --profile without --profile-file: the rendered op profile, for standard error.
+  std::string profileText;
 };
 
 // Reads HLO text or .hlob (by magic number) from `source`.
@@ -65,6 +67,12 @@ RunReport runInterpreter(const hlo::Module& module, const RunOptions& options, D
 struct SimulatorRequest {
   sim::RunRequest run;    // entry, max cycles, stats kind, trace wanted
   std::string traceFile;  // --trace=FILE ("" = none)
+  std::string profile;      // --profile: "" (none), "text" or "json"
+  std::string profileFile;  // --profile-file=FILE ("" = standard error)
+  std::string reportFile;   // --report=FILE.html ("" = none)
+  std::string inputName;    // the program's file name (named in profiles)
+  std::string lloText;      // .llo input: its text (llo-gen's kernel comments)
+  bool wantsProfile() const { return !profile.empty() || !reportFile.empty() || !traceFile.empty() || !run.stats.empty(); }
 };
 
 // `tpu-run PROGRAM.tpu|PROGRAM.llo`: run a machine program on the simulated

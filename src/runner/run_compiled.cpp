@@ -10,6 +10,7 @@
 #include "passes/clone.h"
 #include "passes/fusion/pipeline.h"
 #include "runner/check_tolerance.h"
+#include "runner/profile_output.h"
 #include "runner/run.h"
 #include "runner/tensor_io.h"
 #include "support/float_format.h"
@@ -39,7 +40,9 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   }
   codegen::CodegenOptions codegenOptions;
   codegenOptions.f32DotPrecision = request.f32DotPrecision;
-  auto program = codegen::compileModule(optimized ? *optimized : module, target, codegenOptions, diags);
+  codegen::CodegenStats codegenStats;
+  const hlo::Module& lowered = optimized ? *optimized : module;
+  auto program = codegen::compileModule(lowered, target, codegenOptions, diags, &codegenStats);
   if (!program) return failed;
   sim::LoadedProgram loaded{std::move(*program), target, {}};
 
@@ -57,8 +60,19 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
 
   sim::RunRequest run = request.simulator.run;
   run.entry = "main";
+  profile::KernelMap kernels;
+  const bool profiling = request.simulator.wantsProfile();
+  if (profiling) {
+    kernels = profile::mapKernels(loaded.program, &codegenStats, "", &lowered);
+    run.profile = true;
+    run.bundleRegion = kernels.bundleRegion;
+  }
   auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
   if (!out) return failed;
+  std::string profileText;
+  if (profiling &&
+      !deliverProfile(*out, loaded.program, kernels, &lowered, &module, request.simulator, profileText, diags))
+    return failed;
   statsText += out->statsText;
 
   std::vector<hlo::Shape> resultShapes;
@@ -135,6 +149,7 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   hlo::Literal result = results.size() == 1 ? std::move(results[0]) : hlo::Literal::tuple(std::move(results));
   RunReport report = deliverResults(result, options, diags);
   report.checkVerdict = std::move(verdict);
+  report.profileText = std::move(profileText);
   return report;
 }
 
