@@ -674,6 +674,7 @@ class Lowerer {
   // Brings r back to its type's register form after arithmetic: rounds
   // narrow floats, wraps narrow integers (in place; returns r).
   VReg normalize(VReg r);
+  VReg expandErfF32(VReg x, hlo::ElementType rt);  // erf from ALU ops and vexp
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.
   VReg divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType t);
   // Scalar register with the f32 bits of the narrow float whose code is in
