@@ -1,5 +1,6 @@
 // tpu-run's simulator mode: the same tensor I/O as the interpreter mode, with
 // the machine program's entry signature standing in for HLO parameter shapes.
+#include <algorithm>
 #include <cstring>
 
 #include "codegen/codegen.h"
@@ -62,7 +63,10 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
     inputs.emplace_back(reinterpret_cast<const char*>(arg.data().data()), arg.data().size());
   if (seedRngState) inputs.push_back(codegen::initialRngState(options.seed.value_or(0)));
 
-  auto out = sim::runLoadedProgram(loaded, inputs, request.run, diags);
+  // Machine programs do not record a chip count: --replicas x --partitions.
+  sim::RunRequest run = request.run;
+  run.chips = static_cast<int>(std::max<int64_t>(1, options.replicas) * std::max<int64_t>(1, options.partitions));
+  auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
   if (!out) return failed;
   statsText += out->statsText;
   if (!request.traceFile.empty() && !writeOutputFile(request.traceFile, out->traceJson, diags)) return failed;

@@ -57,12 +57,17 @@ struct RunRequest {
   uint64_t maxCycles = SimOptions{}.maxCycles;  // --max-cycles=N
   std::string stats;             // --stats: "" (none), "text" or "json"
   bool trace = false;            // --trace=FILE given
+  // Pods: the chips to run (every chip gets the same inputs; results are
+  // chip 0's) and --topology ("" = the target's most square slice).
+  int chips = 1;
+  std::string topology;
 };
 struct RunOutput {
   std::vector<std::string> results;  // bytes per entry result
   std::string statsText;             // rendered per RunRequest::stats ("" if none)
   std::string traceJson;             // when RunRequest::trace
-  SimReport report;
+  SimReport report;                                // chip 0's
+  std::vector<std::vector<std::string>> chipResults;  // pods: every chip's results
 };
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags);
