@@ -98,6 +98,8 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
   opts.maxCycles = request.maxCycles;
   opts.trace = request.trace;
   opts.bundleLocations = loaded.bundleLocations;
+  opts.profile = request.profile;
+  opts.bundleRegion = request.bundleRegion;
   if (request.chips > 1 || !request.topology.empty()) {
     auto topo = request.topology.empty()
                     ? target::defaultTopology(loaded.target, request.chips, diags)
@@ -110,6 +112,7 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
     out.results = pod->chips.front().results;
     out.traceJson = std::move(pod->chips.front().traceJson);
     out.report = pod->chips.front().report;
+    out.profile = std::move(pod->chips.front().profile);
     for (SimResult& c : pod->chips) out.chipResults.push_back(std::move(c.results));
     if (request.stats == "json") out.statsText = renderPodJson(*pod, loaded.target.clockHz);
     else if (!request.stats.empty()) out.statsText = renderPodText(*pod, loaded.target.clockHz);
@@ -121,6 +124,7 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
   out.results = std::move(r->results);
   out.traceJson = std::move(r->traceJson);
   out.report = r->report;
+  out.profile = std::move(r->profile);
   if (request.stats == "json") out.statsText = renderReportJson(r->report);
   else if (!request.stats.empty()) out.statsText = renderReportText(r->report);
   return out;

@@ -84,6 +84,11 @@ class ChipRunner {
   std::vector<DmaModel::Completion> done_;
   SimReport report_;
   double lastDmaEnd_ = 0;
+  ExecProfile profile_;
+  static constexpr size_t kProfileRecordLimit = 2'000'000;
+  uint64_t attributedTo_ = 0;  // cycles [0, attributedTo_) belong to bundles already issued
+  // The profile's attribution: cycles (prev, at] to bundle `pc` and its region.
+  void profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled);
   uint64_t maxOutstanding_ = 1;
   uint64_t branchLatency_ = 1;
   uint64_t notBefore_ = 0, endCycle_ = 0;
@@ -220,6 +225,12 @@ void ChipRunner::landDmas() {
     const DmaTransfer& t = it->second;
     machine_->completeDma(t);
     lastDmaEnd_ = std::max(lastDmaEnd_, c.end);
+    if (options_.profile) {
+      if (profile_.dmas.size() < kProfileRecordLimit)
+        profile_.dmas.push_back({t.bundle, c.engine, c.start, c.end, t.hbmRead + t.hbmWritten, t.bytes});
+      else
+        profile_.recordsDropped++;
+    }
     if (trace_) {
       trace_->add(TraceRecorder::dmaTrack(c.engine), t.desc->name.empty() ? isa::instrDesc(t.opcode).mnemonic
                                                                            : std::string_view(t.desc->name),
@@ -228,6 +239,22 @@ void ChipRunner::landDmas() {
     inflight_.erase(it);
   }
   done_.clear();
+}
+
+void ChipRunner::profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled) {
+  BundleProfile& bp = profile_.bundles[pc];
+  bp.issues++;
+  bp.cycles += at + 1 - prevEnd;
+  bp.stallCycles[static_cast<size_t>(reason)] += stalled;
+  if (options_.bundleRegion.empty()) return;
+  uint32_t region = pc < options_.bundleRegion.size() ? options_.bundleRegion[pc] : UINT32_MAX;
+  if (!profile_.spans.empty() && profile_.spans.back().region == region) {
+    profile_.spans.back().end = at + 1;
+  } else if (profile_.spans.size() < kProfileRecordLimit) {
+    profile_.spans.push_back({region, prevEnd, at + 1});
+  } else {
+    profile_.recordsDropped++;
+  }
 }
 
 template <class Cond>
@@ -274,6 +301,7 @@ bool ChipRunner::start(const isa::Entry& entry, const std::vector<std::string>& 
   maxOutstanding_ = static_cast<uint64_t>(std::max(1, target_.dma.maxOutstanding));
   branchLatency_ = static_cast<uint64_t>(std::max(1, target_.latency(target::LatencyClass::Branch)));
   pc_ = entry.start;
+  if (options_.profile) profile_.bundles.resize(decoded_.bundles.size());
   return true;
 }
 
@@ -364,6 +392,10 @@ ChipRunner::Step ChipRunner::step() {
     return Step::Fault;
   }
   if (waited) reason = atBarrier_ ? StallReason::Sync : waitReason_;
+  if (options_.profile) {
+    profileIssue(pc, at, attributedTo_, reason, at > notBefore_ ? at - notBefore_ : 0);
+    attributedTo_ = at + 1;
+  }
   if (at > notBefore_) {
     R.stallCycles[static_cast<size_t>(reason)] += at - notBefore_;
     if (pod_ && (reason == StallReason::Semaphore || atBarrier_))
@@ -403,6 +435,20 @@ ChipRunner::Step ChipRunner::step() {
         uint64_t id = dma_->submit(at, onChip ? DmaModel::kOnChip : DmaModel::kHbm, poolBytes);
         R.hbmBytesRead += t.hbmRead;
         R.hbmBytesWritten += t.hbmWritten;
+        if (options_.profile) {
+          profile_.bundles[pc].hbmBytes += t.hbmRead + t.hbmWritten;
+          profile_.bundles[pc].dmaBytes += t.bytes;
+          uint64_t extent = t.bytes;
+          if (t.desc) {
+            extent = t.desc->chunkBytes;
+            for (const isa::DmaDim& d : t.desc->dims)
+              extent += static_cast<uint64_t>(d.count - 1) *
+                        static_cast<uint64_t>(std::abs(machine_->isVmem(t.dst) ? d.dstStride : d.srcStride));
+          }
+          int64_t offset = machine_->isVmem(t.dst) ? t.dstOffset : machine_->isVmem(t.src) ? t.srcOffset : -1;
+          if (offset >= 0)
+            profile_.bundles[pc].vmemHigh = std::max(profile_.bundles[pc].vmemHigh, static_cast<uint64_t>(offset) + extent);
+        }
         inflight_.emplace(id, t);
       }
     } else if (!machine_->exec(op, nextPc)) {
@@ -415,6 +461,10 @@ ChipRunner::Step ChipRunner::step() {
         R.mxuPushes++;
         if (op.opcode == Opcode::MxuMatmulS8) R.intOps += 2.0 * kSublanes * kMxuDim * kMxuDim;
         else R.flops += 2.0 * kSublanes * kMxuDim * kMxuDim;
+        if (options_.profile) {
+          profile_.bundles[pc].mxuPushes++;
+          profile_.bundles[pc].mxuFlops += 2.0 * kSublanes * kMxuDim * kMxuDim;
+        }
         break;
       default: break;
     }
@@ -435,6 +485,10 @@ ChipRunner::Step ChipRunner::step() {
     if (endCycle_ > options_.maxCycles) {
       fault(pc, fmt::format("exceeded --max-cycles={} (the program ends at cycle {})", options_.maxCycles, endCycle_));
       return Step::Fault;
+    }
+    if (options_.profile && endCycle_ > attributedTo_) {
+      profile_.bundles[pc].cycles += endCycle_ - attributedTo_;
+      if (!profile_.spans.empty()) profile_.spans.back().end = endCycle_;
     }
     halted_ = true;
     resumeAt_ = INFINITY;
@@ -489,6 +543,7 @@ SimResult ChipRunner::finish(const isa::Entry& entry) {
     result.traceJson = trace_->render(process, slotNames);
   }
   result.report = R;
+  result.profile = std::move(profile_);
   return result;
 }
 
