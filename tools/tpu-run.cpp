@@ -169,6 +169,9 @@ int main(int argc, char** argv) {
          "(0: no limit)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--topology", compiled.simulator.run.topology,
+                 "Pods: the slice shape of the simulated chips, like 2x4 (v5e) or 2x2x2 (v4); default: the most square "
+                 "slice of replicas x partitions chips");
   app.add_option("--trace", compiled.simulator.traceFile,
                  "Write a Chrome/Perfetto trace to FILE: kernels by HLO instruction, slots, MXUs, DMAs, counters");
   app.add_flag("--profile{text}", compiled.simulator.profile,

@@ -3571,7 +3571,7 @@ std::optional<CodegenResult> Lowerer::run() {
   for (const Buf& b : bufs_) {
     if (b.kind == BufKind::Heap || b.kind == BufKind::Vmem || b.aliasOfArg) continue;
     TypeInfo ti = typeInfo(b.type);
-    std::vector<int64_t> dims = b.dims.empty() ? std::vector<int64_t>{1} : b.dims;
+    std::vector<int64_t> dims = b.dims;  // rank 0 stays rank 0: a .tpu takes what the HLO takes
     if (ti.words > 1) dims.push_back(ti.words);  // wide elements as u32 words (the ISA's buffer types are 32-bit at most)
     std::string d = dimsText(dims);
     t += fmt::format(".buffer {} : hbm {}{}", b.name, ti.words > 1 ? std::string_view("u32") : ti.dtype, d);

@@ -60,6 +60,8 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
 
   sim::RunRequest run = request.simulator.run;
   run.entry = "main";
+  run.chips = static_cast<int>((options.replicas > 0 ? options.replicas : module.config().replicaCount) *
+                               (options.partitions > 0 ? options.partitions : module.config().numPartitions));
   profile::KernelMap kernels;
   const bool profiling = request.simulator.wantsProfile();
   if (profiling) {

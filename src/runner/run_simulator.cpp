@@ -1,5 +1,6 @@
 // tpu-run's simulator mode: the same tensor I/O as the interpreter mode, with
 // the machine program's entry signature standing in for HLO parameter shapes.
+#include <algorithm>
 #include <cstring>
 
 #include "codegen/codegen.h"
@@ -70,6 +71,8 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
     run.profile = true;
     run.bundleRegion = kernels.bundleRegion;
   }
+  // Machine programs do not record a chip count: --replicas x --partitions.
+  run.chips = static_cast<int>(std::max<int64_t>(1, options.replicas) * std::max<int64_t>(1, options.partitions));
   auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
   if (!out) return failed;
   std::string profileText;

@@ -816,9 +816,9 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
       std::memcpy(smem_.data() + addr, &v, 4);
       return true;
     }
-    case Opcode::SIdCore:
-    case Opcode::SIdChip: sregs_[op.d] = 0; return true;
-    case Opcode::SIdChips: sregs_[op.d] = 1; return true;
+    case Opcode::SIdCore: sregs_[op.d] = 0; return true;
+    case Opcode::SIdChip: sregs_[op.d] = static_cast<uint32_t>(chip_); return true;
+    case Opcode::SIdChips: sregs_[op.d] = static_cast<uint32_t>(chips_); return true;
 
     // ---- control ----
     case Opcode::Jmp: nextPc = op.label; return true;
@@ -842,6 +842,7 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
     case Opcode::Halt:
     case Opcode::Sync:
     case Opcode::Barrier:
+    case Opcode::BarrierPod:  // the pod loop held the bundle until every chip arrived
     case Opcode::Nop: return true;
 
     // ---- semaphores (the loop made sure a wait can proceed) ----
@@ -1067,10 +1068,16 @@ bool Machine::prepareDma(const DecodedOp& op, DmaTransfer& t) {
   t.bundle = op.bundle;
   t.opcode = op.opcode;
   t.desc = &d;
-  if (op.opcode == Opcode::DmaRemote) {
+  if (op.opcode == Opcode::DmaRemote || op.opcode == Opcode::DmaRemoteV) {
     int32_t chip = s(srcScalar(op.a));
-    if (chip != 0)
-      return failf(fmt::format("dma.remote to chip {}, but the simulation runs 1 chip (chip 0)", chip));
+    if (chip < 0 || chip >= chips_)
+      return failf(chips_ == 1 ? fmt::format("{} to chip {}, but the simulation runs 1 chip (chip 0)",
+                                             op.desc->mnemonic, chip)
+                               : fmt::format("{} to chip {}, but the simulation runs {} chips (0 to {})",
+                                             op.desc->mnemonic, chip, chips_, chips_ - 1));
+    t.remoteChip = chip;
+    t.dstSpace = op.mem.space;
+    t.dstBuffer = op.mem.buffer;
   }
   if (!dmaRange(op, op.mem, d, true, t.dst, t.dstOffset)) return false;
   if (!dmaRange(op, op.mem2, d, false, t.src, t.srcOffset)) return false;
@@ -1089,6 +1096,11 @@ bool Machine::prepareDma(const DecodedOp& op, DmaTransfer& t) {
   t.hbmRead = op.mem2.space == isa::MemSpace::Hbm ? t.bytes : 0;
   t.hbmWritten = op.mem.space == isa::MemSpace::Hbm ? t.bytes : 0;
   return true;
+}
+
+Memory* Machine::memory(isa::MemSpace space, uint32_t buffer) {
+  if (space == isa::MemSpace::Hbm) return buffer < hbm_.size() ? &hbm_[buffer] : nullptr;
+  return space == isa::MemSpace::Vmem ? &vmem_ : &smem_;
 }
 
 void Machine::completeDma(const DmaTransfer& t) {

@@ -65,6 +65,9 @@ struct DmaTransfer {
   int64_t dstOffset = 0, srcOffset = 0;
   int sem = -1;   // signalled (+1) on completion
   int sem2 = -1;  // dma.remote: the receive semaphore
+  int remoteChip = -1;  // dma.remote(.v): the destination chip; dst is resolved here, the pod re-points it
+  isa::MemSpace dstSpace = isa::MemSpace::Hbm;
+  uint32_t dstBuffer = 0;
   uint64_t bytes = 0;
   uint64_t hbmRead = 0, hbmWritten = 0;
 };
@@ -99,6 +102,15 @@ class Machine {
   int64_t semaphore(int i) const { return sems_[i]; }
   // Amount a sem.wait / sem.signal op asks for.
   int64_t semAmount(const DecodedOp& op) const;
+
+  // This chip's place in the run (sid.chip, sid.chips, dma.remote checks).
+  void setChip(int chip, int chips) {
+    chip_ = chip;
+    chips_ = chips;
+  }
+  // The memory a DMA operand names (an HBM buffer, VMEM or SMEM).
+  Memory* memory(isa::MemSpace space, uint32_t buffer);
+  void signal(int sem, int64_t n = 1) { sems_[sem] += n; }
 
   const std::string& fault() const { return fault_; }
   uint32_t sreg(int i) const { return sregs_[i]; }
@@ -151,6 +163,7 @@ class Machine {
   std::vector<std::unique_ptr<MxuUnit>> mxus_;
   std::vector<std::unique_ptr<XposeUnit>> xposes_;
   std::string fault_;
+  int chip_ = 0, chips_ = 1;
   // Declared last: destroyed (threads joined) before the FIFOs it writes.
   std::unique_ptr<class MxuPool> pool_;
 };

@@ -100,6 +100,24 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
   opts.bundleLocations = loaded.bundleLocations;
   opts.profile = request.profile;
   opts.bundleRegion = request.bundleRegion;
+  if (request.chips > 1 || !request.topology.empty()) {
+    auto topo = request.topology.empty()
+                    ? target::defaultTopology(loaded.target, request.chips, diags)
+                    : target::parseTopology(request.topology, loaded.target, request.chips > 1 ? request.chips : 0, diags);
+    if (!topo) return std::nullopt;
+    std::vector<std::vector<std::string>> all(static_cast<size_t>(topo->chips()), inputs);
+    auto pod = simulatePod(loaded.program, loaded.target, *topo, all, opts, diags);
+    if (!pod) return std::nullopt;
+    RunOutput out;
+    out.results = pod->chips.front().results;
+    out.traceJson = std::move(pod->chips.front().traceJson);
+    out.report = pod->chips.front().report;
+    out.profile = std::move(pod->chips.front().profile);
+    for (SimResult& c : pod->chips) out.chipResults.push_back(std::move(c.results));
+    if (request.stats == "json") out.statsText = renderPodJson(*pod, loaded.target.clockHz);
+    else if (!request.stats.empty()) out.statsText = renderPodText(*pod, loaded.target.clockHz);
+    return out;
+  }
   auto r = simulate(loaded.program, loaded.target, inputs, opts, diags);
   if (!r) return std::nullopt;
   RunOutput out;

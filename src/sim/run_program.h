@@ -59,13 +59,18 @@ struct RunRequest {
   bool trace = false;            // --trace=FILE given
   bool profile = false;          // SimOptions::profile (--profile, --report)
   std::vector<uint32_t> bundleRegion;  // SimOptions::bundleRegion
+  // Pods: the chips to run (every chip gets the same inputs; results are
+  // chip 0's) and --topology ("" = the target's most square slice).
+  int chips = 1;
+  std::string topology;
 };
 struct RunOutput {
   std::vector<std::string> results;  // bytes per entry result
   std::string statsText;             // rendered per RunRequest::stats ("" if none)
   std::string traceJson;             // when RunRequest::trace
-  SimReport report;
-  ExecProfile profile;               // when RunRequest::profile
+  SimReport report;                                   // chip 0's
+  ExecProfile profile;                                // when RunRequest::profile (chip 0's)
+  std::vector<std::vector<std::string>> chipResults;  // pods: every chip's results
 };
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags);

@@ -16,6 +16,7 @@
 #include "isa/program.h"
 #include "support/diagnostics.h"
 #include "target/target.h"
+#include "target/topology.h"
 
 namespace tpu::sim {
 
@@ -138,6 +139,42 @@ struct SimResult {
 std::optional<SimResult> simulate(const isa::Program& program, const target::TargetDesc& target,
                                   const std::vector<std::string>& inputs, const SimOptions& options,
                                   DiagnosticEngine& diags);
+
+// A pod: one simulated chip per position of `topology`, all running the
+// same program (SPMD; sid.chip tells them apart), joined by ICI links.
+// Chips step one bundle at a time on one host thread, always the chip whose
+// next bundle is earliest in simulated time (ties: the lower chip id), so
+// results and cycle counts never depend on host timing. A remote DMA
+// (dma.remote, dma.remote.v) crosses the links of its dimension-ordered
+// route; each directed link carries one transfer at a time at the target's
+// ici.bytes_per_second_per_link, so transfers that share a link queue, and
+// every hop adds ici.hop_latency_ns.
+struct IciLinkStats {
+  std::string name;  // "chip 0 (0,0) +y -> chip 1 (0,1)"
+  uint64_t bytes = 0;
+  uint64_t transfers = 0;
+  double busyCycles = 0;
+};
+struct ChipPodStats {
+  uint64_t remoteDmas = 0;
+  uint64_t iciBytesSent = 0;
+  uint64_t waitCycles = 0;  // cycles stalled on semaphores and barrier.pod (exposed communication)
+};
+struct PodResult {
+  std::vector<SimResult> chips;
+  std::vector<ChipPodStats> chipStats;
+  std::vector<IciLinkStats> links;  // links that carried data, by link id
+  uint64_t cycles = 0;              // the last chip's end
+  uint64_t iciBytes = 0;
+  std::string topology;             // "2x4 torus (wraparound: none)"
+};
+// `inputs[c]`: chip c's entry arguments. Faults and deadlocks name the chip.
+std::optional<PodResult> simulatePod(const isa::Program& program, const target::TargetDesc& target,
+                                     const target::Topology& topology,
+                                     const std::vector<std::vector<std::string>>& inputs, const SimOptions& options,
+                                     DiagnosticEngine& diags);
+std::string renderPodText(const PodResult& pod, double clockHz);
+std::string renderPodJson(const PodResult& pod, double clockHz);
 
 // The report as text (several lines) or as one JSON object (`--stats=json`).
 std::string renderReportText(const SimReport& report);

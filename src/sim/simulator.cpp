@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <unordered_map>
 
 #include "isa/verify.h"
@@ -21,41 +22,60 @@ namespace {
 
 using isa::Opcode;
 
-class Runner {
- public:
-  Runner(const isa::Program& p, const target::TargetDesc& t, const SimOptions& o, DiagnosticEngine& d)
-      : program_(p), target_(t), options_(o), diags_(d) {}
+class Pod;
 
-  std::optional<SimResult> run(const std::vector<std::string>& inputs);
+// One chip: the functional machine, its timing, its DMAs. step() tries to
+// issue the bundle at pc; when a wait cannot be met before something another
+// chip does (or a transfer on the ICI lands) could change it, the chip
+// yields and the pod runs others first.
+class ChipRunner {
+ public:
+  enum class Step { Issued, Waiting, Halted, Fault };
+
+  ChipRunner(const isa::Program& p, const target::TargetDesc& t, const SimOptions& o, DiagnosticEngine& d,
+             const DecodedProgram& decoded, int chip, Pod* pod)
+      : program_(p), target_(t), options_(o), diags_(d), decoded_(decoded), chip_(chip), pod_(pod) {}
+
+  bool start(const isa::Entry& entry, const std::vector<std::string>& inputs, int chips);
+  Step step();
+  // When the chip may try again (+inf: only an event elsewhere can help).
+  double resumeAt() const { return resumeAt_; }
+  bool halted() const { return halted_; }
+  // An ICI transfer or a barrier involving this chip completed at `t`.
+  void wake(double t) {
+    if (!halted_ && std::isinf(resumeAt_)) resumeAt_ = std::max(t, static_cast<double>(waitingSince_));
+    else if (!halted_) resumeAt_ = std::min(resumeAt_, std::max(t, static_cast<double>(waitingSince_)));
+  }
+  void passBarrier(double t) {
+    barrierPassAt_ = static_cast<uint64_t>(std::ceil(t));
+    wake(t);
+  }
+  const std::string& waitingOn() const { return waitingOn_; }
+  uint32_t pc() const { return pc_; }
+  Machine& machine() { return *machine_; }
+  void remoteDone() { --remoteOutstanding_; }
+  SimResult finish(const isa::Entry& entry);
+  // "bundle 12 (loop+3)" plus the source position when known.
+  void fault(uint32_t bundle, const std::string& message);
+  std::string where(uint32_t bundle) const;
+  ChipPodStats stats;
 
  private:
-  // "bundle 12 (loop+3)" plus the source position when known.
-  void fault(uint32_t bundle, const std::string& message) {
-    std::string label;
-    const isa::Label* best = nullptr;
-    for (const isa::Label& l : program_.labels)
-      if (l.bundle <= bundle && (!best || l.bundle >= best->bundle)) best = &l;
-    if (best) label = best->bundle == bundle ? fmt::format(" ({})", best->name)
-                                              : fmt::format(" ({}+{})", best->name, bundle - best->bundle);
-    std::string msg = fmt::format("bundle {}{}: {}", bundle, label, message);
-    if (bundle < options_.bundleLocations.size() && options_.bundleLocations[bundle].valid())
-      diags_.error(options_.bundleLocations[bundle], std::move(msg));
-    else
-      diags_.error(std::move(msg));
-  }
   void fault(uint32_t bundle) { fault(bundle, machine_->fault()); }
-  bool checkTarget();
-  bool verify();
   void landDmas();
-  // Advances DMAs until `cond` holds, moving `at` to the events' cycles.
+  enum class Wait { Met, Yield, Fault };
+  // Advances local DMAs until `cond` holds, moving `at` to the events'
+  // cycles, as long as no pod event comes first.
   template <class Cond>
-  bool waitFor(uint64_t& at, uint32_t bundle, Cond cond, const char* what);
+  Wait waitFor(uint64_t& at, uint32_t bundle, Cond cond, const std::string& what);
 
   const isa::Program& program_;
   const target::TargetDesc& target_;
   const SimOptions& options_;
   DiagnosticEngine& diags_;
-  DecodedProgram decoded_;
+  const DecodedProgram& decoded_;
+  int chip_;
+  Pod* pod_;
   std::unique_ptr<Machine> machine_;
   std::unique_ptr<CoreTiming> timing_;
   std::unique_ptr<DmaModel> dma_;
@@ -66,54 +86,141 @@ class Runner {
   double lastDmaEnd_ = 0;
   ExecProfile profile_;
   static constexpr size_t kProfileRecordLimit = 2'000'000;
+  uint64_t attributedTo_ = 0;  // cycles [0, attributedTo_) belong to bundles already issued
   // The profile's attribution: cycles (prev, at] to bundle `pc` and its region.
   void profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled);
   // A DMA started by bundle `pc`: its HBM bytes and the VMEM it touches.
   void profileDma(uint32_t pc, const DmaTransfer& t);
+  uint64_t maxOutstanding_ = 1;
+  uint64_t branchLatency_ = 1;
+  uint64_t notBefore_ = 0, endCycle_ = 0;
+  uint32_t pc_ = 0;
+  bool halted_ = false;
+  // A bundle that yielded: not before this cycle when retried.
+  uint64_t waitingSince_ = 0;
+  double resumeAt_ = 0;
+  std::string waitingOn_;
+  StallReason waitReason_ = StallReason::Semaphore;
+  bool atBarrier_ = false;
+  uint64_t barrierPassAt_ = 0;  // > 0: released
+  int64_t remoteOutstanding_ = 0;
+  std::vector<std::pair<int, int64_t>> waits_;
 };
 
-bool Runner::checkTarget() {
-  const target::RegisterDesc& r = target_.registers;
-  if (r.sublanes != kSublanes || r.lanes != kLanes || r.laneBits != 32) {
-    diags_.error(fmt::format("target '{}': the simulator models 8x128x32-bit vector registers, not {}x{}x{}",
-                             target_.name, r.sublanes, r.lanes, r.laneBits));
-    return false;
+// The chips, the ICI links and the events between chips.
+class Pod {
+ public:
+  Pod(const target::TargetDesc& t, const target::Topology& topo)
+      : target_(t), topo_(topo), linkFree_(topo.linkCount(), 0.0), links_(topo.linkCount()) {
+    bytesPerCycle_ = t.ici.bytesPerSecondPerLink > 0 ? t.ici.bytesPerSecondPerLink / t.clockHz : 1.0;
+    hopCycles_ = t.ici.hopLatencyNs * 1e-9 * t.clockHz;
   }
-  if (target_.mxu.count > 0 && (target_.mxu.rows != kMxuDim || target_.mxu.cols != kMxuDim)) {
-    diags_.error(fmt::format("target '{}': the simulator models 128x128 MXUs, not {}x{}", target_.name,
-                             target_.mxu.rows, target_.mxu.cols));
-    return false;
+  std::vector<std::unique_ptr<ChipRunner>> chips;
+
+  // Earliest pending ICI arrival (+inf if none).
+  double nextEventTime() const { return pending_.empty() ? INFINITY : pending_.begin()->first.first; }
+  void send(int src, uint64_t at, const DmaTransfer& t) {
+    std::vector<int> path = topo_.route(src, t.remoteChip);
+    double ser = static_cast<double>(t.bytes) / bytesPerCycle_;
+    double s = static_cast<double>(at) + target_.dma.latencyCycles;
+    double lastStart = s;
+    for (int link : path) {
+      s = std::max(s, linkFree_[link]);
+      linkFree_[link] = s + ser;
+      links_[link].bytes += t.bytes;
+      links_[link].transfers++;
+      links_[link].busyCycles += ser;
+      lastStart = s;
+      s += hopCycles_;
+    }
+    double end = lastStart + ser + hopCycles_ * (path.empty() ? 0 : 1);
+    pending_.emplace(std::make_pair(end, seq_++), Pending{src, t});
+    iciBytes_ += t.bytes * path.size();
   }
-  if (!(target_.clockHz > 0) || !(target_.memory.hbmBytesPerSecond > 0)) {
-    diags_.error(fmt::format("target '{}' needs a positive clock and HBM bandwidth", target_.name));
-    return false;
+  // Lands the earliest transfer: data into the destination chip, `sent`
+  // here, `recv` there.
+  void landNext() {
+    auto it = pending_.begin();
+    double end = it->first.first;
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    ChipRunner& src = *chips[p.src];
+    ChipRunner& dst = *chips[p.t.remoteChip];
+    DmaTransfer t = p.t;
+    t.dst = dst.machine().memory(t.dstSpace, t.dstBuffer);
+    int recv = t.sem2;
+    t.sem2 = -1;
+    src.machine().completeDma(t);
+    if (recv >= 0) dst.machine().signal(recv);
+    src.remoteDone();
+    src.wake(end);
+    dst.wake(end);
   }
-  return true;
+  // barrier.pod: returns true once every chip has arrived (and releases them).
+  void arrive(uint64_t at) {
+    ++arrived_;
+    lastArrival_ = std::max(lastArrival_, at);
+    size_t live = 0;
+    for (auto& c : chips) live += !c->halted();
+    if (arrived_ < live) return;
+    int diameter = 0;
+    for (int a = 0; a < topo_.axes(); ++a) diameter += topo_.wraps(a) ? topo_.dim(a) / 2 : topo_.dim(a) - 1;
+    double release = static_cast<double>(lastArrival_) + diameter * hopCycles_;
+    arrived_ = 0;
+    lastArrival_ = 0;
+    for (auto& c : chips)
+      if (!c->halted()) c->passBarrier(release);
+  }
+  const target::Topology& topology() const { return topo_; }
+  uint64_t iciBytes() const { return iciBytes_; }
+  std::vector<IciLinkStats> linkStats() const {
+    std::vector<IciLinkStats> out;
+    for (int l = 0; l < topo_.linkCount(); ++l) {
+      if (links_[l].transfers == 0) continue;
+      IciLinkStats s = links_[l];
+      s.name = topo_.linkName(l);
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+ private:
+  struct Pending {
+    int src;
+    DmaTransfer t;
+  };
+  const target::TargetDesc& target_;
+  const target::Topology& topo_;
+  double bytesPerCycle_ = 1, hopCycles_ = 0;
+  std::vector<double> linkFree_;
+  std::vector<IciLinkStats> links_;
+  std::map<std::pair<double, uint64_t>, Pending> pending_;
+  uint64_t seq_ = 0;
+  uint64_t iciBytes_ = 0;
+  size_t arrived_ = 0;
+  uint64_t lastArrival_ = 0;
+};
+
+std::string ChipRunner::where(uint32_t bundle) const {
+  std::string label;
+  const isa::Label* best = nullptr;
+  for (const isa::Label& l : program_.labels)
+    if (l.bundle <= bundle && (!best || l.bundle >= best->bundle)) best = &l;
+  if (best) label = best->bundle == bundle ? fmt::format(" ({})", best->name)
+                                            : fmt::format(" ({}+{})", best->name, bundle - best->bundle);
+  return fmt::format("bundle {}{}", bundle, label);
 }
 
-bool Runner::verify() {
-  if (std::string e = isa::checkProgramTables(program_, &target_); !e.empty()) {
-    diags_.error(e);
-    return false;
-  }
-  for (uint32_t b = 0; b < program_.bundles.size(); ++b) {
-    for (const isa::Instr& in : program_.bundles[b].instrs) {
-      std::string e = isa::checkInstrStructure(in, program_);
-      if (e.empty()) e = isa::checkInstrForTarget(in, target_);
-      if (!e.empty()) {
-        fault(b, "illegal instruction: " + e);
-        return false;
-      }
-    }
-    if (std::string e = isa::checkBundle(program_.bundles[b], target_); !e.empty()) {
-      fault(b, "illegal bundle: " + e);
-      return false;
-    }
-  }
-  return true;
+void ChipRunner::fault(uint32_t bundle, const std::string& message) {
+  std::string msg = pod_ ? fmt::format("chip {}: {}: {}", chip_, where(bundle), message)
+                         : fmt::format("{}: {}", where(bundle), message);
+  if (bundle < options_.bundleLocations.size() && options_.bundleLocations[bundle].valid())
+    diags_.error(options_.bundleLocations[bundle], std::move(msg));
+  else
+    diags_.error(std::move(msg));
 }
 
-void Runner::landDmas() {
+void ChipRunner::landDmas() {
   for (const DmaModel::Completion& c : done_) {
     auto it = inflight_.find(c.id);
     if (it == inflight_.end()) continue;
@@ -136,7 +243,7 @@ void Runner::landDmas() {
   done_.clear();
 }
 
-void Runner::profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled) {
+void ChipRunner::profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled) {
   BundleProfile& bp = profile_.bundles[pc];
   bp.issues++;
   bp.cycles += at + 1 - prevEnd;
@@ -152,7 +259,7 @@ void Runner::profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReaso
   }
 }
 
-void Runner::profileDma(uint32_t pc, const DmaTransfer& t) {
+void ChipRunner::profileDma(uint32_t pc, const DmaTransfer& t) {
   BundleProfile& bp = profile_.bundles[pc];
   bp.hbmBytes += t.hbmRead + t.hbmWritten;
   bp.dmaBytes += t.bytes;
@@ -172,197 +279,238 @@ void Runner::profileDma(uint32_t pc, const DmaTransfer& t) {
 }
 
 template <class Cond>
-bool Runner::waitFor(uint64_t& at, uint32_t bundle, Cond cond, const char* what) {
+ChipRunner::Wait ChipRunner::waitFor(uint64_t& at, uint32_t bundle, Cond cond, const std::string& what) {
   while (!cond()) {
     double next = dma_->nextEventTime();
-    if (std::isinf(next)) {
-      fault(bundle, fmt::format("{} can never complete: no DMA is in flight", what));
-      return false;
+    double podNext = pod_ ? pod_->nextEventTime() : INFINITY;
+    if (std::isinf(next) || (pod_ && next > podNext)) {
+      if (!pod_) {
+        fault(bundle, fmt::format("{} can never complete: no DMA is in flight", what));
+        return Wait::Fault;
+      }
+      // Another chip or the ICI must act first: try again after it.
+      waitingSince_ = at;
+      resumeAt_ = next;  // +inf: until woken
+      waitingOn_ = what;
+      waitReason_ = what == "sync" ? StallReason::Sync
+                    : what == "DMA issue" ? StallReason::DmaQueue
+                                          : StallReason::Semaphore;
+      return Wait::Yield;
     }
     uint64_t c = static_cast<uint64_t>(std::ceil(next));
     if (c > options_.maxCycles) {
       fault(bundle, fmt::format("exceeded --max-cycles={} while waiting ({})", options_.maxCycles, what));
-      return false;
+      return Wait::Fault;
     }
     at = std::max(at, c);
     dma_->advanceTo(static_cast<double>(at), done_);
     landDmas();
   }
-  return true;
+  return Wait::Met;
 }
 
-std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
-  if (!checkTarget() || !verify()) return std::nullopt;
-  const isa::Entry* entry = nullptr;
-  if (options_.entry.empty()) {
-    if (program_.entries.empty()) {
-      diags_.error("the program has no entry point");
-      return std::nullopt;
-    }
-    entry = &program_.entries.front();
-  } else {
-    entry = program_.findEntry(options_.entry);
-    if (!entry) {
-      diags_.error(fmt::format("the program has no entry '{}'", options_.entry));
-      return std::nullopt;
-    }
-  }
-  if (program_.bundles.empty()) {
-    diags_.error(fmt::format("entry '{}' has no code", entry->name));
-    return std::nullopt;
-  }
-  decoded_ = decodeProgram(program_, target_);
+bool ChipRunner::start(const isa::Entry& entry, const std::vector<std::string>& inputs, int chips) {
   machine_ = std::make_unique<Machine>(program_, target_, decoded_, options_.hostThreads);
-  if (std::string e = machine_->load(*entry, inputs); !e.empty()) {
-    diags_.error(e);
-    return std::nullopt;
+  machine_->setChip(chip_, chips);
+  if (std::string e = machine_->load(entry, inputs); !e.empty()) {
+    diags_.error(pod_ ? fmt::format("chip {}: {}", chip_, e) : e);
+    return false;
   }
   timing_ = std::make_unique<CoreTiming>(target_, decoded_.regs);
   dma_ = std::make_unique<DmaModel>(target_);
   if (options_.trace) trace_ = std::make_unique<TraceRecorder>(target_.clockHz, options_.traceEventLimit);
+  maxOutstanding_ = static_cast<uint64_t>(std::max(1, target_.dma.maxOutstanding));
+  branchLatency_ = static_cast<uint64_t>(std::max(1, target_.latency(target::LatencyClass::Branch)));
+  pc_ = entry.start;
+  if (options_.profile) profile_.bundles.resize(decoded_.bundles.size());
+  return true;
+}
 
-  const uint64_t maxOutstanding = static_cast<uint64_t>(std::max(1, target_.dma.maxOutstanding));
-  const int branchLatency = std::max(1, target_.latency(target::LatencyClass::Branch));
+ChipRunner::Step ChipRunner::step() {
   SimReport& R = report_;
-  uint64_t notBefore = 0, endCycle = 0;
-  uint32_t pc = entry->start;
   const uint32_t numBundles = static_cast<uint32_t>(decoded_.bundles.size());
-  std::vector<std::pair<int, int64_t>> waits;
-  uint64_t attributedTo = 0;  // cycles [0, attributedTo) belong to bundles already issued
-  if (options_.profile) profile_.bundles.resize(numBundles);
+  if (pc_ >= numBundles) {
+    fault(numBundles - 1, "execution ran past the last bundle without reaching halt");
+    return Step::Fault;
+  }
+  const uint32_t pc = pc_;
+  const DecodedBundle& b = decoded_.bundles[pc];
+  StallReason reason = StallReason::Operand;
+  uint64_t at = std::max(timing_->earliestIssue(decoded_, b, notBefore_, reason), waitingSince_);
+  if (!std::isinf(resumeAt_)) at = std::max(at, static_cast<uint64_t>(std::ceil(resumeAt_)));
+  resumeAt_ = 0;
+  if (at > options_.maxCycles) {
+    fault(pc, fmt::format("exceeded --max-cycles={} (the bundle would issue at cycle {})", options_.maxCycles, at));
+    return Step::Fault;
+  }
+  dma_->advanceTo(static_cast<double>(at), done_);
+  landDmas();
+  bool waited = waitingSince_ > 0;
 
-  while (true) {
-    if (pc >= numBundles) {
-      fault(numBundles - 1, "execution ran past the last bundle without reaching halt");
-      return std::nullopt;
-    }
-    const DecodedBundle& b = decoded_.bundles[pc];
-    StallReason reason = StallReason::Operand;
-    uint64_t at = timing_->earliestIssue(decoded_, b, notBefore, reason);
-    if (at > options_.maxCycles) {
-      fault(pc, fmt::format("exceeded --max-cycles={} (the bundle would issue at cycle {})", options_.maxCycles, at));
-      return std::nullopt;
-    }
-    dma_->advanceTo(static_cast<double>(at), done_);
-    landDmas();
-
-    if (b.hasSync || b.hasHalt) {
-      uint64_t before = at;
-      if (b.hasSync) at = std::max(at, timing_->allResultsReady());
-      if (!waitFor(at, pc, [&] { return dma_->outstanding() == 0; }, "sync")) return std::nullopt;
-      if (at > before) reason = StallReason::Sync;
-    }
-    if (b.hasDma) {
-      uint64_t before = at;
-      uint64_t need = 0;
-      for (uint32_t i = b.firstOp; i < b.firstOp + b.numOps; ++i)
-        if (decoded_.ops[i].desc->semClass == isa::SemClass::Dma) ++need;
-      if (!waitFor(at, pc, [&] { return dma_->outstanding() + need <= maxOutstanding; }, "DMA issue"))
-        return std::nullopt;
-      if (at > before) reason = StallReason::DmaQueue;
-    }
-    if (b.hasWait) {
-      uint64_t before = at;
-      waits.clear();
-      for (uint32_t i = b.firstOp; i < b.firstOp + b.numOps; ++i) {
-        const DecodedOp& op = decoded_.ops[i];
-        if (op.opcode != Opcode::SemWait) continue;
-        int s = machine_->semIndex(op, op.sem);
-        if (s < 0) {
-          fault(pc);
-          return std::nullopt;
+  if (b.hasSync || b.hasHalt) {
+    uint64_t before = at;
+    if (b.hasSync) at = std::max(at, timing_->allResultsReady());
+    Wait w = waitFor(at, pc, [&] { return dma_->outstanding() == 0 && remoteOutstanding_ == 0; }, "sync");
+    if (w != Wait::Met) return w == Wait::Fault ? Step::Fault : Step::Waiting;
+    if (at > before) reason = StallReason::Sync;
+  }
+  if (b.hasSync && pod_) {
+    bool barrier = false;
+    for (uint32_t i = b.firstOp; i < b.firstOp + b.numOps; ++i)
+      barrier |= decoded_.ops[i].opcode == Opcode::BarrierPod;
+    if (barrier) {
+      if (barrierPassAt_ == 0) {
+        if (!atBarrier_) {
+          atBarrier_ = true;
+          waitingSince_ = at;
+          resumeAt_ = INFINITY;
+          waitingOn_ = "barrier.pod";
+          pod_->arrive(at);
+          if (barrierPassAt_ == 0) return Step::Waiting;
+        } else {
+          resumeAt_ = INFINITY;
+          return Step::Waiting;
         }
-        int64_t n = machine_->semAmount(op);
-        auto it = std::find_if(waits.begin(), waits.end(), [&](auto& w) { return w.first == s; });
-        if (it == waits.end()) waits.emplace_back(s, n);
-        else it->second += n;
       }
-      for (auto [s, n] : waits) {
-        std::string what = fmt::format("sem.wait on sem{} (count {}, needs {})", s, machine_->semaphore(s), n);
-        if (!waitFor(at, pc, [&] { return machine_->semaphore(s) >= n; }, what.c_str())) return std::nullopt;
-      }
-      if (at > before) reason = StallReason::Semaphore;
+      at = std::max(at, barrierPassAt_);
+      reason = StallReason::Sync;
     }
-    if (at > options_.maxCycles) {
-      fault(pc, fmt::format("exceeded --max-cycles={} (the bundle would issue at cycle {})", options_.maxCycles, at));
-      return std::nullopt;
-    }
-    if (options_.profile) {
-      profileIssue(pc, at, attributedTo, reason, at > notBefore ? at - notBefore : 0);
-      attributedTo = at + 1;
-    }
-    if (at > notBefore) {
-      R.stallCycles[static_cast<size_t>(reason)] += at - notBefore;
-      if (trace_) trace_->add(TraceRecorder::kStallTrack, stallReasonName(reason), static_cast<double>(notBefore),
-                              static_cast<double>(at - notBefore), pc);
-    }
-
-    // Execute.
-    machine_->preload(b);
-    int64_t nextPc = -1;
+  }
+  if (b.hasDma) {
+    uint64_t before = at;
+    uint64_t need = 0;
+    for (uint32_t i = b.firstOp; i < b.firstOp + b.numOps; ++i)
+      if (decoded_.ops[i].desc->semClass == isa::SemClass::Dma) ++need;
+    Wait w = waitFor(at, pc, [&] { return dma_->outstanding() + need <= maxOutstanding_; }, "DMA issue");
+    if (w != Wait::Met) return w == Wait::Fault ? Step::Fault : Step::Waiting;
+    if (at > before) reason = StallReason::DmaQueue;
+  }
+  if (b.hasWait) {
+    uint64_t before = at;
+    waits_.clear();
     for (uint32_t i = b.firstOp; i < b.firstOp + b.numOps; ++i) {
       const DecodedOp& op = decoded_.ops[i];
-      if (op.desc->semClass == isa::SemClass::Dma) {
-        DmaTransfer t;
-        if (!machine_->prepareDma(op, t)) {
-          fault(pc);
-          return std::nullopt;
-        }
+      if (op.opcode != Opcode::SemWait) continue;
+      int s = machine_->semIndex(op, op.sem);
+      if (s < 0) {
+        fault(pc);
+        return Step::Fault;
+      }
+      int64_t n = machine_->semAmount(op);
+      auto it = std::find_if(waits_.begin(), waits_.end(), [&](auto& w) { return w.first == s; });
+      if (it == waits_.end()) waits_.emplace_back(s, n);
+      else it->second += n;
+    }
+    for (auto [s, n] : waits_) {
+      std::string what = fmt::format("sem.wait on sem{} (count {}, needs {})", s, machine_->semaphore(s), n);
+      Wait w = waitFor(at, pc, [&] { return machine_->semaphore(s) >= n; }, what);
+      if (w != Wait::Met) return w == Wait::Fault ? Step::Fault : Step::Waiting;
+    }
+    if (at > before) reason = StallReason::Semaphore;
+  }
+  if (at > options_.maxCycles) {
+    fault(pc, fmt::format("exceeded --max-cycles={} (the bundle would issue at cycle {})", options_.maxCycles, at));
+    return Step::Fault;
+  }
+  if (waited) reason = atBarrier_ ? StallReason::Sync : waitReason_;
+  if (options_.profile) {
+    profileIssue(pc, at, attributedTo_, reason, at > notBefore_ ? at - notBefore_ : 0);
+    attributedTo_ = at + 1;
+  }
+  if (at > notBefore_) {
+    R.stallCycles[static_cast<size_t>(reason)] += at - notBefore_;
+    if (pod_ && (reason == StallReason::Semaphore || atBarrier_))
+      stats.waitCycles += at - notBefore_;
+    if (trace_) trace_->add(TraceRecorder::kStallTrack, stallReasonName(reason), static_cast<double>(notBefore_),
+                            static_cast<double>(at - notBefore_), pc);
+  }
+  waitingSince_ = 0;
+  atBarrier_ = false;
+  barrierPassAt_ = 0;
+  waitingOn_.clear();
+
+  // Execute.
+  machine_->preload(b);
+  int64_t nextPc = -1;
+  for (uint32_t i = b.firstOp; i < b.firstOp + b.numOps; ++i) {
+    const DecodedOp& op = decoded_.ops[i];
+    if (op.desc->semClass == isa::SemClass::Dma) {
+      DmaTransfer t;
+      if (!machine_->prepareDma(op, t)) {
+        fault(pc);
+        return Step::Fault;
+      }
+      R.dmaCount++;
+      R.dmaBytes += t.bytes;
+      if (pod_ && t.remoteChip >= 0 && t.remoteChip != chip_) {
+        // Over the ICI: the source is read from this chip's memory now (HBM
+        // reads counted here), the destination written when it lands.
+        R.hbmBytesRead += t.hbmRead;
+        stats.remoteDmas++;
+        stats.iciBytesSent += t.bytes;
+        ++remoteOutstanding_;
+        pod_->send(chip_, at, t);
+      } else {
         bool onChip = t.hbmRead == 0 && t.hbmWritten == 0;
         double poolBytes = onChip ? 2.0 * t.bytes : static_cast<double>(t.hbmRead + t.hbmWritten);
         uint64_t id = dma_->submit(at, onChip ? DmaModel::kOnChip : DmaModel::kHbm, poolBytes);
-        R.dmaCount++;
-        R.dmaBytes += t.bytes;
         R.hbmBytesRead += t.hbmRead;
         R.hbmBytesWritten += t.hbmWritten;
         if (options_.profile) profileDma(pc, t);
         inflight_.emplace(id, t);
-      } else if (!machine_->exec(op, nextPc)) {
-        fault(pc);
-        return std::nullopt;
       }
-      if (op.slot != target::SlotClass::None) R.opsPerSlot[static_cast<size_t>(op.slot)]++;
-      switch (op.desc->semClass) {
-        case isa::SemClass::MxuMatmul:
-          R.mxuPushes++;
-          if (op.opcode == Opcode::MxuMatmulS8) R.intOps += 2.0 * kSublanes * kMxuDim * kMxuDim;
-          else R.flops += 2.0 * kSublanes * kMxuDim * kMxuDim;
-          if (options_.profile) {
-            profile_.bundles[pc].mxuPushes++;
-            profile_.bundles[pc].mxuFlops += 2.0 * kSublanes * kMxuDim * kMxuDim;
-          }
-          break;
-        default: break;
-      }
-      if (trace_) {
-        uint32_t track = op.unit >= 0 && op.slot == target::SlotClass::Mxu
-                             ? TraceRecorder::mxuTrack(op.unit)
-                             : TraceRecorder::slotTrack(static_cast<int>(op.slot), op.slotIndex);
-        trace_->add(track, op.desc->mnemonic, static_cast<double>(at), std::max(1, op.interval), pc);
-      }
+    } else if (!machine_->exec(op, nextPc)) {
+      fault(pc);
+      return Step::Fault;
     }
-    machine_->commit(b);
-    timing_->issue(decoded_, b, at);
-    R.bundles++;
-    R.ops += b.numOps;
-
-    if (b.hasHalt) {
-      endCycle = std::max({at + 1, timing_->allResultsReady(), static_cast<uint64_t>(std::ceil(lastDmaEnd_))});
-      if (endCycle > options_.maxCycles) {
-        fault(pc, fmt::format("exceeded --max-cycles={} (the program ends at cycle {})", options_.maxCycles, endCycle));
-        return std::nullopt;
-      }
-      if (options_.profile && endCycle > attributedTo) {
-        profile_.bundles[pc].cycles += endCycle - attributedTo;
-        if (!profile_.spans.empty()) profile_.spans.back().end = endCycle;
-      }
-      break;
+    if (op.slot != target::SlotClass::None) R.opsPerSlot[static_cast<size_t>(op.slot)]++;
+    switch (op.desc->semClass) {
+      case isa::SemClass::MxuMatmul:
+        R.mxuPushes++;
+        if (op.opcode == Opcode::MxuMatmulS8) R.intOps += 2.0 * kSublanes * kMxuDim * kMxuDim;
+        else R.flops += 2.0 * kSublanes * kMxuDim * kMxuDim;
+        if (options_.profile) {
+          profile_.bundles[pc].mxuPushes++;
+          profile_.bundles[pc].mxuFlops += 2.0 * kSublanes * kMxuDim * kMxuDim;
+        }
+        break;
+      default: break;
     }
-    notBefore = at + (b.hasBranch ? static_cast<uint64_t>(branchLatency) : 1);
-    pc = nextPc >= 0 ? static_cast<uint32_t>(nextPc) : pc + 1;
+    if (trace_) {
+      uint32_t track = op.unit >= 0 && op.slot == target::SlotClass::Mxu
+                           ? TraceRecorder::mxuTrack(op.unit)
+                           : TraceRecorder::slotTrack(static_cast<int>(op.slot), op.slotIndex);
+      trace_->add(track, op.desc->mnemonic, static_cast<double>(at), std::max(1, op.interval), pc);
+    }
   }
+  machine_->commit(b);
+  timing_->issue(decoded_, b, at);
+  R.bundles++;
+  R.ops += b.numOps;
 
-  // Report.
+  if (b.hasHalt) {
+    endCycle_ = std::max({at + 1, timing_->allResultsReady(), static_cast<uint64_t>(std::ceil(lastDmaEnd_))});
+    if (endCycle_ > options_.maxCycles) {
+      fault(pc, fmt::format("exceeded --max-cycles={} (the program ends at cycle {})", options_.maxCycles, endCycle_));
+      return Step::Fault;
+    }
+    if (options_.profile && endCycle_ > attributedTo_) {
+      profile_.bundles[pc].cycles += endCycle_ - attributedTo_;
+      if (!profile_.spans.empty()) profile_.spans.back().end = endCycle_;
+    }
+    halted_ = true;
+    resumeAt_ = INFINITY;
+    return Step::Halted;
+  }
+  notBefore_ = at + (b.hasBranch ? branchLatency_ : 1);
+  resumeAt_ = static_cast<double>(notBefore_);
+  pc_ = nextPc >= 0 ? static_cast<uint32_t>(nextPc) : pc + 1;
+  return Step::Issued;
+}
+
+SimResult ChipRunner::finish(const isa::Entry& entry) {
+  SimReport& R = report_;
+  const uint64_t endCycle = endCycle_;
   R.targetName = target_.name;
   R.clockHz = target_.clockHz;
   R.mxuCount = target_.mxu.count;
@@ -392,17 +540,146 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
   R.rooflineFraction = R.seconds > 0 ? rb.seconds / R.seconds : 0;
 
   SimResult result;
-  result.results = machine_->results(*entry);
+  result.results = machine_->results(entry);
   if (trace_) {
     R.traceEventsDropped = trace_->dropped();
     std::vector<std::string> slotNames;
     for (size_t c = 0; c < target::kNumSlotClasses; ++c)
       slotNames.emplace_back(target::slotClassName(static_cast<target::SlotClass>(c)));
-    result.traceJson = trace_->render(fmt::format("TensorCore 0 ({})", target_.name), slotNames);
+    std::string process = pod_ ? fmt::format("chip {} TensorCore 0 ({})", chip_, target_.name)
+                               : fmt::format("TensorCore 0 ({})", target_.name);
+    result.traceJson = trace_->render(process, slotNames);
   }
   result.report = R;
   result.profile = std::move(profile_);
   return result;
+}
+
+bool checkTarget(const target::TargetDesc& target, DiagnosticEngine& diags) {
+  const target::RegisterDesc& r = target.registers;
+  if (r.sublanes != kSublanes || r.lanes != kLanes || r.laneBits != 32) {
+    diags.error(fmt::format("target '{}': the simulator models 8x128x32-bit vector registers, not {}x{}x{}",
+                            target.name, r.sublanes, r.lanes, r.laneBits));
+    return false;
+  }
+  if (target.mxu.count > 0 && (target.mxu.rows != kMxuDim || target.mxu.cols != kMxuDim)) {
+    diags.error(fmt::format("target '{}': the simulator models 128x128 MXUs, not {}x{}", target.name,
+                            target.mxu.rows, target.mxu.cols));
+    return false;
+  }
+  if (!(target.clockHz > 0) || !(target.memory.hbmBytesPerSecond > 0)) {
+    diags.error(fmt::format("target '{}' needs a positive clock and HBM bandwidth", target.name));
+    return false;
+  }
+  return true;
+}
+
+// Program-wide checks, reported like the first chip's faults.
+bool verifyProgram(const isa::Program& program, const target::TargetDesc& target, ChipRunner& chip,
+                   DiagnosticEngine& diags) {
+  if (std::string e = isa::checkProgramTables(program, &target); !e.empty()) {
+    diags.error(e);
+    return false;
+  }
+  for (uint32_t b = 0; b < program.bundles.size(); ++b) {
+    for (const isa::Instr& in : program.bundles[b].instrs) {
+      std::string e = isa::checkInstrStructure(in, program);
+      if (e.empty()) e = isa::checkInstrForTarget(in, target);
+      if (!e.empty()) {
+        chip.fault(b, "illegal instruction: " + e);
+        return false;
+      }
+    }
+    if (std::string e = isa::checkBundle(program.bundles[b], target); !e.empty()) {
+      chip.fault(b, "illegal bundle: " + e);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<PodResult> runPod(const isa::Program& program, const target::TargetDesc& target,
+                                const target::Topology* topology,
+                                const std::vector<std::vector<std::string>>& inputs, const SimOptions& options,
+                                DiagnosticEngine& diags) {
+  if (!checkTarget(target, diags)) return std::nullopt;
+  const int n = topology ? topology->chips() : 1;
+  std::unique_ptr<Pod> pod = topology ? std::make_unique<Pod>(target, *topology) : nullptr;
+  DecodedProgram decoded;
+  std::vector<std::unique_ptr<ChipRunner>> local;
+  auto& chips = pod ? pod->chips : local;
+  for (int c = 0; c < n; ++c)
+    chips.push_back(std::make_unique<ChipRunner>(program, target, options, diags, decoded, c, pod.get()));
+  if (!verifyProgram(program, target, *chips[0], diags)) return std::nullopt;
+  const isa::Entry* entry = nullptr;
+  if (options.entry.empty()) {
+    if (program.entries.empty()) {
+      diags.error("the program has no entry point");
+      return std::nullopt;
+    }
+    entry = &program.entries.front();
+  } else {
+    entry = program.findEntry(options.entry);
+    if (!entry) {
+      diags.error(fmt::format("the program has no entry '{}'", options.entry));
+      return std::nullopt;
+    }
+  }
+  if (program.bundles.empty()) {
+    diags.error(fmt::format("entry '{}' has no code", entry->name));
+    return std::nullopt;
+  }
+  if (static_cast<int>(inputs.size()) != n) {
+    diags.error(fmt::format("{} chips but inputs for {}", n, inputs.size()));
+    return std::nullopt;
+  }
+  decoded = decodeProgram(program, target);
+  for (int c = 0; c < n; ++c)
+    if (!chips[c]->start(*entry, inputs[c], n)) return std::nullopt;
+
+  // Always step the chip that is earliest in simulated time; land an ICI
+  // transfer first when it is earlier still.
+  while (true) {
+    int best = -1;
+    double bestAt = INFINITY;
+    for (int c = 0; c < n; ++c) {
+      if (chips[c]->halted()) continue;
+      double t = chips[c]->resumeAt();
+      if (t < bestAt) best = c, bestAt = t;
+    }
+    double ici = pod ? pod->nextEventTime() : INFINITY;
+    if (!std::isinf(ici) && ici <= bestAt) {
+      pod->landNext();
+      continue;
+    }
+    if (best < 0) {
+      bool any = false;
+      for (auto& c : chips) any |= !c->halted();
+      if (!any) break;
+      // Every chip that has not halted waits for another: a deadlock.
+      std::string msg = "deadlock: every chip waits and none can move:";
+      for (int c = 0; c < n; ++c) {
+        if (chips[c]->halted()) msg += fmt::format("\n  chip {}: halted", c);
+        else msg += fmt::format("\n  chip {}: {} waits on {}", c, chips[c]->where(chips[c]->pc()), chips[c]->waitingOn());
+      }
+      diags.error(msg);
+      return std::nullopt;
+    }
+    if (chips[best]->step() == ChipRunner::Step::Fault) return std::nullopt;
+  }
+
+  PodResult out;
+  for (int c = 0; c < n; ++c) {
+    out.chips.push_back(chips[c]->finish(*entry));
+    out.chipStats.push_back(chips[c]->stats);
+    out.cycles = std::max(out.cycles, out.chips.back().report.cycles);
+  }
+  if (pod) {
+    out.links = pod->linkStats();
+    out.iciBytes = pod->iciBytes();
+    out.topology = topology->describe();
+  }
+  return out;
 }
 
 }  // namespace
@@ -423,8 +700,16 @@ std::string_view stallReasonName(StallReason reason) {
 std::optional<SimResult> simulate(const isa::Program& program, const target::TargetDesc& target,
                                   const std::vector<std::string>& inputs, const SimOptions& options,
                                   DiagnosticEngine& diags) {
-  Runner runner(program, target, options, diags);
-  return runner.run(inputs);
+  auto pod = runPod(program, target, nullptr, {inputs}, options, diags);
+  if (!pod) return std::nullopt;
+  return std::move(pod->chips.front());
+}
+
+std::optional<PodResult> simulatePod(const isa::Program& program, const target::TargetDesc& target,
+                                     const target::Topology& topology,
+                                     const std::vector<std::vector<std::string>>& inputs, const SimOptions& options,
+                                     DiagnosticEngine& diags) {
+  return runPod(program, target, &topology, inputs, options, diags);
 }
 
 }  // namespace tpu::sim

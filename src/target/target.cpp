@@ -250,6 +250,24 @@ std::optional<TargetDesc> parseTarget(const SourceFile& file, DiagnosticEngine& 
     t.ici.bytesPerSecondPerLink = ici->number("bytes_per_second_per_link", false);
     t.ici.hopLatencyNs = ici->number("hop_latency_ns", false);
     t.ici.topology = ici->string("topology");
+    // Optional (older user files lack them): without max_shape a target runs one chip.
+    if (const json* shape = ici->raw("max_shape", false)) {
+      if (!shape->is_array() || shape->empty() || shape->size() > 3) {
+        ici->fail("field 'ici.max_shape' must be an array of 1 to 3 axis lengths");
+      } else {
+        for (const json& d : *shape) {
+          if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > 4096) {
+            ici->fail("field 'ici.max_shape' must hold axis lengths from 1 to 4096");
+            break;
+          }
+          t.ici.maxShape.push_back(static_cast<int>(d.get<int64_t>()));
+        }
+        if (2 * static_cast<int>(shape->size()) > t.ici.links && errorsBefore == diags.errorCount())
+          ici->fail(fmt::format("field 'ici.max_shape': a torus of {} axes needs {} links per chip, 'ici.links' is {}",
+                                shape->size(), 2 * shape->size(), t.ici.links));
+      }
+    }
+    t.ici.wrapMultiple = static_cast<int>(ici->integer("wraparound_multiple", false, false, 0, 4096));
   }
   if (diags.errorCount() != errorsBefore) return std::nullopt;
 

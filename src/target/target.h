@@ -87,7 +87,13 @@ struct IciDesc {
   int links = 0;
   double bytesPerSecondPerLink = 0;  // one direction
   double hopLatencyNs = 0;
-  std::string topology;
+  std::string topology;         // "2d-torus" or "3d-torus"
+  std::vector<int> maxShape;    // largest slice, chips per axis ("max_shape"); empty: no ICI
+  // An axis whose length is a multiple of this wraps around (v5e: 16, only
+  // full rows/columns of a 16x16 pod; v4: 4, whole cubes joined by the OCS);
+  // longer axes must be whole multiples of it. 0: no axis wraps.
+  int wrapMultiple = 0;
+  int axes() const { return static_cast<int>(maxShape.size()); }
 };
 
 struct TargetDesc {

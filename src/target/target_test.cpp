@@ -144,7 +144,14 @@ INSTANTIATE_TEST_SUITE_P(
                              "field 'registers.lanes' must be 128 (the ISA's vector shape is 8x128x32-bit)"},
                     Mutation{"mxu.rows", 256,
                              "fields 'mxu.rows' and 'mxu.cols' must be 128 (the ISA's MXU ops use 128x128 tiles)"},
-                    Mutation{"slots.xlu", 15, "a bundle may have at most 32 slots in total, the target has 33"}));
+                    Mutation{"slots.xlu", 15, "a bundle may have at most 32 slots in total, the target has 33"},
+                    Mutation{"ici.max_shape", "16x16", "field 'ici.max_shape' must be an array of 1 to 3 axis lengths"},
+                    Mutation{"ici.max_shape", nlohmann::json::array({16, 0}),
+                             "field 'ici.max_shape' must hold axis lengths from 1 to 4096"},
+                    Mutation{"ici.max_shape", nlohmann::json::array({4, 4, 4}),
+                             "field 'ici.max_shape': a torus of 3 axes needs 6 links per chip, 'ici.links' is 4"},
+                    Mutation{"ici.wraparound_multiple", -1,
+                             "field 'ici.wraparound_multiple' must be non-negative, got -1"}));
 
 TEST(Target, PeakMismatchWarns) {
   auto root = nlohmann::json::parse(builtinJson("v5e"));
