@@ -8,9 +8,16 @@
 //      llo-gen's --stats prices them (fewer kernels, slower simulated);
 //  (b) hlo-fuse's own speed: CPU time of the default pipeline on the
 //      largest corpus module, and on generated modules of about 10k and
-//      100k instructions (time per instruction should stay flat: linear).
-// Usage: fusion_bench [repeats=3]
+//      100k instructions (time per instruction should stay flat: linear);
+//  (c) the workload-sized programs (testdata/workloads) and two models:
+//      simulated time with and without hlo-fuse against the program's
+//      ideal bound, max(flops / peak, bytes of parameters, constants and
+//      results / HBM bandwidth), and the geometric mean over MLP, layer
+//      norm + softmax, attention and graphsage (target >= 50%, each >= 25%).
+//      Slow: the unfused programs simulate for seconds each.
+// Usage: fusion_bench [repeats=3] [--no-workloads]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -20,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "codegen/codegen.h"
+#include "hlo/analysis/cost_analysis.h"
 #include "hlo/io/hlo_io.h"
 #include "passes/clone.h"
 #include "passes/fusion/fusion.h"
@@ -154,10 +162,62 @@ std::string generatedModule(int blocks) {
   return s;
 }
 
+// The ideal bound of a module in seconds (the one tpu-run --stats reports
+// beside the bound of the bytes the code moved).
+double idealSeconds(const hlo::Module& m, const target::TargetDesc& t) {
+  hlo::ModuleStats s = hlo::computeModuleStats(m);
+  const double bytes = static_cast<double>(s.parameterBytes + s.constantBytes + s.resultBytes);
+  return std::max(s.entryCost.flops / target::peakFlops(t), bytes / target::hbmBytesPerSecond(t));
+}
+
+void workloads(const target::TargetDesc& t) {
+  std::printf("\n(c) workloads on v5e: simulated time against the ideal bound\n");
+  std::printf("  %-22s %12s %12s %12s %9s %9s\n", "program", "ideal us", "unfused us", "fused us", "unfused",
+              "fused");
+  struct Program {
+    const char* path;
+    bool inTarget;  // counted in the geometric mean
+  };
+  const Program programs[] = {{"testdata/workloads/mlp_gelu.hlo", true},
+                              {"testdata/workloads/layernorm_softmax.hlo", true},
+                              {"testdata/workloads/attention.hlo", true},
+                              {"testdata/workloads/convnet.hlo", false},
+                              {"testdata/models/graphsage_tf.hlo", true},
+                              {"testdata/models/ssd_mobilenet_tf.hlo", false}};
+  double logSum = 0, lowest = 1;
+  int counted = 0;
+  for (const Program& p : programs) {
+    auto m = parseFile(std::string(TPU_SOURCE_DIR) + "/" + p.path);
+    if (!m) continue;
+    DiagnosticEngine diags;
+    auto fused = passes::cloneModule(*m);
+    if (!fusion::optimizeModule(*fused, t, diags)) continue;
+    auto unfusedL = lower(*m, t), fusedL = lower(*fused, t);
+    if (!unfusedL || !fusedL) continue;
+    const double ideal = idealSeconds(*m, t), clock = t.clockHz;
+    const double before = static_cast<double>(unfusedL->simulated) / clock,
+                 after = static_cast<double>(fusedL->simulated) / clock;
+    std::printf("  %-22s %12.1f %12.1f %12.1f %8.1f%% %8.1f%%\n",
+                std::filesystem::path(p.path).stem().string().c_str(), ideal * 1e6, before * 1e6, after * 1e6,
+                100 * ideal / before, 100 * ideal / after);
+    if (p.inTarget) {
+      logSum += std::log(ideal / after);
+      lowest = std::min(lowest, ideal / after);
+      ++counted;
+    }
+  }
+  if (counted)
+    std::printf("  geometric mean over mlp, layernorm+softmax, attention, graphsage: %.1f%% of ideal (target >= 50%%), "
+                "lowest %.1f%% (target >= 25%%)\n",
+                100 * std::exp(logSum / counted), 100 * lowest);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 3;
+  const int repeats = argc > 1 && argv[1][0] != '-' ? std::max(1, std::atoi(argv[1])) : 3;
+  bool withWorkloads = true;
+  for (int i = 1; i < argc; ++i) withWorkloads &= std::string(argv[i]) != "--no-workloads";
   DiagnosticEngine diags;
   auto target = target::loadTarget("v5e", diags);
   if (!target) return 1;
@@ -225,5 +285,6 @@ int main(int argc, char** argv) {
                 seconds * 1e3, seconds / static_cast<double>(n) * 1e6);
   }
   std::printf("  time per instruction, 100k / 10k: %.2fx (linear: ~1)\n", perInstruction[1] / perInstruction[0]);
+  if (withWorkloads) workloads(*target);
   return 0;
 }

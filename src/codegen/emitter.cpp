@@ -25,6 +25,17 @@ std::string Emitter::descriptorText() const {
 }
 
 int RegPool::get() {
+  if (rotating_) {
+    for (size_t n = 0; n < free_.size(); ++n) {
+      size_t i = (next_ + n) % free_.size();
+      if (!free_[i]) continue;
+      free_[i] = false;
+      next_ = i + 1;
+      high_ = std::max(high_, inUse());
+      return first_ + static_cast<int>(i);
+    }
+    return -1;
+  }
   for (size_t i = 0; i < free_.size(); ++i)
     if (free_[i]) {
       free_[i] = false;

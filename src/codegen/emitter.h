@@ -66,12 +66,19 @@ class RegPool {
   std::string name(int r) const { return fmt::format("{}{}", prefix_, r); }
   int inUse() const;
   int highWater() const { return high_; }
+  // Rotating allocation: get() searches from after the register it last
+  // handed out, so a freed register is not reused at once and code that
+  // frees and allocates in turn keeps independent work in different
+  // registers (the scheduler can overlap it). Off by default.
+  void setRotating(bool on) { rotating_ = on; }
 
  private:
   char prefix_;
   std::vector<bool> free_;
   int first_;
   int high_ = 0;
+  bool rotating_ = false;
+  size_t next_ = 0;
 };
 
 }  // namespace tpu::codegen

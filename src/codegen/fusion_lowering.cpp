@@ -10,6 +10,7 @@ std::string_view fusionLoweringName(FusionLowering lowering) {
     case FusionLowering::Output: return "output";
     case FusionLowering::Input: return "input";
     case FusionLowering::ColumnReduction: return "column-reduction";
+    case FusionLowering::Rows: return "rows";
     case FusionLowering::Resident: return "resident";
   }
   return "resident";
@@ -21,6 +22,7 @@ FusionLowering Lowerer::classifyFusion(const Instruction& in) const {
   if (matmulEpilogueFusion(in, nullptr)) return FusionLowering::Output;
   if (inputFusion(in, nullptr)) return FusionLowering::Input;
   if (columnReduceFusion(in, nullptr)) return FusionLowering::ColumnReduction;
+  if (rowFusion(in, nullptr)) return FusionLowering::Rows;
   return FusionLowering::Resident;
 }
 

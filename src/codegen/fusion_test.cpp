@@ -851,5 +851,106 @@ TEST(InputFusion, SideOutputsAndEpilogues) {
       1e-5, "v5e", "fusion-reduce");
 }
 
+
+// Row fusions (lower_rows.cpp): softmax, layer norm and RMS norm, whose
+// reductions over the rows are broadcast back along them, stream blocks of
+// rows through VMEM as one kernel. Folds are the unfused reduce's, so the
+// bits are the unfused program's.
+namespace rows {
+
+void expectRowKernel(const FusedAndInlined& p, double tol, const std::string& target = "v5e") {
+  auto [fused, inlined] = runBoth(p, target, 5);
+  ASSERT_EQ(fused.error, "");
+  ASSERT_EQ(inlined.error, "");
+  EXPECT_TRUE(fused.got == inlined.got) << "fused and unfused results differ";
+  E2eRun r = compileAndCompare(p.fused, target);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, tol) << r.where;
+  CodegenStats s = statsOf(p.fused, target);
+  ASSERT_EQ(s.kernels.size(), 1u) << llo(p.fused, target).substr(0, 3000);
+  EXPECT_EQ(s.kernels[0].kind, "fusion-rows");
+  EXPECT_EQ(llo(p.fused, target).find("dma.v2v"), std::string::npos);
+}
+
+const char* kMaxF32 = "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n";
+
+std::string softmaxBody(const std::string& s, const std::string& rows) {
+  return fmt::format(
+      "  ninf = f32[] constant(-inf)\n  m = f32[{1}] reduce(x, ninf), dimensions={{1}}, to_apply=mx\n"
+      "  mb = f32[{0}] broadcast(m), dimensions={{0}}\n  d = f32[{0}] subtract(x, mb)\n"
+      "  e = f32[{0}] exponential(d)\n  z = f32[] constant(0)\n"
+      "  s = f32[{1}] reduce(e, z), dimensions={{1}}, to_apply=add\n"
+      "  sb = f32[{0}] broadcast(s), dimensions={{0}}\n  ROOT y = f32[{0}] divide(e, sb)\n",
+      s, rows);
+}
+
+TEST(RowFusion, SoftmaxIsOneStreamingKernel) {
+  expectRowKernel(makeReduceFusion("  x = f32[37,2048] parameter(0)\n", softmaxBody("37,2048", "37"),
+                                   std::string(kAddF32) + kMaxF32, "f32[37,2048]", "x"),
+                  1e-5);
+}
+
+TEST(RowFusion, LongRowsLoopOverTheirVregs) {
+  expectRowKernel(makeReduceFusion("  x = f32[9,40960] parameter(0)\n", softmaxBody("9,40960", "9"),
+                                   std::string(kAddF32) + kMaxF32, "f32[9,40960]", "x"),
+                  1e-5);
+}
+
+TEST(RowFusion, LayerNormWithScaleAndBiasOverManyBlocks) {
+  // bf16 in and out, f32 inside; 700 rows of 2 KiB make several blocks and a tail.
+  expectRowKernel(
+      makeReduceFusion(
+          "  xb = bf16[700,1024] parameter(0)\n  g = f32[1024] parameter(1)\n  b = f32[1024] parameter(2)\n",
+          "  x = f32[700,1024] convert(xb)\n  z = f32[] constant(0)\n"
+          "  s = f32[700] reduce(x, z), dimensions={1}, to_apply=add\n"
+          "  n = f32[] constant(0.0009765625)\n  nb = f32[700] broadcast(n), dimensions={}\n"
+          "  mean = f32[700] multiply(s, nb)\n  mb = f32[700,1024] broadcast(mean), dimensions={0}\n"
+          "  c = f32[700,1024] subtract(x, mb)\n  c2 = f32[700,1024] multiply(c, c)\n"
+          "  v = f32[700] reduce(c2, z), dimensions={1}, to_apply=add\n  vm = f32[700] multiply(v, nb)\n"
+          "  eps = f32[] constant(1e-5)\n  eb = f32[700] broadcast(eps), dimensions={}\n"
+          "  ve = f32[700] add(vm, eb)\n  rs = f32[700] rsqrt(ve)\n"
+          "  rb = f32[700,1024] broadcast(rs), dimensions={0}\n  y0 = f32[700,1024] multiply(c, rb)\n"
+          "  gb = f32[700,1024] broadcast(g), dimensions={1}\n  y1 = f32[700,1024] multiply(y0, gb)\n"
+          "  bb = f32[700,1024] broadcast(b), dimensions={1}\n  y2 = f32[700,1024] add(y1, bb)\n"
+          "  ROOT y = bf16[700,1024] convert(y2)\n",
+          kAddF32, "bf16[700,1024]", "xb, g, b"),
+      1e-2);
+}
+
+TEST(RowFusion, RmsNormWithTwoResultsAndAScalarParameter) {
+  FusedAndInlined p = makeReduceFusion(
+      "  x = f32[4,6,2048] parameter(0)\n  w = f32[2048] parameter(1)\n  eps = f32[] parameter(2)\n",
+      "  sq = f32[4,6,2048] multiply(x, x)\n  z = f32[] constant(0)\n"
+      "  s = f32[4,6] reduce(sq, z), dimensions={2}, to_apply=add\n"
+      "  k = f32[] constant(0.00048828125)\n  kb = f32[4,6] broadcast(k), dimensions={}\n"
+      "  m = f32[4,6] multiply(s, kb)\n  eb = f32[4,6] broadcast(eps), dimensions={}\n"
+      "  me = f32[4,6] add(m, eb)\n  r = f32[4,6] rsqrt(me)\n"
+      "  rb = f32[4,6,2048] broadcast(r), dimensions={0,1}\n  xr = f32[4,6,2048] multiply(x, rb)\n"
+      "  wb = f32[4,6,2048] broadcast(w), dimensions={2}\n  y = f32[4,6,2048] multiply(xr, wb)\n"
+      "  ROOT t = (f32[4,6,2048], f32[4,6,2048]) tuple(y, xr)\n",
+      kAddF32, "(f32[4,6,2048], f32[4,6,2048])", "x, w, eps");
+  auto [fused, inlined] = runBoth(p, "v5e", 5);
+  ASSERT_EQ(fused.error, "");
+  ASSERT_EQ(inlined.error, "");
+  EXPECT_TRUE(fused.got == inlined.got) << "fused and unfused results differ";
+  E2eRun r = compileAndCompare(p.fused, "v5e");
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-5) << r.where;
+  CodegenStats s = statsOf(p.fused, "v5e");
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels[0].kind, "fusion-rows");
+}
+
+TEST(RowFusion, RowsOfPartialVregsStayResident) {
+  // 1000 elements per row: not whole vregs, so the resident kernel takes it.
+  FusedAndInlined p = makeReduceFusion("  x = f32[8,1000] parameter(0)\n", softmaxBody("8,1000", "8"),
+                                       std::string(kAddF32) + kMaxF32, "f32[8,1000]", "x");
+  CodegenStats s = statsOf(p.fused, "v5e");
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_NE(s.kernels[0].kind, "fusion-rows");
+}
+
+}  // namespace rows
+
 }  // namespace
 }  // namespace tpu::codegen

@@ -12,9 +12,13 @@
 
 #include "codegen/lowerer.h"
 #include "eval/elided.h"
+#include "support/elided_fill.h"
 #include "support/float_format.h"
 
 namespace tpu::codegen {
+
+// Buffers a .tpu program can name (instruction words hold 12-bit indices).
+constexpr size_t kMaxHbmBuffers = 4096;
 
 // ============================================================== planning
 
@@ -344,7 +348,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     }
     case Opcode::Fusion:
       if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
-          !columnReduceFusion(in, nullptr)) {
+          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr)) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -425,6 +429,10 @@ int Lowerer::sreg() {
 VReg Lowerer::valloc(ElementType t) {
   auto get = [&] {
     int r = vregs_.get();
+    if (r < 0 && softVregs_) {  // a trial emission (lower_rows.cpp) that will be discarded
+      vregsExhausted_ = true;
+      return 0;
+    }
     if (r < 0) {
       if (!failed_) diags_.error("llo-gen: fused computation needs more vector registers than the target has");
       failed_ = true;
@@ -1342,14 +1350,42 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       return normalize(d);
     }
     case Opcode::Expm1: {
-      VReg d = unop("vexp", ops[0], rt);
-      e_.op("vsub.f32 {}, {}, 1.0", V(d), V(d));
+      // Kahan's form: with u = e^x rounded, (u - 1) * x / ln(u) cancels the
+      // rounding error of u, so tiny and small |x| keep their relative
+      // precision (e^x - 1 alone loses it all near 0). u == 1 gives x
+      // itself (and -0 stays -0), u == 0 gives -1, u == inf gives inf.
+      VReg u = unop("vexp", ops[0], rt);
+      VReg um1 = binop("vsub.f32", u, "1.0", rt);
+      VReg l = unop("vlog", u, rt);
+      VReg q = binop("vdiv.f32", ops[0], V(l), rt);
+      VReg d = binop("vmul.f32", um1, V(q), rt);
+      int m = malloc_();
+      e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
+      e_.op("vcmp.ne.f32 {}, {}, -1.0", M(m), V(um1));
+      e_.op("vsel.f32 {}, {}, {}, -1.0", V(d), M(m), V(d));
+      e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(u), V(d));
+      masks_.put(m);
+      for (VReg x : {u, um1, l, q}) vfree(x);
       return normalize(d);
     }
     case Opcode::Log1p: {
-      VReg t = binop("vadd.f32", ops[0], "1.0", rt);
-      VReg d = unop("vlog", t, rt);
-      vfree(t);
+      // Goldberg's form: with u = 1 + x rounded, ln(u) * x / (u - 1) is
+      // accurate to a few ulps where ln(1 + x) loses the low bits of x.
+      // u == 1 gives x itself (-0 stays -0); u == inf gives inf.
+      VReg u = binop("vadd.f32", ops[0], "1.0", rt);
+      VReg l = unop("vlog", u, rt);
+      VReg um1 = binop("vsub.f32", u, "1.0", rt);
+      VReg q = binop("vdiv.f32", ops[0], V(um1), rt);
+      VReg d = binop("vmul.f32", l, V(q), rt);
+      int m = malloc_();
+      e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
+      e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
+      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(l), V(d));
+      masks_.put(m);
+      for (VReg x : {u, l, um1, q}) vfree(x);
       return normalize(d);
     }
     case Opcode::Sinh:
@@ -2016,7 +2052,8 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     uint64_t perVreg = 0;
     for (int b : ldBufs) perVreg += static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[b].type).bytes;
     uint64_t room = budget > 8192 * (nl + nv + 1) ? budget - 8192 * (nl + nv + 1) : 0;
-    segV = static_cast<int64_t>(room / perVreg);
+    // Two slots: segment s + 1 loads while segment s is folded.
+    segV = static_cast<int64_t>(room / (2 * perVreg));
     if (segV < 2) return fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM", r));
   }
   int64_t rows = segV ? 1 : std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>((budget / 2) / (rowBytes + 16))));
@@ -2030,6 +2067,9 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     xOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(segV ? segV * kVregElems : rows * r) * es + 4096, 512);
   }
+  // Segments: slot 1 of every streamed buffer lies segDelta above slot 0.
+  const int64_t segDelta = segV ? static_cast<int64_t>(cur) : 0;
+  if (segV) cur *= 2;
   for (size_t j = 0; j < sideBufs.size(); ++j) {
     // (A row's last vreg spills into the next row's place, rewritten next,
     // or into this padding.)
@@ -2126,9 +2166,15 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     e_.op("sem.wait sem0, {}", count);
   };
   // Segment `seg` (an sreg, or the constant segIndex when seg < 0) of the
-  // row: `elems` elements into the row's VMEM slots, read from their start.
-  int rSeg = segV ? sreg() : -1, rSegOff = segV ? sreg() : -1;
-  auto dmaSegment = [&](int seg, int64_t segIndex, int64_t elems) {
+  // row: `elems` elements into VMEM slot `slot` (an sreg: 0 or 1) on
+  // semaphore 1 + slot. Segments are double-buffered: segment s + 1 is
+  // issued before segment s is folded (issueSegment), and the fold of a
+  // segment starts with waitSegment, which points the row's read registers
+  // at its slot.
+  int rSeg = segV ? sreg() : -1, rSegOff = segV ? sreg() : -1, rSlot = segV ? sreg() : -1,
+      rSem = segV ? sreg() : -1, rNext = segV ? sreg() : -1, rNextSeg = segV ? sreg() : -1;
+  auto issueSegment = [&](int seg, int64_t segIndex, int64_t elems, int slot) {
+    e_.op("sadd {}, {}, 1", S(rSem), S(slot));
     for (size_t j = 0; j < nl; ++j) {
       int b = ldBufs[j];
       int es = typeInfo(bufs_[b].type).bytes;
@@ -2140,11 +2186,16 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
         e_.op("sadd {}, {}, {}", S(rA), S(rA), segIndex * segV * kVregElems * es);
       }
       e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
-      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", b), e_.desc(static_cast<uint64_t>(elems * es), {}), xOff[j],
-            memRef(b, S(rA)));
+      e_.op("smul {}, {}, {}", S(rSegOff), S(slot), segDelta);
+      e_.op("sadd {}, {}, {}", S(rSegOff), S(rSegOff), xOff[j]);
+      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", b), e_.desc(static_cast<uint64_t>(elems * es), {}), S(rSegOff),
+            memRef(b, S(rA)), S(rSem));
     }
-    e_.op("sem.wait sem0, {}", nl);
-    for (size_t j = 0; j < nl; ++j) e_.op("smov {}, 0", S(rX[j]));
+  };
+  auto waitSegment = [&](int slot) {
+    e_.op("sadd {}, {}, 1", S(rSem), S(slot));
+    e_.op("sem.wait sem[{}], {}", S(rSem), nl);
+    for (size_t j = 0; j < nl; ++j) e_.op("smul {}, {}, {}", S(rX[j]), S(slot), segDelta);
   };
   if (!segV) dmaBatch(true);
   // Rows in this batch.
@@ -2216,7 +2267,15 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     return true;
   };
   const int64_t segments = segV ? (fullV + (rem ? 1 : 0) + segV - 1) / segV : 1;
-  if (segV) dmaSegment(-1, 0, std::min<int64_t>(r, segV * kVregElems));
+  const int64_t lastElems = segV ? r - (segments - 1) * segV * kVregElems : 0;
+  if (segV) {
+    // Segment 0 into slot 0, segment 1 into slot 1, then fold segment 0.
+    e_.op("smov {}, 0", S(rSlot));
+    issueSegment(-1, 0, std::min<int64_t>(r, segV * kVregElems), rSlot);
+    e_.op("smov {}, 1", S(rNext));
+    if (segments > 1) issueSegment(-1, 1, segments > 2 ? segV * kVregElems : lastElems, rNext);
+    waitSegment(rSlot);
+  }
   if (auto first = loadInputs()) acc = *first;
   else return false;
   // With at least one full vreg every element is valid from the start;
@@ -2243,15 +2302,31 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     // whose full vregs come before the masked tail.
     if (!foldRun(segV - 1, lV)) return false;
     if (segments > 2) {
+      // Segment rSeg is in slot rSeg & 1; segment rSeg + 1 goes to the
+      // other slot, which segment rSeg - 1 has left.
       std::string lSeg = e_.newLabel("segment");
       e_.op("smov {}, 1", S(rSeg));
       e_.label(lSeg);
-      dmaSegment(rSeg, 0, segV * kVregElems);
+      e_.op("sand {}, {}, 1", S(rSlot), S(rSeg));
+      e_.op("sxor {}, {}, 1", S(rNext), S(rSlot));
+      e_.op("sadd {}, {}, 1", S(rSegOff), S(rSeg));
+      {
+        std::string lLast = e_.newLabel("seglast"), lIssued = e_.newLabel("segissued");
+        e_.op("br.eq {}, {}, {}", S(rSegOff), segments - 1, lLast);
+        e_.op("sadd {}, {}, 1", S(rNextSeg), S(rSeg));
+        issueSegment(rNextSeg, 0, segV * kVregElems, rNext);
+        e_.op("jmp {}", lIssued);
+        e_.label(lLast);
+        issueSegment(-1, segments - 1, lastElems, rNext);
+        e_.label(lIssued);
+      }
+      waitSegment(rSlot);
       if (!foldRun(segV, e_.newLabel("svreg"))) return false;
       e_.op("sadd {}, {}, 1", S(rSeg), S(rSeg));
       e_.op("br.lt {}, {}, {}", S(rSeg), segments - 1, lSeg);
     }
-    dmaSegment(-1, segments - 1, r - (segments - 1) * segV * kVregElems);
+    e_.op("smov {}, {}", S(rSlot), (segments - 1) & 1);
+    waitSegment(rSlot);
     if (!foldRun(fullV - (segments - 1) * segV, e_.newLabel("svreg"))) return false;
   }
   if (rem && fullV > 0 && !foldOne(true)) return false;
@@ -3133,6 +3208,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
       if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
+      if (rowFusion(in, nullptr)) return lowerRowFusion(in);
       if (resident_.count(&in)) return lowerResidentFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {
@@ -3404,6 +3480,25 @@ std::optional<CodegenResult> Lowerer::run() {
                     options_.heapReachBytes));
     return std::nullopt;
   }
+  // The .tpu format names a buffer in 12 bits of an instruction word (and
+  // the assembler stops at 4096): report the HLO instruction that needs the
+  // buffer past the limit, not a line of the generated text, which the user
+  // never sees.
+  {
+    size_t count = 1;  // the heap
+    for (const Buf& b : bufs_) {
+      if (b.kind == BufKind::Heap || b.kind == BufKind::Vmem || b.aliasOfArg) continue;
+      if (++count <= kMaxHbmBuffers) continue;
+      std::string msg = fmt::format(
+          "llo-gen: the program needs more than {} HBM buffers (arguments, results and constants), the most a .tpu "
+          "program can name",
+          kMaxHbmBuffers);
+      if (b.constant) fail(*b.constant, msg);
+      else if (module_.entry() && module_.entry()->root()) fail(*module_.entry()->root(), msg);
+      else diags_.error(msg);
+      return std::nullopt;
+    }
+  }
   // Assemble the text.
   std::string t;
   t += fmt::format("// Generated by llo-gen from HLO module '{}'.\n", module_.name());
@@ -3431,6 +3526,14 @@ std::optional<CodegenResult> Lowerer::run() {
     } else if (b.kind == BufKind::Const && b.bytes > 0) {
       const hlo::Literal* lit = b.constant->attrs().literal ? &*b.constant->attrs().literal : nullptr;
       hlo::Literal filled;
+      bool compactFill = b.type == ElementType::F32 || b.type == ElementType::BF16 || b.type == ElementType::F16;
+      if ((!lit || lit->isElided()) && compactFill && b.constant->shape().isArray()) {
+        // The seed, not the values: the assembler draws them as the
+        // interpreter does (an 80 MB .llo for graphsage's tables otherwise).
+        uint64_t seed = elidedFillSeed(b.constant->name(), b.constant->shape().toString(false));
+        t += fmt::format(" = fill(0x{:08x}, 0x{:08x})\n", seed >> 32, seed & 0xffffffffu);
+        continue;
+      }
       if (!lit || lit->isElided()) {
         filled = eval::fillElidedConstant(*b.constant);
         lit = &filled;

@@ -331,6 +331,28 @@ struct ColumnReduceFusion {
   int64_t chunkV = 1, naFull = 1, nbFull = 1, rows = 1;
 };
 
+// A fusion lowered as one row kernel (lower_rows.cpp): row-wise
+// normalizations (softmax, layer norm, RMS norm) whose reductions over the
+// trailing dimensions are broadcast back along the rows. Blocks of whole
+// rows stream through VMEM (double-buffered); each row is folded once per
+// dependent reduction (a pass over its vregs in VMEM) and its outputs are
+// computed in a last pass, so nothing but the parameters and the results
+// crosses HBM.
+struct RowFusion {
+  const Computation* comp = nullptr;
+  std::vector<int64_t> dims;  // the rows' shape: [k..., r...]
+  int64_t k = 1, r = 1;
+  enum Class { Scalar, Full, Row, Vec };
+  std::map<const Instruction*, Class> cls;
+  std::map<const Instruction*, int> level;  // Full/Row: the passes it needs done
+  std::vector<const Instruction*> streamed;  // Full parameters
+  std::vector<const Instruction*> vectors;   // parameters shaped like one row, broadcast along rows
+  std::vector<const Instruction*> scalars;   // Scalar instructions (parameters, constants, their ops), in order
+  std::vector<const Instruction*> rowValues;  // Row instructions, in order
+  std::vector<const Instruction*> outputs;    // the root's leaves (Full values)
+  int passes = 0;
+};
+
 // Where emitMatmul stands when a C tile is complete (its step's batch,
 // M-tile and N-tile indices in sregs), for the epilogue.
 struct MatmulTileSite {
@@ -519,6 +541,9 @@ class Lowerer {
                                                       std::vector<VReg>& owned);
   bool columnReduceFusion(const Instruction& in, ColumnReduceFusion* out) const;
   bool lowerColumnReduceFusion(const Instruction& in);
+  // Row fusions (lower_rows.cpp).
+  bool rowFusion(const Instruction& in, RowFusion* out) const;
+  bool lowerRowFusion(const Instruction& in);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
@@ -798,6 +823,11 @@ class Lowerer {
   int residentDepth_ = 0;
   double residentFlops_ = 0;
   uint64_t residentVmem_ = 0;
+
+  // While set, running out of vector registers sets vregsExhausted_
+  // instead of failing: the row kernel tries groups of rows this way.
+  bool softVregs_ = false;
+  bool vregsExhausted_ = false;
 
   CodegenStats stats_;
   std::string kernelLabel_;

@@ -37,7 +37,8 @@ hlo::FusionKind kindOf(const KernelEstimate& e, const std::vector<const Instruct
   switch (e.lowering) {
     case codegen::FusionLowering::Output: return hlo::FusionKind::Output;
     case codegen::FusionLowering::Input:
-    case codegen::FusionLowering::ColumnReduction: return hlo::FusionKind::Input;
+    case codegen::FusionLowering::ColumnReduction:
+    case codegen::FusionLowering::Rows: return hlo::FusionKind::Input;
     case codegen::FusionLowering::Loop: return hlo::FusionKind::Loop;
     case codegen::FusionLowering::Resident: break;
   }
@@ -64,6 +65,7 @@ class ComputationFuser {
   ComputationFuser(hlo::Computation& c, const CostModel& cost, const FusionOptions& options)
       : graph_(c), cost_(cost), options_(options) {}
 
+  void fuseRowNormalizations();
   void fuseProducersIntoConsumers();
   void fuseMultiOutput();
   void explainUnfusedEdges(const std::string& pass, std::vector<passes::Remark>& remarks);
@@ -255,6 +257,18 @@ Decision ComputationFuser::decide(int32_t p) {
       d.reason = fmt::format("would duplicate {}, which has {} users", e->name(), users.size());
       return d;
     }
+  // Elementwise work on a dot's result stays for the dot's output fusion
+  // rather than joining a row kernel (the MXU kernel then writes the
+  // narrow result type once).
+  for (int32_t c : users)
+    if (nodeCost(c).isFusion && nodeCost(c).lowering == codegen::FusionLowering::Rows)
+      for (int32_t m : n.members)
+        for (int32_t o : graph_.operandsOf(m))
+          if (isMatmul(*graph_.instruction(o)) && !graph_.contains(p, o)) {
+            d.reason = fmt::format("{} is the epilogue of {}'s output fusion, not part of a row kernel",
+                                   name(n.outputs[0]), name(o));
+            return d;
+          }
   double unfused = nodeCost(p).cycles, fused = 0;
   const KernelEstimate* resident = nullptr;  // a fused kernel no streaming kernel covers, if any
   for (int32_t c : users) {
@@ -298,6 +312,127 @@ void ComputationFuser::fuseIntoUsers(int32_t p, std::vector<int32_t>& touched) {
     touched.push_back(f);
     for (int32_t v : graph_.inputs(f))
       if (int32_t q = graph_.nodeOf(v); q >= 0) touched.push_back(q);
+  }
+}
+
+// Row normalizations (softmax, layer norm, RMS norm) first, each as one
+// row kernel: a reduction over trailing dimensions broadcast back along the
+// rows ties the whole normalization together, and fusing it edge by edge
+// passes through fusions no streaming kernel covers (a reduce and its
+// broadcast alone would be a resident kernel), which the cost model
+// rightly refuses one at a time. Seeds are such reduces; a region grows
+// through elementwise work, broadcasts and compatible reduces on the rows'
+// shape or the per-row shape, and is fused when llo-gen makes one row
+// kernel of it and the model says it is faster than its parts.
+void ComputationFuser::fuseRowNormalizations() {
+  const int32_t count = graph_.instructionCount();
+  std::vector<char> taken(static_cast<size_t>(count), 0);
+  // Per seed, stamped with the seed (no clearing: linear over all seeds).
+  std::vector<int32_t> inStamp(static_cast<size_t>(count), -1), seenStamp(static_cast<size_t>(count), -1);
+  auto single = [&](int32_t i) {
+    const int32_t n = graph_.nodeOf(i);
+    return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
+           !graph_.ordered(i);
+  };
+  for (int32_t seed = 0; seed < count; ++seed) {
+    const Instruction& red = *graph_.instruction(seed);
+    if (taken[static_cast<size_t>(seed)] || red.opcode() != Opcode::Reduce || red.operandCount() != 2 ||
+        !single(seed) || !red.operand(0)->shape().isArray())
+      continue;
+    const std::vector<int64_t> dims = red.operand(0)->shape().dimensions();
+    const std::vector<int64_t>& rowDims = red.shape().isArray() ? red.shape().dimensions() : dims;
+    std::vector<int64_t> reduced = red.attrs().dimensions;
+    std::sort(reduced.begin(), reduced.end());
+    bool trailing = !reduced.empty() && reduced.size() < dims.size();
+    for (size_t k = 0; k < reduced.size() && trailing; ++k)
+      trailing = reduced[k] == static_cast<int64_t>(dims.size() - reduced.size() + k);
+    if (!trailing) continue;
+    bool broadcastBack = false;
+    for (int32_t u : graph_.usersOf(seed))
+      broadcastBack |= graph_.instruction(u)->opcode() == Opcode::Broadcast &&
+                       graph_.instruction(u)->shape().dimensions() == dims;
+    if (!broadcastBack) continue;
+    auto fits = [&](int32_t i) {
+      const Instruction& in = *graph_.instruction(i);
+      if (taken[static_cast<size_t>(i)] || !single(i) || !in.shape().isArray() || in.shape().isScalar()) return false;
+      const std::vector<int64_t>& d = in.shape().dimensions();
+      if (d != dims && d != rowDims) return false;
+      if (in.opcode() == Opcode::Reduce)
+        return in.operandCount() == 2 && in.attrs().dimensions == red.attrs().dimensions && d == rowDims;
+      if (in.opcode() == Opcode::Broadcast) return true;
+      // Elementwise work on a dot's result is its output fusion's epilogue
+      // (the MXU kernel then writes the narrow type, not f32).
+      for (int32_t o : graph_.operandsOf(i))
+        if (isMatmul(*graph_.instruction(o))) return false;
+      return hlo::isElementwise(in.opcode()) && in.opcode() != Opcode::Rng && in.opcode() != Opcode::BitcastConvert &&
+             unfusibleReason(in, false).empty();
+    };
+    std::vector<int32_t> members, stack{seed};
+    auto in = [&](int32_t j) { return inStamp[static_cast<size_t>(j)] == seed; };
+    inStamp[static_cast<size_t>(seed)] = seed;
+    while (!stack.empty() && static_cast<int>(members.size()) <= options_.maxInstructions) {
+      const int32_t i = stack.back();
+      stack.pop_back();
+      members.push_back(i);
+      auto visit = [&](int32_t j) {
+        if (!in(j) && fits(j)) {
+          inStamp[static_cast<size_t>(j)] = seed;
+          stack.push_back(j);
+        }
+      };
+      for (int32_t j : graph_.operandsOf(i)) visit(j);
+      for (int32_t j : graph_.usersOf(i)) visit(j);
+    }
+    if (static_cast<int>(members.size()) > options_.maxInstructions || members.size() < 3) continue;
+    std::sort(members.begin(), members.end());
+    std::vector<int32_t> outputs;
+    for (int32_t m : members) {
+      bool needed = m == graph_.rootIndex();
+      for (int32_t u : graph_.usersOf(m)) needed |= !in(u);
+      if (needed) outputs.push_back(m);
+    }
+    if (outputs.empty()) continue;
+    // No path may leave the region and come back (a dot between a layer
+    // norm and a residual add of the same shape): that would be a cycle.
+    bool cycle = false;
+    {
+      auto seen = [&](int32_t j) { return seenStamp[static_cast<size_t>(j)] == seed; };
+      std::vector<int32_t> work;
+      for (int32_t m : members)
+        for (int32_t u : graph_.usersOf(m))
+          if (!in(u) && !seen(u)) {
+            seenStamp[static_cast<size_t>(u)] = seed;
+            work.push_back(u);
+          }
+      for (int budget = 4096; !work.empty() && !cycle; --budget) {
+        if (budget == 0) {
+          cycle = true;  // too far to tell: assume the worst
+          break;
+        }
+        const int32_t v = work.back();
+        work.pop_back();
+        for (int32_t u : graph_.usersOf(v)) {
+          if (in(u)) cycle = true;
+          if (!seen(u)) {
+            seenStamp[static_cast<size_t>(u)] = seed;
+            work.push_back(u);
+          }
+        }
+      }
+    }
+    if (cycle) continue;
+    KernelEstimate fused = cost_.estimate(graph_, members, outputs);
+    if (fused.lowering != codegen::FusionLowering::Rows || !fused.refusal.empty()) continue;
+    double apart = 0;
+    for (int32_t m : members) apart += nodeCost(graph_.nodeOf(m)).cycles;
+    if (fused.cycles >= apart - kSlack) continue;
+    for (int32_t m : members) {
+      graph_.kill(graph_.nodeOf(m));
+      taken[static_cast<size_t>(m)] = 1;
+    }
+    const int32_t f = graph_.addNode(std::move(members), std::move(outputs));
+    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
+    nodeCosts_[static_cast<size_t>(f)] = std::move(fused);
   }
 }
 
@@ -597,7 +732,10 @@ bool fuseModule(hlo::Module& module, const CostModel& cost, const FusionOptions&
   std::vector<hlo::Computation*> unused;
   for (hlo::Computation* c : codeComputations(module)) {
     ComputationFuser fuser(*c, cost, options);
-    if (options.producerConsumer) fuser.fuseProducersIntoConsumers();
+    if (options.producerConsumer) {
+      fuser.fuseRowNormalizations();
+      fuser.fuseProducersIntoConsumers();
+    }
     if (options.multiOutput) fuser.fuseMultiOutput();
     if (remarks) fuser.explainUnfusedEdges(passName, unfused);
     changed |= fuser.materialize(module, names, passName, remarks, unused);

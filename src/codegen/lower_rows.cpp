@@ -1,0 +1,647 @@
+// Row fusions: softmax, layer norm and RMS norm as one streaming kernel.
+//
+// The fused computation's values are of four classes: Full (the rows'
+// shape [k..., r...]), Row (one value per row: a reduce over the trailing
+// dimensions and elementwise work on such values), Vec (a parameter shaped
+// like one row, broadcast along the rows: a scale or a bias) and Scalar.
+// A Full value may read a Row value through a broadcast of it along the
+// trailing dimensions, which is what makes these fusions neither input nor
+// loop fusions. Each row is folded once per dependent reduction (pass p
+// folds the reduces whose inputs need the Row values of passes < p), then
+// its results are computed and stored in a last pass; Full values are
+// recomputed in each pass from the row's parameters in VMEM, so VMEM holds
+// only the parameters' and results' rows, double-buffered by blocks of rows.
+// Folding follows emitReduceSegments exactly (vreg by vreg from the first,
+// then the lane tree, then the init value), so the reduced values are
+// bit-identical to the unfused reduce's.
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+bool rowType(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  return ti.ok && ti.words == 1 && !ti.isComplex && (ti.isFloat ? ti.bits >= 16 : ti.bits == 32);
+}
+
+}  // namespace
+
+bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
+  if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
+  const Computation& c = *in.fusedComputation();
+  const Instruction* first = nullptr;
+  for (const auto& up : c.instructions())
+    if (up->opcode() == Opcode::Reduce) {
+      first = up.get();
+      break;
+    }
+  if (!first || first->operandCount() != 2) return false;
+  RowFusion f;
+  f.comp = &c;
+  f.dims = first->operand(0)->shape().dimensions();
+  const int64_t rank = static_cast<int64_t>(f.dims.size());
+  std::vector<int64_t> reduced = first->attrs().dimensions;
+  std::sort(reduced.begin(), reduced.end());
+  if (reduced.empty() || static_cast<int64_t>(reduced.size()) >= rank) return false;
+  std::vector<int64_t> rowDims, vecDims, keptIdx, vecIdx;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool red = std::binary_search(reduced.begin(), reduced.end(), d);
+    if (red != (d >= rank - static_cast<int64_t>(reduced.size()))) return false;  // trailing only
+    (red ? vecDims : rowDims).push_back(f.dims[static_cast<size_t>(d)]);
+    (red ? vecIdx : keptIdx).push_back(d);
+    (red ? f.r : f.k) *= f.dims[static_cast<size_t>(d)];
+  }
+  // Whole vregs per row (no tail lanes), rows that fit VMEM many times over.
+  if (f.k < 1 || f.r % kVregElems != 0 || f.r > (int64_t{1} << 20)) return false;
+  bool broadcastsRow = false;
+  for (const auto& up : c.instructions()) {
+    const Instruction& i = *up;
+    if (&i == c.root() && i.opcode() == Opcode::Tuple) break;
+    const Shape& s = i.shape();
+    if (!s.isArray() || !rowType(s.elementType())) return false;
+    const std::vector<int64_t>& d = s.dimensions();
+    auto levelOf = [&](const Instruction* o) {
+      auto it = f.level.find(o);
+      return it == f.level.end() ? 0 : it->second;
+    };
+    auto classOf = [&](const Instruction* o, RowFusion::Class& k) {
+      auto it = f.cls.find(o);
+      if (it == f.cls.end()) return false;
+      k = it->second;
+      return true;
+    };
+    RowFusion::Class k = RowFusion::Scalar;
+    int level = 0;
+    switch (i.opcode()) {
+      case Opcode::Parameter:
+        if (s.isScalar()) k = RowFusion::Scalar;
+        else if (d == f.dims) k = RowFusion::Full;
+        else if (d == vecDims) k = RowFusion::Vec;
+        else return false;
+        if (k == RowFusion::Full) f.streamed.push_back(&i);
+        if (k == RowFusion::Vec) f.vectors.push_back(&i);
+        break;
+      case Opcode::Constant:
+        if (!s.isScalar()) return false;
+        break;
+      case Opcode::Reduce: {
+        if (i.operandCount() != 2 || !i.toApply() || i.attrs().dimensions != first->attrs().dimensions) return false;
+        RowFusion::Class a, b;
+        if (!classOf(i.operand(0), a) || !classOf(i.operand(1), b) || a != RowFusion::Full ||
+            b != RowFusion::Scalar || i.operand(0)->shape().dimensions() != f.dims || d != rowDims)
+          return false;
+        const Opcode io = i.operand(1)->opcode();
+        if (io != Opcode::Constant && io != Opcode::Parameter) return false;  // as the segment kernel takes them
+        k = RowFusion::Row;
+        level = levelOf(i.operand(0)) + 1;
+        break;
+      }
+      case Opcode::Broadcast: {
+        RowFusion::Class a;
+        if (!classOf(i.operand(0), a)) return false;
+        const std::vector<int64_t>& bd = i.attrs().dimensions;
+        if (a == RowFusion::Scalar) {
+          k = s.isScalar() ? RowFusion::Scalar : d == f.dims ? RowFusion::Full : d == rowDims ? RowFusion::Row
+                                                                                            : RowFusion::Scalar;
+          if (k == RowFusion::Scalar && !s.isScalar()) return false;
+        } else if (a == RowFusion::Row && d == f.dims && bd == keptIdx) {
+          k = RowFusion::Full;
+          level = levelOf(i.operand(0));
+          broadcastsRow = true;
+        } else if (a == RowFusion::Vec && d == f.dims && bd == vecIdx && i.operand(0)->opcode() == Opcode::Parameter) {
+          k = RowFusion::Full;
+        } else {
+          return false;
+        }
+        break;
+      }
+      default: {
+        if (!hlo::isElementwise(i.opcode()) || i.opcode() == Opcode::Rng || i.opcode() == Opcode::BitcastConvert ||
+            i.operandCount() == 0)
+          return false;
+        bool any = false;
+        for (const Instruction* o : i.operands()) {
+          RowFusion::Class a;
+          if (!classOf(o, a) || a == RowFusion::Vec) return false;
+          if (a == RowFusion::Scalar) continue;
+          if (any && a != k) return false;
+          k = a;
+          any = true;
+          level = std::max(level, levelOf(o));
+        }
+        if (k == RowFusion::Scalar && !s.isScalar()) return false;
+        if ((k == RowFusion::Full && d != f.dims) || (k == RowFusion::Row && d != rowDims)) return false;
+      }
+    }
+    f.cls[&i] = k;
+    if (k == RowFusion::Full || k == RowFusion::Row) f.level[&i] = level;
+    if (k == RowFusion::Scalar && i.opcode() != Opcode::Parameter) f.scalars.push_back(&i);
+    if (k == RowFusion::Scalar && i.opcode() == Opcode::Parameter) f.scalars.insert(f.scalars.begin(), &i);
+    if (k == RowFusion::Row) f.rowValues.push_back(&i);
+    if (i.opcode() == Opcode::Reduce) f.passes = std::max(f.passes, level);
+  }
+  // Without a row value broadcast back, it is an input fusion (or nothing).
+  if (!broadcastsRow || f.passes < 1 || f.streamed.empty()) return false;
+  std::vector<const Instruction*> roots;
+  if (c.root()->opcode() == Opcode::Tuple) roots.assign(c.root()->operands().begin(), c.root()->operands().end());
+  else roots.push_back(c.root());
+  for (const Instruction* v : roots) {
+    auto it = f.cls.find(v);
+    if (it == f.cls.end() || it->second != RowFusion::Full || v->opcode() == Opcode::Parameter ||
+        v->opcode() == Opcode::Broadcast)
+      return false;
+    f.outputs.push_back(v);
+  }
+  if (f.outputs.empty() || f.outputs.size() > 4 || f.streamed.size() > 4 || f.vectors.size() > 4 ||
+      f.scalars.size() > 24 || f.rowValues.size() > 24)
+    return false;
+  // Two slots of a block of at least one row of every streamed value.
+  uint64_t rowBytes = 0;
+  for (const Instruction* p : f.streamed) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(p->shape().elementType()).bytes;
+  for (const Instruction* o : f.outputs) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(o->shape().elementType()).bytes;
+  for (const Instruction* v : f.vectors) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(v->shape().elementType()).bytes;
+  if (3 * rowBytes + 65536 > vmemBudget()) return false;
+  if (out) *out = std::move(f);
+  return true;
+}
+
+bool Lowerer::lowerRowFusion(const Instruction& in) {
+  RowFusion f;
+  if (!rowFusion(in, &f)) return fail(in, "llo-gen: internal error: not a row fusion");
+  beginKernel(in, "fusion-rows");
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  // Rows of a group are independent: registers rotate so the scheduler can
+  // overlap them.
+  vregs_.setRotating(true);
+  struct Unrotate {
+    RegPool& p;
+    ~Unrotate() { p.setRotating(false); }
+  } unrotate{vregs_};
+  const Computation& c = *f.comp;
+  auto paramBuf = [&](const Instruction* p) { return leaves_[in.operand(p->attrs().parameterNumber)][0]; };
+  const std::vector<int>& leaves = leaves_[&in];
+  if (leaves.size() != f.outputs.size()) return fail(in, "llo-gen: internal error: row fusion result leaves");
+  const size_t nl = f.streamed.size(), no = f.outputs.size(), nvec = f.vectors.size();
+  std::vector<int> inBufs, outBufs(leaves.begin(), leaves.end()), vecBufs;
+  for (const Instruction* p : f.streamed) inBufs.push_back(paramBuf(p));
+  for (const Instruction* p : f.vectors) vecBufs.push_back(paramBuf(p));
+  auto es = [&](int b) { return static_cast<int64_t>(typeInfo(bufs_[b].type).bytes); };
+  const int64_t r = f.r, k = f.k, fullV = r / kVregElems;
+
+  // Row values read by Full values live until the row is done; the others
+  // until their last Row user is computed.
+  std::set<const Instruction*> broadcastRow;
+  std::map<const Instruction*, int> lastUse;
+  size_t fullCount = 0;
+  for (const auto& up : c.instructions()) {
+    auto it = f.cls.find(up.get());
+    if (it == f.cls.end()) continue;
+    fullCount += it->second == RowFusion::Full;
+    for (const Instruction* o : up->operands()) {
+      auto oc = f.cls.find(o);
+      if (oc == f.cls.end() || oc->second != RowFusion::Row) continue;
+      if (it->second == RowFusion::Full) broadcastRow.insert(o);
+      else lastUse[o] = std::max(lastUse[o], f.level.at(up.get()));
+    }
+  }
+  std::vector<std::vector<const Instruction*>> passReduces(static_cast<size_t>(f.passes) + 1);
+  size_t maxReduces = 0;
+  for (const Instruction* v : f.rowValues)
+    if (v->opcode() == Opcode::Reduce) passReduces[static_cast<size_t>(f.level.at(v))].push_back(v);
+  for (const auto& reds : passReduces) maxReduces = std::max(maxReduces, reds.size());
+  // Rows per group: as many as the registers hold (tried from 8 down when
+  // the group's body is emitted); `unroll` vregs of each per loop step (a
+  // row of few vregs is unrolled whole).
+  // Short rows need more rows in flight: each fold ends in a lane tree
+  // whose latency only other rows can hide.
+  int64_t maxGroup = fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
+  int64_t group = maxGroup, unroll = 1;
+  auto setGroup = [&](int64_t g) {
+    group = g;
+    unroll = fullV * group <= 32 ? fullV : fullV % 2 == 0 && group <= 4 ? 2 : 1;
+  };
+
+  // VMEM: the row vectors, then two slots of `rows` rows (a whole number
+  // of groups) of every streamed parameter and result. Blocks of about
+  // 1 MiB keep the first load short.
+  uint64_t rowBytes = 0;
+  for (int b : inBufs) rowBytes += static_cast<uint64_t>(r * es(b));
+  for (int b : outBufs) rowBytes += static_cast<uint64_t>(r * es(b));
+  uint64_t cur = 0;
+  std::vector<int64_t> vecOff(nvec), inOff(nl), outOff(no);
+  for (size_t j = 0; j < nvec; ++j) {
+    vecOff[j] = static_cast<int64_t>(cur);
+    cur += alignUp(static_cast<uint64_t>(r * es(vecBufs[j])), 512);
+  }
+  const uint64_t room = vmemBudget() > cur + 65536 ? vmemBudget() - cur - 65536 : 0;
+  int64_t rows = std::clamp<int64_t>(static_cast<int64_t>((uint64_t{1} << 20) / std::max<uint64_t>(rowBytes, 1)), 1,
+                                     4096);
+  // Slots hold whole groups (the last group of a block may run past its rows).
+  const int64_t maxRows = static_cast<int64_t>(room / (2 * rowBytes + 2048));
+  while (maxGroup > 1 && maxGroup > maxRows) maxGroup /= 2;
+  setGroup(maxGroup);
+  rows = std::min<int64_t>({rows, k, maxRows / maxGroup * maxGroup});
+  if (rows < 1) return fail(in, "llo-gen: internal error: row fusion rows do not fit VMEM");
+  const int64_t slotRows = (rows + maxGroup - 1) / maxGroup * maxGroup;  // whole groups of any size
+  const uint64_t slot0 = cur;
+  for (size_t j = 0; j < nl; ++j) {
+    inOff[j] = static_cast<int64_t>(cur - slot0);
+    cur += alignUp(static_cast<uint64_t>(slotRows * r * es(inBufs[j])), 512);
+  }
+  for (size_t j = 0; j < no; ++j) {
+    outOff[j] = static_cast<int64_t>(cur - slot0);
+    cur += alignUp(static_cast<uint64_t>(slotRows * r * es(outBufs[j])), 512);
+  }
+  const int64_t slotBytes = static_cast<int64_t>(cur - slot0);
+  const uint64_t vmemUsed = cur + static_cast<uint64_t>(slotBytes);
+  const int64_t nBatches = (k + rows - 1) / rows, tailRows = k - (nBatches - 1) * rows;
+
+  // Hoisted: scalar parameters and constants (and scalar work on them) as splats.
+  std::map<const Instruction*, VReg> hoisted;
+  std::set<int> kept;  // registers that live through the kernel
+  {
+    int smem = 0;
+    for (const Instruction* i : f.scalars) {
+      std::optional<VReg> v;
+      if (i->opcode() == Opcode::Parameter) {
+        int sx = loadScalar(paramBuf(i), 0, i->shape().elementType(), smem++ % 8);
+        v = valloc(i->shape().elementType());
+        e_.op("vmov.s32 {}, {}", V(*v), S(sx));
+        sregs_.put(sx);
+      } else if (i->opcode() == Opcode::Broadcast) {
+        v = hoisted.at(i->operand(0));
+      } else {
+        std::vector<VReg> ops;
+        for (const Instruction* o : i->operands()) ops.push_back(hoisted.at(o));
+        v = lowerOp(*i, ops);
+      }
+      if (!v) return false;
+      hoisted[i] = *v;
+      kept.insert(v->r);
+    }
+  }
+  // The row vectors, once.
+  for (size_t j = 0; j < nvec; ++j) {
+    int ra = sreg();
+    e_.op("smov {}, {}", S(ra), base(vecBufs[j]));
+    e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", vecBufs[j]), e_.desc(static_cast<uint64_t>(r * es(vecBufs[j])), {}),
+          vecOff[j], memRef(vecBufs[j], S(ra)));
+    sregs_.put(ra);
+  }
+  if (nvec) e_.op("sem.wait sem0, {}", nvec);
+
+  const int rB = sreg(), rSlot = sreg(), rOther = sreg(), rA = sreg(), rV = sreg(), rSem = sreg(), rRow = sreg(),
+            rRows = sreg(), rBase = sreg(), rCnt = sreg();
+  // The vreg's address: one register per element size of the streamed
+  // parameters and results (so the scheduler sees their loads and stores
+  // at known distances from one base and does not order them), then one
+  // per vector.
+  std::map<int64_t, int> sizeReg;
+  std::vector<int> rPtr;
+  for (size_t j = 0; j < nl + no; ++j) {
+    const int64_t size = es(j < nl ? inBufs[j] : outBufs[j - nl]);
+    if (!sizeReg.count(size)) sizeReg[size] = sreg();
+    rPtr.push_back(sizeReg[size]);
+  }
+  for (size_t j = 0; j < nvec; ++j) rPtr.push_back(sreg());
+  if (failed_) return false;
+  // Semaphores: sem1/sem2 the loads into slot 0/1, sem3/sem4 its write-back.
+  auto dmaBlock = [&](bool load, int batchReg, int slotReg) {
+    const size_t count = load ? nl : no;
+    e_.op("sadd {}, {}, {}", S(rSem), S(slotReg), load ? 1 : 3);
+    for (size_t j = 0; j < count; ++j) {
+      const int b = load ? inBufs[j] : outBufs[j];
+      const int64_t unit = r * es(b);
+      e_.op("smul {}, {}, {}", S(rA), S(batchReg), rows * unit);
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
+      e_.op("smul {}, {}, {}", S(rV), S(slotReg), slotBytes);
+      e_.op("sadd {}, {}, {}", S(rV), S(rV), static_cast<int64_t>(slot0) + (load ? inOff[j] : outOff[j]));
+      auto dma = [&](int64_t n) {
+        std::string d = e_.desc(static_cast<uint64_t>(n * unit), {});
+        if (load) e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", b), d, S(rV), memRef(b, S(rA)), S(rSem));
+        else e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", b), d, memRef(b, S(rA)), S(rV), S(rSem));
+      };
+      if (nBatches == 1) {
+        dma(tailRows);
+      } else if (tailRows == rows) {
+        dma(rows);
+      } else {
+        std::string lt = e_.newLabel("rtail"), ld = e_.newLabel("rdmadone");
+        e_.op("br.eq {}, {}, {}", S(batchReg), nBatches - 1, lt);
+        dma(rows);
+        e_.op("jmp {}", ld);
+        e_.label(lt);
+        dma(tailRows);
+        e_.label(ld);
+      }
+    }
+  };
+
+  // Row values of the group's rows (splats).
+  std::vector<std::map<const Instruction*, VReg>> rowVal(static_cast<size_t>(maxGroup));
+  // The row vectors' vregs at the current offset, shared by the group's rows.
+  std::map<const Instruction*, VReg> vecVal;
+  auto freeVecs = [&]() {
+    for (auto& [i, v] : vecVal) vfree(v);
+    vecVal.clear();
+  };
+  // The value of `target` at vreg `at` (elements from the pointers) of row g.
+  auto evalFull = [&](const Instruction* target, int64_t g, int64_t at, std::map<const Instruction*, VReg>& val,
+                      std::vector<VReg>& owned) -> std::optional<VReg> {
+    std::function<std::optional<VReg>(const Instruction*)> go = [&](const Instruction* i) -> std::optional<VReg> {
+      if (auto it = val.find(i); it != val.end()) return it->second;
+      if (auto it = hoisted.find(i); it != hoisted.end()) return it->second;
+      if (auto it = rowVal[static_cast<size_t>(g)].find(i); it != rowVal[static_cast<size_t>(g)].end())
+        return it->second;
+      std::optional<VReg> v;
+      if (i->opcode() == Opcode::Parameter) {
+        const size_t pos = static_cast<size_t>(std::find(f.streamed.begin(), f.streamed.end(), i) - f.streamed.begin());
+        const int b = inBufs[pos];
+        v = vload(bufs_[b].type, fmt::format("{} + {}", S(rPtr[pos]),
+                                             static_cast<int64_t>(slot0) + inOff[pos] + (g * r + at) * es(b)));
+        owned.push_back(*v);
+      } else if (i->opcode() == Opcode::Broadcast) {
+        const Instruction* o = i->operand(0);
+        if (f.cls.at(o) == RowFusion::Vec) {
+          const size_t pos = static_cast<size_t>(std::find(f.vectors.begin(), f.vectors.end(), o) - f.vectors.begin());
+          const int b = vecBufs[pos];
+          if (auto it = vecVal.find(o); it != vecVal.end()) {
+            v = it->second;
+          } else {
+            v = vload(bufs_[b].type, fmt::format("{} + {}", S(rPtr[nl + no + pos]), vecOff[pos] + at * es(b)));
+            vecVal[o] = *v;
+          }
+        } else {
+          v = go(o);  // a splat already
+        }
+      } else {
+        std::vector<VReg> ops;
+        for (const Instruction* o : i->operands()) {
+          auto x = go(o);
+          if (!x) return std::nullopt;
+          ops.push_back(*x);
+        }
+        v = lowerOp(*i, ops);
+        if (v) owned.push_back(*v);
+      }
+      if (!v) return std::nullopt;
+      val[i] = *v;
+      return v;
+    };
+    return go(target);
+  };
+  auto freeOwned = [&](std::vector<VReg>& owned, const std::set<int>& keep) {
+    std::set<int> freed;
+    for (VReg v : owned)
+      if (!keep.count(v.r) && !kept.count(v.r) && freed.insert(v.r).second) vfree(v);
+    owned.clear();
+  };
+  auto setPointers = [&]() {
+    for (auto [size, reg] : sizeReg) {
+      e_.op("smul {}, {}, {}", S(reg), S(rRow), r * size);
+      e_.op("sadd {}, {}, {}", S(reg), S(reg), S(rBase));
+    }
+    for (size_t j = 0; j < nvec; ++j) e_.op("smov {}, 0", S(rPtr[nl + no + j]));
+  };
+  auto stepPointers = [&]() {
+    for (auto [size, reg] : sizeReg) e_.op("sadd {}, {}, {}", S(reg), S(reg), unroll * kVregElems * size);
+    for (size_t j = 0; j < nvec; ++j)
+      e_.op("sadd {}, {}, {}", S(rPtr[nl + no + j]), S(rPtr[nl + no + j]), unroll * kVregElems * es(vecBufs[j]));
+  };
+  // One pass over the group's rows: `body(first)` emits `unroll` vregs of
+  // every row at offsets 0, 1024, ... from the pointers.
+  auto overRows = [&](const std::function<bool(bool)>& body) -> bool {
+    setPointers();
+    if (!body(true)) return false;
+    const int64_t steps = fullV / unroll;
+    if (steps > 1) {
+      stepPointers();
+      std::string l = e_.newLabel("rvreg");
+      e_.op("smov {}, {}", S(rCnt), steps - 1);
+      e_.label(l);
+      if (!body(false)) return false;
+      stepPointers();
+      e_.op("loop {}, {}", S(rCnt), l);
+    }
+    return true;
+  };
+
+  auto groupBody = [&]() -> bool {
+    std::vector<std::vector<VReg>> rowOwned(static_cast<size_t>(group));
+    auto computeRowValues = [&](int level) -> bool {
+      for (int64_t g = 0; g < group; ++g) {
+        auto& rv = rowVal[static_cast<size_t>(g)];
+        for (const Instruction* i : f.rowValues) {
+          if (f.level.at(i) != level || i->opcode() == Opcode::Reduce) continue;
+          std::optional<VReg> v;
+          if (i->opcode() == Opcode::Broadcast) {
+            v = hoisted.at(i->operand(0));
+          } else {
+            std::vector<VReg> ops;
+            for (const Instruction* o : i->operands()) ops.push_back(rv.count(o) ? rv.at(o) : hoisted.at(o));
+            v = lowerOp(*i, ops);
+            if (v) rowOwned[static_cast<size_t>(g)].push_back(*v);
+          }
+          if (!v) return false;
+          rv[i] = *v;
+        }
+        // Row values no later work reads.
+        std::set<int> freed;
+        for (auto it = rv.begin(); it != rv.end();) {
+          const Instruction* i = it->first;
+          auto lu = lastUse.find(i);
+          bool dead = !broadcastRow.count(i) && (lu == lastUse.end() || lu->second <= level) &&
+                      f.level.at(i) <= level;
+          if (dead && !kept.count(it->second.r)) {
+            bool stillUsed = false;
+            for (auto& [o, reg] : rv)
+              if (o != i && reg.r == it->second.r) stillUsed = true;
+            if (!stillUsed && freed.insert(it->second.r).second) vfree(it->second);
+            it = rv.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
+      return true;
+    };
+    if (!computeRowValues(0)) return false;
+    for (int pass = 1; pass <= f.passes; ++pass) {
+      const std::vector<const Instruction*>& reds = passReduces[static_cast<size_t>(pass)];
+      std::vector<std::vector<VReg>> acc(static_cast<size_t>(group), std::vector<VReg>(reds.size()));
+      bool ok = overRows([&](bool first) -> bool {
+        for (int64_t u = 0; u < unroll; ++u) {
+          for (int64_t g = 0; g < group; ++g) {
+            std::map<const Instruction*, VReg> val;
+            std::vector<VReg> owned;
+            std::vector<VReg> xs;
+            for (const Instruction* red : reds) {
+              auto x = evalFull(red->operand(0), g, u * kVregElems, val, owned);
+              if (!x) return false;
+              xs.push_back(*x);
+            }
+            std::set<int> keep;
+            for (size_t q = 0; q < reds.size(); ++q) {
+              VReg& a = acc[static_cast<size_t>(g)][q];
+              const bool temp = std::any_of(owned.begin(), owned.end(), [&](VReg o) { return o.r == xs[q].r; });
+              if (first && u == 0) {
+                // The first vreg starts the fold: a temporary is kept as it is.
+                a = temp && !keep.count(xs[q].r) ? xs[q] : vcopy(xs[q], xs[q].t);
+                keep.insert(a.r);
+                continue;
+              }
+              std::vector<VReg> res;
+              if (!lowerComputation(*reds[q]->toApply(), {a, xs[q]}, res)) return false;
+              if (!first) {
+                // A loop body: the accumulator stays in its register.
+                e_.op("vmov.s32 {}, {}", V(a), V(res[0]));
+                if (res[0].r != xs[q].r || temp) vfree(res[0]);
+                continue;
+              }
+              if (res[0].r != a.r) vfree(a);
+              if (res[0].r == xs[q].r && (!temp || keep.count(xs[q].r))) res[0] = vcopy(xs[q], xs[q].t);
+              a = res[0];
+              keep.insert(a.r);
+            }
+            freeOwned(owned, keep);
+          }
+          freeVecs();
+        }
+        return true;
+      });
+      if (!ok) return false;
+      // Across lanes, then sublanes (emitReduceSegments' tree), then the
+      // init; the group's rows and reduces interleaved.
+      for (int step : {64, 32, 16, 8, 4, 2, 1, -4, -2, -1})
+        for (int64_t g = 0; g < group; ++g)
+          for (size_t q = 0; q < reds.size(); ++q) {
+            VReg& a = acc[static_cast<size_t>(g)][q];
+            VReg t = valloc(a.t);
+            if (step > 0) e_.op("vrot.lane {}, {}, {}", V(t), V(a), step);
+            else e_.op("vrot.sub {}, {}, {}", V(t), V(a), -step);
+            std::vector<VReg> res;
+            if (!lowerComputation(*reds[q]->toApply(), {a, t}, res)) return false;
+            vfree(t);
+            vfree(a);
+            a = res[0];
+          }
+      for (int64_t g = 0; g < group; ++g)
+        for (size_t q = 0; q < reds.size(); ++q) {
+          VReg& a = acc[static_cast<size_t>(g)][q];
+          std::vector<VReg> res;
+          if (!lowerComputation(*reds[q]->toApply(), {hoisted.at(reds[q]->operand(1)), a}, res)) return false;
+          vfree(a);
+          rowVal[static_cast<size_t>(g)][reds[q]] = res[0];
+          rowOwned[static_cast<size_t>(g)].push_back(res[0]);
+        }
+      if (!computeRowValues(pass)) return false;
+    }
+    // The results.
+    bool ok = overRows([&](bool) -> bool {
+      for (int64_t u = 0; u < unroll; ++u) {
+        for (int64_t g = 0; g < group; ++g) {
+          std::map<const Instruction*, VReg> val;
+          std::vector<VReg> owned;
+          for (size_t j = 0; j < no; ++j) {
+            auto y = evalFull(f.outputs[j], g, u * kVregElems, val, owned);
+            if (!y) return false;
+            vstore(*y, bufs_[outBufs[j]].type,
+                   fmt::format("{} + {}", S(rPtr[nl + j]),
+                               static_cast<int64_t>(slot0) + outOff[j] + (g * r + u * kVregElems) * es(outBufs[j])));
+          }
+          freeOwned(owned, {});
+        }
+        freeVecs();
+      }
+      return true;
+    });
+    if (!ok) return false;
+    for (int64_t g = 0; g < group; ++g) {
+      std::set<int> live;
+      for (auto& [i, reg] : rowVal[static_cast<size_t>(g)]) live.insert(reg.r);
+      std::set<int> freed;
+      for (VReg v : rowOwned[static_cast<size_t>(g)])
+        if (!kept.count(v.r) && live.count(v.r) && freed.insert(v.r).second) vfree(v);
+      rowVal[static_cast<size_t>(g)].clear();
+    }
+    return true;
+  };
+
+  // The block loop: block b+1 loads while block b is computed; block b's
+  // results go out while block b+1 is computed.
+  std::string lBatch = e_.newLabel("rblock"), lRow = e_.newLabel("rrow");
+  e_.op("smov {}, 0", S(rB));
+  e_.op("smov {}, 0", S(rSlot));
+  dmaBlock(true, rB, rSlot);
+  e_.label(lBatch);
+  e_.op("sxor {}, {}, 1", S(rOther), S(rSlot));
+  if (nBatches > 1) {
+    std::string skip = e_.newLabel("rnoprefetch");
+    e_.op("sadd {}, {}, 1", S(rCnt), S(rB));
+    e_.op("br.eq {}, {}, {}", S(rCnt), nBatches, skip);
+    dmaBlock(true, rCnt, rOther);
+    e_.label(skip);
+  }
+  e_.op("sadd {}, {}, 1", S(rSem), S(rSlot));
+  e_.op("sem.wait sem[{}], {}", S(rSem), nl);
+  if (nBatches > 2) {
+    std::string skip = e_.newLabel("rslotfree");
+    e_.op("br.lt {}, 2, {}", S(rB), skip);
+    e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
+    e_.op("sem.wait sem[{}], {}", S(rSem), no);
+    e_.label(skip);
+  }
+  e_.op("smul {}, {}, {}", S(rBase), S(rSlot), slotBytes);
+  e_.op("smov {}, {}", S(rRows), rows);
+  if (tailRows != rows) {
+    std::string l = e_.newLabel("rfull");
+    e_.op("br.ne {}, {}, {}", S(rB), nBatches - 1, l);
+    e_.op("smov {}, {}", S(rRows), tailRows);
+    e_.label(l);
+  }
+  // Groups of rows; the last may run past the block's rows on stale VMEM
+  // (its results are never written out).
+  e_.op("smov {}, 0", S(rRow));
+  e_.label(lRow);
+  {
+    // The largest group whose body fits the registers.
+    const size_t mark = e_.mark();
+    const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
+    for (int64_t g = maxGroup;; g /= 2) {
+      setGroup(g);
+      softVregs_ = g > 1;
+      vregsExhausted_ = false;
+      bool ok = groupBody();
+      softVregs_ = false;
+      if (!vregsExhausted_) {
+        if (!ok) return false;
+        break;
+      }
+      e_.cut(mark);
+      vregs_.restore(vSaved);
+      masks_.restore(mSaved);
+      sregs_.restore(sSaved);
+      for (auto& rv : rowVal) rv.clear();
+      vecVal.clear();
+    }
+  }
+  e_.op("sadd {}, {}, {}", S(rRow), S(rRow), group);
+  e_.op("br.lt {}, {}, {}", S(rRow), S(rRows), lRow);
+  dmaBlock(false, rB, rSlot);
+  e_.op("smov {}, {}", S(rSlot), S(rOther));
+  e_.op("sadd {}, {}, 1", S(rB), S(rB));
+  e_.op("br.lt {}, {}, {}", S(rB), nBatches, lBatch);
+  // The last (two) write-backs.
+  e_.op("sem.wait sem{}, {}", 3 + ((nBatches - 1) & 1), no);
+  if (nBatches > 1) e_.op("sem.wait sem{}, {}", 3 + ((nBatches - 2) & 1), no);
+
+  uint64_t bytes = 0;
+  for (int b : inBufs) bytes += bufs_[b].bytes;
+  for (int b : outBufs) bytes += bufs_[b].bytes;
+  for (int b : vecBufs) bytes += bufs_[b].bytes;
+  endKernel(static_cast<double>(k * r) * static_cast<double>(c.instructionCount()), bytes, vmemUsed);
+  return !failed_;
+}
+
+}  // namespace tpu::codegen
