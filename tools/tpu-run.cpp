@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
       .examples =
           "  tpu-run model.hlo --seed=1 --check --stats          compile, simulate, compare with "
           "interpreter\n"
-          "  tpu-run -O0 model.hlo --seed=1 --stats              compile without hlo-fuse's optimizations\n"
+          "  tpu-run -O0 model.hlo --seed=1 --stats              compile without hlo-layout and hlo-fuse\n"
           "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
           "  tpu-run kernel.llo --seed=1 --output=@c.npy --trace=t.json   result as .npy, Perfetto trace\n"
           "  tpu-run model.hlo --seed=1 --profile --report=profile.html   op profile, HTML report\n"
@@ -145,7 +145,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   int optLevel = 1;
   app.add_option("-O", optLevel,
-                 "Compiled HLO: optimization level: 1 (default) runs hlo-fuse's default pipeline before llo-gen, 0 "
+                 "Compiled HLO: optimization level: 1 (default) runs hlo-layout's layout assignment and hlo-fuse's "
+                 "default pipeline before llo-gen, 0 "
                  "compiles the module as given")
       ->check(CLI::Range(0, 1))
       ->capture_default_str();

@@ -9,6 +9,7 @@
 #include "hlo/computation.h"
 #include "passes/clone.h"
 #include "passes/fusion/pipeline.h"
+#include "passes/layout/layout_assignment.h"
 #include "runner/check_tolerance.h"
 #include "runner/profile_output.h"
 #include "runner/run.h"
@@ -36,6 +37,13 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   std::unique_ptr<hlo::Module> optimized;
   if (request.optimize) {
     optimized = passes::cloneModule(module);
+    // Layout assignment, then fusion (XLA's order; hlo-layout | hlo-fuse).
+    passes::layout::LayoutOptions layoutOptions;
+    if (target.registers.sublanes > 0) layoutOptions.geometry.sublanes = target.registers.sublanes;
+    if (target.registers.lanes > 0) layoutOptions.geometry.lanes = target.registers.lanes;
+    size_t errors = diags.errorCount();
+    passes::layout::LayoutAssignmentPass(layoutOptions).run(*optimized, diags);
+    if (diags.errorCount() != errors) return failed;
     if (!fusion::optimizeModule(*optimized, target, diags)) return failed;
   }
   codegen::CodegenOptions codegenOptions;

@@ -117,7 +117,7 @@ class LayoutSweep : public ::testing::TestWithParam<std::string> {};
 
 // Interpreter results are bit-identical after layout assignment (entry
 // layouts kept and chosen), and after the bitcast expansion llo-gen runs.
-TEST_P(LayoutSweep, SameResultsAndFixedPoint) {
+TEST_P(LayoutSweep, SameResultsDeterministicRoundTrip) {
   fs::path path(GetParam());
   DiagnosticEngine diags;
   std::unique_ptr<SourceFile> source = readInputFile(path.string(), diags);
