@@ -34,3 +34,12 @@ for tool in ["hlo-parse", "hlo-partition", "hlo-layout", "hlo-fuse", "llo-gen", 
     path = os.path.join(tools_dir, tool)
     if os.path.exists(path):
         config.available_features.add(tool)
+
+# Headless Chromium (Debian's chromium package) renders tpu-run's HTML report;
+# tests that need it say REQUIRES: chromium and are reported UNSUPPORTED
+# (skipped) where it is missing.
+import shutil as _shutil
+if _shutil.which("chromium"):
+    config.available_features.add("chromium")
+else:
+    lit_config.note("chromium not found: the HTML report rendering tests are skipped (apt-get install chromium)")

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "profile/profile.h"
 #include "runner/run.h"
 #include "support/file_io.h"
 #include "support/tool.h"
@@ -18,6 +19,7 @@ namespace {
 constexpr int64_t kDefaultMaxSteps = 100'000'000;
 
 int printReport(tpu::Tool& tool, const tpu::runner::RunReport& report) {
+  std::fwrite(report.profileText.data(), 1, report.profileText.size(), stderr);
   if (!report.stdoutText.empty() && !tpu::writeOutputFile("-", report.stdoutText, tool.diags()))
     return tpu::kExitFailure;
   return report.exitCode;
@@ -46,6 +48,9 @@ int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
   if (!file) return tpu::kExitFailure;
   tpu::runner::CompiledRequest req = request;
   req.simulator.run.stats = tool.options().stats;
+  req.simulator.inputName = file->name();
+  if (req.simulator.wantsProfile() && file->contents().find("\n.entry") != std::string::npos)
+    req.simulator.lloText = std::string(file->contents());
   req.simulator.run.trace = !req.simulator.traceFile.empty();
   bool targetGiven = tool.cli().count("--target") > 0;
   std::string statsText;
@@ -72,6 +77,18 @@ int runCompiledMode(tpu::Tool& tool, const tpu::runner::RunOptions& options,
   return printReport(tool, report);
 }
 
+// `--profile-diff A.json B.json`: per-op time differences of two profiles.
+int runProfileDiff(tpu::Tool& tool, const std::vector<std::string>& files) {
+  auto a = tpu::readInputFile(files[0], tool.diags());
+  if (!a) return tpu::kExitFailure;
+  auto b = tpu::readInputFile(files[1], tool.diags());
+  if (!b) return tpu::kExitFailure;
+  auto text = tpu::profile::diffProfiles(files[0], std::string(a->contents()), files[1], std::string(b->contents()),
+                                         tool.diags());
+  if (!text) return tpu::kExitFailure;
+  return tpu::writeOutputFile("-", *text, tool.diags()) ? tpu::kExitSuccess : tpu::kExitFailure;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,6 +103,9 @@ int main(int argc, char** argv) {
           "  tpu-run -O0 model.hlo --seed=1 --stats              compile without hlo-fuse's optimizations\n"
           "  tpu-run kernel.tpu --seed=1 --stats                 simulate; cycles, TFLOP/s, utilisation\n"
           "  tpu-run kernel.llo --seed=1 --output=@c.npy --trace=t.json   result as .npy, Perfetto trace\n"
+          "  tpu-run model.hlo --seed=1 --profile --report=profile.html   op profile, HTML report\n"
+          "  tpu-run model.hlo --seed=1 --profile=json --profile-file=a.json   op profile as JSON\n"
+          "  tpu-run --profile-diff a.json b.json                  per-op time differences of two profiles\n"
           "  tpu-run --interpret model.hlo --seed=1                random inputs, print results\n"
           "  tpu-run --interpret add.hlo --input=2xf32=1,2 --input=@b.npy --output=@sum.npy\n"
           "  tpu-run --interpret m.hlo --input=@x.npy --expected-output=@y.npy --atol=1e-4\n"
@@ -132,7 +152,7 @@ int main(int argc, char** argv) {
   app.add_flag("--check", compiled.check,
                "Compiled HLO: also run the reference interpreter on the same inputs and compare the results");
   auto* checkAtolOpt = app.add_option("--check-atol", checkAtol,
-                                      "--check absolute tolerance (default: from the precision of the module's dots)");
+                                      "--check absolute tolerance (default: per result, from the error bounds of what it depends on)");
   auto* checkRtolOpt = app.add_option("--check-rtol", checkRtol, "--check relative tolerance (default: = atol)");
   app.add_option("--f32-dot-precision", f32Precision,
                  "Compiled HLO: bf16 passes of f32 dots: config (precision_config), default (1), high (3), highest (6)")
@@ -150,7 +170,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--trace", compiled.simulator.traceFile,
-                 "Write a Chrome/Perfetto trace of slot and DMA activity to FILE (machine programs)");
+                 "Write a Chrome/Perfetto trace to FILE: kernels by HLO instruction, slots, MXUs, DMAs, counters");
+  app.add_flag("--profile{text}", compiled.simulator.profile,
+               "Print the op profile (time per HLO op, roofline, stalls): --profile (text) or --profile=json")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--profile-file", compiled.simulator.profileFile,
+                 "Write the op profile to FILE instead of stderr (implies --profile)");
+  app.add_option("--report", compiled.simulator.reportFile,
+                 "Write a self-contained HTML profile report (op table, roofline chart, HBM timeline) to FILE");
+  std::vector<std::string> diffFiles;
+  app.add_option("--profile-diff", diffFiles, "Compare two --profile=json files A B: per-op time differences")
+      ->expected(2)
+      ->allow_extra_args(false);
   return tool.run(argc, argv, [&](tpu::Tool& t) {
     if (seedOpt->count() > 0) options.seed = seed;
     options.forceBinaryToTerminal = t.options().force;
@@ -164,6 +195,19 @@ int main(int argc, char** argv) {
                                : f32Precision == "high"  ? P::High
                                : f32Precision == "highest" ? P::Highest
                                                            : P::FromConfig;
+    if (!compiled.simulator.profileFile.empty() && compiled.simulator.profile.empty())
+      compiled.simulator.profile = "text";
+    if (!diffFiles.empty()) return runProfileDiff(t, diffFiles);
+    if (interpret) {
+      // The interpreter has no clock: refuse what only a simulated run can answer.
+      for (const char* flag : {"--stats", "--stats-file", "--trace", "--profile", "--profile-file", "--report"}) {
+        if (t.cli().count(flag) == 0) continue;
+        t.diags().error(fmt::format("{} needs a simulated run; the interpreter (--interpret) has no timing "
+                                    "(run without --interpret to compile and simulate the module)",
+                                    flag));
+        return tpu::kExitUsage;
+      }
+    }
     return interpret ? runInterpretMode(t, options) : runCompiledMode(t, options, compiled);
   });
 }

@@ -38,11 +38,15 @@ FIXTURES = [
     ("allreduce.hlo", ("file", "lit_tests/tpu-run/Inputs/allreduce.hlo")),
     ("kernel.llo", ("file", "testdata/llo/add.llo")),
     ("dump/module_0001.jit_train_step.before_optimizations.txt", ("file", "testdata/examples/model.hlo")),
+    ("sharded.hlo", ("file", "lit_tests/hlo-partition/Inputs/mlp.hlo")),
     ("model.hlob", ("run", "hlo-parse model.hlo -o model.hlob")),
     ("kernel.tpu", ("run", "llo-asm kernel.llo -o kernel.tpu")),
     ("x.npy", ("npy", (8, 128))),  # m.hlo's parameter
     ("b.npy", ("npy", (2,))),  # add.hlo's second parameter
     ("y.npy", ("run", "tpu-run --interpret m.hlo --input=@x.npy --output=@y.npy")),
+    # Two profiles of model.hlo (with and without hlo-fuse) for --profile-diff.
+    ("a.json", ("run", "tpu-run model.hlo --seed=1 --profile=json --profile-file=a.json")),
+    ("b.json", ("run", "tpu-run -O0 model.hlo --seed=1 --profile=json --profile-file=b.json")),
 ]
 
 # Placeholders in the text of examples, and what they stand for here.

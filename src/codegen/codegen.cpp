@@ -14,6 +14,7 @@
 #include "passes/expand_topk.h"
 #include "passes/sink_views.h"
 #include "passes/flatten_call_graph.h"
+#include "passes/layout/layout_assignment.h"
 #include "support/source.h"
 
 namespace tpu::codegen {
@@ -77,6 +78,7 @@ std::optional<std::string> printScheduled(const std::string& text, const isa::Pr
   std::string out = text.substr(0, codeStart);
   out.reserve(text.size() + text.size() / 4);
   size_t m = 0;
+  llo::InstrPrinter printer(program);
   for (size_t b = 0; b <= program.bundles.size(); ++b) {
     for (; m < marks.size() && marks[m].at == b; ++m) {
       out += marks[m].line;
@@ -87,7 +89,7 @@ std::optional<std::string> printScheduled(const std::string& text, const isa::Pr
     const isa::Bundle& bundle = program.bundles[b];
     for (size_t i = 0; i < bundle.instrs.size(); ++i) {
       out += i ? " ; " : " ";
-      out += llo::printInstr(bundle.instrs[i], &program);
+      out += printer.print(bundle.instrs[i]);
     }
     out += " }\n";
   }
@@ -106,6 +108,9 @@ std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const tar
                                             const CodegenOptions& options, DiagnosticEngine& diags) {
   std::unique_ptr<hlo::Module> flat = passes::cloneModule(module);
   size_t errors = diags.errorCount();
+  // Arrays live row-major in their logical shape here: bitcasts that
+  // reinterpret a layout become the transposes they stand for.
+  passes::layout::ExpandLayoutBitcastsPass().run(*flat, diags);
   passes::ExpandTopKPass().run(*flat, diags);
   passes::ExpandBatchNormPass().run(*flat, diags);
   passes::ExpandPredMatmulPass().run(*flat, diags);
@@ -142,11 +147,13 @@ bool takesRngState(const isa::Program& program, std::string_view entry) {
 }
 
 std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
-                                          const CodegenOptions& options, DiagnosticEngine& diags) {
+                                          const CodegenOptions& options, DiagnosticEngine& diags,
+                                          CodegenStats* statsOut) {
   CodegenOptions o = options;
   o.targetSpec.clear();  // the assembler is given the target directly
   auto r = lowerFlattened(module, target, o, diags);
   if (!r) return std::nullopt;
+  if (statsOut) *statsOut = r->stats;
   if (options.schedule == llo::ScheduleMode::List) {
     std::vector<uint32_t> anchors;
     llo::ScheduleStats stats;

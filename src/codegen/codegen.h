@@ -79,8 +79,10 @@ std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target
                                          const CodegenOptions& options, DiagnosticEngine& diags);
 
 // generateLlo, then assembles the text in memory (for `tpu-run model.hlo`).
+// `stats`, when given, receives the per-kernel figures (tpu-run --profile).
 std::optional<isa::Program> compileModule(const hlo::Module& module, const target::TargetDesc& target,
-                                          const CodegenOptions& options, DiagnosticEngine& diags);
+                                          const CodegenOptions& options, DiagnosticEngine& diags,
+                                          CodegenStats* stats = nullptr);
 
 // The run-time state of the HLO `rng` stream. A program with rng (or
 // rng-get-and-update-state) instructions takes one more entry argument after

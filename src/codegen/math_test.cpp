@@ -297,5 +297,94 @@ TEST(Math, RealAndImagOfRealTypes) {
   }
 }
 
+
+// Relative error in units of the float spacing at the exact value `want`
+// (the float ulp at |want|, the smallest subnormal spacing at worst).
+double ulpsOff(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(want)) return got == static_cast<float>(want) ? 0 : 1e9;
+  double a = std::fabs(want);
+  int e = a > 0 ? std::ilogb(a) : -149;
+  double ulp = std::ldexp(1.0, std::max(e, -126) - 23);
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+// log1p, expm1 and tan near zero, judged by relative error (an absolute
+// floor would hide a result with no correct digit): every decade from
+// 1e-38 to 1, both signs, a dense sweep of (-0.1, 0.1), the values a user
+// reported (log1p(-2.547e-7) was -2.384e-7; expm1 near -0.026 was off in the
+// sixth digit), and the specials.
+TEST(Math, LibraryMathNearZeroKeepsRelativePrecision) {
+  std::vector<float> xs = {-2.547e-7f, -0.026f, -0.0261f, -0.02587f, 0.026f, 1e-3f, -1e-3f};
+  for (int e = -38; e <= 0; ++e)
+    for (float m : {1.0f, 1.2345f, 3.3f, 7.77f})
+      for (float s : {1.0f, -1.0f}) xs.push_back(s * m * std::pow(10.0f, static_cast<float>(e)));
+  for (int k = -2000; k <= 2000; ++k) xs.push_back(static_cast<float>(k) * 5e-5f);
+  std::vector<uint32_t> bits;
+  for (float x : xs) bits.push_back(bitsOf(x));
+  struct Fn {
+    const char* op;
+    double (*ref)(double);
+    double maxUlps;
+  };
+  const Fn fns[] = {{"log-plus-one", [](double x) { return std::log1p(x); }, 4},
+                    {"exponential-minus-one", [](double x) { return std::expm1(x); }, 4},
+                    {"tan", [](double x) { return std::tan(x); }, 4}};
+  for (const Fn& fn : fns) {
+    int64_t n = static_cast<int64_t>(bits.size());
+    PipelineRun r = runPipeline(unaryModule(fn.op, "f32", n), [&](size_t, const hlo::Shape&) { return f32Vector(bits); });
+    ASSERT_EQ(r.error, "") << fn.op;
+    std::vector<float> got(bits.size());
+    std::memcpy(got.data(), r.got[0].data(), sizeof(float) * got.size());
+    double worst = 0;
+    size_t at = 0;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      double d = ulpsOff(got[k], fn.ref(static_cast<double>(xs[k])));
+      if (d > worst) worst = d, at = k;
+    }
+    EXPECT_LE(worst, fn.maxUlps) << fn.op << " of " << xs[at] << " gave " << got[at] << ", want "
+                                 << fn.ref(static_cast<double>(xs[at]));
+  }
+}
+
+TEST(Math, Log1pExpm1Specials) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs = {0.0f, -0.0f, -1.0f, -2.0f, inf, -inf, nan, 100.0f, -100.0f, 88.0f, 89.0f, 1e-45f, 3e38f};
+  std::vector<uint32_t> bits;
+  for (float x : xs) bits.push_back(bitsOf(x));
+  auto run = [&](const char* op) {
+    PipelineRun r = runPipeline(unaryModule(op, "f32", static_cast<int64_t>(xs.size())),
+                                [&](size_t, const hlo::Shape&) { return f32Vector(bits); });
+    EXPECT_EQ(r.error, "") << op;
+    std::vector<float> out(xs.size());
+    if (r.error.empty()) std::memcpy(out.data(), r.got[0].data(), sizeof(float) * out.size());
+    return out;
+  };
+  std::vector<float> l = run("log-plus-one"), e = run("exponential-minus-one");
+  // log1p: +-0 kept, -1 -> -inf, below -1 NaN, inf -> inf, -inf NaN, NaN NaN.
+  EXPECT_TRUE(l[0] == 0 && !std::signbit(l[0]));
+  EXPECT_TRUE(l[1] == 0 && std::signbit(l[1]));
+  EXPECT_EQ(l[2], -inf);
+  EXPECT_TRUE(std::isnan(l[3]));
+  EXPECT_EQ(l[4], inf);
+  EXPECT_TRUE(std::isnan(l[5]));
+  EXPECT_TRUE(std::isnan(l[6]));
+  EXPECT_NEAR(l[7], std::log1p(100.0), 1e-5);
+  EXPECT_EQ(l[11], 1e-45f);
+  EXPECT_NEAR(l[12], std::log1p(3e38), 1e-4);
+  // expm1: +-0 kept, inf -> inf, -inf -> -1, large negative -> -1, overflow -> inf.
+  EXPECT_TRUE(e[0] == 0 && !std::signbit(e[0]));
+  EXPECT_TRUE(e[1] == 0 && std::signbit(e[1]));
+  EXPECT_NEAR(e[2], std::expm1(-1.0), 1e-7);
+  EXPECT_EQ(e[4], inf);
+  EXPECT_EQ(e[5], -1.0f);
+  EXPECT_TRUE(std::isnan(e[6]));
+  EXPECT_EQ(e[7], inf);
+  EXPECT_EQ(e[8], -1.0f);
+  EXPECT_NEAR(e[9] / std::expm1(88.0), 1.0, 1e-6);
+  EXPECT_EQ(e[10], inf);
+  EXPECT_EQ(e[11], 1e-45f);
+}
+
 }  // namespace
 }  // namespace tpu::codegen

@@ -977,14 +977,20 @@ std::optional<hlo::Literal> evaluateInstruction(const hlo::Instruction& instruct
   return literalFromValue(*r);
 }
 
-std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::span<const hlo::Literal> args,
-                                             const EvalOptions& options, DiagnosticEngine& diags) {
+namespace {
+
+// `args` holds one argument list per device, or one list for every device.
+std::optional<EvalResult> evaluateDevices(const hlo::Module& module,
+                                          std::span<const std::vector<hlo::Literal>> deviceArgs,
+                                          const EvalOptions& options, DiagnosticEngine& diags) {
   const hlo::Computation* entry = module.entry();
   if (!entry) {
     diags.error(fmt::format("module '{}' has no entry computation", module.name()));
     return std::nullopt;
   }
   int64_t nParams = entry->parameterCount();
+  std::vector<std::vector<Value>> perDevice;
+  for (std::span<const hlo::Literal> args : deviceArgs) {
   if (static_cast<int64_t>(args.size()) != nParams) {
     diags.error(fmt::format("the entry computation takes {} parameter{}, but {} argument{} given", nParams,
                             nParams == 1 ? "" : "s", args.size(), args.size() == 1 ? " was" : "s were"));
@@ -1004,6 +1010,8 @@ std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::spa
     }
     argValues.push_back(valueFromLiteral(args[static_cast<size_t>(i)]));
   }
+  perDevice.push_back(std::move(argValues));
+  }
   SharedState shared;
   shared.module = &module;
   shared.options = options;
@@ -1015,6 +1023,13 @@ std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::spa
     diags.error(fmt::format("{} simulated devices is too many (at most 1024)", devices));
     return std::nullopt;
   }
+  if (perDevice.size() != 1 && static_cast<int64_t>(perDevice.size()) != devices) {
+    diags.error(fmt::format("{} argument lists were given for {} devices", perDevice.size(), devices));
+    return std::nullopt;
+  }
+  auto argsOf = [&](int64_t d) -> const std::vector<Value>& {
+    return perDevice.size() == 1 ? perDevice[0] : perDevice[static_cast<size_t>(d)];
+  };
   if (!prepareConstants(module, options, shared, diags)) return std::nullopt;
 
   EvalResult result;
@@ -1022,7 +1037,7 @@ std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::spa
   result.partitions = shared.partitions;
   if (devices == 1) {
     Interp interp(shared, 0, 0, diags);
-    std::optional<Value> r = interp.call(*entry, argValues);
+    std::optional<Value> r = interp.call(*entry, argsOf(0));
     if (!r) return std::nullopt;
     result.perDevice.push_back(literalFromValue(*r));
     return result;
@@ -1035,7 +1050,7 @@ std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::spa
   for (int64_t d = 0; d < devices; ++d) {
     threads.emplace_back([&, d] {
       Interp interp(shared, d / shared.partitions, d % shared.partitions, local[static_cast<size_t>(d)]);
-      outs[static_cast<size_t>(d)] = interp.call(*entry, argValues);
+      outs[static_cast<size_t>(d)] = interp.call(*entry, argsOf(d));
       hub.finish(static_cast<int>(d), outs[static_cast<size_t>(d)].has_value());
     });
   }
@@ -1064,6 +1079,21 @@ std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::spa
   if (failed) return std::nullopt;
   for (auto& o : outs) result.perDevice.push_back(literalFromValue(*o));
   return result;
+}
+
+}  // namespace
+
+std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::span<const hlo::Literal> args,
+                                             const EvalOptions& options, DiagnosticEngine& diags) {
+  std::vector<std::vector<hlo::Literal>> one(1);
+  one[0].assign(args.begin(), args.end());
+  return evaluateDevices(module, one, options, diags);
+}
+
+std::optional<EvalResult> evaluatePerDevice(const hlo::Module& module,
+                                            std::span<const std::vector<hlo::Literal>> perDeviceArgs,
+                                            const EvalOptions& options, DiagnosticEngine& diags) {
+  return evaluateDevices(module, perDeviceArgs, options, diags);
 }
 
 std::optional<hlo::Literal> evaluate(const hlo::Module& module, std::span<const hlo::Literal> args,

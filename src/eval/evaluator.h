@@ -54,6 +54,12 @@ struct EvalResult {
 std::optional<EvalResult> evaluateAllDevices(const hlo::Module& module, std::span<const hlo::Literal> args,
                                              const EvalOptions& options, DiagnosticEngine& diags);
 
+// The same with one argument list per device (device order as in
+// EvalResult): programs partitioned by hlo-partition take per-device shards.
+std::optional<EvalResult> evaluatePerDevice(const hlo::Module& module,
+                                            std::span<const std::vector<hlo::Literal>> perDeviceArgs,
+                                            const EvalOptions& options, DiagnosticEngine& diags);
+
 // Device 0's result.
 std::optional<hlo::Literal> evaluate(const hlo::Module& module, std::span<const hlo::Literal> args,
                                      const EvalOptions& options, DiagnosticEngine& diags);

@@ -3,6 +3,7 @@
 // canonical text. The syntax is described in man/llo-asm.1 and docs/ISA.md.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -43,5 +44,18 @@ std::string printLlo(const Program& program);
 // One op as text, e.g. "vadd.f32 v1, v2, 1.5" (no buffer names available
 // without the program: HBM operands print as #N).
 std::string printInstr(const isa::Instr& instr, const Program* program = nullptr);
+
+// printInstr for many ops of one program: its labels are indexed once
+// (printInstr scans them for every label operand).
+class InstrPrinter {
+ public:
+  explicit InstrPrinter(const Program& program);
+  ~InstrPrinter();
+  std::string print(const isa::Instr& instr) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace tpu::llo

@@ -8,11 +8,13 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <map>
 
 #include "isa/verify.h"
 #include "llo/bundler.h"
 #include "llo/text.h"
+#include "support/elided_fill.h"
 #include "support/float_format.h"
 
 namespace tpu::llo {
@@ -71,12 +73,33 @@ class Parser {
 
  private:
   // ---- lexing ----
+  // The whole file is lexed once up front only to report lexical errors
+  // first (as a parse would find them); the parser then lexes on demand and
+  // drops the tokens of each finished statement, so the token memory is
+  // that of one statement, not of the file (4.5 million tokens, 250 MB, for
+  // llo-gen's output of 10,000 HLO adds).
   bool lex();
+  bool lexOne(size_t& i, Token& out) const;
+  void fill(size_t n) const {
+    while (tokens_.size() <= n && !lexDone_) {
+      Token t;
+      lexOne(lexPos_, t);  // cannot fail: lex() checked the whole file
+      tokens_.push_back(t);
+      lexDone_ = t.kind == Tok::End;
+    }
+  }
+  // Forgets the tokens before the current one (between statements).
+  void dropConsumed() {
+    tokens_.erase(tokens_.begin(), tokens_.begin() + static_cast<std::ptrdiff_t>(pos_));
+    pos_ = 0;
+  }
   const Token& peek(size_t ahead = 0) const {
+    fill(pos_ + ahead);
     size_t i = std::min(pos_ + ahead, tokens_.size() - 1);
     return tokens_[i];
   }
   const Token& next() {
+    fill(pos_ + 1);
     const Token& t = tokens_[pos_];
     if (pos_ + 1 < tokens_.size()) ++pos_;
     return t;
@@ -150,7 +173,10 @@ class Parser {
   const SourceFile& file_;
   const AsmOptions& options_;
   DiagnosticEngine& diags_;
-  std::vector<Token> tokens_;
+  // A deque: references to tokens stay valid while more are lexed.
+  mutable std::deque<Token> tokens_;
+  mutable size_t lexPos_ = 0;
+  mutable bool lexDone_ = false;
   size_t pos_ = 0;
 
   Program program_;
@@ -172,21 +198,35 @@ class Parser {
 // ---------------------------------------------------------------- lexing
 
 bool Parser::lex() {
-  std::string_view s = file_.contents();
   size_t i = 0;
+  Token t;
+  do {
+    if (!lexOne(i, t)) return false;
+  } while (t.kind != Tok::End);
+  return true;
+}
+
+// The token at or after s[i] (skipping blanks and comments), i moved past
+// it; End at the end of the file. False (reported) on a lexical error.
+bool Parser::lexOne(size_t& i, Token& out) const {
+  std::string_view s = file_.contents();
   auto push = [&](Tok kind, size_t start, size_t end) {
-    Token t;
-    t.kind = kind;
-    t.text = s.substr(start, end - start);
-    t.offset = start;
-    tokens_.push_back(t);
-    return &tokens_.back();
+    out = Token{};
+    out.kind = kind;
+    out.text = s.substr(start, end - start);
+    out.offset = start;
+    return &out;
+  };
+  auto error = [&](SourceLocation at, std::string message) {
+    diags_.error(at, std::move(message));
+    return false;
   };
   while (i < s.size()) {
     char c = s[i];
     if (c == '\n') {
       push(Tok::Newline, i, i + 1);
       ++i;
+      return true;
     } else if (c == ' ' || c == '\t' || c == '\r') {
       ++i;
     } else if (c == '#' || (c == '/' && i + 1 < s.size() && s[i + 1] == '/')) {
@@ -195,6 +235,7 @@ bool Parser::lex() {
       size_t start = i++;
       while (i < s.size() && isIdentChar(s[i])) ++i;
       push(c == '.' ? Tok::Directive : Tok::Ident, start, i);
+      return true;
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t start = i;
       bool isHex = c == '0' && i + 1 < s.size() && (s[i + 1] == 'x' || s[i + 1] == 'X');
@@ -236,27 +277,27 @@ bool Parser::lex() {
           return error(loc(*t), fmt::format("number '{}' is too large", text));
         t->hex = isHex;
       }
+      return true;
     } else if (c == '"') {
       size_t start = i++;
       while (i < s.size() && s[i] != '"' && s[i] != '\n') ++i;
       if (i >= s.size() || s[i] != '"') return error(SourceLocation{&file_, start}, "unterminated string");
       ++i;
       push(Tok::String, start, i);
+      return true;
     } else {
       static constexpr std::string_view two[] = {"<<", ">>", "->"};
-      bool matched = false;
       for (std::string_view p : two)
         if (s.substr(i, 2) == p) {
           push(Tok::Punct, i, i + 2);
           i += 2;
-          matched = true;
-          break;
+          return true;
         }
-      if (matched) continue;
       if (std::string_view("{}[](),;:=+-*/%&|~@^").find(c) == std::string_view::npos)
         return error(SourceLocation{&file_, i}, fmt::format("unexpected character '{}'", c));
       push(Tok::Punct, i, i + 1);
       ++i;
+      return true;
     }
   }
   push(Tok::End, s.size(), s.size());
@@ -621,6 +662,36 @@ bool Parser::parseBuffer(const Token& directive) {
 
 bool Parser::parseInitializer(Buffer& b, SourceLocation) {
   SourceLocation at = here();
+  // `fill(hi, lo)`: an elided HLO constant's values, drawn from the 64-bit
+  // seed hi:lo as the interpreter draws them (support/elided_fill.h), for
+  // f32, bf16 and f16 buffers.
+  if (peek().kind == Tok::Ident && peek().text == "fill" && isPunct("(", 1)) {
+    next();
+    next();
+    auto hi = parseIntExpr("the seed's high word");
+    if (!hi || !expect(",", "between the seed's words")) return false;
+    auto lo = parseIntExpr("the seed's low word");
+    if (!lo || !expect(")", "after the seed")) return false;
+    if (*hi < 0 || *hi > UINT32_MAX || *lo < 0 || *lo > UINT32_MAX)
+      return error(at, "fill seed words must be 32-bit unsigned values");
+    if (b.dtype != DType::F32 && b.dtype != DType::Bf16 && b.dtype != DType::F16)
+      return error(at, fmt::format("fill(...) initialises f32, bf16 and f16 buffers, not {}", dtypeName(b.dtype)));
+    ElidedFillStream stream{(static_cast<uint64_t>(*hi) << 32) | static_cast<uint64_t>(*lo)};
+    uint64_t count = b.sizeBytes() / dtypeBytes(b.dtype);
+    std::string bytes(count * dtypeBytes(b.dtype), '\0');
+    for (uint64_t i = 0; i < count; ++i) {
+      float f = static_cast<float>(stream.uniform());
+      if (b.dtype == DType::F32) {
+        std::memcpy(bytes.data() + 4 * i, &f, 4);
+      } else {
+        uint16_t h = b.dtype == DType::Bf16 ? floatToBf16(f) : floatToHalf(f);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+    }
+    b.init = static_cast<int32_t>(program_.data.size());
+    program_.data.push_back(DataBlob{std::move(bytes)});
+    return true;
+  }
   if (!expect("[", "to start the initial values")) return false;
   uint64_t count = b.sizeBytes() / dtypeBytes(b.dtype);
   std::string bytes;  // grows with the values actually written (bounded by the input)
@@ -1069,7 +1140,9 @@ bool Parser::layOut() {
   bool open = false;  // the last bundle accepts more automatically bundled ops
   auto closeBundle = [&] { open = false; };
   bool ok = true;
-  for (const Item& item : items_) {
+  // Instructions move from the parsed items into the bundles (the items keep
+  // their positions and label references for the checks below).
+  for (Item& item : items_) {
     switch (item.kind) {
       case Item::Label:
         closeBundle();
@@ -1083,24 +1156,26 @@ bool Parser::layOut() {
         closeBundle();
         Bundle b;
         placed.emplace_back();
-        for (const PendingOp& op : item.ops) {
-          b.instrs.push_back(op.instr);
+        for (PendingOp& op : item.ops) {
+          b.instrs.push_back(std::move(op.instr));
           placed.back().push_back(&op);
         }
         program_.bundles.push_back(std::move(b));
         break;
       }
       case Item::Op: {
-        const PendingOp& op = item.ops.front();
+        PendingOp& op = item.ops.front();
+        bool endsBundle = op.instr.desc().endsBundle();
         if (open && options_.autoBundle && bundleConflict(program_.bundles.back(), op.instr, t).empty()) {
-          program_.bundles.back().instrs.push_back(op.instr);
+          program_.bundles.back().instrs.push_back(std::move(op.instr));
           placed.back().push_back(&op);
         } else {
-          program_.bundles.push_back(Bundle{{op.instr}});
+          program_.bundles.emplace_back();
+          program_.bundles.back().instrs.push_back(std::move(op.instr));
           placed.push_back({&op});
           open = true;
         }
-        if (op.instr.desc().endsBundle()) closeBundle();
+        if (endsBundle) closeBundle();
         break;
       }
     }
@@ -1143,6 +1218,7 @@ std::optional<Assembled> Parser::run() {
   size_t errorsBefore = diags_.errorCount();
   if (!lex()) return std::nullopt;
   while (peek().kind != Tok::End) {
+    dropConsumed();
     if (!parseStatement()) {
       if (diags_.errorLimitReached()) return std::nullopt;
       skipToLineEnd();

@@ -3,6 +3,8 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <memory>
+#include <unordered_map>
 
 #include "llo/text.h"
 #include "support/float_format.h"
@@ -32,7 +34,14 @@ std::string narrowFloatText(FloatFormat format, uint32_t bits) {
 
 class Printer {
  public:
-  explicit Printer(const Program* program) : p_(program) {}
+  // With `indexLabels`, label names are looked up in a table built once
+  // (printing a whole program); without, by a scan (one op).
+  explicit Printer(const Program* program, bool indexLabels = false) : p_(program) {
+    if (p_ && indexLabels) {
+      labelIndex_ = std::make_unique<std::unordered_map<uint32_t, const std::string*>>();
+      for (const Label& l : p_->labels) labelIndex_->emplace(l.bundle, &l.name);  // the first one wins
+    }
+  }
 
   std::string instr(const Instr& in) const {
     const InstrDesc& d = in.desc();
@@ -86,6 +95,10 @@ class Printer {
   }
 
   std::string label(uint32_t bundle) const {
+    if (labelIndex_) {
+      auto it = labelIndex_->find(bundle);
+      return it != labelIndex_->end() ? *it->second : fmt::format("@{}", bundle);
+    }
     if (p_)
       for (const Label& l : p_->labels)
         if (l.bundle == bundle) return l.name;
@@ -116,6 +129,7 @@ class Printer {
   }
 
   const Program* p_;
+  std::unique_ptr<std::unordered_map<uint32_t, const std::string*>> labelIndex_;
 };
 
 std::string shapeText(const Buffer& b) {
@@ -152,8 +166,16 @@ std::string dataText(const Buffer& b, const std::string& bytes) {
 
 std::string printInstr(const Instr& instr, const Program* program) { return Printer(program).instr(instr); }
 
+struct InstrPrinter::Impl {
+  Printer printer;
+};
+
+InstrPrinter::InstrPrinter(const Program& program) : impl_(new Impl{Printer(&program, true)}) {}
+InstrPrinter::~InstrPrinter() = default;
+std::string InstrPrinter::print(const isa::Instr& instr) const { return impl_->printer.instr(instr); }
+
 std::string printLlo(const Program& p) {
-  Printer printer(&p);
+  Printer printer(&p, true);
   std::string out;
   out += "// LLO assembly (tpu-tools)\n";
   out += fmt::format(".target {}\n", p.targetName);

@@ -1,5 +1,7 @@
 #include "runner/run.h"
 
+#include "spmd/shards.h"
+
 #include <fmt/format.h>
 
 #include "eval/evaluator.h"
@@ -161,8 +163,44 @@ RunReport deliverResults(const hlo::Literal& result, const RunOptions& options, 
   return report;
 }
 
+namespace {
+
+// A module partitioned by hlo-partition takes global arrays, as jax.Array
+// does: each input is split per its parameter's sharding, and the result is
+// joined from the devices' shards per the root's sharding.
+std::optional<RunReport> runPartitioned(const hlo::Module& module, const RunOptions& options,
+                                        DiagnosticEngine& diags) {
+  RunReport failed{1, {}};
+  int64_t partitions = options.partitions > 0 ? options.partitions : std::max<int64_t>(module.config().numPartitions, 1);
+  int64_t replicas = options.replicas > 0 ? options.replicas : std::max<int64_t>(module.config().replicaCount, 1);
+  bool bad = false;
+  std::optional<spmd::GlobalEdges> edges = spmd::globalEdges(module, partitions, diags, &bad);
+  if (bad) return failed;
+  if (!edges) return std::nullopt;
+  auto args = prepareArgumentsForShapes(edges->parameters, options, diags);
+  if (!args) return failed;
+  std::vector<std::vector<hlo::Literal>> perDevice(static_cast<size_t>(replicas * partitions));
+  for (int64_t d = 0; d < replicas * partitions; ++d)
+    for (size_t k = 0; k < args->size(); ++k)
+      perDevice[static_cast<size_t>(d)].push_back(spmd::shardOf((*args)[k], edges->parameterShardings[k], d % partitions));
+  eval::EvalOptions eo;
+  eo.replicas = replicas;
+  eo.partitions = partitions;
+  eo.elidedConstantsAreErrors = options.elidedConstantsAreErrors;
+  eo.maxSteps = options.maxSteps;
+  eo.rngSeed = options.seed.value_or(0);
+  std::optional<eval::EvalResult> r = eval::evaluatePerDevice(module, perDevice, eo, diags);
+  if (!r) return failed;
+  std::vector<hlo::Literal> replica0(r->perDevice.begin(), r->perDevice.begin() + partitions);
+  hlo::Literal joined = spmd::joinShards(replica0, edges->result, edges->resultSharding);
+  return deliverResults(joined, options, diags);
+}
+
+}  // namespace
+
 RunReport runInterpreter(const hlo::Module& module, const RunOptions& options, DiagnosticEngine& diags) {
   RunReport failed{1, {}};
+  if (std::optional<RunReport> partitioned = runPartitioned(module, options, diags)) return *partitioned;
   auto args = prepareArguments(module, options, diags);
   if (!args) return failed;
   eval::EvalOptions eo;

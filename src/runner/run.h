@@ -41,6 +41,8 @@ struct RunReport {
   // --check's verdict line (text or JSON), for standard error: kept out of
   // the statistics so a --stats-file stays one JSON document.
   std::string checkVerdict;
+  // --profile without --profile-file: the rendered op profile, for standard error.
+  std::string profileText;
 };
 
 // Reads HLO text or .hlob (by magic number) from `source`.
@@ -65,6 +67,12 @@ RunReport runInterpreter(const hlo::Module& module, const RunOptions& options, D
 struct SimulatorRequest {
   sim::RunRequest run;    // entry, max cycles, stats kind, trace wanted
   std::string traceFile;  // --trace=FILE ("" = none)
+  std::string profile;      // --profile: "" (none), "text" or "json"
+  std::string profileFile;  // --profile-file=FILE ("" = standard error)
+  std::string reportFile;   // --report=FILE.html ("" = none)
+  std::string inputName;    // the program's file name (named in profiles)
+  std::string lloText;      // .llo input: its text (llo-gen's kernel comments)
+  bool wantsProfile() const { return !profile.empty() || !reportFile.empty() || !traceFile.empty() || !run.stats.empty(); }
 };
 
 // `tpu-run PROGRAM.tpu|PROGRAM.llo`: run a machine program on the simulated
@@ -81,9 +89,9 @@ struct CompiledRequest {
   // compiles the module as given. --check always evaluates the module as
   // given, so it checks the optimizations too.
   bool optimize = true;
-  // --check tolerances; unset: derived from the module's dots (2 * unit
-  // roundoff of their bf16 passes * sqrt(contraction length), at least
-  // 1e-5). Integers are always compared exactly.
+  // --check tolerances for every result; unset: one per result from the
+  // error bounds of what it depends on (runner/check_tolerance.h), at least
+  // 1e-5. Integers are always compared exactly.
   std::optional<double> checkAtol, checkRtol;
   // The `check:` verdict as a JSON object line (--diagnostics-format=json)
   // instead of text.

@@ -9,6 +9,8 @@
 #include "hlo/computation.h"
 #include "passes/clone.h"
 #include "passes/fusion/pipeline.h"
+#include "runner/check_tolerance.h"
+#include "runner/profile_output.h"
 #include "runner/run.h"
 #include "runner/tensor_io.h"
 #include "support/float_format.h"
@@ -25,86 +27,6 @@ void collectArrayShapes(const hlo::Shape& shape, std::vector<hlo::Shape>& out) {
   }
 }
 
-// The agreement the compiled code promises: dots and convolutions over
-// floats run on the bf16 MXU in one, three or six passes, keeping about 8,
-// 16 or 24 significant bits of each product; the rounding errors of K
-// products add up like a random walk, so the tolerance grows with sqrt(K)
-// (inputs of magnitude ~1, as --seed produces). Everything else is f32 or
-// exact. Returns the tolerance used for both atol and rtol.
-// A reduction of a narrow float type rounds to that type after every step,
-// so its result depends on the summation order, which the compiled code
-// (vector chunks, lane trees) and the interpreter (in order) do not share.
-// K roundings of partial sums that grow like sqrt(K) (inputs ~1) walk about
-// u * K apart; allow twice that. An f32 sum is rounded in f32 on both sides,
-// in another order: its error relative to the result walks like
-// u * sqrt(K). max/min are exact.
-double narrowReduceTolerance(const hlo::Instruction& reduce) {
-  if (reduce.operandCount() < 1 || !reduce.operand(0)->shape().isArray()) return 0;
-  const hlo::Shape& in = reduce.operand(0)->shape();
-  const auto& format = hlo::elementTypeInfo(in.elementType()).floatFormat;
-  bool f32 = in.elementType() == hlo::ElementType::F32;
-  if (!format && !f32) return 0;
-  const hlo::Computation* reducer = reduce.toApply();
-  if (reducer && reducer->root() &&
-      (reducer->root()->opcode() == hlo::Opcode::Maximum || reducer->root()->opcode() == hlo::Opcode::Minimum))
-    return 0;
-  double k = 1;
-  for (int64_t d : reduce.attrs().dimensions)
-    if (d >= 0 && d < in.rank()) k *= static_cast<double>(in.dimension(d));
-  if (f32) return 2 * 0x1p-24 * std::sqrt(k);
-  double unitRoundoff = std::ldexp(1.0, -(floatFormatInfo(*format).mantissaBits + 1));
-  return 2 * unitRoundoff * k;
-}
-
-double checkTolerance(const hlo::Module& module, codegen::F32DotPrecision override) {
-  double tolerance = 1e-5;
-  for (const auto& computation : module.computations()) {
-    for (const auto& instr : computation->instructions()) {
-      bool isDot = instr->opcode() == hlo::Opcode::Dot;
-      if (instr->opcode() == hlo::Opcode::Reduce) {
-        tolerance = std::max(tolerance, narrowReduceTolerance(*instr));
-        continue;
-      }
-      if (!isDot && instr->opcode() != hlo::Opcode::Convolution) continue;
-      if (instr->operandCount() < 2 || !instr->operand(0)->shape().isArray()) continue;
-      const hlo::Shape& lhs = instr->operand(0)->shape();
-      const hlo::Shape& rhs = instr->operand(1)->shape();
-      if (!hlo::isFloatType(lhs.elementType())) continue;
-      int passes = 1;
-      // f16 products are not exact in one bf16 pass either; llo-gen gives them f32's pass count.
-      if (lhs.elementType() == hlo::ElementType::F32 || lhs.elementType() == hlo::ElementType::F64 ||
-          lhs.elementType() == hlo::ElementType::F16) {
-        switch (override) {
-          case codegen::F32DotPrecision::Default: passes = 1; break;
-          case codegen::F32DotPrecision::High: passes = 3; break;
-          case codegen::F32DotPrecision::Highest: passes = 6; break;
-          case codegen::F32DotPrecision::FromConfig: {
-            hlo::Precision p = hlo::Precision::Default;
-            for (hlo::Precision q : instr->attrs().precision->operandPrecision) p = std::max(p, q);
-            passes = p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
-            break;
-          }
-        }
-      }
-      double k = 1;  // products summed per output element
-      if (isDot) {
-        for (int64_t d : instr->attrs().dotDims->lhsContractingDimensions)
-          if (d >= 0 && d < lhs.rank()) k *= static_cast<double>(lhs.dimension(d));
-      } else if (instr->attrs().convDims && rhs.isArray()) {
-        const auto& dn = *instr->attrs().convDims;
-        for (int64_t d : dn.kernelSpatialDimensions)
-          if (d >= 0 && d < rhs.rank()) k *= static_cast<double>(rhs.dimension(d));
-        if (dn.kernelInputFeatureDimension < rhs.rank())
-          k *= static_cast<double>(rhs.dimension(dn.kernelInputFeatureDimension));
-      }
-      double unitRoundoff = passes == 1 ? 0x1p-8 : passes == 3 ? 0x1p-16 : 0x1p-23;
-      // About twice the accumulated error seen with inputs in [-1, 1), never below f32.s.
-      tolerance = std::max(tolerance, 2 * unitRoundoff * std::sqrt(k));
-    }
-  }
-  return tolerance;
-}
-
 }  // namespace
 
 RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc& target, const RunOptions& options,
@@ -118,7 +40,9 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   }
   codegen::CodegenOptions codegenOptions;
   codegenOptions.f32DotPrecision = request.f32DotPrecision;
-  auto program = codegen::compileModule(optimized ? *optimized : module, target, codegenOptions, diags);
+  codegen::CodegenStats codegenStats;
+  const hlo::Module& lowered = optimized ? *optimized : module;
+  auto program = codegen::compileModule(lowered, target, codegenOptions, diags, &codegenStats);
   if (!program) return failed;
   sim::LoadedProgram loaded{std::move(*program), target, {}};
 
@@ -136,8 +60,19 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
 
   sim::RunRequest run = request.simulator.run;
   run.entry = "main";
+  profile::KernelMap kernels;
+  const bool profiling = request.simulator.wantsProfile();
+  if (profiling) {
+    kernels = profile::mapKernels(loaded.program, &codegenStats, "", &lowered);
+    run.profile = true;
+    run.bundleRegion = kernels.bundleRegion;
+  }
   auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
   if (!out) return failed;
+  std::string profileText;
+  if (profiling &&
+      !deliverProfile(*out, loaded.program, kernels, &lowered, &module, request.simulator, profileText, diags))
+    return failed;
   statsText += out->statsText;
 
   std::vector<hlo::Shape> resultShapes;
@@ -171,23 +106,42 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
       diags.error("the interpreter and the compiled program disagree on the number of results");
       return failed;
     }
-    double atol = request.checkAtol.value_or(checkTolerance(module, request.f32DotPrecision));
-    double rtol = request.checkRtol.value_or(atol);
+    std::vector<double> tolerances = checkTolerances(module, request.f32DotPrecision);
+    tolerances.resize(results.size(), kCheckToleranceFloor);
+    std::vector<double> atols, rtols;
     for (size_t i = 0; i < results.size(); ++i) {
-      if (auto diff = compareLiterals(results[i], *want[i], atol, rtol)) {
+      atols.push_back(request.checkAtol.value_or(tolerances[i]));
+      rtols.push_back(request.checkRtol.value_or(atols[i]));
+      if (auto diff = compareLiterals(results[i], *want[i], atols[i], rtols[i])) {
         diags.error(fmt::format("--check: result {} of the compiled program differs from the interpreter's: {}", i,
                                 *diff));
         return failed;
       }
     }
-    verdict =
-        fmt::format("check: {} {} the interpreter (atol {:g}, rtol {:g}; integers exact)", results.size(),
-                    results.size() == 1 ? "result matches" : "results match", atol, rtol);
+    // One tolerance for all results reads as before; else one per result.
+    bool uniform = true;
+    for (size_t i = 1; i < results.size(); ++i) uniform = uniform && atols[i] == atols[0] && rtols[i] == rtols[0];
+    std::string tolText;
+    if (uniform && !results.empty()) {
+      tolText = fmt::format("atol {:g}, rtol {:g}", atols[0], rtols[0]);
+    } else {
+      tolText = "atol/rtol per result:";
+      for (size_t i = 0; i < results.size(); ++i)
+        tolText += fmt::format("{} {:g}/{:g}", i ? "," : "", atols[i], rtols[i]);
+    }
+    verdict = fmt::format("check: {} {} the interpreter ({}; integers exact)", results.size(),
+                          results.size() == 1 ? "result matches" : "results match", tolText);
     if (request.jsonVerdict) {
-      nlohmann::json line = {
-          {"severity", "remark"},
-          {"message", verdict},
-          {"check", {{"match", true}, {"results", results.size()}, {"atol", atol}, {"rtol", rtol}}}};
+      double atol = 0, rtol = 0;
+      for (size_t i = 0; i < results.size(); ++i) atol = std::max(atol, atols[i]), rtol = std::max(rtol, rtols[i]);
+      nlohmann::json line = {{"severity", "remark"},
+                             {"message", verdict},
+                             {"check",
+                              {{"match", true},
+                               {"results", results.size()},
+                               {"atol", atol},
+                               {"rtol", rtol},
+                               {"per_result", {{"atol", atols}, {"rtol", rtols}}}}}};
       verdict = line.dump();
     }
     verdict += "\n";
@@ -195,6 +149,7 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   hlo::Literal result = results.size() == 1 ? std::move(results[0]) : hlo::Literal::tuple(std::move(results));
   RunReport report = deliverResults(result, options, diags);
   report.checkVerdict = std::move(verdict);
+  report.profileText = std::move(profileText);
   return report;
 }
 

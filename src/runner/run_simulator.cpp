@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "codegen/codegen.h"
+#include "runner/profile_output.h"
 #include "runner/run.h"
 #include "support/file_io.h"
 
@@ -62,10 +63,20 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
     inputs.emplace_back(reinterpret_cast<const char*>(arg.data().data()), arg.data().size());
   if (seedRngState) inputs.push_back(codegen::initialRngState(options.seed.value_or(0)));
 
-  auto out = sim::runLoadedProgram(loaded, inputs, request.run, diags);
+  sim::RunRequest run = request.run;
+  profile::KernelMap kernels;
+  if (request.wantsProfile()) {
+    kernels = profile::mapKernels(loaded.program, nullptr, request.lloText, nullptr);
+    run.profile = true;
+    run.bundleRegion = kernels.bundleRegion;
+  }
+  auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
   if (!out) return failed;
+  std::string profileText;
+  if (request.wantsProfile() &&
+      !deliverProfile(*out, loaded.program, kernels, nullptr, nullptr, request, profileText, diags))
+    return failed;
   statsText += out->statsText;
-  if (!request.traceFile.empty() && !writeOutputFile(request.traceFile, out->traceJson, diags)) return failed;
 
   if (out->results.size() != resultShapes.size()) {
     diags.error(fmt::format("the simulator returned {} results for an entry with {}", out->results.size(),
@@ -83,7 +94,9 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
     results.push_back(std::move(literal));
   }
   hlo::Literal result = results.size() == 1 ? std::move(results[0]) : hlo::Literal::tuple(std::move(results));
-  return deliverResults(result, options, diags);
+  RunReport report = deliverResults(result, options, diags);
+  report.profileText = std::move(profileText);
+  return report;
 }
 
 }  // namespace tpu::runner

@@ -142,6 +142,11 @@ class Machine {
   std::vector<VReg> vmasks_;  // 0 / 0xFFFFFFFF per element
   std::vector<int64_t> sems_;
   Memory vmem_, smem_;
+
+ public:
+  bool isVmem(const Memory* m) const { return m == &vmem_; }
+
+ private:
   std::vector<Memory> hbm_;  // by buffer index (non-HBM buffers stay empty)
   std::vector<std::unique_ptr<MxuUnit>> mxus_;
   std::vector<std::unique_ptr<XposeUnit>> xposes_;

@@ -98,12 +98,15 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
   opts.maxCycles = request.maxCycles;
   opts.trace = request.trace;
   opts.bundleLocations = loaded.bundleLocations;
+  opts.profile = request.profile;
+  opts.bundleRegion = request.bundleRegion;
   auto r = simulate(loaded.program, loaded.target, inputs, opts, diags);
   if (!r) return std::nullopt;
   RunOutput out;
   out.results = std::move(r->results);
   out.traceJson = std::move(r->traceJson);
   out.report = r->report;
+  out.profile = std::move(r->profile);
   if (request.stats == "json") out.statsText = renderReportJson(r->report);
   else if (!request.stats.empty()) out.statsText = renderReportText(r->report);
   return out;

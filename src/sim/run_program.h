@@ -57,12 +57,15 @@ struct RunRequest {
   uint64_t maxCycles = SimOptions{}.maxCycles;  // --max-cycles=N
   std::string stats;             // --stats: "" (none), "text" or "json"
   bool trace = false;            // --trace=FILE given
+  bool profile = false;          // SimOptions::profile (--profile, --report)
+  std::vector<uint32_t> bundleRegion;  // SimOptions::bundleRegion
 };
 struct RunOutput {
   std::vector<std::string> results;  // bytes per entry result
   std::string statsText;             // rendered per RunRequest::stats ("" if none)
   std::string traceJson;             // when RunRequest::trace
   SimReport report;
+  ExecProfile profile;               // when RunRequest::profile
 };
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags);

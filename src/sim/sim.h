@@ -34,6 +34,11 @@ struct SimOptions {
   // Host threads for MXU arithmetic (0: choose; 1: none). Results do not
   // depend on it.
   int hostThreads = 0;
+  // Per-bundle counters, kernel spans and DMA records for tpu-run --profile
+  // (SimResult::profile). `bundleRegion[b]` names the region (kernel) bundle b
+  // belongs to; spans are recorded when it is not empty.
+  bool profile = false;
+  std::vector<uint32_t> bundleRegion;
 };
 
 // Why issue was delayed (stall cycles are attributed to the longest wait).
@@ -88,11 +93,42 @@ struct SimReport {
   uint64_t traceEventsDropped = 0;
 };
 
+// Profile of a run (SimOptions::profile). Every cycle is attributed to one
+// bundle: a bundle issued at cycle `at` owns (previous issue, at], the halt
+// bundle also the drain after it, so the bundles' cycles sum to the run's.
+struct BundleProfile {
+  uint64_t issues = 0;
+  uint64_t cycles = 0;
+  std::array<uint64_t, kNumStallReasons> stallCycles{};
+  uint64_t mxuPushes = 0;
+  double mxuFlops = 0;   // padded MXU work (2 x 8 x 128 x 128 per push), bf16 + int8
+  uint64_t hbmBytes = 0;  // HBM bytes read + written by the DMAs it started
+  uint64_t dmaBytes = 0;
+  uint64_t vmemHigh = 0;  // highest VMEM byte its DMAs touched, + 1
+};
+struct RegionSpan {
+  uint32_t region = 0;  // SimOptions::bundleRegion value
+  uint64_t start = 0, end = 0;  // cycles [start, end)
+};
+struct DmaRecord {
+  uint32_t bundle = 0;
+  int engine = 0;
+  double start = 0, end = 0;  // cycles
+  uint64_t hbmBytes = 0, bytes = 0;
+};
+struct ExecProfile {
+  std::vector<BundleProfile> bundles;  // indexed by bundle
+  std::vector<RegionSpan> spans;       // in time order, consecutive bundles of one region merged
+  std::vector<DmaRecord> dmas;         // in completion order
+  uint64_t recordsDropped = 0;         // spans or DMA records past the limit
+};
+
 struct SimResult {
   // Contents of the entry's result buffers, in Entry::results order.
   std::vector<std::string> results;
   SimReport report;
   std::string traceJson;  // when SimOptions::trace
+  ExecProfile profile;    // when SimOptions::profile
 };
 
 // Runs `entry` of `program`. `inputs` holds the bytes of each entry argument

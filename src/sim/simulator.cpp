@@ -64,6 +64,10 @@ class Runner {
   std::vector<DmaModel::Completion> done_;
   SimReport report_;
   double lastDmaEnd_ = 0;
+  ExecProfile profile_;
+  static constexpr size_t kProfileRecordLimit = 2'000'000;
+  // The profile's attribution: cycles (prev, at] to bundle `pc` and its region.
+  void profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled);
 };
 
 bool Runner::checkTarget() {
@@ -114,6 +118,12 @@ void Runner::landDmas() {
     const DmaTransfer& t = it->second;
     machine_->completeDma(t);
     lastDmaEnd_ = std::max(lastDmaEnd_, c.end);
+    if (options_.profile) {
+      if (profile_.dmas.size() < kProfileRecordLimit)
+        profile_.dmas.push_back({t.bundle, c.engine, c.start, c.end, t.hbmRead + t.hbmWritten, t.bytes});
+      else
+        profile_.recordsDropped++;
+    }
     if (trace_) {
       trace_->add(TraceRecorder::dmaTrack(c.engine), t.desc->name.empty() ? isa::instrDesc(t.opcode).mnemonic
                                                                            : std::string_view(t.desc->name),
@@ -122,6 +132,22 @@ void Runner::landDmas() {
     inflight_.erase(it);
   }
   done_.clear();
+}
+
+void Runner::profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled) {
+  BundleProfile& bp = profile_.bundles[pc];
+  bp.issues++;
+  bp.cycles += at + 1 - prevEnd;
+  bp.stallCycles[static_cast<size_t>(reason)] += stalled;
+  if (options_.bundleRegion.empty()) return;
+  uint32_t region = pc < options_.bundleRegion.size() ? options_.bundleRegion[pc] : UINT32_MAX;
+  if (!profile_.spans.empty() && profile_.spans.back().region == region) {
+    profile_.spans.back().end = at + 1;
+  } else if (profile_.spans.size() < kProfileRecordLimit) {
+    profile_.spans.push_back({region, prevEnd, at + 1});
+  } else {
+    profile_.recordsDropped++;
+  }
 }
 
 template <class Cond>
@@ -181,6 +207,8 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
   uint32_t pc = entry->start;
   const uint32_t numBundles = static_cast<uint32_t>(decoded_.bundles.size());
   std::vector<std::pair<int, int64_t>> waits;
+  uint64_t attributedTo = 0;  // cycles [0, attributedTo) belong to bundles already issued
+  if (options_.profile) profile_.bundles.resize(numBundles);
 
   while (true) {
     if (pc >= numBundles) {
@@ -238,6 +266,10 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
       fault(pc, fmt::format("exceeded --max-cycles={} (the bundle would issue at cycle {})", options_.maxCycles, at));
       return std::nullopt;
     }
+    if (options_.profile) {
+      profileIssue(pc, at, attributedTo, reason, at > notBefore ? at - notBefore : 0);
+      attributedTo = at + 1;
+    }
     if (at > notBefore) {
       R.stallCycles[static_cast<size_t>(reason)] += at - notBefore;
       if (trace_) trace_->add(TraceRecorder::kStallTrack, stallReasonName(reason), static_cast<double>(notBefore),
@@ -262,6 +294,20 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
         R.dmaBytes += t.bytes;
         R.hbmBytesRead += t.hbmRead;
         R.hbmBytesWritten += t.hbmWritten;
+        if (options_.profile) {
+          profile_.bundles[pc].hbmBytes += t.hbmRead + t.hbmWritten;
+          profile_.bundles[pc].dmaBytes += t.bytes;
+          uint64_t extent = t.bytes;
+          if (t.desc) {
+            extent = t.desc->chunkBytes;
+            for (const isa::DmaDim& d : t.desc->dims)
+              extent += static_cast<uint64_t>(d.count - 1) *
+                        static_cast<uint64_t>(std::abs(machine_->isVmem(t.dst) ? d.dstStride : d.srcStride));
+          }
+          int64_t offset = machine_->isVmem(t.dst) ? t.dstOffset : machine_->isVmem(t.src) ? t.srcOffset : -1;
+          if (offset >= 0)
+            profile_.bundles[pc].vmemHigh = std::max(profile_.bundles[pc].vmemHigh, static_cast<uint64_t>(offset) + extent);
+        }
         inflight_.emplace(id, t);
       } else if (!machine_->exec(op, nextPc)) {
         fault(pc);
@@ -273,6 +319,10 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
           R.mxuPushes++;
           if (op.opcode == Opcode::MxuMatmulS8) R.intOps += 2.0 * kSublanes * kMxuDim * kMxuDim;
           else R.flops += 2.0 * kSublanes * kMxuDim * kMxuDim;
+          if (options_.profile) {
+            profile_.bundles[pc].mxuPushes++;
+            profile_.bundles[pc].mxuFlops += 2.0 * kSublanes * kMxuDim * kMxuDim;
+          }
           break;
         default: break;
       }
@@ -293,6 +343,10 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
       if (endCycle > options_.maxCycles) {
         fault(pc, fmt::format("exceeded --max-cycles={} (the program ends at cycle {})", options_.maxCycles, endCycle));
         return std::nullopt;
+      }
+      if (options_.profile && endCycle > attributedTo) {
+        profile_.bundles[pc].cycles += endCycle - attributedTo;
+        if (!profile_.spans.empty()) profile_.spans.back().end = endCycle;
       }
       break;
     }
@@ -339,6 +393,7 @@ std::optional<SimResult> Runner::run(const std::vector<std::string>& inputs) {
     result.traceJson = trace_->render(fmt::format("TensorCore 0 ({})", target_.name), slotNames);
   }
   result.report = R;
+  result.profile = std::move(profile_);
   return result;
 }
 

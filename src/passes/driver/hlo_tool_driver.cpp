@@ -118,6 +118,15 @@ int runHloTool(Tool& tool, const HloToolConfig& config) {
       hlo::ModuleStats stats = hlo::computeModuleStats(*loaded.module);
       statsText += options.stats == "json" ? hlo::formatModuleStatsJson(stats, loaded.module->name())
                                            : hlo::formatModuleStatsText(stats, loaded.module->name());
+      if (config.moreStats) {
+        std::string more = config.moreStats(*loaded.module, options.stats);
+        size_t close = statsText.rfind('}');
+        if (options.stats == "json" && close != std::string::npos) {
+          size_t end = statsText.find_last_not_of(" \n", close - 1);
+          statsText.insert(end == std::string::npos ? close : end + 1, ",\n  " + more);
+        }
+        else statsText += more;
+      }
     }
     std::string written =
         hlo::writeModule(*loaded.module, binary ? hlo::HloEncoding::Binary : hlo::HloEncoding::Text);

@@ -3,9 +3,12 @@
 // encoding, verify, run the tool's pipeline or --passes, print or encode.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "passes/pass.h"
+#include "hlo/module.h"
+
 #include "support/tool.h"
 
 namespace tpu::passes {
@@ -16,6 +19,9 @@ struct HloToolConfig {
   // Handed to the passes (optional; kept alive by the caller). When the
   // tool takes --target, the driver fills in `target` from it.
   PassContext* context = nullptr;
+  // More --stats after the module statistics (hlo-partition: communication);
+  // for JSON, members (`"key": value, ...`) added to the module's object.
+  std::function<std::string(const hlo::Module&, const std::string& format)> moreStats;
 };
 
 // Adds the HLO tool options (--strip-metadata, --split-input-file,

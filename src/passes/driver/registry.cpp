@@ -5,6 +5,7 @@
 #include "passes/expand_topk.h"
 #include "passes/sink_views.h"
 #include "passes/flatten_call_graph.h"
+#include "passes/layout/layout_assignment.h"
 #include "passes/pass.h"
 #include "passes/simplify/simplify.h"
 #include "passes/strip_metadata.h"
@@ -32,6 +33,7 @@ void registerAllPasses() {
                 "Inside fusions, rewrite transposes, broadcasts, slices and reverses of elementwise chains into the "
                 "chains on views of their leaves (cloning shared chains in loop fusions)",
                 [] { return std::make_unique<SinkViewsPass>(); }});
+  layout::registerLayoutPasses(registry);
   simplify::registerSimplifyPasses(registry);
   registry.add({"strip-metadata", "Remove op metadata (op_name, source locations) from every instruction",
                 [] { return std::make_unique<StripMetadataPass>(); }});

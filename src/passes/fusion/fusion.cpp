@@ -231,14 +231,14 @@ Decision ComputationFuser::decide(int32_t p) {
     return d;
   }
   bool result = false;
-  std::vector<int32_t> users = graph_.users(p, &result);
+  std::vector<int32_t> users = graph_.users(p, &result, static_cast<size_t>(options_.maxUsers));
   if (result || users.empty()) {
     d.reason = fmt::format("{} is the computation's result", name(n.outputs[0]));
     return d;
   }
   if (static_cast<int>(users.size()) > options_.maxUsers) {
-    d.reason = fmt::format("{} has {} users; fusion into more than {} is not tried", name(n.outputs[0]),
-                           users.size(), options_.maxUsers);
+    d.reason = fmt::format("{} has more than {} users; fusion into more is not tried", name(n.outputs[0]),
+                           options_.maxUsers);
     return d;
   }
   auto allOrNone = [&](int32_t c, const std::string& refusal) {
@@ -507,7 +507,7 @@ void ComputationFuser::fuseMultiOutput() {
   for (int32_t p = 0; p < count; ++p) {
     if (!graph_.node(p).alive || graph_.node(p).outputs.size() != 1 || !nodeCost(p).isKernel) continue;
     bool result = false;
-    std::vector<int32_t> users = graph_.users(p, &result);
+    std::vector<int32_t> users = graph_.users(p, &result, static_cast<size_t>(options_.maxUsers));
     if (users.size() < 2 && !result) continue;  // one user: priority fusion's call
     for (int32_t c : users)
       if (nodeCost(c).isKernel && tryMerge(p, c)) break;

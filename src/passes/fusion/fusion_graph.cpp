@@ -79,17 +79,30 @@ std::vector<int32_t> FusionGraph::inputs(int32_t n) const {
   return out;
 }
 
-std::vector<int32_t> FusionGraph::users(int32_t n, bool* result) const {
+std::vector<int32_t> FusionGraph::users(int32_t n, bool* result, size_t limit) const {
   std::vector<int32_t> out;
   if (result) *result = false;
-  for (int32_t o : node(n).outputs) {
-    if (o == root_ && result) *result = true;
+  auto dedupe = [&] {
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  };
+  if (result)
+    for (int32_t o : node(n).outputs) *result |= o == root_;
+  // A value read by thousands (a broadcast CSE merged) would make every
+  // query linear in its readers; with a limit, stop once it is exceeded.
+  size_t nextCheck = limit == SIZE_MAX ? SIZE_MAX : 2 * (limit + 1);
+  for (int32_t o : node(n).outputs)
     for (int32_t u : usersOf(o))
-      for (int32_t m : containing_[static_cast<size_t>(u)])
-        if (m != n && node(m).alive && !contains(m, o)) out.push_back(m);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+      for (int32_t m : containing_[static_cast<size_t>(u)]) {
+        if (m == n || !node(m).alive || contains(m, o)) continue;
+        out.push_back(m);
+        if (out.size() >= nextCheck) {
+          dedupe();
+          if (out.size() > limit) return out;
+          nextCheck = out.size() + 2 * (limit + 1);
+        }
+      }
+  dedupe();
   return out;
 }
 

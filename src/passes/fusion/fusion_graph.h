@@ -8,6 +8,7 @@
 // HLO fusion (and the cost model builds candidates the same way aside).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -50,8 +51,10 @@ class FusionGraph {
   // Values node n reads from outside (instruction indices), in first-use order.
   std::vector<int32_t> inputs(int32_t n) const;
   // Live nodes reading an output of n, ascending. `result` is set when an
-  // output of n is the computation's root.
-  std::vector<int32_t> users(int32_t n, bool* result = nullptr) const;
+  // output of n is the computation's root. With a `limit`, the list may stop
+  // early once it holds more than `limit` nodes (then only its size says
+  // something: more than the limit).
+  std::vector<int32_t> users(int32_t n, bool* result = nullptr, size_t limit = SIZE_MAX) const;
 
   // Live nodes holding instruction i, ascending.
   std::vector<int32_t> holders(int32_t i) const;

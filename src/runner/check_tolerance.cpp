@@ -1,0 +1,204 @@
+#include "runner/check_tolerance.h"
+
+#include <cmath>
+#include <map>
+
+#include "hlo/computation.h"
+
+namespace tpu::runner {
+
+namespace {
+
+using hlo::ElementType;
+using hlo::Opcode;
+
+// Half the spacing of floats of `t` at 1 (2^-24 for f32); 0 for non-floats.
+double unitRoundoff(ElementType t) {
+  if (t == ElementType::F32 || t == ElementType::C64) return 0x1p-24;
+  if (t == ElementType::F64 || t == ElementType::C128) return 0x1p-53;
+  const auto& format = hlo::elementTypeInfo(t).floatFormat;
+  if (!format) return 0;
+  return std::ldexp(1.0, -(floatFormatInfo(*format).mantissaBits + 1));
+}
+
+// A reduction of a narrow float type rounds to that type after every step,
+// so its result depends on the summation order, which the compiled code
+// (vector chunks, lane trees) and the interpreter (in order) do not share.
+// K roundings of partial sums that grow like sqrt(K) (inputs ~1) walk about
+// u * K apart; allow twice that. An f32 sum is rounded in f32 on both sides,
+// in another order: its error relative to the result walks like
+// u * sqrt(K). max/min are exact.
+double reduceBound(const hlo::Instruction& reduce) {
+  if (reduce.operandCount() < 1 || !reduce.operand(0)->shape().isArray()) return 0;
+  const hlo::Shape& in = reduce.operand(0)->shape();
+  const auto& format = hlo::elementTypeInfo(in.elementType()).floatFormat;
+  bool f32 = in.elementType() == ElementType::F32;
+  if (!format && !f32) return 0;
+  const hlo::Computation* reducer = reduce.toApply();
+  if (reducer && reducer->root() &&
+      (reducer->root()->opcode() == Opcode::Maximum || reducer->root()->opcode() == Opcode::Minimum))
+    return 0;
+  double k = 1;
+  for (int64_t d : reduce.attrs().dimensions)
+    if (d >= 0 && d < in.rank()) k *= static_cast<double>(in.dimension(d));
+  if (f32) return 2 * 0x1p-24 * std::sqrt(k);
+  return 2 * unitRoundoff(in.elementType()) * k;
+}
+
+// Dots and convolutions over floats run on the bf16 MXU and accumulate in
+// f32. Operands of at most 8 significant bits (bf16, the f8 types) give
+// exact products there: only the order of the f32 sum differs from the
+// interpreter's (u = 2^-24). f32, f64 and f16 operands are split into one,
+// three or six bf16 passes keeping about 8, 16 or 24 significant bits of
+// each product. The rounding errors of K products add up like a random
+// walk, so the bound grows with sqrt(K) (inputs of magnitude ~1, as --seed
+// produces); twice that.
+double matrixBound(const hlo::Instruction& instr, codegen::F32DotPrecision dotPrecision) {
+  bool isDot = instr.opcode() == Opcode::Dot;
+  if (instr.operandCount() < 2 || !instr.operand(0)->shape().isArray()) return 0;
+  const hlo::Shape& lhs = instr.operand(0)->shape();
+  const hlo::Shape& rhs = instr.operand(1)->shape();
+  if (!hlo::isFloatType(lhs.elementType())) return 0;
+  ElementType lt = lhs.elementType(), rt = rhs.isArray() ? rhs.elementType() : lt;
+  auto narrowEnough = [](ElementType t) {
+    const auto& format = hlo::elementTypeInfo(t).floatFormat;
+    return t != ElementType::F16 && format && floatFormatInfo(*format).mantissaBits <= 7;
+  };
+  double u = 0x1p-24;
+  if (!narrowEnough(lt) || !narrowEnough(rt)) {
+    int passes = 1;
+    switch (dotPrecision) {
+      case codegen::F32DotPrecision::Default: passes = 1; break;
+      case codegen::F32DotPrecision::High: passes = 3; break;
+      case codegen::F32DotPrecision::Highest: passes = 6; break;
+      case codegen::F32DotPrecision::FromConfig: {
+        hlo::Precision p = hlo::Precision::Default;
+        for (hlo::Precision q : instr.attrs().precision->operandPrecision) p = std::max(p, q);
+        passes = p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
+        break;
+      }
+    }
+    u = passes == 1 ? 0x1p-8 : passes == 3 ? 0x1p-16 : 0x1p-23;
+  }
+  double k = 1;  // products summed per output element
+  if (isDot) {
+    for (int64_t d : instr.attrs().dotDims->lhsContractingDimensions)
+      if (d >= 0 && d < lhs.rank()) k *= static_cast<double>(lhs.dimension(d));
+  } else if (instr.attrs().convDims && rhs.isArray()) {
+    const auto& dn = *instr.attrs().convDims;
+    for (int64_t d : dn.kernelSpatialDimensions)
+      if (d >= 0 && d < rhs.rank()) k *= static_cast<double>(rhs.dimension(d));
+    if (dn.kernelInputFeatureDimension < rhs.rank())
+      k *= static_cast<double>(rhs.dimension(dn.kernelInputFeatureDimension));
+  }
+  return 2 * u * std::sqrt(k);
+}
+
+// Elementwise math the compiled code composes from other instructions
+// instead of computing as the interpreter does (one libm call): the bound
+// measured for the composition, in units of the f32 unit roundoff, in the
+// |got - want| <= t (1 + |want|) form the check uses (math_test.cpp
+// measures expm1, log1p and tan by relative error near zero).
+double composedUlps(Opcode op) {
+  switch (op) {
+    case Opcode::Expm1:
+    case Opcode::Log1p:
+    case Opcode::Tan: return 8;
+    case Opcode::Sinh:
+    case Opcode::Cosh:
+    case Opcode::Cbrt: return 8;
+    default: return 0;
+  }
+}
+
+// The largest own bound of any instruction in `c` or what it calls.
+double calledBound(const hlo::Computation* c, codegen::F32DotPrecision dotPrecision,
+                   std::map<const hlo::Computation*, double>& memo) {
+  if (!c) return 0;
+  auto [it, inserted] = memo.emplace(c, 0.0);
+  if (!inserted) return it->second;  // done, or in progress on a cycle
+  double bound = 0;
+  for (const auto& instr : c->instructions()) {
+    bound = std::max(bound, ownErrorBound(*instr, dotPrecision));
+    for (const hlo::Computation* callee : instr->calledComputations())
+      bound = std::max(bound, calledBound(callee, dotPrecision, memo));
+  }
+  memo[c] = bound;
+  return bound;
+}
+
+}  // namespace
+
+double ownErrorBound(const hlo::Instruction& instr, codegen::F32DotPrecision dotPrecision) {
+  switch (instr.opcode()) {
+    case Opcode::Reduce: return reduceBound(instr);
+    case Opcode::Dot:
+    case Opcode::Convolution: return matrixBound(instr, dotPrecision);
+    default: break;
+  }
+  double ulps = composedUlps(instr.opcode());
+  if (ulps == 0 || !instr.shape().isArray()) return 0;
+  ElementType t = instr.shape().elementType();
+  if (t == ElementType::F64 || t == ElementType::C128 || !hlo::isFloatType(t)) return 0;
+  return ulps * 0x1p-24;
+}
+
+std::vector<double> checkTolerances(const hlo::Module& module, codegen::F32DotPrecision dotPrecision) {
+  const hlo::Computation* entry = module.entry();
+  std::vector<double> out;
+  if (!entry || !entry->root()) return out;
+  std::map<const hlo::Computation*, double> calledMemo;
+  // Bound of each entry instruction: the largest of its own, its callees'
+  // and its operands'. A narrow float result of an inexact computation may
+  // round the other way from the interpreter's: one ulp of that type
+  // (2u) on top. Iterative post-order: chains can be long.
+  std::map<const hlo::Instruction*, double> bound;
+  auto boundOf = [&](const hlo::Instruction* root) {
+    std::vector<std::pair<const hlo::Instruction*, int64_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [instr, next] = stack.back();
+      if (bound.count(instr)) {
+        stack.pop_back();
+        continue;
+      }
+      if (next < instr->operandCount()) {
+        const hlo::Instruction* op = instr->operand(next++);
+        if (!bound.count(op)) stack.push_back({op, 0});
+        continue;
+      }
+      double b = ownErrorBound(*instr, dotPrecision);
+      for (const hlo::Computation* callee : instr->calledComputations())
+        b = std::max(b, calledBound(callee, dotPrecision, calledMemo));
+      for (int64_t i = 0; i < instr->operandCount(); ++i) b = std::max(b, bound[instr->operand(i)]);
+      if (b > 0 && instr->shape().isArray() && hlo::elementTypeInfo(instr->shape().elementType()).floatFormat)
+        b = std::max(b, 2 * unitRoundoff(instr->shape().elementType()));
+      bound[instr] = b;
+      stack.pop_back();
+    }
+    return bound[root];
+  };
+  // The result leaves: through tuple instructions to their operands, else
+  // every array leaf of a value shares its bound.
+  auto leaves = [&](auto&& self, const hlo::Instruction* v) -> void {
+    if (v->opcode() == Opcode::Tuple) {
+      for (int64_t i = 0; i < v->operandCount(); ++i) self(self, v->operand(i));
+      return;
+    }
+    double b = std::max(boundOf(v), kCheckToleranceFloor);
+    std::vector<const hlo::Shape*> shapes{&v->shape()};
+    size_t arrays = 0;
+    while (!shapes.empty()) {
+      const hlo::Shape* s = shapes.back();
+      shapes.pop_back();
+      if (s->isTuple())
+        for (const hlo::Shape& e : s->tupleElements()) shapes.push_back(&e);
+      else if (s->isArray())
+        ++arrays;
+    }
+    out.insert(out.end(), arrays, b);
+  };
+  leaves(leaves, entry->root());
+  return out;
+}
+
+}  // namespace tpu::runner

@@ -1,0 +1,134 @@
+#include "runner/check_tolerance.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "passes/test_util.h"
+
+namespace tpu::runner {
+namespace {
+
+std::vector<double> tolerancesOf(const std::string& text,
+                                 codegen::F32DotPrecision p = codegen::F32DotPrecision::FromConfig) {
+  passes::ParsedModule parsed = passes::parseModule(text);
+  EXPECT_TRUE(parsed.module) << parsed.messages;
+  if (!parsed.module) return {};
+  return checkTolerances(*parsed.module, p);
+}
+
+TEST(CheckTolerance, EachResultOnlyPaysForTheDotsItDependsOn) {
+  // Before: every result got the worst dot's 2 * 2^-8 * sqrt(256).
+  auto t = tolerancesOf(R"(HloModule m
+ENTRY e {
+  x = f32[4,256] parameter(0)
+  w = f32[256,8] parameter(1)
+  d = f32[4,8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  y = f32[4,8] parameter(2)
+  s = f32[4,8] add(y, y)
+  ROOT r = (f32[4,8], f32[4,8]) tuple(d, s)
+})");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_DOUBLE_EQ(t[0], 0.125);
+  EXPECT_DOUBLE_EQ(t[1], kCheckToleranceFloor);
+  // Six passes: f32 accuracy.
+  t = tolerancesOf(R"(HloModule m
+ENTRY e {
+  x = f32[4,256] parameter(0)
+  w = f32[256,8] parameter(1)
+  ROOT d = f32[4,8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})",
+                   codegen::F32DotPrecision::Highest);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_DOUBLE_EQ(t[0], kCheckToleranceFloor);
+}
+
+TEST(CheckTolerance, Bf16ProductsAreExactOnlyTheirRoundingMayFlip) {
+  // graphsage's shape: bf16 dots (exact products, f32 sums), a bf16 add, an
+  // f32 sigmoid. The only inexactness is a bf16 rounding that may go the
+  // other way: one bf16 ulp, 2^-7 (was 0.125 from the f32 rule).
+  auto t = tolerancesOf(R"(HloModule m
+ENTRY e {
+  x = bf16[1,256] parameter(0)
+  w = bf16[256,121] parameter(1)
+  d = bf16[1,121] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  b = bf16[1,121] parameter(2)
+  a = bf16[1,121] add(d, b)
+  c = f32[1,121] convert(a)
+  ROOT s = f32[1,121] logistic(c)
+})");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_DOUBLE_EQ(t[0], 0x1p-7);
+  // A bf16 dot with an f32 result: only the f32 sum order.
+  t = tolerancesOf(R"(HloModule m
+ENTRY e {
+  x = bf16[1,65536] parameter(0)
+  w = bf16[65536,4] parameter(1)
+  ROOT d = f32[1,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_DOUBLE_EQ(t[0], 2 * 0x1p-24 * 256);
+}
+
+TEST(CheckTolerance, CalledComputationsAndReductions) {
+  // A dot inside a fusion counts for the fusion's users; an f32 sum of
+  // 10000 elements allows 2 * 2^-24 * 100; max reductions are exact.
+  auto t = tolerancesOf(R"(HloModule m
+f {
+  a = f32[8,64] parameter(0)
+  b = f32[64,8] parameter(1)
+  ROOT d = f32[8,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}
+max {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] maximum(p, q)
+}
+ENTRY e {
+  x = f32[8,64] parameter(0)
+  y = f32[64,8] parameter(1)
+  fu = f32[8,8] fusion(x, y), kind=kOutput, calls=f
+  v = f32[10000] parameter(2)
+  z = f32[] constant(0)
+  s = f32[] reduce(v, z), dimensions={0}, to_apply=add
+  m = f32[] reduce(v, z), dimensions={0}, to_apply=max
+  ROOT r = (f32[8,8], f32[], f32[]) tuple(fu, s, m)
+})");
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_DOUBLE_EQ(t[0], 2 * 0x1p-8 * 8);
+  EXPECT_DOUBLE_EQ(t[1], 2 * 0x1p-24 * 100);
+  EXPECT_DOUBLE_EQ(t[2], kCheckToleranceFloor);
+}
+
+TEST(CheckTolerance, ComposedMathHasItsOwnBound) {
+  passes::ParsedModule parsed = passes::parseModule(R"(HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  l = f32[4] log-plus-one(x)
+  y = f64[4] parameter(1)
+  ROOT e = f64[4] exponential-minus-one(y)
+})");
+  ASSERT_TRUE(parsed.module) << parsed.messages;
+  const hlo::Computation& c = *parsed.module->entry();
+  for (const auto& instr : c.instructions()) {
+    double b = ownErrorBound(*instr, codegen::F32DotPrecision::FromConfig);
+    if (instr->name() == "l") EXPECT_DOUBLE_EQ(b, 8 * 0x1p-24);
+    else EXPECT_EQ(b, 0) << instr->name();  // f64 expm1 is one row, as the interpreter computes it
+  }
+}
+
+TEST(CheckTolerance, LongChainsDoNotRecurse) {
+  std::string text = "HloModule m\nENTRY e {\n  p = f32[8] parameter(0)\n  a0 = f32[8] add(p, p)\n";
+  for (int i = 1; i < 200000; ++i) text += fmt::format("  a{} = f32[8] add(a{}, p)\n", i, i - 1);
+  text += "  ROOT r = f32[8] tan(a199999)\n}\n";
+  auto t = tolerancesOf(text);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_DOUBLE_EQ(t[0], kCheckToleranceFloor);
+}
+
+}  // namespace
+}  // namespace tpu::runner

@@ -1,0 +1,1050 @@
+#include "spmd/partitioner.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+#include "hlo/module.h"
+#include "spmd/leaves.h"
+#include "spmd/rules.h"
+
+namespace tpu::spmd {
+
+using hlo::Computation;
+using hlo::ElementType;
+using hlo::Instruction;
+using hlo::Opcode;
+using hlo::Shape;
+
+namespace {
+
+struct PValue {
+  Instruction* local = nullptr;
+  Shape global;
+  Leaves leaves;
+};
+
+int64_t elementBytes(const Shape& s) {
+  std::optional<int64_t> b = Shape::scalar(s.elementType()).byteSize();
+  return b ? *b : 4;
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+class Partitioner {
+ public:
+  Partitioner(hlo::Module& module, int64_t n, DiagnosticEngine& diags) : module_(module), n_(n), diags_(diags) {}
+
+  bool run() {
+    for (const auto& c : module_.computations())
+      for (const auto& inst : c->instructions()) {
+        names_.insert(inst->name());
+        if (inst->attrs().channelId) nextChannel_ = std::max(nextChannel_, *inst->attrs().channelId + 1);
+      }
+    for (const auto& c : module_.computations()) compNames_.insert(c->name());
+    Computation* oldEntry = module_.entry();
+    Computation* entry = partitionComputation(*oldEntry, nullptr, oldEntry->name() + ".spmd", nullptr);
+    if (!entry) return false;
+    module_.setEntry(entry);
+    // Drop the computations the partitioned program no longer calls.
+    std::set<const Computation*> live;
+    std::vector<const Computation*> stack{entry};
+    while (!stack.empty()) {
+      const Computation* c = stack.back();
+      stack.pop_back();
+      if (!live.insert(c).second) continue;
+      for (Computation* callee : c->calledComputations()) stack.push_back(callee);
+    }
+    std::string entryName = oldEntry->name();
+    module_.removeComputationsIf([&](const Computation& c) { return !live.count(&c); });
+    entry->setName(entryName);
+    module_.config().numPartitions = n_;
+    module_.config().entryComputationLayout.reset();
+    return !diags_.hasErrors();
+  }
+
+ private:
+  // ------------------------------------------------------------ building
+  std::string fresh(const std::string& base) {
+    int64_t& k = nextSuffix_[base];
+    for (;;) {
+      std::string name = fmt::format("{}.{}", base, ++k);
+      if (names_.insert(name).second) return name;
+    }
+  }
+
+  Instruction* add(Opcode op, Shape shape, std::vector<Instruction*> operands, const std::string& base) {
+    Instruction* i = out_->addInstruction(op, fresh(base), std::move(shape));
+    i->setOperands(operands);
+    i->setLocation(location_);
+    return i;
+  }
+
+  Instruction* pid() {
+    if (!pid_) pid_ = add(Opcode::PartitionId, Shape::scalar(ElementType::U32), {}, "partition-id");
+    return pid_;
+  }
+
+  Instruction* constantS32(int64_t v) {
+    hlo::Literal l(Shape::scalar(ElementType::S32));
+    l.setInt(0, v);
+    Instruction* c = add(Opcode::Constant, l.shape(), {}, "constant");
+    c->attrs().literal = std::move(l);
+    return c;
+  }
+
+  Instruction* scalarConstant(ElementType t, double v) {
+    hlo::Literal l(Shape::scalar(t));
+    l.setDouble(0, v);
+    Instruction* c = add(Opcode::Constant, l.shape(), {}, "constant");
+    c->attrs().literal = std::move(l);
+    return c;
+  }
+
+  // A per-device value (indexed by partition id) as an s32 scalar.
+  Instruction* table(const std::vector<int64_t>& perDevice) {
+    bool same = std::all_of(perDevice.begin(), perDevice.end(), [&](int64_t v) { return v == perDevice[0]; });
+    if (same) return constantS32(perDevice[0]);
+    auto it = tables_.find(perDevice);
+    if (it != tables_.end()) return it->second;
+    hlo::Literal l(Shape::array(ElementType::S32, {n_}));
+    for (int64_t d = 0; d < n_; ++d) l.setInt(d, perDevice[static_cast<size_t>(d)]);
+    Instruction* c = add(Opcode::Constant, l.shape(), {}, "offsets");
+    c->attrs().literal = std::move(l);
+    Instruction* ds = add(Opcode::DynamicSlice, Shape::array(ElementType::S32, {1}), {c, pid()}, "offset");
+    ds->attrs().dynamicSliceSizes = {1};
+    Instruction* r = add(Opcode::Reshape, Shape::scalar(ElementType::S32), {ds}, "offset");
+    tables_[perDevice] = r;
+    return r;
+  }
+
+  Instruction* broadcastScalar(Instruction* s, const Shape& shape) {
+    Shape target = shape;
+    target.setElementType(s->shape().elementType());
+    Instruction* b = add(Opcode::Broadcast, target, {s}, "broadcast");
+    b->attrs().dimensions = {};
+    return b;
+  }
+
+  Shape withDims(const Shape& s, std::vector<int64_t> dims) {
+    Shape r = s;
+    r.setDimensions(std::move(dims));
+    return r;
+  }
+
+  Computation* adder(ElementType t) {
+    auto it = adders_.find(t);
+    if (it != adders_.end()) return it->second;
+    std::string name = "add." + std::string(hlo::elementTypeName(t));
+    for (int k = 1; compNames_.count(name); ++k) name = fmt::format("add.{}.{}", hlo::elementTypeName(t), k);
+    compNames_.insert(name);
+    Computation* c = module_.addComputation(name);
+    Shape s = Shape::scalar(t);
+    Instruction* a = c->addInstruction(Opcode::Parameter, fresh("x"), s);
+    a->attrs().parameterNumber = 0;
+    Instruction* b = c->addInstruction(Opcode::Parameter, fresh("y"), s);
+    b->attrs().parameterNumber = 1;
+    Instruction* sum = c->addInstruction(t == ElementType::Pred ? Opcode::Or : Opcode::Add, fresh("sum"), s);
+    sum->setOperands({a, b});
+    c->setRoot(sum);
+    adders_[t] = c;
+    return c;
+  }
+
+  hlo::ReplicaGroups groups(const std::vector<std::vector<int64_t>>& g) {
+    hlo::ReplicaGroups rg;
+    rg.groups = g;
+    return rg;
+  }
+
+  Instruction* allGather(Instruction* x, int64_t dim, const std::vector<std::vector<int64_t>>& g) {
+    std::vector<int64_t> dims = x->shape().dimensions();
+    dims[static_cast<size_t>(dim)] *= static_cast<int64_t>(g[0].size());
+    Instruction* ag = add(Opcode::AllGather, withDims(x->shape(), dims), {x}, "all-gather");
+    ag->attrs().dimensions = {dim};
+    ag->attrs().replicaGroups = groups(g);
+    ag->attrs().channelId = nextChannel_++;
+    ag->attrs().useGlobalDeviceIds = true;
+    return ag;
+  }
+
+  Instruction* allReduce(Instruction* x, const std::vector<std::vector<int64_t>>& g, Computation* reducer) {
+    Instruction* ar = add(Opcode::AllReduce, x->shape(), {x}, "all-reduce");
+    ar->attrs().replicaGroups = groups(g);
+    ar->attrs().channelId = nextChannel_++;
+    ar->attrs().useGlobalDeviceIds = true;
+    ar->setCalledComputations({reducer});
+    return ar;
+  }
+
+  Instruction* sliceTo(Instruction* x, const std::vector<int64_t>& limits) {
+    if (x->shape().dimensions() == limits) return x;
+    std::vector<hlo::SliceDimension> sl;
+    for (int64_t l : limits) sl.push_back({0, l, 1});
+    Instruction* s = add(Opcode::Slice, withDims(x->shape(), limits), {x}, "slice");
+    s->attrs().slice = sl;
+    return s;
+  }
+
+  Instruction* padTo(Instruction* x, const std::vector<int64_t>& sizes) {
+    if (x->shape().dimensions() == sizes) return x;
+    Instruction* zero = scalarConstant(x->shape().elementType(), 0);
+    Instruction* p = add(Opcode::Pad, withDims(x->shape(), sizes), {x, zero}, "pad");
+    std::vector<hlo::PaddingDimension> pd;
+    for (size_t j = 0; j < sizes.size(); ++j) pd.push_back({0, sizes[j] - x->shape().dimension(static_cast<int64_t>(j)), 0});
+    p->attrs().padding = pd;
+    return p;
+  }
+
+  // ------------------------------------------------------------ resharding
+  // Dims of `from` that must be gathered before `to` is a local slice of it.
+  std::vector<int64_t> dimsToGather(const std::vector<int64_t>& g, const Tiling& from, const Tiling& to) {
+    std::vector<int64_t> out;
+    std::vector<int64_t> sS = from.shardDims(g), sT = to.shardDims(g);
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (from.tile(static_cast<int64_t>(j)) == 1) continue;
+      bool ok = true;
+      for (int64_t d = 0; d < n_ && ok; ++d) {
+        int64_t oS = from.tileIndex(d)[j] * sS[j], oT = to.tileIndex(d)[j] * sT[j];
+        int64_t endT = std::min(oT + sT[j], g[j]);
+        if (endT <= oT) continue;
+        ok = oS <= oT && endT <= std::min(oS + sS[j], g[j]);
+      }
+      if (!ok) out.push_back(static_cast<int64_t>(j));
+    }
+    return out;
+  }
+
+  // Bytes one device receives to reshard (a rough model for choosing strategies).
+  double reshardCost(const Shape& global, const Tiling& from, const Tiling& to) {
+    if (!global.isArray() || global.rank() == 0 || from.sameAs(to)) return 0;
+    int64_t eb = elementBytes(global);
+    std::vector<int64_t> g = global.dimensions();
+    if (from.sameTiles(to)) return static_cast<double>(product(from.shardDims(g)) * eb);
+    double cost = 1;  // a local dynamic-slice
+    Tiling cur = from;
+    for (int64_t j : dimsToGather(g, from, to)) {
+      int64_t before = product(cur.shardDims(g));
+      cur = cur.replicatedOn({j});
+      cost += static_cast<double>((product(cur.shardDims(g)) - before) * eb);
+    }
+    return cost;
+  }
+
+  Instruction* reshard(Instruction* x, const Shape& global, const Tiling& from, const Tiling& to) {
+    if (!global.isArray() || global.rank() == 0 || from.sameAs(to)) return x;
+    if (from.isManual() || to.isManual()) return x;  // checked by the callers
+    std::vector<int64_t> g = global.dimensions();
+    if (from.sameTiles(to)) {
+      // Same tiles on other devices: one collective-permute.
+      std::map<std::vector<int64_t>, std::pair<std::vector<int64_t>, std::vector<int64_t>>> byTile;
+      for (int64_t d = 0; d < n_; ++d) {
+        std::vector<int64_t> a = from.tileIndex(d), b = to.tileIndex(d);
+        a.resize(static_cast<size_t>(from.rank()));
+        b.resize(static_cast<size_t>(to.rank()));
+        byTile[a].first.push_back(d);
+        byTile[b].second.push_back(d);
+      }
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      for (auto& [tile, hn] : byTile) {
+        std::vector<int64_t> src, dst;
+        for (int64_t d : hn.second)
+          if (std::find(hn.first.begin(), hn.first.end(), d) != hn.first.end()) pairs.push_back({d, d});
+          else dst.push_back(d);
+        for (int64_t d : hn.first)
+          if (std::find(hn.second.begin(), hn.second.end(), d) == hn.second.end()) src.push_back(d);
+        for (size_t k = 0; k < dst.size() && k < src.size(); ++k) pairs.push_back({src[k], dst[k]});
+      }
+      std::sort(pairs.begin(), pairs.end());
+      Instruction* cp = add(Opcode::CollectivePermute, x->shape(), {x}, "collective-permute");
+      cp->attrs().sourceTargetPairs = pairs;
+      cp->attrs().channelId = nextChannel_++;
+      return cp;
+    }
+    if (Instruction* moved = allToAll(x, g, from, to)) return moved;
+    Tiling cur = from;
+    std::vector<int64_t> gather = dimsToGather(g, from, to);
+    for (auto it = gather.rbegin(); it != gather.rend(); ++it) {
+      int64_t j = *it;
+      x = allGather(x, j, cur.groupsAlong({j}));
+      cur = cur.replicatedOn({j});
+      std::vector<int64_t> dims = x->shape().dimensions();
+      dims[static_cast<size_t>(j)] = g[static_cast<size_t>(j)];
+      x = sliceTo(x, dims);
+    }
+    // Now every device's target tile lies inside what it holds.
+    std::vector<int64_t> sS = cur.shardDims(g), sT = to.shardDims(g);
+    std::vector<int64_t> local = x->shape().dimensions();
+    std::vector<int64_t> need = local;
+    std::vector<std::vector<int64_t>> rel(g.size(), std::vector<int64_t>(static_cast<size_t>(n_)));
+    bool identity = local == sT;
+    for (int64_t d = 0; d < n_; ++d) {
+      std::vector<int64_t> a = cur.tileIndex(d), b = to.tileIndex(d);
+      for (size_t j = 0; j < g.size(); ++j) {
+        int64_t r = b[j] * sT[j] - a[j] * sS[j];
+        rel[j][static_cast<size_t>(d)] = r;
+        need[j] = std::max(need[j], r + sT[j]);
+        identity &= r == 0;
+      }
+    }
+    if (identity) return x;
+    x = padTo(x, need);
+    std::vector<Instruction*> ops{x};
+    for (size_t j = 0; j < g.size(); ++j) ops.push_back(table(rel[j]));
+    Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), sT), ops, "dynamic-slice");
+    ds->attrs().dynamicSliceSizes = sT;
+    return ds;
+  }
+
+  // The tiles of dim a move to dim b on the same devices (SPMD.md 4.3 step
+  // 5): split b locally into [k, s_b], all-to-all on the k dim inside the
+  // groups along a, merge the received k pieces into a. nullptr when `to`
+  // is not such a move of `from`.
+  Instruction* allToAll(Instruction* x, const std::vector<int64_t>& g, const Tiling& from, const Tiling& to) {
+    if (from.replication() != to.replication() || from.manualGroups() != 1) return nullptr;
+    int64_t a = -1, b = -1;
+    for (int64_t j = 0; j < from.rank(); ++j) {
+      if (from.tile(j) == to.tile(j)) continue;
+      if (from.tile(j) > 1 && to.tile(j) == 1 && a < 0) a = j;
+      else if (from.tile(j) == 1 && to.tile(j) > 1 && b < 0) b = j;
+      else return nullptr;
+    }
+    if (a < 0 || b < 0 || from.tile(a) != to.tile(b)) return nullptr;
+    std::vector<int64_t> swap(static_cast<size_t>(from.rank()));
+    for (int64_t j = 0; j < from.rank(); ++j) swap[static_cast<size_t>(j)] = j == a ? b : j == b ? a : j;
+    if (!to.sameAs(from.transposed(swap))) return nullptr;
+    int64_t k = from.tile(a);
+    ElementType et = x->shape().elementType();
+    std::vector<int64_t> sF = from.shardDims(g), sT = to.shardDims(g);
+    size_t ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    // Pad b to k * s_b and split it.
+    std::vector<int64_t> padded = x->shape().dimensions();
+    padded[ub] = k * sT[ub];
+    x = padTo(x, padded);
+    std::vector<int64_t> split = padded;
+    split[ub] = sT[ub];
+    split.insert(split.begin() + b, k);
+    x = add(Opcode::Reshape, Shape::array(et, split), {x}, "reshape");
+    Instruction* ata = add(Opcode::AllToAll, x->shape(), {x}, "all-to-all");
+    ata->attrs().dimensions = {b};
+    ata->attrs().replicaGroups = groups(from.groupsAlong({a}));
+    ata->attrs().channelId = nextChannel_++;
+    // The k dim (at b) goes just before a, then merges with it.
+    int64_t posA = a < b ? a : a + 1;  // a's position in `split`
+    std::vector<int64_t> perm;
+    for (int64_t j = 0; j < static_cast<int64_t>(split.size()); ++j) {
+      if (j == b) continue;
+      if (j == posA) perm.push_back(b);
+      perm.push_back(j);
+    }
+    std::vector<int64_t> tdims;
+    for (int64_t p : perm) tdims.push_back(split[static_cast<size_t>(p)]);
+    Instruction* t = add(Opcode::Transpose, Shape::array(et, tdims), {ata}, "transpose");
+    t->attrs().dimensions = perm;
+    std::vector<int64_t> merged = padded;
+    merged[ub] = sT[ub];
+    merged[ua] = k * sF[ua];
+    Instruction* r = add(Opcode::Reshape, withDims(x->shape(), merged), {t}, "reshape");
+    r->mutableShape() = Shape::array(et, merged);
+    std::vector<int64_t> exact = merged;
+    exact[ua] = g[ua];
+    return sliceTo(r, exact);
+  }
+
+  // A value resharded leaf by leaf (tuples are taken apart and rebuilt).
+  Instruction* reshardValue(const PValue& v, const Leaves& to) {
+    if (!v.global.isTuple()) return reshard(v.local, v.global, v.leaves[0], to[0]);
+    bool same = true;
+    for (size_t k = 0; k < to.size(); ++k) same &= v.leaves[k].sameAs(to[k]);
+    if (same) return v.local;
+    std::vector<Instruction*> elems;
+    size_t off = 0;
+    for (int64_t e = 0; e < v.global.tupleSize(); ++e) {
+      size_t cnt = static_cast<size_t>(countLeaves(v.global.tupleElement(e)));
+      Instruction* gte = add(Opcode::GetTupleElement, v.local->shape().tupleElement(e), {v.local}, "get-tuple-element");
+      gte->attrs().tupleIndex = e;
+      PValue sub{gte, v.global.tupleElement(e),
+                 Leaves(v.leaves.begin() + static_cast<int64_t>(off), v.leaves.begin() + static_cast<int64_t>(off + cnt))};
+      elems.push_back(reshardValue(sub, Leaves(to.begin() + static_cast<int64_t>(off), to.begin() + static_cast<int64_t>(off + cnt))));
+      off += cnt;
+    }
+    std::vector<Shape> shapes;
+    for (Instruction* e : elems) shapes.push_back(e->shape());
+    return add(Opcode::Tuple, Shape::tuple(shapes), elems, "tuple");
+  }
+
+  Instruction* operandAs(const Instruction* old, const Tiling& t) {
+    const PValue& v = values_.at(old);
+    return reshard(v.local, v.global, v.leaves[0], t);
+  }
+  Instruction* operandReplicated(const Instruction* old) {
+    const PValue& v = values_.at(old);
+    return reshardValue(v, replicatedLeaves(v.global, n_));
+  }
+
+  // Positions of padding in `x` (sharded by t over `global`) along `dims` set to `value`.
+  Instruction* mask(Instruction* x, const Shape& global, const Tiling& t, const std::vector<int64_t>& dims,
+                    Instruction* value) {
+    std::vector<int64_t> g = global.dimensions(), s = t.shardDims(g);
+    Instruction* pred = nullptr;
+    Shape predShape = withDims(Shape::array(ElementType::Pred, {}), x->shape().dimensions());
+    Shape s32Shape = withDims(Shape::array(ElementType::S32, {}), x->shape().dimensions());
+    for (int64_t j : dims) {
+      size_t uj = static_cast<size_t>(j);
+      if (t.tile(j) == 1 || s[uj] * t.tile(j) == g[uj]) continue;
+      std::vector<int64_t> off(static_cast<size_t>(n_));
+      for (int64_t d = 0; d < n_; ++d) off[static_cast<size_t>(d)] = t.tileIndex(d)[uj] * s[uj];
+      Instruction* iota = add(Opcode::Iota, s32Shape, {}, "iota");
+      iota->attrs().iotaDimension = j;
+      Instruction* pos = add(Opcode::Add, s32Shape, {iota, broadcastScalar(table(off), s32Shape)}, "index");
+      Instruction* lt = add(Opcode::Compare, predShape, {pos, broadcastScalar(constantS32(g[uj]), s32Shape)}, "valid");
+      lt->attrs().comparisonDirection = hlo::ComparisonDirection::LT;
+      lt->attrs().comparisonType = hlo::ComparisonType::Signed;
+      pred = pred ? add(Opcode::And, predShape, {pred, lt}, "valid") : lt;
+    }
+    if (!pred) return x;
+    return add(Opcode::Select, x->shape(), {pred, x, broadcastScalar(value, x->shape())}, "masked");
+  }
+
+  static void setGlobalShape(Instruction& inst, const Shape& global) {
+    auto& attrs = inst.common().frontendAttributes;
+    hlo::FrontendAttribute fa{std::string(kGlobalShapeAttribute), global.toString(false), false};
+    auto it = std::lower_bound(attrs.begin(), attrs.end(), fa.key,
+                               [](const hlo::FrontendAttribute& a, const std::string& k) { return a.key < k; });
+    if (it != attrs.end() && it->key == fa.key) *it = fa;
+    else attrs.insert(it, fa);
+  }
+
+  // ------------------------------------------------------------ ops
+  Instruction* cloneAs(const Instruction& inst, Shape shape, std::vector<Instruction*> operands) {
+    names_.insert(inst.name());
+    Instruction* i = out_->addInstruction(inst.opcode(), inst.name(), std::move(shape));
+    i->setOperands(operands);
+    if (inst.hasAttributes()) i->attrs() = inst.attrs();
+    i->common() = inst.common();
+    i->common().sharding.reset();
+    i->setCalledComputations(inst.calledComputations());
+    i->setLocation(inst.location());
+    return i;
+  }
+
+  // A copy that stands for `inst` (keeps its name and metadata).
+  Instruction* copyNamed(const Instruction& inst, Shape shape, Instruction* operand) {
+    names_.insert(inst.name());
+    Instruction* c = out_->addInstruction(Opcode::Copy, inst.name(), std::move(shape));
+    c->setOperands({operand});
+    c->common().metadata = inst.common().metadata;
+    c->setLocation(inst.location());
+    return c;
+  }
+
+  bool unsupported(const Instruction& inst, const std::string& why) {
+    std::string ops;
+    for (const Instruction* o : inst.operands()) {
+      auto it = values_.find(o);
+      if (it == values_.end()) continue;
+      if (!ops.empty()) ops += ", ";
+      ops += toHloSharding(it->second.global, it->second.leaves).toString();
+    }
+    diags_.error(inst.location(),
+                 fmt::format("no partitioning strategy for '{}' ({}) with sharding {} and operand shardings [{}]: {}",
+                             inst.name(), hlo::opcodeName(inst.opcode()),
+                             toHloSharding(inst.shape(), want_).toString(), ops, why));
+    return false;
+  }
+
+  bool allReplicated(const Instruction& inst) {
+    for (const Tiling& t : want_)
+      if (!t.isReplicated()) return false;
+    for (const Instruction* o : inst.operands())
+      for (const Tiling& t : values_.at(o).leaves)
+        if (!t.isReplicated()) return false;
+    return true;
+  }
+
+  static std::vector<int64_t> touchedDims(const Instruction& inst) {
+    std::vector<int64_t> d;
+    const Shape& in = inst.operand(0)->shape();
+    const auto& a = inst.attrs();
+    switch (inst.opcode()) {
+      case Opcode::Slice:
+        for (size_t j = 0; j < a.slice.size(); ++j)
+          if (a.slice[j].start != 0 || a.slice[j].limit != in.dimension(static_cast<int64_t>(j)) || a.slice[j].stride != 1)
+            d.push_back(static_cast<int64_t>(j));
+        break;
+      case Opcode::Pad:
+        for (size_t j = 0; j < a.padding.size(); ++j)
+          if (a.padding[j].low != 0 || a.padding[j].high != 0 || a.padding[j].interior != 0) d.push_back(static_cast<int64_t>(j));
+        break;
+      case Opcode::DynamicSlice:
+        for (size_t j = 0; j < a.dynamicSliceSizes.size(); ++j)
+          if (a.dynamicSliceSizes[j] != in.dimension(static_cast<int64_t>(j))) d.push_back(static_cast<int64_t>(j));
+        break;
+      case Opcode::DynamicUpdateSlice:
+        for (int64_t j = 0; j < in.rank(); ++j)
+          if (inst.operand(1)->shape().dimension(j) != in.dimension(j)) d.push_back(j);
+        break;
+      default: d = a.dimensions; break;  // concatenate, reverse, sort
+    }
+    return d;
+  }
+
+  std::optional<PValue> partitionOne(const Instruction& inst, bool isEntry) {
+    Opcode op = inst.opcode();
+    const Shape& shape = inst.shape();
+    auto pv = [&](Instruction* local, Leaves leaves) { return PValue{local, shape, std::move(leaves)}; };
+    if (op == Opcode::Parameter) {
+      Instruction* p = cloneAs(inst, localShape(shape, want_), {});
+      if (isEntry) {
+        p->common().sharding = toHloSharding(shape, want_);
+        setGlobalShape(*p, shape);
+      }
+      return pv(p, want_);
+    }
+    if (op == Opcode::PartitionId && !(want_.size() == 1 && want_[0].isManual())) {
+      unsupported(inst, "partition-id in the input is ambiguous unless the value is manual");
+      return std::nullopt;
+    }
+    if (op == Opcode::GetTupleElement) {
+      const PValue& t = values_.at(inst.operand(0));
+      Instruction* g = cloneAs(inst, t.local->shape().tupleElement(inst.attrs().tupleIndex), {t.local});
+      auto [off, cnt] = leafRange(t.global, inst.attrs().tupleIndex);
+      return pv(g, Leaves(t.leaves.begin() + static_cast<int64_t>(off), t.leaves.begin() + static_cast<int64_t>(off + cnt)));
+    }
+    if (op == Opcode::Tuple) {
+      std::vector<Instruction*> ops;
+      std::vector<Shape> shapes;
+      Leaves leaves;
+      for (const Instruction* o : inst.operands()) {
+        const PValue& v = values_.at(o);
+        ops.push_back(v.local);
+        shapes.push_back(v.local->shape());
+        leaves.insert(leaves.end(), v.leaves.begin(), v.leaves.end());
+      }
+      return pv(cloneAs(inst, Shape::tuple(shapes), ops), leaves);
+    }
+    for (const Tiling& t : want_)
+      if (t.manualGroups() > 1) {
+        unsupported(inst, "partially manual shardings (last_tile_dims={manual}) are not partitioned yet");
+        return std::nullopt;
+      }
+    if (op == Opcode::CustomCall && inst.attrs().customCallTarget == "SPMDFullToShardShape") {
+      // Entering a manual region: the operand's shards are the local values.
+      const PValue& v = values_.at(inst.operand(0));
+      if (!v.global.isArray() || !shape.isArray() || v.leaves[0].isManual() ||
+          v.leaves[0].shardShape(v.global).dimensions() != shape.dimensions()) {
+        unsupported(inst, fmt::format("its shape is not the shard shape of its operand under {}",
+                                      toHloSharding(v.global, v.leaves).toString()));
+        return std::nullopt;
+      }
+      Instruction* c = copyNamed(inst, shape, v.local);
+      return pv(c, Leaves{Tiling::manual(shape.rank(), n_)});
+    }
+    if (op == Opcode::CustomCall && inst.attrs().customCallTarget == "SPMDShardToFullShape") {
+      // Leaving a manual region: the local values are the shards of the result.
+      const PValue& v = values_.at(inst.operand(0));
+      if (!shape.isArray() || want_[0].isManual() ||
+          want_[0].shardShape(shape).dimensions() != v.local->shape().dimensions()) {
+        unsupported(inst, "its operand is not the shard shape of its result");
+        return std::nullopt;
+      }
+      Instruction* c = copyNamed(inst, want_[0].shardShape(shape), v.local);
+      return pv(c, want_);
+    }
+    if (op == Opcode::CustomCall && inst.attrs().customCallTarget == "Sharding") {
+      const PValue& v = values_.at(inst.operand(0));
+      return pv(reshardValue(v, want_), want_);
+    }
+    bool manual = !want_.empty() && std::all_of(want_.begin(), want_.end(), [](const Tiling& t) { return t.isManual(); });
+    if (manual && op != Opcode::Parameter) {
+      // Inside a manual region the code already is per device.
+      std::vector<Instruction*> ops;
+      for (const Instruction* o : inst.operands()) {
+        const PValue& v = values_.at(o);
+        bool opManual = std::all_of(v.leaves.begin(), v.leaves.end(), [](const Tiling& t) { return t.isManual(); });
+        if (!opManual && !std::all_of(v.leaves.begin(), v.leaves.end(), [](const Tiling& t) { return t.isReplicated(); })) {
+          unsupported(inst, "a manual op reads a tiled value (enter manual regions with SPMDFullToShardShape)");
+          return std::nullopt;
+        }
+        ops.push_back(v.local);
+      }
+      return pv(cloneAs(inst, shape, ops), want_);
+    }
+    if (op == Opcode::While) {
+      const PValue& v = values_.at(inst.operand(0));
+      Instruction* init = reshardValue(v, want_);
+      Computation* cond = partitionComputation(*inst.whileCondition(), &want_, inst.whileCondition()->name(), nullptr);
+      if (!cond) return std::nullopt;
+      Leaves rootWant = want_;
+      Computation* body = partitionComputation(*inst.whileBody(), &want_, inst.whileBody()->name(), &rootWant);
+      if (!body) return std::nullopt;
+      Instruction* w = cloneAs(inst, init->shape(), {init});
+      w->setCalledComputations({cond, body});
+      return pv(w, want_);
+    }
+    if (op == Opcode::Call && inst.toApply()) {
+      std::vector<Instruction*> ops;
+      std::vector<Leaves> paramLeaves;
+      for (const Instruction* o : inst.operands()) {
+        const PValue& v = values_.at(o);
+        ops.push_back(v.local);
+        paramLeaves.push_back(v.leaves);
+      }
+      Leaves rootWant = want_;
+      Computation* callee = partitionComputationWithParams(*inst.toApply(), paramLeaves, inst.toApply()->name(), &rootWant);
+      if (!callee) return std::nullopt;
+      Instruction* c = cloneAs(inst, callee->root()->shape(), ops);
+      c->setCalledComputations({callee});
+      return pv(c, want_);
+    }
+    if (!shape.isArray()) {
+      if ((op == Opcode::Sort || op == Opcode::Reduce) && shape.isTuple()) return partitionVariadic(inst);
+      if (allReplicated(inst)) return replicatedClone(inst);
+      unsupported(inst, "no handler for this op on tuples");
+      return std::nullopt;
+    }
+    const Tiling& T = want_[0];
+    Shape localOut = T.shardShape(shape);
+    if (hlo::isElementwise(op) || op == Opcode::Copy || op == Opcode::Convert || op == Opcode::Clamp ||
+        op == Opcode::Select || op == Opcode::ReducePrecision ||
+        (op == Opcode::BitcastConvert && inst.operand(0)->shape().rank() == shape.rank())) {
+      std::vector<Instruction*> ops;
+      for (const Instruction* o : inst.operands())
+        ops.push_back(o->shape().rank() == shape.rank() ? operandAs(o, T) : operandReplicated(o));
+      return pv(cloneAs(inst, localOut, ops), want_);
+    }
+    switch (op) {
+      case Opcode::Constant: {
+        Instruction* c = cloneAs(inst, shape, {});
+        return pv(reshard(c, shape, Tiling::replicated(shape.rank(), n_), T), want_);
+      }
+      case Opcode::Iota: {
+        Instruction* i = cloneAs(inst, localOut, {});
+        int64_t d = inst.attrs().iotaDimension;
+        if (T.tile(d) > 1) {
+          std::vector<int64_t> off(static_cast<size_t>(n_));
+          int64_t s = T.shardDims(shape.dimensions())[static_cast<size_t>(d)];
+          for (int64_t k = 0; k < n_; ++k) off[static_cast<size_t>(k)] = T.tileIndex(k)[static_cast<size_t>(d)] * s;
+          Instruction* o = table(off);
+          if (shape.elementType() != ElementType::S32) {
+            o = add(Opcode::Convert, Shape::scalar(shape.elementType()), {o}, "convert");
+          }
+          i = add(Opcode::Add, localOut, {i, broadcastScalar(o, localOut)}, "iota");
+        }
+        return pv(i, want_);
+      }
+      case Opcode::Broadcast: {
+        Instruction* o = operandAs(inst.operand(0), broadcastBackward(T, inst));
+        return pv(cloneAs(inst, localOut, {o}), want_);
+      }
+      case Opcode::Transpose: {
+        const auto& p = inst.attrs().dimensions;
+        std::vector<int64_t> inv(p.size());
+        for (size_t k = 0; k < p.size(); ++k) inv[static_cast<size_t>(p[k])] = static_cast<int64_t>(k);
+        Instruction* o = operandAs(inst.operand(0), T.transposed(inv));
+        return pv(cloneAs(inst, localOut, {o}), want_);
+      }
+      case Opcode::Reshape:
+      case Opcode::Bitcast: return partitionReshape(inst);
+      case Opcode::Reduce: return partitionReduce(inst);
+      case Opcode::Dot: return partitionDot(inst);
+      case Opcode::Convolution: return partitionConvolution(inst);
+      case Opcode::Slice:
+      case Opcode::Pad:
+      case Opcode::DynamicSlice:
+      case Opcode::DynamicUpdateSlice:
+      case Opcode::Concatenate:
+      case Opcode::Reverse:
+      case Opcode::Sort: return partitionWholeDims(inst);
+      default: break;
+    }
+    if (allReplicated(inst)) return replicatedClone(inst);
+    unsupported(inst, "this op has no partitioning rule yet");
+    return std::nullopt;
+  }
+
+  std::optional<PValue> replicatedClone(const Instruction& inst) {
+    std::vector<Instruction*> ops;
+    for (const Instruction* o : inst.operands()) ops.push_back(operandReplicated(o));
+    return PValue{cloneAs(inst, inst.shape(), ops), inst.shape(), replicatedLeaves(inst.shape(), n_)};
+  }
+
+  Shape localShape(const Shape& global, const Leaves& leaves) {
+    if (!global.isTuple()) return global.isArray() ? leaves[0].shardShape(global) : global;
+    std::vector<Shape> elems;
+    size_t off = 0;
+    for (const Shape& e : global.tupleElements()) {
+      size_t cnt = static_cast<size_t>(countLeaves(e));
+      elems.push_back(localShape(e, Leaves(leaves.begin() + static_cast<int64_t>(off), leaves.begin() + static_cast<int64_t>(off + cnt))));
+      off += cnt;
+    }
+    return Shape::tuple(elems);
+  }
+
+  std::optional<PValue> partitionReshape(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const Shape& in = inst.operand(0)->shape();
+    bool exact1 = false, exact2 = false;
+    Tiling opT = reshapeTiling(T, inst.shape().dimensions(), in.dimensions(), &exact1);
+    Tiling back = reshapeTiling(opT, in.dimensions(), inst.shape().dimensions(), &exact2);
+    Shape localOut = T.shardShape(inst.shape());
+    if (exact1 && exact2 && back.sameAs(T) && product(opT.shardDims(in.dimensions())) == product(localOut.dimensions())) {
+      Instruction* o = operandAs(inst.operand(0), opT);
+      return PValue{cloneAs(inst, localOut, {o}), inst.shape(), want_};
+    }
+    // The tiling does not survive this reshape: reshape the whole array
+    // and take the shard (all-gather + local slice).
+    diags_.warning(inst.location(), fmt::format("reshape '{}' to {} is partitioned by gathering its operand",
+                                                inst.name(), T.toString()));
+    Instruction* o = operandReplicated(inst.operand(0));
+    Instruction* r = cloneAs(inst, inst.shape(), {o});
+    return PValue{reshard(r, inst.shape(), Tiling::replicated(inst.shape().rank(), n_), T), inst.shape(), want_};
+  }
+
+  std::optional<PValue> partitionReduce(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const auto& dims = inst.attrs().dimensions;
+    const PValue& in = values_.at(inst.operand(0));
+    Tiling S = in.leaves[0];
+    Tiling target = S.numTiles() == 1 ? T.withInsertedDims(dims) : S;
+    Instruction* x = reshard(in.local, in.global, S, target);
+    Instruction* init = operandReplicated(inst.operand(1));
+    std::vector<int64_t> tiledReduced;
+    for (int64_t d : dims)
+      if (target.tile(d) > 1) tiledReduced.push_back(d);
+    x = mask(x, in.global, target, tiledReduced, init);
+    Tiling partial = target.replicatedOn(dims).withRemovedDims(dims);
+    Instruction* r = cloneAs(inst, partial.shardShape(inst.shape()), {x, init});
+    if (!tiledReduced.empty()) r = allReduce(r, target.groupsAlong(tiledReduced), inst.toApply());
+    return PValue{reshard(r, inst.shape(), partial, T), inst.shape(), want_};
+  }
+
+  // Variadic reduce and multi-operand sort: operands gathered along the
+  // reduced / sorted dims, local op, every output like the first.
+  std::optional<PValue> partitionVariadic(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    Opcode op = inst.opcode();
+    int64_t n = op == Opcode::Reduce ? inst.operandCount() / 2 : inst.operandCount();
+    const auto& dims = inst.attrs().dimensions;
+    Tiling target = op == Opcode::Reduce ? T.withInsertedDims(dims) : T.replicatedOn(dims);
+    std::vector<Instruction*> ops;
+    std::vector<Shape> shapes;
+    for (int64_t k = 0; k < inst.operandCount(); ++k) {
+      if (k < n) {
+        ops.push_back(operandAs(inst.operand(k), target));
+      } else {
+        ops.push_back(operandReplicated(inst.operand(k)));
+      }
+    }
+    Tiling res = op == Opcode::Reduce ? T : target;
+    for (const Shape& e : inst.shape().tupleElements()) shapes.push_back(res.shardShape(e));
+    Instruction* r = cloneAs(inst, Shape::tuple(shapes), ops);
+    PValue v{r, inst.shape(), Leaves(shapes.size(), res)};
+    return PValue{reshardValue(v, want_), inst.shape(), want_};
+  }
+
+  std::optional<PValue> partitionWholeDims(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    std::vector<int64_t> touched = touchedDims(inst);
+    Tiling W = T.replicatedOn(touched);
+    int64_t rank = inst.shape().rank();
+    std::vector<Instruction*> ops;
+    for (int64_t k = 0; k < inst.operandCount(); ++k) {
+      const Instruction* o = inst.operand(k);
+      bool data = o->shape().isArray() && o->shape().rank() == rank && rank > 0 &&
+                  !(inst.opcode() == Opcode::Pad && k == 1);
+      ops.push_back(data ? operandAs(o, W) : operandReplicated(o));
+    }
+    Shape localOut = W.shardShape(inst.shape());
+    Instruction* r = cloneAs(inst, localOut, ops);
+    std::vector<int64_t> localIn = W.shardDims(inst.operand(0)->shape().dimensions());
+    if (inst.opcode() == Opcode::Slice) {
+      auto& sl = r->attrs().slice;
+      for (int64_t j = 0; j < rank; ++j)
+        if (std::find(touched.begin(), touched.end(), j) == touched.end())
+          sl[static_cast<size_t>(j)] = {0, localIn[static_cast<size_t>(j)], 1};
+    }
+    if (inst.opcode() == Opcode::DynamicSlice) {
+      auto& sz = r->attrs().dynamicSliceSizes;
+      for (int64_t j = 0; j < rank; ++j)
+        if (std::find(touched.begin(), touched.end(), j) == touched.end()) sz[static_cast<size_t>(j)] = localIn[static_cast<size_t>(j)];
+    }
+    return PValue{reshard(r, inst.shape(), W, T), inst.shape(), want_};
+  }
+
+  std::optional<PValue> partitionDot(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    DotSpace s = dotSpace(inst);
+    const PValue& L = values_.at(inst.operand(0));
+    const PValue& R = values_.at(inst.operand(1));
+    const Tiling& SL = L.leaves[0];
+    const Tiling& SR = R.leaves[0];
+    int64_t outRank = s.outRank();
+    std::vector<Tiling> cands;
+    {
+      Tiling d = dotSpaceFromOutput(T, s);
+      for (size_t a = 0; a < s.lhsPos.size(); ++a) {
+        int64_t p = s.lhsPos[a];
+        if (p >= outRank && SL.tile(static_cast<int64_t>(a)) > 1)
+          if (auto r = d.tiledFromReplication(p, SL.tile(static_cast<int64_t>(a)))) d = *r;
+      }
+      cands.push_back(d);
+    }
+    for (int k = 0; k < 2; ++k) {
+      Tiling d = dotSpaceFromOperand(k == 0 ? SL : SR, s, k);
+      for (int64_t q = 0; q < outRank; ++q)
+        if (d.tile(q) == 1 && T.tile(q) > 1)
+          if (auto r = d.tiledFromReplication(q, T.tile(q))) d = *r;
+      cands.push_back(d);
+    }
+    double best = 0;
+    int bestK = -1;
+    for (size_t k = 0; k < cands.size(); ++k) {
+      const Tiling& d = cands[k];
+      Tiling P = dotOutPartial(d, s);
+      double cost = reshardCost(L.global, SL, dotLhs(d, s)) + reshardCost(R.global, SR, dotRhs(d, s)) +
+                    reshardCost(inst.shape(), P, T);
+      bool hasK = false;
+      for (int64_t p = outRank; p < d.rank(); ++p) hasK |= d.tile(p) > 1;
+      if (hasK) cost += 2.0 * static_cast<double>(product(P.shardDims(inst.shape().dimensions())) * elementBytes(inst.shape()));
+      if (bestK < 0 || cost < best) {
+        best = cost;
+        bestK = static_cast<int>(k);
+      }
+    }
+    const Tiling& d = cands[static_cast<size_t>(bestK)];
+    Tiling Lt = dotLhs(d, s), Rt = dotRhs(d, s), P = dotOutPartial(d, s);
+    Instruction* lhs = reshard(L.local, L.global, SL, Lt);
+    Instruction* rhs = reshard(R.local, R.global, SR, Rt);
+    const auto& dn = *inst.attrs().dotDims;
+    std::vector<int64_t> kDims;
+    for (int64_t p = outRank; p < d.rank(); ++p)
+      if (d.tile(p) > 1) kDims.push_back(p);
+    if (!kDims.empty()) {
+      lhs = mask(lhs, L.global, Lt, dn.lhsContractingDimensions, scalarConstant(L.global.elementType(), 0));
+      rhs = mask(rhs, R.global, Rt, dn.rhsContractingDimensions, scalarConstant(R.global.elementType(), 0));
+    }
+    Instruction* r = cloneAs(inst, P.shardShape(inst.shape()), {lhs, rhs});
+    if (!kDims.empty()) r = allReduce(r, d.groupsAlong(kDims), adder(inst.shape().elementType()));
+    return PValue{reshard(r, inst.shape(), P, T), inst.shape(), want_};
+  }
+
+  // Batch- and output-feature-parallel convolution: the spatial and input
+  // feature dims are taken whole (no halo exchange yet), the batch tiles
+  // split the input and the output-feature tiles split the kernel, as the
+  // non-contracting dims of a dot.
+  std::optional<PValue> partitionConvolution(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
+    std::vector<int64_t> spatial = cd.outputSpatialDimensions;
+    const Tiling& in = values_.at(inst.operand(0)).leaves[0];
+    for (size_t i = 0; i < spatial.size(); ++i)
+      if (T.tile(spatial[i]) > 1 || in.tile(cd.inputSpatialDimensions[i]) > 1) {
+        unsupported(inst, "spatially sharded convolutions need halo exchange, not implemented yet");
+        return std::nullopt;
+      }
+    Tiling W = T.replicatedOn(spatial);
+    if (inst.attrs().featureGroupCount != 1 || inst.attrs().batchGroupCount != 1)
+      W = W.replicatedOn({cd.outputFeatureDimension, cd.outputBatchDimension});
+    int64_t rank = inst.shape().rank();
+    std::vector<int64_t> lhsPerm(static_cast<size_t>(rank)), rhsPerm(static_cast<size_t>(rank));
+    lhsPerm[static_cast<size_t>(cd.inputBatchDimension)] = cd.outputBatchDimension;
+    lhsPerm[static_cast<size_t>(cd.inputFeatureDimension)] = cd.outputFeatureDimension;
+    rhsPerm[static_cast<size_t>(cd.kernelOutputFeatureDimension)] = cd.outputFeatureDimension;
+    rhsPerm[static_cast<size_t>(cd.kernelInputFeatureDimension)] = cd.outputBatchDimension;
+    for (size_t i = 0; i < spatial.size(); ++i) {
+      lhsPerm[static_cast<size_t>(cd.inputSpatialDimensions[i])] = spatial[i];
+      rhsPerm[static_cast<size_t>(cd.kernelSpatialDimensions[i])] = spatial[i];
+    }
+    Tiling lt = W.replicatedOn({cd.outputFeatureDimension}).transposed(lhsPerm);
+    Tiling rt = W.replicatedOn({cd.outputBatchDimension}).transposed(rhsPerm);
+    Instruction* lhs = operandAs(inst.operand(0), lt);
+    Instruction* rhs = operandAs(inst.operand(1), rt);
+    Instruction* c = cloneAs(inst, W.shardShape(inst.shape()), {lhs, rhs});
+    return PValue{reshard(c, inst.shape(), W, T), inst.shape(), want_};
+  }
+
+  // ------------------------------------------------------------ computations
+  Computation* partitionComputation(const Computation& c, const Leaves* paramLeaves, const std::string& name,
+                                    Leaves* rootWant) {
+    std::vector<Leaves> params;
+    if (paramLeaves) params.push_back(*paramLeaves);
+    return partitionComputationWithParams(c, params, name, rootWant, paramLeaves == nullptr);
+  }
+
+  Computation* partitionComputationWithParams(const Computation& c, const std::vector<Leaves>& params,
+                                              const std::string& name, Leaves* rootWant, bool isEntry = false) {
+    std::string cname = name;
+    for (int k = 1; compNames_.count(cname); ++k) cname = fmt::format("{}.spmd{}", name, k > 1 ? std::to_string(k) : "");
+    compNames_.insert(cname);
+    Computation* saveOut = out_;
+    Instruction* savePid = pid_;
+    Leaves saveWant = want_;
+    auto saveTables = std::move(tables_);
+    tables_.clear();
+    out_ = module_.addComputation(cname);
+    pid_ = nullptr;
+    bool ok = true;
+    for (const auto& instPtr : c.instructions()) {
+      const Instruction& inst = *instPtr;
+      location_ = inst.location();
+      if (inst.opcode() == Opcode::Parameter && !isEntry) {
+        size_t k = static_cast<size_t>(inst.attrs().parameterNumber);
+        want_ = k < params.size() ? params[k] : replicatedLeaves(inst.shape(), n_);
+      } else if (inst.sharding()) {
+        std::optional<Leaves> l = readSharding(inst, n_, diags_);
+        if (!l) {
+          ok = false;
+          break;
+        }
+        want_ = std::move(*l);
+      } else {
+        want_ = replicatedLeaves(inst.shape(), n_);
+      }
+      if (&inst == c.root() && rootWant && !isEntry) want_ = *rootWant;
+      std::optional<PValue> v = partitionOne(inst, isEntry);
+      if (!v) {
+        ok = false;
+        break;
+      }
+      // Handlers may leave a different sharding; settle on the wanted one.
+      bool same = v->leaves.size() == want_.size();
+      for (size_t k = 0; same && k < want_.size(); ++k) same = v->leaves[k].sameAs(want_[k]);
+      if (!same) {
+        v->local = reshardValue(*v, want_);
+        v->leaves = want_;
+      }
+      values_[&inst] = std::move(*v);
+    }
+    Computation* result = out_;
+    if (ok) {
+      Instruction* root = values_.at(c.root()).local;
+      if (isEntry) {
+        if (root->opcode() == Opcode::Parameter || values_.at(c.root()).local == nullptr) {
+          // A root that is a parameter gets its own copy to hold the output attributes.
+          root = add(Opcode::Copy, root->shape(), {root}, "copy");
+        }
+        root->common().sharding = toHloSharding(c.root()->shape(), values_.at(c.root()).leaves);
+        setGlobalShape(*root, c.root()->shape());
+      }
+      out_->setRoot(root);
+    }
+    out_ = saveOut;
+    pid_ = savePid;
+    want_ = std::move(saveWant);
+    tables_ = std::move(saveTables);
+    return ok ? result : nullptr;
+  }
+
+  hlo::Module& module_;
+  int64_t n_;
+  DiagnosticEngine& diags_;
+  std::set<std::string> names_;
+  std::map<std::string, int64_t> nextSuffix_;
+  std::set<std::string> compNames_;
+  int64_t nextChannel_ = 1;
+  Computation* out_ = nullptr;
+  Instruction* pid_ = nullptr;
+  std::map<std::vector<int64_t>, Instruction*> tables_;
+  std::map<ElementType, Computation*> adders_;
+  std::map<const Instruction*, PValue> values_;
+  Leaves want_;
+  SourceLocation location_;
+};
+
+}  // namespace
+
+bool isPartitioned(const hlo::Module& module) {
+  const hlo::Computation* entry = module.entry();
+  if (!entry) return false;
+  const std::string& name = entry->name();
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "_spmd") == 0) return true;
+  for (const auto& c : module.computations())
+    for (const auto& inst : c->instructions()) {
+      Opcode op = inst->opcode();
+      bool manual = inst->sharding() && inst->sharding()->kind == hlo::Sharding::Kind::Manual;
+      if (manual) continue;
+      if (op == Opcode::PartitionId) return true;
+      if ((op == Opcode::AllGather || op == Opcode::AllGatherStart || op == Opcode::AllReduce ||
+           op == Opcode::AllReduceStart || op == Opcode::AllToAll || op == Opcode::ReduceScatter ||
+           op == Opcode::CollectivePermute || op == Opcode::CollectivePermuteStart) &&
+          inst->attrs().channelId)
+        return true;
+    }
+  return false;
+}
+
+bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags) {
+  Partitioner p(module, numPartitions, diags);
+  return p.run();
+}
+
+bool SpmdPartitionPass::run(hlo::Module& module, DiagnosticEngine& diags) {
+  if (isPartitioned(module)) {
+    diags.warning(module.entry()->location(),
+                  fmt::format("module '{}' is already partitioned (cross-partition collectives or an _spmd entry); "
+                              "left unchanged",
+                              module.name()));
+    return false;
+  }
+  SpmdOptions defaults;
+  int64_t n = partitionCount(module, options_ ? *options_ : defaults);
+  partitionModule(module, n, diags);
+  return true;
+}
+
+void registerSpmdPasses(passes::PassRegistry& registry, const SpmdOptions* options) {
+  if (registry.find("spmd-partition")) return;
+  registry.add({"sharding-propagation",
+                "Give every instruction a sharding from the annotations (GSPMD propagation, forward and backward)",
+                [options] { return std::make_unique<ShardingPropagationPass>(options); }});
+  registry.add({"spmd-partition",
+                "Rewrite a sharded module into the per-device SPMD program with collectives (run after "
+                "sharding-propagation)",
+                [options] { return std::make_unique<SpmdPartitionPass>(options); }});
+}
+
+std::string formatCommunicationStats(const hlo::Module& module, bool json) {
+  std::map<std::string, int64_t> bytes, counts;
+  for (const auto& c : module.computations())
+    for (const auto& inst : c->instructions()) {
+      Opcode op = inst->opcode();
+      if (op != Opcode::AllGather && op != Opcode::AllReduce && op != Opcode::AllToAll &&
+          op != Opcode::CollectivePermute && op != Opcode::ReduceScatter)
+        continue;
+      std::string kind(hlo::opcodeName(op));
+      std::optional<int64_t> b = inst->shape().byteSize();
+      // Bytes each device receives: all-gather its result minus its own
+      // piece; all-reduce / all-to-all / permute about their operand size.
+      int64_t v = b ? *b : 0;
+      if (op == Opcode::AllGather && inst->attrs().replicaGroups && !inst->attrs().replicaGroups->groups.empty()) {
+        int64_t g = static_cast<int64_t>(inst->attrs().replicaGroups->groups[0].size());
+        v = v - v / std::max<int64_t>(g, 1);
+      }
+      bytes[kind] += v;
+      counts[kind] += 1;
+    }
+  std::string out;
+  int64_t total = 0;
+  for (auto& [k, v] : bytes) total += v;
+  if (json) {
+    out = "\"communication\": {";
+    bool first = true;
+    for (auto& [k, v] : bytes) {
+      out += fmt::format("{}\"{}\": {{\"count\": {}, \"bytes\": {}}}", first ? "" : ", ", k, counts[k], v);
+      first = false;
+    }
+    out += fmt::format("}}, \"communication_bytes\": {}", total);
+    return out;
+  }
+  for (auto& [k, v] : bytes) out += fmt::format("communication {}: {} ops, {} bytes per device\n", k, counts[k], v);
+  out += fmt::format("communication bytes per device: {}\n", total);
+  return out;
+}
+
+}  // namespace tpu::spmd

@@ -1,0 +1,217 @@
+// The verification sweep (issue 13, point 5): every op family partitioned
+// under many shardings (tiled on each dimension, replicated, partially
+// replicated, uneven sizes, non-iota device orders) on 2, 4, 5 and 8
+// devices must compute what the unpartitioned module computes.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <random>
+
+#include "spmd/verify/check.h"
+
+namespace tpu::spmd {
+namespace {
+
+std::string iotaList(int64_t n) {
+  std::string s;
+  for (int64_t i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", i);
+  return s;
+}
+
+// Shardings of a rank-2 array over n devices.
+std::vector<std::string> rank2Shardings(int64_t n) {
+  std::vector<std::string> out = {"{replicated}", fmt::format("{{devices=[{},1]<=[{}]}}", n, n),
+                                  fmt::format("{{devices=[1,{}]<=[{}]}}", n, n)};
+  std::string rev;
+  for (int64_t i = n; i-- > 0;) rev += fmt::format("{}{}", i == n - 1 ? "" : ",", i);
+  out.push_back(fmt::format("{{devices=[{},1]{}}}", n, rev));
+  out.push_back(fmt::format("{{devices=[1,{}]{}}}", n, rev));
+  if (n % 2 == 0 && n > 2) {
+    out.push_back(fmt::format("{{devices=[2,{}]<=[{}]}}", n / 2, n));
+    out.push_back(fmt::format("{{devices=[{},2]<=[2,{}]T(1,0)}}", n / 2, n / 2));
+    out.push_back(fmt::format("{{devices=[2,1,{}]<=[{}] last_tile_dim_replicate}}", n / 2, n));
+    out.push_back(fmt::format("{{devices=[1,2,{}]<=[{}]T(1,0) last_tile_dim_replicate}}", n / 2, n / 2 == 1 ? "2" : fmt::format("{},2", n / 2)));
+  }
+  if (n == 2) out.push_back("{devices=[1,1,2]<=[2] last_tile_dim_replicate}");
+  if (n == 5) out.push_back("{devices=[5,1]3,0,4,1,2}");
+  return out;
+}
+
+std::vector<std::string> rank1Shardings(int64_t n) {
+  std::vector<std::string> out = {"{replicated}", fmt::format("{{devices=[{}]<=[{}]}}", n, n)};
+  std::string rev;
+  for (int64_t i = n; i-- > 0;) rev += fmt::format("{}{}", i == n - 1 ? "" : ",", i);
+  out.push_back(fmt::format("{{devices=[{}]{}}}", n, rev));
+  if (n % 2 == 0 && n > 2) out.push_back(fmt::format("{{devices=[2,{}]<=[{}] last_tile_dim_replicate}}", n / 2, n));
+  return out;
+}
+
+struct Case {
+  const char* name;
+  const char* text;  // {n}: devices; {a} {b} {c}: rank-2 shardings; {r}: a rank-1 sharding
+};
+
+const Case kCases[] = {
+    {"elementwise", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[10,7] parameter(0), sharding={a}
+  b = f32[10,7] parameter(1), sharding={b}
+  s = f32[10,7] add(a, b)
+  ROOT m = f32[10,7] multiply(s, a), sharding={c}
+})"},
+    {"integer-elementwise", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = s32[9,6] parameter(0), sharding={a}
+  b = s32[9,6] parameter(1), sharding={b}
+  c = pred[9,6] compare(a, b), direction=LT
+  ROOT s = s32[9,6] select(c, a, b), sharding={c}
+})"},
+    {"transpose", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[10,7] parameter(0), sharding={a}
+  t = f32[7,10] transpose(a), dimensions={1,0}, sharding={b}
+  ROOT n = f32[7,10] negate(t), sharding={c}
+})"},
+    {"reduce-rows", R"(HloModule m, num_partitions={n}
+add {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] add(x, y)
+}
+ENTRY e {
+  a = s32[11,6] parameter(0), sharding={a}
+  z = s32[] constant(0)
+  ROOT r = s32[6] reduce(a, z), dimensions={0}, to_apply=add, sharding={r}
+})"},
+    {"reduce-max", R"(HloModule m, num_partitions={n}
+mx {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] maximum(x, y)
+}
+ENTRY e {
+  a = f32[11,6] parameter(0), sharding={a}
+  n = f32[11,6] negate(a), sharding={b}
+  z = f32[] constant(-inf)
+  ROOT r = f32[11] reduce(n, z), dimensions={1}, to_apply=mx, sharding={r}
+})"},
+    {"dot", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[10,12] parameter(0), sharding={a}
+  b = f32[12,7] parameter(1), sharding={b}
+  ROOT d = f32[10,7] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={c}
+})"},
+    {"batch-dot", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[6,5,8] parameter(0), sharding={devices=[{n},1,1]<=[{n}]}
+  b = f32[6,8,3] parameter(1)
+  ROOT d = f32[6,5,3] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}, sharding={devices=[{n},1,1]<=[{n}]}
+})"},
+    {"broadcast", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[7] parameter(0), sharding={r}
+  b = f32[10,7] broadcast(a), dimensions={1}, sharding={a}
+  c = f32[10,7] parameter(1), sharding={b}
+  ROOT s = f32[10,7] add(b, c), sharding={c}
+})"},
+    {"reshape", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[8,6] parameter(0), sharding={a}
+  r = f32[4,2,6] reshape(a)
+  ROOT f = f32[8,6] reshape(r), sharding={b}
+})"},
+    {"slice-pad-concat", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[10,7] parameter(0), sharding={a}
+  s = f32[6,7] slice(a), slice={[2:8], [0:7]}
+  z = f32[] constant(0)
+  p = f32[9,7] pad(s, z), padding=1_2x0_0
+  c = f32[19,7] concatenate(p, a), dimensions={0}
+  ROOT r = f32[19,7] reverse(c), dimensions={1}, sharding={b}
+})"},
+    {"dynamic-slice", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[10,7] parameter(0), sharding={a}
+  i = s32[] constant(3)
+  j = s32[] constant(0)
+  d = f32[4,7] dynamic-slice(a, i, j), dynamic_slice_sizes={4,7}
+  u = f32[10,7] dynamic-update-slice(a, d, j, j), sharding={b}
+  ROOT r = f32[10,7] add(u, a), sharding={c}
+})"},
+    {"iota", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = s32[9,6] parameter(0), sharding={a}
+  i = s32[9,6] iota(), iota_dimension=0, sharding={b}
+  ROOT r = s32[9,6] add(a, i), sharding={c}
+})"},
+    {"convolution", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[6,9,9,5] parameter(0), sharding={devices=[{n},1,1,1]<=[{n}]}
+  k = f32[3,3,5,7] parameter(1)
+  c = f32[6,9,9,7] convolution(a, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT r = f32[6,9,9,7] negate(c), sharding={devices=[1,1,1,{n}]<=[{n}]}
+})"},
+    {"while", R"(HloModule m, num_partitions={n}
+cond {
+  p = (s32[], f32[10,7]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  k = s32[] constant(3)
+  ROOT c = pred[] compare(i, k), direction=LT
+}
+body {
+  p = (s32[], f32[10,7]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  x = f32[10,7] get-tuple-element(p), index=1
+  y = f32[10,7] add(x, x), sharding={b}
+  ROOT t = (s32[], f32[10,7]) tuple(j, y)
+}
+ENTRY e {
+  a = f32[10,7] parameter(0), sharding={a}
+  z = s32[] constant(0)
+  t = (s32[], f32[10,7]) tuple(z, a)
+  w = (s32[], f32[10,7]) while(t), condition=cond, body=body
+  ROOT r = f32[10,7] get-tuple-element(w), index=1, sharding={c}
+})"},
+};
+
+std::string fill(std::string text, int64_t n, const std::string& a, const std::string& b, const std::string& c,
+                 const std::string& r) {
+  auto rep = [&](const std::string& key, const std::string& v) {
+    for (size_t p; (p = text.find(key)) != std::string::npos;) text.replace(p, key.size(), v);
+  };
+  rep("{n}", std::to_string(n));
+  rep("sharding={a}", "sharding=" + a);
+  rep("sharding={b}", "sharding=" + b);
+  rep("sharding={c}", "sharding=" + c);
+  rep("sharding={r}", "sharding=" + r);
+  return text;
+}
+
+class Sweep : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(Sweep, PartitionedEqualsUnpartitioned) {
+  int64_t n = GetParam();
+  std::vector<std::string> s2 = rank2Shardings(n), s1 = rank1Shardings(n);
+  std::mt19937_64 rng(static_cast<uint64_t>(n) * 7919);
+  for (const Case& c : kCases) {
+    // Every sharding on each slot at least once, plus random combinations.
+    size_t rounds = s2.size() + 6;
+    for (size_t k = 0; k < rounds; ++k) {
+      std::string a = k < s2.size() ? s2[k] : s2[rng() % s2.size()];
+      std::string b = s2[rng() % s2.size()];
+      std::string cc = s2[(k + rng() % 3) % s2.size()];
+      std::string r = s1[rng() % s1.size()];
+      std::string text = fill(c.text, n, a, b, cc, r);
+      CheckReport rep = checkPartitioning(text, n, k + 1);
+      EXPECT_TRUE(rep.ok) << c.name << " on " << n << " devices:\n" << text << "\n" << rep.message;
+      if (!rep.ok) break;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Sweep, ::testing::Values(2, 4, 5, 8));
+
+}  // namespace
+}  // namespace tpu::spmd
