@@ -4,32 +4,10 @@
 #include <cstring>
 #include <string>
 
+#include "support/elided_fill.h"
 #include "support/float_format.h"
 
 namespace tpu::eval {
-
-namespace {
-
-uint64_t fnv1a(std::string_view s, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
-};
-
-}  // namespace
 
 hlo::Literal fillElidedLiteral(std::string_view name, const hlo::Shape& shape) {
   if (shape.isTuple()) {
@@ -40,10 +18,8 @@ hlo::Literal fillElidedLiteral(std::string_view name, const hlo::Shape& shape) {
   }
   hlo::Literal lit(shape);
   if (!shape.isArray()) return lit;
-  std::string key(name);
-  key.push_back('\0');
-  key += shape.toString(false);
-  SplitMix64 rng{fnv1a(key)};
+  // One stream with llo-gen's fill(seed), which the assembler expands.
+  ElidedFillStream rng{elidedFillSeed(name, shape.toString(false))};
   const hlo::ElementType t = shape.elementType();
   const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(t);
   const int64_t n = lit.elementCount();
