@@ -327,13 +327,7 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
       } else if (tailRows == rows) {
         dma(rows);
       } else {
-        std::string lt = e_.newLabel("rtail"), ld = e_.newLabel("rdmadone");
-        e_.op("br.eq {}, {}, {}", S(batchReg), nBatches - 1, lt);
-        dma(rows);
-        e_.op("jmp {}", ld);
-        e_.label(lt);
-        dma(tailRows);
-        e_.label(ld);
+        emitEdgeBranch(batchReg, nBatches - 1, [&](bool tail) { dma(tail ? tailRows : rows); });
       }
     }
   };
