@@ -10,6 +10,7 @@
 #include "hlo/io/hlo_io.h"
 #include "hlo/verify/verifier.h"
 #include "passes/testing/differential.h"
+#include "passes/testing/sweep_files.h"
 #include "support/file_io.h"
 
 namespace tpu::passes::layout {
@@ -93,17 +94,8 @@ TEST(LayoutAssignment, ExpandedBitcastsKeepResults) {
 // ------------------------------------------------------------ corpus sweep
 
 std::vector<std::string> sweepFiles() {
-  std::vector<std::string> files;
-  std::set<std::string> names;
-  for (const char* dir : {TPU_CORPUS_DIR, TPU_SOURCE_DIR "/testdata/programs", TPU_SOURCE_DIR "/testdata/models",
-                          TPU_SOURCE_DIR "/testdata/workloads"}) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.path().extension() == ".hlo" && names.insert(e.path().filename().string()).second)
-        files.push_back(e.path().string());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
+  return testing::hloFilesIn({TPU_CORPUS_DIR, TPU_SOURCE_DIR "/testdata/programs",
+                              TPU_SOURCE_DIR "/testdata/models", TPU_SOURCE_DIR "/testdata/workloads"});
 }
 
 const std::set<std::string> kSlow = {
@@ -157,10 +149,7 @@ TEST_P(LayoutSweep, SameResultsDeterministicRoundTrip) {
 }
 
 std::string testName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = fs::path(info.param).stem().string();
-  for (char& c : name)
-    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name;
+  return testing::sweepTestName(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, LayoutSweep, ::testing::ValuesIn(sweepFiles()), testName);

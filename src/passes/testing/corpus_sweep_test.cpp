@@ -16,6 +16,7 @@
 
 #include "hlo/io/hlo_io.h"
 #include "passes/testing/differential.h"
+#include "passes/testing/sweep_files.h"
 #include "support/file_io.h"
 
 namespace tpu::passes::testing {
@@ -24,16 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<std::string> sweepFiles() {
-  std::vector<std::string> files;
-  std::set<std::string> names;  // testdata/models repeats corpus modules
-  for (const char* dir : {TPU_CORPUS_DIR, TPU_SOURCE_DIR "/testdata/programs", TPU_SOURCE_DIR "/testdata/models"}) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.path().extension() == ".hlo" && names.insert(e.path().filename().string()).second)
-        files.push_back(e.path().string());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
+  return testing::hloFilesIn(
+      {TPU_CORPUS_DIR, TPU_SOURCE_DIR "/testdata/programs", TPU_SOURCE_DIR "/testdata/models"});
 }
 
 // Modules the interpreter cannot run (custom calls it does not know,
@@ -72,10 +65,7 @@ TEST_P(CorpusSweep, SameResultsAfterPipeline) {
 }
 
 std::string testName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = fs::path(info.param).stem().string();
-  for (char& c : name)
-    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-  return name;
+  return testing::sweepTestName(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, CorpusSweep, ::testing::ValuesIn(sweepFiles()), testName);
