@@ -414,14 +414,14 @@ ENTRY main {
 
 TEST(EndToEnd, OneChipCollectiveIsACopy) {
   E2eRun r = compileAndCompare(R"(HloModule m
-ENTRY main {
-  x = f32[8] parameter(0)
-  ROOT s = f32[8] all-reduce(x), replica_groups={}, to_apply=add
 add {
   p = f32[] parameter(0)
   q = f32[] parameter(1)
   ROOT s = f32[] add(p, q)
 }
+ENTRY main {
+  x = f32[8] parameter(0)
+  ROOT s = f32[8] all-reduce(x), replica_groups={}, to_apply=add
 })");
   EXPECT_EQ(r.error, "");
 }

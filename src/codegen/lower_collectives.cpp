@@ -27,7 +27,8 @@ namespace tpu::codegen {
 
 namespace {
 
-// Semaphores of the collectives: above those the kernels use.
+// Semaphores of the collectives: above those the kernels use (24-31: the
+// async starts in flight, lowerAsyncAllGather).
 constexpr int kSemSent[2] = {16, 18};      // reduce-scatter sends, per direction
 constexpr int kSemRecv[2] = {17, 19};      // reduce-scatter arrivals
 constexpr int kSemGatherSent[2] = {20, 22};  // all-gather / direct sends
@@ -150,6 +151,12 @@ bool Lowerer::podReady(const Instruction& in) {
                                              : target::parseTopology(options_.topology, target_, chips, diags_);
   if (!topo) {
     if (diags_.errorCount() == errors) diags_.error(in.location(), "llo-gen: no slice for the pod");
+    failed_ = true;
+    return false;
+  }
+  if (chips > 1 && target_.registers.semaphores < 32) {
+    diags_.error(in.location(), fmt::format("llo-gen: collectives use semaphores 16 to 31, but target '{}' has {}",
+                                            target_.name, target_.registers.semaphores));
     failed_ = true;
     return false;
   }
@@ -337,16 +344,144 @@ bool Lowerer::ringAllGather(const Instruction& in, const RingPlan& rp, int src, 
   return !failed_;
 }
 
+// The per-chip table [index in group, member chip ids...] of a collective
+// whose replica groups are all of size G; -1 after an error.
+int Lowerer::memberTable(const Instruction& in, int64_t& G) {
+  const int64_t R = pod_.replicas, P = pod_.partitions, N = R * P;
+  std::vector<std::vector<int64_t>> groups = deviceGroups(in, R, P);
+  std::vector<int64_t> groupOf(static_cast<size_t>(N), -1);
+  G = -1;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    for (int64_t dev : groups[gi]) {
+      if (dev < 0 || dev >= N) {
+        fail(in, fmt::format("llo-gen: replica group names device {}, but the pod has {} replica(s) x {} "
+                             "partition(s)",
+                             dev, R, P));
+        return -1;
+      }
+      if (groupOf[static_cast<size_t>(dev)] < 0) groupOf[static_cast<size_t>(dev)] = static_cast<int64_t>(gi);
+    }
+    if (G < 0) G = static_cast<int64_t>(groups[gi].size());
+    else if (G != static_cast<int64_t>(groups[gi].size())) {
+      fail(in, "llo-gen: replica groups of different sizes are not supported");
+      return -1;
+    }
+  }
+  for (int64_t c = 0; c < N; ++c)
+    if (groupOf[static_cast<size_t>(c)] < 0) {
+      fail(in, fmt::format("llo-gen: replica {}, partition {} is in no replica group", c / P, c % P));
+      return -1;
+    }
+  const int64_t rowWords = 1 + G;
+  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
+  for (int64_t c = 0; c < N; ++c) {
+    const std::vector<int64_t>& g = groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])];
+    uint32_t* row = &table[static_cast<size_t>(c * rowWords)];
+    row[0] = static_cast<uint32_t>(std::find(g.begin(), g.end(), c) - g.begin());
+    for (int64_t j = 0; j < G; ++j) row[1 + j] = static_cast<uint32_t>(g[static_cast<size_t>(j)]);
+  }
+  if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes) {
+    fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
+    return -1;
+  }
+  return constTable(in, table);
+}
+
+// Async forms that overlap: all-gather-start along its outermost dimension
+// sends the operand straight to every member's result (its own block too)
+// and collective-permute-start to its target; the done waits for the
+// arrivals and sends. Each start in flight has its own semaphore pair
+// (24-31, in turn), so overlapping ones never take each other's arrivals.
+bool Lowerer::asyncGatherOverlaps(const Instruction& in) const {
+  if (in.opcode() != Opcode::AllGatherStart || in.attrs().dimensions.empty()) return false;
+  const size_t dim = static_cast<size_t>(in.attrs().dimensions[0]);
+  for (const Instruction* o : in.operands()) {
+    const Shape& s = o->shape();
+    if (!s.isArray() || s.rank() == 0 || dim >= static_cast<size_t>(s.rank())) return false;
+    for (size_t i = 0; i < dim; ++i)
+      if (s.dimension(static_cast<int64_t>(i)) != 1) return false;
+  }
+  return true;
+}
+
+bool Lowerer::lowerAsyncAllGather(const Instruction& in) {
+  if (!podReady(in)) return false;
+  int64_t G = 0;
+  int tbl = memberTable(in, G);
+  if (tbl < 0) return false;
+  const int sem = 24 + 2 * (asyncCount_++ % 4);
+  const std::vector<int>& outs = leaves_[&in];
+  const size_t outFirst = outs.size() - static_cast<size_t>(in.operandCount());
+  beginKernel(in, "all-gather-start");
+  e_.op("barrier.pod");
+  loadChipRow(tbl, 1 + G);
+  int64_t sends = 0;
+  uint64_t bytesAll = 0;
+  for (int64_t k = 0; k < in.operandCount(); ++k) {
+    const int x = leaves_[in.operand(k)][0], y = outs[outFirst + static_cast<size_t>(k)];
+    const int64_t bytes = static_cast<int64_t>(bufs_[x].bytes);
+    if (bytes == 0) continue;
+    bytesAll += static_cast<uint64_t>(bytes);
+    std::string desc = e_.desc(static_cast<uint64_t>(bytes), {});
+    for (int64_t j = 0; j < G; ++j) {
+      PoolGuard guard({&sregs_});
+      int to = rowWord(1 + j), sd = blockAddress(y, 0, 0, bytes), ss = sreg();
+      e_.op("smov {}, {}", S(ss), base(x));
+      e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(to), memRef(y, S(sd)), memRef(x, S(ss)), sem,
+            sem + 1);
+      ++sends;
+    }
+  }
+  async_[&in] = AsyncCollective{-1, sem, sends, sends};
+  endKernel(0, bytesAll * static_cast<uint64_t>(G), 0);
+  return !failed_;
+}
+
+bool Lowerer::lowerAsyncDone(const Instruction& in) {
+  auto it = async_.find(in.operand(0));
+  if (it == async_.end()) return true;  // the start did all the work
+  const AsyncCollective& a = it->second;
+  beginKernel(in, hlo::opcodeName(in.opcode()) == std::string("all-gather-done") ? "all-gather-done"
+                                                                                  : "collective-permute-done");
+  if (a.table < 0) {
+    if (a.sends > 0) e_.op("sem.wait sem{}, {}", a.sem, a.sends);
+    if (a.recvs > 0) e_.op("sem.wait sem{}, {}", a.sem + 1, a.recvs);
+  } else {
+    // collective-permute: which chips send and receive is in the table.
+    loadChipRow(a.table, 2);
+    std::string noSend = e_.newLabel("nosend"), noRecv = e_.newLabel("norecv");
+    {
+      PoolGuard guard({&sregs_});
+      int to = rowWord(0);
+      e_.op("br.lt {}, 0, {}", S(to), noSend);
+      e_.op("sem.wait sem{}", a.sem);
+    }
+    e_.label(noSend);
+    {
+      PoolGuard guard({&sregs_});
+      int rv = rowWord(1);
+      e_.op("br.eq {}, 0, {}", S(rv), noRecv);
+      e_.op("sem.wait sem{}", a.sem + 1);
+    }
+    e_.label(noRecv);
+  }
+  endKernel(0, 0, 0);
+  return !failed_;
+}
+
 bool Lowerer::lowerCollective(const Instruction& in) {
   switch (in.opcode()) {
     case Opcode::AllGatherDone:
     case Opcode::CollectivePermuteDone:
+      return lowerAsyncDone(in);
     case Opcode::AllReduceDone:
       return true;
+    case Opcode::AllGatherStart:
+      if (asyncGatherOverlaps(in)) return lowerAsyncAllGather(in);
+      return lowerRingCollective(in);
     case Opcode::AllReduce:
     case Opcode::AllReduceStart:
     case Opcode::AllGather:
-    case Opcode::AllGatherStart:
     case Opcode::ReduceScatter:
       return lowerRingCollective(in);
     default:
@@ -414,7 +549,6 @@ bool Lowerer::lowerRingCollective(const Instruction& in) {
   }
   if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
     return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
-  if (target_.registers.semaphores < 24) return fail(in, "llo-gen: collectives need 24 semaphores on the target");
   int tbl = constTable(in, table);
 
   beginKernel(in, reduce ? (scatterOp ? "reduce-scatter" : "all-reduce") : "all-gather");
@@ -562,7 +696,9 @@ bool Lowerer::lowerDirectCollective(const Instruction& in) {
     const int64_t n = in.operand(0)->shape().elementCount().value_or(0);
     const int64_t bytes = n * typeInfo(t).bytes;
     int tbl = constTable(in, table);
-    beginKernel(in, "collective-permute");
+    const bool async = op == Opcode::CollectivePermuteStart;
+    const int semSent = async ? 24 + 2 * (asyncCount_++ % 4) : kSemGatherSent[0], semRecv = semSent + 1;
+    beginKernel(in, async ? "collective-permute-start" : "collective-permute");
     if (op == Opcode::CollectivePermuteStart && outs.size() > 2)
       if (!zeroLeaves(std::vector<int>(outs.begin() + 2, outs.end()))) return false;
     e_.op("barrier.pod");
@@ -584,15 +720,17 @@ bool Lowerer::lowerDirectCollective(const Instruction& in) {
         e_.op("smov {}, {}", S(sd), base(y));
         e_.op("smov {}, {}", S(ss), base(x));
         e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", e_.desc(static_cast<uint64_t>(bytes), {}), S(to),
-              memRef(y, S(sd)), memRef(x, S(ss)), kSemGatherSent[0], kSemGatherRecv[0]);
-        e_.op("sem.wait sem{}", kSemGatherSent[0]);
+              memRef(y, S(sd)), memRef(x, S(ss)), semSent, semRecv);
+        if (!async) e_.op("sem.wait sem{}", semSent);
       }
       e_.label(noSend);
-      {
+      if (async) {
+        async_[&in] = AsyncCollective{tbl, semSent, 0, 0};
+      } else {
         PoolGuard guard({&sregs_});
         int rv = rowWord(1);
         e_.op("br.eq {}, 0, {}", S(rv), noRecv);
-        e_.op("sem.wait sem{}", kSemGatherRecv[0]);
+        e_.op("sem.wait sem{}", semRecv);
       }
       e_.label(noRecv);
     }
@@ -601,36 +739,10 @@ bool Lowerer::lowerDirectCollective(const Instruction& in) {
   }
 
   // all-to-all and collective-broadcast: groups as for the rings.
-  std::vector<std::vector<int64_t>> groups = deviceGroups(in, R, P);
-  std::vector<int64_t> groupOf(static_cast<size_t>(N), -1);
-  int64_t G = -1;
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    for (int64_t dev : groups[gi]) {
-      if (dev < 0 || dev >= N)
-        return fail(in, fmt::format("llo-gen: replica group names device {}, but the pod has {} replica(s) x {} "
-                                    "partition(s)",
-                                    dev, R, P));
-      if (groupOf[static_cast<size_t>(dev)] < 0) groupOf[static_cast<size_t>(dev)] = static_cast<int64_t>(gi);
-    }
-    if (G < 0) G = static_cast<int64_t>(groups[gi].size());
-    else if (G != static_cast<int64_t>(groups[gi].size()))
-      return fail(in, "llo-gen: replica groups of different sizes are not supported");
-  }
-  for (int64_t c = 0; c < N; ++c)
-    if (groupOf[static_cast<size_t>(c)] < 0)
-      return fail(in, fmt::format("llo-gen: replica {}, partition {} is in no replica group", c / P, c % P));
-  // Per chip: [gidx, member[G]].
+  int64_t G = 0;
+  int tbl = memberTable(in, G);
+  if (tbl < 0) return false;
   const int64_t rowWords = 1 + G;
-  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
-  for (int64_t c = 0; c < N; ++c) {
-    const std::vector<int64_t>& g = groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])];
-    uint32_t* row = &table[static_cast<size_t>(c * rowWords)];
-    row[0] = static_cast<uint32_t>(std::find(g.begin(), g.end(), c) - g.begin());
-    for (int64_t j = 0; j < G; ++j) row[1 + j] = static_cast<uint32_t>(g[static_cast<size_t>(j)]);
-  }
-  if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
-    return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
-  int tbl = constTable(in, table);
 
   if (op == Opcode::CollectiveBroadcast) {
     beginKernel(in, "collective-broadcast");

@@ -77,6 +77,8 @@ bool Lowerer::checkWideTypes(const Instruction& in) {
     return true;
   if (op == Opcode::BitcastConvert) return true;  // an alias (the widths are checked when planned)
   if (op == Opcode::GetDimensionSize) return true;  // reads the operand's shape, never its data
+  // Collectives move data and run their reducer elementwise (lower_collectives.cpp).
+  if (hlo::isCollective(op)) return true;
   if (complexLeaf) return checkComplexTypes(in, *complexLeaf);
   bool computed = hlo::isElementwise(op) || op == Opcode::Map || op == Opcode::Iota || op == Opcode::Fusion ||
                   op == Opcode::RngBitGenerator || op == Opcode::Reduce || op == Opcode::Scatter ||

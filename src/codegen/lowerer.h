@@ -743,6 +743,20 @@ class Lowerer {
   bool ringAllGather(const Instruction& in, const RingPlan& rp, int src, int64_t srcOff, int y);
   bool lowerRingCollective(const Instruction& in);
   bool lowerDirectCollective(const Instruction& in);
+  int memberTable(const Instruction& in, int64_t& G);
+  bool asyncGatherOverlaps(const Instruction& in) const;
+  bool lowerAsyncAllGather(const Instruction& in);
+  bool lowerAsyncDone(const Instruction& in);
+  // Starts whose done waits for them: the per-chip table (collective-
+  // permute, else -1), the semaphore pair (sent, sent + 1 = arrivals) and
+  // the counts to wait for.
+  struct AsyncCollective {
+    int table = -1;
+    int sem = 24;
+    int64_t sends = 0, recvs = 0;
+  };
+  std::map<const Instruction*, AsyncCollective> async_;
+  int asyncCount_ = 0;
   struct PodShape {
     bool ready = false;
     int64_t replicas = 1, partitions = 1;

@@ -1,6 +1,8 @@
 // --stats for pods: the pod's time and ICI traffic, then one line per chip
 // (cycles, time waiting on other chips, remote DMAs) and one per link that
 // carried data.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +23,12 @@ std::string renderPodText(const PodResult& pod, double clockHz) {
     double wait = r.cycles ? 100.0 * static_cast<double>(s.waitCycles) / static_cast<double>(r.cycles) : 0;
     t += fmt::format("chip {}: cycles {}, waiting on other chips {} ({:.1f}%), remote DMAs {}, ICI bytes sent {}\n", c,
                      r.cycles, s.waitCycles, wait, s.remoteDmas, s.iciBytesSent);
+    if (s.commCycles > 0) {
+      uint64_t overlapped = s.commCycles - std::min(s.commCycles, s.exposedCommCycles);
+      t += fmt::format("  communication in flight {} cycles: exposed {} (chip stalled), overlapped {} ({:.1f}%)\n",
+                       s.commCycles, s.exposedCommCycles, overlapped,
+                       100.0 * static_cast<double>(overlapped) / static_cast<double>(s.commCycles));
+    }
   }
   for (const IciLinkStats& l : pod.links) {
     double util = pod.cycles ? 100.0 * l.busyCycles / static_cast<double>(pod.cycles) : 0;
@@ -45,6 +53,9 @@ std::string renderPodJson(const PodResult& pod, double clockHz) {
                      {"wait_cycles", s.waitCycles},
                      {"remote_dmas", s.remoteDmas},
                      {"ici_bytes_sent", s.iciBytesSent},
+                     {"comm_cycles", s.commCycles},
+                     {"exposed_comm_cycles", s.exposedCommCycles},
+                     {"overlapped_comm_cycles", s.commCycles - std::min(s.commCycles, s.exposedCommCycles)},
                      {"report", nlohmann::ordered_json::parse(renderReportJson(r))}});
   }
   j["per_chip"] = std::move(chips);

@@ -159,6 +159,10 @@ struct ChipPodStats {
   uint64_t remoteDmas = 0;
   uint64_t iciBytesSent = 0;
   uint64_t waitCycles = 0;  // cycles stalled on semaphores and barrier.pod (exposed communication)
+  // Cycles with some remote DMA of this chip in flight, and the part of them
+  // while the chip stalled on other chips (the rest overlapped its work).
+  uint64_t commCycles = 0;
+  uint64_t exposedCommCycles = 0;
 };
 struct PodResult {
   std::vector<SimResult> chips;

@@ -53,7 +53,24 @@ class ChipRunner {
   const std::string& waitingOn() const { return waitingOn_; }
   uint32_t pc() const { return pc_; }
   Machine& machine() { return *machine_; }
-  void remoteDone() { --remoteOutstanding_; }
+  // One of this chip's remote DMAs landed at `end`.
+  void remoteDone(double end) {
+    if (--remoteOutstanding_ == 0) commSpans_.emplace_back(commStart_, end);
+  }
+  // Communication in flight (some remote DMA of this chip outstanding) and
+  // the part of it while the chip was stalled on other chips.
+  void commFigures(ChipPodStats& s) const {
+    size_t j = 0;
+    double comm = 0, exposed = 0;
+    for (auto [a, b] : commSpans_) {
+      comm += b - a;
+      while (j < stallSpans_.size() && stallSpans_[j].second <= a) ++j;
+      for (size_t k = j; k < stallSpans_.size() && stallSpans_[k].first < b; ++k)
+        exposed += std::max(0.0, std::min(b, stallSpans_[k].second) - std::max(a, stallSpans_[k].first));
+    }
+    s.commCycles = static_cast<uint64_t>(std::llround(comm));
+    s.exposedCommCycles = static_cast<uint64_t>(std::llround(exposed));
+  }
   SimResult finish(const isa::Entry& entry);
   // "bundle 12 (loop+3)" plus the source position when known.
   void fault(uint32_t bundle, const std::string& message);
@@ -104,6 +121,8 @@ class ChipRunner {
   bool atBarrier_ = false;
   uint64_t barrierPassAt_ = 0;  // > 0: released
   int64_t remoteOutstanding_ = 0;
+  double commStart_ = 0;
+  std::vector<std::pair<double, double>> commSpans_, stallSpans_;  // in time order
   std::vector<std::pair<int, int64_t>> waits_;
 };
 
@@ -152,7 +171,7 @@ class Pod {
     t.sem2 = -1;
     src.machine().completeDma(t);
     if (recv >= 0) dst.machine().signal(recv);
-    src.remoteDone();
+    src.remoteDone(end);
     src.wake(end);
     dst.wake(end);
   }
@@ -419,8 +438,10 @@ ChipRunner::Step ChipRunner::step() {
   }
   if (at > notBefore_) {
     R.stallCycles[static_cast<size_t>(reason)] += at - notBefore_;
-    if (pod_ && (reason == StallReason::Semaphore || atBarrier_))
+    if (pod_ && (reason == StallReason::Semaphore || atBarrier_)) {
       stats.waitCycles += at - notBefore_;
+      stallSpans_.emplace_back(static_cast<double>(notBefore_), static_cast<double>(at));
+    }
     if (trace_) trace_->add(TraceRecorder::kStallTrack, stallReasonName(reason), static_cast<double>(notBefore_),
                             static_cast<double>(at - notBefore_), pc);
   }
@@ -448,7 +469,7 @@ ChipRunner::Step ChipRunner::step() {
         R.hbmBytesRead += t.hbmRead;
         stats.remoteDmas++;
         stats.iciBytesSent += t.bytes;
-        ++remoteOutstanding_;
+        if (remoteOutstanding_++ == 0) commStart_ = static_cast<double>(at);
         pod_->send(chip_, at, t);
       } else {
         bool onChip = t.hbmRead == 0 && t.hbmWritten == 0;
@@ -672,6 +693,7 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
   for (int c = 0; c < n; ++c) {
     out.chips.push_back(chips[c]->finish(*entry));
     out.chipStats.push_back(chips[c]->stats);
+    chips[c]->commFigures(out.chipStats.back());
     out.cycles = std::max(out.cycles, out.chips.back().report.cycles);
   }
   if (pod) {
