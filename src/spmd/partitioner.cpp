@@ -182,6 +182,40 @@ class Partitioner {
     return ar;
   }
 
+  Instruction* reduceScatter(Instruction* x, int64_t dim, const std::vector<std::vector<int64_t>>& g,
+                             Computation* reducer) {
+    std::vector<int64_t> dims = x->shape().dimensions();
+    dims[static_cast<size_t>(dim)] /= static_cast<int64_t>(g[0].size());
+    Instruction* rs = add(Opcode::ReduceScatter, withDims(x->shape(), dims), {x}, "reduce-scatter");
+    rs->attrs().dimensions = {dim};
+    rs->attrs().replicaGroups = groups(g);
+    rs->attrs().channelId = nextChannel_++;
+    rs->attrs().useGlobalDeviceIds = true;
+    rs->setCalledComputations({reducer});
+    return rs;
+  }
+
+  // The output dim along which one reduce-scatter over the partial-sum
+  // groups `kGroups` leaves exactly tiling T (P: the partial sums' tiling,
+  // which holds the groups as replication), or -1. T must tile that dim
+  // once per group member, in groups made of the same devices, and agree
+  // with P everywhere else.
+  int64_t reduceScatterDim(const Tiling& P, const Tiling& T, const std::vector<std::vector<int64_t>>& kGroups) {
+    if (kGroups.empty() || T.isManual() || P.isManual() || T.manualGroups() != 1) return -1;
+    auto asSets = [](std::vector<std::vector<int64_t>> g) {
+      for (auto& v : g) std::sort(v.begin(), v.end());
+      std::sort(g.begin(), g.end());
+      return g;
+    };
+    std::vector<std::vector<int64_t>> want = asSets(kGroups);
+    for (int64_t q = 0; q < T.rank(); ++q) {
+      if (P.tile(q) != 1 || T.tile(q) != static_cast<int64_t>(kGroups[0].size())) continue;
+      if (!T.replicatedOn({q}).sameAs(P)) continue;
+      if (asSets(T.groupsAlong({q})) == want) return q;
+    }
+    return -1;
+  }
+
   Instruction* sliceTo(Instruction* x, const std::vector<int64_t>& limits) {
     if (x->shape().dimensions() == limits) return x;
     std::vector<hlo::SliceDimension> sl;
@@ -809,9 +843,16 @@ class Partitioner {
       Tiling P = dotOutPartial(d, s);
       double cost = reshardCost(L.global, SL, dotLhs(d, s)) + reshardCost(R.global, SR, dotRhs(d, s)) +
                     reshardCost(inst.shape(), P, T);
-      bool hasK = false;
-      for (int64_t p = outRank; p < d.rank(); ++p) hasK |= d.tile(p) > 1;
-      if (hasK) cost += 2.0 * static_cast<double>(product(P.shardDims(inst.shape().dimensions())) * elementBytes(inst.shape()));
+      std::vector<int64_t> kd;
+      for (int64_t p = outRank; p < d.rank(); ++p)
+        if (d.tile(p) > 1) kd.push_back(p);
+      if (!kd.empty()) {
+        double partial = static_cast<double>(product(P.shardDims(inst.shape().dimensions())) * elementBytes(inst.shape()));
+        // A reduce-scatter straight into T receives about one pass over the
+        // partial sums; all-reduce then slicing about two.
+        if (reduceScatterDim(P, T, d.groupsAlong(kd)) >= 0) cost += partial - reshardCost(inst.shape(), P, T);
+        else cost += 2.0 * partial;
+      }
       if (bestK < 0 || cost < best) {
         best = cost;
         bestK = static_cast<int>(k);
@@ -830,7 +871,19 @@ class Partitioner {
       rhs = mask(rhs, R.global, Rt, dn.rhsContractingDimensions, scalarConstant(R.global.elementType(), 0));
     }
     Instruction* r = cloneAs(inst, P.shardShape(inst.shape()), {lhs, rhs});
-    if (!kDims.empty()) r = allReduce(r, d.groupsAlong(kDims), adder(inst.shape().elementType()));
+    if (!kDims.empty()) {
+      std::vector<std::vector<int64_t>> kGroups = d.groupsAlong(kDims);
+      int64_t q = reduceScatterDim(P, T, kGroups);
+      if (q >= 0) {
+        // The partial sums padded to whole tiles along q, summed and split in one collective.
+        std::vector<int64_t> padded = r->shape().dimensions();
+        padded[static_cast<size_t>(q)] = T.shardDims(inst.shape().dimensions())[static_cast<size_t>(q)] * T.tile(q);
+        r = padTo(r, padded);
+        r = reduceScatter(r, q, T.groupsAlong({q}), adder(inst.shape().elementType()));
+        return PValue{r, inst.shape(), want_};
+      }
+      r = allReduce(r, kGroups, adder(inst.shape().elementType()));
+    }
     return PValue{reshard(r, inst.shape(), P, T), inst.shape(), want_};
   }
 
@@ -1025,6 +1078,11 @@ std::string formatCommunicationStats(const hlo::Module& module, bool json) {
       if (op == Opcode::AllGather && inst->attrs().replicaGroups && !inst->attrs().replicaGroups->groups.empty()) {
         int64_t g = static_cast<int64_t>(inst->attrs().replicaGroups->groups[0].size());
         v = v - v / std::max<int64_t>(g, 1);
+      }
+      if (op == Opcode::ReduceScatter && inst->operandCount() == 1) {
+        // The partial sums of the others for this device's piece: operand minus result.
+        std::optional<int64_t> in = inst->operand(0)->shape().byteSize();
+        v = in ? *in - v : v;
       }
       bytes[kind] += v;
       counts[kind] += 1;

@@ -12,11 +12,6 @@
 namespace tpu::spmd {
 namespace {
 
-std::string iotaList(int64_t n) {
-  std::string s;
-  for (int64_t i = 0; i < n; ++i) s += fmt::format("{}{}", i ? "," : "", i);
-  return s;
-}
 
 // Shardings of a rank-2 array over n devices.
 std::vector<std::string> rank2Shardings(int64_t n) {
@@ -100,6 +95,12 @@ ENTRY e {
   a = f32[10,12] parameter(0), sharding={a}
   b = f32[12,7] parameter(1), sharding={b}
   ROOT d = f32[10,7] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={c}
+})"},
+    {"dot-reduce-scatter", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  x = f32[13,10] parameter(0), sharding={a}
+  dy = f32[13,7] parameter(1), sharding={a}
+  ROOT dw = f32[10,7] dot(x, dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}, sharding={c}
 })"},
     {"batch-dot", R"(HloModule m, num_partitions={n}
 ENTRY e {
