@@ -390,6 +390,128 @@ class Partitioner {
     return sliceTo(r, exact);
   }
 
+  // ------------------------------------------------------------ halo exchange
+  // Rows [start[d], start[d] + length) of dim `dim` of the global array, on
+  // every device d, from `x` (d's shard under `t`, which tiles `dim`): the
+  // rows held by neighbours along `dim` arrive by one collective-permute per
+  // neighbour distance (only the part some device needs), are concatenated
+  // around the local rows and cut at a per-device offset. Rows outside the
+  // array (global padding, uneven-shard padding) read `padValue`.
+  Instruction* haloWindow(Instruction* x, const Shape& global, const Tiling& t, int64_t dim,
+                          const std::vector<int64_t>& start, int64_t length, Instruction* padValue) {
+    size_t uj = static_cast<size_t>(dim);
+    int64_t G = global.dimension(dim), k = t.tile(dim), s = t.shardDims(global.dimensions())[uj];
+    std::map<int64_t, std::pair<int64_t, int64_t>> need;  // delta -> relative [lo, hi) in the source shard
+    for (int64_t d = 0; d < n_; ++d) {
+      int64_t i = t.tileIndex(d)[uj], a = start[static_cast<size_t>(d)];
+      for (int64_t src = 0; src < k; ++src) {
+        int64_t lo = std::max({a, src * s, int64_t{0}}), hi = std::min({a + length, (src + 1) * s, G});
+        if (lo >= hi) continue;
+        auto [it, fresh] = need.try_emplace(src - i, lo - src * s, hi - src * s);
+        if (!fresh) {
+          it->second.first = std::min(it->second.first, lo - src * s);
+          it->second.second = std::max(it->second.second, hi - src * s);
+        }
+      }
+    }
+    std::vector<int64_t> bufShape = x->shape().dimensions();
+    bufShape[uj] = length;
+    if (need.empty()) return broadcastScalar(padValue, withDims(x->shape(), bufShape));
+    int64_t dmin = need.begin()->first, dmax = need.rbegin()->first;
+    std::vector<Instruction*> pieces;
+    for (int64_t delta = dmin; delta <= dmax; ++delta) {
+      int64_t lo = delta == dmin ? need[dmin].first : 0, hi = delta == dmax ? need[dmax].second : s;
+      Instruction* piece = x;
+      if (lo != 0 || hi != s) {
+        std::vector<hlo::SliceDimension> sl;
+        std::vector<int64_t> dims = x->shape().dimensions();
+        for (size_t j = 0; j < dims.size(); ++j) sl.push_back(j == uj ? hlo::SliceDimension{lo, hi, 1} : hlo::SliceDimension{0, dims[j], 1});
+        dims[uj] = hi - lo;
+        piece = add(Opcode::Slice, withDims(x->shape(), dims), {x}, "halo");
+        piece->attrs().slice = sl;
+      }
+      if (delta != 0) {
+        std::vector<std::pair<int64_t, int64_t>> pairs;
+        for (int64_t d = 0; d < n_; ++d) {
+          std::vector<int64_t> idx = t.tileIndex(d);
+          idx.resize(static_cast<size_t>(t.rank()));
+          idx[uj] += delta;
+          if (idx[uj] < 0 || idx[uj] >= k) continue;
+          pairs.push_back({t.deviceAt(idx, t.replicaIndex(d)), d});
+        }
+        std::sort(pairs.begin(), pairs.end());
+        Instruction* cp = add(Opcode::CollectivePermute, piece->shape(), {piece}, "collective-permute");
+        cp->attrs().sourceTargetPairs = pairs;
+        cp->attrs().channelId = nextChannel_++;
+        piece = cp;
+      }
+      pieces.push_back(piece);
+    }
+    Instruction* buf = pieces[0];
+    if (pieces.size() > 1) {
+      std::vector<int64_t> dims = x->shape().dimensions();
+      dims[uj] = 0;
+      for (Instruction* p : pieces) dims[uj] += p->shape().dimension(dim);
+      buf = add(Opcode::Concatenate, withDims(x->shape(), dims), pieces, "concatenate");
+      buf->attrs().dimensions = {dim};
+    }
+    // Where each device's window starts in the buffer; pad the buffer so no slice clamps.
+    std::vector<int64_t> off(static_cast<size_t>(n_));
+    int64_t padL = 0, padR = 0, size = buf->shape().dimension(dim);
+    for (int64_t d = 0; d < n_; ++d) {
+      int64_t i = t.tileIndex(d)[uj];
+      off[static_cast<size_t>(d)] = start[static_cast<size_t>(d)] - ((i + dmin) * s + need[dmin].first);
+      padL = std::max(padL, -off[static_cast<size_t>(d)]);
+    }
+    for (int64_t d = 0; d < n_; ++d) {
+      off[static_cast<size_t>(d)] += padL;
+      padR = std::max(padR, off[static_cast<size_t>(d)] + length - (size + padL));
+    }
+    if (padL > 0 || padR > 0) {
+      std::vector<int64_t> dims = buf->shape().dimensions();
+      dims[uj] += padL + padR;
+      Instruction* p = add(Opcode::Pad, withDims(buf->shape(), dims), {buf, padValue}, "pad");
+      std::vector<hlo::PaddingDimension> pd(dims.size(), {0, 0, 0});
+      pd[uj] = {padL, padR, 0};
+      p->attrs().padding = pd;
+      buf = p;
+    }
+    bool whole = buf->shape().dimension(dim) == length &&
+                 std::all_of(off.begin(), off.end(), [](int64_t o) { return o == 0; });
+    if (!whole) {
+      std::vector<Instruction*> ops{buf};
+      for (size_t j = 0; j < bufShape.size(); ++j) ops.push_back(j == uj ? table(off) : constantS32(0));
+      Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), bufShape), ops, "dynamic-slice");
+      ds->attrs().dynamicSliceSizes = bufShape;
+      buf = ds;
+    }
+    // Rows outside [0, G) read the pad value.
+    bool inside = true;
+    for (int64_t d = 0; d < n_; ++d) inside &= start[static_cast<size_t>(d)] >= 0 && start[static_cast<size_t>(d)] + length <= G;
+    if (inside) return buf;
+    Shape s32Shape = withDims(Shape::array(ElementType::S32, {}), bufShape);
+    Shape predShape = withDims(Shape::array(ElementType::Pred, {}), bufShape);
+    Instruction* iota = add(Opcode::Iota, s32Shape, {}, "iota");
+    iota->attrs().iotaDimension = dim;
+    Instruction* pos = add(Opcode::Add, s32Shape, {iota, broadcastScalar(table(start), s32Shape)}, "index");
+    Instruction* ge = add(Opcode::Compare, predShape, {pos, broadcastScalar(constantS32(0), s32Shape)}, "valid");
+    ge->attrs().comparisonDirection = hlo::ComparisonDirection::GE;
+    ge->attrs().comparisonType = hlo::ComparisonType::Signed;
+    Instruction* lt = add(Opcode::Compare, predShape, {pos, broadcastScalar(constantS32(G), s32Shape)}, "valid");
+    lt->attrs().comparisonDirection = hlo::ComparisonDirection::LT;
+    lt->attrs().comparisonType = hlo::ComparisonType::Signed;
+    Instruction* both = add(Opcode::And, predShape, {ge, lt}, "valid");
+    return add(Opcode::Select, buf->shape(), {both, buf, broadcastScalar(padValue, buf->shape())}, "masked");
+  }
+
+  // Per-device first input row of a window over output tiles: output shard i
+  // (rows i*so ...) reads input rows from i*so*stride - low.
+  std::vector<int64_t> windowStarts(const Tiling& t, int64_t dim, int64_t so, int64_t stride, int64_t low) {
+    std::vector<int64_t> out(static_cast<size_t>(n_));
+    for (int64_t d = 0; d < n_; ++d) out[static_cast<size_t>(d)] = t.tileIndex(d)[static_cast<size_t>(dim)] * so * stride - low;
+    return out;
+  }
+
   // A value resharded leaf by leaf (tuples are taken apart and rebuilt).
   Instruction* reshardValue(const PValue& v, const Leaves& to) {
     if (!v.global.isTuple()) return reshard(v.local, v.global, v.leaves[0], to[0]);
@@ -689,7 +811,8 @@ class Partitioner {
       case Opcode::Dot: return partitionDot(inst);
       case Opcode::Convolution: return partitionConvolution(inst);
       case Opcode::Slice:
-      case Opcode::Pad:
+      case Opcode::Pad: return partitionPadSlice(inst);
+      case Opcode::ReduceWindow: return partitionReduceWindow(inst);
       case Opcode::DynamicSlice:
       case Opcode::DynamicUpdateSlice:
       case Opcode::Concatenate:
@@ -887,21 +1010,128 @@ class Partitioner {
     return PValue{reshard(r, inst.shape(), P, T), inst.shape(), want_};
   }
 
-  // Batch- and output-feature-parallel convolution: the spatial and input
-  // feature dims are taken whole (no halo exchange yet), the batch tiles
-  // split the input and the output-feature tiles split the kernel, as the
-  // non-contracting dims of a dot.
+  // Reduce-window with tiled windowed dims: each device gathers the rows its
+  // output tile's windows read (halo exchange), rows outside the array read
+  // the init value, and the local op runs without the global padding there.
+  std::optional<PValue> partitionReduceWindow(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const hlo::Window& win = *inst.attrs().window;
+    for (int64_t j = 0; j < T.rank(); ++j)
+      if (T.tile(j) > 1 && win.dimensions[static_cast<size_t>(j)].baseDilation != 1) {
+        unsupported(inst, fmt::format("dimension {} is tiled and base-dilated", j));
+        return std::nullopt;
+      }
+    const Shape& in = inst.operand(0)->shape();
+    Instruction* x = operandAs(inst.operand(0), T);
+    Instruction* init = operandReplicated(inst.operand(1));
+    hlo::Window local = win;
+    std::vector<int64_t> so = T.shardDims(inst.shape().dimensions());
+    for (int64_t j = 0; j < T.rank(); ++j) {
+      if (T.tile(j) == 1) continue;
+      hlo::WindowDimension& w = local.dimensions[static_cast<size_t>(j)];
+      int64_t o = so[static_cast<size_t>(j)];
+      int64_t length = (o - 1) * w.stride + (w.size - 1) * w.windowDilation + 1;
+      x = haloWindow(x, in, T, j, windowStarts(T, j, o, w.stride, w.paddingLow), length, init);
+      w.paddingLow = w.paddingHigh = 0;
+    }
+    Instruction* r = cloneAs(inst, T.shardShape(inst.shape()), {x, init});
+    r->attrs().window = local;
+    return PValue{r, inst.shape(), want_};
+  }
+
+  // Pad and slice on tiled dims: each output tile is a window of input rows
+  // (shifted by the low padding or the slice start, strided, interior-padded),
+  // fetched from the devices that hold them; the pad value fills what lies
+  // outside the operand. Dims the op touches that are not tiled stay local.
+  std::optional<PValue> partitionPadSlice(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    bool isPad = inst.opcode() == Opcode::Pad;
+    const Shape& in = inst.operand(0)->shape();
+    Instruction* x = operandAs(inst.operand(0), T);
+    Instruction* padValue = isPad ? operandReplicated(inst.operand(1)) : scalarConstant(in.elementType(), 0);
+    std::vector<int64_t> so = T.shardDims(inst.shape().dimensions());
+    std::vector<int64_t> touched = touchedDims(inst);
+    hlo::InstructionAttributes attrs = inst.attrs();
+    bool localOp = false;
+    for (int64_t j = 0; j < in.rank(); ++j) {
+      size_t uj = static_cast<size_t>(j);
+      bool touches = std::find(touched.begin(), touched.end(), j) != touched.end();
+      if (T.tile(j) == 1) {
+        localOp |= touches;
+        continue;
+      }
+      if (!touches) {
+        if (isPad) attrs.padding[uj] = {0, 0, 0};
+        else attrs.slice[uj] = {0, x->shape().dimension(j), 1};
+        continue;
+      }
+      int64_t o = so[uj];
+      if (!isPad) {
+        const hlo::SliceDimension& sd = inst.attrs().slice[uj];
+        int64_t length = (o - 1) * sd.stride + 1;
+        x = haloWindow(x, in, T, j, windowStarts(T, j, o, sd.stride, -sd.start), length, padValue);
+        attrs.slice[uj] = {0, length, sd.stride};
+        localOp |= sd.stride != 1;
+        continue;
+      }
+      // Output row r is input row (r - low) / (interior + 1) when that divides.
+      const hlo::PaddingDimension& pd = inst.attrs().padding[uj];
+      int64_t step = pd.interior + 1;
+      auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+      std::vector<int64_t> start(static_cast<size_t>(n_)), shift(static_cast<size_t>(n_));
+      int64_t length = 1;
+      for (int64_t d = 0; d < n_; ++d) {
+        int64_t first = T.tileIndex(d)[uj] * o;
+        int64_t a = floorDiv(first - pd.low, step), b = floorDiv(first + o - 1 - pd.low, step);
+        start[static_cast<size_t>(d)] = a;
+        shift[static_cast<size_t>(d)] = first - (pd.low + a * step);  // in [0, interior]
+        length = std::max(length, b - a + 1);
+      }
+      x = haloWindow(x, in, T, j, start, length, padValue);
+      if (step == 1) {
+        attrs.padding[uj] = {0, 0, 0};
+        continue;
+      }
+      // Interior padding locally, then each device's rows from its shift.
+      std::vector<int64_t> dims = x->shape().dimensions();
+      dims[uj] = length + (length - 1) * pd.interior + pd.interior;
+      Instruction* p = add(Opcode::Pad, withDims(x->shape(), dims), {x, padValue}, "pad");
+      std::vector<hlo::PaddingDimension> pads(dims.size(), {0, 0, 0});
+      pads[uj] = {0, pd.interior, pd.interior};
+      p->attrs().padding = pads;
+      std::vector<Instruction*> ops{p};
+      for (size_t k = 0; k < dims.size(); ++k) ops.push_back(k == uj ? table(shift) : constantS32(0));
+      dims[uj] = o;
+      Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), dims), ops, "dynamic-slice");
+      ds->attrs().dynamicSliceSizes = dims;
+      x = ds;
+      attrs.padding[uj] = {0, 0, 0};
+    }
+    if (!localOp) return PValue{x, inst.shape(), want_};
+    std::vector<Instruction*> ops{x};
+    if (isPad) ops.push_back(padValue);
+    Instruction* r = cloneAs(inst, T.shardShape(inst.shape()), ops);
+    r->attrs() = attrs;
+    return PValue{r, inst.shape(), want_};
+  }
+
+  // Convolution: batch tiles split the input and output-feature tiles the
+  // kernel, as the non-contracting dims of a dot; tiled output spatial dims
+  // read their input windows by halo exchange (zero outside the input) and
+  // convolve locally without the global padding there.
   std::optional<PValue> partitionConvolution(const Instruction& inst) {
     const Tiling& T = want_[0];
     const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
     std::vector<int64_t> spatial = cd.outputSpatialDimensions;
-    const Tiling& in = values_.at(inst.operand(0)).leaves[0];
+    const hlo::Window& win = *inst.attrs().window;
+    std::vector<int64_t> noHalo;  // tiled spatial dims that cannot take a halo: taken whole
     for (size_t i = 0; i < spatial.size(); ++i)
-      if (T.tile(spatial[i]) > 1 || in.tile(cd.inputSpatialDimensions[i]) > 1) {
-        unsupported(inst, "spatially sharded convolutions need halo exchange, not implemented yet");
-        return std::nullopt;
-      }
-    Tiling W = T.replicatedOn(spatial);
+      if (T.tile(spatial[i]) > 1 && win.dimensions[i].baseDilation != 1) noHalo.push_back(spatial[i]);
+    if (!noHalo.empty()) {
+      unsupported(inst, "a tiled spatial dimension is base-dilated (lhs_dilate); halo exchange for it is not implemented");
+      return std::nullopt;
+    }
+    Tiling W = T;
     if (inst.attrs().featureGroupCount != 1 || inst.attrs().batchGroupCount != 1)
       W = W.replicatedOn({cd.outputFeatureDimension, cd.outputBatchDimension});
     int64_t rank = inst.shape().rank();
@@ -915,10 +1145,25 @@ class Partitioner {
       rhsPerm[static_cast<size_t>(cd.kernelSpatialDimensions[i])] = spatial[i];
     }
     Tiling lt = W.replicatedOn({cd.outputFeatureDimension}).transposed(lhsPerm);
-    Tiling rt = W.replicatedOn({cd.outputBatchDimension}).transposed(rhsPerm);
+    std::vector<int64_t> rhsRepl = spatial;
+    rhsRepl.push_back(cd.outputBatchDimension);
+    Tiling rt = W.replicatedOn(rhsRepl).transposed(rhsPerm);
     Instruction* lhs = operandAs(inst.operand(0), lt);
     Instruction* rhs = operandAs(inst.operand(1), rt);
+    hlo::Window local = win;
+    std::vector<int64_t> so = W.shardDims(inst.shape().dimensions());
+    for (size_t i = 0; i < spatial.size(); ++i) {
+      int64_t q = spatial[i], j = cd.inputSpatialDimensions[i];
+      if (W.tile(q) == 1) continue;
+      hlo::WindowDimension& w = local.dimensions[i];
+      int64_t o = so[static_cast<size_t>(q)];
+      int64_t length = (o - 1) * w.stride + (w.size - 1) * w.windowDilation + 1;
+      lhs = haloWindow(lhs, inst.operand(0)->shape(), lt, j, windowStarts(W, q, o, w.stride, w.paddingLow), length,
+                       scalarConstant(inst.operand(0)->shape().elementType(), 0));
+      w.paddingLow = w.paddingHigh = 0;
+    }
     Instruction* c = cloneAs(inst, W.shardShape(inst.shape()), {lhs, rhs});
+    c->attrs().window = local;
     return PValue{reshard(c, inst.shape(), W, T), inst.shape(), want_};
   }
 

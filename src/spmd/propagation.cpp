@@ -286,6 +286,8 @@ class Propagator {
       case Opcode::Sort:
       case Opcode::Select:
       case Opcode::Clamp:
+      case Opcode::ReduceWindow:
+      case Opcode::SelectAndScatter:
       case Opcode::OptimizationBarrier: return true;
       default: return false;
     }
@@ -336,6 +338,28 @@ class Propagator {
         return offer(inst.operand(0), reshapeTiling(t, inst.shape().dimensions(), inst.operand(0)->shape().dimensions(), &exact));
       }
       case Opcode::Reduce: return offer(inst.operand(0), t.withInsertedDims(inst.attrs().dimensions));
+      case Opcode::Convolution: {
+        // The input takes the output's batch and spatial tiling, the kernel
+        // its output-feature tiling (grouped convolutions: spatial only).
+        const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
+        bool grouped = inst.attrs().featureGroupCount != 1 || inst.attrs().batchGroupCount != 1;
+        std::vector<int64_t> lhsPerm(static_cast<size_t>(rank)), rhsPerm(static_cast<size_t>(rank));
+        lhsPerm[static_cast<size_t>(cd.inputBatchDimension)] = cd.outputBatchDimension;
+        lhsPerm[static_cast<size_t>(cd.inputFeatureDimension)] = cd.outputFeatureDimension;
+        rhsPerm[static_cast<size_t>(cd.kernelOutputFeatureDimension)] = cd.outputFeatureDimension;
+        rhsPerm[static_cast<size_t>(cd.kernelInputFeatureDimension)] = cd.outputBatchDimension;
+        std::vector<int64_t> notKernel = cd.outputSpatialDimensions;
+        notKernel.push_back(cd.outputBatchDimension);
+        for (size_t i = 0; i < cd.outputSpatialDimensions.size(); ++i) {
+          lhsPerm[static_cast<size_t>(cd.inputSpatialDimensions[i])] = cd.outputSpatialDimensions[i];
+          rhsPerm[static_cast<size_t>(cd.kernelSpatialDimensions[i])] = cd.outputSpatialDimensions[i];
+        }
+        Tiling in = grouped ? t.replicatedOn({cd.outputFeatureDimension, cd.outputBatchDimension})
+                            : t.replicatedOn({cd.outputFeatureDimension});
+        changed |= offer(inst.operand(0), in.transposed(lhsPerm));
+        if (!grouped) changed |= offer(inst.operand(1), t.replicatedOn(notKernel).transposed(rhsPerm));
+        return changed;
+      }
       case Opcode::Dot: {
         DotSpace s = dotSpace(inst);
         Tiling d = dotSpaceFromOutput(t, s);

@@ -152,6 +152,63 @@ ENTRY e {
   c = f32[6,9,9,7] convolution(a, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
   ROOT r = f32[6,9,9,7] negate(c), sharding={devices=[1,1,1,{n}]<=[{n}]}
 })"},
+    {"conv-spatial", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[2,11,9,3] parameter(0), sharding={devices=[1,{n},1,1]<=[{n}]}
+  k = f32[3,3,3,4] parameter(1)
+  c = f32[2,11,9,4] convolution(a, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, sharding={devices=[1,{n},1,1]<=[{n}]}
+  ROOT r = f32[2,11,9,4] negate(c), sharding={devices=[1,1,{n},1]<=[{n}]}
+})"},
+    {"conv-strided", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[2,17,8,3] parameter(0), sharding={devices=[1,{n},1,1]<=[{n}]}
+  k = f32[4,2,3,5] parameter(1)
+  c = f32[2,6,8,5] convolution(a, k), window={size=4x2 stride=2x1 pad=0_1x1_0 rhs_dilate=2x1}, dim_labels=b01f_01io->b01f
+  ROOT r = f32[2,6,8,5] negate(c), sharding={devices=[1,{n},1,1]<=[{n}]}
+})"},
+    {"reduce-window", R"(HloModule m, num_partitions={n}
+mx {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] maximum(x, y)
+}
+ENTRY e {
+  a = f32[11,9] parameter(0), sharding={a}
+  z = f32[] constant(-inf)
+  w = f32[6,9] reduce-window(a, z), window={size=3x2 stride=2x1 pad=1_1x0_1}, to_apply=mx, sharding={b}
+  ROOT r = f32[6,9] negate(w), sharding={c}
+})"},
+    {"reduce-window-sum", R"(HloModule m, num_partitions={n}
+add {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] add(x, y)
+}
+ENTRY e {
+  a = s32[13,7] parameter(0), sharding={a}
+  z = s32[] constant(0)
+  ROOT w = s32[13,4] reduce-window(a, z), window={size=5x3 stride=1x2 pad=2_2x1_1 rhs_dilate=1x1}, to_apply=add, sharding={a}
+})"},
+    {"pad-halo", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = s32[10,7] parameter(0), sharding={a}
+  z = s32[] constant(-7)
+  p = s32[15,6] pad(a, z), padding=2_3x1_-2, sharding={a}
+  ROOT q = s32[15,6] negate(p), sharding={b}
+})"},
+    {"pad-interior", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = s32[10,7] parameter(0), sharding={a}
+  z = s32[] constant(9)
+  ROOT p = s32[20,15] pad(a, z), padding=-3_4_1x0_2_1, sharding={a}
+})"},
+    {"slice-offset", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = s32[17,9] parameter(0), sharding={a}
+  s = s32[6,5] slice(a), slice={[3:15:2], [2:7]}, sharding={a}
+  t = s32[9,9] slice(a), slice={[8:17], [0:9]}, sharding={a}
+  ROOT r = (s32[6,5], s32[9,9]) tuple(s, t)
+})"},
     {"while", R"(HloModule m, num_partitions={n}
 cond {
   p = (s32[], f32[10,7]) parameter(0)
