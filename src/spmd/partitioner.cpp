@@ -1,6 +1,8 @@
 #include "spmd/partitioner.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <fmt/format.h>
 #include <map>
 #include <set>
@@ -129,6 +131,16 @@ class Partitioner {
     Instruction* b = add(Opcode::Broadcast, target, {s}, "broadcast");
     b->attrs().dimensions = {};
     return b;
+  }
+
+  Instruction* compare(Instruction* a, Instruction* b, hlo::ComparisonDirection dir, const std::string& base) {
+    Instruction* c = add(Opcode::Compare, withDims(Shape::array(ElementType::Pred, {}), a->shape().dimensions()), {a, b}, base);
+    c->attrs().comparisonDirection = dir;
+    ElementType t = a->shape().elementType();
+    c->attrs().comparisonType = hlo::isFloatType(t)              ? hlo::ComparisonType::Float
+                                : hlo::isUnsignedIntegerType(t) ? hlo::ComparisonType::Unsigned
+                                                                : hlo::ComparisonType::Signed;
+    return c;
   }
 
   Shape withDims(const Shape& s, std::vector<int64_t> dims) {
@@ -813,6 +825,8 @@ class Partitioner {
       case Opcode::Slice:
       case Opcode::Pad: return partitionPadSlice(inst);
       case Opcode::ReduceWindow: return partitionReduceWindow(inst);
+      case Opcode::Gather: return partitionGather(inst);
+      case Opcode::Scatter: return partitionScatter(inst);
       case Opcode::DynamicSlice:
       case Opcode::DynamicUpdateSlice:
       case Opcode::Concatenate:
@@ -1113,6 +1127,260 @@ class Partitioner {
     Instruction* r = cloneAs(inst, T.shardShape(inst.shape()), ops);
     r->attrs() = attrs;
     return PValue{r, inst.shape(), want_};
+  }
+
+  // Index component k (along indexVectorDim) of `idx` minus the per-device
+  // value `perDevice` (the shard offset of the operand dim it indexes).
+  Instruction* rebaseIndices(Instruction* idx, int64_t indexVectorDim, int64_t k, const std::vector<int64_t>& perDevice) {
+    const Shape& shape = idx->shape();
+    ElementType et = shape.elementType();
+    Instruction* off = table(perDevice);
+    if (et != ElementType::S32) off = add(Opcode::Convert, Shape::scalar(et), {off}, "convert");
+    Instruction* delta = broadcastScalar(off, shape);
+    if (indexVectorDim < shape.rank() && shape.dimension(indexVectorDim) > 1) {
+      Shape s32Shape = withDims(Shape::array(ElementType::S32, {}), shape.dimensions());
+      Shape predShape = withDims(Shape::array(ElementType::Pred, {}), shape.dimensions());
+      Instruction* iota = add(Opcode::Iota, s32Shape, {}, "iota");
+      iota->attrs().iotaDimension = indexVectorDim;
+      Instruction* eq = compare(iota, broadcastScalar(constantS32(k), s32Shape), hlo::ComparisonDirection::EQ, "component");
+      delta = add(Opcode::Select, shape, {eq, delta, broadcastScalar(scalarConstant(et, 0), shape)}, "offset");
+    }
+    return add(Opcode::Subtract, shape, {idx, delta}, "rebased");
+  }
+
+  // Gather: output dims split either through the indices (batch dims: each
+  // device gathers its own index rows) or through the operand (passthrough
+  // dims whose slice is whole, and batching dims). Candidates from the
+  // output, the operand and the indices are costed like dot strategies; an
+  // operand tiled on an indexed dim is gathered whole, with a remark.
+  std::optional<PValue> partitionGather(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    IndexedMap m = gatherMap(inst);
+    const PValue& O = values_.at(inst.operand(0));
+    const PValue& I = values_.at(inst.operand(1));
+    std::vector<int64_t> unsupported;  // window dims that are not passthrough
+    for (int64_t d = 0; d < T.rank(); ++d)
+      if (m.operandOfOut[static_cast<size_t>(d)] < 0 && m.indexOfOut[static_cast<size_t>(d)] < 0) unsupported.push_back(d);
+    std::vector<Tiling> cands{T.replicatedOn(unsupported),
+                              projectTiling(O.leaves[0], m.operandOfOut).replicatedOn(unsupported),
+                              projectTiling(I.leaves[0], m.indexOfOut).replicatedOn(unsupported)};
+    double best = 0;
+    size_t bestK = 0;
+    for (size_t k = 0; k < cands.size(); ++k) {
+      const Tiling& c = cands[k];
+      double cost = reshardCost(O.global, O.leaves[0], projectTiling(c, m.outOfOperand)) +
+                    reshardCost(I.global, I.leaves[0], projectTiling(c, m.outOfIndex)) + reshardCost(inst.shape(), c, T);
+      if (k == 0 || cost < best) {
+        best = cost;
+        bestK = k;
+      }
+    }
+    if (std::optional<PValue> v = gatherFromTiledRows(inst, m, best)) return v;
+    const Tiling& W = cands[bestK];
+    Tiling ot = projectTiling(W, m.outOfOperand), it = projectTiling(W, m.outOfIndex);
+    for (int64_t p = 0; p < O.leaves[0].rank(); ++p)
+      if (O.leaves[0].tile(p) > 1 && ot.tile(p) == 1 && m.outOfOperand[static_cast<size_t>(p)] < 0) {
+        diags_.warning(inst.location(), fmt::format("gather '{}' replicates its operand along dimension {} (tiled "
+                                                    "{}, an indexed dimension): no index-aware strategy yet",
+                                                    inst.name(), p, O.leaves[0].toString()));
+        break;
+      }
+    Instruction* x = reshard(O.local, O.global, O.leaves[0], ot);
+    Instruction* idx = reshard(I.local, I.global, I.leaves[0], it);
+    Instruction* g = cloneAs(inst, W.shardShape(inst.shape()), {x, idx});
+    std::vector<int64_t> local = x->shape().dimensions();
+    for (size_t p = 0; p < local.size(); ++p)
+      if (ot.tile(static_cast<int64_t>(p)) > 1) g->attrs().gatherSliceSizes[p] = local[p];
+    return PValue{reshard(g, inst.shape(), W, T), inst.shape(), want_};
+  }
+
+  // Gather from an operand tiled on dims indexed with one-row slices (a
+  // vocabulary-split embedding table): each device clamps the indices as
+  // the gather would, rebases them to its rows, gathers locally, zeroes the
+  // results whose row it does not hold, and an all-reduce sums the pieces.
+  // Taken when it moves fewer bytes than `otherCost`.
+  std::optional<PValue> gatherFromTiledRows(const Instruction& inst, const IndexedMap& m, double otherCost) {
+    const Tiling& T = want_[0];
+    const hlo::GatherDimensionNumbers& dn = *inst.attrs().gatherDims;
+    const PValue& O = values_.at(inst.operand(0));
+    const PValue& I = values_.at(inst.operand(1));
+    const Tiling& ot = O.leaves[0];
+    if (ot.isManual() || ot.manualGroups() != 1) return std::nullopt;
+    ElementType et = inst.shape().elementType();
+    if (hlo::isComplexType(et) || et == ElementType::Pred) return std::nullopt;
+    std::vector<int64_t> rows;  // tiled operand dims addressed by index component k
+    std::vector<int64_t> comps;
+    for (int64_t p = 0; p < ot.rank(); ++p) {
+      if (ot.tile(p) == 1 || m.outOfOperand[static_cast<size_t>(p)] >= 0) continue;
+      auto k = std::find(dn.startIndexMap.begin(), dn.startIndexMap.end(), p);
+      bool collapsed = std::find(dn.collapsedSliceDims.begin(), dn.collapsedSliceDims.end(), p) != dn.collapsedSliceDims.end();
+      if (k == dn.startIndexMap.end() || !collapsed || inst.attrs().gatherSliceSizes[static_cast<size_t>(p)] != 1)
+        return std::nullopt;
+      rows.push_back(p);
+      comps.push_back(k - dn.startIndexMap.begin());
+    }
+    if (rows.empty()) return std::nullopt;
+    Tiling P = projectTiling(ot, m.operandOfOut);  // the row tiles become partial sums
+    Tiling idxRepl = Tiling::replicated(I.global.rank(), n_);
+    double cost = reshardCost(I.global, I.leaves[0], idxRepl) +
+                  2.0 * static_cast<double>(product(P.shardDims(inst.shape().dimensions())) * elementBytes(inst.shape())) +
+                  reshardCost(inst.shape(), P, T);
+    if (cost >= otherCost) return std::nullopt;
+    Instruction* idx = reshard(I.local, I.global, I.leaves[0], idxRepl);
+    const Shape& is = idx->shape();
+    ElementType it = is.elementType();
+    int64_t ivd = dn.indexVectorDim;
+    std::vector<int64_t> g = O.global.dimensions();
+    Instruction* valid = nullptr;
+    std::vector<int64_t> batchShape;
+    for (int64_t d = 0; d < is.rank(); ++d)
+      if (d != ivd) batchShape.push_back(is.dimension(d));
+    Shape predBatch = Shape::array(ElementType::Pred, batchShape);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      int64_t p = rows[r], k = comps[r];
+      std::vector<int64_t> off(static_cast<size_t>(n_));
+      for (int64_t d = 0; d < n_; ++d) off[static_cast<size_t>(d)] = ot.shardOffsets(d, g)[static_cast<size_t>(p)];
+      // Component k alone, batch-shaped, clamped to the rows that exist.
+      Instruction* comp = idx;
+      if (ivd < is.rank()) {
+        std::vector<hlo::SliceDimension> sl;
+        std::vector<int64_t> dims = is.dimensions();
+        for (int64_t d = 0; d < is.rank(); ++d)
+          sl.push_back(d == ivd ? hlo::SliceDimension{k, k + 1, 1} : hlo::SliceDimension{0, dims[static_cast<size_t>(d)], 1});
+        dims[static_cast<size_t>(ivd)] = 1;
+        comp = add(Opcode::Slice, withDims(is, dims), {idx}, "component");
+        comp->attrs().slice = sl;
+        comp = add(Opcode::Reshape, Shape::array(it, batchShape), {comp}, "component");
+      }
+      Shape bs = Shape::array(it, batchShape);
+      Instruction* lo = broadcastScalar(scalarConstant(it, 0), bs);
+      Instruction* hi = broadcastScalar(scalarConstant(it, static_cast<double>(g[static_cast<size_t>(p)] - 1)), bs);
+      Instruction* clamped = add(Opcode::Clamp, bs, {lo, comp, hi}, "clamped");
+      Instruction* o = table(off);
+      if (it != ElementType::S32) o = add(Opcode::Convert, Shape::scalar(it), {o}, "convert");
+      Instruction* local = add(Opcode::Subtract, bs, {clamped, broadcastScalar(o, bs)}, "rebased");
+      Instruction* geq = compare(local, broadcastScalar(scalarConstant(it, 0), bs), hlo::ComparisonDirection::GE, "held");
+      int64_t shard = ot.shardDims(g)[static_cast<size_t>(p)];
+      Instruction* lt =
+          compare(local, broadcastScalar(scalarConstant(it, static_cast<double>(shard)), bs), hlo::ComparisonDirection::LT, "held");
+      Instruction* both = add(Opcode::And, predBatch, {geq, lt}, "held");
+      valid = valid ? add(Opcode::And, predBatch, {valid, both}, "held") : both;
+      idx = rebaseIndices(idx, ivd, k, off);
+    }
+    Instruction* x = O.local;
+    Instruction* gl = cloneAs(inst, P.shardShape(inst.shape()), {x, idx});
+    std::vector<int64_t> localIn = x->shape().dimensions();
+    for (size_t p = 0; p < localIn.size(); ++p)
+      if (m.outOfOperand[p] >= 0 && ot.tile(static_cast<int64_t>(p)) > 1) gl->attrs().gatherSliceSizes[p] = localIn[p];
+    std::vector<int64_t> batchOut;
+    for (int64_t d = 0; d < inst.shape().rank(); ++d)
+      if (m.indexOfOut[static_cast<size_t>(d)] >= 0) batchOut.push_back(d);
+    Shape predOut = withDims(Shape::array(ElementType::Pred, {}), gl->shape().dimensions());
+    Instruction* vb = add(Opcode::Broadcast, predOut, {valid}, "held");
+    vb->attrs().dimensions = batchOut;
+    Instruction* zeroed = add(Opcode::Select, gl->shape(), {vb, gl, broadcastScalar(scalarConstant(et, 0), gl->shape())}, "held");
+    Instruction* sum = allReduce(zeroed, ot.groupsAlong(rows), adder(et));
+    return PValue{reshard(sum, inst.shape(), P, T), inst.shape(), want_};
+  }
+
+  // The binary op a scatter combiner applies to (old, new), if it is one
+  // whose partial results an all-reduce can combine, and its identity.
+  std::optional<std::pair<Opcode, double>> scatterCombiner(const Instruction& inst) {
+    const Computation* c = inst.toApply();
+    if (!c || !c->root() || c->root()->operandCount() != 2) return std::nullopt;
+    const Instruction* r = c->root();
+    if (r->operand(0)->opcode() != Opcode::Parameter || r->operand(1)->opcode() != Opcode::Parameter ||
+        r->operand(0) == r->operand(1))
+      return std::nullopt;
+    ElementType t = inst.shape().elementType();
+    bool fp = hlo::isFloatType(t);
+    if (r->opcode() == Opcode::Add) return std::make_pair(Opcode::Add, 0.0);
+    if (!fp && t != ElementType::S32) return std::nullopt;
+    switch (r->opcode()) {
+      case Opcode::Maximum: return std::make_pair(Opcode::Maximum, fp ? -HUGE_VAL : static_cast<double>(std::numeric_limits<int32_t>::min()));
+      case Opcode::Minimum: return std::make_pair(Opcode::Minimum, fp ? HUGE_VAL : static_cast<double>(std::numeric_limits<int32_t>::max()));
+      default: return std::nullopt;
+    }
+  }
+
+  // Scatter: operand passthrough (update windows cover whole operand dims:
+  // operand and updates split alike, indices whole, local scatter), or index
+  // parallel (indices and updates split on their scatter dims: each device
+  // scatters its updates into the combiner's identity, an all-reduce with
+  // the combiner joins them, and the operand is combined in elementwise).
+  std::optional<PValue> partitionScatter(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    IndexedMap m = scatterMap(inst);
+    const PValue& O = values_.at(inst.operand(0));
+    const PValue& I = values_.at(inst.operand(1));
+    const PValue& U = values_.at(inst.operand(2));
+    const hlo::ScatterDimensionNumbers& dn = *inst.attrs().scatterDims;
+    // Operand dims that may stay tiled: passthrough dims, and inserted
+    // (one-row window) dims an index component addresses: there each device
+    // scatters with indices rebased to its shard and drops what lies outside.
+    std::vector<int64_t> notLocal;
+    for (int64_t p = 0; p < T.rank(); ++p) {
+      bool indexed = std::find(dn.insertedWindowDims.begin(), dn.insertedWindowDims.end(), p) != dn.insertedWindowDims.end() &&
+                     std::find(dn.scatterDimsToOperandDims.begin(), dn.scatterDimsToOperandDims.end(), p) !=
+                         dn.scatterDimsToOperandDims.end();
+      if (m.outOfOperand[static_cast<size_t>(p)] < 0 && !indexed) notLocal.push_back(p);
+    }
+    for (int64_t p : dn.inputBatchingDims) notLocal.push_back(p);
+    Tiling W = T.replicatedOn(notLocal);
+    Tiling ut = projectTiling(W, m.operandOfOut);
+    Tiling idxRepl = Tiling::replicated(I.global.rank(), n_);
+    double passCost = reshardCost(O.global, O.leaves[0], W) + reshardCost(U.global, U.leaves[0], ut) +
+                      reshardCost(I.global, I.leaves[0], idxRepl) + reshardCost(inst.shape(), W, T);
+    // Index parallel: the indices keep their tiling on batch dims.
+    std::optional<std::pair<Opcode, double>> comb = scatterCombiner(inst);
+    Tiling it = projectTiling(I.leaves[0], m.indexOfOut);  // in update space
+    it = projectTiling(it, m.outOfIndex);                  // back: batch dims only
+    bool indexTiled = it.numTiles() > 1;
+    if (comb && indexTiled) {
+      Tiling uti = projectTiling(it, m.indexOfOut);
+      double full = static_cast<double>(product(inst.shape().dimensions()) * elementBytes(inst.shape()));
+      double idxCost = reshardCost(O.global, O.leaves[0], T) + reshardCost(U.global, U.leaves[0], uti) +
+                       reshardCost(I.global, I.leaves[0], it) + 2.0 * full;
+      if (idxCost < passCost) {
+        Instruction* idx = reshard(I.local, I.global, I.leaves[0], it);
+        Instruction* upd = reshard(U.local, U.global, U.leaves[0], uti);
+        std::vector<int64_t> scatterDims;
+        for (int64_t d = 0; d < uti.rank(); ++d)
+          if (uti.tile(d) > 1) scatterDims.push_back(d);
+        ElementType et = inst.shape().elementType();
+        Instruction* identity = scalarConstant(et, comb->second);
+        upd = mask(upd, U.global, uti, scatterDims, identity);  // padding rows add nothing
+        Instruction* base = broadcastScalar(identity, inst.shape());
+        Instruction* partial = cloneAs(inst, inst.shape(), {base, idx, upd});
+        Instruction* joined = allReduce(partial, uti.groupsAlong(scatterDims), inst.toApply());
+        Instruction* local = reshard(joined, inst.shape(), Tiling::replicated(inst.shape().rank(), n_), T);
+        Instruction* x = reshard(O.local, O.global, O.leaves[0], T);
+        Instruction* r = add(comb->first, x->shape(), {x, local}, "scatter-combine");
+        return PValue{r, inst.shape(), want_};
+      }
+    }
+    if (!W.isReplicated() || O.leaves[0].numTiles() > 1 || U.leaves[0].numTiles() > 1) {
+      for (int64_t p : notLocal)
+        if (O.leaves[0].tile(p) > 1) {
+          diags_.warning(inst.location(), fmt::format("scatter '{}' replicates its operand along dimension {} (tiled {}, "
+                                                      "an indexed dimension): no index-aware strategy yet",
+                                                      inst.name(), p, O.leaves[0].toString()));
+          break;
+        }
+    }
+    Instruction* x = reshard(O.local, O.global, O.leaves[0], W);
+    Instruction* idx = reshard(I.local, I.global, I.leaves[0], idxRepl);
+    Instruction* upd = reshard(U.local, U.global, U.leaves[0], ut);
+    std::vector<int64_t> g = inst.shape().dimensions();
+    for (size_t k = 0; k < dn.scatterDimsToOperandDims.size(); ++k) {
+      int64_t p = dn.scatterDimsToOperandDims[k];
+      if (W.tile(p) == 1 || m.outOfOperand[static_cast<size_t>(p)] >= 0) continue;
+      std::vector<int64_t> off(static_cast<size_t>(n_));
+      for (int64_t d = 0; d < n_; ++d) off[static_cast<size_t>(d)] = W.shardOffsets(d, g)[static_cast<size_t>(p)];
+      idx = rebaseIndices(idx, dn.indexVectorDim, static_cast<int64_t>(k), off);
+    }
+    Instruction* sc = cloneAs(inst, W.shardShape(inst.shape()), {x, idx, upd});
+    return PValue{reshard(sc, inst.shape(), W, T), inst.shape(), want_};
   }
 
   // Convolution: batch tiles split the input and output-feature tiles the

@@ -237,6 +237,30 @@ class Propagator {
       }
       return offer(&inst, *best);
     }
+    if (op == Opcode::Gather) {
+      IndexedMap m = gatherMap(inst);
+      const Tiling* o = opTiling(0);
+      const Tiling* i = opTiling(1);
+      std::optional<Tiling> best;
+      if (o) best = projectTiling(*o, m.operandOfOut);
+      if (i) {
+        Tiling c = projectTiling(*i, m.indexOfOut);
+        if (!best || c.numTiles() > best->numTiles()) best = c;
+      }
+      return best && offer(&inst, *best);
+    }
+    if (op == Opcode::Scatter && inst.operandCount() == 3) {
+      IndexedMap m = scatterMap(inst);
+      const Tiling* o = opTiling(0);
+      const Tiling* u = opTiling(2);
+      std::optional<Tiling> best;
+      if (o) best = *o;
+      if (u) {
+        Tiling c = projectTiling(*u, m.outOfOperand);
+        if (!best || c.numTiles() > best->numTiles()) best = c;
+      }
+      return best && offer(&inst, *best);
+    }
     if (op == Opcode::Convolution) {
       const Tiling* l = opTiling(0);
       if (!l) return false;
@@ -338,6 +362,21 @@ class Propagator {
         return offer(inst.operand(0), reshapeTiling(t, inst.shape().dimensions(), inst.operand(0)->shape().dimensions(), &exact));
       }
       case Opcode::Reduce: return offer(inst.operand(0), t.withInsertedDims(inst.attrs().dimensions));
+      case Opcode::Gather: {
+        IndexedMap m = gatherMap(inst);
+        changed |= offer(inst.operand(0), projectTiling(t, m.outOfOperand));
+        changed |= offer(inst.operand(1), projectTiling(t, m.outOfIndex));
+        return changed;
+      }
+      case Opcode::Scatter: {
+        if (inst.operandCount() != 3) return false;
+        IndexedMap m = scatterMap(inst);
+        changed |= offer(inst.operand(0), t);
+        Tiling u = projectTiling(t, m.operandOfOut);
+        changed |= offer(inst.operand(2), u);
+        if (const Tiling* cur = array(inst.operand(2))) changed |= offer(inst.operand(1), projectTiling(*cur, m.outOfIndex));
+        return changed;
+      }
       case Opcode::Convolution: {
         // The input takes the output's batch and spatial tiling, the kernel
         // its output-feature tiling (grouped convolutions: spatial only).

@@ -209,6 +209,79 @@ ENTRY e {
   t = s32[9,9] slice(a), slice={[8:17], [0:9]}, sharding={a}
   ROOT r = (s32[6,5], s32[9,9]) tuple(s, t)
 })"},
+    {"gather-rows", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[10,7] parameter(0), sharding={a}
+  i = s32[6,1] parameter(1), sharding={b}
+  ROOT g = f32[6,7] gather(a, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,7}, sharding={c}
+})"},
+    {"gather-windows", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = s32[9,8] parameter(0), sharding={a}
+  i = s32[5,2] parameter(1), sharding={b}
+  g = s32[5,2,3] gather(a, i), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,3}
+  ROOT n = s32[5,2,3] negate(g), sharding={devices=[{n},1,1]<=[{n}]}
+})"},
+    {"gather-vocab", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[43,6] parameter(0), sharding={a}
+  i = s32[3] parameter(1), sharding={r}
+  g = f32[3,6] gather(a, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}
+  ROOT n = f32[3,6] negate(g), sharding={b}
+})"},
+    {"gather-vocab-2d", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = s32[41,4,3] parameter(0), sharding={devices=[{n},1,1]<=[{n}]}
+  i = s32[2,2] parameter(1)
+  ROOT g = s32[2,3] gather(a, i), offset_dims={1}, collapsed_slice_dims={0,1}, start_index_map={1,0}, index_vector_dim=1, slice_sizes={1,1,3}
+})"},
+    {"scatter-add-many", R"(HloModule m, num_partitions={n}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  a = f32[5,3] parameter(0), sharding={a}
+  i = s32[43] parameter(1), sharding={r}
+  u = f32[43,3] parameter(2), sharding={b}
+  ROOT s = f32[5,3] scatter(a, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add, sharding={c}
+})"},
+    {"scatter-add", R"(HloModule m, num_partitions={n}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  a = f32[10,7] parameter(0), sharding={a}
+  i = s32[6,1] parameter(1), sharding={b}
+  u = f32[6,7] parameter(2), sharding={c}
+  ROOT s = f32[10,7] scatter(a, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add, sharding={a}
+})"},
+    {"scatter-max", R"(HloModule m, num_partitions={n}
+mx {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] maximum(x, y)
+}
+ENTRY e {
+  a = s32[10,7] parameter(0), sharding={a}
+  i = s32[13,1] parameter(1), sharding={b}
+  u = s32[13,7] parameter(2), sharding={b}
+  ROOT s = s32[10,7] scatter(a, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx, sharding={c}
+})"},
+    {"scatter-assign", R"(HloModule m, num_partitions={n}
+set {
+  x = s32[] parameter(0)
+  ROOT y = s32[] parameter(1)
+}
+ENTRY e {
+  a = s32[10,7] parameter(0), sharding={a}
+  i = s32[6,1] parameter(1), sharding={b}
+  u = s32[6,7] parameter(2), sharding={c}
+  ROOT s = s32[10,7] scatter(a, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set, sharding={b}
+})"},
     {"while", R"(HloModule m, num_partitions={n}
 cond {
   p = (s32[], f32[10,7]) parameter(0)
