@@ -755,6 +755,25 @@ class Partitioner {
       w->setCalledComputations({cond, body});
       return pv(w, want_);
     }
+    if (op == Opcode::Conditional) {
+      // Every device must take the same branch: the selector is made
+      // replicated; each branch is partitioned with its operand's sharding
+      // and ends in the conditional's, so all branches agree on the result.
+      std::vector<Instruction*> ops{operandReplicated(inst.operand(0))};
+      std::vector<Computation*> branches;
+      const auto& called = inst.calledComputations();
+      for (size_t k = 0; k < called.size(); ++k) {
+        const PValue& v = values_.at(inst.operand(static_cast<int64_t>(k) + 1));
+        ops.push_back(v.local);
+        Leaves rootWant = want_;
+        Computation* b = partitionComputationWithParams(*called[k], {v.leaves}, called[k]->name(), &rootWant);
+        if (!b) return std::nullopt;
+        branches.push_back(b);
+      }
+      Instruction* c = cloneAs(inst, localShape(shape, want_), ops);
+      c->setCalledComputations(branches);
+      return pv(c, want_);
+    }
     if (op == Opcode::Call && inst.toApply()) {
       std::vector<Instruction*> ops;
       std::vector<Leaves> paramLeaves;

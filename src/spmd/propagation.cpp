@@ -176,6 +176,19 @@ class Propagator {
       }
       return changed;
     }
+    if (op == Opcode::Conditional) {
+      // Branch k's parameter is operand k + 1; the result follows the roots.
+      bool changed = false;
+      const auto& called = inst.calledComputations();
+      for (size_t k = 0; k < called.size(); ++k) {
+        hlo::Computation* c = called[k];
+        if (const Leaves* l = get(inst.operand(static_cast<int64_t>(k) + 1)))
+          if (c && c->parameter(0)) changed |= offer(c->parameter(0), *l);
+        if (c && c->root())
+          if (const Leaves* l = get(c->root())) changed |= offer(&inst, *l);
+      }
+      return changed;
+    }
     if (op == Opcode::Call) {
       hlo::Computation* c = inst.toApply();
       bool changed = false;
@@ -337,6 +350,11 @@ class Propagator {
       return changed;
     }
     if (op == Opcode::While) return offer(inst.operand(0), *mine);
+    if (op == Opcode::Conditional) {
+      for (hlo::Computation* c : inst.calledComputations())
+        if (c && c->root()) changed |= offer(c->root(), *mine);
+      return changed;
+    }
     if (!inst.shape().isArray()) {
       if (op == Opcode::Reduce || op == Opcode::Sort) {
         const Tiling& t = (*mine)[0];

@@ -282,6 +282,50 @@ ENTRY e {
   u = s32[6,7] parameter(2), sharding={c}
   ROOT s = s32[10,7] scatter(a, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set, sharding={b}
 })"},
+    {"conditional", R"(HloModule m, num_partitions={n}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+tb {
+  p = (f32[10,7], f32[10,7]) parameter(0)
+  a = f32[10,7] get-tuple-element(p), index=0
+  b = f32[10,7] get-tuple-element(p), index=1
+  ROOT s = f32[10,7] add(a, b), sharding={b}
+}
+fb {
+  p = f32[10,7] parameter(0)
+  z = f32[] constant(0)
+  r = f32[10] reduce(p, z), dimensions={1}, to_apply=add
+  ROOT n = f32[10,7] broadcast(r), dimensions={0}
+}
+ENTRY e {
+  c = pred[] parameter(0)
+  a = f32[10,7] parameter(1), sharding={a}
+  b = f32[10,7] parameter(2), sharding={b}
+  t = (f32[10,7], f32[10,7]) tuple(a, b)
+  ROOT r = f32[10,7] conditional(c, t, b), true_computation=tb, false_computation=fb, sharding={c}
+})"},
+    {"conditional-index", R"(HloModule m, num_partitions={n}
+b0 {
+  p = s32[9,6] parameter(0)
+  ROOT n = s32[9,6] negate(p)
+}
+b1 {
+  p = s32[9,6] parameter(0)
+  ROOT t = s32[9,6] multiply(p, p), sharding={b}
+}
+b2 {
+  p = s32[9,6] parameter(0)
+  ROOT t = s32[9,6] reverse(p), dimensions={0}
+}
+ENTRY e {
+  i = s32[] parameter(0)
+  a = s32[9,6] parameter(1), sharding={a}
+  b = s32[9,6] parameter(2), sharding={b}
+  ROOT r = s32[9,6] conditional(i, a, b, a), branch_computations={b0, b1, b2}, sharding={c}
+})"},
     {"while", R"(HloModule m, num_partitions={n}
 cond {
   p = (s32[], f32[10,7]) parameter(0)
