@@ -836,6 +836,7 @@ class Partitioner {
         Instruction* o = operandAs(inst.operand(0), T.transposed(inv));
         return pv(cloneAs(inst, localOut, {o}), want_);
       }
+      case Opcode::Rng: return partitionRng(inst);
       case Opcode::Reshape:
       case Opcode::Bitcast: return partitionReshape(inst);
       case Opcode::Reduce: return partitionReduce(inst);
@@ -856,6 +857,28 @@ class Partitioner {
     if (allReplicated(inst)) return replicatedClone(inst);
     unsupported(inst, "this op has no partitioning rule yet");
     return std::nullopt;
+  }
+
+  // Rng: every device draws its own tile from its own stream (as XLA's
+  // partitioner does, the values differ from an unpartitioned run's). Devices
+  // that replicate a tile must agree: the first of each group keeps its draw,
+  // the others contribute zeros to an all-reduce within the group.
+  std::optional<PValue> partitionRng(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    std::vector<Instruction*> ops;
+    for (const Instruction* o : inst.operands()) ops.push_back(operandReplicated(o));
+    Shape localOut = T.shardShape(inst.shape());
+    Instruction* r = cloneAs(inst, localOut, ops);
+    if (T.replication() == 1) return PValue{r, inst.shape(), want_};
+    std::vector<int64_t> first(static_cast<size_t>(n_));
+    for (int64_t d = 0; d < n_; ++d) first[static_cast<size_t>(d)] = T.replicaIndex(d) == 0;
+    Shape s32Shape = withDims(Shape::array(ElementType::S32, {}), localOut.dimensions());
+    Instruction* keep = compare(broadcastScalar(table(first), s32Shape), broadcastScalar(constantS32(1), s32Shape),
+                                hlo::ComparisonDirection::EQ, "keep");
+    ElementType et = localOut.elementType();
+    Instruction* mine = add(Opcode::Select, localOut, {keep, r, broadcastScalar(scalarConstant(et, 0), localOut)}, "draw");
+    Instruction* shared = allReduce(mine, T.groupsAlong({}, true), adder(et));
+    return PValue{shared, inst.shape(), want_};
   }
 
   std::optional<PValue> replicatedClone(const Instruction& inst) {
