@@ -845,6 +845,7 @@ class Partitioner {
       case Opcode::Slice:
       case Opcode::Pad: return partitionPadSlice(inst);
       case Opcode::ReduceWindow: return partitionReduceWindow(inst);
+      case Opcode::SelectAndScatter: return partitionSelectAndScatter(inst);
       case Opcode::Gather: return partitionGather(inst);
       case Opcode::Scatter: return partitionScatter(inst);
       case Opcode::DynamicSlice:
@@ -1093,6 +1094,103 @@ class Partitioner {
     Instruction* r = cloneAs(inst, T.shardShape(inst.shape()), {x, init});
     r->attrs().window = local;
     return PValue{r, inst.shape(), want_};
+  }
+
+  // Select-and-scatter with tiled windowed dims. Result tile i (operand rows
+  // [i*s, (i+1)*s)) receives from every window overlapping it, and choosing
+  // within a window needs the whole window: each device fetches the source
+  // rows of those windows and the operand rows they cover (halo exchange),
+  // runs the op locally without padding, and keeps its own rows. Rows outside
+  // the operand read a value the selection never prefers (-inf for a
+  // maximum, +inf for a minimum); absent windows scatter zero, so the scatter
+  // must be an add.
+  std::optional<PValue> partitionSelectAndScatter(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const hlo::Window& win = *inst.attrs().window;
+    std::vector<int64_t> tiled;
+    for (int64_t j = 0; j < T.rank(); ++j)
+      if (T.tile(j) > 1 && (win.dimensions[static_cast<size_t>(j)].size != 1 || win.dimensions[static_cast<size_t>(j)].stride != 1 ||
+                            win.dimensions[static_cast<size_t>(j)].paddingLow != 0 || win.dimensions[static_cast<size_t>(j)].paddingHigh != 0))
+        tiled.push_back(j);
+    const Shape& xs = inst.operand(0)->shape();
+    const Shape& ss = inst.operand(1)->shape();
+    Instruction* init = operandReplicated(inst.operand(2));
+    if (tiled.empty()) {
+      Instruction* x = operandAs(inst.operand(0), T);
+      Instruction* src = operandAs(inst.operand(1), T);
+      return PValue{cloneAs(inst, T.shardShape(inst.shape()), {x, src, init}), inst.shape(), want_};
+    }
+    const auto& called = inst.calledComputations();
+    const Instruction* sel = called.size() == 2 && called[0]->root() ? called[0]->root() : nullptr;
+    const Instruction* sc = called.size() == 2 && called[1]->root() ? called[1]->root() : nullptr;
+    std::optional<double> never;
+    ElementType et = xs.elementType();
+    if (sel && sel->opcode() == Opcode::Compare && sel->operand(0)->opcode() == Opcode::Parameter &&
+        sel->operand(0)->attrs().parameterNumber == 0 && (hlo::isFloatType(et) || et == ElementType::S32)) {
+      hlo::ComparisonDirection dir = sel->attrs().comparisonDirection;
+      bool fp = hlo::isFloatType(et);
+      if (dir == hlo::ComparisonDirection::GE || dir == hlo::ComparisonDirection::GT)
+        never = fp ? -HUGE_VAL : static_cast<double>(std::numeric_limits<int32_t>::min());
+      if (dir == hlo::ComparisonDirection::LE || dir == hlo::ComparisonDirection::LT)
+        never = fp ? HUGE_VAL : static_cast<double>(std::numeric_limits<int32_t>::max());
+    }
+    bool adds = sc && sc->opcode() == Opcode::Add && sc->operand(0)->opcode() == Opcode::Parameter &&
+                sc->operand(1)->opcode() == Opcode::Parameter;
+    if (!never || !adds) {
+      unsupported(inst, "tiled windowed dims need a select that compares its first parameter with GE/GT/LE/LT "
+                        "and an add scatter");
+      return std::nullopt;
+    }
+    for (int64_t j : tiled)
+      if (win.dimensions[static_cast<size_t>(j)].baseDilation != 1 || win.dimensions[static_cast<size_t>(j)].windowDilation != 1) {
+        unsupported(inst, fmt::format("dimension {} is tiled and dilated", j));
+        return std::nullopt;
+      }
+    Instruction* x = operandAs(inst.operand(0), T);
+    Instruction* src = operandAs(inst.operand(1), T);
+    Instruction* avoid = scalarConstant(et, *never);
+    Instruction* zero = scalarConstant(et, 0);
+    hlo::Window local = win;
+    std::vector<int64_t> s = T.shardDims(xs.dimensions());
+    std::vector<std::vector<int64_t>> keepAt(T.rank());
+    for (int64_t j : tiled) {
+      size_t uj = static_cast<size_t>(j);
+      hlo::WindowDimension& w = local.dimensions[uj];
+
+      auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+      // Windows [first, last] overlap tile i; `first` is moved back until
+      // its window starts at or before the tile, so the local windows line up
+      // with the fetched rows (absent windows scatter masked zeros).
+      std::vector<int64_t> firstWin(static_cast<size_t>(n_)), firstRow(static_cast<size_t>(n_)), keep(static_cast<size_t>(n_));
+      int64_t rows = w.size;
+      for (int64_t d = 0; d < n_; ++d) {
+        int64_t i = T.tileIndex(d)[uj];
+        int64_t lo = i * s[uj], hi = (i + 1) * s[uj];
+        int64_t first = std::min(-floorDiv(-(lo + w.paddingLow - w.size + 1), w.stride), floorDiv(lo + w.paddingLow, w.stride));
+        int64_t last = floorDiv(hi - 1 + w.paddingLow, w.stride);
+        int64_t start = first * w.stride - w.paddingLow;
+        firstWin[static_cast<size_t>(d)] = first;
+        firstRow[static_cast<size_t>(d)] = start;
+        keep[static_cast<size_t>(d)] = lo - start;
+        rows = std::max({rows, (last - first) * w.stride + w.size, hi - start});
+      }
+      int64_t srcLen = (rows - w.size) / w.stride + 1;
+      x = haloWindow(x, xs, T, j, firstRow, rows, avoid);
+      src = haloWindow(src, ss, T, j, firstWin, srcLen, zero);
+      w.paddingLow = 0;
+      w.paddingHigh = 0;
+      keepAt[uj] = keep;
+    }
+    std::vector<int64_t> bufDims = x->shape().dimensions();
+    Instruction* r = cloneAs(inst, withDims(x->shape(), bufDims), {x, src, init});
+    r->attrs().window = local;
+    std::vector<Instruction*> ops{r};
+    std::vector<int64_t> outDims = T.shardDims(inst.shape().dimensions());
+    for (int64_t j = 0; j < T.rank(); ++j)
+      ops.push_back(keepAt[static_cast<size_t>(j)].empty() ? constantS32(0) : table(keepAt[static_cast<size_t>(j)]));
+    Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), outDims), ops, "dynamic-slice");
+    ds->attrs().dynamicSliceSizes = outDims;
+    return PValue{ds, inst.shape(), want_};
   }
 
   // Pad and slice on tiled dims: each output tile is a window of input rows

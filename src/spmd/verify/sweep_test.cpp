@@ -326,6 +326,40 @@ ENTRY e {
   b = s32[9,6] parameter(2), sharding={b}
   ROOT r = s32[9,6] conditional(i, a, b, a), branch_computations={b0, b1, b2}, sharding={c}
 })"},
+    {"select-and-scatter", R"(HloModule m, num_partitions={n}
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  x = f32[11,6] parameter(0), sharding={a}
+  g = f32[6,5] parameter(1), sharding={b}
+  z = f32[] constant(0)
+  ROOT s = f32[11,6] select-and-scatter(x, g, z), window={size=3x2 stride=2x1 pad=1_1x0_0}, select=ge, scatter=add, sharding={c}
+})"},
+    {"select-and-scatter-gaps", R"(HloModule m, num_partitions={n}
+le {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LE
+}
+add {
+  x = s32[] parameter(0)
+  y = s32[] parameter(1)
+  ROOT s = s32[] add(x, y)
+}
+ENTRY e {
+  x = s32[14,9] parameter(0), sharding={a}
+  g = s32[4,4] parameter(1), sharding={a}
+  z = s32[] constant(3)
+  ROOT s = s32[14,9] select-and-scatter(x, g, z), window={size=2x3 stride=4x2 pad=1_0x0_0}, select=le, scatter=add, sharding={a}
+})"},
     {"while", R"(HloModule m, num_partitions={n}
 cond {
   p = (s32[], f32[10,7]) parameter(0)
