@@ -41,6 +41,25 @@ std::vector<std::string> rank1Shardings(int64_t n) {
   return out;
 }
 
+// Shardings of a rank-4 (NHWC) array: each dim tiled, two spatial dims at
+// once, partial replication, a reversed device order.
+std::vector<std::string> rank4Shardings(int64_t n) {
+  std::string rev;
+  for (int64_t i = n; i-- > 0;) rev += fmt::format("{}{}", i == n - 1 ? "" : ",", i);
+  std::vector<std::string> out = {"{replicated}",
+                                  fmt::format("{{devices=[{},1,1,1]<=[{}]}}", n, n),
+                                  fmt::format("{{devices=[1,{},1,1]<=[{}]}}", n, n),
+                                  fmt::format("{{devices=[1,1,{},1]{}}}", n, rev),
+                                  fmt::format("{{devices=[1,1,1,{}]<=[{}]}}", n, n)};
+  if (n % 2 == 0 && n > 2) {
+    out.push_back(fmt::format("{{devices=[1,2,{},1]<=[{}]}}", n / 2, n));
+    out.push_back(fmt::format("{{devices=[1,{},2,1]<=[2,{}]T(1,0)}}", n / 2, n / 2));
+    out.push_back(fmt::format("{{devices=[2,1,{},1]<=[{}]}}", n / 2, n));
+    out.push_back(fmt::format("{{devices=[1,2,1,1,{}]<=[{}] last_tile_dim_replicate}}", n / 2, n));
+  }
+  return out;
+}
+
 struct Case {
   const char* name;
   const char* text;  // {n}: devices; {a} {b} {c}: rank-2 shardings; {r}: a rank-1 sharding
@@ -397,6 +416,79 @@ std::string fill(std::string text, int64_t n, const std::string& a, const std::s
   rep("sharding={r}", "sharding=" + r);
   return text;
 }
+
+// Windowed ops on rank-4 arrays with every rank-4 sharding on the input
+// and random ones on the output ({A} {B}).
+const Case kWindowCases[] = {
+    {"conv", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[3,10,9,4] parameter(0), sharding={A}
+  k = f32[3,2,4,5] parameter(1)
+  c = f32[3,10,9,5] convolution(a, k), window={size=3x2 pad=1_1x0_1}, dim_labels=b01f_01io->b01f
+  ROOT r = f32[3,10,9,5] negate(c), sharding={B}
+})"},
+    {"conv-stride-dilate", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = f32[2,13,11,3] parameter(0), sharding={A}
+  k = f32[2,3,3,4] parameter(1)
+  c = f32[2,7,4,4] convolution(a, k), window={size=2x3 stride=2x3 pad=1_0x2_1 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f, sharding={B}
+  ROOT r = f32[2,7,4,4] negate(c), sharding={A}
+})"},
+    {"pool", R"(HloModule m, num_partitions={n}
+mx {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] maximum(x, y)
+}
+ENTRY e {
+  a = f32[3,11,10,4] parameter(0), sharding={A}
+  z = f32[] constant(-inf)
+  ROOT w = f32[3,6,5,4] reduce-window(a, z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=mx, sharding={B}
+})"},
+    {"pool-grad", R"(HloModule m, num_partitions={n}
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  x = f32[2,11,10,3] parameter(0), sharding={A}
+  g = f32[2,6,5,3] parameter(1), sharding={B}
+  z = f32[] constant(0)
+  ROOT s = f32[2,11,10,3] select-and-scatter(x, g, z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, select=ge, scatter=add, sharding={A}
+})"},
+};
+
+class WindowSweep : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(WindowSweep, PartitionedEqualsUnpartitioned) {
+  int64_t n = GetParam();
+  std::vector<std::string> s4 = rank4Shardings(n);
+  std::mt19937_64 rng(static_cast<uint64_t>(n) * 104729);
+  for (const Case& c : kWindowCases) {
+    for (size_t k = 0; k < s4.size() + 2; ++k) {
+      std::string a = k < s4.size() ? s4[k] : s4[rng() % s4.size()];
+      std::string b = s4[rng() % s4.size()];
+      std::string text = c.text;
+      auto rep = [&](const std::string& key, const std::string& v) {
+        for (size_t p; (p = text.find(key)) != std::string::npos;) text.replace(p, key.size(), v);
+      };
+      rep("{n}", std::to_string(n));
+      rep("sharding={A}", "sharding=" + a);
+      rep("sharding={B}", "sharding=" + b);
+      CheckReport r = checkPartitioning(text, n, k + 11, 1e-4);
+      EXPECT_TRUE(r.ok) << c.name << " on " << n << " devices:\n" << text << "\n" << r.message;
+      if (!r.ok) break;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, WindowSweep, ::testing::Values(2, 4, 5, 8));
 
 class Sweep : public ::testing::TestWithParam<int64_t> {};
 
