@@ -404,18 +404,46 @@ class Partitioner {
 
   // ------------------------------------------------------------ halo exchange
   // Rows [start[d], start[d] + length) of dim `dim` of the global array, on
-  // every device d, from `x` (d's shard under `t`, which tiles `dim`): the
-  // rows held by neighbours along `dim` arrive by one collective-permute per
-  // neighbour distance (only the part some device needs), are concatenated
-  // around the local rows and cut at a per-device offset. Rows outside the
-  // array (global padding, uneven-shard padding) read `padValue`.
+  // every device d, from `x` (d's shard under `t`, which tiles `dim`). Rows
+  // outside the array (global padding, uneven-shard padding) read
+  // `padValue`. Two ways to fetch, the one moving fewer rows is taken:
+  //  - by distance: one collective-permute per tile distance (left / right
+  //    neighbours, then farther), carrying just the rows some device needs
+  //    from that far: the halo exchange of sliding windows;
+  //  - by segment: segment q of a window is (part of) its q-th tile; one
+  //    permute per segment from whichever device holds it (more rounds when
+  //    a tile feeds two devices): mirrored or rescaled windows (reverse,
+  //    pad), whose distances differ per device.
+  // The pieces are concatenated and each device's window cut at its offset.
   Instruction* haloWindow(Instruction* x, const Shape& global, const Tiling& t, int64_t dim,
                           const std::vector<int64_t>& start, int64_t length, Instruction* padValue) {
     size_t uj = static_cast<size_t>(dim);
     int64_t G = global.dimension(dim), k = t.tile(dim), s = t.shardDims(global.dimensions())[uj];
-    std::map<int64_t, std::pair<int64_t, int64_t>> need;  // delta -> relative [lo, hi) in the source shard
+    auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+    auto at = [](const std::vector<int64_t>& v, int64_t d) { return v[static_cast<size_t>(d)]; };
+    std::vector<int64_t> bufShape = x->shape().dimensions();
+    bufShape[uj] = length;
+    auto sliceRows = [&](int64_t lo, int64_t hi) {
+      if (lo == 0 && hi == s) return x;
+      std::vector<hlo::SliceDimension> sl;
+      std::vector<int64_t> dims = x->shape().dimensions();
+      for (size_t j = 0; j < dims.size(); ++j) sl.push_back(j == uj ? hlo::SliceDimension{lo, hi, 1} : hlo::SliceDimension{0, dims[j], 1});
+      dims[uj] = hi - lo;
+      Instruction* piece = add(Opcode::Slice, withDims(x->shape(), dims), {x}, "halo");
+      piece->attrs().slice = sl;
+      return piece;
+    };
+    auto sourceOf = [&](int64_t d, int64_t tileIdx) {
+      std::vector<int64_t> idx = t.tileIndex(d);
+      idx.resize(static_cast<size_t>(t.rank()));
+      idx[uj] = tileIdx;
+      return t.deviceAt(idx, t.replicaIndex(d));
+    };
+
+    // Plan 1, by distance.
+    std::map<int64_t, std::pair<int64_t, int64_t>> need;  // distance -> rows [lo, hi) of the source shard
     for (int64_t d = 0; d < n_; ++d) {
-      int64_t i = t.tileIndex(d)[uj], a = start[static_cast<size_t>(d)];
+      int64_t i = t.tileIndex(d)[uj], a = at(start, d);
       for (int64_t src = 0; src < k; ++src) {
         int64_t lo = std::max({a, src * s, int64_t{0}}), hi = std::min({a + length, (src + 1) * s, G});
         if (lo >= hi) continue;
@@ -426,38 +454,98 @@ class Partitioner {
         }
       }
     }
-    std::vector<int64_t> bufShape = x->shape().dimensions();
-    bufShape[uj] = length;
     if (need.empty()) return broadcastScalar(padValue, withDims(x->shape(), bufShape));
     int64_t dmin = need.begin()->first, dmax = need.rbegin()->first;
-    std::vector<Instruction*> pieces;
-    for (int64_t delta = dmin; delta <= dmax; ++delta) {
-      int64_t lo = delta == dmin ? need[dmin].first : 0, hi = delta == dmax ? need[dmax].second : s;
-      Instruction* piece = x;
-      if (lo != 0 || hi != s) {
-        std::vector<hlo::SliceDimension> sl;
-        std::vector<int64_t> dims = x->shape().dimensions();
-        for (size_t j = 0; j < dims.size(); ++j) sl.push_back(j == uj ? hlo::SliceDimension{lo, hi, 1} : hlo::SliceDimension{0, dims[j], 1});
-        dims[uj] = hi - lo;
-        piece = add(Opcode::Slice, withDims(x->shape(), dims), {x}, "halo");
-        piece->attrs().slice = sl;
-      }
-      if (delta != 0) {
-        std::vector<std::pair<int64_t, int64_t>> pairs;
-        for (int64_t d = 0; d < n_; ++d) {
-          std::vector<int64_t> idx = t.tileIndex(d);
-          idx.resize(static_cast<size_t>(t.rank()));
-          idx[uj] += delta;
-          if (idx[uj] < 0 || idx[uj] >= k) continue;
-          pairs.push_back({t.deviceAt(idx, t.replicaIndex(d)), d});
+    auto distRange = [&](int64_t delta) {
+      return std::make_pair(delta == dmin ? need[dmin].first : 0, delta == dmax ? need[dmax].second : s);
+    };
+    int64_t distRows = 0;
+    for (int64_t delta = dmin; delta <= dmax; ++delta)
+      if (delta != 0) distRows += distRange(delta).second - distRange(delta).first;
+
+    // Plan 2, by segment.
+    std::vector<int64_t> base(static_cast<size_t>(n_));
+    int64_t segments = 1, first = s, last = 1;
+    for (int64_t d = 0; d < n_; ++d) {
+      int64_t a = at(start, d);
+      base[static_cast<size_t>(d)] = floorDiv(a, s);
+      segments = std::max(segments, floorDiv(a + length - 1, s) - at(base, d) + 1);
+      first = std::min(first, a - at(base, d) * s);
+    }
+    for (int64_t d = 0; d < n_; ++d) last = std::max(last, std::min(at(start, d) + length - (at(base, d) + segments - 1) * s, s));
+    auto segRange = [&](int64_t q) {
+      int64_t lo = q == 0 ? first : 0, hi = q == segments - 1 ? last : s;
+      return std::make_pair(lo, std::max(hi, lo + 1));
+    };
+    std::vector<std::vector<std::vector<std::pair<int64_t, int64_t>>>> rounds(static_cast<size_t>(segments));
+    std::vector<bool> local(static_cast<size_t>(segments), true);
+    int64_t segRows = 0;
+    for (int64_t q = 0; q < segments; ++q) {
+      auto& rq = rounds[static_cast<size_t>(q)];
+      for (int64_t d = 0; d < n_; ++d) {
+        int64_t tileIdx = at(base, d) + q;
+        if (tileIdx < 0 || tileIdx >= k) {
+          local[static_cast<size_t>(q)] = false;
+          continue;
         }
-        std::sort(pairs.begin(), pairs.end());
-        Instruction* cp = add(Opcode::CollectivePermute, piece->shape(), {piece}, "collective-permute");
-        cp->attrs().sourceTargetPairs = pairs;
-        cp->attrs().channelId = nextChannel_++;
-        piece = cp;
+        int64_t src = sourceOf(d, tileIdx);
+        if (src != d) local[static_cast<size_t>(q)] = false;
+        size_t r = 0;
+        while (r < rq.size() && std::any_of(rq[r].begin(), rq[r].end(), [&](const auto& p) { return p.first == src; })) ++r;
+        if (r == rq.size()) rq.emplace_back();
+        rq[r].push_back({src, d});
       }
-      pieces.push_back(piece);
+      if (!local[static_cast<size_t>(q)])
+        segRows += (segRange(q).second - segRange(q).first) * std::max<int64_t>(1, static_cast<int64_t>(rq.size()));
+    }
+
+    std::vector<Instruction*> pieces;
+    std::vector<int64_t> off(static_cast<size_t>(n_));
+    int64_t padL = 0;
+    if (distRows <= segRows) {
+      for (int64_t delta = dmin; delta <= dmax; ++delta) {
+        auto [lo, hi] = distRange(delta);
+        Instruction* piece = sliceRows(lo, hi);
+        if (delta != 0) {
+          std::vector<std::pair<int64_t, int64_t>> pairs;
+          for (int64_t d = 0; d < n_; ++d) {
+            int64_t src = t.tileIndex(d)[uj] + delta;
+            if (src >= 0 && src < k) pairs.push_back({sourceOf(d, src), d});
+          }
+          std::sort(pairs.begin(), pairs.end());
+          Instruction* cp = add(Opcode::CollectivePermute, piece->shape(), {piece}, "collective-permute");
+          cp->attrs().sourceTargetPairs = pairs;
+          cp->attrs().channelId = nextChannel_++;
+          piece = cp;
+        }
+        pieces.push_back(piece);
+      }
+      for (int64_t d = 0; d < n_; ++d) {
+        off[static_cast<size_t>(d)] = at(start, d) - ((t.tileIndex(d)[uj] + dmin) * s + need[dmin].first);
+        padL = std::max(padL, -at(off, d));
+      }
+    } else {
+      for (int64_t q = 0; q < segments; ++q) {
+        auto [lo, hi] = segRange(q);
+        Instruction* piece = sliceRows(lo, hi);
+        if (local[static_cast<size_t>(q)]) {
+          pieces.push_back(piece);
+          continue;
+        }
+        Instruction* got = nullptr;
+        for (auto& pairs : rounds[static_cast<size_t>(q)]) {
+          std::sort(pairs.begin(), pairs.end());
+          Instruction* cp = add(Opcode::CollectivePermute, piece->shape(), {piece}, "collective-permute");
+          cp->attrs().sourceTargetPairs = pairs;
+          cp->attrs().channelId = nextChannel_++;
+          // Devices a round does not target receive zeros: the rounds add up.
+          got = got ? add(piece->shape().elementType() == ElementType::Pred ? Opcode::Or : Opcode::Add, piece->shape(),
+                          {got, cp}, "halo")
+                    : cp;
+        }
+        pieces.push_back(got ? got : broadcastScalar(padValue, piece->shape()));
+      }
+      for (int64_t d = 0; d < n_; ++d) off[static_cast<size_t>(d)] = at(start, d) - (at(base, d) * s + first);
     }
     Instruction* buf = pieces[0];
     if (pieces.size() > 1) {
@@ -467,17 +555,11 @@ class Partitioner {
       buf = add(Opcode::Concatenate, withDims(x->shape(), dims), pieces, "concatenate");
       buf->attrs().dimensions = {dim};
     }
-    // Where each device's window starts in the buffer; pad the buffer so no slice clamps.
-    std::vector<int64_t> off(static_cast<size_t>(n_));
-    int64_t padL = 0, padR = 0, size = buf->shape().dimension(dim);
-    for (int64_t d = 0; d < n_; ++d) {
-      int64_t i = t.tileIndex(d)[uj];
-      off[static_cast<size_t>(d)] = start[static_cast<size_t>(d)] - ((i + dmin) * s + need[dmin].first);
-      padL = std::max(padL, -off[static_cast<size_t>(d)]);
-    }
+    // Pad the buffer so no device's slice clamps.
+    int64_t size = buf->shape().dimension(dim), padR = 0;
     for (int64_t d = 0; d < n_; ++d) {
       off[static_cast<size_t>(d)] += padL;
-      padR = std::max(padR, off[static_cast<size_t>(d)] + length - (size + padL));
+      padR = std::max(padR, at(off, d) + length - (size + padL));
     }
     if (padL > 0 || padR > 0) {
       std::vector<int64_t> dims = buf->shape().dimensions();
@@ -848,10 +930,10 @@ class Partitioner {
       case Opcode::SelectAndScatter: return partitionSelectAndScatter(inst);
       case Opcode::Gather: return partitionGather(inst);
       case Opcode::Scatter: return partitionScatter(inst);
+      case Opcode::Reverse: return partitionReverse(inst);
       case Opcode::DynamicSlice:
       case Opcode::DynamicUpdateSlice:
       case Opcode::Concatenate:
-      case Opcode::Reverse:
       case Opcode::Sort: return partitionWholeDims(inst);
       default: break;
     }
@@ -1191,6 +1273,24 @@ class Partitioner {
     Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), outDims), ops, "dynamic-slice");
     ds->attrs().dynamicSliceSizes = outDims;
     return PValue{ds, inst.shape(), want_};
+  }
+
+  // Reverse on tiled dims: output tile i is the mirror of input rows
+  // [G - (i+1)*s, G - i*s), fetched by halo exchange, reversed locally.
+  std::optional<PValue> partitionReverse(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const Shape& in = inst.operand(0)->shape();
+    Instruction* x = operandAs(inst.operand(0), T);
+    Instruction* fill = scalarConstant(in.elementType(), 0);
+    std::vector<int64_t> s = T.shardDims(in.dimensions());
+    for (int64_t j : inst.attrs().dimensions) {
+      if (T.tile(j) == 1) continue;
+      size_t uj = static_cast<size_t>(j);
+      std::vector<int64_t> start(static_cast<size_t>(n_));
+      for (int64_t d = 0; d < n_; ++d) start[static_cast<size_t>(d)] = in.dimension(j) - (T.tileIndex(d)[uj] + 1) * s[uj];
+      x = haloWindow(x, in, T, j, start, s[uj], fill);
+    }
+    return PValue{cloneAs(inst, x->shape(), {x}), inst.shape(), want_};
   }
 
   // Pad and slice on tiled dims: each output tile is a window of input rows

@@ -379,6 +379,12 @@ ENTRY e {
   z = s32[] constant(3)
   ROOT s = s32[14,9] select-and-scatter(x, g, z), window={size=2x3 stride=4x2 pad=1_0x0_0}, select=le, scatter=add, sharding={a}
 })"},
+    {"reverse", R"(HloModule m, num_partitions={n}
+ENTRY e {
+  a = s32[11,6] parameter(0), sharding={a}
+  r = s32[11,6] reverse(a), dimensions={0,1}, sharding={a}
+  ROOT n = s32[11,6] negate(r), sharding={b}
+})"},
     {"while", R"(HloModule m, num_partitions={n}
 cond {
   p = (s32[], f32[10,7]) parameter(0)
