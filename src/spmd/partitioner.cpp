@@ -40,7 +40,8 @@ int64_t product(const std::vector<int64_t>& v) {
 
 class Partitioner {
  public:
-  Partitioner(hlo::Module& module, int64_t n, DiagnosticEngine& diags) : module_(module), n_(n), diags_(diags) {}
+  Partitioner(hlo::Module& module, int64_t n, DiagnosticEngine& diags, int64_t windowedBytes)
+      : module_(module), n_(n), diags_(diags), windowedBytes_(windowedBytes) {}
 
   bool run() {
     for (const auto& c : module_.computations())
@@ -1073,6 +1074,88 @@ class Partitioner {
     return PValue{reshard(r, inst.shape(), W, T), inst.shape(), want_};
   }
 
+  // The loop of a windowed einsum: operand `g` (0 lhs, 1 rhs) is held split
+  // along its free dim j (output dim q) by `S`; each of the k iterations
+  // multiplies the piece in hand with `other`, writes the product into the
+  // accumulator at the piece's place along q, and passes the piece to the
+  // previous device of its group (collective-permute), so every device sees
+  // every piece without ever holding the gathered operand. Returns the
+  // accumulator: the local result of the dot under P.
+  Instruction* windowedDot(const Instruction& inst, const Tiling& P, const Tiling& S, int64_t j, int64_t q,
+                           Instruction* mine, Instruction* other, int g) {
+    int64_t k = S.tile(j);
+    size_t uq = static_cast<size_t>(q);
+    std::vector<int64_t> outLocal = P.shardDims(inst.shape().dimensions());
+    int64_t piece = mine->shape().dimension(j);
+    std::vector<int64_t> partDims = outLocal, accDims = outLocal;
+    partDims[uq] = piece;
+    accDims[uq] = piece * k;
+    Shape accShape = withDims(inst.shape(), accDims);
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    std::vector<int64_t> first(static_cast<size_t>(n_));
+    for (int64_t dv = 0; dv < n_; ++dv) {
+      std::vector<int64_t> idx = S.tileIndex(dv);
+      idx.resize(static_cast<size_t>(S.rank()));
+      first[static_cast<size_t>(dv)] = idx[static_cast<size_t>(j)];
+      idx[static_cast<size_t>(j)] = (idx[static_cast<size_t>(j)] + k - 1) % k;
+      pairs.push_back({dv, S.deviceAt(idx, S.replicaIndex(dv))});
+    }
+    std::sort(pairs.begin(), pairs.end());
+    Shape state = Shape::tuple({Shape::scalar(ElementType::S32), other->shape(), mine->shape(), accShape});
+    Instruction* init = add(Opcode::Tuple, state,
+                            {constantS32(0), other, mine, broadcastScalar(scalarConstant(inst.shape().elementType(), 0), accShape)},
+                            "tuple");
+    // Build the two computations with the builder pointed at each in turn.
+    Computation* saveOut = out_;
+    Instruction* savePid = pid_;
+    auto saveTables = std::move(tables_);
+    auto newComp = [&](const std::string& base) {
+      std::string name = base;
+      for (int c = 1; compNames_.count(name); ++c) name = fmt::format("{}.{}", base, c);
+      compNames_.insert(name);
+      out_ = module_.addComputation(name);
+      pid_ = nullptr;
+      tables_.clear();
+      Instruction* p = add(Opcode::Parameter, state, {}, "state");
+      p->attrs().parameterNumber = 0;
+      return p;
+    };
+    auto element = [&](Instruction* t, int64_t e) {
+      Instruction* x = add(Opcode::GetTupleElement, t->shape().tupleElement(e), {t}, "get-tuple-element");
+      x->attrs().tupleIndex = e;
+      return x;
+    };
+    Instruction* cp = newComp(inst.name() + ".windowed.cond");
+    Computation* cond = out_;
+    Instruction* lt = compare(element(cp, 0), constantS32(k), hlo::ComparisonDirection::LT, "more");
+    cond->setRoot(lt);
+    Instruction* bp = newComp(inst.name() + ".windowed.body");
+    Computation* body = out_;
+    Instruction* i = element(bp, 0);
+    Instruction* o = element(bp, 1);
+    Instruction* held = element(bp, 2);
+    Instruction* acc = element(bp, 3);
+    Instruction* part = cloneAs(inst, withDims(inst.shape(), partDims), g == 0 ? std::vector<Instruction*>{held, o}
+                                                                               : std::vector<Instruction*>{o, held});
+    Shape s32 = Shape::scalar(ElementType::S32);
+    Instruction* which = add(Opcode::Remainder, s32, {add(Opcode::Add, s32, {table(first), i}, "piece"), constantS32(k)}, "piece");
+    Instruction* at = add(Opcode::Multiply, s32, {which, constantS32(piece)}, "offset");
+    std::vector<Instruction*> dusOps{acc, part};
+    for (size_t e = 0; e < accDims.size(); ++e) dusOps.push_back(e == uq ? at : constantS32(0));
+    Instruction* placed = add(Opcode::DynamicUpdateSlice, accShape, dusOps, "accumulate");
+    Instruction* passed = add(Opcode::CollectivePermute, held->shape(), {held}, "collective-permute");
+    passed->attrs().sourceTargetPairs = pairs;
+    passed->attrs().channelId = nextChannel_++;
+    Instruction* next = add(Opcode::Add, s32, {i, constantS32(1)}, "next");
+    body->setRoot(add(Opcode::Tuple, state, {next, o, passed, placed}, "tuple"));
+    out_ = saveOut;
+    pid_ = savePid;
+    tables_ = std::move(saveTables);
+    Instruction* loop = add(Opcode::While, state, {init}, "windowed-einsum");
+    loop->setCalledComputations({cond, body});
+    return sliceTo(element(loop, 3), outLocal);
+  }
+
   std::optional<PValue> partitionDot(const Instruction& inst) {
     const Tiling& T = want_[0];
     DotSpace s = dotSpace(inst);
@@ -1122,17 +1205,45 @@ class Partitioner {
     }
     const Tiling& d = cands[static_cast<size_t>(bestK)];
     Tiling Lt = dotLhs(d, s), Rt = dotRhs(d, s), P = dotOutPartial(d, s);
-    Instruction* lhs = reshard(L.local, L.global, SL, Lt);
-    Instruction* rhs = reshard(R.local, R.global, SR, Rt);
     const auto& dn = *inst.attrs().dotDims;
     std::vector<int64_t> kDims;
     for (int64_t p = outRank; p < d.rank(); ++p)
       if (d.tile(p) > 1) kDims.push_back(p);
-    if (!kDims.empty()) {
-      lhs = mask(lhs, L.global, Lt, dn.lhsContractingDimensions, scalarConstant(L.global.elementType(), 0));
-      rhs = mask(rhs, R.global, Rt, dn.rhsContractingDimensions, scalarConstant(R.global.elementType(), 0));
+    // Windowed einsum: an operand that would be all-gathered along one of
+    // its free dims stays split and rotates through a loop instead.
+    Instruction* r = nullptr;
+    for (int g = 0; g < 2 && !r; ++g) {
+      const PValue& G = g == 0 ? L : R;
+      const Tiling& S = g == 0 ? SL : SR;
+      const Tiling& N = g == 0 ? Lt : Rt;
+      const std::vector<int64_t>& pos = g == 0 ? s.lhsPos : s.rhsPos;
+      if (windowedBytes_ < 0 || S.isManual() || S.manualGroups() != 1) continue;
+      for (int64_t j = 0; j < S.rank() && !r; ++j) {
+        int64_t q = pos[static_cast<size_t>(j)];
+        if (S.tile(j) == 1 || q < s.batch || q >= outRank || !N.sameAs(S.replicatedOn({j}))) continue;
+        int64_t gathered = product(N.shardDims(G.global.dimensions())) * elementBytes(G.global);
+        if (gathered < windowedBytes_) continue;
+        const PValue& O = g == 0 ? R : L;
+        Instruction* other = reshard(O.local, O.global, O.leaves[0], g == 0 ? Rt : Lt);
+        Instruction* mine = G.local;
+        if (!kDims.empty()) {
+          mine = mask(mine, G.global, S, g == 0 ? dn.lhsContractingDimensions : dn.rhsContractingDimensions,
+                      scalarConstant(G.global.elementType(), 0));
+          other = mask(other, O.global, g == 0 ? Rt : Lt, g == 0 ? dn.rhsContractingDimensions : dn.lhsContractingDimensions,
+                       scalarConstant(O.global.elementType(), 0));
+        }
+        r = windowedDot(inst, P, S, j, q, mine, other, g);
+      }
     }
-    Instruction* r = cloneAs(inst, P.shardShape(inst.shape()), {lhs, rhs});
+    if (!r) {
+      Instruction* lhs = reshard(L.local, L.global, SL, Lt);
+      Instruction* rhs = reshard(R.local, R.global, SR, Rt);
+      if (!kDims.empty()) {
+        lhs = mask(lhs, L.global, Lt, dn.lhsContractingDimensions, scalarConstant(L.global.elementType(), 0));
+        rhs = mask(rhs, R.global, Rt, dn.rhsContractingDimensions, scalarConstant(R.global.elementType(), 0));
+      }
+      r = cloneAs(inst, P.shardShape(inst.shape()), {lhs, rhs});
+    }
     if (!kDims.empty()) {
       std::vector<std::vector<int64_t>> kGroups = d.groupsAlong(kDims);
       int64_t q = reduceScatterDim(P, T, kGroups);
@@ -1750,6 +1861,7 @@ class Partitioner {
   hlo::Module& module_;
   int64_t n_;
   DiagnosticEngine& diags_;
+  int64_t windowedBytes_;  // windowed einsum from this gathered-operand size on; -1: never
   std::set<std::string> names_;
   std::map<std::string, int64_t> nextSuffix_;
   std::set<std::string> compNames_;
@@ -1785,8 +1897,9 @@ bool isPartitioned(const hlo::Module& module) {
   return false;
 }
 
-bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags) {
-  Partitioner p(module, numPartitions, diags);
+bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags, const SpmdOptions* options) {
+  int64_t mib = options ? options->windowedEinsumThresholdMib : -1;
+  Partitioner p(module, numPartitions, diags, mib < 0 ? -1 : mib * 1024 * 1024);
   return p.run();
 }
 
@@ -1800,7 +1913,7 @@ bool SpmdPartitionPass::run(hlo::Module& module, DiagnosticEngine& diags) {
   }
   SpmdOptions defaults;
   int64_t n = partitionCount(module, options_ ? *options_ : defaults);
-  partitionModule(module, n, diags);
+  partitionModule(module, n, diags, options_);
   return true;
 }
 

@@ -520,5 +520,27 @@ TEST_P(Sweep, PartitionedEqualsUnpartitioned) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, Sweep, ::testing::Values(2, 4, 5, 8));
 
+// The dot cases again with windowed einsum wherever it applies.
+TEST_P(Sweep, WindowedEinsumEqualsUnpartitioned) {
+  int64_t n = GetParam();
+  SpmdOptions options;
+  options.windowedEinsumThresholdMib = 0;
+  std::vector<std::string> s2 = rank2Shardings(n), s1 = rank1Shardings(n);
+  std::mt19937_64 rng(static_cast<uint64_t>(n) * 31337);
+  for (const Case& c : kCases) {
+    std::string name = c.name;
+    if (name.find("dot") == std::string::npos) continue;
+    for (size_t k = 0; k < s2.size() * 2; ++k) {
+      std::string a = s2[k % s2.size()];
+      std::string b = s2[rng() % s2.size()];
+      std::string cc = s2[rng() % s2.size()];
+      std::string text = fill(c.text, n, a, b, cc, s1[rng() % s1.size()]);
+      CheckReport rep = checkPartitioning(text, n, k + 1, 1e-5, "", &options);
+      EXPECT_TRUE(rep.ok) << c.name << " on " << n << " devices:\n" << text << "\n" << rep.message;
+      if (!rep.ok) break;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpu::spmd
