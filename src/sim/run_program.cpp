@@ -100,13 +100,16 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
   opts.bundleLocations = loaded.bundleLocations;
   opts.profile = request.profile;
   opts.bundleRegion = request.bundleRegion;
+  opts.hostMemoryLimit = request.hostMemoryLimit;
   if (request.chips > 1 || !request.topology.empty()) {
     auto topo = request.topology.empty()
                     ? target::defaultTopology(loaded.target, request.chips, diags)
                     : target::parseTopology(request.topology, loaded.target, request.chips > 1 ? request.chips : 0, diags);
     if (!topo) return std::nullopt;
-    std::vector<std::vector<std::string>> all(static_cast<size_t>(topo->chips()), inputs);
-    auto pod = simulatePod(loaded.program, loaded.target, *topo, all, opts, diags);
+    // Every chip reads the same bytes (no copy per chip).
+    std::vector<std::vector<std::string_view>> all(static_cast<size_t>(topo->chips()),
+                                                   std::vector<std::string_view>(inputs.begin(), inputs.end()));
+    auto pod = simulatePodViews(loaded.program, loaded.target, *topo, all, opts, diags);
     if (!pod) return std::nullopt;
     RunOutput out;
     out.results = pod->chips.front().results;

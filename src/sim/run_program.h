@@ -63,6 +63,7 @@ struct RunRequest {
   // chip 0's) and --topology ("" = the target's most square slice).
   int chips = 1;
   std::string topology;
+  uint64_t hostMemoryLimit = 0;  // --host-memory (0: MemAvailable), SimOptions::hostMemoryLimit
 };
 struct RunOutput {
   std::vector<std::string> results;  // bytes per entry result

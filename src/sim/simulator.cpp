@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <unordered_map>
 
@@ -36,7 +37,8 @@ class ChipRunner {
              const DecodedProgram& decoded, int chip, Pod* pod)
       : program_(p), target_(t), options_(o), diags_(d), decoded_(decoded), chip_(chip), pod_(pod) {}
 
-  bool start(const isa::Entry& entry, const std::vector<std::string>& inputs, int chips);
+  bool start(const isa::Entry& entry, const std::vector<std::string_view>& inputs, int chips,
+             HostMemoryBudget* budget);
   Step step();
   // When the chip may try again (+inf: only an event elsewhere can help).
   double resumeAt() const { return resumeAt_; }
@@ -62,7 +64,7 @@ class ChipRunner {
 
  private:
   void fault(uint32_t bundle) { fault(bundle, machine_->fault()); }
-  void landDmas();
+  bool landDmas();
   enum class Wait { Met, Yield, Fault };
   // Advances local DMAs until `cond` holds, moving `at` to the events'
   // cycles, as long as no pod event comes first.
@@ -138,8 +140,8 @@ class Pod {
     iciBytes_ += t.bytes * path.size();
   }
   // Lands the earliest transfer: data into the destination chip, `sent`
-  // here, `recv` there.
-  void landNext() {
+  // here, `recv` there. False after reporting a fault.
+  bool landNext() {
     auto it = pending_.begin();
     double end = it->first.first;
     Pending p = std::move(it->second);
@@ -150,11 +152,15 @@ class Pod {
     t.dst = dst.machine().memory(t.dstSpace, t.dstBuffer);
     int recv = t.sem2;
     t.sem2 = -1;
-    src.machine().completeDma(t);
+    if (!src.machine().completeDma(t)) {
+      src.fault(t.bundle, src.machine().fault());
+      return false;
+    }
     if (recv >= 0) dst.machine().signal(recv);
     src.remoteDone();
     src.wake(end);
     dst.wake(end);
+    return true;
   }
   // barrier.pod: returns true once every chip has arrived (and releases them).
   void arrive(uint64_t at) {
@@ -220,12 +226,16 @@ void ChipRunner::fault(uint32_t bundle, const std::string& message) {
     diags_.error(std::move(msg));
 }
 
-void ChipRunner::landDmas() {
+bool ChipRunner::landDmas() {
   for (const DmaModel::Completion& c : done_) {
     auto it = inflight_.find(c.id);
     if (it == inflight_.end()) continue;
     const DmaTransfer& t = it->second;
-    machine_->completeDma(t);
+    if (!machine_->completeDma(t)) {
+      fault(t.bundle);
+      done_.clear();
+      return false;
+    }
     lastDmaEnd_ = std::max(lastDmaEnd_, c.end);
     if (options_.profile) {
       if (profile_.dmas.size() < kProfileRecordLimit)
@@ -241,6 +251,7 @@ void ChipRunner::landDmas() {
     inflight_.erase(it);
   }
   done_.clear();
+  return true;
 }
 
 void ChipRunner::profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled) {
@@ -304,14 +315,16 @@ ChipRunner::Wait ChipRunner::waitFor(uint64_t& at, uint32_t bundle, Cond cond, c
     }
     at = std::max(at, c);
     dma_->advanceTo(static_cast<double>(at), done_);
-    landDmas();
+    if (!landDmas()) return Wait::Fault;
   }
   return Wait::Met;
 }
 
-bool ChipRunner::start(const isa::Entry& entry, const std::vector<std::string>& inputs, int chips) {
+bool ChipRunner::start(const isa::Entry& entry, const std::vector<std::string_view>& inputs, int chips,
+                       HostMemoryBudget* budget) {
   machine_ = std::make_unique<Machine>(program_, target_, decoded_, options_.hostThreads);
   machine_->setChip(chip_, chips);
+  machine_->setHostBudget(budget);
   if (std::string e = machine_->load(entry, inputs); !e.empty()) {
     diags_.error(pod_ ? fmt::format("chip {}: {}", chip_, e) : e);
     return false;
@@ -344,7 +357,7 @@ ChipRunner::Step ChipRunner::step() {
     return Step::Fault;
   }
   dma_->advanceTo(static_cast<double>(at), done_);
-  landDmas();
+  if (!landDmas()) return Step::Fault;
   bool waited = waitingSince_ > 0;
 
   if (b.hasSync || b.hasHalt) {
@@ -555,6 +568,18 @@ SimResult ChipRunner::finish(const isa::Entry& entry) {
   return result;
 }
 
+HostMemoryBudget hostMemoryBudget(const SimOptions& options) {
+  HostMemoryBudget budget;
+  if (options.hostMemoryLimit > 0) {
+    budget.limit = options.hostMemoryLimit;
+    budget.limitSource = fmt::format("--host-memory={}", options.hostMemoryLimit);
+  } else if (uint64_t available = availableHostMemory()) {
+    budget.limit = available;
+    budget.limitSource = fmt::format("MemAvailable in /proc/meminfo: {} bytes", available);
+  }
+  return budget;
+}
+
 bool checkTarget(const target::TargetDesc& target, DiagnosticEngine& diags) {
   const target::RegisterDesc& r = target.registers;
   if (r.sublanes != kSublanes || r.lanes != kLanes || r.laneBits != 32) {
@@ -600,10 +625,12 @@ bool verifyProgram(const isa::Program& program, const target::TargetDesc& target
 
 std::optional<PodResult> runPod(const isa::Program& program, const target::TargetDesc& target,
                                 const target::Topology* topology,
-                                const std::vector<std::vector<std::string>>& inputs, const SimOptions& options,
+                                const std::vector<std::vector<std::string_view>>& inputs, const SimOptions& options,
                                 DiagnosticEngine& diags) {
   if (!checkTarget(target, diags)) return std::nullopt;
   const int n = topology ? topology->chips() : 1;
+  // Declared before the chips, whose memories give their pages back to it.
+  HostMemoryBudget budget = hostMemoryBudget(options);
   std::unique_ptr<Pod> pod = topology ? std::make_unique<Pod>(target, *topology) : nullptr;
   DecodedProgram decoded;
   std::vector<std::unique_ptr<ChipRunner>> local;
@@ -635,7 +662,7 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
   }
   decoded = decodeProgram(program, target);
   for (int c = 0; c < n; ++c)
-    if (!chips[c]->start(*entry, inputs[c], n)) return std::nullopt;
+    if (!chips[c]->start(*entry, inputs[c], n, &budget)) return std::nullopt;
 
   // Always step the chip that is earliest in simulated time; land an ICI
   // transfer first when it is earlier still.
@@ -649,7 +676,7 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
     }
     double ici = pod ? pod->nextEventTime() : INFINITY;
     if (!std::isinf(ici) && ici <= bestAt) {
-      pod->landNext();
+      if (!pod->landNext()) return std::nullopt;
       continue;
     }
     if (best < 0) {
@@ -697,8 +724,31 @@ std::string_view stallReasonName(StallReason reason) {
   return "?";
 }
 
+uint64_t availableHostMemory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+  std::fclose(f);
+  return found ? static_cast<uint64_t>(kib) * 1024 : 0;
+}
+
+namespace {
+std::vector<std::string_view> views(const std::vector<std::string>& inputs) {
+  return std::vector<std::string_view>(inputs.begin(), inputs.end());
+}
+}  // namespace
+
 std::optional<SimResult> simulate(const isa::Program& program, const target::TargetDesc& target,
                                   const std::vector<std::string>& inputs, const SimOptions& options,
+                                  DiagnosticEngine& diags) {
+  return simulateViews(program, target, views(inputs), options, diags);
+}
+
+std::optional<SimResult> simulateViews(const isa::Program& program, const target::TargetDesc& target,
+                                       const std::vector<std::string_view>& inputs, const SimOptions& options,
                                   DiagnosticEngine& diags) {
   auto pod = runPod(program, target, nullptr, {inputs}, options, diags);
   if (!pod) return std::nullopt;
@@ -709,6 +759,15 @@ std::optional<PodResult> simulatePod(const isa::Program& program, const target::
                                      const target::Topology& topology,
                                      const std::vector<std::vector<std::string>>& inputs, const SimOptions& options,
                                      DiagnosticEngine& diags) {
+  std::vector<std::vector<std::string_view>> all;
+  for (const std::vector<std::string>& chip : inputs) all.push_back(views(chip));
+  return runPod(program, target, &topology, all, options, diags);
+}
+
+std::optional<PodResult> simulatePodViews(const isa::Program& program, const target::TargetDesc& target,
+                                          const target::Topology& topology,
+                                          const std::vector<std::vector<std::string_view>>& inputs,
+                                     const SimOptions& options, DiagnosticEngine& diags) {
   return runPod(program, target, &topology, inputs, options, diags);
 }
 
