@@ -173,6 +173,13 @@ int main(int argc, char** argv) {
   app.add_option("--topology", compiled.simulator.run.topology,
                  "Pods: the slice shape of the simulated chips, like 2x4 (v5e) or 2x2x2 (v4); default: the most square "
                  "slice of replicas x partitions chips");
+  std::string hostMemory;
+  app.add_option("--host-memory", hostMemory,
+                 "Host memory the simulated chips may take (HBM pages touched, VMEM): like 8G or 512MiB; past it "
+                 "the run stops with an error (default: MemAvailable at the start)")
+      ->check([](const std::string& v) {
+        return tpu::sim::parseByteSize(v) ? std::string() : "expected a size like 4096, 512M, 8G or 1.5GiB";
+      });
   app.add_option("--trace", compiled.simulator.traceFile,
                  "Write a Chrome/Perfetto trace to FILE: kernels by HLO instruction, slots, MXUs, DMAs, counters");
   app.add_flag("--profile{text}", compiled.simulator.profile,
@@ -188,6 +195,7 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   return tool.run(argc, argv, [&](tpu::Tool& t) {
     if (seedOpt->count() > 0) options.seed = seed;
+    if (!hostMemory.empty()) compiled.simulator.run.hostMemoryLimit = *tpu::sim::parseByteSize(hostMemory);
     options.forceBinaryToTerminal = t.options().force;
     compiled.jsonVerdict = t.diagnosticFormat() == tpu::DiagnosticFormat::Json || t.options().stats == "json";
     compiled.optimize = optLevel > 0;

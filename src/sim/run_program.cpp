@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
 #include "isa/encoding.h"
 #include "support/file_kind.h"
 #if TPU_SIM_HAVE_LLO
@@ -89,6 +94,32 @@ std::optional<EntrySignature> entrySignature(const isa::Program& p, const std::s
   for (uint32_t b : e->args) sig.args.push_back(spec(b));
   for (uint32_t b : e->results) sig.results.push_back(spec(b));
   return sig;
+}
+
+std::optional<uint64_t> parseByteSize(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
+    ++digits;
+  if (digits == 0 || digits > 30) return std::nullopt;
+  std::string number(text.substr(0, digits));
+  if (std::count(number.begin(), number.end(), '.') > 1 || number.front() == '.' || number.back() == '.')
+    return std::nullopt;
+  std::string_view unit = text.substr(digits);
+  double scale = 1;
+  if (!unit.empty()) {
+    static constexpr std::string_view kUnits = "KMGT";
+    size_t k = kUnits.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit.front()))));
+    if (k == std::string_view::npos) {
+      if (unit != "B") return std::nullopt;
+    } else {
+      scale = std::ldexp(1.0, 10 * static_cast<int>(k + 1));
+      unit.remove_prefix(1);
+      if (!unit.empty() && unit != "B" && unit != "iB") return std::nullopt;
+    }
+  }
+  double bytes = std::strtod(number.c_str(), nullptr) * scale;
+  if (!(bytes >= 1) || bytes >= std::ldexp(1.0, 63)) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
 }
 
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,

@@ -73,6 +73,10 @@ struct RunOutput {
   ExecProfile profile;                                // when RunRequest::profile (chip 0's)
   std::vector<std::vector<std::string>> chipResults;  // pods: every chip's results
 };
+// "4096", "512M", "8G", "1.5GiB", "64KiB" (K/M/G/T are powers of 1024, with
+// or without "iB"/"B") in bytes; nullopt if malformed, zero or past 2^63.
+std::optional<uint64_t> parseByteSize(std::string_view text);
+
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags);
 
