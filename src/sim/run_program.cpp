@@ -124,6 +124,12 @@ std::optional<uint64_t> parseByteSize(std::string_view text) {
 
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags) {
+  return runLoadedProgramViews(loaded, std::vector<std::string_view>(inputs.begin(), inputs.end()), request, diags);
+}
+
+std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
+                                               const std::vector<std::string_view>& inputs, const RunRequest& request,
+                                               DiagnosticEngine& diags) {
   SimOptions opts;
   opts.entry = request.entry;
   opts.maxCycles = request.maxCycles;
@@ -138,8 +144,7 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
                     : target::parseTopology(request.topology, loaded.target, request.chips > 1 ? request.chips : 0, diags);
     if (!topo) return std::nullopt;
     // Every chip reads the same bytes (no copy per chip).
-    std::vector<std::vector<std::string_view>> all(static_cast<size_t>(topo->chips()),
-                                                   std::vector<std::string_view>(inputs.begin(), inputs.end()));
+    std::vector<std::vector<std::string_view>> all(static_cast<size_t>(topo->chips()), inputs);
     auto pod = simulatePodViews(loaded.program, loaded.target, *topo, all, opts, diags);
     if (!pod) return std::nullopt;
     RunOutput out;
@@ -152,7 +157,7 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
     else if (!request.stats.empty()) out.statsText = renderPodText(*pod, loaded.target.clockHz);
     return out;
   }
-  auto r = simulate(loaded.program, loaded.target, inputs, opts, diags);
+  auto r = simulateViews(loaded.program, loaded.target, inputs, opts, diags);
   if (!r) return std::nullopt;
   RunOutput out;
   out.results = std::move(r->results);

@@ -79,5 +79,9 @@ std::optional<uint64_t> parseByteSize(std::string_view text);
 
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags);
+// The same over views of the inputs (read straight into the simulated HBM).
+std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
+                                               const std::vector<std::string_view>& inputs, const RunRequest& request,
+                                               DiagnosticEngine& diags);
 
 }  // namespace tpu::sim
