@@ -83,6 +83,7 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   }
   auto out = sim::runLoadedProgramViews(loaded, inputs, run, diags);
   if (!out) return failed;
+  if (out->secondaryRank) return RunReport{};  // mpirun: rank 0 delivers everything
   std::string profileText;
   if (profiling &&
       !deliverProfile(*out, loaded.program, kernels, &lowered, &module, request.simulator, profileText, diags))

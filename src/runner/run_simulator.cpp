@@ -80,6 +80,7 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
   run.chips = static_cast<int>(std::max<int64_t>(1, options.replicas) * std::max<int64_t>(1, options.partitions));
   auto out = sim::runLoadedProgramViews(loaded, inputs, run, diags);
   if (!out) return failed;
+  if (out->secondaryRank) return RunReport{};  // mpirun: rank 0 delivers everything
   std::string profileText;
   if (request.wantsProfile() &&
       !deliverProfile(*out, loaded.program, kernels, nullptr, nullptr, request, profileText, diags))

@@ -1237,7 +1237,12 @@ Memory* Machine::memory(isa::MemSpace space, uint32_t buffer) {
   return space == isa::MemSpace::Vmem ? &vmem_ : &smem_;
 }
 
-bool Machine::completeDma(const DmaTransfer& t) {
+namespace {
+
+// Calls fn(srcOffset, dstOffset) for every chunk of `t` in descriptor order
+// until it returns false.
+template <class Fn>
+bool forEachChunk(const DmaTransfer& t, Fn fn) {
   const isa::DmaDescriptor& d = *t.desc;
   size_t nd = d.dims.size();
   uint64_t chunks = 1;
@@ -1245,8 +1250,7 @@ bool Machine::completeDma(const DmaTransfer& t) {
   std::vector<uint32_t> idx(nd, 0);
   int64_t so = t.srcOffset, dof = t.dstOffset;
   for (uint64_t c = 0; c < chunks; ++c) {
-    if (!Memory::copy(*t.dst, static_cast<uint64_t>(dof), *t.src, static_cast<uint64_t>(so), d.chunkBytes))
-      return failf(hostMemoryMessage());
+    if (!fn(static_cast<uint64_t>(so), static_cast<uint64_t>(dof))) return false;
     for (size_t k = nd; k-- > 0;) {  // odometer, innermost dimension last
       if (++idx[k] < d.dims[k].count) {
         so += d.dims[k].srcStride;
@@ -1258,9 +1262,41 @@ bool Machine::completeDma(const DmaTransfer& t) {
       idx[k] = 0;
     }
   }
+  return true;
+}
+
+}  // namespace
+
+bool Machine::completeDma(const DmaTransfer& t) {
+  const uint64_t chunk = t.desc->chunkBytes;
+  if (!forEachChunk(t, [&](uint64_t so, uint64_t dof) { return Memory::copy(*t.dst, dof, *t.src, so, chunk); }))
+    return failf(hostMemoryMessage());
   if (t.sem >= 0) sems_[t.sem] += 1;
   if (t.sem2 >= 0) sems_[t.sem2] += 1;
   return true;
+}
+
+void Machine::gatherDma(const DmaTransfer& t, std::string& bytes) const {
+  const uint64_t chunk = t.desc->chunkBytes;
+  bytes.resize(t.bytes);
+  uint64_t at = 0;
+  forEachChunk(t, [&](uint64_t so, uint64_t) {
+    t.src->read(so, bytes.data() + at, chunk);
+    at += chunk;
+    return true;
+  });
+}
+
+bool Machine::scatterDma(const DmaTransfer& t, std::string_view bytes) {
+  const uint64_t chunk = t.desc->chunkBytes;
+  if (bytes.size() != t.bytes) return failf(fmt::format("a remote DMA delivered {} bytes, not {}", bytes.size(), t.bytes));
+  uint64_t at = 0;
+  bool ok = forEachChunk(t, [&](uint64_t, uint64_t dof) {
+    bool written = t.dst->write(dof, bytes.data() + at, chunk);
+    at += chunk;
+    return written;
+  });
+  return ok ? true : failf(hostMemoryMessage());
 }
 
 Machine::~Machine() {

@@ -141,6 +141,12 @@ class Machine {
   // Moves the data of a completed DMA and signals its semaphore(s). False
   // (see fault()) when the host memory budget runs out.
   bool completeDma(const DmaTransfer& t);
+  // The two halves of completeDma when source and destination chips live in
+  // different processes (mpirun): the source's bytes in descriptor order,
+  // and writing them at the destination (false as completeDma). Neither
+  // signals a semaphore.
+  void gatherDma(const DmaTransfer& t, std::string& bytes) const;
+  bool scatterDma(const DmaTransfer& t, std::string_view bytes);
 
   // Semaphore an op names (checked); -1 after a fault.
   int semIndex(const DecodedOp& op, const SemRef& ref);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "isa/encoding.h"
+#include "sim/transport.h"
 #include "support/file_kind.h"
 #if TPU_SIM_HAVE_LLO
 #include "llo/text.h"
@@ -138,6 +139,7 @@ std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
   opts.profile = request.profile;
   opts.bundleRegion = request.bundleRegion;
   opts.hostMemoryLimit = request.hostMemoryLimit;
+  opts.transport = request.transport;
   if (request.chips > 1 || !request.topology.empty()) {
     auto topo = request.topology.empty()
                     ? target::defaultTopology(loaded.target, request.chips, diags)
@@ -148,6 +150,10 @@ std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
     auto pod = simulatePodViews(loaded.program, loaded.target, *topo, all, opts, diags);
     if (!pod) return std::nullopt;
     RunOutput out;
+    if (pod->secondaryRank) {
+      out.secondaryRank = true;
+      return out;
+    }
     out.results = pod->chips.front().results;
     out.traceJson = std::move(pod->chips.front().traceJson);
     out.report = pod->chips.front().report;
@@ -155,6 +161,12 @@ std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
     for (SimResult& c : pod->chips) out.chipResults.push_back(std::move(c.results));
     if (request.stats == "json") out.statsText = renderPodJson(*pod, loaded.target.clockHz);
     else if (!request.stats.empty()) out.statsText = renderPodText(*pod, loaded.target.clockHz);
+    return out;
+  }
+  if (request.transport && request.transport->rank() != 0) {
+    // One chip under mpirun: rank 0 runs it alone.
+    RunOutput out;
+    out.secondaryRank = true;
     return out;
   }
   auto r = simulateViews(loaded.program, loaded.target, inputs, opts, diags);

@@ -21,6 +21,8 @@
 
 namespace tpu::sim {
 
+class Transport;  // sim/transport.h
+
 struct SimOptions {
   // Entry to run; empty: the program's first entry.
   std::string entry;
@@ -46,6 +48,10 @@ struct SimOptions {
   // stops with an error instead of meeting the kernel's OOM killer.
   // 0: MemAvailable from /proc/meminfo at the start of the run.
   uint64_t hostMemoryLimit = 0;
+  // Pods under mpirun: the chips are spread over the transport's ranks
+  // (contiguous blocks, chip c on rank c x ranks / chips); results and
+  // cycle counts are those of the one-process run. Null: one process.
+  Transport* transport = nullptr;
 };
 
 // MemAvailable from /proc/meminfo in bytes (0 if unknown).
@@ -181,6 +187,9 @@ struct PodResult {
   uint64_t cycles = 0;              // the last chip's end
   uint64_t iciBytes = 0;
   std::string topology;             // "2x4 torus (wraparound: none)"
+  // mpirun: this process is not rank 0, which holds every chip's results
+  // and statistics (this one's are empty).
+  bool secondaryRank = false;
 };
 // `inputs[c]`: chip c's entry arguments. Faults and deadlocks name the chip.
 std::optional<PodResult> simulatePod(const isa::Program& program, const target::TargetDesc& target,
