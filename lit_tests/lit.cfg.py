@@ -48,7 +48,7 @@ else:
 # the MPI build of tpu-run (built when CMake finds libopenmpi-dev). Tests
 # that need them say REQUIRES: mpirun and are skipped (UNSUPPORTED) without.
 _mpirun = _shutil.which("mpirun")
-if _mpirun and os.path.exists(os.path.join(tools_dir, "tpu-run-mpi")):
+if _mpirun and os.path.exists(os.path.join(tools_dir, "mpi", "tpu-run-mpi")):
     config.available_features.add("mpirun")
     config.substitutions.append(("%mpirun", _mpirun + " --allow-run-as-root --oversubscribe"))
 else:

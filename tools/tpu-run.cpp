@@ -21,14 +21,14 @@
 namespace {
 
 #if !TPU_RUN_WITH_MPI
-// Replaces this process with tpu-run-mpi from beside this executable, with
+// Replaces this process with mpi/tpu-run-mpi beside this executable, with
 // the same arguments and environment. Returns only on failure, saying why.
 std::string handOverToMpiBuild(char** argv) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return "the path of this executable is unknown, so tpu-run-mpi cannot be found";
   std::string path(self, static_cast<size_t>(n));
-  path = path.substr(0, path.rfind('/') + 1) + "tpu-run-mpi";
+  path = path.substr(0, path.rfind('/') + 1) + "mpi/tpu-run-mpi";
   if (access(path.c_str(), X_OK) != 0)
     return fmt::format("{} is missing: tpu-run-mpi, the MPI build of tpu-run, is built when CMake finds MPI "
                        "(Debian: libopenmpi-dev)",
