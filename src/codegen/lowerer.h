@@ -463,6 +463,9 @@ class Lowerer {
   // ---- emission ----
   bool emitComputation(const Computation& c);
   bool emitInstruction(const Instruction& in);
+  // llo-gen refuses a program whose peak HBM (arguments, results,
+  // constants, kernel scratch and `temporaries`) passes the target's.
+  bool checkHbmCapacity(uint64_t temporaries);
   bool fail(const Instruction& in, const std::string& msg) {
     diags_.error(in.location(), msg);
     failed_ = true;
