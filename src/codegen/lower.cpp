@@ -253,11 +253,8 @@ bool Lowerer::plan(const Computation& c, int region) {
 bool Lowerer::planInstruction(const Instruction& in, int region) {
   ++pos_;
   Opcode op = in.opcode();
-  if (hlo::opcodeInfo(op).flags & hlo::kCollective)
-    return fail(in, fmt::format("llo-gen: collective '{}' ({}) needs multi-chip code generation, which is not "
-                                "implemented yet",
-                                in.name(), hlo::opcodeName(op)));
   for (const Instruction* o : in.operands()) useLeaves(o, region);
+  if (hlo::opcodeInfo(op).flags & hlo::kCollective) return planCollective(in, region);
   bool handled = false;
   bool planned = planMisc(in, region, handled);
   if (handled) return planned;
@@ -3165,6 +3162,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (dst[i] != src[i] && bufs_[dst[i]].bytes > 0)
         emitCopy(dst[i], 0, src[i], 0, {static_cast<int64_t>(bufs_[dst[i]].bytes)}, {1}, {1}, 1);
   };
+  if (hlo::isCollective(in.opcode())) return lowerCollective(in);
   bool handled = false;
   bool emitted = emitMisc(in, handled);
   if (handled) return emitted;

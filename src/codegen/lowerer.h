@@ -24,6 +24,7 @@
 #include "codegen/lower.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
+#include "target/topology.h"
 
 namespace tpu::codegen {
 
@@ -739,6 +740,28 @@ class Lowerer {
   // lower_misc.cpp: ids, get-dimension-size, copy-start/done, async
   // wrappers, rng-bit-generator, reduce-precision, custom calls, dots the
   // bf16/int8 MXU paths do not take.
+  // lower_collectives.cpp: every collective and its start/done forms, over
+  // the chips of a pod (remote DMAs between chips, rings along the torus).
+  bool planCollective(const Instruction& in, int region);
+  bool lowerCollective(const Instruction& in);
+  bool podReady(const Instruction& in);
+  // Loads this chip's row of a per-chip table (`words` u32 words) into SMEM
+  // at kCollectiveRow; word(i) reads word i into a new scalar register.
+  void loadChipRow(int table, int64_t words);
+  int rowWord(int64_t i);
+  // base(buf) + off + (the block index in row word `word`) * blockBytes.
+  int blockAddress(int buf, int64_t off, int64_t word, int64_t blockBytes);
+  struct RingPlan;
+  bool ringReduceScatter(const Instruction& in, const RingPlan& rp, const Computation& reducer, int w, int r);
+  bool ringAllGather(const Instruction& in, const RingPlan& rp, int src, int64_t srcOff, int y);
+  bool lowerRingCollective(const Instruction& in);
+  bool lowerDirectCollective(const Instruction& in);
+  struct PodShape {
+    bool ready = false;
+    int64_t replicas = 1, partitions = 1;
+    target::Topology topology;
+  };
+  PodShape pod_;
   bool planMisc(const Instruction& in, int region, bool& handled);
   bool emitMisc(const Instruction& in, bool& handled);
   // Whether `in` may have s64/u64/f64 or c64/c128 operands or results
