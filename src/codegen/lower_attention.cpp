@@ -444,14 +444,45 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
       return fmt::format("{} + {}", S(rKV), vOff + (128 * j + 8 * blk) * 128 * ev);
     };
     const int nm = std::max(1, std::min<int>(target_.mxu.count, 4));
-    // Pushes tile j of K (transposed) or V as the weights of MXU `u`.
-    auto pushTile = [&](bool keys, int64_t j, int u) {
-      for (int64_t blk = 0; blk < 16; ++blk) {
-        VReg w = vload(keys ? kT : vT, keys ? kAddr(j, blk) : vAddr(j, blk));
-        e_.op("mxu.{} mxu{}, {}", keys ? "wpusht.bf16" : "wpush.bf16", u, V(w));
-        vfree(w);
+    // Row block `blk` (8 rows of 16) of tile j of K (transposed) or V, staged as MXU u's weights.
+    auto pushBlock = [&](bool keys, int64_t j, int64_t blk, int u) {
+      VReg w = vload(keys ? kT : vT, keys ? kAddr(j, blk) : vAddr(j, blk));
+      e_.op("mxu.{} mxu{}, {}", keys ? "wpusht.bf16" : "wpush.bf16", u, V(w));
+      vfree(w);
+    };
+    // The key tiles in groups of one per MXU, software-pipelined in each
+    // MXU's program order: group g + 1's weights are staged while group g's
+    // rows multiply, and group g's results are popped while group g + 1's
+    // rows multiply (the result FIFOs hold both groups' rows).
+    // matmul(j, i, u) issues row vreg i against tile j on MXU u;
+    // pop(j, i, u) pops and consumes it.
+    auto runGroups = [&](bool keys, const std::function<bool(int64_t, int64_t, int)>& matmul,
+                         const std::function<bool(int64_t, int64_t, int)>& pop) -> bool {
+      const int64_t groups = (nt + nm - 1) / nm;
+      auto width = [&](int64_t g) { return std::min<int64_t>(nm, nt - g * nm); };
+      for (int u = 0; u < width(0); ++u) {
+        for (int64_t blk = 0; blk < 16; ++blk) pushBlock(keys, u, blk, u);
+        e_.op("mxu.wlatch mxu{}", u);
       }
-      e_.op("mxu.wlatch mxu{}", u);
+      const int64_t perRow = (16 + rv - 1) / rv;  // next group's weight blocks staged per row
+      for (int64_t g = 0; g <= groups; ++g) {
+        const bool more = g + 1 < groups;
+        for (int64_t i = 0; i < rv; ++i) {
+          if (g < groups)
+            for (int u = 0; u < width(g); ++u)
+              if (!matmul(g * nm + u, i, u)) return false;
+          if (more)
+            for (int u = 0; u < width(g + 1); ++u)
+              for (int64_t blk = i * perRow; blk < std::min<int64_t>(16, (i + 1) * perRow); ++blk)
+                pushBlock(keys, (g + 1) * nm + u, blk, u);
+          if (g > 0)
+            for (int u = 0; u < width(g - 1); ++u)
+              if (!pop((g - 1) * nm + u, i, u)) return false;
+        }
+        if (more)
+          for (int u = 0; u < width(g + 1); ++u) e_.op("mxu.wlatch mxu{}", u);
+      }
+      return true;
     };
 
     // Scores, tile group by tile group (one key tile per MXU), and the
@@ -459,14 +490,13 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
     std::vector<VReg> qv;
     for (int64_t i = 0; i < rv; ++i) qv.push_back(vload(qT, fmt::format("{} + {}", S(rQ), i * 1024 * eq)));
     const auto& first = byLevel[1];
-    for (int64_t j0 = 0; j0 < nt; j0 += nm) {
-      const int64_t g = std::min<int64_t>(nm, nt - j0);
-      for (int u = 0; u < g; ++u) pushTile(true, j0 + u, u);
-      for (int64_t i = 0; i < rv; ++i)
-        for (int u = 0; u < g; ++u) e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(qv[static_cast<size_t>(i)]));
-      for (int64_t i = 0; i < rv; ++i)
-        for (int u = 0; u < g; ++u) {
-          const int64_t j = j0 + u;
+    bool okA = runGroups(
+        true,
+        [&](int64_t, int64_t i, int u) {
+          e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(qv[static_cast<size_t>(i)]));
+          return true;
+        },
+        [&](int64_t j, int64_t i, int u) -> bool {
           VReg sc = valloc(sT);
           e_.op("mxu.pop {}, mxu{}", V(sc), u);
           normalize(sc);
@@ -484,8 +514,9 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
           std::set<int> keep;
           for (size_t q = 0; q < first.size(); ++q) keep.insert(acc[static_cast<size_t>(i)][q].r);
           freeOwned(owned, keep);
-        }
-    }
+          return true;
+        });
+    if (!okA) return false;
     for (VReg v : qv) vfree(v);
     if (!finishLevel(1)) return false;
     // Later levels: a pass over the scratch each.
@@ -535,22 +566,20 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
     }
     // P x V, tile group by tile group; the sums stay in registers.
     std::vector<VReg> o(static_cast<size_t>(rv));
-    for (int64_t j0 = 0; j0 < nt; j0 += nm) {
-      const int64_t g = std::min<int64_t>(nm, nt - j0);
-      for (int u = 0; u < g; ++u) pushTile(false, j0 + u, u);
-      for (int64_t i = 0; i < rv; ++i)
-        for (int u = 0; u < g; ++u) {
+    bool okF = runGroups(
+        false,
+        [&](int64_t j, int64_t i, int u) -> bool {
           std::map<const Instruction*, VReg> val;
           std::vector<VReg> owned;
-          auto pv = evalFull(f.dot2->operand(0), i, j0 + u, f.passes, val, owned);
+          auto pv = evalFull(f.dot2->operand(0), i, j, f.passes, val, owned);
           if (!pv) return false;
           e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(*pv));
           freeOwned(owned, {});
-        }
-      for (int64_t i = 0; i < rv; ++i)
-        for (int u = 0; u < g; ++u) {
+          return true;
+        },
+        [&](int64_t j, int64_t i, int u) -> bool {
           VReg& a = o[static_cast<size_t>(i)];
-          if (j0 + u == 0) {
+          if (j == 0) {
             a = valloc(ElementType::F32);
             e_.op("mxu.pop {}, mxu{}", V(a), u);
           } else {
@@ -559,8 +588,9 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
             e_.op("vadd.f32 {}, {}, {}", V(a), V(a), V(t));
             vfree(t);
           }
-        }
-    }
+          return true;
+        });
+    if (!okF) return false;
     for (int64_t i = 0; i < rv; ++i) {
       VReg& a = o[static_cast<size_t>(i)];
       a.t = oT;

@@ -67,6 +67,7 @@ class ComputationFuser {
       : graph_(c), cost_(cost), options_(options) {}
 
   void fuseAttention();
+  void fuseOutputEpilogues();
   void fuseRowNormalizations();
   void fuseProducersIntoConsumers();
   void fuseMultiOutput();
@@ -524,6 +525,132 @@ void ComputationFuser::fuseAttention() {
   }
 }
 
+// Output fusions whose epilogue reads the dot's result more than once (a
+// GELU: x * 0.5 * (1 + tanh(c * (x + 0.0447 x^3)))). Priority fusion moves
+// a producer into all its users at once, so a dot's result with four
+// elementwise users would be duplicated into each, which it rightly
+// refuses, and the whole epilogue makes HBM round trips. Here the region
+// grows from a dot through elementwise users shaped like its result whose
+// other operands are scalars, broadcasts (a bias, a constant) or values
+// that do not depend on the dot (a residual), to a single value read
+// outside; it is fused when llo-gen makes one output kernel of it and the
+// model says it is faster than its parts.
+void ComputationFuser::fuseOutputEpilogues() {
+  const int32_t count = graph_.instructionCount();
+  auto single = [&](int32_t i) {
+    const int32_t n = graph_.nodeOf(i);
+    return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
+           !graph_.ordered(i);
+  };
+  // Per seed, stamped with the seed: reachable from it, and in its region.
+  std::vector<int32_t> reach(static_cast<size_t>(count), -1), in(static_cast<size_t>(count), -1);
+  for (int32_t seed = 0; seed < count; ++seed) {
+    const Instruction& dot = *graph_.instruction(seed);
+    if (!isMatmul(dot) || !single(seed) || !dot.shape().isArray()) continue;
+    const std::vector<int64_t> dims = dot.shape().dimensions();
+    // What depends on the dot (bounded: past that, assume everything).
+    bool bounded = true;
+    {
+      std::vector<int32_t> work{seed};
+      reach[static_cast<size_t>(seed)] = seed;
+      for (int budget = 4096; !work.empty(); --budget) {
+        if (budget == 0) {
+          bounded = false;
+          break;
+        }
+        const int32_t v = work.back();
+        work.pop_back();
+        for (int32_t u : graph_.usersOf(v))
+          if (reach[static_cast<size_t>(u)] != seed) {
+            reach[static_cast<size_t>(u)] = seed;
+            work.push_back(u);
+          }
+      }
+    }
+    if (!bounded) continue;
+    std::vector<int32_t> members{seed};
+    in[static_cast<size_t>(seed)] = seed;
+    auto isIn = [&](int32_t j) { return in[static_cast<size_t>(j)] == seed; };
+    // A broadcast of a value of lower rank that does not depend on the dot.
+    auto smallBroadcast = [&](int32_t o) {
+      const Instruction& b = *graph_.instruction(o);
+      return b.opcode() == Opcode::Broadcast && single(o) && reach[static_cast<size_t>(o)] != seed &&
+             b.shape().dimensions() == dims && b.operand(0)->shape().rank() < b.shape().rank();
+    };
+    std::vector<int32_t> frontier(graph_.usersOf(seed).begin(), graph_.usersOf(seed).end());
+    bool grew = true;
+    while (grew && static_cast<int>(members.size()) < options_.maxInstructions) {
+      grew = false;
+      std::vector<int32_t> next;
+      for (int32_t u : frontier) {
+        if (isIn(u)) continue;
+        const Instruction& x = *graph_.instruction(u);
+        bool fits = single(u) && x.shape().isArray() && x.shape().dimensions() == dims && !isMatmul(x) &&
+                    hlo::isElementwise(x.opcode()) && x.opcode() != Opcode::Rng &&
+                    x.opcode() != Opcode::BitcastConvert && unfusibleReason(x, false).empty();
+        bool ready = true;
+        std::vector<int32_t> extra;
+        for (int32_t o : graph_.operandsOf(u)) {
+          if (!fits) break;
+          if (isIn(o) || graph_.instruction(o)->shape().isScalar()) continue;
+          if (smallBroadcast(o)) {
+            extra.push_back(o);
+            continue;
+          }
+          if (reach[static_cast<size_t>(o)] == seed) ready = false;  // joins later, or never
+          else if (graph_.instruction(o)->shape().dimensions() != dims) fits = false;
+        }
+        if (!fits) continue;
+        if (!ready) {
+          next.push_back(u);
+          continue;
+        }
+        for (int32_t o : extra)
+          if (!isIn(o)) {
+            in[static_cast<size_t>(o)] = seed;
+            members.push_back(o);
+          }
+        in[static_cast<size_t>(u)] = seed;
+        members.push_back(u);
+        grew = true;
+        for (int32_t w : graph_.usersOf(u)) next.push_back(w);
+      }
+      std::sort(next.begin(), next.end());
+      next.erase(std::unique(next.begin(), next.end()), next.end());
+      frontier = std::move(next);
+    }
+    if (members.size() < 3 || static_cast<int>(members.size()) > options_.maxInstructions) continue;
+    std::sort(members.begin(), members.end());
+    std::vector<int32_t> outputs;
+    for (int32_t m : members) {
+      bool needed = m == graph_.rootIndex();
+      for (int32_t u : graph_.usersOf(m)) needed |= !isIn(u);
+      if (needed) outputs.push_back(m);
+    }
+    // One result: the output kernel writes one tile per C tile. Values
+    // read outside other than the last one would need a second kernel (and
+    // plain priority fusion handles a chain with one user each).
+    if (outputs.size() != 1) continue;
+    // Only worth a region when some value inside has several users inside.
+    bool shared = false;
+    for (int32_t m : members) {
+      int users = 0;
+      for (int32_t u : graph_.usersOf(m)) users += isIn(u);
+      shared |= users > 1;
+    }
+    if (!shared) continue;
+    KernelEstimate fused = cost_.estimate(graph_, members, outputs);
+    if (fused.lowering != codegen::FusionLowering::Output || !fused.refusal.empty()) continue;
+    double apart = 0;
+    for (int32_t m : members) apart += nodeCost(graph_.nodeOf(m)).cycles;
+    if (fused.cycles >= apart - kSlack) continue;
+    for (int32_t m : members) graph_.kill(graph_.nodeOf(m));
+    const int32_t f = graph_.addNode(std::move(members), std::move(outputs));
+    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
+    nodeCosts_[static_cast<size_t>(f)] = std::move(fused);
+  }
+}
+
 void ComputationFuser::fuseProducersIntoConsumers() {
   struct Entry {
     double priority;
@@ -822,6 +949,7 @@ bool fuseModule(hlo::Module& module, const CostModel& cost, const FusionOptions&
     ComputationFuser fuser(*c, cost, options);
     if (options.producerConsumer) {
       fuser.fuseAttention();
+      fuser.fuseOutputEpilogues();
       fuser.fuseRowNormalizations();
       fuser.fuseProducersIntoConsumers();
     }

@@ -268,5 +268,41 @@ ENTRY e {
   EXPECT_EQ(g.text.find("kind=kCustom"), std::string::npos) << g.text;
 }
 
+TEST(Fusion, GeluEpilogueReadingTheDotSeveralTimesIsOneOutputFusion) {
+  // x = dot + bias is read by four instructions of the GELU: one output
+  // kernel for all of it, x never in HBM (priority fusion alone would have
+  // to duplicate the dot into each user).
+  const std::string hlo = std::string("HloModule m\n") + R"(
+ENTRY e {
+  a = bf16[256,512] parameter(0)
+  w = bf16[512,1024] parameter(1)
+  b = bf16[1024] parameter(2)
+  d = bf16[256,1024] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = bf16[256,1024] broadcast(b), dimensions={1}
+  x = bf16[256,1024] add(d, bb)
+  x2 = bf16[256,1024] multiply(x, x)
+  x3 = bf16[256,1024] multiply(x, x2)
+  c0 = bf16[] constant(0.0447)
+  c0b = bf16[256,1024] broadcast(c0), dimensions={}
+  t0 = bf16[256,1024] multiply(x3, c0b)
+  t1 = bf16[256,1024] add(x, t0)
+  c1 = bf16[] constant(0.797)
+  c1b = bf16[256,1024] broadcast(c1), dimensions={}
+  t2 = bf16[256,1024] multiply(t1, c1b)
+  th = bf16[256,1024] tanh(t2)
+  one = bf16[] constant(1)
+  oneb = bf16[256,1024] broadcast(one), dimensions={}
+  t3 = bf16[256,1024] add(th, oneb)
+  h = bf16[] constant(0.5)
+  hb = bf16[256,1024] broadcast(h), dimensions={}
+  t4 = bf16[256,1024] multiply(t3, hb)
+  ROOT y = bf16[256,1024] multiply(x, t4)
+})";
+  Fused f = fuse(hlo);
+  EXPECT_EQ(count(f.text, "fusion("), 1) << f.text;
+  EXPECT_NE(f.text.find("kind=kOutput"), std::string::npos) << f.text;
+  EXPECT_EQ(f.remarks.find("would duplicate"), std::string::npos) << f.remarks;
+}
+
 }  // namespace
 }  // namespace tpu::fusion
