@@ -21,59 +21,6 @@ namespace tpu::codegen {
 // Buffers a .tpu program can name (instruction words hold 12-bit indices).
 constexpr size_t kMaxHbmBuffers = 4096;
 
-// erf in f32 from what a TPU has (vector ALU and the EUP's exp), as XLA's
-// elemental emitter expands it, instead of a library-call row. a = |x|:
-//   a < 1:      a * P(a^2), P of degree 6 (relative error);
-//   1 <= a:     1 - e^(-a^2) * R(min(a, 4)), R of degree 10 fitted to
-//               erfc(a) e^(a^2) on [1, 4] (erf rounds to 1 from 3.92 on);
-// then NaN passed through and the sign of x put back (so -0 stays -0).
-// Coefficients: weighted least squares on Chebyshev points with numpy,
-// rounded to f32. Measured against double libm over [-5, 5] densely and
-// every decade down to 1e-38: at most 2.4 ulps (math_test.cpp pins 4).
-VReg Lowerer::expandErfF32(VReg x, ElementType rt) {
-  static constexpr float kP[] = {1.128379225730896f,     -0.3761262893676758f,   0.11283612251281738f,
-                                 -0.026854805648326874f, 0.005190048832446337f,  -0.0008024311973713338f,
-                                 7.898066542111337e-05f};
-  static constexpr float kR[] = {0.9922682046890259f,   -1.082141637802124f,     0.8737443089485168f,
-                                 -0.5418185591697693f,  0.2575716972351074f,     -0.09242025762796402f,
-                                 0.02443726547062397f,  -0.004594458267092705f,  0.000579196959733963f,
-                                 -4.378835001261905e-05f, 1.4981616232034867e-06f};
-  auto imm = [](float c) { return fmt::format("{:#x}", std::bit_cast<uint32_t>(c)); };
-  // Horner: ((c[n] * v + c[n-1]) * v + ...) + c[0].
-  auto horner = [&](const float* c, int n, VReg v) {
-    VReg p = binop("vmul.f32", v, imm(c[n]), rt);
-    for (int k = n - 1; k >= 1; --k) {
-      e_.op("vadd.f32 {}, {}, {}", V(p), V(p), imm(c[k]));
-      e_.op("vmul.f32 {}, {}, {}", V(p), V(p), V(v));
-    }
-    e_.op("vadd.f32 {}, {}, {}", V(p), V(p), imm(c[0]));
-    return p;
-  };
-  VReg a = unop("vabs.f32", x, rt);
-  VReg z = binop("vmul.f32", a, V(a), rt);
-  VReg p = horner(kP, 6, z);
-  VReg small = binop("vmul.f32", a, V(p), rt);
-  VReg ac = binop("vmin.f32", a, "4.0", rt);
-  VReg zc = binop("vmul.f32", ac, V(ac), rt);
-  e_.op("vneg.f32 {}, {}", V(zc), V(zc));
-  VReg ex = unop("vexp", zc, rt);
-  VReg r = horner(kR, 10, ac);
-  e_.op("vmul.f32 {}, {}, {}", V(r), V(r), V(ex));
-  e_.op("vsub.f32 {}, {}, 1.0", V(r), V(r));  // -(1 - e R), negated below
-  e_.op("vneg.f32 {}, {}", V(r), V(r));
-  int m = malloc_();
-  e_.op("vcmp.lt.f32 {}, {}, 1.0", M(m), V(a));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(small), V(r));
-  e_.op("vcmp.ne.f32 {}, {}, {}", M(m), V(x), V(x));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(x), V(r));
-  VReg sign = binop("vand", x, "-2147483648", rt);
-  e_.op("vand {}, {}, 2147483647", V(r), V(r));
-  e_.op("vor {}, {}, {}", V(r), V(r), V(sign));
-  masks_.put(m);
-  for (VReg v : {a, z, p, small, ac, zc, ex, sign}) vfree(v);
-  return r;
-}
-
 // ============================================================== planning
 
 std::string Lowerer::dmaOp(const char* dir, int buf, int srcBuf) const {
@@ -1350,22 +1297,19 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       return normalize(expandErfF32(ops[0], rt));
     case Opcode::Asin:
     case Opcode::Acos:
+      if (!f) return unsupported();
+      return normalize(expandAsinAcosF32(ops[0], in.opcode() == Opcode::Acos, rt));
     case Opcode::Atan:
+      if (!f) return unsupported();
+      return normalize(expandAtanF32(ops[0], rt));
     case Opcode::Asinh:
     case Opcode::Acosh:
-    case Opcode::Atanh: {
-      // One EUP row each, computed in f32 like the interpreter (narrow
-      // floats are rounded back by normalize).
-      static const std::map<Opcode, const char*> kRows = {
-          {Opcode::Asin, "vasin"},   {Opcode::Acos, "vacos"},   {Opcode::Atan, "vatan"}, {Opcode::Asinh, "vasinh"},
-          {Opcode::Acosh, "vacosh"}, {Opcode::Atanh, "vatanh"},
-      };
+    case Opcode::Atanh:
       if (!f) return unsupported();
-      return un(kRows.at(in.opcode()));
-    }
+      return normalize(expandInverseHyperbolicF32(in.opcode(), ops[0], rt));
     case Opcode::Atan2:
       if (!f) return unsupported();
-      return bin("vatan2", "");
+      return normalize(expandAtan2F32(ops[0], ops[1], rt));
     case Opcode::Real:  // of a real type: the value itself
       return vcopy(ops[0], rt);
     case Opcode::Imag: {  // of a real type: the type's all-zero-bits value, as the interpreter's zeros
@@ -1426,24 +1370,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       for (VReg x : {u, um1, l, q}) vfree(x);
       return normalize(d);
     }
-    case Opcode::Log1p: {
-      // Goldberg's form: with u = 1 + x rounded, ln(u) * x / (u - 1) is
-      // accurate to a few ulps where ln(1 + x) loses the low bits of x.
-      // u == 1 gives x itself (-0 stays -0); u == inf gives inf.
-      VReg u = binop("vadd.f32", ops[0], "1.0", rt);
-      VReg l = unop("vlog", u, rt);
-      VReg um1 = binop("vsub.f32", u, "1.0", rt);
-      VReg q = binop("vdiv.f32", ops[0], V(um1), rt);
-      VReg d = binop("vmul.f32", l, V(q), rt);
-      int m = malloc_();
-      e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
-      e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(l), V(d));
-      masks_.put(m);
-      for (VReg x : {u, l, um1, q}) vfree(x);
-      return normalize(d);
-    }
+    case Opcode::Log1p: return normalize(expandLog1pF32(ops[0], rt));
     case Opcode::Sinh:
     case Opcode::Cosh: {
       VReg a = unop("vexp", ops[0], rt);

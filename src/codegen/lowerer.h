@@ -695,7 +695,17 @@ class Lowerer {
   // Brings r back to its type's register form after arithmetic: rounds
   // narrow floats, wraps narrow integers (in place; returns r).
   VReg normalize(VReg r);
-  VReg expandErfF32(VReg x, hlo::ElementType rt);  // erf from ALU ops and vexp
+  // Library math from chip instructions, in f32 lanes (lower_math.cpp).
+  VReg hornerF32(const float* c, int n, VReg v, ElementType rt);
+  VReg oddSeriesF32(VReg t, const float* c, int n, ElementType rt);
+  void copySignF32(VReg r, VReg x, ElementType rt);
+  VReg expandErfF32(VReg x, hlo::ElementType rt);
+  VReg expandLog1pF32(VReg x, ElementType rt);
+  VReg atanOfNonNegativeF32(VReg a, bool onlyToOne, ElementType rt);
+  VReg expandAtanF32(VReg x, ElementType rt);
+  VReg expandAtan2F32(VReg y, VReg x, ElementType rt);
+  VReg expandAsinAcosF32(VReg x, bool acos, ElementType rt);
+  VReg expandInverseHyperbolicF32(hlo::Opcode op, VReg x, ElementType rt);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.
   VReg divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType t);
   // Scalar register with the f32 bits of the narrow float whose code is in
