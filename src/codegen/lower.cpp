@@ -346,7 +346,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     }
     case Opcode::Fusion:
       if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
-          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr)) {
+          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr) && !attentionFusion(in, nullptr)) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -3190,6 +3190,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
       if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
       if (rowFusion(in, nullptr)) return lowerRowFusion(in);
+      if (attentionFusion(in, nullptr)) return lowerAttentionFusion(in);
       if (resident_.count(&in)) return lowerResidentFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {

@@ -354,6 +354,24 @@ struct RowFusion {
   int passes = 0;
 };
 
+// A fusion lowered as one attention kernel (lower_attention.cpp):
+// dot(Q, K) over the last dimensions, elementwise work and reductions over
+// the keys (a softmax), then dot(P, V), the score matrix kept in VMEM.
+// Q, K, V are parameters [batch..., S|T, 128]; the batch dimensions lead.
+struct AttentionFusion {
+  const Computation* comp = nullptr;
+  const Instruction *q = nullptr, *k = nullptr, *v = nullptr, *dot1 = nullptr, *dot2 = nullptr;
+  std::vector<int64_t> dims;  // the scores' shape [batch..., S, T]
+  int64_t heads = 1, s = 0, t = 0;
+  enum class Class { Scalar, Full, Row };
+  std::map<const Instruction*, Class> cls;
+  std::map<const Instruction*, int> level;  // Full/Row: the passes it needs done
+  std::vector<const Instruction*> scalars;    // Scalar instructions, in order
+  std::vector<const Instruction*> rowValues;  // Row instructions, in order
+  std::vector<const Instruction*> reduces;    // in order
+  int passes = 0;
+};
+
 // Where emitMatmul stands when a C tile is complete (its step's batch,
 // M-tile and N-tile indices in sregs), for the epilogue.
 struct MatmulTileSite {
@@ -548,6 +566,9 @@ class Lowerer {
   // Row fusions (lower_rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
   bool lowerRowFusion(const Instruction& in);
+  // Attention fusions (lower_attention.cpp).
+  bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
+  bool lowerAttentionFusion(const Instruction& in);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
