@@ -40,6 +40,9 @@ struct CodegenOptions {
   // List: the text comes out as scheduled bundles `{ op ; op }` (llo-asm keeps
   // them as they are). None: one op per line, bundled greedily by llo-asm.
   llo::ScheduleMode schedule = llo::ScheduleMode::List;
+  // Convolutions of one group with channels-last windows run as an implicit
+  // GEMM (lower_conv_implicit.cpp); false: the im2col path (tests, benches).
+  bool implicitConv = true;
 };
 
 // Per-kernel figures for --stats.

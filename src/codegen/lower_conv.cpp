@@ -193,6 +193,14 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
     return ok && !failed_;
   }
 
+  if (!vpu && !depthwise) {
+    ImplicitConvPlan plan;
+    if (implicitConvPlan(in, g, epilogue, passes, plan)) {
+      bool ok = emitImplicitConv(in, g, plan, epilogue);
+      endKernel(flops, hbmBytes, plan.end);
+      return ok && !failed_;
+    }
+  }
   int lhsBuf = leaves_[lhs][0];
   if (vpu) {
     ElementType acc = wide ? g.outType : ElementType::S32;
