@@ -247,7 +247,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
 
   // Registers.
   int rN = sreg(), rSlot = sreg(), rT = sreg(), rT2 = sreg(), rPr = sreg(), rCnt = sreg(), rXper = sreg(),
-      rPush = sreg(), rEper = sreg(), rAccPer = sreg(), rPAcc = sreg(), rPE = sreg(), rW = sreg();
+      rPush = sreg(), rEper = sreg(), rAccPer = sreg(), rPAcc = sreg(), rPE = sreg(), rW = sreg(), rWp = sreg();
   std::vector<int> rPIn, rInPer;
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs) {
@@ -420,67 +420,95 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   const ElementType convType = g.outType;
   auto popBlocks = [&](int64_t rho, bool prevPeriod) -> bool {
     std::vector<Group> gs = groupsOf(rho);
-    for (int b = 0; b < U; ++b) {
+    // Registers are freed only after all U blocks, and every load and pop
+    // comes before the first store (stores and loads through different
+    // base registers may alias for the scheduler): the blocks' chains then
+    // interleave.
+    std::vector<VReg> owned;
+    std::map<std::pair<size_t, int64_t>, VReg> columnRegs;
+    struct Loaded {
+      std::vector<VReg> terms;  // accumulator (unless first), then the pops
+      std::map<const Instruction*, VReg> inputs;
+    };
+    std::vector<Loaded> loaded;
+    for (int b = 0; b < U; ++b)
       for (const Group& gr : gs) {
-        std::vector<VReg> owned;
-        VReg s{};
+        Loaded l;
         int64_t accOff = ((gr.cc * p.NT + gr.nt) * p.R + b) * 4096;
         if (!gr.first) {
-          s = valloc(ElementType::F32);
-          e_.op("vld {}, [{} + {}]", V(s), S(rPAcc), accOff);
+          VReg a = valloc(ElementType::F32);
+          e_.op("vld {}, [{} + {}]", V(a), S(rPAcc), accOff);
+          l.terms.push_back(a);
         }
         for (int64_t u = gr.u0; u <= gr.u1; ++u) {
           VReg r = valloc(ElementType::F32);
           e_.op("mxu.pop {}, mxu{}", V(r), u);
-          if (s.r < 0) {
-            s = r;
-            continue;
-          }
-          e_.op("vadd.f32 {}, {}, {}", V(s), V(s), V(r));
-          vfree(r);
+          l.terms.push_back(r);
         }
+        for (VReg v : l.terms) owned.push_back(v);
+        if (gr.last && epilogue)
+          for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+            const MatmulEpilogue::Input& input = epilogue->inputs[k];
+            int ei = typeInfo(input.type).bytes;
+            if (input.kind == MatmulEpilogue::Column) {
+              auto key = std::make_pair(k, gr.nt);
+              if (!columnRegs.count(key)) {
+                e_.op("smov {}, {}", S(rW), p.vIn[k] + static_cast<uint64_t>(gr.nt * 128 * ei));
+                owned.push_back(vload(input.type, S(rW), ", 0"));
+                columnRegs[key] = owned.back();
+              }
+              l.inputs[input.value] = columnRegs[key];
+            } else if (input.kind == MatmulEpilogue::Tile) {
+              int64_t off = (gr.cc * p.R + b) * 8 * p.NP * ei + gr.nt * 128 * ei -
+                            (prevPeriod ? p.cpp * p.R * 8 * p.NP * ei : 0);
+              owned.push_back(
+                  vload(input.type, fmt::format("{} + {}", S(rPIn[k]), off), fmt::format(", {}", p.NP * ei)));
+              l.inputs[input.value] = owned.back();
+            }
+          }
+        loaded.push_back(std::move(l));
+      }
+    size_t li = 0;
+    for (int b = 0; b < U; ++b)
+      for (const Group& gr : gs) {
+        Loaded& l = loaded[li++];
+        // Pairwise sums, in order: ((t0 + t1) + (t2 + t3)) + t4.
+        std::vector<VReg> t = l.terms;
+        while (t.size() > 1) {
+          std::vector<VReg> next;
+          for (size_t i = 0; i + 1 < t.size(); i += 2) {
+            e_.op("vadd.f32 {}, {}, {}", V(t[i]), V(t[i]), V(t[i + 1]));
+            next.push_back(t[i]);
+          }
+          if (t.size() % 2) next.push_back(t.back());
+          t = next;
+        }
+        VReg sum = t[0];
+        int64_t accOff = ((gr.cc * p.NT + gr.nt) * p.R + b) * 4096;
         if (!gr.last) {
-          e_.op("vst {}, [{} + {}]", V(s), S(rPAcc), accOff);
-          vfree(s);
+          e_.op("vst {}, [{} + {}]", V(sum), S(rPAcc), accOff);
           continue;
         }
-        owned.push_back(s);
-        VReg cv = s;
+        VReg cv = sum;
         if (convType != ElementType::F32) {
-          VReg r = valloc(convType);
-          e_.op("vmov.s32 {}, {}", V(r), V(s));
-          cv = normalize(r);
-          owned.push_back(r);
+          cv.t = convType;
+          cv = normalize(cv);
         }
         VReg result = cv;
         int64_t eOff = gr.cc * chunkE + b * eBlock + gr.nt * 128 * eo - (prevPeriod ? p.cpp * chunkE : 0);
         if (epilogue) {
           std::map<const Instruction*, VReg> val = scalars;
           val[epilogue->dot] = cv;
-          for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
-            const MatmulEpilogue::Input& input = epilogue->inputs[k];
-            int ei = typeInfo(input.type).bytes;
-            if (input.kind == MatmulEpilogue::Column) {
-              e_.op("smov {}, {}", S(rW), p.vIn[k] + static_cast<uint64_t>(gr.nt * 128 * ei));
-              owned.push_back(vload(input.type, S(rW), ", 0"));
-              val[input.value] = owned.back();
-            } else if (input.kind == MatmulEpilogue::Tile) {
-              int64_t off = (gr.cc * p.R + b) * 8 * p.NP * ei + gr.nt * 128 * ei -
-                            (prevPeriod ? p.cpp * p.R * 8 * p.NP * ei : 0);
-              owned.push_back(vload(input.type, fmt::format("{} + {}", S(rPIn[k]), off), fmt::format(", {}", p.NP * ei)));
-              val[input.value] = owned.back();
-            }
-          }
+          for (auto& [inst, v] : l.inputs) val[inst] = v;
           if (!evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
           result = val[epilogue->comp->root()];
         }
         if (eOff >= 0) vstore(result, storedType, fmt::format("{} + {}", S(rPE), eOff), fmt::format(", {}", p.NP * eo));
         else vstore(result, storedType, fmt::format("{} - {}", S(rPE), -eOff), fmt::format(", {}", p.NP * eo));
-        std::set<int> freed;
-        for (VReg v : owned)
-          if (freed.insert(v.r).second) vfree(v);
       }
-    }
+    std::set<int> freed;
+    for (VReg v : owned)
+      if (freed.insert(v.r).second) vfree(v);
     return !failed_;
   };
   auto stepPop = [&]() {
@@ -552,17 +580,41 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     // Latch this round's tiles, stage the next round's.
     for (int64_t u = 0; u < p.G; ++u)
       if (changes(rho, u)) e_.op("mxu.wlatch mxu{}", u);
-    for (int64_t u = 0; u < p.G; ++u)
-      if (changes((rho + 1) % p.rounds, u)) pushTile((rho + 1) % p.rounds, u);
+    // The next round's tiles are staged during loop A, 16 / dIters row
+    // blocks per MXU per iteration, when that divides; else here.
+    const int64_t nextRho = (rho + 1) % p.rounds;
+    const bool spread = 16 % dIters == 0;
+    if (!spread)
+      for (int64_t u = 0; u < p.G; ++u)
+        if (changes(nextRho, u)) pushTile(nextRho, u);
     // Loop A: push blocks 0 .. D-1, pop the previous round's last D.
     e_.op("smov {}, {}", S(rPush), S(rXper));
     loadA(rho, 0);
     int64_t prev = (rho + p.rounds - 1) % p.rounds;
+    auto stageSome = [&]() {
+      if (!spread) return;
+      const int64_t rows = 16 / dIters;
+      std::vector<VReg> ws;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t u = 0; u < p.G; ++u) {
+          if (!changes(nextRho, u)) continue;
+          Job jb = job(nextRho, u);
+          int64_t at = static_cast<int64_t>(p.vW) + (jb.kt * 128 * p.NP + jb.nt * 128) * ew + r * 8 * p.NP * ew;
+          VReg w = valloc(ElementType::F32);
+          ws.push_back(w);
+          e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWp), at, p.NP * ew);
+          e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
+        }
+      e_.op("sadd {}, {}, {}", S(rWp), S(rWp), rows * 8 * p.NP * ew);
+      for (VReg w : ws) vfree(w);
+    };
     auto loopA = [&](bool withPops) -> bool {
       std::string l = e_.newLabel("icfill");
       e_.op("smov {}, {}", S(rCnt), dIters);
+      if (spread) e_.op("smov {}, 0", S(rWp));
       e_.label(l);
       pushBlocks(rho);
+      stageSome();
       e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
       loadA(rho, 0);
       if (withPops) {
