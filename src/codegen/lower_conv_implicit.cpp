@@ -25,6 +25,7 @@
 // result, which one DMA writes out per image.
 #include <fmt/format.h>
 
+#include <functional>
 #include <numeric>
 
 #include "codegen/lowerer.h"
@@ -418,7 +419,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   // belongs to the period before rXper's (its staging and accumulator
   // bases are one period back).
   const ElementType convType = g.outType;
-  auto popBlocks = [&](int64_t rho, bool prevPeriod) -> bool {
+  auto popBlocks = [&](int64_t rho, bool prevPeriod, const std::function<void()>& middle) -> bool {
     std::vector<Group> gs = groupsOf(rho);
     // Registers are freed only after all U blocks, and every load and pop
     // comes before the first store (stores and loads through different
@@ -468,6 +469,9 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
           }
         loaded.push_back(std::move(l));
       }
+    // The iteration's matmuls and next loads go between the pops and the
+    // stores.
+    if (middle) middle();
     size_t li = 0;
     for (int b = 0; b < U; ++b)
       for (const Group& gr : gs) {
@@ -613,13 +617,17 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       e_.op("smov {}, {}", S(rCnt), dIters);
       if (spread) e_.op("smov {}, 0", S(rWp));
       e_.label(l);
-      pushBlocks(rho);
-      stageSome();
-      e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
-      loadA(rho, 0);
+      auto pushes = [&]() {
+        pushBlocks(rho);
+        stageSome();
+        e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
+        loadA(rho, 0);
+      };
       if (withPops) {
-        if (!popBlocks(prev, rho == 0)) return false;
+        if (!popBlocks(prev, rho == 0, pushes)) return false;
         stepPop();
+      } else {
+        pushes();
       }
       e_.op("loop {}, {}", S(rCnt), l);
       return true;
@@ -644,10 +652,12 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       std::string l = e_.newLabel("icsteady");
       e_.op("smov {}, {}", S(rCnt), iters - dIters);
       e_.label(l);
-      pushBlocks(rho);
-      e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
-      loadA(rho, 0);
-      if (!popBlocks(rho, false)) return false;
+      auto pushes = [&]() {
+        pushBlocks(rho);
+        e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
+        loadA(rho, 0);
+      };
+      if (!popBlocks(rho, false, pushes)) return false;
       stepPop();
       e_.op("loop {}, {}", S(rCnt), l);
     }
@@ -670,7 +680,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     std::string l = e_.newLabel("icdrain");
     e_.op("smov {}, {}", S(rCnt), dIters);
     e_.label(l);
-    if (!popBlocks(p.rounds - 1, true)) return false;
+    if (!popBlocks(p.rounds - 1, true, nullptr)) return false;
     stepPop();
     e_.op("loop {}, {}", S(rCnt), l);
   }
