@@ -428,7 +428,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     std::vector<VReg> owned;
     std::map<std::pair<size_t, int64_t>, VReg> columnRegs;
     struct Loaded {
-      std::vector<VReg> terms;  // accumulator (unless first), then the pops
+      std::vector<VReg> terms;  // the pops, then the accumulator (unless first)
       std::map<const Instruction*, VReg> inputs;
     };
     std::vector<Loaded> loaded;
@@ -436,16 +436,18 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       for (const Group& gr : gs) {
         Loaded l;
         int64_t accOff = ((gr.cc * p.NT + gr.nt) * p.R + b) * 4096;
+        VReg a{};
         if (!gr.first) {
-          VReg a = valloc(ElementType::F32);
+          a = valloc(ElementType::F32);
           e_.op("vld {}, [{} + {}]", V(a), S(rPAcc), accOff);
-          l.terms.push_back(a);
         }
         for (int64_t u = gr.u0; u <= gr.u1; ++u) {
           VReg r = valloc(ElementType::F32);
           e_.op("mxu.pop {}, mxu{}", V(r), u);
           l.terms.push_back(r);
         }
+        // The accumulator last: the pops' sums do not wait for its load.
+        if (a.r >= 0) l.terms.push_back(a);
         for (VReg v : l.terms) owned.push_back(v);
         if (gr.last && epilogue)
           for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
@@ -476,7 +478,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     for (int b = 0; b < U; ++b)
       for (const Group& gr : gs) {
         Loaded& l = loaded[li++];
-        // Pairwise sums, in order: ((t0 + t1) + (t2 + t3)) + t4.
+        // Pairwise sums of the pops, then the accumulator: ((p0 + p1) + (p2 + p3)) + acc.
         std::vector<VReg> t = l.terms;
         while (t.size() > 1) {
           std::vector<VReg> next;
