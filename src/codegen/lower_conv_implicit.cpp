@@ -143,6 +143,28 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
     }
   p.end = top;
   if (p.end > vmemBudget()) return false;
+  // Vector registers of one pipelined iteration (two blocks): the LHS
+  // blocks, weight staging, per block every pop and accumulator, and per
+  // finished block the epilogue's values; too many: the im2col path.
+  int64_t worst = 0;
+  const int64_t epiRegs = epilogue ? static_cast<int64_t>(epilogue->comp->instructionCount()) + 2 : 1;
+  for (int64_t rho = 0; rho < p.rounds; ++rho) {
+    int64_t groups = 0, finals = 0, lastCc = -1, lastNt = -1;
+    for (int64_t u = 0; u < p.G; ++u) {
+      int64_t j = rho * p.G + u, t = j % p.J, cc = j / p.J, nt = t / p.KT, kt = t % p.KT;
+      if (cc != lastCc || nt != lastNt) ++groups;
+      if (kt == p.KT - 1) ++finals;
+      lastCc = cc;
+      lastNt = nt;
+    }
+    worst = std::max(worst, p.G + groups + finals * epiRegs);
+  }
+  const int64_t scalarsAndColumns = epilogue ? static_cast<int64_t>(epilogue->inputs.size()) * p.NT : 0;
+  // Two blocks per iteration where the registers allow, else one (the same
+  // sums in the same order: only the schedule differs).
+  p.U = 2;
+  if (2 * (p.G + worst) + 8 + scalarsAndColumns > target_.registers.vregs) p.U = 1;
+  if (p.G + worst + 8 + scalarsAndColumns > target_.registers.vregs) return false;
   (void)dn;
   return true;
 }
@@ -160,31 +182,6 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   const int xBuf = leaves_[in.operand(0)][0];
   const int kBuf = leaves_[in.operand(1)][0];
   const int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
-
-  // W'[kt * 128 + e * C + c, j * O + o] = K[dy, e - j * sx, c, o], kt = dy * KS
-  // + (e * C + c) / 128 (reversed taps read backwards); zero elsewhere.
-  int wp = tempBuf(g.kType, {p.KT * 128, p.NP});
-  if (!fillZero(wp, p.KT * 128 * p.NP, g.kType)) return false;
-  {
-    std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
-    int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
-    int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
-    int64_t srcOff = 0;
-    if (two && g.reversal[0]) {
-      srcOff += (p.kh - 1) * sy;
-      sy = -sy;
-    }
-    if (g.reversal[g.rank - 1]) {
-      srcOff += (p.kw - 1) * sx;
-      sx = -sx;
-    }
-    for (int64_t j = 0; j < p.P; ++j)
-      emitCopy(wp, (j * p.sx * p.C * p.NP + j * p.O) * ew, kBuf, srcOff, {p.kh, p.kw, p.C, p.O},
-               {p.KS * 128 * p.NP * ew, p.C * p.NP * ew, p.NP * ew, ew},
-               {sy, sx, kst[static_cast<size_t>(dn.kernelInputFeatureDimension)],
-                kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)]},
-               ew);
-  }
 
   // Descriptors. X: the image's H x W x C into the box's interior.
   std::vector<int64_t> ins = byteStrides(ls.dimensions(), es);
@@ -286,11 +283,60 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     for (const MatmulEpilogue::Input& input : epilogue->inputs)
       if (input.kind == MatmulEpilogue::Tile) ++loads;
 
-  // Weights and columns once (sem4), then zero both X boxes.
-  e_.op("smov {}, {}", S(rT), base(wp));
-  e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", wp), e_.desc(static_cast<uint64_t>(p.KT * 128 * p.NP * ew), {}),
-        p.vW, memRef(wp, S(rT)));
-  int once = 1;
+  // Zero the weights' area and both X boxes (contiguous), then DMA the
+  // weights into their packed places: W'[kt * 128 + e * C + c, j * O + o] =
+  // K[dy, e - j * sx, c, o], kt = dy * KS + (e * C + c) / 128 (reversed taps
+  // read backwards); and the columns. All on sem4.
+  {
+    VReg z = vconst(ElementType::F32, 0);
+    uint64_t zeroEnd = p.vX + 2 * p.xSlot;
+    int64_t stores = static_cast<int64_t>((zeroEnd - p.vW) / 4096);
+    std::string lZero = e_.newLabel("iczero");
+    e_.op("smov {}, {}", S(rT), p.vW);
+    e_.op("smov {}, {}", S(rCnt), stores);
+    e_.label(lZero);
+    e_.op("vst {}, [{}]", V(z), S(rT));
+    e_.op("sadd {}, {}, 4096", S(rT), S(rT));
+    e_.op("loop {}, {}", S(rCnt), lZero);
+    for (uint64_t off = p.vW + static_cast<uint64_t>(stores) * 4096; off < zeroEnd; off += 512) {
+      e_.op("smov {}, {}", S(rT), off);
+      e_.op("vst {}, [{}], mask=0x1", V(z), S(rT));
+    }
+    vfree(z);
+  }
+  int once = 0;
+  {
+    std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
+    int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
+    int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
+    int64_t sc = kst[static_cast<size_t>(dn.kernelInputFeatureDimension)];
+    int64_t so = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
+    int64_t srcOff = 0;
+    if (two && g.reversal[0]) {
+      srcOff += (p.kh - 1) * sy;
+      sy = -sy;
+    }
+    if (g.reversal[g.rank - 1]) {
+      srcOff += (p.kw - 1) * sx;
+      sx = -sx;
+    }
+    std::vector<Emitter::Dim> dims;
+    if (p.kh > 1) dims.push_back({p.kh, sy, p.KS * 128 * p.NP * ew});
+    dims.push_back({p.kw, sx, p.C * p.NP * ew});
+    dims.push_back({p.C, sc, p.NP * ew});
+    uint64_t chunk = static_cast<uint64_t>(p.O * ew);
+    if (so != ew) {
+      dims.push_back({p.O, so, ew});
+      chunk = static_cast<uint64_t>(ew);
+    }
+    std::string dWt = e_.desc(chunk, dims);
+    for (int64_t j = 0; j < p.P; ++j) {
+      e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff);
+      e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", kBuf), dWt,
+            p.vW + static_cast<uint64_t>((j * p.sx * p.C * p.NP + j * p.O) * ew), memRef(kBuf, S(rT)));
+      ++once;
+    }
+  }
   std::map<const Instruction*, VReg> scalars;
   if (epilogue) {
     int smem = 0;
@@ -305,22 +351,10 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       }
     }
   }
-  {
-    VReg z = vconst(ElementType::F32, 0);
-    int64_t stores = static_cast<int64_t>(2 * p.xSlot / 4096);
-    std::string lZero = e_.newLabel("iczero");
-    e_.op("smov {}, {}", S(rT), p.vX);
-    e_.op("smov {}, {}", S(rCnt), stores);
-    e_.label(lZero);
-    e_.op("vst {}, [{}]", V(z), S(rT));
-    e_.op("sadd {}, {}, 4096", S(rT), S(rT));
-    e_.op("loop {}, {}", S(rCnt), lZero);
-    for (uint64_t off = static_cast<uint64_t>(stores) * 4096; off < 2 * p.xSlot; off += 512) {
-      e_.op("smov {}, {}", S(rT), p.vX + off);
-      e_.op("vst {}, [{}], mask=0x1", V(z), S(rT));
-    }
-    vfree(z);
-  }
+  // The first image streams in while the weights land.
+  e_.op("smov {}, 0", S(rN));
+  e_.op("smov {}, 0", S(rSlot));
+  loadImage(rN, rSlot);
   e_.op("sem.wait sem4, {}", once);
 
   // Jobs of a period: job j on MXU j % G in round j / G; chunk j / J of
@@ -392,7 +426,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     vfree(t);
   }
   // A registers: loaded one iteration ahead (two blocks per iteration).
-  constexpr int U = 2;
+  const int U = static_cast<int>(p.U);
   std::vector<std::vector<VReg>> va(U);
   for (int b = 0; b < U; ++b)
     for (int64_t u = 0; u < p.G; ++u) va[static_cast<size_t>(b)].push_back(valloc(ElementType::F32));
@@ -410,7 +444,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
         if (tailMask >= 0 && job(rho, u).ks == p.KS - 1) e_.op("vsel.s32 {}, {}, {}, 0", V(v), M(tailMask), V(v));
       }
   };
-  auto pushBlocks = [&](int64_t rho) {
+  auto pushBlocks = [&]() {
     for (int b = 0; b < U; ++b)
       for (int64_t u = 0; u < p.G; ++u)
         e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(va[static_cast<size_t>(b)][static_cast<size_t>(u)]));
@@ -547,9 +581,6 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   // The image loop.
   std::string lImage = e_.newLabel("icimage"), lPeriod = e_.newLabel("icperiod"), lNoNext = e_.newLabel("icnonext"),
               lNoWait = e_.newLabel("icfree");
-  e_.op("smov {}, 0", S(rN));
-  e_.op("smov {}, 0", S(rSlot));
-  loadImage(rN, rSlot);
   e_.label(lImage);
   e_.op("sand {}, {}, 1", S(rSlot), S(rN));
   e_.op("sadd {}, {}, 1", S(rT), S(rN));
@@ -589,7 +620,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     // The next round's tiles are staged during loop A, 16 / dIters row
     // blocks per MXU per iteration, when that divides; else here.
     const int64_t nextRho = (rho + 1) % p.rounds;
-    const bool spread = 16 % dIters == 0;
+    const bool spread = 16 % dIters == 0 && (16 / dIters) * p.G <= 8;
     if (!spread)
       for (int64_t u = 0; u < p.G; ++u)
         if (changes(nextRho, u)) pushTile(nextRho, u);
@@ -620,7 +651,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       if (spread) e_.op("smov {}, 0", S(rWp));
       e_.label(l);
       auto pushes = [&]() {
-        pushBlocks(rho);
+        pushBlocks();
         stageSome();
         e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
         loadA(rho, 0);
@@ -655,7 +686,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       e_.op("smov {}, {}", S(rCnt), iters - dIters);
       e_.label(l);
       auto pushes = [&]() {
-        pushBlocks(rho);
+        pushBlocks();
         e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
         loadA(rho, 0);
       };
