@@ -147,7 +147,18 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   // blocks, weight staging, per block every pop and accumulator, and per
   // finished block the epilogue's values; too many: the im2col path.
   int64_t worst = 0;
-  const int64_t epiRegs = epilogue ? static_cast<int64_t>(epilogue->comp->instructionCount()) + 2 : 1;
+  // An epilogue's registers: one per computed instruction (parameters,
+  // broadcasts, reshapes and bitcasts name other registers), two spare.
+  int64_t epiRegs = 1;
+  if (epilogue) {
+    epiRegs = 3;
+    for (const auto& i : epilogue->comp->instructions()) {
+      Opcode op = i->opcode();
+      if (op != Opcode::Parameter && op != Opcode::Broadcast && op != Opcode::Reshape && op != Opcode::Bitcast &&
+          i.get() != epilogue->dot)
+        ++epiRegs;
+    }
+  }
   for (int64_t rho = 0; rho < p.rounds; ++rho) {
     int64_t groups = 0, finals = 0, lastCc = -1, lastNt = -1;
     for (int64_t u = 0; u < p.G; ++u) {
