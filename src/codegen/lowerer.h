@@ -402,6 +402,25 @@ struct ConvGeometry {
   ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
 };
 
+// The plan of an implicit-GEMM convolution (lower_conv_implicit.cpp), in
+// elements unless named bytes; VMEM offsets from 0.
+struct ImplicitConvPlan {
+  int64_t H = 1, W = 1, kh = 1, kw = 1, sy = 1, sx = 1, rdy = 1, padTop = 0, padLeft = 0, Hp = 1, Hout = 1,
+          Wout = 1, C = 1, O = 1;
+  int64_t P = 1;          // output positions per GEMM row
+  int64_t run = 0;        // elements of one kernel row's window run ((P - 1) * sx + kw) * C
+  int64_t KS = 1, KT = 1; // 128-wide K slices per run, K tiles (kh * KS)
+  int64_t NT = 1, NP = 128;
+  int64_t Wpv = 1, RS = 1;  // box width (positions), box row (elements)
+  int64_t rowPairs = 1;     // GEMM rows per output row
+  int64_t G = 4, J = 1, rounds = 1, cpp = 1;  // MXUs, jobs per chunk, rounds and chunks per period
+  int64_t R = 2, CH = 1, periods = 1, D = 2;  // blocks per chunk, chunks per image, periods, pop lag
+  int64_t U = 2;  // blocks per pipelined iteration
+  int64_t pairBytes = 0;
+  uint64_t vW = 0, vX = 0, xSlot = 0, vAcc = 0, accPeriod = 0, vE = 0, eSlot = 0, end = 0;
+  std::vector<uint64_t> vIn, inSlot;  // per epilogue input: staging (tiles, two slots) or columns
+};
+
 // One pass of an fft (lower_fft.cpp): the 1-D transform of the middle
 // dimension of src viewed as [outer, n, inner], written to dst as
 // [outer, dstRows, inner] in dstType.
@@ -596,6 +615,11 @@ class Lowerer {
   bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes,
                       const MatmulEpilogue* epilogue);
   bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf, const MatmulEpilogue* epilogue);
+  // Whether the convolution runs as an implicit GEMM, and its plan.
+  bool implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue, int passes,
+                        ImplicitConvPlan& p) const;
+  bool emitImplicitConv(const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
+                        const MatmulEpilogue* epilogue);
 
   // Vector code.
   VReg valloc(ElementType t);
