@@ -110,12 +110,13 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
     if (!pod) return std::nullopt;
     RunOutput out;
     out.results = pod->chips.front().results;
-    out.traceJson = std::move(pod->chips.front().traceJson);
+    out.traceJson = pod->chips.front().traceJson;
     out.report = pod->chips.front().report;
-    out.profile = std::move(pod->chips.front().profile);
+    out.profile = pod->chips.front().profile;
     for (SimResult& c : pod->chips) out.chipResults.push_back(std::move(c.results));
     if (request.stats == "json") out.statsText = renderPodJson(*pod, loaded.target.clockHz);
     else if (!request.stats.empty()) out.statsText = renderPodText(*pod, loaded.target.clockHz);
+    out.pod = std::move(*pod);
     return out;
   }
   auto r = simulate(loaded.program, loaded.target, inputs, opts, diags);

@@ -71,6 +71,10 @@ struct RunOutput {
   SimReport report;                                   // chip 0's
   ExecProfile profile;                                // when RunRequest::profile (chip 0's)
   std::vector<std::vector<std::string>> chipResults;  // pods: every chip's results
+  // Pods: every chip's report, profile and trace, the links and their
+  // transfers, for tpu-run's per-chip profile (each chip's results are in
+  // chipResults instead).
+  std::optional<PodResult> pod;
 };
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags);

@@ -116,6 +116,10 @@ class Pod {
     hopCycles_ = t.ici.hopLatencyNs * 1e-9 * t.clockHz;
   }
   std::vector<std::unique_ptr<ChipRunner>> chips;
+  bool record = false;  // keep IciTransferRecords (profile, trace)
+  static constexpr size_t kTransferRecordLimit = 2'000'000;
+  std::vector<IciTransferRecord> transfers;
+  uint64_t transfersDropped = 0;
 
   // Earliest pending ICI arrival (+inf if none).
   double nextEventTime() const { return pending_.empty() ? INFINITY : pending_.begin()->first.first; }
@@ -130,6 +134,12 @@ class Pod {
       links_[link].bytes += t.bytes;
       links_[link].transfers++;
       links_[link].busyCycles += ser;
+      if (record) {
+        if (transfers.size() < kTransferRecordLimit)
+          transfers.push_back({link, src, t.remoteChip, s, s + ser, t.bytes});
+        else
+          ++transfersDropped;
+      }
       lastStart = s;
       s += hopCycles_;
     }
@@ -178,6 +188,7 @@ class Pod {
     for (int l = 0; l < topo_.linkCount(); ++l) {
       if (links_[l].transfers == 0) continue;
       IciLinkStats s = links_[l];
+      s.id = l;
       s.name = topo_.linkName(l);
       out.push_back(std::move(s));
     }
@@ -605,6 +616,7 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
   if (!checkTarget(target, diags)) return std::nullopt;
   const int n = topology ? topology->chips() : 1;
   std::unique_ptr<Pod> pod = topology ? std::make_unique<Pod>(target, *topology) : nullptr;
+  if (pod) pod->record = options.profile || options.trace;
   DecodedProgram decoded;
   std::vector<std::unique_ptr<ChipRunner>> local;
   auto& chips = pod ? pod->chips : local;
@@ -678,6 +690,8 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
     out.links = pod->linkStats();
     out.iciBytes = pod->iciBytes();
     out.topology = topology->describe();
+    out.transfers = std::move(pod->transfers);
+    out.transfersDropped = pod->transfersDropped;
   }
   return out;
 }
