@@ -194,6 +194,11 @@ KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* s
   if (stats)
     for (const codegen::KernelStats& k : stats->kernels) byLabel[k.name] = &k;
   std::map<std::string, LloComment> comments = parseLloComments(lloText);
+  // The program's own kernel metadata (.kernel directives, the .tpu KERN
+  // section): kernel labels it does not describe are sections of a resident
+  // fusion's kernel, as they are for llo-gen's statistics.
+  std::map<std::string_view, const isa::KernelMeta*> metaOf;
+  for (const isa::KernelMeta& m : program.kernels) metaOf.emplace(m.label, &m);
   std::map<std::string, const hlo::Instruction*> byName;
   if (module)
     for (const auto& c : module->computations())
@@ -207,6 +212,7 @@ KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* s
     // A kernel label llo-gen has no statistics for is a section of a
     // resident fusion's kernel: it stays in that kernel.
     if (stats && !byLabel.count(l.name) && !map.kernels.empty()) continue;
+    if (!stats && !metaOf.empty() && !metaOf.count(l.name) && !map.kernels.empty()) continue;
     KernelInfo k;
     k.label = l.name;
     k.firstBundle = l.bundle;
@@ -216,6 +222,10 @@ KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* s
       k.opName = it->second->opName;
       k.vmemBytes = it->second->vmemBytes;
       k.modelFlops = it->second->flops;
+    } else if (auto m = metaOf.find(l.name); m != metaOf.end()) {
+      k.kind = m->second->kind;
+      k.hlo = m->second->hlo;
+      k.opName = m->second->opName;
     } else if (auto c = comments.find(l.name); c != comments.end()) {
       k.kind = c->second.kind;
       k.hlo = c->second.hlo;

@@ -40,10 +40,12 @@ struct KernelMap {
   std::vector<uint32_t> bundleRegion;  // bundle -> kernel index
 };
 
-// Kernels of `program` from its labels. `stats` (the in-memory compile) and
-// `lloText` (the // comment llo-gen writes above each kernel label: kind,
-// HLO instruction, op_name) add what the labels do not carry; `module` (the
-// module that was lowered) adds fusion members and model FLOPs.
+// Kernels of `program` from its labels. `stats` (the in-memory compile), the
+// program's kernel metadata (.kernel directives; the .tpu KERN section) and,
+// for older .llo files, `lloText` (the // comment llo-gen writes above each
+// kernel label) add the kind, HLO instruction and op_name the labels do not
+// carry; `module` (the module that was lowered) adds fusion members and
+// model FLOPs.
 KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* stats,
                      std::string_view lloText, const hlo::Module* module);
 
