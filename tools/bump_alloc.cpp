@@ -4,9 +4,9 @@
 // vector and string growth often free right away). A pipeline stage's
 // malloc/free bookkeeping and the unmapping of freed blocks were ~20% of
 // hlo-parse's whole-process time on corpus modules (docs/DESIGN.md, "hlo-parse
-// as a pipeline stage"). Memory stays bounded: blocks of 256 KiB or more, and
-// everything once the chunks total kArenaLimit, go to malloc and are freed
-// normally. Linked only into the tools that list this file; sanitizer builds
+// as a pipeline stage"). Memory stays bounded: blocks of 4 KiB or more (the
+// growing strings and vectors that free and reuse), and everything once the
+// chunks total kArenaLimit, go to malloc and are freed normally. Linked only into the tools that list this file; sanitizer builds
 // keep their own allocator.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #include <sys/mman.h>
@@ -20,7 +20,7 @@ namespace {
 
 constexpr size_t kChunkBytes = size_t{16} << 20;
 constexpr size_t kArenaLimit = size_t{512} << 20;
-constexpr size_t kLargeBytes = size_t{256} << 10;
+constexpr size_t kLargeBytes = size_t{4} << 10;
 constexpr size_t kMaxChunks = kArenaLimit / kChunkBytes;
 
 // A chunk aligned to 2 MiB and marked for transparent huge pages: one page
