@@ -458,6 +458,24 @@ int Lowerer::malloc_() {
   return r;
 }
 
+namespace {
+
+// Text a .kernel string holds (isa::isMetadataText): '"' becomes '\'', control
+// characters spaces, and bytes of invalid UTF-8 '?'.
+std::string metadataText(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += c == '"' ? '\'' : (u < 0x20 || u == 0x7f) ? ' ' : c;
+  }
+  if (!isa::isMetadataText(out))
+    for (char& c : out)
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  return out;
+}
+
+}  // namespace
+
 void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   sregs_.reset();
   vregs_.reset();
@@ -469,6 +487,12 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
     kernelKind_ = kind;
   }
   e_.blank();
+  if (residentDepth_ == 0) {
+    // What the kernel lowers, kept in the .tpu for profiles (docs/ISA.md).
+    std::string opName = metadataText(in.metadata().opName);
+    e_.append(fmt::format(".kernel {} kind=\"{}\" hlo=\"{}\"{}\n", kernelLabel_, metadataText(kind),
+                          metadataText(in.name()), opName.empty() ? "" : fmt::format(" op_name=\"{}\"", opName)));
+  }
   std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
   e_.comment(fmt::format("{}: {} %{} {}{}", kind, hlo::opcodeName(in.opcode()), in.name(),
                          in.shape().toString(false), meta));

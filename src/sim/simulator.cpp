@@ -221,6 +221,10 @@ class Pod {
     hopCycles_ = t.ici.hopLatencyNs * 1e-9 * t.clockHz;
   }
   std::vector<std::unique_ptr<ChipRunner>> chips;
+  bool record = false;  // keep IciTransferRecords (profile, trace)
+  static constexpr size_t kTransferRecordLimit = 2'000'000;
+  std::vector<IciTransferRecord> transfers;
+  uint64_t transfersDropped = 0;
 
   // mpirun: chip c is simulated by rank owner[c]; this process is `rank`.
   void distribute(Transport* transport, const isa::Program* program, std::vector<int> owner) {
@@ -260,6 +264,12 @@ class Pod {
       links_[link].bytes += t.bytes;
       links_[link].transfers++;
       links_[link].busyCycles += ser;
+      if (record) {
+        if (transfers.size() < kTransferRecordLimit)
+          transfers.push_back({link, src, t.remoteChip, s, s + ser, t.bytes});
+        else
+          ++transfersDropped;
+      }
       lastStart = s;
       s += hopCycles_;
     }
@@ -342,6 +352,7 @@ class Pod {
     for (int l = 0; l < topo_.linkCount(); ++l) {
       if (links_[l].transfers == 0) continue;
       IciLinkStats s = links_[l];
+      s.id = l;
       s.name = topo_.linkName(l);
       out.push_back(std::move(s));
     }
@@ -865,6 +876,7 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
   // Declared before the chips, whose memories give their pages back to it.
   HostMemoryBudget budget = hostMemoryBudget(options);
   std::unique_ptr<Pod> pod = topology ? std::make_unique<Pod>(target, *topology) : nullptr;
+  if (pod) pod->record = options.profile || options.trace;
   DecodedProgram decoded;
   std::vector<std::unique_ptr<ChipRunner>> local;
   auto& chips = pod ? pod->chips : local;
@@ -1089,6 +1101,8 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
     out.links = pod->linkStats();
     out.iciBytes = pod->iciBytes();
     out.topology = topology->describe();
+    out.transfers = std::move(pod->transfers);
+    out.transfersDropped = pod->transfersDropped;
   }
   return out;
 }
