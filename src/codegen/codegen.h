@@ -49,6 +49,9 @@ struct CodegenOptions {
   int64_t replicas = 0;
   int64_t partitions = 0;
   std::string topology;
+  // Convolutions of one group with channels-last windows run as an implicit
+  // GEMM (lower_conv_implicit.cpp); false: the im2col path (tests, benches).
+  bool implicitConv = true;
 };
 
 // Replicas x partitions a program compiled with these options runs on:

@@ -61,15 +61,19 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
 
   auto args = prepareArguments(module, options, diags);
   if (!args) return failed;
-  // The compiled entry takes the array leaves of the parameters, row-major.
-  std::vector<std::string> inputs;
+  // The compiled entry takes the array leaves of the parameters, row-major
+  // (viewed, not copied: the simulator writes them straight into its pages).
+  std::vector<std::string_view> inputs;
   for (const hlo::Literal& arg : *args)
     for (const hlo::Literal* leaf : flattenLiteral(arg))
       inputs.emplace_back(reinterpret_cast<const char*>(leaf->data().data()), leaf->data().size());
   // Programs with rng instructions take the stream's state last, keyed by
   // the seed the interpreter uses (see --check below).
-  if (codegen::takesRngState(loaded.program, "main"))
-    inputs.push_back(codegen::initialRngState(options.seed.value_or(0)));
+  std::string rngState;
+  if (codegen::takesRngState(loaded.program, "main")) {
+    rngState = codegen::initialRngState(options.seed.value_or(0));
+    inputs.push_back(rngState);
+  }
 
   sim::RunRequest run = request.simulator.run;
   run.entry = "main";
@@ -81,8 +85,9 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     run.profile = true;
     run.bundleRegion = kernels.bundleRegion;
   }
-  auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
+  auto out = sim::runLoadedProgramViews(loaded, inputs, run, diags);
   if (!out) return failed;
+  if (out->secondaryRank) return RunReport{};  // mpirun: rank 0 delivers everything
   std::string profileText;
   if (profiling &&
       !deliverProfile(*out, loaded.program, kernels, &lowered, &module, request.simulator, profileText, diags))

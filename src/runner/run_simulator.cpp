@@ -59,10 +59,15 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
   if (seedRngState) parameterShapes.pop_back();
   auto args = prepareArgumentsForShapes(parameterShapes, options, diags);
   if (!args) return failed;
-  std::vector<std::string> inputs;
+  // Viewed, not copied: the simulator writes them straight into its pages.
+  std::vector<std::string_view> inputs;
   for (const hlo::Literal& arg : *args)
     inputs.emplace_back(reinterpret_cast<const char*>(arg.data().data()), arg.data().size());
-  if (seedRngState) inputs.push_back(codegen::initialRngState(options.seed.value_or(0)));
+  std::string rngState;
+  if (seedRngState) {
+    rngState = codegen::initialRngState(options.seed.value_or(0));
+    inputs.push_back(rngState);
+  }
 
   sim::RunRequest run = request.run;
   profile::KernelMap kernels;
@@ -87,8 +92,9 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
     }
   }
   run.chips = static_cast<int>(std::max<int64_t>(1, replicas) * std::max<int64_t>(1, partitions));
-  auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
+  auto out = sim::runLoadedProgramViews(loaded, inputs, run, diags);
   if (!out) return failed;
+  if (out->secondaryRank) return RunReport{};  // mpirun: rank 0 delivers everything
   std::string profileText;
   if (request.wantsProfile() &&
       !deliverProfile(*out, loaded.program, kernels, nullptr, nullptr, request, profileText, diags))
