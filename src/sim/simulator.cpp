@@ -117,7 +117,7 @@ class ChipRunner {
       : program_(p), target_(t), options_(o), diags_(d), decoded_(decoded), chip_(chip), pod_(pod) {}
 
   bool start(const isa::Entry& entry, const std::vector<std::string_view>& inputs, int chips,
-             HostMemoryBudget* budget);
+             HostMemoryBudget* budget, const std::function<void(size_t)>& release);
   Step step();
   // When the chip may try again (+inf: only an event elsewhere can help).
   double resumeAt() const { return resumeAt_; }
@@ -483,11 +483,11 @@ ChipRunner::Wait ChipRunner::waitFor(uint64_t& at, uint32_t bundle, Cond cond, c
 }
 
 bool ChipRunner::start(const isa::Entry& entry, const std::vector<std::string_view>& inputs, int chips,
-                       HostMemoryBudget* budget) {
+                       HostMemoryBudget* budget, const std::function<void(size_t)>& release) {
   machine_ = std::make_unique<Machine>(program_, target_, decoded_, options_.hostThreads);
   machine_->setChip(chip_, chips);
   machine_->setHostBudget(budget);
-  if (std::string e = machine_->load(entry, inputs); !e.empty()) {
+  if (std::string e = machine_->load(entry, inputs, release); !e.empty()) {
     diags_.error(pod_ ? fmt::format("chip {}: {}", chip_, e) : e);
     return false;
   }
@@ -908,8 +908,13 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
   const bool lead = !transport || transport->rank() == 0;
   {
     bool started = true;
+    int last = -1;  // the last chip this process loads: inputs are released after it
+    for (int c = 0; c < n; ++c)
+      if (!pod || pod->mine(c)) last = c;
+    static const std::function<void(size_t)> kKeep;
     for (int c = 0; c < n; ++c) {
-      if (!pod || pod->mine(c)) started = started && chips[c]->start(*entry, inputs[c], n, &budget);
+      if (!pod || pod->mine(c))
+        started = started && chips[c]->start(*entry, inputs[c], n, &budget, c == last ? options.releaseInput : kKeep);
       else chips[c]->startShadow(*entry);
     }
     if (transport) {
