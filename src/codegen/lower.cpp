@@ -21,59 +21,6 @@ namespace tpu::codegen {
 // Buffers a .tpu program can name (instruction words hold 12-bit indices).
 constexpr size_t kMaxHbmBuffers = 4096;
 
-// erf in f32 from what a TPU has (vector ALU and the EUP's exp), as XLA's
-// elemental emitter expands it, instead of a library-call row. a = |x|:
-//   a < 1:      a * P(a^2), P of degree 6 (relative error);
-//   1 <= a:     1 - e^(-a^2) * R(min(a, 4)), R of degree 10 fitted to
-//               erfc(a) e^(a^2) on [1, 4] (erf rounds to 1 from 3.92 on);
-// then NaN passed through and the sign of x put back (so -0 stays -0).
-// Coefficients: weighted least squares on Chebyshev points with numpy,
-// rounded to f32. Measured against double libm over [-5, 5] densely and
-// every decade down to 1e-38: at most 2.4 ulps (math_test.cpp pins 4).
-VReg Lowerer::expandErfF32(VReg x, ElementType rt) {
-  static constexpr float kP[] = {1.128379225730896f,     -0.3761262893676758f,   0.11283612251281738f,
-                                 -0.026854805648326874f, 0.005190048832446337f,  -0.0008024311973713338f,
-                                 7.898066542111337e-05f};
-  static constexpr float kR[] = {0.9922682046890259f,   -1.082141637802124f,     0.8737443089485168f,
-                                 -0.5418185591697693f,  0.2575716972351074f,     -0.09242025762796402f,
-                                 0.02443726547062397f,  -0.004594458267092705f,  0.000579196959733963f,
-                                 -4.378835001261905e-05f, 1.4981616232034867e-06f};
-  auto imm = [](float c) { return fmt::format("{:#x}", std::bit_cast<uint32_t>(c)); };
-  // Horner: ((c[n] * v + c[n-1]) * v + ...) + c[0].
-  auto horner = [&](const float* c, int n, VReg v) {
-    VReg p = binop("vmul.f32", v, imm(c[n]), rt);
-    for (int k = n - 1; k >= 1; --k) {
-      e_.op("vadd.f32 {}, {}, {}", V(p), V(p), imm(c[k]));
-      e_.op("vmul.f32 {}, {}, {}", V(p), V(p), V(v));
-    }
-    e_.op("vadd.f32 {}, {}, {}", V(p), V(p), imm(c[0]));
-    return p;
-  };
-  VReg a = unop("vabs.f32", x, rt);
-  VReg z = binop("vmul.f32", a, V(a), rt);
-  VReg p = horner(kP, 6, z);
-  VReg small = binop("vmul.f32", a, V(p), rt);
-  VReg ac = binop("vmin.f32", a, "4.0", rt);
-  VReg zc = binop("vmul.f32", ac, V(ac), rt);
-  e_.op("vneg.f32 {}, {}", V(zc), V(zc));
-  VReg ex = unop("vexp", zc, rt);
-  VReg r = horner(kR, 10, ac);
-  e_.op("vmul.f32 {}, {}, {}", V(r), V(r), V(ex));
-  e_.op("vsub.f32 {}, {}, 1.0", V(r), V(r));  // -(1 - e R), negated below
-  e_.op("vneg.f32 {}, {}", V(r), V(r));
-  int m = malloc_();
-  e_.op("vcmp.lt.f32 {}, {}, 1.0", M(m), V(a));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(small), V(r));
-  e_.op("vcmp.ne.f32 {}, {}, {}", M(m), V(x), V(x));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(x), V(r));
-  VReg sign = binop("vand", x, "-2147483648", rt);
-  e_.op("vand {}, {}, 2147483647", V(r), V(r));
-  e_.op("vor {}, {}, {}", V(r), V(r), V(sign));
-  masks_.put(m);
-  for (VReg v : {a, z, p, small, ac, zc, ex, sign}) vfree(v);
-  return r;
-}
-
 // ============================================================== planning
 
 std::string Lowerer::dmaOp(const char* dir, int buf, int srcBuf) const {
@@ -306,11 +253,8 @@ bool Lowerer::plan(const Computation& c, int region) {
 bool Lowerer::planInstruction(const Instruction& in, int region) {
   ++pos_;
   Opcode op = in.opcode();
-  if (hlo::opcodeInfo(op).flags & hlo::kCollective)
-    return fail(in, fmt::format("llo-gen: collective '{}' ({}) needs multi-chip code generation, which is not "
-                                "implemented yet",
-                                in.name(), hlo::opcodeName(op)));
   for (const Instruction* o : in.operands()) useLeaves(o, region);
+  if (hlo::opcodeInfo(op).flags & hlo::kCollective) return planCollective(in, region);
   bool handled = false;
   bool planned = planMisc(in, region, handled);
   if (handled) return planned;
@@ -402,7 +346,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     }
     case Opcode::Fusion:
       if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
-          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr)) {
+          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr) && !attentionFusion(in, nullptr)) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -514,6 +458,24 @@ int Lowerer::malloc_() {
   return r;
 }
 
+namespace {
+
+// Text a .kernel string holds (isa::isMetadataText): '"' becomes '\'', control
+// characters spaces, and bytes of invalid UTF-8 '?'.
+std::string metadataText(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += c == '"' ? '\'' : (u < 0x20 || u == 0x7f) ? ' ' : c;
+  }
+  if (!isa::isMetadataText(out))
+    for (char& c : out)
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  return out;
+}
+
+}  // namespace
+
 void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   sregs_.reset();
   vregs_.reset();
@@ -525,6 +487,12 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
     kernelKind_ = kind;
   }
   e_.blank();
+  if (residentDepth_ == 0) {
+    // What the kernel lowers, kept in the .tpu for profiles (docs/ISA.md).
+    std::string opName = metadataText(in.metadata().opName);
+    e_.append(fmt::format(".kernel {} kind=\"{}\" hlo=\"{}\"{}\n", kernelLabel_, metadataText(kind),
+                          metadataText(in.name()), opName.empty() ? "" : fmt::format(" op_name=\"{}\"", opName)));
+  }
   std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
   e_.comment(fmt::format("{}: {} %{} {}{}", kind, hlo::opcodeName(in.opcode()), in.name(),
                          in.shape().toString(false), meta));
@@ -1350,22 +1318,19 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       return normalize(expandErfF32(ops[0], rt));
     case Opcode::Asin:
     case Opcode::Acos:
+      if (!f) return unsupported();
+      return normalize(expandAsinAcosF32(ops[0], in.opcode() == Opcode::Acos, rt));
     case Opcode::Atan:
+      if (!f) return unsupported();
+      return normalize(expandAtanF32(ops[0], rt));
     case Opcode::Asinh:
     case Opcode::Acosh:
-    case Opcode::Atanh: {
-      // One EUP row each, computed in f32 like the interpreter (narrow
-      // floats are rounded back by normalize).
-      static const std::map<Opcode, const char*> kRows = {
-          {Opcode::Asin, "vasin"},   {Opcode::Acos, "vacos"},   {Opcode::Atan, "vatan"}, {Opcode::Asinh, "vasinh"},
-          {Opcode::Acosh, "vacosh"}, {Opcode::Atanh, "vatanh"},
-      };
+    case Opcode::Atanh:
       if (!f) return unsupported();
-      return un(kRows.at(in.opcode()));
-    }
+      return normalize(expandInverseHyperbolicF32(in.opcode(), ops[0], rt));
     case Opcode::Atan2:
       if (!f) return unsupported();
-      return bin("vatan2", "");
+      return normalize(expandAtan2F32(ops[0], ops[1], rt));
     case Opcode::Real:  // of a real type: the value itself
       return vcopy(ops[0], rt);
     case Opcode::Imag: {  // of a real type: the type's all-zero-bits value, as the interpreter's zeros
@@ -1426,24 +1391,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       for (VReg x : {u, um1, l, q}) vfree(x);
       return normalize(d);
     }
-    case Opcode::Log1p: {
-      // Goldberg's form: with u = 1 + x rounded, ln(u) * x / (u - 1) is
-      // accurate to a few ulps where ln(1 + x) loses the low bits of x.
-      // u == 1 gives x itself (-0 stays -0); u == inf gives inf.
-      VReg u = binop("vadd.f32", ops[0], "1.0", rt);
-      VReg l = unop("vlog", u, rt);
-      VReg um1 = binop("vsub.f32", u, "1.0", rt);
-      VReg q = binop("vdiv.f32", ops[0], V(um1), rt);
-      VReg d = binop("vmul.f32", l, V(q), rt);
-      int m = malloc_();
-      e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
-      e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(l), V(d));
-      masks_.put(m);
-      for (VReg x : {u, l, um1, q}) vfree(x);
-      return normalize(d);
-    }
+    case Opcode::Log1p: return normalize(expandLog1pF32(ops[0], rt));
     case Opcode::Sinh:
     case Opcode::Cosh: {
       VReg a = unop("vexp", ops[0], rt);
@@ -3238,6 +3186,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (dst[i] != src[i] && bufs_[dst[i]].bytes > 0)
         emitCopy(dst[i], 0, src[i], 0, {static_cast<int64_t>(bufs_[dst[i]].bytes)}, {1}, {1}, 1);
   };
+  if (hlo::isCollective(in.opcode())) return lowerCollective(in);
   bool handled = false;
   bool emitted = emitMisc(in, handled);
   if (handled) return emitted;
@@ -3265,6 +3214,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
       if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
       if (rowFusion(in, nullptr)) return lowerRowFusion(in);
+      if (attentionFusion(in, nullptr)) return lowerAttentionFusion(in);
       if (resident_.count(&in)) return lowerResidentFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {

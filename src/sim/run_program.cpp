@@ -156,12 +156,13 @@ std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
       return out;
     }
     out.results = pod->chips.front().results;
-    out.traceJson = std::move(pod->chips.front().traceJson);
+    out.traceJson = pod->chips.front().traceJson;
     out.report = pod->chips.front().report;
-    out.profile = std::move(pod->chips.front().profile);
+    out.profile = pod->chips.front().profile;
     for (SimResult& c : pod->chips) out.chipResults.push_back(std::move(c.results));
     if (request.stats == "json") out.statsText = renderPodJson(*pod, loaded.target.clockHz);
     else if (!request.stats.empty()) out.statsText = renderPodText(*pod, loaded.target.clockHz);
+    out.pod = std::move(*pod);
     return out;
   }
   if (request.transport && request.transport->rank() != 0) {

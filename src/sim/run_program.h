@@ -77,6 +77,10 @@ struct RunOutput {
   // mpirun: this process is not rank 0; rank 0 has the results and
   // statistics and writes them, this one writes nothing.
   bool secondaryRank = false;
+  // Pods: every chip's report, profile and trace, the links and their
+  // transfers, for tpu-run's per-chip profile (each chip's results are in
+  // chipResults instead).
+  std::optional<PodResult> pod;
 };
 // "4096", "512M", "8G", "1.5GiB", "64KiB" (K/M/G/T are powers of 1024, with
 // or without "iB"/"B") in bytes; nullopt if malformed, zero or past 2^63.

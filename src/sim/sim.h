@@ -175,6 +175,7 @@ std::optional<SimResult> simulateViews(const isa::Program& program, const target
 // ici.bytes_per_second_per_link, so transfers that share a link queue, and
 // every hop adds ici.hop_latency_ns.
 struct IciLinkStats {
+  int id = 0;        // the topology's link index
   std::string name;  // "chip 0 (0,0) +y -> chip 1 (0,1)"
   uint64_t bytes = 0;
   uint64_t transfers = 0;
@@ -184,6 +185,14 @@ struct ChipPodStats {
   uint64_t remoteDmas = 0;
   uint64_t iciBytesSent = 0;
   uint64_t waitCycles = 0;  // cycles stalled on semaphores and barrier.pod (exposed communication)
+};
+// One transfer's occupancy of one link (recorded when SimOptions::profile
+// or SimOptions::trace): tpu-run's trace draws a track per link from these.
+struct IciTransferRecord {
+  int link = 0;               // IciLinkStats::id
+  int srcChip = 0, dstChip = 0;
+  double start = 0, end = 0;  // cycles the link carried it
+  uint64_t bytes = 0;
 };
 struct PodResult {
   std::vector<SimResult> chips;
@@ -195,6 +204,8 @@ struct PodResult {
   // mpirun: this process is not rank 0, which holds every chip's results
   // and statistics (this one's are empty).
   bool secondaryRank = false;
+  std::vector<IciTransferRecord> transfers;  // in send order, per link hop
+  uint64_t transfersDropped = 0;             // past the record limit
 };
 // `inputs[c]`: chip c's entry arguments. Faults and deadlocks name the chip.
 std::optional<PodResult> simulatePod(const isa::Program& program, const target::TargetDesc& target,

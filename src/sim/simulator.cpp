@@ -41,6 +41,12 @@ class Writer {
     put<uint64_t>(s.size());
     out.append(s);
   }
+  template <class T>
+  void putVector(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    put<uint64_t>(v.size());
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
   std::string out;
 };
 
@@ -52,6 +58,19 @@ class Reader {
     T v{};
     if (at_ + sizeof v <= in_.size()) std::memcpy(&v, in_.data() + at_, sizeof v);
     at_ += sizeof v;
+    return v;
+  }
+  template <class T>
+  std::vector<T> getVector() {
+    uint64_t n = get<uint64_t>();
+    std::vector<T> v;
+    if (n > (in_.size() - std::min(at_, in_.size())) / sizeof(T)) {
+      at_ = in_.size();
+      return v;
+    }
+    v.resize(n);
+    if (n) std::memcpy(v.data(), in_.data() + at_, n * sizeof(T));
+    at_ += n * sizeof(T);
     return v;
   }
   std::string getString() {
@@ -221,6 +240,10 @@ class Pod {
     hopCycles_ = t.ici.hopLatencyNs * 1e-9 * t.clockHz;
   }
   std::vector<std::unique_ptr<ChipRunner>> chips;
+  bool record = false;  // keep IciTransferRecords (profile, trace)
+  static constexpr size_t kTransferRecordLimit = 2'000'000;
+  std::vector<IciTransferRecord> transfers;
+  uint64_t transfersDropped = 0;
 
   // mpirun: chip c is simulated by rank owner[c]; this process is `rank`.
   void distribute(Transport* transport, const isa::Program* program, std::vector<int> owner) {
@@ -260,6 +283,12 @@ class Pod {
       links_[link].bytes += t.bytes;
       links_[link].transfers++;
       links_[link].busyCycles += ser;
+      if (record) {
+        if (transfers.size() < kTransferRecordLimit)
+          transfers.push_back({link, src, t.remoteChip, s, s + ser, t.bytes});
+        else
+          ++transfersDropped;
+      }
       lastStart = s;
       s += hopCycles_;
     }
@@ -342,6 +371,7 @@ class Pod {
     for (int l = 0; l < topo_.linkCount(); ++l) {
       if (links_[l].transfers == 0) continue;
       IciLinkStats s = links_[l];
+      s.id = l;
       s.name = topo_.linkName(l);
       out.push_back(std::move(s));
     }
@@ -865,6 +895,7 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
   // Declared before the chips, whose memories give their pages back to it.
   HostMemoryBudget budget = hostMemoryBudget(options);
   std::unique_ptr<Pod> pod = topology ? std::make_unique<Pod>(target, *topology) : nullptr;
+  if (pod) pod->record = options.profile || options.trace;
   DecodedProgram decoded;
   std::vector<std::unique_ptr<ChipRunner>> local;
   auto& chips = pod ? pod->chips : local;
@@ -1048,6 +1079,10 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
       w.putString(r.traceJson);
       putReport(w, r.report);
       w.put(st);
+      w.putVector(r.profile.bundles);
+      w.putVector(r.profile.spans);
+      w.putVector(r.profile.dmas);
+      w.put(r.profile.recordsDropped);
     };
     if (!lead) {
       Writer w;
@@ -1080,6 +1115,10 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
         res.traceJson = r.getString();
         res.report = getReport(r);
         out.chipStats[c] = r.get<ChipPodStats>();
+        res.profile.bundles = r.getVector<BundleProfile>();
+        res.profile.spans = r.getVector<RegionSpan>();
+        res.profile.dmas = r.getVector<DmaRecord>();
+        res.profile.recordsDropped = r.get<uint64_t>();
       }
     }
     for (const SimResult& res : out.chips) out.cycles = std::max(out.cycles, res.report.cycles);
@@ -1094,6 +1133,8 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
     out.links = pod->linkStats();
     out.iciBytes = pod->iciBytes();
     out.topology = topology->describe();
+    out.transfers = std::move(pod->transfers);
+    out.transfersDropped = pod->transfersDropped;
   }
   return out;
 }
