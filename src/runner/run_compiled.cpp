@@ -77,6 +77,23 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
 
   sim::RunRequest run = request.simulator.run;
   run.entry = "main";
+  // Without --check the tensors are not needed once the simulated HBM holds
+  // them: free each as soon as it is loaded.
+  std::vector<hlo::Literal*> leaves;
+  std::function<void(hlo::Literal&)> collect = [&](hlo::Literal& l) {
+    if (l.shape().isTuple()) {
+      for (hlo::Literal& e : l.mutableTupleElements()) collect(e);
+    } else if (l.shape().isArray()) {
+      leaves.push_back(&l);
+    }
+  };
+  if (!request.check) {
+    for (hlo::Literal& arg : *args) collect(arg);
+    if (leaves.size() + (rngState.empty() ? 0 : 1) == inputs.size())
+      run.releaseInput = [&](size_t k) {
+        if (k < leaves.size()) std::vector<uint8_t>().swap(leaves[k]->mutableData());
+      };
+  }
   run.chips = static_cast<int>(podReplicas * podPartitions);
   profile::KernelMap kernels;
   const bool profiling = request.simulator.wantsProfile();

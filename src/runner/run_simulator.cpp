@@ -70,6 +70,10 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
   }
 
   sim::RunRequest run = request.run;
+  // The tensors are not needed once the simulated HBM holds them.
+  run.releaseInput = [&](size_t k) {
+    if (k < args->size()) std::vector<uint8_t>().swap((*args)[k].mutableData());
+  };
   profile::KernelMap kernels;
   if (request.wantsProfile()) {
     kernels = profile::mapKernels(loaded.program, nullptr, request.lloText, nullptr);

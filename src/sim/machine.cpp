@@ -372,7 +372,8 @@ std::string Machine::hostMemoryMessage() const {
                      budget_->limit, budget_->limitSource.empty() ? "the limit" : budget_->limitSource);
 }
 
-std::string Machine::load(const isa::Entry& entry, const std::vector<std::string_view>& inputs) {
+std::string Machine::load(const isa::Entry& entry, const std::vector<std::string_view>& inputs,
+                          const std::function<void(size_t)>& release) {
   if (inputs.size() != entry.args.size())
     return fmt::format("entry '{}' takes {} argument{}, {} given", entry.name, entry.args.size(),
                        entry.args.size() == 1 ? "" : "s", inputs.size());
@@ -408,6 +409,7 @@ std::string Machine::load(const isa::Entry& entry, const std::vector<std::string
                          fmt::join(b.shape, ","), b.sizeBytes(), inputs[k].size());
     if (!inputs[k].empty() && !hbm_[entry.args[k]].write(0, inputs[k].data(), inputs[k].size()))
       return hostMemoryMessage();
+    if (release) release(k);
   }
   return {};
 }

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -122,7 +123,9 @@ class Machine {
 
   // Allocates memories and loads initial data and the entry's arguments.
   // Returns an error message, or "".
-  std::string load(const isa::Entry& entry, const std::vector<std::string_view>& inputs);
+  // `release` (may be empty) is called with k once argument k is loaded.
+  std::string load(const isa::Entry& entry, const std::vector<std::string_view>& inputs,
+                   const std::function<void(size_t)>& release = {});
   // Host memory taken by this machine's memories is charged to `budget`
   // (set before load; may be null).
   void setHostBudget(HostMemoryBudget* budget) { budget_ = budget; }

@@ -140,6 +140,7 @@ std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
   opts.bundleRegion = request.bundleRegion;
   opts.hostMemoryLimit = request.hostMemoryLimit;
   opts.transport = request.transport;
+  opts.releaseInput = request.releaseInput;
   if (request.chips > 1 || !request.topology.empty()) {
     auto topo = request.topology.empty()
                     ? target::defaultTopology(loaded.target, request.chips, diags)

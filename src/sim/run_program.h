@@ -65,6 +65,7 @@ struct RunRequest {
   std::string topology;
   uint64_t hostMemoryLimit = 0;  // --host-memory (0: MemAvailable), SimOptions::hostMemoryLimit
   Transport* transport = nullptr;  // under mpirun (SimOptions::transport)
+  std::function<void(size_t)> releaseInput;  // SimOptions::releaseInput
 };
 struct RunOutput {
   std::vector<std::string> results;  // bytes per entry result

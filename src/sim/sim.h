@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +53,10 @@ struct SimOptions {
   // (contiguous blocks, chip c on rank c x ranks / chips); results and
   // cycle counts are those of the one-process run. Null: one process.
   Transport* transport = nullptr;
+  // Called once entry argument k is in the simulated HBM of every chip
+  // (this process's): the caller may free the bytes its view points at, so
+  // an input is never held twice for long (tpu-run frees its tensors).
+  std::function<void(size_t)> releaseInput;
 };
 
 // MemAvailable from /proc/meminfo in bytes (0 if unknown).

@@ -41,6 +41,12 @@ class Writer {
     put<uint64_t>(s.size());
     out.append(s);
   }
+  template <class T>
+  void putVector(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    put<uint64_t>(v.size());
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+  }
   std::string out;
 };
 
@@ -52,6 +58,19 @@ class Reader {
     T v{};
     if (at_ + sizeof v <= in_.size()) std::memcpy(&v, in_.data() + at_, sizeof v);
     at_ += sizeof v;
+    return v;
+  }
+  template <class T>
+  std::vector<T> getVector() {
+    uint64_t n = get<uint64_t>();
+    std::vector<T> v;
+    if (n > (in_.size() - std::min(at_, in_.size())) / sizeof(T)) {
+      at_ = in_.size();
+      return v;
+    }
+    v.resize(n);
+    if (n) std::memcpy(v.data(), in_.data() + at_, n * sizeof(T));
+    at_ += n * sizeof(T);
     return v;
   }
   std::string getString() {
@@ -117,7 +136,7 @@ class ChipRunner {
       : program_(p), target_(t), options_(o), diags_(d), decoded_(decoded), chip_(chip), pod_(pod) {}
 
   bool start(const isa::Entry& entry, const std::vector<std::string_view>& inputs, int chips,
-             HostMemoryBudget* budget);
+             HostMemoryBudget* budget, const std::function<void(size_t)>& release);
   Step step();
   // When the chip may try again (+inf: only an event elsewhere can help).
   double resumeAt() const { return resumeAt_; }
@@ -513,11 +532,11 @@ ChipRunner::Wait ChipRunner::waitFor(uint64_t& at, uint32_t bundle, Cond cond, c
 }
 
 bool ChipRunner::start(const isa::Entry& entry, const std::vector<std::string_view>& inputs, int chips,
-                       HostMemoryBudget* budget) {
+                       HostMemoryBudget* budget, const std::function<void(size_t)>& release) {
   machine_ = std::make_unique<Machine>(program_, target_, decoded_, options_.hostThreads);
   machine_->setChip(chip_, chips);
   machine_->setHostBudget(budget);
-  if (std::string e = machine_->load(entry, inputs); !e.empty()) {
+  if (std::string e = machine_->load(entry, inputs, release); !e.empty()) {
     diags_.error(pod_ ? fmt::format("chip {}: {}", chip_, e) : e);
     return false;
   }
@@ -941,8 +960,13 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
   const bool lead = !transport || transport->rank() == 0;
   {
     bool started = true;
+    int last = -1;  // the last chip this process loads: inputs are released after it
+    for (int c = 0; c < n; ++c)
+      if (!pod || pod->mine(c)) last = c;
+    static const std::function<void(size_t)> kKeep;
     for (int c = 0; c < n; ++c) {
-      if (!pod || pod->mine(c)) started = started && chips[c]->start(*entry, inputs[c], n, &budget);
+      if (!pod || pod->mine(c))
+        started = started && chips[c]->start(*entry, inputs[c], n, &budget, c == last ? options.releaseInput : kKeep);
       else chips[c]->startShadow(*entry);
     }
     if (transport) {
@@ -1079,6 +1103,10 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
       w.putString(r.traceJson);
       putReport(w, r.report);
       w.put(st);
+      w.putVector(r.profile.bundles);
+      w.putVector(r.profile.spans);
+      w.putVector(r.profile.dmas);
+      w.put(r.profile.recordsDropped);
     };
     if (!lead) {
       Writer w;
@@ -1111,6 +1139,10 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
         res.traceJson = r.getString();
         res.report = getReport(r);
         out.chipStats[c] = r.get<ChipPodStats>();
+        res.profile.bundles = r.getVector<BundleProfile>();
+        res.profile.spans = r.getVector<RegionSpan>();
+        res.profile.dmas = r.getVector<DmaRecord>();
+        res.profile.recordsDropped = r.get<uint64_t>();
       }
     }
     for (const SimResult& res : out.chips) out.cycles = std::max(out.cycles, res.report.cycles);
