@@ -253,11 +253,8 @@ bool Lowerer::plan(const Computation& c, int region) {
 bool Lowerer::planInstruction(const Instruction& in, int region) {
   ++pos_;
   Opcode op = in.opcode();
-  if (hlo::opcodeInfo(op).flags & hlo::kCollective)
-    return fail(in, fmt::format("llo-gen: collective '{}' ({}) needs multi-chip code generation, which is not "
-                                "implemented yet",
-                                in.name(), hlo::opcodeName(op)));
   for (const Instruction* o : in.operands()) useLeaves(o, region);
+  if (hlo::opcodeInfo(op).flags & hlo::kCollective) return planCollective(in, region);
   bool handled = false;
   bool planned = planMisc(in, region, handled);
   if (handled) return planned;
@@ -461,6 +458,24 @@ int Lowerer::malloc_() {
   return r;
 }
 
+namespace {
+
+// Text a .kernel string holds (isa::isMetadataText): '"' becomes '\'', control
+// characters spaces, and bytes of invalid UTF-8 '?'.
+std::string metadataText(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += c == '"' ? '\'' : (u < 0x20 || u == 0x7f) ? ' ' : c;
+  }
+  if (!isa::isMetadataText(out))
+    for (char& c : out)
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  return out;
+}
+
+}  // namespace
+
 void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   sregs_.reset();
   vregs_.reset();
@@ -472,6 +487,12 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
     kernelKind_ = kind;
   }
   e_.blank();
+  if (residentDepth_ == 0) {
+    // What the kernel lowers, kept in the .tpu for profiles (docs/ISA.md).
+    std::string opName = metadataText(in.metadata().opName);
+    e_.append(fmt::format(".kernel {} kind=\"{}\" hlo=\"{}\"{}\n", kernelLabel_, metadataText(kind),
+                          metadataText(in.name()), opName.empty() ? "" : fmt::format(" op_name=\"{}\"", opName)));
+  }
   std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
   e_.comment(fmt::format("{}: {} %{} {}{}", kind, hlo::opcodeName(in.opcode()), in.name(),
                          in.shape().toString(false), meta));
@@ -3165,6 +3186,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (dst[i] != src[i] && bufs_[dst[i]].bytes > 0)
         emitCopy(dst[i], 0, src[i], 0, {static_cast<int64_t>(bufs_[dst[i]].bytes)}, {1}, {1}, 1);
   };
+  if (hlo::isCollective(in.opcode())) return lowerCollective(in);
   bool handled = false;
   bool emitted = emitMisc(in, handled);
   if (handled) return emitted;
@@ -3351,6 +3373,78 @@ std::map<size_t, int> Lowerer::donatedArgumentsByResult(const Computation& entry
   return out;
 }
 
+namespace {
+
+std::string gib(uint64_t bytes) {
+  double b = static_cast<double>(bytes);
+  if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", b / (1ull << 30));
+  if (bytes >= (1ull << 20)) return fmt::format("{:.2f} MiB", b / (1ull << 20));
+  if (bytes >= (1ull << 10)) return fmt::format("{:.2f} KiB", b / (1ull << 10));
+  return fmt::format("{} B", bytes);
+}
+
+}  // namespace
+
+bool Lowerer::checkHbmCapacity(uint64_t temporaries) {
+  // What the chip holds at the peak: every argument, result, constant and
+  // kernel scratch buffer for the whole run, plus the temporaries' heap at
+  // its fullest (XLA's "ran out of memory in memory space hbm").
+  uint64_t args = 0, results = 0, constants = 0, scratch = 0;
+  for (const Buf& b : bufs_) {
+    if (b.kind == BufKind::Arg) args += b.bytes;
+    if (b.kind == BufKind::Result) results += b.bytes;
+    if (b.kind == BufKind::Const) constants += b.bytes;
+    if (b.kind == BufKind::Scratch) scratch += b.bytes;
+  }
+  const uint64_t needs = args + results + constants + scratch + temporaries;
+  const uint64_t has = target_.memory.hbmBytes;
+  if (needs <= has) return true;
+  // The instruction each buffer holds: the one earliest in the source (ties:
+  // by name), so the listing does not depend on pointer order.
+  std::vector<const Instruction*> owner(bufs_.size(), nullptr);
+  for (const auto& [in, leaves] : leaves_)
+    for (int b : leaves) {
+      if (b < 0 || static_cast<size_t>(b) >= owner.size()) continue;
+      const Instruction*& o = owner[static_cast<size_t>(b)];
+      if (!o || std::make_pair(in->location().offset, in->name()) < std::make_pair(o->location().offset, o->name()))
+        o = in;
+    }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < bufs_.size(); ++i)
+    if (bufs_[i].kind != BufKind::Vmem && bufs_[i].bytes > 0 && !bufs_[i].aliasOfArg) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bufs_[a].bytes > bufs_[b].bytes; });
+  if (order.size() > 5) order.resize(5);
+  auto kindName = [](BufKind k) {
+    switch (k) {
+      case BufKind::Arg: return "argument";
+      case BufKind::Result: return "result";
+      case BufKind::Const: return "constant";
+      case BufKind::Scratch: return "kernel scratch";
+      default: return "temporary";
+    }
+  };
+  std::string msg = fmt::format(
+      "llo-gen: ran out of memory in HBM: needs {} of {} ({} of {} bytes) on target '{}': arguments {}, results {}, "
+      "constants {}, temporaries {} at their peak{}",
+      gib(needs), gib(has), needs, has, target_.name, gib(args), gib(results), gib(constants), gib(temporaries),
+      scratch ? fmt::format(", kernel scratch {}", gib(scratch)) : std::string());
+  msg += "\nlargest buffers:";
+  for (size_t n = 0; n < order.size(); ++n) {
+    const Buf& b = bufs_[order[n]];
+    const Instruction* in = owner[order[n]];
+    std::string shape = fmt::format("{}[{}]", hlo::elementTypeName(b.type), fmt::join(b.dims, ","));
+    msg += fmt::format("\n  {}. {} {} {}", n + 1, gib(b.bytes), shape, kindName(b.kind));
+    if (in) msg += fmt::format(" %{}", in->name());
+    else if (!b.name.empty()) msg += fmt::format(" '{}'", b.name);
+  }
+  const Instruction* at = order.empty() ? nullptr : owner[order.front()];
+  if (!at && module_.entry()) at = module_.entry()->root();
+  if (at) return fail(*at, msg);
+  diags_.error(msg);
+  failed_ = true;
+  return false;
+}
+
 std::optional<CodegenResult> Lowerer::run() {
   const Computation* entry = module_.entry();
   if (!entry) {
@@ -3427,6 +3521,8 @@ std::optional<CodegenResult> Lowerer::run() {
   for (size_t i = 0; i < heapIds.size(); ++i) bufs_[heapIds[i]].offset = ha.offsets[i];
   uint64_t heapBytes = ha.heapBytes;
   heapBytes_ = heapBytes;
+  // Refused before emission when the buffers known so far do not fit.
+  if (!checkHbmCapacity(heapBytes)) return std::nullopt;
   // Emission (scratch temporaries go above the heap).
   e_.comment(fmt::format("entry computation %{}", entry->name()));
   if (!emitComputation(*entry)) return std::nullopt;
@@ -3451,13 +3547,7 @@ std::optional<CodegenResult> Lowerer::run() {
   }
   stats_.heapBytes = total;
   stats_.peakHbmBytes += total + stats_.argumentBytes + stats_.resultBytes + stats_.constantBytes;
-  if (stats_.peakHbmBytes > target_.memory.hbmBytes) {
-    diags_.error(fmt::format("llo-gen: the program needs {} bytes of HBM (arguments {}, results {}, constants {}, "
-                             "temporaries {}) but target '{}' has {}",
-                             stats_.peakHbmBytes, stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total,
-                             target_.name, target_.memory.hbmBytes));
-    return std::nullopt;
-  }
+  if (!checkHbmCapacity(total)) return std::nullopt;
   if (total >= options_.heapReachBytes) {
     diags_.error(
         fmt::format("llo-gen: {} bytes of temporaries exceed the {} bytes the scalar unit can address", total,

@@ -172,11 +172,15 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
   // paths, the latter with no tile inputs.
   if (epilogue && (vpu || (depthwise && !depthwiseEpilogue(*epilogue))))
     return fail(in, "llo-gen: internal error: not an output fusion's convolution");
+  int passes = depthwise || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
+  // With channels-last windows, one group: the implicit GEMM.
+  ImplicitConvPlan plan;
+  const bool implicit = !vpu && !depthwise && product(os.dimensions()) > 0 && g.inPerGroup * g.taps > 0 &&
+                        g.batch > 0 && implicitConvPlan(in, g, epilogue, passes, plan);
   if (epilogue) beginKernel(*epilogue->fusion, "fusion-conv");
-  else beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : "conv-matmul");
+  else beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : implicit ? "conv-implicit" : "conv-matmul");
   int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
   int64_t outCount = product(os.dimensions());
-  int passes = depthwise || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
   double flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
   uint64_t hbmBytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes;
   if (epilogue) {
@@ -193,6 +197,11 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
     return ok && !failed_;
   }
 
+  if (implicit) {
+    bool ok = emitImplicitConv(in, g, plan, epilogue);
+    endKernel(flops, hbmBytes, plan.end);
+    return ok && !failed_;
+  }
   int lhsBuf = leaves_[lhs][0];
   if (vpu) {
     ElementType acc = wide ? g.outType : ElementType::S32;

@@ -24,6 +24,7 @@
 #include "codegen/lower.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
+#include "target/topology.h"
 
 namespace tpu::codegen {
 
@@ -401,6 +402,25 @@ struct ConvGeometry {
   ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
 };
 
+// The plan of an implicit-GEMM convolution (lower_conv_implicit.cpp), in
+// elements unless named bytes; VMEM offsets from 0.
+struct ImplicitConvPlan {
+  int64_t H = 1, W = 1, kh = 1, kw = 1, sy = 1, sx = 1, rdy = 1, padTop = 0, padLeft = 0, Hp = 1, Hout = 1,
+          Wout = 1, C = 1, O = 1;
+  int64_t P = 1;          // output positions per GEMM row
+  int64_t run = 0;        // elements of one kernel row's window run ((P - 1) * sx + kw) * C
+  int64_t KS = 1, KT = 1; // 128-wide K slices per run, K tiles (kh * KS)
+  int64_t NT = 1, NP = 128;
+  int64_t Wpv = 1, RS = 1;  // box width (positions), box row (elements)
+  int64_t rowPairs = 1;     // GEMM rows per output row
+  int64_t G = 4, J = 1, rounds = 1, cpp = 1;  // MXUs, jobs per chunk, rounds and chunks per period
+  int64_t R = 2, CH = 1, periods = 1, D = 2;  // blocks per chunk, chunks per image, periods, pop lag
+  int64_t U = 2;  // blocks per pipelined iteration
+  int64_t pairBytes = 0;
+  uint64_t vW = 0, vX = 0, xSlot = 0, vAcc = 0, accPeriod = 0, vE = 0, eSlot = 0, end = 0;
+  std::vector<uint64_t> vIn, inSlot;  // per epilogue input: staging (tiles, two slots) or columns
+};
+
 // One pass of an fft (lower_fft.cpp): the 1-D transform of the middle
 // dimension of src viewed as [outer, n, inner], written to dst as
 // [outer, dstRows, inner] in dstType.
@@ -481,6 +501,9 @@ class Lowerer {
   // ---- emission ----
   bool emitComputation(const Computation& c);
   bool emitInstruction(const Instruction& in);
+  // llo-gen refuses a program whose peak HBM (arguments, results,
+  // constants, kernel scratch and `temporaries`) passes the target's.
+  bool checkHbmCapacity(uint64_t temporaries);
   bool fail(const Instruction& in, const std::string& msg) {
     diags_.error(in.location(), msg);
     failed_ = true;
@@ -592,6 +615,11 @@ class Lowerer {
   bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes,
                       const MatmulEpilogue* epilogue);
   bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf, const MatmulEpilogue* epilogue);
+  // Whether the convolution runs as an implicit GEMM, and its plan.
+  bool implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue, int passes,
+                        ImplicitConvPlan& p) const;
+  bool emitImplicitConv(const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
+                        const MatmulEpilogue* epilogue);
 
   // Vector code.
   VReg valloc(ElementType t);
@@ -757,6 +785,28 @@ class Lowerer {
   // lower_misc.cpp: ids, get-dimension-size, copy-start/done, async
   // wrappers, rng-bit-generator, reduce-precision, custom calls, dots the
   // bf16/int8 MXU paths do not take.
+  // lower_collectives.cpp: every collective and its start/done forms, over
+  // the chips of a pod (remote DMAs between chips, rings along the torus).
+  bool planCollective(const Instruction& in, int region);
+  bool lowerCollective(const Instruction& in);
+  bool podReady(const Instruction& in);
+  // Loads this chip's row of a per-chip table (`words` u32 words) into SMEM
+  // at kCollectiveRow; word(i) reads word i into a new scalar register.
+  void loadChipRow(int table, int64_t words);
+  int rowWord(int64_t i);
+  // base(buf) + off + (the block index in row word `word`) * blockBytes.
+  int blockAddress(int buf, int64_t off, int64_t word, int64_t blockBytes);
+  struct RingPlan;
+  bool ringReduceScatter(const Instruction& in, const RingPlan& rp, const Computation& reducer, int w, int r);
+  bool ringAllGather(const Instruction& in, const RingPlan& rp, int src, int64_t srcOff, int y);
+  bool lowerRingCollective(const Instruction& in);
+  bool lowerDirectCollective(const Instruction& in);
+  struct PodShape {
+    bool ready = false;
+    int64_t replicas = 1, partitions = 1;
+    target::Topology topology;
+  };
+  PodShape pod_;
   bool planMisc(const Instruction& in, int region, bool& handled);
   bool emitMisc(const Instruction& in, bool& handled);
   // Whether `in` may have s64/u64/f64 or c64/c128 operands or results

@@ -1,0 +1,751 @@
+// Convolution as an implicit GEMM: no im2col matrix in HBM.
+//
+// Each image (batch element) is DMAed from the operand into a zero-bordered
+// VMEM box X[Hp, Wpv, C] (double-buffered: the next image streams in while
+// this one computes). With channels minor, the window of one output
+// position for one kernel row dy is a contiguous run of X: kw * C elements,
+// or ((P - 1) * sx + kw) * C for P neighbouring output positions computed
+// together (P > 1 when the output features fill only part of the MXU's 128
+// columns: column j * O + o of the packed weights is output feature o of
+// position j). So an 8-row LHS block of the GEMM (8 output positions, one
+// 128-wide K slice of a run) is one strided vector load from X: the
+// windows are assembled in VMEM as the MXUs consume them, never stored.
+// Output rows are taken over the box's full (padded) width; the positions
+// past the result's width are computed and dropped, which keeps the
+// stride from one 8-position block to the next uniform.
+//
+// The packed weights W'[KT x 128, NT x 128] stay in VMEM. The GEMM's tiles
+// (K tile kt, N tile nt) of a chunk of R blocks are jobs, dealt to the MXUs
+// in rounds (job j of a period on MXU j % G): a round latches each MXU's
+// tile (pushed while the previous round ran) and streams the chunk's
+// blocks through it; results pop D blocks behind, also across rounds, so
+// the MXUs never drain inside an image. Partial sums of a chunk live in a
+// VMEM accumulator; the job that completes a block runs the output fusion's
+// epilogue on it and stores it into a staging area laid out like the
+// result, which one DMA writes out per image.
+#include <fmt/format.h>
+
+#include <functional>
+#include <numeric>
+
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
+                               int passes, ImplicitConvPlan& p) const {
+  if (!options_.implicitConv) return false;
+  const auto& dn = *in.attrs().convDims;
+  if (passes != 1 || g.groups != 1 || g.rank < 1 || g.rank > 2) return false;
+  for (ElementType t : {g.inType, g.kType})
+    if (t != ElementType::BF16 && t != ElementType::F32) return false;
+  if (!typeInfo(g.outType).isFloat || isWideType(g.outType)) return false;
+  if (epilogue && !typeInfo(epilogue->outType).isFloat) return false;
+  for (size_t d = 0; d < g.rank; ++d) {
+    if (g.lhsDil[d] != 1 || g.padLow[d] < 0) return false;
+    int64_t high = g.padded[d] - g.inSize[d] - g.padLow[d];
+    if (high < 0) return false;
+  }
+  if (g.rhsDil[g.rank - 1] != 1) return false;
+  const bool two = g.rank == 2;
+  p.H = two ? g.inSize[0] : 1;
+  p.W = g.inSize[g.rank - 1];
+  p.kh = two ? g.kSize[0] : 1;
+  p.kw = g.kSize[g.rank - 1];
+  p.sy = two ? g.stride[0] : 1;
+  p.sx = g.stride[g.rank - 1];
+  p.rdy = two ? g.rhsDil[0] : 1;
+  p.padTop = two ? g.padLow[0] : 0;
+  p.padLeft = g.padLow[g.rank - 1];
+  p.Hp = two ? g.padded[0] : 1;
+  p.Hout = two ? g.outSize[0] : 1;
+  p.Wout = g.outSize[g.rank - 1];
+  p.C = g.inFeatures;
+  p.O = g.outFeatures;
+  if (p.W <= 0 || p.H <= 0 || p.Wout <= 0 || p.Hout <= 0) return false;
+  // Positions per GEMM row: P neighbours share the 128 MXU columns when
+  // that does more useful work per MXU pass.
+  auto efficiency = [&](int64_t P) {
+    int64_t run = ((P - 1) * p.sx + p.kw) * p.C;
+    return static_cast<double>(p.kw * p.C * P * p.O) /
+           static_cast<double>(ceilDiv(run, 128) * 128 * ceilDiv(P * p.O, 128) * 128);
+  };
+  p.P = 1;
+  if (p.O < 128 && 128 % p.O == 0)
+    for (int64_t P = 2; P * p.O <= 128; P *= 2)
+      if (P * p.O == 128 && efficiency(P) > efficiency(p.P) * 1.05) p.P = P;
+  p.run = ((p.P - 1) * p.sx + p.kw) * p.C;
+  p.KS = ceilDiv(p.run, 128);
+  p.KT = p.kh * p.KS;
+  p.NT = ceilDiv(p.P * p.O, 128);
+  p.NP = p.NT * 128;
+  p.Wpv = ceilDiv(g.padded[g.rank - 1], p.sx * p.P) * p.sx * p.P;
+  p.RS = p.Wpv * p.C;
+  p.rowPairs = p.sy * p.Wpv / (p.sx * p.P);
+  const int64_t pairs = (p.Hout - 1) * p.rowPairs + ceilDiv(p.Wout, p.P);
+  const int64_t blocks = ceilDiv(pairs, 8);
+  p.G = std::max(1, target_.mxu.count);
+  p.J = p.NT * p.KT;
+  const int64_t L = std::lcm(p.J, p.G);
+  p.rounds = L / p.G;
+  p.cpp = L / p.J;
+  // Chunks of R blocks, R even (two blocks per pipelined iteration), at
+  // most 32 (weights are re-pushed once per round).
+  const int64_t rMax = 32;
+  int64_t ch = ceilDiv(ceilDiv(blocks, rMax), p.cpp) * p.cpp;
+  p.R = ceilDiv(ceilDiv(blocks, ch), 2) * 2;
+  p.CH = ch;
+  p.periods = ch / p.cpp;
+  p.D = std::min<int64_t>(p.R, std::min<int64_t>(16, (std::max(2, target_.mxu.resultFifoDepth) - 2) / 2 * 2));
+  if (p.D < 2) return false;
+  const int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes;
+  const int eo = typeInfo(epilogue ? epilogue->outType : g.outType).bytes;
+  p.pairBytes = p.P * p.sx * p.C * es;
+  // VMEM: weights, X slots, accumulators (two period parities), staging of
+  // the result and of each tile input, columns.
+  uint64_t top = 0;
+  auto take = [&](uint64_t bytes) {
+    uint64_t at = top;
+    top += alignUp(bytes, 512);
+    return at;
+  };
+  p.vW = take(static_cast<uint64_t>(p.KT * 128 * p.NP * ew));
+  // The last block's loads reach past the box: slack.
+  int64_t xElems = std::max(p.Hp * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C +
+                                             (p.kh - 1) * p.rdy * p.RS + p.KS * 128);
+  p.xSlot = alignUp(static_cast<uint64_t>(xElems * es + 512), 512);
+  p.vX = take(2 * p.xSlot);
+  p.accPeriod = static_cast<uint64_t>(p.cpp * p.NT * p.R) * 4096;
+  p.vAcc = take(2 * p.accPeriod);
+  p.eSlot = alignUp(static_cast<uint64_t>(p.CH * p.R * 8 * p.NP * eo), 512);
+  p.vE = take(2 * p.eSlot);
+  p.vIn.clear();
+  p.inSlot.clear();
+  if (epilogue)
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+      int ei = typeInfo(input.type).bytes;
+      if (input.kind == MatmulEpilogue::Tile) {
+        p.inSlot.push_back(alignUp(static_cast<uint64_t>(p.CH * p.R * 8 * p.NP * ei), 512));
+        p.vIn.push_back(take(2 * p.inSlot.back()));
+      } else if (input.kind == MatmulEpilogue::Column) {
+        p.inSlot.push_back(0);
+        p.vIn.push_back(take(static_cast<uint64_t>(p.NP * ei)));
+      } else {
+        p.inSlot.push_back(0);
+        p.vIn.push_back(0);
+      }
+    }
+  p.end = top;
+  if (p.end > vmemBudget()) return false;
+  // Vector registers of one pipelined iteration (two blocks): the LHS
+  // blocks, weight staging, per block every pop and accumulator, and per
+  // finished block the epilogue's values; too many: the im2col path.
+  int64_t worst = 0;
+  // An epilogue's registers: one per computed instruction (parameters,
+  // broadcasts, reshapes and bitcasts name other registers), two spare.
+  int64_t epiRegs = 1;
+  if (epilogue) {
+    epiRegs = 3;
+    for (const auto& i : epilogue->comp->instructions()) {
+      Opcode op = i->opcode();
+      if (op != Opcode::Parameter && op != Opcode::Broadcast && op != Opcode::Reshape && op != Opcode::Bitcast &&
+          i.get() != epilogue->dot)
+        ++epiRegs;
+    }
+  }
+  for (int64_t rho = 0; rho < p.rounds; ++rho) {
+    int64_t groups = 0, finals = 0, lastCc = -1, lastNt = -1;
+    for (int64_t u = 0; u < p.G; ++u) {
+      int64_t j = rho * p.G + u, t = j % p.J, cc = j / p.J, nt = t / p.KT, kt = t % p.KT;
+      if (cc != lastCc || nt != lastNt) ++groups;
+      if (kt == p.KT - 1) ++finals;
+      lastCc = cc;
+      lastNt = nt;
+    }
+    worst = std::max(worst, p.G + groups + finals * epiRegs);
+  }
+  const int64_t scalarsAndColumns = epilogue ? static_cast<int64_t>(epilogue->inputs.size()) * p.NT : 0;
+  // Two blocks per iteration where the registers allow, else one (the same
+  // sums in the same order: only the schedule differs).
+  p.U = 2;
+  if (2 * (p.G + worst) + 8 + scalarsAndColumns > target_.registers.vregs) p.U = 1;
+  if (p.G + worst + 8 + scalarsAndColumns > target_.registers.vregs) return false;
+  (void)dn;
+  return true;
+}
+
+bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
+                               const MatmulEpilogue* epilogue) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  const auto& dn = *in.attrs().convDims;
+  const Shape& ls = in.operand(0)->shape();
+  const Shape& ks = in.operand(1)->shape();
+  const Shape& os = in.shape();
+  const bool two = g.rank == 2;
+  const ElementType storedType = epilogue ? epilogue->outType : g.outType;
+  const int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(storedType).bytes;
+  const int xBuf = leaves_[in.operand(0)][0];
+  const int kBuf = leaves_[in.operand(1)][0];
+  const int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
+
+  // Descriptors. X: the image's H x W x C into the box's interior.
+  std::vector<int64_t> ins = byteStrides(ls.dimensions(), es);
+  const int64_t inB = ins[static_cast<size_t>(dn.inputBatchDimension)];
+  const int64_t inH = two ? ins[static_cast<size_t>(dn.inputSpatialDimensions[0])] : 0;
+  const int64_t inW = ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 1])];
+  const int64_t inC = ins[static_cast<size_t>(dn.inputFeatureDimension)];
+  auto boxDesc = [&](int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs, int64_t cd, int64_t e,
+                     int64_t h, int64_t w, int64_t c) {
+    // Merge contiguous inner dimensions into the chunk.
+    std::vector<Emitter::Dim> dims;
+    uint64_t chunk = static_cast<uint64_t>(e);
+    if (cs == e && cd == e) {
+      chunk = static_cast<uint64_t>(c * e);
+      if (ws == c * e && wd == c * e) {
+        chunk *= static_cast<uint64_t>(w);
+        if (h > 1) dims.push_back({h, hs, hd});
+      } else {
+        if (h > 1) dims.push_back({h, hs, hd});
+        dims.push_back({w, ws, wd});
+      }
+    } else {
+      if (h > 1) dims.push_back({h, hs, hd});
+      dims.push_back({w, ws, wd});
+      dims.push_back({c, cs, cd});
+    }
+    return e_.desc(chunk, dims);
+  };
+  const std::string dX = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, p.H, p.W, p.C);
+  const int64_t xInterior = (p.padTop * p.RS + p.padLeft * p.C) * es;
+  // Result (and tile inputs): staging row = pair, column (x % P) * O + o.
+  std::vector<int64_t> ost = byteStrides(os.dimensions(), eo);
+  const int64_t oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
+  auto stageDesc = [&](int64_t e, const std::vector<int64_t>& strides, bool out) {
+    int64_t hS = two ? strides[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
+    int64_t wS = strides[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 1])];
+    int64_t fS = strides[static_cast<size_t>(dn.outputFeatureDimension)];
+    int64_t sh = p.rowPairs * p.NP * e, sw = p.NP / p.P * e;
+    if (out) return boxDesc(sh, hS, sw, wS, e, fS, e, p.Hout, p.Wout, p.O);
+    return boxDesc(hS, sh, wS, sw, fS, e, e, p.Hout, p.Wout, p.O);
+  };
+  const std::string dOut = stageDesc(eo, ost, true);
+  std::vector<std::string> dIn;
+  std::vector<int64_t> inBatch;
+  if (epilogue)
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+      int ei = typeInfo(input.type).bytes;
+      if (input.kind == MatmulEpilogue::Tile) {
+        std::vector<int64_t> st = byteStrides(os.dimensions(), ei);
+        dIn.push_back(stageDesc(ei, st, false));
+        inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
+      } else if (input.kind == MatmulEpilogue::Column) {
+        dIn.push_back(e_.desc(static_cast<uint64_t>(p.O * ei), p.P > 1 ? std::vector<Emitter::Dim>{{p.P, 0, p.O * ei}}
+                                                                       : std::vector<Emitter::Dim>{}));
+        inBatch.push_back(0);
+      } else {
+        dIn.push_back("");
+        inBatch.push_back(0);
+      }
+    }
+
+  // Registers.
+  int rN = sreg(), rSlot = sreg(), rT = sreg(), rT2 = sreg(), rPr = sreg(), rCnt = sreg(), rXper = sreg(),
+      rPush = sreg(), rEper = sreg(), rAccPer = sreg(), rPAcc = sreg(), rPE = sreg(), rW = sreg(), rWp = sreg();
+  std::vector<int> rPIn, rInPer;
+  if (epilogue)
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+      bool tile = input.kind == MatmulEpilogue::Tile;
+      rPIn.push_back(tile ? sreg() : -1);
+      rInPer.push_back(tile ? sreg() : -1);
+    }
+  const int64_t images = g.batch;
+  const int64_t blockBytes = 8 * p.pairBytes;            // A: one block further
+  const int64_t eBlock = 8 * p.NP * eo;                   // staging: one block further
+  const int64_t chunkA = p.R * blockBytes, chunkE = p.R * eBlock;
+
+  // Loads of image `rImg` (a register) into slot `rSl`: X and tile inputs,
+  // all on sem[rSl].
+  int loads = 1;
+  auto loadImage = [&](int rImg, int rSl) {
+    e_.op("smul {}, {}, {}", S(rT), S(rImg), inB);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf));
+    e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
+    e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vX + xInterior);
+    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", xBuf), dX, S(rT2), memRef(xBuf, S(rT)), S(rSl));
+    if (!epilogue) return;
+    for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+      const MatmulEpilogue::Input& input = epilogue->inputs[k];
+      if (input.kind != MatmulEpilogue::Tile) continue;
+      e_.op("smul {}, {}, {}", S(rT), S(rImg), inBatch[k]);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(input.buf));
+      e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.inSlot[k]);
+      e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vIn[k]);
+      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", input.buf), dIn[k], S(rT2), memRef(input.buf, S(rT)),
+            S(rSl));
+    }
+  };
+  if (epilogue)
+    for (const MatmulEpilogue::Input& input : epilogue->inputs)
+      if (input.kind == MatmulEpilogue::Tile) ++loads;
+
+  // Zero the weights' area and both X boxes (contiguous), then DMA the
+  // weights into their packed places: W'[kt * 128 + e * C + c, j * O + o] =
+  // K[dy, e - j * sx, c, o], kt = dy * KS + (e * C + c) / 128 (reversed taps
+  // read backwards); and the columns. All on sem4.
+  {
+    VReg z = vconst(ElementType::F32, 0);
+    uint64_t zeroEnd = p.vX + 2 * p.xSlot;
+    int64_t stores = static_cast<int64_t>((zeroEnd - p.vW) / 4096);
+    std::string lZero = e_.newLabel("iczero");
+    e_.op("smov {}, {}", S(rT), p.vW);
+    e_.op("smov {}, {}", S(rCnt), stores);
+    e_.label(lZero);
+    e_.op("vst {}, [{}]", V(z), S(rT));
+    e_.op("sadd {}, {}, 4096", S(rT), S(rT));
+    e_.op("loop {}, {}", S(rCnt), lZero);
+    for (uint64_t off = p.vW + static_cast<uint64_t>(stores) * 4096; off < zeroEnd; off += 512) {
+      e_.op("smov {}, {}", S(rT), off);
+      e_.op("vst {}, [{}], mask=0x1", V(z), S(rT));
+    }
+    vfree(z);
+  }
+  int once = 0;
+  {
+    std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
+    int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
+    int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
+    int64_t sc = kst[static_cast<size_t>(dn.kernelInputFeatureDimension)];
+    int64_t so = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
+    int64_t srcOff = 0;
+    if (two && g.reversal[0]) {
+      srcOff += (p.kh - 1) * sy;
+      sy = -sy;
+    }
+    if (g.reversal[g.rank - 1]) {
+      srcOff += (p.kw - 1) * sx;
+      sx = -sx;
+    }
+    std::vector<Emitter::Dim> dims;
+    if (p.kh > 1) dims.push_back({p.kh, sy, p.KS * 128 * p.NP * ew});
+    dims.push_back({p.kw, sx, p.C * p.NP * ew});
+    dims.push_back({p.C, sc, p.NP * ew});
+    uint64_t chunk = static_cast<uint64_t>(p.O * ew);
+    if (so != ew) {
+      dims.push_back({p.O, so, ew});
+      chunk = static_cast<uint64_t>(ew);
+    }
+    std::string dWt = e_.desc(chunk, dims);
+    for (int64_t j = 0; j < p.P; ++j) {
+      e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff);
+      e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", kBuf), dWt,
+            p.vW + static_cast<uint64_t>((j * p.sx * p.C * p.NP + j * p.O) * ew), memRef(kBuf, S(rT)));
+      ++once;
+    }
+  }
+  std::map<const Instruction*, VReg> scalars;
+  if (epilogue) {
+    int smem = 0;
+    for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+      const MatmulEpilogue::Input& input = epilogue->inputs[k];
+      if (input.kind == MatmulEpilogue::Scalar) {
+        scalars[input.value] = splatScalar(input.buf, input.type, smem++);
+      } else if (input.kind == MatmulEpilogue::Column) {
+        e_.op("smov {}, {}", S(rT), base(input.buf));
+        e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", input.buf), dIn[k], p.vIn[k], memRef(input.buf, S(rT)));
+        ++once;
+      }
+    }
+  }
+  // The first image streams in while the weights land.
+  e_.op("smov {}, 0", S(rN));
+  e_.op("smov {}, 0", S(rSlot));
+  loadImage(rN, rSlot);
+  e_.op("sem.wait sem4, {}", once);
+
+  // Jobs of a period: job j on MXU j % G in round j / G; chunk j / J of
+  // the period, N tile (j % J) / KT, K tile (j % J) % KT.
+  struct Job {
+    int64_t cc, nt, kt, dy, ks;
+  };
+  auto job = [&](int64_t rho, int64_t u) {
+    int64_t j = rho * p.G + u, t = j % p.J;
+    Job jb{j / p.J, t / p.KT, t % p.KT, 0, 0};
+    jb.dy = jb.kt / p.KS;
+    jb.ks = jb.kt % p.KS;
+    return jb;
+  };
+  auto tileOf = [&](int64_t rho, int64_t u) {
+    Job jb = job(rho, u);
+    return jb.nt * p.KT + jb.kt;
+  };
+  auto changes = [&](int64_t rho, int64_t u) {
+    return tileOf(rho, u) != tileOf((rho + p.rounds - 1) % p.rounds, u);
+  };
+  // Groups of a round: consecutive MXUs on the same chunk and N tile.
+  struct Group {
+    int64_t u0, u1, cc, nt;
+    bool first, last;
+  };
+  auto groupsOf = [&](int64_t rho) {
+    std::vector<Group> gs;
+    for (int64_t u = 0; u < p.G; ++u) {
+      Job jb = job(rho, u);
+      if (!gs.empty() && gs.back().cc == jb.cc && gs.back().nt == jb.nt) {
+        gs.back().u1 = u;
+        gs.back().last = jb.kt == p.KT - 1;
+        continue;
+      }
+      gs.push_back({u, u, jb.cc, jb.nt, jb.kt == 0, jb.kt == p.KT - 1});
+    }
+    return gs;
+  };
+  const std::string ld = loadMnemonic(g.inType), ldW = loadMnemonic(g.kType);
+  auto pushTile = [&](int64_t rho, int64_t u) {
+    Job jb = job(rho, u);
+    uint64_t at = p.vW + static_cast<uint64_t>((jb.kt * 128 * p.NP + jb.nt * 128) * ew);
+    std::vector<VReg> ws;
+    for (int i = 0; i < 4; ++i) ws.push_back(valloc(ElementType::F32));
+    e_.op("smov {}, {}", S(rW), at);
+    for (int blk = 0; blk < 16; ++blk) {
+      VReg w = ws[static_cast<size_t>(blk % 4)];
+      e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rW), blk * 8 * p.NP * ew, p.NP * ew);
+      e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
+    }
+    for (VReg w : ws) vfree(w);
+  };
+  // Before the first round: every MXU latches round 0's tile; those whose
+  // tile changes at round 0 stage it again (the round's latch takes it).
+  for (int64_t u = 0; u < p.G; ++u) {
+    pushTile(0, u);
+    e_.op("mxu.wlatch mxu{}", u);
+    if (changes(0, u)) pushTile(0, u);
+  }
+  // The run's last K slice reads past the window: those lanes are zeroed.
+  const int64_t tailLanes = p.run % 128;
+  int tailMask = -1;
+  if (tailLanes) {
+    tailMask = malloc_();
+    VReg t = valloc(ElementType::S32);
+    e_.op("vlaneid {}", V(t));
+    e_.op("vcmp.lt.s32 {}, {}, {}", M(tailMask), V(t), tailLanes);
+    vfree(t);
+  }
+  // A registers: loaded one iteration ahead (two blocks per iteration).
+  const int U = static_cast<int>(p.U);
+  std::vector<std::vector<VReg>> va(U);
+  for (int b = 0; b < U; ++b)
+    for (int64_t u = 0; u < p.G; ++u) va[static_cast<size_t>(b)].push_back(valloc(ElementType::F32));
+  auto aOffset = [&](int64_t rho, int64_t u) {
+    Job jb = job(rho, u);
+    return jb.cc * chunkA + (jb.dy * p.rdy * p.RS + jb.ks * 128) * es;
+  };
+  // Loads block b (b = 0 .. U-1 relative to rPush) of round rho into va.
+  auto loadA = [&](int64_t rho, int64_t blockOff) {
+    for (int b = 0; b < U; ++b)
+      for (int64_t u = 0; u < p.G; ++u) {
+        VReg v = va[static_cast<size_t>(b)][static_cast<size_t>(u)];
+        int64_t off = aOffset(rho, u) + (blockOff + b) * blockBytes;
+        e_.op("{} {}, [{} + {}], {}", ld, V(v), S(rPush), off, p.pairBytes);
+        if (tailMask >= 0 && job(rho, u).ks == p.KS - 1) e_.op("vsel.s32 {}, {}, {}, 0", V(v), M(tailMask), V(v));
+      }
+  };
+  auto pushBlocks = [&]() {
+    for (int b = 0; b < U; ++b)
+      for (int64_t u = 0; u < p.G; ++u)
+        e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(va[static_cast<size_t>(b)][static_cast<size_t>(u)]));
+  };
+  // Pops U blocks of round rho at the pop pointers; `prevPeriod`: the round
+  // belongs to the period before rXper's (its staging and accumulator
+  // bases are one period back).
+  const ElementType convType = g.outType;
+  auto popBlocks = [&](int64_t rho, bool prevPeriod, const std::function<void()>& middle) -> bool {
+    std::vector<Group> gs = groupsOf(rho);
+    // Registers are freed only after all U blocks, and every load and pop
+    // comes before the first store (stores and loads through different
+    // base registers may alias for the scheduler): the blocks' chains then
+    // interleave.
+    std::vector<VReg> owned;
+    std::map<std::pair<size_t, int64_t>, VReg> columnRegs;
+    struct Loaded {
+      std::vector<VReg> terms;  // the pops, then the accumulator (unless first)
+      std::map<const Instruction*, VReg> inputs;
+    };
+    std::vector<Loaded> loaded;
+    for (int b = 0; b < U; ++b)
+      for (const Group& gr : gs) {
+        Loaded l;
+        int64_t accOff = ((gr.cc * p.NT + gr.nt) * p.R + b) * 4096;
+        VReg a{};
+        if (!gr.first) {
+          a = valloc(ElementType::F32);
+          e_.op("vld {}, [{} + {}]", V(a), S(rPAcc), accOff);
+        }
+        for (int64_t u = gr.u0; u <= gr.u1; ++u) {
+          VReg r = valloc(ElementType::F32);
+          e_.op("mxu.pop {}, mxu{}", V(r), u);
+          l.terms.push_back(r);
+        }
+        // The accumulator last: the pops' sums do not wait for its load.
+        if (a.r >= 0) l.terms.push_back(a);
+        for (VReg v : l.terms) owned.push_back(v);
+        if (gr.last && epilogue)
+          for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+            const MatmulEpilogue::Input& input = epilogue->inputs[k];
+            int ei = typeInfo(input.type).bytes;
+            if (input.kind == MatmulEpilogue::Column) {
+              auto key = std::make_pair(k, gr.nt);
+              if (!columnRegs.count(key)) {
+                e_.op("smov {}, {}", S(rW), p.vIn[k] + static_cast<uint64_t>(gr.nt * 128 * ei));
+                owned.push_back(vload(input.type, S(rW), ", 0"));
+                columnRegs[key] = owned.back();
+              }
+              l.inputs[input.value] = columnRegs[key];
+            } else if (input.kind == MatmulEpilogue::Tile) {
+              int64_t off = (gr.cc * p.R + b) * 8 * p.NP * ei + gr.nt * 128 * ei -
+                            (prevPeriod ? p.cpp * p.R * 8 * p.NP * ei : 0);
+              owned.push_back(
+                  vload(input.type, fmt::format("{} + {}", S(rPIn[k]), off), fmt::format(", {}", p.NP * ei)));
+              l.inputs[input.value] = owned.back();
+            }
+          }
+        loaded.push_back(std::move(l));
+      }
+    // The iteration's matmuls and next loads go between the pops and the
+    // stores.
+    if (middle) middle();
+    size_t li = 0;
+    for (int b = 0; b < U; ++b)
+      for (const Group& gr : gs) {
+        Loaded& l = loaded[li++];
+        // Pairwise sums of the pops, then the accumulator: ((p0 + p1) + (p2 + p3)) + acc.
+        std::vector<VReg> t = l.terms;
+        while (t.size() > 1) {
+          std::vector<VReg> next;
+          for (size_t i = 0; i + 1 < t.size(); i += 2) {
+            e_.op("vadd.f32 {}, {}, {}", V(t[i]), V(t[i]), V(t[i + 1]));
+            next.push_back(t[i]);
+          }
+          if (t.size() % 2) next.push_back(t.back());
+          t = next;
+        }
+        VReg sum = t[0];
+        int64_t accOff = ((gr.cc * p.NT + gr.nt) * p.R + b) * 4096;
+        if (!gr.last) {
+          e_.op("vst {}, [{} + {}]", V(sum), S(rPAcc), accOff);
+          continue;
+        }
+        VReg cv = sum;
+        if (convType != ElementType::F32) {
+          cv.t = convType;
+          cv = normalize(cv);
+        }
+        VReg result = cv;
+        int64_t eOff = gr.cc * chunkE + b * eBlock + gr.nt * 128 * eo - (prevPeriod ? p.cpp * chunkE : 0);
+        if (epilogue) {
+          std::map<const Instruction*, VReg> val = scalars;
+          val[epilogue->dot] = cv;
+          for (auto& [inst, v] : l.inputs) val[inst] = v;
+          if (!evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
+          result = val[epilogue->comp->root()];
+        }
+        if (eOff >= 0) vstore(result, storedType, fmt::format("{} + {}", S(rPE), eOff), fmt::format(", {}", p.NP * eo));
+        else vstore(result, storedType, fmt::format("{} - {}", S(rPE), -eOff), fmt::format(", {}", p.NP * eo));
+      }
+    std::set<int> freed;
+    for (VReg v : owned)
+      if (freed.insert(v.r).second) vfree(v);
+    return !failed_;
+  };
+  auto stepPop = [&]() {
+    e_.op("sadd {}, {}, {}", S(rPAcc), S(rPAcc), U * 4096);
+    e_.op("sadd {}, {}, {}", S(rPE), S(rPE), U * eBlock);
+    if (epilogue)
+      for (size_t k = 0; k < epilogue->inputs.size(); ++k)
+        if (rPIn[k] >= 0)
+          e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rPIn[k]), U * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
+  };
+  // Pop pointers at block `block` of the period at rXper's (offset -1: the
+  // one before).
+  auto setPop = [&](int64_t block, int64_t periodOffset) {
+    // Accumulators alternate by period parity: rAccPer is this period's.
+    if (periodOffset == 0) {
+      e_.op("sadd {}, {}, {}", S(rPAcc), S(rAccPer), block * 4096);
+    } else {
+      // The other parity: (both bases) - this one.
+      e_.op("smov {}, {}", S(rPAcc), 2 * p.vAcc + p.accPeriod + static_cast<uint64_t>(block * 4096));
+      e_.op("ssub {}, {}, {}", S(rPAcc), S(rPAcc), S(rAccPer));
+    }
+    e_.op("sadd {}, {}, {}", S(rPE), S(rEper), block * eBlock);
+    if (epilogue)
+      for (size_t k = 0; k < epilogue->inputs.size(); ++k)
+        if (rPIn[k] >= 0)
+          e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rInPer[k]),
+                block * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
+  };
+
+  // The image loop.
+  std::string lImage = e_.newLabel("icimage"), lPeriod = e_.newLabel("icperiod"), lNoNext = e_.newLabel("icnonext"),
+              lNoWait = e_.newLabel("icfree");
+  e_.label(lImage);
+  e_.op("sand {}, {}, 1", S(rSlot), S(rN));
+  e_.op("sadd {}, {}, 1", S(rT), S(rN));
+  e_.op("br.ge {}, {}, {}", S(rT), images, lNoNext);
+  {
+    int rNext = rCnt, rOther = rPr;  // free here
+    e_.op("smov {}, {}", S(rNext), S(rT));
+    e_.op("sxor {}, {}, 1", S(rOther), S(rSlot));
+    loadImage(rNext, rOther);
+  }
+  e_.label(lNoNext);
+  e_.op("sem.wait sem[{}], {}", S(rSlot), loads);
+  // The staging slot was last written out by image n - 2.
+  e_.op("br.lt {}, 2, {}", S(rN), lNoWait);
+  e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
+  e_.op("sem.wait sem[{}]", S(rT));
+  e_.label(lNoWait);
+  // Period bases.
+  e_.op("smul {}, {}, {}", S(rXper), S(rSlot), p.xSlot);
+  e_.op("sadd {}, {}, {}", S(rXper), S(rXper), p.vX);
+  e_.op("smul {}, {}, {}", S(rEper), S(rSlot), p.eSlot);
+  e_.op("sadd {}, {}, {}", S(rEper), S(rEper), p.vE);
+  if (epilogue)
+    for (size_t k = 0; k < epilogue->inputs.size(); ++k)
+      if (rInPer[k] >= 0) {
+        e_.op("smul {}, {}, {}", S(rInPer[k]), S(rSlot), p.inSlot[k]);
+        e_.op("sadd {}, {}, {}", S(rInPer[k]), S(rInPer[k]), p.vIn[k]);
+      }
+  e_.op("smov {}, {}", S(rAccPer), p.vAcc);
+  e_.op("smov {}, 0", S(rPr));
+  e_.label(lPeriod);
+  const int64_t iters = p.R / U, dIters = p.D / U;
+  for (int64_t rho = 0; rho < p.rounds; ++rho) {
+    // Latch this round's tiles, stage the next round's.
+    for (int64_t u = 0; u < p.G; ++u)
+      if (changes(rho, u)) e_.op("mxu.wlatch mxu{}", u);
+    // The next round's tiles are staged during loop A, 16 / dIters row
+    // blocks per MXU per iteration, when that divides; else here.
+    const int64_t nextRho = (rho + 1) % p.rounds;
+    const bool spread = 16 % dIters == 0 && (16 / dIters) * p.G <= 8;
+    if (!spread)
+      for (int64_t u = 0; u < p.G; ++u)
+        if (changes(nextRho, u)) pushTile(nextRho, u);
+    // Loop A: push blocks 0 .. D-1, pop the previous round's last D.
+    e_.op("smov {}, {}", S(rPush), S(rXper));
+    loadA(rho, 0);
+    int64_t prev = (rho + p.rounds - 1) % p.rounds;
+    auto stageSome = [&]() {
+      if (!spread) return;
+      const int64_t rows = 16 / dIters;
+      std::vector<VReg> ws;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t u = 0; u < p.G; ++u) {
+          if (!changes(nextRho, u)) continue;
+          Job jb = job(nextRho, u);
+          int64_t at = static_cast<int64_t>(p.vW) + (jb.kt * 128 * p.NP + jb.nt * 128) * ew + r * 8 * p.NP * ew;
+          VReg w = valloc(ElementType::F32);
+          ws.push_back(w);
+          e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWp), at, p.NP * ew);
+          e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
+        }
+      e_.op("sadd {}, {}, {}", S(rWp), S(rWp), rows * 8 * p.NP * ew);
+      for (VReg w : ws) vfree(w);
+    };
+    auto loopA = [&](bool withPops) -> bool {
+      std::string l = e_.newLabel("icfill");
+      e_.op("smov {}, {}", S(rCnt), dIters);
+      if (spread) e_.op("smov {}, 0", S(rWp));
+      e_.label(l);
+      auto pushes = [&]() {
+        pushBlocks();
+        stageSome();
+        e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
+        loadA(rho, 0);
+      };
+      if (withPops) {
+        if (!popBlocks(prev, rho == 0, pushes)) return false;
+        stepPop();
+      } else {
+        pushes();
+      }
+      e_.op("loop {}, {}", S(rCnt), l);
+      return true;
+    };
+    if (rho == 0) {
+      std::string lFirst = e_.newLabel("icfirst"), lDone = e_.newLabel("icfilled");
+      e_.op("br.eq {}, 0, {}", S(rPr), lFirst);
+      setPop(p.R - p.D, -1);
+      // The previous period's staging: rEper - period bytes (eOff handles it).
+      if (!loopA(true)) return false;
+      e_.op("jmp {}", lDone);
+      e_.label(lFirst);
+      if (!loopA(false)) return false;
+      e_.label(lDone);
+    } else {
+      setPop(p.R - p.D, 0);
+      if (!loopA(true)) return false;
+    }
+    // Loop B: push blocks D .. R-1, pop this round's 0 .. R-D-1.
+    if (iters > dIters) {
+      setPop(0, 0);
+      std::string l = e_.newLabel("icsteady");
+      e_.op("smov {}, {}", S(rCnt), iters - dIters);
+      e_.label(l);
+      auto pushes = [&]() {
+        pushBlocks();
+        e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
+        loadA(rho, 0);
+      };
+      if (!popBlocks(rho, false, pushes)) return false;
+      stepPop();
+      e_.op("loop {}, {}", S(rCnt), l);
+    }
+  }
+  // Next period: bases one period further, accumulator parity flips.
+  e_.op("sadd {}, {}, {}", S(rXper), S(rXper), p.cpp * chunkA);
+  e_.op("sadd {}, {}, {}", S(rEper), S(rEper), p.cpp * chunkE);
+  if (epilogue)
+    for (size_t k = 0; k < epilogue->inputs.size(); ++k)
+      if (rInPer[k] >= 0)
+        e_.op("sadd {}, {}, {}", S(rInPer[k]), S(rInPer[k]),
+              p.cpp * p.R * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
+  e_.op("smov {}, {}", S(rT), 2 * p.vAcc + p.accPeriod);
+  e_.op("ssub {}, {}, {}", S(rAccPer), S(rT), S(rAccPer));
+  e_.op("sadd {}, {}, 1", S(rPr), S(rPr));
+  e_.op("br.lt {}, {}, {}", S(rPr), p.periods, lPeriod);
+  // Drain: the last round's last D blocks (of the period before rXper's).
+  {
+    setPop(p.R - p.D, -1);
+    std::string l = e_.newLabel("icdrain");
+    e_.op("smov {}, {}", S(rCnt), dIters);
+    e_.label(l);
+    if (!popBlocks(p.rounds - 1, true, nullptr)) return false;
+    stepPop();
+    e_.op("loop {}, {}", S(rCnt), l);
+  }
+  // The image's result out (sem 2 + slot).
+  e_.op("smul {}, {}, {}", S(rT), S(rN), oB);
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+  e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
+  e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE);
+  e_.op("sadd {}, {}, 2", S(rCnt), S(rSlot));
+  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", dst), dOut, memRef(dst, S(rT)), S(rT2), S(rCnt));
+  e_.op("sadd {}, {}, 1", S(rN), S(rN));
+  e_.op("br.lt {}, {}, {}", S(rN), images, lImage);
+  e_.op("sem.wait sem{}", 2 + ((images - 1) & 1));
+  if (images >= 2) e_.op("sem.wait sem{}", 2 + ((images - 2) & 1));
+  // Tiles staged for a next round that never came: latch them, so the
+  // next kernel finds every staging buffer empty.
+  for (int64_t u = 0; u < p.G; ++u)
+    if (changes(0, u)) e_.op("mxu.wlatch mxu{}", u);
+  for (auto& [inst, v] : scalars) vfree(v);
+  if (tailMask >= 0) masks_.put(tailMask);
+  return !failed_;
+}
+
+}  // namespace tpu::codegen
