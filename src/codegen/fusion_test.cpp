@@ -736,8 +736,10 @@ TEST(ColumnReduceFusion, SumOverLeadingDimensionOfAProduct) {
       "  ROOT r = f32[300] reduce(m, z), dimensions={0}, to_apply=add\n",
       kAddF32, "f32[300]", "x, y");
   expectColumnFusionMatchesInlined(p, 1e-4);
-  // Several blocks of rows, the last one shorter.
+  // Several blocks of rows, the last one shorter, double-buffered (the
+  // next block loads into the other slot while this one is folded).
   expectColumnFusionMatchesInlined(p, 1e-4, kSmallVmem);
+  EXPECT_NE(llo(p.fused, kSmallVmem).find("_cnonext:"), std::string::npos);
 }
 
 TEST(ColumnReduceFusion, VariadicArgmaxOverAMiddleDimension) {

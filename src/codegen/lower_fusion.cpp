@@ -977,6 +977,12 @@ bool Lowerer::columnReduceFusion(const Instruction& in, ColumnReduceFusion* out)
   const uint64_t budget = vmemBudget();
   if (fixed + perRow > budget) return false;
   f.rows = std::min<int64_t>({f.r, static_cast<int64_t>((budget - fixed) / perRow), 4096});
+  // Several blocks without side outputs are double-buffered: two blocks
+  // must fit.
+  bool sideOutputs = false;
+  for (const auto& o : f.outputs) sideOutputs |= o.side;
+  if (f.rows < f.r && !sideOutputs)
+    f.rows = std::max<int64_t>(1, std::min<int64_t>(f.rows, static_cast<int64_t>((budget - fixed) / (2 * perRow))));
   if (out) *out = std::move(f);
   return true;
 }
@@ -1004,6 +1010,13 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
     xOff.push_back(static_cast<int64_t>(cur));
     cur += static_cast<uint64_t>(R) * alignUp(static_cast<uint64_t>(pitch) * typeInfo(p->shape().elementType()).bytes, 512);
   }
+  bool anySideOutput = false;
+  for (const auto& o : f.outputs) anySideOutput |= o.side;
+  // Two slots of the streamed blocks when there are several blocks and
+  // they fit the budget twice.
+  const uint64_t xSlot = cur;
+  const bool doubleBuffer = !anySideOutput && nBlocks > 1 && 2 * xSlot <= vmemBudget();
+  if (doubleBuffer) cur *= 2;
   for (size_t k = 0; k < f.outputs.size(); ++k) {
     oOff[k] = static_cast<int64_t>(cur);
     uint64_t bytes = alignUp(static_cast<uint64_t>(pitch) * typeInfo(outType(f.outputs[k])).bytes, 512);
@@ -1042,7 +1055,7 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
       for (int64_t u = 0; u < chunkV; ++u) acc[q][static_cast<size_t>(j)].push_back(valloc(red->operand(j)->shape().elementType()));
   }
   int rAi = sreg(), rBi = sreg(), rRow0 = sreg(), rRow = sreg(), rRows = sreg(), rElem = sreg(), rAddr = sreg(),
-      rO1 = sreg(), rO2 = sreg(), rO4 = sreg();
+      rO1 = sreg(), rO2 = sreg(), rO4 = sreg(), rVoff = sreg(), rSlot = sreg(), rSem = sreg();
   int rOff[5] = {-1, rO1, rO2, -1, rO4};
   // Emits gen(tail) under a test of `reg == last` when both cases exist.
   auto either = [&](bool exists, int reg, int64_t last, const std::function<void(bool)>& gen) {
@@ -1069,7 +1082,7 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
   };
   auto rowsOf = [&](bool tail) { return tail || nBlocks == 1 ? tailR : R; };
   // A block of rows between HBM (at element rElem) and VMEM at voff.
-  auto blockDma = [&](bool load, int buf, int64_t voff, ElementType t) {
+  auto blockDma = [&](bool load, int buf, const std::string& voff, ElementType t, const std::string& sem) {
     int es = typeInfo(t).bytes;
     int64_t pb = pitchBytes(t);
     e_.op("smul {}, {}, {}", S(rAddr), S(rElem), es);
@@ -1084,8 +1097,8 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
         else dims = {{rows, pb, b * es}, {na, nb * es, r * b * es}};
         if (na == 1) dims.pop_back();
         std::string d = e_.desc(static_cast<uint64_t>(nb * es), dims);
-        if (load) e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), d, voff, memRef(buf, S(rAddr)));
-        else e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), d, memRef(buf, S(rAddr)), voff);
+        if (load) e_.op("{} {}, [{}], {}, {}", dmaOp("h2v", buf), d, voff, memRef(buf, S(rAddr)), sem);
+        else e_.op("{} {}, {}, [{}], {}", dmaOp("v2h", buf), d, memRef(buf, S(rAddr)), voff, sem);
       });
     });
   };
@@ -1108,9 +1121,43 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
     e_.op("smul {}, {}, {}", S(rAddr), S(rRow0), b);
     e_.op("sadd {}, {}, {}", S(rElem), S(rElem), S(rAddr));
   };
-  blockElem();
-  for (size_t j = 0; j < f.streamed.size(); ++j) blockDma(true, xBufs[j], xOff[j], f.streamed[j]->shape().elementType());
-  e_.op("sem.wait sem0, {}", f.streamed.size());
+  // Without side outputs, blocks of rows are double-buffered within a
+  // chunk: block k + 1 loads into the other slot (semaphore 1 + slot)
+  // while block k is folded.
+  const int nStreamed = static_cast<int>(f.streamed.size());
+  if (doubleBuffer) {
+    std::string lFirst = e_.newLabel("cfirst"), lNoNext = e_.newLabel("cnonext");
+    e_.op("br.ne {}, 0, {}", S(rRow0), lFirst);
+    e_.op("smov {}, 0", S(rSlot));
+    blockElem();
+    for (size_t j = 0; j < f.streamed.size(); ++j) {
+      e_.op("smov {}, {}", S(rVoff), xOff[j]);
+      blockDma(true, xBufs[j], S(rVoff), f.streamed[j]->shape().elementType(), "sem1");
+    }
+    e_.label(lFirst);
+    e_.op("sadd {}, {}, {}", S(rRow0), S(rRow0), R);
+    e_.op("br.ge {}, {}, {}", S(rRow0), r, lNoNext);
+    blockElem();
+    e_.op("sxor {}, {}, 1", S(rSem), S(rSlot));
+    for (size_t j = 0; j < f.streamed.size(); ++j) {
+      e_.op("smul {}, {}, {}", S(rVoff), S(rSem), static_cast<int64_t>(xSlot));
+      e_.op("sadd {}, {}, {}", S(rVoff), S(rVoff), xOff[j]);
+      e_.op("sadd {}, {}, 1", S(rSem), S(rSem));
+      blockDma(true, xBufs[j], S(rVoff), f.streamed[j]->shape().elementType(), fmt::format("sem[{}]", S(rSem)));
+      e_.op("ssub {}, {}, 1", S(rSem), S(rSem));
+    }
+    e_.label(lNoNext);
+    e_.op("ssub {}, {}, {}", S(rRow0), S(rRow0), R);
+    e_.op("sadd {}, {}, 1", S(rSem), S(rSlot));
+    e_.op("sem.wait sem[{}], {}", S(rSem), nStreamed);
+  } else {
+    blockElem();
+    for (size_t j = 0; j < f.streamed.size(); ++j) {
+      e_.op("smov {}, {}", S(rVoff), xOff[j]);
+      blockDma(true, xBufs[j], S(rVoff), f.streamed[j]->shape().elementType(), "sem0");
+    }
+    e_.op("sem.wait sem0, {}", nStreamed);
+  }
   e_.op("smov {}, {}", S(rRows), R);
   if (nBlocks > 1 && tailR != R) {
     std::string l = e_.newLabel("fullblock");
@@ -1120,7 +1167,10 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
   } else if (nBlocks == 1) {
     e_.op("smov {}, {}", S(rRows), tailR);
   }
-  for (int es : {1, 2, 4}) e_.op("smov {}, 0", S(rOff[es]));
+  for (int es : {1, 2, 4}) {
+    if (doubleBuffer) e_.op("smul {}, {}, {}", S(rOff[es]), S(rSlot), static_cast<int64_t>(xSlot));
+    else e_.op("smov {}, 0", S(rOff[es]));
+  }
   e_.op("smov {}, 0", S(rRow));
   e_.label(lRow);
   for (int64_t u = 0; u < chunkV; ++u) {
@@ -1164,7 +1214,8 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
   for (size_t k = 0; k < f.outputs.size(); ++k)
     if (f.outputs[k].side) {
       blockElem();
-      blockDma(false, outBufs[k], oOff[k], outType(f.outputs[k]));
+      e_.op("smov {}, {}", S(rVoff), oOff[k]);
+      blockDma(false, outBufs[k], S(rVoff), outType(f.outputs[k]), "sem0");
       anySide = true;
     }
   if (anySide) {
@@ -1172,6 +1223,7 @@ bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
     for (const auto& o : f.outputs) n += o.side ? 1 : 0;
     e_.op("sem.wait sem0, {}", n);
   }
+  if (doubleBuffer) e_.op("sxor {}, {}, 1", S(rSlot), S(rSlot));
   e_.op("sadd {}, {}, {}", S(rRow0), S(rRow0), R);
   e_.op("br.lt {}, {}, {}", S(rRow0), r, lBlock);
   // The reduced values, the epilogue, and the chunk of each reduced output.
