@@ -43,3 +43,14 @@ if _shutil.which("chromium"):
     config.available_features.add("chromium")
 else:
     lit_config.note("chromium not found: the HTML report rendering tests are skipped (apt-get install chromium)")
+
+# Pods over several processes: mpirun (Debian's openmpi-bin) and tpu-run-mpi,
+# the MPI build of tpu-run (built when CMake finds libopenmpi-dev). Tests
+# that need them say REQUIRES: mpirun and are skipped (UNSUPPORTED) without.
+_mpirun = _shutil.which("mpirun")
+if _mpirun and os.path.exists(os.path.join(tools_dir, "mpi", "tpu-run-mpi")):
+    config.available_features.add("mpirun")
+    config.substitutions.append(("%mpirun", _mpirun + " --allow-run-as-root --oversubscribe"))
+else:
+    lit_config.note("mpirun or tpu-run-mpi not found: the MPI pod tests are skipped "
+                    "(apt-get install openmpi-bin libopenmpi-dev, then rebuild)")

@@ -24,6 +24,11 @@ int main(int argc, char** argv) {
                   "Devices to partition over (default: the module's num_partitions, else the devices its "
                   "shardings name)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  tool.cli()
+      .add_option("--windowed-einsum-threshold-mib", options.windowedEinsumThresholdMib,
+                  "Dots that would all-gather an operand of at least N MiB per device loop over its pieces "
+                  "with collective-permutes instead (windowed einsum); 0: always, -1 (default): never")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 20));
   tpu::passes::addHloToolOptions(tool);
   return tool.run(argc, argv, [](tpu::Tool& t) {
     tpu::spmd::registerSpmdPasses(tpu::passes::PassRegistry::global(), &options);

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
       "  hlo-parse m.hlo | llo-gen | llo-asm -o m.tpu    the whole pipeline\n"
       "  llo-gen --target=v4 --stats=json m.hlo -o m.llo  per-kernel FLOPs, bytes, cycles\n"
       "  llo-gen --f32-dot-precision=highest m.hlo       six bf16 passes for every f32 dot\n"
-      "  llo-gen --schedule=none m.hlo                   one op per line, unscheduled (debugging)\n";
+      "  llo-gen --schedule=none m.hlo                   one op per line, unscheduled (debugging)\n"
+      "  llo-gen --topology=2x4 pod.hlo -o pod.llo       collectives for 8 chips on a 2x4 slice\n";
   spec.usesTarget = true;
   tpu::Tool tool(spec);
   std::string precision = "config";
@@ -32,6 +33,20 @@ int main(int argc, char** argv) {
                   "(one op per line, bundled greedily by llo-asm)")
       ->check(CLI::IsMember({"none", "list"}));
   tool.cli().add_option("--entry-name", entry, "Name of the entry point in the LLO program (default main)");
+  int64_t replicas = 0, partitions = 0;
+  std::string topology;
+  tool.cli()
+      .add_option("--replicas", replicas,
+                  "Pods: replicas the program runs on (default: the module's replica_count, raised to what its "
+                  "collectives name)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  tool.cli()
+      .add_option("--partitions", partitions, "Pods: partitions the program runs on (default: the module's "
+                                              "num_partitions, raised to what its collectives name)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  tool.cli().add_option("--topology", topology,
+                        "Pods: the slice the chips sit on, like 2x4 or 2x2x2 (default: the target's most square "
+                        "slice); it orders the collectives' rings");
   return tool.run(argc, argv, [&](tpu::Tool& t) -> int {
     auto input = t.readInput();
     if (!input) return tpu::kExitFailure;
@@ -44,6 +59,9 @@ int main(int argc, char** argv) {
     options.targetSpec = t.options().target;
     options.entryName = entry;
     options.schedule = *tpu::llo::scheduleModeFromName(schedule);
+    options.replicas = replicas;
+    options.partitions = partitions;
+    options.topology = topology;
     if (precision == "default") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Default;
     if (precision == "high") options.f32DotPrecision = tpu::codegen::F32DotPrecision::High;
     if (precision == "highest") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Highest;

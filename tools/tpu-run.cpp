@@ -1,16 +1,42 @@
 // tpu-run: run a program on host tensors. `--interpret` evaluates HLO with
 // the reference interpreter; compiled programs (the simulator) are another
 // mode of the same tool. All logic lives in src/runner.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "profile/profile.h"
 #include "runner/run.h"
+#include "sim/transport.h"
+#if TPU_RUN_WITH_MPI
+#include "mpi_transport/mpi_transport.h"
+#endif
 #include "support/file_io.h"
 #include "support/tool.h"
 #include "target/target.h"
 
 namespace {
+
+#if !TPU_RUN_WITH_MPI
+// Replaces this process with mpi/tpu-run-mpi beside this executable, with
+// the same arguments and environment. Returns only on failure, saying why.
+std::string handOverToMpiBuild(char** argv) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "the path of this executable is unknown, so tpu-run-mpi cannot be found";
+  std::string path(self, static_cast<size_t>(n));
+  path = path.substr(0, path.rfind('/') + 1) + "mpi/tpu-run-mpi";
+  if (access(path.c_str(), X_OK) != 0)
+    return fmt::format("{} is missing: tpu-run-mpi, the MPI build of tpu-run, is built when CMake finds MPI "
+                       "(Debian: libopenmpi-dev)",
+                       path);
+  execv(path.c_str(), argv);
+  return fmt::format("cannot start {}: {}", path, std::strerror(errno));
+}
+#endif
 
 // The interpreter's default step limit: far above what real models take
 // (the most in the corpus, ext_gh_llama2_dp1_tp4_pp2, evaluates about 260,000
@@ -173,6 +199,13 @@ int main(int argc, char** argv) {
   app.add_option("--topology", compiled.simulator.run.topology,
                  "Pods: the slice shape of the simulated chips, like 2x4 (v5e) or 2x2x2 (v4); default: the most square "
                  "slice of replicas x partitions chips");
+  std::string hostMemory;
+  app.add_option("--host-memory", hostMemory,
+                 "Host memory the simulated chips may take (HBM pages touched, VMEM): like 8G or 512MiB; past it "
+                 "the run stops with an error (default: MemAvailable at the start)")
+      ->check([](const std::string& v) {
+        return tpu::sim::parseByteSize(v) ? std::string() : "expected a size like 4096, 512M, 8G or 1.5GiB";
+      });
   app.add_option("--trace", compiled.simulator.traceFile,
                  "Write a Chrome/Perfetto trace to FILE: kernels by HLO instruction, slots, MXUs, DMAs, counters");
   app.add_flag("--profile{text}", compiled.simulator.profile,
@@ -188,6 +221,7 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   return tool.run(argc, argv, [&](tpu::Tool& t) {
     if (seedOpt->count() > 0) options.seed = seed;
+    if (!hostMemory.empty()) compiled.simulator.run.hostMemoryLimit = *tpu::sim::parseByteSize(hostMemory);
     options.forceBinaryToTerminal = t.options().force;
     compiled.jsonVerdict = t.diagnosticFormat() == tpu::DiagnosticFormat::Json || t.options().stats == "json";
     compiled.optimize = optLevel > 0;
@@ -202,6 +236,25 @@ int main(int argc, char** argv) {
     if (!compiled.simulator.profileFile.empty() && compiled.simulator.profile.empty())
       compiled.simulator.profile = "text";
     if (!diffFiles.empty()) return runProfileDiff(t, diffFiles);
+    // Under mpirun the pod's chips are spread over the processes; the MPI
+    // transport is a plugin, so a tpu-run without MPI still runs alone.
+    std::unique_ptr<tpu::sim::Transport> transport;
+    if (int ranks = tpu::sim::mpiWorldSizeFromEnvironment(); ranks > 1 && !interpret) {
+#if TPU_RUN_WITH_MPI
+      std::string error;
+      transport = tpu::sim::createMpiTransport(error);
+      if (!transport) {
+        t.diags().error(fmt::format("tpu-run runs under mpirun ({} processes), but {}", ranks, error));
+        return tpu::kExitFailure;
+      }
+      compiled.simulator.run.transport = transport.get();
+#else
+      // Same process (mpirun keeps track of it), the MPI build of this tool.
+      std::string error = handOverToMpiBuild(argv);
+      t.diags().error(fmt::format("tpu-run runs under mpirun ({} processes), but {}", ranks, error));
+      return tpu::kExitFailure;
+#endif
+    }
     if (interpret) {
       // The interpreter has no clock: refuse what only a simulated run can answer.
       for (const char* flag : {"--stats", "--stats-file", "--trace", "--profile", "--profile-file", "--report"}) {

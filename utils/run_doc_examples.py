@@ -36,6 +36,7 @@ FIXTURES = [
     ("add.hlo", ("file", "testdata/examples/add.hlo")),
     ("tests.hlo", ("file", "testdata/examples/tests.hlo")),
     ("allreduce.hlo", ("file", "lit_tests/tpu-run/Inputs/allreduce.hlo")),
+    ("pod.hlo", ("file", "testdata/examples/pod.hlo")),  # 8 chips (2 replicas x 4 partitions)
     ("kernel.llo", ("file", "testdata/llo/add.llo")),
     ("dump/module_0001.jit_train_step.before_optimizations.txt", ("file", "testdata/examples/model.hlo")),
     ("sharded.hlo", ("file", "lit_tests/hlo-partition/Inputs/mlp.hlo")),

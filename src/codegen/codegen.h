@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hlo/module.h"
@@ -40,10 +42,25 @@ struct CodegenOptions {
   // List: the text comes out as scheduled bundles `{ op ; op }` (llo-asm keeps
   // them as they are). None: one op per line, bundled greedily by llo-asm.
   llo::ScheduleMode schedule = llo::ScheduleMode::List;
+  // Pods (lower_collectives.cpp): the chips the program runs on, replicas x
+  // partitions (0 = the module's replica_count / num_partitions, raised to
+  // what its collectives name, as the interpreter does), and the slice
+  // shape ("" = the target's most square one), which orders the rings.
+  int64_t replicas = 0;
+  int64_t partitions = 0;
+  std::string topology;
   // Convolutions of one group with channels-last windows run as an implicit
   // GEMM (lower_conv_implicit.cpp); false: the im2col path (tests, benches).
   bool implicitConv = true;
 };
+
+// Replicas x partitions a program compiled with these options runs on:
+// the options' counts, else the module's, raised to what its collectives'
+// replica groups and permute pairs name (the interpreter's rule).
+// Programs compiled for more than one chip hold this u32[2] constant
+// buffer, {replicas, partitions}: tpu-run's default chip count for them.
+inline constexpr std::string_view kPodDevicesBuffer = "pod_devices";
+std::pair<int64_t, int64_t> podDevices(const hlo::Module& module, int64_t replicas, int64_t partitions);
 
 // Per-kernel figures for --stats.
 struct KernelStats {

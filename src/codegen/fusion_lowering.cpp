@@ -11,6 +11,7 @@ std::string_view fusionLoweringName(FusionLowering lowering) {
     case FusionLowering::Input: return "input";
     case FusionLowering::ColumnReduction: return "column-reduction";
     case FusionLowering::Rows: return "rows";
+    case FusionLowering::Attention: return "attention";
     case FusionLowering::Resident: return "resident";
   }
   return "resident";
@@ -23,6 +24,7 @@ FusionLowering Lowerer::classifyFusion(const Instruction& in) const {
   if (inputFusion(in, nullptr)) return FusionLowering::Input;
   if (columnReduceFusion(in, nullptr)) return FusionLowering::ColumnReduction;
   if (rowFusion(in, nullptr)) return FusionLowering::Rows;
+  if (attentionFusion(in, nullptr)) return FusionLowering::Attention;
   return FusionLowering::Resident;
 }
 

@@ -1,6 +1,6 @@
 // Which kernel llo-gen makes of a fusion, asked by hlo-fuse's cost model
 // before it forms the fusion: a streaming kernel (flat loop, output,
-// row-input, column-reduction or row-normalization fusion) or, for every other fusion, one
+// row-input, column-reduction, row-normalization or attention fusion) or, for every other fusion, one
 // VMEM-resident kernel that runs the fused instructions as sections in
 // turn. The answer comes from the same classifiers the lowering uses, so
 // the two cannot disagree.
@@ -14,9 +14,9 @@
 
 namespace tpu::codegen {
 
-enum class FusionLowering : uint8_t { Loop, Output, Input, ColumnReduction, Rows, Resident };
+enum class FusionLowering : uint8_t { Loop, Output, Input, ColumnReduction, Rows, Attention, Resident };
 
-// "loop", "output", "input", "column-reduction", "rows", "resident".
+// "loop", "output", "input", "column-reduction", "rows", "attention", "resident".
 std::string_view fusionLoweringName(FusionLowering lowering);
 
 // The lowering of fusion instruction `fusion` as llo-gen sees it: callers

@@ -952,5 +952,89 @@ TEST(RowFusion, RowsOfPartialVregsStayResident) {
 
 }  // namespace rows
 
+namespace attention {
+
+// softmax(q k^T * scale) v over [batch..., s, 128] x [batch..., t, 128]:
+// score type st, output type ot, the softmax in f32.
+FusedAndInlined attentionPrograms(const std::string& batch, int64_t s, int64_t t, const char* in, const char* st,
+                                  const char* ot, bool rowReciprocal = false) {
+  const std::string b = batch.empty() ? "" : batch + ",";
+  std::string bd, kept;
+  int64_t nb = 0;
+  for (char c : batch) nb += c == ',';
+  if (!batch.empty()) ++nb;
+  for (int64_t d = 0; d < nb; ++d) bd += (d ? "," : "") + std::to_string(d);
+  for (int64_t d = 0; d <= nb; ++d) kept += (d ? "," : "") + std::to_string(d);
+  const std::string dims = fmt::format("{}{},{}", b, s, t), rows = fmt::format("{}{}", b, s);
+  const std::string bdims = bd.empty() ? "" : fmt::format("lhs_batch_dims={{{0}}}, rhs_batch_dims={{{0}}}, ", bd);
+  std::string params = fmt::format("  q = {0}[{1}{2},128] parameter(0)\n  k = {0}[{1}{3},128] parameter(1)\n"
+                                   "  v = {0}[{1}{3},128] parameter(2)\n  c = {4}[] parameter(3)\n",
+                                   in, b, s, t, st);
+  std::string body = fmt::format(
+      "  d = {0}[{1}] dot(q, k), {2}lhs_contracting_dims={{{3}}}, rhs_contracting_dims={{{3}}}\n"
+      "  cb = {0}[{1}] broadcast(c), dimensions={{}}\n  sc = {0}[{1}] multiply(d, cb)\n"
+      "  x = f32[{1}] convert(sc)\n  ninf = f32[] constant(-inf)\n"
+      "  m = f32[{4}] reduce(x, ninf), dimensions={{{3}}}, to_apply=mx\n"
+      "  mb = f32[{1}] broadcast(m), dimensions={{{5}}}\n  df = f32[{1}] subtract(x, mb)\n"
+      "  e = f32[{1}] exponential(df)\n  z = f32[] constant(0)\n"
+      "  su = f32[{4}] reduce(e, z), dimensions={{{3}}}, to_apply=add\n",
+      st, dims, bdims, nb + 1, rows, kept);
+  if (rowReciprocal)
+    body += fmt::format("  one = f32[] constant(1)\n  ob = f32[{0}] broadcast(one), dimensions={{}}\n"
+                        "  r = f32[{0}] divide(ob, su)\n  rb = f32[{1}] broadcast(r), dimensions={{{2}}}\n"
+                        "  pf = f32[{1}] multiply(e, rb)\n",
+                        rows, dims, kept);
+  else
+    body += fmt::format("  sb = f32[{0}] broadcast(su), dimensions={{{1}}}\n  pf = f32[{0}] divide(e, sb)\n", dims,
+                        kept);
+  body += fmt::format("  p = {0}[{1}] convert(pf)\n"
+                      "  ROOT o = {2}[{3}{4},128] dot(p, v), {5}lhs_contracting_dims={{{6}}}, rhs_contracting_dims={{{7}}}\n",
+                      in, dims, ot, b, s, bdims, nb + 1, nb);
+  return makeReduceFusion(params, body, std::string(kAddF32) + rows::kMaxF32, fmt::format("{}[{}{},128]", ot, b, s),
+                          "q, k, v, c");
+}
+
+void expectAttentionKernel(const FusedAndInlined& p, double tol) {
+  std::vector<hlo::Literal> args;
+  auto [fused, inlined] = runBoth(p, "v5e", 11, &args);
+  ASSERT_EQ(fused.error, "");
+  ASSERT_EQ(inlined.error, "");
+  E2eRun r = compileAndCompare(p.fused, "v5e", {}, &args);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, tol) << r.where;
+  CodegenStats s = statsOf(p.fused, "v5e");
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels[0].kind, "fusion-attention");
+  // The scores never go to HBM: the only DMAs are Q, K, V in and the output out.
+  const std::string text = llo(p.fused, "v5e");
+  EXPECT_EQ(text.find("dma.v2v"), std::string::npos);
+  int64_t writes = 0;
+  for (size_t at = text.find("dma.v2h"); at != std::string::npos; at = text.find("dma.v2h", at + 1)) ++writes;
+  EXPECT_EQ(writes, 1) << text.substr(0, 3000);
+}
+
+TEST(AttentionFusion, Bf16HeadsAreOneKernel) {
+  // Two batch dimensions, 64 query rows, 256 keys: bf16 results within a bf16 ulp or two.
+  expectAttentionKernel(attentionPrograms("2,3", 64, 256, "bf16", "bf16", "bf16"), 1.6e-2);
+}
+
+TEST(AttentionFusion, F32ScoresOddBlocksAndARowReciprocal) {
+  // No batch dimension, 40 query rows (five row vregs), 384 keys (three
+  // tiles on four MXUs), the softmax's division as a per-row reciprocal.
+  expectAttentionKernel(attentionPrograms("", 40, 384, "bf16", "f32", "f32", true), 1e-2);
+}
+
+TEST(AttentionFusion, HeadDimensionOtherThan128IsNotAttention) {
+  FusedAndInlined p = attentionPrograms("2", 64, 256, "bf16", "bf16", "bf16");
+  for (std::string* t : {&p.fused, &p.inlined})
+    for (size_t at = t->find(",128]"); at != std::string::npos; at = t->find(",128]", at))
+      t->replace(at, 5, ",64]");
+  CodegenStats s = statsOf(p.fused, "v5e");
+  ASSERT_GE(s.kernels.size(), 1u);
+  EXPECT_NE(s.kernels[0].kind, "fusion-attention");
+}
+
+}  // namespace attention
+
 }  // namespace
 }  // namespace tpu::codegen

@@ -21,59 +21,6 @@ namespace tpu::codegen {
 // Buffers a .tpu program can name (instruction words hold 12-bit indices).
 constexpr size_t kMaxHbmBuffers = 4096;
 
-// erf in f32 from what a TPU has (vector ALU and the EUP's exp), as XLA's
-// elemental emitter expands it, instead of a library-call row. a = |x|:
-//   a < 1:      a * P(a^2), P of degree 6 (relative error);
-//   1 <= a:     1 - e^(-a^2) * R(min(a, 4)), R of degree 10 fitted to
-//               erfc(a) e^(a^2) on [1, 4] (erf rounds to 1 from 3.92 on);
-// then NaN passed through and the sign of x put back (so -0 stays -0).
-// Coefficients: weighted least squares on Chebyshev points with numpy,
-// rounded to f32. Measured against double libm over [-5, 5] densely and
-// every decade down to 1e-38: at most 2.4 ulps (math_test.cpp pins 4).
-VReg Lowerer::expandErfF32(VReg x, ElementType rt) {
-  static constexpr float kP[] = {1.128379225730896f,     -0.3761262893676758f,   0.11283612251281738f,
-                                 -0.026854805648326874f, 0.005190048832446337f,  -0.0008024311973713338f,
-                                 7.898066542111337e-05f};
-  static constexpr float kR[] = {0.9922682046890259f,   -1.082141637802124f,     0.8737443089485168f,
-                                 -0.5418185591697693f,  0.2575716972351074f,     -0.09242025762796402f,
-                                 0.02443726547062397f,  -0.004594458267092705f,  0.000579196959733963f,
-                                 -4.378835001261905e-05f, 1.4981616232034867e-06f};
-  auto imm = [](float c) { return fmt::format("{:#x}", std::bit_cast<uint32_t>(c)); };
-  // Horner: ((c[n] * v + c[n-1]) * v + ...) + c[0].
-  auto horner = [&](const float* c, int n, VReg v) {
-    VReg p = binop("vmul.f32", v, imm(c[n]), rt);
-    for (int k = n - 1; k >= 1; --k) {
-      e_.op("vadd.f32 {}, {}, {}", V(p), V(p), imm(c[k]));
-      e_.op("vmul.f32 {}, {}, {}", V(p), V(p), V(v));
-    }
-    e_.op("vadd.f32 {}, {}, {}", V(p), V(p), imm(c[0]));
-    return p;
-  };
-  VReg a = unop("vabs.f32", x, rt);
-  VReg z = binop("vmul.f32", a, V(a), rt);
-  VReg p = horner(kP, 6, z);
-  VReg small = binop("vmul.f32", a, V(p), rt);
-  VReg ac = binop("vmin.f32", a, "4.0", rt);
-  VReg zc = binop("vmul.f32", ac, V(ac), rt);
-  e_.op("vneg.f32 {}, {}", V(zc), V(zc));
-  VReg ex = unop("vexp", zc, rt);
-  VReg r = horner(kR, 10, ac);
-  e_.op("vmul.f32 {}, {}, {}", V(r), V(r), V(ex));
-  e_.op("vsub.f32 {}, {}, 1.0", V(r), V(r));  // -(1 - e R), negated below
-  e_.op("vneg.f32 {}, {}", V(r), V(r));
-  int m = malloc_();
-  e_.op("vcmp.lt.f32 {}, {}, 1.0", M(m), V(a));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(small), V(r));
-  e_.op("vcmp.ne.f32 {}, {}, {}", M(m), V(x), V(x));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(x), V(r));
-  VReg sign = binop("vand", x, "-2147483648", rt);
-  e_.op("vand {}, {}, 2147483647", V(r), V(r));
-  e_.op("vor {}, {}, {}", V(r), V(r), V(sign));
-  masks_.put(m);
-  for (VReg v : {a, z, p, small, ac, zc, ex, sign}) vfree(v);
-  return r;
-}
-
 // ============================================================== planning
 
 std::string Lowerer::dmaOp(const char* dir, int buf, int srcBuf) const {
@@ -306,11 +253,8 @@ bool Lowerer::plan(const Computation& c, int region) {
 bool Lowerer::planInstruction(const Instruction& in, int region) {
   ++pos_;
   Opcode op = in.opcode();
-  if (hlo::opcodeInfo(op).flags & hlo::kCollective)
-    return fail(in, fmt::format("llo-gen: collective '{}' ({}) needs multi-chip code generation, which is not "
-                                "implemented yet",
-                                in.name(), hlo::opcodeName(op)));
   for (const Instruction* o : in.operands()) useLeaves(o, region);
+  if (hlo::opcodeInfo(op).flags & hlo::kCollective) return planCollective(in, region);
   bool handled = false;
   bool planned = planMisc(in, region, handled);
   if (handled) return planned;
@@ -402,7 +346,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
     }
     case Opcode::Fusion:
       if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
-          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr)) {
+          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr) && !attentionFusion(in, nullptr)) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -514,6 +458,24 @@ int Lowerer::malloc_() {
   return r;
 }
 
+namespace {
+
+// Text a .kernel string holds (isa::isMetadataText): '"' becomes '\'', control
+// characters spaces, and bytes of invalid UTF-8 '?'.
+std::string metadataText(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += c == '"' ? '\'' : (u < 0x20 || u == 0x7f) ? ' ' : c;
+  }
+  if (!isa::isMetadataText(out))
+    for (char& c : out)
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+  return out;
+}
+
+}  // namespace
+
 void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   sregs_.reset();
   vregs_.reset();
@@ -525,6 +487,12 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
     kernelKind_ = kind;
   }
   e_.blank();
+  if (residentDepth_ == 0) {
+    // What the kernel lowers, kept in the .tpu for profiles (docs/ISA.md).
+    std::string opName = metadataText(in.metadata().opName);
+    e_.append(fmt::format(".kernel {} kind=\"{}\" hlo=\"{}\"{}\n", kernelLabel_, metadataText(kind),
+                          metadataText(in.name()), opName.empty() ? "" : fmt::format(" op_name=\"{}\"", opName)));
+  }
   std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
   e_.comment(fmt::format("{}: {} %{} {}{}", kind, hlo::opcodeName(in.opcode()), in.name(),
                          in.shape().toString(false), meta));
@@ -1350,22 +1318,19 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       return normalize(expandErfF32(ops[0], rt));
     case Opcode::Asin:
     case Opcode::Acos:
+      if (!f) return unsupported();
+      return normalize(expandAsinAcosF32(ops[0], in.opcode() == Opcode::Acos, rt));
     case Opcode::Atan:
+      if (!f) return unsupported();
+      return normalize(expandAtanF32(ops[0], rt));
     case Opcode::Asinh:
     case Opcode::Acosh:
-    case Opcode::Atanh: {
-      // One EUP row each, computed in f32 like the interpreter (narrow
-      // floats are rounded back by normalize).
-      static const std::map<Opcode, const char*> kRows = {
-          {Opcode::Asin, "vasin"},   {Opcode::Acos, "vacos"},   {Opcode::Atan, "vatan"}, {Opcode::Asinh, "vasinh"},
-          {Opcode::Acosh, "vacosh"}, {Opcode::Atanh, "vatanh"},
-      };
+    case Opcode::Atanh:
       if (!f) return unsupported();
-      return un(kRows.at(in.opcode()));
-    }
+      return normalize(expandInverseHyperbolicF32(in.opcode(), ops[0], rt));
     case Opcode::Atan2:
       if (!f) return unsupported();
-      return bin("vatan2", "");
+      return normalize(expandAtan2F32(ops[0], ops[1], rt));
     case Opcode::Real:  // of a real type: the value itself
       return vcopy(ops[0], rt);
     case Opcode::Imag: {  // of a real type: the type's all-zero-bits value, as the interpreter's zeros
@@ -1426,24 +1391,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       for (VReg x : {u, um1, l, q}) vfree(x);
       return normalize(d);
     }
-    case Opcode::Log1p: {
-      // Goldberg's form: with u = 1 + x rounded, ln(u) * x / (u - 1) is
-      // accurate to a few ulps where ln(1 + x) loses the low bits of x.
-      // u == 1 gives x itself (-0 stays -0); u == inf gives inf.
-      VReg u = binop("vadd.f32", ops[0], "1.0", rt);
-      VReg l = unop("vlog", u, rt);
-      VReg um1 = binop("vsub.f32", u, "1.0", rt);
-      VReg q = binop("vdiv.f32", ops[0], V(um1), rt);
-      VReg d = binop("vmul.f32", l, V(q), rt);
-      int m = malloc_();
-      e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
-      e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(l), V(d));
-      masks_.put(m);
-      for (VReg x : {u, l, um1, q}) vfree(x);
-      return normalize(d);
-    }
+    case Opcode::Log1p: return normalize(expandLog1pF32(ops[0], rt));
     case Opcode::Sinh:
     case Opcode::Cosh: {
       VReg a = unop("vexp", ops[0], rt);
@@ -3238,6 +3186,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (dst[i] != src[i] && bufs_[dst[i]].bytes > 0)
         emitCopy(dst[i], 0, src[i], 0, {static_cast<int64_t>(bufs_[dst[i]].bytes)}, {1}, {1}, 1);
   };
+  if (hlo::isCollective(in.opcode())) return lowerCollective(in);
   bool handled = false;
   bool emitted = emitMisc(in, handled);
   if (handled) return emitted;
@@ -3265,6 +3214,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (inputFusion(in, nullptr)) return lowerInputFusion(in);
       if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
       if (rowFusion(in, nullptr)) return lowerRowFusion(in);
+      if (attentionFusion(in, nullptr)) return lowerAttentionFusion(in);
       if (resident_.count(&in)) return lowerResidentFusion(in);
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {
@@ -3423,6 +3373,78 @@ std::map<size_t, int> Lowerer::donatedArgumentsByResult(const Computation& entry
   return out;
 }
 
+namespace {
+
+std::string gib(uint64_t bytes) {
+  double b = static_cast<double>(bytes);
+  if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", b / (1ull << 30));
+  if (bytes >= (1ull << 20)) return fmt::format("{:.2f} MiB", b / (1ull << 20));
+  if (bytes >= (1ull << 10)) return fmt::format("{:.2f} KiB", b / (1ull << 10));
+  return fmt::format("{} B", bytes);
+}
+
+}  // namespace
+
+bool Lowerer::checkHbmCapacity(uint64_t temporaries) {
+  // What the chip holds at the peak: every argument, result, constant and
+  // kernel scratch buffer for the whole run, plus the temporaries' heap at
+  // its fullest (XLA's "ran out of memory in memory space hbm").
+  uint64_t args = 0, results = 0, constants = 0, scratch = 0;
+  for (const Buf& b : bufs_) {
+    if (b.kind == BufKind::Arg) args += b.bytes;
+    if (b.kind == BufKind::Result) results += b.bytes;
+    if (b.kind == BufKind::Const) constants += b.bytes;
+    if (b.kind == BufKind::Scratch) scratch += b.bytes;
+  }
+  const uint64_t needs = args + results + constants + scratch + temporaries;
+  const uint64_t has = target_.memory.hbmBytes;
+  if (needs <= has) return true;
+  // The instruction each buffer holds: the one earliest in the source (ties:
+  // by name), so the listing does not depend on pointer order.
+  std::vector<const Instruction*> owner(bufs_.size(), nullptr);
+  for (const auto& [in, leaves] : leaves_)
+    for (int b : leaves) {
+      if (b < 0 || static_cast<size_t>(b) >= owner.size()) continue;
+      const Instruction*& o = owner[static_cast<size_t>(b)];
+      if (!o || std::make_pair(in->location().offset, in->name()) < std::make_pair(o->location().offset, o->name()))
+        o = in;
+    }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < bufs_.size(); ++i)
+    if (bufs_[i].kind != BufKind::Vmem && bufs_[i].bytes > 0 && !bufs_[i].aliasOfArg) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bufs_[a].bytes > bufs_[b].bytes; });
+  if (order.size() > 5) order.resize(5);
+  auto kindName = [](BufKind k) {
+    switch (k) {
+      case BufKind::Arg: return "argument";
+      case BufKind::Result: return "result";
+      case BufKind::Const: return "constant";
+      case BufKind::Scratch: return "kernel scratch";
+      default: return "temporary";
+    }
+  };
+  std::string msg = fmt::format(
+      "llo-gen: ran out of memory in HBM: needs {} of {} ({} of {} bytes) on target '{}': arguments {}, results {}, "
+      "constants {}, temporaries {} at their peak{}",
+      gib(needs), gib(has), needs, has, target_.name, gib(args), gib(results), gib(constants), gib(temporaries),
+      scratch ? fmt::format(", kernel scratch {}", gib(scratch)) : std::string());
+  msg += "\nlargest buffers:";
+  for (size_t n = 0; n < order.size(); ++n) {
+    const Buf& b = bufs_[order[n]];
+    const Instruction* in = owner[order[n]];
+    std::string shape = fmt::format("{}[{}]", hlo::elementTypeName(b.type), fmt::join(b.dims, ","));
+    msg += fmt::format("\n  {}. {} {} {}", n + 1, gib(b.bytes), shape, kindName(b.kind));
+    if (in) msg += fmt::format(" %{}", in->name());
+    else if (!b.name.empty()) msg += fmt::format(" '{}'", b.name);
+  }
+  const Instruction* at = order.empty() ? nullptr : owner[order.front()];
+  if (!at && module_.entry()) at = module_.entry()->root();
+  if (at) return fail(*at, msg);
+  diags_.error(msg);
+  failed_ = true;
+  return false;
+}
+
 std::optional<CodegenResult> Lowerer::run() {
   const Computation* entry = module_.entry();
   if (!entry) {
@@ -3499,6 +3521,8 @@ std::optional<CodegenResult> Lowerer::run() {
   for (size_t i = 0; i < heapIds.size(); ++i) bufs_[heapIds[i]].offset = ha.offsets[i];
   uint64_t heapBytes = ha.heapBytes;
   heapBytes_ = heapBytes;
+  // Refused before emission when the buffers known so far do not fit.
+  if (!checkHbmCapacity(heapBytes)) return std::nullopt;
   // Emission (scratch temporaries go above the heap).
   e_.comment(fmt::format("entry computation %{}", entry->name()));
   if (!emitComputation(*entry)) return std::nullopt;
@@ -3523,13 +3547,7 @@ std::optional<CodegenResult> Lowerer::run() {
   }
   stats_.heapBytes = total;
   stats_.peakHbmBytes += total + stats_.argumentBytes + stats_.resultBytes + stats_.constantBytes;
-  if (stats_.peakHbmBytes > target_.memory.hbmBytes) {
-    diags_.error(fmt::format("llo-gen: the program needs {} bytes of HBM (arguments {}, results {}, constants {}, "
-                             "temporaries {}) but target '{}' has {}",
-                             stats_.peakHbmBytes, stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total,
-                             target_.name, target_.memory.hbmBytes));
-    return std::nullopt;
-  }
+  if (!checkHbmCapacity(total)) return std::nullopt;
   if (total >= options_.heapReachBytes) {
     diags_.error(
         fmt::format("llo-gen: {} bytes of temporaries exceed the {} bytes the scalar unit can address", total,

@@ -412,50 +412,138 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
       e_.op("smov {}, {}", S(rIn[j]), site.vInputs[j]);
     }
   const ElementType dotType = e.dot->shape().elementType();
-  std::string lBlock = e_.newLabel("epilogue");
-  e_.op("smov {}, {}", S(rCount), tm / 8);
-  e_.label(lBlock);
-  for (int64_t u = 0; u < tn / 128; ++u) {
-    std::map<const Instruction*, VReg> val = scalars;
-    for (const auto& chain : e.prologue)  // evaluated by the matmul
-      for (const Instruction* i : chain) val[i] = VReg{};
-    std::vector<VReg> owned;
-    auto own = [&](VReg v) {
-      owned.push_back(v);
-      return v;
+  // Each instruction's last reader, in the computation's order: a chain
+  // frees a register as soon as nothing later reads it, so several row
+  // blocks' chains fit the registers at once.
+  std::map<const Instruction*, size_t> lastUse;
+  {
+    size_t k = 0;
+    for (const auto& up : e.comp->instructions()) {
+      for (const Instruction* o : up->operands()) lastUse[o] = k;
+      ++k;
+    }
+    lastUse[e.comp->root()] = SIZE_MAX;
+  }
+  // `unroll` row blocks per loop step: their chains are independent, and
+  // with rotating registers the scheduler overlaps them (an epilogue such
+  // as GELU is a long chain per vreg). The largest unroll whose body fits
+  // the registers, found by emitting it.
+  auto stepBody = [&](int64_t unroll) -> bool {
+    // The chains (row block rb, vreg u) advance instruction by instruction
+    // together, so the emitted order is already a good schedule.
+    struct Chain {
+      int64_t rb, u;
+      std::map<const Instruction*, VReg> val;
+      std::vector<VReg> owned;
+      std::set<int> freed, ownedRegs;
     };
-    {
+    std::vector<Chain> chains;
+    for (int64_t rb = 0; rb < unroll; ++rb)
+      for (int64_t u = 0; u < tn / 128; ++u) chains.push_back(Chain{rb, u, scalars, {}, {}, {}});
+    for (Chain& ch : chains) {
+      for (const auto& chain : e.prologue)  // evaluated by the matmul
+        for (const Instruction* i : chain) ch.val[i] = VReg{};
+      auto own = [&](VReg v) {
+        ch.owned.push_back(v);
+        ch.ownedRegs.insert(v.r);
+        return v;
+      };
       // The dot's own result type first (the unfused path rounds there too).
       VReg cv = own(valloc(ElementType::F32));
-      e_.op("vld {}, [{} + {}], {}", V(cv), S(rC), u * 512, tn * 4);
+      e_.op("vld {}, [{} + {}], {}", V(cv), S(rC), ch.rb * 8 * tn * 4 + ch.u * 512, tn * 4);
       if (dotType != ElementType::F32) {
         VReg r = own(valloc(dotType));
         e_.op("vmov.s32 {}, {}", V(r), V(cv));
         cv = normalize(r);
       }
-      val[e.dot] = cv;
+      ch.val[e.dot] = cv;
+      for (size_t j = 0; j < e.inputs.size(); ++j) {
+        const MatmulEpilogue::Input& input = e.inputs[j];
+        if (input.kind == MatmulEpilogue::Scalar) continue;
+        int es = typeInfo(input.type).bytes;
+        bool tile = input.kind == MatmulEpilogue::Tile;
+        ch.val[input.value] = own(vload(
+            input.type, fmt::format("{} + {}", S(rIn[j]), (tile ? ch.rb * 8 * tn * es : 0) + ch.u * 128 * es),
+            fmt::format(", {}", tile ? tn * es : 0)));
+      }
     }
-    for (size_t j = 0; j < e.inputs.size(); ++j) {
-      const MatmulEpilogue::Input& input = e.inputs[j];
-      if (input.kind == MatmulEpilogue::Scalar) continue;
-      int es = typeInfo(input.type).bytes;
-      bool tile = input.kind == MatmulEpilogue::Tile;
-      val[input.value] = own(vload(input.type, fmt::format("{} + {}", S(rIn[j]), u * 128 * es),
-                                   fmt::format(", {}", tile ? tn * es : 0)));
+    size_t k = 0;
+    for (const auto& up : e.comp->instructions()) {
+      const Instruction& i = *up;
+      const size_t at = k++;
+      for (Chain& ch : chains) {
+        if (i.opcode() == Opcode::Parameter || ch.val.count(&i)) continue;
+        if (i.opcode() == Opcode::Broadcast) {  // of a scalar: its splat
+          ch.val[&i] = ch.val[i.operand(0)];
+        } else {
+          std::vector<VReg> ops;
+          for (const Instruction* o : i.operands()) ops.push_back(ch.val[o]);
+          auto r = lowerOp(i, ops);
+          if (!r) return false;
+          ch.val[&i] = *r;
+          ch.owned.push_back(*r);
+          ch.ownedRegs.insert(r->r);
+        }
+        // Operands read for the last time: their registers, unless a value
+        // still to be read shares them.
+        for (const Instruction* o : i.operands()) {
+          auto lu = lastUse.find(o);
+          auto vo = ch.val.find(o);
+          if (lu == lastUse.end() || lu->second != at || vo == ch.val.end()) continue;
+          const int reg = vo->second.r;
+          if (reg < 0 || !ch.ownedRegs.count(reg) || ch.freed.count(reg)) continue;
+          bool shared = false;
+          for (auto& [x, v] : ch.val) {
+            if (v.r != reg || x == o) continue;
+            auto lx = lastUse.find(x);
+            if (lx != lastUse.end() && lx->second > at) shared = true;
+          }
+          if (shared) continue;
+          ch.freed.insert(reg);
+          vfree(vo->second);
+        }
+      }
     }
-    if (!evalOnRegisters(*e.comp, nullptr, val, owned)) return;
-    VReg result = val[e.comp->root()];
-    vstore(result, e.outType, fmt::format("{} + {}", S(rE), u * 128 * eo), fmt::format(", {}", tn * eo));
-    std::set<int> freed;
-    for (VReg v : owned)
-      if (freed.insert(v.r).second) vfree(v);
+    for (Chain& ch : chains) {
+      VReg result = ch.val[e.comp->root()];
+      vstore(result, e.outType, fmt::format("{} + {}", S(rE), ch.rb * 8 * tn * eo + ch.u * 128 * eo),
+             fmt::format(", {}", tn * eo));
+      for (VReg v : ch.owned)
+        if (ch.freed.insert(v.r).second) vfree(v);
+    }
+    return true;
+  };
+  {
+    vregs_.setRotating(true);
+    const size_t mark = e_.mark();
+    const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
+    for (int64_t unroll : {4, 2, 1}) {
+      if ((tm / 8) % unroll != 0) continue;
+      std::string lBlock = e_.newLabel("epilogue");
+      e_.op("smov {}, {}", S(rCount), tm / 8 / unroll);
+      e_.label(lBlock);
+      softVregs_ = unroll > 1;
+      vregsExhausted_ = false;
+      bool ok = stepBody(unroll);
+      softVregs_ = false;
+      if (!vregsExhausted_) {
+        vregs_.setRotating(false);
+        if (!ok) return;
+        e_.op("sadd {}, {}, {}", S(rC), S(rC), unroll * 8 * tn * 4);
+        e_.op("sadd {}, {}, {}", S(rE), S(rE), unroll * 8 * tn * eo);
+        for (size_t j = 0; j < e.inputs.size(); ++j)
+          if (rIn[j] >= 0 && e.inputs[j].kind == MatmulEpilogue::Tile)
+            e_.op("sadd {}, {}, {}", S(rIn[j]), S(rIn[j]), unroll * 8 * tn * typeInfo(e.inputs[j].type).bytes);
+        e_.op("loop {}, {}", S(rCount), lBlock);
+        break;
+      }
+      e_.cut(mark);
+      vregs_.restore(vSaved);
+      masks_.restore(mSaved);
+      sregs_.restore(sSaved);
+    }
+    vregs_.setRotating(false);
   }
-  e_.op("sadd {}, {}, {}", S(rC), S(rC), 8 * tn * 4);
-  e_.op("sadd {}, {}, {}", S(rE), S(rE), 8 * tn * eo);
-  for (size_t j = 0; j < e.inputs.size(); ++j)
-    if (rIn[j] >= 0 && e.inputs[j].kind == MatmulEpilogue::Tile)
-      e_.op("sadd {}, {}, {}", S(rIn[j]), S(rIn[j]), 8 * tn * typeInfo(e.inputs[j].type).bytes);
-  e_.op("loop {}, {}", S(rCount), lBlock);
   // The result tile (its valid part) goes out under the C slot's
   // semaphore, as the C tile itself would.
   e_.op("smul {}, {}, {}", S(rAddr), S(rTile), eo);

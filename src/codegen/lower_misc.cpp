@@ -277,9 +277,14 @@ bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
   switch (op) {
     case Opcode::PartitionId:
     case Opcode::ReplicaId: {
-      // The program is one TensorCore of a single-chip run.
+      // Chip id = replica * partitions + partition (lower_collectives.cpp).
+      if (!podReady(in)) return false;
       beginKernel(in, "constant");
-      bool ok = storeWords(leaves_[&in][0], {"0"});
+      int id = sreg();
+      e_.op("sid.chip {}", S(id));
+      e_.op("{} {}, {}, {}", op == Opcode::ReplicaId ? "sdiv" : "srem", S(id), S(id), pod_.partitions);
+      bool ok = storeWords(leaves_[&in][0], {S(id)});
+      sregs_.put(id);
       endKernel(0, 4, 0);
       return ok;
     }

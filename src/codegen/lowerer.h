@@ -24,6 +24,7 @@
 #include "codegen/lower.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
+#include "target/topology.h"
 
 namespace tpu::codegen {
 
@@ -353,6 +354,24 @@ struct RowFusion {
   int passes = 0;
 };
 
+// A fusion lowered as one attention kernel (lower_attention.cpp):
+// dot(Q, K) over the last dimensions, elementwise work and reductions over
+// the keys (a softmax), then dot(P, V), the score matrix kept in VMEM.
+// Q, K, V are parameters [batch..., S|T, 128]; the batch dimensions lead.
+struct AttentionFusion {
+  const Computation* comp = nullptr;
+  const Instruction *q = nullptr, *k = nullptr, *v = nullptr, *dot1 = nullptr, *dot2 = nullptr;
+  std::vector<int64_t> dims;  // the scores' shape [batch..., S, T]
+  int64_t heads = 1, s = 0, t = 0;
+  enum class Class { Scalar, Full, Row };
+  std::map<const Instruction*, Class> cls;
+  std::map<const Instruction*, int> level;  // Full/Row: the passes it needs done
+  std::vector<const Instruction*> scalars;    // Scalar instructions, in order
+  std::vector<const Instruction*> rowValues;  // Row instructions, in order
+  std::vector<const Instruction*> reduces;    // in order
+  int passes = 0;
+};
+
 // Where emitMatmul stands when a C tile is complete (its step's batch,
 // M-tile and N-tile indices in sregs), for the epilogue.
 struct MatmulTileSite {
@@ -483,6 +502,9 @@ class Lowerer {
   // ---- emission ----
   bool emitComputation(const Computation& c);
   bool emitInstruction(const Instruction& in);
+  // llo-gen refuses a program whose peak HBM (arguments, results,
+  // constants, kernel scratch and `temporaries`) passes the target's.
+  bool checkHbmCapacity(uint64_t temporaries);
   bool fail(const Instruction& in, const std::string& msg) {
     diags_.error(in.location(), msg);
     failed_ = true;
@@ -564,6 +586,9 @@ class Lowerer {
   // Row fusions (lower_rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
   bool lowerRowFusion(const Instruction& in);
+  // Attention fusions (lower_attention.cpp).
+  bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
+  bool lowerAttentionFusion(const Instruction& in);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
@@ -701,7 +726,17 @@ class Lowerer {
   // Brings r back to its type's register form after arithmetic: rounds
   // narrow floats, wraps narrow integers (in place; returns r).
   VReg normalize(VReg r);
-  VReg expandErfF32(VReg x, hlo::ElementType rt);  // erf from ALU ops and vexp
+  // Library math from chip instructions, in f32 lanes (lower_math.cpp).
+  VReg hornerF32(const float* c, int n, VReg v, ElementType rt);
+  VReg oddSeriesF32(VReg t, const float* c, int n, ElementType rt);
+  void copySignF32(VReg r, VReg x, ElementType rt);
+  VReg expandErfF32(VReg x, hlo::ElementType rt);
+  VReg expandLog1pF32(VReg x, ElementType rt);
+  VReg atanOfNonNegativeF32(VReg a, bool onlyToOne, ElementType rt);
+  VReg expandAtanF32(VReg x, ElementType rt);
+  VReg expandAtan2F32(VReg y, VReg x, ElementType rt);
+  VReg expandAsinAcosF32(VReg x, bool acos, ElementType rt);
+  VReg expandInverseHyperbolicF32(hlo::Opcode op, VReg x, ElementType rt);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.
   VReg divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType t);
   // Scalar register with the f32 bits of the narrow float whose code is in
@@ -753,6 +788,28 @@ class Lowerer {
   // lower_misc.cpp: ids, get-dimension-size, copy-start/done, async
   // wrappers, rng-bit-generator, reduce-precision, custom calls, dots the
   // bf16/int8 MXU paths do not take.
+  // lower_collectives.cpp: every collective and its start/done forms, over
+  // the chips of a pod (remote DMAs between chips, rings along the torus).
+  bool planCollective(const Instruction& in, int region);
+  bool lowerCollective(const Instruction& in);
+  bool podReady(const Instruction& in);
+  // Loads this chip's row of a per-chip table (`words` u32 words) into SMEM
+  // at kCollectiveRow; word(i) reads word i into a new scalar register.
+  void loadChipRow(int table, int64_t words);
+  int rowWord(int64_t i);
+  // base(buf) + off + (the block index in row word `word`) * blockBytes.
+  int blockAddress(int buf, int64_t off, int64_t word, int64_t blockBytes);
+  struct RingPlan;
+  bool ringReduceScatter(const Instruction& in, const RingPlan& rp, const Computation& reducer, int w, int r);
+  bool ringAllGather(const Instruction& in, const RingPlan& rp, int src, int64_t srcOff, int y);
+  bool lowerRingCollective(const Instruction& in);
+  bool lowerDirectCollective(const Instruction& in);
+  struct PodShape {
+    bool ready = false;
+    int64_t replicas = 1, partitions = 1;
+    target::Topology topology;
+  };
+  PodShape pod_;
   bool planMisc(const Instruction& in, int region, bool& handled);
   bool emitMisc(const Instruction& in, bool& handled);
   // Whether `in` may have s64/u64/f64 or c64/c128 operands or results

@@ -296,7 +296,9 @@ std::string OpMetadata::toString() const {
   auto num = [&](std::string_view key, int64_t v) {
     if (v == 0) return;
     sep();
-    fmt::format_to(std::back_inserter(out), "{}={}", key, v);
+    out += key;
+    out += '=';
+    out += fmt::format_int(v).c_str();  // not format_to: its growth of `out` was half of printing metadata
   };
   str("op_type", opType);
   str("op_name", opName);

@@ -24,6 +24,7 @@ constexpr uint32_t kDmad = tag("DMAD");
 constexpr uint32_t kEntr = tag("ENTR");
 constexpr uint32_t kCode = tag("CODE");
 constexpr uint32_t kSyms = tag("SYMS");
+constexpr uint32_t kKern = tag("KERN");  // optional (format 1.1)
 
 class BitPacker {
  public:
@@ -295,7 +296,19 @@ std::string encodeProgram(const Program& p) {
     }
     writeSection(out, kSyms, w);
   }
-  return packContainer(kTpuMagic, ContainerVersion{kTpuFormatMajor, kTpuFormatMinor}, out.data());
+  if (!p.kernels.empty()) {
+    ByteWriter w;
+    w.uvar(p.kernels.size());
+    for (const KernelMeta& k : p.kernels) {
+      w.str(k.label);
+      w.str(k.kind);
+      w.str(k.hlo);
+      w.str(k.opName);
+    }
+    writeSection(out, kKern, w);
+  }
+  uint16_t minor = p.kernels.empty() ? 0 : kTpuFormatMinor;
+  return packContainer(kTpuMagic, ContainerVersion{kTpuFormatMajor, minor}, out.data());
 }
 
 namespace {
@@ -479,6 +492,25 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
       p.labels.push_back(std::move(l));
     }
     if (!r.ok()) return fail(r.errorOffset(), "symbol section: " + r.error());
+  }
+  if (sections.count(kKern)) {
+    ByteReader r = reader(kKern);
+    uint64_t n = r.count(4);
+    for (uint64_t i = 0; i < n && r.ok(); ++i) {
+      KernelMeta k;
+      size_t at = r.offset();
+      k.label = r.str();
+      k.kind = r.str();
+      k.hlo = r.str();
+      k.opName = r.str();
+      if (r.ok() && !(isMetadataText(k.kind) && isMetadataText(k.hlo) && isMetadataText(k.opName)))
+        return fail(at, fmt::format("kernel '{}': metadata text the assembler cannot read back (a control "
+                                    "character, '\"' or invalid UTF-8)",
+                                    isSymbolName(k.label) ? k.label : std::string("?")));
+      p.kernels.push_back(std::move(k));
+    }
+    if (!r.ok()) return fail(r.errorOffset(), "kernel metadata section: " + r.error());
+    if (!r.atEnd()) return fail(r.offset(), "trailing bytes in the kernel metadata section");
   }
   if (!verifyProgram(p, nullptr, diags, SourceLocation{&file, sections[kCode].second})) return std::nullopt;
   return p;

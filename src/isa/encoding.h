@@ -1,6 +1,7 @@
 // The .tpu binary: a support/container.h container (magic "TPUCODE\0") whose
 // payload holds the sections header, entries, buffers, dma descriptors, data,
-// code (fixed-width bundles) and symbols. Layout in docs/ISA.md.
+// code (fixed-width bundles), symbols and (1.1) kernel metadata. Layout in
+// docs/ISA.md.
 #pragma once
 
 #include <array>
@@ -18,7 +19,10 @@ namespace tpu::isa {
 
 using tpu::kTpuMagic;  // "TPUCODE\0", defined in support/file_kind.h
 constexpr uint16_t kTpuFormatMajor = 1;
-constexpr uint16_t kTpuFormatMinor = 0;
+// 1.1 adds the optional KERN section (kernel metadata). A program without
+// kernel metadata is written as 1.0, byte for byte as before; a 1.0 reader
+// skips KERN, so 1.1 files also load there (without the metadata).
+constexpr uint16_t kTpuFormatMinor = 1;
 
 bool isTpuBinary(std::string_view data);
 

@@ -125,6 +125,7 @@ Program randomProgram(std::mt19937& rng) {
   }
   p.labels.push_back(Label{"top", 0});
   p.labels.push_back(Label{"end", static_cast<uint32_t>(nb)});
+  p.kernels.push_back(KernelMeta{"top", "matmul", "dot.1", "layer/MatMul"});
   return p;
 }
 
@@ -155,6 +156,67 @@ TEST(Encoding, ProgramRoundTripsAndIsDeterministic) {
   ASSERT_TRUE(back) << firstErrorMessage(diags);
   EXPECT_EQ(*back, p);
   EXPECT_EQ(encodeProgram(*back), bytes);
+}
+
+// Kernel metadata (format 1.1): a program with it is 1.1, one without is
+// written as 1.0 exactly as before; bad metadata is refused.
+TEST(Encoding, KernelMetadataAndVersions) {
+  std::mt19937 rng(5);
+  Program p = randomProgram(rng);
+  auto decode = [](const std::string& bytes, DiagnosticEngine& diags) {
+    SourceFile file("k.tpu", bytes);
+    file.setBinary(true);
+    return decodeProgram(file, diags);
+  };
+  auto minor = [](const std::string& bytes) {
+    return static_cast<uint8_t>(bytes[10]) | static_cast<uint8_t>(bytes[11]) << 8;
+  };
+  std::string with = encodeProgram(p);
+  EXPECT_EQ(minor(with), 1);
+  DiagnosticEngine d1;
+  auto back = decode(with, d1);
+  ASSERT_TRUE(back) << firstErrorMessage(d1);
+  ASSERT_EQ(back->kernels.size(), 1u);
+  EXPECT_EQ(back->kernels[0].opName, "layer/MatMul");
+  ASSERT_NE(back->findKernel("top"), nullptr);
+  EXPECT_EQ(back->findKernel("end"), nullptr);
+
+  Program plain = p;
+  plain.kernels.clear();
+  std::string without = encodeProgram(plain);
+  EXPECT_EQ(minor(without), 0);
+  DiagnosticEngine d2;
+  auto plainBack = decode(without, d2);
+  ASSERT_TRUE(plainBack) << firstErrorMessage(d2);
+  EXPECT_TRUE(plainBack->kernels.empty());
+
+  Program unknown = p;
+  unknown.kernels[0].label = "nowhere";
+  DiagnosticEngine d3;
+  EXPECT_FALSE(decode(encodeProgram(unknown), d3));
+  EXPECT_NE(firstErrorMessage(d3).find("kernel metadata for 'nowhere', which is not a label of the program"),
+            std::string::npos)
+      << firstErrorMessage(d3);
+
+  Program twice = p;
+  twice.kernels.push_back(twice.kernels[0]);
+  DiagnosticEngine d4;
+  EXPECT_FALSE(decode(encodeProgram(twice), d4));
+  EXPECT_NE(firstErrorMessage(d4).find("kernel 'top' is described twice"), std::string::npos);
+
+  for (std::string bad : {std::string("a\"b"), std::string("tab\there"), std::string("\xff\xfe")}) {
+    Program text = p;
+    text.kernels[0].opName = bad;
+    DiagnosticEngine d5;
+    EXPECT_FALSE(decode(encodeProgram(text), d5));
+    EXPECT_NE(firstErrorMessage(d5).find("kernel 'top': metadata text the assembler cannot read back"),
+              std::string::npos)
+        << firstErrorMessage(d5);
+  }
+  EXPECT_TRUE(isMetadataText("conv/Relu6 \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(isMetadataText("\xc0\xaf"));      // overlong
+  EXPECT_FALSE(isMetadataText("\xed\xa0\x80"));  // surrogate
+  EXPECT_FALSE(isMetadataText("\xe2\x82"));      // truncated
 }
 
 TEST(Encoding, RejectsBadInstrWords) {

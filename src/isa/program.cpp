@@ -69,6 +69,36 @@ const Entry* Program::findEntry(std::string_view name) const {
   return nullptr;
 }
 
+const KernelMeta* Program::findKernel(std::string_view label) const {
+  for (const KernelMeta& k : kernels)
+    if (k.label == label) return &k;
+  return nullptr;
+}
+
+bool isMetadataText(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f || c == '"') return false;
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, shortest form only.
+    size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (n == 0 || i + n > text.size()) return false;
+    uint32_t cp = c & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
+    for (size_t k = 1; k < n; ++k) {
+      unsigned char cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (cc & 0x3f);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
 bool isSymbolName(std::string_view name) {
   auto isStart = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
   auto isRest = [&](char c) { return isStart(c) || (c >= '0' && c <= '9') || c == '.'; };

@@ -122,6 +122,18 @@ struct Label {
   bool operator==(const Label&) const = default;
 };
 
+// What a kernel (the code from its label to the next kernel's) lowers, for
+// profiles: llo-gen's kind ("matmul", "fusion-conv", ...), the HLO
+// instruction and its op_name metadata. LLO text: the `.kernel` directive;
+// .tpu: the KERN section (format 1.1). Strings are isMetadataText.
+struct KernelMeta {
+  std::string label;
+  std::string kind;
+  std::string hlo;
+  std::string opName;
+  bool operator==(const KernelMeta&) const = default;
+};
+
 struct Program {
   std::string targetName;  // e.g. "v5e" or the "name" field of a user JSON
   std::string targetJson;  // the full description it was assembled for (may be empty)
@@ -131,9 +143,11 @@ struct Program {
   std::vector<Entry> entries;
   std::vector<Bundle> bundles;
   std::vector<Label> labels;  // sorted by bundle, then in definition order
+  std::vector<KernelMeta> kernels;  // in definition order; labels of `labels`, each at most once
 
   std::optional<uint32_t> findBuffer(std::string_view name) const;
   const Entry* findEntry(std::string_view name) const;
+  const KernelMeta* findKernel(std::string_view label) const;
   bool operator==(const Program&) const = default;
 };
 
@@ -141,5 +155,9 @@ struct Program {
 // and reads them ([A-Za-z_][A-Za-z0-9_.]*, the assembler's identifiers):
 // the .tpu decoder rejects any other, so a disassembly always assembles.
 bool isSymbolName(std::string_view name);
+
+// Text a .kernel directive's quoted strings can hold and read back: valid
+// UTF-8 without control characters or '"'.
+bool isMetadataText(std::string_view text);
 
 }  // namespace tpu::isa

@@ -234,6 +234,17 @@ std::string checkProgramTables(const Program& p, const TargetDesc* t) {
   }
   for (const Label& l : p.labels)
     if (l.bundle > p.bundles.size()) return fmt::format("label '{}' is outside the program", l.name);
+  std::set<std::string_view> labelNames, described;
+  if (!p.kernels.empty())
+    for (const Label& l : p.labels) labelNames.insert(l.name);
+  for (const KernelMeta& k : p.kernels) {
+    if (!labelNames.count(k.label))
+      return fmt::format("kernel metadata for '{}', which is not a label of the program", k.label);
+    if (!described.insert(k.label).second) return fmt::format("kernel '{}' is described twice", k.label);
+    for (const std::string* s : {&k.kind, &k.hlo, &k.opName})
+      if (!isMetadataText(*s))
+        return fmt::format("kernel '{}': metadata text with a control character, '\"' or invalid UTF-8", k.label);
+  }
   return {};
 }
 

@@ -144,6 +144,7 @@ class Parser {
   bool parseBuffer(const Token& directive);
   bool parseDma();
   bool parseEntry(const Token& directive);
+  bool parseKernel();
   bool parseOp(PendingOp& op);
   bool parseOperand(const InstrDesc& desc, const OperandDesc& od, PendingOp& op, size_t index, Operand& out);
   bool parseAddress(OperandKind kind, Operand& out);
@@ -188,6 +189,7 @@ class Parser {
   std::map<std::string, SourceLocation, std::less<>> names_;  // every defined global name
   std::map<std::string, size_t, std::less<>> labelIndex_;
   std::vector<SourceLocation> labelLocs_;
+  std::vector<SourceLocation> kernelLocs_;  // of program_.kernels
   std::vector<Item> items_;
   std::optional<MemSpace> lastBufferSpace_;  // set when an expression names a buffer
   uint64_t vmemNext_ = 0;
@@ -596,6 +598,8 @@ bool Parser::parseDirective() {
     if (!parseDma()) return false;
   } else if (d.text == ".entry") {
     if (!parseEntry(d)) return false;
+  } else if (d.text == ".kernel") {
+    if (!parseKernel()) return false;
   } else {
     return error(loc(d), fmt::format("unknown directive '{}'", d.text));
   }
@@ -834,6 +838,40 @@ bool Parser::parseEntry(const Token& directive) {
   }
   program_.entries.push_back(std::move(e));
   items_.push_back(Item{Item::Entry, {}, loc(directive), program_.entries.size() - 1});
+  return true;
+}
+
+// .kernel LABEL kind="..." hlo="..." [op_name="..."]: what the kernel at
+// LABEL lowers (llo-gen writes one above each kernel label).
+bool Parser::parseKernel() {
+  const Token& name = next();
+  if (name.kind != Tok::Ident) return error(loc(name), "expected a kernel label after .kernel");
+  KernelMeta k;
+  k.label = std::string(name.text);
+  if (program_.findKernel(k.label)) return error(loc(name), fmt::format("kernel '{}' is described twice", k.label));
+  bool haveKind = false, haveHlo = false, haveOpName = false;
+  while (peek().kind == Tok::Ident) {
+    const Token& key = next();
+    bool* seen = key.text == "kind"      ? &haveKind
+                 : key.text == "hlo"     ? &haveHlo
+                 : key.text == "op_name" ? &haveOpName
+                                         : nullptr;
+    if (!seen)
+      return error(loc(key), fmt::format("unknown .kernel field '{}' (expected kind, hlo or op_name)", key.text));
+    if (*seen) return error(loc(key), fmt::format("duplicate .kernel field '{}'", key.text));
+    *seen = true;
+    if (!expect("=", "after the field name")) return false;
+    const Token& value = next();
+    if (value.kind != Tok::String) return error(loc(value), fmt::format("expected a \"string\" after '{}='", key.text));
+    std::string text(value.text.substr(1, value.text.size() - 2));
+    if (!isMetadataText(text))
+      return error(loc(value), "a .kernel string must be valid UTF-8 without control characters");
+    (key.text == "kind" ? k.kind : key.text == "hlo" ? k.hlo : k.opName) = std::move(text);
+  }
+  if (!haveKind || !haveHlo)
+    return error(loc(name), fmt::format("'.kernel {}' needs kind=\"...\" and hlo=\"...\"", k.label));
+  kernelLocs_.push_back(loc(name));
+  program_.kernels.push_back(std::move(k));
   return true;
 }
 
@@ -1196,6 +1234,9 @@ bool Parser::layOut() {
       }
     }
   }
+  for (size_t k = 0; k < program_.kernels.size(); ++k)
+    if (!labelIndex_.count(program_.kernels[k].label))
+      ok = error(kernelLocs_[k], fmt::format("'.kernel {}' describes an undefined label", program_.kernels[k].label));
   if (!ok) return false;
   if (std::string e = checkProgramTables(program_, &t); !e.empty()) {
     // Point at the buffer or the file start; table problems name their object.

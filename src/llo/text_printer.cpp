@@ -209,8 +209,18 @@ std::string printLlo(const Program& p) {
   for (const Entry& e : p.entries)
     markers.emplace(e.start, fmt::format("\n.entry {}{}{}", e.name, argList(e.args),
                                          e.results.empty() ? "" : " -> " + argList(e.results)));
-  for (const Label& l : p.labels) markers.emplace(l.bundle, l.name + ":");
-  // multimap keeps insertion order among equal keys: entries before labels.
+  std::map<std::string_view, const KernelMeta*> kernelOf;
+  for (const KernelMeta& k : p.kernels) kernelOf.emplace(k.label, &k);
+  for (const Label& l : p.labels) {
+    if (auto it = kernelOf.find(l.name); it != kernelOf.end()) {
+      const KernelMeta& k = *it->second;
+      markers.emplace(l.bundle, fmt::format(".kernel {} kind=\"{}\" hlo=\"{}\"{}", k.label, k.kind, k.hlo,
+                                            k.opName.empty() ? "" : fmt::format(" op_name=\"{}\"", k.opName)));
+    }
+    markers.emplace(l.bundle, l.name + ":");
+  }
+  // multimap keeps insertion order among equal keys: entries before labels,
+  // a kernel's .kernel line before its label.
   auto printMarkers = [&](uint32_t at) {
     auto [lo, hi] = markers.equal_range(at);
     for (auto it = lo; it != hi; ++it) out += it->second + "\n";

@@ -298,7 +298,9 @@ std::string renderHtml(const Profile& p) {
   out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   out += "<title>tpu-run profile: " + esc(p.program) + "</title>\n<style>" + kStyle +
          "</style></head>\n<body>\n";
-  out += "<h1>Profile of " + esc(p.program) + " on " + esc(p.target) + "</h1>\n";
+  out += "<h1>Profile of " + esc(p.program) + " on " +
+         (p.podChips > 0 ? fmt::format("a pod of {} {} chips", p.podChips, esc(p.target)) : esc(p.target)) +
+         "</h1>\n";
   out += "<table class=\"kv\" id=\"summary\"><tbody>\n";
   auto kv = [&](const std::string& k, const std::string& v) {
     out += "<tr><td><b>" + esc(k) + "</b></td><td>" + esc(v) + "</td></tr>\n";
@@ -328,7 +330,8 @@ std::string renderHtml(const Profile& p) {
     if (p.stalls.cycles[i])
       stalls += fmt::format(
           "{}{} {:.1f}%", stalls.empty() ? "" : ", ", stallName(i),
-          p.cycles ? 100.0 * static_cast<double>(p.stalls.cycles[i]) / static_cast<double>(p.cycles) : 0);
+          p.chipCycles ? 100.0 * static_cast<double>(p.stalls.cycles[i]) / static_cast<double>(p.chipCycles)
+                       : 0);
   kv("issue stalls", stalls.empty() ? "none" : stalls);
   out += "</tbody></table>\n";
 
@@ -341,17 +344,42 @@ std::string renderHtml(const Profile& p) {
   rooflineChart(out, p);
   out += "<h2>HBM memory timeline</h2>\n";
   memoryChart(out, p);
+  if (p.podChips > 0)
+    out += fmt::format(
+        "<h2>Chips</h2>\n<p class=\"note\">A pod of {} chips, {}; ICI traffic {} (bytes x hops). "
+        "Collective time: kernels of collective ops; waiting: cycles stalled on semaphores (remote and "
+        "local DMAs) and barrier.pod, the communication the chip did not hide.</p>\n",
+        p.podChips, esc(p.topology), bytes(static_cast<double>(p.iciBytes)));
+  else
+    out += "<h2>Chips</h2>\n";
   out +=
-      "<h2>Chips</h2>\n<table class=\"sortable\" "
+      "<table class=\"sortable\" "
       "id=\"chips\"><thead><tr><th>chip</th><th>time</th><th>collective "
-      "time</th><th>share in collectives</th></tr></thead><tbody>\n";
-  for (const ChipFigures& c : p.chips)
-    out += "<tr>" + num(c.chip, std::to_string(c.chip)) + num(c.seconds, sec(c.seconds)) +
+      "time</th><th>share in collectives</th><th>waiting (semaphores, barriers)</th><th>share waiting</th>"
+      "<th>remote DMAs</th><th>ICI bytes sent</th><th>top op</th></tr></thead><tbody>\n";
+  for (const ChipFigures& c : p.chips) {
+    double waitShare = c.cycles ? static_cast<double>(c.waitCycles) / static_cast<double>(c.cycles) : 0;
+    out += "<tr class=\"chip\">" + num(c.chip, std::to_string(c.chip)) + num(c.seconds, sec(c.seconds)) +
            num(c.collectiveSeconds, sec(c.collectiveSeconds)) +
            num(c.seconds > 0 ? c.collectiveSeconds / c.seconds : 0,
                fmt::format("{:.1f}%", c.seconds > 0 ? 100 * c.collectiveSeconds / c.seconds : 0)) +
-           "</tr>\n";
+           num(c.waitSeconds, sec(c.waitSeconds)) + num(waitShare, fmt::format("{:.1f}%", 100 * waitShare)) +
+           num(static_cast<double>(c.remoteDmas), std::to_string(c.remoteDmas)) +
+           num(static_cast<double>(c.iciBytesSent), bytes(static_cast<double>(c.iciBytesSent))) + "<td>" +
+           (c.ops.empty() ? std::string("-") : esc(c.ops.front().key)) + "</td></tr>\n";
+  }
   out += "</tbody></table>\n";
+  if (!p.links.empty()) {
+    out +=
+        "<h2>ICI links</h2>\n<table class=\"sortable\" id=\"links\"><thead><tr><th>link</th><th>bytes</th>"
+        "<th>transfers</th><th>busy</th></tr></thead><tbody>\n";
+    for (const LinkFigures& l : p.links)
+      out += "<tr class=\"link\"><td>" + esc(l.name) + "</td>" +
+             num(static_cast<double>(l.bytes), bytes(static_cast<double>(l.bytes))) +
+             num(static_cast<double>(l.transfers), std::to_string(l.transfers)) +
+             num(l.utilization, fmt::format("{:.1f}%", 100 * l.utilization)) + "</tr>\n";
+    out += "</tbody></table>\n";
+  }
   out += "<h2>By kind</h2>\n";
   opTable(out, "by-kind", p.byKind, false);
   out += "<h2>By op_name</h2>\n";

@@ -77,16 +77,20 @@ std::map<std::string, LloComment> parseLloComments(std::string_view text) {
   return out;
 }
 
-bool isCollectiveKind(const std::string& s) {
-  for (const char* k :
-       {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective", "send", "recv"})
-    if (s.find(k) != std::string::npos) return true;
+// A collective by its kind, HLO instruction or (hand-written programs) label:
+// "all-reduce", "%all-reduce.3", "k4_all_reduce_3", "allreduce".
+bool isCollectiveKind(std::string s) {
+  std::string n;
+  for (char c : s)
+    if (c != '-' && c != '_') n += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (const char* k : {"allreduce", "allgather", "reducescatter", "alltoall", "collective", "permute"})
+    if (n.find(k) != std::string::npos) return true;
   return false;
 }
 
 void derive(OpFigures& f, const Profile& p) {
   f.seconds = p.clockHz > 0 ? static_cast<double>(f.cycles) / p.clockHz : 0;
-  f.share = p.cycles ? static_cast<double>(f.cycles) / static_cast<double>(p.cycles) : 0;
+  f.share = p.chipCycles ? static_cast<double>(f.cycles) / static_cast<double>(p.chipCycles) : 0;
   double bytes = static_cast<double>(f.hbmBytes);
   if (f.seconds > 0) {
     f.flopsPerSecond = f.hwFlops / f.seconds;
@@ -190,6 +194,11 @@ KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* s
   if (stats)
     for (const codegen::KernelStats& k : stats->kernels) byLabel[k.name] = &k;
   std::map<std::string, LloComment> comments = parseLloComments(lloText);
+  // The program's own kernel metadata (.kernel directives, the .tpu KERN
+  // section): kernel labels it does not describe are sections of a resident
+  // fusion's kernel, as they are for llo-gen's statistics.
+  std::map<std::string_view, const isa::KernelMeta*> metaOf;
+  for (const isa::KernelMeta& m : program.kernels) metaOf.emplace(m.label, &m);
   std::map<std::string, const hlo::Instruction*> byName;
   if (module)
     for (const auto& c : module->computations())
@@ -203,6 +212,7 @@ KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* s
     // A kernel label llo-gen has no statistics for is a section of a
     // resident fusion's kernel: it stays in that kernel.
     if (stats && !byLabel.count(l.name) && !map.kernels.empty()) continue;
+    if (!stats && !metaOf.empty() && !metaOf.count(l.name) && !map.kernels.empty()) continue;
     KernelInfo k;
     k.label = l.name;
     k.firstBundle = l.bundle;
@@ -212,6 +222,10 @@ KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* s
       k.opName = it->second->opName;
       k.vmemBytes = it->second->vmemBytes;
       k.modelFlops = it->second->flops;
+    } else if (auto m = metaOf.find(l.name); m != metaOf.end()) {
+      k.kind = m->second->kind;
+      k.hlo = m->second->hlo;
+      k.opName = m->second->opName;
     } else if (auto c = comments.find(l.name); c != comments.end()) {
       k.kind = c->second.kind;
       k.hlo = c->second.hlo;
@@ -275,6 +289,7 @@ Profile buildProfile(const ProfileInputs& in) {
   p.peakFlops = r.peakFlops;
   p.peakBytesPerSecond = r.peakHbmBytesPerSecond;
   p.cycles = r.cycles;
+  p.chipCycles = r.cycles;
   p.seconds = r.seconds;
   p.hbmBytes = r.hbmBytesRead + r.hbmBytesWritten;
   p.kernels = km.kernels;
@@ -347,8 +362,12 @@ Profile buildProfile(const ProfileInputs& in) {
   ChipFigures chip;
   chip.cycles = p.cycles;
   chip.seconds = p.seconds;
+  chip.hwFlops = p.hwFlops;
+  chip.hbmBytes = p.hbmBytes;
+  chip.stalls = p.stalls;
   for (const OpFigures& f : p.ops)
-    if (isCollectiveKind(f.kind) || isCollectiveKind(f.hlo)) chip.collectiveSeconds += f.seconds;
+    if (isCollectiveKind(f.kind) || isCollectiveKind(f.hlo) || isCollectiveKind(f.label))
+      chip.collectiveSeconds += f.seconds;
   p.chips.push_back(chip);
 
   // HBM memory timeline: the program's arguments, results and constants
@@ -449,10 +468,113 @@ Profile buildProfile(const ProfileInputs& in) {
   return p;
 }
 
+Profile buildPodProfile(const ProfileInputs& in, const sim::PodResult& pod, std::vector<Profile>* chipsOut) {
+  std::vector<Profile> chips;
+  for (const sim::SimResult& c : pod.chips) {
+    ProfileInputs ci = in;
+    ci.report = &c.report;
+    ci.exec = &c.profile;
+    chips.push_back(buildProfile(ci));
+  }
+  if (chips.empty()) return Profile{};
+  Profile p = chips.front();
+  const size_t n = chips.size();
+  p.podChips = static_cast<int>(n);
+  p.topology = pod.topology;
+  p.iciBytes = pod.iciBytes;
+  p.cycles = pod.cycles;
+  p.seconds = p.clockHz > 0 ? static_cast<double>(pod.cycles) / p.clockHz : 0;
+  p.chipCycles = 0;
+  p.hwFlops = p.modelFlops = 0;
+  p.modelKnown = false;
+  p.hbmBytes = 0;
+  p.stalls = {};
+  p.recordsDropped = pod.transfersDropped;
+  p.chips.clear();
+  // Ops summed over chips, by kernel label (every chip runs the same program).
+  std::map<std::string, OpFigures> byLabel;
+  std::vector<std::string> order;
+  for (size_t c = 0; c < n; ++c) {
+    const Profile& cp = chips[c];
+    p.chipCycles += cp.cycles;
+    p.hwFlops += cp.hwFlops;
+    p.modelFlops += cp.modelFlops;
+    p.modelKnown = p.modelKnown || cp.modelKnown;
+    p.hbmBytes += cp.hbmBytes;
+    p.recordsDropped += cp.recordsDropped;
+    for (size_t i = 0; i < sim::kNumStallReasons; ++i) p.stalls.cycles[i] += cp.stalls.cycles[i];
+    for (const OpFigures& f : cp.ops) {
+      auto [it, fresh] = byLabel.try_emplace(f.label);
+      OpFigures& g = it->second;
+      if (fresh) {
+        order.push_back(f.label);
+        g.key = f.key;
+        g.label = f.label;
+        g.hlo = f.hlo;
+        g.opName = f.opName;
+        g.kind = f.kind;
+        g.members = f.members;
+      }
+      accumulate(g, f);
+      g.kernels = 1;
+    }
+    ChipFigures cf = cp.chips.front();
+    cf.chip = static_cast<int>(c);
+    if (c < pod.chipStats.size()) {
+      cf.waitCycles = pod.chipStats[c].waitCycles;
+      cf.remoteDmas = pod.chipStats[c].remoteDmas;
+      cf.iciBytesSent = pod.chipStats[c].iciBytesSent;
+    }
+    cf.waitSeconds = p.clockHz > 0 ? static_cast<double>(cf.waitCycles) / p.clockHz : 0;
+    cf.ops = cp.ops;
+    p.chips.push_back(std::move(cf));
+  }
+  std::vector<OpFigures> ops;
+  for (const std::string& l : order) {
+    OpFigures& g = byLabel[l];
+    derive(g, p);
+    ops.push_back(std::move(g));
+  }
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const OpFigures& a, const OpFigures& b) { return a.cycles > b.cycles; });
+  p.ops = std::move(ops);
+  p.byKind = groupBy(p, p.ops,
+                     [](const OpFigures& f) { return f.kind.empty() ? std::string("(unknown)") : f.kind; });
+  p.byOpName = groupBy(
+      p, p.ops, [](const OpFigures& f) { return f.opName.empty() ? std::string("(no op_name)") : f.opName; });
+  // Pod-wide rates against the pod's peaks (n chips).
+  double chips_ = static_cast<double>(n);
+  double hbm = static_cast<double>(p.hbmBytes);
+  p.hwUtilization = p.modelUtilization = 0;
+  if (p.seconds > 0 && p.peakFlops > 0) {
+    p.hwUtilization = p.hwFlops / p.seconds / (p.peakFlops * chips_);
+    p.modelUtilization = p.modelFlops / p.seconds / (p.peakFlops * chips_);
+  }
+  double mem = p.peakBytesPerSecond > 0 ? hbm / (p.peakBytesPerSecond * chips_) : 0;
+  p.hwRooflineSeconds = std::max(p.peakFlops > 0 ? p.hwFlops / (p.peakFlops * chips_) : 0, mem);
+  p.modelRooflineSeconds = std::max(p.peakFlops > 0 ? p.modelFlops / (p.peakFlops * chips_) : 0, mem);
+  for (const sim::IciLinkStats& l : pod.links) {
+    LinkFigures lf;
+    lf.name = l.name;
+    lf.bytes = l.bytes;
+    lf.transfers = l.transfers;
+    lf.busySeconds = p.clockHz > 0 ? l.busyCycles / p.clockHz : 0;
+    lf.utilization = pod.cycles ? l.busyCycles / static_cast<double>(pod.cycles) : 0;
+    p.links.push_back(std::move(lf));
+  }
+  if (chipsOut) *chipsOut = std::move(chips);
+  return p;
+}
+
 std::string renderText(const Profile& p, size_t top) {
   std::string out;
-  out += fmt::format("op profile of {} on {}: {} cycles, {}; {} kernel{} ran\n", p.program, p.target,
-                     p.cycles, formatSeconds(p.seconds), p.ops.size(), p.ops.size() == 1 ? "" : "s");
+  if (p.podChips > 0)
+    out += fmt::format("op profile of {} on a pod of {} {} chips ({}): {} cycles, {}; {} kernel{} ran\n",
+                       p.program, p.podChips, p.target, p.topology, p.cycles, formatSeconds(p.seconds),
+                       p.ops.size(), p.ops.size() == 1 ? "" : "s");
+  else
+    out += fmt::format("op profile of {} on {}: {} cycles, {}; {} kernel{} ran\n", p.program, p.target,
+                       p.cycles, formatSeconds(p.seconds), p.ops.size(), p.ops.size() == 1 ? "" : "s");
   out += fmt::format("  MXU work (padded)  {:.4g} FLOPs, {}, {:.1f}% of peak\n", p.hwFlops,
                      formatRate(p.seconds > 0 ? p.hwFlops / p.seconds : 0, "FLOP/s"), 100 * p.hwUtilization);
   if (p.modelKnown)
@@ -471,10 +593,11 @@ std::string renderText(const Profile& p, size_t top) {
     if (p.stalls.cycles[i])
       stalls += fmt::format(
           " {} {:.1f}%", stallName(i),
-          p.cycles ? 100.0 * static_cast<double>(p.stalls.cycles[i]) / static_cast<double>(p.cycles) : 0);
+          p.chipCycles ? 100.0 * static_cast<double>(p.stalls.cycles[i]) / static_cast<double>(p.chipCycles)
+                       : 0);
   out += fmt::format("  stalls            {}\n", stalls.empty() ? " none" : stalls);
-  out += fmt::format("\ntop {} ops by time (intensity, bound and roofline from the padded MXU work):\n",
-                     std::min(top, p.ops.size()));
+  out += fmt::format("\ntop {} ops by time{} (intensity, bound and roofline from the padded MXU work):\n",
+                     std::min(top, p.ops.size()), p.podChips > 0 ? " summed over chips" : "");
   out += fmt::format("{:>3} {:>10} {:>6} {:>6}  {:<14} {:<28} {:>11} {:>11} {:>11} {:>8} {:<7} {:>6}  {}\n",
                      "#", "time", "share", "cum", "kind", "hlo", "MXU F/s", "model F/s", "HBM B/s", "FLOP/B",
                      "bound", "roof", "stalls");
@@ -482,7 +605,7 @@ std::string renderText(const Profile& p, size_t top) {
   for (size_t i = 0; i < p.ops.size() && i < top; ++i) {
     const OpFigures& f = p.ops[i];
     cum += f.share;
-    std::string hlo = f.hlo;
+    std::string hlo = f.hlo.empty() ? f.key : f.hlo;
     if (hlo.size() > 28) hlo = hlo.substr(0, 27) + "~";
     out += fmt::format(
         "{:>3} {:>10} {:>5.1f}% {:>5.1f}%  {:<14} {:<28} {:>11} {:>11} {:>11} {:>8.1f} {:<7} {:>5.1f}%  {}\n",
@@ -504,6 +627,45 @@ std::string renderText(const Profile& p, size_t top) {
   };
   groups("by kind", p.byKind);
   groups("by op_name", p.byOpName);
+  if (p.podChips > 0) {
+    out += fmt::format("\npod: {} chips, {}; ICI {} (bytes x hops)\n", p.podChips, p.topology,
+                       formatBytes(static_cast<double>(p.iciBytes)));
+    out += fmt::format("{:>5} {:>10} {:>10} {:>6} {:>10} {:>6} {:>7} {:>11}  {}\n", "chip", "time",
+                       "collective", "share", "waiting", "share", "remote", "ICI sent", "top op");
+    for (const ChipFigures& c : p.chips) {
+      double coll = c.seconds > 0 ? 100 * c.collectiveSeconds / c.seconds : 0;
+      double wait = c.cycles ? 100.0 * static_cast<double>(c.waitCycles) / static_cast<double>(c.cycles) : 0;
+      std::string topOp = c.ops.empty()
+                              ? "-"
+                              : fmt::format("{} {:.1f}%", c.ops.front().key,
+                                            100.0 * c.ops.front().cycles / std::max<double>(1, c.cycles));
+      out += fmt::format("{:>5} {:>10} {:>10} {:>5.1f}% {:>10} {:>5.1f}% {:>7} {:>11}  {}\n", c.chip,
+                         formatSeconds(c.seconds), formatSeconds(c.collectiveSeconds), coll,
+                         formatSeconds(c.waitSeconds), wait, c.remoteDmas,
+                         formatBytes(static_cast<double>(c.iciBytesSent)), topOp);
+    }
+    out +=
+        "  (collective: kernels of collective ops; waiting: cycles stalled on semaphores (remote and local "
+        "DMAs) and barrier.pod)\n";
+    if (!p.links.empty()) {
+      out += fmt::format("\nICI links that carried data:\n{:>11} {:>9} {:>6}  {}\n", "bytes", "transfers",
+                         "busy", "link");
+      for (const LinkFigures& l : p.links)
+        out += fmt::format("{:>11} {:>9} {:>5.1f}%  {}\n", formatBytes(static_cast<double>(l.bytes)),
+                           l.transfers, 100 * l.utilization, l.name);
+    }
+    const size_t perChip = std::min<size_t>(top, 5);
+    for (const ChipFigures& c : p.chips) {
+      out += fmt::format("\nchip {}: top {} ops\n", c.chip, std::min(perChip, c.ops.size()));
+      for (size_t i = 0; i < c.ops.size() && i < perChip; ++i) {
+        const OpFigures& f = c.ops[i];
+        out +=
+            fmt::format("{:>3} {:>10} {:>5.1f}%  {:<14} {}  {}\n", i + 1, formatSeconds(f.seconds),
+                        c.cycles ? 100.0 * static_cast<double>(f.cycles) / static_cast<double>(c.cycles) : 0,
+                        f.kind.empty() ? "-" : f.kind, f.key, dominantStalls(f));
+      }
+    }
+  }
   out +=
       fmt::format("\nHBM: peak {} live at {} ({} arguments, results and constants){}\n",
                   formatBytes(static_cast<double>(p.memory.peakBytes)), formatSeconds(p.memory.peakSeconds),
@@ -584,12 +746,42 @@ std::string renderJson(const Profile& p) {
   ojson st = ojson::object();
   for (size_t i = 0; i < sim::kNumStallReasons; ++i) st[stallName(i)] = p.stalls.cycles[i];
   j["stall_cycles"] = st;
+  if (p.podChips > 0) {
+    j["pod"] = {{"chips", p.podChips},
+                {"topology", p.topology},
+                {"chip_cycles", p.chipCycles},
+                {"ici_bytes", p.iciBytes}};
+    ojson links = ojson::array();
+    for (const LinkFigures& l : p.links)
+      links.push_back({{"link", l.name},
+                       {"bytes", l.bytes},
+                       {"transfers", l.transfers},
+                       {"busy_seconds", l.busySeconds},
+                       {"utilization", l.utilization}});
+    j["links"] = links;
+  }
   ojson chips = ojson::array();
-  for (const ChipFigures& c : p.chips)
-    chips.push_back({{"chip", c.chip},
-                     {"cycles", c.cycles},
-                     {"seconds", c.seconds},
-                     {"collective_seconds", c.collectiveSeconds}});
+  for (const ChipFigures& c : p.chips) {
+    ojson cj = {{"chip", c.chip},
+                {"cycles", c.cycles},
+                {"seconds", c.seconds},
+                {"collective_seconds", c.collectiveSeconds}};
+    if (p.podChips > 0) {
+      cj["wait_cycles"] = c.waitCycles;
+      cj["wait_seconds"] = c.waitSeconds;
+      cj["remote_dmas"] = c.remoteDmas;
+      cj["ici_bytes_sent"] = c.iciBytesSent;
+      cj["mxu_flops"] = c.hwFlops;
+      cj["hbm_bytes"] = c.hbmBytes;
+      ojson st = ojson::object();
+      for (size_t i = 0; i < sim::kNumStallReasons; ++i) st[stallName(i)] = c.stalls.cycles[i];
+      cj["stall_cycles"] = st;
+      ojson cops = ojson::array();
+      for (const OpFigures& f : c.ops) cops.push_back(opJson(f, true));
+      cj["ops"] = cops;
+    }
+    chips.push_back(std::move(cj));
+  }
   j["chips"] = chips;
   ojson ops = ojson::array();
   for (const OpFigures& f : p.ops) ops.push_back(opJson(f, true));

@@ -40,10 +40,12 @@ struct KernelMap {
   std::vector<uint32_t> bundleRegion;  // bundle -> kernel index
 };
 
-// Kernels of `program` from its labels. `stats` (the in-memory compile) and
-// `lloText` (the // comment llo-gen writes above each kernel label: kind,
-// HLO instruction, op_name) add what the labels do not carry; `module` (the
-// module that was lowered) adds fusion members and model FLOPs.
+// Kernels of `program` from its labels. `stats` (the in-memory compile), the
+// program's kernel metadata (.kernel directives; the .tpu KERN section) and,
+// for older .llo files, `lloText` (the // comment llo-gen writes above each
+// kernel label) add the kind, HLO instruction and op_name the labels do not
+// carry; `module` (the module that was lowered) adds fusion members and
+// model FLOPs.
 KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* stats,
                      std::string_view lloText, const hlo::Module* module);
 
@@ -100,6 +102,23 @@ struct ChipFigures {
   uint64_t cycles = 0;
   double seconds = 0;
   double collectiveSeconds = 0;  // kernels of collective ops
+  // Pods: cycles stalled on semaphores (remote and local DMAs) and
+  // barrier.pod (the simulator's exposed communication), remote DMAs and
+  // ICI bytes sent.
+  uint64_t waitCycles = 0;
+  double waitSeconds = 0;
+  uint64_t remoteDmas = 0, iciBytesSent = 0;
+  double hwFlops = 0;
+  uint64_t hbmBytes = 0;
+  Stalls stalls;
+  std::vector<OpFigures> ops;  // pods: this chip's own op profile, largest first
+};
+
+// Pods: an ICI link that carried data.
+struct LinkFigures {
+  std::string name;
+  uint64_t bytes = 0, transfers = 0;
+  double busySeconds = 0, utilization = 0;  // of the pod's time
 };
 
 // A kernel's execution interval (for the trace and the report).
@@ -112,9 +131,17 @@ struct Profile {
   std::string target;
   std::string program;  // input name
   double clockHz = 0;
-  double peakFlops = 0, peakBytesPerSecond = 0;
-  uint64_t cycles = 0;
+  double peakFlops = 0, peakBytesPerSecond = 0;  // one chip's
+  uint64_t cycles = 0;                           // pods: the last chip's end
   double seconds = 0;
+  // Cycles of all chips together: op shares are of this, and the pod's op
+  // figures are per chip-second (against one chip's peaks).
+  uint64_t chipCycles = 0;
+  // Pods (podChips > 0): the topology, ICI traffic (bytes x hops) and links.
+  int podChips = 0;
+  std::string topology;
+  uint64_t iciBytes = 0;
+  std::vector<LinkFigures> links;
   // Honest counts: padded MXU work the chip did vs the model's FLOPs.
   double hwFlops = 0;
   double modelFlops = 0;
@@ -127,7 +154,7 @@ struct Profile {
   bool idealKnown = false;
   double idealSeconds = 0, idealComputeSeconds = 0, idealMemorySeconds = 0;
   Stalls stalls;
-  std::vector<OpFigures> ops;  // by cycles, largest first
+  std::vector<OpFigures> ops;  // by cycles, largest first (pods: summed over chips)
   std::vector<OpFigures> byKind, byOpName;
   std::vector<ChipFigures> chips;
   MemoryTimeline memory;
@@ -147,6 +174,14 @@ struct ProfileInputs {
 };
 Profile buildProfile(const ProfileInputs& in);
 
+// A pod's profile: every chip's op profile (ProfileInputs::report and exec
+// are ignored; the pod's chips give them), the ops summed over chips, the
+// per-chip summary (collective kernels, waits on other chips, remote DMAs)
+// and the links. The memory timeline and kernel spans are chip 0's.
+// `chips`, when given, receives each chip's own profile (for the trace).
+Profile buildPodProfile(const ProfileInputs& in, const sim::PodResult& pod,
+                        std::vector<Profile>* chips = nullptr);
+
 // Fills the ideal bound from the module as given (hlo-parse --stats' figures).
 void setIdealBound(Profile& p, const hlo::Module& original);
 
@@ -164,6 +199,11 @@ void addStatsJson(const Profile& p, std::string& statsJson);
 // bandwidth counter, VMEM in use and HBM live bytes counters to a trace the
 // simulator rendered.
 std::string augmentTrace(const Profile& p, const sim::ExecProfile& exec, std::string traceJson);
+
+// A pod's trace: one Perfetto process per chip (its simulator tracks plus
+// the profile's, from `chips` of buildPodProfile) and one process of ICI
+// links with a track per link that carried data.
+std::string podTrace(const std::vector<Profile>& chips, const sim::PodResult& pod);
 
 // `tpu-run --profile-diff A.json B.json`: per-op time differences between
 // two --profile=json outputs. Returns nullopt after reporting an error.

@@ -1,6 +1,7 @@
 // The op profile's invariants: every cycle attributed once (ops sum to the
 // run), padded MXU work equal to the simulator's, model FLOPs from the HLO,
-// kernels found from .llo comments and .tpu labels, and the renderings.
+// kernels found from .llo comments, kernel metadata and .tpu labels, pods,
+// and the renderings.
 #include "profile/profile.h"
 
 #include <gtest/gtest.h>
@@ -148,6 +149,61 @@ TEST(Profile, LabelsAloneGiveHloNames) {
   for (const KernelInfo& k : km.kernels) hlo.push_back(k.hlo);
   EXPECT_EQ(hlo, (std::vector<std::string>{"d", "zb", "r"}));
   ASSERT_EQ(km.bundleRegion.size(), f.program.bundles.size());
+}
+
+// A .tpu's kernel metadata (the assembler's Program::kernels): kind and
+// op_name without llo-gen's statistics or the .llo text.
+TEST(Profile, ProgramKernelMetadataGivesKindAndOpName) {
+  Fixture f = run(false);
+  ASSERT_EQ(f.program.kernels.size(), 3u);
+  KernelMap km = mapKernels(f.program, nullptr, "", nullptr);
+  std::set<std::string> seen;
+  for (const KernelInfo& k : km.kernels) seen.insert(k.hlo + ":" + k.kind + ":" + k.opName);
+  EXPECT_TRUE(seen.count("d:matmul:dense/MatMul"));
+  EXPECT_TRUE(seen.count("r:elementwise:dense/Relu"));
+}
+
+// Pods: ops summed over chips add up to all chips' cycles, one figure row per
+// chip, and the trace has one process per chip.
+TEST(Profile, PodSumsChipsAndTracesEachChip) {
+  Fixture f = run(true);
+  KernelMap km = mapKernels(f.program, &f.stats, "", f.module.get());
+  DiagnosticEngine diags;
+  auto topo = target::defaultTopology(f.target, 2, diags);
+  ASSERT_TRUE(topo);
+  sim::SimOptions opts;
+  opts.profile = true;
+  opts.trace = true;
+  opts.bundleRegion = km.bundleRegion;
+  std::vector<std::string> inputs;
+  for (uint32_t b : f.program.entries[0].args) inputs.emplace_back(f.program.buffers[b].sizeBytes(), '\0');
+  auto pod = sim::simulatePod(f.program, f.target, *topo, {inputs, inputs}, opts, diags);
+  ASSERT_TRUE(pod);
+  ProfileInputs in;
+  in.program = &f.program;
+  in.kernels = &km;
+  in.lowered = f.module.get();
+  in.name = "mlp";
+  std::vector<Profile> chips;
+  Profile p = buildPodProfile(in, *pod, &chips);
+  ASSERT_EQ(chips.size(), 2u);
+  ASSERT_EQ(p.chips.size(), 2u);
+  EXPECT_EQ(p.podChips, 2);
+  uint64_t opCycles = 0;
+  for (const OpFigures& op : p.ops) opCycles += op.cycles;
+  EXPECT_EQ(opCycles, pod->chips[0].report.cycles + pod->chips[1].report.cycles);
+  EXPECT_EQ(p.chipCycles, opCycles);
+  EXPECT_EQ(p.chips[1].chip, 1);
+  EXPECT_FALSE(p.chips[1].ops.empty());
+  auto trace = nlohmann::json::parse(podTrace(chips, *pod));
+  std::set<int> pids, kernelPids;
+  for (const auto& e : trace["traceEvents"]) {
+    pids.insert(e["pid"].get<int>());
+    if (e.value("cat", "") == "kernel") kernelPids.insert(e["pid"].get<int>());
+  }
+  EXPECT_EQ(kernelPids, (std::set<int>{1, 2}));
+  EXPECT_EQ(pids, (std::set<int>{1, 2}));  // no ICI traffic: no links process
+  EXPECT_NE(renderText(p).find("pod: 2 chips"), std::string::npos);
 }
 
 TEST(Profile, JsonDiffAndHtml) {

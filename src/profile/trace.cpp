@@ -86,4 +86,60 @@ std::string augmentTrace(const Profile& p, const sim::ExecProfile& exec, std::st
   return traceJson + out + tail;
 }
 
+std::string podTrace(const std::vector<Profile>& chips, const sim::PodResult& pod) {
+  const std::string head = "\"traceEvents\":[\n", tail = "\n]}\n";
+  std::string out;
+  for (size_t c = 0; c < pod.chips.size(); ++c) {
+    std::string t = pod.chips[c].traceJson;
+    if (c < chips.size()) t = augmentTrace(chips[c], pod.chips[c].profile, std::move(t));
+    size_t h = t.find(head);
+    if (h == std::string::npos || t.size() < tail.size() ||
+        t.compare(t.size() - tail.size(), tail.size(), tail) != 0)
+      continue;
+    // The simulator renders each chip as process 1: chip c becomes process
+    // c + 1. `"pid":1,` cannot occur inside a JSON string (its quotes would
+    // be escaped), so the replacement touches only the members.
+    std::string body = t.substr(h + head.size(), t.size() - tail.size() - h - head.size());
+    const std::string from = "\"pid\":1,", to = fmt::format("\"pid\":{},", c + 1);
+    std::string renamed;
+    renamed.reserve(body.size() + body.size() / 16);
+    size_t pos = 0;
+    for (size_t f; (f = body.find(from, pos)) != std::string::npos; pos = f + from.size())
+      renamed.append(body, pos, f - pos).append(to);
+    renamed.append(body, pos, std::string::npos);
+    if (out.empty())
+      out = t.substr(0, h + head.size()) + renamed;
+    else
+      out += ",\n" + renamed;
+    out += fmt::format(
+        ",\n{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}"
+        "}}}",
+        c + 1, c + 1);
+  }
+  if (out.empty()) return out;
+  // ICI links: one process, a track per link that carried data.
+  const size_t pid = pod.chips.size() + 1;
+  const double clockHz = chips.empty() ? 0 : chips.front().clockHz;
+  if (clockHz > 0 && !pod.links.empty()) {
+    out += fmt::format(
+        ",\n{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{}}}}}"
+        ",\n{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{}}"
+        "}}}",
+        pid, jsonQuote("ICI links (" + pod.topology + ")"), pid, pid);
+    for (const sim::IciLinkStats& l : pod.links)
+      out += fmt::format(
+          ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":{}}}}}"
+          ",\n{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"sort_index\":{"
+          "}}}}}",
+          pid, l.id + 1, jsonQuote("link " + l.name), pid, l.id + 1, l.id + 1);
+    for (const sim::IciTransferRecord& r : pod.transfers)
+      out += fmt::format(
+          ",\n{{\"name\":\"chip {} -> chip {}\",\"cat\":\"ici\",\"ph\":\"X\",\"pid\":{},\"tid\":{},"
+          "\"ts\":{:.6f},\"dur\":{:.6f},\"args\":{{\"bytes\":{}}}}}",
+          r.srcChip, r.dstChip, pid, r.link + 1, r.start / clockHz * 1e6, (r.end - r.start) / clockHz * 1e6,
+          r.bytes);
+  }
+  return out + tail;
+}
+
 }  // namespace tpu::profile

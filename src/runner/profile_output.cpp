@@ -15,16 +15,18 @@ bool deliverProfile(sim::RunOutput& out, const isa::Program& program, const prof
   in.lowered = lowered;
   in.original = original;
   in.name = request.inputName.empty() ? std::string("-") : request.inputName;
-  profile::Profile p = profile::buildProfile(in);
+  std::vector<profile::Profile> chips;
+  profile::Profile p = out.pod ? profile::buildPodProfile(in, *out.pod, &chips) : profile::buildProfile(in);
   if (original) profile::setIdealBound(p, *original);
   if (request.run.stats == "json")
     profile::addStatsJson(p, out.statsText);
   else if (!request.run.stats.empty())
     out.statsText += profile::renderStatsText(p);
-  if (!request.traceFile.empty() &&
-      !writeOutputFile(request.traceFile, profile::augmentTrace(p, out.profile, std::move(out.traceJson)),
-                       diags))
-    return false;
+  if (!request.traceFile.empty()) {
+    std::string trace = out.pod ? profile::podTrace(chips, *out.pod)
+                                : profile::augmentTrace(p, out.profile, std::move(out.traceJson));
+    if (!writeOutputFile(request.traceFile, trace, diags)) return false;
+  }
   if (!request.profile.empty()) {
     std::string text = request.profile == "json" ? profile::renderJson(p) : profile::renderText(p);
     if (!request.profileFile.empty()) {

@@ -48,6 +48,11 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   }
   codegen::CodegenOptions codegenOptions;
   codegenOptions.f32DotPrecision = request.f32DotPrecision;
+  // Pods: the program is compiled for the chips it runs on.
+  const auto [podReplicas, podPartitions] = codegen::podDevices(module, options.replicas, options.partitions);
+  codegenOptions.replicas = podReplicas;
+  codegenOptions.partitions = podPartitions;
+  codegenOptions.topology = request.simulator.run.topology;
   codegen::CodegenStats codegenStats;
   const hlo::Module& lowered = optimized ? *optimized : module;
   auto program = codegen::compileModule(lowered, target, codegenOptions, diags, &codegenStats);
@@ -56,20 +61,23 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
 
   auto args = prepareArguments(module, options, diags);
   if (!args) return failed;
-  // The compiled entry takes the array leaves of the parameters, row-major.
-  std::vector<std::string> inputs;
+  // The compiled entry takes the array leaves of the parameters, row-major
+  // (viewed, not copied: the simulator writes them straight into its pages).
+  std::vector<std::string_view> inputs;
   for (const hlo::Literal& arg : *args)
     for (const hlo::Literal* leaf : flattenLiteral(arg))
       inputs.emplace_back(reinterpret_cast<const char*>(leaf->data().data()), leaf->data().size());
   // Programs with rng instructions take the stream's state last, keyed by
   // the seed the interpreter uses (see --check below).
-  if (codegen::takesRngState(loaded.program, "main"))
-    inputs.push_back(codegen::initialRngState(options.seed.value_or(0)));
+  std::string rngState;
+  if (codegen::takesRngState(loaded.program, "main")) {
+    rngState = codegen::initialRngState(options.seed.value_or(0));
+    inputs.push_back(rngState);
+  }
 
   sim::RunRequest run = request.simulator.run;
   run.entry = "main";
-  run.chips = static_cast<int>((options.replicas > 0 ? options.replicas : module.config().replicaCount) *
-                               (options.partitions > 0 ? options.partitions : module.config().numPartitions));
+  run.chips = static_cast<int>(podReplicas * podPartitions);
   profile::KernelMap kernels;
   const bool profiling = request.simulator.wantsProfile();
   if (profiling) {
@@ -77,8 +85,9 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     run.profile = true;
     run.bundleRegion = kernels.bundleRegion;
   }
-  auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
+  auto out = sim::runLoadedProgramViews(loaded, inputs, run, diags);
   if (!out) return failed;
+  if (out->secondaryRank) return RunReport{};  // mpirun: rank 0 delivers everything
   std::string profileText;
   if (profiling &&
       !deliverProfile(*out, loaded.program, kernels, &lowered, &module, request.simulator, profileText, diags))
@@ -92,16 +101,22 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
                             resultShapes.size()));
     return failed;
   }
-  std::vector<hlo::Literal> results;
-  for (size_t i = 0; i < resultShapes.size(); ++i) {
-    hlo::Literal literal(resultShapes[i]);
-    if (literal.data().size() != out->results[i].size()) {
-      diags.error(fmt::format("result {} has {} bytes, expected {}", i, out->results[i].size(), literal.data().size()));
-      return failed;
+  // One chip's result bytes as literals of the module's result shapes.
+  auto literalsOf = [&](const std::vector<std::string>& bytes, std::vector<hlo::Literal>& out) {
+    for (size_t i = 0; i < resultShapes.size(); ++i) {
+      hlo::Literal literal(resultShapes[i]);
+      if (literal.data().size() != bytes[i].size()) {
+        diags.error(fmt::format("result {} has {} bytes, expected {}", i, bytes[i].size(), literal.data().size()));
+        return false;
+      }
+      std::memcpy(literal.mutableData().data(), bytes[i].data(), bytes[i].size());
+      out.push_back(std::move(literal));
     }
-    std::memcpy(literal.mutableData().data(), out->results[i].data(), out->results[i].size());
-    results.push_back(std::move(literal));
-  }
+    return true;
+  };
+  std::vector<hlo::Literal> results;
+  if (!literalsOf(out->results, results)) return failed;
+  const bool pod = run.chips > 1 && out->chipResults.size() == static_cast<size_t>(run.chips);
 
   std::string verdict;
   if (request.check) {
@@ -109,12 +124,18 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     eo.elidedConstantsAreErrors = options.elidedConstantsAreErrors;
     eo.maxSteps = options.maxSteps;
     eo.rngSeed = options.seed.value_or(0);
-    std::optional<hlo::Literal> reference = eval::evaluate(module, *args, eo, diags);
-    if (!reference) return failed;
-    std::vector<const hlo::Literal*> want = flattenLiteral(*reference);
-    if (want.size() != results.size()) {
-      diags.error("the interpreter and the compiled program disagree on the number of results");
-      return failed;
+    // Pods: every chip against the interpreter's device of the same index.
+    std::vector<hlo::Literal> references;
+    if (pod) {
+      eo.replicas = podReplicas;
+      eo.partitions = podPartitions;
+      auto all = eval::evaluateAllDevices(module, *args, eo, diags);
+      if (!all) return failed;
+      references = std::move(all->perDevice);
+    } else {
+      std::optional<hlo::Literal> reference = eval::evaluate(module, *args, eo, diags);
+      if (!reference) return failed;
+      references.push_back(std::move(*reference));
     }
     std::vector<double> tolerances = checkTolerances(module, request.f32DotPrecision);
     tolerances.resize(results.size(), kCheckToleranceFloor);
@@ -122,10 +143,29 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     for (size_t i = 0; i < results.size(); ++i) {
       atols.push_back(request.checkAtol.value_or(tolerances[i]));
       rtols.push_back(request.checkRtol.value_or(atols[i]));
-      if (auto diff = compareLiterals(results[i], *want[i], atols[i], rtols[i])) {
-        diags.error(fmt::format("--check: result {} of the compiled program differs from the interpreter's: {}", i,
-                                *diff));
+    }
+    for (size_t c = 0; c < references.size(); ++c) {
+      std::vector<hlo::Literal> chipResults;
+      if (c == 0) {
+        chipResults = results;
+      } else if (!literalsOf(out->chipResults[c], chipResults)) {
         return failed;
+      }
+      std::vector<const hlo::Literal*> want = flattenLiteral(references[c]);
+      if (want.size() != chipResults.size()) {
+        diags.error("the interpreter and the compiled program disagree on the number of results");
+        return failed;
+      }
+      const std::string who =
+          pod ? fmt::format(" on chip {} (replica {}, partition {})", c, static_cast<int64_t>(c) / podPartitions,
+                            static_cast<int64_t>(c) % podPartitions)
+              : "";
+      for (size_t i = 0; i < chipResults.size(); ++i) {
+        if (auto diff = compareLiterals(chipResults[i], *want[i], atols[i], rtols[i])) {
+          diags.error(fmt::format("--check: result {} of the compiled program{} differs from the interpreter's: {}",
+                                  i, who, *diff));
+          return failed;
+        }
       }
     }
     // One tolerance for all results reads as before; else one per result.
@@ -139,8 +179,9 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
       for (size_t i = 0; i < results.size(); ++i)
         tolText += fmt::format("{} {:g}/{:g}", i ? "," : "", atols[i], rtols[i]);
     }
-    verdict = fmt::format("check: {} {} the interpreter ({}; integers exact)", results.size(),
-                          results.size() == 1 ? "result matches" : "results match", tolText);
+    verdict = fmt::format("check: {} {} the interpreter{} ({}; integers exact)", results.size(),
+                          results.size() == 1 ? "result matches" : "results match",
+                          pod ? fmt::format(" on each of {} chips", run.chips) : "", tolText);
     if (request.jsonVerdict) {
       double atol = 0, rtol = 0;
       for (size_t i = 0; i < results.size(); ++i) atol = std::max(atol, atols[i]), rtol = std::max(rtol, rtols[i]);

@@ -59,10 +59,15 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
   if (seedRngState) parameterShapes.pop_back();
   auto args = prepareArgumentsForShapes(parameterShapes, options, diags);
   if (!args) return failed;
-  std::vector<std::string> inputs;
+  // Viewed, not copied: the simulator writes them straight into its pages.
+  std::vector<std::string_view> inputs;
   for (const hlo::Literal& arg : *args)
     inputs.emplace_back(reinterpret_cast<const char*>(arg.data().data()), arg.data().size());
-  if (seedRngState) inputs.push_back(codegen::initialRngState(options.seed.value_or(0)));
+  std::string rngState;
+  if (seedRngState) {
+    rngState = codegen::initialRngState(options.seed.value_or(0));
+    inputs.push_back(rngState);
+  }
 
   sim::RunRequest run = request.run;
   profile::KernelMap kernels;
@@ -71,10 +76,25 @@ RunReport runSimulator(const sim::LoadedProgram& loaded, const RunOptions& optio
     run.profile = true;
     run.bundleRegion = kernels.bundleRegion;
   }
-  // Machine programs do not record a chip count: --replicas x --partitions.
-  run.chips = static_cast<int>(std::max<int64_t>(1, options.replicas) * std::max<int64_t>(1, options.partitions));
-  auto out = sim::runLoadedProgram(loaded, inputs, run, diags);
+  // --replicas x --partitions; without them, what a program llo-gen
+  // compiled for a pod records (codegen::kPodDevicesBuffer), else one chip.
+  int64_t replicas = options.replicas, partitions = options.partitions;
+  if (replicas <= 0 && partitions <= 0) {
+    if (auto b = loaded.program.findBuffer(codegen::kPodDevicesBuffer)) {
+      const isa::Buffer& buf = loaded.program.buffers[*b];
+      if (buf.init >= 0 && static_cast<size_t>(buf.init) < loaded.program.data.size() &&
+          loaded.program.data[static_cast<size_t>(buf.init)].bytes.size() == 8) {
+        uint32_t words[2];
+        std::memcpy(words, loaded.program.data[static_cast<size_t>(buf.init)].bytes.data(), 8);
+        if (words[0] >= 1 && words[1] >= 1 && uint64_t{words[0]} * words[1] <= 4096)
+          replicas = words[0], partitions = words[1];
+      }
+    }
+  }
+  run.chips = static_cast<int>(std::max<int64_t>(1, replicas) * std::max<int64_t>(1, partitions));
+  auto out = sim::runLoadedProgramViews(loaded, inputs, run, diags);
   if (!out) return failed;
+  if (out->secondaryRank) return RunReport{};  // mpirun: rank 0 delivers everything
   std::string profileText;
   if (request.wantsProfile() &&
       !deliverProfile(*out, loaded.program, kernels, nullptr, nullptr, request, profileText, diags))

@@ -21,16 +21,127 @@ namespace tpu::sim {
 
 using isa::Opcode;
 
-Memory::~Memory() { std::free(data_); }
+Memory::Memory(Memory&& o) noexcept
+    : data_(o.data_), size_(o.size_), paged_(o.paged_), pages_(std::move(o.pages_)),
+      pagesAllocated_(o.pagesAllocated_), budget_(o.budget_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+  o.pages_.clear();
+  o.pagesAllocated_ = 0;
+}
 
-bool Memory::allocate(uint64_t size) {
+Memory::~Memory() { release(); }
+
+void Memory::release() {
   std::free(data_);
   data_ = nullptr;
+  for (uint8_t* p : pages_) std::free(p);
+  pages_.clear();
+  if (budget_) budget_->give(pagesAllocated_ * kPageBytes);
+  pagesAllocated_ = 0;
   size_ = 0;
+  paged_ = false;
+}
+
+bool Memory::allocate(uint64_t size) {
+  release();
   if (size == 0) return true;
   data_ = static_cast<uint8_t*>(std::calloc(size, 1));
   if (!data_) return false;
   size_ = size;
+  return true;
+}
+
+void Memory::allocatePaged(uint64_t size, HostMemoryBudget* budget) {
+  release();
+  paged_ = true;
+  size_ = size;
+  budget_ = budget;
+  pages_.assign((size + kPageBytes - 1) / kPageBytes, nullptr);
+}
+
+void Memory::read(uint64_t offset, void* dst, uint64_t n) const {
+  uint8_t* out = static_cast<uint8_t*>(dst);
+  if (!paged_) {
+    std::memmove(out, data_ + offset, n);
+    return;
+  }
+  while (n > 0) {
+    uint64_t in = offset % kPageBytes, len = std::min(n, kPageBytes - in);
+    const uint8_t* page = pages_[offset / kPageBytes];
+    if (page) std::memmove(out, page + in, len);
+    else std::memset(out, 0, len);
+    out += len, offset += len, n -= len;
+  }
+}
+
+bool Memory::writePage(uint64_t offset, const uint8_t* src, uint64_t n) {
+  uint8_t*& page = pages_[offset / kPageBytes];
+  uint64_t in = offset % kPageBytes;
+  if (!page) {
+    // Zeros into an untouched page leave it untouched.
+    if (!src) return true;
+    static const uint8_t kZeros[kPageBytes] = {};
+    if (std::memcmp(src, kZeros, n) == 0) return true;
+    if (budget_ && !budget_->take(kPageBytes)) return false;
+    page = static_cast<uint8_t*>(std::calloc(kPageBytes, 1));
+    if (!page) {
+      if (budget_) budget_->give(kPageBytes);
+      return false;
+    }
+    ++pagesAllocated_;
+  }
+  if (src) std::memmove(page + in, src, n);
+  else std::memset(page + in, 0, n);
+  return true;
+}
+
+bool Memory::write(uint64_t offset, const void* src, uint64_t n) {
+  const uint8_t* from = static_cast<const uint8_t*>(src);
+  if (!paged_) {
+    std::memmove(data_ + offset, from, n);
+    return true;
+  }
+  while (n > 0) {
+    uint64_t len = std::min(n, kPageBytes - offset % kPageBytes);
+    if (!writePage(offset, from, len)) return false;
+    from += len, offset += len, n -= len;
+  }
+  return true;
+}
+
+bool Memory::copy(Memory& dst, uint64_t dstOffset, const Memory& src, uint64_t srcOffset, uint64_t n) {
+  if (!dst.paged_ && !src.paged_) {
+    std::memmove(dst.data_ + dstOffset, src.data_ + srcOffset, n);
+    return true;
+  }
+  if (!src.paged_) return dst.write(dstOffset, src.data_ + srcOffset, n);
+  if (!dst.paged_) {
+    src.read(srcOffset, dst.data_ + dstOffset, n);
+    return true;
+  }
+  // Paged to paged, one piece per (source page, destination page) pair;
+  // backwards when a move within one memory would overwrite its own source.
+  auto piece = [&](uint64_t at, uint64_t len) {
+    const uint8_t* page = src.pages_[(srcOffset + at) / kPageBytes];
+    return dst.writePage(dstOffset + at, page ? page + (srcOffset + at) % kPageBytes : nullptr, len);
+  };
+  if (&dst == &src && dstOffset > srcOffset && dstOffset < srcOffset + n) {
+    uint64_t end = n;
+    while (end > 0) {
+      uint64_t s = (srcOffset + end - 1) % kPageBytes + 1, d = (dstOffset + end - 1) % kPageBytes + 1;
+      uint64_t len = std::min({end, s, d});
+      if (!piece(end - len, len)) return false;
+      end -= len;
+    }
+    return true;
+  }
+  for (uint64_t at = 0; at < n;) {
+    uint64_t len = std::min({n - at, kPageBytes - (srcOffset + at) % kPageBytes,
+                             kPageBytes - (dstOffset + at) % kPageBytes});
+    if (!piece(at, len)) return false;
+    at += len;
+  }
   return true;
 }
 
@@ -253,9 +364,15 @@ Machine::Machine(const isa::Program& program, const target::TargetDesc& target, 
   pool_ = std::make_unique<MxuPool>(usesMxu ? std::max(0, hostThreads - 1) : 0);
 }
 
-Machine::~Machine() = default;
 
-std::string Machine::load(const isa::Entry& entry, const std::vector<std::string>& inputs) {
+std::string Machine::hostMemoryMessage() const {
+  if (!budget_) return "cannot allocate host memory for the simulated HBM";
+  return fmt::format("out of host memory: the simulated chips' HBM and VMEM would need more than {} bytes of this "
+                     "host's memory ({}); run fewer chips per process (mpirun, see tpu-run(1))",
+                     budget_->limit, budget_->limitSource.empty() ? "the limit" : budget_->limitSource);
+}
+
+std::string Machine::load(const isa::Entry& entry, const std::vector<std::string_view>& inputs) {
   if (inputs.size() != entry.args.size())
     return fmt::format("entry '{}' takes {} argument{}, {} given", entry.name, entry.args.size(),
                        entry.args.size() == 1 ? "" : "s", inputs.size());
@@ -267,17 +384,20 @@ std::string Machine::load(const isa::Entry& entry, const std::vector<std::string
                        target_.memory.hbmBytes);
   if (!vmem_.allocate(target_.memory.vmemBytes) || !smem_.allocate(target_.memory.smemBytes))
     return "cannot allocate host memory for VMEM/SMEM";
+  if (budget_ && !budget_->take(smem_.size())) return hostMemoryMessage();
+  chargedSmem_ = smem_.size();
   hbm_.clear();
   hbm_.resize(program_.buffers.size());
   for (size_t i = 0; i < program_.buffers.size(); ++i) {
     const isa::Buffer& b = program_.buffers[i];
     const std::string* init = b.init >= 0 ? &program_.data[b.init].bytes : nullptr;
     if (b.space == isa::MemSpace::Hbm) {
-      if (!hbm_[i].allocate(b.sizeBytes()))
-        return fmt::format("cannot allocate {} bytes of host memory for HBM buffer '{}'", b.sizeBytes(), b.name);
-      if (init) std::memcpy(hbm_[i].data(), init->data(), init->size());
+      hbm_[i].allocatePaged(b.sizeBytes(), budget_);
+      if (init && !hbm_[i].write(0, init->data(), std::min<uint64_t>(init->size(), b.sizeBytes())))
+        return hostMemoryMessage();
     } else if (init) {
       Memory& m = b.space == isa::MemSpace::Vmem ? vmem_ : smem_;
+      if (b.space == isa::MemSpace::Vmem && !touchVmem(b.address + init->size())) return hostMemoryMessage();
       std::memcpy(m.data() + b.address, init->data(), init->size());
     }
   }
@@ -286,16 +406,28 @@ std::string Machine::load(const isa::Entry& entry, const std::vector<std::string
     if (inputs[k].size() != b.sizeBytes())
       return fmt::format("argument {} ('{}', {}[{}]) needs {} bytes, got {}", k, b.name, isa::dtypeName(b.dtype),
                          fmt::join(b.shape, ","), b.sizeBytes(), inputs[k].size());
-    if (!inputs[k].empty()) std::memcpy(hbm_[entry.args[k]].data(), inputs[k].data(), inputs[k].size());
+    if (!inputs[k].empty() && !hbm_[entry.args[k]].write(0, inputs[k].data(), inputs[k].size()))
+      return hostMemoryMessage();
   }
   return {};
+}
+
+bool Machine::touchVmem(uint64_t end) {
+  if (end <= vmemCharged_) return true;
+  // Charged in whole pages: the host maps calloc'd memory page by page.
+  uint64_t to = std::min<uint64_t>(vmem_.size(), (end + Memory::kPageBytes - 1) / Memory::kPageBytes * Memory::kPageBytes);
+  if (budget_ && to > vmemCharged_ && !budget_->take(to - vmemCharged_)) return false;
+  vmemCharged_ = std::max(vmemCharged_, to);
+  return true;
 }
 
 std::vector<std::string> Machine::results(const isa::Entry& entry) const {
   std::vector<std::string> out;
   for (uint32_t r : entry.results) {
     const Memory& m = hbm_[r];
-    out.emplace_back(reinterpret_cast<const char*>(m.data()), m.size());
+    std::string bytes(m.size(), '\0');
+    m.read(0, bytes.data(), m.size());
+    out.push_back(std::move(bytes));
   }
   return out;
 }
@@ -343,6 +475,7 @@ bool Machine::vmemRange(const DecodedOp& op, int64_t stride, uint32_t rowBytes, 
     if (a % align != 0)
       return failf(fmt::format("{}: VMEM address {} (0x{:x}, sublane {}) is not {}-byte aligned", op.desc->mnemonic,
                                a, a, i, align));
+    if (!touchVmem(static_cast<uint64_t>(a) + rowBytes)) return failf(hostMemoryMessage());
   }
   return true;
 }
@@ -1060,6 +1193,7 @@ bool Machine::dmaRange(const DecodedOp& op, const MemRef& ref, const isa::DmaDes
   if (lo < 0 || static_cast<uint64_t>(hi) > mem->size())
     return failf(fmt::format("{}: {} range [{}, {}) (descriptor '{}') is outside {} ({} bytes)", op.desc->mnemonic,
                              isDst ? "destination" : "source", lo, hi, d.name, name, mem->size()));
+  if (mem == &vmem_ && !touchVmem(static_cast<uint64_t>(hi))) return failf(hostMemoryMessage());
   return true;
 }
 
@@ -1103,7 +1237,12 @@ Memory* Machine::memory(isa::MemSpace space, uint32_t buffer) {
   return space == isa::MemSpace::Vmem ? &vmem_ : &smem_;
 }
 
-void Machine::completeDma(const DmaTransfer& t) {
+namespace {
+
+// Calls fn(srcOffset, dstOffset) for every chunk of `t` in descriptor order
+// until it returns false.
+template <class Fn>
+bool forEachChunk(const DmaTransfer& t, Fn fn) {
   const isa::DmaDescriptor& d = *t.desc;
   size_t nd = d.dims.size();
   uint64_t chunks = 1;
@@ -1111,7 +1250,7 @@ void Machine::completeDma(const DmaTransfer& t) {
   std::vector<uint32_t> idx(nd, 0);
   int64_t so = t.srcOffset, dof = t.dstOffset;
   for (uint64_t c = 0; c < chunks; ++c) {
-    std::memmove(t.dst->data() + dof, t.src->data() + so, d.chunkBytes);
+    if (!fn(static_cast<uint64_t>(so), static_cast<uint64_t>(dof))) return false;
     for (size_t k = nd; k-- > 0;) {  // odometer, innermost dimension last
       if (++idx[k] < d.dims[k].count) {
         so += d.dims[k].srcStride;
@@ -1123,8 +1262,45 @@ void Machine::completeDma(const DmaTransfer& t) {
       idx[k] = 0;
     }
   }
+  return true;
+}
+
+}  // namespace
+
+bool Machine::completeDma(const DmaTransfer& t) {
+  const uint64_t chunk = t.desc->chunkBytes;
+  if (!forEachChunk(t, [&](uint64_t so, uint64_t dof) { return Memory::copy(*t.dst, dof, *t.src, so, chunk); }))
+    return failf(hostMemoryMessage());
   if (t.sem >= 0) sems_[t.sem] += 1;
   if (t.sem2 >= 0) sems_[t.sem2] += 1;
+  return true;
+}
+
+void Machine::gatherDma(const DmaTransfer& t, std::string& bytes) const {
+  const uint64_t chunk = t.desc->chunkBytes;
+  bytes.resize(t.bytes);
+  uint64_t at = 0;
+  forEachChunk(t, [&](uint64_t so, uint64_t) {
+    t.src->read(so, bytes.data() + at, chunk);
+    at += chunk;
+    return true;
+  });
+}
+
+bool Machine::scatterDma(const DmaTransfer& t, std::string_view bytes) {
+  const uint64_t chunk = t.desc->chunkBytes;
+  if (bytes.size() != t.bytes) return failf(fmt::format("a remote DMA delivered {} bytes, not {}", bytes.size(), t.bytes));
+  uint64_t at = 0;
+  bool ok = forEachChunk(t, [&](uint64_t, uint64_t dof) {
+    bool written = t.dst->write(dof, bytes.data() + at, chunk);
+    at += chunk;
+    return written;
+  });
+  return ok ? true : failf(hostMemoryMessage());
+}
+
+Machine::~Machine() {
+  if (budget_) budget_->give(vmemCharged_ + chargedSmem_);
 }
 
 }  // namespace tpu::sim

@@ -17,10 +17,12 @@
 //    ..., 1 (lanes) or w = 4, 2, 1 (sublanes); the result is broadcast.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "isa/program.h"
@@ -33,25 +35,64 @@ struct alignas(64) VReg {
   uint32_t w[kVregWords];
 };
 
-// Zero-initialised bytes (calloc: untouched pages cost no host memory).
+// Host memory that the simulated memories of every chip in this process may
+// take: HBM pages as they are first written, VMEM up to the highest byte
+// touched. A run that would pass `limit` stops with a fault naming it
+// instead of being killed by the kernel's OOM killer.
+struct HostMemoryBudget {
+  uint64_t limit = 0;  // bytes; 0 = no limit
+  uint64_t used = 0;
+  uint64_t peak = 0;
+  std::string limitSource;  // how the limit was chosen, for the message
+  // Takes `bytes` more; false (nothing taken) if that would pass the limit.
+  bool take(uint64_t bytes) {
+    if (limit && used + bytes > limit) return false;
+    used += bytes;
+    peak = std::max(peak, used);
+    return true;
+  }
+  void give(uint64_t bytes) { used -= std::min(used, bytes); }
+};
+
+// Simulated memory. Contiguous (VMEM, SMEM: calloc, untouched pages cost
+// no host memory) or paged (HBM: 64 KiB pages allocated on first write of
+// non-zero bytes; untouched pages read as zeros), so a chip costs host
+// memory only for the HBM its program and inputs touch.
 class Memory {
  public:
+  static constexpr uint64_t kPageBytes = 64 * 1024;
   Memory() = default;
   Memory(const Memory&) = delete;
   Memory& operator=(const Memory&) = delete;
-  Memory(Memory&& o) noexcept : data_(o.data_), size_(o.size_) {
-    o.data_ = nullptr;
-    o.size_ = 0;
-  }
+  Memory(Memory&& o) noexcept;
   ~Memory();
+  // Contiguous, zeroed.
   bool allocate(uint64_t size);
+  // Paged, all zero; pages are charged to `budget` (may be null).
+  void allocatePaged(uint64_t size, HostMemoryBudget* budget);
+  bool paged() const { return paged_; }
+  // Contiguous memories only.
   uint8_t* data() { return data_; }
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
+  // Bytes [offset, offset + n) (in range).
+  void read(uint64_t offset, void* dst, uint64_t n) const;
+  // False if a page could not be allocated (the budget's limit or the host).
+  bool write(uint64_t offset, const void* src, uint64_t n);
+  // memmove between (or within) memories; false as write().
+  static bool copy(Memory& dst, uint64_t dstOffset, const Memory& src, uint64_t srcOffset, uint64_t n);
+  uint64_t pagesAllocated() const { return pagesAllocated_; }
 
  private:
+  // Writes within one page (src null: zeros).
+  bool writePage(uint64_t offset, const uint8_t* src, uint64_t n);
+  void release();
   uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  bool paged_ = false;
+  std::vector<uint8_t*> pages_;  // null: all zero
+  uint64_t pagesAllocated_ = 0;
+  HostMemoryBudget* budget_ = nullptr;
 };
 
 // A DMA captured at issue (addresses resolved and bounds-checked), applied
@@ -81,7 +122,10 @@ class Machine {
 
   // Allocates memories and loads initial data and the entry's arguments.
   // Returns an error message, or "".
-  std::string load(const isa::Entry& entry, const std::vector<std::string>& inputs);
+  std::string load(const isa::Entry& entry, const std::vector<std::string_view>& inputs);
+  // Host memory taken by this machine's memories is charged to `budget`
+  // (set before load; may be null).
+  void setHostBudget(HostMemoryBudget* budget) { budget_ = budget; }
   std::vector<std::string> results(const isa::Entry& entry) const;
 
   // Executes one op. Returns false on a fault (see fault()). Branches set
@@ -94,8 +138,15 @@ class Machine {
   void commit(const DecodedBundle& b) { copyRegisters(b.commits); }
   // Resolves and checks a DMA op (does not move data).
   bool prepareDma(const DecodedOp& op, DmaTransfer& out);
-  // Moves the data of a completed DMA and signals its semaphore(s).
-  void completeDma(const DmaTransfer& t);
+  // Moves the data of a completed DMA and signals its semaphore(s). False
+  // (see fault()) when the host memory budget runs out.
+  bool completeDma(const DmaTransfer& t);
+  // The two halves of completeDma when source and destination chips live in
+  // different processes (mpirun): the source's bytes in descriptor order,
+  // and writing them at the destination (false as completeDma). Neither
+  // signals a semaphore.
+  void gatherDma(const DmaTransfer& t, std::string& bytes) const;
+  bool scatterDma(const DmaTransfer& t, std::string_view bytes);
 
   // Semaphore an op names (checked); -1 after a fault.
   int semIndex(const DecodedOp& op, const SemRef& ref);
@@ -124,6 +175,9 @@ class Machine {
   struct XposeUnit;
 
   bool failf(std::string message);
+  // VMEM bytes [0, end) may now be touched: charged to the budget.
+  bool touchVmem(uint64_t end);
+  std::string hostMemoryMessage() const;
   uint32_t srcScalar(const Src& s) const { return s.form == Src::Imm ? s.imm : sregs_[s.reg]; }
   // Pointer to the words of a vector source (broadcasting a scalar register
   // into the scratch vreg when needed).
@@ -164,6 +218,8 @@ class Machine {
   std::vector<std::unique_ptr<XposeUnit>> xposes_;
   std::string fault_;
   int chip_ = 0, chips_ = 1;
+  HostMemoryBudget* budget_ = nullptr;
+  uint64_t vmemCharged_ = 0, chargedSmem_ = 0;
   // Declared last: destroyed (threads joined) before the FIFOs it writes.
   std::unique_ptr<class MxuPool> pool_;
 };

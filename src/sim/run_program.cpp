@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
 #include "isa/encoding.h"
+#include "sim/transport.h"
 #include "support/file_kind.h"
 #if TPU_SIM_HAVE_LLO
 #include "llo/text.h"
@@ -91,8 +97,40 @@ std::optional<EntrySignature> entrySignature(const isa::Program& p, const std::s
   return sig;
 }
 
+std::optional<uint64_t> parseByteSize(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
+    ++digits;
+  if (digits == 0 || digits > 30) return std::nullopt;
+  std::string number(text.substr(0, digits));
+  if (std::count(number.begin(), number.end(), '.') > 1 || number.front() == '.' || number.back() == '.')
+    return std::nullopt;
+  std::string_view unit = text.substr(digits);
+  double scale = 1;
+  if (!unit.empty()) {
+    static constexpr std::string_view kUnits = "KMGT";
+    size_t k = kUnits.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit.front()))));
+    if (k == std::string_view::npos) {
+      if (unit != "B") return std::nullopt;
+    } else {
+      scale = std::ldexp(1.0, 10 * static_cast<int>(k + 1));
+      unit.remove_prefix(1);
+      if (!unit.empty() && unit != "B" && unit != "iB") return std::nullopt;
+    }
+  }
+  double bytes = std::strtod(number.c_str(), nullptr) * scale;
+  if (!(bytes >= 1) || bytes >= std::ldexp(1.0, 63)) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags) {
+  return runLoadedProgramViews(loaded, std::vector<std::string_view>(inputs.begin(), inputs.end()), request, diags);
+}
+
+std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
+                                               const std::vector<std::string_view>& inputs, const RunRequest& request,
+                                               DiagnosticEngine& diags) {
   SimOptions opts;
   opts.entry = request.entry;
   opts.maxCycles = request.maxCycles;
@@ -100,25 +138,39 @@ std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std
   opts.bundleLocations = loaded.bundleLocations;
   opts.profile = request.profile;
   opts.bundleRegion = request.bundleRegion;
+  opts.hostMemoryLimit = request.hostMemoryLimit;
+  opts.transport = request.transport;
   if (request.chips > 1 || !request.topology.empty()) {
     auto topo = request.topology.empty()
                     ? target::defaultTopology(loaded.target, request.chips, diags)
                     : target::parseTopology(request.topology, loaded.target, request.chips > 1 ? request.chips : 0, diags);
     if (!topo) return std::nullopt;
-    std::vector<std::vector<std::string>> all(static_cast<size_t>(topo->chips()), inputs);
-    auto pod = simulatePod(loaded.program, loaded.target, *topo, all, opts, diags);
+    // Every chip reads the same bytes (no copy per chip).
+    std::vector<std::vector<std::string_view>> all(static_cast<size_t>(topo->chips()), inputs);
+    auto pod = simulatePodViews(loaded.program, loaded.target, *topo, all, opts, diags);
     if (!pod) return std::nullopt;
     RunOutput out;
+    if (pod->secondaryRank) {
+      out.secondaryRank = true;
+      return out;
+    }
     out.results = pod->chips.front().results;
-    out.traceJson = std::move(pod->chips.front().traceJson);
+    out.traceJson = pod->chips.front().traceJson;
     out.report = pod->chips.front().report;
-    out.profile = std::move(pod->chips.front().profile);
+    out.profile = pod->chips.front().profile;
     for (SimResult& c : pod->chips) out.chipResults.push_back(std::move(c.results));
     if (request.stats == "json") out.statsText = renderPodJson(*pod, loaded.target.clockHz);
     else if (!request.stats.empty()) out.statsText = renderPodText(*pod, loaded.target.clockHz);
+    out.pod = std::move(*pod);
     return out;
   }
-  auto r = simulate(loaded.program, loaded.target, inputs, opts, diags);
+  if (request.transport && request.transport->rank() != 0) {
+    // One chip under mpirun: rank 0 runs it alone.
+    RunOutput out;
+    out.secondaryRank = true;
+    return out;
+  }
+  auto r = simulateViews(loaded.program, loaded.target, inputs, opts, diags);
   if (!r) return std::nullopt;
   RunOutput out;
   out.results = std::move(r->results);

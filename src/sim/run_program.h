@@ -63,6 +63,8 @@ struct RunRequest {
   // chip 0's) and --topology ("" = the target's most square slice).
   int chips = 1;
   std::string topology;
+  uint64_t hostMemoryLimit = 0;  // --host-memory (0: MemAvailable), SimOptions::hostMemoryLimit
+  Transport* transport = nullptr;  // under mpirun (SimOptions::transport)
 };
 struct RunOutput {
   std::vector<std::string> results;  // bytes per entry result
@@ -71,8 +73,23 @@ struct RunOutput {
   SimReport report;                                   // chip 0's
   ExecProfile profile;                                // when RunRequest::profile (chip 0's)
   std::vector<std::vector<std::string>> chipResults;  // pods: every chip's results
+  // mpirun: this process is not rank 0; rank 0 has the results and
+  // statistics and writes them, this one writes nothing.
+  bool secondaryRank = false;
+  // Pods: every chip's report, profile and trace, the links and their
+  // transfers, for tpu-run's per-chip profile (each chip's results are in
+  // chipResults instead).
+  std::optional<PodResult> pod;
 };
+// "4096", "512M", "8G", "1.5GiB", "64KiB" (K/M/G/T are powers of 1024, with
+// or without "iB"/"B") in bytes; nullopt if malformed, zero or past 2^63.
+std::optional<uint64_t> parseByteSize(std::string_view text);
+
 std::optional<RunOutput> runLoadedProgram(const LoadedProgram& loaded, const std::vector<std::string>& inputs,
                                           const RunRequest& request, DiagnosticEngine& diags);
+// The same over views of the inputs (read straight into the simulated HBM).
+std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
+                                               const std::vector<std::string_view>& inputs, const RunRequest& request,
+                                               DiagnosticEngine& diags);
 
 }  // namespace tpu::sim

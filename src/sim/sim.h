@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "isa/program.h"
@@ -19,6 +20,8 @@
 #include "target/topology.h"
 
 namespace tpu::sim {
+
+class Transport;  // sim/transport.h
 
 struct SimOptions {
   // Entry to run; empty: the program's first entry.
@@ -40,7 +43,19 @@ struct SimOptions {
   // belongs to; spans are recorded when it is not empty.
   bool profile = false;
   std::vector<uint32_t> bundleRegion;
+  // Host memory the simulated memories of all chips may take (HBM pages as
+  // first written, VMEM up to its highest touched byte); past it the run
+  // stops with an error instead of meeting the kernel's OOM killer.
+  // 0: MemAvailable from /proc/meminfo at the start of the run.
+  uint64_t hostMemoryLimit = 0;
+  // Pods under mpirun: the chips are spread over the transport's ranks
+  // (contiguous blocks, chip c on rank c x ranks / chips); results and
+  // cycle counts are those of the one-process run. Null: one process.
+  Transport* transport = nullptr;
 };
+
+// MemAvailable from /proc/meminfo in bytes (0 if unknown).
+uint64_t availableHostMemory();
 
 // Why issue was delayed (stall cycles are attributed to the longest wait).
 enum class StallReason : uint8_t {
@@ -139,6 +154,11 @@ struct SimResult {
 std::optional<SimResult> simulate(const isa::Program& program, const target::TargetDesc& target,
                                   const std::vector<std::string>& inputs, const SimOptions& options,
                                   DiagnosticEngine& diags);
+// The same without copies of the inputs (they are read straight into the
+// simulated HBM's pages; all-zero pages are never allocated).
+std::optional<SimResult> simulateViews(const isa::Program& program, const target::TargetDesc& target,
+                                       const std::vector<std::string_view>& inputs, const SimOptions& options,
+                                  DiagnosticEngine& diags);
 
 // A pod: one simulated chip per position of `topology`, all running the
 // same program (SPMD; sid.chip tells them apart), joined by ICI links.
@@ -150,6 +170,7 @@ std::optional<SimResult> simulate(const isa::Program& program, const target::Tar
 // ici.bytes_per_second_per_link, so transfers that share a link queue, and
 // every hop adds ici.hop_latency_ns.
 struct IciLinkStats {
+  int id = 0;        // the topology's link index
   std::string name;  // "chip 0 (0,0) +y -> chip 1 (0,1)"
   uint64_t bytes = 0;
   uint64_t transfers = 0;
@@ -160,6 +181,14 @@ struct ChipPodStats {
   uint64_t iciBytesSent = 0;
   uint64_t waitCycles = 0;  // cycles stalled on semaphores and barrier.pod (exposed communication)
 };
+// One transfer's occupancy of one link (recorded when SimOptions::profile
+// or SimOptions::trace): tpu-run's trace draws a track per link from these.
+struct IciTransferRecord {
+  int link = 0;               // IciLinkStats::id
+  int srcChip = 0, dstChip = 0;
+  double start = 0, end = 0;  // cycles the link carried it
+  uint64_t bytes = 0;
+};
 struct PodResult {
   std::vector<SimResult> chips;
   std::vector<ChipPodStats> chipStats;
@@ -167,12 +196,21 @@ struct PodResult {
   uint64_t cycles = 0;              // the last chip's end
   uint64_t iciBytes = 0;
   std::string topology;             // "2x4 torus (wraparound: none)"
+  // mpirun: this process is not rank 0, which holds every chip's results
+  // and statistics (this one's are empty).
+  bool secondaryRank = false;
+  std::vector<IciTransferRecord> transfers;  // in send order, per link hop
+  uint64_t transfersDropped = 0;             // past the record limit
 };
 // `inputs[c]`: chip c's entry arguments. Faults and deadlocks name the chip.
 std::optional<PodResult> simulatePod(const isa::Program& program, const target::TargetDesc& target,
                                      const target::Topology& topology,
                                      const std::vector<std::vector<std::string>>& inputs, const SimOptions& options,
                                      DiagnosticEngine& diags);
+std::optional<PodResult> simulatePodViews(const isa::Program& program, const target::TargetDesc& target,
+                                          const target::Topology& topology,
+                                          const std::vector<std::vector<std::string_view>>& inputs,
+                                     const SimOptions& options, DiagnosticEngine& diags);
 std::string renderPodText(const PodResult& pod, double clockHz);
 std::string renderPodJson(const PodResult& pod, double clockHz);
 

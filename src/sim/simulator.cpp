@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
 #include <map>
 #include <unordered_map>
 
@@ -15,6 +18,7 @@
 #include "sim/sim.h"
 #include "sim/timing.h"
 #include "sim/trace.h"
+#include "sim/transport.h"
 
 namespace tpu::sim {
 
@@ -23,6 +27,82 @@ namespace {
 using isa::Opcode;
 
 class Pod;
+
+// The messages between the ranks of a pod under mpirun (same binary, same
+// host byte order: raw values).
+class Writer {
+ public:
+  template <class T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void putString(std::string_view s) {
+    put<uint64_t>(s.size());
+    out.append(s);
+  }
+  std::string out;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <class T>
+  T get() {
+    T v{};
+    if (at_ + sizeof v <= in_.size()) std::memcpy(&v, in_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  std::string getString() {
+    uint64_t n = get<uint64_t>();
+    std::string s(in_.substr(std::min<size_t>(at_, in_.size()), n));
+    at_ += n;
+    return s;
+  }
+  bool done() const { return at_ >= in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t at_ = 0;
+};
+
+void putTransfer(Writer& w, const isa::Program& program, const DmaTransfer& t) {
+  w.put(t.bundle);
+  w.put(t.opcode);
+  w.put(static_cast<uint32_t>(t.desc - program.dmaDescriptors.data()));
+  w.put(t.dstOffset);
+  w.put(t.srcOffset);
+  w.put(t.sem);
+  w.put(t.sem2);
+  w.put(t.remoteChip);
+  w.put(t.dstSpace);
+  w.put(t.dstBuffer);
+  w.put(t.bytes);
+  w.put(t.hbmRead);
+  w.put(t.hbmWritten);
+}
+
+// A transfer of a chip another rank simulates: no memory pointers (only the
+// source's rank reads its source; the destination's resolves its own).
+DmaTransfer getTransfer(Reader& r, const isa::Program& program) {
+  DmaTransfer t;
+  t.bundle = r.get<uint32_t>();
+  t.opcode = r.get<isa::Opcode>();
+  uint32_t desc = r.get<uint32_t>();
+  t.desc = desc < program.dmaDescriptors.size() ? &program.dmaDescriptors[desc] : nullptr;
+  t.dstOffset = r.get<int64_t>();
+  t.srcOffset = r.get<int64_t>();
+  t.sem = r.get<int>();
+  t.sem2 = r.get<int>();
+  t.remoteChip = r.get<int>();
+  t.dstSpace = r.get<isa::MemSpace>();
+  t.dstBuffer = r.get<uint32_t>();
+  t.bytes = r.get<uint64_t>();
+  t.hbmRead = r.get<uint64_t>();
+  t.hbmWritten = r.get<uint64_t>();
+  return t;
+}
 
 // One chip: the functional machine, its timing, its DMAs. step() tries to
 // issue the bundle at pc; when a wait cannot be met before something another
@@ -36,7 +116,8 @@ class ChipRunner {
              const DecodedProgram& decoded, int chip, Pod* pod)
       : program_(p), target_(t), options_(o), diags_(d), decoded_(decoded), chip_(chip), pod_(pod) {}
 
-  bool start(const isa::Entry& entry, const std::vector<std::string>& inputs, int chips);
+  bool start(const isa::Entry& entry, const std::vector<std::string_view>& inputs, int chips,
+             HostMemoryBudget* budget);
   Step step();
   // When the chip may try again (+inf: only an event elsewhere can help).
   double resumeAt() const { return resumeAt_; }
@@ -52,6 +133,30 @@ class ChipRunner {
   }
   const std::string& waitingOn() const { return waitingOn_; }
   uint32_t pc() const { return pc_; }
+  // mpirun: what every rank knows of a chip that one rank simulates (the
+  // scheduling state the pod's loop and events read).
+  void saveSchedule(Writer& w) const {
+    w.put(resumeAt_);
+    w.put<uint8_t>(halted_);
+    w.put(waitingSince_);
+    w.put(pc_);
+    w.putString(waitingOn_);
+    w.put<uint8_t>(atBarrier_);
+    w.put(barrierPassAt_);
+    w.put(remoteOutstanding_);
+  }
+  void loadSchedule(Reader& r) {
+    resumeAt_ = r.get<double>();
+    halted_ = r.get<uint8_t>() != 0;
+    waitingSince_ = r.get<uint64_t>();
+    pc_ = r.get<uint32_t>();
+    waitingOn_ = r.getString();
+    atBarrier_ = r.get<uint8_t>() != 0;
+    barrierPassAt_ = r.get<uint64_t>();
+    remoteOutstanding_ = r.get<int64_t>();
+  }
+  // A chip simulated by another rank: only its schedule, from the entry.
+  void startShadow(const isa::Entry& entry) { pc_ = entry.start; }
   Machine& machine() { return *machine_; }
   void remoteDone() { --remoteOutstanding_; }
   SimResult finish(const isa::Entry& entry);
@@ -62,7 +167,7 @@ class ChipRunner {
 
  private:
   void fault(uint32_t bundle) { fault(bundle, machine_->fault()); }
-  void landDmas();
+  bool landDmas();
   enum class Wait { Met, Yield, Fault };
   // Advances local DMAs until `cond` holds, moving `at` to the events'
   // cycles, as long as no pod event comes first.
@@ -116,10 +221,39 @@ class Pod {
     hopCycles_ = t.ici.hopLatencyNs * 1e-9 * t.clockHz;
   }
   std::vector<std::unique_ptr<ChipRunner>> chips;
+  bool record = false;  // keep IciTransferRecords (profile, trace)
+  static constexpr size_t kTransferRecordLimit = 2'000'000;
+  std::vector<IciTransferRecord> transfers;
+  uint64_t transfersDropped = 0;
+
+  // mpirun: chip c is simulated by rank owner[c]; this process is `rank`.
+  void distribute(Transport* transport, const isa::Program* program, std::vector<int> owner) {
+    transport_ = transport;
+    program_ = program;
+    owner_ = std::move(owner);
+    rank_ = transport->rank();
+  }
+  bool distributed() const { return transport_ != nullptr; }
+  int owner(int chip) const { return transport_ ? owner_[chip] : 0; }
+  bool mine(int chip) const { return !transport_ || owner_[chip] == rank_; }
+  Transport* transport() const { return transport_; }
+  // While set, send() and arrive() are recorded for the other ranks.
+  Writer* journal = nullptr;
+  // The chips at both ends of the earliest pending transfer.
+  std::pair<int, int> nextEnds() const {
+    const Pending& p = pending_.begin()->second;
+    return {p.src, p.t.remoteChip};
+  }
 
   // Earliest pending ICI arrival (+inf if none).
   double nextEventTime() const { return pending_.empty() ? INFINITY : pending_.begin()->first.first; }
   void send(int src, uint64_t at, const DmaTransfer& t) {
+    if (journal) {
+      journal->put('T');
+      journal->put<int32_t>(src);
+      journal->put(at);
+      putTransfer(*journal, *program_, t);
+    }
     std::vector<int> path = topo_.route(src, t.remoteChip);
     double ser = static_cast<double>(t.bytes) / bytesPerCycle_;
     double s = static_cast<double>(at) + target_.dma.latencyCycles;
@@ -130,6 +264,12 @@ class Pod {
       links_[link].bytes += t.bytes;
       links_[link].transfers++;
       links_[link].busyCycles += ser;
+      if (record) {
+        if (transfers.size() < kTransferRecordLimit)
+          transfers.push_back({link, src, t.remoteChip, s, s + ser, t.bytes});
+        else
+          ++transfersDropped;
+      }
       lastStart = s;
       s += hopCycles_;
     }
@@ -138,8 +278,8 @@ class Pod {
     iciBytes_ += t.bytes * path.size();
   }
   // Lands the earliest transfer: data into the destination chip, `sent`
-  // here, `recv` there.
-  void landNext() {
+  // here, `recv` there. False after reporting a fault.
+  bool landNext() {
     auto it = pending_.begin();
     double end = it->first.first;
     Pending p = std::move(it->second);
@@ -147,17 +287,51 @@ class Pod {
     ChipRunner& src = *chips[p.src];
     ChipRunner& dst = *chips[p.t.remoteChip];
     DmaTransfer t = p.t;
-    t.dst = dst.machine().memory(t.dstSpace, t.dstBuffer);
     int recv = t.sem2;
     t.sem2 = -1;
-    src.machine().completeDma(t);
-    if (recv >= 0) dst.machine().signal(recv);
+    const bool srcMine = mine(p.src), dstMine = mine(t.remoteChip);
+    if (srcMine && dstMine) {
+      t.dst = dst.machine().memory(t.dstSpace, t.dstBuffer);
+      if (!src.machine().completeDma(t)) {
+        src.fault(t.bundle, src.machine().fault());
+        return false;
+      }
+      if (recv >= 0) dst.machine().signal(recv);
+    } else if (owner(p.src) != owner(t.remoteChip)) {
+      // Across ranks: the source's rank reads the bytes when they land and
+      // sends them; the destination's writes them and tells every rank
+      // whether that worked (all ranks take this branch together).
+      std::string bytes;
+      char ok = 1;
+      if (srcMine) {
+        src.machine().gatherDma(t, bytes);
+        transport_->send(owner(t.remoteChip), bytes);
+        if (t.sem >= 0) src.machine().signal(t.sem);
+      } else if (dstMine) {
+        transport_->receive(owner(p.src), bytes);
+        t.dst = dst.machine().memory(t.dstSpace, t.dstBuffer);
+        if (dst.machine().scatterDma(t, bytes)) {
+          if (recv >= 0) dst.machine().signal(recv);
+        } else {
+          src.fault(t.bundle, dst.machine().fault());
+          ok = 0;
+        }
+      }
+      std::string verdict(1, ok);
+      transport_->broadcast(owner(t.remoteChip), verdict);
+      if (verdict[0] == 0) return false;
+    }
     src.remoteDone();
     src.wake(end);
     dst.wake(end);
+    return true;
   }
   // barrier.pod: returns true once every chip has arrived (and releases them).
   void arrive(uint64_t at) {
+    if (journal) {
+      journal->put('A');
+      journal->put(at);
+    }
     ++arrived_;
     lastArrival_ = std::max(lastArrival_, at);
     size_t live = 0;
@@ -178,6 +352,7 @@ class Pod {
     for (int l = 0; l < topo_.linkCount(); ++l) {
       if (links_[l].transfers == 0) continue;
       IciLinkStats s = links_[l];
+      s.id = l;
       s.name = topo_.linkName(l);
       out.push_back(std::move(s));
     }
@@ -191,6 +366,10 @@ class Pod {
   };
   const target::TargetDesc& target_;
   const target::Topology& topo_;
+  Transport* transport_ = nullptr;
+  const isa::Program* program_ = nullptr;
+  std::vector<int> owner_;
+  int rank_ = 0;
   double bytesPerCycle_ = 1, hopCycles_ = 0;
   std::vector<double> linkFree_;
   std::vector<IciLinkStats> links_;
@@ -220,12 +399,16 @@ void ChipRunner::fault(uint32_t bundle, const std::string& message) {
     diags_.error(std::move(msg));
 }
 
-void ChipRunner::landDmas() {
+bool ChipRunner::landDmas() {
   for (const DmaModel::Completion& c : done_) {
     auto it = inflight_.find(c.id);
     if (it == inflight_.end()) continue;
     const DmaTransfer& t = it->second;
-    machine_->completeDma(t);
+    if (!machine_->completeDma(t)) {
+      fault(t.bundle);
+      done_.clear();
+      return false;
+    }
     lastDmaEnd_ = std::max(lastDmaEnd_, c.end);
     if (options_.profile) {
       if (profile_.dmas.size() < kProfileRecordLimit)
@@ -241,6 +424,7 @@ void ChipRunner::landDmas() {
     inflight_.erase(it);
   }
   done_.clear();
+  return true;
 }
 
 void ChipRunner::profileIssue(uint32_t pc, uint64_t at, uint64_t prevEnd, StallReason reason, uint64_t stalled) {
@@ -304,14 +488,16 @@ ChipRunner::Wait ChipRunner::waitFor(uint64_t& at, uint32_t bundle, Cond cond, c
     }
     at = std::max(at, c);
     dma_->advanceTo(static_cast<double>(at), done_);
-    landDmas();
+    if (!landDmas()) return Wait::Fault;
   }
   return Wait::Met;
 }
 
-bool ChipRunner::start(const isa::Entry& entry, const std::vector<std::string>& inputs, int chips) {
+bool ChipRunner::start(const isa::Entry& entry, const std::vector<std::string_view>& inputs, int chips,
+                       HostMemoryBudget* budget) {
   machine_ = std::make_unique<Machine>(program_, target_, decoded_, options_.hostThreads);
   machine_->setChip(chip_, chips);
+  machine_->setHostBudget(budget);
   if (std::string e = machine_->load(entry, inputs); !e.empty()) {
     diags_.error(pod_ ? fmt::format("chip {}: {}", chip_, e) : e);
     return false;
@@ -344,7 +530,7 @@ ChipRunner::Step ChipRunner::step() {
     return Step::Fault;
   }
   dma_->advanceTo(static_cast<double>(at), done_);
-  landDmas();
+  if (!landDmas()) return Step::Fault;
   bool waited = waitingSince_ > 0;
 
   if (b.hasSync || b.hasHalt) {
@@ -555,6 +741,18 @@ SimResult ChipRunner::finish(const isa::Entry& entry) {
   return result;
 }
 
+HostMemoryBudget hostMemoryBudget(const SimOptions& options) {
+  HostMemoryBudget budget;
+  if (options.hostMemoryLimit > 0) {
+    budget.limit = options.hostMemoryLimit;
+    budget.limitSource = fmt::format("--host-memory={}", options.hostMemoryLimit);
+  } else if (uint64_t available = availableHostMemory()) {
+    budget.limit = available;
+    budget.limitSource = fmt::format("MemAvailable in /proc/meminfo: {} bytes", available);
+  }
+  return budget;
+}
+
 bool checkTarget(const target::TargetDesc& target, DiagnosticEngine& diags) {
   const target::RegisterDesc& r = target.registers;
   if (r.sublanes != kSublanes || r.lanes != kLanes || r.laneBits != 32) {
@@ -598,13 +796,87 @@ bool verifyProgram(const isa::Program& program, const target::TargetDesc& target
   return true;
 }
 
+// Every field of a chip's report, for rank 0 (mpirun).
+void putReport(Writer& w, const SimReport& r) {
+  w.putString(r.targetName);
+  w.put(r.clockHz);
+  w.put(r.mxuCount);
+  w.put(r.cycles);
+  w.put(r.seconds);
+  w.put(r.bundles);
+  w.put(r.ops);
+  w.put(r.opsPerSlot);
+  w.put(r.stallCycles);
+  w.put(r.mxuPushes);
+  w.put(r.mxuBusyCycles);
+  w.put(r.flops);
+  w.put(r.intOps);
+  w.put(r.vpuOps);
+  w.put(r.dmaCount);
+  w.put(r.dmaBytes);
+  w.put(r.hbmBytesRead);
+  w.put(r.hbmBytesWritten);
+  w.put(r.dmaEngineBusyCycles);
+  w.put(r.achievedFlops);
+  w.put(r.achievedHbmBytesPerSecond);
+  w.put(r.mxuUtilization);
+  w.put(r.vpuUtilization);
+  w.put(r.hbmUtilization);
+  w.put(r.dmaEngineUtilization);
+  w.put(r.peakFlops);
+  w.put(r.peakIntOps);
+  w.put(r.peakHbmBytesPerSecond);
+  w.put(r.roofline);
+  w.put(r.rooflineFraction);
+  w.put(r.traceEventsDropped);
+}
+
+SimReport getReport(Reader& in) {
+  SimReport r;
+  r.targetName = in.getString();
+  r.clockHz = in.get<double>();
+  r.mxuCount = in.get<int>();
+  r.cycles = in.get<uint64_t>();
+  r.seconds = in.get<double>();
+  r.bundles = in.get<uint64_t>();
+  r.ops = in.get<uint64_t>();
+  r.opsPerSlot = in.get<decltype(r.opsPerSlot)>();
+  r.stallCycles = in.get<decltype(r.stallCycles)>();
+  r.mxuPushes = in.get<uint64_t>();
+  r.mxuBusyCycles = in.get<uint64_t>();
+  r.flops = in.get<double>();
+  r.intOps = in.get<double>();
+  r.vpuOps = in.get<uint64_t>();
+  r.dmaCount = in.get<uint64_t>();
+  r.dmaBytes = in.get<uint64_t>();
+  r.hbmBytesRead = in.get<uint64_t>();
+  r.hbmBytesWritten = in.get<uint64_t>();
+  r.dmaEngineBusyCycles = in.get<uint64_t>();
+  r.achievedFlops = in.get<double>();
+  r.achievedHbmBytesPerSecond = in.get<double>();
+  r.mxuUtilization = in.get<double>();
+  r.vpuUtilization = in.get<double>();
+  r.hbmUtilization = in.get<double>();
+  r.dmaEngineUtilization = in.get<double>();
+  r.peakFlops = in.get<double>();
+  r.peakIntOps = in.get<double>();
+  r.peakHbmBytesPerSecond = in.get<double>();
+  r.roofline = in.get<target::RooflineBound>();
+  r.rooflineFraction = in.get<double>();
+  r.traceEventsDropped = in.get<uint64_t>();
+  return r;
+}
+
 std::optional<PodResult> runPod(const isa::Program& program, const target::TargetDesc& target,
                                 const target::Topology* topology,
-                                const std::vector<std::vector<std::string>>& inputs, const SimOptions& options,
+                                const std::vector<std::vector<std::string_view>>& inputs, const SimOptions& options,
                                 DiagnosticEngine& diags) {
   if (!checkTarget(target, diags)) return std::nullopt;
   const int n = topology ? topology->chips() : 1;
+  // Declared before the chips, whose memories give their pages back to it.
+  HostMemoryBudget budget = hostMemoryBudget(options);
   std::unique_ptr<Pod> pod = topology ? std::make_unique<Pod>(target, *topology) : nullptr;
+  if (pod) pod->record = options.profile || options.trace;
   DecodedProgram decoded;
   std::vector<std::unique_ptr<ChipRunner>> local;
   auto& chips = pod ? pod->chips : local;
@@ -634,12 +906,45 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
     return std::nullopt;
   }
   decoded = decodeProgram(program, target);
-  for (int c = 0; c < n; ++c)
-    if (!chips[c]->start(*entry, inputs[c], n)) return std::nullopt;
+  // mpirun: chip c on rank c x ranks / n (contiguous blocks, chip 0 on rank
+  // 0). Every rank runs the same schedule; a chip's rank steps it and tells
+  // the others what changed.
+  Transport* transport = pod && options.transport && options.transport->size() > 1 ? options.transport : nullptr;
+  if (transport) {
+    std::vector<int> owner(static_cast<size_t>(n));
+    for (int c = 0; c < n; ++c)
+      owner[static_cast<size_t>(c)] =
+          static_cast<int>(static_cast<int64_t>(c) * transport->size() / static_cast<int64_t>(n));
+    pod->distribute(transport, &program, std::move(owner));
+  }
+  const bool lead = !transport || transport->rank() == 0;
+  {
+    bool started = true;
+    for (int c = 0; c < n; ++c) {
+      if (!pod || pod->mine(c)) started = started && chips[c]->start(*entry, inputs[c], n, &budget);
+      else chips[c]->startShadow(*entry);
+    }
+    if (transport) {
+      // Every rank learns whether all started (one may lack host memory).
+      bool all = true;
+      for (int r = 0; r < transport->size(); ++r) {
+        std::string ok(1, started ? 1 : 0);
+        transport->broadcast(r, ok);
+        all = all && ok[0] == 1;
+      }
+      started = all;
+    }
+    if (!started) return std::nullopt;
+  }
 
-  // Always step the chip that is earliest in simulated time; land an ICI
-  // transfer first when it is earlier still.
-  while (true) {
+  // What happens next: the earliest ICI landing, else a step of the chip
+  // that is earliest in simulated time (ties: the lower id). Every rank
+  // computes the same answer from the same state.
+  struct Next {
+    enum Kind { Land, Step, Done } kind;
+    int chip;
+  };
+  auto next = [&]() -> Next {
     int best = -1;
     double bestAt = INFINITY;
     for (int c = 0; c < n; ++c) {
@@ -648,11 +953,27 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
       if (t < bestAt) best = c, bestAt = t;
     }
     double ici = pod ? pod->nextEventTime() : INFINITY;
-    if (!std::isinf(ici) && ici <= bestAt) {
-      pod->landNext();
+    if (!std::isinf(ici) && ici <= bestAt) return {Next::Land, -1};
+    if (best < 0) return {Next::Done, -1};
+    return {Next::Step, best};
+  };
+  // Local to this rank (no other rank takes part)?
+  auto staysHere = [&](const Next& x) {
+    if (!transport) return true;
+    if (x.kind == Next::Step) return pod->mine(x.chip);
+    if (x.kind == Next::Land) {
+      auto [src, dst] = pod->nextEnds();
+      return pod->mine(src) && pod->mine(dst);
+    }
+    return false;
+  };
+  while (true) {
+    Next x = next();
+    if (x.kind == Next::Land) {
+      if (!pod->landNext()) return std::nullopt;
       continue;
     }
-    if (best < 0) {
+    if (x.kind == Next::Done) {
       bool any = false;
       for (auto& c : chips) any |= !c->halted();
       if (!any) break;
@@ -662,22 +983,126 @@ std::optional<PodResult> runPod(const isa::Program& program, const target::Targe
         if (chips[c]->halted()) msg += fmt::format("\n  chip {}: halted", c);
         else msg += fmt::format("\n  chip {}: {} waits on {}", c, chips[c]->where(chips[c]->pc()), chips[c]->waitingOn());
       }
-      diags.error(msg);
+      if (lead) diags.error(msg);
       return std::nullopt;
     }
-    if (chips[best]->step() == ChipRunner::Step::Fault) return std::nullopt;
+    if (!transport) {
+      if (chips[x.chip]->step() == ChipRunner::Step::Fault) return std::nullopt;
+      continue;
+    }
+    if (pod->mine(x.chip)) {
+      // Step this rank's chips (and land transfers between them) for as
+      // long as the schedule stays here, recording what the other ranks
+      // must replay; then send them the record.
+      Writer journal;
+      pod->journal = &journal;
+      bool failed = false;
+      while (true) {
+        if (x.kind == Next::Step) {
+          journal.put('S');
+          journal.put<int32_t>(x.chip);
+          bool fault = chips[x.chip]->step() == ChipRunner::Step::Fault;
+          journal.put('E');
+          chips[x.chip]->saveSchedule(journal);
+          if (fault) failed = true;
+        } else {
+          journal.put('L');
+          if (!pod->landNext()) failed = true;
+        }
+        if (failed) {
+          journal.put('F');
+          break;
+        }
+        x = next();
+        if (x.kind == Next::Done || !staysHere(x)) break;
+      }
+      pod->journal = nullptr;
+      transport->broadcast(transport->rank(), journal.out);
+      if (failed) return std::nullopt;
+      continue;
+    }
+    // Another rank steps: replay its record.
+    std::string record;
+    transport->broadcast(pod->owner(x.chip), record);
+    Reader r(record);
+    int chip = -1;
+    while (!r.done()) {
+      char kind = r.get<char>();
+      if (kind == 'S') {
+        chip = r.get<int32_t>();
+      } else if (kind == 'T') {
+        int src = r.get<int32_t>();
+        uint64_t at = r.get<uint64_t>();
+        pod->send(src, at, getTransfer(r, program));
+      } else if (kind == 'A') {
+        pod->arrive(r.get<uint64_t>());
+      } else if (kind == 'E') {
+        chips[chip]->loadSchedule(r);
+      } else if (kind == 'L') {
+        pod->landNext();  // between chips of the recording rank: no data here
+      } else {
+        return std::nullopt;  // 'F': the recording rank reported the fault
+      }
+    }
   }
 
   PodResult out;
-  for (int c = 0; c < n; ++c) {
-    out.chips.push_back(chips[c]->finish(*entry));
-    out.chipStats.push_back(chips[c]->stats);
-    out.cycles = std::max(out.cycles, out.chips.back().report.cycles);
+  if (transport) {
+    // Rank 0 gathers every chip's results and statistics.
+    auto putResult = [](Writer& w, const SimResult& r, const ChipPodStats& st) {
+      w.put<uint64_t>(r.results.size());
+      for (const std::string& b : r.results) w.putString(b);
+      w.putString(r.traceJson);
+      putReport(w, r.report);
+      w.put(st);
+    };
+    if (!lead) {
+      Writer w;
+      for (int c = 0; c < n; ++c) {
+        if (!pod->mine(c)) continue;
+        w.put<int32_t>(c);
+        putResult(w, chips[c]->finish(*entry), chips[c]->stats);
+      }
+      transport->send(0, w.out);
+      out.secondaryRank = true;
+      return out;
+    }
+    out.chips.resize(static_cast<size_t>(n));
+    out.chipStats.resize(static_cast<size_t>(n));
+    for (int c = 0; c < n; ++c)
+      if (pod->mine(c)) {
+        out.chips[c] = chips[c]->finish(*entry);
+        out.chipStats[c] = chips[c]->stats;
+      }
+    for (int rank = 1; rank < transport->size(); ++rank) {
+      std::string message;
+      transport->receive(rank, message);
+      Reader r(message);
+      while (!r.done()) {
+        int c = r.get<int32_t>();
+        if (c < 0 || c >= n) break;
+        SimResult& res = out.chips[c];
+        uint64_t count = r.get<uint64_t>();
+        for (uint64_t i = 0; i < count && !r.done(); ++i) res.results.push_back(r.getString());
+        res.traceJson = r.getString();
+        res.report = getReport(r);
+        out.chipStats[c] = r.get<ChipPodStats>();
+      }
+    }
+    for (const SimResult& res : out.chips) out.cycles = std::max(out.cycles, res.report.cycles);
+  } else {
+    for (int c = 0; c < n; ++c) {
+      out.chips.push_back(chips[c]->finish(*entry));
+      out.chipStats.push_back(chips[c]->stats);
+      out.cycles = std::max(out.cycles, out.chips.back().report.cycles);
+    }
   }
   if (pod) {
     out.links = pod->linkStats();
     out.iciBytes = pod->iciBytes();
     out.topology = topology->describe();
+    out.transfers = std::move(pod->transfers);
+    out.transfersDropped = pod->transfersDropped;
   }
   return out;
 }
@@ -697,8 +1122,31 @@ std::string_view stallReasonName(StallReason reason) {
   return "?";
 }
 
+uint64_t availableHostMemory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+  std::fclose(f);
+  return found ? static_cast<uint64_t>(kib) * 1024 : 0;
+}
+
+namespace {
+std::vector<std::string_view> views(const std::vector<std::string>& inputs) {
+  return std::vector<std::string_view>(inputs.begin(), inputs.end());
+}
+}  // namespace
+
 std::optional<SimResult> simulate(const isa::Program& program, const target::TargetDesc& target,
                                   const std::vector<std::string>& inputs, const SimOptions& options,
+                                  DiagnosticEngine& diags) {
+  return simulateViews(program, target, views(inputs), options, diags);
+}
+
+std::optional<SimResult> simulateViews(const isa::Program& program, const target::TargetDesc& target,
+                                       const std::vector<std::string_view>& inputs, const SimOptions& options,
                                   DiagnosticEngine& diags) {
   auto pod = runPod(program, target, nullptr, {inputs}, options, diags);
   if (!pod) return std::nullopt;
@@ -709,6 +1157,15 @@ std::optional<PodResult> simulatePod(const isa::Program& program, const target::
                                      const target::Topology& topology,
                                      const std::vector<std::vector<std::string>>& inputs, const SimOptions& options,
                                      DiagnosticEngine& diags) {
+  std::vector<std::vector<std::string_view>> all;
+  for (const std::vector<std::string>& chip : inputs) all.push_back(views(chip));
+  return runPod(program, target, &topology, all, options, diags);
+}
+
+std::optional<PodResult> simulatePodViews(const isa::Program& program, const target::TargetDesc& target,
+                                          const target::Topology& topology,
+                                          const std::vector<std::vector<std::string_view>>& inputs,
+                                     const SimOptions& options, DiagnosticEngine& diags) {
   return runPod(program, target, &topology, inputs, options, diags);
 }
 

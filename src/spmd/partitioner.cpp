@@ -1,6 +1,8 @@
 #include "spmd/partitioner.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <fmt/format.h>
 #include <map>
 #include <set>
@@ -38,7 +40,8 @@ int64_t product(const std::vector<int64_t>& v) {
 
 class Partitioner {
  public:
-  Partitioner(hlo::Module& module, int64_t n, DiagnosticEngine& diags) : module_(module), n_(n), diags_(diags) {}
+  Partitioner(hlo::Module& module, int64_t n, DiagnosticEngine& diags, int64_t windowedBytes)
+      : module_(module), n_(n), diags_(diags), windowedBytes_(windowedBytes) {}
 
   bool run() {
     for (const auto& c : module_.computations())
@@ -131,6 +134,16 @@ class Partitioner {
     return b;
   }
 
+  Instruction* compare(Instruction* a, Instruction* b, hlo::ComparisonDirection dir, const std::string& base) {
+    Instruction* c = add(Opcode::Compare, withDims(Shape::array(ElementType::Pred, {}), a->shape().dimensions()), {a, b}, base);
+    c->attrs().comparisonDirection = dir;
+    ElementType t = a->shape().elementType();
+    c->attrs().comparisonType = hlo::isFloatType(t)              ? hlo::ComparisonType::Float
+                                : hlo::isUnsignedIntegerType(t) ? hlo::ComparisonType::Unsigned
+                                                                : hlo::ComparisonType::Signed;
+    return c;
+  }
+
   Shape withDims(const Shape& s, std::vector<int64_t> dims) {
     Shape r = s;
     r.setDimensions(std::move(dims));
@@ -180,6 +193,40 @@ class Partitioner {
     ar->attrs().useGlobalDeviceIds = true;
     ar->setCalledComputations({reducer});
     return ar;
+  }
+
+  Instruction* reduceScatter(Instruction* x, int64_t dim, const std::vector<std::vector<int64_t>>& g,
+                             Computation* reducer) {
+    std::vector<int64_t> dims = x->shape().dimensions();
+    dims[static_cast<size_t>(dim)] /= static_cast<int64_t>(g[0].size());
+    Instruction* rs = add(Opcode::ReduceScatter, withDims(x->shape(), dims), {x}, "reduce-scatter");
+    rs->attrs().dimensions = {dim};
+    rs->attrs().replicaGroups = groups(g);
+    rs->attrs().channelId = nextChannel_++;
+    rs->attrs().useGlobalDeviceIds = true;
+    rs->setCalledComputations({reducer});
+    return rs;
+  }
+
+  // The output dim along which one reduce-scatter over the partial-sum
+  // groups `kGroups` leaves exactly tiling T (P: the partial sums' tiling,
+  // which holds the groups as replication), or -1. T must tile that dim
+  // once per group member, in groups made of the same devices, and agree
+  // with P everywhere else.
+  int64_t reduceScatterDim(const Tiling& P, const Tiling& T, const std::vector<std::vector<int64_t>>& kGroups) {
+    if (kGroups.empty() || T.isManual() || P.isManual() || T.manualGroups() != 1) return -1;
+    auto asSets = [](std::vector<std::vector<int64_t>> g) {
+      for (auto& v : g) std::sort(v.begin(), v.end());
+      std::sort(g.begin(), g.end());
+      return g;
+    };
+    std::vector<std::vector<int64_t>> want = asSets(kGroups);
+    for (int64_t q = 0; q < T.rank(); ++q) {
+      if (P.tile(q) != 1 || T.tile(q) != static_cast<int64_t>(kGroups[0].size())) continue;
+      if (!T.replicatedOn({q}).sameAs(P)) continue;
+      if (asSets(T.groupsAlong({q})) == want) return q;
+    }
+    return -1;
   }
 
   Instruction* sliceTo(Instruction* x, const std::vector<int64_t>& limits) {
@@ -354,6 +401,210 @@ class Partitioner {
     std::vector<int64_t> exact = merged;
     exact[ua] = g[ua];
     return sliceTo(r, exact);
+  }
+
+  // ------------------------------------------------------------ halo exchange
+  // Rows [start[d], start[d] + length) of dim `dim` of the global array, on
+  // every device d, from `x` (d's shard under `t`, which tiles `dim`). Rows
+  // outside the array (global padding, uneven-shard padding) read
+  // `padValue`. Two ways to fetch, the one moving fewer rows is taken:
+  //  - by distance: one collective-permute per tile distance (left / right
+  //    neighbours, then farther), carrying just the rows some device needs
+  //    from that far: the halo exchange of sliding windows;
+  //  - by segment: segment q of a window is (part of) its q-th tile; one
+  //    permute per segment from whichever device holds it (more rounds when
+  //    a tile feeds two devices): mirrored or rescaled windows (reverse,
+  //    pad), whose distances differ per device.
+  // The pieces are concatenated and each device's window cut at its offset.
+  Instruction* haloWindow(Instruction* x, const Shape& global, const Tiling& t, int64_t dim,
+                          const std::vector<int64_t>& start, int64_t length, Instruction* padValue) {
+    size_t uj = static_cast<size_t>(dim);
+    int64_t G = global.dimension(dim), k = t.tile(dim), s = t.shardDims(global.dimensions())[uj];
+    auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+    auto at = [](const std::vector<int64_t>& v, int64_t d) { return v[static_cast<size_t>(d)]; };
+    std::vector<int64_t> bufShape = x->shape().dimensions();
+    bufShape[uj] = length;
+    auto sliceRows = [&](int64_t lo, int64_t hi) {
+      if (lo == 0 && hi == s) return x;
+      std::vector<hlo::SliceDimension> sl;
+      std::vector<int64_t> dims = x->shape().dimensions();
+      for (size_t j = 0; j < dims.size(); ++j) sl.push_back(j == uj ? hlo::SliceDimension{lo, hi, 1} : hlo::SliceDimension{0, dims[j], 1});
+      dims[uj] = hi - lo;
+      Instruction* piece = add(Opcode::Slice, withDims(x->shape(), dims), {x}, "halo");
+      piece->attrs().slice = sl;
+      return piece;
+    };
+    auto sourceOf = [&](int64_t d, int64_t tileIdx) {
+      std::vector<int64_t> idx = t.tileIndex(d);
+      idx.resize(static_cast<size_t>(t.rank()));
+      idx[uj] = tileIdx;
+      return t.deviceAt(idx, t.replicaIndex(d));
+    };
+
+    // Plan 1, by distance.
+    std::map<int64_t, std::pair<int64_t, int64_t>> need;  // distance -> rows [lo, hi) of the source shard
+    for (int64_t d = 0; d < n_; ++d) {
+      int64_t i = t.tileIndex(d)[uj], a = at(start, d);
+      for (int64_t src = 0; src < k; ++src) {
+        int64_t lo = std::max({a, src * s, int64_t{0}}), hi = std::min({a + length, (src + 1) * s, G});
+        if (lo >= hi) continue;
+        auto [it, fresh] = need.try_emplace(src - i, lo - src * s, hi - src * s);
+        if (!fresh) {
+          it->second.first = std::min(it->second.first, lo - src * s);
+          it->second.second = std::max(it->second.second, hi - src * s);
+        }
+      }
+    }
+    if (need.empty()) return broadcastScalar(padValue, withDims(x->shape(), bufShape));
+    int64_t dmin = need.begin()->first, dmax = need.rbegin()->first;
+    auto distRange = [&](int64_t delta) {
+      return std::make_pair(delta == dmin ? need[dmin].first : 0, delta == dmax ? need[dmax].second : s);
+    };
+    int64_t distRows = 0;
+    for (int64_t delta = dmin; delta <= dmax; ++delta)
+      if (delta != 0) distRows += distRange(delta).second - distRange(delta).first;
+
+    // Plan 2, by segment.
+    std::vector<int64_t> base(static_cast<size_t>(n_));
+    int64_t segments = 1, first = s, last = 1;
+    for (int64_t d = 0; d < n_; ++d) {
+      int64_t a = at(start, d);
+      base[static_cast<size_t>(d)] = floorDiv(a, s);
+      segments = std::max(segments, floorDiv(a + length - 1, s) - at(base, d) + 1);
+      first = std::min(first, a - at(base, d) * s);
+    }
+    for (int64_t d = 0; d < n_; ++d) last = std::max(last, std::min(at(start, d) + length - (at(base, d) + segments - 1) * s, s));
+    auto segRange = [&](int64_t q) {
+      int64_t lo = q == 0 ? first : 0, hi = q == segments - 1 ? last : s;
+      return std::make_pair(lo, std::max(hi, lo + 1));
+    };
+    std::vector<std::vector<std::vector<std::pair<int64_t, int64_t>>>> rounds(static_cast<size_t>(segments));
+    std::vector<bool> local(static_cast<size_t>(segments), true);
+    int64_t segRows = 0;
+    for (int64_t q = 0; q < segments; ++q) {
+      auto& rq = rounds[static_cast<size_t>(q)];
+      for (int64_t d = 0; d < n_; ++d) {
+        int64_t tileIdx = at(base, d) + q;
+        if (tileIdx < 0 || tileIdx >= k) {
+          local[static_cast<size_t>(q)] = false;
+          continue;
+        }
+        int64_t src = sourceOf(d, tileIdx);
+        if (src != d) local[static_cast<size_t>(q)] = false;
+        size_t r = 0;
+        while (r < rq.size() && std::any_of(rq[r].begin(), rq[r].end(), [&](const auto& p) { return p.first == src; })) ++r;
+        if (r == rq.size()) rq.emplace_back();
+        rq[r].push_back({src, d});
+      }
+      if (!local[static_cast<size_t>(q)])
+        segRows += (segRange(q).second - segRange(q).first) * std::max<int64_t>(1, static_cast<int64_t>(rq.size()));
+    }
+
+    std::vector<Instruction*> pieces;
+    std::vector<int64_t> off(static_cast<size_t>(n_));
+    int64_t padL = 0;
+    if (distRows <= segRows) {
+      for (int64_t delta = dmin; delta <= dmax; ++delta) {
+        auto [lo, hi] = distRange(delta);
+        Instruction* piece = sliceRows(lo, hi);
+        if (delta != 0) {
+          std::vector<std::pair<int64_t, int64_t>> pairs;
+          for (int64_t d = 0; d < n_; ++d) {
+            int64_t src = t.tileIndex(d)[uj] + delta;
+            if (src >= 0 && src < k) pairs.push_back({sourceOf(d, src), d});
+          }
+          std::sort(pairs.begin(), pairs.end());
+          Instruction* cp = add(Opcode::CollectivePermute, piece->shape(), {piece}, "collective-permute");
+          cp->attrs().sourceTargetPairs = pairs;
+          cp->attrs().channelId = nextChannel_++;
+          piece = cp;
+        }
+        pieces.push_back(piece);
+      }
+      for (int64_t d = 0; d < n_; ++d) {
+        off[static_cast<size_t>(d)] = at(start, d) - ((t.tileIndex(d)[uj] + dmin) * s + need[dmin].first);
+        padL = std::max(padL, -at(off, d));
+      }
+    } else {
+      for (int64_t q = 0; q < segments; ++q) {
+        auto [lo, hi] = segRange(q);
+        Instruction* piece = sliceRows(lo, hi);
+        if (local[static_cast<size_t>(q)]) {
+          pieces.push_back(piece);
+          continue;
+        }
+        Instruction* got = nullptr;
+        for (auto& pairs : rounds[static_cast<size_t>(q)]) {
+          std::sort(pairs.begin(), pairs.end());
+          Instruction* cp = add(Opcode::CollectivePermute, piece->shape(), {piece}, "collective-permute");
+          cp->attrs().sourceTargetPairs = pairs;
+          cp->attrs().channelId = nextChannel_++;
+          // Devices a round does not target receive zeros: the rounds add up.
+          got = got ? add(piece->shape().elementType() == ElementType::Pred ? Opcode::Or : Opcode::Add, piece->shape(),
+                          {got, cp}, "halo")
+                    : cp;
+        }
+        pieces.push_back(got ? got : broadcastScalar(padValue, piece->shape()));
+      }
+      for (int64_t d = 0; d < n_; ++d) off[static_cast<size_t>(d)] = at(start, d) - (at(base, d) * s + first);
+    }
+    Instruction* buf = pieces[0];
+    if (pieces.size() > 1) {
+      std::vector<int64_t> dims = x->shape().dimensions();
+      dims[uj] = 0;
+      for (Instruction* p : pieces) dims[uj] += p->shape().dimension(dim);
+      buf = add(Opcode::Concatenate, withDims(x->shape(), dims), pieces, "concatenate");
+      buf->attrs().dimensions = {dim};
+    }
+    // Pad the buffer so no device's slice clamps.
+    int64_t size = buf->shape().dimension(dim), padR = 0;
+    for (int64_t d = 0; d < n_; ++d) {
+      off[static_cast<size_t>(d)] += padL;
+      padR = std::max(padR, at(off, d) + length - (size + padL));
+    }
+    if (padL > 0 || padR > 0) {
+      std::vector<int64_t> dims = buf->shape().dimensions();
+      dims[uj] += padL + padR;
+      Instruction* p = add(Opcode::Pad, withDims(buf->shape(), dims), {buf, padValue}, "pad");
+      std::vector<hlo::PaddingDimension> pd(dims.size(), {0, 0, 0});
+      pd[uj] = {padL, padR, 0};
+      p->attrs().padding = pd;
+      buf = p;
+    }
+    bool whole = buf->shape().dimension(dim) == length &&
+                 std::all_of(off.begin(), off.end(), [](int64_t o) { return o == 0; });
+    if (!whole) {
+      std::vector<Instruction*> ops{buf};
+      for (size_t j = 0; j < bufShape.size(); ++j) ops.push_back(j == uj ? table(off) : constantS32(0));
+      Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), bufShape), ops, "dynamic-slice");
+      ds->attrs().dynamicSliceSizes = bufShape;
+      buf = ds;
+    }
+    // Rows outside [0, G) read the pad value.
+    bool inside = true;
+    for (int64_t d = 0; d < n_; ++d) inside &= start[static_cast<size_t>(d)] >= 0 && start[static_cast<size_t>(d)] + length <= G;
+    if (inside) return buf;
+    Shape s32Shape = withDims(Shape::array(ElementType::S32, {}), bufShape);
+    Shape predShape = withDims(Shape::array(ElementType::Pred, {}), bufShape);
+    Instruction* iota = add(Opcode::Iota, s32Shape, {}, "iota");
+    iota->attrs().iotaDimension = dim;
+    Instruction* pos = add(Opcode::Add, s32Shape, {iota, broadcastScalar(table(start), s32Shape)}, "index");
+    Instruction* ge = add(Opcode::Compare, predShape, {pos, broadcastScalar(constantS32(0), s32Shape)}, "valid");
+    ge->attrs().comparisonDirection = hlo::ComparisonDirection::GE;
+    ge->attrs().comparisonType = hlo::ComparisonType::Signed;
+    Instruction* lt = add(Opcode::Compare, predShape, {pos, broadcastScalar(constantS32(G), s32Shape)}, "valid");
+    lt->attrs().comparisonDirection = hlo::ComparisonDirection::LT;
+    lt->attrs().comparisonType = hlo::ComparisonType::Signed;
+    Instruction* both = add(Opcode::And, predShape, {ge, lt}, "valid");
+    return add(Opcode::Select, buf->shape(), {both, buf, broadcastScalar(padValue, buf->shape())}, "masked");
+  }
+
+  // Per-device first input row of a window over output tiles: output shard i
+  // (rows i*so ...) reads input rows from i*so*stride - low.
+  std::vector<int64_t> windowStarts(const Tiling& t, int64_t dim, int64_t so, int64_t stride, int64_t low) {
+    std::vector<int64_t> out(static_cast<size_t>(n_));
+    for (int64_t d = 0; d < n_; ++d) out[static_cast<size_t>(d)] = t.tileIndex(d)[static_cast<size_t>(dim)] * so * stride - low;
+    return out;
   }
 
   // A value resharded leaf by leaf (tuples are taken apart and rebuilt).
@@ -587,6 +838,25 @@ class Partitioner {
       w->setCalledComputations({cond, body});
       return pv(w, want_);
     }
+    if (op == Opcode::Conditional) {
+      // Every device must take the same branch: the selector is made
+      // replicated; each branch is partitioned with its operand's sharding
+      // and ends in the conditional's, so all branches agree on the result.
+      std::vector<Instruction*> ops{operandReplicated(inst.operand(0))};
+      std::vector<Computation*> branches;
+      const auto& called = inst.calledComputations();
+      for (size_t k = 0; k < called.size(); ++k) {
+        const PValue& v = values_.at(inst.operand(static_cast<int64_t>(k) + 1));
+        ops.push_back(v.local);
+        Leaves rootWant = want_;
+        Computation* b = partitionComputationWithParams(*called[k], {v.leaves}, called[k]->name(), &rootWant);
+        if (!b) return std::nullopt;
+        branches.push_back(b);
+      }
+      Instruction* c = cloneAs(inst, localShape(shape, want_), ops);
+      c->setCalledComputations(branches);
+      return pv(c, want_);
+    }
     if (op == Opcode::Call && inst.toApply()) {
       std::vector<Instruction*> ops;
       std::vector<Leaves> paramLeaves;
@@ -649,23 +919,50 @@ class Partitioner {
         Instruction* o = operandAs(inst.operand(0), T.transposed(inv));
         return pv(cloneAs(inst, localOut, {o}), want_);
       }
+      case Opcode::Rng: return partitionRng(inst);
       case Opcode::Reshape:
       case Opcode::Bitcast: return partitionReshape(inst);
       case Opcode::Reduce: return partitionReduce(inst);
       case Opcode::Dot: return partitionDot(inst);
       case Opcode::Convolution: return partitionConvolution(inst);
       case Opcode::Slice:
-      case Opcode::Pad:
+      case Opcode::Pad: return partitionPadSlice(inst);
+      case Opcode::ReduceWindow: return partitionReduceWindow(inst);
+      case Opcode::SelectAndScatter: return partitionSelectAndScatter(inst);
+      case Opcode::Gather: return partitionGather(inst);
+      case Opcode::Scatter: return partitionScatter(inst);
+      case Opcode::Reverse: return partitionReverse(inst);
       case Opcode::DynamicSlice:
       case Opcode::DynamicUpdateSlice:
       case Opcode::Concatenate:
-      case Opcode::Reverse:
       case Opcode::Sort: return partitionWholeDims(inst);
       default: break;
     }
     if (allReplicated(inst)) return replicatedClone(inst);
     unsupported(inst, "this op has no partitioning rule yet");
     return std::nullopt;
+  }
+
+  // Rng: every device draws its own tile from its own stream (as XLA's
+  // partitioner does, the values differ from an unpartitioned run's). Devices
+  // that replicate a tile must agree: the first of each group keeps its draw,
+  // the others contribute zeros to an all-reduce within the group.
+  std::optional<PValue> partitionRng(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    std::vector<Instruction*> ops;
+    for (const Instruction* o : inst.operands()) ops.push_back(operandReplicated(o));
+    Shape localOut = T.shardShape(inst.shape());
+    Instruction* r = cloneAs(inst, localOut, ops);
+    if (T.replication() == 1) return PValue{r, inst.shape(), want_};
+    std::vector<int64_t> first(static_cast<size_t>(n_));
+    for (int64_t d = 0; d < n_; ++d) first[static_cast<size_t>(d)] = T.replicaIndex(d) == 0;
+    Shape s32Shape = withDims(Shape::array(ElementType::S32, {}), localOut.dimensions());
+    Instruction* keep = compare(broadcastScalar(table(first), s32Shape), broadcastScalar(constantS32(1), s32Shape),
+                                hlo::ComparisonDirection::EQ, "keep");
+    ElementType et = localOut.elementType();
+    Instruction* mine = add(Opcode::Select, localOut, {keep, r, broadcastScalar(scalarConstant(et, 0), localOut)}, "draw");
+    Instruction* shared = allReduce(mine, T.groupsAlong({}, true), adder(et));
+    return PValue{shared, inst.shape(), want_};
   }
 
   std::optional<PValue> replicatedClone(const Instruction& inst) {
@@ -777,6 +1074,88 @@ class Partitioner {
     return PValue{reshard(r, inst.shape(), W, T), inst.shape(), want_};
   }
 
+  // The loop of a windowed einsum: operand `g` (0 lhs, 1 rhs) is held split
+  // along its free dim j (output dim q) by `S`; each of the k iterations
+  // multiplies the piece in hand with `other`, writes the product into the
+  // accumulator at the piece's place along q, and passes the piece to the
+  // previous device of its group (collective-permute), so every device sees
+  // every piece without ever holding the gathered operand. Returns the
+  // accumulator: the local result of the dot under P.
+  Instruction* windowedDot(const Instruction& inst, const Tiling& P, const Tiling& S, int64_t j, int64_t q,
+                           Instruction* mine, Instruction* other, int g) {
+    int64_t k = S.tile(j);
+    size_t uq = static_cast<size_t>(q);
+    std::vector<int64_t> outLocal = P.shardDims(inst.shape().dimensions());
+    int64_t piece = mine->shape().dimension(j);
+    std::vector<int64_t> partDims = outLocal, accDims = outLocal;
+    partDims[uq] = piece;
+    accDims[uq] = piece * k;
+    Shape accShape = withDims(inst.shape(), accDims);
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    std::vector<int64_t> first(static_cast<size_t>(n_));
+    for (int64_t dv = 0; dv < n_; ++dv) {
+      std::vector<int64_t> idx = S.tileIndex(dv);
+      idx.resize(static_cast<size_t>(S.rank()));
+      first[static_cast<size_t>(dv)] = idx[static_cast<size_t>(j)];
+      idx[static_cast<size_t>(j)] = (idx[static_cast<size_t>(j)] + k - 1) % k;
+      pairs.push_back({dv, S.deviceAt(idx, S.replicaIndex(dv))});
+    }
+    std::sort(pairs.begin(), pairs.end());
+    Shape state = Shape::tuple({Shape::scalar(ElementType::S32), other->shape(), mine->shape(), accShape});
+    Instruction* init = add(Opcode::Tuple, state,
+                            {constantS32(0), other, mine, broadcastScalar(scalarConstant(inst.shape().elementType(), 0), accShape)},
+                            "tuple");
+    // Build the two computations with the builder pointed at each in turn.
+    Computation* saveOut = out_;
+    Instruction* savePid = pid_;
+    auto saveTables = std::move(tables_);
+    auto newComp = [&](const std::string& base) {
+      std::string name = base;
+      for (int c = 1; compNames_.count(name); ++c) name = fmt::format("{}.{}", base, c);
+      compNames_.insert(name);
+      out_ = module_.addComputation(name);
+      pid_ = nullptr;
+      tables_.clear();
+      Instruction* p = add(Opcode::Parameter, state, {}, "state");
+      p->attrs().parameterNumber = 0;
+      return p;
+    };
+    auto element = [&](Instruction* t, int64_t e) {
+      Instruction* x = add(Opcode::GetTupleElement, t->shape().tupleElement(e), {t}, "get-tuple-element");
+      x->attrs().tupleIndex = e;
+      return x;
+    };
+    Instruction* cp = newComp(inst.name() + ".windowed.cond");
+    Computation* cond = out_;
+    Instruction* lt = compare(element(cp, 0), constantS32(k), hlo::ComparisonDirection::LT, "more");
+    cond->setRoot(lt);
+    Instruction* bp = newComp(inst.name() + ".windowed.body");
+    Computation* body = out_;
+    Instruction* i = element(bp, 0);
+    Instruction* o = element(bp, 1);
+    Instruction* held = element(bp, 2);
+    Instruction* acc = element(bp, 3);
+    Instruction* part = cloneAs(inst, withDims(inst.shape(), partDims), g == 0 ? std::vector<Instruction*>{held, o}
+                                                                               : std::vector<Instruction*>{o, held});
+    Shape s32 = Shape::scalar(ElementType::S32);
+    Instruction* which = add(Opcode::Remainder, s32, {add(Opcode::Add, s32, {table(first), i}, "piece"), constantS32(k)}, "piece");
+    Instruction* at = add(Opcode::Multiply, s32, {which, constantS32(piece)}, "offset");
+    std::vector<Instruction*> dusOps{acc, part};
+    for (size_t e = 0; e < accDims.size(); ++e) dusOps.push_back(e == uq ? at : constantS32(0));
+    Instruction* placed = add(Opcode::DynamicUpdateSlice, accShape, dusOps, "accumulate");
+    Instruction* passed = add(Opcode::CollectivePermute, held->shape(), {held}, "collective-permute");
+    passed->attrs().sourceTargetPairs = pairs;
+    passed->attrs().channelId = nextChannel_++;
+    Instruction* next = add(Opcode::Add, s32, {i, constantS32(1)}, "next");
+    body->setRoot(add(Opcode::Tuple, state, {next, o, passed, placed}, "tuple"));
+    out_ = saveOut;
+    pid_ = savePid;
+    tables_ = std::move(saveTables);
+    Instruction* loop = add(Opcode::While, state, {init}, "windowed-einsum");
+    loop->setCalledComputations({cond, body});
+    return sliceTo(element(loop, 3), outLocal);
+  }
+
   std::optional<PValue> partitionDot(const Instruction& inst) {
     const Tiling& T = want_[0];
     DotSpace s = dotSpace(inst);
@@ -809,9 +1188,16 @@ class Partitioner {
       Tiling P = dotOutPartial(d, s);
       double cost = reshardCost(L.global, SL, dotLhs(d, s)) + reshardCost(R.global, SR, dotRhs(d, s)) +
                     reshardCost(inst.shape(), P, T);
-      bool hasK = false;
-      for (int64_t p = outRank; p < d.rank(); ++p) hasK |= d.tile(p) > 1;
-      if (hasK) cost += 2.0 * static_cast<double>(product(P.shardDims(inst.shape().dimensions())) * elementBytes(inst.shape()));
+      std::vector<int64_t> kd;
+      for (int64_t p = outRank; p < d.rank(); ++p)
+        if (d.tile(p) > 1) kd.push_back(p);
+      if (!kd.empty()) {
+        double partial = static_cast<double>(product(P.shardDims(inst.shape().dimensions())) * elementBytes(inst.shape()));
+        // A reduce-scatter straight into T receives about one pass over the
+        // partial sums; all-reduce then slicing about two.
+        if (reduceScatterDim(P, T, d.groupsAlong(kd)) >= 0) cost += partial - reshardCost(inst.shape(), P, T);
+        else cost += 2.0 * partial;
+      }
       if (bestK < 0 || cost < best) {
         best = cost;
         bestK = static_cast<int>(k);
@@ -819,36 +1205,552 @@ class Partitioner {
     }
     const Tiling& d = cands[static_cast<size_t>(bestK)];
     Tiling Lt = dotLhs(d, s), Rt = dotRhs(d, s), P = dotOutPartial(d, s);
-    Instruction* lhs = reshard(L.local, L.global, SL, Lt);
-    Instruction* rhs = reshard(R.local, R.global, SR, Rt);
     const auto& dn = *inst.attrs().dotDims;
     std::vector<int64_t> kDims;
     for (int64_t p = outRank; p < d.rank(); ++p)
       if (d.tile(p) > 1) kDims.push_back(p);
-    if (!kDims.empty()) {
-      lhs = mask(lhs, L.global, Lt, dn.lhsContractingDimensions, scalarConstant(L.global.elementType(), 0));
-      rhs = mask(rhs, R.global, Rt, dn.rhsContractingDimensions, scalarConstant(R.global.elementType(), 0));
+    // Windowed einsum: an operand that would be all-gathered along one of
+    // its free dims stays split and rotates through a loop instead.
+    Instruction* r = nullptr;
+    for (int g = 0; g < 2 && !r; ++g) {
+      const PValue& G = g == 0 ? L : R;
+      const Tiling& S = g == 0 ? SL : SR;
+      const Tiling& N = g == 0 ? Lt : Rt;
+      const std::vector<int64_t>& pos = g == 0 ? s.lhsPos : s.rhsPos;
+      if (windowedBytes_ < 0 || S.isManual() || S.manualGroups() != 1) continue;
+      for (int64_t j = 0; j < S.rank() && !r; ++j) {
+        int64_t q = pos[static_cast<size_t>(j)];
+        if (S.tile(j) == 1 || q < s.batch || q >= outRank || !N.sameAs(S.replicatedOn({j}))) continue;
+        int64_t gathered = product(N.shardDims(G.global.dimensions())) * elementBytes(G.global);
+        if (gathered < windowedBytes_) continue;
+        const PValue& O = g == 0 ? R : L;
+        Instruction* other = reshard(O.local, O.global, O.leaves[0], g == 0 ? Rt : Lt);
+        Instruction* mine = G.local;
+        if (!kDims.empty()) {
+          mine = mask(mine, G.global, S, g == 0 ? dn.lhsContractingDimensions : dn.rhsContractingDimensions,
+                      scalarConstant(G.global.elementType(), 0));
+          other = mask(other, O.global, g == 0 ? Rt : Lt, g == 0 ? dn.rhsContractingDimensions : dn.lhsContractingDimensions,
+                       scalarConstant(O.global.elementType(), 0));
+        }
+        r = windowedDot(inst, P, S, j, q, mine, other, g);
+      }
     }
-    Instruction* r = cloneAs(inst, P.shardShape(inst.shape()), {lhs, rhs});
-    if (!kDims.empty()) r = allReduce(r, d.groupsAlong(kDims), adder(inst.shape().elementType()));
+    if (!r) {
+      Instruction* lhs = reshard(L.local, L.global, SL, Lt);
+      Instruction* rhs = reshard(R.local, R.global, SR, Rt);
+      if (!kDims.empty()) {
+        lhs = mask(lhs, L.global, Lt, dn.lhsContractingDimensions, scalarConstant(L.global.elementType(), 0));
+        rhs = mask(rhs, R.global, Rt, dn.rhsContractingDimensions, scalarConstant(R.global.elementType(), 0));
+      }
+      r = cloneAs(inst, P.shardShape(inst.shape()), {lhs, rhs});
+    }
+    if (!kDims.empty()) {
+      std::vector<std::vector<int64_t>> kGroups = d.groupsAlong(kDims);
+      int64_t q = reduceScatterDim(P, T, kGroups);
+      if (q >= 0) {
+        // The partial sums padded to whole tiles along q, summed and split in one collective.
+        std::vector<int64_t> padded = r->shape().dimensions();
+        padded[static_cast<size_t>(q)] = T.shardDims(inst.shape().dimensions())[static_cast<size_t>(q)] * T.tile(q);
+        r = padTo(r, padded);
+        r = reduceScatter(r, q, T.groupsAlong({q}), adder(inst.shape().elementType()));
+        return PValue{r, inst.shape(), want_};
+      }
+      r = allReduce(r, kGroups, adder(inst.shape().elementType()));
+    }
     return PValue{reshard(r, inst.shape(), P, T), inst.shape(), want_};
   }
 
-  // Batch- and output-feature-parallel convolution: the spatial and input
-  // feature dims are taken whole (no halo exchange yet), the batch tiles
-  // split the input and the output-feature tiles split the kernel, as the
-  // non-contracting dims of a dot.
+  // Reduce-window with tiled windowed dims: each device gathers the rows its
+  // output tile's windows read (halo exchange), rows outside the array read
+  // the init value, and the local op runs without the global padding there.
+  std::optional<PValue> partitionReduceWindow(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const hlo::Window& win = *inst.attrs().window;
+    for (int64_t j = 0; j < T.rank(); ++j)
+      if (T.tile(j) > 1 && win.dimensions[static_cast<size_t>(j)].baseDilation != 1) {
+        unsupported(inst, fmt::format("dimension {} is tiled and base-dilated", j));
+        return std::nullopt;
+      }
+    const Shape& in = inst.operand(0)->shape();
+    Instruction* x = operandAs(inst.operand(0), T);
+    Instruction* init = operandReplicated(inst.operand(1));
+    hlo::Window local = win;
+    std::vector<int64_t> so = T.shardDims(inst.shape().dimensions());
+    for (int64_t j = 0; j < T.rank(); ++j) {
+      if (T.tile(j) == 1) continue;
+      hlo::WindowDimension& w = local.dimensions[static_cast<size_t>(j)];
+      int64_t o = so[static_cast<size_t>(j)];
+      int64_t length = (o - 1) * w.stride + (w.size - 1) * w.windowDilation + 1;
+      x = haloWindow(x, in, T, j, windowStarts(T, j, o, w.stride, w.paddingLow), length, init);
+      w.paddingLow = w.paddingHigh = 0;
+    }
+    Instruction* r = cloneAs(inst, T.shardShape(inst.shape()), {x, init});
+    r->attrs().window = local;
+    return PValue{r, inst.shape(), want_};
+  }
+
+  // Select-and-scatter with tiled windowed dims. Result tile i (operand rows
+  // [i*s, (i+1)*s)) receives from every window overlapping it, and choosing
+  // within a window needs the whole window: each device fetches the source
+  // rows of those windows and the operand rows they cover (halo exchange),
+  // runs the op locally without padding, and keeps its own rows. Rows outside
+  // the operand read a value the selection never prefers (-inf for a
+  // maximum, +inf for a minimum); absent windows scatter zero, so the scatter
+  // must be an add.
+  std::optional<PValue> partitionSelectAndScatter(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const hlo::Window& win = *inst.attrs().window;
+    std::vector<int64_t> tiled;
+    for (int64_t j = 0; j < T.rank(); ++j)
+      if (T.tile(j) > 1 && (win.dimensions[static_cast<size_t>(j)].size != 1 || win.dimensions[static_cast<size_t>(j)].stride != 1 ||
+                            win.dimensions[static_cast<size_t>(j)].paddingLow != 0 || win.dimensions[static_cast<size_t>(j)].paddingHigh != 0))
+        tiled.push_back(j);
+    const Shape& xs = inst.operand(0)->shape();
+    const Shape& ss = inst.operand(1)->shape();
+    Instruction* init = operandReplicated(inst.operand(2));
+    if (tiled.empty()) {
+      Instruction* x = operandAs(inst.operand(0), T);
+      Instruction* src = operandAs(inst.operand(1), T);
+      return PValue{cloneAs(inst, T.shardShape(inst.shape()), {x, src, init}), inst.shape(), want_};
+    }
+    const auto& called = inst.calledComputations();
+    const Instruction* sel = called.size() == 2 && called[0]->root() ? called[0]->root() : nullptr;
+    const Instruction* sc = called.size() == 2 && called[1]->root() ? called[1]->root() : nullptr;
+    std::optional<double> never;
+    ElementType et = xs.elementType();
+    if (sel && sel->opcode() == Opcode::Compare && sel->operand(0)->opcode() == Opcode::Parameter &&
+        sel->operand(0)->attrs().parameterNumber == 0 && (hlo::isFloatType(et) || et == ElementType::S32)) {
+      hlo::ComparisonDirection dir = sel->attrs().comparisonDirection;
+      bool fp = hlo::isFloatType(et);
+      if (dir == hlo::ComparisonDirection::GE || dir == hlo::ComparisonDirection::GT)
+        never = fp ? -HUGE_VAL : static_cast<double>(std::numeric_limits<int32_t>::min());
+      if (dir == hlo::ComparisonDirection::LE || dir == hlo::ComparisonDirection::LT)
+        never = fp ? HUGE_VAL : static_cast<double>(std::numeric_limits<int32_t>::max());
+    }
+    bool adds = sc && sc->opcode() == Opcode::Add && sc->operand(0)->opcode() == Opcode::Parameter &&
+                sc->operand(1)->opcode() == Opcode::Parameter;
+    if (!never || !adds) {
+      unsupported(inst, "tiled windowed dims need a select that compares its first parameter with GE/GT/LE/LT "
+                        "and an add scatter");
+      return std::nullopt;
+    }
+    for (int64_t j : tiled)
+      if (win.dimensions[static_cast<size_t>(j)].baseDilation != 1 || win.dimensions[static_cast<size_t>(j)].windowDilation != 1) {
+        unsupported(inst, fmt::format("dimension {} is tiled and dilated", j));
+        return std::nullopt;
+      }
+    Instruction* x = operandAs(inst.operand(0), T);
+    Instruction* src = operandAs(inst.operand(1), T);
+    Instruction* avoid = scalarConstant(et, *never);
+    Instruction* zero = scalarConstant(et, 0);
+    hlo::Window local = win;
+    std::vector<int64_t> s = T.shardDims(xs.dimensions());
+    std::vector<std::vector<int64_t>> keepAt(T.rank());
+    for (int64_t j : tiled) {
+      size_t uj = static_cast<size_t>(j);
+      hlo::WindowDimension& w = local.dimensions[uj];
+
+      auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+      // Windows [first, last] overlap tile i; `first` is moved back until
+      // its window starts at or before the tile, so the local windows line up
+      // with the fetched rows (absent windows scatter masked zeros).
+      std::vector<int64_t> firstWin(static_cast<size_t>(n_)), firstRow(static_cast<size_t>(n_)), keep(static_cast<size_t>(n_));
+      int64_t rows = w.size;
+      for (int64_t d = 0; d < n_; ++d) {
+        int64_t i = T.tileIndex(d)[uj];
+        int64_t lo = i * s[uj], hi = (i + 1) * s[uj];
+        int64_t first = std::min(-floorDiv(-(lo + w.paddingLow - w.size + 1), w.stride), floorDiv(lo + w.paddingLow, w.stride));
+        int64_t last = floorDiv(hi - 1 + w.paddingLow, w.stride);
+        int64_t start = first * w.stride - w.paddingLow;
+        firstWin[static_cast<size_t>(d)] = first;
+        firstRow[static_cast<size_t>(d)] = start;
+        keep[static_cast<size_t>(d)] = lo - start;
+        rows = std::max({rows, (last - first) * w.stride + w.size, hi - start});
+      }
+      int64_t srcLen = (rows - w.size) / w.stride + 1;
+      x = haloWindow(x, xs, T, j, firstRow, rows, avoid);
+      src = haloWindow(src, ss, T, j, firstWin, srcLen, zero);
+      w.paddingLow = 0;
+      w.paddingHigh = 0;
+      keepAt[uj] = keep;
+    }
+    std::vector<int64_t> bufDims = x->shape().dimensions();
+    Instruction* r = cloneAs(inst, withDims(x->shape(), bufDims), {x, src, init});
+    r->attrs().window = local;
+    std::vector<Instruction*> ops{r};
+    std::vector<int64_t> outDims = T.shardDims(inst.shape().dimensions());
+    for (int64_t j = 0; j < T.rank(); ++j)
+      ops.push_back(keepAt[static_cast<size_t>(j)].empty() ? constantS32(0) : table(keepAt[static_cast<size_t>(j)]));
+    Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), outDims), ops, "dynamic-slice");
+    ds->attrs().dynamicSliceSizes = outDims;
+    return PValue{ds, inst.shape(), want_};
+  }
+
+  // Reverse on tiled dims: output tile i is the mirror of input rows
+  // [G - (i+1)*s, G - i*s), fetched by halo exchange, reversed locally.
+  std::optional<PValue> partitionReverse(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    const Shape& in = inst.operand(0)->shape();
+    Instruction* x = operandAs(inst.operand(0), T);
+    Instruction* fill = scalarConstant(in.elementType(), 0);
+    std::vector<int64_t> s = T.shardDims(in.dimensions());
+    for (int64_t j : inst.attrs().dimensions) {
+      if (T.tile(j) == 1) continue;
+      size_t uj = static_cast<size_t>(j);
+      std::vector<int64_t> start(static_cast<size_t>(n_));
+      for (int64_t d = 0; d < n_; ++d) start[static_cast<size_t>(d)] = in.dimension(j) - (T.tileIndex(d)[uj] + 1) * s[uj];
+      x = haloWindow(x, in, T, j, start, s[uj], fill);
+    }
+    return PValue{cloneAs(inst, x->shape(), {x}), inst.shape(), want_};
+  }
+
+  // Pad and slice on tiled dims: each output tile is a window of input rows
+  // (shifted by the low padding or the slice start, strided, interior-padded),
+  // fetched from the devices that hold them; the pad value fills what lies
+  // outside the operand. Dims the op touches that are not tiled stay local.
+  std::optional<PValue> partitionPadSlice(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    bool isPad = inst.opcode() == Opcode::Pad;
+    const Shape& in = inst.operand(0)->shape();
+    Instruction* x = operandAs(inst.operand(0), T);
+    Instruction* padValue = isPad ? operandReplicated(inst.operand(1)) : scalarConstant(in.elementType(), 0);
+    std::vector<int64_t> so = T.shardDims(inst.shape().dimensions());
+    std::vector<int64_t> touched = touchedDims(inst);
+    hlo::InstructionAttributes attrs = inst.attrs();
+    bool localOp = false;
+    for (int64_t j = 0; j < in.rank(); ++j) {
+      size_t uj = static_cast<size_t>(j);
+      bool touches = std::find(touched.begin(), touched.end(), j) != touched.end();
+      if (T.tile(j) == 1) {
+        localOp |= touches;
+        continue;
+      }
+      if (!touches) {
+        if (isPad) attrs.padding[uj] = {0, 0, 0};
+        else attrs.slice[uj] = {0, x->shape().dimension(j), 1};
+        continue;
+      }
+      int64_t o = so[uj];
+      if (!isPad) {
+        const hlo::SliceDimension& sd = inst.attrs().slice[uj];
+        int64_t length = (o - 1) * sd.stride + 1;
+        x = haloWindow(x, in, T, j, windowStarts(T, j, o, sd.stride, -sd.start), length, padValue);
+        attrs.slice[uj] = {0, length, sd.stride};
+        localOp |= sd.stride != 1;
+        continue;
+      }
+      // Output row r is input row (r - low) / (interior + 1) when that divides.
+      const hlo::PaddingDimension& pd = inst.attrs().padding[uj];
+      int64_t step = pd.interior + 1;
+      auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+      std::vector<int64_t> start(static_cast<size_t>(n_)), shift(static_cast<size_t>(n_));
+      int64_t length = 1;
+      for (int64_t d = 0; d < n_; ++d) {
+        int64_t first = T.tileIndex(d)[uj] * o;
+        int64_t a = floorDiv(first - pd.low, step), b = floorDiv(first + o - 1 - pd.low, step);
+        start[static_cast<size_t>(d)] = a;
+        shift[static_cast<size_t>(d)] = first - (pd.low + a * step);  // in [0, interior]
+        length = std::max(length, b - a + 1);
+      }
+      x = haloWindow(x, in, T, j, start, length, padValue);
+      if (step == 1) {
+        attrs.padding[uj] = {0, 0, 0};
+        continue;
+      }
+      // Interior padding locally, then each device's rows from its shift.
+      std::vector<int64_t> dims = x->shape().dimensions();
+      dims[uj] = length + (length - 1) * pd.interior + pd.interior;
+      Instruction* p = add(Opcode::Pad, withDims(x->shape(), dims), {x, padValue}, "pad");
+      std::vector<hlo::PaddingDimension> pads(dims.size(), {0, 0, 0});
+      pads[uj] = {0, pd.interior, pd.interior};
+      p->attrs().padding = pads;
+      std::vector<Instruction*> ops{p};
+      for (size_t k = 0; k < dims.size(); ++k) ops.push_back(k == uj ? table(shift) : constantS32(0));
+      dims[uj] = o;
+      Instruction* ds = add(Opcode::DynamicSlice, withDims(x->shape(), dims), ops, "dynamic-slice");
+      ds->attrs().dynamicSliceSizes = dims;
+      x = ds;
+      attrs.padding[uj] = {0, 0, 0};
+    }
+    if (!localOp) return PValue{x, inst.shape(), want_};
+    std::vector<Instruction*> ops{x};
+    if (isPad) ops.push_back(padValue);
+    Instruction* r = cloneAs(inst, T.shardShape(inst.shape()), ops);
+    r->attrs() = attrs;
+    return PValue{r, inst.shape(), want_};
+  }
+
+  // Index component k (along indexVectorDim) of `idx` minus the per-device
+  // value `perDevice` (the shard offset of the operand dim it indexes).
+  Instruction* rebaseIndices(Instruction* idx, int64_t indexVectorDim, int64_t k, const std::vector<int64_t>& perDevice) {
+    const Shape& shape = idx->shape();
+    ElementType et = shape.elementType();
+    Instruction* off = table(perDevice);
+    if (et != ElementType::S32) off = add(Opcode::Convert, Shape::scalar(et), {off}, "convert");
+    Instruction* delta = broadcastScalar(off, shape);
+    if (indexVectorDim < shape.rank() && shape.dimension(indexVectorDim) > 1) {
+      Shape s32Shape = withDims(Shape::array(ElementType::S32, {}), shape.dimensions());
+      Shape predShape = withDims(Shape::array(ElementType::Pred, {}), shape.dimensions());
+      Instruction* iota = add(Opcode::Iota, s32Shape, {}, "iota");
+      iota->attrs().iotaDimension = indexVectorDim;
+      Instruction* eq = compare(iota, broadcastScalar(constantS32(k), s32Shape), hlo::ComparisonDirection::EQ, "component");
+      delta = add(Opcode::Select, shape, {eq, delta, broadcastScalar(scalarConstant(et, 0), shape)}, "offset");
+    }
+    return add(Opcode::Subtract, shape, {idx, delta}, "rebased");
+  }
+
+  // Gather: output dims split either through the indices (batch dims: each
+  // device gathers its own index rows) or through the operand (passthrough
+  // dims whose slice is whole, and batching dims). Candidates from the
+  // output, the operand and the indices are costed like dot strategies; an
+  // operand tiled on an indexed dim is gathered whole, with a remark.
+  std::optional<PValue> partitionGather(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    IndexedMap m = gatherMap(inst);
+    const PValue& O = values_.at(inst.operand(0));
+    const PValue& I = values_.at(inst.operand(1));
+    std::vector<int64_t> unsupported;  // window dims that are not passthrough
+    for (int64_t d = 0; d < T.rank(); ++d)
+      if (m.operandOfOut[static_cast<size_t>(d)] < 0 && m.indexOfOut[static_cast<size_t>(d)] < 0) unsupported.push_back(d);
+    std::vector<Tiling> cands{T.replicatedOn(unsupported),
+                              projectTiling(O.leaves[0], m.operandOfOut).replicatedOn(unsupported),
+                              projectTiling(I.leaves[0], m.indexOfOut).replicatedOn(unsupported)};
+    double best = 0;
+    size_t bestK = 0;
+    for (size_t k = 0; k < cands.size(); ++k) {
+      const Tiling& c = cands[k];
+      double cost = reshardCost(O.global, O.leaves[0], projectTiling(c, m.outOfOperand)) +
+                    reshardCost(I.global, I.leaves[0], projectTiling(c, m.outOfIndex)) + reshardCost(inst.shape(), c, T);
+      if (k == 0 || cost < best) {
+        best = cost;
+        bestK = k;
+      }
+    }
+    if (std::optional<PValue> v = gatherFromTiledRows(inst, m, best)) return v;
+    const Tiling& W = cands[bestK];
+    Tiling ot = projectTiling(W, m.outOfOperand), it = projectTiling(W, m.outOfIndex);
+    for (int64_t p = 0; p < O.leaves[0].rank(); ++p)
+      if (O.leaves[0].tile(p) > 1 && ot.tile(p) == 1 && m.outOfOperand[static_cast<size_t>(p)] < 0) {
+        diags_.warning(inst.location(), fmt::format("gather '{}' replicates its operand along dimension {} (tiled "
+                                                    "{}, an indexed dimension): no index-aware strategy yet",
+                                                    inst.name(), p, O.leaves[0].toString()));
+        break;
+      }
+    Instruction* x = reshard(O.local, O.global, O.leaves[0], ot);
+    Instruction* idx = reshard(I.local, I.global, I.leaves[0], it);
+    Instruction* g = cloneAs(inst, W.shardShape(inst.shape()), {x, idx});
+    std::vector<int64_t> local = x->shape().dimensions();
+    for (size_t p = 0; p < local.size(); ++p)
+      if (ot.tile(static_cast<int64_t>(p)) > 1) g->attrs().gatherSliceSizes[p] = local[p];
+    return PValue{reshard(g, inst.shape(), W, T), inst.shape(), want_};
+  }
+
+  // Gather from an operand tiled on dims indexed with one-row slices (a
+  // vocabulary-split embedding table): each device clamps the indices as
+  // the gather would, rebases them to its rows, gathers locally, zeroes the
+  // results whose row it does not hold, and an all-reduce sums the pieces.
+  // Taken when it moves fewer bytes than `otherCost`.
+  std::optional<PValue> gatherFromTiledRows(const Instruction& inst, const IndexedMap& m, double otherCost) {
+    const Tiling& T = want_[0];
+    const hlo::GatherDimensionNumbers& dn = *inst.attrs().gatherDims;
+    const PValue& O = values_.at(inst.operand(0));
+    const PValue& I = values_.at(inst.operand(1));
+    const Tiling& ot = O.leaves[0];
+    if (ot.isManual() || ot.manualGroups() != 1) return std::nullopt;
+    ElementType et = inst.shape().elementType();
+    if (hlo::isComplexType(et) || et == ElementType::Pred) return std::nullopt;
+    std::vector<int64_t> rows;  // tiled operand dims addressed by index component k
+    std::vector<int64_t> comps;
+    for (int64_t p = 0; p < ot.rank(); ++p) {
+      if (ot.tile(p) == 1 || m.outOfOperand[static_cast<size_t>(p)] >= 0) continue;
+      auto k = std::find(dn.startIndexMap.begin(), dn.startIndexMap.end(), p);
+      bool collapsed = std::find(dn.collapsedSliceDims.begin(), dn.collapsedSliceDims.end(), p) != dn.collapsedSliceDims.end();
+      if (k == dn.startIndexMap.end() || !collapsed || inst.attrs().gatherSliceSizes[static_cast<size_t>(p)] != 1)
+        return std::nullopt;
+      rows.push_back(p);
+      comps.push_back(k - dn.startIndexMap.begin());
+    }
+    if (rows.empty()) return std::nullopt;
+    Tiling P = projectTiling(ot, m.operandOfOut);  // the row tiles become partial sums
+    Tiling idxRepl = Tiling::replicated(I.global.rank(), n_);
+    double cost = reshardCost(I.global, I.leaves[0], idxRepl) +
+                  2.0 * static_cast<double>(product(P.shardDims(inst.shape().dimensions())) * elementBytes(inst.shape())) +
+                  reshardCost(inst.shape(), P, T);
+    if (cost >= otherCost) return std::nullopt;
+    Instruction* idx = reshard(I.local, I.global, I.leaves[0], idxRepl);
+    const Shape& is = idx->shape();
+    ElementType it = is.elementType();
+    int64_t ivd = dn.indexVectorDim;
+    std::vector<int64_t> g = O.global.dimensions();
+    Instruction* valid = nullptr;
+    std::vector<int64_t> batchShape;
+    for (int64_t d = 0; d < is.rank(); ++d)
+      if (d != ivd) batchShape.push_back(is.dimension(d));
+    Shape predBatch = Shape::array(ElementType::Pred, batchShape);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      int64_t p = rows[r], k = comps[r];
+      std::vector<int64_t> off(static_cast<size_t>(n_));
+      for (int64_t d = 0; d < n_; ++d) off[static_cast<size_t>(d)] = ot.shardOffsets(d, g)[static_cast<size_t>(p)];
+      // Component k alone, batch-shaped, clamped to the rows that exist.
+      Instruction* comp = idx;
+      if (ivd < is.rank()) {
+        std::vector<hlo::SliceDimension> sl;
+        std::vector<int64_t> dims = is.dimensions();
+        for (int64_t d = 0; d < is.rank(); ++d)
+          sl.push_back(d == ivd ? hlo::SliceDimension{k, k + 1, 1} : hlo::SliceDimension{0, dims[static_cast<size_t>(d)], 1});
+        dims[static_cast<size_t>(ivd)] = 1;
+        comp = add(Opcode::Slice, withDims(is, dims), {idx}, "component");
+        comp->attrs().slice = sl;
+        comp = add(Opcode::Reshape, Shape::array(it, batchShape), {comp}, "component");
+      }
+      Shape bs = Shape::array(it, batchShape);
+      Instruction* lo = broadcastScalar(scalarConstant(it, 0), bs);
+      Instruction* hi = broadcastScalar(scalarConstant(it, static_cast<double>(g[static_cast<size_t>(p)] - 1)), bs);
+      Instruction* clamped = add(Opcode::Clamp, bs, {lo, comp, hi}, "clamped");
+      Instruction* o = table(off);
+      if (it != ElementType::S32) o = add(Opcode::Convert, Shape::scalar(it), {o}, "convert");
+      Instruction* local = add(Opcode::Subtract, bs, {clamped, broadcastScalar(o, bs)}, "rebased");
+      Instruction* geq = compare(local, broadcastScalar(scalarConstant(it, 0), bs), hlo::ComparisonDirection::GE, "held");
+      int64_t shard = ot.shardDims(g)[static_cast<size_t>(p)];
+      Instruction* lt =
+          compare(local, broadcastScalar(scalarConstant(it, static_cast<double>(shard)), bs), hlo::ComparisonDirection::LT, "held");
+      Instruction* both = add(Opcode::And, predBatch, {geq, lt}, "held");
+      valid = valid ? add(Opcode::And, predBatch, {valid, both}, "held") : both;
+      idx = rebaseIndices(idx, ivd, k, off);
+    }
+    Instruction* x = O.local;
+    Instruction* gl = cloneAs(inst, P.shardShape(inst.shape()), {x, idx});
+    std::vector<int64_t> localIn = x->shape().dimensions();
+    for (size_t p = 0; p < localIn.size(); ++p)
+      if (m.outOfOperand[p] >= 0 && ot.tile(static_cast<int64_t>(p)) > 1) gl->attrs().gatherSliceSizes[p] = localIn[p];
+    std::vector<int64_t> batchOut;
+    for (int64_t d = 0; d < inst.shape().rank(); ++d)
+      if (m.indexOfOut[static_cast<size_t>(d)] >= 0) batchOut.push_back(d);
+    Shape predOut = withDims(Shape::array(ElementType::Pred, {}), gl->shape().dimensions());
+    Instruction* vb = add(Opcode::Broadcast, predOut, {valid}, "held");
+    vb->attrs().dimensions = batchOut;
+    Instruction* zeroed = add(Opcode::Select, gl->shape(), {vb, gl, broadcastScalar(scalarConstant(et, 0), gl->shape())}, "held");
+    Instruction* sum = allReduce(zeroed, ot.groupsAlong(rows), adder(et));
+    return PValue{reshard(sum, inst.shape(), P, T), inst.shape(), want_};
+  }
+
+  // The binary op a scatter combiner applies to (old, new), if it is one
+  // whose partial results an all-reduce can combine, and its identity.
+  std::optional<std::pair<Opcode, double>> scatterCombiner(const Instruction& inst) {
+    const Computation* c = inst.toApply();
+    if (!c || !c->root() || c->root()->operandCount() != 2) return std::nullopt;
+    const Instruction* r = c->root();
+    if (r->operand(0)->opcode() != Opcode::Parameter || r->operand(1)->opcode() != Opcode::Parameter ||
+        r->operand(0) == r->operand(1))
+      return std::nullopt;
+    ElementType t = inst.shape().elementType();
+    bool fp = hlo::isFloatType(t);
+    if (r->opcode() == Opcode::Add) return std::make_pair(Opcode::Add, 0.0);
+    if (!fp && t != ElementType::S32) return std::nullopt;
+    switch (r->opcode()) {
+      case Opcode::Maximum: return std::make_pair(Opcode::Maximum, fp ? -HUGE_VAL : static_cast<double>(std::numeric_limits<int32_t>::min()));
+      case Opcode::Minimum: return std::make_pair(Opcode::Minimum, fp ? HUGE_VAL : static_cast<double>(std::numeric_limits<int32_t>::max()));
+      default: return std::nullopt;
+    }
+  }
+
+  // Scatter: operand passthrough (update windows cover whole operand dims:
+  // operand and updates split alike, indices whole, local scatter), or index
+  // parallel (indices and updates split on their scatter dims: each device
+  // scatters its updates into the combiner's identity, an all-reduce with
+  // the combiner joins them, and the operand is combined in elementwise).
+  std::optional<PValue> partitionScatter(const Instruction& inst) {
+    const Tiling& T = want_[0];
+    IndexedMap m = scatterMap(inst);
+    const PValue& O = values_.at(inst.operand(0));
+    const PValue& I = values_.at(inst.operand(1));
+    const PValue& U = values_.at(inst.operand(2));
+    const hlo::ScatterDimensionNumbers& dn = *inst.attrs().scatterDims;
+    // Operand dims that may stay tiled: passthrough dims, and inserted
+    // (one-row window) dims an index component addresses: there each device
+    // scatters with indices rebased to its shard and drops what lies outside.
+    std::vector<int64_t> notLocal;
+    for (int64_t p = 0; p < T.rank(); ++p) {
+      bool indexed = std::find(dn.insertedWindowDims.begin(), dn.insertedWindowDims.end(), p) != dn.insertedWindowDims.end() &&
+                     std::find(dn.scatterDimsToOperandDims.begin(), dn.scatterDimsToOperandDims.end(), p) !=
+                         dn.scatterDimsToOperandDims.end();
+      if (m.outOfOperand[static_cast<size_t>(p)] < 0 && !indexed) notLocal.push_back(p);
+    }
+    for (int64_t p : dn.inputBatchingDims) notLocal.push_back(p);
+    Tiling W = T.replicatedOn(notLocal);
+    Tiling ut = projectTiling(W, m.operandOfOut);
+    Tiling idxRepl = Tiling::replicated(I.global.rank(), n_);
+    double passCost = reshardCost(O.global, O.leaves[0], W) + reshardCost(U.global, U.leaves[0], ut) +
+                      reshardCost(I.global, I.leaves[0], idxRepl) + reshardCost(inst.shape(), W, T);
+    // Index parallel: the indices keep their tiling on batch dims.
+    std::optional<std::pair<Opcode, double>> comb = scatterCombiner(inst);
+    Tiling it = projectTiling(I.leaves[0], m.indexOfOut);  // in update space
+    it = projectTiling(it, m.outOfIndex);                  // back: batch dims only
+    bool indexTiled = it.numTiles() > 1;
+    if (comb && indexTiled) {
+      Tiling uti = projectTiling(it, m.indexOfOut);
+      double full = static_cast<double>(product(inst.shape().dimensions()) * elementBytes(inst.shape()));
+      double idxCost = reshardCost(O.global, O.leaves[0], T) + reshardCost(U.global, U.leaves[0], uti) +
+                       reshardCost(I.global, I.leaves[0], it) + 2.0 * full;
+      if (idxCost < passCost) {
+        Instruction* idx = reshard(I.local, I.global, I.leaves[0], it);
+        Instruction* upd = reshard(U.local, U.global, U.leaves[0], uti);
+        std::vector<int64_t> scatterDims;
+        for (int64_t d = 0; d < uti.rank(); ++d)
+          if (uti.tile(d) > 1) scatterDims.push_back(d);
+        ElementType et = inst.shape().elementType();
+        Instruction* identity = scalarConstant(et, comb->second);
+        upd = mask(upd, U.global, uti, scatterDims, identity);  // padding rows add nothing
+        Instruction* base = broadcastScalar(identity, inst.shape());
+        Instruction* partial = cloneAs(inst, inst.shape(), {base, idx, upd});
+        Instruction* joined = allReduce(partial, uti.groupsAlong(scatterDims), inst.toApply());
+        Instruction* local = reshard(joined, inst.shape(), Tiling::replicated(inst.shape().rank(), n_), T);
+        Instruction* x = reshard(O.local, O.global, O.leaves[0], T);
+        Instruction* r = add(comb->first, x->shape(), {x, local}, "scatter-combine");
+        return PValue{r, inst.shape(), want_};
+      }
+    }
+    if (!W.isReplicated() || O.leaves[0].numTiles() > 1 || U.leaves[0].numTiles() > 1) {
+      for (int64_t p : notLocal)
+        if (O.leaves[0].tile(p) > 1) {
+          diags_.warning(inst.location(), fmt::format("scatter '{}' replicates its operand along dimension {} (tiled {}, "
+                                                      "an indexed dimension): no index-aware strategy yet",
+                                                      inst.name(), p, O.leaves[0].toString()));
+          break;
+        }
+    }
+    Instruction* x = reshard(O.local, O.global, O.leaves[0], W);
+    Instruction* idx = reshard(I.local, I.global, I.leaves[0], idxRepl);
+    Instruction* upd = reshard(U.local, U.global, U.leaves[0], ut);
+    std::vector<int64_t> g = inst.shape().dimensions();
+    for (size_t k = 0; k < dn.scatterDimsToOperandDims.size(); ++k) {
+      int64_t p = dn.scatterDimsToOperandDims[k];
+      if (W.tile(p) == 1 || m.outOfOperand[static_cast<size_t>(p)] >= 0) continue;
+      std::vector<int64_t> off(static_cast<size_t>(n_));
+      for (int64_t d = 0; d < n_; ++d) off[static_cast<size_t>(d)] = W.shardOffsets(d, g)[static_cast<size_t>(p)];
+      idx = rebaseIndices(idx, dn.indexVectorDim, static_cast<int64_t>(k), off);
+    }
+    Instruction* sc = cloneAs(inst, W.shardShape(inst.shape()), {x, idx, upd});
+    return PValue{reshard(sc, inst.shape(), W, T), inst.shape(), want_};
+  }
+
+  // Convolution: batch tiles split the input and output-feature tiles the
+  // kernel, as the non-contracting dims of a dot; tiled output spatial dims
+  // read their input windows by halo exchange (zero outside the input) and
+  // convolve locally without the global padding there.
   std::optional<PValue> partitionConvolution(const Instruction& inst) {
     const Tiling& T = want_[0];
     const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
     std::vector<int64_t> spatial = cd.outputSpatialDimensions;
-    const Tiling& in = values_.at(inst.operand(0)).leaves[0];
+    const hlo::Window& win = *inst.attrs().window;
+    std::vector<int64_t> noHalo;  // tiled spatial dims that cannot take a halo: taken whole
     for (size_t i = 0; i < spatial.size(); ++i)
-      if (T.tile(spatial[i]) > 1 || in.tile(cd.inputSpatialDimensions[i]) > 1) {
-        unsupported(inst, "spatially sharded convolutions need halo exchange, not implemented yet");
-        return std::nullopt;
-      }
-    Tiling W = T.replicatedOn(spatial);
+      if (T.tile(spatial[i]) > 1 && win.dimensions[i].baseDilation != 1) noHalo.push_back(spatial[i]);
+    if (!noHalo.empty()) {
+      unsupported(inst, "a tiled spatial dimension is base-dilated (lhs_dilate); halo exchange for it is not implemented");
+      return std::nullopt;
+    }
+    Tiling W = T;
     if (inst.attrs().featureGroupCount != 1 || inst.attrs().batchGroupCount != 1)
       W = W.replicatedOn({cd.outputFeatureDimension, cd.outputBatchDimension});
     int64_t rank = inst.shape().rank();
@@ -862,10 +1764,25 @@ class Partitioner {
       rhsPerm[static_cast<size_t>(cd.kernelSpatialDimensions[i])] = spatial[i];
     }
     Tiling lt = W.replicatedOn({cd.outputFeatureDimension}).transposed(lhsPerm);
-    Tiling rt = W.replicatedOn({cd.outputBatchDimension}).transposed(rhsPerm);
+    std::vector<int64_t> rhsRepl = spatial;
+    rhsRepl.push_back(cd.outputBatchDimension);
+    Tiling rt = W.replicatedOn(rhsRepl).transposed(rhsPerm);
     Instruction* lhs = operandAs(inst.operand(0), lt);
     Instruction* rhs = operandAs(inst.operand(1), rt);
+    hlo::Window local = win;
+    std::vector<int64_t> so = W.shardDims(inst.shape().dimensions());
+    for (size_t i = 0; i < spatial.size(); ++i) {
+      int64_t q = spatial[i], j = cd.inputSpatialDimensions[i];
+      if (W.tile(q) == 1) continue;
+      hlo::WindowDimension& w = local.dimensions[i];
+      int64_t o = so[static_cast<size_t>(q)];
+      int64_t length = (o - 1) * w.stride + (w.size - 1) * w.windowDilation + 1;
+      lhs = haloWindow(lhs, inst.operand(0)->shape(), lt, j, windowStarts(W, q, o, w.stride, w.paddingLow), length,
+                       scalarConstant(inst.operand(0)->shape().elementType(), 0));
+      w.paddingLow = w.paddingHigh = 0;
+    }
     Instruction* c = cloneAs(inst, W.shardShape(inst.shape()), {lhs, rhs});
+    c->attrs().window = local;
     return PValue{reshard(c, inst.shape(), W, T), inst.shape(), want_};
   }
 
@@ -944,6 +1861,7 @@ class Partitioner {
   hlo::Module& module_;
   int64_t n_;
   DiagnosticEngine& diags_;
+  int64_t windowedBytes_;  // windowed einsum from this gathered-operand size on; -1: never
   std::set<std::string> names_;
   std::map<std::string, int64_t> nextSuffix_;
   std::set<std::string> compNames_;
@@ -979,8 +1897,9 @@ bool isPartitioned(const hlo::Module& module) {
   return false;
 }
 
-bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags) {
-  Partitioner p(module, numPartitions, diags);
+bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags, const SpmdOptions* options) {
+  int64_t mib = options ? options->windowedEinsumThresholdMib : -1;
+  Partitioner p(module, numPartitions, diags, mib < 0 ? -1 : mib * 1024 * 1024);
   return p.run();
 }
 
@@ -994,7 +1913,7 @@ bool SpmdPartitionPass::run(hlo::Module& module, DiagnosticEngine& diags) {
   }
   SpmdOptions defaults;
   int64_t n = partitionCount(module, options_ ? *options_ : defaults);
-  partitionModule(module, n, diags);
+  partitionModule(module, n, diags, options_);
   return true;
 }
 
@@ -1025,6 +1944,11 @@ std::string formatCommunicationStats(const hlo::Module& module, bool json) {
       if (op == Opcode::AllGather && inst->attrs().replicaGroups && !inst->attrs().replicaGroups->groups.empty()) {
         int64_t g = static_cast<int64_t>(inst->attrs().replicaGroups->groups[0].size());
         v = v - v / std::max<int64_t>(g, 1);
+      }
+      if (op == Opcode::ReduceScatter && inst->operandCount() == 1) {
+        // The partial sums of the others for this device's piece: operand minus result.
+        std::optional<int64_t> in = inst->operand(0)->shape().byteSize();
+        v = in ? *in - v : v;
       }
       bytes[kind] += v;
       counts[kind] += 1;

@@ -20,7 +20,9 @@ inline constexpr std::string_view kGlobalShapeAttribute = "spmd_global_shape";
 // the root keep their shardings (a runner splits inputs and joins outputs
 // with them); everything else is local code. Returns false after reporting
 // an error naming the op and shardings no strategy handles.
-bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags);
+// `options` (may be null) chooses optional strategies (windowed einsum).
+bool partitionModule(hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags,
+                     const SpmdOptions* options = nullptr);
 
 // True for a module that already is a per-device program: an entry named
 // *_spmd (XLA's partitioner output) or cross-partition collectives /

@@ -176,6 +176,19 @@ class Propagator {
       }
       return changed;
     }
+    if (op == Opcode::Conditional) {
+      // Branch k's parameter is operand k + 1; the result follows the roots.
+      bool changed = false;
+      const auto& called = inst.calledComputations();
+      for (size_t k = 0; k < called.size(); ++k) {
+        hlo::Computation* c = called[k];
+        if (const Leaves* l = get(inst.operand(static_cast<int64_t>(k) + 1)))
+          if (c && c->parameter(0)) changed |= offer(c->parameter(0), *l);
+        if (c && c->root())
+          if (const Leaves* l = get(c->root())) changed |= offer(&inst, *l);
+      }
+      return changed;
+    }
     if (op == Opcode::Call) {
       hlo::Computation* c = inst.toApply();
       bool changed = false;
@@ -237,6 +250,30 @@ class Propagator {
       }
       return offer(&inst, *best);
     }
+    if (op == Opcode::Gather) {
+      IndexedMap m = gatherMap(inst);
+      const Tiling* o = opTiling(0);
+      const Tiling* i = opTiling(1);
+      std::optional<Tiling> best;
+      if (o) best = projectTiling(*o, m.operandOfOut);
+      if (i) {
+        Tiling c = projectTiling(*i, m.indexOfOut);
+        if (!best || c.numTiles() > best->numTiles()) best = c;
+      }
+      return best && offer(&inst, *best);
+    }
+    if (op == Opcode::Scatter && inst.operandCount() == 3) {
+      IndexedMap m = scatterMap(inst);
+      const Tiling* o = opTiling(0);
+      const Tiling* u = opTiling(2);
+      std::optional<Tiling> best;
+      if (o) best = *o;
+      if (u) {
+        Tiling c = projectTiling(*u, m.outOfOperand);
+        if (!best || c.numTiles() > best->numTiles()) best = c;
+      }
+      return best && offer(&inst, *best);
+    }
     if (op == Opcode::Convolution) {
       const Tiling* l = opTiling(0);
       if (!l) return false;
@@ -286,6 +323,8 @@ class Propagator {
       case Opcode::Sort:
       case Opcode::Select:
       case Opcode::Clamp:
+      case Opcode::ReduceWindow:
+      case Opcode::SelectAndScatter:
       case Opcode::OptimizationBarrier: return true;
       default: return false;
     }
@@ -311,6 +350,11 @@ class Propagator {
       return changed;
     }
     if (op == Opcode::While) return offer(inst.operand(0), *mine);
+    if (op == Opcode::Conditional) {
+      for (hlo::Computation* c : inst.calledComputations())
+        if (c && c->root()) changed |= offer(c->root(), *mine);
+      return changed;
+    }
     if (!inst.shape().isArray()) {
       if (op == Opcode::Reduce || op == Opcode::Sort) {
         const Tiling& t = (*mine)[0];
@@ -336,6 +380,43 @@ class Propagator {
         return offer(inst.operand(0), reshapeTiling(t, inst.shape().dimensions(), inst.operand(0)->shape().dimensions(), &exact));
       }
       case Opcode::Reduce: return offer(inst.operand(0), t.withInsertedDims(inst.attrs().dimensions));
+      case Opcode::Gather: {
+        IndexedMap m = gatherMap(inst);
+        changed |= offer(inst.operand(0), projectTiling(t, m.outOfOperand));
+        changed |= offer(inst.operand(1), projectTiling(t, m.outOfIndex));
+        return changed;
+      }
+      case Opcode::Scatter: {
+        if (inst.operandCount() != 3) return false;
+        IndexedMap m = scatterMap(inst);
+        changed |= offer(inst.operand(0), t);
+        Tiling u = projectTiling(t, m.operandOfOut);
+        changed |= offer(inst.operand(2), u);
+        if (const Tiling* cur = array(inst.operand(2))) changed |= offer(inst.operand(1), projectTiling(*cur, m.outOfIndex));
+        return changed;
+      }
+      case Opcode::Convolution: {
+        // The input takes the output's batch and spatial tiling, the kernel
+        // its output-feature tiling (grouped convolutions: spatial only).
+        const hlo::ConvolutionDimensionNumbers& cd = *inst.attrs().convDims;
+        bool grouped = inst.attrs().featureGroupCount != 1 || inst.attrs().batchGroupCount != 1;
+        std::vector<int64_t> lhsPerm(static_cast<size_t>(rank)), rhsPerm(static_cast<size_t>(rank));
+        lhsPerm[static_cast<size_t>(cd.inputBatchDimension)] = cd.outputBatchDimension;
+        lhsPerm[static_cast<size_t>(cd.inputFeatureDimension)] = cd.outputFeatureDimension;
+        rhsPerm[static_cast<size_t>(cd.kernelOutputFeatureDimension)] = cd.outputFeatureDimension;
+        rhsPerm[static_cast<size_t>(cd.kernelInputFeatureDimension)] = cd.outputBatchDimension;
+        std::vector<int64_t> notKernel = cd.outputSpatialDimensions;
+        notKernel.push_back(cd.outputBatchDimension);
+        for (size_t i = 0; i < cd.outputSpatialDimensions.size(); ++i) {
+          lhsPerm[static_cast<size_t>(cd.inputSpatialDimensions[i])] = cd.outputSpatialDimensions[i];
+          rhsPerm[static_cast<size_t>(cd.kernelSpatialDimensions[i])] = cd.outputSpatialDimensions[i];
+        }
+        Tiling in = grouped ? t.replicatedOn({cd.outputFeatureDimension, cd.outputBatchDimension})
+                            : t.replicatedOn({cd.outputFeatureDimension});
+        changed |= offer(inst.operand(0), in.transposed(lhsPerm));
+        if (!grouped) changed |= offer(inst.operand(1), t.replicatedOn(notKernel).transposed(rhsPerm));
+        return changed;
+      }
       case Opcode::Dot: {
         DotSpace s = dotSpace(inst);
         Tiling d = dotSpaceFromOutput(t, s);

@@ -17,6 +17,10 @@ struct SpmdOptions {
   // Devices to partition over; 0 = the module's num_partitions, else the
   // number of devices its shardings name.
   int64_t numPartitions = 0;
+  // Dots whose strategy all-gathers an operand along a free dim of at least
+  // this many MiB (after gathering, per device) loop over its pieces instead
+  // (windowed einsum, SPMD.md 4.4). -1: never; 0: always.
+  int64_t windowedEinsumThresholdMib = -1;
 };
 
 // The device count the module is partitioned over (options, the module's

@@ -160,4 +160,92 @@ Tiling dotSpaceFromOutput(const Tiling& t, const DotSpace& s) {
   return embed(t, pos, s.outRank() + s.contracting);
 }
 
+Tiling projectTiling(const Tiling& t, const std::vector<int64_t>& srcDim) {
+  std::vector<int64_t> kept, dropped;
+  for (int64_t d = 0; d < t.rank(); ++d)
+    (std::find(srcDim.begin(), srcDim.end(), d) != srcDim.end() ? kept : dropped).push_back(d);
+  Tiling r = t.replicatedOn(dropped).withRemovedDims(dropped);  // dims: kept, in order
+  int64_t fresh = 0;
+  for (int64_t s : srcDim) fresh += s < 0;
+  std::vector<int64_t> positions;
+  for (int64_t k = 0; k < fresh; ++k) positions.push_back(static_cast<int64_t>(kept.size()) + k);
+  r = r.withInsertedDims(positions);
+  std::vector<int64_t> perm;
+  int64_t next = static_cast<int64_t>(kept.size());
+  for (int64_t s : srcDim)
+    perm.push_back(s < 0 ? next++ : static_cast<int64_t>(std::find(kept.begin(), kept.end(), s) - kept.begin()));
+  return r.transposed(perm);
+}
+
+namespace {
+
+bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+void invert(IndexedMap& m, int64_t outRank) {
+  m.operandOfOut.assign(static_cast<size_t>(outRank), -1);
+  m.indexOfOut.assign(static_cast<size_t>(outRank), -1);
+  for (size_t p = 0; p < m.outOfOperand.size(); ++p)
+    if (m.outOfOperand[p] >= 0) m.operandOfOut[static_cast<size_t>(m.outOfOperand[p])] = static_cast<int64_t>(p);
+  for (size_t i = 0; i < m.outOfIndex.size(); ++i)
+    if (m.outOfIndex[i] >= 0) m.indexOfOut[static_cast<size_t>(m.outOfIndex[i])] = static_cast<int64_t>(i);
+}
+
+// Shared by gather and scatter: `windowDims` (out dims holding operand
+// slices, in operand order), operand dims with no window (collapsed /
+// inserted, batching), the slice size per operand dim.
+IndexedMap buildMap(const hlo::Shape& operand, const hlo::Shape& indices, int64_t outRank,
+                    const std::vector<int64_t>& windowDims, const std::vector<int64_t>& noWindow,
+                    const std::vector<int64_t>& operandBatching, const std::vector<int64_t>& indexBatching,
+                    int64_t indexVectorDim, const std::vector<int64_t>& sliceSize) {
+  IndexedMap m;
+  int64_t indexRank = indices.rank();
+  m.outOfIndex.assign(static_cast<size_t>(indexRank), -1);
+  std::vector<int64_t> batchOut;
+  for (int64_t d = 0; d < outRank; ++d)
+    if (!contains(windowDims, d)) batchOut.push_back(d);
+  size_t b = 0;
+  for (int64_t i = 0; i < indexRank; ++i) {
+    if (i == indexVectorDim) continue;
+    if (b < batchOut.size()) m.outOfIndex[static_cast<size_t>(i)] = batchOut[b++];
+  }
+  m.outOfOperand.assign(static_cast<size_t>(operand.rank()), -1);
+  size_t w = 0;
+  for (int64_t p = 0; p < operand.rank(); ++p) {
+    if (contains(noWindow, p) || contains(operandBatching, p)) continue;
+    if (w >= windowDims.size()) break;
+    int64_t out = windowDims[w++];
+    if (sliceSize[static_cast<size_t>(p)] == operand.dimension(p)) m.outOfOperand[static_cast<size_t>(p)] = out;
+  }
+  for (size_t k = 0; k < operandBatching.size() && k < indexBatching.size(); ++k) {
+    int64_t i = indexBatching[k];
+    if (i >= 0 && i < indexRank) m.outOfOperand[static_cast<size_t>(operandBatching[k])] = m.outOfIndex[static_cast<size_t>(i)];
+  }
+  invert(m, outRank);
+  return m;
+}
+
+}  // namespace
+
+IndexedMap gatherMap(const hlo::Instruction& g) {
+  const hlo::GatherDimensionNumbers& dn = *g.attrs().gatherDims;
+  return buildMap(g.operand(0)->shape(), g.operand(1)->shape(), g.shape().rank(), dn.offsetDims, dn.collapsedSliceDims,
+                  dn.operandBatchingDims, dn.startIndicesBatchingDims, dn.indexVectorDim, g.attrs().gatherSliceSizes);
+}
+
+IndexedMap scatterMap(const hlo::Instruction& s) {
+  const hlo::ScatterDimensionNumbers& dn = *s.attrs().scatterDims;
+  int64_t n = s.operandCount() / 2;
+  const hlo::Shape& operand = s.operand(0)->shape();
+  const hlo::Shape& updates = s.operand(n + 1)->shape();
+  // The slice size of a windowed operand dim is the updates' size there.
+  std::vector<int64_t> size(static_cast<size_t>(operand.rank()), 1);
+  size_t w = 0;
+  for (int64_t p = 0; p < operand.rank(); ++p) {
+    if (contains(dn.insertedWindowDims, p) || contains(dn.inputBatchingDims, p)) continue;
+    if (w < dn.updateWindowDims.size()) size[static_cast<size_t>(p)] = updates.dimension(dn.updateWindowDims[w++]);
+  }
+  return buildMap(operand, s.operand(n)->shape(), updates.rank(), dn.updateWindowDims, dn.insertedWindowDims,
+                  dn.inputBatchingDims, dn.scatterIndicesBatchingDims, dn.indexVectorDim, size);
+}
+
 }  // namespace tpu::spmd

@@ -37,4 +37,21 @@ Tiling dotOutPartial(const Tiling& d, const DotSpace& s);  // contracting tiling
 Tiling dotSpaceFromOperand(const Tiling& t, const DotSpace& s, int operand);
 Tiling dotSpaceFromOutput(const Tiling& t, const DotSpace& s);
 
+// A tiling carried to an array of rank `srcDim.size()` whose dim i is dim
+// srcDim[i] of `t`'s array (-1: a dim with no counterpart, untiled). Dims of
+// `t` no entry names become replication.
+Tiling projectTiling(const Tiling& t, const std::vector<int64_t>& srcDim);
+
+// Gather / scatter dims that move together (SPMD.md 3.2, 4.4). For a
+// gather, "out" is the result; for a scatter, the updates (the scatter's
+// result is shaped and tiled like its operand).
+struct IndexedMap {
+  std::vector<int64_t> outOfOperand;  // operand dim -> out dim (passthrough: whole slice; batching dims) or -1
+  std::vector<int64_t> outOfIndex;    // index dim -> out batch dim, -1 for the index vector dim
+  std::vector<int64_t> operandOfOut;  // inverses
+  std::vector<int64_t> indexOfOut;
+};
+IndexedMap gatherMap(const hlo::Instruction& gather);
+IndexedMap scatterMap(const hlo::Instruction& scatter);
+
 }  // namespace tpu::spmd

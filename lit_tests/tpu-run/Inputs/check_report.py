@@ -1,9 +1,10 @@
 """Renders tpu-run's HTML report in headless Chromium and checks what a
 person sees: the op table (sorted by the page's script), the roofline chart's
 kernel points and roofs, the HBM timeline with the peak's buffers, the chips
-section; no script errors; nothing fetched from the network.
+section (for pods: a row per chip with its collective and waiting time, and
+the ICI links); no script errors; nothing fetched from the network.
 
-usage: check_report.py REPORT.html MIN_POINTS"""
+usage: check_report.py REPORT.html MIN_POINTS [CHIPS]"""
 import os
 import re
 import subprocess
@@ -39,4 +40,14 @@ assert re.search(r'<polygon class="mem-line" points="[^"]{20,}"', dom), "no memo
 peak = re.findall(r'<ol id="peak-buffers">(.*?)</ol>', dom, re.S)
 assert peak and "<li>" in peak[0], "no buffers at the peak"
 assert '<table class="sortable" id="chips"' in dom, "no chips section"
-print(f"report ok: {len(rows)} ops, {points} kernel points, timeline, {peak[0].count('<li>')} peak buffers, no script errors")
+pod = ""
+if len(sys.argv) > 3:
+    chips = re.findall(r'<tr class="chip">(.*?)</tr>', dom, re.S)
+    assert len(chips) == int(sys.argv[3]), f"{len(chips)} chip rows"
+    collective = [float(re.findall(r'data-v="([^"]+)"', c)[2]) for c in chips]
+    waiting = [float(re.findall(r'data-v="([^"]+)"', c)[4]) for c in chips]
+    assert all(v > 0 for v in collective) and all(v > 0 for v in waiting), "no collective or waiting time"
+    links = re.findall(r'<tr class="link">', dom)
+    assert links, "no ICI links"
+    pod = f", {len(chips)} chips with collective time, {len(links)} links"
+print(f"report ok: {len(rows)} ops, {points} kernel points, timeline, {peak[0].count('<li>')} peak buffers{pod}, no script errors")

@@ -39,6 +39,7 @@ hlo::FusionKind kindOf(const KernelEstimate& e, const std::vector<const Instruct
     case codegen::FusionLowering::Input:
     case codegen::FusionLowering::ColumnReduction:
     case codegen::FusionLowering::Rows: return hlo::FusionKind::Input;
+    case codegen::FusionLowering::Attention: return hlo::FusionKind::Custom;
     case codegen::FusionLowering::Loop: return hlo::FusionKind::Loop;
     case codegen::FusionLowering::Resident: break;
   }
@@ -65,6 +66,8 @@ class ComputationFuser {
   ComputationFuser(hlo::Computation& c, const CostModel& cost, const FusionOptions& options)
       : graph_(c), cost_(cost), options_(options) {}
 
+  void fuseAttention();
+  void fuseOutputEpilogues();
   void fuseRowNormalizations();
   void fuseProducersIntoConsumers();
   void fuseMultiOutput();
@@ -436,6 +439,218 @@ void ComputationFuser::fuseRowNormalizations() {
   }
 }
 
+// Attention: dot(Q, K) -> elementwise work and a softmax over the keys ->
+// dot(P, V) as one kernel (llo-gen's attention kernel) that keeps the score
+// matrix in VMEM. XLA leaves the two dots and the softmax apart, and the
+// scores make a round trip through HBM between them; no edge-by-edge
+// decision gets there (each step alone is a slower kernel), so the region
+// is formed whole: seeds are dots, the region grows from the first operand
+// back through elementwise work, broadcasts and reductions shaped like the
+// scores or their rows to the other dot, and it is fused when nothing
+// outside reads a value inside, llo-gen makes one attention kernel of it and
+// the model says it is faster than its parts.
+void ComputationFuser::fuseAttention() {
+  const int32_t count = graph_.instructionCount();
+  auto single = [&](int32_t i) {
+    const int32_t n = graph_.nodeOf(i);
+    return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
+           !graph_.ordered(i);
+  };
+  std::vector<int32_t> stamp(static_cast<size_t>(count), -1);
+  for (int32_t seed = 0; seed < count; ++seed) {
+    const Instruction& d2 = *graph_.instruction(seed);
+    if (d2.opcode() != Opcode::Dot || !single(seed) || d2.operandCount() != 2 || !d2.shape().isArray()) continue;
+    const std::vector<int32_t> ops = graph_.operandsOf(seed);
+    if (ops.empty()) continue;
+    const int32_t p = ops[0];
+    const Instruction& pi = *graph_.instruction(p);
+    if (!pi.shape().isArray() || pi.shape().rank() < 2) continue;
+    const std::vector<int64_t> dims = pi.shape().dimensions();
+    const std::vector<int64_t> rowDims(dims.begin(), dims.end() - 1);
+    int32_t d1 = -1;
+    bool ok = true;
+    std::vector<int32_t> members{seed}, stack{p};
+    stamp[static_cast<size_t>(p)] = seed;
+    stamp[static_cast<size_t>(seed)] = seed;
+    while (!stack.empty() && ok) {
+      const int32_t i = stack.back();
+      stack.pop_back();
+      const Instruction& x = *graph_.instruction(i);
+      if (!single(i) || static_cast<int>(members.size()) > options_.maxInstructions) {
+        ok = false;
+        break;
+      }
+      members.push_back(i);
+      if (x.opcode() == Opcode::Dot) {
+        if (d1 >= 0 || x.shape().dimensions() != dims) ok = false;
+        d1 = i;
+        continue;  // Q and K are the fusion's parameters
+      }
+      const bool shaped = x.shape().isArray() && (x.shape().dimensions() == dims || x.shape().dimensions() == rowDims);
+      const bool kind = x.opcode() == Opcode::Reduce || x.opcode() == Opcode::Broadcast ||
+                        (hlo::isElementwise(x.opcode()) && x.opcode() != Opcode::Rng &&
+                         x.opcode() != Opcode::BitcastConvert && unfusibleReason(x, false).empty());
+      if (!shaped || !kind) {
+        ok = false;
+        break;
+      }
+      for (int32_t o : graph_.operandsOf(i)) {
+        if (stamp[static_cast<size_t>(o)] == seed) continue;
+        const Instruction& oi = *graph_.instruction(o);
+        // Scalars (a scale, the reductions' init values) stay parameters.
+        if (oi.shape().isArray() && oi.shape().isScalar()) continue;
+        stamp[static_cast<size_t>(o)] = seed;
+        stack.push_back(o);
+      }
+    }
+    if (!ok || d1 < 0) continue;
+    // Nothing outside may read a value inside (the scores never leave).
+    for (int32_t m : members) {
+      if (m == seed) continue;
+      if (m == graph_.rootIndex()) ok = false;
+      for (int32_t u : graph_.usersOf(m)) ok &= stamp[static_cast<size_t>(u)] == seed;
+    }
+    if (!ok) continue;
+    std::sort(members.begin(), members.end());
+    std::vector<int32_t> outputs{seed};
+    KernelEstimate fused = cost_.estimate(graph_, members, outputs);
+    if (fused.lowering != codegen::FusionLowering::Attention || !fused.refusal.empty()) continue;
+    double apart = 0;
+    for (int32_t m : members) apart += nodeCost(graph_.nodeOf(m)).cycles;
+    if (fused.cycles >= apart - kSlack) continue;
+    for (int32_t m : members) graph_.kill(graph_.nodeOf(m));
+    const int32_t f = graph_.addNode(std::move(members), std::move(outputs));
+    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
+    nodeCosts_[static_cast<size_t>(f)] = std::move(fused);
+  }
+}
+
+// Output fusions whose epilogue reads the dot's result more than once (a
+// GELU: x * 0.5 * (1 + tanh(c * (x + 0.0447 x^3)))). Priority fusion moves
+// a producer into all its users at once, so a dot's result with four
+// elementwise users would be duplicated into each, which it rightly
+// refuses, and the whole epilogue makes HBM round trips. Here the region
+// grows from a dot through elementwise users shaped like its result whose
+// other operands are scalars, broadcasts (a bias, a constant) or values
+// that do not depend on the dot (a residual), to a single value read
+// outside; it is fused when llo-gen makes one output kernel of it and the
+// model says it is faster than its parts.
+void ComputationFuser::fuseOutputEpilogues() {
+  const int32_t count = graph_.instructionCount();
+  auto single = [&](int32_t i) {
+    const int32_t n = graph_.nodeOf(i);
+    return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
+           !graph_.ordered(i);
+  };
+  // Per seed, stamped with the seed: reachable from it, and in its region.
+  std::vector<int32_t> reach(static_cast<size_t>(count), -1), in(static_cast<size_t>(count), -1);
+  for (int32_t seed = 0; seed < count; ++seed) {
+    const Instruction& dot = *graph_.instruction(seed);
+    if (!isMatmul(dot) || !single(seed) || !dot.shape().isArray()) continue;
+    const std::vector<int64_t> dims = dot.shape().dimensions();
+    // What depends on the dot (bounded: past that, assume everything).
+    bool bounded = true;
+    {
+      std::vector<int32_t> work{seed};
+      reach[static_cast<size_t>(seed)] = seed;
+      for (int budget = 4096; !work.empty(); --budget) {
+        if (budget == 0) {
+          bounded = false;
+          break;
+        }
+        const int32_t v = work.back();
+        work.pop_back();
+        for (int32_t u : graph_.usersOf(v))
+          if (reach[static_cast<size_t>(u)] != seed) {
+            reach[static_cast<size_t>(u)] = seed;
+            work.push_back(u);
+          }
+      }
+    }
+    if (!bounded) continue;
+    std::vector<int32_t> members{seed};
+    in[static_cast<size_t>(seed)] = seed;
+    auto isIn = [&](int32_t j) { return in[static_cast<size_t>(j)] == seed; };
+    // A broadcast of a value of lower rank that does not depend on the dot.
+    auto smallBroadcast = [&](int32_t o) {
+      const Instruction& b = *graph_.instruction(o);
+      return b.opcode() == Opcode::Broadcast && single(o) && reach[static_cast<size_t>(o)] != seed &&
+             b.shape().dimensions() == dims && b.operand(0)->shape().rank() < b.shape().rank();
+    };
+    std::vector<int32_t> frontier(graph_.usersOf(seed).begin(), graph_.usersOf(seed).end());
+    bool grew = true;
+    while (grew && static_cast<int>(members.size()) < options_.maxInstructions) {
+      grew = false;
+      std::vector<int32_t> next;
+      for (int32_t u : frontier) {
+        if (isIn(u)) continue;
+        const Instruction& x = *graph_.instruction(u);
+        bool fits = single(u) && x.shape().isArray() && x.shape().dimensions() == dims && !isMatmul(x) &&
+                    hlo::isElementwise(x.opcode()) && x.opcode() != Opcode::Rng &&
+                    x.opcode() != Opcode::BitcastConvert && unfusibleReason(x, false).empty();
+        bool ready = true;
+        std::vector<int32_t> extra;
+        for (int32_t o : graph_.operandsOf(u)) {
+          if (!fits) break;
+          if (isIn(o) || graph_.instruction(o)->shape().isScalar()) continue;
+          if (smallBroadcast(o)) {
+            extra.push_back(o);
+            continue;
+          }
+          if (reach[static_cast<size_t>(o)] == seed) ready = false;  // joins later, or never
+          else if (graph_.instruction(o)->shape().dimensions() != dims) fits = false;
+        }
+        if (!fits) continue;
+        if (!ready) {
+          next.push_back(u);
+          continue;
+        }
+        for (int32_t o : extra)
+          if (!isIn(o)) {
+            in[static_cast<size_t>(o)] = seed;
+            members.push_back(o);
+          }
+        in[static_cast<size_t>(u)] = seed;
+        members.push_back(u);
+        grew = true;
+        for (int32_t w : graph_.usersOf(u)) next.push_back(w);
+      }
+      std::sort(next.begin(), next.end());
+      next.erase(std::unique(next.begin(), next.end()), next.end());
+      frontier = std::move(next);
+    }
+    if (members.size() < 3 || static_cast<int>(members.size()) > options_.maxInstructions) continue;
+    std::sort(members.begin(), members.end());
+    std::vector<int32_t> outputs;
+    for (int32_t m : members) {
+      bool needed = m == graph_.rootIndex();
+      for (int32_t u : graph_.usersOf(m)) needed |= !isIn(u);
+      if (needed) outputs.push_back(m);
+    }
+    // One result: the output kernel writes one tile per C tile. Values
+    // read outside other than the last one would need a second kernel (and
+    // plain priority fusion handles a chain with one user each).
+    if (outputs.size() != 1) continue;
+    // Only worth a region when some value inside has several users inside.
+    bool shared = false;
+    for (int32_t m : members) {
+      int users = 0;
+      for (int32_t u : graph_.usersOf(m)) users += isIn(u);
+      shared |= users > 1;
+    }
+    if (!shared) continue;
+    KernelEstimate fused = cost_.estimate(graph_, members, outputs);
+    if (fused.lowering != codegen::FusionLowering::Output || !fused.refusal.empty()) continue;
+    double apart = 0;
+    for (int32_t m : members) apart += nodeCost(graph_.nodeOf(m)).cycles;
+    if (fused.cycles >= apart - kSlack) continue;
+    for (int32_t m : members) graph_.kill(graph_.nodeOf(m));
+    const int32_t f = graph_.addNode(std::move(members), std::move(outputs));
+    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
+    nodeCosts_[static_cast<size_t>(f)] = std::move(fused);
+  }
+}
+
 void ComputationFuser::fuseProducersIntoConsumers() {
   struct Entry {
     double priority;
@@ -733,6 +948,8 @@ bool fuseModule(hlo::Module& module, const CostModel& cost, const FusionOptions&
   for (hlo::Computation* c : codeComputations(module)) {
     ComputationFuser fuser(*c, cost, options);
     if (options.producerConsumer) {
+      fuser.fuseAttention();
+      fuser.fuseOutputEpilogues();
       fuser.fuseRowNormalizations();
       fuser.fuseProducersIntoConsumers();
     }

@@ -229,5 +229,80 @@ ENTRY e {
   EXPECT_EQ(a.remarks, b.remarks);
 }
 
+TEST(Fusion, AttentionIsOneKernelWithoutTheScoresInHbm) {
+  const std::string hlo = std::string("HloModule m\n") + kAddComputation + R"(
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY e {
+  q = bf16[2,256,128] parameter(0)
+  k = bf16[2,512,128] parameter(1)
+  v = bf16[2,512,128] parameter(2)
+  d = bf16[2,256,512] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  c = bf16[] constant(0.088)
+  cb = bf16[2,256,512] broadcast(c), dimensions={}
+  s = bf16[2,256,512] multiply(d, cb)
+  x = f32[2,256,512] convert(s)
+  ninf = f32[] constant(-inf)
+  m = f32[2,256] reduce(x, ninf), dimensions={2}, to_apply=mx
+  mb = f32[2,256,512] broadcast(m), dimensions={0,1}
+  df = f32[2,256,512] subtract(x, mb)
+  ex = f32[2,256,512] exponential(df)
+  z = f32[] constant(0)
+  su = f32[2,256] reduce(ex, z), dimensions={2}, to_apply=add
+  sb = f32[2,256,512] broadcast(su), dimensions={0,1}
+  pf = f32[2,256,512] divide(ex, sb)
+  p = bf16[2,256,512] convert(pf)
+  ROOT o = bf16[2,256,128] dot(p, v), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+})";
+  Fused f = fuse(hlo);
+  EXPECT_EQ(count(f.text, "fusion("), 1) << f.text;
+  EXPECT_NE(f.text.find("kind=kCustom"), std::string::npos) << f.text;
+  // The scores read outside the region: they must exist in HBM, so no attention kernel.
+  std::string leaked = hlo;
+  leaked.replace(leaked.find("  ROOT o = "), 10, "  o = ");
+  leaked.replace(leaked.rfind("}"), 1, "  ROOT t = (bf16[2,256,128], f32[2,256]) tuple(o, m)\n}");
+  Fused g = fuse(leaked);
+  EXPECT_EQ(g.text.find("kind=kCustom"), std::string::npos) << g.text;
+}
+
+TEST(Fusion, GeluEpilogueReadingTheDotSeveralTimesIsOneOutputFusion) {
+  // x = dot + bias is read by four instructions of the GELU: one output
+  // kernel for all of it, x never in HBM (priority fusion alone would have
+  // to duplicate the dot into each user).
+  const std::string hlo = std::string("HloModule m\n") + R"(
+ENTRY e {
+  a = bf16[256,512] parameter(0)
+  w = bf16[512,1024] parameter(1)
+  b = bf16[1024] parameter(2)
+  d = bf16[256,1024] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = bf16[256,1024] broadcast(b), dimensions={1}
+  x = bf16[256,1024] add(d, bb)
+  x2 = bf16[256,1024] multiply(x, x)
+  x3 = bf16[256,1024] multiply(x, x2)
+  c0 = bf16[] constant(0.0447)
+  c0b = bf16[256,1024] broadcast(c0), dimensions={}
+  t0 = bf16[256,1024] multiply(x3, c0b)
+  t1 = bf16[256,1024] add(x, t0)
+  c1 = bf16[] constant(0.797)
+  c1b = bf16[256,1024] broadcast(c1), dimensions={}
+  t2 = bf16[256,1024] multiply(t1, c1b)
+  th = bf16[256,1024] tanh(t2)
+  one = bf16[] constant(1)
+  oneb = bf16[256,1024] broadcast(one), dimensions={}
+  t3 = bf16[256,1024] add(th, oneb)
+  h = bf16[] constant(0.5)
+  hb = bf16[256,1024] broadcast(h), dimensions={}
+  t4 = bf16[256,1024] multiply(t3, hb)
+  ROOT y = bf16[256,1024] multiply(x, t4)
+})";
+  Fused f = fuse(hlo);
+  EXPECT_EQ(count(f.text, "fusion("), 1) << f.text;
+  EXPECT_NE(f.text.find("kind=kOutput"), std::string::npos) << f.text;
+  EXPECT_EQ(f.remarks.find("would duplicate"), std::string::npos) << f.remarks;
+}
+
 }  // namespace
 }  // namespace tpu::fusion

@@ -70,7 +70,7 @@ std::string compare(const hlo::Literal& a, const hlo::Literal& b, double tol, co
 }  // namespace
 
 CheckReport checkPartitioning(const std::string& hloText, int64_t numPartitions, uint64_t seed, double tolerance,
-                              const std::string& referenceText) {
+                              const std::string& referenceText, const SpmdOptions* options) {
   CheckReport report;
   DiagnosticEngine diags;
   auto source = std::make_shared<SourceFile>("check.hlo", hloText);
@@ -82,7 +82,7 @@ CheckReport checkPartitioning(const std::string& hloText, int64_t numPartitions,
     return report;
   }
   hlo::Module& m = *part.module;
-  if (!propagateShardings(m, numPartitions, diags) || !partitionModule(m, numPartitions, diags) ||
+  if (!propagateShardings(m, numPartitions, diags) || !partitionModule(m, numPartitions, diags, options) ||
       diags.hasErrors()) {
     report.message = collect(diags);
     return report;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hlo/module.h"
+#include "spmd/propagation.h"
 
 namespace tpu::spmd {
 
@@ -22,7 +23,9 @@ struct CheckReport {
 // to the largest magnitude; integers exactly).
 // `referenceText`, when given, is the module run on one device instead
 // (for programs that only mean something on many devices, as shard_map's).
+// `options` (may be null) turns on optional strategies (windowed einsum).
 CheckReport checkPartitioning(const std::string& hloText, int64_t numPartitions, uint64_t seed,
-                              double tolerance = 1e-5, const std::string& referenceText = "");
+                              double tolerance = 1e-5, const std::string& referenceText = "",
+                              const SpmdOptions* options = nullptr);
 
 }  // namespace tpu::spmd

@@ -1,0 +1,682 @@
+// Attention fusions: dot(Q, K) -> elementwise work and a softmax over the
+// keys -> dot(P, V) as one kernel whose score matrix never leaves VMEM.
+//
+// Per head (the dots' batch dimensions), Q, K and V ([S, 128], [T, 128],
+// [T, 128]) are loaded into VMEM, double-buffered: head h + 1 loads while
+// head h is computed, and head h's output goes out while h + 1 is. A head is
+// computed in blocks of up to 128 query rows (one 8-row vreg per MXU
+// matmul): the K tiles (128 keys each, pushed transposed as MXU weights,
+// one tile per MXU, four at a time) give the block's scores vreg by vreg;
+// the first level of reductions (the softmax's max) is folded as the scores
+// come out of the MXUs, and every reduction's operand is kept in a VMEM
+// scratch of the block ([rows, T] in f32), so a later pass (the sum of
+// exponentials) and the second product read it instead of recomputing it.
+// Then the V tiles are the weights and the block's P vregs, computed from
+// the scratch, go through the MXUs; the products are summed over the key
+// tiles in registers and stored in the dot's type. Whole rows of keys are
+// in VMEM, so the softmax is exact (no running rescale): reductions fold
+// key tile by key tile, then across lanes, then with the init value.
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+bool mxuOperandType(ElementType t) { return t == ElementType::BF16 || t == ElementType::F32; }
+
+bool scoreType(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  return ti.ok && ti.words == 1 && !ti.isComplex && ti.isFloat && ti.bits >= 16;
+}
+
+}  // namespace
+
+bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const {
+  if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
+  const Computation& c = *in.fusedComputation();
+  const Instruction* dot2 = c.root();
+  if (dot2->opcode() != Opcode::Dot) return false;
+  AttentionFusion f;
+  f.comp = &c;
+  f.dot2 = dot2;
+  f.v = dot2->operand(1);
+  const Instruction* p = dot2->operand(0);
+  // dot1: the only dot among the other instructions.
+  for (const auto& up : c.instructions())
+    if (up->opcode() == Opcode::Dot && up.get() != dot2) {
+      if (f.dot1) return false;
+      f.dot1 = up.get();
+    }
+  if (!f.dot1) return false;
+  f.q = f.dot1->operand(0);
+  f.k = f.dot1->operand(1);
+  for (const Instruction* x : {f.q, f.k, f.v})
+    if (x->opcode() != Opcode::Parameter) return false;
+  if (f.q == f.k || f.q == f.v || f.k == f.v) return false;
+  const Shape& qs = f.q->shape();
+  const int64_t rank = qs.rank();
+  if (rank < 2 || f.k->shape().rank() != rank || f.v->shape().rank() != rank) return false;
+  const int64_t nb = rank - 2;
+  std::vector<int64_t> batch;
+  for (int64_t d = 0; d < nb; ++d) batch.push_back(d);
+  const auto& d1 = *f.dot1->attrs().dotDims;
+  const auto& d2 = *dot2->attrs().dotDims;
+  if (d1.lhsBatchDimensions != batch || d1.rhsBatchDimensions != batch ||
+      d1.lhsContractingDimensions != std::vector<int64_t>{rank - 1} ||
+      d1.rhsContractingDimensions != std::vector<int64_t>{rank - 1})
+    return false;
+  if (d2.lhsBatchDimensions != batch || d2.rhsBatchDimensions != batch ||
+      d2.lhsContractingDimensions != std::vector<int64_t>{rank - 1} ||
+      d2.rhsContractingDimensions != std::vector<int64_t>{rank - 2})
+    return false;
+  for (const Instruction* x : {f.q, f.k, f.v})
+    if (!mxuOperandType(x->shape().elementType())) return false;
+  for (const Instruction* x : {f.dot1, dot2})
+    if (mxuPasses(*x, x->operand(0)->shape().elementType(), x->operand(1)->shape().elementType()) != 1)
+      return false;
+  if (mxuPasses(*dot2, ElementType::BF16, f.v->shape().elementType()) != 1) return false;
+  const std::vector<int64_t>& qd = qs.dimensions();
+  const std::vector<int64_t>& kd = f.k->shape().dimensions();
+  const std::vector<int64_t>& vd = f.v->shape().dimensions();
+  for (int64_t d = 0; d < nb; ++d) {
+    if (kd[static_cast<size_t>(d)] != qd[static_cast<size_t>(d)] || vd[static_cast<size_t>(d)] != qd[static_cast<size_t>(d)])
+      return false;
+    f.heads *= qd[static_cast<size_t>(d)];
+  }
+  f.s = qd[static_cast<size_t>(nb)];
+  f.t = kd[static_cast<size_t>(nb)];
+  if (vd[static_cast<size_t>(nb)] != f.t) return false;
+  // Head dimension one MXU tile; whole 8-row vregs of queries; key tiles
+  // of 128, at most 16 of them (rows of keys the registers fold whole).
+  if (qd[static_cast<size_t>(nb + 1)] != 128 || kd[static_cast<size_t>(nb + 1)] != 128 ||
+      vd[static_cast<size_t>(nb + 1)] != 128)
+    return false;
+  if (f.heads < 1 || f.s < 8 || f.s % 8 != 0 || f.t < 128 || f.t % 128 != 0 || f.t > 2048) return false;
+  if (!scoreType(f.dot1->shape().elementType()) || !scoreType(dot2->shape().elementType())) return false;
+  f.dims = f.dot1->shape().dimensions();
+  std::vector<int64_t> rowDims(f.dims.begin(), f.dims.end() - 1);
+  std::vector<int64_t> keptIdx;
+  for (int64_t d = 0; d + 1 < rank; ++d) keptIdx.push_back(d);
+
+  // The scores' values between the dots: Full ([..., S, T]), Row ([..., S]) or Scalar.
+  using Class = AttentionFusion::Class;
+  auto classOf = [&](const Instruction* o, Class& k) {
+    auto it = f.cls.find(o);
+    if (it == f.cls.end()) return false;
+    k = it->second;
+    return true;
+  };
+  auto levelOf = [&](const Instruction* o) {
+    auto it = f.level.find(o);
+    return it == f.level.end() ? 0 : it->second;
+  };
+  for (const auto& up : c.instructions()) {
+    const Instruction& i = *up;
+    if (&i == dot2) break;
+    if (&i == f.q || &i == f.k || &i == f.v) continue;
+    const Shape& s = i.shape();
+    if (!s.isArray() || !scoreType(s.elementType())) return false;
+    const std::vector<int64_t>& d = s.dimensions();
+    Class k = Class::Scalar;
+    int level = 0;
+    if (&i == f.dot1) {
+      k = Class::Full;
+    } else {
+      switch (i.opcode()) {
+        case Opcode::Parameter:
+        case Opcode::Constant:
+          if (!s.isScalar()) return false;
+          break;
+        case Opcode::Reduce: {
+          Class a, b;
+          if (i.operandCount() != 2 || !i.toApply() || i.attrs().dimensions != std::vector<int64_t>{rank - 1} ||
+              !classOf(i.operand(0), a) || !classOf(i.operand(1), b) || a != Class::Full || b != Class::Scalar ||
+              d != rowDims)
+            return false;
+          const Opcode io = i.operand(1)->opcode();
+          if (io != Opcode::Constant && io != Opcode::Parameter) return false;
+          k = Class::Row;
+          level = levelOf(i.operand(0)) + 1;
+          f.reduces.push_back(&i);
+          break;
+        }
+        case Opcode::Broadcast: {
+          Class a;
+          if (!classOf(i.operand(0), a)) return false;
+          if (a == Class::Scalar) {
+            k = s.isScalar() ? Class::Scalar : d == f.dims ? Class::Full : d == rowDims ? Class::Row : Class::Scalar;
+            if (k == Class::Scalar && !s.isScalar()) return false;
+          } else if (a == Class::Row && d == f.dims && i.attrs().dimensions == keptIdx) {
+            k = Class::Full;
+            level = levelOf(i.operand(0));
+          } else {
+            return false;
+          }
+          break;
+        }
+        default: {
+          if (!hlo::isElementwise(i.opcode()) || i.opcode() == Opcode::Rng || i.opcode() == Opcode::BitcastConvert ||
+              i.operandCount() == 0)
+            return false;
+          bool any = false;
+          for (const Instruction* o : i.operands()) {
+            Class a;
+            if (!classOf(o, a)) return false;
+            if (a == Class::Scalar) continue;
+            if (any && a != k) return false;
+            k = a;
+            any = true;
+            level = std::max(level, levelOf(o));
+          }
+          if (k == Class::Scalar && !s.isScalar()) return false;
+          if ((k == Class::Full && d != f.dims) || (k == Class::Row && d != rowDims)) return false;
+        }
+      }
+    }
+    f.cls[&i] = k;
+    if (k != Class::Scalar) f.level[&i] = level;
+    if (k == Class::Scalar) f.scalars.push_back(&i);
+    if (k == Class::Row) f.rowValues.push_back(&i);
+    if (i.opcode() == Opcode::Reduce) f.passes = std::max(f.passes, level);
+  }
+  Class pc;
+  if (!classOf(p, pc) || pc != Class::Full || f.passes < 1 || f.reduces.size() > 4) return false;
+  // Every instruction is used inside (the fusion's only result is dot2's).
+  std::set<const Instruction*> used;
+  for (const auto& up : c.instructions())
+    for (const Instruction* o : up->operands()) used.insert(o);
+  for (const auto& up : c.instructions())
+    if (up.get() != dot2 && !used.count(up.get())) return false;
+  if (out) *out = std::move(f);
+  return true;
+}
+
+bool Lowerer::lowerAttentionFusion(const Instruction& in) {
+  AttentionFusion f;
+  if (!attentionFusion(in, &f)) return fail(in, "llo-gen: internal error: not an attention fusion");
+  beginKernel(in, "fusion-attention");
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  vregs_.setRotating(true);
+  struct Unrotate {
+    RegPool& p;
+    ~Unrotate() { p.setRotating(false); }
+  } unrotate{vregs_};
+  using Class = AttentionFusion::Class;
+  auto paramBuf = [&](const Instruction* p) { return leaves_[in.operand(p->attrs().parameterNumber)][0]; };
+  const int qBuf = paramBuf(f.q), kBuf = paramBuf(f.k), vBuf = paramBuf(f.v), oBuf = leaves_[&in][0];
+  const ElementType qT = bufs_[qBuf].type, kT = bufs_[kBuf].type, vT = bufs_[vBuf].type;
+  const ElementType oT = f.dot2->shape().elementType(), sT = f.dot1->shape().elementType();
+  const int64_t eq = typeInfo(qT).bytes, ek = typeInfo(kT).bytes, ev = typeInfo(vT).bytes,
+                eo = typeInfo(oT).bytes;
+  const int64_t nS = f.s, nT = f.t, nH = f.heads, nt = nT / 128;
+
+  // Reductions by level, and the values kept in the block's scratch: every
+  // reduction's operand, and the scores themselves when a later pass or the
+  // second product would otherwise recompute them from the MXU.
+  std::vector<std::vector<const Instruction*>> byLevel(static_cast<size_t>(f.passes) + 1);
+  for (const Instruction* r : f.reduces) byLevel[static_cast<size_t>(f.level.at(r))].push_back(r);
+  std::map<const Instruction*, int> cacheLevel;  // value -> the pass that stores it
+  for (const Instruction* r : f.reduces) {
+    const Instruction* x = r->operand(0);
+    int lv = f.level.at(r);
+    if (!cacheLevel.count(x) || cacheLevel[x] > lv) cacheLevel[x] = lv;
+  }
+  // Whether evaluating x after pass `after` reaches the dot past the values stored by then.
+  std::function<bool(const Instruction*, int)> reachesDot = [&](const Instruction* x, int after) -> bool {
+    if (x == f.dot1) return true;
+    auto it = cacheLevel.find(x);
+    if (it != cacheLevel.end() && it->second <= after) return false;
+    auto c = f.cls.find(x);
+    if (c == f.cls.end() || c->second != Class::Full) return false;
+    for (const Instruction* o : x->operands())
+      if (reachesDot(o, after)) return true;
+    return false;
+  };
+  bool keepScores = reachesDot(f.dot2->operand(0), f.passes);
+  for (int lv = 2; lv <= f.passes; ++lv)
+    for (const Instruction* r : byLevel[static_cast<size_t>(lv)]) keepScores |= reachesDot(r->operand(0), lv - 1);
+  if (keepScores && !cacheLevel.count(f.dot1)) cacheLevel[f.dot1] = 1;
+  std::map<const Instruction*, int> cacheIndex;
+  for (auto& [x, lv] : cacheLevel) cacheIndex[x] = static_cast<int>(cacheIndex.size());
+  // Deterministic: indices by instruction order, not pointer order.
+  {
+    int idx = 0;
+    for (const auto& up : f.comp->instructions())
+      if (cacheLevel.count(up.get())) cacheIndex[up.get()] = idx++;
+  }
+
+  // VMEM: two slots of Q, K, V of one head, two output slots, then the scratch.
+  const int64_t qBytes = nS * 128 * eq, kBytes = nT * 128 * ek, vBytes = nT * 128 * ev, oBytes = nS * 128 * eo;
+  const int64_t qOff = 0, kOff = static_cast<int64_t>(alignUp(static_cast<uint64_t>(qBytes), 512)),
+                vOff = kOff + static_cast<int64_t>(alignUp(static_cast<uint64_t>(kBytes), 512)),
+                inSlot = vOff + static_cast<int64_t>(alignUp(static_cast<uint64_t>(vBytes), 512)),
+                outSlot = static_cast<int64_t>(alignUp(static_cast<uint64_t>(oBytes), 512));
+  const int64_t outBase = 2 * inSlot, scratchBase = outBase + 2 * outSlot;
+  // Query rows per block: up to 128 (16 vregs), a divisor of S; fewer when
+  // the registers do not hold the block (tried below).
+  int64_t maxRv = 1;
+  for (int64_t rv = std::min<int64_t>(16, nS / 8); rv >= 1; --rv)
+    if ((nS / 8) % rv == 0) {
+      maxRv = rv;
+      break;
+    }
+  const int64_t nCache = static_cast<int64_t>(cacheIndex.size());
+  const uint64_t vmemUsed = static_cast<uint64_t>(scratchBase + nCache * 16 * nt * 4096);
+  if (vmemUsed > vmemBudget()) return fail(in, "llo-gen: attention blocks do not fit VMEM");
+
+  // Hoisted scalars as splats.
+  std::map<const Instruction*, VReg> hoisted;
+  {
+    int smem = 0;
+    for (const Instruction* i : f.scalars) {
+      std::optional<VReg> v;
+      if (i->opcode() == Opcode::Parameter) {
+        int sx = loadScalar(paramBuf(i), 0, i->shape().elementType(), smem++ % 8);
+        v = valloc(i->shape().elementType());
+        e_.op("vmov.s32 {}, {}", V(*v), S(sx));
+        sregs_.put(sx);
+      } else if (i->opcode() == Opcode::Broadcast) {
+        v = hoisted.at(i->operand(0));
+      } else {
+        std::vector<VReg> ops;
+        for (const Instruction* o : i->operands()) ops.push_back(hoisted.at(o));
+        v = lowerOp(*i, ops);
+      }
+      if (!v) return false;
+      hoisted[i] = *v;
+    }
+    // Row values of scalars only (level 0) are splats too.
+    for (const Instruction* i : f.rowValues) {
+      if (f.level.at(i) != 0) continue;
+      std::optional<VReg> v;
+      if (i->opcode() == Opcode::Broadcast) {
+        v = hoisted.at(i->operand(0));
+      } else {
+        std::vector<VReg> ops;
+        for (const Instruction* o : i->operands()) ops.push_back(hoisted.at(o));
+        v = lowerOp(*i, ops);
+      }
+      if (!v) return false;
+      hoisted[i] = *v;
+    }
+  }
+  std::set<int> kept;
+  for (auto& [i, v] : hoisted) kept.insert(v.r);
+
+  const int rH = sreg(), rSlot = sreg(), rOther = sreg(), rA = sreg(), rV = sreg(), rSem = sreg(), rQ = sreg(),
+            rKV = sreg(), rO = sreg(), rCnt = sreg(), rZ = sreg();
+  if (failed_) return false;
+  // Semaphores: sem1/sem2 the loads into slot 0/1, sem3/sem4 its write-back.
+  auto loadHead = [&](int headReg, int slotReg) {
+    e_.op("sadd {}, {}, 1", S(rSem), S(slotReg));
+    const int bufsIn[3] = {qBuf, kBuf, vBuf};
+    const int64_t bytes[3] = {qBytes, kBytes, vBytes}, offs[3] = {qOff, kOff, vOff};
+    for (int j = 0; j < 3; ++j) {
+      e_.op("smul {}, {}, {}", S(rA), S(headReg), bytes[j]);
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(bufsIn[j]));
+      e_.op("smul {}, {}, {}", S(rV), S(slotReg), inSlot);
+      e_.op("sadd {}, {}, {}", S(rV), S(rV), offs[j]);
+      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", bufsIn[j]), e_.desc(static_cast<uint64_t>(bytes[j]), {}),
+            S(rV), memRef(bufsIn[j], S(rA)), S(rSem));
+    }
+  };
+
+  // The block body: rQ points at the block's first query row, rKV at the
+  // head's slot, rO at the block's first output row, rZ is 0 (the scratch's base).
+  auto scratchAddr = [&](const Instruction* x, int64_t i, int64_t j) {
+    return fmt::format("{} + {}", S(rZ),
+                       scratchBase + ((cacheIndex.at(x) * 16 + i) * nt + j) * 4096);
+  };
+  int64_t rv = maxRv;
+  auto body = [&]() -> bool {
+    // Row values of the block's row vregs (lanes broadcast along each sublane).
+    std::vector<std::map<const Instruction*, VReg>> rowVal(static_cast<size_t>(rv));
+    // The value of Full instruction x at row vreg i, key tile j; `val`
+    // holds the values computed for this (i, j) so far.
+    std::function<std::optional<VReg>(const Instruction*, int64_t, int64_t, int, std::map<const Instruction*, VReg>&,
+                                      std::vector<VReg>&)>
+        evalFull = [&](const Instruction* x, int64_t i, int64_t j, int after, std::map<const Instruction*, VReg>& val,
+                       std::vector<VReg>& owned) -> std::optional<VReg> {
+      if (auto it = val.find(x); it != val.end()) return it->second;
+      if (auto it = hoisted.find(x); it != hoisted.end()) return it->second;
+      if (auto it = rowVal[static_cast<size_t>(i)].find(x); it != rowVal[static_cast<size_t>(i)].end())
+        return it->second;
+      std::optional<VReg> v;
+      auto cl = cacheLevel.find(x);
+      if (cl != cacheLevel.end() && cl->second <= after) {
+        v = vload(ElementType::F32, scratchAddr(x, i, j));
+        v->t = x->shape().elementType();
+        owned.push_back(*v);
+      } else if (x == f.dot1) {
+        fail(in, "llo-gen: internal error: attention scores needed after their pass");
+        return std::nullopt;
+      } else if (x->opcode() == Opcode::Broadcast) {
+        v = evalFull(x->operand(0), i, j, after, val, owned);
+      } else {
+        std::vector<VReg> ops;
+        for (const Instruction* o : x->operands()) {
+          auto y = evalFull(o, i, j, after, val, owned);
+          if (!y) return std::nullopt;
+          ops.push_back(*y);
+        }
+        v = lowerOp(*x, ops);
+        if (v) owned.push_back(*v);
+      }
+      if (!v) return std::nullopt;
+      val[x] = *v;
+      return v;
+    };
+    auto freeOwned = [&](std::vector<VReg>& owned, const std::set<int>& keep) {
+      std::set<int> freed;
+      for (VReg v : owned)
+        if (!keep.count(v.r) && !kept.count(v.r) && freed.insert(v.r).second) vfree(v);
+      owned.clear();
+    };
+    // Stores the values of this pass's cached instructions present in `val`.
+    auto storeCached = [&](int pass, int64_t i, int64_t j, const std::map<const Instruction*, VReg>& val) {
+      for (auto& [x, lv] : cacheLevel)
+        if (lv == pass) {
+          auto it = val.find(x);
+          if (it != val.end()) e_.op("vst {}, [{}]", V(it->second), scratchAddr(x, i, j));
+        }
+    };
+    std::vector<std::vector<VReg>> acc(static_cast<size_t>(rv), std::vector<VReg>(4));
+    // Folds x into the accumulator of (i, q); the first key tile starts it.
+    auto fold = [&](const Instruction* red, int64_t i, size_t q, int64_t j, VReg x) -> bool {
+      VReg& a = acc[static_cast<size_t>(i)][q];
+      if (j == 0) {
+        a = vcopy(x, x.t);
+        return true;
+      }
+      std::vector<VReg> res;
+      if (!lowerComputation(*red->toApply(), {a, x}, res)) return false;
+      if (res[0].r != a.r) vfree(a);
+      a = res[0].r == x.r ? vcopy(x, x.t) : res[0];
+      return true;
+    };
+    // Across lanes, then the init: the level's Row values of every row vreg.
+    auto finishLevel = [&](int lv) -> bool {
+      const auto& reds = byLevel[static_cast<size_t>(lv)];
+      for (int step : {64, 32, 16, 8, 4, 2, 1})
+        for (int64_t i = 0; i < rv; ++i)
+          for (size_t q = 0; q < reds.size(); ++q) {
+            VReg& a = acc[static_cast<size_t>(i)][q];
+            VReg t = valloc(a.t);
+            e_.op("vrot.lane {}, {}, {}", V(t), V(a), step);
+            std::vector<VReg> res;
+            if (!lowerComputation(*reds[q]->toApply(), {a, t}, res)) return false;
+            vfree(t);
+            if (res[0].r != a.r) vfree(a);
+            a = res[0];
+          }
+      for (int64_t i = 0; i < rv; ++i) {
+        auto& rvals = rowVal[static_cast<size_t>(i)];
+        for (size_t q = 0; q < reds.size(); ++q) {
+          VReg& a = acc[static_cast<size_t>(i)][q];
+          std::vector<VReg> res;
+          if (!lowerComputation(*reds[q]->toApply(), {hoisted.at(reds[q]->operand(1)), a}, res)) return false;
+          if (res[0].r != a.r) vfree(a);
+          rvals[reds[q]] = res[0];
+        }
+        for (const Instruction* x : f.rowValues) {
+          if (f.level.at(x) != lv || x->opcode() == Opcode::Reduce) continue;
+          std::optional<VReg> v;
+          if (x->opcode() == Opcode::Broadcast) {
+            v = hoisted.at(x->operand(0));
+          } else {
+            std::vector<VReg> ops;
+            for (const Instruction* o : x->operands()) {
+              if (!rvals.count(o) && !hoisted.count(o)) return fail(in, "llo-gen: internal error: attention row value");
+              ops.push_back(rvals.count(o) ? rvals.at(o) : hoisted.at(o));
+            }
+            v = lowerOp(*x, ops);
+          }
+          if (!v) return false;
+          rvals[x] = *v;
+        }
+      }
+      return true;
+    };
+    auto kAddr = [&](int64_t j, int64_t blk) {
+      return fmt::format("{} + {}", S(rKV), kOff + (128 * j + 8 * blk) * 128 * ek);
+    };
+    auto vAddr = [&](int64_t j, int64_t blk) {
+      return fmt::format("{} + {}", S(rKV), vOff + (128 * j + 8 * blk) * 128 * ev);
+    };
+    const int nm = std::max(1, std::min<int>(target_.mxu.count, 4));
+    // Row block `blk` (8 rows of 16) of tile j of K (transposed) or V, staged as MXU u's weights.
+    auto pushBlock = [&](bool keys, int64_t j, int64_t blk, int u) {
+      VReg w = vload(keys ? kT : vT, keys ? kAddr(j, blk) : vAddr(j, blk));
+      e_.op("mxu.{} mxu{}, {}", keys ? "wpusht.bf16" : "wpush.bf16", u, V(w));
+      vfree(w);
+    };
+    // The key tiles in groups of one per MXU, software-pipelined in each
+    // MXU's program order: group g + 1's weights are staged while group g's
+    // rows multiply, and group g's results are popped while group g + 1's
+    // rows multiply (the result FIFOs hold both groups' rows).
+    // matmul(j, i, u) issues row vreg i against tile j on MXU u;
+    // pop(j, i, u) pops and consumes it.
+    auto runGroups = [&](bool keys, const std::function<bool(int64_t, int64_t, int)>& matmul,
+                         const std::function<bool(int64_t, int64_t, int)>& pop) -> bool {
+      const int64_t groups = (nt + nm - 1) / nm;
+      auto width = [&](int64_t g) { return std::min<int64_t>(nm, nt - g * nm); };
+      for (int u = 0; u < width(0); ++u) {
+        for (int64_t blk = 0; blk < 16; ++blk) pushBlock(keys, u, blk, u);
+        e_.op("mxu.wlatch mxu{}", u);
+      }
+      const int64_t perRow = (16 + rv - 1) / rv;  // next group's weight blocks staged per row
+      for (int64_t g = 0; g <= groups; ++g) {
+        const bool more = g + 1 < groups;
+        for (int64_t i = 0; i < rv; ++i) {
+          if (g < groups)
+            for (int u = 0; u < width(g); ++u)
+              if (!matmul(g * nm + u, i, u)) return false;
+          if (more)
+            for (int u = 0; u < width(g + 1); ++u)
+              for (int64_t blk = i * perRow; blk < std::min<int64_t>(16, (i + 1) * perRow); ++blk)
+                pushBlock(keys, (g + 1) * nm + u, blk, u);
+          if (g > 0)
+            for (int u = 0; u < width(g - 1); ++u)
+              if (!pop((g - 1) * nm + u, i, u)) return false;
+        }
+        if (more)
+          for (int u = 0; u < width(g + 1); ++u) e_.op("mxu.wlatch mxu{}", u);
+      }
+      return true;
+    };
+
+    // Scores, tile group by tile group (one key tile per MXU), and the
+    // first level's folds.
+    std::vector<VReg> qv;
+    for (int64_t i = 0; i < rv; ++i) qv.push_back(vload(qT, fmt::format("{} + {}", S(rQ), i * 1024 * eq)));
+    const auto& first = byLevel[1];
+    bool okA = runGroups(
+        true,
+        [&](int64_t, int64_t i, int u) {
+          e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(qv[static_cast<size_t>(i)]));
+          return true;
+        },
+        [&](int64_t j, int64_t i, int u) -> bool {
+          VReg sc = valloc(sT);
+          e_.op("mxu.pop {}, mxu{}", V(sc), u);
+          normalize(sc);
+          std::map<const Instruction*, VReg> val{{f.dot1, sc}};
+          std::vector<VReg> owned{sc};
+          std::vector<VReg> xs;
+          for (const Instruction* red : first) {
+            auto x = evalFull(red->operand(0), i, j, 0, val, owned);
+            if (!x) return false;
+            xs.push_back(*x);
+          }
+          storeCached(1, i, j, val);
+          for (size_t q = 0; q < first.size(); ++q)
+            if (!fold(first[q], i, q, j, xs[q])) return false;
+          std::set<int> keep;
+          for (size_t q = 0; q < first.size(); ++q) keep.insert(acc[static_cast<size_t>(i)][q].r);
+          freeOwned(owned, keep);
+          return true;
+        });
+    if (!okA) return false;
+    for (VReg v : qv) vfree(v);
+    if (!finishLevel(1)) return false;
+    // Later levels: a pass over the scratch each.
+    for (int lv = 2; lv <= f.passes; ++lv) {
+      const auto& reds = byLevel[static_cast<size_t>(lv)];
+      for (int64_t j = 0; j < nt; ++j)
+        for (int64_t i = 0; i < rv; ++i) {
+          std::map<const Instruction*, VReg> val;
+          std::vector<VReg> owned, xs;
+          for (const Instruction* red : reds) {
+            auto x = evalFull(red->operand(0), i, j, lv - 1, val, owned);
+            if (!x) return false;
+            xs.push_back(*x);
+          }
+          storeCached(lv, i, j, val);
+          for (size_t q = 0; q < reds.size(); ++q)
+            if (!fold(reds[q], i, q, j, xs[q])) return false;
+          std::set<int> keep;
+          for (size_t q = 0; q < reds.size(); ++q) keep.insert(acc[static_cast<size_t>(i)][q].r);
+          freeOwned(owned, keep);
+        }
+      if (!finishLevel(lv)) return false;
+    }
+    // Row values the second product does not read are dead now.
+    {
+      std::set<const Instruction*> live;
+      std::function<void(const Instruction*)> mark = [&](const Instruction* x) {
+        auto cl = cacheLevel.find(x);
+        if (cl != cacheLevel.end() || !live.insert(x).second) return;
+        for (const Instruction* o : x->operands()) mark(o);
+      };
+      mark(f.dot2->operand(0));
+      for (auto& rvals : rowVal) {
+        std::set<int> keepRegs, freed;
+        for (auto& [x, v] : rvals)
+          if (live.count(x)) keepRegs.insert(v.r);
+        for (auto it = rvals.begin(); it != rvals.end();) {
+          if (live.count(it->first)) {
+            ++it;
+            continue;
+          }
+          if (!kept.count(it->second.r) && !keepRegs.count(it->second.r) && freed.insert(it->second.r).second)
+            vfree(it->second);
+          it = rvals.erase(it);
+        }
+      }
+    }
+    // P x V, tile group by tile group; the sums stay in registers.
+    std::vector<VReg> o(static_cast<size_t>(rv));
+    bool okF = runGroups(
+        false,
+        [&](int64_t j, int64_t i, int u) -> bool {
+          std::map<const Instruction*, VReg> val;
+          std::vector<VReg> owned;
+          auto pv = evalFull(f.dot2->operand(0), i, j, f.passes, val, owned);
+          if (!pv) return false;
+          e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(*pv));
+          freeOwned(owned, {});
+          return true;
+        },
+        [&](int64_t j, int64_t i, int u) -> bool {
+          VReg& a = o[static_cast<size_t>(i)];
+          if (j == 0) {
+            a = valloc(ElementType::F32);
+            e_.op("mxu.pop {}, mxu{}", V(a), u);
+          } else {
+            VReg t = valloc(ElementType::F32);
+            e_.op("mxu.pop {}, mxu{}", V(t), u);
+            e_.op("vadd.f32 {}, {}, {}", V(a), V(a), V(t));
+            vfree(t);
+          }
+          return true;
+        });
+    if (!okF) return false;
+    for (int64_t i = 0; i < rv; ++i) {
+      VReg& a = o[static_cast<size_t>(i)];
+      a.t = oT;
+      vstore(normalize(a), oT, fmt::format("{} + {}", S(rO), i * 1024 * eo));
+      vfree(a);
+    }
+    std::set<int> freed;
+    for (auto& rvals : rowVal)
+      for (auto& [x, v] : rvals)
+        if (!kept.count(v.r) && freed.insert(v.r).second) vfree(v);
+    return true;
+  };
+
+  // The head loop: head h + 1 loads while head h is computed; head h's
+  // output goes out while h + 1 is.
+  std::string lHead = e_.newLabel("ahead"), lBlock = e_.newLabel("ablock");
+  e_.op("smov {}, 0", S(rZ));
+  e_.op("smov {}, 0", S(rH));
+  e_.op("smov {}, 0", S(rSlot));
+  loadHead(rH, rSlot);
+  e_.label(lHead);
+  e_.op("sxor {}, {}, 1", S(rOther), S(rSlot));
+  if (nH > 1) {
+    std::string skip = e_.newLabel("anoprefetch");
+    e_.op("sadd {}, {}, 1", S(rCnt), S(rH));
+    e_.op("br.eq {}, {}, {}", S(rCnt), nH, skip);
+    loadHead(rCnt, rOther);
+    e_.label(skip);
+  }
+  e_.op("sadd {}, {}, 1", S(rSem), S(rSlot));
+  e_.op("sem.wait sem[{}], 3", S(rSem));
+  if (nH > 2) {
+    std::string skip = e_.newLabel("aslotfree");
+    e_.op("br.lt {}, 2, {}", S(rH), skip);
+    e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
+    e_.op("sem.wait sem[{}]", S(rSem));
+    e_.label(skip);
+  }
+  e_.op("smul {}, {}, {}", S(rKV), S(rSlot), inSlot);
+  e_.op("sadd {}, {}, {}", S(rQ), S(rKV), qOff);
+  e_.op("smul {}, {}, {}", S(rO), S(rSlot), outSlot);
+  e_.op("sadd {}, {}, {}", S(rO), S(rO), outBase);
+  {
+    // The largest block whose body fits the registers.
+    const size_t mark = e_.mark();
+    const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
+    for (int64_t cand = maxRv;; --cand) {
+      if ((nS / 8) % cand != 0) continue;
+      rv = cand;
+      e_.op("smov {}, {}", S(rCnt), nS / 8 / rv);
+      e_.label(lBlock);
+      softVregs_ = cand > 1;
+      vregsExhausted_ = false;
+      bool ok = body();
+      softVregs_ = false;
+      if (!vregsExhausted_) {
+        if (!ok) return false;
+        break;
+      }
+      e_.cut(mark);
+      vregs_.restore(vSaved);
+      masks_.restore(mSaved);
+      sregs_.restore(sSaved);
+    }
+  }
+  e_.op("sadd {}, {}, {}", S(rQ), S(rQ), rv * 1024 * eq);
+  e_.op("sadd {}, {}, {}", S(rO), S(rO), rv * 1024 * eo);
+  e_.op("loop {}, {}", S(rCnt), lBlock);
+  // The head's output.
+  e_.op("smul {}, {}, {}", S(rA), S(rH), oBytes);
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), base(oBuf));
+  e_.op("smul {}, {}, {}", S(rV), S(rSlot), outSlot);
+  e_.op("sadd {}, {}, {}", S(rV), S(rV), outBase);
+  e_.op("sadd {}, {}, 3", S(rSem), S(rSlot));
+  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", oBuf), e_.desc(static_cast<uint64_t>(oBytes), {}),
+        memRef(oBuf, S(rA)), S(rV), S(rSem));
+  e_.op("smov {}, {}", S(rSlot), S(rOther));
+  e_.op("sadd {}, {}, 1", S(rH), S(rH));
+  e_.op("br.lt {}, {}, {}", S(rH), nH, lHead);
+  e_.op("sem.wait sem{}", 3 + ((nH - 1) & 1));
+  if (nH > 1) e_.op("sem.wait sem{}", 3 + ((nH - 2) & 1));
+
+  const double flops = 4.0 * static_cast<double>(nH) * static_cast<double>(nS) * static_cast<double>(nT) * 128.0 +
+                       static_cast<double>(nH * nS * nT) * static_cast<double>(f.cls.size());
+  endKernel(flops, bufs_[qBuf].bytes + bufs_[kBuf].bytes + bufs_[vBuf].bytes + bufs_[oBuf].bytes, vmemUsed);
+  return !failed_;
+}
+
+}  // namespace tpu::codegen
