@@ -88,7 +88,22 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   p.Wpv = ceilDiv(g.padded[g.rank - 1], p.sx * p.P) * p.sx * p.P;
   p.RS = p.Wpv * p.C;
   p.rowPairs = p.sy * p.Wpv / (p.sx * p.P);
-  const int64_t pairs = (p.Hout - 1) * p.rowPairs + ceilDiv(p.Wout, p.P);
+  // B images per item, stacked in the box every Hpb rows: the rows between
+  // them are computed and dropped like the columns past the width, and the
+  // pipeline fills and drains once per item. Only small images are stacked
+  // (to ~128 blocks): a larger first item and last item are exposed longer.
+  p.Hpb = ceilDiv(p.Hp, p.sy) * p.sy;
+  const int64_t imageBlocks = ceilDiv((p.Hout - 1) * p.rowPairs + ceilDiv(p.Wout, p.P), 8);
+  for (p.B = std::min<int64_t>(g.batch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); p.B >= 1; --p.B)
+    if (implicitConvLayout(g, epilogue, p)) break;
+  if (p.B < 1) return false;
+  p.items = ceilDiv(g.batch, p.B);
+  (void)dn;
+  return implicitConvRegisters(epilogue, p);
+}
+
+bool Lowerer::implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* epilogue, ImplicitConvPlan& p) const {
+  const int64_t pairs = ((p.B - 1) * (p.Hpb / p.sy) + p.Hout - 1) * p.rowPairs + ceilDiv(p.Wout, p.P);
   const int64_t blocks = ceilDiv(pairs, 8);
   p.G = std::max(1, target_.mxu.count);
   p.J = p.NT * p.KT;
@@ -117,7 +132,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   };
   p.vW = take(static_cast<uint64_t>(p.KT * 128 * p.NP * ew));
   // The last block's loads reach past the box: slack.
-  int64_t xElems = std::max(p.Hp * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C +
+  int64_t xElems = std::max(p.B * p.Hpb * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C +
                                              (p.kh - 1) * p.rdy * p.RS + p.KS * 128);
   p.xSlot = alignUp(static_cast<uint64_t>(xElems * es + 512), 512);
   p.vX = take(2 * p.xSlot);
@@ -142,7 +157,10 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
       }
     }
   p.end = top;
-  if (p.end > vmemBudget()) return false;
+  return p.end <= vmemBudget();
+}
+
+bool Lowerer::implicitConvRegisters(const MatmulEpilogue* epilogue, ImplicitConvPlan& p) const {
   // Vector registers of one pipelined iteration (two blocks): the LHS
   // blocks, weight staging, per block every pop and accumulator, and per
   // finished block the epilogue's values; too many: the im2col path.
@@ -175,9 +193,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   // sums in the same order: only the schedule differs).
   p.U = 2;
   if (2 * (p.G + worst) + 8 + scalarsAndColumns > target_.registers.vregs) p.U = 1;
-  if (p.G + worst + 8 + scalarsAndColumns > target_.registers.vregs) return false;
-  (void)dn;
-  return true;
+  return p.G + worst + 8 + scalarsAndColumns <= target_.registers.vregs;
 }
 
 bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
@@ -264,35 +280,47 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       rPIn.push_back(tile ? sreg() : -1);
       rInPer.push_back(tile ? sreg() : -1);
     }
-  const int64_t images = g.batch;
+  const int64_t images = p.items;
   const int64_t blockBytes = 8 * p.pairBytes;            // A: one block further
   const int64_t eBlock = 8 * p.NP * eo;                   // staging: one block further
   const int64_t chunkA = p.R * blockBytes, chunkE = p.R * eBlock;
 
-  // Loads of image `rImg` (a register) into slot `rSl`: X and tile inputs,
-  // all on sem[rSl].
+  // Loads of item `rItem` (a register) into slot `rSl`: each image's X and
+  // tile inputs, all on sem[rSl]; an image past the batch signals instead.
+  const int64_t imageRows = p.Hpb / p.sy * p.rowPairs;  // staging rows per stacked image
   int loads = 1;
-  auto loadImage = [&](int rImg, int rSl) {
-    e_.op("smul {}, {}, {}", S(rT), S(rImg), inB);
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf));
-    e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
-    e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vX + xInterior);
-    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", xBuf), dX, S(rT2), memRef(xBuf, S(rT)), S(rSl));
-    if (!epilogue) return;
-    for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
-      const MatmulEpilogue::Input& input = epilogue->inputs[k];
-      if (input.kind != MatmulEpilogue::Tile) continue;
-      e_.op("smul {}, {}, {}", S(rT), S(rImg), inBatch[k]);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(input.buf));
-      e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.inSlot[k]);
-      e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vIn[k]);
-      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", input.buf), dIn[k], S(rT2), memRef(input.buf, S(rT)),
-            S(rSl));
-    }
-  };
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs)
       if (input.kind == MatmulEpilogue::Tile) ++loads;
+  auto loadImage = [&](int rItem, int rSl) {
+    for (int64_t b = 0; b < p.B; ++b) {
+      std::string lSkip = e_.newLabel("icnoimg"), lDone = e_.newLabel("icimgd");
+      e_.op("smul {}, {}, {}", S(rW), S(rItem), p.B);
+      if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
+      e_.op("br.ge {}, {}, {}", S(rW), g.batch, lSkip);
+      e_.op("smul {}, {}, {}", S(rT), S(rW), inB);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf));
+      e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
+      e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vX + xInterior + static_cast<uint64_t>(b * p.Hpb * p.RS * es));
+      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", xBuf), dX, S(rT2), memRef(xBuf, S(rT)), S(rSl));
+      if (epilogue)
+        for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+          const MatmulEpilogue::Input& input = epilogue->inputs[k];
+          if (input.kind != MatmulEpilogue::Tile) continue;
+          e_.op("smul {}, {}, {}", S(rT), S(rW), inBatch[k]);
+          e_.op("sadd {}, {}, {}", S(rT), S(rT), base(input.buf));
+          e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.inSlot[k]);
+          e_.op("sadd {}, {}, {}", S(rT2), S(rT2),
+                p.vIn[k] + static_cast<uint64_t>(b * imageRows * p.NP * typeInfo(input.type).bytes));
+          e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", input.buf), dIn[k], S(rT2), memRef(input.buf, S(rT)),
+                S(rSl));
+        }
+      e_.op("jmp {}", lDone);
+      e_.label(lSkip);
+      e_.op("sem.signal sem[{}], {}", S(rSl), loads);
+      e_.label(lDone);
+    }
+  };
 
   // Zero the weights' area and both X boxes (contiguous), then DMA the
   // weights into their packed places: W'[kt * 128 + e * C + c, j * O + o] =
@@ -519,10 +547,14 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     // The iteration's matmuls and next loads go between the pops and the
     // stores.
     if (middle) middle();
+    // Accumulator stores first (their sums are ready early), then the
+    // finished blocks: the one store slot takes them in that order.
+    for (int pass = 0; pass < 2; ++pass) {
     size_t li = 0;
     for (int b = 0; b < U; ++b)
       for (const Group& gr : gs) {
         Loaded& l = loaded[li++];
+        if (gr.last != (pass == 1)) continue;
         // Pairwise sums of the pops, then the accumulator: ((p0 + p1) + (p2 + p3)) + acc.
         std::vector<VReg> t = l.terms;
         while (t.size() > 1) {
@@ -557,6 +589,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
         if (eOff >= 0) vstore(result, storedType, fmt::format("{} + {}", S(rPE), eOff), fmt::format(", {}", p.NP * eo));
         else vstore(result, storedType, fmt::format("{} - {}", S(rPE), -eOff), fmt::format(", {}", p.NP * eo));
       }
+    }
     std::set<int> freed;
     for (VReg v : owned)
       if (freed.insert(v.r).second) vfree(v);
@@ -603,11 +636,11 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     loadImage(rNext, rOther);
   }
   e_.label(lNoNext);
-  e_.op("sem.wait sem[{}], {}", S(rSlot), loads);
+  e_.op("sem.wait sem[{}], {}", S(rSlot), loads * p.B);
   // The staging slot was last written out by image n - 2.
   e_.op("br.lt {}, 2, {}", S(rN), lNoWait);
   e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
-  e_.op("sem.wait sem[{}]", S(rT));
+  e_.op("sem.wait sem[{}], {}", S(rT), p.B);
   e_.label(lNoWait);
   // Period bases.
   e_.op("smul {}, {}, {}", S(rXper), S(rSlot), p.xSlot);
@@ -728,17 +761,27 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     stepPop();
     e_.op("loop {}, {}", S(rCnt), l);
   }
-  // The image's result out (sem 2 + slot).
-  e_.op("smul {}, {}, {}", S(rT), S(rN), oB);
-  e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
-  e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
-  e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE);
+  // The item's images out (sem 2 + slot); one past the batch signals.
   e_.op("sadd {}, {}, 2", S(rCnt), S(rSlot));
-  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", dst), dOut, memRef(dst, S(rT)), S(rT2), S(rCnt));
+  for (int64_t b = 0; b < p.B; ++b) {
+    std::string lSkip = e_.newLabel("icnoout"), lDone = e_.newLabel("icoutd");
+    e_.op("smul {}, {}, {}", S(rW), S(rN), p.B);
+    if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
+    e_.op("br.ge {}, {}, {}", S(rW), g.batch, lSkip);
+    e_.op("smul {}, {}, {}", S(rT), S(rW), oB);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+    e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
+    e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE + static_cast<uint64_t>(b * imageRows * p.NP * eo));
+    e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", dst), dOut, memRef(dst, S(rT)), S(rT2), S(rCnt));
+    e_.op("jmp {}", lDone);
+    e_.label(lSkip);
+    e_.op("sem.signal sem[{}]", S(rCnt));
+    e_.label(lDone);
+  }
   e_.op("sadd {}, {}, 1", S(rN), S(rN));
   e_.op("br.lt {}, {}, {}", S(rN), images, lImage);
-  e_.op("sem.wait sem{}", 2 + ((images - 1) & 1));
-  if (images >= 2) e_.op("sem.wait sem{}", 2 + ((images - 2) & 1));
+  e_.op("sem.wait sem{}, {}", 2 + ((images - 1) & 1), p.B);
+  if (images >= 2) e_.op("sem.wait sem{}, {}", 2 + ((images - 2) & 1), p.B);
   // Tiles staged for a next round that never came: latch them, so the
   // next kernel finds every staging buffer empty.
   for (int64_t u = 0; u < p.G; ++u)

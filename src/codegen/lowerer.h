@@ -416,6 +416,7 @@ struct ImplicitConvPlan {
   int64_t G = 4, J = 1, rounds = 1, cpp = 1;  // MXUs, jobs per chunk, rounds and chunks per period
   int64_t R = 2, CH = 1, periods = 1, D = 2;  // blocks per chunk, chunks per image, periods, pop lag
   int64_t U = 2;  // blocks per pipelined iteration
+  int64_t B = 1, Hpb = 1, items = 1;  // images per item, box rows per image, items
   int64_t pairBytes = 0;
   uint64_t vW = 0, vX = 0, xSlot = 0, vAcc = 0, accPeriod = 0, vE = 0, eSlot = 0, end = 0;
   std::vector<uint64_t> vIn, inSlot;  // per epilogue input: staging (tiles, two slots) or columns
@@ -618,6 +619,8 @@ class Lowerer {
   // Whether the convolution runs as an implicit GEMM, and its plan.
   bool implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue, int passes,
                         ImplicitConvPlan& p) const;
+  bool implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* epilogue, ImplicitConvPlan& p) const;
+  bool implicitConvRegisters(const MatmulEpilogue* epilogue, ImplicitConvPlan& p) const;
   bool emitImplicitConv(const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
                         const MatmulEpilogue* epilogue);
 
