@@ -170,7 +170,8 @@ namespace {
 // joined from the devices' shards per the root's sharding.
 std::optional<RunReport> runPartitioned(const hlo::Module& module, const RunOptions& options,
                                         DiagnosticEngine& diags) {
-  RunReport failed{1, {}};
+  RunReport failed;
+  failed.exitCode = 1;
   int64_t partitions = options.partitions > 0 ? options.partitions : std::max<int64_t>(module.config().numPartitions, 1);
   int64_t replicas = options.replicas > 0 ? options.replicas : std::max<int64_t>(module.config().replicaCount, 1);
   bool bad = false;
@@ -199,7 +200,8 @@ std::optional<RunReport> runPartitioned(const hlo::Module& module, const RunOpti
 }  // namespace
 
 RunReport runInterpreter(const hlo::Module& module, const RunOptions& options, DiagnosticEngine& diags) {
-  RunReport failed{1, {}};
+  RunReport failed;
+  failed.exitCode = 1;
   if (std::optional<RunReport> partitioned = runPartitioned(module, options, diags)) return *partitioned;
   auto args = prepareArguments(module, options, diags);
   if (!args) return failed;

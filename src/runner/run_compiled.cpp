@@ -32,7 +32,8 @@ void collectArrayShapes(const hlo::Shape& shape, std::vector<hlo::Shape>& out) {
 
 RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc& target, const RunOptions& options,
                             const CompiledRequest& request, std::string& statsText, DiagnosticEngine& diags) {
-  RunReport failed{1, {}};
+  RunReport failed;
+  failed.exitCode = 1;
   // The pipeline runs on a copy: the interpreter (--check) sees the module as given.
   std::unique_ptr<hlo::Module> optimized;
   if (request.optimize) {

@@ -174,7 +174,9 @@ TEST(PagedMemory, MultiGiBFootprintRunsInLittleHostMemory) {
   for (uint32_t w : words) ASSERT_EQ(w, 0x5A5A5A5Au);
   uint64_t hwm = procStatusKiB("VmHWM");
   std::printf("peak RSS after simulating a 15 GiB HBM footprint: %llu KiB\n", static_cast<unsigned long long>(hwm));
-  if (hwm) EXPECT_LT(hwm, 1024u * 1024u);  // under 1 GiB (most of it is the test binary and VMEM touched)
+  if (hwm) {
+    EXPECT_LT(hwm, 1024u * 1024u);  // under 1 GiB (most of it is the test binary and VMEM touched)
+  }
 }
 
 TEST(PagedMemory, RunPastTheHostLimitStopsWithAnError) {
