@@ -135,6 +135,24 @@ double calledBound(const hlo::Computation* c, codegen::F32DotPrecision dotPrecis
   return bound;
 }
 
+// How many devices' values a cross-device sum adds up (all-reduce and
+// reduce-scatter: the group size; 1 for everything else). Each device's
+// partial result carries its own error, so the sum's bound grows with
+// the square root of their number, as a dot's grows with its length (a
+// partitioned dot is per-device partial dots summed by an all-reduce).
+int64_t summedOperands(const hlo::Instruction& instr, const hlo::Module& module) {
+  switch (instr.opcode()) {
+    case Opcode::AllReduce:
+    case Opcode::AllReduceStart:
+    case Opcode::ReduceScatter: break;
+    default: return 1;
+  }
+  const auto& groups = instr.attrs().replicaGroups;
+  if (groups && !groups->groups.empty() && !groups->groups[0].empty())
+    return static_cast<int64_t>(groups->groups[0].size());
+  return std::max<int64_t>(1, module.config().replicaCount) * std::max<int64_t>(1, module.config().numPartitions);
+}
+
 }  // namespace
 
 double ownErrorBound(const hlo::Instruction& instr, codegen::F32DotPrecision dotPrecision) {
@@ -178,6 +196,7 @@ std::vector<double> checkTolerances(const hlo::Module& module, codegen::F32DotPr
       for (const hlo::Computation* callee : instr->calledComputations())
         b = std::max(b, calledBound(callee, dotPrecision, calledMemo));
       for (int64_t i = 0; i < instr->operandCount(); ++i) b = std::max(b, bound[instr->operand(i)]);
+      b *= std::sqrt(static_cast<double>(summedOperands(*instr, module)));
       if (b > 0 && instr->shape().isArray() && hlo::elementTypeInfo(instr->shape().elementType()).floatFormat)
         b = std::max(b, 2 * unitRoundoff(instr->shape().elementType()));
       bound[instr] = b;

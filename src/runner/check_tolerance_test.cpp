@@ -42,6 +42,30 @@ ENTRY e {
   EXPECT_DOUBLE_EQ(t[0], kCheckToleranceFloor);
 }
 
+TEST(CheckTolerance, CrossDeviceSumsGrowWithTheGroup) {
+  // A dot partitioned over its contraction: four partial dots of length 64
+  // summed by an all-reduce carry the error of one of length 256, so the
+  // bound grows with sqrt(4); an all-gather adds nothing.
+  const char* kText = R"(HloModule m, num_partitions=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4,64] parameter(0)
+  w = f32[64,8] parameter(1)
+  d = f32[4,8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = f32[4,8] all-reduce(d), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add
+  g = f32[16,8] all-gather(d), channel_id=2, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true
+  ROOT t = (f32[4,8], f32[16,8]) tuple(r, g)
+})";
+  auto t = tolerancesOf(kText);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_DOUBLE_EQ(t[0], 2 * 0.0625);  // 2 * 2^-8 * sqrt(64), times sqrt(4)
+  EXPECT_DOUBLE_EQ(t[1], 0.0625);
+}
+
 TEST(CheckTolerance, Bf16ProductsAreExactOnlyTheirRoundingMayFlip) {
   // graphsage's shape: bf16 dots (exact products, f32 sums), a bf16 add, an
   // f32 sigmoid. The only inexactness is a bf16 rounding that may go the
