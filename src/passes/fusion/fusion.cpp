@@ -327,6 +327,9 @@ void ComputationFuser::fuseIntoUsers(int32_t p, std::vector<int32_t>& touched) {
 // through elementwise work, broadcasts and compatible reduces on the rows'
 // shape or the per-row shape, and is fused when llo-gen makes one row
 // kernel of it and the model says it is faster than its parts.
+// Readers past which a row region does not grow through a value.
+constexpr size_t kMaxRowRegionFanout = 16;
+
 void ComputationFuser::fuseRowNormalizations() {
   const int32_t count = graph_.instructionCount();
   std::vector<char> taken(static_cast<size_t>(count), 0);
@@ -384,7 +387,12 @@ void ComputationFuser::fuseRowNormalizations() {
         }
       };
       for (int32_t j : graph_.operandsOf(i)) visit(j);
-      for (int32_t j : graph_.usersOf(i)) visit(j);
+      // A value read by many (a broadcast bias shared by every layer) is
+      // not grown through: its readers are other rows' work, and visiting
+      // them for every seed made this pass quadratic in the module.
+      const auto& users = graph_.usersOf(i);
+      if (users.size() <= kMaxRowRegionFanout)
+        for (int32_t j : users) visit(j);
     }
     if (static_cast<int>(members.size()) > options_.maxInstructions || members.size() < 3) continue;
     std::sort(members.begin(), members.end());
