@@ -14,6 +14,7 @@
 #include "runner/profile_output.h"
 #include "runner/run.h"
 #include "runner/tensor_io.h"
+#include "spmd/shards.h"
 #include "support/float_format.h"
 
 namespace tpu::runner {
@@ -60,14 +61,35 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   if (!program) return failed;
   sim::LoadedProgram loaded{std::move(*program), target, {}};
 
-  auto args = prepareArguments(module, options, diags);
+  // A module partitioned by hlo-partition takes global arrays, as under
+  // --interpret: each chip gets its shard of every input, and the result is
+  // joined from the chips' shards.
+  bool badEdges = false;
+  std::optional<spmd::GlobalEdges> edges;
+  if (podReplicas * podPartitions > 1) {
+    edges = spmd::globalEdges(module, podPartitions, diags, &badEdges);
+    if (badEdges) return failed;
+  }
+  std::vector<std::vector<hlo::Literal>> shards;  // per chip, when partitioned
+  auto args = edges ? prepareArgumentsForShapes(edges->parameters, options, diags) : prepareArguments(module, options, diags);
   if (!args) return failed;
+  if (edges) {
+    shards.resize(static_cast<size_t>(podReplicas * podPartitions));
+    for (int64_t d = 0; d < podReplicas * podPartitions; ++d)
+      for (size_t k = 0; k < args->size(); ++k)
+        shards[static_cast<size_t>(d)].push_back(
+            spmd::shardOf((*args)[k], edges->parameterShardings[k], d % podPartitions));
+  }
   // The compiled entry takes the array leaves of the parameters, row-major
   // (viewed, not copied: the simulator writes them straight into its pages).
-  std::vector<std::string_view> inputs;
-  for (const hlo::Literal& arg : *args)
-    for (const hlo::Literal* leaf : flattenLiteral(arg))
-      inputs.emplace_back(reinterpret_cast<const char*>(leaf->data().data()), leaf->data().size());
+  auto viewsOf = [](const std::vector<hlo::Literal>& literals) {
+    std::vector<std::string_view> views;
+    for (const hlo::Literal& arg : literals)
+      for (const hlo::Literal* leaf : flattenLiteral(arg))
+        views.emplace_back(reinterpret_cast<const char*>(leaf->data().data()), leaf->data().size());
+    return views;
+  };
+  std::vector<std::string_view> inputs = viewsOf(edges ? shards[0] : *args);
   // Programs with rng instructions take the stream's state last, keyed by
   // the seed the interpreter uses (see --check below).
   std::string rngState;
@@ -88,7 +110,12 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
       leaves.push_back(&l);
     }
   };
-  if (!request.check) {
+  if (edges) {
+    for (const std::vector<hlo::Literal>& chip : shards) {
+      run.chipInputs.push_back(viewsOf(chip));
+      if (!rngState.empty()) run.chipInputs.back().push_back(rngState);
+    }
+  } else if (!request.check) {
     for (hlo::Literal& arg : *args) collect(arg);
     if (leaves.size() + (rngState.empty() ? 0 : 1) == inputs.size())
       run.releaseInput = [&](size_t k) {
@@ -144,7 +171,13 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     eo.rngSeed = options.seed.value_or(0);
     // Pods: every chip against the interpreter's device of the same index.
     std::vector<hlo::Literal> references;
-    if (pod) {
+    if (pod && edges) {
+      eo.replicas = podReplicas;
+      eo.partitions = podPartitions;
+      auto all = eval::evaluatePerDevice(module, shards, eo, diags);
+      if (!all) return failed;
+      references = std::move(all->perDevice);
+    } else if (pod) {
       eo.replicas = podReplicas;
       eo.partitions = podPartitions;
       auto all = eval::evaluateAllDevices(module, *args, eo, diags);
@@ -216,6 +249,16 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     verdict += "\n";
   }
   hlo::Literal result = results.size() == 1 ? std::move(results[0]) : hlo::Literal::tuple(std::move(results));
+  if (edges && pod) {
+    // Replica 0's partitions, joined per the root's sharding.
+    std::vector<hlo::Literal> replica0{std::move(result)};
+    for (int64_t c = 1; c < podPartitions; ++c) {
+      std::vector<hlo::Literal> chip;
+      if (!literalsOf(out->chipResults[static_cast<size_t>(c)], chip)) return failed;
+      replica0.push_back(chip.size() == 1 ? std::move(chip[0]) : hlo::Literal::tuple(std::move(chip)));
+    }
+    result = spmd::joinShards(replica0, edges->result, edges->resultSharding);
+  }
   RunReport report = deliverResults(result, options, diags);
   report.checkVerdict = std::move(verdict);
   report.profileText = std::move(profileText);

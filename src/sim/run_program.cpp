@@ -147,7 +147,10 @@ std::optional<RunOutput> runLoadedProgramViews(const LoadedProgram& loaded,
                     : target::parseTopology(request.topology, loaded.target, request.chips > 1 ? request.chips : 0, diags);
     if (!topo) return std::nullopt;
     // Every chip reads the same bytes (no copy per chip).
-    std::vector<std::vector<std::string_view>> all(static_cast<size_t>(topo->chips()), inputs);
+    std::vector<std::vector<std::string_view>> all =
+        request.chipInputs.size() == static_cast<size_t>(topo->chips())
+            ? request.chipInputs
+            : std::vector<std::vector<std::string_view>>(static_cast<size_t>(topo->chips()), inputs);
     auto pod = simulatePodViews(loaded.program, loaded.target, *topo, all, opts, diags);
     if (!pod) return std::nullopt;
     RunOutput out;

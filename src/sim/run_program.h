@@ -63,6 +63,9 @@ struct RunRequest {
   // chip 0's) and --topology ("" = the target's most square slice).
   int chips = 1;
   std::string topology;
+  // Pods: each chip's own inputs (a partitioned module's shards); empty:
+  // every chip reads `inputs`.
+  std::vector<std::vector<std::string_view>> chipInputs;
   uint64_t hostMemoryLimit = 0;  // --host-memory (0: MemAvailable), SimOptions::hostMemoryLimit
   Transport* transport = nullptr;  // under mpirun (SimOptions::transport)
   std::function<void(size_t)> releaseInput;  // SimOptions::releaseInput
