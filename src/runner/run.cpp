@@ -180,10 +180,7 @@ std::optional<RunReport> runPartitioned(const hlo::Module& module, const RunOpti
   if (!edges) return std::nullopt;
   auto args = prepareArgumentsForShapes(edges->parameters, options, diags);
   if (!args) return failed;
-  std::vector<std::vector<hlo::Literal>> perDevice(static_cast<size_t>(replicas * partitions));
-  for (int64_t d = 0; d < replicas * partitions; ++d)
-    for (size_t k = 0; k < args->size(); ++k)
-      perDevice[static_cast<size_t>(d)].push_back(spmd::shardOf((*args)[k], edges->parameterShardings[k], d % partitions));
+  std::vector<std::vector<hlo::Literal>> perDevice = spmd::argumentShards(*edges, *args, replicas, partitions);
   eval::EvalOptions eo;
   eo.replicas = replicas;
   eo.partitions = partitions;

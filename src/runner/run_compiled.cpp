@@ -73,13 +73,7 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   std::vector<std::vector<hlo::Literal>> shards;  // per chip, when partitioned
   auto args = edges ? prepareArgumentsForShapes(edges->parameters, options, diags) : prepareArguments(module, options, diags);
   if (!args) return failed;
-  if (edges) {
-    shards.resize(static_cast<size_t>(podReplicas * podPartitions));
-    for (int64_t d = 0; d < podReplicas * podPartitions; ++d)
-      for (size_t k = 0; k < args->size(); ++k)
-        shards[static_cast<size_t>(d)].push_back(
-            spmd::shardOf((*args)[k], edges->parameterShardings[k], d % podPartitions));
-  }
+  if (edges) shards = spmd::argumentShards(*edges, *args, podReplicas, podPartitions);
   // The compiled entry takes the array leaves of the parameters, row-major
   // (viewed, not copied: the simulator writes them straight into its pages).
   auto viewsOf = [](const std::vector<hlo::Literal>& literals) {
@@ -171,16 +165,12 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     eo.rngSeed = options.seed.value_or(0);
     // Pods: every chip against the interpreter's device of the same index.
     std::vector<hlo::Literal> references;
-    if (pod && edges) {
+    if (pod) {
       eo.replicas = podReplicas;
       eo.partitions = podPartitions;
-      auto all = eval::evaluatePerDevice(module, shards, eo, diags);
-      if (!all) return failed;
-      references = std::move(all->perDevice);
-    } else if (pod) {
-      eo.replicas = podReplicas;
-      eo.partitions = podPartitions;
-      auto all = eval::evaluateAllDevices(module, *args, eo, diags);
+      // A partitioned module's devices take their shards, as the chips did.
+      auto all = edges ? eval::evaluatePerDevice(module, shards, eo, diags)
+                       : eval::evaluateAllDevices(module, *args, eo, diags);
       if (!all) return failed;
       references = std::move(all->perDevice);
     } else {

@@ -134,4 +134,14 @@ std::optional<GlobalEdges> globalEdges(const hlo::Module& module, int64_t numPar
   return edges;
 }
 
+std::vector<std::vector<hlo::Literal>> argumentShards(const GlobalEdges& edges,
+                                                      const std::vector<hlo::Literal>& arguments, int64_t replicas,
+                                                      int64_t partitions) {
+  std::vector<std::vector<hlo::Literal>> perDevice(static_cast<size_t>(replicas * partitions));
+  for (int64_t d = 0; d < replicas * partitions; ++d)
+    for (size_t k = 0; k < arguments.size(); ++k)
+      perDevice[static_cast<size_t>(d)].push_back(shardOf(arguments[k], edges.parameterShardings[k], d % partitions));
+  return perDevice;
+}
+
 }  // namespace tpu::spmd

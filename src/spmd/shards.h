@@ -37,4 +37,10 @@ struct GlobalEdges {
 std::optional<GlobalEdges> globalEdges(const hlo::Module& module, int64_t numPartitions, DiagnosticEngine& diags,
                                        bool* failed);
 
+// Every device's entry arguments, device = replica * partitions + partition:
+// its shard of each global argument (every replica holds the same shards).
+std::vector<std::vector<hlo::Literal>> argumentShards(const GlobalEdges& edges,
+                                                      const std::vector<hlo::Literal>& arguments, int64_t replicas,
+                                                      int64_t partitions);
+
 }  // namespace tpu::spmd
