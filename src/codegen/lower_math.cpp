@@ -69,6 +69,14 @@ void Lowerer::copySignF32(VReg r, VReg x, ElementType rt) {
   vfree(sign);
 }
 
+// d := k pi/2 - q, as k (head - (q - tail)): the tail enters before the
+// head's rounding (k = 1 or 2; d may be q).
+void Lowerer::multipleOfHalfPiMinusF32(VReg d, VReg q, int k) {
+  e_.op("vsub.f32 {}, {}, {}", V(d), V(q), imm(static_cast<float>(k) * kPio2Lo));
+  e_.op("vneg.f32 {}, {}", V(d), V(d));
+  e_.op("vadd.f32 {}, {}, {}", V(d), V(d), imm(static_cast<float>(k) * kPio2Hi));
+}
+
 // erf in f32 from the vector ALU and the EUP's exp, instead of a
 // library-call row. a = |x|:
 //   a < 1:      a * P(a^2), P of degree 6 (relative error);
@@ -195,15 +203,12 @@ VReg Lowerer::expandAtan2F32(VReg y, VReg x, ElementType rt) {
   e_.op("vsel.f32 {}, {}, {}, {}", V(t), M(m), V(one), V(t));  // inf / inf -> 1
   VReg r = atanOfNonNegativeF32(t, true, rt);
   // |y| > |x|: pi/2 - r = hi - (r - lo).
-  VReg alt = binop("vsub.f32", r, imm(kPio2Lo), rt);
-  e_.op("vneg.f32 {}, {}", V(alt), V(alt));
-  e_.op("vadd.f32 {}, {}, {}", V(alt), V(alt), imm(kPio2Hi));
+  VReg alt = valloc(rt);
+  multipleOfHalfPiMinusF32(alt, r, 1);
   e_.op("vcmp.gt.f32 {}, {}, {}", M(m), V(ay), V(ax));
   e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(alt), V(r));
   // x < 0 (its sign bit, so -0 counts): pi - r = 2 hi - (r - 2 lo).
-  e_.op("vsub.f32 {}, {}, {}", V(alt), V(r), imm(2 * kPio2Lo));
-  e_.op("vneg.f32 {}, {}", V(alt), V(alt));
-  e_.op("vadd.f32 {}, {}, {}", V(alt), V(alt), imm(2 * kPio2Hi));
+  multipleOfHalfPiMinusF32(alt, r, 2);
   e_.op("vcmp.lt.s32 {}, {}, 0", M(m), V(x));
   e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(alt), V(r));
   copySignF32(r, y, rt);
@@ -237,24 +242,18 @@ VReg Lowerer::expandAsinAcosF32(VReg x, bool acos, ElementType rt) {
   VReg r = valloc(rt);
   if (!acos) {
     // pi/2 - 2 S(s) = hi - (2 S(s) - lo)
-    e_.op("vsub.f32 {}, {}, {}", V(r), V(q), imm(kPio2Lo));
-    e_.op("vneg.f32 {}, {}", V(r), V(r));
-    e_.op("vadd.f32 {}, {}, {}", V(r), V(r), imm(kPio2Hi));
+    multipleOfHalfPiMinusF32(r, q, 1);
     e_.op("vcmp.le.f32 {}, {}, 0.5", M(m), V(a));
     e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(small), V(r));
     copySignF32(r, x, rt);
   } else {
     // x < -1/2: pi - 2 S(s) = 2 hi - (2 S(s) - 2 lo); x > 1/2: 2 S(s).
-    e_.op("vsub.f32 {}, {}, {}", V(r), V(q), imm(2 * kPio2Lo));
-    e_.op("vneg.f32 {}, {}", V(r), V(r));
-    e_.op("vadd.f32 {}, {}, {}", V(r), V(r), imm(2 * kPio2Hi));
+    multipleOfHalfPiMinusF32(r, q, 2);
     e_.op("vcmp.gt.f32 {}, {}, 0.5", M(m), V(x));
     e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(q), V(r));
     // |x| <= 1/2: pi/2 - asin(x) = hi - (asin(x) - lo).
     copySignF32(small, x, rt);
-    e_.op("vsub.f32 {}, {}, {}", V(small), V(small), imm(kPio2Lo));
-    e_.op("vneg.f32 {}, {}", V(small), V(small));
-    e_.op("vadd.f32 {}, {}, {}", V(small), V(small), imm(kPio2Hi));
+    multipleOfHalfPiMinusF32(small, small, 1);
     e_.op("vcmp.le.f32 {}, {}, 0.5", M(m), V(a));
     e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(small), V(r));
   }

@@ -730,6 +730,7 @@ class Lowerer {
   VReg hornerF32(const float* c, int n, VReg v, ElementType rt);
   VReg oddSeriesF32(VReg t, const float* c, int n, ElementType rt);
   void copySignF32(VReg r, VReg x, ElementType rt);
+  void multipleOfHalfPiMinusF32(VReg d, VReg q, int k);
   VReg expandErfF32(VReg x, hlo::ElementType rt);
   VReg expandLog1pF32(VReg x, ElementType rt);
   VReg atanOfNonNegativeF32(VReg a, bool onlyToOne, ElementType rt);
