@@ -267,24 +267,7 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
   // Hoisted scalars as splats.
   std::map<const Instruction*, VReg> hoisted;
   {
-    int smem = 0;
-    for (const Instruction* i : f.scalars) {
-      std::optional<VReg> v;
-      if (i->opcode() == Opcode::Parameter) {
-        int sx = loadScalar(paramBuf(i), 0, i->shape().elementType(), smem++ % 8);
-        v = valloc(i->shape().elementType());
-        e_.op("vmov.s32 {}, {}", V(*v), S(sx));
-        sregs_.put(sx);
-      } else if (i->opcode() == Opcode::Broadcast) {
-        v = hoisted.at(i->operand(0));
-      } else {
-        std::vector<VReg> ops;
-        for (const Instruction* o : i->operands()) ops.push_back(hoisted.at(o));
-        v = lowerOp(*i, ops);
-      }
-      if (!v) return false;
-      hoisted[i] = *v;
-    }
+    if (!hoistScalars(in, f.scalars, hoisted)) return false;
     // Row values of scalars only (level 0) are splats too.
     for (const Instruction* i : f.rowValues) {
       if (f.level.at(i) != 0) continue;

@@ -166,6 +166,30 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
   return true;
 }
 
+bool Lowerer::hoistScalars(const Instruction& fusion, const std::vector<const Instruction*>& scalars,
+                           std::map<const Instruction*, VReg>& hoisted) {
+  int smem = 0;
+  for (const Instruction* i : scalars) {
+    std::optional<VReg> v;
+    if (i->opcode() == Opcode::Parameter) {
+      int buf = leaves_[fusion.operand(i->attrs().parameterNumber)][0];
+      int sx = loadScalar(buf, 0, i->shape().elementType(), smem++ % 8);
+      v = valloc(i->shape().elementType());
+      e_.op("vmov.s32 {}, {}", V(*v), S(sx));
+      sregs_.put(sx);
+    } else if (i->opcode() == Opcode::Broadcast) {
+      v = hoisted.at(i->operand(0));
+    } else {
+      std::vector<VReg> ops;
+      for (const Instruction* o : i->operands()) ops.push_back(hoisted.at(o));
+      v = lowerOp(*i, ops);
+    }
+    if (!v) return false;
+    hoisted[i] = *v;
+  }
+  return true;
+}
+
 bool Lowerer::lowerRowFusion(const Instruction& in) {
   RowFusion f;
   if (!rowFusion(in, &f)) return fail(in, "llo-gen: internal error: not a row fusion");
@@ -261,25 +285,8 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   std::map<const Instruction*, VReg> hoisted;
   std::set<int> kept;  // registers that live through the kernel
   {
-    int smem = 0;
-    for (const Instruction* i : f.scalars) {
-      std::optional<VReg> v;
-      if (i->opcode() == Opcode::Parameter) {
-        int sx = loadScalar(paramBuf(i), 0, i->shape().elementType(), smem++ % 8);
-        v = valloc(i->shape().elementType());
-        e_.op("vmov.s32 {}, {}", V(*v), S(sx));
-        sregs_.put(sx);
-      } else if (i->opcode() == Opcode::Broadcast) {
-        v = hoisted.at(i->operand(0));
-      } else {
-        std::vector<VReg> ops;
-        for (const Instruction* o : i->operands()) ops.push_back(hoisted.at(o));
-        v = lowerOp(*i, ops);
-      }
-      if (!v) return false;
-      hoisted[i] = *v;
-      kept.insert(v->r);
-    }
+    if (!hoistScalars(in, f.scalars, hoisted)) return false;
+    for (const Instruction* i : f.scalars) kept.insert(hoisted.at(i).r);
   }
   // The row vectors, once.
   for (size_t j = 0; j < nvec; ++j) {

@@ -731,6 +731,11 @@ class Lowerer {
   VReg oddSeriesF32(VReg t, const float* c, int n, ElementType rt);
   void copySignF32(VReg r, VReg x, ElementType rt);
   void multipleOfHalfPiMinusF32(VReg d, VReg q, int k);
+  // The scalar part of a streaming fusion (row or attention kernel), in
+  // order, into registers once per kernel: fused scalar parameters loaded
+  // and splatted, broadcasts of them aliased, their ops lowered.
+  bool hoistScalars(const Instruction& fusion, const std::vector<const Instruction*>& scalars,
+                    std::map<const Instruction*, VReg>& hoisted);
   VReg expandErfF32(VReg x, hlo::ElementType rt);
   VReg expandLog1pF32(VReg x, ElementType rt);
   VReg atanOfNonNegativeF32(VReg a, bool onlyToOne, ElementType rt);
