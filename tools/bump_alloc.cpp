@@ -4,9 +4,12 @@
 // run that touched its heap 4 KiB at a time spent more on faults than on
 // printing (docs/DESIGN.md, "hlo-parse as a pipeline stage").
 //
-//   - Small blocks (< 4 KiB) are bump-allocated and never reused (except the
-//     most recent one, which vector and string growth often free at once):
-//     a stage that exits after one input never needs them back.
+//   - Small blocks (< 4 KiB) are bump-allocated in multiples of 16 bytes. A
+//     block freed with its size (sized delete: what the standard containers
+//     use) goes on the free list of its size and is handed out again; the
+//     most recent block is rolled back instead. This kept the arena of a text
+//     stage on a 293 KB module under one 2 MiB huge page (each one touched is
+//     2 MiB zeroed). Blocks freed without a size are not reused.
 //   - Large blocks (4 KiB to 4 MiB: the input text, the output text, the
 //     growing vectors and tables) take whole 4 KiB pages of the same chunks,
 //     marked in a per-chunk bitmap so a free can tell them from small blocks.
@@ -42,6 +45,8 @@ constexpr size_t kLargeBytes = kPage;              // from here: whole pages
 constexpr size_t kHugeBytes = size_t{4} << 20;     // above this: own mapping
 constexpr size_t kLargeHeader = 64;                // before a large block's data
 constexpr size_t kMaxHugeBlocks = 64;
+constexpr size_t kGrain = 16;                      // small blocks' size unit and alignment
+constexpr size_t kSmallClasses = kLargeBytes / kGrain;
 
 // `bytes` (a multiple of 2 MiB) aligned to 2 MiB and marked for transparent
 // huge pages: one fault per 2 MiB instead of one per 4 KiB page touched.
@@ -72,6 +77,7 @@ struct Arena {
   // Bit p of chunk c: a large block starts at page p of chunk c.
   uint64_t largeStart[kMaxChunks][kPagesPerChunk / 64] = {};
   LargeHeader* freeLarge = nullptr;
+  void* freeSmall[kSmallClasses] = {};  // by size / kGrain; linked through their first word
   uintptr_t hugeAt[kMaxHugeBlocks] = {};
   size_t hugeBytes[kMaxHugeBlocks] = {};
 
@@ -95,6 +101,14 @@ struct Arena {
   }
 
   void* allocateSmall(size_t n, size_t align) {
+    n = (n + kGrain - 1) & ~(kGrain - 1);
+    if (align <= kGrain) {
+      void*& head = freeSmall[n / kGrain];
+      if (void* p = head) {
+        head = *static_cast<void**>(p);
+        return p;
+      }
+    }
     uintptr_t at = (reinterpret_cast<uintptr_t>(cur) + align - 1) & ~(uintptr_t{align} - 1);
     if (!cur || at + n > reinterpret_cast<uintptr_t>(end)) {
       if (!newChunk()) return nullptr;
@@ -151,8 +165,9 @@ struct Arena {
     return align <= kHuge ? allocateHuge(n) : nullptr;
   }
 
-  // True when `p` is the arena's (then nothing else is to be done).
-  bool release(void* p) {
+  // True when `p` is the arena's (then nothing else is to be done). `bytes`:
+  // the size it was allocated with (with alignment at most kGrain), or 0.
+  bool release(void* p, size_t bytes) {
     long c = chunkOf(p);
     if (c < 0) {
       uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -175,6 +190,10 @@ struct Arena {
     if (p == last) {
       cur = last;
       last = nullptr;
+    } else if (bytes > 0 && bytes < kLargeBytes) {
+      void*& head = freeSmall[(bytes + kGrain - 1) / kGrain];
+      *static_cast<void**>(p) = head;
+      head = p;
     }
     return true;
   }
@@ -217,12 +236,12 @@ void* allocate(size_t n, size_t align) {
   return p;
 }
 
-void release(void* p) noexcept {
+void release(void* p, size_t bytes = 0) noexcept {
   if (!p) return;
   bool ours;
   {
     Guard guard;
-    ours = arena.release(p);
+    ours = arena.release(p, bytes);
   }
   if (!ours) std::free(p);
 }
@@ -243,8 +262,8 @@ void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexce
 }
 void operator delete(void* p) noexcept { release(p); }
 void operator delete[](void* p) noexcept { release(p); }
-void operator delete(void* p, size_t) noexcept { release(p); }
-void operator delete[](void* p, size_t) noexcept { release(p); }
+void operator delete(void* p, size_t n) noexcept { release(p, n); }
+void operator delete[](void* p, size_t n) noexcept { release(p, n); }
 void operator delete(void* p, std::align_val_t) noexcept { release(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { release(p); }
 void operator delete(void* p, size_t, std::align_val_t) noexcept { release(p); }
