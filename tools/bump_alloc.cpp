@@ -1,6 +1,6 @@
 // Process-wide allocation for tools that run once over one input and exit
 // (hlo-parse). operator new hands out memory from large mmap'd chunks on
-// transparent huge pages; a page fault costs ~3.5 us on the build VM, so a
+// transparent huge pages; a page fault costs ~3 us on the build VM, so a
 // run that touched its heap 4 KiB at a time spent more on faults than on
 // printing (docs/DESIGN.md, "hlo-parse as a pipeline stage").
 //
@@ -21,14 +21,13 @@
 // Once the chunks total kArenaLimit (or a table is full) everything goes to
 // malloc and is freed normally. A spin lock guards the arena once the
 // process has started a thread (glibc's __libc_single_threaded), so the
-// common single-threaded run pays nothing for it. Linked only into the tools that list this
-// file; sanitizer builds keep their own allocator.
+// common single-threaded run pays nothing for it. Linked only into the
+// tools that list this file; sanitizer builds keep their own allocator.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #include <sys/mman.h>
 #include <sys/single_threaded.h>
 
 #include <atomic>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -47,7 +46,8 @@ constexpr size_t kHugeBytes = size_t{4} << 20;     // above this: own mapping
 constexpr size_t kLargeHeader = 64;                // before a large block's data
 constexpr size_t kMaxHugeBlocks = 64;
 constexpr size_t kGrain = 16;                      // small blocks' size unit and alignment
-constexpr size_t kSmallClasses = kLargeBytes / kGrain;
+// Small sizes round up to at most kLargeBytes itself: classes 0..kLargeBytes / kGrain.
+constexpr size_t kSmallClasses = kLargeBytes / kGrain + 1;
 
 // `bytes` (a multiple of 2 MiB) aligned to 2 MiB and marked for transparent
 // huge pages: one fault per 2 MiB instead of one per 4 KiB page touched.
