@@ -342,6 +342,9 @@ void ComputationFuser::fuseRowNormalizations() {
     return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
            !graph_.ordered(i);
   };
+  bool topological = true;
+  for (int32_t i = 0; i < count && topological; ++i)
+    for (int32_t o : graph_.operandsOf(i)) topological &= o < i;
   for (int32_t seed = 0; seed < count; ++seed) {
     const Instruction& red = *graph_.instruction(seed);
     if (taken[static_cast<size_t>(seed)] || red.opcode() != Opcode::Reduce || red.operandCount() != 2 ||
@@ -449,9 +452,15 @@ void ComputationFuser::fuseRowNormalizations() {
     if (outputs.empty()) continue;
     // No path may leave the region and come back (a dot between a layer
     // norm and a residual add of the same shape): that would be a cycle.
+    // In a computation in operand-before-user order, a path back into the
+    // region ends at a member, so it only runs through instructions before
+    // the last member: the search stays within the region's span (it used
+    // to walk up to 4096 instructions past every region, most of a large
+    // module's time in this pass).
     bool cycle = false;
     {
-      auto seen = [&](int32_t j) { return seenStamp[static_cast<size_t>(j)] == seed; };
+      const int32_t last = topological ? members.back() : count;
+      auto seen = [&](int32_t j) { return seenStamp[static_cast<size_t>(j)] == seed || j > last; };
       std::vector<int32_t> work;
       for (int32_t m : members)
         for (int32_t u : graph_.usersOf(m))
