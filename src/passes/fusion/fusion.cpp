@@ -342,9 +342,7 @@ void ComputationFuser::fuseRowNormalizations() {
     return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
            !graph_.ordered(i);
   };
-  bool topological = true;
-  for (int32_t i = 0; i < count && topological; ++i)
-    for (int32_t o : graph_.operandsOf(i)) topological &= o < i;
+  const bool topological = graph_.topological();
   for (int32_t seed = 0; seed < count; ++seed) {
     const Instruction& red = *graph_.instruction(seed);
     if (taken[static_cast<size_t>(seed)] || red.opcode() != Opcode::Reduce || red.operandCount() != 2 ||
