@@ -265,6 +265,32 @@ std::string fftText(int64_t batch, int64_t n) {
          " fft(x), fft_type=FFT, fft_length={" + std::to_string(n) + "}\n}\n";
 }
 
+// softmax(q k^T * c) v as one fusion over bf16[heads, s, 128] queries and
+// bf16[heads, t, 128] keys and values, the softmax in f32, bf16 result.
+std::string attentionText(int64_t heads, int64_t s, int64_t t) {
+  std::string q = fmt::format("bf16[{},{},128]", heads, s), kv = fmt::format("bf16[{},{},128]", heads, t);
+  std::string sc = fmt::format("f32[{},{},{}]", heads, s, t), row = fmt::format("f32[{},{}]", heads, s);
+  std::string params = fmt::format("  q = {0} parameter(0)\n  k = {1} parameter(1)\n  v = {1} parameter(2)\n"
+                                   "  c = f32[] parameter(3)\n", q, kv);
+  return "HloModule attention\n"
+         "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n"
+         "ad {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+         "attn {\n" + params +
+         fmt::format("  d = {0} dot(q, k), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, "
+                     "rhs_contracting_dims={{2}}\n"
+                     "  cb = {0} broadcast(c), dimensions={{}}\n  x = {0} multiply(d, cb)\n"
+                     "  ninf = f32[] constant(-inf)\n  m = {1} reduce(x, ninf), dimensions={{2}}, to_apply=mx\n"
+                     "  mb = {0} broadcast(m), dimensions={{0,1}}\n  df = {0} subtract(x, mb)\n"
+                     "  e = {0} exponential(df)\n  z = f32[] constant(0)\n"
+                     "  su = {1} reduce(e, z), dimensions={{2}}, to_apply=ad\n"
+                     "  sb = {0} broadcast(su), dimensions={{0,1}}\n  pf = {0} divide(e, sb)\n"
+                     "  p = bf16[{2},{3},{4}] convert(pf)\n"
+                     "  ROOT o = {5} dot(p, v), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, "
+                     "lhs_contracting_dims={{2}}, rhs_contracting_dims={{1}}\n}}\n",
+                     sc, row, heads, s, t, q) +
+         "ENTRY main {\n" + params + "  ROOT f = " + q + " fusion(q, k, v, c), kind=kCustom, calls=attn\n}\n";
+}
+
 std::string readFile(const std::filesystem::path& p) {
   FILE* f = std::fopen(p.c_str(), "rb");
   if (!f) return {};
@@ -413,6 +439,16 @@ int main(int argc, char** argv) {
     else printRun("conv net, output fusions", f, roofline(t, flops, bytes));
     if (m.ok && f.ok)
       std::printf("%-34s fused / unfused simulated time: %.2fx faster\n", "", m.report.seconds / f.report.seconds);
+  }
+  {
+    // Attention over rows of 8192 keys: more than one block of 2048 keys,
+    // so the kernel runs an online softmax over key blocks.
+    int64_t heads = 8, s = 512, keys = 8192;
+    double flops = 4.0 * heads * s * keys * 128, bytes = 2.0 * heads * 128 * (2 * s + 2 * keys);
+    Measured m = compileAndSimulate("attention", attentionText(heads, s, keys), t);
+    std::string what = fmt::format("attention bf16[{},{},128] x {} keys", heads, s, keys);
+    if (!m.ok) std::printf("%-34s failed: %s\n", what.c_str(), m.error.c_str());
+    else printRun(what.c_str(), m, roofline(t, flops, bytes));
   }
   {
     // Kernels that stream through HBM because their rows do not fit VMEM,

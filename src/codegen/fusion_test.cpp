@@ -1026,6 +1026,39 @@ TEST(AttentionFusion, F32ScoresOddBlocksAndARowReciprocal) {
   expectAttentionKernel(attentionPrograms("", 40, 384, "bf16", "f32", "f32", true), 1e-2);
 }
 
+TEST(AttentionFusion, LongRowsTakeAnOnlineSoftmax) {
+  // More than 2048 keys: blocks of 2048 keys in a run-time loop, with a
+  // running max, sum and output rescaled by exp(m_old - m_new) (flash
+  // attention). The product reads e = exp(x - m) before the division, so
+  // results differ from the interpreter's by bf16 rounding of e and of the
+  // MXU operands: bf16 results within 1e-2 (2.6e-3 seen), f32 within 5e-3
+  // (1.8e-3 seen), in |got - want| / (1 + |want|).
+  expectAttentionKernel(attentionPrograms("2", 16, 4096, "bf16", "bf16", "bf16"), 1e-2);
+  expectAttentionKernel(attentionPrograms("", 24, 4096, "f32", "f32", "f32", true), 5e-3);
+  expectAttentionKernel(attentionPrograms("", 8, 16384, "bf16", "f32", "f32"), 5e-3);
+  // 6144 keys: three blocks of 2048.
+  expectAttentionKernel(attentionPrograms("", 16, 6144, "bf16", "f32", "bf16"), 1e-2);
+  const std::string text = llo(attentionPrograms("", 8, 16384, "bf16", "f32", "f32").fused, "v5e");
+  EXPECT_NE(text.find("akeys"), std::string::npos);
+  // 16 key tiles per block whatever the row length: the code does not grow with it.
+  auto lines = [](const std::string& t) { return std::count(t.begin(), t.end(), '\n'); };
+  EXPECT_EQ(lines(text), lines(llo(attentionPrograms("", 8, 4096, "bf16", "f32", "f32").fused, "v5e")));
+}
+
+TEST(AttentionFusion, LongRowsWithoutTheSoftmaxFormAreNotAttention) {
+  // A sum of the scores themselves (no exponential of x - max) over 4096
+  // keys has no online form: not the attention kernel.
+  FusedAndInlined p = attentionPrograms("", 16, 4096, "bf16", "f32", "f32");
+  for (std::string* t : {&p.fused, &p.inlined}) {
+    size_t at = t->find("reduce(e, z)");
+    ASSERT_NE(at, std::string::npos);
+    t->replace(at, 12, "reduce(x, z)");
+  }
+  CodegenStats s = statsOf(p.fused, "v5e");
+  ASSERT_GE(s.kernels.size(), 1u);
+  EXPECT_NE(s.kernels[0].kind, "fusion-attention");
+}
+
 TEST(AttentionFusion, HeadDimensionOtherThan128IsNotAttention) {
   FusedAndInlined p = attentionPrograms("2", 64, 256, "bf16", "bf16", "bf16");
   for (std::string* t : {&p.fused, &p.inlined})
