@@ -898,6 +898,23 @@ TEST(RowFusion, LongRowsLoopOverTheirVregs) {
                   1e-5);
 }
 
+TEST(RowFusion, SoftmaxRowsOf4096And16384KeysInF32AndBf16) {
+  // Rows longer than the attention kernel's 2048-key block need no online
+  // form here: a row stays in VMEM across the kernel's passes (up to 2^20
+  // elements), so max and sum are exact, folded as the unfused reduces.
+  expectRowKernel(makeReduceFusion("  x = f32[24,4096] parameter(0)\n", softmaxBody("24,4096", "24"),
+                                   std::string(kAddF32) + kMaxF32, "f32[24,4096]", "x"),
+                  1e-5);
+  // bf16 in and out, f32 inside: within a bf16 rounding of the result.
+  expectRowKernel(makeReduceFusion("  xb = bf16[6,16384] parameter(0)\n",
+                                   "  x = f32[6,16384] convert(xb)\n" +
+                                       softmaxBody("6,16384", "6").replace(
+                                           softmaxBody("6,16384", "6").find("ROOT y"), 6, "y") +
+                                       "  ROOT yb = bf16[6,16384] convert(y)\n",
+                                   std::string(kAddF32) + kMaxF32, "bf16[6,16384]", "xb"),
+                  4e-3);
+}
+
 TEST(RowFusion, LayerNormWithScaleAndBiasOverManyBlocks) {
   // bf16 in and out, f32 inside; 700 rows of 2 KiB make several blocks and a tail.
   expectRowKernel(
@@ -1057,6 +1074,17 @@ TEST(AttentionFusion, LongRowsWithoutTheSoftmaxFormAreNotAttention) {
   CodegenStats s = statsOf(p.fused, "v5e");
   ASSERT_GE(s.kernels.size(), 1u);
   EXPECT_NE(s.kernels[0].kind, "fusion-attention");
+}
+
+TEST(AttentionFusion, LongRowsBeyondVmemAreLeftToOtherKernels) {
+  // A head's keys and values stay whole in VMEM: 4096 bf16 keys and values
+  // (2 MiB) do not fit a 256 KiB chip, so the fusion is not this kernel there
+  // (and still compiles and runs).
+  const std::string small = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
+  FusedAndInlined p = attentionPrograms("", 8, 4096, "bf16", "f32", "f32");
+  CodegenStats s = statsOf(p.fused, small);
+  ASSERT_GE(s.kernels.size(), 1u);
+  for (const auto& k : s.kernels) EXPECT_NE(k.kind, "fusion-attention");
 }
 
 TEST(AttentionFusion, HeadDimensionOtherThan128IsNotAttention) {

@@ -259,6 +259,15 @@ bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const
         f.keyBlock = 128 * d;
         break;
       }
+    // A head's Q, K and V stay whole in VMEM (two slots), beside the output
+    // slots, the block scratch (at most three cached values) and the
+    // running state: rows too long for that are left to other kernels.
+    auto bytes = [](int64_t rows, const Instruction* x) {
+      return static_cast<int64_t>(alignUp(static_cast<uint64_t>(rows * 128 * typeInfo(x->shape().elementType()).bytes), 512));
+    };
+    const int64_t need = 2 * (bytes(f.s, f.q) + bytes(f.t, f.k) + bytes(f.t, f.v)) + 2 * bytes(f.s, f.dot2) +
+                         3 * 16 * (f.keyBlock / 128) * 4096 + 4 * 16 * 4096;
+    if (static_cast<uint64_t>(need) > vmemBudget()) return false;
   }
   if (out) *out = std::move(f);
   return true;
