@@ -370,6 +370,12 @@ struct AttentionFusion {
   std::vector<const Instruction*> rowValues;  // Row instructions, in order
   std::vector<const Instruction*> reduces;    // in order
   int passes = 0;
+  // More than 2048 keys: an online softmax over blocks of `keyBlock` keys
+  // (running max, sum and output rescaled block by block). The pattern's
+  // subtract(x, broadcast(max)) and its exponential give the rescale factor.
+  bool online = false;
+  int64_t keyBlock = 0;
+  const Instruction *maxReduce = nullptr, *sumReduce = nullptr, *shift = nullptr, *exponential = nullptr;
 };
 
 // Where emitMatmul stands when a C tile is complete (its step's batch,
