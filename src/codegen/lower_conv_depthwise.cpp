@@ -78,7 +78,13 @@ bool Lowerer::depthwisePlan(const Instruction& in, const ConvGeometry& g, const 
   const int64_t lanes = p.pack > 1 ? 128 : p.cpos;
   p.wRow = static_cast<uint64_t>(lanes * ew);
   p.bands = std::min<int64_t>(p.Ho, 8);
-  p.bandRows = ceilDiv(p.Ho, p.bands);
+  // Rows per loop iteration: at least 6 independent accumulators (a
+  // tap's multiply-add waits for the previous one's), bands whole
+  // iterations; the last iteration may compute rows past the band (into
+  // the next band's rows, rewritten when it computes, or the slack).
+  p.rows = std::clamp<int64_t>(ceilDiv(6, p.unroll), 1, std::max<int64_t>(1, 8 / p.unroll));
+  p.rows = std::min(p.rows, p.Ho);
+  p.bandRows = roundUpTo(ceilDiv(p.Ho, p.bands), p.rows);
   p.bands = ceilDiv(p.Ho, p.bandRows);
   if (p.bands + 2 > target_.registers.semaphores) return false;
   // VMEM: weights [tap, lanes], the epilogue's columns [lanes], the image,
@@ -94,9 +100,10 @@ bool Lowerer::depthwisePlan(const Instruction& in, const ConvGeometry& g, const 
     }
   const int64_t reach = p.groups * p.unroll * span + p.KW * p.dW + 8;
   p.vImg = alignUp(p.end, 4096);
-  uint64_t img = static_cast<uint64_t>(p.Hp) * p.rowIn + static_cast<uint64_t>(reach * p.cpos * es) + 4096;
+  uint64_t img = static_cast<uint64_t>(p.Hp + (p.rows - 1) * p.sH) * p.rowIn +
+                 static_cast<uint64_t>(reach * p.cpos * es) + 4096;
   p.vOut = p.vImg + alignUp(img, 32768);
-  p.end = p.vOut + alignUp(static_cast<uint64_t>(p.Ho) * p.rowOut + static_cast<uint64_t>(reach * p.cpos * eo) + 4096,
+  p.end = p.vOut + alignUp(static_cast<uint64_t>(p.Ho + p.rows - 1) * p.rowOut + static_cast<uint64_t>(reach * p.cpos * eo) + 4096,
                            512);
   return p.end <= vmemBudget() && p.end < (uint64_t{1} << 31);
 }
@@ -307,8 +314,10 @@ bool Lowerer::emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, 
   {
     const int64_t u = p.unroll, xStride = p.pack * p.cpos * es, oStride = p.pack * p.cpos * eo;
     vregs_.setRotating(true);
+    // Accumulator a = row * u + block.
+    const int64_t R = p.rows, n = R * u;
     std::vector<VReg> acc;
-    for (int64_t j = 0; j < u; ++j) acc.push_back(vconst(ElementType::F32, 0));
+    for (int64_t a = 0; a < n; ++a) acc.push_back(vconst(ElementType::F32, 0));
     for (int64_t th = 0; th < p.KH; ++th)
       for (int64_t tw = 0; tw < p.KW; ++tw) {
         const int64_t t = th * p.KW + tw, i = tw * p.dW, ph = i % p.sW, q = i / p.sW;
@@ -317,18 +326,21 @@ bool Lowerer::emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, 
                      : vload(g.kType, fmt::format("{} + {}", S(rW), t * static_cast<int64_t>(p.wRow)), ", 0");
         const int64_t off = th * p.dH * static_cast<int64_t>(p.rowIn) + (ph * p.Q + q) * p.cpos * es;
         std::vector<VReg> xv;
-        for (int64_t j = 0; j < u; ++j)
-          xv.push_back(vload(g.inType, fmt::format("{} + {}", S(rIn), off + j * span * p.cpos * es),
+        for (int64_t a = 0; a < n; ++a) {
+          const int64_t rowOff = (a / u) * p.sH * static_cast<int64_t>(p.rowIn), j = a % u;
+          xv.push_back(vload(g.inType, fmt::format("{} + {}", S(rIn), rowOff + off + j * span * p.cpos * es),
                              fmt::format(", {}", xStride)));
-        for (int64_t j = 0; j < u; ++j) {
-          e_.op("vfma.f32 {}, {}, {}, {}", V(acc[static_cast<size_t>(j)]), V(xv[static_cast<size_t>(j)]), V(w),
-                V(acc[static_cast<size_t>(j)]));
-          vfree(xv[static_cast<size_t>(j)]);
+        }
+        for (int64_t a = 0; a < n; ++a) {
+          e_.op("vfma.f32 {}, {}, {}, {}", V(acc[static_cast<size_t>(a)]), V(xv[static_cast<size_t>(a)]), V(w),
+                V(acc[static_cast<size_t>(a)]));
+          vfree(xv[static_cast<size_t>(a)]);
         }
         if (!p.weightsInRegisters) vfree(w);
       }
-    for (int64_t j = 0; j < u; ++j) {
-      VReg result = acc[static_cast<size_t>(j)];
+    for (int64_t a = 0; a < n; ++a) {
+      const int64_t j = a % u, rowOff = (a / u) * static_cast<int64_t>(p.rowOut);
+      VReg result = acc[static_cast<size_t>(a)];
       std::map<const Instruction*, VReg> val = scalars;
       for (auto& [inst, v] : columns) val[inst] = v;
       std::vector<VReg> owned;
@@ -347,12 +359,13 @@ bool Lowerer::emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, 
         }
         result = val[epilogue->comp->root()];
       }
-      vstore(result, stored, fmt::format("{} + {}", S(rOut), j * span * p.cpos * eo), fmt::format(", {}", oStride));
+      vstore(result, stored, fmt::format("{} + {}", S(rOut), rowOff + j * span * p.cpos * eo),
+             fmt::format(", {}", oStride));
       std::set<int> keep;
       for (auto& [inst, v] : columns) keep.insert(v.r);
       for (auto& [inst, v] : scalars) keep.insert(v.r);
-      std::set<int> freed = {acc[static_cast<size_t>(j)].r};
-      vfree(acc[static_cast<size_t>(j)]);
+      std::set<int> freed = {acc[static_cast<size_t>(a)].r};
+      vfree(acc[static_cast<size_t>(a)]);
       for (VReg v : owned)
         if (!keep.count(v.r) && freed.insert(v.r).second) vfree(v);
     }
@@ -363,7 +376,7 @@ bool Lowerer::emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, 
       e_.op("loop {}, {}", S(rG), lGroup);
     }
   }
-  e_.op("sadd {}, {}, 1", S(rY), S(rY));
+  e_.op("sadd {}, {}, {}", S(rY), S(rY), p.rows);
   e_.op("br.lt {}, {}, {}", S(rY), S(rYEnd), lRow);
   for (VReg v : wv) vfree(v);
   for (auto& [inst, v] : columns) vfree(v);

@@ -413,6 +413,7 @@ struct DepthwisePlan {
   int64_t pack = 1, cpos = 128, cBlocks = 1;  // positions per lane row, lanes per position, 128-lane blocks
   int64_t Q = 1;                              // positions per phase run
   int64_t blocks = 1, unroll = 1, groups = 1;  // 8-sublane position blocks per row, per loop, loops
+  int64_t rows = 1;                            // output rows per loop iteration
   int64_t bandRows = 1, bands = 1;            // output rows per band, bands
   bool zero = false, weightsInRegisters = true;
   uint64_t rowIn = 0, rowOut = 0, vW = 0, wRow = 0, vImg = 0, vOut = 0, end = 0;
