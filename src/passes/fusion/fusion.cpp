@@ -442,12 +442,30 @@ void ComputationFuser::fuseRowNormalizations() {
     if (static_cast<int>(members.size()) > options_.maxInstructions || members.size() < 3) continue;
     std::sort(members.begin(), members.end());
     std::vector<int32_t> outputs;
+    bool broadcastOut = false;
     for (int32_t m : members) {
       bool needed = m == graph_.rootIndex();
-      for (int32_t u : graph_.usersOf(m)) needed |= !in(u);
-      if (needed) outputs.push_back(m);
+      // Stops at the first reader outside: a broadcast shared by every
+      // layer has thousands of readers, and reading them all for every
+      // region made this pass quadratic.
+      for (int32_t u : graph_.usersOf(m))
+        if (!in(u)) {
+          needed = true;
+          break;
+        }
+      if (!needed) continue;
+      outputs.push_back(m);
+      // A broadcast of a parameter or scalar as a result: llo-gen's row
+      // kernel writes computed rows only (lower_rows.cpp), so the region
+      // would not be one row kernel; said here before the cycle search
+      // and the candidate's classification, which would both cost a walk.
+      const Instruction& mi = *graph_.instruction(m);
+      if (mi.opcode() == Opcode::Broadcast &&
+          (mi.operand(0)->opcode() == Opcode::Parameter || mi.operand(0)->opcode() == Opcode::Constant ||
+           mi.operand(0)->shape().isScalar()))
+        broadcastOut = true;
     }
-    if (outputs.empty()) continue;
+    if (outputs.empty() || broadcastOut) continue;
     // No path may leave the region and come back (a dot between a layer
     // norm and a residual add of the same shape): that would be a cycle.
     // In a computation in operand-before-user order, a path back into the
@@ -461,11 +479,13 @@ void ComputationFuser::fuseRowNormalizations() {
       auto seen = [&](int32_t j) { return seenStamp[static_cast<size_t>(j)] == seed || j > last; };
       std::vector<int32_t> work;
       for (int32_t m : members)
-        for (int32_t u : graph_.usersOf(m))
+        for (int32_t u : graph_.usersOf(m)) {
+          if (u > last) break;  // readers are ascending
           if (!in(u) && !seen(u)) {
             seenStamp[static_cast<size_t>(u)] = seed;
             work.push_back(u);
           }
+        }
       for (int budget = 4096; !work.empty() && !cycle; --budget) {
         if (budget == 0) {
           cycle = true;  // too far to tell: assume the worst
@@ -474,6 +494,7 @@ void ComputationFuser::fuseRowNormalizations() {
         const int32_t v = work.back();
         work.pop_back();
         for (int32_t u : graph_.usersOf(v)) {
+          if (u > last) break;
           if (in(u)) cycle = true;
           if (!seen(u)) {
             seenStamp[static_cast<size_t>(u)] = seed;

@@ -1,7 +1,9 @@
 // sink-reshapes: moves reshapes below the elementwise instructions that
 // read them, as XLA's ReshapeMover does: e(reshape(x), broadcast(s)) becomes
 // reshape(e(x, broadcast'(s))) when every non-scalar operand of e is a
-// reshape of a value of x's dimensions (or a broadcast of a scalar), and a
+// reshape of a value of x's dimensions (or a broadcast of a scalar) and
+// every other reader of those reshapes could move the same way (XLA's
+// rule: otherwise the reshape stays above all its readers), and a
 // reshape of a reshape reads the first one's operand (vanishing when it
 // restores its shape). Elementwise work is not duplicated and every value
 // keeps its bits (an elementwise op commutes with a reshape). It runs

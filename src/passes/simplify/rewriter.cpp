@@ -81,8 +81,14 @@ void Rewriter::ensureUsers() const {
   slots_ = hlo::PointerIndex(n);
   users_.reserve(n);
   for (const auto& in : computation_.instructions()) slotOf(in.get());
+  // Users arrive in order, so a user reading an operand twice is the last
+  // one listed: no search of the list (a parameter read by thousands of
+  // instructions made building the lists quadratic).
   for (const auto& in : computation_.instructions())
-    for (Instruction* op : in->operands()) addUse(op, in.get());
+    for (Instruction* op : in->operands()) {
+      UserList& list = slotOf(op);
+      if (list.empty() || list.back() != in.get()) list.push_back(in.get());
+    }
 }
 
 Rewriter::UserList& Rewriter::slotOf(const Instruction* instruction) const {
@@ -231,9 +237,15 @@ void Rewriter::replaceAllUses(Instruction* old, Instruction* replacement) {
   unused_.push_back(old);  // a root has no users but dies here all the same
   UserList list = std::move(slotOf(old));
   for (Instruction* user : list) {
+    // The replacement's list holds `user` exactly when `user` already
+    // reads it: asked of the user's few operands, not of the list (CSE
+    // folds thousands of equal broadcasts into one, whose list grows by
+    // one user each time).
+    bool listed = false;
+    for (int64_t i = 0; i < user->operandCount(); ++i) listed |= user->operand(i) == replacement;
     for (int64_t i = 0; i < user->operandCount(); ++i)
       if (user->operand(i) == old) user->setOperand(i, replacement);
-    addUse(replacement, user);
+    if (!listed) slotOf(replacement).push_back(user);
   }
   if (computation_.root() == old) computation_.setRoot(replacement);
   changed_ = true;
@@ -257,17 +269,49 @@ void Rewriter::setRoot(Instruction* root) {
 bool Rewriter::removeNewlyDead() {
   // Only what lost its last use here can have died here: walk from those,
   // in time proportional to what is removed, not to the computation.
-  hlo::PointerIndex dead;
+  // Users still alive per operand that lost some, counted down instead of
+  // removed from its list one at a time (an operand read by thousands of
+  // CSE'd duplicates made that quadratic); the lists are filtered once at
+  // the end.
+  hlo::PointerIndex dead, counted;
+  std::vector<size_t> alive;
+  std::vector<Instruction*> touched;
   std::vector<Instruction*> work(unused_.begin(), unused_.end());
   for (const Instruction* e : erased_) work.push_back(const_cast<Instruction*>(e));
+  auto aliveUsers = [&](const Instruction* i) {
+    int64_t at = counted.find(i);
+    return at >= 0 ? alive[static_cast<size_t>(at)] : users(i).size();
+  };
   while (!work.empty()) {
     Instruction* i = work.back();
     work.pop_back();
-    if (dead.contains(i) || isRoot(i) || !users(i).empty() || hasControlEdges(i)) continue;
+    if (dead.contains(i) || isRoot(i) || aliveUsers(i) != 0 || hasControlEdges(i)) continue;
     if (!erased_.count(i) && !isRemovableWhenUnused(*i, effects_)) continue;
     dead.set(i, 1);
-    for (Instruction* op : i->operands())
-      if (slots_.find(op) >= 0 && removeUser(slotOf(op), i)) work.push_back(op);
+    const auto& ops = i->operands();
+    for (size_t k = 0; k < ops.size(); ++k) {
+      Instruction* op = ops[k];
+      if (slots_.find(op) < 0 || std::find(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(k), op) !=
+                                     ops.begin() + static_cast<std::ptrdiff_t>(k))
+        continue;  // untracked, or counted for an earlier operand slot
+      int64_t at = counted.find(op);
+      if (at < 0) {
+        at = static_cast<int64_t>(alive.size());
+        counted.set(op, static_cast<uint32_t>(at));
+        alive.push_back(users(op).size());
+        touched.push_back(op);
+      }
+      size_t& left = alive[static_cast<size_t>(at)];
+      if (left > 0 && --left == 0) work.push_back(op);
+    }
+  }
+  for (Instruction* op : touched) {
+    UserList& list = slotOf(op);
+    Instruction** end = std::remove_if(list.begin(), list.end(), [&](const Instruction* u) { return dead.contains(u); });
+    if (end == list.end()) continue;
+    UserList kept;
+    kept.assign(list.begin(), end);
+    list = std::move(kept);
   }
   if (dead.size() == 0) return false;
   computation_.removeInstructionsIf([&](const Instruction& i) { return dead.contains(&i); });
