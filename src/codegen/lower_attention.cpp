@@ -797,7 +797,7 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
   e_.op("sadd {}, {}, {}", S(rO), S(rO), outBase);
   {
     // The largest block whose body fits the registers.
-    const size_t mark = e_.mark();
+    const auto mark = e_.mark();
     const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
     for (int64_t cand = maxRv;; --cand) {
       if ((nS / 8) % cand != 0) continue;

@@ -576,28 +576,22 @@ bool Lowerer::lowerSort(const Instruction& in) {
       mineA.push_back(a);
       pool->restore(a);
     }
-    size_t at = e_.mark();
+    const auto at = e_.mark();
     if (!step(0)) return false;
-    std::string codeA = e_.cut(at);
+    auto codeA = e_.cut(at);
     for (size_t p = 0; p < pools.size(); ++p) {
       std::vector<bool> b = start[p];
       for (size_t i = 0; i < b.size(); ++i) b[i] = b[i] && !mineA[p][i];
       pools[p]->restore(b);
     }
     if (!step(1)) return false;
-    std::string codeB = e_.cut(at);
+    auto codeB = e_.cut(at);
     for (size_t p = 0; p < pools.size(); ++p) pools[p]->restore(start[p]);
     // Alternate the two streams line by line.
     size_t ia = 0, ib = 0;
     while (ia < codeA.size() || ib < codeB.size()) {
-      for (std::string* c : {&codeA, &codeB}) {
-        size_t& i = c == &codeA ? ia : ib;
-        if (i >= c->size()) continue;
-        size_t nl = c->find('\n', i);
-        nl = nl == std::string::npos ? c->size() : nl + 1;
-        e_.append(c->substr(i, nl - i));
-        i = nl;
-      }
+      if (ia < codeA.size()) e_.append(std::move(codeA[ia++]));
+      if (ib < codeB.size()) e_.append(std::move(codeB[ib++]));
     }
   }
   e_.op("sadd {}, {}, {}", S(rE), S(rE), (pair ? 2 : 1) * kVregElems);
