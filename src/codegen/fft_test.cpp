@@ -193,7 +193,8 @@ TEST(Fft, LongTransformsStreamThroughHbm) {
 TEST(Fft, LongTransformGathersTheNextBlockDuringThisOne) {
   // From c64 the gathered rows land in the staging area, so the next
   // block's gather (on sem1) is issued right after this block is widened
-  // and overlaps its stages and write-back; from c128 (no staging) it waits.
+  // and overlaps its stages and write-back (waited for only before the
+  // next widening); from c128 (no staging) it waits.
   auto llo = [](const char* type) {
     DiagnosticEngine diags;
     auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", fftModule("FFT", type, {4}, {1024})), diags);
@@ -210,6 +211,10 @@ TEST(Fft, LongTransformGathersTheNextBlockDuringThisOne) {
   EXPECT_NE(c64.find("fftllast"), std::string::npos);
   EXPECT_NE(c64.find("sem.wait sem1,"), std::string::npos);
   EXPECT_EQ(c128.find("fftllast"), std::string::npos);
+  // The same on the way out: into c64 the result rows are staged, so the
+  // next block of X loads while this one is written (not into c128).
+  EXPECT_NE(c64.find("fftlolast"), std::string::npos);
+  EXPECT_EQ(c128.find("fftlolast"), std::string::npos);
   CodegenOptions small;
   small.vmemFraction = 1.0 / 512;
   EXPECT_EQ(compareFft(fftModule("IFFT", "c64", {130}, {2048}), small).error, "");

@@ -677,6 +677,13 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       if (!overlapA) gather(rows, "sem0");
       e_.op("sem.wait {}, {}", overlapA ? "sem1" : "sem0", rows);
       const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
+      if (overlapA) {
+        // The last block's write-back (left in flight) leaves the work rows first.
+        std::string lFirst = e_.newLabel("fftlfirst");
+        e_.op("br.eq {}, 0, {}", S(rRow), lFirst);
+        e_.op("sem.wait sem0");
+        e_.label(lFirst);
+      }
       if (stageIn)
         fftWidenToC128(p.srcType, blockRegs, vStage, vWork);
       if (overlapA) {
@@ -717,7 +724,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       }
       scratchRow(rOff, rRow);
       e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), memRef(x, S(rOff)), vWork);
-      e_.op("sem.wait sem0");
+      if (!overlapA) e_.op("sem.wait sem0");
       e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
     };
     // `count` blocks of B rows as a loop, then one of `rest` rows.
@@ -734,6 +741,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       if (rest > 0) body(rest);
     };
     blocks(n / B, n % B, blockA);
+    if (overlapA) e_.op("sem.wait sem0");  // the last block's write-back, before X is read
 
     // B: stages len = 2B .. n over X; rBit = len / 2 in rows, rRow = t * B / 2
     // for the t-th set of butterflies: k0 = rRow mod len / 2, first u row
@@ -838,8 +846,22 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
     }
     const int64_t vOut = radix2 ? vWork : vAcc;
+    // Radix 2 into a narrower type with whole blocks: the result rows are
+    // staged, so block b + 1's rows load (sem1) while block b goes out.
+    const bool overlapC = radix2 && stageOut && p.dstRows % B == 0;
+    auto loadX = [&](int rowReg, const char* sem) {
+      scratchRow(rOff, rowReg);
+      e_.op("{} {}, [{}], {}, {}", dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(B * rowBytes), {}), vWork,
+            memRef(x, S(rOff)), sem);
+    };
     auto outBlock = [&](int64_t rows) {
-      if (radix2) {
+      if (overlapC) {
+        std::string lFirst = e_.newLabel("fftlofirst");
+        e_.op("sem.wait sem1");
+        e_.op("br.eq {}, 0, {}", S(rRow), lFirst);
+        e_.op("sem.wait sem0");  // the last block's write-back leaves the staging rows
+        e_.label(lFirst);
+      } else if (radix2) {
         scratchRow(rOff, rRow);
         e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), vWork,
               memRef(x, S(rOff)));
@@ -860,15 +882,24 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
                    fftStoreResult(z, p.dstType, S(ro));
                    vfree(z);
                  });
+      if (overlapC) {
+        std::string lLast = e_.newLabel("fftlolast");
+        e_.op("sadd {}, {}, {}", S(rT), S(rRow), B);
+        e_.op("br.ge {}, {}, {}", S(rT), p.dstRows, lLast);
+        loadX(rT, "sem1");
+        e_.label(lLast);
+      }
       std::vector<Emitter::Dim> outDims = {{rows, R * db, inner * db}};
       if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
       arrayRow(rRow, p.dstRows, db, p.dst);
       e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", p.dst), e_.desc(static_cast<uint64_t>(qcC * db), outDims), memRef(p.dst, S(rOff)), stageOut ? vStage : vOut);
-      e_.op("sem.wait sem0");
+      if (!overlapC) e_.op("sem.wait sem0");
       e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
     };
     e_.op("smov {}, 0", S(rRow));
+    if (overlapC) loadX(rRow, "sem1");
     blocks(p.dstRows / B, p.dstRows % B, outBlock);
+    if (overlapC) e_.op("sem.wait sem0");
     if (p.inverse) vfree(divisor);
   };
 

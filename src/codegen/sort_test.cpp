@@ -133,6 +133,30 @@ TEST(ExternalSort, ChunksLoadAndWriteBackWhileTheNetworkRuns) {
   expectExact(f32Sort("2,40000", 1, "GT"));
 }
 
+TEST(ExternalSort, TwoSlotsWhenThreeDoNotHoldAChunk) {
+  // s64 keys with f32 values: 16 bytes per element with the positions, so
+  // three slots would hold fewer than two vreg pairs per chunk on this chip;
+  // the chunks then load and write back between networks, as before.
+  const std::string text = R"(HloModule m
+cmp {
+  a = s64[] parameter(0)
+  b = s64[] parameter(1)
+  c = f32[] parameter(2)
+  d = f32[] parameter(3)
+  ROOT l = pred[] compare(a, b), direction=LT
+}
+ENTRY main {
+  k = s64[2,5000] parameter(0)
+  v = f32[2,5000] parameter(1)
+  ROOT s = (s64[2,5000], f32[2,5000]) sort(k, v), dimensions={1}, to_apply=cmp
+})";
+  std::string llo = lloFor(text, kSmallVmem);
+  ASSERT_FALSE(llo.empty());
+  EXPECT_NE(llo.find("sstream"), std::string::npos);
+  EXPECT_EQ(llo.find("snonext"), std::string::npos);
+  expectExact(text);
+}
+
 TEST(ExternalSort, CodeSizeDoesNotGrowWithTheRow) {
   // The same loops for 2^17 and 2^25 padded elements: only immediates differ.
   auto lines = [](const std::string& s) { return std::count(s.begin(), s.end(), '\n'); };
