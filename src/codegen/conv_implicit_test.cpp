@@ -48,12 +48,12 @@ std::vector<Case> cases() {
       {"F32OperandsOnePass", conv("f32[2,12,12,32]", "f32[3,3,32,32]", "f32[2,12,12,32]",
                                   "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f")},
       // One image: rows stream in by bands that periods wait for, results
-      // leave by bands as periods finish them (bands of 5 rows of 38; of 4
-      // rows of 19 with stride 2 and the last shorter; 7 x 7 windows over
-      // bands of 3 rows; a channels-first bf16 result; one-row images).
-      {"OneImageBandsPointwise", conv("bf16[1,38,38,64]", "bf16[1,1,64,128]", "bf16[1,38,38,128]",
+      // leave by bands as periods finish them (bands of at least 128 KiB:
+      // 4 in and 8 out; 4 in and 3 out with stride 2, the last shorter;
+      // one each way for the smaller images).
+      {"OneImageBandsPointwise", conv("bf16[1,64,64,64]", "bf16[1,1,64,128]", "bf16[1,64,64,128]",
                                       "window={size=1x1}, dim_labels=b01f_01io->b01f")},
-      {"OneImageBandsStride2", conv("bf16[1,38,37,32]", "bf16[3,3,32,48]", "f32[1,19,19,48]",
+      {"OneImageBandsStride2", conv("bf16[1,96,95,32]", "bf16[3,3,32,48]", "f32[1,48,48,48]",
                                     "window={size=3x3 stride=2x2 pad=0_1x1_1}, dim_labels=b01f_01io->b01f")},
       {"OneImageBandsLargeWindow", conv("bf16[1,23,21,8]", "bf16[7,7,8,32]", "f32[1,23,21,32]",
                                         "window={size=7x7 pad=3_3x3_3}, dim_labels=b01f_01io->b01f")},

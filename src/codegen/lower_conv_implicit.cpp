@@ -102,10 +102,15 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   // result's bands.
   p.banded = g.batch == 1 && p.B == 1 && target_.registers.semaphores >= 5 + 8 + 1;
   if (p.banded) {
-    p.inBands = std::min<int64_t>(p.H, 8);
+    // Bands of at least bandBytes: every DMA costs an engine its fixed
+    // latency, which small bands would not amortize.
+    const int64_t bandBytes = 128 * 1024;
+    const int64_t inBytes = p.H * p.W * p.C * typeInfo(g.inType).bytes;
+    const int64_t outBytes = p.Hout * p.Wout * p.O * typeInfo(epilogue ? epilogue->outType : g.outType).bytes;
+    p.inBands = std::clamp<int64_t>(inBytes / bandBytes, 1, std::min<int64_t>(p.H, 8));
     p.inBandRows = ceilDiv(p.H, p.inBands);
     p.inBands = ceilDiv(p.H, p.inBandRows);
-    p.outBands = std::min<int64_t>(p.Hout, 8);
+    p.outBands = std::clamp<int64_t>(outBytes / bandBytes, 1, std::min<int64_t>(p.Hout, 8));
     p.outBandRows = ceilDiv(p.Hout, p.outBands);
     p.outBands = ceilDiv(p.Hout, p.outBandRows);
   }
