@@ -370,6 +370,12 @@ struct AttentionFusion {
   std::vector<const Instruction*> rowValues;  // Row instructions, in order
   std::vector<const Instruction*> reduces;    // in order
   int passes = 0;
+  // More than 2048 keys: an online softmax over blocks of `keyBlock` keys
+  // (running max, sum and output rescaled block by block). The pattern's
+  // subtract(x, broadcast(max)) and its exponential give the rescale factor.
+  bool online = false;
+  int64_t keyBlock = 0;
+  const Instruction *maxReduce = nullptr, *sumReduce = nullptr, *shift = nullptr, *exponential = nullptr;
 };
 
 // Where emitMatmul stands when a C tile is complete (its step's batch,
@@ -500,7 +506,20 @@ class Lowerer {
         diags_(d),
         sregs_('s', 1, std::max(1, t.registers.sregs - 1)),
         vregs_('v', 0, t.registers.vregs),
-        masks_('m', 0, t.registers.vmasks) {}
+        masks_('m', 0, t.registers.vmasks) {
+    e_.setTarget(&t);
+    e_.setKeepText(o.schedule == llo::ScheduleMode::None);
+    // An op that does not parse or check is reported at the HLO instruction
+    // whose kernel emits it.
+    e_.setErrorHandler([this](const std::string& msg) {
+      if (emitting_) {
+        fail(*emitting_, msg);
+      } else {
+        diags_.error(msg);
+        failed_ = true;
+      }
+    });
+  }
 
   std::optional<CodegenResult> run();
   // Which kernel a fusion instruction becomes (fusion_lowering.cpp).
@@ -917,6 +936,7 @@ class Lowerer {
   const CodegenOptions& options_;
   DiagnosticEngine& diags_;
   Emitter e_;
+  const Instruction* emitting_ = nullptr;  // the instruction whose kernel is being emitted
   RegPool sregs_, vregs_, masks_;
   bool failed_ = false;
 
