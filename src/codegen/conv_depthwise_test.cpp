@@ -144,3 +144,22 @@ ENTRY main {
 
 }  // namespace
 }  // namespace tpu::codegen
+
+namespace tpu::codegen {
+namespace {
+
+TEST(DepthwiseStream, PaddingZeroedOverAnEarlierKernelsData) {
+  // Only the padding is zeroed (before the image's DMAs): the first
+  // convolution leaves its (unpadded) image where the second one's
+  // padding lies, in rows and in columns of both stride phases.
+  expectDepthwise(R"(  x = f32[1,14,14,64] parameter(0)
+  k1 = f32[3,3,1,64] parameter(1)
+  k2 = f32[3,3,1,64] parameter(2)
+  a = f32[1,12,12,64] convolution(x, k1), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=64
+  ROOT b = f32[1,6,7,64] convolution(a, k2), window={size=3x3 stride=2x2 pad=1_1x2_1}, dim_labels=b01f_01io->b01f, feature_group_count=64
+)",
+                  kF32);
+}
+
+}  // namespace
+}  // namespace tpu::codegen

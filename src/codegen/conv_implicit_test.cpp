@@ -47,6 +47,20 @@ std::vector<Case> cases() {
                               "window={size=5 pad=1_1}, dim_labels=b0f_0io->b0f")},
       {"F32OperandsOnePass", conv("f32[2,12,12,32]", "f32[3,3,32,32]", "f32[2,12,12,32]",
                                   "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f")},
+      // One image: rows stream in by bands that periods wait for, results
+      // leave by bands as periods finish them (bands of at least 128 KiB:
+      // 4 in and 8 out; 4 in and 3 out with stride 2, the last shorter;
+      // one each way for the smaller images).
+      {"OneImageBandsPointwise", conv("bf16[1,64,64,64]", "bf16[1,1,64,128]", "bf16[1,64,64,128]",
+                                      "window={size=1x1}, dim_labels=b01f_01io->b01f")},
+      {"OneImageBandsStride2", conv("bf16[1,96,95,32]", "bf16[3,3,32,48]", "f32[1,48,48,48]",
+                                    "window={size=3x3 stride=2x2 pad=0_1x1_1}, dim_labels=b01f_01io->b01f")},
+      {"OneImageBandsLargeWindow", conv("bf16[1,23,21,8]", "bf16[7,7,8,32]", "f32[1,23,21,32]",
+                                        "window={size=7x7 pad=3_3x3_3}, dim_labels=b01f_01io->b01f")},
+      {"OneImageBandsChannelsFirst", conv("bf16[1,16,20,17]", "bf16[3,3,16,64]", "bf16[1,64,20,17]",
+                                          "window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_01io->bf01")},
+      {"OneImageOneDimensional", conv("bf16[1,300,24]", "bf16[3,24,40]", "f32[1,300,40]",
+                                      "window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f")},
   };
 }
 
@@ -70,7 +84,7 @@ TEST_P(ImplicitConv, MatchesTheInterpreterAndIm2col) {
   EXPECT_LE(old.maxErr, tol) << old.where;
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, ImplicitConv, ::testing::Range<size_t>(0, 11),
+INSTANTIATE_TEST_SUITE_P(Sweep, ImplicitConv, ::testing::Range<size_t>(0, 16),
                          [](const ::testing::TestParamInfo<size_t>& info) { return cases()[info.param].name; });
 
 // Lanes of a window run's last K slice past the run read the next input

@@ -100,7 +100,7 @@ bool Lowerer::depthwisePlan(const Instruction& in, const ConvGeometry& g, const 
     }
   const int64_t reach = p.groups * p.unroll * span + p.KW * p.dW + 8;
   p.vImg = alignUp(p.end, 4096);
-  uint64_t img = static_cast<uint64_t>(p.Hp + (p.rows - 1) * p.sH) * p.rowIn +
+  uint64_t img = static_cast<uint64_t>(p.Hp + (p.rows - 1) * p.sH + 8) * p.rowIn +
                  static_cast<uint64_t>(reach * p.cpos * es) + 4096;
   p.vOut = p.vImg + alignUp(img, 32768);
   p.end = p.vOut + alignUp(static_cast<uint64_t>(p.Ho + p.rows - 1) * p.rowOut + static_cast<uint64_t>(reach * p.cpos * eo) + 4096,
@@ -170,17 +170,48 @@ bool Lowerer::emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, 
     }
   }
 
-  // Padding stays zero: the image's DMAs never write it.
+  // Padding stays zero: the image's DMAs never write it. Zeroed before
+  // any DMA is issued (stores may run over into data the DMAs write later):
+  // the rows of padding in 4 KiB stores, and the columns of padding of
+  // the input rows, 8 rows (one per sublane) x 512 bytes per store.
   if (p.zero) {
     VReg z = vconst(ElementType::F32, 0);
-    std::string lZero = e_.newLabel("dwzero");
-    uint64_t bytes = p.vOut - p.vImg;
-    e_.op("smov {}, {}", S(rA), p.vImg);
-    e_.op("smov {}, {}", S(rCnt), bytes / 32768);
-    e_.label(lZero);
-    for (int i = 0; i < 8; ++i) vstore(z, ElementType::F32, fmt::format("{} + {}", S(rA), i * 4096));
-    e_.op("sadd {}, {}, 32768", S(rA), S(rA));
-    e_.op("loop {}, {}", S(rCnt), lZero);
+    auto zeroBytes = [&](uint64_t from, uint64_t bytes) {
+      if (bytes == 0) return;
+      std::string l = e_.newLabel("dwzero");
+      e_.op("smov {}, {}", S(rA), from);
+      e_.op("smov {}, {}", S(rCnt), ceilDiv(static_cast<int64_t>(bytes), 4096));
+      e_.label(l);
+      vstore(z, ElementType::F32, S(rA));
+      e_.op("sadd {}, {}, 4096", S(rA), S(rA));
+      e_.op("loop {}, {}", S(rCnt), l);
+    };
+    zeroBytes(p.vImg, static_cast<uint64_t>(p.padTop) * p.rowIn);
+    zeroBytes(p.vImg + static_cast<uint64_t>(p.padTop + p.H) * p.rowIn,
+              static_cast<uint64_t>(p.Hp - p.padTop - p.H) * p.rowIn);
+    // Byte ranges of a row that hold padding read by kept results.
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (int64_t ph = 0; ph < p.sW; ++ph) {
+      int64_t valid = p.Wp > ph ? ceilDiv(p.Wp - ph, p.sW) : 0;  // positions i < Wp in this phase
+      int64_t j0 = ((ph - p.padLeft) % p.sW + p.sW) % p.sW;
+      int64_t count = j0 < p.W ? (p.W - 1 - j0) / p.sW + 1 : 0;
+      int64_t q0 = count ? (p.padLeft + j0) / p.sW : valid;
+      int64_t base = ph * p.Q;
+      if (q0 > 0) ranges.push_back({base * p.cpos * es, std::min(q0, valid) * p.cpos * es});
+      if (count && q0 + count < valid)
+        ranges.push_back({(base + q0 + count) * p.cpos * es, (valid - q0 - count) * p.cpos * es});
+    }
+    if (!ranges.empty()) {
+      std::string l = e_.newLabel("dwzerocols");
+      e_.op("smov {}, {}", S(rA), p.vImg + static_cast<uint64_t>(p.padTop) * p.rowIn);
+      e_.op("smov {}, {}", S(rCnt), ceilDiv(p.H, 8));
+      e_.label(l);
+      for (auto [from, bytes] : ranges)
+        for (int64_t k = 0; k < ceilDiv(bytes, 512); ++k)
+          vstore(z, ElementType::F32, fmt::format("{} + {}", S(rA), from + k * 512), fmt::format(", {}", p.rowIn));
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), 8 * static_cast<int64_t>(p.rowIn));
+      e_.op("loop {}, {}", S(rCnt), l);
+    }
     vfree(z);
   }
 
@@ -193,7 +224,51 @@ bool Lowerer::emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, 
     uint64_t dst = 0;
   };
   std::vector<std::vector<BandLoad>> bandLoads(static_cast<size_t>(p.bands));
+  // When every residue r of the input columns mod the stride holds as many
+  // columns and their runs start evenly spaced in VMEM, one DMA per band
+  // takes all phases (a dimension over r): fewer fixed DMA latencies.
+  int64_t mergedStep = 0;
+  bool merged = p.sW > 1;
   {
+    auto startOf = [&](int64_t r) {
+      int64_t ph = (p.padLeft + r) % p.sW, q0 = (p.padLeft + r) / p.sW;
+      return (ph * p.Q + q0) * p.cpos * es;
+    };
+    int64_t count0 = (p.W - 1) / p.sW + 1;
+    if (merged) mergedStep = startOf(1) - startOf(0);
+    for (int64_t r = 0; r < p.sW && merged; ++r)
+      merged = r < p.W && (p.W - 1 - r) / p.sW + 1 == count0 && startOf(r) - startOf(0) == r * mergedStep &&
+               !(xC != es && count0 > 1);
+  }
+  const int64_t loadsPerBand = merged ? 1 : p.sW;
+  if (merged) {
+    int64_t done = 0, count = (p.W - 1) / p.sW + 1;
+    for (int64_t b = 0; b < p.bands; ++b) {
+      int64_t y1 = std::min(p.Ho, (b + 1) * p.bandRows);
+      int64_t need = std::clamp<int64_t>((y1 - 1) * p.sH + (p.KH - 1) * p.dH + 1 - p.padTop, 0, p.H);
+      int64_t h0 = done, h1 = std::max(done, need);
+      done = h1;
+      BandLoad l;
+      if (h1 > h0) {
+        // Column r of the band's first row lands at phase (padLeft + r) % sW.
+        int64_t ph = p.padLeft % p.sW, q0 = p.padLeft / p.sW;
+        l.dst = p.vImg + static_cast<uint64_t>(p.padTop + h0) * p.rowIn +
+                static_cast<uint64_t>((ph * p.Q + q0) * p.cpos * es);
+        l.src = h0 * xH;
+        std::vector<Emitter::Dim> dims;
+        if (h1 - h0 > 1) dims.push_back({h1 - h0, xH, static_cast<int64_t>(p.rowIn)});
+        dims.push_back({p.sW, xW, mergedStep});
+        if (count > 1) dims.push_back({count, p.sW * xW, p.cpos * es});
+        uint64_t chunk = static_cast<uint64_t>(C * es);
+        if (xC != es) {
+          dims.push_back({C, xC, es});
+          chunk = static_cast<uint64_t>(es);
+        }
+        l.desc = e_.desc(chunk, dims);
+      }
+      bandLoads[static_cast<size_t>(b)].push_back(l);
+    }
+  } else {
     int64_t done = 0;
     for (int64_t b = 0; b < p.bands; ++b) {
       int64_t y1 = std::min(p.Ho, (b + 1) * p.bandRows);
@@ -263,7 +338,7 @@ bool Lowerer::emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, 
 
   e_.op("smov {}, 0", S(rB));
   e_.label(lBand);
-  e_.op("sem.wait sem[{}], {}", S(rB), p.sW);
+  e_.op("sem.wait sem[{}], {}", S(rB), loadsPerBand);
   // Rows rY .. rYEnd of the band.
   e_.op("smul {}, {}, {}", S(rYEnd), S(rB), p.bandRows);
   e_.op("sadd {}, {}, {}", S(rYEnd), S(rYEnd), p.bandRows);

@@ -98,6 +98,22 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
     if (implicitConvLayout(g, epilogue, p)) break;
   if (p.B < 1) return false;
   p.items = ceilDiv(g.batch, p.B);
+  // Semaphores 5 .. 5 + inBands - 1 for the input bands, the next for the
+  // result's bands.
+  p.banded = g.batch == 1 && p.B == 1 && target_.registers.semaphores >= 5 + 8 + 1;
+  if (p.banded) {
+    // Bands of at least bandBytes: every DMA costs an engine its fixed
+    // latency, which small bands would not amortize.
+    const int64_t bandBytes = 128 * 1024;
+    const int64_t inBytes = p.H * p.W * p.C * typeInfo(g.inType).bytes;
+    const int64_t outBytes = p.Hout * p.Wout * p.O * typeInfo(epilogue ? epilogue->outType : g.outType).bytes;
+    p.inBands = std::clamp<int64_t>(inBytes / bandBytes, 1, std::min<int64_t>(p.H, 8));
+    p.inBandRows = ceilDiv(p.H, p.inBands);
+    p.inBands = ceilDiv(p.H, p.inBandRows);
+    p.outBands = std::clamp<int64_t>(outBytes / bandBytes, 1, std::min<int64_t>(p.Hout, 8));
+    p.outBandRows = ceilDiv(p.Hout, p.outBands);
+    p.outBands = ceilDiv(p.Hout, p.outBandRows);
+  }
   (void)dn;
   return implicitConvRegisters(epilogue, p);
 }
@@ -242,15 +258,27 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   // Result (and tile inputs): staging row = pair, column (x % P) * O + o.
   std::vector<int64_t> ost = byteStrides(os.dimensions(), eo);
   const int64_t oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
-  auto stageDesc = [&](int64_t e, const std::vector<int64_t>& strides, bool out) {
+  auto stageDesc = [&](int64_t e, const std::vector<int64_t>& strides, bool out, int64_t rows) {
     int64_t hS = two ? strides[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
     int64_t wS = strides[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 1])];
     int64_t fS = strides[static_cast<size_t>(dn.outputFeatureDimension)];
     int64_t sh = p.rowPairs * p.NP * e, sw = p.NP / p.P * e;
-    if (out) return boxDesc(sh, hS, sw, wS, e, fS, e, p.Hout, p.Wout, p.O);
-    return boxDesc(hS, sh, wS, sw, fS, e, e, p.Hout, p.Wout, p.O);
+    if (out) return boxDesc(sh, hS, sw, wS, e, fS, e, rows, p.Wout, p.O);
+    return boxDesc(hS, sh, wS, sw, fS, e, e, rows, p.Wout, p.O);
   };
-  const std::string dOut = stageDesc(eo, ost, true);
+  const std::string dOut = stageDesc(eo, ost, true, p.Hout);
+  // Banded: the X rows of each input band, the result rows of each band.
+  const int64_t lastInRows = p.H - (p.inBands - 1) * p.inBandRows;
+  const int64_t lastOutRows = p.Hout - (p.outBands - 1) * p.outBandRows;
+  std::string dXBand, dXLast, dOutBand, dOutLast;
+  if (p.banded) {
+    dXBand = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, p.inBandRows, p.W, p.C);
+    dXLast = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, lastInRows, p.W, p.C);
+    dOutBand = stageDesc(eo, ost, true, p.outBandRows);
+    dOutLast = stageDesc(eo, ost, true, lastOutRows);
+  }
+  const int64_t oHs = two ? ost[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
+  const int64_t stageRow = p.rowPairs * p.NP * eo;
   std::vector<std::string> dIn;
   std::vector<int64_t> inBatch;
   if (epilogue)
@@ -258,7 +286,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       int ei = typeInfo(input.type).bytes;
       if (input.kind == MatmulEpilogue::Tile) {
         std::vector<int64_t> st = byteStrides(os.dimensions(), ei);
-        dIn.push_back(stageDesc(ei, st, false));
+        dIn.push_back(stageDesc(ei, st, false, p.Hout));
         inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
       } else if (input.kind == MatmulEpilogue::Column) {
         dIn.push_back(e_.desc(static_cast<uint64_t>(p.O * ei), p.P > 1 ? std::vector<Emitter::Dim>{{p.P, 0, p.O * ei}}
@@ -273,6 +301,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   // Registers.
   int rN = sreg(), rSlot = sreg(), rT = sreg(), rT2 = sreg(), rPr = sreg(), rCnt = sreg(), rXper = sreg(),
       rPush = sreg(), rEper = sreg(), rAccPer = sreg(), rPAcc = sreg(), rPE = sreg(), rW = sreg(), rWp = sreg();
+  const int rWaited = p.banded ? sreg() : -1, rSent = p.banded ? sreg() : -1;
   std::vector<int> rPIn, rInPer;
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs) {
@@ -288,7 +317,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   // Loads of item `rItem` (a register) into slot `rSl`: each image's X and
   // tile inputs, all on sem[rSl]; an image past the batch signals instead.
   const int64_t imageRows = p.Hpb / p.sy * p.rowPairs;  // staging rows per stacked image
-  int loads = 1;
+  int loads = p.banded ? 0 : 1;
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs)
       if (input.kind == MatmulEpilogue::Tile) ++loads;
@@ -302,7 +331,17 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf));
       e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
       e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vX + xInterior + static_cast<uint64_t>(b * p.Hpb * p.RS * es));
-      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", xBuf), dX, S(rT2), memRef(xBuf, S(rT)), S(rSl));
+      if (p.banded) {
+        // Slot 0, image 0: each band of rows on its own semaphore.
+        for (int64_t k = 0; k < p.inBands; ++k) {
+          e_.op("smov {}, {}", S(rT), base(xBuf) + k * p.inBandRows * inH);
+          e_.op("{} {}, [{}], {}, sem{}", dmaOp("h2v", xBuf), k + 1 < p.inBands ? dXBand : dXLast,
+                p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * p.RS * es), memRef(xBuf, S(rT)),
+                5 + k);
+        }
+      } else {
+        e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", xBuf), dX, S(rT2), memRef(xBuf, S(rT)), S(rSl));
+      }
       if (epilogue)
         for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
           const MatmulEpilogue::Input& input = epilogue->inputs[k];
@@ -636,7 +675,11 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     loadImage(rNext, rOther);
   }
   e_.label(lNoNext);
-  e_.op("sem.wait sem[{}], {}", S(rSlot), loads * p.B);
+  if (loads) e_.op("sem.wait sem[{}], {}", S(rSlot), loads * p.B);
+  if (p.banded) {
+    e_.op("smov {}, 0", S(rWaited));
+    e_.op("smov {}, 0", S(rSent));
+  }
   // The staging slot was last written out by image n - 2.
   e_.op("br.lt {}, 2, {}", S(rN), lNoWait);
   e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
@@ -656,6 +699,33 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   e_.op("smov {}, {}", S(rAccPer), p.vAcc);
   e_.op("smov {}, 0", S(rPr));
   e_.label(lPeriod);
+  if (p.banded) {
+    // The input rows this period's blocks read for results kept: through
+    // the last kernel row of output row ((rPr + 1) * cpp * R * 8 - 1) /
+    // rowPairs; wait for the bands up to that row's.
+    std::string lWait = e_.newLabel("icband"), lHave = e_.newLabel("ichave"), lLow = e_.newLabel("iclow"),
+                lHigh = e_.newLabel("ichigh");
+    e_.op("sadd {}, {}, 1", S(rT), S(rPr));
+    e_.op("smul {}, {}, {}", S(rT), S(rT), p.cpp * p.R * 8);
+    e_.op("ssub {}, {}, 1", S(rT), S(rT));
+    e_.op("sdiv {}, {}, {}", S(rT), S(rT), p.rowPairs);
+    e_.op("smul {}, {}, {}", S(rT), S(rT), p.sy);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), (p.kh - 1) * p.rdy - p.padTop);
+    e_.op("br.ge {}, 0, {}", S(rT), lLow);
+    e_.op("smov {}, 0", S(rT));
+    e_.label(lLow);
+    e_.op("sdiv {}, {}, {}", S(rT), S(rT), p.inBandRows);
+    e_.op("br.lt {}, {}, {}", S(rT), p.inBands, lHigh);
+    e_.op("smov {}, {}", S(rT), p.inBands - 1);
+    e_.label(lHigh);
+    e_.label(lWait);
+    e_.op("br.lt {}, {}, {}", S(rT), S(rWaited), lHave);
+    e_.op("sadd {}, {}, 5", S(rT2), S(rWaited));
+    e_.op("sem.wait sem[{}]", S(rT2));
+    e_.op("sadd {}, {}, 1", S(rWaited), S(rWaited));
+    e_.op("jmp {}", lWait);
+    e_.label(lHave);
+  }
   const int64_t iters = p.R / U, dIters = p.D / U;
   for (int64_t rho = 0; rho < p.rounds; ++rho) {
     // Latch this round's tiles, stage the next round's.
@@ -750,6 +820,34 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   e_.op("smov {}, {}", S(rT), 2 * p.vAcc + p.accPeriod);
   e_.op("ssub {}, {}, {}", S(rAccPer), S(rT), S(rAccPer));
   e_.op("sadd {}, {}, 1", S(rPr), S(rPr));
+  // One result band out: band rSent from the staging of slot 0.
+  const int semOutBands = 5 + static_cast<int>(p.inBands);
+  auto sendBand = [&](const std::string& desc) {
+    e_.op("smul {}, {}, {}", S(rT), S(rSent), p.outBandRows * oHs);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+    e_.op("smul {}, {}, {}", S(rT2), S(rSent), p.outBandRows * stageRow);
+    e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE);
+    e_.op("{} {}, {}, [{}], sem{}", dmaOp("v2h", dst), desc, memRef(dst, S(rT)), S(rT2), semOutBands);
+    e_.op("sadd {}, {}, 1", S(rSent), S(rSent));
+  };
+  if (p.banded && p.outBands > 1) {
+    // Blocks finished so far: all but the last D of the periods done. The
+    // whole bands of output rows among them leave now (the last band,
+    // maybe shorter, after the drain).
+    std::string lSend = e_.newLabel("icsend"), lSent = e_.newLabel("icsent");
+    e_.op("smul {}, {}, {}", S(rCnt), S(rPr), p.cpp * p.R);
+    e_.op("ssub {}, {}, {}", S(rCnt), S(rCnt), p.D);
+    e_.op("smul {}, {}, 8", S(rCnt), S(rCnt));
+    e_.op("br.lt {}, 0, {}", S(rCnt), lSent);
+    e_.op("sdiv {}, {}, {}", S(rCnt), S(rCnt), p.rowPairs * p.outBandRows);
+    e_.op("br.lt {}, {}, {}", S(rCnt), p.outBands, lSend);
+    e_.op("smov {}, {}", S(rCnt), p.outBands - 1);
+    e_.label(lSend);
+    e_.op("br.ge {}, {}, {}", S(rSent), S(rCnt), lSent);
+    sendBand(dOutBand);
+    e_.op("jmp {}", lSend);
+    e_.label(lSent);
+  }
   e_.op("br.lt {}, {}, {}", S(rPr), p.periods, lPeriod);
   // Drain: the last round's last D blocks (of the period before rXper's).
   {
@@ -761,9 +859,20 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     stepPop();
     e_.op("loop {}, {}", S(rCnt), l);
   }
+  if (p.banded) {
+    // The bands not sent yet, the last one its own size.
+    std::string lRest = e_.newLabel("icrest"), lLast = e_.newLabel("iclastband");
+    e_.label(lRest);
+    e_.op("br.ge {}, {}, {}", S(rSent), p.outBands - 1, lLast);
+    sendBand(dOutBand);
+    e_.op("jmp {}", lRest);
+    e_.label(lLast);
+    sendBand(dOutLast);
+    e_.op("sem.wait sem{}, {}", semOutBands, p.outBands);
+  }
   // The item's images out (sem 2 + slot); one past the batch signals.
   e_.op("sadd {}, {}, 2", S(rCnt), S(rSlot));
-  for (int64_t b = 0; b < p.B; ++b) {
+  for (int64_t b = 0; b < p.B && !p.banded; ++b) {
     std::string lSkip = e_.newLabel("icnoout"), lDone = e_.newLabel("icoutd");
     e_.op("smul {}, {}, {}", S(rW), S(rN), p.B);
     if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
@@ -780,8 +889,10 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   }
   e_.op("sadd {}, {}, 1", S(rN), S(rN));
   e_.op("br.lt {}, {}, {}", S(rN), images, lImage);
-  e_.op("sem.wait sem{}, {}", 2 + ((images - 1) & 1), p.B);
-  if (images >= 2) e_.op("sem.wait sem{}, {}", 2 + ((images - 2) & 1), p.B);
+  if (!p.banded) {
+    e_.op("sem.wait sem{}, {}", 2 + ((images - 1) & 1), p.B);
+    if (images >= 2) e_.op("sem.wait sem{}, {}", 2 + ((images - 2) & 1), p.B);
+  }
   // Tiles staged for a next round that never came: latch them, so the
   // next kernel finds every staging buffer empty.
   for (int64_t u = 0; u < p.G; ++u)

@@ -444,6 +444,11 @@ struct ImplicitConvPlan {
   int64_t pairBytes = 0;
   uint64_t vW = 0, vX = 0, xSlot = 0, vAcc = 0, accPeriod = 0, vE = 0, eSlot = 0, end = 0;
   std::vector<uint64_t> vIn, inSlot;  // per epilogue input: staging (tiles, two slots) or columns
+  // One image (batch 1): its rows stream in as `inBands` DMAs of
+  // `inBandRows` rows that periods wait for as they need them, and the
+  // result leaves in bands of `outBandRows` rows as periods finish them.
+  bool banded = false;
+  int64_t inBands = 1, inBandRows = 1, outBands = 1, outBandRows = 1;
 };
 
 // One pass of an fft (lower_fft.cpp): the 1-D transform of the middle
