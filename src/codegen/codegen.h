@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -97,8 +98,14 @@ struct CodegenStats {
   std::vector<std::string> relayouts;
 };
 
+struct EmittedCode;  // codegen/emitter.h
+
 struct CodegenResult {
-  std::string llo;  // assembly text (what llo-asm reads)
+  // Assembly text (what llo-asm reads). From lowerModule with a list
+  // schedule: the directives only, up to the `.entry` line; the code is in
+  // `code`, in memory, until generateLlo schedules and prints it.
+  std::string llo;
+  std::shared_ptr<EmittedCode> code;
   CodegenStats stats;
   llo::ScheduleStats schedule;  // zero when not scheduled
 };
