@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
                   "Bundling: list (list-schedule each basic block, print `{ op ; op }` bundles; default) or none "
                   "(one op per line, bundled greedily by llo-asm)")
       ->check(CLI::IsMember({"none", "list"}));
+  bool physicalEdges = false;
+  tool.cli().add_flag("--physical-edges", physicalEdges,
+                      "Store the entry arguments and results in HBM in their layouts' physical form (tiles, padding, "
+                      "minor_to_major), relaid by copies at the edges (default: dense row-major)");
   tool.cli().add_option("--entry-name", entry, "Name of the entry point in the LLO program (default main)");
   int64_t replicas = 0, partitions = 0;
   std::string topology;
@@ -62,6 +66,7 @@ int main(int argc, char** argv) {
     options.replicas = replicas;
     options.partitions = partitions;
     options.topology = topology;
+    options.physicalEdges = physicalEdges;
     if (precision == "default") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Default;
     if (precision == "high") options.f32DotPrecision = tpu::codegen::F32DotPrecision::High;
     if (precision == "highest") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Highest;

@@ -176,6 +176,9 @@ int main(int argc, char** argv) {
                  "compiles the module as given")
       ->check(CLI::Range(0, 1))
       ->capture_default_str();
+  app.add_flag("--physical-edges", compiled.physicalEdges,
+               "Compiled HLO: arguments and results in HBM in the physical form of the entry layout (tiles, padding), "
+               "converted from and to the logical arrays at the edges");
   app.add_flag("--check", compiled.check,
                "Compiled HLO: also run the reference interpreter on the same inputs and compare the results");
   auto* checkAtolOpt = app.add_option("--check-atol", checkAtol,

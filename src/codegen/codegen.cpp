@@ -18,6 +18,7 @@
 #include "passes/sink_views.h"
 #include "passes/flatten_call_graph.h"
 #include "passes/layout/layout_assignment.h"
+#include "passes/layout/physical_layout.h"
 #include "support/source.h"
 
 namespace tpu::codegen {
@@ -115,6 +116,12 @@ std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const tar
                                             const CodegenOptions& options, DiagnosticEngine& diags) {
   std::unique_ptr<hlo::Module> flat = passes::cloneModule(module);
   size_t errors = diags.errorCount();
+  // Entry arguments and results live in HBM in their physical layouts; the
+  // kernels in between see logical arrays (relayout copies at the edges).
+  const auto [podReplicas, podPartitions] = podDevices(module, options.replicas, options.partitions);
+  passes::layout::PhysicalEdgeReport edges;
+  if (options.physicalEdges)
+    passes::layout::PhysicalEdgesPass(podReplicas * podPartitions > 1, &edges).run(*flat, diags);
   // Arrays live row-major in their logical shape here: bitcasts that
   // reinterpret a layout become the transposes they stand for.
   passes::layout::ExpandLayoutBitcastsPass().run(*flat, diags);
@@ -124,7 +131,14 @@ std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const tar
   passes::SinkViewsPass().run(*flat, diags);  // views of fused parameters stream as strided DMAs
   if (diags.errorCount() != errors) return std::nullopt;
   passes::FlattenCallGraphPass().run(*flat, diags);
-  return lowerModule(*flat, target, options, diags);
+  auto r = lowerModule(*flat, target, options, diags);
+  if (r) {
+    r->stats.physicalArguments = edges.arguments;
+    r->stats.physicalResults = edges.results;
+    r->stats.paddingBytes = static_cast<uint64_t>(edges.paddingBytes);
+    r->stats.relayouts = edges.names;
+  }
+  return r;
 }
 }  // namespace
 
@@ -186,10 +200,17 @@ std::string jsonString(const std::string& s) {
 std::string renderStatsJson(const CodegenStats& s) {
   std::string out = "{\"hbm\": {";
   out += fmt::format("\"arguments\": {}, \"results\": {}, \"constants\": {}, \"temporaries\": {}, "
-                     "\"temporaries_without_reuse\": {}, \"results_in_donated_arguments\": {}, \"peak\": {}}}, "
-                     "\"kernels\": [",
+                     "\"temporaries_without_reuse\": {}, \"results_in_donated_arguments\": {}, \"peak\": {}}}, ",
                      s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes, s.unsharedBytes, s.aliasedBytes,
                      s.peakHbmBytes);
+  if (s.physicalArguments + s.physicalResults) {
+    out += fmt::format("\"layout\": {{\"physical_arguments\": {}, \"physical_results\": {}, \"padding\": {}, "
+                       "\"relayouts\": [",
+                       s.physicalArguments, s.physicalResults, s.paddingBytes);
+    for (size_t i = 0; i < s.relayouts.size(); ++i) out += (i ? ", " : "") + jsonString(s.relayouts[i]);
+    out += "]}, ";
+  }
+  out += "\"kernels\": [";
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelStats& k = s.kernels[i];
     out += fmt::format("{}\n  {{\"name\": {}, \"hlo\": {}, \"op_name\": {}, \"kind\": {}, \"flops\": {:.0f}, "
@@ -201,11 +222,20 @@ std::string renderStatsJson(const CodegenStats& s) {
   return out;
 }
 
+std::string renderLayoutStats(const CodegenStats& s) {
+  std::string names;
+  for (const std::string& n : s.relayouts) names += (names.empty() ? "" : ", ") + n;
+  return fmt::format("physical layouts: {} arguments and {} results in HBM in their layouts, {} bytes of tile padding; "
+                     "relayout copies at the edges: {}\n",
+                     s.physicalArguments, s.physicalResults, s.paddingBytes, names);
+}
+
 std::string renderStatsText(const CodegenStats& s) {
   std::string out = fmt::format("peak HBM: {} bytes (arguments {}, results {}, constants {}, temporaries {}; "
                                 "{} without reuse; {} of results in donated arguments)\n",
                                 s.peakHbmBytes, s.argumentBytes, s.resultBytes, s.constantBytes, s.heapBytes,
                                 s.unsharedBytes, s.aliasedBytes);
+  if (s.physicalArguments + s.physicalResults) out += renderLayoutStats(s);
   out += fmt::format("{:<32} {:<14} {:>14} {:>12} {:>10} {:>12}\n", "kernel", "kind", "flops", "hbm bytes",
                      "vmem", "est cycles");
   for (const KernelStats& k : s.kernels)

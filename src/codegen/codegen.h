@@ -53,6 +53,11 @@ struct CodegenOptions {
   // Convolutions of one group with channels-last windows run as an implicit
   // GEMM (lower_conv_implicit.cpp); false: the im2col path (tests, benches).
   bool implicitConv = true;
+  // Entry arguments and results in the physical form of the entry layout
+  // (passes/layout/physical_layout.h), relaid by copies at the edges
+  // (llo-gen / tpu-run --physical-edges); false: dense row-major whatever
+  // the layouts, as a host transfer that relays them would hand them over.
+  bool physicalEdges = false;
 };
 
 // Replicas x partitions a program compiled with these options runs on:
@@ -84,6 +89,13 @@ struct CodegenStats {
   uint64_t peakHbmBytes = 0;    // arguments + results + constants + heap + kernels' own scratch buffers
   uint64_t unsharedBytes = 0;   // what the temporaries would take without reuse
   uint64_t aliasedBytes = 0;    // results stored in donated arguments (input_output_alias)
+  // Entry arguments and results stored in their physical layouts (tiles,
+  // padding, minor_to_major; passes/layout/physical_layout.h): how many,
+  // the padding bytes their tiles add (included in the byte counts above),
+  // and the values relaid at the edge (each a relayout copy kernel or more).
+  int64_t physicalArguments = 0, physicalResults = 0;
+  uint64_t paddingBytes = 0;
+  std::vector<std::string> relayouts;
 };
 
 struct EmittedCode;  // codegen/emitter.h
@@ -124,5 +136,7 @@ bool takesRngState(const isa::Program& program, std::string_view entry);
 
 std::string renderStatsJson(const CodegenStats& stats);
 std::string renderStatsText(const CodegenStats& stats);
+// The physical-layout line of renderStatsText (tpu-run --stats adds it too).
+std::string renderLayoutStats(const CodegenStats& stats);
 
 }  // namespace tpu::codegen

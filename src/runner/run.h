@@ -89,6 +89,10 @@ struct CompiledRequest {
   // compiles the module as given. --check always evaluates the module as
   // given, so it checks the optimizations too.
   bool optimize = true;
+  // Arguments and results in the physical form of the module's entry
+  // layout (llo-gen --physical-edges), converted from and to the logical
+  // arrays at the edges.
+  bool physicalEdges = false;
   // --check tolerances for every result; unset: one per result from the
   // error bounds of what it depends on (runner/check_tolerance.h), at least
   // 1e-5. Integers are always compared exactly.

@@ -1,6 +1,7 @@
 // `tpu-run model.hlo`: compile the module in memory with llo-gen's lowering,
 // run it on the simulator, and with --check also evaluate it with the
 // reference interpreter on the same inputs and compare.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fmt/ranges.h>
@@ -11,6 +12,7 @@
 #include "passes/clone.h"
 #include "passes/fusion/pipeline.h"
 #include "passes/layout/layout_assignment.h"
+#include "passes/layout/physical_layout.h"
 #include "runner/check_tolerance.h"
 #include "runner/profile_output.h"
 #include "runner/run.h"
@@ -56,6 +58,7 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
   codegenOptions.replicas = podReplicas;
   codegenOptions.partitions = podPartitions;
   codegenOptions.topology = request.simulator.run.topology;
+  codegenOptions.physicalEdges = request.physicalEdges;
   codegen::CodegenStats codegenStats;
   const hlo::Module& lowered = optimized ? *optimized : module;
   auto program = codegen::compileModule(lowered, target, codegenOptions, diags, &codegenStats);
@@ -85,6 +88,29 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     return views;
   };
   std::vector<std::string_view> inputs = viewsOf(edges ? shards[0] : *args);
+  // Arguments and results stored in their physical layouts (llo-gen's
+  // physical-edges, with the same rules): the logical arrays are converted
+  // here, at the edges, so results do not depend on the layouts.
+  const bool logicalEdges = podReplicas * podPartitions > 1 || !codegenOptions.physicalEdges;
+  const hlo::ComputationLayout edgeLayout = lowered.entryComputationLayout();
+  std::vector<hlo::Shape> physicalArgShapes;  // per input leaf; invalid shape: logical
+  const std::vector<std::vector<bool>> flags = passes::layout::physicalParameterLeaves(lowered, logicalEdges);
+  for (size_t p = 0; p < edgeLayout.parameters.size(); ++p) {
+    std::vector<hlo::Shape> leafShapes = passes::layout::arrayLeaves(edgeLayout.parameters[p]);
+    for (size_t k = 0; k < leafShapes.size(); ++k)
+      physicalArgShapes.push_back(p < flags.size() && k < flags[p].size() && flags[p][k] ? leafShapes[k]
+                                                                                        : hlo::Shape());
+  }
+  std::vector<std::vector<uint8_t>> physicalArgs;
+  physicalArgs.reserve(physicalArgShapes.size());
+  if (!edges)
+    for (size_t k = 0; k < physicalArgShapes.size() && k < inputs.size(); ++k) {
+      if (!physicalArgShapes[k].isValid()) continue;
+      physicalArgs.push_back(passes::layout::logicalToPhysical(
+          physicalArgShapes[k], reinterpret_cast<const uint8_t*>(inputs[k].data()), inputs[k].size()));
+      inputs[k] = std::string_view(reinterpret_cast<const char*>(physicalArgs.back().data()),
+                                   physicalArgs.back().size());
+    }
   // Programs with rng instructions take the stream's state last, keyed by
   // the seed the interpreter uses (see --check below).
   std::string rngState;
@@ -133,6 +159,18 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
       !deliverProfile(*out, loaded.program, kernels, &lowered, &module, request.simulator, profileText, diags))
     return failed;
   statsText += out->statsText;
+  if (codegenStats.physicalArguments + codegenStats.physicalResults)
+    statsText += codegen::renderLayoutStats(codegenStats);
+  if (!logicalEdges) {
+    std::vector<hlo::Shape> resultLeaves = passes::layout::arrayLeaves(edgeLayout.result);
+    std::vector<bool> resultFlags = passes::layout::physicalResultLeaves(lowered, logicalEdges);
+    for (size_t i = 0; i < out->results.size() && i < resultFlags.size() && i < resultLeaves.size(); ++i) {
+      if (!resultFlags[i]) continue;
+      std::vector<uint8_t> logical = passes::layout::physicalToLogical(
+          resultLeaves[i], reinterpret_cast<const uint8_t*>(out->results[i].data()), out->results[i].size());
+      out->results[i].assign(reinterpret_cast<const char*>(logical.data()), logical.size());
+    }
+  }
 
   std::vector<hlo::Shape> resultShapes;
   collectArrayShapes(module.entry()->root()->shape(), resultShapes);

@@ -1,0 +1,500 @@
+#include "passes/layout/physical_layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "hlo/computation.h"
+#include "passes/layout/layout_rules.h"
+#include "passes/rewrite_builder.h"
+
+namespace tpu::passes::layout {
+
+using hlo::Computation;
+using hlo::Instruction;
+using hlo::Opcode;
+using hlo::Shape;
+
+namespace {
+
+// The stages from the logical array to its physical form: the permutation
+// into major-to-minor order, then per tile the dimensions before it
+// (`before`, with leading 1s when the tile has more entries than the array
+// dimensions) and after it.
+struct Plan {
+  std::vector<int64_t> perm;      // logical dimension of each major-to-minor position
+  std::vector<int64_t> permuted;  // dims in that order
+  // The permuted dims with the ones no tile reaches merged into one (the
+  // same bytes; it keeps the tiled forms within the 8 dimensions buffers have).
+  std::vector<int64_t> collapsed;
+  size_t merged = 0;  // leading permuted dims merged into collapsed[0] (0: none)
+  struct Tiling {
+    std::vector<int64_t> tile;
+    int64_t prepended = 0;          // leading 1s added
+    std::vector<int64_t> before;    // dims (with the 1s) before tiling
+    std::vector<int64_t> padded;    // before, minor dims rounded up to the tile
+    std::vector<int64_t> after;     // [prefix, ceil(a_j / t_j)..., t_j...]
+  };
+  std::vector<Tiling> tilings;
+  std::vector<int64_t> physical;
+};
+
+std::optional<Plan> planFor(const Shape& shape) {
+  if (!shape.isArray() || !shape.hasLayout() || shape.isDynamic()) return std::nullopt;
+  const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(shape.elementType());
+  if (!info.isArray || info.bitWidth < 8 || info.bitWidth != info.byteSize * 8) return std::nullopt;
+  const hlo::Layout& layout = shape.layout();
+  if (layout.elementSizeInBits != 0 && layout.elementSizeInBits != info.bitWidth) return std::nullopt;
+  const int64_t rank = shape.rank();
+  const M2M& m2m = layout.minorToMajor;
+  if (!isPermutation(m2m, rank)) return std::nullopt;
+  for (const hlo::Tile& t : layout.tiles) {
+    if (t.dimensions.empty()) return std::nullopt;
+    for (int64_t d : t.dimensions)
+      if (d <= 0) return std::nullopt;  // `*` (combine) tiles are not stored by this model
+  }
+  for (int64_t d : shape.dimensions())
+    if (d < 0) return std::nullopt;
+  Plan p;
+  p.perm.assign(m2m.rbegin(), m2m.rend());
+  for (int64_t d : p.perm) p.permuted.push_back(shape.dimension(d));
+  bool identity = layout.tiles.empty();
+  for (size_t i = 0; i < p.perm.size(); ++i) identity = identity && p.perm[i] == static_cast<int64_t>(i);
+  if (identity) return std::nullopt;
+  p.collapsed = p.permuted;
+  const size_t reach = layout.tiles.empty() ? 0 : layout.tiles[0].dimensions.size();
+  if (reach && p.permuted.size() > reach + 1) {
+    p.merged = p.permuted.size() - reach;
+    int64_t lead = 1;
+    for (size_t i = 0; i < p.merged; ++i) lead *= p.permuted[i];
+    p.collapsed.assign(p.permuted.begin() + static_cast<std::ptrdiff_t>(p.merged), p.permuted.end());
+    p.collapsed.insert(p.collapsed.begin(), lead);
+  }
+  std::vector<int64_t> cur = p.collapsed;
+  for (const hlo::Tile& t : layout.tiles) {
+    Plan::Tiling tl;
+    tl.tile = t.dimensions;
+    const size_t q = t.dimensions.size();
+    while (cur.size() < q) cur.insert(cur.begin(), 1), ++tl.prepended;
+    tl.before = cur;
+    tl.padded = cur;
+    const size_t s = cur.size() - q;
+    std::vector<int64_t> after(cur.begin(), cur.begin() + static_cast<std::ptrdiff_t>(s));
+    for (size_t j = 0; j < q; ++j) {
+      int64_t a = cur[s + j], tj = t.dimensions[j];
+      tl.padded[s + j] = (a + tj - 1) / tj * tj;
+      after.push_back((a + tj - 1) / tj);
+    }
+    for (size_t j = 0; j < q; ++j) after.push_back(t.dimensions[j]);
+    tl.after = after;
+    cur = std::move(after);
+    p.tilings.push_back(std::move(tl));
+  }
+  p.physical = cur;
+  return p;
+}
+
+int64_t product(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> physicalDims(const Shape& shape) {
+  auto p = planFor(shape);
+  if (!p) return std::nullopt;
+  return p->physical;
+}
+
+int64_t physicalByteSize(const Shape& shape) {
+  if (auto p = planFor(shape)) return product(p->physical) * hlo::elementTypeInfo(shape.elementType()).byteSize;
+  return shape.byteSize().value_or(0);
+}
+
+std::vector<int64_t> physicalIndexMap(const Shape& shape) {
+  auto p = planFor(shape);
+  if (!p) return {};
+  const int64_t rank = shape.rank();
+  const int64_t count = product(shape.dimensions());
+  std::vector<int64_t> map(static_cast<size_t>(count));
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);  // logical multi-index (odometer)
+  std::vector<int64_t> x, nx;
+  for (int64_t e = 0; e < count; ++e) {
+    x.clear();
+    for (int64_t d : p->perm) x.push_back(idx[static_cast<size_t>(d)]);
+    if (p->merged) {
+      int64_t lead = 0;
+      for (size_t i = 0; i < p->merged; ++i) lead = lead * p->permuted[i] + x[i];
+      x.erase(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(p->merged));
+      x.insert(x.begin(), lead);
+    }
+    for (const Plan::Tiling& t : p->tilings) {
+      const size_t q = t.tile.size();
+      while (x.size() < t.before.size()) x.insert(x.begin(), 0);
+      const size_t s = x.size() - q;
+      nx.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(s));
+      for (size_t j = 0; j < q; ++j) nx.push_back(x[s + j] / t.tile[j]);
+      for (size_t j = 0; j < q; ++j) nx.push_back(x[s + j] % t.tile[j]);
+      std::swap(x, nx);
+    }
+    int64_t off = 0;
+    for (size_t j = 0; j < x.size(); ++j) off = off * p->physical[j] + x[j];
+    map[static_cast<size_t>(e)] = off;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < shape.dimension(d)) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return map;
+}
+
+std::vector<uint8_t> logicalToPhysical(const Shape& shape, const uint8_t* logical, size_t size) {
+  std::vector<int64_t> map = physicalIndexMap(shape);
+  if (map.empty() && !physicalDims(shape)) return std::vector<uint8_t>(logical, logical + size);
+  const size_t es = static_cast<size_t>(hlo::elementTypeInfo(shape.elementType()).byteSize);
+  std::vector<uint8_t> out(static_cast<size_t>(physicalByteSize(shape)), 0);
+  for (size_t e = 0; e < map.size() && (e + 1) * es <= size; ++e)
+    std::memcpy(out.data() + static_cast<size_t>(map[e]) * es, logical + e * es, es);
+  return out;
+}
+
+std::vector<uint8_t> physicalToLogical(const Shape& shape, const uint8_t* physical, size_t size) {
+  std::vector<int64_t> map = physicalIndexMap(shape);
+  if (map.empty() && !physicalDims(shape)) return std::vector<uint8_t>(physical, physical + size);
+  const size_t es = static_cast<size_t>(hlo::elementTypeInfo(shape.elementType()).byteSize);
+  std::vector<uint8_t> out(map.size() * es, 0);
+  for (size_t e = 0; e < map.size(); ++e)
+    if ((static_cast<size_t>(map[e]) + 1) * es <= size)
+      std::memcpy(out.data() + e * es, physical + static_cast<size_t>(map[e]) * es, es);
+  return out;
+}
+
+hlo::Literal convertEdgeLiteral(const hlo::Literal& l, const Shape& layoutShape, bool toPhysical) {
+  if (l.isTuple()) {
+    std::vector<hlo::Literal> es;
+    for (size_t i = 0; i < l.tupleElements().size(); ++i)
+      es.push_back(convertEdgeLiteral(l.tupleElements()[i], layoutShape.tupleElements()[i], toPhysical));
+    return hlo::Literal::tuple(std::move(es));
+  }
+  auto dims = physicalDims(layoutShape);
+  if (!dims) return l;
+  Shape to = toPhysical ? Shape(l.shape().elementType(), *dims) : Shape(layoutShape.elementType(), layoutShape.dimensions());
+  hlo::Literal out(to.withDefaultLayout());
+  std::vector<uint8_t> bytes = toPhysical ? logicalToPhysical(layoutShape, l.data().data(), l.data().size())
+                                          : physicalToLogical(layoutShape, l.data().data(), l.data().size());
+  if (bytes.size() == out.data().size()) std::memcpy(out.mutableData().data(), bytes.data(), bytes.size());
+  return out;
+}
+
+std::vector<Shape> arrayLeaves(const Shape& shape) {
+  std::vector<Shape> out;
+  std::function<void(const Shape&)> walk = [&](const Shape& s) {
+    if (s.isTuple()) {
+      for (const Shape& e : s.tupleElements()) walk(e);
+    } else if (s.isArray()) {
+      out.push_back(s);
+    }
+  };
+  walk(shape);
+  return out;
+}
+
+namespace {
+
+// Leaf indices (ShapeIndex paths) of the array leaves of `shape`, in order.
+void leafPaths(const Shape& shape, hlo::ShapeIndex& at, std::vector<hlo::ShapeIndex>& out) {
+  if (shape.isTuple()) {
+    for (size_t i = 0; i < shape.tupleElements().size(); ++i) {
+      at.push_back(static_cast<int64_t>(i));
+      leafPaths(shape.tupleElements()[i], at, out);
+      at.pop_back();
+    }
+  } else if (shape.isArray()) {
+    out.push_back(at);
+  }
+}
+
+bool hasPrefix(const hlo::ShapeIndex& path, const hlo::ShapeIndex& prefix) {
+  return path.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), path.begin());
+}
+
+}  // namespace
+
+std::vector<std::vector<bool>> physicalParameterLeaves(const hlo::Module& module, bool pod) {
+  std::vector<std::vector<bool>> out;
+  if (!module.entry()) return out;
+  hlo::ComputationLayout layout = module.entryComputationLayout();
+  for (size_t i = 0; i < layout.parameters.size(); ++i) {
+    std::vector<bool> leaves;
+    bool aliased = false;
+    for (const hlo::InputOutputAlias& a : module.config().inputOutputAlias)
+      aliased = aliased || a.parameterNumber == static_cast<int64_t>(i);
+    for (const Shape& leaf : arrayLeaves(layout.parameters[i]))
+      leaves.push_back(!pod && !aliased && physicalDims(leaf).has_value());
+    out.push_back(std::move(leaves));
+  }
+  return out;
+}
+
+std::vector<bool> physicalResultLeaves(const hlo::Module& module, bool pod) {
+  std::vector<bool> out;
+  if (!module.entry()) return out;
+  hlo::ComputationLayout layout = module.entryComputationLayout();
+  std::vector<hlo::ShapeIndex> paths;
+  hlo::ShapeIndex at;
+  leafPaths(layout.result, at, paths);
+  std::vector<Shape> leaves = arrayLeaves(layout.result);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    bool aliased = false;
+    for (const hlo::InputOutputAlias& a : module.config().inputOutputAlias)
+      aliased = aliased || hasPrefix(paths[i], a.outputIndex) || hasPrefix(a.outputIndex, paths[i]);
+    out.push_back(!pod && !aliased && physicalDims(leaves[i]).has_value());
+  }
+  return out;
+}
+
+namespace {
+
+class EdgeBuilder {
+ public:
+  EdgeBuilder(Computation& c, std::set<std::string>& names) : c_(c), names_(names) {}
+
+  // The physical value `v` (row-major physical dims) as the logical array of `shape`.
+  Instruction* toLogical(Instruction* v, const Shape& shape, const std::string& base) {
+    Plan p = *planFor(shape);
+    const hlo::ElementType t = shape.elementType();
+    for (auto it = p.tilings.rbegin(); it != p.tilings.rend(); ++it) {
+      const Plan::Tiling& tl = *it;
+      const size_t q = tl.tile.size(), s = tl.before.size() - q;
+      // [prefix, A..., t...] -> [prefix, A1, t1, A2, t2, ...]
+      std::vector<int64_t> inter(tl.after.begin(), tl.after.begin() + static_cast<std::ptrdiff_t>(s));
+      std::vector<int64_t> perm(s);
+      std::iota(perm.begin(), perm.end(), 0);
+      for (size_t j = 0; j < q; ++j) {
+        inter.push_back(tl.after[s + j]);
+        inter.push_back(tl.after[s + q + j]);
+        perm.push_back(static_cast<int64_t>(s + j));
+        perm.push_back(static_cast<int64_t>(s + q + j));
+      }
+      v = transpose(v, t, inter, perm, base);
+      v = reshape(v, t, tl.padded, base);
+      if (tl.padded != tl.before) {
+        std::vector<hlo::SliceDimension> sl;
+        for (int64_t d : tl.before) sl.push_back({0, d, 1});
+        v = add(Opcode::Slice, t, tl.before, {v}, base);
+        v->attrs().slice = std::move(sl);
+      }
+      if (tl.prepended) {
+        std::vector<int64_t> dims(tl.before.begin() + tl.prepended, tl.before.end());
+        v = reshape(v, t, dims, base);
+      }
+    }
+    v = reshape(v, t, p.permuted, base);
+    // major-to-minor order -> logical: out[d] = in[inverse(perm)[d]]
+    std::vector<int64_t> inv(p.perm.size());
+    for (size_t i = 0; i < p.perm.size(); ++i) inv[static_cast<size_t>(p.perm[i])] = static_cast<int64_t>(i);
+    v = transpose(v, t, shape.dimensions(), inv, base);
+    return v;
+  }
+
+  std::string fresh(const std::string& base) {
+    std::string n = base;
+    for (int i = 1; names_.count(n); ++i) n = fmt::format("{}.{}", base, i);
+    names_.insert(n);
+    return n;
+  }
+
+  // The logical array `v` of `shape` in its physical form.
+  Instruction* toPhysical(Instruction* v, const Shape& shape, const std::string& base) {
+    Plan p = *planFor(shape);
+    const hlo::ElementType t = shape.elementType();
+    v = transpose(v, t, p.permuted, p.perm, base);
+    v = reshape(v, t, p.collapsed, base);
+    for (const Plan::Tiling& tl : p.tilings) {
+      const size_t q = tl.tile.size(), s = tl.before.size() - q;
+      if (tl.prepended) v = reshape(v, t, tl.before, base);
+      if (tl.padded != tl.before) {
+        Instruction* zero = add(Opcode::Constant, t, {}, {}, base);
+        hlo::Literal l(Shape::scalar(t).withDefaultLayout());
+        l.setDouble(0, 0.0);
+        zero->attrs().literal = std::move(l);
+        v = add(Opcode::Pad, t, tl.padded, {v, zero}, base);
+        std::vector<hlo::PaddingDimension> pd;
+        for (size_t j = 0; j < tl.before.size(); ++j) pd.push_back({0, tl.padded[j] - tl.before[j], 0});
+        v->attrs().padding = std::move(pd);
+      }
+      std::vector<int64_t> inter(tl.after.begin(), tl.after.begin() + static_cast<std::ptrdiff_t>(s));
+      for (size_t j = 0; j < q; ++j) {
+        inter.push_back(tl.after[s + j]);
+        inter.push_back(tl.after[s + q + j]);
+      }
+      v = reshape(v, t, inter, base);
+      // [prefix, A1, t1, A2, t2, ...] -> [prefix, A..., t...]
+      std::vector<int64_t> perm(s);
+      std::iota(perm.begin(), perm.end(), 0);
+      for (size_t j = 0; j < q; ++j) perm.push_back(static_cast<int64_t>(s + 2 * j));
+      for (size_t j = 0; j < q; ++j) perm.push_back(static_cast<int64_t>(s + 2 * j + 1));
+      v = transpose(v, t, tl.after, perm, base);
+    }
+    return v;
+  }
+
+ private:
+  Instruction* add(Opcode op, hlo::ElementType t, std::vector<int64_t> dims, std::vector<Instruction*> operands,
+                   const std::string& base) {
+    Instruction* in = c_.addInstruction(op, fresh(base), Shape(t, std::move(dims)).withDefaultLayout());
+    for (Instruction* o : operands) in->addOperand(o);
+    return in;
+  }
+  Instruction* transpose(Instruction* v, hlo::ElementType t, const std::vector<int64_t>& dims,
+                         const std::vector<int64_t>& perm, const std::string& base) {
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int64_t>(i);
+    if (identity) return v;
+    Instruction* r = add(Opcode::Transpose, t, dims, {v}, base);
+    r->attrs().dimensions = perm;
+    return r;
+  }
+  Instruction* reshape(Instruction* v, hlo::ElementType t, const std::vector<int64_t>& dims,
+                       const std::string& base) {
+    if (v->shape().dimensions() == dims) return v;
+    return add(Opcode::Reshape, t, dims, {v}, base);
+  }
+
+  Computation& c_;
+  std::set<std::string>& names_;
+};
+
+}  // namespace
+
+bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
+  Computation* entry = module.entry();
+  if (!entry || !entry->root()) return false;
+  const std::vector<std::vector<bool>> params = physicalParameterLeaves(module, pod_);
+  const std::vector<bool> results = physicalResultLeaves(module, pod_);
+  hlo::ComputationLayout layout = module.entryComputationLayout();
+  bool any = std::find(results.begin(), results.end(), true) != results.end();
+  for (const auto& p : params) any = any || std::find(p.begin(), p.end(), true) != p.end();
+  if (!any) return false;
+  std::set<std::string> names = instructionNames(module);
+  EdgeBuilder eb(*entry, names);
+  PhysicalEdgeReport report;
+  auto note = [&](const Shape& s, const std::string& name) {
+    report.paddingBytes += physicalByteSize(s) - s.byteSize().value_or(0);
+    report.names.push_back(name);
+  };
+  // The physical shape of `s` (physical leaves flagged in order from `k`).
+  std::function<Shape(const Shape&, const std::vector<bool>&, size_t&)> physShape =
+      [&](const Shape& s, const std::vector<bool>& flags, size_t& k) -> Shape {
+    if (s.isTuple()) {
+      std::vector<Shape> es;
+      for (const Shape& e : s.tupleElements()) es.push_back(physShape(e, flags, k));
+      return Shape::tuple(std::move(es));
+    }
+    if (!s.isArray()) return s;
+    if (!flags[k++]) return s;
+    return Shape(s.elementType(), *physicalDims(s)).withDefaultLayout();
+  };
+  hlo::ComputationLayout newLayout = layout;
+
+  // Parameters: the physical parameter, converted to the logical value its users read.
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::vector<bool>& flags = params[i];
+    if (std::find(flags.begin(), flags.end(), true) == flags.end()) continue;
+    Instruction* old = entry->parameter(static_cast<int64_t>(i));
+    if (!old) continue;
+    size_t k = 0;
+    Shape phys = physShape(layout.parameters[i], flags, k);
+    std::string oldName = old->name();
+    Instruction* param = entry->addInstruction(Opcode::Parameter, eb.fresh(oldName + ".physical"), phys);
+    param->attrs().parameterNumber = static_cast<int64_t>(i);
+    param->setLocation(old->location());
+    k = 0;
+    std::function<Instruction*(Instruction*, const Shape&, const std::string&)> logical =
+        [&](Instruction* v, const Shape& s, const std::string& base) -> Instruction* {
+      if (s.isTuple()) {
+        std::vector<Instruction*> es;
+        std::vector<Shape> shapes;
+        for (size_t e = 0; e < s.tupleElements().size(); ++e) {
+          Instruction* g = entry->addInstruction(Opcode::GetTupleElement, eb.fresh(base),
+                                                 v->shape().tupleElements()[e]);
+          g->addOperand(v);
+          g->attrs().tupleIndex = static_cast<int64_t>(e);
+          es.push_back(logical(g, s.tupleElements()[e], base));
+          shapes.push_back(es.back()->shape());
+        }
+        Instruction* tup = entry->addInstruction(Opcode::Tuple, eb.fresh(base), Shape::tuple(shapes));
+        for (Instruction* e : es) tup->addOperand(e);
+        return tup;
+      }
+      if (!s.isArray() || !flags[k++]) return v;
+      note(s, oldName);
+      ++report.arguments;
+      Instruction* r = eb.toLogical(v, s, oldName + ".relayout");
+      return r;
+    };
+    Instruction* value = logical(param, layout.parameters[i], oldName + ".relayout");
+    if (value == param) continue;  // cannot happen: some leaf is physical
+    value->setShape(old->shape());  // the logical value keeps the layout its users were given
+    replaceInstruction(old, value);
+    param->setName(oldName);
+    newLayout.parameters[i] = phys;
+  }
+
+  // Results: the root's physical leaves converted last.
+  if (std::find(results.begin(), results.end(), true) != results.end()) {
+    Instruction* root = entry->root();
+    size_t k = 0;
+    const std::string base = root->name() + ".relayout";
+    std::function<Instruction*(Instruction*, const Shape&)> physical = [&](Instruction* v,
+                                                                          const Shape& s) -> Instruction* {
+      if (s.isTuple()) {
+        std::vector<Instruction*> es;
+        std::vector<Shape> shapes;
+        for (size_t e = 0; e < s.tupleElements().size(); ++e) {
+          // A tuple instruction's operands are its leaves (named as the user wrote them).
+          Instruction* g = v->opcode() == Opcode::Tuple && v->operandCount() == static_cast<int64_t>(s.tupleElements().size())
+                               ? v->operand(static_cast<int64_t>(e))
+                               : nullptr;
+          if (!g) {
+            g = entry->addInstruction(Opcode::GetTupleElement, eb.fresh(base), v->shape().tupleElements()[e]);
+            g->addOperand(v);
+            g->attrs().tupleIndex = static_cast<int64_t>(e);
+          }
+          es.push_back(physical(g, s.tupleElements()[e]));
+          shapes.push_back(es.back()->shape());
+        }
+        Instruction* tup = entry->addInstruction(Opcode::Tuple, eb.fresh(base), Shape::tuple(shapes));
+        for (Instruction* e : es) tup->addOperand(e);
+        return tup;
+      }
+      if (!s.isArray() || !results[k++]) return v;
+      note(s, v->name());
+      ++report.results;
+      return eb.toPhysical(v, s, v->name() + ".relayout");
+    };
+    Instruction* newRoot = physical(root, layout.result);
+    entry->setRoot(newRoot);
+    if (root->opcode() == Opcode::Tuple && root->controlPredecessors().empty()) {
+      bool used = false;
+      for (const auto& in : entry->instructions())
+        for (int64_t o = 0; o < in->operandCount() && !used; ++o) used = in->operand(o) == root;
+      for (const auto& in : entry->instructions())
+        for (Instruction* p : in->controlPredecessors()) used = used || p == root;
+      if (!used) entry->removeInstruction(root);
+    }
+    size_t k2 = 0;
+    newLayout.result = physShape(layout.result, results, k2);
+  }
+  if (module.config().entryComputationLayout) module.config().entryComputationLayout = newLayout;
+  entry->sortTopologically();
+  if (report_) *report_ = report;
+  return true;
+}
+
+}  // namespace tpu::passes::layout

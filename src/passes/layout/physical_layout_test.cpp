@@ -1,0 +1,183 @@
+#include "passes/layout/physical_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "eval/evaluator.h"
+#include "hlo/io/hlo_io.h"
+#include "hlo/verify/verifier.h"
+#include "passes/clone.h"
+#include "passes/layout/layout_assignment.h"
+#include "passes/testing/differential.h"
+
+namespace tpu::passes::layout {
+namespace {
+
+using hlo::ElementType;
+using hlo::Shape;
+
+Shape shapeOf(ElementType t, std::vector<int64_t> dims, std::vector<int64_t> m2m,
+              std::vector<std::vector<int64_t>> tiles) {
+  Shape s(t, std::move(dims));
+  hlo::Layout l;
+  l.minorToMajor = std::move(m2m);
+  for (auto& d : tiles) l.tiles.push_back({d});
+  s.setLayout(l);
+  return s;
+}
+
+TEST(PhysicalLayout, DimsAndPaddedBytes) {
+  // f32[20,300]{1,0:T(8,128)}: 3 x 3 tiles of 8 x 128.
+  Shape a = shapeOf(ElementType::F32, {20, 300}, {1, 0}, {{8, 128}});
+  EXPECT_EQ(*physicalDims(a), (std::vector<int64_t>{3, 3, 8, 128}));
+  EXPECT_EQ(physicalByteSize(a), 3 * 3 * 8 * 128 * 4);
+  EXPECT_EQ(physicalByteSize(a), paddedBytes(a));
+  // bf16 (8,128)(2,1): the tile's rows in pairs, the pair minor.
+  Shape b = shapeOf(ElementType::BF16, {16, 128}, {1, 0}, {{8, 128}, {2, 1}});
+  EXPECT_EQ(*physicalDims(b), (std::vector<int64_t>{2, 1, 4, 128, 2, 1}));
+  EXPECT_EQ(physicalByteSize(b), 16 * 128 * 2);
+  // Column-major without tiles is a transpose; rank 1 T(256) pads.
+  EXPECT_EQ(*physicalDims(shapeOf(ElementType::F32, {3, 5}, {0, 1}, {})), (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(*physicalDims(shapeOf(ElementType::F32, {300}, {0}, {{256}})), (std::vector<int64_t>{2, 256}));
+  // Default layouts, missing layouts, sub-byte types: no physical form.
+  EXPECT_FALSE(physicalDims(shapeOf(ElementType::F32, {3, 5}, {1, 0}, {})));
+  EXPECT_FALSE(physicalDims(Shape(ElementType::F32, {3, 5})));
+  EXPECT_FALSE(physicalDims(shapeOf(ElementType::S4, {8, 128}, {1, 0}, {{8, 128}, {8, 1}})));
+  EXPECT_EQ(physicalByteSize(Shape(ElementType::F32, {3, 5})), 60);
+}
+
+TEST(PhysicalLayout, ElementPositions) {
+  Shape a = shapeOf(ElementType::F32, {20, 300}, {1, 0}, {{8, 128}});
+  std::vector<int64_t> map = physicalIndexMap(a);
+  ASSERT_EQ(map.size(), 6000u);
+  // (i, j) -> tile (i/8, j/128), within it (i%8, j%128).
+  auto at = [&](int64_t i, int64_t j) { return map[static_cast<size_t>(i * 300 + j)]; };
+  EXPECT_EQ(at(0, 0), 0);
+  EXPECT_EQ(at(0, 127), 127);
+  EXPECT_EQ(at(0, 128), 1024);  // the next tile of the row block: contiguous 4 KiB tiles
+  EXPECT_EQ(at(1, 0), 128);
+  EXPECT_EQ(at(8, 0), 3 * 1024);
+  EXPECT_EQ(at(19, 299), (2 * 3 + 2) * 1024 + 3 * 128 + 43);
+  Shape b = shapeOf(ElementType::BF16, {16, 128}, {1, 0}, {{8, 128}, {2, 1}});
+  std::vector<int64_t> mb = physicalIndexMap(b);
+  EXPECT_EQ(mb[0], 0);
+  EXPECT_EQ(mb[128], 1);        // (1, 0): the second row of the pair, next to (0, 0)
+  EXPECT_EQ(mb[1], 2);          // (0, 1)
+  EXPECT_EQ(mb[2 * 128], 256);  // (2, 0): the next pair of rows
+  // Round trip through bytes; padding is zero.
+  std::vector<float> logical(6000);
+  for (size_t i = 0; i < logical.size(); ++i) logical[i] = static_cast<float>(i) + 0.5f;
+  auto phys = logicalToPhysical(a, reinterpret_cast<const uint8_t*>(logical.data()), logical.size() * 4);
+  ASSERT_EQ(phys.size(), static_cast<size_t>(physicalByteSize(a)));
+  float f;
+  std::memcpy(&f, phys.data() + 4 * 1024, 4);
+  EXPECT_EQ(f, 128.5f);
+  std::memcpy(&f, phys.data() + 4 * (1024 * 3 - 1), 4);  // (7, 383): padding lane
+  EXPECT_EQ(f, 0.0f);
+  auto back = physicalToLogical(a, phys.data(), phys.size());
+  ASSERT_EQ(back.size(), logical.size() * 4);
+  EXPECT_EQ(std::memcmp(back.data(), logical.data(), back.size()), 0);
+}
+
+std::unique_ptr<hlo::Module> parse(const std::string& text) {
+  DiagnosticEngine diags;
+  auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", text), diags);
+  EXPECT_TRUE(loaded.module);
+  return std::move(loaded.module);
+}
+
+// Evaluates `m` as given and after physical-edges on physical arguments;
+// the results, converted back, are the same bits.
+void expectSameThroughEdges(const hlo::Module& m, PhysicalEdgeReport* reportOut = nullptr) {
+  std::vector<hlo::Literal> args = testing::seededArguments(m, 1);
+  DiagnosticEngine diags;
+  eval::EvalOptions eo;
+  auto want = eval::evaluate(m, args, eo, diags);
+  ASSERT_TRUE(want);
+  std::unique_ptr<hlo::Module> p = cloneModule(m);
+  hlo::ComputationLayout edges = m.entryComputationLayout();
+  PhysicalEdgeReport report;
+  PhysicalEdgesPass(false, &report).run(*p, diags);
+  ASSERT_EQ(diags.errorCount(), 0u);
+  ASSERT_TRUE(hlo::verifyLoadedModule(*p, diags)) << hlo::writeModule(*p, hlo::HloEncoding::Text);
+  std::vector<hlo::Literal> physArgs;
+  for (size_t i = 0; i < args.size(); ++i) physArgs.push_back(convertEdgeLiteral(args[i], edges.parameters[i], true));
+  auto got = eval::evaluate(*p, physArgs, eo, diags);
+  ASSERT_TRUE(got);
+  hlo::Literal logical = convertEdgeLiteral(*got, edges.result, false);
+  auto diff = testing::bitwiseDifference(*want, logical);
+  EXPECT_FALSE(diff) << *diff;
+  if (reportOut) *reportOut = report;
+}
+
+TEST(PhysicalEdges, TiledParametersAndResultsKeepResults) {
+  auto m = parse(R"(HloModule t, entry_computation_layout={(f32[20,300]{1,0:T(8,128)}, bf16[16,130]{0,1:T(8,128)(2,1)}, f32[300]{0:T(256)})->(f32[20,300]{0,1:T(8,128)}, bf16[16,130]{1,0:T(8,128)(2,1)})}
+ENTRY main {
+  a = f32[20,300]{1,0:T(8,128)} parameter(0)
+  b = bf16[16,130]{0,1:T(8,128)(2,1)} parameter(1)
+  v = f32[300]{0:T(256)} parameter(2)
+  vb = f32[20,300]{1,0:T(8,128)} broadcast(v), dimensions={1}
+  s = f32[20,300]{0,1:T(8,128)} add(a, vb)
+  n = bf16[16,130]{1,0:T(8,128)(2,1)} negate(b)
+  ROOT t = (f32[20,300]{0,1:T(8,128)}, bf16[16,130]{1,0:T(8,128)(2,1)}) tuple(s, n)
+})");
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_EQ(report.arguments, 3);
+  EXPECT_EQ(report.results, 2);
+  // Padded element counts minus logical ones, times the element size:
+  // a [24,384], b [136,128] (column-major), v [512], s [304,128], n [16,256].
+  EXPECT_EQ(report.paddingBytes, (24 * 384 - 6000) * 4 + (136 * 128 - 2080) * 2 + (512 - 300) * 4 +
+                                     (304 * 128 - 6000) * 4 + (16 * 256 - 2080) * 2);
+}
+
+TEST(PhysicalEdges, HighRankArraysMergeTheUntiledDimensions) {
+  // The dims no tile reaches are merged ([3*2*5*3*2, 130, 10] tiled), so the
+  // physical form stays within the 8 dimensions a buffer has, whatever the rank.
+  Shape s = shapeOf(ElementType::BF16, {2, 3, 5, 2, 3, 10, 130}, {5, 6, 0, 1, 2, 3, 4}, {{8, 128}, {2, 1}});
+  EXPECT_EQ(*physicalDims(s), (std::vector<int64_t>{180, 17, 1, 4, 128, 2, 1}));
+  auto m = parse(R"(HloModule t, entry_computation_layout={(bf16[2,3,5,2,3,10,130]{5,6,0,1,2,3,4:T(8,128)(2,1)})->f32[2,3,5,2,3,10,130]{6,5,4,3,2,1,0:T(8,128)}}
+ENTRY main {
+  a = bf16[2,3,5,2,3,10,130]{5,6,0,1,2,3,4:T(8,128)(2,1)} parameter(0)
+  ROOT c = f32[2,3,5,2,3,10,130]{6,5,4,3,2,1,0:T(8,128)} convert(a)
+})");
+  expectSameThroughEdges(*m);
+}
+
+TEST(PhysicalEdges, DefaultLayoutsChangeNothing) {
+  auto m = parse(R"(HloModule t
+ENTRY main {
+  a = f32[20,300] parameter(0)
+  ROOT n = f32[20,300] negate(a)
+})");
+  DiagnosticEngine diags;
+  EXPECT_FALSE(PhysicalEdgesPass().run(*m, diags));
+}
+
+TEST(PhysicalEdges, LaidOutModulesKeepResults) {
+  // A transposed-dot chain through layout assignment with entry layouts
+  // chosen: tiled, some column-major, at every edge.
+  auto m = parse(R"(HloModule t
+ENTRY main {
+  x = f32[64,200] parameter(0)
+  w = f32[96,200] parameter(1)
+  wt = f32[200,96] transpose(w), dimensions={1,0}
+  d = f32[64,96] dot(x, wt), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  dt = f32[96,64] transpose(d), dimensions={1,0}
+  p = (f32[96,64], f32[64,200]) parameter(2)
+  g = f32[96,64] get-tuple-element(p), index=0
+  ROOT r = (f32[96,64], f32[64,96]) tuple(dt, d)
+})");
+  LayoutOptions o;
+  o.entryLayouts = EntryLayouts::Auto;
+  DiagnosticEngine diags;
+  LayoutAssignmentPass(o).run(*m, diags);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_GE(report.arguments, 2);
+  EXPECT_EQ(report.results, 2);
+}
+
+}  // namespace
+}  // namespace tpu::passes::layout
