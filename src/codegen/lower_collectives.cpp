@@ -520,6 +520,9 @@ bool Lowerer::lowerRingCollective(const Instruction& in) {
     if (groupOf[static_cast<size_t>(c)] < 0)
       return fail(in, fmt::format("llo-gen: replica {}, partition {} is in no replica group", c / P, c % P));
 
+  if ((op == Opcode::AllReduce || op == Opcode::AllReduceStart) && axisAllReduceApplies(in, groups))
+    return lowerAxisAllReduce(in);
+
   // Per chip: [gidx, nextF, nextB, rotF[G], rotB[G]].
   const int64_t rowWords = 3 + 2 * G;
   std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
@@ -655,6 +658,314 @@ bool Lowerer::lowerRingCollective(const Instruction& in) {
     if (!ringAllGather(in, rp, w, blockBytes, yb)) return false;
     if (yb != y) emitCopy(y, 0, yb, 0, {n * es}, {1}, {1}, 1);
     hbm += static_cast<uint64_t>(6 * G * blockBytes);
+  }
+  endKernel(flops, hbm, 0);
+  return !failed_;
+}
+
+// ============================================================ axis rings
+
+// One ring of a multi-axis all-reduce phase: its geometry, where its table
+// words start in the chip's row ([coordinate, nextF, nextB, rotF[G],
+// rotB[G]], as a RingPlan's row), its semaphore base (sent = sem + 2 d,
+// arrivals = sem + 2 d + 1 for direction d), and its buffers: reduce-
+// scatter w (G blocks, rotated) and r (G-1 arrivals); all-gather the source
+// block at src + srcOff and the G blocks at y + yOff.
+struct Lowerer::RingLane {
+  RingPlan rp;
+  int64_t word = 0;
+  int sem = 16;
+  int w = -1, r = -1;
+  int src = -1;
+  int64_t srcOff = 0;
+  int y = -1;
+  int64_t yOff = 0;
+};
+
+// The lanes' reduce-scatters in lockstep: step s of every lane that still
+// has one sends, then waits, then adds (as ringReduceScatter, one lane).
+bool Lowerer::lanesReduceScatter(const std::vector<RingLane>& lanes, const Computation& reducer) {
+  int64_t steps = 0;
+  for (const RingLane& l : lanes) steps = std::max(steps, l.rp.g - 1);
+  for (int64_t s = 0; s < steps; ++s) {
+    for (const RingLane& l : lanes) {
+      const RingPlan& rp = l.rp;
+      const int64_t G = rp.g, blockBytes = rp.c * rp.es;
+      if (s + 1 >= G) continue;
+      for (int d = 0; d < 2; ++d) {
+        if (rp.halfElems(d) == 0) continue;
+        PoolGuard guard({&sregs_});
+        std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * rp.es), {});
+        int next = rowWord(l.word + 1 + d), sd = sreg(), ss = sreg();
+        e_.op("smov {}, {}", S(sd), base(l.r) + s * blockBytes + rp.halfOff(d));
+        e_.op("smov {}, {}", S(ss), base(l.w) + ((G - s) % G) * blockBytes + rp.halfOff(d));
+        e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(next), memRef(l.r, S(sd)), memRef(l.w, S(ss)),
+              l.sem + 2 * d, l.sem + 2 * d + 1);
+      }
+    }
+    for (const RingLane& l : lanes)
+      if (s + 1 < l.rp.g)
+        for (int d = 0; d < 2; ++d)
+          if (l.rp.halfElems(d) > 0) e_.op("sem.wait sem{}", l.sem + 2 * d + 1);
+    for (const RingLane& l : lanes) {
+      const RingPlan& rp = l.rp;
+      const int64_t G = rp.g, blockBytes = rp.c * rp.es;
+      if (s + 1 >= G) continue;
+      const int64_t into = (G - 1 - s) * blockBytes;
+      ElementType t = rp.type;
+      bool ok = emitElementwise(rp.c,
+                                {EwInput{EwInput::Full, l.r, s * blockBytes, t}, EwInput{EwInput::Full, l.w, into, t}},
+                                {EwOutput{l.w, into, t}}, [&](const std::vector<VReg>& v) {
+                                  std::vector<VReg> out;
+                                  if (!lowerComputation(reducer, {v[0], v[1]}, out) || out.size() != 1)
+                                    out.assign(1, VReg{0, t});
+                                  return out;
+                                });
+      if (!ok) return false;
+    }
+  }
+  for (const RingLane& l : lanes)
+    for (int d = 0; d < 2; ++d)
+      if (l.rp.halfElems(d) > 0 && l.rp.g > 1) e_.op("sem.wait sem{}, {}", l.sem + 2 * d, l.rp.g - 1);
+  return !failed_;
+}
+
+// The lanes' all-gathers in lockstep (as ringAllGather, one lane).
+bool Lowerer::lanesAllGather(const std::vector<RingLane>& lanes) {
+  int issued = 0;
+  int64_t steps = 0;
+  for (const RingLane& l : lanes) {
+    const RingPlan& rp = l.rp;
+    const int64_t G = rp.g, blockBytes = rp.c * rp.es;
+    steps = std::max(steps, G - 1);
+    PoolGuard guard({&sregs_});
+    for (int d = 0; d < 2; ++d) {
+      if (rp.halfElems(d) == 0) continue;
+      std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * rp.es), {});
+      int sd = blockAddress(l.y, l.yOff + rp.halfOff(d), l.word + rp.rotWord(d, 1 % G), blockBytes), ss = sreg();
+      e_.op("smov {}, {}", S(ss), base(l.src) + l.srcOff + rp.halfOff(d));
+      e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", l.y, l.src), desc, memRef(l.y, S(sd)), memRef(l.src, S(ss)));
+      ++issued;
+    }
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    for (const RingLane& l : lanes) {
+      const RingPlan& rp = l.rp;
+      const int64_t G = rp.g, blockBytes = rp.c * rp.es;
+      if (s + 1 >= G) continue;
+      for (int d = 0; d < 2; ++d) {
+        if (rp.halfElems(d) == 0) continue;
+        PoolGuard guard({&sregs_});
+        std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * rp.es), {});
+        const int64_t local = ((1 - s) % G + G) % G;
+        int next = rowWord(l.word + 1 + d);
+        int sd = blockAddress(l.y, l.yOff + rp.halfOff(d), l.word + rp.rotWord(d, local), blockBytes);
+        int ss = sd;
+        const int srcBuf = s == 0 ? l.src : l.y;
+        if (s == 0) {
+          ss = sreg();
+          e_.op("smov {}, {}", S(ss), base(l.src) + l.srcOff + rp.halfOff(d));
+        }
+        e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(next), memRef(l.y, S(sd)), memRef(srcBuf, S(ss)),
+              l.sem + 2 * d, l.sem + 2 * d + 1);
+      }
+    }
+    for (const RingLane& l : lanes)
+      if (s + 1 < l.rp.g)
+        for (int d = 0; d < 2; ++d)
+          if (l.rp.halfElems(d) > 0) e_.op("sem.wait sem{}", l.sem + 2 * d + 1);
+  }
+  for (const RingLane& l : lanes)
+    for (int d = 0; d < 2; ++d)
+      if (l.rp.halfElems(d) > 0 && l.rp.g > 1) e_.op("sem.wait sem{}, {}", l.sem + 2 * d, l.rp.g - 1);
+  if (issued > 0) e_.op("sem.wait sem0, {}", issued);
+  return !failed_;
+}
+
+bool Lowerer::axisAllReduceApplies(const Instruction& in, const std::vector<std::vector<int64_t>>& groups) const {
+  using Rings = CodegenOptions::AllReduceRings;
+  if (options_.allReduceRings == Rings::Snake || groups.size() != 1) return false;
+  const int64_t N = pod_.replicas * pod_.partitions;
+  if (static_cast<int64_t>(groups[0].size()) != N || N < 4) return false;
+  int longAxes = 0, shortest = 0;
+  for (int k = 0; k < pod_.topology.axes(); ++k) {
+    const int d = pod_.topology.dim(k);
+    if (d <= 1) continue;
+    ++longAxes;
+    shortest = shortest == 0 ? d : std::min(shortest, d);
+  }
+  if (longAxes < 2) return false;
+  if (options_.allReduceRings == Rings::Auto && shortest < 4) return false;
+  for (const Instruction* o : in.operands())
+    if (!o->shape().isArray()) return false;
+  return true;
+}
+
+// All-reduce of every chip as rings along the torus axes. The data (padded
+// to 2 N u elements) splits into two halves; half h takes the long axes in
+// the order rotated by h. Phase p reduce-scatters each half's current
+// segment over the ring along its p-th axis (the chip keeps the block of
+// its coordinate on that axis), so after all axes a chip holds u reduced
+// elements of each half; the all-gathers run the phases backwards. The two
+// halves run in lockstep on their own semaphores (16-19 and 20-23), so at
+// every step the rings of both axes carry data; a barrier.pod between
+// phases keeps one phase's arrivals from counting in another's.
+bool Lowerer::lowerAxisAllReduce(const Instruction& in) {
+  const target::Topology& topo = pod_.topology;
+  const int64_t N = pod_.replicas * pod_.partitions;
+  const Computation* reducer = in.toApply();
+  std::vector<int> axes;
+  for (int k = 0; k < topo.axes(); ++k)
+    if (topo.dim(k) > 1) axes.push_back(k);
+  const int m = static_cast<int>(axes.size());
+  constexpr int kHalves = 2;
+  std::vector<std::vector<int>> order(kHalves);
+  for (int h = 0; h < kHalves; ++h)
+    for (int p = 0; p < m; ++p) order[static_cast<size_t>(h)].push_back(axes[static_cast<size_t>((h + p) % m)]);
+  // Row: per half and phase [coordinate, nextF, nextB, rotF[d], rotB[d]].
+  std::vector<int64_t> wordBase;
+  int64_t rowWords = 0;
+  for (int h = 0; h < kHalves; ++h)
+    for (int p = 0; p < m; ++p) {
+      wordBase.push_back(rowWords);
+      rowWords += 3 + 2 * topo.dim(order[static_cast<size_t>(h)][static_cast<size_t>(p)]);
+    }
+  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
+  for (int64_t c = 0; c < N; ++c) {
+    const std::vector<int> at = topo.coords(static_cast<int>(c));
+    for (int h = 0; h < kHalves; ++h)
+      for (int p = 0; p < m; ++p) {
+        const int a = order[static_cast<size_t>(h)][static_cast<size_t>(p)];
+        const int64_t G = topo.dim(a);
+        uint32_t* row = &table[static_cast<size_t>(c * rowWords + wordBase[static_cast<size_t>(h * m + p)])];
+        // The ring: the chips that differ from c only on axis a, by coordinate.
+        std::vector<int64_t> ring;
+        for (int k = 0; k < G; ++k) {
+          std::vector<int> q = at;
+          q[static_cast<size_t>(a)] = k;
+          ring.push_back(topo.chipAt(q));
+        }
+        const int64_t coord = at[static_cast<size_t>(a)];
+        row[0] = static_cast<uint32_t>(coord);
+        for (int d = 0; d < 2; ++d) {
+          std::vector<int64_t> ord = ring;
+          if (d == 1) std::reverse(ord.begin(), ord.end());
+          const int64_t rank = d == 0 ? coord : G - 1 - coord;
+          row[1 + d] = static_cast<uint32_t>(ord[static_cast<size_t>((rank + 1) % G)]);
+          for (int64_t j = 0; j < G; ++j) {
+            const int64_t k = (j + rank) % G;
+            const int64_t holder = ord[static_cast<size_t>((k - 1 + G) % G)];
+            row[static_cast<size_t>(3 + d * G + j)] =
+                static_cast<uint32_t>(topo.coords(static_cast<int>(holder))[static_cast<size_t>(a)]);
+          }
+        }
+      }
+  }
+  if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
+    return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
+  int tbl = constTable(in, table);
+
+  beginKernel(in, "all-reduce");
+  e_.op("barrier.pod");
+  loadChipRow(tbl, rowWords);
+  const std::vector<int>& outs = leaves_[&in];
+  uint64_t hbm = 0;
+  double flops = 0;
+  bool first = true;
+  for (int64_t k = 0; k < in.operandCount(); ++k) {
+    const Instruction* operand = in.operand(k);
+    const int x = leaves_[operand][0], y = outs[static_cast<size_t>(k)];
+    const ElementType t = operand->shape().elementType();
+    const int es = typeInfo(t).bytes;
+    const int64_t n = operand->shape().elementCount().value_or(0);
+    scratchTop_ = 0;
+    if (n == 0) continue;
+    const int64_t u = (n + kHalves * N - 1) / (kHalves * N), total = kHalves * N * u;
+    int xb = x, yb = y;
+    if (total != n) {
+      xb = tempBuf(t, {total});
+      if (!fillZero(xb, total, t)) return false;
+      emitCopy(xb, 0, x, 0, {n * es}, {1}, {1}, 1);
+      yb = tempBuf(t, {total});
+    }
+    std::vector<int> cur(kHalves, xb);
+    std::vector<int64_t> curOff(kHalves), len(kHalves, N * u);
+    for (int h = 0; h < kHalves; ++h) curOff[static_cast<size_t>(h)] = h * N * u * es;
+    std::vector<RingLane> plan(static_cast<size_t>(kHalves * m));
+    auto laneOf = [&](int h, int p) -> RingLane& { return plan[static_cast<size_t>(h * m + p)]; };
+    // Reduce-scatter, axis by axis.
+    for (int p = 0; p < m; ++p) {
+      if (!first) e_.op("barrier.pod");
+      first = false;
+      std::vector<RingLane> lanes;
+      int issued = 0;
+      for (int h = 0; h < kHalves; ++h) {
+        RingLane& l = laneOf(h, p);
+        RingPlan& rp = l.rp;
+        rp.g = topo.dim(order[static_cast<size_t>(h)][static_cast<size_t>(p)]);
+        rp.c = len[static_cast<size_t>(h)] / rp.g;
+        rp.cf = (rp.c + 1) / 2;
+        rp.type = t;
+        rp.es = es;
+        rp.rowWords = rowWords;
+        l.word = wordBase[static_cast<size_t>(h * m + p)];
+        l.sem = h == 0 ? 16 : 20;
+        l.w = tempBuf(t, {rp.g * rp.c});
+        l.r = tempBuf(t, {(rp.g - 1) * rp.c});
+        const int64_t blockBytes = rp.c * es;
+        // Rotate the segment into w: local block j of each half is data block rot[j].
+        for (int d = 0; d < 2; ++d) {
+          if (rp.halfElems(d) == 0) continue;
+          std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * es), {});
+          for (int64_t j = 0; j < rp.g; ++j) {
+            PoolGuard guard({&sregs_});
+            int ss = blockAddress(cur[static_cast<size_t>(h)], curOff[static_cast<size_t>(h)] + rp.halfOff(d),
+                                  l.word + rp.rotWord(d, j), blockBytes),
+                sd = sreg();
+            e_.op("smov {}, {}", S(sd), base(l.w) + j * blockBytes + rp.halfOff(d));
+            e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", l.w, cur[static_cast<size_t>(h)]), desc, memRef(l.w, S(sd)),
+                  memRef(cur[static_cast<size_t>(h)], S(ss)));
+            ++issued;
+          }
+        }
+        lanes.push_back(l);
+        flops += static_cast<double>((rp.g - 1) * rp.c);
+        hbm += static_cast<uint64_t>(4 * rp.g * blockBytes);
+      }
+      if (issued > 0) e_.op("sem.wait sem0, {}", issued);
+      if (!lanesReduceScatter(lanes, *reducer)) return false;
+      for (int h = 0; h < kHalves; ++h) {
+        const RingLane& l = laneOf(h, p);
+        cur[static_cast<size_t>(h)] = l.w;
+        curOff[static_cast<size_t>(h)] = l.rp.c * es;  // local block 1: the chip's own
+        len[static_cast<size_t>(h)] = l.rp.c;
+      }
+    }
+    // All-gather, the axes backwards.
+    for (int p = m - 1; p >= 0; --p) {
+      e_.op("barrier.pod");
+      std::vector<RingLane> lanes;
+      for (int h = 0; h < kHalves; ++h) {
+        RingLane l = laneOf(h, p);
+        l.src = cur[static_cast<size_t>(h)];
+        l.srcOff = curOff[static_cast<size_t>(h)];
+        if (p == 0) {
+          l.y = yb;
+          l.yOff = h * N * u * es;
+        } else {
+          l.y = tempBuf(t, {l.rp.g * l.rp.c});
+          l.yOff = 0;
+        }
+        lanes.push_back(l);
+        hbm += static_cast<uint64_t>(2 * l.rp.g * l.rp.c * es);
+      }
+      if (!lanesAllGather(lanes)) return false;
+      for (int h = 0; h < kHalves; ++h) {
+        cur[static_cast<size_t>(h)] = lanes[static_cast<size_t>(h)].y;
+        curOff[static_cast<size_t>(h)] = lanes[static_cast<size_t>(h)].yOff;
+      }
+    }
+    if (yb != y) emitCopy(y, 0, yb, 0, {n * es}, {1}, {1}, 1);
   }
   endKernel(flops, hbm, 0);
   return !failed_;
