@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <string_view>
+#include <unordered_map>
 
+#include "codegen/emitter.h"
 #include "codegen/lower.h"
+#include "isa/verify.h"
 #include "llo/text.h"
 #include "passes/clone.h"
 #include "passes/expand_batch_norm.h"
@@ -21,67 +24,71 @@ namespace tpu::codegen {
 
 namespace {
 
-// The lowered text as a program of one op per bundle, list-scheduled. The
-// text is assembled as it is (its `.target` line, if any, names `target`).
-std::optional<llo::Assembled> assembleScheduled(const std::string& name, std::string text,
-                                                const target::TargetDesc& target, const std::string& targetSpec,
-                                                std::vector<uint32_t>& anchors, llo::ScheduleStats& stats,
-                                                DiagnosticEngine& diags) {
-  SourceFile file(name + ".llo", std::move(text));
+// The program of the lowering's directives (assembled from their text:
+// buffers with their initial data, DMA descriptors, the entry) and its code
+// built in memory, one op per bundle, symbols resolved and every op and
+// bundle checked as the assembler checks them.
+std::optional<isa::Program> buildProgram(const std::string& name, CodegenResult& r, const target::TargetDesc& target,
+                                         const std::string& targetSpec, DiagnosticEngine& diags) {
+  SourceFile file(name + ".llo", r.llo);
   llo::AsmOptions asmOptions;
   asmOptions.target = targetSpec.empty() ? target.name : targetSpec;
   if (targetSpec.empty()) asmOptions.targetDesc = target;  // a JSON chip has no built-in name to look up
   asmOptions.autoBundle = false;
   auto assembled = llo::assembleLlo(file, asmOptions, diags);
   if (!assembled) return std::nullopt;
-  anchors = llo::scheduleProgram(assembled->program, target, &stats);
-  return assembled;
+  isa::Program program = std::move(assembled->program);
+  EmittedCode& code = *r.code;
+  auto internal = [&](const std::string& msg) {
+    diags.error(fmt::format("llo-gen: internal error: {}", msg));
+    return std::nullopt;
+  };
+  std::unordered_map<std::string_view, uint32_t> buffers, descriptors;
+  for (size_t i = 0; i < program.buffers.size(); ++i) buffers.emplace(program.buffers[i].name, i);
+  for (size_t i = 0; i < program.dmaDescriptors.size(); ++i) descriptors.emplace(program.dmaDescriptors[i].name, i);
+  for (const EmittedCode::Symbol& s : code.symbols) {
+    isa::Operand& o = code.bundles[s.op].instrs.front().operands[s.operand];
+    const std::string& n = code.names[s.name];
+    if (s.kind == llo::OpSymbol::Buffer) {
+      auto it = buffers.find(n);
+      if (it == buffers.end()) return internal(fmt::format("unknown buffer '{}'", n));
+      if (program.buffers[it->second].space != isa::MemSpace::Hbm)
+        return internal(fmt::format("'{}' is not an HBM buffer", n));
+      o.buffer = it->second;
+    } else {
+      auto it = descriptors.find(n);
+      if (it == descriptors.end()) return internal(fmt::format("unknown DMA descriptor '{}'", n));
+      o.imm = it->second;
+    }
+  }
+  program.bundles = std::move(code.bundles);
+  program.labels = std::move(code.labels);
+  program.kernels = std::move(code.kernels);
+  code.symbols = {};
+  code.names = {};
+  if (std::string e = isa::checkProgramTables(program, &assembled->target); !e.empty()) return internal(e);
+  for (const isa::Bundle& b : program.bundles)
+    for (const isa::Instr& instr : b.instrs)
+      if (std::string e = isa::checkInstrStructure(instr, program); !e.empty())
+        return internal(fmt::format("'{}': {}", llo::printInstr(instr, &program), e));
+  return program;
 }
 
-// Rewrites the code part of the lowered text (after the `.entry` line) as the
-// scheduled bundles, keeping the comments, blank lines and labels in front of
-// the bundle where the code they introduced now starts.
-std::optional<std::string> printScheduled(const std::string& text, const isa::Program& program,
-                                          const std::vector<uint32_t>& anchors, DiagnosticEngine& diags) {
-  size_t entry = text.find("\n.entry ");
-  size_t codeStart = entry == std::string::npos ? std::string::npos : text.find('\n', entry + 1);
-  if (codeStart == std::string::npos) {
-    diags.error("llo-gen: internal error: no .entry line in the generated text");
-    return std::nullopt;
-  }
-  ++codeStart;
-  struct Mark {
-    uint32_t at;
-    size_t order;
-    std::string_view line;
-  };
-  std::vector<Mark> marks;
-  size_t ops = 0;
-  for (size_t pos = codeStart; pos < text.size();) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + pos, end - pos);
-    pos = end + 1;
-    bool isOp = line.size() > 2 && line.substr(0, 2) == "  " && line.substr(0, 4) != "  //";
-    if (isOp) {
-      ++ops;
-      continue;
-    }
-    if (ops >= anchors.size()) break;
-    marks.push_back({anchors[ops], marks.size(), line});
-  }
-  if (ops + 1 != anchors.size()) {
-    diags.error(fmt::format("llo-gen: internal error: {} op lines but {} assembled ops", ops, anchors.size() - 1));
-    return std::nullopt;
-  }
-  std::stable_sort(marks.begin(), marks.end(), [](const Mark& a, const Mark& b) { return a.at < b.at; });
-  std::string out = text.substr(0, codeStart);
-  out.reserve(text.size() + text.size() / 4);
+// The directives' text, then the scheduled bundles with the comments, blank
+// lines, labels and .kernel directives in front of the bundle where the code
+// they introduced now starts.
+std::string printScheduled(const std::string& header, const std::vector<EmittedCode::Line>& lines,
+                           const isa::Program& program, const std::vector<uint32_t>& anchors) {
+  std::vector<size_t> order(lines.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto at = [&](size_t i) { return anchors[std::min<size_t>(lines[i].at, anchors.size() - 1)]; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return at(a) < at(b); });
+  std::string out = header;
   size_t m = 0;
   llo::InstrPrinter printer(program);
   for (size_t b = 0; b <= program.bundles.size(); ++b) {
-    for (; m < marks.size() && marks[m].at == b; ++m) {
-      out += marks[m].line;
+    for (; m < order.size() && at(order[m]) == b; ++m) {
+      out += lines[order[m]].text;
       out += '\n';
     }
     if (b == program.bundles.size()) break;
@@ -124,13 +131,12 @@ std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const tar
 std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target::TargetDesc& target,
                                          const CodegenOptions& options, DiagnosticEngine& diags) {
   auto r = lowerFlattened(module, target, options, diags);
-  if (!r || options.schedule == llo::ScheduleMode::None) return r;
-  std::vector<uint32_t> anchors;
-  auto assembled = assembleScheduled(module.name(), r->llo, target, options.targetSpec, anchors, r->schedule, diags);
-  if (!assembled) return std::nullopt;
-  auto text = printScheduled(r->llo, assembled->program, anchors, diags);
-  if (!text) return std::nullopt;
-  r->llo = std::move(*text);
+  if (!r || !r->code) return r;
+  auto program = buildProgram(module.name(), *r, target, options.targetSpec, diags);
+  if (!program) return std::nullopt;
+  std::vector<uint32_t> anchors = llo::scheduleProgram(*program, target, &r->schedule);
+  r->llo = printScheduled(r->llo, r->code->lines, *program, anchors);
+  r->code.reset();
   return r;
 }
 
@@ -154,12 +160,11 @@ std::optional<isa::Program> compileModule(const hlo::Module& module, const targe
   auto r = lowerFlattened(module, target, o, diags);
   if (!r) return std::nullopt;
   if (statsOut) *statsOut = r->stats;
-  if (options.schedule == llo::ScheduleMode::List) {
-    std::vector<uint32_t> anchors;
-    llo::ScheduleStats stats;
-    auto assembled = assembleScheduled(module.name(), std::move(r->llo), target, "", anchors, stats, diags);
-    if (!assembled) return std::nullopt;
-    return std::move(assembled->program);
+  if (r->code) {
+    auto program = buildProgram(module.name(), *r, target, "", diags);
+    if (!program) return std::nullopt;
+    llo::scheduleProgram(*program, target);
+    return program;
   }
   // Assemble against the given description: write it as the target file.
   SourceFile file(module.name() + ".llo", std::move(r->llo));

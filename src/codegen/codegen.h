@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -93,8 +94,14 @@ struct CodegenStats {
   uint64_t aliasedBytes = 0;    // results stored in donated arguments (input_output_alias)
 };
 
+struct EmittedCode;  // codegen/emitter.h
+
 struct CodegenResult {
-  std::string llo;  // assembly text (what llo-asm reads)
+  // Assembly text (what llo-asm reads). From lowerModule with a list
+  // schedule: the directives only, up to the `.entry` line; the code is in
+  // `code`, in memory, until generateLlo schedules and prints it.
+  std::string llo;
+  std::shared_ptr<EmittedCode> code;
   CodegenStats stats;
   llo::ScheduleStats schedule;  // zero when not scheduled
 };

@@ -481,6 +481,7 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   vregs_.reset();
   masks_.reset();
   kernelLabel_ = fmt::format("k{}_{}", kernelCount_++, sanitize(in.name()));
+  emitting_ = &in;
   if (residentDepth_ == 0) {  // else a section of the resident fusion's kernel
     kernelHlo_ = in.name();
     kernelOpName_ = in.metadata().opName;
@@ -489,9 +490,8 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   e_.blank();
   if (residentDepth_ == 0) {
     // What the kernel lowers, kept in the .tpu for profiles (docs/ISA.md).
-    std::string opName = metadataText(in.metadata().opName);
-    e_.append(fmt::format(".kernel {} kind=\"{}\" hlo=\"{}\"{}\n", kernelLabel_, metadataText(kind),
-                          metadataText(in.name()), opName.empty() ? "" : fmt::format(" op_name=\"{}\"", opName)));
+    e_.kernel(isa::KernelMeta{kernelLabel_, metadataText(kind), metadataText(in.name()),
+                              metadataText(in.metadata().opName)});
   }
   std::string meta = in.metadata().opName.empty() ? "" : fmt::format(" op_name=\"{}\"", in.metadata().opName);
   e_.comment(fmt::format("{}: {} %{} {}{}", kind, hlo::opcodeName(in.opcode()), in.name(),
@@ -3623,9 +3623,15 @@ std::optional<CodegenResult> Lowerer::run() {
   for (int a : args_) argList += (argList.empty() ? "" : ", ") + bufs_[a].name;
   for (int r : results_) resList += (resList.empty() ? "" : ", ") + bufs_[r].name;
   t += fmt::format(".entry {}({}) -> ({})\n", options_.entryName, argList, resList);
-  t += e_.code();
-  t += "  halt\n";
+  e_.emit(isa::Opcode::Halt, {});
   CodegenResult res;
+  if (options_.schedule == llo::ScheduleMode::None) {
+    t += e_.text();
+  } else {
+    res.code = std::make_shared<EmittedCode>();
+    if (!e_.take(*res.code)) return std::nullopt;
+  }
+  if (failed_) return std::nullopt;
   res.llo = std::move(t);
   res.stats = stats_;
   return res;

@@ -515,7 +515,7 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
   };
   {
     vregs_.setRotating(true);
-    const size_t mark = e_.mark();
+    const auto mark = e_.mark();
     const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
     for (int64_t unroll : {4, 2, 1}) {
       if ((tm / 8) % unroll != 0) continue;

@@ -607,7 +607,7 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   e_.label(lRow);
   {
     // The largest group whose body fits the registers.
-    const size_t mark = e_.mark();
+    const auto mark = e_.mark();
     const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
     for (int64_t g = maxGroup;; g /= 2) {
       setGroup(g);

@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "isa/program.h"
 #include "support/diagnostics.h"
@@ -44,6 +46,35 @@ std::string printLlo(const Program& program);
 // One op as text, e.g. "vadd.f32 v1, v2, 1.5" (no buffer names available
 // without the program: HBM operands print as #N).
 std::string printInstr(const isa::Instr& instr, const Program* program = nullptr);
+
+// A symbol one op names, resolved by whoever builds the program.
+struct OpSymbol {
+  enum Kind : uint8_t { Label, Buffer, Descriptor } kind = Label;
+  uint32_t operand = 0;  // index into the instruction's operands
+  std::string name;
+};
+
+struct ParsedOp {
+  isa::Instr instr;  // operands checked against the isa.def row, defaults filled in
+  std::vector<OpSymbol> refs;  // labels, HBM buffers and DMA descriptors by name (left 0 in instr)
+};
+
+// One op of LLO text on its own, as the assembler reads an op line
+// ("vadd.f32 v1, v2, 1.5", "dma.start d0, x[s3], [s4], sem1"): llo-gen
+// turns each op into a typed instruction when it is emitted. Not
+// thread-safe; reuse one parser for many ops.
+class OpParser {
+ public:
+  OpParser();
+  ~OpParser();
+  // False with `error` (the assembler's message, without a position) when
+  // the text is not one well-formed op.
+  bool parse(std::string_view text, ParsedOp& out, std::string& error);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // printInstr for many ops of one program: its labels are indexed once
 // (printInstr scans them for every label operand).

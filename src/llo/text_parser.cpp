@@ -55,6 +55,9 @@ struct PendingOp {
   Instr instr;
   SourceLocation loc;
   std::vector<LabelRef> labelRefs;
+  // Only when one op is parsed on its own (OpParser): HBM buffers and DMA
+  // descriptors named by the op, resolved by the caller.
+  std::vector<LabelRef> bufferRefs, descRefs;
 };
 
 struct Item {
@@ -67,9 +70,12 @@ struct Item {
 class Parser {
  public:
   Parser(const SourceFile& file, const AsmOptions& options, DiagnosticEngine& diags)
-      : file_(file), options_(options), diags_(diags) {}
+      : file_(&file), options_(options), diags_(diags) {}
 
   std::optional<Assembled> run();
+  // One op and nothing else (OpParser): buffer and descriptor names are
+  // left as references in `op` instead of being looked up.
+  bool parseSingleOp(const SourceFile& file, PendingOp& op);
 
  private:
   // ---- lexing ----
@@ -116,7 +122,7 @@ class Parser {
     const Token& t = peek();
     return t.kind == Tok::Newline || t.kind == Tok::End || (t.kind == Tok::Punct && (t.text == ";" || t.text == "}"));
   }
-  SourceLocation loc(const Token& t) const { return SourceLocation{&file_, t.offset}; }
+  SourceLocation loc(const Token& t) const { return SourceLocation{file_, t.offset}; }
   SourceLocation here() const { return loc(peek()); }
 
   bool error(SourceLocation at, std::string message) {
@@ -171,7 +177,7 @@ class Parser {
   bool resolveTarget();
   bool layOut();
 
-  const SourceFile& file_;
+  const SourceFile* file_;
   const AsmOptions& options_;
   DiagnosticEngine& diags_;
   // A deque: references to tokens stay valid while more are lexed.
@@ -195,6 +201,7 @@ class Parser {
   uint64_t vmemNext_ = 0;
   uint64_t smemNext_ = 0;
   std::vector<SourceLocation> bufferLocs_;
+  bool opMode_ = false;
 };
 
 // ---------------------------------------------------------------- lexing
@@ -211,7 +218,7 @@ bool Parser::lex() {
 // The token at or after s[i] (skipping blanks and comments), i moved past
 // it; End at the end of the file. False (reported) on a lexical error.
 bool Parser::lexOne(size_t& i, Token& out) const {
-  std::string_view s = file_.contents();
+  std::string_view s = file_->contents();
   auto push = [&](Tok kind, size_t start, size_t end) {
     out = Token{};
     out.kind = kind;
@@ -264,7 +271,7 @@ bool Parser::lexOne(size_t& i, Token& out) const {
         }
       }
       if (i < s.size() && isIdentChar(s[i]))
-        return error(SourceLocation{&file_, start}, fmt::format("malformed number '{}'",
+        return error(SourceLocation{file_, start}, fmt::format("malformed number '{}'",
                                                                  s.substr(start, i + 1 - start)));
       Token* t = push(isFloat ? Tok::Float : Tok::Int, start, i);
       std::string text(t->text);
@@ -283,7 +290,7 @@ bool Parser::lexOne(size_t& i, Token& out) const {
     } else if (c == '"') {
       size_t start = i++;
       while (i < s.size() && s[i] != '"' && s[i] != '\n') ++i;
-      if (i >= s.size() || s[i] != '"') return error(SourceLocation{&file_, start}, "unterminated string");
+      if (i >= s.size() || s[i] != '"') return error(SourceLocation{file_, start}, "unterminated string");
       ++i;
       push(Tok::String, start, i);
       return true;
@@ -296,7 +303,7 @@ bool Parser::lexOne(size_t& i, Token& out) const {
           return true;
         }
       if (std::string_view("{}[](),;:=+-*/%&|~@^").find(c) == std::string_view::npos)
-        return error(SourceLocation{&file_, i}, fmt::format("unexpected character '{}'", c));
+        return error(SourceLocation{file_, i}, fmt::format("unexpected character '{}'", c));
       push(Tok::Punct, i, i + 1);
       ++i;
       return true;
@@ -505,7 +512,7 @@ bool Parser::defineName(std::string_view name, SourceLocation at) {
   if (isReservedName(name)) return error(at, fmt::format("'{}' is a reserved name (register or keyword)", name));
   auto [it, inserted] = names_.emplace(std::string(name), at);
   if (!inserted) {
-    LineColumn lc = file_.lineColumn(it->second.offset);
+    LineColumn lc = file_->lineColumn(it->second.offset);
     return error(at, fmt::format("'{}' is already defined at line {}", name, lc.line));
   }
   return true;
@@ -1038,6 +1045,18 @@ bool Parser::parseOperand(const InstrDesc& desc, const OperandDesc& od, PendingO
       return parseAddress(od.kind, o);
     case OperandKind::HbmAddr: {
       if (t.kind != Tok::Ident) return want("an HBM buffer (name or name[offset])");
+      if (opMode_) {
+        op.bufferRefs.push_back(LabelRef{index, std::string(t.text), at});
+        next();
+        o.buffer = 0;
+        o.reg = -1;
+        o.imm = 0;
+        if (isPunct("[") && !parseAddress(OperandKind::HbmAddr, o)) return false;
+        if (o.imm < -(int64_t{1} << 23) || o.imm >= (int64_t{1} << 23))
+          return error(at, fmt::format("HBM offset {} does not fit 24 signed bits; add it to the base register",
+                                       o.imm));
+        return true;
+      }
       auto b = program_.findBuffer(t.text);
       if (!b) return error(at, fmt::format("unknown buffer '{}'", t.text));
       if (program_.buffers[*b].space != MemSpace::Hbm)
@@ -1086,6 +1105,11 @@ bool Parser::parseOperand(const InstrDesc& desc, const OperandDesc& od, PendingO
     }
     case OperandKind::DmaDesc: {
       if (t.kind != Tok::Ident) return want("a DMA descriptor name");
+      if (opMode_) {
+        op.descRefs.push_back(LabelRef{index, std::string(t.text), at});
+        next();
+        return true;
+      }
       for (size_t i = 0; i < program_.dmaDescriptors.size(); ++i)
         if (program_.dmaDescriptors[i].name == t.text) {
           next();
@@ -1240,7 +1264,7 @@ bool Parser::layOut() {
   if (!ok) return false;
   if (std::string e = checkProgramTables(program_, &t); !e.empty()) {
     // Point at the buffer or the file start; table problems name their object.
-    return error(SourceLocation{&file_, 0}, e);
+    return error(SourceLocation{file_, 0}, e);
   }
   for (size_t b = 0; b < program_.bundles.size(); ++b) {
     for (size_t i = 0; i < placed[b].size(); ++i) {
@@ -1272,7 +1296,52 @@ std::optional<Assembled> Parser::run() {
   return Assembled{std::move(program_), std::move(*target_)};
 }
 
+bool Parser::parseSingleOp(const SourceFile& file, PendingOp& op) {
+  file_ = &file;
+  opMode_ = true;
+  tokens_.clear();
+  lexPos_ = 0;
+  lexDone_ = false;
+  pos_ = 0;
+  if (!lex()) return false;
+  if (!parseOp(op)) return false;
+  if (peek().kind != Tok::End)
+    return error(here(), fmt::format("unexpected {} after the instruction", describe(peek())));
+  return true;
+}
+
 }  // namespace
+
+struct OpParser::Impl {
+  SourceFile empty{"<op>", ""};
+  AsmOptions options;
+  DiagnosticEngine diags;
+  Parser parser{empty, options, diags};
+};
+
+OpParser::OpParser() : impl_(std::make_unique<Impl>()) {}
+OpParser::~OpParser() = default;
+
+bool OpParser::parse(std::string_view text, ParsedOp& out, std::string& error) {
+  SourceFile file("<op>", std::string(text));
+  PendingOp op;
+  impl_->diags.clear();
+  bool ok = impl_->parser.parseSingleOp(file, op) && !impl_->diags.hasErrors();
+  if (!ok) {
+    error = impl_->diags.diagnostics().empty() ? std::string("malformed instruction")
+                                               : impl_->diags.diagnostics().front().message;
+    return false;
+  }
+  out.instr = std::move(op.instr);
+  out.refs.clear();
+  auto add = [&](const std::vector<LabelRef>& refs, OpSymbol::Kind kind) {
+    for (const LabelRef& r : refs) out.refs.push_back(OpSymbol{kind, static_cast<uint32_t>(r.operand), r.name});
+  };
+  add(op.labelRefs, OpSymbol::Label);
+  add(op.bufferRefs, OpSymbol::Buffer);
+  add(op.descRefs, OpSymbol::Descriptor);
+  return true;
+}
 
 std::optional<Assembled> assembleLlo(const SourceFile& file, const AsmOptions& options, DiagnosticEngine& diags) {
   size_t before = diags.errorCount();

@@ -139,5 +139,45 @@ TEST(LloText, Int8NeedsTargetSupport) {
   EXPECT_TRUE(r.assembled) << r.error;  // both built-ins have int8 MXUs
 }
 
+// One op parsed on its own is the op the assembler makes of the same line,
+// with buffer, descriptor and label names left as references.
+TEST(OpParser, MatchesTheAssembler) {
+  OpParser parser;
+  ParsedOp op;
+  std::string error;
+  ASSERT_TRUE(parser.parse("vadd.f32 v1, v2, 1.5", op, error)) << error;
+  auto r = assemble(".entry main() -> ()\n  vadd.f32 v1, v2, 1.5\n  halt\n", AsmOptions{"v5e", false, false, {}});
+  ASSERT_TRUE(r.assembled) << r.error;
+  EXPECT_EQ(op.instr, r.assembled->program.bundles[0].instrs[0]);
+  EXPECT_TRUE(op.refs.empty());
+
+  ASSERT_TRUE(parser.parse("dma.h2v d3, [s4], buf[s2 + 64], sem[s5]", op, error)) << error;
+  ASSERT_EQ(op.refs.size(), 2u);
+  EXPECT_EQ(op.refs[0].kind, OpSymbol::Buffer);
+  EXPECT_EQ(op.refs[0].name, "buf");
+  EXPECT_EQ(op.instr.operands[op.refs[0].operand].imm, 64);
+  EXPECT_EQ(op.refs[1].kind, OpSymbol::Descriptor);
+  EXPECT_EQ(op.refs[1].name, "d3");
+
+  ASSERT_TRUE(parser.parse("br.lt s1, 4, top", op, error)) << error;
+  ASSERT_EQ(op.refs.size(), 1u);
+  EXPECT_EQ(op.refs[0].kind, OpSymbol::Label);
+  EXPECT_EQ(op.refs[0].operand, 2u);
+}
+
+TEST(OpParser, ReportsTheAssemblersMessage) {
+  OpParser parser;
+  ParsedOp op;
+  std::string error;
+  EXPECT_FALSE(parser.parse("vadd.f32 v1, v2", op, error));
+  EXPECT_EQ(error, "missing operand 'b' of 'vadd.f32' (usage: vadd.f32 d, a, b)");
+  EXPECT_FALSE(parser.parse("vaddd.f32 v1, v2, v3", op, error));
+  EXPECT_EQ(error, "unknown instruction 'vaddd.f32'");
+  EXPECT_FALSE(parser.parse("sadd s1, s2, 3 4", op, error));
+  EXPECT_EQ(error, "expected ',' or the end of the instruction, found '4'");
+  // A good op after a bad one parses (no state is kept between ops).
+  EXPECT_TRUE(parser.parse("sadd s1, s2, 3", op, error)) << error;
+}
+
 }  // namespace
 }  // namespace tpu::llo
