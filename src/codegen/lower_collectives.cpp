@@ -503,162 +503,229 @@ bool Lowerer::lowerRingCollective(const Instruction& in) {
 
   std::vector<std::vector<int64_t>> groups = deviceGroups(in, R, P);
   std::vector<int64_t> groupOf(static_cast<size_t>(N), -1);
-  int64_t G = -1;
+  int64_t groupSize = -1;
+  bool uneven = false;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     for (int64_t dev : groups[gi]) {
       if (dev < 0 || dev >= N)
-        return fail(in, fmt::format("llo-gen: replica group names device {}, but the pod has {} replica(s) x {} "
-                                    "partition(s)",
-                                    dev, R, P));
+        return fail(in,
+                    fmt::format("llo-gen: replica group names device {}, but the pod has {} replica(s) x {} "
+                                "partition(s)",
+                                dev, R, P));
       if (groupOf[static_cast<size_t>(dev)] < 0) groupOf[static_cast<size_t>(dev)] = static_cast<int64_t>(gi);
     }
-    if (G < 0) G = static_cast<int64_t>(groups[gi].size());
-    else if (G != static_cast<int64_t>(groups[gi].size()))
-      return fail(in, "llo-gen: replica groups of different sizes are not supported");
+    if (groupSize < 0)
+      groupSize = static_cast<int64_t>(groups[gi].size());
+    else if (groupSize != static_cast<int64_t>(groups[gi].size()))
+      uneven = true;
   }
+  if (uneven && op != Opcode::AllReduce && op != Opcode::AllReduceStart)
+    return fail(in, fmt::format("llo-gen: {} over replica groups of different sizes is not supported",
+                                hlo::opcodeName(op)));
   for (int64_t c = 0; c < N; ++c)
     if (groupOf[static_cast<size_t>(c)] < 0)
       return fail(in, fmt::format("llo-gen: replica {}, partition {} is in no replica group", c / P, c % P));
 
-  if ((op == Opcode::AllReduce || op == Opcode::AllReduceStart) && axisAllReduceApplies(in, groups))
+  if (!uneven && (op == Opcode::AllReduce || op == Opcode::AllReduceStart) &&
+      axisAllReduceApplies(in, groups))
     return lowerAxisAllReduce(in);
 
-  // Per chip: [gidx, nextF, nextB, rotF[G], rotB[G]].
-  const int64_t rowWords = 3 + 2 * G;
-  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
-  for (int64_t c = 0; c < N; ++c) {
-    const std::vector<int64_t>& g = groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])];
-    std::vector<int64_t> ring = g;
-    std::stable_sort(ring.begin(), ring.end(), [&](int64_t a, int64_t b) {
-      return snakeIndex(pod_.topology, a) < snakeIndex(pod_.topology, b);
-    });
-    auto gidx = [&](int64_t dev) { return static_cast<int64_t>(std::find(g.begin(), g.end(), dev) - g.begin()); };
-    uint32_t* row = &table[static_cast<size_t>(c * rowWords)];
-    row[0] = static_cast<uint32_t>(gidx(c));
-    for (int d = 0; d < 2; ++d) {
-      // Direction d's ring order and this chip's rank in it.
-      std::vector<int64_t> order = ring;
-      if (d == 1) std::reverse(order.begin(), order.end());
-      int64_t rank = std::find(order.begin(), order.end(), c) - order.begin();
-      row[1 + d] = static_cast<uint32_t>(order[static_cast<size_t>((rank + 1) % G)]);
-      // Global chunk k holds the data block of the group member at ring
-      // position k-1, so the chip at rank r completes its own block.
-      for (int64_t j = 0; j < G; ++j) {
-        int64_t k = (j + rank) % G;
-        row[static_cast<size_t>(3 + d * G + j)] =
-            static_cast<uint32_t>(gidx(order[static_cast<size_t>((k - 1 + G) % G)]));
-      }
-    }
-  }
-  if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
-    return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
-  int tbl = constTable(in, table);
-
-  beginKernel(in, reduce ? (scatterOp ? "reduce-scatter" : "all-reduce") : "all-gather");
-  e_.op("barrier.pod");
-  loadChipRow(tbl, rowWords);
-  const std::vector<int>& outs = leaves_[&in];
-  // Start forms: results follow the operands' leaves (all-gather-start) or
-  // are the leaves (all-reduce-start).
-  size_t outFirst = op == Opcode::AllGatherStart ? outs.size() - static_cast<size_t>(in.operandCount()) : 0;
-  const size_t dim = in.attrs().dimensions.empty() ? 0 : static_cast<size_t>(in.attrs().dimensions[0]);
-  uint64_t hbm = 0;
-  double flops = 0;
-  for (int64_t k = 0; k < in.operandCount(); ++k) {
-    const Instruction* operand = in.operand(k);
-    const int x = leaves_[operand][0];
-    const int y = outs[outFirst + static_cast<size_t>(k)];
-    const Shape& xs = operand->shape();
-    const ElementType t = xs.elementType();
-    const int es = typeInfo(t).bytes;
-    const int64_t n = xs.elementCount().value_or(0);
-    const bool scatter = scatterOp && xs.rank() > 0;  // scalars riding along are all-reduced
-    scratchTop_ = 0;
-    if (n == 0) continue;
-    if (G == 1 || (gather && xs.rank() == 0)) {
-      emitCopy(y, 0, x, 0, {n * es}, {1}, {1}, 1);
-      continue;
-    }
-    RingPlan rp;
-    rp.g = G;
-    rp.type = t;
-    rp.es = es;
-    rp.rowWords = rowWords;
-    // Blocks of the data: all-reduce any split (padded to G blocks);
-    // reduce-scatter and all-gather the blocks along `dim`, made contiguous
-    // ([a, G*blk, b] as [G, a, blk, b]) when dim is not the outermost.
-    int64_t a = 1, inner = 1;
-    if ((scatter || gather) && xs.rank() > 0) {
-      if (dim >= static_cast<size_t>(xs.rank())) return fail(in, "llo-gen: collective dimension out of range");
-      for (size_t i = 0; i < dim; ++i) a *= xs.dimension(static_cast<int64_t>(i));
-      for (size_t i = dim + 1; i < static_cast<size_t>(xs.rank()); ++i) inner *= xs.dimension(static_cast<int64_t>(i));
-    }
-    if (gather) {
-      rp.c = n;
-    } else if (scatter && xs.rank() > 0) {
-      if (xs.dimension(static_cast<int64_t>(dim)) % G != 0)
-        return fail(in, fmt::format("llo-gen: dimension {} of size {} does not split into {} shards", dim,
-                                    xs.dimension(static_cast<int64_t>(dim)), G));
-      rp.c = n / G;
-    } else {
-      rp.c = (n + G - 1) / G;
-    }
-    rp.cf = (rp.c + 1) / 2;
-    const int64_t blockBytes = rp.c * es;
-    const int64_t blk = (scatter || gather) && xs.rank() > 0 ? (gather ? xs.dimension(static_cast<int64_t>(dim))
-                                                                       : xs.dimension(static_cast<int64_t>(dim)) / G)
-                                                             : 0;
-    if (gather) {
-      // y is [a, G*blk, inner]; blocks go to [G, a, blk, inner] first when a > 1.
-      int yb = a > 1 ? tempBuf(t, {G * n}) : y;
-      if (!ringAllGather(in, rp, x, 0, yb)) return false;
-      if (a > 1)
-        emitCopy(y, 0, yb, 0, {G, a, blk * inner * es}, {blk * inner * es, G * blk * inner * es, 1},
-                 {a * blk * inner * es, blk * inner * es, 1}, 1);
-      hbm += static_cast<uint64_t>(2 * G * n * es);
-      continue;
-    }
-    // Reducing: the operand as G contiguous blocks of C.
-    int xb = x;
-    if (scatter && a > 1) {
-      xb = tempBuf(t, {n});
-      emitCopy(xb, 0, x, 0, {a, G, blk * inner * es}, {blk * inner * es, a * blk * inner * es, 1},
-               {G * blk * inner * es, blk * inner * es, 1}, 1);
-    } else if (!scatter && rp.c * G != n) {
-      xb = tempBuf(t, {G * rp.c});
-      if (!fillZero(xb, G * rp.c, t)) return false;
-      emitCopy(xb, 0, x, 0, {n * es}, {1}, {1}, 1);
-    }
-    int w = tempBuf(t, {G * rp.c}), r = tempBuf(t, {(G - 1) * rp.c});
-    {
-      // The rotation: local block j of each half is data block rot[j].
-      PoolGuard guard({&sregs_});
-      int issued = 0;
+  // Per chip: [gidx, nextF, nextB, rotF[G], rotB[G]]; rows of the chips
+  // whose group has G members (the others stay 0).
+  auto tableFor = [&](const int64_t G) {
+    const int64_t rowWords = 3 + 2 * G;
+    std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
+    for (int64_t c = 0; c < N; ++c) {
+      const std::vector<int64_t>& g = groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])];
+      if (static_cast<int64_t>(g.size()) != G) continue;
+      std::vector<int64_t> ring = g;
+      std::stable_sort(ring.begin(), ring.end(), [&](int64_t a, int64_t b) {
+        return snakeIndex(pod_.topology, a) < snakeIndex(pod_.topology, b);
+      });
+      auto gidx = [&](int64_t dev) {
+        return static_cast<int64_t>(std::find(g.begin(), g.end(), dev) - g.begin());
+      };
+      uint32_t* row = &table[static_cast<size_t>(c * rowWords)];
+      row[0] = static_cast<uint32_t>(gidx(c));
       for (int d = 0; d < 2; ++d) {
-        if (rp.halfElems(d) == 0) continue;
-        std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * es), {});
+        // Direction d's ring order and this chip's rank in it.
+        std::vector<int64_t> order = ring;
+        if (d == 1) std::reverse(order.begin(), order.end());
+        int64_t rank = std::find(order.begin(), order.end(), c) - order.begin();
+        row[1 + d] = static_cast<uint32_t>(order[static_cast<size_t>((rank + 1) % G)]);
+        // Global chunk k holds the data block of the group member at ring
+        // position k-1, so the chip at rank r completes its own block.
         for (int64_t j = 0; j < G; ++j) {
-          PoolGuard inner2({&sregs_});
-          int ss = blockAddress(xb, rp.halfOff(d), rp.rotWord(d, j), blockBytes), sd = sreg();
-          e_.op("smov {}, {}", S(sd), base(w) + j * blockBytes + rp.halfOff(d));
-          e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", w, xb), desc, memRef(w, S(sd)), memRef(xb, S(ss)));
-          ++issued;
+          int64_t k = (j + rank) % G;
+          row[static_cast<size_t>(3 + d * G + j)] =
+              static_cast<uint32_t>(gidx(order[static_cast<size_t>((k - 1 + G) % G)]));
         }
       }
-      if (issued > 0) e_.op("sem.wait sem0, {}", issued);
     }
-    if (!ringReduceScatter(in, rp, *reducer, w, r)) return false;
-    flops += static_cast<double>((G - 1) * rp.c);
-    if (scatter) {
-      emitCopy(y, 0, w, blockBytes, {blockBytes}, {1}, {1}, 1);
-      hbm += static_cast<uint64_t>(4 * G * blockBytes);
-      continue;
+    return table;
+  };
+  // The ring code for groups of G members, after their table row is loaded.
+  uint64_t hbm = 0;
+  double flops = 0;
+  auto emitOperands = [&](const int64_t G, const int64_t rowWords) -> bool {
+    const std::vector<int>& outs = leaves_[&in];
+    // Start forms: results follow the operands' leaves (all-gather-start) or
+    // are the leaves (all-reduce-start).
+    size_t outFirst = op == Opcode::AllGatherStart ? outs.size() - static_cast<size_t>(in.operandCount()) : 0;
+    const size_t dim = in.attrs().dimensions.empty() ? 0 : static_cast<size_t>(in.attrs().dimensions[0]);
+    for (int64_t k = 0; k < in.operandCount(); ++k) {
+      const Instruction* operand = in.operand(k);
+      const int x = leaves_[operand][0];
+      const int y = outs[outFirst + static_cast<size_t>(k)];
+      const Shape& xs = operand->shape();
+      const ElementType t = xs.elementType();
+      const int es = typeInfo(t).bytes;
+      const int64_t n = xs.elementCount().value_or(0);
+      const bool scatter = scatterOp && xs.rank() > 0;  // scalars riding along are all-reduced
+      scratchTop_ = 0;
+      if (n == 0) continue;
+      if (G == 1 || (gather && xs.rank() == 0)) {
+        emitCopy(y, 0, x, 0, {n * es}, {1}, {1}, 1);
+        continue;
+      }
+      RingPlan rp;
+      rp.g = G;
+      rp.type = t;
+      rp.es = es;
+      rp.rowWords = rowWords;
+      // Blocks of the data: all-reduce any split (padded to G blocks);
+      // reduce-scatter and all-gather the blocks along `dim`, made contiguous
+      // ([a, G*blk, b] as [G, a, blk, b]) when dim is not the outermost.
+      int64_t a = 1, inner = 1;
+      if ((scatter || gather) && xs.rank() > 0) {
+        if (dim >= static_cast<size_t>(xs.rank()))
+          return fail(in, "llo-gen: collective dimension out of range");
+        for (size_t i = 0; i < dim; ++i) a *= xs.dimension(static_cast<int64_t>(i));
+        for (size_t i = dim + 1; i < static_cast<size_t>(xs.rank()); ++i)
+          inner *= xs.dimension(static_cast<int64_t>(i));
+      }
+      if (gather) {
+        rp.c = n;
+      } else if (scatter && xs.rank() > 0) {
+        if (xs.dimension(static_cast<int64_t>(dim)) % G != 0)
+          return fail(in, fmt::format("llo-gen: dimension {} of size {} does not split into {} shards", dim,
+                                      xs.dimension(static_cast<int64_t>(dim)), G));
+        rp.c = n / G;
+      } else {
+        rp.c = (n + G - 1) / G;
+      }
+      rp.cf = (rp.c + 1) / 2;
+      const int64_t blockBytes = rp.c * es;
+      const int64_t blk = (scatter || gather) && xs.rank() > 0
+                              ? (gather ? xs.dimension(static_cast<int64_t>(dim))
+                                        : xs.dimension(static_cast<int64_t>(dim)) / G)
+                              : 0;
+      if (gather) {
+        // y is [a, G*blk, inner]; blocks go to [G, a, blk, inner] first when a > 1.
+        int yb = a > 1 ? tempBuf(t, {G * n}) : y;
+        if (!ringAllGather(in, rp, x, 0, yb)) return false;
+        if (a > 1)
+          emitCopy(y, 0, yb, 0, {G, a, blk * inner * es}, {blk * inner * es, G * blk * inner * es, 1},
+                   {a * blk * inner * es, blk * inner * es, 1}, 1);
+        hbm += static_cast<uint64_t>(2 * G * n * es);
+        continue;
+      }
+      // Reducing: the operand as G contiguous blocks of C.
+      int xb = x;
+      if (scatter && a > 1) {
+        xb = tempBuf(t, {n});
+        emitCopy(xb, 0, x, 0, {a, G, blk * inner * es}, {blk * inner * es, a * blk * inner * es, 1},
+                 {G * blk * inner * es, blk * inner * es, 1}, 1);
+      } else if (!scatter && rp.c * G != n) {
+        xb = tempBuf(t, {G * rp.c});
+        if (!fillZero(xb, G * rp.c, t)) return false;
+        emitCopy(xb, 0, x, 0, {n * es}, {1}, {1}, 1);
+      }
+      int w = tempBuf(t, {G * rp.c}), r = tempBuf(t, {(G - 1) * rp.c});
+      {
+        // The rotation: local block j of each half is data block rot[j].
+        PoolGuard guard({&sregs_});
+        int issued = 0;
+        for (int d = 0; d < 2; ++d) {
+          if (rp.halfElems(d) == 0) continue;
+          std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * es), {});
+          for (int64_t j = 0; j < G; ++j) {
+            PoolGuard inner2({&sregs_});
+            int ss = blockAddress(xb, rp.halfOff(d), rp.rotWord(d, j), blockBytes), sd = sreg();
+            e_.op("smov {}, {}", S(sd), base(w) + j * blockBytes + rp.halfOff(d));
+            e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", w, xb), desc, memRef(w, S(sd)), memRef(xb, S(ss)));
+            ++issued;
+          }
+        }
+        if (issued > 0) e_.op("sem.wait sem0, {}", issued);
+      }
+      if (!ringReduceScatter(in, rp, *reducer, w, r)) return false;
+      flops += static_cast<double>((G - 1) * rp.c);
+      if (scatter) {
+        emitCopy(y, 0, w, blockBytes, {blockBytes}, {1}, {1}, 1);
+        hbm += static_cast<uint64_t>(4 * G * blockBytes);
+        continue;
+      }
+      int yb = rp.c * G != n ? tempBuf(t, {G * rp.c}) : y;
+      if (!ringAllGather(in, rp, w, blockBytes, yb)) return false;
+      if (yb != y) emitCopy(y, 0, yb, 0, {n * es}, {1}, {1}, 1);
+      hbm += static_cast<uint64_t>(6 * G * blockBytes);
     }
-    int yb = rp.c * G != n ? tempBuf(t, {G * rp.c}) : y;
-    if (!ringAllGather(in, rp, w, blockBytes, yb)) return false;
-    if (yb != y) emitCopy(y, 0, yb, 0, {n * es}, {1}, {1}, 1);
-    hbm += static_cast<uint64_t>(6 * G * blockBytes);
+    return true;
+  };
+  if (!uneven) {
+    const int64_t G = groupSize;
+    const int64_t rowWords = 3 + 2 * G;
+    if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
+      return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
+    int tbl = constTable(in, tableFor(G));
+    beginKernel(in, reduce ? (scatterOp ? "reduce-scatter" : "all-reduce") : "all-gather");
+    e_.op("barrier.pod");
+    loadChipRow(tbl, rowWords);
+    if (!emitOperands(G, rowWords)) return false;
+    endKernel(flops, hbm, 0);
+    return !failed_;
   }
+  // All-reduce over groups of different sizes: each group its own ring. A
+  // table gives each chip its group's size class; each class has its ring
+  // code and table, and a chip branches to its class's.
+  std::vector<int64_t> sizes;
+  for (const auto& g : groups) sizes.push_back(static_cast<int64_t>(g.size()));
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  std::vector<uint32_t> classes(static_cast<size_t>(N), 0);
+  for (int64_t c = 0; c < N; ++c) {
+    const int64_t size =
+        static_cast<int64_t>(groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])].size());
+    classes[static_cast<size_t>(c)] =
+        static_cast<uint32_t>(std::find(sizes.begin(), sizes.end(), size) - sizes.begin());
+  }
+  std::vector<int> tables;
+  for (int64_t size : sizes) {
+    if (static_cast<uint64_t>((3 + 2 * size) * 4) > target_.memory.smemBytes)
+      return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
+    tables.push_back(constTable(in, tableFor(size)));
+  }
+  int classTable = constTable(in, classes);
+  beginKernel(in, "all-reduce");
+  e_.op("barrier.pod");
+  loadChipRow(classTable, 1);
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < sizes.size(); ++i) labels.push_back(e_.newLabel(fmt::format("ring{}", sizes[i])));
+  const std::string done = e_.newLabel("rings_done");
+  {
+    PoolGuard guard({&sregs_});
+    int cls = rowWord(0);
+    for (size_t i = 1; i < sizes.size(); ++i) e_.op("br.eq {}, {}, {}", S(cls), i, labels[i]);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    e_.label(labels[i]);
+    const int64_t rowWords = 3 + 2 * sizes[i];
+    loadChipRow(tables[i], rowWords);
+    if (!emitOperands(sizes[i], rowWords)) return false;
+    if (i + 1 < sizes.size()) e_.op("jmp {}", done);
+  }
+  e_.label(done);
   endKernel(flops, hbm, 0);
   return !failed_;
 }
