@@ -1,5 +1,6 @@
-// Pod benchmark (issue 15 point 7). Three figures:
-//  1. llo-gen's all-reduce of 64 MiB (f32) over 8 v5e chips (2x4), against
+// Pod benchmark (issue 15 points 3 and 7). Three figures:
+//  1. llo-gen's all-reduce of 64 MiB (f32) over 8 v5e chips (2x4) and 16
+//     (4x4), as one snake ring and as rings along each torus axis, against
 //     the ICI bound 2(N-1)/N * bytes / link bandwidth (target: >= 85%);
 //  2. a 2-layer Megatron-style MLP (bf16, x[512,1024] -> 65536 -> 1024,
 //     relu) on one chip against the same MLP split 4 ways (the first layer
@@ -16,8 +17,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <memory>
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "codegen/codegen.h"
 #include "hlo/io/hlo_io.h"
@@ -127,7 +129,8 @@ void printDiags(const tpu::DiagnosticEngine& diags) {
 
 // Compiles `hlo` with llo-gen for its pod and simulates it (zero inputs:
 // timing does not depend on data). Returns the pod's cycles, or 0.
-uint64_t compileAndRun(const char* name, const char* hlo, const std::string& topology, double* hostSeconds) {
+uint64_t compileAndRun(const char* name, const char* hlo, const std::string& topology, double* hostSeconds,
+                       bool axisRings = true) {
   using namespace tpu;
   DiagnosticEngine diags;
   auto file = std::make_shared<SourceFile>(name, hlo);
@@ -139,6 +142,8 @@ uint64_t compileAndRun(const char* name, const char* hlo, const std::string& top
   options.replicas = R;
   options.partitions = P;
   options.topology = topology;
+  options.allReduceRings = axisRings ? codegen::CodegenOptions::AllReduceRings::Axes
+                                     : codegen::CodegenOptions::AllReduceRings::Snake;
   auto program = codegen::compileModule(*m.module, *target, options, diags);
   if (!program) return printDiags(diags), 0;
   auto topo = topology.empty() ? target::defaultTopology(*target, static_cast<int>(R * P), diags)
@@ -165,15 +170,30 @@ int main() {
     auto target = target::loadTarget("v5e", d);
     if (!target) return 1;
     const double clock = target->clockHz, bw = target->ici.bytesPerSecondPerLink;
-    double host = 0;
-    uint64_t cycles = compileAndRun("ar64.hlo", kAllReduce, "2x4", &host);
-    if (cycles == 0) return 1;
-    const double n = 8, bytes = 64.0 * (1 << 20);
-    double seconds = static_cast<double>(cycles) / clock, bound = 2 * (n - 1) / n * bytes / bw;
-    fmt::print("llo-gen all-reduce, 64 MiB f32 over 8 chips (2x4 v5e, bidirectional rings)\n");
-    fmt::print("  simulated time        {:.3f} ms ({} cycles; host {:.2f} s)\n", seconds * 1e3, cycles, host);
-    fmt::print("  ICI bound 2(N-1)/N*bytes/link_bw = {:.3f} ms -> {:.1f}% of the bound\n", bound * 1e3,
-               100 * bound / seconds);
+    // The snake ring (one bidirectional ring through every chip) against
+    // rings along each torus axis (reduce-scatter + all-gather per axis,
+    // two halves of the data taking the axes in opposite orders at once).
+    const double bytes = 64.0 * (1 << 20);
+    struct Slice {
+      const char* topology;
+      int chips;
+    };
+    for (Slice slice : {Slice{"2x4", 8}, Slice{"4x4", 16}}) {
+      std::string hlo = kAllReduce;
+      if (slice.chips != 8) hlo.replace(hlo.find("replica_count=8"), 15, fmt::format("replica_count={}", slice.chips));
+      const double n = slice.chips, bound = 2 * (n - 1) / n * bytes / bw;
+      fmt::print("llo-gen all-reduce, 64 MiB f32 over {} chips ({} v5e)\n", slice.chips, slice.topology);
+      for (bool axisRings : {false, true}) {
+        double host = 0;
+        uint64_t cycles = compileAndRun("ar64.hlo", hlo.c_str(), slice.topology, &host, axisRings);
+        if (cycles == 0) return 1;
+        double seconds = static_cast<double>(cycles) / clock;
+        fmt::print("  {:<26} {:.3f} ms ({} cycles; host {:.2f} s) -> {:.1f}% of the ICI bound\n",
+                   axisRings ? "rings along each axis" : "one snake ring", seconds * 1e3, cycles, host,
+                   100 * bound / seconds);
+      }
+      fmt::print("  ICI bound 2(N-1)/N*bytes/link_bw = {:.3f} ms\n", bound * 1e3);
+    }
     double host1 = 0, host4 = 0;
     uint64_t one = compileAndRun("mlp1.hlo", kMlp1, "", &host1);
     uint64_t four = compileAndRun("mlp4.hlo", kMlp4, "2x2", &host4);

@@ -51,6 +51,12 @@ int main(int argc, char** argv) {
   tool.cli().add_option("--topology", topology,
                         "Pods: the slice the chips sit on, like 2x4 or 2x2x2 (default: the target's most square "
                         "slice); it orders the collectives' rings");
+  std::string allReduce = "auto";
+  tool.cli()
+      .add_option("--all-reduce", allReduce,
+                  "Pods: all-reduce over every chip as rings along each torus axis (axes), one snake ring "
+                  "through all chips (snake), or axes when every long axis has 4 chips or more (auto, default)")
+      ->check(CLI::IsMember({"auto", "snake", "axes"}));
   return tool.run(argc, argv, [&](tpu::Tool& t) -> int {
     auto input = t.readInput();
     if (!input) return tpu::kExitFailure;
@@ -67,6 +73,8 @@ int main(int argc, char** argv) {
     options.partitions = partitions;
     options.topology = topology;
     options.physicalEdges = physicalEdges;
+    if (allReduce == "snake") options.allReduceRings = tpu::codegen::CodegenOptions::AllReduceRings::Snake;
+    if (allReduce == "axes") options.allReduceRings = tpu::codegen::CodegenOptions::AllReduceRings::Axes;
     if (precision == "default") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Default;
     if (precision == "high") options.f32DotPrecision = tpu::codegen::F32DotPrecision::High;
     if (precision == "highest") options.f32DotPrecision = tpu::codegen::F32DotPrecision::Highest;

@@ -503,158 +503,536 @@ bool Lowerer::lowerRingCollective(const Instruction& in) {
 
   std::vector<std::vector<int64_t>> groups = deviceGroups(in, R, P);
   std::vector<int64_t> groupOf(static_cast<size_t>(N), -1);
-  int64_t G = -1;
+  int64_t groupSize = -1;
+  bool uneven = false;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     for (int64_t dev : groups[gi]) {
       if (dev < 0 || dev >= N)
-        return fail(in, fmt::format("llo-gen: replica group names device {}, but the pod has {} replica(s) x {} "
-                                    "partition(s)",
-                                    dev, R, P));
+        return fail(in,
+                    fmt::format("llo-gen: replica group names device {}, but the pod has {} replica(s) x {} "
+                                "partition(s)",
+                                dev, R, P));
       if (groupOf[static_cast<size_t>(dev)] < 0) groupOf[static_cast<size_t>(dev)] = static_cast<int64_t>(gi);
     }
-    if (G < 0) G = static_cast<int64_t>(groups[gi].size());
-    else if (G != static_cast<int64_t>(groups[gi].size()))
-      return fail(in, "llo-gen: replica groups of different sizes are not supported");
+    if (groupSize < 0)
+      groupSize = static_cast<int64_t>(groups[gi].size());
+    else if (groupSize != static_cast<int64_t>(groups[gi].size()))
+      uneven = true;
   }
+  if (uneven && op != Opcode::AllReduce && op != Opcode::AllReduceStart)
+    return fail(in, fmt::format("llo-gen: {} over replica groups of different sizes is not supported",
+                                hlo::opcodeName(op)));
   for (int64_t c = 0; c < N; ++c)
     if (groupOf[static_cast<size_t>(c)] < 0)
       return fail(in, fmt::format("llo-gen: replica {}, partition {} is in no replica group", c / P, c % P));
 
-  // Per chip: [gidx, nextF, nextB, rotF[G], rotB[G]].
-  const int64_t rowWords = 3 + 2 * G;
-  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
-  for (int64_t c = 0; c < N; ++c) {
-    const std::vector<int64_t>& g = groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])];
-    std::vector<int64_t> ring = g;
-    std::stable_sort(ring.begin(), ring.end(), [&](int64_t a, int64_t b) {
-      return snakeIndex(pod_.topology, a) < snakeIndex(pod_.topology, b);
-    });
-    auto gidx = [&](int64_t dev) { return static_cast<int64_t>(std::find(g.begin(), g.end(), dev) - g.begin()); };
-    uint32_t* row = &table[static_cast<size_t>(c * rowWords)];
-    row[0] = static_cast<uint32_t>(gidx(c));
-    for (int d = 0; d < 2; ++d) {
-      // Direction d's ring order and this chip's rank in it.
-      std::vector<int64_t> order = ring;
-      if (d == 1) std::reverse(order.begin(), order.end());
-      int64_t rank = std::find(order.begin(), order.end(), c) - order.begin();
-      row[1 + d] = static_cast<uint32_t>(order[static_cast<size_t>((rank + 1) % G)]);
-      // Global chunk k holds the data block of the group member at ring
-      // position k-1, so the chip at rank r completes its own block.
-      for (int64_t j = 0; j < G; ++j) {
-        int64_t k = (j + rank) % G;
-        row[static_cast<size_t>(3 + d * G + j)] =
-            static_cast<uint32_t>(gidx(order[static_cast<size_t>((k - 1 + G) % G)]));
+  if (!uneven && (op == Opcode::AllReduce || op == Opcode::AllReduceStart) &&
+      axisAllReduceApplies(in, groups))
+    return lowerAxisAllReduce(in);
+
+  // Per chip: [gidx, nextF, nextB, rotF[G], rotB[G]]; rows of the chips
+  // whose group has G members (the others stay 0).
+  auto tableFor = [&](const int64_t G) {
+    const int64_t rowWords = 3 + 2 * G;
+    std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
+    for (int64_t c = 0; c < N; ++c) {
+      const std::vector<int64_t>& g = groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])];
+      if (static_cast<int64_t>(g.size()) != G) continue;
+      std::vector<int64_t> ring = g;
+      std::stable_sort(ring.begin(), ring.end(), [&](int64_t a, int64_t b) {
+        return snakeIndex(pod_.topology, a) < snakeIndex(pod_.topology, b);
+      });
+      auto gidx = [&](int64_t dev) {
+        return static_cast<int64_t>(std::find(g.begin(), g.end(), dev) - g.begin());
+      };
+      uint32_t* row = &table[static_cast<size_t>(c * rowWords)];
+      row[0] = static_cast<uint32_t>(gidx(c));
+      for (int d = 0; d < 2; ++d) {
+        // Direction d's ring order and this chip's rank in it.
+        std::vector<int64_t> order = ring;
+        if (d == 1) std::reverse(order.begin(), order.end());
+        int64_t rank = std::find(order.begin(), order.end(), c) - order.begin();
+        row[1 + d] = static_cast<uint32_t>(order[static_cast<size_t>((rank + 1) % G)]);
+        // Global chunk k holds the data block of the group member at ring
+        // position k-1, so the chip at rank r completes its own block.
+        for (int64_t j = 0; j < G; ++j) {
+          int64_t k = (j + rank) % G;
+          row[static_cast<size_t>(3 + d * G + j)] =
+              static_cast<uint32_t>(gidx(order[static_cast<size_t>((k - 1 + G) % G)]));
+        }
       }
     }
+    return table;
+  };
+  // The ring code for groups of G members, after their table row is loaded.
+  uint64_t hbm = 0;
+  double flops = 0;
+  auto emitOperands = [&](const int64_t G, const int64_t rowWords) -> bool {
+    const std::vector<int>& outs = leaves_[&in];
+    // Start forms: results follow the operands' leaves (all-gather-start) or
+    // are the leaves (all-reduce-start).
+    size_t outFirst = op == Opcode::AllGatherStart ? outs.size() - static_cast<size_t>(in.operandCount()) : 0;
+    const size_t dim = in.attrs().dimensions.empty() ? 0 : static_cast<size_t>(in.attrs().dimensions[0]);
+    for (int64_t k = 0; k < in.operandCount(); ++k) {
+      const Instruction* operand = in.operand(k);
+      const int x = leaves_[operand][0];
+      const int y = outs[outFirst + static_cast<size_t>(k)];
+      const Shape& xs = operand->shape();
+      const ElementType t = xs.elementType();
+      const int es = typeInfo(t).bytes;
+      const int64_t n = xs.elementCount().value_or(0);
+      const bool scatter = scatterOp && xs.rank() > 0;  // scalars riding along are all-reduced
+      scratchTop_ = 0;
+      if (n == 0) continue;
+      if (G == 1 || (gather && xs.rank() == 0)) {
+        emitCopy(y, 0, x, 0, {n * es}, {1}, {1}, 1);
+        continue;
+      }
+      RingPlan rp;
+      rp.g = G;
+      rp.type = t;
+      rp.es = es;
+      rp.rowWords = rowWords;
+      // Blocks of the data: all-reduce any split (padded to G blocks);
+      // reduce-scatter and all-gather the blocks along `dim`, made contiguous
+      // ([a, G*blk, b] as [G, a, blk, b]) when dim is not the outermost.
+      int64_t a = 1, inner = 1;
+      if ((scatter || gather) && xs.rank() > 0) {
+        if (dim >= static_cast<size_t>(xs.rank()))
+          return fail(in, "llo-gen: collective dimension out of range");
+        for (size_t i = 0; i < dim; ++i) a *= xs.dimension(static_cast<int64_t>(i));
+        for (size_t i = dim + 1; i < static_cast<size_t>(xs.rank()); ++i)
+          inner *= xs.dimension(static_cast<int64_t>(i));
+      }
+      if (gather) {
+        rp.c = n;
+      } else if (scatter && xs.rank() > 0) {
+        if (xs.dimension(static_cast<int64_t>(dim)) % G != 0)
+          return fail(in, fmt::format("llo-gen: dimension {} of size {} does not split into {} shards", dim,
+                                      xs.dimension(static_cast<int64_t>(dim)), G));
+        rp.c = n / G;
+      } else {
+        rp.c = (n + G - 1) / G;
+      }
+      rp.cf = (rp.c + 1) / 2;
+      const int64_t blockBytes = rp.c * es;
+      const int64_t blk = (scatter || gather) && xs.rank() > 0
+                              ? (gather ? xs.dimension(static_cast<int64_t>(dim))
+                                        : xs.dimension(static_cast<int64_t>(dim)) / G)
+                              : 0;
+      if (gather) {
+        // y is [a, G*blk, inner]; blocks go to [G, a, blk, inner] first when a > 1.
+        int yb = a > 1 ? tempBuf(t, {G * n}) : y;
+        if (!ringAllGather(in, rp, x, 0, yb)) return false;
+        if (a > 1)
+          emitCopy(y, 0, yb, 0, {G, a, blk * inner * es}, {blk * inner * es, G * blk * inner * es, 1},
+                   {a * blk * inner * es, blk * inner * es, 1}, 1);
+        hbm += static_cast<uint64_t>(2 * G * n * es);
+        continue;
+      }
+      // Reducing: the operand as G contiguous blocks of C.
+      int xb = x;
+      if (scatter && a > 1) {
+        xb = tempBuf(t, {n});
+        emitCopy(xb, 0, x, 0, {a, G, blk * inner * es}, {blk * inner * es, a * blk * inner * es, 1},
+                 {G * blk * inner * es, blk * inner * es, 1}, 1);
+      } else if (!scatter && rp.c * G != n) {
+        xb = tempBuf(t, {G * rp.c});
+        if (!fillZero(xb, G * rp.c, t)) return false;
+        emitCopy(xb, 0, x, 0, {n * es}, {1}, {1}, 1);
+      }
+      int w = tempBuf(t, {G * rp.c}), r = tempBuf(t, {(G - 1) * rp.c});
+      {
+        // The rotation: local block j of each half is data block rot[j].
+        PoolGuard guard({&sregs_});
+        int issued = 0;
+        for (int d = 0; d < 2; ++d) {
+          if (rp.halfElems(d) == 0) continue;
+          std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * es), {});
+          for (int64_t j = 0; j < G; ++j) {
+            PoolGuard inner2({&sregs_});
+            int ss = blockAddress(xb, rp.halfOff(d), rp.rotWord(d, j), blockBytes), sd = sreg();
+            e_.op("smov {}, {}", S(sd), base(w) + j * blockBytes + rp.halfOff(d));
+            e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", w, xb), desc, memRef(w, S(sd)), memRef(xb, S(ss)));
+            ++issued;
+          }
+        }
+        if (issued > 0) e_.op("sem.wait sem0, {}", issued);
+      }
+      if (!ringReduceScatter(in, rp, *reducer, w, r)) return false;
+      flops += static_cast<double>((G - 1) * rp.c);
+      if (scatter) {
+        emitCopy(y, 0, w, blockBytes, {blockBytes}, {1}, {1}, 1);
+        hbm += static_cast<uint64_t>(4 * G * blockBytes);
+        continue;
+      }
+      int yb = rp.c * G != n ? tempBuf(t, {G * rp.c}) : y;
+      if (!ringAllGather(in, rp, w, blockBytes, yb)) return false;
+      if (yb != y) emitCopy(y, 0, yb, 0, {n * es}, {1}, {1}, 1);
+      hbm += static_cast<uint64_t>(6 * G * blockBytes);
+    }
+    return true;
+  };
+  if (!uneven) {
+    const int64_t G = groupSize;
+    const int64_t rowWords = 3 + 2 * G;
+    if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
+      return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
+    int tbl = constTable(in, tableFor(G));
+    beginKernel(in, reduce ? (scatterOp ? "reduce-scatter" : "all-reduce") : "all-gather");
+    e_.op("barrier.pod");
+    loadChipRow(tbl, rowWords);
+    if (!emitOperands(G, rowWords)) return false;
+    endKernel(flops, hbm, 0);
+    return !failed_;
+  }
+  // All-reduce over groups of different sizes: each group its own ring. A
+  // table gives each chip its group's size class; each class has its ring
+  // code and table, and a chip branches to its class's.
+  std::vector<int64_t> sizes;
+  for (const auto& g : groups) sizes.push_back(static_cast<int64_t>(g.size()));
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  std::vector<uint32_t> classes(static_cast<size_t>(N), 0);
+  for (int64_t c = 0; c < N; ++c) {
+    const int64_t size =
+        static_cast<int64_t>(groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])].size());
+    classes[static_cast<size_t>(c)] =
+        static_cast<uint32_t>(std::find(sizes.begin(), sizes.end(), size) - sizes.begin());
+  }
+  std::vector<int> tables;
+  for (int64_t size : sizes) {
+    if (static_cast<uint64_t>((3 + 2 * size) * 4) > target_.memory.smemBytes)
+      return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
+    tables.push_back(constTable(in, tableFor(size)));
+  }
+  int classTable = constTable(in, classes);
+  beginKernel(in, "all-reduce");
+  e_.op("barrier.pod");
+  loadChipRow(classTable, 1);
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < sizes.size(); ++i) labels.push_back(e_.newLabel(fmt::format("ring{}", sizes[i])));
+  const std::string done = e_.newLabel("rings_done");
+  {
+    PoolGuard guard({&sregs_});
+    int cls = rowWord(0);
+    for (size_t i = 1; i < sizes.size(); ++i) e_.op("br.eq {}, {}, {}", S(cls), i, labels[i]);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    e_.label(labels[i]);
+    const int64_t rowWords = 3 + 2 * sizes[i];
+    loadChipRow(tables[i], rowWords);
+    if (!emitOperands(sizes[i], rowWords)) return false;
+    if (i + 1 < sizes.size()) e_.op("jmp {}", done);
+  }
+  e_.label(done);
+  endKernel(flops, hbm, 0);
+  return !failed_;
+}
+
+// ============================================================ axis rings
+
+// One ring of a multi-axis all-reduce phase: its geometry, where its table
+// words start in the chip's row ([coordinate, nextF, nextB, rotF[G],
+// rotB[G]], as a RingPlan's row), its semaphore base (sent = sem + 2 d,
+// arrivals = sem + 2 d + 1 for direction d), and its buffers: reduce-
+// scatter w (G blocks, rotated) and r (G-1 arrivals); all-gather the source
+// block at src + srcOff and the G blocks at y + yOff.
+struct Lowerer::RingLane {
+  RingPlan rp;
+  int64_t word = 0;
+  int sem = 16;
+  int w = -1, r = -1;
+  int src = -1;
+  int64_t srcOff = 0;
+  int y = -1;
+  int64_t yOff = 0;
+};
+
+// The lanes' reduce-scatters in lockstep: step s of every lane that still
+// has one sends, then waits, then adds (as ringReduceScatter, one lane).
+bool Lowerer::lanesReduceScatter(const std::vector<RingLane>& lanes, const Computation& reducer) {
+  int64_t steps = 0;
+  for (const RingLane& l : lanes) steps = std::max(steps, l.rp.g - 1);
+  for (int64_t s = 0; s < steps; ++s) {
+    for (const RingLane& l : lanes) {
+      const RingPlan& rp = l.rp;
+      const int64_t G = rp.g, blockBytes = rp.c * rp.es;
+      if (s + 1 >= G) continue;
+      for (int d = 0; d < 2; ++d) {
+        if (rp.halfElems(d) == 0) continue;
+        PoolGuard guard({&sregs_});
+        std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * rp.es), {});
+        int next = rowWord(l.word + 1 + d), sd = sreg(), ss = sreg();
+        e_.op("smov {}, {}", S(sd), base(l.r) + s * blockBytes + rp.halfOff(d));
+        e_.op("smov {}, {}", S(ss), base(l.w) + ((G - s) % G) * blockBytes + rp.halfOff(d));
+        e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(next), memRef(l.r, S(sd)), memRef(l.w, S(ss)),
+              l.sem + 2 * d, l.sem + 2 * d + 1);
+      }
+    }
+    for (const RingLane& l : lanes)
+      if (s + 1 < l.rp.g)
+        for (int d = 0; d < 2; ++d)
+          if (l.rp.halfElems(d) > 0) e_.op("sem.wait sem{}", l.sem + 2 * d + 1);
+    for (const RingLane& l : lanes) {
+      const RingPlan& rp = l.rp;
+      const int64_t G = rp.g, blockBytes = rp.c * rp.es;
+      if (s + 1 >= G) continue;
+      const int64_t into = (G - 1 - s) * blockBytes;
+      ElementType t = rp.type;
+      bool ok = emitElementwise(rp.c,
+                                {EwInput{EwInput::Full, l.r, s * blockBytes, t}, EwInput{EwInput::Full, l.w, into, t}},
+                                {EwOutput{l.w, into, t}}, [&](const std::vector<VReg>& v) {
+                                  std::vector<VReg> out;
+                                  if (!lowerComputation(reducer, {v[0], v[1]}, out) || out.size() != 1)
+                                    out.assign(1, VReg{0, t});
+                                  return out;
+                                });
+      if (!ok) return false;
+    }
+  }
+  for (const RingLane& l : lanes)
+    for (int d = 0; d < 2; ++d)
+      if (l.rp.halfElems(d) > 0 && l.rp.g > 1) e_.op("sem.wait sem{}, {}", l.sem + 2 * d, l.rp.g - 1);
+  return !failed_;
+}
+
+// The lanes' all-gathers in lockstep (as ringAllGather, one lane).
+bool Lowerer::lanesAllGather(const std::vector<RingLane>& lanes) {
+  int issued = 0;
+  int64_t steps = 0;
+  for (const RingLane& l : lanes) {
+    const RingPlan& rp = l.rp;
+    const int64_t G = rp.g, blockBytes = rp.c * rp.es;
+    steps = std::max(steps, G - 1);
+    PoolGuard guard({&sregs_});
+    for (int d = 0; d < 2; ++d) {
+      if (rp.halfElems(d) == 0) continue;
+      std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * rp.es), {});
+      int sd = blockAddress(l.y, l.yOff + rp.halfOff(d), l.word + rp.rotWord(d, 1 % G), blockBytes), ss = sreg();
+      e_.op("smov {}, {}", S(ss), base(l.src) + l.srcOff + rp.halfOff(d));
+      e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", l.y, l.src), desc, memRef(l.y, S(sd)), memRef(l.src, S(ss)));
+      ++issued;
+    }
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    for (const RingLane& l : lanes) {
+      const RingPlan& rp = l.rp;
+      const int64_t G = rp.g, blockBytes = rp.c * rp.es;
+      if (s + 1 >= G) continue;
+      for (int d = 0; d < 2; ++d) {
+        if (rp.halfElems(d) == 0) continue;
+        PoolGuard guard({&sregs_});
+        std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * rp.es), {});
+        const int64_t local = ((1 - s) % G + G) % G;
+        int next = rowWord(l.word + 1 + d);
+        int sd = blockAddress(l.y, l.yOff + rp.halfOff(d), l.word + rp.rotWord(d, local), blockBytes);
+        int ss = sd;
+        const int srcBuf = s == 0 ? l.src : l.y;
+        if (s == 0) {
+          ss = sreg();
+          e_.op("smov {}, {}", S(ss), base(l.src) + l.srcOff + rp.halfOff(d));
+        }
+        e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(next), memRef(l.y, S(sd)), memRef(srcBuf, S(ss)),
+              l.sem + 2 * d, l.sem + 2 * d + 1);
+      }
+    }
+    for (const RingLane& l : lanes)
+      if (s + 1 < l.rp.g)
+        for (int d = 0; d < 2; ++d)
+          if (l.rp.halfElems(d) > 0) e_.op("sem.wait sem{}", l.sem + 2 * d + 1);
+  }
+  for (const RingLane& l : lanes)
+    for (int d = 0; d < 2; ++d)
+      if (l.rp.halfElems(d) > 0 && l.rp.g > 1) e_.op("sem.wait sem{}, {}", l.sem + 2 * d, l.rp.g - 1);
+  if (issued > 0) e_.op("sem.wait sem0, {}", issued);
+  return !failed_;
+}
+
+bool Lowerer::axisAllReduceApplies(const Instruction& in, const std::vector<std::vector<int64_t>>& groups) const {
+  using Rings = CodegenOptions::AllReduceRings;
+  if (options_.allReduceRings == Rings::Snake || groups.size() != 1) return false;
+  const int64_t N = pod_.replicas * pod_.partitions;
+  if (static_cast<int64_t>(groups[0].size()) != N || N < 4) return false;
+  int longAxes = 0, shortest = 0;
+  for (int k = 0; k < pod_.topology.axes(); ++k) {
+    const int d = pod_.topology.dim(k);
+    if (d <= 1) continue;
+    ++longAxes;
+    shortest = shortest == 0 ? d : std::min(shortest, d);
+  }
+  if (longAxes < 2) return false;
+  if (options_.allReduceRings == Rings::Auto && shortest < 4) return false;
+  for (const Instruction* o : in.operands())
+    if (!o->shape().isArray()) return false;
+  return true;
+}
+
+// All-reduce of every chip as rings along the torus axes. The data (padded
+// to 2 N u elements) splits into two halves; half h takes the long axes in
+// the order rotated by h. Phase p reduce-scatters each half's current
+// segment over the ring along its p-th axis (the chip keeps the block of
+// its coordinate on that axis), so after all axes a chip holds u reduced
+// elements of each half; the all-gathers run the phases backwards. The two
+// halves run in lockstep on their own semaphores (16-19 and 20-23), so at
+// every step the rings of both axes carry data; a barrier.pod between
+// phases keeps one phase's arrivals from counting in another's.
+bool Lowerer::lowerAxisAllReduce(const Instruction& in) {
+  const target::Topology& topo = pod_.topology;
+  const int64_t N = pod_.replicas * pod_.partitions;
+  const Computation* reducer = in.toApply();
+  std::vector<int> axes;
+  for (int k = 0; k < topo.axes(); ++k)
+    if (topo.dim(k) > 1) axes.push_back(k);
+  const int m = static_cast<int>(axes.size());
+  constexpr int kHalves = 2;
+  std::vector<std::vector<int>> order(kHalves);
+  for (int h = 0; h < kHalves; ++h)
+    for (int p = 0; p < m; ++p) order[static_cast<size_t>(h)].push_back(axes[static_cast<size_t>((h + p) % m)]);
+  // Row: per half and phase [coordinate, nextF, nextB, rotF[d], rotB[d]].
+  std::vector<int64_t> wordBase;
+  int64_t rowWords = 0;
+  for (int h = 0; h < kHalves; ++h)
+    for (int p = 0; p < m; ++p) {
+      wordBase.push_back(rowWords);
+      rowWords += 3 + 2 * topo.dim(order[static_cast<size_t>(h)][static_cast<size_t>(p)]);
+    }
+  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
+  for (int64_t c = 0; c < N; ++c) {
+    const std::vector<int> at = topo.coords(static_cast<int>(c));
+    for (int h = 0; h < kHalves; ++h)
+      for (int p = 0; p < m; ++p) {
+        const int a = order[static_cast<size_t>(h)][static_cast<size_t>(p)];
+        const int64_t G = topo.dim(a);
+        uint32_t* row = &table[static_cast<size_t>(c * rowWords + wordBase[static_cast<size_t>(h * m + p)])];
+        // The ring: the chips that differ from c only on axis a, by coordinate.
+        std::vector<int64_t> ring;
+        for (int k = 0; k < G; ++k) {
+          std::vector<int> q = at;
+          q[static_cast<size_t>(a)] = k;
+          ring.push_back(topo.chipAt(q));
+        }
+        const int64_t coord = at[static_cast<size_t>(a)];
+        row[0] = static_cast<uint32_t>(coord);
+        for (int d = 0; d < 2; ++d) {
+          std::vector<int64_t> ord = ring;
+          if (d == 1) std::reverse(ord.begin(), ord.end());
+          const int64_t rank = d == 0 ? coord : G - 1 - coord;
+          row[1 + d] = static_cast<uint32_t>(ord[static_cast<size_t>((rank + 1) % G)]);
+          for (int64_t j = 0; j < G; ++j) {
+            const int64_t k = (j + rank) % G;
+            const int64_t holder = ord[static_cast<size_t>((k - 1 + G) % G)];
+            row[static_cast<size_t>(3 + d * G + j)] =
+                static_cast<uint32_t>(topo.coords(static_cast<int>(holder))[static_cast<size_t>(a)]);
+          }
+        }
+      }
   }
   if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
     return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
   int tbl = constTable(in, table);
 
-  beginKernel(in, reduce ? (scatterOp ? "reduce-scatter" : "all-reduce") : "all-gather");
+  beginKernel(in, "all-reduce");
   e_.op("barrier.pod");
   loadChipRow(tbl, rowWords);
   const std::vector<int>& outs = leaves_[&in];
-  // Start forms: results follow the operands' leaves (all-gather-start) or
-  // are the leaves (all-reduce-start).
-  size_t outFirst = op == Opcode::AllGatherStart ? outs.size() - static_cast<size_t>(in.operandCount()) : 0;
-  const size_t dim = in.attrs().dimensions.empty() ? 0 : static_cast<size_t>(in.attrs().dimensions[0]);
   uint64_t hbm = 0;
   double flops = 0;
+  bool first = true;
   for (int64_t k = 0; k < in.operandCount(); ++k) {
     const Instruction* operand = in.operand(k);
-    const int x = leaves_[operand][0];
-    const int y = outs[outFirst + static_cast<size_t>(k)];
-    const Shape& xs = operand->shape();
-    const ElementType t = xs.elementType();
+    const int x = leaves_[operand][0], y = outs[static_cast<size_t>(k)];
+    const ElementType t = operand->shape().elementType();
     const int es = typeInfo(t).bytes;
-    const int64_t n = xs.elementCount().value_or(0);
-    const bool scatter = scatterOp && xs.rank() > 0;  // scalars riding along are all-reduced
+    const int64_t n = operand->shape().elementCount().value_or(0);
     scratchTop_ = 0;
     if (n == 0) continue;
-    if (G == 1 || (gather && xs.rank() == 0)) {
-      emitCopy(y, 0, x, 0, {n * es}, {1}, {1}, 1);
-      continue;
-    }
-    RingPlan rp;
-    rp.g = G;
-    rp.type = t;
-    rp.es = es;
-    rp.rowWords = rowWords;
-    // Blocks of the data: all-reduce any split (padded to G blocks);
-    // reduce-scatter and all-gather the blocks along `dim`, made contiguous
-    // ([a, G*blk, b] as [G, a, blk, b]) when dim is not the outermost.
-    int64_t a = 1, inner = 1;
-    if ((scatter || gather) && xs.rank() > 0) {
-      if (dim >= static_cast<size_t>(xs.rank())) return fail(in, "llo-gen: collective dimension out of range");
-      for (size_t i = 0; i < dim; ++i) a *= xs.dimension(static_cast<int64_t>(i));
-      for (size_t i = dim + 1; i < static_cast<size_t>(xs.rank()); ++i) inner *= xs.dimension(static_cast<int64_t>(i));
-    }
-    if (gather) {
-      rp.c = n;
-    } else if (scatter && xs.rank() > 0) {
-      if (xs.dimension(static_cast<int64_t>(dim)) % G != 0)
-        return fail(in, fmt::format("llo-gen: dimension {} of size {} does not split into {} shards", dim,
-                                    xs.dimension(static_cast<int64_t>(dim)), G));
-      rp.c = n / G;
-    } else {
-      rp.c = (n + G - 1) / G;
-    }
-    rp.cf = (rp.c + 1) / 2;
-    const int64_t blockBytes = rp.c * es;
-    const int64_t blk = (scatter || gather) && xs.rank() > 0 ? (gather ? xs.dimension(static_cast<int64_t>(dim))
-                                                                       : xs.dimension(static_cast<int64_t>(dim)) / G)
-                                                             : 0;
-    if (gather) {
-      // y is [a, G*blk, inner]; blocks go to [G, a, blk, inner] first when a > 1.
-      int yb = a > 1 ? tempBuf(t, {G * n}) : y;
-      if (!ringAllGather(in, rp, x, 0, yb)) return false;
-      if (a > 1)
-        emitCopy(y, 0, yb, 0, {G, a, blk * inner * es}, {blk * inner * es, G * blk * inner * es, 1},
-                 {a * blk * inner * es, blk * inner * es, 1}, 1);
-      hbm += static_cast<uint64_t>(2 * G * n * es);
-      continue;
-    }
-    // Reducing: the operand as G contiguous blocks of C.
-    int xb = x;
-    if (scatter && a > 1) {
-      xb = tempBuf(t, {n});
-      emitCopy(xb, 0, x, 0, {a, G, blk * inner * es}, {blk * inner * es, a * blk * inner * es, 1},
-               {G * blk * inner * es, blk * inner * es, 1}, 1);
-    } else if (!scatter && rp.c * G != n) {
-      xb = tempBuf(t, {G * rp.c});
-      if (!fillZero(xb, G * rp.c, t)) return false;
+    const int64_t u = (n + kHalves * N - 1) / (kHalves * N), total = kHalves * N * u;
+    int xb = x, yb = y;
+    if (total != n) {
+      xb = tempBuf(t, {total});
+      if (!fillZero(xb, total, t)) return false;
       emitCopy(xb, 0, x, 0, {n * es}, {1}, {1}, 1);
+      yb = tempBuf(t, {total});
     }
-    int w = tempBuf(t, {G * rp.c}), r = tempBuf(t, {(G - 1) * rp.c});
-    {
-      // The rotation: local block j of each half is data block rot[j].
-      PoolGuard guard({&sregs_});
+    std::vector<int> cur(kHalves, xb);
+    std::vector<int64_t> curOff(kHalves), len(kHalves, N * u);
+    for (int h = 0; h < kHalves; ++h) curOff[static_cast<size_t>(h)] = h * N * u * es;
+    std::vector<RingLane> plan(static_cast<size_t>(kHalves * m));
+    auto laneOf = [&](int h, int p) -> RingLane& { return plan[static_cast<size_t>(h * m + p)]; };
+    // Reduce-scatter, axis by axis.
+    for (int p = 0; p < m; ++p) {
+      if (!first) e_.op("barrier.pod");
+      first = false;
+      std::vector<RingLane> lanes;
       int issued = 0;
-      for (int d = 0; d < 2; ++d) {
-        if (rp.halfElems(d) == 0) continue;
-        std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * es), {});
-        for (int64_t j = 0; j < G; ++j) {
-          PoolGuard inner2({&sregs_});
-          int ss = blockAddress(xb, rp.halfOff(d), rp.rotWord(d, j), blockBytes), sd = sreg();
-          e_.op("smov {}, {}", S(sd), base(w) + j * blockBytes + rp.halfOff(d));
-          e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", w, xb), desc, memRef(w, S(sd)), memRef(xb, S(ss)));
-          ++issued;
+      for (int h = 0; h < kHalves; ++h) {
+        RingLane& l = laneOf(h, p);
+        RingPlan& rp = l.rp;
+        rp.g = topo.dim(order[static_cast<size_t>(h)][static_cast<size_t>(p)]);
+        rp.c = len[static_cast<size_t>(h)] / rp.g;
+        rp.cf = (rp.c + 1) / 2;
+        rp.type = t;
+        rp.es = es;
+        rp.rowWords = rowWords;
+        l.word = wordBase[static_cast<size_t>(h * m + p)];
+        l.sem = h == 0 ? 16 : 20;
+        l.w = tempBuf(t, {rp.g * rp.c});
+        l.r = tempBuf(t, {(rp.g - 1) * rp.c});
+        const int64_t blockBytes = rp.c * es;
+        // Rotate the segment into w: local block j of each half is data block rot[j].
+        for (int d = 0; d < 2; ++d) {
+          if (rp.halfElems(d) == 0) continue;
+          std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * es), {});
+          for (int64_t j = 0; j < rp.g; ++j) {
+            PoolGuard guard({&sregs_});
+            int ss = blockAddress(cur[static_cast<size_t>(h)], curOff[static_cast<size_t>(h)] + rp.halfOff(d),
+                                  l.word + rp.rotWord(d, j), blockBytes),
+                sd = sreg();
+            e_.op("smov {}, {}", S(sd), base(l.w) + j * blockBytes + rp.halfOff(d));
+            e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", l.w, cur[static_cast<size_t>(h)]), desc, memRef(l.w, S(sd)),
+                  memRef(cur[static_cast<size_t>(h)], S(ss)));
+            ++issued;
+          }
         }
+        lanes.push_back(l);
+        flops += static_cast<double>((rp.g - 1) * rp.c);
+        hbm += static_cast<uint64_t>(4 * rp.g * blockBytes);
       }
       if (issued > 0) e_.op("sem.wait sem0, {}", issued);
+      if (!lanesReduceScatter(lanes, *reducer)) return false;
+      for (int h = 0; h < kHalves; ++h) {
+        const RingLane& l = laneOf(h, p);
+        cur[static_cast<size_t>(h)] = l.w;
+        curOff[static_cast<size_t>(h)] = l.rp.c * es;  // local block 1: the chip's own
+        len[static_cast<size_t>(h)] = l.rp.c;
+      }
     }
-    if (!ringReduceScatter(in, rp, *reducer, w, r)) return false;
-    flops += static_cast<double>((G - 1) * rp.c);
-    if (scatter) {
-      emitCopy(y, 0, w, blockBytes, {blockBytes}, {1}, {1}, 1);
-      hbm += static_cast<uint64_t>(4 * G * blockBytes);
-      continue;
+    // All-gather, the axes backwards.
+    for (int p = m - 1; p >= 0; --p) {
+      e_.op("barrier.pod");
+      std::vector<RingLane> lanes;
+      for (int h = 0; h < kHalves; ++h) {
+        RingLane l = laneOf(h, p);
+        l.src = cur[static_cast<size_t>(h)];
+        l.srcOff = curOff[static_cast<size_t>(h)];
+        if (p == 0) {
+          l.y = yb;
+          l.yOff = h * N * u * es;
+        } else {
+          l.y = tempBuf(t, {l.rp.g * l.rp.c});
+          l.yOff = 0;
+        }
+        lanes.push_back(l);
+        hbm += static_cast<uint64_t>(2 * l.rp.g * l.rp.c * es);
+      }
+      if (!lanesAllGather(lanes)) return false;
+      for (int h = 0; h < kHalves; ++h) {
+        cur[static_cast<size_t>(h)] = lanes[static_cast<size_t>(h)].y;
+        curOff[static_cast<size_t>(h)] = lanes[static_cast<size_t>(h)].yOff;
+      }
     }
-    int yb = rp.c * G != n ? tempBuf(t, {G * rp.c}) : y;
-    if (!ringAllGather(in, rp, w, blockBytes, yb)) return false;
     if (yb != y) emitCopy(y, 0, yb, 0, {n * es}, {1}, {1}, 1);
-    hbm += static_cast<uint64_t>(6 * G * blockBytes);
   }
   endKernel(flops, hbm, 0);
   return !failed_;

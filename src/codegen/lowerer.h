@@ -857,6 +857,15 @@ class Lowerer {
   bool ringReduceScatter(const Instruction& in, const RingPlan& rp, const Computation& reducer, int w, int r);
   bool ringAllGather(const Instruction& in, const RingPlan& rp, int src, int64_t srcOff, int y);
   bool lowerRingCollective(const Instruction& in);
+  // Multi-axis all-reduce (one group of every chip on a slice with two or
+  // more axes longer than 1): reduce-scatter then all-gather per torus
+  // axis, two halves of the data taking the axes in different orders at
+  // the same time (lanes), so both axes' links carry data.
+  struct RingLane;
+  bool lanesReduceScatter(const std::vector<RingLane>& lanes, const Computation& reducer);
+  bool lanesAllGather(const std::vector<RingLane>& lanes);
+  bool axisAllReduceApplies(const Instruction& in, const std::vector<std::vector<int64_t>>& groups) const;
+  bool lowerAxisAllReduce(const Instruction& in);
   bool lowerDirectCollective(const Instruction& in);
   int memberTable(const Instruction& in, int64_t& G);
   bool asyncGatherOverlaps(const Instruction& in) const;
