@@ -82,12 +82,11 @@ struct Measured {
 };
 
 Measured compileAndSimulate(const std::string& name, const std::string& text, const target::TargetDesc& t,
-                            llo::ScheduleMode mode = llo::ScheduleMode::List) {
+                            llo::ScheduleMode mode = llo::ScheduleMode::List, codegen::CodegenOptions options = {}) {
   Measured m;
   auto module = parse(name, text, m.error);
   if (!module) return m;
   DiagnosticEngine diags;
-  codegen::CodegenOptions options;
   options.schedule = mode;
   double t0 = now();
   auto program = codegen::compileModule(*module, t, options, diags);
@@ -251,6 +250,47 @@ std::string convNetFusedText() {
          "  ROOT r2 = f32[8,32,32,128] fusion(r1, w2), kind=kOutput, calls=layer2\n}\n";
 }
 
+// Sort of f32 rows along the last dimension, ascending.
+std::string sortText(int64_t rows, int64_t n) {
+  std::string x = fmt::format("f32[{},{}]", rows, n);
+  return "HloModule sort\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+         "  ROOT c = pred[] compare(a, b), direction=LT\n}\nENTRY main {\n  x = " + x + " parameter(0)\n"
+         "  ROOT s = " + x + " sort(x), dimensions={1}, to_apply=cmp\n}\n";
+}
+
+// Forward c64 fft of `batch` transforms of length n.
+std::string fftText(int64_t batch, int64_t n) {
+  std::string x = fmt::format("c64[{},{}]", batch, n);
+  return "HloModule fft\nENTRY main {\n  x = " + x + " parameter(0)\n  ROOT f = " + x +
+         " fft(x), fft_type=FFT, fft_length={" + std::to_string(n) + "}\n}\n";
+}
+
+// softmax(q k^T * c) v as one fusion over bf16[heads, s, 128] queries and
+// bf16[heads, t, 128] keys and values, the softmax in f32, bf16 result.
+std::string attentionText(int64_t heads, int64_t s, int64_t t) {
+  std::string q = fmt::format("bf16[{},{},128]", heads, s), kv = fmt::format("bf16[{},{},128]", heads, t);
+  std::string sc = fmt::format("f32[{},{},{}]", heads, s, t), row = fmt::format("f32[{},{}]", heads, s);
+  std::string params = fmt::format("  q = {0} parameter(0)\n  k = {1} parameter(1)\n  v = {1} parameter(2)\n"
+                                   "  c = f32[] parameter(3)\n", q, kv);
+  return "HloModule attention\n"
+         "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n"
+         "ad {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+         "attn {\n" + params +
+         fmt::format("  d = {0} dot(q, k), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, "
+                     "rhs_contracting_dims={{2}}\n"
+                     "  cb = {0} broadcast(c), dimensions={{}}\n  x = {0} multiply(d, cb)\n"
+                     "  ninf = f32[] constant(-inf)\n  m = {1} reduce(x, ninf), dimensions={{2}}, to_apply=mx\n"
+                     "  mb = {0} broadcast(m), dimensions={{0,1}}\n  df = {0} subtract(x, mb)\n"
+                     "  e = {0} exponential(df)\n  z = f32[] constant(0)\n"
+                     "  su = {1} reduce(e, z), dimensions={{2}}, to_apply=ad\n"
+                     "  sb = {0} broadcast(su), dimensions={{0,1}}\n  pf = {0} divide(e, sb)\n"
+                     "  p = bf16[{2},{3},{4}] convert(pf)\n"
+                     "  ROOT o = {5} dot(p, v), lhs_batch_dims={{0}}, rhs_batch_dims={{0}}, "
+                     "lhs_contracting_dims={{2}}, rhs_contracting_dims={{1}}\n}}\n",
+                     sc, row, heads, s, t, q) +
+         "ENTRY main {\n" + params + "  ROOT f = " + q + " fusion(q, k, v, c), kind=kCustom, calls=attn\n}\n";
+}
+
 std::string readFile(const std::filesystem::path& p) {
   FILE* f = std::fopen(p.c_str(), "rb");
   if (!f) return {};
@@ -399,6 +439,35 @@ int main(int argc, char** argv) {
     else printRun("conv net, output fusions", f, roofline(t, flops, bytes));
     if (m.ok && f.ok)
       std::printf("%-34s fused / unfused simulated time: %.2fx faster\n", "", m.report.seconds / f.report.seconds);
+  }
+  {
+    // Attention over rows of 8192 keys: more than one block of 2048 keys,
+    // so the kernel runs an online softmax over key blocks.
+    int64_t heads = 8, s = 512, keys = 8192;
+    double flops = 4.0 * heads * s * keys * 128, bytes = 2.0 * heads * 128 * (2 * s + 2 * keys);
+    Measured m = compileAndSimulate("attention", attentionText(heads, s, keys), t);
+    std::string what = fmt::format("attention bf16[{},{},128] x {} keys", heads, s, keys);
+    if (!m.ok) std::printf("%-34s failed: %s\n", what.c_str(), m.error.c_str());
+    else printRun(what.c_str(), m, roofline(t, flops, bytes));
+  }
+  {
+    // Kernels that stream through HBM because their rows do not fit VMEM,
+    // with VMEM cut to 256 KiB (v5e's 128 MiB / 512) so modest sizes take
+    // that path: the external sort's chunk passes and the long fft's
+    // streamed stages (both double-buffered: DMA overlaps compute).
+    codegen::CodegenOptions small;
+    small.vmemFraction = 1.0 / 512;
+    int64_t rows = 4, n = 131072;
+    Measured s = compileAndSimulate("sort", sortText(rows, n), t, llo::ScheduleMode::List, small);
+    std::string what = fmt::format("external sort f32[{},{}] 256K VMEM", rows, n);
+    if (!s.ok) std::printf("%-34s failed: %s\n", what.c_str(), s.error.c_str());
+    else printRun(what.c_str(), s, roofline(t, 0, 2.0 * 4 * rows * n));
+    int64_t batch = 128, len = 1024;
+    Measured f = compileAndSimulate("fft", fftText(batch, len), t, llo::ScheduleMode::List, small);
+    std::string fwhat = fmt::format("long fft c64[{},{}] 256K VMEM", batch, len);
+    if (!f.ok) std::printf("%-34s failed: %s\n", fwhat.c_str(), f.error.c_str());
+    else printRun(fwhat.c_str(), f, roofline(t, 5.0 * batch * len * 10, 2.0 * 8 * batch * len));
+    std::printf("%-34s (bounds: input + output bytes / HBM bandwidth; fft 5 n log2 n flops)\n", "");
   }
   {
     std::string text = readFile(std::filesystem::path(TPU_CORPUS_DIR) / "ssd_mobilenet_tf.hlo");

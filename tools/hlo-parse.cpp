@@ -17,5 +17,7 @@ int main(int argc, char** argv) {
       .runsPasses = true,
   });
   tpu::passes::addHloToolOptions(tool);
-  return tool.run(argc, argv, [](tpu::Tool& t) { return tpu::passes::runHloTool(t, {}); });
+  // A pipeline stage: exit as soon as the output is written (no teardown).
+  tpu::exitWithoutTeardown(
+      tool.run(argc, argv, [](tpu::Tool& t) { return tpu::passes::runHloTool(t, {}); }));
 }

@@ -190,6 +190,31 @@ TEST(Fft, LongTransformsStreamThroughHbm) {
   EXPECT_EQ(compareFft(fftModule("IRFFT", "c64", {}, {5, 256}), small).error, "");
 }
 
+TEST(Fft, LongTransformGathersTheNextBlockDuringThisOne) {
+  // From c64 the gathered rows land in the staging area, so the next
+  // block's gather (on sem1) is issued right after this block is widened
+  // and overlaps its stages and write-back; from c128 (no staging) it waits.
+  auto llo = [](const char* type) {
+    DiagnosticEngine diags;
+    auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", fftModule("FFT", type, {4}, {1024})), diags);
+    auto target = target::loadTarget("v5e", diags);
+    CodegenOptions o;
+    o.schedule = llo::ScheduleMode::None;
+    o.vmemFraction = 1.0 / 512;
+    auto gen = generateLlo(*loaded.module, *target, o, diags);
+    return gen ? gen->llo : std::string();
+  };
+  std::string c64 = llo("c64"), c128 = llo("c128");
+  ASSERT_FALSE(c64.empty());
+  ASSERT_FALSE(c128.empty());
+  EXPECT_NE(c64.find("fftllast"), std::string::npos);
+  EXPECT_NE(c64.find("sem.wait sem1,"), std::string::npos);
+  EXPECT_EQ(c128.find("fftllast"), std::string::npos);
+  CodegenOptions small;
+  small.vmemFraction = 1.0 / 512;
+  EXPECT_EQ(compareFft(fftModule("IFFT", "c64", {130}, {2048}), small).error, "");
+}
+
 TEST(Fft, LongTransformCodeSizeDoesNotGrowWithTheLength) {
   // Loops over blocks, rows, stages and sets of butterflies: the same code
   // (up to immediates and the data section) for 2^10 and 2^16 points.

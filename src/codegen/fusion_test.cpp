@@ -898,6 +898,23 @@ TEST(RowFusion, LongRowsLoopOverTheirVregs) {
                   1e-5);
 }
 
+TEST(RowFusion, SoftmaxRowsOf4096And16384KeysInF32AndBf16) {
+  // Rows longer than the attention kernel's 2048-key block need no online
+  // form here: a row stays in VMEM across the kernel's passes (up to 2^20
+  // elements), so max and sum are exact, folded as the unfused reduces.
+  expectRowKernel(makeReduceFusion("  x = f32[24,4096] parameter(0)\n", softmaxBody("24,4096", "24"),
+                                   std::string(kAddF32) + kMaxF32, "f32[24,4096]", "x"),
+                  1e-5);
+  // bf16 in and out, f32 inside: within a bf16 rounding of the result.
+  expectRowKernel(makeReduceFusion("  xb = bf16[6,16384] parameter(0)\n",
+                                   "  x = f32[6,16384] convert(xb)\n" +
+                                       softmaxBody("6,16384", "6").replace(
+                                           softmaxBody("6,16384", "6").find("ROOT y"), 6, "y") +
+                                       "  ROOT yb = bf16[6,16384] convert(y)\n",
+                                   std::string(kAddF32) + kMaxF32, "bf16[6,16384]", "xb"),
+                  4e-3);
+}
+
 TEST(RowFusion, LayerNormWithScaleAndBiasOverManyBlocks) {
   // bf16 in and out, f32 inside; 700 rows of 2 KiB make several blocks and a tail.
   expectRowKernel(
@@ -1024,6 +1041,50 @@ TEST(AttentionFusion, F32ScoresOddBlocksAndARowReciprocal) {
   // No batch dimension, 40 query rows (five row vregs), 384 keys (three
   // tiles on four MXUs), the softmax's division as a per-row reciprocal.
   expectAttentionKernel(attentionPrograms("", 40, 384, "bf16", "f32", "f32", true), 1e-2);
+}
+
+TEST(AttentionFusion, LongRowsTakeAnOnlineSoftmax) {
+  // More than 2048 keys: blocks of 2048 keys in a run-time loop, with a
+  // running max, sum and output rescaled by exp(m_old - m_new) (flash
+  // attention). The product reads e = exp(x - m) before the division, so
+  // results differ from the interpreter's by bf16 rounding of e and of the
+  // MXU operands: bf16 results within 1e-2 (2.6e-3 seen), f32 within 5e-3
+  // (1.8e-3 seen), in |got - want| / (1 + |want|).
+  expectAttentionKernel(attentionPrograms("2", 16, 4096, "bf16", "bf16", "bf16"), 1e-2);
+  expectAttentionKernel(attentionPrograms("", 24, 4096, "f32", "f32", "f32", true), 5e-3);
+  expectAttentionKernel(attentionPrograms("", 8, 16384, "bf16", "f32", "f32"), 5e-3);
+  // 6144 keys: three blocks of 2048.
+  expectAttentionKernel(attentionPrograms("", 16, 6144, "bf16", "f32", "bf16"), 1e-2);
+  const std::string text = llo(attentionPrograms("", 8, 16384, "bf16", "f32", "f32").fused, "v5e");
+  EXPECT_NE(text.find("akeys"), std::string::npos);
+  // 16 key tiles per block whatever the row length: the code does not grow with it.
+  auto lines = [](const std::string& t) { return std::count(t.begin(), t.end(), '\n'); };
+  EXPECT_EQ(lines(text), lines(llo(attentionPrograms("", 8, 4096, "bf16", "f32", "f32").fused, "v5e")));
+}
+
+TEST(AttentionFusion, LongRowsWithoutTheSoftmaxFormAreNotAttention) {
+  // A sum of the scores themselves (no exponential of x - max) over 4096
+  // keys has no online form: not the attention kernel.
+  FusedAndInlined p = attentionPrograms("", 16, 4096, "bf16", "f32", "f32");
+  for (std::string* t : {&p.fused, &p.inlined}) {
+    size_t at = t->find("reduce(e, z)");
+    ASSERT_NE(at, std::string::npos);
+    t->replace(at, 12, "reduce(x, z)");
+  }
+  CodegenStats s = statsOf(p.fused, "v5e");
+  ASSERT_GE(s.kernels.size(), 1u);
+  EXPECT_NE(s.kernels[0].kind, "fusion-attention");
+}
+
+TEST(AttentionFusion, LongRowsBeyondVmemAreLeftToOtherKernels) {
+  // A head's keys and values stay whole in VMEM: 4096 bf16 keys and values
+  // (2 MiB) do not fit a 256 KiB chip, so the fusion is not this kernel there
+  // (and still compiles and runs).
+  const std::string small = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
+  FusedAndInlined p = attentionPrograms("", 8, 4096, "bf16", "f32", "f32");
+  CodegenStats s = statsOf(p.fused, small);
+  ASSERT_GE(s.kernels.size(), 1u);
+  for (const auto& k : s.kernels) EXPECT_NE(k.kind, "fusion-attention");
 }
 
 TEST(AttentionFusion, HeadDimensionOtherThan128IsNotAttention) {

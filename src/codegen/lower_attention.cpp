@@ -29,6 +29,68 @@ bool scoreType(ElementType t) {
   return ti.ok && ti.words == 1 && !ti.isComplex && ti.isFloat && ti.bits >= 16;
 }
 
+// Whether computation c is op(parameter 0, parameter 1) in f32.
+bool binaryOf(const Computation* c, Opcode op) {
+  if (!c || c->instructions().size() != 3) return false;
+  const Instruction* r = c->root();
+  return r->opcode() == op && r->operandCount() == 2 && r->operand(0)->opcode() == Opcode::Parameter &&
+         r->operand(1)->opcode() == Opcode::Parameter && r->operand(0) != r->operand(1) &&
+         r->shape().elementType() == ElementType::F32;
+}
+
+bool isConstantValue(const Instruction* i, double v) {
+  return i->opcode() == Opcode::Constant && i->shape().isScalar() && i->literal().elementCount() == 1 &&
+         i->literal().getDouble(0) == v;
+}
+
+// The online-softmax form of an attention fusion (more keys than one block
+// folds whole): m = reduce-max(x), e = exp(x - broadcast(m)), s =
+// reduce-add(e, 0), and the second product's operand is e / broadcast(s) or
+// e * broadcast(1 / s) (then perhaps converted), all in f32, x needing no
+// row value. Then e can be taken against a running max, and s and the
+// output summed block by block with the factor exp(m_old - m_new).
+bool onlineForm(AttentionFusion& f) {
+  if (f.reduces.size() != 2 || f.passes != 2) return false;
+  const Instruction *r1 = f.reduces[0], *r2 = f.reduces[1];
+  if (f.level.at(r1) != 1 || f.level.at(r2) != 2) return false;
+  if (!binaryOf(r1->toApply(), Opcode::Maximum) || !binaryOf(r2->toApply(), Opcode::Add)) return false;
+  if (!isConstantValue(r2->operand(1), 0.0)) return false;
+  const Instruction *x = r1->operand(0), *e = r2->operand(0);
+  if (e->opcode() != Opcode::Exp) return false;
+  const Instruction* d = e->operand(0);
+  if (d->opcode() != Opcode::Subtract || d->operand(0) != x || d->operand(1)->opcode() != Opcode::Broadcast ||
+      d->operand(1)->operand(0) != r1)
+    return false;
+  if (f.level.at(x) != 0) return false;
+  for (const Instruction* i : {x, d, e, r1, r2})
+    if (i->shape().elementType() != ElementType::F32) return false;
+  // Row values past pass 0: the two reductions and perhaps 1 / s.
+  const Instruction* recip = nullptr;
+  for (const Instruction* i : f.rowValues) {
+    if (f.level.at(i) == 0 || i == r1 || i == r2) continue;
+    if (recip || i->opcode() != Opcode::Divide || i->operand(1) != r2) return false;
+    const Instruction* one = i->operand(0);
+    if (one->opcode() != Opcode::Broadcast || !isConstantValue(one->operand(0), 1.0)) return false;
+    recip = i;
+  }
+  const Instruction* p = f.dot2->operand(0);
+  if (p->opcode() == Opcode::Convert) p = p->operand(0);
+  auto bcastOf = [](const Instruction* b, const Instruction* of) {
+    return b->opcode() == Opcode::Broadcast && b->operand(0) == of;
+  };
+  bool ok = false;
+  if (!recip)
+    ok = p->opcode() == Opcode::Divide && p->operand(0) == e && bcastOf(p->operand(1), r2);
+  else if (p->opcode() == Opcode::Multiply)
+    ok = (p->operand(0) == e && bcastOf(p->operand(1), recip)) || (p->operand(1) == e && bcastOf(p->operand(0), recip));
+  if (!ok || p->shape().elementType() != ElementType::F32) return false;
+  f.maxReduce = r1;
+  f.sumReduce = r2;
+  f.shift = d;
+  f.exponential = e;
+  return true;
+}
+
 }  // namespace
 
 bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const {
@@ -87,11 +149,12 @@ bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const
   f.t = kd[static_cast<size_t>(nb)];
   if (vd[static_cast<size_t>(nb)] != f.t) return false;
   // Head dimension one MXU tile; whole 8-row vregs of queries; key tiles
-  // of 128, at most 16 of them (rows of keys the registers fold whole).
+  // of 128, at most 16 of them folded whole (rows of more keys need the
+  // online form, checked below).
   if (qd[static_cast<size_t>(nb + 1)] != 128 || kd[static_cast<size_t>(nb + 1)] != 128 ||
       vd[static_cast<size_t>(nb + 1)] != 128)
     return false;
-  if (f.heads < 1 || f.s < 8 || f.s % 8 != 0 || f.t < 128 || f.t % 128 != 0 || f.t > 2048) return false;
+  if (f.heads < 1 || f.s < 8 || f.s % 8 != 0 || f.t < 128 || f.t % 128 != 0) return false;
   if (!scoreType(f.dot1->shape().elementType()) || !scoreType(dot2->shape().elementType())) return false;
   f.dims = f.dot1->shape().dimensions();
   std::vector<int64_t> rowDims(f.dims.begin(), f.dims.end() - 1);
@@ -187,6 +250,25 @@ bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const
     for (const Instruction* o : up->operands()) used.insert(o);
   for (const auto& up : c.instructions())
     if (up.get() != dot2 && !used.count(up.get())) return false;
+  if (f.t > 2048) {
+    if (!onlineForm(f)) return false;
+    f.online = true;
+    // Key blocks: the most tiles up to 16 that divide the row.
+    for (int64_t d = 16; d >= 1; --d)
+      if ((f.t / 128) % d == 0) {
+        f.keyBlock = 128 * d;
+        break;
+      }
+    // A head's Q, K and V stay whole in VMEM (two slots), beside the output
+    // slots, the block scratch (at most three cached values) and the
+    // running state: rows too long for that are left to other kernels.
+    auto bytes = [](int64_t rows, const Instruction* x) {
+      return static_cast<int64_t>(alignUp(static_cast<uint64_t>(rows * 128 * typeInfo(x->shape().elementType()).bytes), 512));
+    };
+    const int64_t need = 2 * (bytes(f.s, f.q) + bytes(f.t, f.k) + bytes(f.t, f.v)) + 2 * bytes(f.s, f.dot2) +
+                         3 * 16 * (f.keyBlock / 128) * 4096 + 4 * 16 * 4096;
+    if (static_cast<uint64_t>(need) > vmemBudget()) return false;
+  }
   if (out) *out = std::move(f);
   return true;
 }
@@ -208,7 +290,10 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
   const ElementType oT = f.dot2->shape().elementType(), sT = f.dot1->shape().elementType();
   const int64_t eq = typeInfo(qT).bytes, ek = typeInfo(kT).bytes, ev = typeInfo(vT).bytes,
                 eo = typeInfo(oT).bytes;
-  const int64_t nS = f.s, nT = f.t, nH = f.heads, nt = nT / 128;
+  const int64_t nS = f.s, nT = f.t, nH = f.heads;
+  // Key tiles per block: the whole row, or (online) one key block of a
+  // run-time loop over the row's blocks.
+  const int64_t nt = (f.online ? f.keyBlock : nT) / 128, nBlocks = f.online ? nT / f.keyBlock : 1;
 
   // Reductions by level, and the values kept in the block's scratch: every
   // reduction's operand, and the scores themselves when a later pass or the
@@ -261,7 +346,10 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
       break;
     }
   const int64_t nCache = static_cast<int64_t>(cacheIndex.size());
-  const uint64_t vmemUsed = static_cast<uint64_t>(scratchBase + nCache * 16 * nt * 4096);
+  // Online: per row vreg of the query block, the running max, sum, rescale
+  // factor and output (f32) after the scratch.
+  const int64_t stateBase = scratchBase + nCache * 16 * nt * 4096;
+  const uint64_t vmemUsed = static_cast<uint64_t>(stateBase + (f.online ? 4 * 16 * 4096 : 0));
   if (vmemUsed > vmemBudget()) return fail(in, "llo-gen: attention blocks do not fit VMEM");
 
   // Hoisted scalars as splats.
@@ -285,9 +373,17 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
   }
   std::set<int> kept;
   for (auto& [i, v] : hoisted) kept.insert(v.r);
+  // Online: the sum's row value as the product sees it (the output is divided at the end).
+  VReg one;
+  if (f.online) {
+    one = vconst(ElementType::F32, 0x3f800000u);
+    kept.insert(one.r);
+  }
 
   const int rH = sreg(), rSlot = sreg(), rOther = sreg(), rA = sreg(), rV = sreg(), rSem = sreg(), rQ = sreg(),
             rKV = sreg(), rO = sreg(), rCnt = sreg(), rZ = sreg();
+  // Online: the key block's K and V rows, and the blocks left.
+  const int rKb = f.online ? sreg() : -1, rVb = f.online ? sreg() : -1, rBlk = f.online ? sreg() : -1;
   if (failed_) return false;
   // Semaphores: sem1/sem2 the loads into slot 0/1, sem3/sem4 its write-back.
   auto loadHead = [&](int headReg, int slotReg) {
@@ -309,6 +405,17 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
   auto scratchAddr = [&](const Instruction* x, int64_t i, int64_t j) {
     return fmt::format("{} + {}", S(rZ),
                        scratchBase + ((cacheIndex.at(x) * 16 + i) * nt + j) * 4096);
+  };
+  enum State { kMax = 0, kSum = 1, kScale = 2, kOut = 3 };
+  auto stateAddr = [&](State k, int64_t i) {
+    return fmt::format("{} + {}", S(rZ), stateBase + (static_cast<int64_t>(k) * 16 + i) * 4096);
+  };
+  // Frees the registers of vs not in keep (once each).
+  auto freeExcept = [&](std::initializer_list<VReg> vs, std::initializer_list<VReg> keep) {
+    std::set<int> done;
+    for (VReg k : keep) done.insert(k.r);
+    for (VReg v : vs)
+      if (!kept.count(v.r) && done.insert(v.r).second) vfree(v);
   };
   int64_t rv = maxRv;
   auto body = [&]() -> bool {
@@ -401,6 +508,32 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
           if (res[0].r != a.r) vfree(a);
           rvals[reds[q]] = res[0];
         }
+        if (f.online && lv == 1) {
+          // The running max; the factor exp(m_old - m_new) rescales what
+          // earlier key blocks summed.
+          VReg mb = rvals.at(f.maxReduce), mo = vload(ElementType::F32, stateAddr(kMax, i));
+          std::vector<VReg> res;
+          if (!lowerComputation(*f.maxReduce->toApply(), {mo, mb}, res)) return false;
+          VReg mn = res[0];
+          auto d = lowerOp(*f.shift, {mo, mn});
+          if (!d) return false;
+          auto alpha = lowerOp(*f.exponential, {*d});
+          if (!alpha) return false;
+          vstore(*alpha, ElementType::F32, stateAddr(kScale, i));
+          vstore(mn, ElementType::F32, stateAddr(kMax, i));
+          freeExcept({mb, mo, *d, *alpha}, {mn});
+          rvals[f.maxReduce] = mn;
+        }
+        if (f.online && lv == 2) {
+          // sum = sum * factor + this block's sum; the product reads e / 1.
+          VReg sb = rvals.at(f.sumReduce), so = vload(ElementType::F32, stateAddr(kSum, i)),
+               al = vload(ElementType::F32, stateAddr(kScale, i));
+          e_.op("vmul.f32 {}, {}, {}", V(so), V(so), V(al));
+          e_.op("vadd.f32 {}, {}, {}", V(so), V(so), V(sb));
+          vstore(so, ElementType::F32, stateAddr(kSum, i));
+          freeExcept({sb, so, al}, {});
+          rvals[f.sumReduce] = one;
+        }
         for (const Instruction* x : f.rowValues) {
           if (f.level.at(x) != lv || x->opcode() == Opcode::Reduce) continue;
           std::optional<VReg> v;
@@ -421,9 +554,11 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
       return true;
     };
     auto kAddr = [&](int64_t j, int64_t blk) {
+      if (f.online) return fmt::format("{} + {}", S(rKb), (128 * j + 8 * blk) * 128 * ek);
       return fmt::format("{} + {}", S(rKV), kOff + (128 * j + 8 * blk) * 128 * ek);
     };
     auto vAddr = [&](int64_t j, int64_t blk) {
+      if (f.online) return fmt::format("{} + {}", S(rVb), (128 * j + 8 * blk) * 128 * ev);
       return fmt::format("{} + {}", S(rKV), vOff + (128 * j + 8 * blk) * 128 * ev);
     };
     const int nm = std::max(1, std::min<int>(target_.mxu.count, 4));
@@ -576,6 +711,15 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
     if (!okF) return false;
     for (int64_t i = 0; i < rv; ++i) {
       VReg& a = o[static_cast<size_t>(i)];
+      if (f.online) {
+        // out = out * factor + this block's product.
+        VReg oo = vload(ElementType::F32, stateAddr(kOut, i)), al = vload(ElementType::F32, stateAddr(kScale, i));
+        e_.op("vmul.f32 {}, {}, {}", V(oo), V(oo), V(al));
+        e_.op("vadd.f32 {}, {}, {}", V(oo), V(oo), V(a));
+        vstore(oo, ElementType::F32, stateAddr(kOut, i));
+        freeExcept({a, oo, al}, {});
+        continue;
+      }
       a.t = oT;
       vstore(normalize(a), oT, fmt::format("{} + {}", S(rO), i * 1024 * eo));
       vfree(a);
@@ -585,6 +729,41 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
       for (auto& [x, v] : rvals)
         if (!kept.count(v.r) && freed.insert(v.r).second) vfree(v);
     return true;
+  };
+
+  // Online: the query block's state starts at (init, 0, -, 0); a run-time
+  // loop runs the body over the key blocks; the output is the summed
+  // product divided by the summed exponentials.
+  auto onlineBlock = [&]() -> bool {
+    {
+      VReg zero = vconst(ElementType::F32, 0);
+      for (int64_t i = 0; i < rv; ++i) {
+        vstore(hoisted.at(f.maxReduce->operand(1)), ElementType::F32, stateAddr(kMax, i));
+        vstore(zero, ElementType::F32, stateAddr(kSum, i));
+        vstore(zero, ElementType::F32, stateAddr(kOut, i));
+      }
+      vfree(zero);
+    }
+    std::string lKeys = e_.newLabel("akeys");
+    e_.op("sadd {}, {}, {}", S(rKb), S(rKV), kOff);
+    e_.op("sadd {}, {}, {}", S(rVb), S(rKV), vOff);
+    e_.op("smov {}, {}", S(rBlk), nBlocks);
+    e_.label(lKeys);
+    if (!body()) return false;
+    e_.op("sadd {}, {}, {}", S(rKb), S(rKb), nt * 128 * 128 * ek);
+    e_.op("sadd {}, {}, {}", S(rVb), S(rVb), nt * 128 * 128 * ev);
+    e_.op("loop {}, {}", S(rBlk), lKeys);
+    for (int64_t i = 0; i < rv; ++i) {
+      VReg oo = vload(ElementType::F32, stateAddr(kOut, i)), su = vload(ElementType::F32, stateAddr(kSum, i));
+      VReg q = valloc(ElementType::F32);
+      e_.op("vdiv.f32 {}, {}, {}", V(q), V(oo), V(su));
+      vfree(oo);
+      vfree(su);
+      q.t = oT;
+      vstore(normalize(q), oT, fmt::format("{} + {}", S(rO), i * 1024 * eo));
+      vfree(q);
+    }
+    return !failed_;
   };
 
   // The head loop: head h + 1 loads while head h is computed; head h's
@@ -627,7 +806,7 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
       e_.label(lBlock);
       softVregs_ = cand > 1;
       vregsExhausted_ = false;
-      bool ok = body();
+      bool ok = f.online ? onlineBlock() : body();
       softVregs_ = false;
       if (!vregsExhausted_) {
         if (!ok) return false;

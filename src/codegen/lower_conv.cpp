@@ -202,6 +202,14 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
     endKernel(flops, hbmBytes, plan.end);
     return ok && !failed_;
   }
+  // Depthwise with one output per group: the image streams through VMEM
+  // (lower_conv_depthwise.cpp), no padded copy in HBM.
+  DepthwisePlan dwPlan;
+  if (depthwise && depthwisePlan(in, g, epilogue, dwPlan)) {
+    bool ok = emitDepthwiseStream(in, g, dwPlan, epilogue);
+    endKernel(flops, hbmBytes, dwPlan.end);
+    return ok && !failed_;
+  }
   int lhsBuf = leaves_[lhs][0];
   if (vpu) {
     ElementType acc = wide ? g.outType : ElementType::S32;

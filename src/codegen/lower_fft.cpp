@@ -642,14 +642,19 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     const std::string srcRowDesc = e_.desc(static_cast<uint64_t>(qcC * sb), srcDims);
     e_.op("smov {}, 0", S(rRow));
     e_.op("smov {}, 0", S(rRev));
-    auto blockA = [&](int64_t rows) {
+    // Radix 2 from a narrower type: the rows land in the staging area and
+    // are widened into the work rows, so the next block's gather (on sem1)
+    // overlaps this block's stages and write-back. Every block has B rows.
+    const bool overlapA = radix2 && stageIn;
+    // Issues the gather of `rows` rows (sources from rRev on) into the block's first row.
+    auto gather = [&](int64_t rows, const char* sem) {
       std::string lRow = e_.newLabel("fftlrow"), lRev = e_.newLabel("fftlrev"),
                   lRevDone = e_.newLabel("fftlrevd");
       e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
       e_.op("smov {}, {}", S(rCnt), rows);
       e_.label(lRow);
       arrayRow(rRev, n, sb, p.src);
-      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", p.src), srcRowDesc, S(rV), memRef(p.src, S(rOff)));
+      e_.op("{} {}, [{}], {}, {}", dmaOp("h2v", p.src), srcRowDesc, S(rV), memRef(p.src, S(rOff)), sem);
       e_.op("sadd {}, {}, {}", S(rV), S(rV), stageIn ? R * sb : rowBytes);
       if (radix2) {
         // The next bit-reversed index, as the interpreter steps j.
@@ -666,10 +671,20 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
         e_.op("sadd {}, {}, 1", S(rRev), S(rRev));
       }
       e_.op("loop {}, {}", S(rCnt), lRow);
-      e_.op("sem.wait sem0, {}", rows);
+    };
+    if (overlapA) gather(B, "sem1");
+    auto blockA = [&](int64_t rows) {
+      if (!overlapA) gather(rows, "sem0");
+      e_.op("sem.wait {}, {}", overlapA ? "sem1" : "sem0", rows);
       const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
       if (stageIn)
         fftWidenToC128(p.srcType, blockRegs, vStage, vWork);
+      if (overlapA) {
+        std::string lLast = e_.newLabel("fftllast");
+        e_.op("br.ge {}, {}, {}", S(rRow), n - B, lLast);
+        gather(B, "sem1");
+        e_.label(lLast);
+      }
       if (radix2) {
         // Stages len = 2 .. B on the block: groups of len rows.
         PoolGuard stageGuard({&sregs_});

@@ -71,10 +71,17 @@ bool Lowerer::lowerSort(const Instruction& in) {
   uint64_t slack = 2 * static_cast<uint64_t>(nops + 1) * (512 + 4096);
   int64_t maxElems = budget > slack ? static_cast<int64_t>((budget - slack) / (2 * per)) : 0;
   maxElems = std::min<int64_t>(maxElems, int64_t{1} << 24);
-  // External sort: one row at a time, chunks of C elements.
+  // External sort: one row at a time, chunks of C elements. Three chunk
+  // slots when they hold whole vreg pairs: the network ping-pongs between
+  // two while the third writes the last chunk back and loads the next.
   const bool external = N > maxElems;
   int64_t C = N, R = 0;
+  bool overlap = false;
   if (external) {
+    uint64_t slack3 = 3 * static_cast<uint64_t>(nops + 1) * (512 + 4096);
+    int64_t max3 = budget > slack3 ? static_cast<int64_t>((budget - slack3) / (3 * per)) : 0;
+    overlap = max3 >= 2 * kVregElems;
+    if (overlap) maxElems = std::min(maxElems, max3);
     C = 1;
     while (C * 2 <= maxElems) C *= 2;
     R = 1;
@@ -190,8 +197,9 @@ bool Lowerer::lowerSort(const Instruction& in) {
   // External sort: DMA of the chunk at element rRow + gReg between its HBM
   // scratch and the VMEM slot at slotReg (a register, or none: 0) +
   // slotBase, for arrays [kFrom, kTo) (operands, then nops: the positions).
-  // Returns the number of DMAs issued on sem0.
-  auto moveChunk = [&](bool load, int slotReg, int64_t slotBase, int gReg, int64_t kFrom, int64_t kTo) {
+  // Returns the number of DMAs issued on `sem`.
+  auto moveChunk = [&](bool load, int slotReg, int64_t slotBase, int gReg, int64_t kFrom, int64_t kTo,
+                       const char* sem = "sem0") {
     int64_t count = 0;
     for (int64_t k = kFrom; k < kTo; ++k) {
       bool isIdx = k == nops;
@@ -203,9 +211,9 @@ bool Lowerer::lowerSort(const Instruction& in) {
       e_.op("smul {}, {}, {}", S(rA), S(rA), es);
       if (base(buf)) e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
       if (load)
-        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), ds, o, memRef(buf, S(rA)));
+        e_.op("{} {}, [{}], {}, {}", dmaOp("h2v", buf), ds, o, memRef(buf, S(rA)), sem);
       else
-        e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), ds, memRef(buf, S(rA)), o);
+        e_.op("{} {}, {}, [{}], {}", dmaOp("v2h", buf), ds, memRef(buf, S(rA)), o, sem);
       ++count;
     }
     return count;
@@ -350,11 +358,52 @@ bool Lowerer::lowerSort(const Instruction& in) {
     e_.label(lChunks);
   }
   e_.op("smov {}, 0", S(rC));
-  e_.label(lChunk);
-  e_.op("smov {}, 0", S(rCur));
-  e_.op("smov {}, {}", S(rOth), slotBytes);
   std::string lPositions = e_.newLabel("spos"), lNet = e_.newLabel("snet");
-  if (external) {
+  // Overlapped chunks: rNxt is the third slot. The values of a chunk load
+  // on sem1, its positions (passes after the first) on sem2, its write-back
+  // goes out on sem3; at most one group of each is in flight at a wait.
+  int rNxt = -1;
+  if (overlap) {
+    rNxt = sreg();
+    e_.op("smov {}, 0", S(rCur));
+    e_.op("smov {}, {}", S(rOth), slotBytes);
+    e_.op("smov {}, {}", S(rNxt), 2 * slotBytes);
+    e_.op("smov {}, 0", S(rG));
+    // Loads chunk rG into the slot at slotReg.
+    auto loadChunk = [&](int slotReg) {
+      std::string lNoIdx = e_.newLabel("snoidx");
+      moveChunk(true, slotReg, 0, rG, 0, nops, "sem1");
+      e_.op("br.eq {}, 0, {}", S(rKs), lNoIdx);
+      moveChunk(true, slotReg, 0, rG, nops, nops + 1, "sem2");
+      e_.label(lNoIdx);
+    };
+    loadChunk(rCur);
+    e_.label(lChunk);
+    std::string lIdxIn = e_.newLabel("sidxin"), lSlotFree = e_.newLabel("sslotfree"),
+                lNoNext = e_.newLabel("snonext");
+    e_.op("sem.wait sem1, {}", nops);
+    e_.op("br.eq {}, 0, {}", S(rKs), lIdxIn);
+    e_.op("sem.wait sem2, 1");
+    e_.label(lIdxIn);
+    // The previous chunk's write-back leaves rNxt before the next chunk loads there.
+    e_.op("br.eq {}, 0, {}", S(rC), lSlotFree);
+    e_.op("sem.wait sem3, {}", nops + 1);
+    e_.label(lSlotFree);
+    e_.op("sadd {}, {}, 1", S(rT), S(rC));
+    e_.op("br.eq {}, {}, {}", S(rT), N / C, lNoNext);
+    e_.op("smul {}, {}, {}", S(rG), S(rT), C);
+    loadChunk(rNxt);
+    e_.label(lNoNext);
+    e_.op("smul {}, {}, {}", S(rG), S(rC), C);
+    e_.op("br.eq {}, 0, {}", S(rKs), lPositions);
+    e_.op("jmp {}", lNet);
+    e_.label(lPositions);
+  } else {
+    e_.label(lChunk);
+    e_.op("smov {}, 0", S(rCur));
+    e_.op("smov {}, {}", S(rOth), slotBytes);
+  }
+  if (external && !overlap) {
     // Values; the positions are made in the first pass and loaded after it.
     e_.op("smul {}, {}, {}", S(rG), S(rC), C);
     int64_t issued = moveChunk(true, -1, 0, rG, 0, nops);
@@ -363,7 +412,7 @@ bool Lowerer::lowerSort(const Instruction& in) {
     e_.op("jmp {}", lNet);
     e_.label(lPositions);
     e_.op("sem.wait sem0, {}", issued);
-  } else {
+  } else if (!external) {
     moveRows(true);
   }
   // Original positions within the row (>= n: padding).
@@ -541,9 +590,18 @@ bool Lowerer::lowerSort(const Instruction& in) {
     e_.op("br.lt {}, {}, {}", S(rK), S(rKto), lK);
     e_.label(lDone);
     // The chunk is in the current slot.
-    e_.op("sem.wait sem0, {}", moveChunk(false, rCur, 0, rG, 0, nops + 1));
+    if (overlap) {
+      moveChunk(false, rCur, 0, rG, 0, nops + 1, "sem3");
+      // The slot written back takes the chunk after next; the next one is in rNxt.
+      e_.op("smov {}, {}", S(rT), S(rCur));
+      e_.op("smov {}, {}", S(rCur), S(rNxt));
+      e_.op("smov {}, {}", S(rNxt), S(rT));
+    } else {
+      e_.op("sem.wait sem0, {}", moveChunk(false, rCur, 0, rG, 0, nops + 1));
+    }
     e_.op("sadd {}, {}, 1", S(rC), S(rC));
     e_.op("br.lt {}, {}, {}", S(rC), N / C, lChunk);
+    if (overlap) e_.op("sem.wait sem3, {}", nops + 1);
     std::string lNext = e_.newLabel("snext");
     e_.op("sshl {}, {}, 1", S(rKs), S(rKs));
     e_.op("br.ne {}, 0, {}", S(rKs), lNext);
@@ -576,7 +634,8 @@ bool Lowerer::lowerSort(const Instruction& in) {
     }
   int64_t p = 0;
   while ((int64_t{1} << p) < N) ++p;
-  endKernel(static_cast<double>(rows * N * p * (p + 1) / 2 * 2), bytes, static_cast<uint64_t>(2 * slotBytes));
+  endKernel(static_cast<double>(rows * N * p * (p + 1) / 2 * 2), bytes,
+            static_cast<uint64_t>((overlap ? 3 : 2) * slotBytes));
   return !failed_;
 }
 

@@ -370,6 +370,12 @@ struct AttentionFusion {
   std::vector<const Instruction*> rowValues;  // Row instructions, in order
   std::vector<const Instruction*> reduces;    // in order
   int passes = 0;
+  // More than 2048 keys: an online softmax over blocks of `keyBlock` keys
+  // (running max, sum and output rescaled block by block). The pattern's
+  // subtract(x, broadcast(max)) and its exponential give the rescale factor.
+  bool online = false;
+  int64_t keyBlock = 0;
+  const Instruction *maxReduce = nullptr, *sumReduce = nullptr, *shift = nullptr, *exponential = nullptr;
 };
 
 // Where emitMatmul stands when a C tile is complete (its step's batch,
@@ -400,6 +406,24 @@ struct ConvGeometry {
   std::vector<bool> reversal;
   int64_t taps = 1, outPositions = 1;
   ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
+};
+
+// The plan of a streamed depthwise convolution (lower_conv_depthwise.cpp):
+// the padded image of one batch element in VMEM, each row as `phases`
+// (the last dimension's stride) interleaved runs of positions, `pack`
+// positions side by side in the 128 lanes when the channels are fewer; byte
+// sizes and VMEM offsets from 0.
+struct DepthwisePlan {
+  int64_t N = 1, H = 1, W = 1, C = 1, KH = 1, KW = 1, sH = 1, sW = 1, dH = 1, dW = 1;
+  int64_t padTop = 0, padLeft = 0, Hp = 1, Wp = 1, Ho = 1, Wo = 1;
+  int64_t pack = 1, cpos = 128, cBlocks = 1;  // positions per lane row, lanes per position, 128-lane blocks
+  int64_t Q = 1;                              // positions per phase run
+  int64_t blocks = 1, unroll = 1, groups = 1;  // 8-sublane position blocks per row, per loop, loops
+  int64_t rows = 1;                            // output rows per loop iteration
+  int64_t bandRows = 1, bands = 1;            // output rows per band, bands
+  bool zero = false, weightsInRegisters = true;
+  uint64_t rowIn = 0, rowOut = 0, vW = 0, wRow = 0, vImg = 0, vOut = 0, end = 0;
+  std::vector<uint64_t> vColumns;
 };
 
 // The plan of an implicit-GEMM convolution (lower_conv_implicit.cpp), in
@@ -630,6 +654,12 @@ class Lowerer {
   bool emitConvMatmul(const Instruction& in, const ConvGeometry& g, int xBuf, int passes,
                       const MatmulEpilogue* epilogue);
   bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf, const MatmulEpilogue* epilogue);
+  // Whether a depthwise convolution streams whole images through VMEM, and
+  // its plan; the kernel (lower_conv_depthwise.cpp).
+  bool depthwisePlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
+                     DepthwisePlan& p) const;
+  bool emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, const DepthwisePlan& p,
+                           const MatmulEpilogue* epilogue);
   // Whether the convolution runs as an implicit GEMM, and its plan.
   bool implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue, int passes,
                         ImplicitConvPlan& p) const;

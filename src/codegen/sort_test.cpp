@@ -121,6 +121,18 @@ TEST(ExternalSort, ScratchPastTheHeapsReachGetsBuffersOfItsOwn) {
   EXPECT_EQ(llo.find("heap["), std::string::npos);
 }
 
+TEST(ExternalSort, ChunksLoadAndWriteBackWhileTheNetworkRuns) {
+  // Three chunk slots: the next chunk's values load on sem1 (positions on
+  // sem2) and the last chunk's write-back goes out on sem3 while the current
+  // one is sorted; the slot registers rotate. Bit-exact with two operands
+  // and with padding.
+  std::string llo = lloFor(f32Sort("3,70000", 1, "LT"), kSmallVmem);
+  EXPECT_NE(llo.find("sem1"), std::string::npos);
+  EXPECT_NE(llo.find("sem.wait sem3"), std::string::npos);
+  EXPECT_NE(llo.find("snonext"), std::string::npos);
+  expectExact(f32Sort("2,40000", 1, "GT"));
+}
+
 TEST(ExternalSort, CodeSizeDoesNotGrowWithTheRow) {
   // The same loops for 2^17 and 2^25 padded elements: only immediates differ.
   auto lines = [](const std::string& s) { return std::count(s.begin(), s.end(), '\n'); };

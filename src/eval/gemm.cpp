@@ -9,8 +9,11 @@
 // same order, so results do not depend on the thread count either.
 #include "eval/gemm.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -105,11 +108,25 @@ void kernelBaseD(int64_t kc, const double* ap, const double* bp, double* c, int6
   microKernel<double, 2, 6, 2>(kc, ap, bp, c, ldc, acc);
 }
 
-int hostVectorLevel() {  // 2: AVX-512F, 1: AVX2, 0: baseline
+// 2: AVX-512F, 1: AVX2, 0: baseline. Asked of cpuid on first use instead of
+// through __builtin_cpu_supports, whose libgcc constructor probes the CPU at
+// the start of every process that links this file (every HLO tool, through
+// the passes), ~40 us of cpuid exits on a VM even when no GEMM runs.
+int hostVectorLevel() {
   static const int level = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return 2;
-    return __builtin_cpu_supports("avx2") ? 1 : 0;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    constexpr unsigned kOsxsave = 1u << 27, kAvx = 1u << 28;
+    if ((c & (kOsxsave | kAvx)) != (kOsxsave | kAvx)) return 0;
+    uint32_t xcrLo = 0, xcrHi = 0;
+    __asm__("xgetbv" : "=a"(xcrLo), "=d"(xcrHi) : "c"(0));
+    if ((xcrLo & 0x6) != 0x6) return 0;  // the OS saves XMM and YMM state
+    if (__get_cpuid_max(0, nullptr) < 7) return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    constexpr unsigned kAvx2 = 1u << 5, kAvx512f = 1u << 16;
+    bool zmmState = (xcrLo & 0xe6) == 0xe6;  // and opmask, ZMM0-15 upper halves, ZMM16-31
+    if ((b & kAvx512f) && zmmState) return 2;
+    return (b & kAvx2) ? 1 : 0;
   }();
   return level;
 }

@@ -283,8 +283,14 @@ bool OpMetadata::empty() const { return *this == OpMetadata{}; }
 
 std::string OpMetadata::toString() const {
   std::string out;
+  appendTo(out);
+  return out;
+}
+
+void OpMetadata::appendTo(std::string& out) const {
+  const size_t start = out.size();
   auto sep = [&] {
-    if (!out.empty()) out += ' ';
+    if (out.size() != start) out += ' ';
   };
   auto str = [&](std::string_view key, const std::string& v) {
     if (v.empty()) return;
@@ -329,7 +335,6 @@ std::string OpMetadata::toString() const {
     out += '=';
     out += r.text;
   }
-  return out;
 }
 
 Sharding Sharding::maximal(int64_t device) {

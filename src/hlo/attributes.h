@@ -249,6 +249,8 @@ struct OpMetadata {
   bool empty() const;
   // The braces' content: `op_type="Add" op_name="x" source_line=3`.
   std::string toString() const;
+  // The same text appended to `out`.
+  void appendTo(std::string& out) const;
 };
 
 // backend_config / custom-call opaque: the text as given. `raw` means it was a

@@ -357,4 +357,6 @@ std::string Shape::toString(bool withLayout) const {
   return out;
 }
 
+void Shape::appendTo(std::string& out, bool withLayout) const { appendShape(out, *this, withLayout); }
+
 }  // namespace tpu::hlo

@@ -172,6 +172,8 @@ class Shape {
 
   // XLA's human string: `f32[8,<=4]{1,0:T(8,128)}`, `(f32[], s32[2]{0})`.
   std::string toString(bool withLayout = true) const;
+  // The same text appended to `out` (printers: no temporary string).
+  void appendTo(std::string& out, bool withLayout = true) const;
 
  private:
   struct Rep {

@@ -303,8 +303,15 @@ bool SinkViewsPass::run(hlo::Module& module, DiagnosticEngine&) {
         // Recomputing a chain, or computing it on a broadcast's many more
         // elements, only pays when the fusion then streams views of its
         // parameters.
+        // Outside loop fusions a broadcast still sinks through elementwise
+        // work on parameters that nothing else reads (a weight converted
+        // before it is broadcast along the rows of a norm): the kernels
+        // then stream the parameter as a view, the work is a few VPU ops.
         bool costs = dry.clones() || v->opcode() == Opcode::Broadcast;
-        if ((costs && (!loop || dry.opaqueLeaf())) || c->instructionCount() + dry.added() > budget) continue;
+        const bool paramChain = v->opcode() == Opcode::Broadcast && !dry.clones() && !dry.opaqueLeaf() &&
+                                dry.added() <= kMaxBroadcastChain;
+        if ((costs && (!loop || dry.opaqueLeaf()) && !paramChain) || c->instructionCount() + dry.added() > budget)
+          continue;
         if (!namesKnown) names = instructionNames(module), namesKnown = true;
         RewriteBuilder b(*c, *v, names);
         Sinker wet(*c, *v, &b);

@@ -9,7 +9,9 @@
 // (recomputed at the view's index, as XLA's loop emitter does), and a
 // broadcast's chain runs on its many more elements: both only in loop
 // fusions (elementwise, views, reshapes, constants, iotas) whose views then
-// all read parameters or scalars. A computation grows to at most
+// all read parameters or scalars; elsewhere a broadcast sinks only through
+// a short chain of elementwise work on parameters that nothing else reads
+// (convert(w) broadcast along the rows of a norm). A computation grows to at most
 // kMaxGrowth times its original size.
 // Code generators then read the views of parameters as strided streams
 // instead of materializing them.
@@ -24,6 +26,9 @@ class SinkViewsPass : public Pass {
   // A computation grows to at most this many times its original
   // instruction count.
   static constexpr int64_t kMaxGrowth = 4;
+  // Instructions a broadcast sunk outside a loop fusion may add (a weight's
+  // convert chain).
+  static constexpr int64_t kMaxBroadcastChain = 4;
 
   std::string_view name() const override { return "sink-views"; }
   bool run(hlo::Module& module, DiagnosticEngine& diags) override;

@@ -153,6 +153,81 @@ int64_t summedOperands(const hlo::Instruction& instr, const hlo::Module& module)
   return std::max<int64_t>(1, module.config().replicaCount) * std::max<int64_t>(1, module.config().numPartitions);
 }
 
+// Own error of a sum relative to the root mean square of its result (see
+// checkScaledTolerances). A dot's K products each carry the relative error
+// u of the bf16 passes (u = 0 for exact bf16/f8 products); their errors
+// add like a random walk, as the products do, so relative to the result's
+// size they stay ~u whatever K; the f32 accumulation in another order than
+// the interpreter's adds u32 sqrt(K) relative to the size. Four times that
+// (the largest of many elements is a few standard deviations out).
+// Add-reductions of narrow floats round each step in their type:
+// 2 u sqrt(K) relative, twice.
+double ownScaledBound(const hlo::Instruction& instr, codegen::F32DotPrecision dotPrecision) {
+  const bool matrix = instr.opcode() == Opcode::Dot || instr.opcode() == Opcode::Convolution;
+  if (instr.opcode() == Opcode::Reduce) {
+    double b = reduceBound(instr);
+    if (b == 0) return 0;
+    const hlo::Shape& in = instr.operand(0)->shape();
+    double k = 1;
+    for (int64_t d : instr.attrs().dimensions)
+      if (d >= 0 && d < in.rank()) k *= static_cast<double>(in.dimension(d));
+    if (in.elementType() == ElementType::F32) return 4 * 0x1p-24 * std::sqrt(k);
+    return 4 * unitRoundoff(in.elementType()) * std::sqrt(k);
+  }
+  if (!matrix) return 0;
+  double b = matrixBound(instr, dotPrecision);  // 2 u sqrt(K)
+  if (b == 0) return 0;
+  // Recover K and u from the per-element bound's parts.
+  double k = 1;
+  const hlo::Shape& lhs = instr.operand(0)->shape();
+  const hlo::Shape& rhs = instr.operand(1)->shape();
+  if (instr.opcode() == Opcode::Dot) {
+    for (int64_t d : instr.attrs().dotDims->lhsContractingDimensions)
+      if (d >= 0 && d < lhs.rank()) k *= static_cast<double>(lhs.dimension(d));
+  } else if (instr.attrs().convDims && rhs.isArray()) {
+    const auto& dn = *instr.attrs().convDims;
+    for (int64_t d : dn.kernelSpatialDimensions)
+      if (d >= 0 && d < rhs.rank()) k *= static_cast<double>(rhs.dimension(d));
+    if (dn.kernelInputFeatureDimension < rhs.rank())
+      k *= static_cast<double>(rhs.dimension(dn.kernelInputFeatureDimension));
+  }
+  double u = b / (2 * std::sqrt(k));
+  if (u <= 0x1p-24) u = 0;  // exact products
+  return 4 * (u + 0x1p-24 * std::sqrt(k));
+}
+
+// The largest scaled bound inside `c` or what it calls (a fusion's own
+// chain of sums counts as one).
+double calledScaledBound(const hlo::Computation* c, codegen::F32DotPrecision dotPrecision,
+                         std::map<const hlo::Computation*, double>& memo) {
+  if (!c) return 0;
+  auto [it, inserted] = memo.emplace(c, 0.0);
+  if (!inserted) return it->second;
+  double bound = 0;
+  for (const auto& instr : c->instructions()) {
+    bound = std::max(bound, ownScaledBound(*instr, dotPrecision));
+    for (const hlo::Computation* callee : instr->calledComputations())
+      bound = std::max(bound, calledScaledBound(callee, dotPrecision, memo));
+  }
+  memo[c] = bound;
+  return bound;
+}
+
+// Number of array leaves of `shape`.
+size_t arrayLeaves(const hlo::Shape& shape) {
+  std::vector<const hlo::Shape*> shapes{&shape};
+  size_t arrays = 0;
+  while (!shapes.empty()) {
+    const hlo::Shape* s = shapes.back();
+    shapes.pop_back();
+    if (s->isTuple())
+      for (const hlo::Shape& e : s->tupleElements()) shapes.push_back(&e);
+    else if (s->isArray())
+      ++arrays;
+  }
+  return arrays;
+}
+
 }  // namespace
 
 double ownErrorBound(const hlo::Instruction& instr, codegen::F32DotPrecision dotPrecision) {
@@ -223,6 +298,51 @@ std::vector<double> checkTolerances(const hlo::Module& module, codegen::F32DotPr
         ++arrays;
     }
     out.insert(out.end(), arrays, b);
+  };
+  leaves(leaves, entry->root());
+  return out;
+}
+
+}  // namespace tpu::runner
+
+namespace tpu::runner {
+
+std::vector<double> checkScaledTolerances(const hlo::Module& module, codegen::F32DotPrecision dotPrecision) {
+  const hlo::Computation* entry = module.entry();
+  std::vector<double> out;
+  if (!entry || !entry->root()) return out;
+  std::map<const hlo::Computation*, double> calledMemo;
+  std::map<const hlo::Instruction*, double> bound;
+  // Own bound plus the largest of the operands' (iterative post-order).
+  auto boundOf = [&](const hlo::Instruction* root) {
+    std::vector<std::pair<const hlo::Instruction*, int64_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [instr, next] = stack.back();
+      if (bound.count(instr)) {
+        stack.pop_back();
+        continue;
+      }
+      if (next < instr->operandCount()) {
+        const hlo::Instruction* op = instr->operand(next++);
+        if (!bound.count(op)) stack.push_back({op, 0});
+        continue;
+      }
+      double own = ownScaledBound(*instr, dotPrecision);
+      for (const hlo::Computation* callee : instr->calledComputations())
+        own = std::max(own, calledScaledBound(callee, dotPrecision, calledMemo));
+      double in = 0;
+      for (int64_t i = 0; i < instr->operandCount(); ++i) in = std::max(in, bound[instr->operand(i)]);
+      bound[instr] = own + in;
+      stack.pop_back();
+    }
+    return bound[root];
+  };
+  auto leaves = [&](auto&& self, const hlo::Instruction* v) -> void {
+    if (v->opcode() == Opcode::Tuple) {
+      for (int64_t i = 0; i < v->operandCount(); ++i) self(self, v->operand(i));
+      return;
+    }
+    out.insert(out.end(), arrayLeaves(v->shape()), boundOf(v));
   };
   leaves(leaves, entry->root());
   return out;

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "hlo/literal.h"
 #include "passes/test_util.h"
+#include "runner/tensor_io.h"
 
 namespace tpu::runner {
 namespace {
@@ -155,4 +157,61 @@ TEST(CheckTolerance, LongChainsDoNotRecurse) {
 }
 
 }  // namespace
+
+TEST(CheckTolerance, ScaledBoundsAddUpAlongChainsOfSums) {
+  // Two chained single-pass f32 dots (as in ext_gh_gptneox_tp2): each adds
+  // 4 (2^-8 + 2^-24 sqrt(K)) relative to the size of its values; an
+  // elementwise result beside them gets none.
+  passes::ParsedModule parsed = passes::parseModule(R"(HloModule m
+ENTRY e {
+  x = f32[4,6144] parameter(0)
+  w = f32[6144,96] parameter(1)
+  v = f32[96,96] parameter(2)
+  d1 = f32[4,96] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  d2 = f32[4,96] dot(d1, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  n = f32[4,96] negate(d2)
+  ROOT r = (f32[4,96], f32[4,96], f32[96,96]) tuple(d1, n, v)
+})");
+  ASSERT_TRUE(parsed.module) << parsed.messages;
+  auto s = checkScaledTolerances(*parsed.module, codegen::F32DotPrecision::FromConfig);
+  ASSERT_EQ(s.size(), 3u);
+  const double d1 = 4 * (0x1p-8 + 0x1p-24 * std::sqrt(6144.0));
+  const double d2 = 4 * (0x1p-8 + 0x1p-24 * std::sqrt(96.0));
+  EXPECT_DOUBLE_EQ(s[0], d1);
+  EXPECT_DOUBLE_EQ(s[1], d1 + d2);
+  EXPECT_DOUBLE_EQ(s[2], 0);
+}
+
+TEST(CheckTolerance, ScaledAtolFollowsTheValuesAroundEachElement) {
+  // A sum that cancels to ~0 beside values of ~200: off by 1.2, which the
+  // per-element tolerance (0.01 (1 + |want|)) refuses and 0.01 * rms allows;
+  // a small block elsewhere keeps its own small scale.
+  std::vector<float> want(256, 200.0f), got(256, 200.0f);
+  want[5] = -0.7f;
+  got[5] = 0.5f;
+  for (int i = 128; i < 256; ++i) want[i] = got[i] = 1.0f;
+  got[200] = 1.5f;
+  auto literal = [](const std::vector<float>& v) {
+    hlo::Literal l(hlo::Shape::array(hlo::ElementType::F32, {2, 128}));
+    for (size_t i = 0; i < v.size(); ++i) l.setDouble(static_cast<int64_t>(i), v[i]);
+    return l;
+  };
+  got[200] = 1.0f;
+  EXPECT_TRUE(compareLiterals(literal(got), literal(want), 0.01, 0.01));
+  EXPECT_FALSE(compareLiterals(literal(got), literal(want), 0.01, 0.01, 0.01));
+  got[200] = 1.5f;
+  auto diff = compareLiterals(literal(got), literal(want), 0.01, 0.01, 0.01);
+  ASSERT_TRUE(diff);
+  EXPECT_NE(diff->find("element [1, 72]"), std::string::npos) << *diff;
+}
+
+TEST(CheckTolerance, UnboundedResultsMatchNaNWithAnything) {
+  hlo::Literal got(hlo::Shape::array(hlo::ElementType::F32, {2}));
+  hlo::Literal want(hlo::Shape::array(hlo::ElementType::F32, {2}));
+  got.setDouble(0, 2.5);
+  want.setDouble(0, std::nan(""));
+  EXPECT_TRUE(compareLiterals(got, want, 1e-5, 1e-5));
+  EXPECT_FALSE(compareLiterals(got, want, 1e-5, 1e-5, 0, true));
+}
+
 }  // namespace tpu::runner

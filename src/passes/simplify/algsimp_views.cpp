@@ -144,6 +144,13 @@ Instruction* Simplifier::simplifyConvert(Instruction& in) {
       return &in;
     }
   }
+  // Between integer types of one width (s32 <-> u32) a convert keeps every
+  // bit (two's complement wraps): a bitcast-convert, which moves no data
+  // (llo-gen renames the buffer; an index convert no longer costs a kernel).
+  const ElementType from = x->shape().elementType();
+  if (hlo::isIntegerType(from) && hlo::isIntegerType(to) && from != ElementType::Pred &&
+      hlo::elementTypeInfo(from).bitWidth >= 8 && hlo::elementTypeInfo(from).bitWidth == hlo::elementTypeInfo(to).bitWidth)
+    return add(in, Opcode::BitcastConvert, in.shape(), {x});
   return sinkBroadcastsBelowElementwise(in);
 }
 

@@ -1,0 +1,415 @@
+// Depthwise convolution streamed through VMEM (one input and one output
+// feature per group, two spatial dimensions). The image of one batch
+// element is DMAed straight from the operand into a zero-padded VMEM copy,
+// in bands of rows issued together so the first band computes while the
+// others land; nothing is written to HBM but the result. Each VMEM row holds
+// the last dimension's stride phases one after the other (position i in
+// run i % stride at i / stride), so the windows of consecutive outputs are
+// consecutive in memory whatever the stride. Channels are the lanes; with
+// fewer than 128 of them (a divisor of 128) `pack` consecutive positions
+// share a lane row, so every lane works. For each output row the taps are
+// multiply-added on the vector unit into independent f32 accumulators
+// (weights held in registers across a band), the fused epilogue is applied,
+// and the row is stored into a VMEM copy of the result that is DMAed out a
+// band at a time while the next band computes.
+#include <fmt/format.h>
+
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUpTo(int64_t v, int64_t a) { return ceilDiv(v, a) * a; }
+
+// Float types a vector load widens and a vector store narrows.
+bool streamable(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  return ti.isFloat && !ti.isComplex && ti.bytes <= 4 && !isWideType(t);
+}
+
+}  // namespace
+
+bool Lowerer::depthwisePlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
+                            DepthwisePlan& p) const {
+  (void)in;
+  if (g.rank != 2 || g.inPerGroup != 1 || g.outPerGroup != 1 || g.featureGroups != g.inFeatures ||
+      g.batchGroups != 1)
+    return false;
+  const ElementType stored = epilogue ? epilogue->outType : g.outType;
+  if (!streamable(g.inType) || !streamable(g.kType) || !streamable(g.outType)) return false;
+  TypeInfo st = typeInfo(stored);
+  if (st.isComplex || isWideType(stored) || st.bytes > 4) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (g.lhsDil[d] != 1 || g.reversal[d] || g.padLow[d] < 0 || g.padded[d] < g.inSize[d] + g.padLow[d])
+      return false;
+  p.N = g.batch;
+  p.H = g.inSize[0];
+  p.W = g.inSize[1];
+  p.C = g.inFeatures;
+  p.KH = g.kSize[0];
+  p.KW = g.kSize[1];
+  p.sH = g.stride[0];
+  p.sW = g.stride[1];
+  p.dH = g.rhsDil[0];
+  p.dW = g.rhsDil[1];
+  p.padTop = g.padLow[0];
+  p.padLeft = g.padLow[1];
+  p.Hp = g.padded[0];
+  p.Wp = g.padded[1];
+  p.Ho = g.outSize[0];
+  p.Wo = g.outSize[1];
+  if (p.N <= 0 || p.H <= 0 || p.W <= 0 || p.Ho <= 0 || p.Wo <= 0 || p.KH <= 0 || p.KW <= 0) return false;
+  const int64_t es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = st.bytes;
+  p.pack = p.C < 128 && 128 % p.C == 0 ? 128 / p.C : 1;
+  p.cpos = p.pack > 1 ? p.C : roundUpTo(p.C, 128);
+  p.cBlocks = p.pack > 1 ? 1 : p.cpos / 128;
+  p.Q = ceilDiv(p.Wp, p.sW);
+  p.rowIn = static_cast<uint64_t>(p.sW * p.Q * p.cpos * es);
+  const int64_t span = 8 * p.pack;  // output positions per register
+  p.blocks = ceilDiv(p.Wo, span);
+  p.groups = ceilDiv(p.blocks, 8);
+  p.unroll = ceilDiv(p.blocks, p.groups);
+  p.rowOut = static_cast<uint64_t>(p.Wo * p.cpos * eo);
+  p.zero = p.Hp != p.H || p.Wp != p.W;
+  const int64_t taps = p.KH * p.KW;
+  p.weightsInRegisters = taps <= 16;
+  const int64_t lanes = p.pack > 1 ? 128 : p.cpos;
+  p.wRow = static_cast<uint64_t>(lanes * ew);
+  p.bands = std::min<int64_t>(p.Ho, 8);
+  // Rows per loop iteration: at least 6 independent accumulators (a
+  // tap's multiply-add waits for the previous one's), bands whole
+  // iterations; the last iteration may compute rows past the band (into
+  // the next band's rows, rewritten when it computes, or the slack).
+  p.rows = std::clamp<int64_t>(ceilDiv(6, p.unroll), 1, std::max<int64_t>(1, 8 / p.unroll));
+  p.rows = std::min(p.rows, p.Ho);
+  p.bandRows = roundUpTo(ceilDiv(p.Ho, p.bands), p.rows);
+  p.bands = ceilDiv(p.Ho, p.bandRows);
+  if (p.bands + 2 > target_.registers.semaphores) return false;
+  // VMEM: weights [tap, lanes], the epilogue's columns [lanes], the image,
+  // the result. Loads and stores of positions past a row's end (never
+  // stored to HBM) run into the next row or the slack.
+  p.vW = 0;
+  p.end = alignUp(static_cast<uint64_t>(taps) * p.wRow, 512);
+  if (epilogue)
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+      p.vColumns.push_back(p.end);
+      if (input.kind == MatmulEpilogue::Column)
+        p.end += alignUp(static_cast<uint64_t>(lanes * typeInfo(input.type).bytes), 512);
+    }
+  const int64_t reach = p.groups * p.unroll * span + p.KW * p.dW + 8;
+  p.vImg = alignUp(p.end, 4096);
+  uint64_t img = static_cast<uint64_t>(p.Hp + (p.rows - 1) * p.sH) * p.rowIn +
+                 static_cast<uint64_t>(reach * p.cpos * es) + 4096;
+  p.vOut = p.vImg + alignUp(img, 32768);
+  p.end = p.vOut + alignUp(static_cast<uint64_t>(p.Ho + p.rows - 1) * p.rowOut + static_cast<uint64_t>(reach * p.cpos * eo) + 4096,
+                           512);
+  return p.end <= vmemBudget() && p.end < (uint64_t{1} << 31);
+}
+
+bool Lowerer::emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, const DepthwisePlan& p,
+                                  const MatmulEpilogue* epilogue) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  const auto& dn = *in.attrs().convDims;
+  const Instruction* lhs = in.operand(0);
+  const Instruction* rhs = in.operand(1);
+  const ElementType stored = epilogue ? epilogue->outType : g.outType;
+  const int64_t es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(stored).bytes;
+  const int xBuf = leaves_[lhs][0], kBuf = leaves_[rhs][0];
+  const int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
+  auto at = [](const std::vector<int64_t>& v, int64_t i) { return v[static_cast<size_t>(i)]; };
+  const std::vector<int64_t> xs = byteStrides(lhs->shape().dimensions(), static_cast<int>(es));
+  const std::vector<int64_t> ks = byteStrides(rhs->shape().dimensions(), static_cast<int>(ew));
+  const std::vector<int64_t> os = byteStrides(in.shape().dimensions(), static_cast<int>(eo));
+  const int64_t xN = at(xs, dn.inputBatchDimension), xH = at(xs, dn.inputSpatialDimensions[0]),
+                xW = at(xs, dn.inputSpatialDimensions[1]), xC = at(xs, dn.inputFeatureDimension);
+  const int64_t kH = at(ks, dn.kernelSpatialDimensions[0]), kW = at(ks, dn.kernelSpatialDimensions[1]),
+                kC = at(ks, dn.kernelOutputFeatureDimension);
+  const int64_t oN = at(os, dn.outputBatchDimension), oH = at(os, dn.outputSpatialDimensions[0]),
+                oW = at(os, dn.outputSpatialDimensions[1]), oC = at(os, dn.outputFeatureDimension);
+  const int64_t taps = p.KH * p.KW, span = 8 * p.pack, C = p.C;
+  const int semW = static_cast<int>(p.bands), semOut = semW + 1;  // input band b waits on sem b
+
+  int rT = sreg(), rA = sreg(), rN = sreg(), rB = sreg(), rCb = sreg(), rY = sreg(), rYEnd = sreg(), rIn = sreg(),
+      rOut = sreg(), rG = sreg(), rCnt = sreg(), rW = sreg();
+
+  // Weights [tap, lanes] straight from the kernel, repeated `pack` times
+  // across the lanes; then the epilogue's columns the same way.
+  int loads = 1;
+  {
+    std::vector<Emitter::Dim> dims;
+    if (p.KH > 1) dims.push_back({p.KH, kH, p.KW * static_cast<int64_t>(p.wRow)});
+    if (p.KW > 1) dims.push_back({p.KW, kW, static_cast<int64_t>(p.wRow)});
+    if (p.pack > 1) dims.push_back({p.pack, 0, C * ew});
+    uint64_t chunk = static_cast<uint64_t>(C * ew);
+    if (kC != ew) {
+      dims.push_back({C, kC, ew});
+      chunk = static_cast<uint64_t>(ew);
+    }
+    std::string d = e_.desc(chunk, dims);
+    e_.op("smov {}, {}", S(rT), base(kBuf));
+    e_.op("{} {}, [{}], {}, sem{}", dmaOp("h2v", kBuf), d, p.vW, memRef(kBuf, S(rT)), semW);
+  }
+  std::map<const Instruction*, VReg> scalars;
+  if (epilogue) {
+    int smem = 0;
+    for (size_t j = 0; j < epilogue->inputs.size(); ++j) {
+      const MatmulEpilogue::Input& input = epilogue->inputs[j];
+      if (input.kind == MatmulEpilogue::Scalar) {
+        scalars[input.value] = splatScalar(input.buf, input.type, smem++);
+        continue;
+      }
+      int64_t ei = typeInfo(input.type).bytes;
+      std::vector<Emitter::Dim> dims;
+      if (p.pack > 1) dims.push_back({p.pack, 0, C * ei});
+      std::string d = e_.desc(static_cast<uint64_t>(C * ei), dims);
+      e_.op("smov {}, {}", S(rT), base(input.buf));
+      e_.op("{} {}, [{}], {}, sem{}", dmaOp("h2v", input.buf), d, p.vColumns[j], memRef(input.buf, S(rT)), semW);
+      ++loads;
+    }
+  }
+
+  // Padding stays zero: the image's DMAs never write it.
+  if (p.zero) {
+    VReg z = vconst(ElementType::F32, 0);
+    std::string lZero = e_.newLabel("dwzero");
+    uint64_t bytes = p.vOut - p.vImg;
+    e_.op("smov {}, {}", S(rA), p.vImg);
+    e_.op("smov {}, {}", S(rCnt), bytes / 32768);
+    e_.label(lZero);
+    for (int i = 0; i < 8; ++i) vstore(z, ElementType::F32, fmt::format("{} + {}", S(rA), i * 4096));
+    e_.op("sadd {}, {}, 32768", S(rA), S(rA));
+    e_.op("loop {}, {}", S(rCnt), lZero);
+    vfree(z);
+  }
+
+  // The input rows each band needs beyond the earlier bands', per phase of
+  // the last dimension (one DMA each; an empty one signals its semaphore
+  // so every band waits for sW).
+  struct BandLoad {
+    std::string desc;
+    int64_t src = 0;
+    uint64_t dst = 0;
+  };
+  std::vector<std::vector<BandLoad>> bandLoads(static_cast<size_t>(p.bands));
+  {
+    int64_t done = 0;
+    for (int64_t b = 0; b < p.bands; ++b) {
+      int64_t y1 = std::min(p.Ho, (b + 1) * p.bandRows);
+      int64_t need = std::clamp<int64_t>((y1 - 1) * p.sH + (p.KH - 1) * p.dH + 1 - p.padTop, 0, p.H);
+      int64_t h0 = done, h1 = std::max(done, need);
+      done = h1;
+      for (int64_t ph = 0; ph < p.sW; ++ph) {
+        int64_t j0 = ((ph - p.padLeft) % p.sW + p.sW) % p.sW;
+        int64_t count = j0 < p.W ? (p.W - 1 - j0) / p.sW + 1 : 0;
+        BandLoad l;
+        if (h1 > h0 && count > 0) {
+          int64_t q0 = (p.padLeft + j0) / p.sW;
+          l.dst = p.vImg + static_cast<uint64_t>(p.padTop + h0) * p.rowIn +
+                  static_cast<uint64_t>((ph * p.Q + q0) * p.cpos * es);
+          l.src = h0 * xH + j0 * xW;
+          std::vector<Emitter::Dim> dims;
+          if (h1 - h0 > 1) dims.push_back({h1 - h0, xH, static_cast<int64_t>(p.rowIn)});
+          uint64_t chunk = static_cast<uint64_t>(C * es);
+          if (xC != es) {
+            if (count > 1) dims.push_back({count, p.sW * xW, p.cpos * es});
+            dims.push_back({C, xC, es});
+            chunk = static_cast<uint64_t>(es);
+          } else if (p.sW == 1 && p.cpos == C && xW == C * es) {
+            chunk = static_cast<uint64_t>(count * C * es);
+          } else if (count > 1) {
+            dims.push_back({count, p.sW * xW, p.cpos * es});
+          }
+          l.desc = e_.desc(chunk, dims);
+        }
+        bandLoads[static_cast<size_t>(b)].push_back(l);
+      }
+    }
+  }
+  // The result band out: rows, positions, channels.
+  auto outDesc = [&](int64_t rows) {
+    std::vector<Emitter::Dim> dims;
+    if (oC == eo && p.cpos == C && oW == C * eo) {
+      if (rows > 1 && oH == p.Wo * C * eo) return e_.desc(static_cast<uint64_t>(rows * p.Wo * C * eo), {});
+      if (rows > 1) dims.push_back({rows, static_cast<int64_t>(p.rowOut), oH});
+      return e_.desc(static_cast<uint64_t>(p.Wo * C * eo), dims);
+    }
+    if (rows > 1) dims.push_back({rows, static_cast<int64_t>(p.rowOut), oH});
+    if (p.Wo > 1) dims.push_back({p.Wo, p.cpos * eo, oW});
+    if (oC == eo) return e_.desc(static_cast<uint64_t>(C * eo), dims);
+    dims.push_back({C, eo, oC});
+    return e_.desc(static_cast<uint64_t>(eo), dims);
+  };
+  const int64_t lastRows = p.Ho - (p.bands - 1) * p.bandRows;
+  const std::string dOutFull = outDesc(p.bandRows), dOutLast = outDesc(lastRows);
+
+  std::string lItem = e_.newLabel("dwimage"), lBand = e_.newLabel("dwband"), lWeightsDone = e_.newLabel("dwready");
+  e_.op("smov {}, 0", S(rN));
+  e_.label(lItem);
+  for (int64_t b = 0; b < p.bands; ++b)
+    for (const BandLoad& l : bandLoads[static_cast<size_t>(b)]) {
+      if (l.desc.empty()) {
+        e_.op("sem.signal sem{}, 1", b);
+        continue;
+      }
+      e_.op("smul {}, {}, {}", S(rA), S(rN), xN);
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(xBuf) + l.src);
+      e_.op("{} {}, [{}], {}, sem{}", dmaOp("h2v", xBuf), l.desc, l.dst, memRef(xBuf, S(rA)), b);
+    }
+  e_.op("br.ne {}, 0, {}", S(rN), lWeightsDone);
+  e_.op("sem.wait sem{}, {}", semW, loads);
+  e_.label(lWeightsDone);
+
+  e_.op("smov {}, 0", S(rB));
+  e_.label(lBand);
+  e_.op("sem.wait sem[{}], {}", S(rB), p.sW);
+  // Rows rY .. rYEnd of the band.
+  e_.op("smul {}, {}, {}", S(rYEnd), S(rB), p.bandRows);
+  e_.op("sadd {}, {}, {}", S(rYEnd), S(rYEnd), p.bandRows);
+  {
+    std::string lFull = e_.newLabel("dwfull");
+    e_.op("br.lt {}, {}, {}", S(rYEnd), p.Ho + 1, lFull);
+    e_.op("smov {}, {}", S(rYEnd), p.Ho);
+    e_.label(lFull);
+  }
+  const bool cbLoop = p.cBlocks > 1;
+  std::string lCb = e_.newLabel("dwchan");
+  e_.op("smov {}, 0", S(rCb));
+  e_.label(lCb);
+  // Weights of this channel block, each tap's row in every sublane.
+  e_.op("smul {}, {}, {}", S(rW), S(rCb), 128 * ew);
+  e_.op("sadd {}, {}, {}", S(rW), S(rW), p.vW);
+  std::vector<VReg> wv;
+  if (p.weightsInRegisters)
+    for (int64_t t = 0; t < taps; ++t)
+      wv.push_back(vload(g.kType, fmt::format("{} + {}", S(rW), t * static_cast<int64_t>(p.wRow)), ", 0"));
+  // The epilogue's columns of this channel block.
+  std::map<const Instruction*, VReg> columns;
+  if (epilogue)
+    for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+      const MatmulEpilogue::Input& input = epilogue->inputs[k];
+      if (input.kind != MatmulEpilogue::Column) continue;
+      int64_t ei = typeInfo(input.type).bytes;
+      e_.op("smul {}, {}, {}", S(rT), S(rCb), 128 * ei);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), p.vColumns[k]);
+      columns[input.value] = vload(input.type, S(rT), ", 0");
+    }
+  std::string lRow = e_.newLabel("dwrow");
+  e_.op("smul {}, {}, {}", S(rY), S(rB), p.bandRows);
+  e_.label(lRow);
+  e_.op("smul {}, {}, {}", S(rIn), S(rY), p.sH * static_cast<int64_t>(p.rowIn));
+  e_.op("smul {}, {}, {}", S(rT), S(rCb), 128 * es);
+  e_.op("sadd {}, {}, {}", S(rIn), S(rIn), S(rT));
+  e_.op("sadd {}, {}, {}", S(rIn), S(rIn), p.vImg);
+  e_.op("smul {}, {}, {}", S(rOut), S(rY), static_cast<int64_t>(p.rowOut));
+  e_.op("smul {}, {}, {}", S(rT), S(rCb), 128 * eo);
+  e_.op("sadd {}, {}, {}", S(rOut), S(rOut), S(rT));
+  e_.op("sadd {}, {}, {}", S(rOut), S(rOut), p.vOut);
+  std::string lGroup = e_.newLabel("dwpos");
+  if (p.groups > 1) {
+    e_.op("smov {}, {}", S(rG), p.groups);
+    e_.label(lGroup);
+  }
+  {
+    const int64_t u = p.unroll, xStride = p.pack * p.cpos * es, oStride = p.pack * p.cpos * eo;
+    vregs_.setRotating(true);
+    // Accumulator a = row * u + block.
+    const int64_t R = p.rows, n = R * u;
+    std::vector<VReg> acc;
+    for (int64_t a = 0; a < n; ++a) acc.push_back(vconst(ElementType::F32, 0));
+    for (int64_t th = 0; th < p.KH; ++th)
+      for (int64_t tw = 0; tw < p.KW; ++tw) {
+        const int64_t t = th * p.KW + tw, i = tw * p.dW, ph = i % p.sW, q = i / p.sW;
+        VReg w = p.weightsInRegisters
+                     ? wv[static_cast<size_t>(t)]
+                     : vload(g.kType, fmt::format("{} + {}", S(rW), t * static_cast<int64_t>(p.wRow)), ", 0");
+        const int64_t off = th * p.dH * static_cast<int64_t>(p.rowIn) + (ph * p.Q + q) * p.cpos * es;
+        std::vector<VReg> xv;
+        for (int64_t a = 0; a < n; ++a) {
+          const int64_t rowOff = (a / u) * p.sH * static_cast<int64_t>(p.rowIn), j = a % u;
+          xv.push_back(vload(g.inType, fmt::format("{} + {}", S(rIn), rowOff + off + j * span * p.cpos * es),
+                             fmt::format(", {}", xStride)));
+        }
+        for (int64_t a = 0; a < n; ++a) {
+          e_.op("vfma.f32 {}, {}, {}, {}", V(acc[static_cast<size_t>(a)]), V(xv[static_cast<size_t>(a)]), V(w),
+                V(acc[static_cast<size_t>(a)]));
+          vfree(xv[static_cast<size_t>(a)]);
+        }
+        if (!p.weightsInRegisters) vfree(w);
+      }
+    for (int64_t a = 0; a < n; ++a) {
+      const int64_t j = a % u, rowOff = (a / u) * static_cast<int64_t>(p.rowOut);
+      VReg result = acc[static_cast<size_t>(a)];
+      std::map<const Instruction*, VReg> val = scalars;
+      for (auto& [inst, v] : columns) val[inst] = v;
+      std::vector<VReg> owned;
+      if (epilogue) {
+        // The convolution's value in its own type, as the unfused kernel
+        // stores it, then the fused instructions.
+        if (g.outType != ElementType::F32) {
+          VReg r = valloc(g.outType);
+          e_.op("vmov.s32 {}, {}", V(r), V(result));
+          owned.push_back(normalize(r));
+        }
+        val[epilogue->dot] = owned.empty() ? result : owned.back();
+        if (!evalOnRegisters(*epilogue->comp, nullptr, val, owned)) {
+          vregs_.setRotating(false);
+          return false;
+        }
+        result = val[epilogue->comp->root()];
+      }
+      vstore(result, stored, fmt::format("{} + {}", S(rOut), rowOff + j * span * p.cpos * eo),
+             fmt::format(", {}", oStride));
+      std::set<int> keep;
+      for (auto& [inst, v] : columns) keep.insert(v.r);
+      for (auto& [inst, v] : scalars) keep.insert(v.r);
+      std::set<int> freed = {acc[static_cast<size_t>(a)].r};
+      vfree(acc[static_cast<size_t>(a)]);
+      for (VReg v : owned)
+        if (!keep.count(v.r) && freed.insert(v.r).second) vfree(v);
+    }
+    vregs_.setRotating(false);
+    if (p.groups > 1) {
+      e_.op("sadd {}, {}, {}", S(rIn), S(rIn), u * span * p.cpos * es);
+      e_.op("sadd {}, {}, {}", S(rOut), S(rOut), u * span * p.cpos * eo);
+      e_.op("loop {}, {}", S(rG), lGroup);
+    }
+  }
+  e_.op("sadd {}, {}, {}", S(rY), S(rY), p.rows);
+  e_.op("br.lt {}, {}, {}", S(rY), S(rYEnd), lRow);
+  for (VReg v : wv) vfree(v);
+  for (auto& [inst, v] : columns) vfree(v);
+  if (cbLoop) {
+    e_.op("sadd {}, {}, 1", S(rCb), S(rCb));
+    e_.op("br.lt {}, {}, {}", S(rCb), p.cBlocks, lCb);
+  }
+  // The band out: VMEM rows rB * bandRows .., to the result of image rN.
+  e_.op("smul {}, {}, {}", S(rA), S(rB), p.bandRows * static_cast<int64_t>(p.rowOut));
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), p.vOut);
+  e_.op("smul {}, {}, {}", S(rT), S(rB), p.bandRows * oH);
+  e_.op("smul {}, {}, {}", S(rIn), S(rN), oN);
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rIn));
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+  if (lastRows != p.bandRows) {
+    std::string lLast = e_.newLabel("dwlast"), lSent = e_.newLabel("dwsent");
+    e_.op("br.eq {}, {}, {}", S(rB), p.bands - 1, lLast);
+    e_.op("{} {}, {}, [{}], sem{}", dmaOp("v2h", dst), dOutFull, memRef(dst, S(rT)), S(rA), semOut);
+    e_.op("jmp {}", lSent);
+    e_.label(lLast);
+    e_.op("{} {}, {}, [{}], sem{}", dmaOp("v2h", dst), dOutLast, memRef(dst, S(rT)), S(rA), semOut);
+    e_.label(lSent);
+  } else {
+    e_.op("{} {}, {}, [{}], sem{}", dmaOp("v2h", dst), dOutFull, memRef(dst, S(rT)), S(rA), semOut);
+  }
+  e_.op("sadd {}, {}, 1", S(rB), S(rB));
+  e_.op("br.lt {}, {}, {}", S(rB), p.bands, lBand);
+  // The result area is reused by the next image.
+  e_.op("sem.wait sem{}, {}", semOut, p.bands);
+  e_.op("sadd {}, {}, 1", S(rN), S(rN));
+  e_.op("br.lt {}, {}, {}", S(rN), p.N, lItem);
+  for (auto& [inst, v] : scalars) vfree(v);
+  return !failed_;
+}
+
+}  // namespace tpu::codegen
