@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string_view>
+#include <set>
 #include <unordered_map>
 
 #include "codegen/emitter.h"
@@ -78,13 +79,12 @@ std::optional<isa::Program> buildProgram(const std::string& name, CodegenResult&
 // The directives' text, then the scheduled bundles with the comments, blank
 // lines, labels and .kernel directives in front of the bundle where the code
 // they introduced now starts.
-std::string printScheduled(const std::string& header, const std::vector<EmittedCode::Line>& lines,
-                           const isa::Program& program, const std::vector<uint32_t>& anchors) {
+void printScheduled(std::string& out, const std::vector<EmittedCode::Line>& lines, const isa::Program& program,
+                    const std::vector<uint32_t>& anchors) {
   std::vector<size_t> order(lines.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto at = [&](size_t i) { return anchors[std::min<size_t>(lines[i].at, anchors.size() - 1)]; };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return at(a) < at(b); });
-  std::string out = header;
   size_t m = 0;
   llo::InstrPrinter printer(program);
   for (size_t b = 0; b <= program.bundles.size(); ++b) {
@@ -101,8 +101,68 @@ std::string printScheduled(const std::string& header, const std::vector<EmittedC
     }
     out += " }\n";
   }
-  return out;
 }
+
+// The code as it comes from the lowering, piece by piece (each a run of
+// whole kernels that later code does not branch into): each piece is
+// scheduled and printed at once, so the whole program is never held in
+// memory. The names it uses are checked against the directives at the end.
+class PieceScheduler {
+ public:
+  explicit PieceScheduler(const target::TargetDesc& target) : target_(target) {}
+
+  bool add(EmittedCode& code) {
+    isa::Program p;
+    // The piece's own symbol table stands in for the buffers and descriptors:
+    // the printer needs their names, the scheduler nothing of them.
+    p.buffers.resize(code.names.size());
+    p.dmaDescriptors.resize(code.names.size());
+    for (size_t i = 0; i < code.names.size(); ++i) {
+      p.buffers[i].name = code.names[i];
+      p.dmaDescriptors[i].name = code.names[i];
+    }
+    for (const EmittedCode::Symbol& s : code.symbols) {
+      isa::Operand& o = code.bundles[s.op].instrs.front().operands[s.operand];
+      if (s.kind == llo::OpSymbol::Buffer) o.buffer = s.name;
+      else o.imm = s.name;
+      used_.emplace(code.names[s.name], s.kind);
+    }
+    p.bundles = std::move(code.bundles);
+    p.labels = std::move(code.labels);
+    std::vector<uint32_t> anchors = llo::scheduleProgram(p, target_, &stats_);
+    printScheduled(text_, code.lines, p, anchors);
+    return true;
+  }
+
+  // Whether every name the code used is an HBM buffer or a descriptor of
+  // the program the directives make.
+  bool check(const isa::Program& program, DiagnosticEngine& diags) const {
+    for (const auto& [name, kind] : used_) {
+      bool ok = false;
+      if (kind == llo::OpSymbol::Buffer) {
+        auto b = program.findBuffer(name);
+        ok = b && program.buffers[*b].space == isa::MemSpace::Hbm;
+      } else {
+        for (const isa::DmaDescriptor& d : program.dmaDescriptors) ok = ok || d.name == name;
+      }
+      if (!ok) {
+        diags.error(fmt::format("llo-gen: internal error: unknown {} '{}'",
+                                kind == llo::OpSymbol::Buffer ? "HBM buffer" : "DMA descriptor", name));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::string& text() { return text_; }
+  const llo::ScheduleStats& stats() const { return stats_; }
+
+ private:
+  const target::TargetDesc& target_;
+  std::string text_;
+  llo::ScheduleStats stats_;
+  std::set<std::pair<std::string, llo::OpSymbol::Kind>> used_;
+};
 
 }  // namespace
 
@@ -113,7 +173,8 @@ namespace {
 // convolutions) are expanded on the copy first, as XLA does before code
 // generation.
 std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const target::TargetDesc& target,
-                                            const CodegenOptions& options, DiagnosticEngine& diags) {
+                                            const CodegenOptions& options, DiagnosticEngine& diags,
+                                            CodeSink sink = {}) {
   std::unique_ptr<hlo::Module> flat = passes::cloneModule(module);
   size_t errors = diags.errorCount();
   // Entry arguments and results live in HBM in their physical layouts; the
@@ -131,7 +192,7 @@ std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const tar
   passes::SinkViewsPass().run(*flat, diags);  // views of fused parameters stream as strided DMAs
   if (diags.errorCount() != errors) return std::nullopt;
   passes::FlattenCallGraphPass().run(*flat, diags);
-  auto r = lowerModule(*flat, target, options, diags);
+  auto r = lowerModule(*flat, target, options, diags, std::move(sink));
   if (r) {
     r->stats.physicalArguments = edges.arguments;
     r->stats.physicalResults = edges.results;
@@ -144,13 +205,21 @@ std::optional<CodegenResult> lowerFlattened(const hlo::Module& module, const tar
 
 std::optional<CodegenResult> generateLlo(const hlo::Module& module, const target::TargetDesc& target,
                                          const CodegenOptions& options, DiagnosticEngine& diags) {
-  auto r = lowerFlattened(module, target, options, diags);
+  PieceScheduler pieces(target);
+  auto r = lowerFlattened(module, target, options, diags, [&](EmittedCode& code) { return pieces.add(code); });
   if (!r || !r->code) return r;
-  auto program = buildProgram(module.name(), *r, target, options.targetSpec, diags);
-  if (!program) return std::nullopt;
-  std::vector<uint32_t> anchors = llo::scheduleProgram(*program, target, &r->schedule);
-  r->llo = printScheduled(r->llo, r->code->lines, *program, anchors);
+  pieces.add(*r->code);
   r->code.reset();
+  // The directives, assembled to check them and the names the code uses.
+  SourceFile file(module.name() + ".llo", r->llo);
+  llo::AsmOptions asmOptions;
+  asmOptions.target = options.targetSpec.empty() ? target.name : options.targetSpec;
+  if (options.targetSpec.empty()) asmOptions.targetDesc = target;
+  auto header = llo::assembleLlo(file, asmOptions, diags);
+  if (!header || !pieces.check(header->program, diags)) return std::nullopt;
+  r->schedule = pieces.stats();
+  pieces.text().insert(0, r->llo);  // in place when the text has room for the directives
+  r->llo = std::move(pieces.text());
   return r;
 }
 

@@ -159,11 +159,15 @@ void Emitter::kernel(isa::KernelMeta meta) {
 
 Emitter::Mark Emitter::mark() const {
   return Mark{code_.bundles.size(), code_.lines.size(),   code_.labels.size(), code_.kernels.size(),
-              code_.symbols.size(), labelUses_.size(), text_.size()};
+              code_.symbols.size(), labelUses_.size(), text_.size(), flushedOps_};
 }
 
 std::vector<Emitter::Item> Emitter::cut(const Mark& from) {
   std::vector<Item> items;
+  if (from.flushed != flushedOps_) {
+    error("llo-gen: internal error: code cut after it went to be scheduled");
+    return items;
+  }
   // Lines before op p come before it; kernels, labels and symbols are in
   // emission order, so each list's tail is what was emitted since `from`.
   size_t line = from.lines, label = from.labels, kernel = from.kernels, symbol = from.symbols,
@@ -225,6 +229,17 @@ void Emitter::append(Item item) {
     code_.lines.push_back({static_cast<uint32_t>(code_.bundles.size()), item.text});
     if (keepText_) text_ += item.text + "\n";
   }
+}
+
+void Emitter::flush() {
+  if (!sink_ || failed_ || code_.bundles.empty() || keepText_) return;
+  if (!code_.labels.empty() && code_.labels.back().bundle == code_.bundles.size()) return;
+  for (const LabelUse& u : labelUses_)
+    if (!labelAt_.count(code_.names[u.name])) return;  // a forward branch out of the code so far
+  flushedOps_ += code_.bundles.size();
+  EmittedCode piece;
+  if (!take(piece)) return;
+  if (!sink_(piece)) failed_ = true;  // the sink reported it
 }
 
 bool Emitter::take(EmittedCode& out) {

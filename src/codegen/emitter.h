@@ -94,7 +94,7 @@ class Emitter {
   // the code, the code emitted since a position (removed), and appending
   // one removed item (an op, label, comment, blank line or .kernel) again.
   struct Mark {
-    size_t ops, lines, labels, kernels, symbols, labelUses, text;
+    size_t ops, lines, labels, kernels, symbols, labelUses, text, flushed;
   };
   struct Item {
     bool isOp = false;
@@ -113,6 +113,12 @@ class Emitter {
   // that was never defined. Leaves the emitter empty.
   bool take(EmittedCode& out);
   bool failed() const { return failed_; }
+  // Where flush() sends the code (none: flush() does nothing).
+  void setSink(std::function<bool(EmittedCode&)> sink) { sink_ = std::move(sink); }
+  // Hands the code emitted so far to the sink when that is safe: every
+  // label it uses is defined in it and no label waits for its op. The
+  // caller guarantees that no later op branches into it.
+  void flush();
 
  private:
   void append(isa::Instr instr, const std::vector<llo::OpSymbol>& symbols, std::string_view text);
@@ -126,6 +132,8 @@ class Emitter {
   bool failed_ = false;
   const target::TargetDesc* target_ = nullptr;
   std::function<void(const std::string&)> onError_;
+  std::function<bool(EmittedCode&)> sink_;
+  size_t flushedOps_ = 0;  // ops handed to the sink (marks before them are gone)
   llo::OpParser parser_;
   llo::ParsedOp parsed_;
   std::unordered_map<std::string, uint32_t> nameIndex_;

@@ -88,3 +88,78 @@ TEST(Emitter, LabelsAndInterleaving) {
 
 }  // namespace
 }  // namespace tpu::codegen
+
+#include "codegen/codegen.h"
+#include "hlo/io/hlo_io.h"
+#include "support/diagnostics.h"
+#include "llo/text.h"
+
+namespace tpu::codegen {
+namespace {
+
+// The program compiled in memory (tpu-run) is the program llo-asm makes of
+// llo-gen's text, which is printed piece by piece: kernels, a while loop,
+// a sort (two interleaved op streams) and constants.
+TEST(Emitter, CompiledProgramIsTheAssembledText) {
+  const char* text = R"(HloModule m
+add {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}
+less {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=LT
+}
+cond {
+  p = (s32[], s32[300]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(4)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], s32[300]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = s32[300] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  b = s32[300] broadcast(j), dimensions={}
+  y = s32[300] add(x, b)
+  ROOT t = (s32[], s32[300]) tuple(j, y)
+}
+ENTRY main {
+  x = s32[300] parameter(0)
+  f = f32[4,200] parameter(1)
+  z = s32[] constant(0)
+  k = s32[3] constant({7, 8, 9})
+  t0 = (s32[], s32[300]) tuple(z, x)
+  w0 = (s32[], s32[300]) while(t0), condition=cond, body=body
+  y0 = s32[300] get-tuple-element(w0), index=1
+  m = s32[300] multiply(y0, y0)
+  r0 = s32[] reduce(m, z), dimensions={0}, to_apply=add
+  s = f32[4,200] sort(f), dimensions={1}, to_apply=less
+  ROOT o = (s32[300], s32[], f32[4,200], s32[3]) tuple(m, r0, s, k)
+})";
+  DiagnosticEngine diags;
+  auto loaded = hlo::readModule(std::make_shared<SourceFile>("test.hlo", text), diags);
+  ASSERT_TRUE(loaded.module) << firstErrorMessage(diags);
+  auto target = target::loadTarget("v5e", diags);
+  ASSERT_TRUE(target);
+  auto generated = generateLlo(*loaded.module, *target, {}, diags);
+  ASSERT_TRUE(generated) << firstErrorMessage(diags);
+  auto compiled = compileModule(*loaded.module, *target, {}, diags);
+  ASSERT_TRUE(compiled) << firstErrorMessage(diags);
+  SourceFile file("m.llo", generated->llo);
+  llo::AsmOptions options;
+  options.autoBundle = false;
+  auto assembled = llo::assembleLlo(file, options, diags);
+  ASSERT_TRUE(assembled) << firstErrorMessage(diags);
+  EXPECT_GT(compiled->bundles.size(), 50u);
+  EXPECT_GT(compiled->kernels.size(), 3u);
+  EXPECT_TRUE(*compiled == assembled->program);
+  EXPECT_EQ(llo::printLlo(*compiled), llo::printLlo(assembled->program));
+}
+
+}  // namespace
+}  // namespace tpu::codegen

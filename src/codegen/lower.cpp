@@ -481,6 +481,10 @@ void Lowerer::beginKernel(const Instruction& in, const std::string& kind) {
   vregs_.reset();
   masks_.reset();
   kernelLabel_ = fmt::format("k{}_{}", kernelCount_++, sanitize(in.name()));
+  // The code so far can be scheduled and printed: no later code branches
+  // into it at the top level (a while loop's or conditional's code is one
+  // piece; so is a resident fusion's).
+  if (residentDepth_ == 0 && controlDepth_ == 0) e_.flush();
   emitting_ = &in;
   if (residentDepth_ == 0) {  // else a section of the resident fusion's kernel
     kernelHlo_ = in.name();
@@ -3219,6 +3223,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       return emitComputation(*in.fusedComputation());
     case Opcode::While: {
       beginKernel(in, "while");
+      ControlRegion region(controlDepth_);
       copyLeaves(leaves_[&in], leaves_[in.operand(0)]);
       std::string top = fmt::format("{}_cond", kernelLabel_), exit = fmt::format("{}_exit", kernelLabel_);
       std::string body = kernelLabel_;
@@ -3250,6 +3255,7 @@ bool Lowerer::emitInstruction(const Instruction& in) {
     }
     case Opcode::Conditional: {
       beginKernel(in, "conditional");
+      ControlRegion region(controlDepth_);
       const Instruction* sel = in.operand(0);
       int idx = loadScalar(leaves_[sel][0], 0, sel->shape().elementType(), 0);
       size_t nb = in.calledComputations().size();
@@ -3638,8 +3644,9 @@ std::optional<CodegenResult> Lowerer::run() {
 }
 
 std::optional<CodegenResult> lowerModule(const hlo::Module& module, const target::TargetDesc& target,
-                                         const CodegenOptions& options, DiagnosticEngine& diags) {
+                                         const CodegenOptions& options, DiagnosticEngine& diags, CodeSink sink) {
   Lowerer l(module, target, options, diags);
+  if (sink && options.schedule != llo::ScheduleMode::None) l.setCodeSink(std::move(sink));
   return l.run();
 }
 

@@ -522,6 +522,7 @@ class Lowerer {
   }
 
   std::optional<CodegenResult> run();
+  void setCodeSink(std::function<bool(EmittedCode&)> sink) { e_.setSink(std::move(sink)); }
   // Which kernel a fusion instruction becomes (fusion_lowering.cpp).
   FusionLowering classifyFusion(const Instruction& in) const;
 
@@ -946,6 +947,16 @@ class Lowerer {
   DiagnosticEngine& diags_;
   Emitter e_;
   const Instruction* emitting_ = nullptr;  // the instruction whose kernel is being emitted
+  // While loops and conditionals being emitted: their code branches back
+  // and across the kernels inside them, so it goes to the sink as one piece.
+  int controlDepth_ = 0;
+  struct ControlRegion {
+    explicit ControlRegion(int& depth) : depth_(depth) { ++depth_; }
+    ~ControlRegion() { --depth_; }
+    ControlRegion(const ControlRegion&) = delete;
+    ControlRegion& operator=(const ControlRegion&) = delete;
+    int& depth_;
+  };
   RegPool sregs_, vregs_, masks_;
   bool failed_ = false;
 

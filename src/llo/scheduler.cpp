@@ -406,6 +406,7 @@ std::vector<uint32_t> scheduleProgram(isa::Program& p, const target::TargetDesc&
     }
   }
   std::vector<isa::Bundle> out;
+  out.reserve(nb);
   std::vector<uint32_t> anchor(nb + 1, 0);
   size_t blocks = 0, opCount = 0;
   size_t b = 0;
@@ -431,7 +432,12 @@ std::vector<uint32_t> scheduleProgram(isa::Program& p, const target::TargetDesc&
     for (int& u : used)
       if (u == 0) u = next++;
     std::vector<isa::Bundle> blockBundles(next);
-    for (size_t i = 0; i < ops.size(); ++i) blockBundles[used[cycle[i]]].instrs.push_back(*ops[i]);
+    // Ops move into their new bundles and the old bundles are freed as the
+    // blocks go: the program is not held twice (issue 14 point 6).
+    for (size_t i = 0; i < ops.size(); ++i) {
+      blockBundles[used[cycle[i]]].instrs.push_back(std::move(p.bundles[b + i].instrs[0]));
+      std::vector<Instr>().swap(p.bundles[b + i].instrs);
+    }
     for (size_t i = b; i < e; ++i) anchor[i] = base + static_cast<uint32_t>(used[cycle[i - b]]);
     anchor[b] = base;
     opCount += ops.size();
