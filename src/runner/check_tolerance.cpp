@@ -244,15 +244,18 @@ double ownErrorBound(const hlo::Instruction& instr, codegen::F32DotPrecision dot
   return ulps * 0x1p-24;
 }
 
-std::vector<double> checkTolerances(const hlo::Module& module, codegen::F32DotPrecision dotPrecision) {
+namespace {
+
+// One bound per array leaf of the entry's result: `combine(instr, operands)`
+// gives an instruction's bound from the largest of its operands' bounds,
+// evaluated in iterative post-order (chains can be long); tuple results
+// are read through to their operands, and every array leaf of any other
+// value shares its bound, raised to `floor`.
+template <class Combine>
+std::vector<double> perResultBounds(const hlo::Module& module, double floor, Combine combine) {
   const hlo::Computation* entry = module.entry();
   std::vector<double> out;
   if (!entry || !entry->root()) return out;
-  std::map<const hlo::Computation*, double> calledMemo;
-  // Bound of each entry instruction: the largest of its own, its callees'
-  // and its operands'. A narrow float result of an inexact computation may
-  // round the other way from the interpreter's: one ulp of that type
-  // (2u) on top. Iterative post-order: chains can be long.
   std::map<const hlo::Instruction*, double> bound;
   auto boundOf = [&](const hlo::Instruction* root) {
     std::vector<std::pair<const hlo::Instruction*, int64_t>> stack{{root, 0}};
@@ -267,85 +270,52 @@ std::vector<double> checkTolerances(const hlo::Module& module, codegen::F32DotPr
         if (!bound.count(op)) stack.push_back({op, 0});
         continue;
       }
-      double b = ownErrorBound(*instr, dotPrecision);
-      for (const hlo::Computation* callee : instr->calledComputations())
-        b = std::max(b, calledBound(callee, dotPrecision, calledMemo));
-      for (int64_t i = 0; i < instr->operandCount(); ++i) b = std::max(b, bound[instr->operand(i)]);
-      b *= std::sqrt(static_cast<double>(summedOperands(*instr, module)));
-      if (b > 0 && instr->shape().isArray() && hlo::elementTypeInfo(instr->shape().elementType()).floatFormat)
-        b = std::max(b, 2 * unitRoundoff(instr->shape().elementType()));
-      bound[instr] = b;
+      double in = 0;
+      for (int64_t i = 0; i < instr->operandCount(); ++i) in = std::max(in, bound[instr->operand(i)]);
+      bound[instr] = combine(*instr, in);
       stack.pop_back();
     }
     return bound[root];
   };
-  // The result leaves: through tuple instructions to their operands, else
-  // every array leaf of a value shares its bound.
   auto leaves = [&](auto&& self, const hlo::Instruction* v) -> void {
     if (v->opcode() == Opcode::Tuple) {
       for (int64_t i = 0; i < v->operandCount(); ++i) self(self, v->operand(i));
       return;
     }
-    double b = std::max(boundOf(v), kCheckToleranceFloor);
-    std::vector<const hlo::Shape*> shapes{&v->shape()};
-    size_t arrays = 0;
-    while (!shapes.empty()) {
-      const hlo::Shape* s = shapes.back();
-      shapes.pop_back();
-      if (s->isTuple())
-        for (const hlo::Shape& e : s->tupleElements()) shapes.push_back(&e);
-      else if (s->isArray())
-        ++arrays;
-    }
-    out.insert(out.end(), arrays, b);
+    out.insert(out.end(), arrayLeaves(v->shape()), std::max(boundOf(v), floor));
   };
   leaves(leaves, entry->root());
   return out;
 }
 
-}  // namespace tpu::runner
+}  // namespace
 
-namespace tpu::runner {
+std::vector<double> checkTolerances(const hlo::Module& module, codegen::F32DotPrecision dotPrecision) {
+  std::map<const hlo::Computation*, double> calledMemo;
+  // Bound of each entry instruction: the largest of its own, its callees'
+  // and its operands'. A narrow float result of an inexact computation may
+  // round the other way from the interpreter's: one ulp of that type
+  // (2u) on top.
+  return perResultBounds(module, kCheckToleranceFloor, [&](const hlo::Instruction& instr, double operands) {
+    double b = std::max(ownErrorBound(instr, dotPrecision), operands);
+    for (const hlo::Computation* callee : instr.calledComputations())
+      b = std::max(b, calledBound(callee, dotPrecision, calledMemo));
+    b *= std::sqrt(static_cast<double>(summedOperands(instr, module)));
+    if (b > 0 && instr.shape().isArray() && hlo::elementTypeInfo(instr.shape().elementType()).floatFormat)
+      b = std::max(b, 2 * unitRoundoff(instr.shape().elementType()));
+    return b;
+  });
+}
 
 std::vector<double> checkScaledTolerances(const hlo::Module& module, codegen::F32DotPrecision dotPrecision) {
-  const hlo::Computation* entry = module.entry();
-  std::vector<double> out;
-  if (!entry || !entry->root()) return out;
   std::map<const hlo::Computation*, double> calledMemo;
-  std::map<const hlo::Instruction*, double> bound;
-  // Own bound plus the largest of the operands' (iterative post-order).
-  auto boundOf = [&](const hlo::Instruction* root) {
-    std::vector<std::pair<const hlo::Instruction*, int64_t>> stack{{root, 0}};
-    while (!stack.empty()) {
-      auto& [instr, next] = stack.back();
-      if (bound.count(instr)) {
-        stack.pop_back();
-        continue;
-      }
-      if (next < instr->operandCount()) {
-        const hlo::Instruction* op = instr->operand(next++);
-        if (!bound.count(op)) stack.push_back({op, 0});
-        continue;
-      }
-      double own = ownScaledBound(*instr, dotPrecision);
-      for (const hlo::Computation* callee : instr->calledComputations())
-        own = std::max(own, calledScaledBound(callee, dotPrecision, calledMemo));
-      double in = 0;
-      for (int64_t i = 0; i < instr->operandCount(); ++i) in = std::max(in, bound[instr->operand(i)]);
-      bound[instr] = own + in;
-      stack.pop_back();
-    }
-    return bound[root];
-  };
-  auto leaves = [&](auto&& self, const hlo::Instruction* v) -> void {
-    if (v->opcode() == Opcode::Tuple) {
-      for (int64_t i = 0; i < v->operandCount(); ++i) self(self, v->operand(i));
-      return;
-    }
-    out.insert(out.end(), arrayLeaves(v->shape()), boundOf(v));
-  };
-  leaves(leaves, entry->root());
-  return out;
+  // Own bound plus the largest of the operands'.
+  return perResultBounds(module, 0, [&](const hlo::Instruction& instr, double operands) {
+    double own = ownScaledBound(instr, dotPrecision);
+    for (const hlo::Computation* callee : instr.calledComputations())
+      own = std::max(own, calledScaledBound(callee, dotPrecision, calledMemo));
+    return own + operands;
+  });
 }
 
 }  // namespace tpu::runner
