@@ -278,11 +278,7 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
   if (!attentionFusion(in, &f)) return fail(in, "llo-gen: internal error: not an attention fusion");
   beginKernel(in, "fusion-attention");
   PoolGuard guard({&sregs_, &vregs_, &masks_});
-  vregs_.setRotating(true);
-  struct Unrotate {
-    RegPool& p;
-    ~Unrotate() { p.setRotating(false); }
-  } unrotate{vregs_};
+  RotatingRegs rotating(vregs_);
   using Class = AttentionFusion::Class;
   auto paramBuf = [&](const Instruction* p) { return leaves_[in.operand(p->attrs().parameterNumber)][0]; };
   const int qBuf = paramBuf(f.q), kBuf = paramBuf(f.k), vBuf = paramBuf(f.v), oBuf = leaves_[&in][0];

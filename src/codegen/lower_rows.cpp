@@ -197,11 +197,7 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   // Rows of a group are independent: registers rotate so the scheduler can
   // overlap them.
-  vregs_.setRotating(true);
-  struct Unrotate {
-    RegPool& p;
-    ~Unrotate() { p.setRotating(false); }
-  } unrotate{vregs_};
+  RotatingRegs rotating(vregs_);
   const Computation& c = *f.comp;
   auto paramBuf = [&](const Instruction* p) { return leaves_[in.operand(p->attrs().parameterNumber)][0]; };
   const std::vector<int>& leaves = leaves_[&in];

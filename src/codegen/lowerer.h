@@ -462,6 +462,19 @@ struct FftPass {
 };
 
 // Returns the registers a kernel helper took when it ends.
+// Registers of the pool rotate (the scheduler can overlap independent
+// rows) for the guard's lifetime, on every return path.
+class RotatingRegs {
+ public:
+  explicit RotatingRegs(RegPool& pool) : pool_(pool) { pool_.setRotating(true); }
+  ~RotatingRegs() { pool_.setRotating(false); }
+  RotatingRegs(const RotatingRegs&) = delete;
+  RotatingRegs& operator=(const RotatingRegs&) = delete;
+
+ private:
+  RegPool& pool_;
+};
+
 class PoolGuard {
  public:
   explicit PoolGuard(std::initializer_list<RegPool*> pools) {

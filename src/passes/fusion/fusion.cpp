@@ -86,6 +86,12 @@ class ComputationFuser {
 
   const std::string& name(int32_t i) const { return graph_.instruction(i)->name(); }
   const KernelEstimate& nodeCost(int32_t n);
+  // Replaces the members' nodes (already killed) by one node, whose cost is known.
+  int32_t addFusedNode(std::vector<int32_t> members, std::vector<int32_t> outputs, KernelEstimate cost);
+  // A region the search grew: fused into one node when llo-gen lowers it as
+  // `lowering` and the model says it is faster than its members' nodes apart.
+  bool fuseRegionIfFaster(const std::vector<int32_t>& members, const std::vector<int32_t>& outputs,
+                          codegen::FusionLowering lowering);
   const Edge& edge(int32_t p, int32_t c);
   std::string memberRefusal(int32_t n) const;
   std::string structuralRefusal(int32_t p, int32_t c, const std::vector<int32_t>& members) const;
@@ -108,6 +114,26 @@ class ComputationFuser {
   std::vector<std::vector<std::pair<int32_t, size_t>>> edgesByProducer_;
   std::deque<Edge> edgeStore_;
 };
+
+int32_t ComputationFuser::addFusedNode(std::vector<int32_t> members, std::vector<int32_t> outputs,
+                                       KernelEstimate cost) {
+  const int32_t f = graph_.addNode(std::move(members), std::move(outputs));
+  nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
+  nodeCosts_[static_cast<size_t>(f)] = std::move(cost);
+  return f;
+}
+
+bool ComputationFuser::fuseRegionIfFaster(const std::vector<int32_t>& members, const std::vector<int32_t>& outputs,
+                                          codegen::FusionLowering lowering) {
+  KernelEstimate fused = cost_.estimate(graph_, members, outputs);
+  if (fused.lowering != lowering || !fused.refusal.empty()) return false;
+  double apart = 0;
+  for (int32_t m : members) apart += nodeCost(graph_.nodeOf(m)).cycles;
+  if (fused.cycles >= apart - kSlack) return false;
+  for (int32_t m : members) graph_.kill(graph_.nodeOf(m));
+  addFusedNode(members, outputs, std::move(fused));
+  return true;
+}
 
 const KernelEstimate& ComputationFuser::nodeCost(int32_t n) {
   if (nodeCosts_.size() <= static_cast<size_t>(n)) nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
@@ -309,9 +335,7 @@ void ComputationFuser::fuseIntoUsers(int32_t p, std::vector<int32_t>& touched) {
     std::vector<int32_t> members = graph_.unionMembers(p, c);
     std::vector<int32_t> outputs = graph_.node(c).outputs;
     graph_.kill(c);
-    int32_t f = graph_.addNode(std::move(members), std::move(outputs));
-    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
-    nodeCosts_[static_cast<size_t>(f)] = e.fused;
+    const int32_t f = addFusedNode(std::move(members), std::move(outputs), e.fused);
     touched.push_back(f);
     for (int32_t v : graph_.inputs(f))
       if (int32_t q = graph_.nodeOf(v); q >= 0) touched.push_back(q);
@@ -504,18 +528,8 @@ void ComputationFuser::fuseRowNormalizations() {
       }
     }
     if (cycle) continue;
-    KernelEstimate fused = cost_.estimate(graph_, members, outputs);
-    if (fused.lowering != codegen::FusionLowering::Rows || !fused.refusal.empty()) continue;
-    double apart = 0;
-    for (int32_t m : members) apart += nodeCost(graph_.nodeOf(m)).cycles;
-    if (fused.cycles >= apart - kSlack) continue;
-    for (int32_t m : members) {
-      graph_.kill(graph_.nodeOf(m));
-      taken[static_cast<size_t>(m)] = 1;
-    }
-    const int32_t f = graph_.addNode(std::move(members), std::move(outputs));
-    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
-    nodeCosts_[static_cast<size_t>(f)] = std::move(fused);
+    if (!fuseRegionIfFaster(members, outputs, codegen::FusionLowering::Rows)) continue;
+    for (int32_t m : members) taken[static_cast<size_t>(m)] = 1;
   }
 }
 
@@ -593,15 +607,7 @@ void ComputationFuser::fuseAttention() {
     if (!ok) continue;
     std::sort(members.begin(), members.end());
     std::vector<int32_t> outputs{seed};
-    KernelEstimate fused = cost_.estimate(graph_, members, outputs);
-    if (fused.lowering != codegen::FusionLowering::Attention || !fused.refusal.empty()) continue;
-    double apart = 0;
-    for (int32_t m : members) apart += nodeCost(graph_.nodeOf(m)).cycles;
-    if (fused.cycles >= apart - kSlack) continue;
-    for (int32_t m : members) graph_.kill(graph_.nodeOf(m));
-    const int32_t f = graph_.addNode(std::move(members), std::move(outputs));
-    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
-    nodeCosts_[static_cast<size_t>(f)] = std::move(fused);
+    fuseRegionIfFaster(members, outputs, codegen::FusionLowering::Attention);
   }
 }
 
@@ -719,15 +725,7 @@ void ComputationFuser::fuseOutputEpilogues() {
       shared |= users > 1;
     }
     if (!shared) continue;
-    KernelEstimate fused = cost_.estimate(graph_, members, outputs);
-    if (fused.lowering != codegen::FusionLowering::Output || !fused.refusal.empty()) continue;
-    double apart = 0;
-    for (int32_t m : members) apart += nodeCost(graph_.nodeOf(m)).cycles;
-    if (fused.cycles >= apart - kSlack) continue;
-    for (int32_t m : members) graph_.kill(graph_.nodeOf(m));
-    const int32_t f = graph_.addNode(std::move(members), std::move(outputs));
-    nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
-    nodeCosts_[static_cast<size_t>(f)] = std::move(fused);
+    fuseRegionIfFaster(members, outputs, codegen::FusionLowering::Output);
   }
 }
 
@@ -787,9 +785,7 @@ bool ComputationFuser::tryMerge(int32_t a, int32_t b) {
   if (!merged.refusal.empty() || nodeCost(a).cycles + nodeCost(b).cycles - merged.cycles <= kSlack) return false;
   graph_.kill(a);
   graph_.kill(b);
-  int32_t f = graph_.addNode(std::move(members), std::move(outputs));
-  nodeCosts_.resize(static_cast<size_t>(graph_.nodeCount()));
-  nodeCosts_[static_cast<size_t>(f)] = std::move(merged);
+  addFusedNode(std::move(members), std::move(outputs), std::move(merged));
   return true;
 }
 
