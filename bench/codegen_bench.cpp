@@ -258,9 +258,9 @@ std::string sortText(int64_t rows, int64_t n) {
          "  ROOT s = " + x + " sort(x), dimensions={1}, to_apply=cmp\n}\n";
 }
 
-// Forward c64 fft of `batch` transforms of length n.
-std::string fftText(int64_t batch, int64_t n) {
-  std::string x = fmt::format("c64[{},{}]", batch, n);
+// Forward fft of `batch` transforms of length n, in `type` (c64 or c128).
+std::string fftText(int64_t batch, int64_t n, const char* type = "c64") {
+  std::string x = fmt::format("{}[{},{}]", type, batch, n);
   return "HloModule fft\nENTRY main {\n  x = " + x + " parameter(0)\n  ROOT f = " + x +
          " fft(x), fft_type=FFT, fft_length={" + std::to_string(n) + "}\n}\n";
 }
@@ -467,6 +467,10 @@ int main(int argc, char** argv) {
     std::string fwhat = fmt::format("long fft c64[{},{}] 256K VMEM", batch, len);
     if (!f.ok) std::printf("%-34s failed: %s\n", fwhat.c_str(), f.error.c_str());
     else printRun(fwhat.c_str(), f, roofline(t, 5.0 * batch * len * 10, 2.0 * 8 * batch * len));
+    Measured f2 = compileAndSimulate("fft128", fftText(batch, len, "c128"), t, llo::ScheduleMode::List, small);
+    std::string f2what = fmt::format("long fft c128[{},{}] 256K VMEM", batch, len);
+    if (!f2.ok) std::printf("%-34s failed: %s\n", f2what.c_str(), f2.error.c_str());
+    else printRun(f2what.c_str(), f2, roofline(t, 5.0 * batch * len * 10, 2.0 * 16 * batch * len));
     std::printf("%-34s (bounds: input + output bytes / HBM bandwidth; fft 5 n log2 n flops)\n", "");
   }
   {
