@@ -1013,7 +1013,7 @@ FusedAndInlined attentionPrograms(const std::string& batch, int64_t s, int64_t t
                           "q, k, v, c");
 }
 
-void expectAttentionKernel(const FusedAndInlined& p, double tol) {
+void expectAttentionKernel(const FusedAndInlined& p, double tol, double relTol = 1, double normTol = 1) {
   std::vector<hlo::Literal> args;
   auto [fused, inlined] = runBoth(p, "v5e", 11, &args);
   ASSERT_EQ(fused.error, "");
@@ -1021,6 +1021,9 @@ void expectAttentionKernel(const FusedAndInlined& p, double tol) {
   E2eRun r = compileAndCompare(p.fused, "v5e", {}, &args);
   ASSERT_EQ(r.error, "");
   EXPECT_LE(r.maxErr, tol) << r.where;
+  EXPECT_LE(r.maxRelErr, relTol) << r.relWhere;
+  EXPECT_LE(r.normRelErr, normTol);
+
   CodegenStats s = statsOf(p.fused, "v5e");
   ASSERT_EQ(s.kernels.size(), 1u);
   EXPECT_EQ(s.kernels[0].kind, "fusion-attention");
@@ -1049,12 +1052,17 @@ TEST(AttentionFusion, LongRowsTakeAnOnlineSoftmax) {
   // attention). The product reads e = exp(x - m) before the division, so
   // results differ from the interpreter's by bf16 rounding of e and of the
   // MXU operands: bf16 results within 1e-2 (2.6e-3 seen), f32 within 5e-3
-  // (1.8e-3 seen), in |got - want| / (1 + |want|).
-  expectAttentionKernel(attentionPrograms("2", 16, 4096, "bf16", "bf16", "bf16"), 1e-2);
-  expectAttentionKernel(attentionPrograms("", 24, 4096, "f32", "f32", "f32", true), 5e-3);
-  expectAttentionKernel(attentionPrograms("", 8, 16384, "bf16", "f32", "f32"), 5e-3);
+  // (1.8e-3 seen), in |got - want| / (1 + |want|). The outputs are means of
+  // thousands of values in (-1, 1), so they are small (about 0.01) and that
+  // measure is lenient: relative to the result, within 1e-2 in norm
+  // (||got - want|| / ||want||; 2.5e-3 to 4.3e-3 seen, one bf16 rounding of
+  // p is 3.9e-3) and within 0.5 per element of at least 1% of the largest
+  // (0.09 to 0.24 seen: those are sums that cancel to a few ulps of p).
+  expectAttentionKernel(attentionPrograms("2", 16, 4096, "bf16", "bf16", "bf16"), 1e-2, 0.5, 1e-2);
+  expectAttentionKernel(attentionPrograms("", 24, 4096, "f32", "f32", "f32", true), 5e-3, 0.5, 1e-2);
+  expectAttentionKernel(attentionPrograms("", 8, 16384, "bf16", "f32", "f32"), 5e-3, 0.5, 1e-2);
   // 6144 keys: three blocks of 2048.
-  expectAttentionKernel(attentionPrograms("", 16, 6144, "bf16", "f32", "bf16"), 1e-2);
+  expectAttentionKernel(attentionPrograms("", 16, 6144, "bf16", "f32", "bf16"), 1e-2, 0.5, 1e-2);
   const std::string text = llo(attentionPrograms("", 8, 16384, "bf16", "f32", "f32").fused, "v5e");
   EXPECT_NE(text.find("akeys"), std::string::npos);
   // 16 key tiles per block whatever the row length: the code does not grow with it.
@@ -1076,12 +1084,48 @@ TEST(AttentionFusion, LongRowsWithoutTheSoftmaxFormAreNotAttention) {
   EXPECT_NE(s.kernels[0].kind, "fusion-attention");
 }
 
+// The online kernel on v5e with `options`: one fusion-attention kernel
+// within `vmem` bytes of VMEM that streams K and V in key blocks, against
+// the interpreter (tolerances as in LongRowsTakeAnOnlineSoftmax).
+void expectStreamedAttention(const FusedAndInlined& p, const CodegenOptions& options, uint64_t vmem) {
+  DiagnosticEngine diags;
+  auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", p.fused), diags);
+  ASSERT_TRUE(loaded.module);
+  auto t = target::loadTarget("v5e", diags);
+  auto gen = generateLlo(*loaded.module, *t, options, diags);
+  ASSERT_TRUE(gen);
+  ASSERT_EQ(gen->stats.kernels.size(), 1u);
+  EXPECT_EQ(gen->stats.kernels[0].kind, "fusion-attention");
+  EXPECT_LE(gen->stats.kernels[0].vmemBytes, vmem);
+  EXPECT_NE(gen->llo.find("akeys"), std::string::npos);
+  E2eRun r = compileAndCompare(p.fused, "v5e", options);
+  ASSERT_EQ(r.error, "");
+  EXPECT_LE(r.maxErr, 1e-2) << r.where;
+  EXPECT_LE(r.maxRelErr, 0.5) << r.relWhere;
+  EXPECT_LE(r.normRelErr, 1e-2);
+}
+
+TEST(AttentionFusion, KeysAndValuesStreamThroughVmemInBlocks) {
+  // K and V stream in key blocks, double-buffered (block g + 1 of the
+  // flattened heads' keys loads while block g is computed against every
+  // query block of its head), so the row length does not bound VMEM. At
+  // 256 KiB (v5e / 512) a head's 4096 bf16 keys and values (2 MiB, twice
+  // for two slots) did not fit; blocks of 128 keys do.
+  CodegenOptions small;
+  small.vmemFraction = 1.0 / 512;
+  expectStreamedAttention(attentionPrograms("2", 16, 4096, "bf16", "f32", "f32"), small, 256 * 1024);
+  expectStreamedAttention(attentionPrograms("", 8, 2560, "bf16", "f32", "bf16"), small, 256 * 1024);
+  // 65536 keys at v5e's own 64 MiB budget: a head's K and V are 32 MiB, 64
+  // MiB in two slots, past what the kernel took before.
+  expectStreamedAttention(attentionPrograms("", 8, 65536, "bf16", "f32", "f32"), CodegenOptions{}, 8u << 20);
+}
+
 TEST(AttentionFusion, LongRowsBeyondVmemAreLeftToOtherKernels) {
-  // A head's keys and values stay whole in VMEM: 4096 bf16 keys and values
-  // (2 MiB) do not fit a 256 KiB chip, so the fusion is not this kernel there
-  // (and still compiles and runs).
+  // A head's queries, output and running state stay in VMEM (beside two key
+  // blocks): 1024 query rows do not fit a 256 KiB chip, so the fusion is not
+  // this kernel there (and still compiles and runs).
   const std::string small = std::string(TPU_SOURCE_DIR) + "/testdata/targets/v5e-small-vmem.json";
-  FusedAndInlined p = attentionPrograms("", 8, 4096, "bf16", "f32", "f32");
+  FusedAndInlined p = attentionPrograms("", 1024, 4096, "bf16", "f32", "f32");
   CodegenStats s = statsOf(p.fused, small);
   ASSERT_GE(s.kernels.size(), 1u);
   for (const auto& k : s.kernels) EXPECT_NE(k.kind, "fusion-attention");
