@@ -642,7 +642,7 @@ class Lowerer {
   // Row fusions (lower_rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
   bool lowerRowFusion(const Instruction& in);
-  // Rows that do not fit VMEM: streamed in segments pass by pass (lower_rows_long.cpp).
+  // Rows that do not fit VMEM: streamed in segments pass by pass (kernels/rows_long.cpp).
   bool rowFusionFitsVmem(const RowFusion& f) const;
   int64_t rowSegmentVregs(const RowFusion& f) const;  // 0: not even one vreg per segment fits
   bool lowerRowFusionStreamed(const Instruction& in, const RowFusion& f);

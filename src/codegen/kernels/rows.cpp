@@ -53,7 +53,7 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
     (red ? f.r : f.k) *= f.dims[static_cast<size_t>(d)];
   }
   // Whole vregs per row (no tail lanes); rows past 2^20 elements or VMEM
-  // stream in segments (lower_rows_long.cpp).
+  // stream in segments (kernels/rows_long.cpp).
   if (f.k < 1 || f.r % kVregElems != 0) return false;
   bool broadcastsRow = false;
   for (const auto& up : c.instructions()) {
