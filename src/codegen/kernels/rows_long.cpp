@@ -197,20 +197,29 @@ bool Lowerer::lowerRowFusionStreamed(const Instruction& in, const RowFusion& f) 
 
   // One pass over the row: loads the streams in `which` segment by segment
   // (double-buffered) and runs body(first) per vreg, first for the row's
-  // first vreg; `outs` are written back per segment.
+  // first vreg; `outs` are written back per segment. The last segment
+  // issues the first of the next pass of the row (streams `next`), so only
+  // a row's first pass waits for its first segment; rSl carries on.
+  bool prefetched = false;
   auto pass = [&](const std::vector<size_t>& which, const std::vector<size_t>& outs,
-                  const std::function<bool(bool)>& body) -> bool {
+                  const std::function<bool(bool)>& body, const std::vector<size_t>& next) -> bool {
     e_.op("smov {}, 0", S(rS));
-    e_.op("smov {}, 0", S(rSl));
-    if (!which.empty()) dmaSegment(true, which, rS, rSl);
+    if (!which.empty() && !prefetched) dmaSegment(true, which, rS, rSl);
+    prefetched = !next.empty();
     auto segment = [&](bool firstSeg) -> bool {
       e_.op("sxor {}, {}, 1", S(rOt), S(rSl));
-      if (nSeg > 1 && !which.empty()) {
-        std::string skip = e_.newLabel("rlnext");
+      if ((nSeg > 1 && !which.empty()) || !next.empty()) {
+        std::string last = e_.newLabel("rllast"), done = e_.newLabel("rlnext");
         e_.op("sadd {}, {}, 1", S(rT), S(rS));
-        e_.op("br.ge {}, {}, {}", S(rT), nSeg, skip);
-        dmaSegment(true, which, rT, rOt);
-        e_.label(skip);
+        e_.op("br.ge {}, {}, {}", S(rT), nSeg, last);
+        if (!which.empty()) dmaSegment(true, which, rT, rOt);
+        e_.op("jmp {}", done);
+        e_.label(last);
+        if (!next.empty()) {
+          e_.op("smov {}, 0", S(rT));
+          dmaSegment(true, next, rT, rOt);
+        }
+        e_.label(done);
       }
       if (!which.empty()) {
         e_.op("sadd {}, {}, 1", S(rSem), S(rSl));
@@ -262,23 +271,38 @@ bool Lowerer::lowerRowFusionStreamed(const Instruction& in, const RowFusion& f) 
       e_.op("loop {}, {}", S(rSegCnt), l);
     }
     if (!outs.empty()) {
-      e_.op("sem.wait sem{}, {}", 3 + ((nSeg - 1) & 1), outs.size());
-      if (nSeg > 1) e_.op("sem.wait sem{}, {}", 3 + ((nSeg - 2) & 1), outs.size());
+      // The last segment's write-back (slot rSl ^ 1), and the one before (rSl).
+      e_.op("sxor {}, {}, 1", S(rT), S(rSl));
+      e_.op("sadd {}, {}, 3", S(rSem), S(rT));
+      e_.op("sem.wait sem[{}], {}", S(rSem), outs.size());
+      if (nSeg > 1) {
+        e_.op("sadd {}, {}, 3", S(rSem), S(rSl));
+        e_.op("sem.wait sem[{}], {}", S(rSem), outs.size());
+      }
     }
     return true;
   };
 
   std::string lRowLoop = e_.newLabel("rlrow");
   e_.op("smov {}, 0", S(rI));
+  e_.op("smov {}, 0", S(rSl));
   e_.op("smov {}, {}", S(rRows), k);
   e_.label(lRowLoop);
+  // The streams each pass reads: passes 1 .. passes, then the results'.
+  std::vector<std::vector<size_t>> passReads(static_cast<size_t>(f.passes) + 2);
+  for (int p = 1; p <= f.passes + 1; ++p) {
+    std::set<size_t> need;
+    if (p <= f.passes)
+      for (const Instruction* red : passReduces[static_cast<size_t>(p)]) reads(red->operand(0), need);
+    else
+      for (const Instruction* o : f.outputs) reads(o, need);
+    passReads[static_cast<size_t>(p)].assign(need.begin(), need.end());
+  }
   if (!computeRowValues(0)) return false;
   for (int p = 1; p <= f.passes; ++p) {
     const std::vector<const Instruction*>& reds = passReduces[static_cast<size_t>(p)];
-    std::set<size_t> need;
-    for (const Instruction* red : reds) reads(red->operand(0), need);
     std::vector<VReg> acc(reds.size());
-    bool ok = pass(std::vector<size_t>(need.begin(), need.end()), {}, [&](bool first) -> bool {
+    bool ok = pass(passReads[static_cast<size_t>(p)], {}, [&](bool first) -> bool {
       std::map<const Instruction*, VReg> val;
       std::vector<VReg> owned, xs;
       for (const Instruction* red : reds) {
@@ -304,7 +328,7 @@ bool Lowerer::lowerRowFusionStreamed(const Instruction& in, const RowFusion& f) 
       }
       freeOwned(owned, keep);
       return true;
-    });
+    }, passReads[static_cast<size_t>(p) + 1]);
     if (!ok) return false;
     // Across lanes, then sublanes (emitReduceSegments' tree), then the init.
     for (int st : {64, 32, 16, 8, 4, 2, 1, -4, -2, -1})
@@ -330,11 +354,9 @@ bool Lowerer::lowerRowFusionStreamed(const Instruction& in, const RowFusion& f) 
   }
   // The results.
   {
-    std::set<size_t> need;
-    for (const Instruction* o : f.outputs) reads(o, need);
     std::vector<size_t> outs;
     for (size_t j = 0; j < no; ++j) outs.push_back(nl + nvec + j);
-    bool ok = pass(std::vector<size_t>(need.begin(), need.end()), outs, [&](bool) -> bool {
+    bool ok = pass(passReads[static_cast<size_t>(f.passes) + 1], outs, [&](bool) -> bool {
       std::map<const Instruction*, VReg> val;
       std::vector<VReg> owned;
       for (size_t j = 0; j < no; ++j) {
@@ -344,7 +366,7 @@ bool Lowerer::lowerRowFusionStreamed(const Instruction& in, const RowFusion& f) 
       }
       freeOwned(owned, {});
       return true;
-    });
+    }, {});
     if (!ok) return false;
   }
   {
