@@ -99,6 +99,54 @@ class NameTable {
   size_t count_ = 0;
 };
 
+// A map from spellings (views into the source, which outlives the parser)
+// to values: open addressing in one array, no node per entry.
+template <typename Value>
+class SpellingTable {
+ public:
+  const Value* find(std::string_view key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = hash(key) & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (!s.used) return nullptr;
+      if (s.key == key) return &s.value;
+    }
+  }
+  void insert(std::string_view key, const Value& value) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    for (size_t i = hash(key) & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (!s.used) {
+        s = {key, value, true};
+        ++size_;
+        return;
+      }
+      if (s.key == key) return;
+    }
+  }
+
+ private:
+  struct Slot {
+    std::string_view key;
+    Value value;
+    bool used = false;
+  };
+  static size_t hash(std::string_view key) {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a: keys are a dozen bytes
+    for (char c : key) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ULL;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+  void grow() {
+    std::vector<Slot> old(std::max<size_t>(64, slots_.size() * 2));
+    old.swap(slots_);
+    size_ = 0;
+    for (Slot& s : old)
+      if (s.used) insert(s.key, s.value);
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
+
 class Parser {
  public:
   Parser(const SourceFile& file, DiagnosticEngine& diags, const ParseOptions& options)
@@ -236,6 +284,10 @@ class Parser {
   bool compareTypeGiven_ = false;
   std::vector<int64_t> dimsScratch_;
   std::vector<int64_t> layoutScratch_;
+  // Plain array shapes by spelling (`f32[8,128]{1,0}`): a module has a few
+  // dozen distinct shapes for thousands of uses, and each use then costs a
+  // reference count instead of three allocations.
+  SpellingTable<Shape> plainShapes_;
   std::vector<int64_t> signature_;
   std::vector<bool> dynamicScratch_;
   std::vector<Instruction*> operandStack_;
@@ -473,14 +525,21 @@ bool Parser::parseShape(Shape* out) {
   if (*type != ElementType::Token && *type != ElementType::Opaque) {
     bool hasLayout = false;
     if (size_t end = scanPlainArray(&hasLayout)) {
-      *out = Shape(*type, std::vector<int64_t>(dimsScratch_.begin(), dimsScratch_.end()));
-      if (!out->elementCount()) return error(typeOffset, "shape's element count overflows int64");
-      if (hasLayout) {
-        Layout layout;
-        layout.minorToMajor.assign(layoutScratch_.begin(), layoutScratch_.end());
-        out->setLayout(std::move(layout));
-      } else if (options_.fillDefaultLayouts) {
-        out->setLayout(Layout::defaultForRank(out->rank()));
+      // The same spelling is the same shape: share its representation.
+      std::string_view spelling = file_.contents().substr(typeOffset, end - typeOffset);
+      if (const Shape* known = plainShapes_.find(spelling)) {
+        *out = *known;
+      } else {
+        *out = Shape(*type, std::vector<int64_t>(dimsScratch_.begin(), dimsScratch_.end()));
+        if (!out->elementCount()) return error(typeOffset, "shape's element count overflows int64");
+        if (hasLayout) {
+          Layout layout;
+          layout.minorToMajor.assign(layoutScratch_.begin(), layoutScratch_.end());
+          out->setLayout(std::move(layout));
+        } else if (options_.fillDefaultLayouts) {
+          out->setLayout(Layout::defaultForRank(out->rank()));
+        }
+        plainShapes_.insert(spelling, *out);
       }
       lex_.setPosition(end);
       advance();
