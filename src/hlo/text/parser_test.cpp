@@ -522,8 +522,15 @@ TEST(ParserTest, RepeatedSpellingsShareValues) {
   EXPECT_EQ(s.metadata().sourceLine, 4);
   EXPECT_EQ(q.shape(), r.shape());
   EXPECT_EQ(q.shape().representation(), r.shape().representation());
-  // Printing is unchanged by the sharing.
-  EXPECT_EQ(roundTrip(printHloText(*p.module)), printHloText(*p.module));
+  // Printing is unchanged by the sharing (a repeat is copied from where the
+  // printer first wrote it).
+  std::string printed = printHloText(*p.module);
+  EXPECT_EQ(roundTrip(printed), printed);
+  std::string once = R"(metadata={op_name="a\"}{\\" source_line=3})";
+  size_t first = printed.find(once);
+  ASSERT_NE(first, std::string::npos) << printed;
+  EXPECT_NE(printed.find(once, first + 1), std::string::npos) << printed;
+  EXPECT_NE(printHloText(*p.module).find(once), std::string::npos);
 }
 
 TEST(ParserTest, RepeatedBadSpellingsStillFail) {
