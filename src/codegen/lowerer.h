@@ -760,7 +760,7 @@ class Lowerer {
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
   VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
   VReg complexMultiply(VReg a, VReg b);  // c64: four f32 products (XLA's); c128: the vmul.c128 row
-  // c64 library math composed from f32 chip instructions (lower_complex.cpp);
+  // c64 library math composed from f32 chip instructions (kernels/complex.cpp);
   // parts are f32 registers, results c64 values (abs: f32).
   std::optional<VReg> expandComplexC64(hlo::Opcode op, const std::vector<VReg>& ops);
   VReg complexDivideC64(VReg a, VReg b);

@@ -119,7 +119,7 @@ double composedUlps(Opcode op) {
   }
 }
 
-// c64 library math composed from f32 instructions (lower_complex.cpp):
+// c64 library math composed from f32 instructions (codegen/kernels/complex.cpp):
 // the normwise bound measured by complex_math_test.cpp against long double
 // (there in units of 2^-23, here of 2^-24), with its result type's check
 // |got - want| <= t (1 + |want|). Multiply is exact where finite (XLA's

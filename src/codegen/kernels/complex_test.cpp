@@ -61,7 +61,7 @@ double partValue(const uint8_t* p, size_t bytes) {
 // (ar br - ai bi, ar bi + ai br) without C's Annex G recovery of
 // infinities, which std::complex has. With `ulps` > 0, c64 elements whose
 // interpreted value is finite are compared normwise within that many f32
-// epsilons instead (the library math of lower_complex.cpp, whose own
+// epsilons instead (the library math of complex.cpp, whose own
 // bounds complex_math_test.cpp measures against long double).
 std::string compareComplex(const std::string& text, uint64_t seed = 5, const CodegenOptions& options = {},
                            double ulps = 0) {

@@ -1,4 +1,4 @@
-// c64 library math composed from f32 chip instructions (lower_complex.cpp:
+// c64 library math composed from f32 chip instructions (kernels/complex.cpp:
 // expandComplexC64), measured against std::complex<long double> (x86's
 // 80-bit long double: 40 bits more than f32, enough to judge it) over dense
 // inputs and edge values (signed zeros, infinities, NaNs, huge and tiny
