@@ -642,6 +642,10 @@ class Lowerer {
   // Row fusions (lower_rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
   bool lowerRowFusion(const Instruction& in);
+  // Rows that do not fit VMEM: streamed in segments pass by pass (lower_rows_long.cpp).
+  bool rowFusionFitsVmem(const RowFusion& f) const;
+  int64_t rowSegmentVregs(const RowFusion& f) const;  // 0: not even one vreg per segment fits
+  bool lowerRowFusionStreamed(const Instruction& in, const RowFusion& f);
   // Attention fusions (lower_attention.cpp).
   bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
   bool lowerAttentionFusion(const Instruction& in);
