@@ -825,8 +825,11 @@ void ComputationFuser::fuseMultiOutput() {
       if (graph_.node(c).alive && nodeCost(c).isKernel && tryMerge(into, c)) into = graph_.nodeCount() - 1;
   }
   for (int32_t v = 0; v < graph_.instructionCount(); ++v) {
-    if (graph_.instruction(v)->shape().isScalar() || graph_.usersOf(v).size() < 2) continue;
+    if (graph_.instruction(v)->shape().isScalar() || graph_.usersOf(v).empty()) continue;
+    // Kernels, not instructions: one user copied into two kernels (a cheap
+    // transpose duplicated into its consumers) makes them siblings too.
     std::vector<int32_t> readers = graph_.readers(v);
+    if (readers.size() < 2) continue;
     constexpr size_t kMaxSiblings = 8;  // pairs tried per operand stay bounded
     if (readers.size() > kMaxSiblings) readers.resize(kMaxSiblings);
     for (size_t i = 0; i < readers.size(); ++i)
