@@ -552,6 +552,9 @@ class Lowerer {
   bool isFlatFusion(const Instruction& in) const;
   int64_t streamPeriod(const Instruction& param, int64_t n) const;
   bool streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const;
+  const Instruction* composeView(const Instruction& i, std::vector<int64_t>& strides, int64_t& offset,
+                                 int depth) const;
+  bool viewIntermediate(const Instruction& i, const Computation& c, const std::vector<int64_t>& fusionDims) const;
   bool checkTypes(const Instruction& in);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
