@@ -153,6 +153,8 @@ bool Lowerer::lowerRowFusionStreamed(const Instruction& in, const RowFusion& f) 
         }
         v = vload(bufs_[streams[*j.begin()].buf].type, streamAddr(*j.begin()));
         owned.push_back(*v);
+      } else if (i->opcode() == Opcode::Reshape) {
+        v = go(i->operand(0));  // the same elements in the same order
       } else if (i->opcode() == Opcode::Broadcast) {
         v = go(i->operand(0));  // a splat already
       } else {
