@@ -3756,12 +3756,16 @@ std::optional<CodegenResult> Lowerer::run() {
     } else if (b.kind == BufKind::Const && b.bytes > 0) {
       const hlo::Literal* lit = b.constant->attrs().literal ? &*b.constant->attrs().literal : nullptr;
       hlo::Literal filled;
-      bool compactFill = b.type == ElementType::F32 || b.type == ElementType::BF16 || b.type == ElementType::F16;
-      if ((!lit || lit->isElided()) && compactFill && b.constant->shape().isArray()) {
+      // Every element type the stream draws, in the buffer's own type (wide
+      // ones name theirs: they live in u32 words).
+      bool compactFill = b.constant->shape().isArray() && b.type == b.constant->shape().elementType() &&
+                         elidedFillElementBytes(ti.dtype) == hlo::elementTypeInfo(b.type).byteSize;
+      if ((!lit || lit->isElided()) && compactFill) {
         // The seed, not the values: the assembler draws them as the
         // interpreter does (an 80 MB .llo for graphsage's tables otherwise).
         uint64_t seed = elidedFillSeed(b.constant->name(), b.constant->shape().toString(false));
-        t += fmt::format(" = fill(0x{:08x}, 0x{:08x})\n", seed >> 32, seed & 0xffffffffu);
+        t += fmt::format(" = fill(0x{:08x}, 0x{:08x}", seed >> 32, seed & 0xffffffffu);
+        t += ti.words > 1 ? fmt::format(", {})\n", ti.dtype) : std::string(")\n");
         continue;
       }
       if (!lit || lit->isElided()) {

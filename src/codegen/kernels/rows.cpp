@@ -54,9 +54,9 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
   }
   // Whole vregs per row (no tail lanes), or short rows of whole sublanes
   // that pack a vreg exactly (128, 256, 512: 8, 4, 2 rows per vreg); rows
-  // that fit VMEM many times over.
+  // past 2^20 elements or VMEM stream in segments (lower_rows_long.cpp).
   const bool wholeVregs = f.r % kVregElems == 0, packed = f.r < kVregElems && f.r >= 128 && kVregElems % f.r == 0;
-  if (f.k < 1 || !(wholeVregs || packed) || f.r > (int64_t{1} << 20)) return false;
+  if (f.k < 1 || !(wholeVregs || packed)) return false;
   // Values with the rows' element count but another shape ([k, 8*128] for
   // [k, 8, 128]) are the same bytes in row-major order: reshapes between
   // them are free, and elementwise work on them goes element by element.
@@ -177,12 +177,9 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
   if (f.outputs.empty() || f.outputs.size() > 4 || f.streamed.size() > 4 || f.vectors.size() > 4 ||
       f.scalars.size() > 24 || f.rowValues.size() > 24)
     return false;
-  // Two slots of a block of at least one row of every streamed value.
-  uint64_t rowBytes = 0;
-  for (const Instruction* p : f.streamed) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(p->shape().elementType()).bytes;
-  for (const Instruction* o : f.outputs) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(o->shape().elementType()).bytes;
-  for (const Instruction* v : f.vectors) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(v->shape().elementType()).bytes;
-  if (3 * rowBytes + 65536 > vmemBudget()) return false;
+  // Two slots of a block of at least one row of every streamed value, or
+  // of a segment of one vreg of each.
+  if (!rowFusionFitsVmem(f) && rowSegmentVregs(f) < 1) return false;
   if (out) *out = std::move(f);
   return true;
 }
@@ -214,6 +211,7 @@ bool Lowerer::hoistScalars(const Instruction& fusion, const std::vector<const In
 bool Lowerer::lowerRowFusion(const Instruction& in) {
   RowFusion f;
   if (!rowFusion(in, &f)) return fail(in, "llo-gen: internal error: not a row fusion");
+  if (!rowFusionFitsVmem(f)) return lowerRowFusionStreamed(in, f);
   beginKernel(in, "fusion-rows");
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   // Rows of a group are independent: registers rotate so the scheduler can
