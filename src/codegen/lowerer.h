@@ -552,6 +552,9 @@ class Lowerer {
   bool isFlatFusion(const Instruction& in) const;
   int64_t streamPeriod(const Instruction& param, int64_t n) const;
   bool streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const;
+  const Instruction* composeView(const Instruction& i, std::vector<int64_t>& strides, int64_t& offset,
+                                 int depth) const;
+  bool viewIntermediate(const Instruction& i, const Computation& c, const std::vector<int64_t>& fusionDims) const;
   bool checkTypes(const Instruction& in);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
@@ -642,6 +645,10 @@ class Lowerer {
   // Row fusions (lower_rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
   bool lowerRowFusion(const Instruction& in);
+  // Rows that do not fit VMEM: streamed in segments pass by pass (lower_rows_long.cpp).
+  bool rowFusionFitsVmem(const RowFusion& f) const;
+  int64_t rowSegmentVregs(const RowFusion& f) const;  // 0: not even one vreg per segment fits
+  bool lowerRowFusionStreamed(const Instruction& in, const RowFusion& f);
   // Attention fusions (lower_attention.cpp).
   bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
   bool lowerAttentionFusion(const Instruction& in);
