@@ -833,6 +833,10 @@ class Lowerer {
   VReg expandAsinAcosF32(VReg x, bool acos, ElementType rt);
   VReg expandInverseHyperbolicF32(hlo::Opcode op, VReg x, ElementType rt);
   VReg expandExpm1F32(VReg x, ElementType rt);
+  // f64 library math from the f64 pair rows and 32-bit integer ops (kernels/math.cpp).
+  VReg f64Const(double c);
+  VReg f64Op(const char* mnemonic, VReg a, VReg b);  // one pair row, both words
+  VReg expandExpF64(VReg x);
   // {cosh x, sinh x}, sinh keeping its relative precision near 0.
   std::pair<VReg, VReg> coshSinhF32(VReg x, ElementType rt);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.

@@ -211,6 +211,37 @@ TEST(SimWide, F64PairArithmeticIsTheHostsBitForBit) {
   EXPECT_EQ(dv[5], U(-inf));
 }
 
+TEST(SimWide, F64PairMaxMinAndRemainderAreTheSimulatorsOwn) {
+  // The emulated pair unit's max/min: NaN if either is NaN (x's first),
+  // -0 below +0; fmod exact; rsqrt as 1 / sqrt (two roundings).
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<uint64_t> x = probe64(5, {U(-0.0), U(0.0), U(nan), U(1.0), U(5.5), U(-inf), U(7.0)});
+  std::vector<uint64_t> y = probe64(6, {U(0.0), U(-0.0), U(1.0), U(nan), U(-2.0), U(3.0), U(0.0)});
+  auto mx = runPair(x, y, [](ProgramBuilder& b) { binaryPair(b, "vmax.f64"); });
+  auto mn = runPair(x, y, [](ProgramBuilder& b) { binaryPair(b, "vmin.f64"); });
+  auto rm = runPair(x, y, [](ProgramBuilder& b) { binaryPair(b, "vrem.f64"); });
+  auto rs = runPair(x, y, [](ProgramBuilder& b) {
+    for (int w = 0; w < 2; ++w) b.op("vrsqrt.f64", {vreg(4 + w), vreg(0), vreg(1), imm(w)});
+  });
+  ASSERT_EQ(mx.size(), 1024u);
+  EXPECT_EQ(mx[0], U(0.0));
+  EXPECT_EQ(mn[0], U(-0.0));
+  EXPECT_EQ(mx[1], U(0.0));
+  EXPECT_EQ(mn[1], U(-0.0));
+  EXPECT_TRUE(std::isnan(D(mx[2])) && std::isnan(D(mn[3])));
+  EXPECT_EQ(rm[4], U(1.5));
+  EXPECT_TRUE(std::isnan(D(rm[6])));
+  for (size_t i = 0; i < 1024; ++i) {
+    double a = D(x[i]), b = D(y[i]);
+    if (!std::isnan(a) && !std::isnan(b) && a != b) {
+      ASSERT_EQ(mx[i], U(std::max(a, b))) << i;
+      ASSERT_EQ(mn[i], U(std::min(a, b))) << i;
+    }
+    if (!std::isnan(D(rm[i]))) ASSERT_EQ(rm[i], U(std::fmod(a, b))) << i;
+    if (!std::isnan(D(rs[i]))) ASSERT_EQ(rs[i], U(1.0 / std::sqrt(a))) << i;
+  }
+}
+
 TEST(SimWide, PairComparesAndConverts) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<uint64_t> x = probe64(5, {U(nan), U(-0.0), 1, 0xFFFFFFFFFFFFFFFFull, U(1e20), U(-1e20)});

@@ -1,11 +1,15 @@
 // Register-pair instructions: 64-bit integers and f64 held as (low word,
-// high word) vector registers. The arithmetic is done on the host by the
-// interpreter's elementwise kernels (eval/elementwise.h), so the simulated
-// results are the interpreter's bit for bit, NaN payloads and libm
-// rounding included.
+// high word) vector registers. The basic operations (the emulated pair
+// unit: f64 add ... sqrt, 64-bit multiply, divide, shifts, compares) are
+// computed here; the f64 library rows (log, sin, ... pow, atan2) and the
+// converts still call the interpreter's elementwise kernels
+// (eval/elementwise.h), so their results are the interpreter's bit for
+// bit, NaN payloads and libm rounding included.
 #include <fmt/format.h>
 
 #include <array>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -248,6 +252,86 @@ std::optional<FloatFormat> narrowFormat(Opcode op) {
   }
 }
 
+// The emulated pair unit's basic operations (docs/DESIGN.md, "What the
+// f64/i64 pair basics are"), computed by the simulator's own code on the
+// reassembled 64-bit lanes rather than by the interpreter's kernels: IEEE
+// f64 add, subtract, multiply, divide, fmod, sqrt and 1 / sqrt (host
+// double arithmetic, correctly rounded), max and min (NaN if either is NaN,
+// -0 below +0), and the 64-bit integer multiply, divide and remainder
+// (x / 0 all ones, x % 0 x, INT64_MIN / -1 INT64_MIN, % -1 0), shifts
+// (amounts of 64 or more: 0, or the sign) and compares. false: not one.
+double asF64(uint64_t v) { return std::bit_cast<double>(v); }
+uint64_t bitsOf(double v) { return std::bit_cast<uint64_t>(v); }
+
+double pairMax(double a, double b, bool max) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) return std::signbit(a) == max ? b : a;
+  return (a > b) == max ? a : b;
+}
+
+bool ownPairBinary(Opcode op, uint64_t a, uint64_t b, uint64_t& r) {
+  const double x = asF64(a), y = asF64(b);
+  const int64_t sa = static_cast<int64_t>(a), sb = static_cast<int64_t>(b);
+  switch (op) {
+    case Opcode::VAddF64: r = bitsOf(x + y); return true;
+    case Opcode::VSubF64: r = bitsOf(x - y); return true;
+    case Opcode::VMulF64: r = bitsOf(x * y); return true;
+    case Opcode::VDivF64: r = bitsOf(x / y); return true;
+    case Opcode::VRemF64: r = bitsOf(std::fmod(x, y)); return true;
+    case Opcode::VMaxF64: r = bitsOf(pairMax(x, y, true)); return true;
+    case Opcode::VMinF64: r = bitsOf(pairMax(x, y, false)); return true;
+    case Opcode::VMulI64: r = a * b; return true;
+    case Opcode::VDivU64: r = b == 0 ? ~uint64_t{0} : a / b; return true;
+    case Opcode::VRemU64: r = b == 0 ? a : a % b; return true;
+    case Opcode::VDivS64:
+      if (b == 0) r = ~uint64_t{0};
+      else if (sb == -1) r = uint64_t{0} - a;  // wraps INT64_MIN to itself
+      else r = static_cast<uint64_t>(sa / sb);
+      return true;
+    case Opcode::VRemS64:
+      r = b == 0 ? a : sb == -1 ? 0 : static_cast<uint64_t>(sa % sb);
+      return true;
+    case Opcode::VShlI64: r = b >= 64 ? 0 : a << b; return true;
+    case Opcode::VShrI64: r = b >= 64 ? 0 : a >> b; return true;
+    case Opcode::VSraI64: r = static_cast<uint64_t>(b >= 64 ? (sa < 0 ? -1 : 0) : sa >> b); return true;
+    default: return false;
+  }
+}
+
+bool ownPairUnary(Opcode op, uint64_t a, uint64_t& r) {
+  const double x = asF64(a);
+  switch (op) {
+    case Opcode::VSqrtF64: r = bitsOf(std::sqrt(x)); return true;
+    case Opcode::VRsqrtF64: r = bitsOf(1.0 / std::sqrt(x)); return true;
+    default: return false;
+  }
+}
+
+std::optional<bool> ownPairCompare(Opcode op, uint64_t a, uint64_t b) {
+  const double x = asF64(a), y = asF64(b);
+  const int64_t sa = static_cast<int64_t>(a), sb = static_cast<int64_t>(b);
+  switch (op) {
+    case Opcode::VCmpEqS64: return a == b;
+    case Opcode::VCmpNeS64: return a != b;
+    case Opcode::VCmpLtS64: return sa < sb;
+    case Opcode::VCmpLeS64: return sa <= sb;
+    case Opcode::VCmpGtS64: return sa > sb;
+    case Opcode::VCmpGeS64: return sa >= sb;
+    case Opcode::VCmpLtU64: return a < b;
+    case Opcode::VCmpLeU64: return a <= b;
+    case Opcode::VCmpGtU64: return a > b;
+    case Opcode::VCmpGeU64: return a >= b;
+    case Opcode::VCmpEqF64: return x == y;
+    case Opcode::VCmpNeF64: return x != y;
+    case Opcode::VCmpLtF64: return x < y;
+    case Opcode::VCmpLeF64: return x <= y;
+    case Opcode::VCmpGtF64: return x > y;
+    case Opcode::VCmpGeF64: return x >= y;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace
 
 bool Machine::isPairOp(Opcode opcode) const {
@@ -274,6 +358,11 @@ bool Machine::execPair(const DecodedOp& op) {
     case PairShape::Binary:
       joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
       joinPair(vregs_[op.b.reg].w, vregs_[op.bh.reg].w, b);
+      if (uint64_t t; ownPairBinary(op.opcode, a[0], b[0], t)) {
+        for (int i = 0; i < kVregWords; ++i) ownPairBinary(op.opcode, a[i], b[i], r[i]);
+        splitWord(r, op.word, vregs_[op.d].w);
+        return true;
+      }
       if (!eval::binaryKernel(p.binary, p.type, a.data(), b.data(), r.data(), kVregWords, 64))
         return failf(fmt::format("internal: {} has no host kernel", op.desc->mnemonic));
       splitWord(r, op.word, vregs_[op.d].w);
@@ -286,7 +375,9 @@ bool Machine::execPair(const DecodedOp& op) {
       return true;
     case PairShape::Unary:
       joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
-      if (isConvert(p))
+      if (uint64_t t; !isConvert(p) && ownPairUnary(op.opcode, a[0], t))
+        for (int i = 0; i < kVregWords; ++i) ownPairUnary(op.opcode, a[i], r[i]);
+      else if (isConvert(p))
         eval::convertKernel(p.type, p.to, a.data(), r.data(), kVregWords);
       else if (!eval::unaryKernel(p.unary, p.type, a.data(), r.data(), kVregWords, 64))
         return failf(fmt::format("internal: {} has no host kernel", op.desc->mnemonic));
@@ -295,11 +386,12 @@ bool Machine::execPair(const DecodedOp& op) {
     case PairShape::Compare: {
       joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
       joinPair(vregs_[op.b.reg].w, vregs_[op.bh.reg].w, b);
-      std::array<uint8_t, kVregWords> bits{};
-      if (!eval::compareKernel(p.dir, false, p.type, a.data(), b.data(), bits.data(), kVregWords))
-        return failf(fmt::format("internal: {} has no host kernel", op.desc->mnemonic));
       uint32_t* d = vmasks_[op.d].w;
-      for (int i = 0; i < kVregWords; ++i) d[i] = bits[i] ? 0xFFFFFFFFu : 0u;
+      for (int i = 0; i < kVregWords; ++i) {
+        std::optional<bool> c = ownPairCompare(op.opcode, a[i], b[i]);
+        if (!c) return failf(fmt::format("internal: {} is not a pair compare", op.desc->mnemonic));
+        d[i] = *c ? 0xFFFFFFFFu : 0u;
+      }
       return true;
     }
     case PairShape::FromF32: {

@@ -382,3 +382,97 @@ std::pair<VReg, VReg> Lowerer::coshSinhF32(VReg x, ElementType rt) {
 }
 
 }  // namespace tpu::codegen
+
+namespace tpu::codegen {
+
+// An f64 constant in a register pair (low word, high word).
+VReg Lowerer::f64Const(double c) {
+  uint64_t bits = std::bit_cast<uint64_t>(c);
+  VReg d = valloc(ElementType::F64);
+  e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+  e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+  return d;
+}
+
+VReg Lowerer::f64Op(const char* mnemonic, VReg a, VReg b) {
+  VReg d = valloc(ElementType::F64);
+  for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
+  return d;
+}
+
+// e^x in f64 from the pair rows (add, subtract, multiply, min, max) and
+// 32-bit integer ops, instead of a vexp.f64 row:
+//   x clamped to [-746, 710] (beyond, the result is 0 or inf anyway);
+//   k = round(x / ln 2) by adding and subtracting 1.5 * 2^52 (k is then the
+//   low word of the sum), r = (x - k ln2_hi) - k ln2_lo with ln2_hi's low
+//   bits zero so k ln2_hi is exact: |r| <= ln(2)/2;
+//   e^r by Horner steps of its Taylor series to r^13 / 13! (the next term is
+//   below 2^-57 of the result); then times 2^k as 2^(k>>1) * 2^(k - (k>>1)),
+//   each factor built in the exponent field, so results near overflow and
+//   in the subnormal range are rounded once. NaN stays NaN.
+// Measured against long double expl (math_test.cpp): see the bound there.
+VReg Lowerer::expandExpF64(VReg x) {
+  const ElementType D = ElementType::F64;
+  auto op2 = [&](const char* m, VReg a, double c) {
+    VReg k = f64Const(c);
+    VReg d = f64Op(m, a, k);
+    vfree(k);
+    return d;
+  };
+  VReg xc = op2("vmin.f64", x, 710.0);
+  VReg t = op2("vmax.f64", xc, -746.0);
+  vfree(xc);
+  xc = t;
+  t = op2("vmul.f64", xc, 1.4426950408889634074);  // 1 / ln 2
+  VReg s = op2("vadd.f64", t, 0x1.8p52);
+  vfree(t);
+  VReg kd = op2("vsub.f64", s, 0x1.8p52);
+  // r = (x - k ln2_hi) - k ln2_lo (fdlibm's split of ln 2).
+  VReg a = op2("vmul.f64", kd, 6.93147180369123816490e-01);
+  VReg r = f64Op("vsub.f64", xc, a);
+  vfree(a);
+  a = op2("vmul.f64", kd, 1.90821492927058770002e-10);
+  VReg r2 = f64Op("vsub.f64", r, a);
+  vfree(a);
+  vfree(r);
+  vfree(kd);
+  vfree(xc);
+  r = r2;
+  // p = 1 + r (1 + r (1/2 + r (1/6 + ... + r / 13!))).
+  double inv = 1;
+  double coef[14];
+  for (int n = 0; n <= 13; ++n) {
+    if (n > 0) inv /= n;
+    coef[n] = inv;
+  }
+  VReg p = op2("vmul.f64", r, coef[13]);
+  for (int n = 12; n >= 0; --n) {
+    VReg q = op2("vadd.f64", p, coef[n]);
+    vfree(p);
+    if (n == 0) {
+      p = q;
+      break;
+    }
+    p = f64Op("vmul.f64", q, r);
+    vfree(q);
+  }
+  vfree(r);
+  // 2^k1 and 2^k2 with k1 = k >> 1, k2 = k - k1 (k is the low word of s).
+  VReg k1 = valloc(ElementType::S32), k2 = valloc(ElementType::S32);
+  e_.op("vsra {}, {}, 1", V(k1), V(s));
+  e_.op("vsub.s32 {}, {}, {}", V(k2), V(s), V(k1));
+  VReg f = valloc(D);
+  for (VReg k : {k1, k2}) {
+    e_.op("vadd.s32 {}, {}, 1023", H(f), V(k));
+    e_.op("vshl {}, {}, 20", H(f), H(f));
+    e_.op("vmov.s32 {}, 0", V(f));
+    VReg q = f64Op("vmul.f64", p, f);
+    vfree(p);
+    p = q;
+  }
+  for (VReg v : {s, k1, k2, f}) vfree(v);
+  return p;
+}
+
+}  // namespace tpu::codegen
+

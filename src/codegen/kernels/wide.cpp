@@ -1031,6 +1031,8 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       break;
   }
   if (!isF64 || ops.size() != 1) return unsupported();
+  // Library math composed from the pair rows (kernels/math.cpp).
+  if (op == Opcode::Exp) return expandExpF64(ops[0]);
   static const std::map<Opcode, const char*> kUnary = {
       {Opcode::Sqrt, "vsqrt.f64"},
       {Opcode::Rsqrt, "vrsqrt.f64"},
