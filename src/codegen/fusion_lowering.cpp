@@ -41,11 +41,7 @@ FusionLowering classifyFusion(const hlo::Instruction& fusion, const target::Targ
 
 int64_t residentSections(const hlo::Computation& fused) {
   int64_t n = 0;
-  for (const auto& i : fused.instructions()) {
-    Opcode op = i->opcode();
-    n += op != Opcode::Parameter && op != Opcode::Constant && op != Opcode::Tuple && op != Opcode::GetTupleElement &&
-         op != Opcode::Reshape && op != Opcode::Bitcast;
-  }
+  for (const auto& i : fused.instructions()) n += !hlo::computesNothing(i->opcode());
   return n;
 }
 

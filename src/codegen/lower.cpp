@@ -123,9 +123,7 @@ Box viewBox(const EwInput& input, int64_t rows) {
 // need not have the result's dimensions. Fills `out` (dims and byte
 // strides) when it is one.
 bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusionDims, EwInput* out) const {
-  if (i.opcode() != Opcode::Transpose && i.opcode() != Opcode::Broadcast && i.opcode() != Opcode::Slice &&
-      i.opcode() != Opcode::Reverse)
-    return false;
+  if (!hlo::isView(i.opcode())) return false;
   const Instruction* p = i.operand(0);
   if (p->opcode() != Opcode::Parameter || p->shape().isScalar() || !p->shape().isArray()) return false;
   const std::vector<int64_t>& resultDims = i.shape().dimensions();
@@ -268,6 +266,14 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (auto* p = callee->parameter(static_cast<int64_t>(i))) leaves_[p] = leaves_[args[i]];
     return plan(*callee, region);
   };
+  // Pure renames share their operand's buffers. Dynamic dimensions are held
+  // at their bounds, so set-dimension-size and dynamic-reshape (to the bounded
+  // result shape, as the interpreter does) are renames too.
+  if (hlo::isPureRename(op)) {
+    if (!checkTypes(in)) return false;
+    leaves_[&in] = leaves_[in.operand(0)];
+    return true;
+  }
   switch (op) {
     case Opcode::Parameter:
       if (leaves_.count(&in)) return true;  // bound by the caller
@@ -295,20 +301,6 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       leaves_[&in] = l;
       return true;
     }
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-    case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency:
-    case Opcode::Domain:
-    // Dynamic dimensions are held at their bounds, so these only rename
-    // (dynamic-reshape reshapes to the bounded result shape, as the
-    // interpreter does).
-    case Opcode::SetDimensionSize:
-    case Opcode::DynamicReshape:
-      if (!checkTypes(in)) return false;
-      leaves_[&in] = leaves_[in.operand(0)];
-      return true;
     case Opcode::Real:
       // Of a real type: the operand itself. An alias keeps every byte (NaN
       // payloads included, which the register form of narrow floats would
@@ -3194,21 +3186,8 @@ bool Lowerer::emitInstruction(const Instruction& in) {
   bool handled = false;
   bool emitted = emitMisc(in, handled);
   if (handled) return emitted;
+  if (hlo::computesNothing(in.opcode())) return true;  // buffers were renamed or defined in planning
   switch (in.opcode()) {
-    case Opcode::Parameter:
-    case Opcode::Constant:
-    case Opcode::GetTupleElement:
-    case Opcode::Tuple:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-    case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency:
-    case Opcode::Domain:
-    case Opcode::SetDimensionSize:
-    case Opcode::DynamicReshape:
-    case Opcode::AfterAll:
-      return true;
     case Opcode::BitcastConvert:
       return bitcastRepacksNibbles(in) ? lowerNibbleBitcast(in) : true;
     case Opcode::Call: return emitComputation(*in.toApply());
