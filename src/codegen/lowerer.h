@@ -43,7 +43,7 @@ constexpr int kVregElems = 1024;  // 8 sublanes x 128 lanes
 // floats as f32 values the type can represent. Wide types take `words`
 // 32-bit words per element: s64/u64/f64 live in a register pair (low word,
 // high word; VReg::hi), c64/c128 in the registers of their parts
-// (lower_complex.cpp).
+// (kernels/complex.cpp).
 struct TypeInfo {
   bool ok = false;
   int bytes = 4;
@@ -193,7 +193,7 @@ struct VReg {
   int r = -1;
   ElementType t = ElementType::F32;
   int hi = -1;  // pair types: the register of the high words (r holds the low words)
-  // Complex types (lower_complex.cpp): c64 is r (real) and hi (imaginary);
+  // Complex types (kernels/complex.cpp): c64 is r (real) and hi (imaginary);
   // c128 is the real pair r:hi and the imaginary pair im:imh.
   int im = -1, imh = -1;
 };
@@ -249,7 +249,7 @@ struct EwOutput {
   ElementType type = ElementType::F32;
 };
 
-// An output fusion lowered as one matmul (lower_fusion.cpp): the fused
+// An output fusion lowered as one matmul (kernels/matmul_fusion.cpp): the fused
 // computation's one MXU dot (or im2col convolution), and the elementwise
 // instructions after it, applied to each C tile in VMEM before the tile is
 // written back, so the dot's result never goes to HBM. Inputs are the
@@ -284,7 +284,7 @@ struct MatmulEpilogue {
   ElementType outType = ElementType::F32;
 };
 
-// An input fusion lowered as one reduction (lower_fusion.cpp): the fused
+// An input fusion lowered as one reduction (kernels/matmul_fusion.cpp): the fused
 // computation's root reduce, whose inputs the elementwise instructions
 // before it compute from the streamed parameters (shaped like the reduce's
 // inputs) and scalar parameters, vreg by vreg as the rows stream through
@@ -305,7 +305,7 @@ struct ReducePrologue {
   std::vector<int> sideBufs;  // the side outputs' buffers (set when lowering)
 };
 
-// A fusion lowered as one column-reduction kernel (lower_fusion.cpp): one
+// A fusion lowered as one column-reduction kernel (kernels/matmul_fusion.cpp): one
 // or more reduces whose inputs, viewed as [a, r, b], reduce their middle
 // dimension r (leading dimensions when a = 1), computed elementwise from
 // parameters streamed through VMEM in blocks of rows; outputs may also be
@@ -332,7 +332,7 @@ struct ColumnReduceFusion {
   int64_t chunkV = 1, naFull = 1, nbFull = 1, rows = 1;
 };
 
-// A fusion lowered as one row kernel (lower_rows.cpp): row-wise
+// A fusion lowered as one row kernel (kernels/rows.cpp): row-wise
 // normalizations (softmax, layer norm, RMS norm) whose reductions over the
 // trailing dimensions are broadcast back along the rows. Blocks of whole
 // rows stream through VMEM (double-buffered); each row is folded once per
@@ -354,7 +354,7 @@ struct RowFusion {
   int passes = 0;
 };
 
-// A fusion lowered as one attention kernel (lower_attention.cpp):
+// A fusion lowered as one attention kernel (kernels/attention.cpp):
 // dot(Q, K) over the last dimensions, elementwise work and reductions over
 // the keys (a softmax), then dot(P, V), the score matrix kept in VMEM.
 // Q, K, V are parameters [batch..., S|T, 128]; the batch dimensions lead.
@@ -394,7 +394,7 @@ struct MatmulTileSite {
 int64_t viewRowElements(const EwInput& input);
 Box viewBox(const EwInput& input, int64_t rows);
 
-// A convolution in canonical terms (lower_conv.cpp): spatial vectors are
+// A convolution in canonical terms (kernels/conv.cpp): spatial vectors are
 // indexed by spatial number; "padded" is the input extent after lhs
 // dilation and (possibly negative) padding.
 struct ConvGeometry {
@@ -408,7 +408,7 @@ struct ConvGeometry {
   ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
 };
 
-// The plan of a streamed depthwise convolution (lower_conv_depthwise.cpp):
+// The plan of a streamed depthwise convolution (kernels/conv_depthwise.cpp):
 // the padded image of one batch element in VMEM, each row as `phases`
 // (the last dimension's stride) interleaved runs of positions, `pack`
 // positions side by side in the 128 lanes when the channels are fewer; byte
@@ -426,7 +426,7 @@ struct DepthwisePlan {
   std::vector<uint64_t> vColumns;
 };
 
-// The plan of an implicit-GEMM convolution (lower_conv_implicit.cpp), in
+// The plan of an implicit-GEMM convolution (kernels/conv_implicit.cpp), in
 // elements unless named bytes; VMEM offsets from 0.
 struct ImplicitConvPlan {
   int64_t H = 1, W = 1, kh = 1, kw = 1, sy = 1, sx = 1, rdy = 1, padTop = 0, padLeft = 0, Hp = 1, Hout = 1,
@@ -451,7 +451,7 @@ struct ImplicitConvPlan {
   int64_t inBands = 1, inBandRows = 1, outBands = 1, outBandRows = 1;
 };
 
-// One pass of an fft (lower_fft.cpp): the 1-D transform of the middle
+// One pass of an fft (kernels/fft.cpp): the 1-D transform of the middle
 // dimension of src viewed as [outer, n, inner], written to dst as
 // [outer, dstRows, inner] in dstType.
 struct FftPass {
@@ -504,9 +504,9 @@ struct DotGeometry {
 DotGeometry dotGeometry(const Instruction& dot);
 
 // Custom-call targets that are the identity or a full <-> shard copy on one
-// device (lower_misc.cpp): they only move elements.
+// device (kernels/misc.cpp): they only move elements.
 bool isIdentityCustomCallTarget(const std::string& target);
-// AwsNeuronGelu(Backward) and the cuBLAS gemm targets (lower_misc.cpp).
+// AwsNeuronGelu(Backward) and the cuBLAS gemm targets (kernels/misc.cpp).
 bool isGeluCustomCallTarget(const std::string& target);
 bool isGemmCustomCallTarget(const std::string& target);
 
@@ -618,7 +618,7 @@ class Lowerer {
   // `owned`.
   bool evalFusedInstruction(const Instruction& i, std::map<const Instruction*, VReg>& val,
                             std::vector<VReg>& owned);
-  // VMEM-resident fusions (lower_resident.cpp): fusions no streaming kernel
+  // VMEM-resident fusions (kernels/resident.cpp): fusions no streaming kernel
   // covers, lowered instruction by instruction inside one kernel, their
   // intermediates in the VMEM above the per-kernel budget.
   void planResidentFusion(const Instruction& in, size_t firstBuf);
@@ -627,7 +627,7 @@ class Lowerer {
   // intermediates while a resident fusion is emitted.
   uint64_t vmemTop() const { return residentDepth_ > 0 ? residentBase() : target_.memory.vmemBytes; }
   uint64_t residentBase() const { return alignUp(vmemBudget(), 512); }
-  // Input fusions (lower_fusion.cpp).
+  // Input fusions (kernels/matmul_fusion.cpp).
   bool inputFusion(const Instruction& in, ReducePrologue* out) const;
   bool lowerInputFusion(const Instruction& in);
   std::optional<std::vector<VReg>> evalReducePrologue(const ReducePrologue& p, const std::vector<VReg>& loaded,
@@ -639,17 +639,17 @@ class Lowerer {
                                                       std::vector<VReg>& owned);
   bool columnReduceFusion(const Instruction& in, ColumnReduceFusion* out) const;
   bool lowerColumnReduceFusion(const Instruction& in);
-  // Row fusions (lower_rows.cpp).
+  // Row fusions (kernels/rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
   bool lowerRowFusion(const Instruction& in);
-  // Attention fusions (lower_attention.cpp).
+  // Attention fusions (kernels/attention.cpp).
   bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
   bool lowerAttentionFusion(const Instruction& in);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
                   int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr);
-  // Output fusions (lower_fusion.cpp).
+  // Output fusions (kernels/matmul_fusion.cpp).
   bool matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const;
   bool lowerMatmulEpilogueFusion(const Instruction& in);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
@@ -673,7 +673,7 @@ class Lowerer {
                       const MatmulEpilogue* epilogue);
   bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf, const MatmulEpilogue* epilogue);
   // Whether a depthwise convolution streams whole images through VMEM, and
-  // its plan; the kernel (lower_conv_depthwise.cpp).
+  // its plan; the kernel (kernels/conv_depthwise.cpp).
   bool depthwisePlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
                      DepthwisePlan& p) const;
   bool emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, const DepthwisePlan& p,
@@ -719,7 +719,7 @@ class Lowerer {
   std::optional<VReg> lowerReducerOutput(const Computation& c, int64_t index,
                                          const std::function<VReg(int64_t)>& loadParam);
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
-  // lower_wide.cpp: lowerOp for s64/u64/f64 operands or results.
+  // kernels/wide.cpp: lowerOp for s64/u64/f64 operands or results.
   std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
@@ -752,7 +752,7 @@ class Lowerer {
   int accumulatorCopy(const Instruction& in, int buf, const Shape& s, ElementType acc);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
-  // lower_complex.cpp: lowerOp for c64/c128 operands or results, and the
+  // kernels/complex.cpp: lowerOp for c64/c128 operands or results, and the
   // vector register form of complex values.
   std::optional<VReg> lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops);
   bool checkComplexTypes(const Instruction& in, const Shape& complexLeaf);
@@ -788,7 +788,7 @@ class Lowerer {
   // Brings r back to its type's register form after arithmetic: rounds
   // narrow floats, wraps narrow integers (in place; returns r).
   VReg normalize(VReg r);
-  // Library math from chip instructions, in f32 lanes (lower_math.cpp).
+  // Library math from chip instructions, in f32 lanes (kernels/math.cpp).
   VReg hornerF32(const float* c, int n, VReg v, ElementType rt);
   VReg oddSeriesF32(VReg t, const float* c, int n, ElementType rt);
   void copySignF32(VReg r, VReg x, ElementType rt);
@@ -829,7 +829,7 @@ class Lowerer {
   bool lowerSort(const Instruction& in);
   // With an epilogue, the convolution of an output fusion (its MXU path).
   bool lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue = nullptr);
-  // lower_fft.cpp: fft as the interpreter computes it, in c128 on the
+  // kernels/fft.cpp: fft as the interpreter computes it, in c128 on the
   // vector unit, one pass per transformed dimension.
   bool lowerFft(const Instruction& in);
   bool emitFftPass(const Instruction& in, const FftPass& p);
@@ -841,7 +841,7 @@ class Lowerer {
   int hermitianCompletion(const Instruction& in, const std::vector<int64_t>& dims);
   // A data-section u32 table (deduplicated by content).
   int constTable(const Instruction& in, const std::vector<uint32_t>& words);
-  // lower_gather.cpp: a scalar loop over index vectors staged in SMEM. The
+  // kernels/gather_scatter.cpp: a scalar loop over index vectors staged in SMEM. The
   // body is emitted once; `component(k)` loads component k of the current
   // index vector into a fresh register; DMAs the body counts in `rPend`
   // (on sem0) are waited for at the end of each chunk of index vectors.
@@ -853,10 +853,10 @@ class Lowerer {
   bool lowerScatter(const Instruction& in);
   bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
 
-  // lower_misc.cpp: ids, get-dimension-size, copy-start/done, async
+  // kernels/misc.cpp: ids, get-dimension-size, copy-start/done, async
   // wrappers, rng-bit-generator, reduce-precision, custom calls, dots the
   // bf16/int8 MXU paths do not take.
-  // lower_collectives.cpp: every collective and its start/done forms, over
+  // kernels/collectives.cpp: every collective and its start/done forms, over
   // the chips of a pod (remote DMAs between chips, rings along the torus).
   bool planCollective(const Instruction& in, int region);
   bool lowerCollective(const Instruction& in);
@@ -904,7 +904,7 @@ class Lowerer {
   bool planMisc(const Instruction& in, int region, bool& handled);
   bool emitMisc(const Instruction& in, bool& handled);
   // Whether `in` may have s64/u64/f64 or c64/c128 operands or results
-  // (lower_wide.cpp); reports an error if not.
+  // (kernels/wide.cpp); reports an error if not.
   bool checkWideTypes(const Instruction& in);
   std::optional<VReg> lowerReducePrecision(const Instruction& in, VReg x);
   std::optional<VReg> lowerReducePrecisionF64(const Instruction& in, VReg x);
