@@ -258,9 +258,9 @@ std::string sortText(int64_t rows, int64_t n) {
          "  ROOT s = " + x + " sort(x), dimensions={1}, to_apply=cmp\n}\n";
 }
 
-// Forward c64 fft of `batch` transforms of length n.
-std::string fftText(int64_t batch, int64_t n) {
-  std::string x = fmt::format("c64[{},{}]", batch, n);
+// Forward fft of `batch` transforms of length n, in `type` (c64 or c128).
+std::string fftText(int64_t batch, int64_t n, const char* type = "c64") {
+  std::string x = fmt::format("{}[{},{}]", type, batch, n);
   return "HloModule fft\nENTRY main {\n  x = " + x + " parameter(0)\n  ROOT f = " + x +
          " fft(x), fft_type=FFT, fft_length={" + std::to_string(n) + "}\n}\n";
 }
@@ -441,14 +441,23 @@ int main(int argc, char** argv) {
       std::printf("%-34s fused / unfused simulated time: %.2fx faster\n", "", m.report.seconds / f.report.seconds);
   }
   {
-    // Attention over rows of 8192 keys: more than one block of 2048 keys,
-    // so the kernel runs an online softmax over key blocks.
-    int64_t heads = 8, s = 512, keys = 8192;
-    double flops = 4.0 * heads * s * keys * 128, bytes = 2.0 * heads * 128 * (2 * s + 2 * keys);
-    Measured m = compileAndSimulate("attention", attentionText(heads, s, keys), t);
-    std::string what = fmt::format("attention bf16[{},{},128] x {} keys", heads, s, keys);
-    if (!m.ok) std::printf("%-34s failed: %s\n", what.c_str(), m.error.c_str());
-    else printRun(what.c_str(), m, roofline(t, flops, bytes));
+    // Attention over rows of 2048 keys (one block, exact softmax), 8192
+    // keys (an online softmax over key blocks of 2048, K and V streamed
+    // double-buffered) and 65536 keys (a head's K and V, 32 MiB, past what
+    // VMEM holds in two slots): per-key time compares the two forms.
+    const int64_t shapes[3][3] = {{8, 512, 2048}, {8, 512, 8192}, {1, 512, 65536}};
+    for (const auto& sh : shapes) {
+      int64_t heads = sh[0], s = sh[1], keys = sh[2];
+      double flops = 4.0 * heads * s * keys * 128, bytes = 2.0 * heads * 128 * (2 * s + 2 * keys);
+      Measured m = compileAndSimulate("attention", attentionText(heads, s, keys), t);
+      std::string what = fmt::format("attention bf16[{},{},128] x {} keys", heads, s, keys);
+      if (!m.ok) {
+        std::printf("%-34s failed: %s\n", what.c_str(), m.error.c_str());
+        continue;
+      }
+      printRun(what.c_str(), m, roofline(t, flops, bytes));
+      std::printf("%-34s %.2f ns per key and head\n", "", 1e9 * m.report.seconds / static_cast<double>(keys * heads));
+    }
   }
   {
     // Kernels that stream through HBM because their rows do not fit VMEM,
@@ -467,6 +476,10 @@ int main(int argc, char** argv) {
     std::string fwhat = fmt::format("long fft c64[{},{}] 256K VMEM", batch, len);
     if (!f.ok) std::printf("%-34s failed: %s\n", fwhat.c_str(), f.error.c_str());
     else printRun(fwhat.c_str(), f, roofline(t, 5.0 * batch * len * 10, 2.0 * 8 * batch * len));
+    Measured f2 = compileAndSimulate("fft128", fftText(batch, len, "c128"), t, llo::ScheduleMode::List, small);
+    std::string f2what = fmt::format("long fft c128[{},{}] 256K VMEM", batch, len);
+    if (!f2.ok) std::printf("%-34s failed: %s\n", f2what.c_str(), f2.error.c_str());
+    else printRun(f2what.c_str(), f2, roofline(t, 5.0 * batch * len * 10, 2.0 * 16 * batch * len));
     std::printf("%-34s (bounds: input + output bytes / HBM bandwidth; fft 5 n log2 n flops)\n", "");
   }
   {

@@ -129,6 +129,13 @@ int main(int argc, char** argv) {
     return tpu::hlo::readModule(binary, dd).module;
   });
   double printSeconds = timeLoad([&] { return std::make_unique<std::string>(tpu::hlo::printHloText(*loaded.module)); });
+  // Encoding, as a middle pipeline stage does it: of a module read from .hlob.
+  std::unique_ptr<tpu::hlo::Module> decoded;
+  {
+    tpu::DiagnosticEngine dd;
+    decoded = tpu::hlo::readHlob(*binary, dd);
+  }
+  double writeSeconds = timeLoad([&] { return std::make_unique<std::string>(tpu::hlo::writeHlob(*decoded)); });
   loaded.module.reset();
 
   // Peak heap during one parse + verify, above what was live before it.
@@ -150,6 +157,7 @@ int main(int argc, char** argv) {
   std::printf("%-34s %10.3f ms %10.1f MB/s (of text)\n", "binary load + verify", binaryVerifySeconds * 1e3,
               mb / binaryVerifySeconds);
   std::printf("%-34s %10.3f ms %10.1f MB/s\n", "text print", printSeconds * 1e3, mb / printSeconds);
+  std::printf("%-34s %10.3f ms %10.1f MB/s (of text)\n", "binary write", writeSeconds * 1e3, mb / writeSeconds);
   std::printf("ratio parse+verify / plain read:   %.1fx slower\n", parseVerifySeconds / readSeconds);
   std::printf("ratio text parse / binary load:     %.1fx (target >= 5x)\n", parseSeconds / binarySeconds);
   std::printf("peak heap during parse + verify:    %.1fx the text size (target < 10x)\n", peakRatio);

@@ -115,55 +115,86 @@ Box viewBox(const EwInput& input, int64_t rows) {
   return makeBox(counts, input.viewStrides, byteStrides(input.viewDims, es), es);
 }
 
-// A fused transpose, broadcast, slice or reverse of a parameter with as
-// many elements as the fusion's result: streamed as a strided view of the
-// parameter's buffer (EwInput viewDims/viewStrides), which the DMA engine
-// gathers in the view's row-major order. Every other instruction of a flat
-// fusion keeps row-major element order (elementwise, reshape), so the view
-// need not have the result's dimensions. Fills `out` (dims and byte
-// strides) when it is one.
+
+// The parameter a chain of views (transpose, broadcast, slice, reverse) of
+// at most 8 steps reads, with element [i0, i1, ...] of `i` at byte
+// offset + sum(i_d * strides[d]) of the parameter's buffer; nullptr when
+// `i` is not such a chain.
+const Instruction* Lowerer::composeView(const Instruction& i, std::vector<int64_t>& strides, int64_t& offset,
+                                        int depth) const {
+  if (!i.shape().isArray() || i.shape().isScalar()) return nullptr;
+  const std::vector<int64_t>& resultDims = i.shape().dimensions();
+  if (i.opcode() == Opcode::Parameter) {
+    // Pair types (s64, u64, f64) are whole 8-byte elements in VMEM (vld.e64), so their views are too.
+    const TypeInfo ti = typeInfo(i.shape().elementType());
+    if (!ti.ok || ti.words > 2 || ti.isComplex) return nullptr;
+    strides = byteStrides(resultDims, ti.bytes);
+    offset = 0;
+    return &i;
+  }
+  if (!hlo::isView(i.opcode()) || depth >= 8) return nullptr;
+  std::vector<int64_t> ps;
+  const Instruction* p = composeView(*i.operand(0), ps, offset, depth + 1);
+  if (!p) return nullptr;
+  const size_t rank = resultDims.size(), opRank = ps.size();
+  strides.assign(rank, 0);
+  const auto& dims = i.attrs().dimensions;
+  switch (i.opcode()) {
+    case Opcode::Slice: {
+      // Element j of dimension d is element start + j * stride of the operand.
+      const auto& slice = i.attrs().slice;
+      if (slice.size() != rank || opRank != rank) return nullptr;
+      for (size_t d = 0; d < rank; ++d) {
+        offset += slice[d].start * ps[d];
+        strides[d] = slice[d].stride * ps[d];
+      }
+      break;
+    }
+    case Opcode::Reverse:
+      // Reversed dimensions run backwards from their last element.
+      if (opRank != rank) return nullptr;
+      strides = ps;
+      for (int64_t d : dims) {
+        if (d < 0 || d >= static_cast<int64_t>(rank)) return nullptr;
+        offset += (resultDims[static_cast<size_t>(d)] - 1) * ps[static_cast<size_t>(d)];
+        strides[static_cast<size_t>(d)] = -ps[static_cast<size_t>(d)];
+      }
+      break;
+    case Opcode::Transpose:
+      if (dims.size() != rank || opRank != rank) return nullptr;
+      for (size_t d = 0; d < rank; ++d) {
+        if (dims[d] < 0 || dims[d] >= static_cast<int64_t>(opRank)) return nullptr;
+        strides[d] = ps[static_cast<size_t>(dims[d])];
+      }
+      break;
+    default:  // Broadcast
+      if (dims.size() != opRank) return nullptr;
+      for (size_t d = 0; d < opRank; ++d) {
+        if (dims[d] < 0 || dims[d] >= static_cast<int64_t>(rank)) return nullptr;
+        strides[static_cast<size_t>(dims[d])] = ps[d];
+      }
+  }
+  return p;
+}
+
+// A fused chain of transposes, broadcasts, slices and reverses of a
+// parameter (a broadcast of a slice: one row of a table along the heads)
+// with as many elements as the fusion's result: streamed as one strided
+// view of the parameter's buffer (EwInput viewDims/viewStrides), which the
+// DMA engine gathers in the view's row-major order. Every other
+// instruction of a flat fusion keeps row-major element order (elementwise,
+// reshape), so the view need not have the result's dimensions. Fills `out`
+// (dims and byte strides) when it is one.
 bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusionDims, EwInput* out) const {
   if (!hlo::isView(i.opcode())) return false;
-  const Instruction* p = i.operand(0);
-  if (p->opcode() != Opcode::Parameter || p->shape().isScalar() || !p->shape().isArray()) return false;
   const std::vector<int64_t>& resultDims = i.shape().dimensions();
   if (resultDims.empty() || !i.shape().isArray() ||
       i.shape().elementCount() != hlo::Shape::array(i.shape().elementType(), fusionDims).elementCount())
     return false;
-  const int es = typeInfo(p->shape().elementType()).bytes;
-  // Pair types (s64, u64, f64) are whole 8-byte elements in VMEM (vld.e64), so their views are too.
-  if (typeInfo(p->shape().elementType()).words > 2 || typeInfo(p->shape().elementType()).isComplex) return false;
-  std::vector<int64_t> ps = byteStrides(p->shape().dimensions(), es), strides(resultDims.size(), 0);
+  std::vector<int64_t> strides;
   int64_t offset = 0;
-  if (i.opcode() == Opcode::Slice) {
-    // Element j of dimension d is element start + j * stride of the operand.
-    const auto& slice = i.attrs().slice;
-    if (slice.size() != resultDims.size()) return false;
-    for (size_t d = 0; d < slice.size(); ++d) {
-      offset += slice[d].start * ps[d];
-      strides[d] = slice[d].stride * ps[d];
-    }
-  }
-  if (i.opcode() == Opcode::Reverse) {
-    // Reversed dimensions run backwards from their last element.
-    strides = ps;
-    for (int64_t d : i.attrs().dimensions) {
-      if (d < 0 || d >= static_cast<int64_t>(resultDims.size())) return false;
-      offset += (resultDims[static_cast<size_t>(d)] - 1) * ps[static_cast<size_t>(d)];
-      strides[static_cast<size_t>(d)] = -ps[static_cast<size_t>(d)];
-    }
-  }
-  const auto& dims = i.attrs().dimensions;
-  if (i.opcode() != Opcode::Slice && i.opcode() != Opcode::Reverse &&
-      dims.size() != static_cast<size_t>(i.opcode() == Opcode::Transpose ? resultDims.size() : p->shape().rank()))
-    return false;
-  for (size_t d = 0; d < dims.size() && i.opcode() != Opcode::Slice && i.opcode() != Opcode::Reverse; ++d) {
-    if (dims[d] < 0 || dims[d] >= static_cast<int64_t>(i.opcode() == Opcode::Transpose ? p->shape().rank()
-                                                                                      : resultDims.size()))
-      return false;
-    if (i.opcode() == Opcode::Transpose) strides[d] = ps[static_cast<size_t>(dims[d])];
-    else strides[static_cast<size_t>(dims[d])] = ps[d];
-  }
+  const Instruction* p = composeView(i, strides, offset, 0);
+  if (!p) return false;
   EwInput v{EwInput::Full, -1, offset, p->shape().elementType()};
   // Leading dimensions of extent 1 do not count: chunks are rows of the
   // first real one.
@@ -177,6 +208,24 @@ bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusio
   if (b.dims.size() > static_cast<size_t>(std::max(1, target_.dma.descriptorDims))) return false;
   if (out) *out = std::move(v);
   return true;
+}
+
+// A view in the middle of a chain (the slice under a broadcast of it): read
+// only by views that are streamed, or are in the middle of chains too.
+bool Lowerer::viewIntermediate(const Instruction& i, const Computation& c,
+                               const std::vector<int64_t>& fusionDims) const {
+  if (!hlo::isView(i.opcode()) || &i == c.root()) return false;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+  if (!composeView(i, strides, offset, 0)) return false;
+  bool read = false;
+  for (const auto& u : c.instructions())
+    for (const Instruction* o : u->operands())
+      if (o == &i) {
+        if (!streamView(*u, fusionDims, nullptr) && !viewIntermediate(*u, c, fusionDims)) return false;
+        read = true;
+      }
+  return read;
 }
 
 bool Lowerer::isFlatFusion(const Instruction& in) const {
@@ -202,10 +251,15 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
       if (streamPeriod(i, *n) != 0) continue;
       for (const auto& u : c.instructions())
         for (const Instruction* o : u->operands())
-          if (o == &i && !streamView(*u, outs[0]->dimensions(), nullptr)) return false;
+          if (o == &i && !streamView(*u, outs[0]->dimensions(), nullptr) &&
+              !viewIntermediate(*u, c, outs[0]->dimensions()))
+            return false;
       continue;
     }
-    if (!scalar && i.shape().elementCount() != n) return false;
+    if (!scalar && i.shape().elementCount() != n) {
+      if (viewIntermediate(i, c, outs[0]->dimensions())) continue;
+      return false;
+    }
     if (op == Opcode::Parameter) continue;
     if (streamView(i, outs[0]->dimensions(), nullptr)) continue;
     if (op == Opcode::Constant) {
@@ -2777,17 +2831,25 @@ bool Lowerer::lowerFlatFusion(const Instruction& in) {
     bool direct = scalar;
     for (const auto& u : c.instructions())
       for (const Instruction* x : u->operands())
-        if (x == param && !streamView(*u, resultDims, nullptr)) direct = true;
+        if (x == param && !streamView(*u, resultDims, nullptr) && !viewIntermediate(*u, c, resultDims)) direct = true;
     bytes += scalar ? 0 : bufs_[b].bytes;
     if (!direct) continue;
     int64_t period = scalar ? 0 : streamPeriod(*param, n);
     paramInput[static_cast<size_t>(p)] = static_cast<int64_t>(ins.size());
     ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType(), period});
   }
+  std::vector<const Instruction*> intermediates;
   for (const auto& u : c.instructions()) {
     EwInput v;
+    if (viewIntermediate(*u, c, resultDims)) {
+      intermediates.push_back(u.get());
+      continue;
+    }
     if (!streamView(*u, resultDims, &v)) continue;
-    v.buf = leaves_[in.operand(u->operand(0)->attrs().parameterNumber)][0];
+    std::vector<int64_t> strides;
+    int64_t offset = 0;
+    const Instruction* base = composeView(*u, strides, offset, 0);
+    v.buf = leaves_[in.operand(base->attrs().parameterNumber)][0];
     views.push_back(u.get());
     ins.push_back(std::move(v));
   }
@@ -2803,6 +2865,7 @@ bool Lowerer::lowerFlatFusion(const Instruction& in) {
       if (paramInput[p] >= 0) params[p] = v[static_cast<size_t>(paramInput[p])];
     std::map<const Instruction*, VReg> preset;
     for (size_t j = 0; j < views.size(); ++j) preset[views[j]] = v[firstView + j];
+    for (const Instruction* i : intermediates) preset[i] = VReg{0, i->shape().elementType()};  // never read
     if (!lowerComputation(c, params, out, &preset)) out.assign(outs.size(), VReg{0, ElementType::F32});
     return out;
   });
@@ -3585,12 +3648,16 @@ std::optional<CodegenResult> Lowerer::run() {
     } else if (b.kind == BufKind::Const && b.bytes > 0) {
       const hlo::Literal* lit = b.constant->attrs().literal ? &*b.constant->attrs().literal : nullptr;
       hlo::Literal filled;
-      bool compactFill = b.type == ElementType::F32 || b.type == ElementType::BF16 || b.type == ElementType::F16;
-      if ((!lit || lit->isElided()) && compactFill && b.constant->shape().isArray()) {
+      // Every element type the stream draws, in the buffer's own type (wide
+      // ones name theirs: they live in u32 words).
+      bool compactFill = b.constant->shape().isArray() && b.type == b.constant->shape().elementType() &&
+                         elidedFillElementBytes(ti.dtype) == hlo::elementTypeInfo(b.type).byteSize;
+      if ((!lit || lit->isElided()) && compactFill) {
         // The seed, not the values: the assembler draws them as the
         // interpreter does (an 80 MB .llo for graphsage's tables otherwise).
         uint64_t seed = elidedFillSeed(b.constant->name(), b.constant->shape().toString(false));
-        t += fmt::format(" = fill(0x{:08x}, 0x{:08x})\n", seed >> 32, seed & 0xffffffffu);
+        t += fmt::format(" = fill(0x{:08x}, 0x{:08x}", seed >> 32, seed & 0xffffffffu);
+        t += ti.words > 1 ? fmt::format(", {})\n", ti.dtype) : std::string(")\n");
         continue;
       }
       if (!lit || lit->isElided()) {

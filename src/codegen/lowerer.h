@@ -552,6 +552,9 @@ class Lowerer {
   bool isFlatFusion(const Instruction& in) const;
   int64_t streamPeriod(const Instruction& param, int64_t n) const;
   bool streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const;
+  const Instruction* composeView(const Instruction& i, std::vector<int64_t>& strides, int64_t& offset,
+                                 int depth) const;
+  bool viewIntermediate(const Instruction& i, const Computation& c, const std::vector<int64_t>& fusionDims) const;
   bool checkTypes(const Instruction& in);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
@@ -642,6 +645,10 @@ class Lowerer {
   // Row fusions (kernels/rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
   bool lowerRowFusion(const Instruction& in);
+  // Rows that do not fit VMEM: streamed in segments pass by pass (lower_rows_long.cpp).
+  bool rowFusionFitsVmem(const RowFusion& f) const;
+  int64_t rowSegmentVregs(const RowFusion& f) const;  // 0: not even one vreg per segment fits
+  bool lowerRowFusionStreamed(const Instruction& in, const RowFusion& f);
   // Attention fusions (kernels/attention.cpp).
   bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
   bool lowerAttentionFusion(const Instruction& in);
@@ -759,7 +766,19 @@ class Lowerer {
   VReg hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot);
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
   VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
-  VReg complexMultiply(VReg a, VReg b);  // the vmul.c64/vmul.c128 rows
+  VReg complexMultiply(VReg a, VReg b);  // c64: four f32 products (XLA's); c128: the vmul.c128 row
+  // c64 library math composed from f32 chip instructions (kernels/complex.cpp);
+  // parts are f32 registers, results c64 values (abs: f32).
+  std::optional<VReg> expandComplexC64(hlo::Opcode op, const std::vector<VReg>& ops);
+  VReg complexDivideC64(VReg a, VReg b);
+  VReg hypotF32(VReg x, VReg y);
+  VReg complexExpC64(VReg x, VReg y, bool minusOne);
+  VReg complexLogC64(VReg x, VReg y);
+  VReg complexLog1pC64(VReg x, VReg y);
+  VReg complexSqrtC64(VReg x, VReg y);
+  VReg complexTanhC64(VReg x, VReg y);
+  VReg complexSinCosC64(VReg x, VReg y, bool cos);
+  VReg complexPowC64(VReg a, VReg b);
   // fft: the c128 twiddle at SMEM [rAddr] (four words, through the scalar
   // registers rw) in every lane of a new register.
   VReg splatTwiddle(const std::vector<int>& rw, int rAddr);
@@ -805,6 +824,9 @@ class Lowerer {
   VReg expandAtan2F32(VReg y, VReg x, ElementType rt);
   VReg expandAsinAcosF32(VReg x, bool acos, ElementType rt);
   VReg expandInverseHyperbolicF32(hlo::Opcode op, VReg x, ElementType rt);
+  VReg expandExpm1F32(VReg x, ElementType rt);
+  // {cosh x, sinh x}, sinh keeping its relative precision near 0.
+  std::pair<VReg, VReg> coshSinhF32(VReg x, ElementType rt);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.
   VReg divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType t);
   // Scalar register with the f32 bits of the narrow float whose code is in

@@ -3,6 +3,7 @@
 // reference interpreter on seeded (or given) inputs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -22,7 +23,12 @@ namespace tpu::codegen {
 
 struct E2eRun {
   std::string error = {};
-  double maxErr = 0;
+  double maxErr = 0;  // max |got - want| / (1 + |want|)
+  // Relative errors, for results whose values are small: max |got - want| /
+  // |want| over elements with |want| >= 1% of the largest |want| (smaller
+  // ones are judged by the norm), and ||got - want||_2 / ||want||_2.
+  double maxRelErr = 0, normRelErr = 0;
+  std::string relWhere = {};
   int64_t bitMismatches = 0;  // elements whose bytes differ (tells -0 from +0)
   std::string bitWhere = {};  // the first of them
   std::string where = {};
@@ -155,6 +161,9 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
     hlo::Literal got(w.shape());
     std::memcpy(got.mutableData().data(), p.got[r].data(), got.data().size());
     size_t eb = w.elementCount() ? w.data().size() / static_cast<size_t>(w.elementCount()) : 0;
+    double scale = 0, diff2 = 0, want2 = 0;
+    for (int64_t k = 0; k < w.elementCount(); ++k)
+      if (std::isfinite(w.getDouble(k))) scale = std::max(scale, std::fabs(w.getDouble(k)));
     for (int64_t k = 0; k < w.elementCount(); ++k) {
       size_t at = static_cast<size_t>(k) * eb;
       if (std::memcmp(got.data().data() + at, w.data().data() + at, eb) != 0 && run.bitMismatches++ == 0)
@@ -166,7 +175,16 @@ inline E2eRun compileAndCompare(const std::string& text, const std::string& targ
         run.maxErr = err;
         run.where = fmt::format("result {} element {}: got {} want {}", r, k, a, b);
       }
+      if (std::isfinite(a) && std::isfinite(b)) {
+        diff2 += (a - b) * (a - b);
+        want2 += b * b;
+        if (std::fabs(b) >= 0.01 * scale && b != 0 && std::fabs(a - b) / std::fabs(b) > run.maxRelErr) {
+          run.maxRelErr = std::fabs(a - b) / std::fabs(b);
+          run.relWhere = fmt::format("result {} element {}: got {} want {}", r, k, a, b);
+        }
+      }
     }
+    if (want2 > 0) run.normRelErr = std::max(run.normRelErr, std::sqrt(diff2 / want2));
   }
   run.cycles = p.report.cycles;
   run.report = p.report;

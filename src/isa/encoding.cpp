@@ -7,6 +7,7 @@
 
 #include "isa/verify.h"
 #include "support/bytes.h"
+#include "support/elided_fill.h"
 
 namespace tpu::isa {
 
@@ -25,6 +26,7 @@ constexpr uint32_t kEntr = tag("ENTR");
 constexpr uint32_t kCode = tag("CODE");
 constexpr uint32_t kSyms = tag("SYMS");
 constexpr uint32_t kKern = tag("KERN");  // optional (format 1.1)
+constexpr uint32_t kFill = tag("FILL");  // optional (format 1.2): data blobs kept as their fill recipe
 
 class BitPacker {
  public:
@@ -237,8 +239,28 @@ std::string encodeProgram(const Program& p) {
   {
     ByteWriter w;
     w.uvar(p.data.size());
-    for (const DataBlob& d : p.data) w.str(d.bytes);
+    for (const DataBlob& d : p.data) w.str(d.fillType.empty() ? std::string_view(d.bytes) : std::string_view());
     writeSection(out, kData, w);
+  }
+  bool fills = false;
+  for (const DataBlob& d : p.data) fills |= !d.fillType.empty();
+  if (fills) {
+    // Elided constants as (data index, element type, seed, element count):
+    // graphsage's 23 MB of pseudo-random tables take a few bytes each.
+    ByteWriter w;
+    size_t n = 0;
+    for (const DataBlob& d : p.data) n += !d.fillType.empty();
+    w.uvar(n);
+    for (size_t i = 0; i < p.data.size(); ++i) {
+      const DataBlob& d = p.data[i];
+      if (d.fillType.empty()) continue;
+      w.uvar(i);
+      w.str(d.fillType);
+      w.u64(d.fillSeed);
+      const int bytes = elidedFillElementBytes(d.fillType);
+      w.uvar(bytes > 0 ? d.bytes.size() / static_cast<size_t>(bytes) : 0);
+    }
+    writeSection(out, kFill, w);
   }
   {
     ByteWriter w;
@@ -307,7 +329,7 @@ std::string encodeProgram(const Program& p) {
     }
     writeSection(out, kKern, w);
   }
-  uint16_t minor = p.kernels.empty() ? 0 : kTpuFormatMinor;
+  uint16_t minor = fills ? kTpuFormatMinor : p.kernels.empty() ? 0 : 1;
   return packContainer(kTpuMagic, ContainerVersion{kTpuFormatMajor, minor}, out.data());
 }
 
@@ -405,8 +427,41 @@ std::optional<Program> decodeProgram(const SourceFile& file, DiagnosticEngine& d
   {
     ByteReader r = reader(kData);
     uint64_t n = r.count(1);
-    for (uint64_t i = 0; i < n && r.ok(); ++i) p.data.push_back(DataBlob{r.str()});
+    for (uint64_t i = 0; i < n && r.ok(); ++i) p.data.push_back(DataBlob{r.str(), {}, 0});
     if (!r.ok()) return fail(r.errorOffset(), "data section: " + r.error());
+  }
+  if (sections.count(kFill)) {
+    // Expanded here, so everything downstream sees the values. Each blob is
+    // sized by the buffer that takes it (no allocation a file can inflate).
+    std::vector<uint64_t> blobBytes(p.data.size(), UINT64_MAX);
+    for (const Buffer& b : p.buffers)
+      if (b.init >= 0 && static_cast<size_t>(b.init) < p.data.size() && sizeFits(b) &&
+          blobBytes[static_cast<size_t>(b.init)] == UINT64_MAX)
+        blobBytes[static_cast<size_t>(b.init)] = b.sizeBytes();
+    ByteReader r = reader(kFill);
+    uint64_t n = r.count(4);
+    for (uint64_t i = 0; i < n && r.ok(); ++i) {
+      size_t at = r.offset();
+      uint64_t index = r.uvar();
+      std::string type = r.str();
+      uint64_t seed = r.u64();
+      uint64_t count = r.uvar();
+      if (!r.ok()) break;
+      if (index >= p.data.size() || !p.data[index].bytes.empty() || !p.data[index].fillType.empty())
+        return fail(at, fmt::format("fill entry {}: data #{} is not an empty blob of this program", i, index));
+      const int bytes = elidedFillElementBytes(type);
+      if (bytes == 0 || !isMetadataText(type))
+        return fail(at, fmt::format("fill entry {}: unknown element type", i));
+      if (blobBytes[index] == UINT64_MAX || count != blobBytes[index] / static_cast<uint64_t>(bytes) ||
+          blobBytes[index] % static_cast<uint64_t>(bytes) != 0)
+        return fail(at, fmt::format("fill entry {}: {} {} elements do not fill the buffer that takes data #{}", i,
+                                    count, type, index));
+      auto filled = elidedFillBytes(type, seed, count);
+      if (!filled) return fail(at, fmt::format("fill entry {}: unknown element type", i));
+      p.data[index] = DataBlob{std::move(*filled), std::move(type), seed};
+    }
+    if (!r.ok()) return fail(r.errorOffset(), "fill section: " + r.error());
+    if (!r.atEnd()) return fail(r.offset(), "trailing bytes in the fill section");
   }
   {
     ByteReader r = reader(kDmad);

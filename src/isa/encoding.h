@@ -22,7 +22,11 @@ constexpr uint16_t kTpuFormatMajor = 1;
 // 1.1 adds the optional KERN section (kernel metadata). A program without
 // kernel metadata is written as 1.0, byte for byte as before; a 1.0 reader
 // skips KERN, so 1.1 files also load there (without the metadata).
-constexpr uint16_t kTpuFormatMinor = 1;
+// 1.2 adds the optional FILL section: data blobs that are elided constants
+// are written as (element type, seed, count) and left empty in DATA. Only a
+// program with such blobs is 1.2 (a 1.1 reader refuses it: its data sizes
+// do not match its buffers); others are written as before.
+constexpr uint16_t kTpuFormatMinor = 2;
 
 bool isTpuBinary(std::string_view data);
 

@@ -10,6 +10,7 @@
 #include "isa/encoding.h"
 #include "isa/isa_doc.h"
 #include "isa/verify.h"
+#include "support/elided_fill.h"
 
 namespace tpu::isa {
 namespace {
@@ -107,7 +108,7 @@ Program randomProgram(std::mt19937& rng) {
   p.buffers.push_back(Buffer{"x", MemSpace::Hbm, DType::F32, {8, 128}, 0, -1});
   p.buffers.push_back(Buffer{"w", MemSpace::Hbm, DType::Bf16, {2}, 0, 0});
   p.buffers.push_back(Buffer{"t", MemSpace::Vmem, DType::S32, {4}, 512, -1});
-  p.data.push_back(DataBlob{std::string("\x80\x3f\x00\x40", 4)});
+  p.data.push_back(DataBlob{std::string("\x80\x3f\x00\x40", 4), {}, 0});
   p.dmaDescriptors.push_back(DmaDescriptor{"d", 4096, {DmaDim{8, 4096, 512}}});
   p.entries.push_back(Entry{"main", {0}, {1}, 0});
   // Enough bundles that the random placement stays within a bundle's 32 ops.
@@ -156,6 +157,40 @@ TEST(Encoding, ProgramRoundTripsAndIsDeterministic) {
   ASSERT_TRUE(back) << firstErrorMessage(diags);
   EXPECT_EQ(*back, p);
   EXPECT_EQ(encodeProgram(*back), bytes);
+}
+
+// Elided constants (format 1.2): a blob with a fill recipe is written as
+// its seed in the FILL section (a few bytes, whatever its size) and read
+// back expanded; a bad recipe is refused.
+TEST(Encoding, FillRecipesAreCompact) {
+  std::mt19937 rng(7);
+  Program p = randomProgram(rng);
+  p.kernels.clear();
+  p.buffers.push_back(Buffer{"table", MemSpace::Hbm, DType::S32, {1000, 100}, 0, 1});
+  p.buffers.push_back(Buffer{"wide", MemSpace::Hbm, DType::U32, {10, 2}, 0, 2});
+  p.data.push_back(DataBlob{*elidedFillBytes("s32", 42, 100000), "s32", 42});
+  p.data.push_back(DataBlob{*elidedFillBytes("s64", 7, 10), "s64", 7});
+  auto decode = [](const std::string& bytes, DiagnosticEngine& diags) {
+    SourceFile file("f.tpu", bytes);
+    file.setBinary(true);
+    return decodeProgram(file, diags);
+  };
+  std::string bytes = encodeProgram(p);
+  EXPECT_LT(bytes.size(), 20000u);  // not the table's 400 KB
+  EXPECT_EQ(static_cast<uint8_t>(bytes[10]) | static_cast<uint8_t>(bytes[11]) << 8, 2);
+  DiagnosticEngine d1;
+  auto back = decode(bytes, d1);
+  ASSERT_TRUE(back) << firstErrorMessage(d1);
+  EXPECT_EQ(*back, p);
+  EXPECT_EQ(encodeProgram(*back), bytes);
+
+  Program bad = p;
+  bad.data[1].bytes.resize(400);  // 100 elements: the buffer takes 100000
+  DiagnosticEngine d2;
+  EXPECT_FALSE(decode(encodeProgram(bad), d2));
+  EXPECT_NE(firstErrorMessage(d2).find("fill entry 0: 100 s32 elements do not fill the buffer that takes data #1"),
+            std::string::npos)
+      << firstErrorMessage(d2);
 }
 
 // Kernel metadata (format 1.1): a program with it is 1.1, one without is

@@ -83,9 +83,15 @@ struct Buffer {
 bool sizeFits(const Buffer& buffer);
 
 // Initial contents of a buffer (constants, weights): raw little-endian bytes,
-// exactly sizeBytes() of the buffer.
+// exactly sizeBytes() of the buffer. When the bytes are an elided HLO
+// constant's pseudo-random values, `fillType` names the XLA element type
+// they were drawn as and `fillSeed` the seed (support/elided_fill.h): the
+// LLO text says `fill(...)` and the .tpu keeps the recipe (format 1.2, FILL
+// section) instead of the values; `bytes` always holds them expanded.
 struct DataBlob {
   std::string bytes;
+  std::string fillType;  // empty: plain data
+  uint64_t fillSeed = 0;
   bool operator==(const DataBlob&) const = default;
 };
 

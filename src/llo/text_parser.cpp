@@ -673,34 +673,41 @@ bool Parser::parseBuffer(const Token& directive) {
 
 bool Parser::parseInitializer(Buffer& b, SourceLocation) {
   SourceLocation at = here();
-  // `fill(hi, lo)`: an elided HLO constant's values, drawn from the 64-bit
-  // seed hi:lo as the interpreter draws them (support/elided_fill.h), for
-  // f32, bf16 and f16 buffers.
+  // `fill(hi, lo)` or `fill(hi, lo, TYPE)`: an elided HLO constant's
+  // values, drawn from the 64-bit seed hi:lo as the interpreter draws them
+  // (support/elided_fill.h). TYPE is the XLA element type drawn (the
+  // buffer's own by default); s64, u64, f64, c64 and c128 constants live in
+  // u32 buffers (their words), so they name it.
   if (peek().kind == Tok::Ident && peek().text == "fill" && isPunct("(", 1)) {
     next();
     next();
     auto hi = parseIntExpr("the seed's high word");
     if (!hi || !expect(",", "between the seed's words")) return false;
     auto lo = parseIntExpr("the seed's low word");
-    if (!lo || !expect(")", "after the seed")) return false;
+    if (!lo) return false;
+    std::string type(dtypeName(b.dtype));
+    if (accept(",")) {
+      const Token& t = next();
+      if (t.kind != Tok::Ident) return error(loc(t), "expected an element type after the seed");
+      type = std::string(t.text);
+    }
+    if (!expect(")", "after the seed")) return false;
     if (*hi < 0 || *hi > UINT32_MAX || *lo < 0 || *lo > UINT32_MAX)
       return error(at, "fill seed words must be 32-bit unsigned values");
-    if (b.dtype != DType::F32 && b.dtype != DType::Bf16 && b.dtype != DType::F16)
-      return error(at, fmt::format("fill(...) initialises f32, bf16 and f16 buffers, not {}", dtypeName(b.dtype)));
-    ElidedFillStream stream{(static_cast<uint64_t>(*hi) << 32) | static_cast<uint64_t>(*lo)};
-    uint64_t count = b.sizeBytes() / dtypeBytes(b.dtype);
-    std::string bytes(count * dtypeBytes(b.dtype), '\0');
-    for (uint64_t i = 0; i < count; ++i) {
-      float f = static_cast<float>(stream.uniform());
-      if (b.dtype == DType::F32) {
-        std::memcpy(bytes.data() + 4 * i, &f, 4);
-      } else {
-        uint16_t h = b.dtype == DType::Bf16 ? floatToBf16(f) : floatToHalf(f);
-        std::memcpy(bytes.data() + 2 * i, &h, 2);
-      }
-    }
+    const int elementBytes = elidedFillElementBytes(type);
+    if (elementBytes == 0) return error(at, fmt::format("fill(...) cannot draw element type '{}'", type));
+    const bool wide = type == "s64" || type == "u64" || type == "f64" || type == "c64" || type == "c128";
+    if (wide ? b.dtype != DType::U32 : type != dtypeName(b.dtype))
+      return error(at, fmt::format("fill(..., {}) initialises {} buffers, not {}", type, wide ? "u32" : type,
+                                   dtypeName(b.dtype)));
+    const uint64_t size = b.sizeBytes();
+    if (size % static_cast<uint64_t>(elementBytes) != 0)
+      return error(at, fmt::format("buffer '{}' of {} bytes does not hold whole {} elements", b.name, size, type));
+    const uint64_t seed = (static_cast<uint64_t>(*hi) << 32) | static_cast<uint64_t>(*lo);
+    auto bytes = elidedFillBytes(type, seed, size / static_cast<uint64_t>(elementBytes));
+    if (!bytes) return error(at, fmt::format("fill(...) cannot draw element type '{}'", type));
     b.init = static_cast<int32_t>(program_.data.size());
-    program_.data.push_back(DataBlob{std::move(bytes)});
+    program_.data.push_back(DataBlob{std::move(*bytes), type, seed});
     return true;
   }
   if (!expect("[", "to start the initial values")) return false;
@@ -749,7 +756,7 @@ bool Parser::parseInitializer(Buffer& b, SourceLocation) {
     return error(at, fmt::format("buffer '{}' has {} elements but {} initial value{} given", b.name, count, n,
                                  n == 1 ? " is" : "s are"));
   b.init = static_cast<int32_t>(program_.data.size());
-  program_.data.push_back(DataBlob{std::move(bytes)});
+  program_.data.push_back(DataBlob{std::move(bytes), {}, 0});
   return true;
 }
 

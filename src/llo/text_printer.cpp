@@ -183,8 +183,16 @@ std::string printLlo(const Program& p) {
   for (const Buffer& b : p.buffers) {
     out += fmt::format(".buffer {} : {} {}", b.name, memSpaceName(b.space), shapeText(b));
     if (b.space != MemSpace::Hbm) out += fmt::format(" @ {}", b.address);
-    if (b.init >= 0 && static_cast<size_t>(b.init) < p.data.size())
-      out += " = " + dataText(b, p.data[b.init].bytes);
+    if (b.init >= 0 && static_cast<size_t>(b.init) < p.data.size()) {
+      const DataBlob& d = p.data[b.init];
+      if (!d.fillType.empty()) {  // an elided constant: its seed, as llo-gen wrote it
+        out += fmt::format(" = fill(0x{:08x}, 0x{:08x}", d.fillSeed >> 32, d.fillSeed & 0xffffffffu);
+        if (d.fillType != dtypeName(b.dtype)) out += ", " + d.fillType;
+        out += ")";
+      } else {
+        out += " = " + dataText(b, d.bytes);
+      }
+    }
     out += "\n";
   }
   if (!p.dmaDescriptors.empty()) out += "\n";

@@ -155,6 +155,14 @@ bool isLoopComputation(const hlo::Computation& c) {
   return true;
 }
 
+// A parameter, or views of views of one (a slice of a table): llo-gen
+// streams a view of it as one strided view of the parameter.
+bool viewOfParameter(const Instruction& x) {
+  const Instruction* i = &x;
+  for (int depth = 0; depth < 8 && isView(i->opcode()) && i->operandCount() == 1; ++depth) i = i->operand(0);
+  return i->opcode() == Opcode::Parameter;
+}
+
 // Builds (or, dry, counts) the value of one view applied to a chain.
 class Sinker {
  public:
@@ -189,7 +197,7 @@ class Sinker {
         r->setCalledComputations(x->calledComputations());
       }
     } else {
-      if (x->opcode() != Opcode::Parameter && !x->shape().isScalar()) opaqueLeaf_ = true;
+      if (!viewOfParameter(*x) && !x->shape().isScalar()) opaqueLeaf_ = true;
       r = added(v.op, x, {x});
       if (r != x) {
         r->attrs().dimensions = v.dims;

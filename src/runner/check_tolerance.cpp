@@ -119,6 +119,32 @@ double composedUlps(Opcode op) {
   }
 }
 
+// c64 library math composed from f32 instructions (codegen/kernels/complex.cpp):
+// the normwise bound measured by complex_math_test.cpp against long double
+// (there in units of 2^-23, here of 2^-24), with its result type's check
+// |got - want| <= t (1 + |want|). Multiply is exact where finite (XLA's
+// product, the same roundings as std::complex); abs has an f32 result.
+double composedC64Ulps(Opcode op) {
+  switch (op) {
+    case Opcode::Abs: return 2 * 3;
+    case Opcode::Sqrt:
+    case Opcode::Sign:
+    case Opcode::Divide: return 2 * 4;
+    case Opcode::Exp:
+    case Opcode::Log:
+    case Opcode::Log1p: return 2 * 6;
+    case Opcode::Expm1:
+    case Opcode::Rsqrt:
+    case Opcode::Sin:
+    case Opcode::Cos: return 2 * 8;
+    case Opcode::Tanh:
+    case Opcode::Tan: return 2 * 10;
+    case Opcode::Logistic: return 2 * 12;
+    case Opcode::Power: return 2 * 48;  // |b ln a| < 12; it grows with that product
+    default: return 0;
+  }
+}
+
 // The largest own bound of any instruction in `c` or what it calls.
 double calledBound(const hlo::Computation* c, codegen::F32DotPrecision dotPrecision,
                    std::map<const hlo::Computation*, double>& memo) {
@@ -237,8 +263,12 @@ double ownErrorBound(const hlo::Instruction& instr, codegen::F32DotPrecision dot
     case Opcode::Convolution: return matrixBound(instr, dotPrecision);
     default: break;
   }
+  if (!instr.shape().isArray()) return 0;
+  if (instr.operandCount() > 0 && instr.operand(0)->shape().isArray() &&
+      instr.operand(0)->shape().elementType() == ElementType::C64 && hlo::isElementwise(instr.opcode()))
+    return composedC64Ulps(instr.opcode()) * 0x1p-24;
   double ulps = composedUlps(instr.opcode());
-  if (ulps == 0 || !instr.shape().isArray()) return 0;
+  if (ulps == 0) return 0;
   ElementType t = instr.shape().elementType();
   if (t == ElementType::F64 || t == ElementType::C128 || !hlo::isFloatType(t)) return 0;
   return ulps * 0x1p-24;

@@ -147,6 +147,30 @@ ENTRY e {
   }
 }
 
+TEST(CheckTolerance, ComposedComplexMathHasItsOwnBound) {
+  // c64 library math is chip instructions (lower_complex.cpp) with measured
+  // normwise bounds; c64 add and multiply and c128 math are exact.
+  passes::ParsedModule parsed = passes::parseModule(R"(HloModule m
+ENTRY e {
+  z = c64[4] parameter(0)
+  ex = c64[4] exponential(z)
+  ab = f32[4] abs(z)
+  dv = c64[4] divide(z, ex)
+  mu = c64[4] multiply(z, ex)
+  ad = c64[4] add(z, ex)
+  w = c128[4] parameter(1)
+  ROOT lw = c128[4] log(w)
+})");
+  ASSERT_TRUE(parsed.module) << parsed.messages;
+  for (const auto& instr : parsed.module->entry()->instructions()) {
+    double b = ownErrorBound(*instr, codegen::F32DotPrecision::FromConfig);
+    if (instr->name() == "ex") EXPECT_DOUBLE_EQ(b, 12 * 0x1p-24);
+    else if (instr->name() == "ab") EXPECT_DOUBLE_EQ(b, 6 * 0x1p-24);
+    else if (instr->name() == "dv") EXPECT_DOUBLE_EQ(b, 8 * 0x1p-24);
+    else EXPECT_EQ(b, 0) << instr->name();
+  }
+}
+
 TEST(CheckTolerance, LongChainsDoNotRecurse) {
   std::string text = "HloModule m\nENTRY e {\n  p = f32[8] parameter(0)\n  a0 = f32[8] add(p, p)\n";
   for (int i = 1; i < 200000; ++i) text += fmt::format("  a{} = f32[8] add(a{}, p)\n", i, i - 1);

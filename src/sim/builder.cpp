@@ -133,7 +133,7 @@ uint32_t ProgramBuilder::initializedBuffer(std::string name, isa::MemSpace space
   b.shape = std::move(shape);
   b.address = address;
   b.init = static_cast<int32_t>(program_.data.size());
-  program_.data.push_back(isa::DataBlob{std::move(init)});
+  program_.data.push_back(isa::DataBlob{std::move(init), {}, 0});
   program_.buffers.push_back(std::move(b));
   return static_cast<uint32_t>(program_.buffers.size() - 1);
 }

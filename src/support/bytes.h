@@ -3,6 +3,7 @@
 // the first failure with its byte offset, so hostile input cannot crash us.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -12,7 +13,25 @@ namespace tpu {
 
 class ByteWriter {
  public:
-  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  ByteWriter() = default;
+  ByteWriter(ByteWriter&& other) noexcept { *this = std::move(other); }
+  ByteWriter& operator=(ByteWriter&& other) noexcept {
+    buf_ = std::move(other.buf_);
+    size_ = other.size_;
+    other.buf_.clear();
+    other.size_ = 0;
+    return *this;
+  }
+  ByteWriter(const ByteWriter&) = delete;
+  ByteWriter& operator=(const ByteWriter&) = delete;
+
+  // Writes go through a cursor into storage grown ahead of it, so a byte
+  // is a bounds check and a store (std::string::push_back was an out-of-line
+  // call per byte, most of encoding a .hlob).
+  void u8(uint8_t v) {
+    if (size_ == buf_.size()) grow(1);
+    buf_[size_++] = static_cast<char>(v);
+  }
   void u16(uint16_t v) { fixed(v, 2); }
   void u32(uint32_t v) { fixed(v, 4); }
   void u64(uint64_t v) { fixed(v, 8); }
@@ -20,23 +39,43 @@ class ByteWriter {
   void f64(double v) { uint64_t b; std::memcpy(&b, &v, 8); u64(b); }
   // LEB128 unsigned and zig-zag signed varints.
   void uvar(uint64_t v) {
-    while (v >= 0x80) { u8(static_cast<uint8_t>(v | 0x80)); v >>= 7; }
-    u8(static_cast<uint8_t>(v));
+    if (buf_.size() - size_ < kMaxVarint) grow(kMaxVarint);
+    char* p = buf_.data() + size_;
+    char* start = p;
+    while (v >= 0x80) { *p++ = static_cast<char>(v | 0x80); v >>= 7; }
+    *p++ = static_cast<char>(v);
+    size_ += static_cast<size_t>(p - start);
   }
   void svar(int64_t v) { uvar((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
   void str(std::string_view s) { uvar(s.size()); bytes(s); }
-  void bytes(std::string_view s) { out_.append(s.data(), s.size()); }
+  void bytes(std::string_view s) {
+    if (buf_.size() - size_ < s.size()) grow(s.size());
+    if (!s.empty()) std::memcpy(buf_.data() + size_, s.data(), s.size());
+    size_ += s.size();
+  }
 
-  const std::string& data() const { return out_; }
-  std::string take() { return std::move(out_); }
-  size_t size() const { return out_.size(); }
-  void reserve(size_t bytes) { out_.reserve(bytes); }
+  std::string_view data() const { return {buf_.data(), size_}; }
+  std::string take() {
+    buf_.resize(size_);
+    size_ = 0;
+    return std::move(buf_);
+  }
+  size_t size() const { return size_; }
+  void reserve(size_t bytes) {
+    if (bytes > buf_.size()) buf_.resize(bytes);
+  }
 
  private:
+  static constexpr size_t kMaxVarint = 10;
+  [[gnu::noinline]] void grow(size_t more) { buf_.resize(std::max(buf_.size() * 2, std::max<size_t>(size_ + more, 64))); }
   void fixed(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    if (buf_.size() - size_ < 8) grow(8);
+    for (int i = 0; i < n; ++i) buf_[size_ + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    size_ += static_cast<size_t>(n);
   }
-  std::string out_;
+  // buf_.size() is the capacity in use; size_ the bytes written.
+  std::string buf_;
+  size_t size_ = 0;
 };
 
 class ByteReader {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace tpu {
@@ -33,5 +35,18 @@ struct ElidedFillStream {
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
 };
+
+// Bytes of one element of an elided constant of XLA element type `type`
+// ("f32", "s8", "pred", "s64", "c128", ...) as HLO literals store it
+// (sub-byte types one byte each, s64/u64/f64 eight, c64 eight, c128
+// sixteen); 0 for a type the stream does not fill (tuples, tokens, names
+// this build does not know).
+int elidedFillElementBytes(std::string_view type);
+
+// The first `count` elements of the elided constant of element type `type`
+// drawn from `seed` (the recipe of eval/elided.h), as raw little-endian
+// bytes in literal storage: exactly what the interpreter's literal holds.
+// nullopt when elidedFillElementBytes(type) is 0.
+std::optional<std::string> elidedFillBytes(std::string_view type, uint64_t seed, uint64_t count);
 
 }  // namespace tpu

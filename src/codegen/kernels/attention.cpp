@@ -16,6 +16,9 @@
 // tiles in registers and stored in the dot's type. Whole rows of keys are
 // in VMEM, so the softmax is exact (no running rescale): reductions fold
 // key tile by key tile, then across lanes, then with the init value.
+// Rows of more than 2048 keys take the online form (onlineForm below): K and
+// V stream through VMEM in key blocks, double-buffered, and each block runs
+// against every query block of the head with a running max, sum and output.
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -36,6 +39,13 @@ bool binaryOf(const Computation* c, Opcode op) {
   return r->opcode() == op && r->operandCount() == 2 && r->operand(0)->opcode() == Opcode::Parameter &&
          r->operand(1)->opcode() == Opcode::Parameter && r->operand(0) != r->operand(1) &&
          r->shape().elementType() == ElementType::F32;
+}
+
+// Row vregs of queries per block: up to 16 (128 rows), a divisor of s / 8.
+int64_t queryBlockVregs(int64_t s) {
+  for (int64_t rv = std::min<int64_t>(16, s / 8); rv > 1; --rv)
+    if ((s / 8) % rv == 0) return rv;
+  return 1;
 }
 
 bool isConstantValue(const Instruction* i, double v) {
@@ -253,21 +263,24 @@ bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const
   if (f.t > 2048) {
     if (!onlineForm(f)) return false;
     f.online = true;
-    // Key blocks: the most tiles up to 16 that divide the row.
-    for (int64_t d = 16; d >= 1; --d)
-      if ((f.t / 128) % d == 0) {
-        f.keyBlock = 128 * d;
-        break;
-      }
-    // A head's Q, K and V stay whole in VMEM (two slots), beside the output
-    // slots, the block scratch (at most three cached values) and the
-    // running state: rows too long for that are left to other kernels.
+    // K and V stream through VMEM in key blocks (two slots of a block each)
+    // beside a head's Q and output (two slots each), the block scratch (at
+    // most three cached values), the rescale factors of a query block and
+    // the running max, sum and output of every query row of the head, so
+    // the row length does not bound it. Key blocks: the most tiles up to 16
+    // that divide the row and fit; heads with too many query rows are left
+    // to other kernels.
     auto bytes = [](int64_t rows, const Instruction* x) {
       return static_cast<int64_t>(alignUp(static_cast<uint64_t>(rows * 128 * typeInfo(x->shape().elementType()).bytes), 512));
     };
-    const int64_t need = 2 * (bytes(f.s, f.q) + bytes(f.t, f.k) + bytes(f.t, f.v)) + 2 * bytes(f.s, f.dot2) +
-                         3 * 16 * (f.keyBlock / 128) * 4096 + 4 * 16 * 4096;
-    if (static_cast<uint64_t>(need) > vmemBudget()) return false;
+    for (int64_t d = 16; d >= 1 && !f.keyBlock; --d) {
+      if ((f.t / 128) % d != 0) continue;
+      const int64_t kb = 128 * d;
+      const int64_t need = 2 * (bytes(f.s, f.q) + bytes(kb, f.k) + bytes(kb, f.v)) + 2 * bytes(f.s, f.dot2) +
+                           3 * queryBlockVregs(f.s) * d * 4096 + 4 * (f.s / 8) * 4096;
+      if (static_cast<uint64_t>(need) <= vmemBudget()) f.keyBlock = kb;
+    }
+    if (!f.keyBlock) return false;
   }
   if (out) *out = std::move(f);
   return true;
@@ -326,8 +339,11 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
       if (cacheLevel.count(up.get())) cacheIndex[up.get()] = idx++;
   }
 
-  // VMEM: two slots of Q, K, V of one head, two output slots, then the scratch.
-  const int64_t qBytes = nS * 128 * eq, kBytes = nT * 128 * ek, vBytes = nT * 128 * ev, oBytes = nS * 128 * eo;
+  // VMEM: two slots of Q, K, V of one head (online: Q of one head, K and V
+  // of one key block), two output slots, then the scratch.
+  const int64_t kvRows = f.online ? f.keyBlock : nT;
+  const int64_t qBytes = nS * 128 * eq, kBytes = kvRows * 128 * ek, vBytes = kvRows * 128 * ev,
+                oBytes = nS * 128 * eo;
   const int64_t qOff = 0, kOff = static_cast<int64_t>(alignUp(static_cast<uint64_t>(qBytes), 512)),
                 vOff = kOff + static_cast<int64_t>(alignUp(static_cast<uint64_t>(kBytes), 512)),
                 inSlot = vOff + static_cast<int64_t>(alignUp(static_cast<uint64_t>(vBytes), 512)),
@@ -335,17 +351,13 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
   const int64_t outBase = 2 * inSlot, scratchBase = outBase + 2 * outSlot;
   // Query rows per block: up to 128 (16 vregs), a divisor of S; fewer when
   // the registers do not hold the block (tried below).
-  int64_t maxRv = 1;
-  for (int64_t rv = std::min<int64_t>(16, nS / 8); rv >= 1; --rv)
-    if ((nS / 8) % rv == 0) {
-      maxRv = rv;
-      break;
-    }
+  const int64_t maxRv = queryBlockVregs(nS);
   const int64_t nCache = static_cast<int64_t>(cacheIndex.size());
-  // Online: per row vreg of the query block, the running max, sum, rescale
-  // factor and output (f32) after the scratch.
-  const int64_t stateBase = scratchBase + nCache * 16 * nt * 4096;
-  const uint64_t vmemUsed = static_cast<uint64_t>(stateBase + (f.online ? 4 * 16 * 4096 : 0));
+  // Online: after the scratch, per row vreg of the head the running max,
+  // sum and output and the block's rescale factor (f32), addressed from one
+  // register so the scheduler sees them disjoint.
+  const int64_t stateBase = scratchBase + nCache * maxRv * nt * 4096;
+  const uint64_t vmemUsed = static_cast<uint64_t>(stateBase + (f.online ? 4 * (nS / 8) * 4096 : 0));
   if (vmemUsed > vmemBudget()) return fail(in, "llo-gen: attention blocks do not fit VMEM");
 
   // Hoisted scalars as splats.
@@ -378,15 +390,21 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
 
   const int rH = sreg(), rSlot = sreg(), rOther = sreg(), rA = sreg(), rV = sreg(), rSem = sreg(), rQ = sreg(),
             rKV = sreg(), rO = sreg(), rCnt = sreg(), rZ = sreg();
-  // Online: the key block's K and V rows, and the blocks left.
-  const int rKb = f.online ? sreg() : -1, rVb = f.online ? sreg() : -1, rBlk = f.online ? sreg() : -1;
+  // Online: the key block's K and V rows, the blocks left, the query
+  // block's running state, the next key block to load (counted over every
+  // head's blocks: K is [heads, T, 128], so block g of the flattened keys
+  // starts at g * kBytes), the slot of this block and a spare.
+  const int rKb = f.online ? sreg() : -1, rVb = f.online ? sreg() : -1, rBlk = f.online ? sreg() : -1,
+            rSt = f.online ? sreg() : -1, rG = f.online ? sreg() : -1, rKs = f.online ? sreg() : -1,
+            rKo = f.online ? sreg() : -1;
   if (failed_) return false;
-  // Semaphores: sem1/sem2 the loads into slot 0/1, sem3/sem4 its write-back.
+  // Semaphores: sem1/sem2 the loads into slot 0/1, sem3/sem4 its write-back,
+  // sem5/sem6 (online) the K and V block loads into slot 0/1.
   auto loadHead = [&](int headReg, int slotReg) {
     e_.op("sadd {}, {}, 1", S(rSem), S(slotReg));
     const int bufsIn[3] = {qBuf, kBuf, vBuf};
     const int64_t bytes[3] = {qBytes, kBytes, vBytes}, offs[3] = {qOff, kOff, vOff};
-    for (int j = 0; j < 3; ++j) {
+    for (int j = 0; j < (f.online ? 1 : 3); ++j) {
       e_.op("smul {}, {}, {}", S(rA), S(headReg), bytes[j]);
       e_.op("sadd {}, {}, {}", S(rA), S(rA), base(bufsIn[j]));
       e_.op("smul {}, {}, {}", S(rV), S(slotReg), inSlot);
@@ -396,15 +414,33 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
     }
   };
 
+  // Online: key block `blockReg` (of the flattened keys) into the K and V places of slot `slotReg`.
+  auto loadKeys = [&](int blockReg, int slotReg) {
+    e_.op("sadd {}, {}, 5", S(rSem), S(slotReg));
+    const int bufsIn[2] = {kBuf, vBuf};
+    const int64_t bytes[2] = {kBytes, vBytes}, offs[2] = {kOff, vOff};
+    for (int j = 0; j < 2; ++j) {
+      e_.op("smul {}, {}, {}", S(rA), S(blockReg), bytes[j]);
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(bufsIn[j]));
+      e_.op("smul {}, {}, {}", S(rV), S(slotReg), inSlot);
+      e_.op("sadd {}, {}, {}", S(rV), S(rV), offs[j]);
+      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", bufsIn[j]), e_.desc(static_cast<uint64_t>(bytes[j]), {}),
+            S(rV), memRef(bufsIn[j], S(rA)), S(rSem));
+    }
+  };
+
   // The block body: rQ points at the block's first query row, rKV at the
-  // head's slot, rO at the block's first output row, rZ is 0 (the scratch's base).
+  // head's slot, rO at the block's first output row, rZ is 0 (the scratch's
+  // base); online, rKb and rVb at the key block's K and V and rSt at the
+  // query block's running state.
   auto scratchAddr = [&](const Instruction* x, int64_t i, int64_t j) {
     return fmt::format("{} + {}", S(rZ),
-                       scratchBase + ((cacheIndex.at(x) * 16 + i) * nt + j) * 4096);
+                       scratchBase + ((cacheIndex.at(x) * maxRv + i) * nt + j) * 4096);
   };
-  enum State { kMax = 0, kSum = 1, kScale = 2, kOut = 3 };
+  enum State { kMax = 0, kSum = 1, kOut = 2, kScale = 3 };
+  int64_t rv = maxRv;
   auto stateAddr = [&](State k, int64_t i) {
-    return fmt::format("{} + {}", S(rZ), stateBase + (static_cast<int64_t>(k) * 16 + i) * 4096);
+    return fmt::format("{} + {}", S(rSt), (static_cast<int64_t>(k) * rv + i) * 4096);
   };
   // Frees the registers of vs not in keep (once each).
   auto freeExcept = [&](std::initializer_list<VReg> vs, std::initializer_list<VReg> keep) {
@@ -413,7 +449,6 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
     for (VReg v : vs)
       if (!kept.count(v.r) && done.insert(v.r).second) vfree(v);
   };
-  int64_t rv = maxRv;
   auto body = [&]() -> bool {
     // Row values of the block's row vregs (lanes broadcast along each sublane).
     std::vector<std::map<const Instruction*, VReg>> rowVal(static_cast<size_t>(rv));
@@ -727,28 +762,67 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
     return true;
   };
 
-  // Online: the query block's state starts at (init, 0, -, 0); a run-time
-  // loop runs the body over the key blocks; the output is the summed
-  // product divided by the summed exponentials.
-  auto onlineBlock = [&]() -> bool {
+  // One head: blocks of rv row vregs in a run-time loop (rQ, rO advance).
+  std::string lBlock = e_.newLabel("ablock");
+  auto exactHead = [&]() -> bool {
+    e_.op("smov {}, {}", S(rCnt), nS / 8 / rv);
+    e_.label(lBlock);
+    if (!body()) return false;
+    e_.op("sadd {}, {}, {}", S(rQ), S(rQ), rv * 1024 * eq);
+    e_.op("sadd {}, {}, {}", S(rO), S(rO), rv * 1024 * eo);
+    e_.op("loop {}, {}", S(rCnt), lBlock);
+    return true;
+  };
+
+  // Online, one head: every query block's state starts at (init, 0, 0); a
+  // run-time loop over the key blocks waits for this block's K and V (sem5
+  // + rKs), issues the next block's (of this head or the next) into the
+  // other slot, and runs the body over every query block of the head; then
+  // each output row is the summed product divided by the summed exponentials.
+  auto onlineHead = [&]() -> bool {
+    const int64_t nQb = nS / 8 / rv, stStep = 4 * rv * 4096;
     {
       VReg zero = vconst(ElementType::F32, 0);
+      std::string lInit = e_.newLabel("ainit");
+      e_.op("sadd {}, {}, {}", S(rSt), S(rZ), stateBase);
+      e_.op("smov {}, {}", S(rCnt), nQb);
+      e_.label(lInit);
       for (int64_t i = 0; i < rv; ++i) {
         vstore(hoisted.at(f.maxReduce->operand(1)), ElementType::F32, stateAddr(kMax, i));
         vstore(zero, ElementType::F32, stateAddr(kSum, i));
         vstore(zero, ElementType::F32, stateAddr(kOut, i));
       }
+      e_.op("sadd {}, {}, {}", S(rSt), S(rSt), stStep);
+      e_.op("loop {}, {}", S(rCnt), lInit);
       vfree(zero);
     }
-    std::string lKeys = e_.newLabel("akeys");
-    e_.op("sadd {}, {}, {}", S(rKb), S(rKV), kOff);
-    e_.op("sadd {}, {}, {}", S(rVb), S(rKV), vOff);
+    std::string lKeys = e_.newLabel("akeys"), lQb = e_.newLabel("aqblock"), lNoNext = e_.newLabel("anonext");
     e_.op("smov {}, {}", S(rBlk), nBlocks);
     e_.label(lKeys);
+    e_.op("sadd {}, {}, 5", S(rSem), S(rKs));
+    e_.op("sem.wait sem[{}], 2", S(rSem));
+    e_.op("br.ge {}, {}, {}", S(rG), nH * nBlocks, lNoNext);
+    e_.op("sxor {}, {}, 1", S(rKo), S(rKs));
+    loadKeys(rG, rKo);
+    e_.op("sadd {}, {}, 1", S(rG), S(rG));
+    e_.label(lNoNext);
+    e_.op("smul {}, {}, {}", S(rKb), S(rKs), inSlot);
+    e_.op("sadd {}, {}, {}", S(rVb), S(rKb), vOff);
+    e_.op("sadd {}, {}, {}", S(rKb), S(rKb), kOff);
+    e_.op("sadd {}, {}, {}", S(rQ), S(rKV), qOff);
+    e_.op("sadd {}, {}, {}", S(rSt), S(rZ), stateBase);
+    e_.op("smov {}, {}", S(rCnt), nQb);
+    e_.label(lQb);
     if (!body()) return false;
-    e_.op("sadd {}, {}, {}", S(rKb), S(rKb), nt * 128 * 128 * ek);
-    e_.op("sadd {}, {}, {}", S(rVb), S(rVb), nt * 128 * 128 * ev);
+    e_.op("sadd {}, {}, {}", S(rQ), S(rQ), rv * 1024 * eq);
+    e_.op("sadd {}, {}, {}", S(rSt), S(rSt), stStep);
+    e_.op("loop {}, {}", S(rCnt), lQb);
+    e_.op("sxor {}, {}, 1", S(rKs), S(rKs));
     e_.op("loop {}, {}", S(rBlk), lKeys);
+    std::string lFin = e_.newLabel("afinal");
+    e_.op("sadd {}, {}, {}", S(rSt), S(rZ), stateBase);
+    e_.op("smov {}, {}", S(rCnt), nQb);
+    e_.label(lFin);
     for (int64_t i = 0; i < rv; ++i) {
       VReg oo = vload(ElementType::F32, stateAddr(kOut, i)), su = vload(ElementType::F32, stateAddr(kSum, i));
       VReg q = valloc(ElementType::F32);
@@ -759,16 +833,26 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
       vstore(normalize(q), oT, fmt::format("{} + {}", S(rO), i * 1024 * eo));
       vfree(q);
     }
+    e_.op("sadd {}, {}, {}", S(rO), S(rO), rv * 1024 * eo);
+    e_.op("sadd {}, {}, {}", S(rSt), S(rSt), stStep);
+    e_.op("loop {}, {}", S(rCnt), lFin);
     return !failed_;
   };
 
   // The head loop: head h + 1 loads while head h is computed; head h's
   // output goes out while h + 1 is.
-  std::string lHead = e_.newLabel("ahead"), lBlock = e_.newLabel("ablock");
+  std::string lHead = e_.newLabel("ahead");
   e_.op("smov {}, 0", S(rZ));
   e_.op("smov {}, 0", S(rH));
   e_.op("smov {}, 0", S(rSlot));
   loadHead(rH, rSlot);
+  if (f.online) {
+    // The first key block into slot 0; rG counts the blocks issued.
+    e_.op("smov {}, 0", S(rKs));
+    e_.op("smov {}, 0", S(rG));
+    loadKeys(rG, rKs);
+    e_.op("smov {}, 1", S(rG));
+  }
   e_.label(lHead);
   e_.op("sxor {}, {}, 1", S(rOther), S(rSlot));
   if (nH > 1) {
@@ -779,7 +863,7 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
     e_.label(skip);
   }
   e_.op("sadd {}, {}, 1", S(rSem), S(rSlot));
-  e_.op("sem.wait sem[{}], 3", S(rSem));
+  e_.op("sem.wait sem[{}], {}", S(rSem), f.online ? 1 : 3);
   if (nH > 2) {
     std::string skip = e_.newLabel("aslotfree");
     e_.op("br.lt {}, 2, {}", S(rH), skip);
@@ -798,11 +882,9 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
     for (int64_t cand = maxRv;; --cand) {
       if ((nS / 8) % cand != 0) continue;
       rv = cand;
-      e_.op("smov {}, {}", S(rCnt), nS / 8 / rv);
-      e_.label(lBlock);
       softVregs_ = cand > 1;
       vregsExhausted_ = false;
-      bool ok = f.online ? onlineBlock() : body();
+      bool ok = f.online ? onlineHead() : exactHead();
       softVregs_ = false;
       if (!vregsExhausted_) {
         if (!ok) return false;
@@ -814,9 +896,6 @@ bool Lowerer::lowerAttentionFusion(const Instruction& in) {
       sregs_.restore(sSaved);
     }
   }
-  e_.op("sadd {}, {}, {}", S(rQ), S(rQ), rv * 1024 * eq);
-  e_.op("sadd {}, {}, {}", S(rO), S(rO), rv * 1024 * eo);
-  e_.op("loop {}, {}", S(rCnt), lBlock);
   // The head's output.
   e_.op("smul {}, {}, {}", S(rA), S(rH), oBytes);
   e_.op("sadd {}, {}, {}", S(rA), S(rA), base(oBuf));

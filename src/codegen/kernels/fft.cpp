@@ -532,9 +532,10 @@ VReg Lowerer::fftDivide(VReg z, VReg divisor) {
 // time, or whose twiddles do not fit SMEM: the interpreter's algorithm
 // again, with the rows of each chunk of 128 transforms in an HBM scratch
 // X [n, 128] (row j: element j of every transform of the chunk):
-//  A. blocks of B rows (B = 2^b, as many as VMEM holds): row i gathered
-//     from source row rev(i) (the bit-reversal swaps, as a permutation),
-//     converted to c128, then stages len = 2 .. B in VMEM, stored to X;
+//  A. blocks of B rows (B = 2^b, as many as VMEM holds): row i from
+//     source row rev(i) (the bit-reversal swaps, as a permutation: one
+//     strided DMA per block, then row swaps in VMEM), converted to c128,
+//     then stages len = 2 .. B in VMEM, stored to X;
 //  B. stages len = 2B .. n, one pass over X each: B/2 butterflies (k, k +
 //     len/2) at a time, the u and v rows and their twiddles streamed in;
 //  C. X to the result in blocks: divided by n for inverses, converted.
@@ -637,45 +638,76 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
 
     // A: gather, convert, (radix 2) stages 2 .. B, per block of B rows; rRev
     // is the source row (bit-reversed for radix 2).
-    std::vector<Emitter::Dim> srcDims;
-    if (pcC > 1) srcDims.push_back({pcC, n * inner * sb, qcC * sb});
-    const std::string srcRowDesc = e_.desc(static_cast<uint64_t>(qcC * sb), srcDims);
     e_.op("smov {}, 0", S(rRow));
     e_.op("smov {}, 0", S(rRev));
     // Radix 2 from a narrower type: the rows land in the staging area and
     // are widened into the work rows, so the next block's gather (on sem1)
     // overlaps this block's stages and write-back. Every block has B rows.
     const bool overlapA = radix2 && stageIn;
-    // Issues the gather of `rows` rows (sources from rRev on) into the block's first row.
+    // reg = the next value of reg counted in bit-reversed order, top bit `top`
+    // (as the interpreter steps j); clobbers rBit and rT.
+    auto revStep = [&](int reg, int64_t top) {
+      std::string lRev = e_.newLabel("fftlrev"), lRevDone = e_.newLabel("fftlrevd");
+      e_.op("smov {}, {}", S(rBit), top);
+      e_.label(lRev);
+      e_.op("sand {}, {}, {}", S(rT), S(reg), S(rBit));
+      e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
+      e_.op("sxor {}, {}, {}", S(reg), S(reg), S(rBit));
+      e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
+      e_.op("jmp {}", lRev);
+      e_.label(lRevDone);
+      e_.op("sxor {}, {}, {}", S(reg), S(reg), S(rBit));
+    };
+    // Issues the gather of `rows` rows (sources from rRev on) into the block's
+    // first row as one strided DMA, and advances rRev to the next block's
+    // first source row. Radix 2: block b's rows b B + j (j < B) come from
+    // rows rev(b B + j) = rev(b) + (n / B) rev_B(j), an evenly strided set:
+    // they land in the order k = rev_B(j) (row k from rev(b) + k n / B), and
+    // `unscramble` swaps them into place in VMEM (a DMA per row cost a
+    // 700-cycle setup each).
     auto gather = [&](int64_t rows, const char* sem) {
-      std::string lRow = e_.newLabel("fftlrow"), lRev = e_.newLabel("fftlrev"),
-                  lRevDone = e_.newLabel("fftlrevd");
       e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
-      e_.op("smov {}, {}", S(rCnt), rows);
-      e_.label(lRow);
       arrayRow(rRev, n, sb, p.src);
-      e_.op("{} {}, [{}], {}, {}", dmaOp("h2v", p.src), srcRowDesc, S(rV), memRef(p.src, S(rOff)), sem);
-      e_.op("sadd {}, {}, {}", S(rV), S(rV), stageIn ? R * sb : rowBytes);
-      if (radix2) {
-        // The next bit-reversed index, as the interpreter steps j.
-        e_.op("smov {}, {}", S(rBit), n / 2);
-        e_.label(lRev);
-        e_.op("sand {}, {}, {}", S(rT), S(rRev), S(rBit));
-        e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
-        e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
-        e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
-        e_.op("jmp {}", lRev);
-        e_.label(lRevDone);
-        e_.op("sxor {}, {}, {}", S(rRev), S(rRev), S(rBit));
-      } else {
-        e_.op("sadd {}, {}, 1", S(rRev), S(rRev));
+      std::vector<Emitter::Dim> dims = {{rows, (radix2 ? n / B : 1) * inner * sb, stageIn ? R * sb : rowBytes}};
+      if (pcC > 1) dims.push_back({pcC, n * inner * sb, qcC * sb});
+      e_.op("{} {}, [{}], {}, {}", dmaOp("h2v", p.src), e_.desc(static_cast<uint64_t>(qcC * sb), dims), S(rV),
+            memRef(p.src, S(rOff)), sem);
+      if (radix2)
+        revStep(rRev, n / B / 2);
+      else
+        e_.op("sadd {}, {}, {}", S(rRev), S(rRev), rows);
+    };
+    // Radix 2: rows k and rev_B(k) of the block's work rows swapped, for every k < rev_B(k).
+    auto unscramble = [&] {
+      std::string lK = e_.newLabel("fftlswap"), lSkip = e_.newLabel("fftlswapn");
+      e_.op("smov {}, 0", S(rU));
+      e_.op("smov {}, 0", S(rW));
+      e_.op("smov {}, {}", S(rCnt), B);
+      e_.label(lK);
+      e_.op("br.ge {}, {}, {}", S(rU), S(rW), lSkip);
+      e_.op("smul {}, {}, {}", S(rTk), S(rU), rowBytes);
+      e_.op("smul {}, {}, {}", S(rOff2), S(rW), rowBytes);
+      if (vWork) {
+        e_.op("sadd {}, {}, {}", S(rTk), S(rTk), vWork);
+        e_.op("sadd {}, {}, {}", S(rOff2), S(rOff2), vWork);
       }
-      e_.op("loop {}, {}", S(rCnt), lRow);
+      {
+        VReg a = vload(ElementType::C128, S(rTk));
+        VReg b = vload(ElementType::C128, S(rOff2));
+        vstore(b, ElementType::C128, S(rTk), rowMask);
+        vstore(a, ElementType::C128, S(rOff2), rowMask);
+        vfree(a);
+        vfree(b);
+      }
+      e_.label(lSkip);
+      e_.op("sadd {}, {}, 1", S(rU), S(rU));
+      revStep(rW, B / 2);
+      e_.op("loop {}, {}", S(rCnt), lK);
     };
     if (overlapA) gather(B, "sem1");
     auto blockA = [&](int64_t rows) {
       if (!overlapA) gather(rows, "sem0");
-      e_.op("sem.wait {}, {}", overlapA ? "sem1" : "sem0", rows);
+      e_.op("sem.wait {}", overlapA ? "sem1" : "sem0");
       const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
       if (overlapA) {
         // The last block's write-back (left in flight) leaves the work rows first.
@@ -686,6 +718,7 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
       }
       if (stageIn)
         fftWidenToC128(p.srcType, blockRegs, vStage, vWork);
+      if (radix2) unscramble();
       if (overlapA) {
         std::string lLast = e_.newLabel("fftllast");
         e_.op("br.ge {}, {}, {}", S(rRow), n - B, lLast);
@@ -723,7 +756,8 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
         e_.op("loop {}, {}", S(rSc), lStage);
       }
       scratchRow(rOff, rRow);
-      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), memRef(x, S(rOff)), vWork);
+      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}),
+            memRef(x, S(rOff)), vWork);
       if (!overlapA) e_.op("sem.wait sem0");
       e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
     };

@@ -191,10 +191,14 @@ TEST(Fft, LongTransformsStreamThroughHbm) {
 }
 
 TEST(Fft, LongTransformGathersTheNextBlockDuringThisOne) {
+  // A block's rows rev(b B + j) are evenly strided in the source, so each
+  // block is one strided DMA and row swaps in VMEM (not a DMA per row).
   // From c64 the gathered rows land in the staging area, so the next
   // block's gather (on sem1) is issued right after this block is widened
   // and overlaps its stages and write-back (waited for only before the
-  // next widening); from c128 (no staging) it waits.
+  // next widening); from c128 (no staging) it waits: a second slot of work
+  // rows would halve the block at the same VMEM and cost a streamed stage,
+  // measured slower (624.7K against 588.5K cycles, c128[128,1024] at 256 KiB).
   auto llo = [](const char* type) {
     DiagnosticEngine diags;
     auto loaded = hlo::readModule(std::make_shared<SourceFile>("t.hlo", fftModule("FFT", type, {4}, {1024})), diags);
@@ -209,8 +213,10 @@ TEST(Fft, LongTransformGathersTheNextBlockDuringThisOne) {
   ASSERT_FALSE(c64.empty());
   ASSERT_FALSE(c128.empty());
   EXPECT_NE(c64.find("fftllast"), std::string::npos);
-  EXPECT_NE(c64.find("sem.wait sem1,"), std::string::npos);
+  EXPECT_NE(c64.find("sem.wait sem1\n"), std::string::npos);
   EXPECT_EQ(c128.find("fftllast"), std::string::npos);
+  EXPECT_EQ(c64.find("fftlrow"), std::string::npos);
+  for (const std::string* t : {&c64, &c128}) EXPECT_NE(t->find("fftlswap"), std::string::npos);
   // The same on the way out: into c64 the result rows are staged, so the
   // next block of X loads while this one is written (not into c128).
   EXPECT_NE(c64.find("fftlolast"), std::string::npos);
@@ -218,6 +224,10 @@ TEST(Fft, LongTransformGathersTheNextBlockDuringThisOne) {
   CodegenOptions small;
   small.vmemFraction = 1.0 / 512;
   EXPECT_EQ(compareFft(fftModule("IFFT", "c64", {130}, {2048}), small).error, "");
+  // Strided gathers of several outer indices per row (pcC > 1) and of a
+  // 2-D transform's inner pass, bit-exact.
+  EXPECT_EQ(compareFft(fftModule("FFT", "c128", {3}, {512}), small).error, "");
+  EXPECT_EQ(compareFft(fftModule("IFFT", "c128", {}, {1024, 2}), small).error, "");
 }
 
 TEST(Fft, LongTransformCodeSizeDoesNotGrowWithTheLength) {

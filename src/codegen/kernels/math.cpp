@@ -325,3 +325,60 @@ VReg Lowerer::expandInverseHyperbolicF32(hlo::Opcode op, VReg x, ElementType rt)
 }
 
 }  // namespace tpu::codegen
+
+namespace tpu::codegen {
+
+// Kahan's form: with u = e^x rounded, (u - 1) * x / ln(u) cancels the
+// rounding error of u, so tiny and small |x| keep their relative precision
+// (e^x - 1 alone loses it all near 0). u == 1 gives x itself (-0 stays -0),
+// u == 0 gives -1, u == inf gives inf. (lower.cpp's f32 Expm1 emits the same
+// sequence inline; it can call this.)
+VReg Lowerer::expandExpm1F32(VReg x, ElementType rt) {
+  VReg u = unop("vexp", x, rt);
+  VReg um1 = binop("vsub.f32", u, "1.0", rt);
+  VReg l = unop("vlog", u, rt);
+  VReg q = binop("vdiv.f32", x, V(l), rt);
+  VReg d = binop("vmul.f32", um1, V(q), rt);
+  int m = malloc_();
+  e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
+  e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(x), V(d));
+  e_.op("vcmp.ne.f32 {}, {}, -1.0", M(m), V(um1));
+  e_.op("vsel.f32 {}, {}, {}, -1.0", V(d), M(m), V(d));
+  e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
+  e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(u), V(d));
+  masks_.put(m);
+  for (VReg v : {u, um1, l, q}) vfree(v);
+  return d;
+}
+
+// cosh(x) and sinh(x) in f32 from E = expm1(|x|):
+//   sinh|x| = (E + E / (E + 1)) / 2   (keeps the relative precision near 0)
+//   cosh x  = ((E + 1) + 1 / (E + 1)) / 2
+// and sinh gets the sign of x. From |x| = 80 on, both are e^(|x|/2) / 2 *
+// e^(|x|/2) (e^|x| alone would overflow from 88.7 while the result does
+// not until 89.4).
+std::pair<VReg, VReg> Lowerer::coshSinhF32(VReg x, ElementType rt) {
+  VReg a = unop("vabs.f32", x, rt);
+  VReg e = expandExpm1F32(a, rt);
+  VReg e1 = binop("vadd.f32", e, "1.0", rt);
+  VReg r = unop("vrecip", e1, rt);
+  VReg ch = binop("vadd.f32", e1, V(r), rt);
+  e_.op("vmul.f32 {}, {}, 0.5", V(ch), V(ch));
+  VReg sh = binop("vdiv.f32", e, V(e1), rt);
+  e_.op("vadd.f32 {}, {}, {}", V(sh), V(sh), V(e));
+  e_.op("vmul.f32 {}, {}, 0.5", V(sh), V(sh));
+  VReg h = binop("vmul.f32", a, "0.5", rt);
+  e_.op("vexp {}, {}", V(h), V(h));
+  VReg big = binop("vmul.f32", h, "0.5", rt);
+  e_.op("vmul.f32 {}, {}, {}", V(big), V(big), V(h));
+  int m = malloc_();
+  e_.op("vcmp.ge.f32 {}, {}, 80.0", M(m), V(a));
+  e_.op("vsel.f32 {}, {}, {}, {}", V(ch), M(m), V(big), V(ch));
+  e_.op("vsel.f32 {}, {}, {}, {}", V(sh), M(m), V(big), V(sh));
+  masks_.put(m);
+  copySignF32(sh, x, rt);
+  for (VReg v : {a, e, e1, r, h, big}) vfree(v);
+  return {ch, sh};
+}
+
+}  // namespace tpu::codegen

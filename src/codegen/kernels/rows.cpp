@@ -52,8 +52,24 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
     (red ? vecIdx : keptIdx).push_back(d);
     (red ? f.r : f.k) *= f.dims[static_cast<size_t>(d)];
   }
-  // Whole vregs per row (no tail lanes), rows that fit VMEM many times over.
-  if (f.k < 1 || f.r % kVregElems != 0 || f.r > (int64_t{1} << 20)) return false;
+  // Whole vregs per row (no tail lanes), or short rows of whole sublanes
+  // that pack a vreg exactly (128, 256, 512: 8, 4, 2 rows per vreg); rows
+  // past 2^20 elements or VMEM stream in segments (lower_rows_long.cpp).
+  const bool wholeVregs = f.r % kVregElems == 0, packed = f.r < kVregElems && f.r >= 128 && kVregElems % f.r == 0;
+  if (f.k < 1 || !(wholeVregs || packed)) return false;
+  // Each fold must give the unfused reduce's bits: llo-gen folds 128 rows
+  // or more of under 1024 elements in order (emitReduceRows), which the
+  // row kernel matches only for rows of one sublane (orderedRows).
+  if (packed && f.k >= kVregElems / 8 && f.r != 128) return false;
+  // Values with the rows' element count but another shape ([k, 8*128] for
+  // [k, 8, 128]) are the same bytes in row-major order: reshapes between
+  // them are free, and elementwise work on them goes element by element.
+  const int64_t fullCount = f.k * f.r;
+  auto countOf = [](const std::vector<int64_t>& d) {
+    int64_t n = 1;
+    for (int64_t x : d) n *= x;
+    return n;
+  };
   bool broadcastsRow = false;
   for (const auto& up : c.instructions()) {
     const Instruction& i = *up;
@@ -78,6 +94,7 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
         if (s.isScalar()) k = RowFusion::Scalar;
         else if (d == f.dims) k = RowFusion::Full;
         else if (d == vecDims) k = RowFusion::Vec;
+        else if (countOf(d) == fullCount) k = RowFusion::Full;
         else return false;
         if (k == RowFusion::Full) f.streamed.push_back(&i);
         if (k == RowFusion::Vec) f.vectors.push_back(&i);
@@ -95,6 +112,14 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
         if (io != Opcode::Constant && io != Opcode::Parameter) return false;  // as the segment kernel takes them
         k = RowFusion::Row;
         level = levelOf(i.operand(0)) + 1;
+        break;
+      }
+      case Opcode::Reshape: {
+        RowFusion::Class a;
+        if (!classOf(i.operand(0), a) || a != RowFusion::Full || s.isScalar() || countOf(d) != fullCount)
+          return false;
+        k = RowFusion::Full;
+        level = levelOf(i.operand(0));
         break;
       }
       case Opcode::Broadcast: {
@@ -131,7 +156,7 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
           level = std::max(level, levelOf(o));
         }
         if (k == RowFusion::Scalar && !s.isScalar()) return false;
-        if ((k == RowFusion::Full && d != f.dims) || (k == RowFusion::Row && d != rowDims)) return false;
+        if ((k == RowFusion::Full && countOf(d) != fullCount) || (k == RowFusion::Row && d != rowDims)) return false;
       }
     }
     f.cls[&i] = k;
@@ -156,12 +181,9 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
   if (f.outputs.empty() || f.outputs.size() > 4 || f.streamed.size() > 4 || f.vectors.size() > 4 ||
       f.scalars.size() > 24 || f.rowValues.size() > 24)
     return false;
-  // Two slots of a block of at least one row of every streamed value.
-  uint64_t rowBytes = 0;
-  for (const Instruction* p : f.streamed) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(p->shape().elementType()).bytes;
-  for (const Instruction* o : f.outputs) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(o->shape().elementType()).bytes;
-  for (const Instruction* v : f.vectors) rowBytes += static_cast<uint64_t>(f.r) * typeInfo(v->shape().elementType()).bytes;
-  if (3 * rowBytes + 65536 > vmemBudget()) return false;
+  // Two slots of a block of at least one row of every streamed value, or
+  // of a segment of one vreg of each.
+  if (!rowFusionFitsVmem(f) && rowSegmentVregs(f) < 1) return false;
   if (out) *out = std::move(f);
   return true;
 }
@@ -193,6 +215,7 @@ bool Lowerer::hoistScalars(const Instruction& fusion, const std::vector<const In
 bool Lowerer::lowerRowFusion(const Instruction& in) {
   RowFusion f;
   if (!rowFusion(in, &f)) return fail(in, "llo-gen: internal error: not a row fusion");
+  if (!rowFusionFitsVmem(f)) return lowerRowFusionStreamed(in, f);
   beginKernel(in, "fusion-rows");
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   // Rows of a group are independent: registers rotate so the scheduler can
@@ -207,7 +230,11 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   for (const Instruction* p : f.streamed) inBufs.push_back(paramBuf(p));
   for (const Instruction* p : f.vectors) vecBufs.push_back(paramBuf(p));
   auto es = [&](int b) { return static_cast<int64_t>(typeInfo(bufs_[b].type).bytes); };
-  const int64_t r = f.r, k = f.k, fullV = r / kVregElems;
+  // Short rows are packed: one vreg holds `unitRows` whole rows, one per
+  // sublane or per group of sublanes, and the kernel works on units of
+  // `unitLen` elements (a row, or a vreg of rows) as it works on long rows.
+  const int64_t r = f.r, k = f.k, unitRows = r < kVregElems ? kVregElems / r : 1, unitLen = r * unitRows,
+                fullV = unitLen / kVregElems;
 
   // Row values read by Full values live until the row is done; the others
   // until their last Row user is computed.
@@ -235,7 +262,10 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   // row of few vregs is unrolled whole).
   // Short rows need more rows in flight: each fold ends in a lane tree
   // whose latency only other rows can hide.
-  int64_t maxGroup = fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
+  // Rows of 128, 128 rows or more, fold in order as emitReduceRows does:
+  // a group of 16 vregs (128 rows) is one transposed 128x128 tile.
+  const bool ordered = r == 128 && k >= kVregElems / 8;
+  int64_t maxGroup = ordered ? 16 : fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
   int64_t group = maxGroup, unroll = 1;
   auto setGroup = [&](int64_t g) {
     group = g;
@@ -252,18 +282,21 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   std::vector<int64_t> vecOff(nvec), inOff(nl), outOff(no);
   for (size_t j = 0; j < nvec; ++j) {
     vecOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(r * es(vecBufs[j])), 512);
+    cur += alignUp(static_cast<uint64_t>(unitLen * es(vecBufs[j])), 512);
   }
   const uint64_t room = vmemBudget() > cur + 65536 ? vmemBudget() - cur - 65536 : 0;
   int64_t rows = std::clamp<int64_t>(static_cast<int64_t>((uint64_t{1} << 20) / std::max<uint64_t>(rowBytes, 1)), 1,
                                      4096);
   // Slots hold whole groups (the last group of a block may run past its rows).
   const int64_t maxRows = static_cast<int64_t>(room / (2 * rowBytes + 2048));
-  while (maxGroup > 1 && maxGroup > maxRows) maxGroup /= 2;
+  while (maxGroup > 1 && maxGroup * unitRows > maxRows) maxGroup /= 2;
   setGroup(maxGroup);
-  rows = std::min<int64_t>({rows, k, maxRows / maxGroup * maxGroup});
+  const int64_t groupRows = maxGroup * unitRows;
+  rows = std::min<int64_t>({rows, k, maxRows / groupRows * groupRows});
+  // Blocks start on whole vregs (only the last may end inside one).
+  if (rows < k) rows = rows / unitRows * unitRows;
   if (rows < 1) return fail(in, "llo-gen: internal error: row fusion rows do not fit VMEM");
-  const int64_t slotRows = (rows + maxGroup - 1) / maxGroup * maxGroup;  // whole groups of any size
+  const int64_t slotRows = (rows + groupRows - 1) / groupRows * groupRows;  // whole groups of any size
   const uint64_t slot0 = cur;
   for (size_t j = 0; j < nl; ++j) {
     inOff[j] = static_cast<int64_t>(cur - slot0);
@@ -284,15 +317,32 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
     if (!hoistScalars(in, f.scalars, hoisted)) return false;
     for (const Instruction* i : f.scalars) kept.insert(hoisted.at(i).r);
   }
-  // The row vectors, once.
+  // The row vectors, once (repeated for every row of a packed vreg).
   for (size_t j = 0; j < nvec; ++j) {
     int ra = sreg();
+    const int64_t rowSize = r * es(vecBufs[j]);
     e_.op("smov {}, {}", S(ra), base(vecBufs[j]));
-    e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", vecBufs[j]), e_.desc(static_cast<uint64_t>(r * es(vecBufs[j])), {}),
+    e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", vecBufs[j]),
+          unitRows > 1 ? e_.desc(static_cast<uint64_t>(rowSize), {{unitRows, 0, rowSize}})
+                       : e_.desc(static_cast<uint64_t>(rowSize), {}),
           vecOff[j], memRef(vecBufs[j], S(ra)));
     sregs_.put(ra);
   }
   if (nvec) e_.op("sem.wait sem0, {}", nvec);
+  // Packed rows of several sublanes fold across them by a butterfly: per
+  // step `ss`, the sublanes whose bit `ss` is clear take their partner
+  // below, the others above (masks kept through the kernel).
+  std::vector<std::pair<int, int>> sublaneSteps;  // (ss, mask)
+  if (unitRows > 1)
+    for (int ss = static_cast<int>(r / 128) / 2; ss >= 1; ss /= 2) {
+      VReg id = valloc(ElementType::S32);
+      const int m = malloc_();
+      e_.op("vsublaneid {}", V(id));
+      e_.op("vand {}, {}, {}", V(id), V(id), ss);
+      e_.op("vcmp.eq.s32 {}, {}, 0", M(m), V(id));
+      vfree(id);
+      sublaneSteps.push_back({ss, m});
+    }
 
   const int rB = sreg(), rSlot = sreg(), rOther = sreg(), rA = sreg(), rV = sreg(), rSem = sreg(), rRow = sreg(),
             rRows = sreg(), rBase = sreg(), rCnt = sreg();
@@ -356,8 +406,10 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
         const size_t pos = static_cast<size_t>(std::find(f.streamed.begin(), f.streamed.end(), i) - f.streamed.begin());
         const int b = inBufs[pos];
         v = vload(bufs_[b].type, fmt::format("{} + {}", S(rPtr[pos]),
-                                             static_cast<int64_t>(slot0) + inOff[pos] + (g * r + at) * es(b)));
+                                             static_cast<int64_t>(slot0) + inOff[pos] + (g * unitLen + at) * es(b)));
         owned.push_back(*v);
+      } else if (i->opcode() == Opcode::Reshape) {
+        v = go(i->operand(0));  // the same elements in the same order
       } else if (i->opcode() == Opcode::Broadcast) {
         const Instruction* o = i->operand(0);
         if (f.cls.at(o) == RowFusion::Vec) {
@@ -426,6 +478,54 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
 
   auto groupBody = [&]() -> bool {
     std::vector<std::vector<VReg>> rowOwned(static_cast<size_t>(group));
+    // The group's 128 rows of 128 folded element by element from the init,
+    // as emitReduceRows folds them: transposed (vreg v, sublane s of the
+    // tile holds element 8v+s of every row, one row per lane), folded
+    // sublane by sublane, and the totals transposed back, so unit g's
+    // sublane s holds row 8g+s's total in every lane.
+    auto orderedFold = [&](const std::vector<const Instruction*>& reds) -> bool {
+      setPointers();
+      for (const Instruction* red : reds) {
+        ElementType t = red->shape().elementType();
+        for (int64_t g = 0; g < group; ++g) {
+          std::map<const Instruction*, VReg> val;
+          std::vector<VReg> owned;
+          auto x = evalFull(red->operand(0), g, 0, val, owned);
+          if (!x) return false;
+          t = x->t;
+          e_.op("vxpose.push xlu0, {}", V(*x));
+          freeOwned(owned, {});
+          freeVecs();
+        }
+        std::vector<VReg> tile;
+        for (int64_t g = 0; g < group; ++g) {
+          tile.push_back(valloc(t));
+          e_.op("vxpose.pop {}, xlu0", V(tile.back()));
+        }
+        VReg acc = vcopy(hoisted.at(red->operand(1)), t);
+        for (VReg v : tile) {
+          for (int sub = 0; sub < 8; ++sub) {
+            VReg b = valloc(t);
+            e_.op("vbcast.sub {}, {}, {}", V(b), V(v), sub);
+            std::vector<VReg> res;
+            if (!lowerComputation(*red->toApply(), {acc, b}, res)) return false;
+            if (res[0].r != acc.r) vfree(acc);
+            if (res[0].r != b.r) vfree(b);
+            acc = res[0];
+          }
+          vfree(v);
+        }
+        for (int64_t g = 0; g < group; ++g) e_.op("vxpose.push xlu0, {}", V(acc));
+        vfree(acc);
+        for (int64_t g = 0; g < group; ++g) {
+          VReg total = valloc(t);
+          e_.op("vxpose.pop {}, xlu0", V(total));
+          rowVal[static_cast<size_t>(g)][red] = total;
+          rowOwned[static_cast<size_t>(g)].push_back(total);
+        }
+      }
+      return true;
+    };
     auto computeRowValues = [&](int level) -> bool {
       for (int64_t g = 0; g < group; ++g) {
         auto& rv = rowVal[static_cast<size_t>(g)];
@@ -466,6 +566,11 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
     if (!computeRowValues(0)) return false;
     for (int pass = 1; pass <= f.passes; ++pass) {
       const std::vector<const Instruction*>& reds = passReduces[static_cast<size_t>(pass)];
+      if (ordered) {
+        if (!orderedFold(reds)) return false;
+        if (!computeRowValues(pass)) return false;
+        continue;
+      }
       std::vector<std::vector<VReg>> acc(static_cast<size_t>(group), std::vector<VReg>(reds.size()));
       bool ok = overRows([&](bool first) -> bool {
         for (int64_t u = 0; u < unroll; ++u) {
@@ -509,14 +614,31 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
       });
       if (!ok) return false;
       // Across lanes, then sublanes (emitReduceSegments' tree), then the
-      // init; the group's rows and reduces interleaved.
-      for (int step : {64, 32, 16, 8, 4, 2, 1, -4, -2, -1})
+      // init; the group's rows and reduces interleaved. Packed rows of one
+      // sublane stop after the lanes; of several, the butterfly follows.
+      std::vector<int> steps{64, 32, 16, 8, 4, 2, 1};
+      if (unitRows == 1) steps.insert(steps.end(), {-4, -2, -1});
+      for (const auto& [ss, m] : sublaneSteps) steps.push_back(-100 - ss);
+      for (int step : steps)
         for (int64_t g = 0; g < group; ++g)
           for (size_t q = 0; q < reds.size(); ++q) {
             VReg& a = acc[static_cast<size_t>(g)][q];
             VReg t = valloc(a.t);
-            if (step > 0) e_.op("vrot.lane {}, {}, {}", V(t), V(a), step);
-            else e_.op("vrot.sub {}, {}, {}", V(t), V(a), -step);
+            if (step > 0) {
+              e_.op("vrot.lane {}, {}, {}", V(t), V(a), step);
+            } else if (step > -100) {
+              e_.op("vrot.sub {}, {}, {}", V(t), V(a), -step);
+            } else {
+              const int ss = -100 - step;
+              int m = -1;
+              for (const auto& [s2, m2] : sublaneSteps)
+                if (s2 == ss) m = m2;
+              VReg above = valloc(a.t);
+              e_.op("vrot.sub {}, {}, {}", V(t), V(a), ss);          // t[s] = a[s - ss]
+              e_.op("vrot.sub {}, {}, {}", V(above), V(a), 8 - ss);  // above[s] = a[s + ss]
+              e_.op("vsel.s32 {}, {}, {}, {}", V(t), M(m), V(above), V(t));
+              vfree(above);
+            }
             std::vector<VReg> res;
             if (!lowerComputation(*reds[q]->toApply(), {a, t}, res)) return false;
             vfree(t);
@@ -544,8 +666,8 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
             auto y = evalFull(f.outputs[j], g, u * kVregElems, val, owned);
             if (!y) return false;
             vstore(*y, bufs_[outBufs[j]].type,
-                   fmt::format("{} + {}", S(rPtr[nl + j]),
-                               static_cast<int64_t>(slot0) + outOff[j] + (g * r + u * kVregElems) * es(outBufs[j])));
+                   fmt::format("{} + {}", S(rPtr[nl + j]), static_cast<int64_t>(slot0) + outOff[j] +
+                                                                (g * unitLen + u * kVregElems) * es(outBufs[j])));
           }
           freeOwned(owned, {});
         }
@@ -607,7 +729,7 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
     const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
     for (int64_t g = maxGroup;; g /= 2) {
       setGroup(g);
-      softVregs_ = g > 1;
+      softVregs_ = g > 1 && !ordered;
       vregsExhausted_ = false;
       bool ok = groupBody();
       softVregs_ = false;
@@ -623,7 +745,7 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
       vecVal.clear();
     }
   }
-  e_.op("sadd {}, {}, {}", S(rRow), S(rRow), group);
+  e_.op("sadd {}, {}, {}", S(rRow), S(rRow), group * unitRows);
   e_.op("br.lt {}, {}, {}", S(rRow), S(rRows), lRow);
   dmaBlock(false, rB, rSlot);
   e_.op("smov {}, {}", S(rSlot), S(rOther));

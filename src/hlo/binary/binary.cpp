@@ -113,7 +113,7 @@ class Encoder {
   template <typename Value>
   struct DistinctValues {
     std::unordered_map<std::string, uint64_t> indexByEncoding;
-    std::unordered_map<const void*, uint64_t> indexByIdentity;
+    PointerIndex indexByIdentity;
     std::vector<Value> kept;  // keeps the identities (the keys above) alive
   };
   // Writes `value` once per distinct encoding: uvar `newTag` and its fields
@@ -455,13 +455,15 @@ void Decoder::readSparse(InstructionAttributes& attributes) {
 template <typename Value, typename WriteFields>
 void Encoder::writeOnce(DistinctValues<Value>& seen, const Value& value, const void* identity, uint64_t newTag,
                         WriteFields&& writeFields) {
-  if (auto it = seen.indexByIdentity.find(identity); identity && it != seen.indexByIdentity.end())
-    return w_.uvar(newTag + 1 + it->second);
+  if (identity)
+    if (int64_t known = seen.indexByIdentity.find(identity); known >= 0)
+      return w_.uvar(newTag + 1 + static_cast<uint64_t>(known));
   Encoder fields;
   writeFields(fields);
-  auto [it, inserted] = seen.indexByEncoding.try_emplace(fields.out().data(), seen.indexByEncoding.size());
+  auto [it, inserted] =
+      seen.indexByEncoding.try_emplace(std::string(fields.out().data()), seen.indexByEncoding.size());
   if (identity) {
-    seen.indexByIdentity.emplace(identity, it->second);
+    seen.indexByIdentity.set(identity, static_cast<uint32_t>(it->second));
     seen.kept.push_back(value);
   }
   if (!inserted) return w_.uvar(newTag + 1 + it->second);

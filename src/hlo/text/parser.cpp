@@ -99,6 +99,53 @@ class NameTable {
   size_t count_ = 0;
 };
 
+// A map from spellings (views into the source, which outlives the parser)
+// to values: open addressing in one array, no node per entry; each slot
+// keeps its key's hash, so growing and probing compare bytes only on a
+// likely match.
+template <typename Value>
+class SpellingTable {
+ public:
+  static size_t hash(std::string_view key) { return std::hash<std::string_view>()(key); }
+  const Value* find(std::string_view key, size_t h) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& s = slots_[i];
+      if (!s.used) return nullptr;
+      if (s.hash == h && s.key == key) return &s.value;
+    }
+  }
+  void insert(std::string_view key, size_t h, const Value& value) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (!s.used) {
+        s = {key, h, value, true};
+        ++size_;
+        return;
+      }
+      if (s.hash == h && s.key == key) return;
+    }
+  }
+
+ private:
+  struct Slot {
+    std::string_view key;
+    size_t hash = 0;
+    Value value;
+    bool used = false;
+  };
+  void grow() {
+    std::vector<Slot> old(std::max<size_t>(64, slots_.size() * 2));
+    old.swap(slots_);
+    size_ = 0;
+    for (Slot& s : old)
+      if (s.used) insert(s.key, s.hash, s.value);
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
+
 class Parser {
  public:
   Parser(const SourceFile& file, DiagnosticEngine& diags, const ParseOptions& options)
@@ -232,10 +279,45 @@ class Parser {
   // The last instruction metadata parsed: runs of instructions repeat one
   // verbatim (PyTorch/XLA dumps do for each traced op), and share it.
   SharedValue<OpMetadata> lastMetadata_;
+  SpellingTable<SharedValue<OpMetadata>> metadataBySpelling_;
+  // The offset just past the '}' closing the group opened at `open`, found
+  // by bytes (strings skipped, braces nested); 0 when a comment, an
+  // unterminated string or the end of the input makes that unsure (then
+  // the caller parses token by token).
+  size_t braceGroupEnd(size_t open) const {
+    std::string_view s = file_.contents();
+    int depth = 0;
+    for (size_t i = open; i < s.size(); ++i) {
+      char c = s[i];
+      if (c == '"') {
+        // To the closing quote: the next '"' not escaped by an odd run of
+        // backslashes (metadata strings are most of the bytes).
+        for (;;) {
+          const void* q = std::memchr(s.data() + i + 1, '"', s.size() - i - 1);
+          if (!q) return 0;
+          i = static_cast<size_t>(static_cast<const char*>(q) - s.data());
+          size_t backslashes = 0;
+          while (s[i - 1 - backslashes] == '\\') ++backslashes;
+          if (backslashes % 2 == 0) break;
+        }
+      } else if (c == '{') {
+        ++depth;
+      } else if (c == '}') {
+        if (--depth == 0) return i + 1;
+      } else if (c == '/' || c == '\'' || c == '\0') {
+        return 0;
+      }
+    }
+    return 0;
+  }
   int depth_ = 0;
   bool compareTypeGiven_ = false;
   std::vector<int64_t> dimsScratch_;
   std::vector<int64_t> layoutScratch_;
+  // Plain array shapes by spelling (`f32[8,128]{1,0}`): a module has a few
+  // dozen distinct shapes for thousands of uses, and each use then costs a
+  // reference count instead of three allocations.
+  SpellingTable<Shape> plainShapes_;
   std::vector<int64_t> signature_;
   std::vector<bool> dynamicScratch_;
   std::vector<Instruction*> operandStack_;
@@ -473,14 +555,22 @@ bool Parser::parseShape(Shape* out) {
   if (*type != ElementType::Token && *type != ElementType::Opaque) {
     bool hasLayout = false;
     if (size_t end = scanPlainArray(&hasLayout)) {
-      *out = Shape(*type, std::vector<int64_t>(dimsScratch_.begin(), dimsScratch_.end()));
-      if (!out->elementCount()) return error(typeOffset, "shape's element count overflows int64");
-      if (hasLayout) {
-        Layout layout;
-        layout.minorToMajor.assign(layoutScratch_.begin(), layoutScratch_.end());
-        out->setLayout(std::move(layout));
-      } else if (options_.fillDefaultLayouts) {
-        out->setLayout(Layout::defaultForRank(out->rank()));
+      // The same spelling is the same shape: share its representation.
+      std::string_view spelling = file_.contents().substr(typeOffset, end - typeOffset);
+      size_t spellingHash = plainShapes_.hash(spelling);
+      if (const Shape* known = plainShapes_.find(spelling, spellingHash)) {
+        *out = *known;
+      } else {
+        *out = Shape(*type, std::vector<int64_t>(dimsScratch_.begin(), dimsScratch_.end()));
+        if (!out->elementCount()) return error(typeOffset, "shape's element count overflows int64");
+        if (hasLayout) {
+          Layout layout;
+          layout.minorToMajor.assign(layoutScratch_.begin(), layoutScratch_.end());
+          out->setLayout(std::move(layout));
+        } else if (options_.fillDefaultLayouts) {
+          out->setLayout(Layout::defaultForRank(out->rank()));
+        }
+        plainShapes_.insert(spelling, spellingHash, *out);
       }
       lex_.setPosition(end);
       advance();
@@ -2175,9 +2265,23 @@ bool Parser::parseAttribute(Module& m, Instruction& inst, NameTable& names,
   advance();
 
   if (key == "metadata") {
-    OpMetadata metadata;
-    if (!parseMetadata(&metadata)) return false;
-    if (!(metadata == *lastMetadata_)) lastMetadata_ = SharedValue<OpMetadata>(std::move(metadata));
+    // Real modules repeat a few hundred distinct metadata blocks over
+    // thousands of instructions (ext_gh_bert_dp_graph_2: 124 distinct of
+    // 1,083, over half of its bytes): a spelling seen before is not parsed
+    // again, and its instructions share one value.
+    size_t end = tok_.kind == TokKind::LBrace ? braceGroupEnd(tok_.offset) : 0;
+    std::string_view spelling = end ? file_.contents().substr(tok_.offset, end - tok_.offset) : std::string_view();
+    size_t spellingHash = end ? metadataBySpelling_.hash(spelling) : 0;
+    if (const SharedValue<OpMetadata>* known = end ? metadataBySpelling_.find(spelling, spellingHash) : nullptr) {
+      lastMetadata_ = *known;
+      lex_.setPosition(end);
+      advance();
+    } else {
+      OpMetadata metadata;
+      if (!parseMetadata(&metadata)) return false;
+      if (!(metadata == *lastMetadata_)) lastMetadata_ = SharedValue<OpMetadata>(std::move(metadata));
+      if (end) metadataBySpelling_.insert(spelling, spellingHash, lastMetadata_);
+    }
     common.metadata = lastMetadata_;
     return true;
   }

@@ -493,3 +493,52 @@ TEST(PrinterTest, InstructionAndIndexComments) {
 
 }  // namespace
 }  // namespace tpu::hlo
+
+namespace tpu::hlo {
+namespace {
+
+// Metadata and plain shapes spelled as before are looked up, not parsed
+// again: the values must be what parsing them gives, strings with escaped
+// quotes and braces included, and a comment inside falls back to parsing.
+TEST(ParserTest, RepeatedSpellingsShareValues) {
+  std::string meta = R"(metadata={op_name="a\"}{\\" source_line=3})";
+  std::string text = "HloModule m\n\nENTRY %e {\n  p = f32[4]{0} parameter(0)\n"
+                     "  q = f32[4]{0} negate(p), " + meta + "\n" +
+                     R"(  x = f32[4]{0} abs(q), metadata={op_name="b" source_line=4})" + "\n" +
+                     "  r = f32[4]{0} negate(x), " + meta + "\n" +
+                     R"(  ROOT s = f32[4]{0} add(r, q), metadata={op_name="b" /* c */ source_line=4})" + "\n}\n";
+  Parsed p = parse(text);
+  ASSERT_TRUE(p.module) << p.error;
+  const Computation& c = *p.module->entry();
+  const Instruction& q = *c.instructions()[1];
+  const Instruction& x = *c.instructions()[2];
+  const Instruction& r = *c.instructions()[3];
+  const Instruction& s = *c.instructions()[4];
+  EXPECT_EQ(q.metadata().opName, "a\"}{\\");
+  EXPECT_EQ(q.metadata().sourceLine, 3);
+  EXPECT_TRUE(q.common().metadata.sharesWith(r.common().metadata));
+  EXPECT_FALSE(q.common().metadata.sharesWith(x.common().metadata));
+  EXPECT_EQ(s.metadata().opName, "b");
+  EXPECT_EQ(s.metadata().sourceLine, 4);
+  EXPECT_EQ(q.shape(), r.shape());
+  EXPECT_EQ(q.shape().representation(), r.shape().representation());
+  // Printing is unchanged by the sharing (a repeat is copied from where the
+  // printer first wrote it).
+  std::string printed = printHloText(*p.module);
+  EXPECT_EQ(roundTrip(printed), printed);
+  std::string once = R"(metadata={op_name="a\"}{\\" source_line=3})";
+  size_t first = printed.find(once);
+  ASSERT_NE(first, std::string::npos) << printed;
+  EXPECT_NE(printed.find(once, first + 1), std::string::npos) << printed;
+  EXPECT_NE(printHloText(*p.module).find(once), std::string::npos);
+}
+
+TEST(ParserTest, RepeatedBadSpellingsStillFail) {
+  std::string bad = R"(metadata={op_name=1})";
+  Parsed p = parse(entryWith("  p = f32[] parameter(0), " + bad + "\n", "  ROOT q = f32[] negate(p), " + bad));
+  EXPECT_FALSE(p.module);
+  EXPECT_NE(p.error.find("error:"), std::string::npos) << p.error;
+}
+
+}  // namespace
+}  // namespace tpu::hlo

@@ -7,6 +7,8 @@
 // literals that were elided on input stay `{...}`.
 #include "hlo/text/printer.h"
 
+#include "hlo/pointer_index.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -283,6 +285,15 @@ class Printer {
 
   const PrintOptions& opt_;
   std::unordered_set<const Computation*> sugared_;
+  // Where each shared metadata value was first printed: instructions share
+  // a few hundred values (parser and .hlob reader both share them), and a
+  // repeat is copied from the output instead of formatted again.
+  struct PrintedAt {
+    const std::string* out;
+    size_t offset, size;
+  };
+  PointerIndex metadataIndex_;
+  std::vector<PrintedAt> metadataPrinted_;
 };
 
 bool Printer::isTrivialWrapper(const Computation& c, const Instruction& start) const {
@@ -865,7 +876,17 @@ void Printer::commonAttributes(std::string& out, const Instruction& inst) {
   }
   if (opt_.printMetadata && !c.metadata->empty()) {
     out += ", metadata={";
-    c.metadata->appendTo(out);
+    const OpMetadata* value = &c.metadata.get();
+    int64_t known = metadataIndex_.find(value);
+    if (known >= 0 && metadataPrinted_[static_cast<size_t>(known)].out == &out) {
+      const PrintedAt& at = metadataPrinted_[static_cast<size_t>(known)];
+      out.append(out, at.offset, at.size);  // std::string copies before it reallocates
+    } else {
+      size_t start = out.size();
+      c.metadata->appendTo(out);
+      metadataIndex_.set(value, static_cast<uint32_t>(metadataPrinted_.size()));
+      metadataPrinted_.push_back({&out, start, out.size() - start});
+    }
     out += '}';
   }
   if (opt_.printBackendConfig && !c.backendConfig.empty()) {

@@ -52,7 +52,7 @@ class InstTable {
  public:
   void reserve(size_t n) {
     size_t cap = 16;
-    while (cap < 2 * n + 2) cap <<= 1;
+    while (cap * 3 < 4 * n + 4) cap <<= 1;  // load <= 3/4: half the memory of <= 1/2
     keys_.assign(cap, nullptr);
     vals_.assign(cap, InstInfo{});
     mask_ = cap - 1;
@@ -87,7 +87,7 @@ class NameTable {
  public:
   void reserve(size_t n) {
     size_t cap = 16;
-    while (cap < 2 * n + 2) cap <<= 1;
+    while (cap * 3 < 4 * n + 4) cap <<= 1;  // load <= 3/4: half the memory of <= 1/2
     slots_.assign(cap, nullptr);
     mask_ = cap - 1;
   }

@@ -401,6 +401,14 @@ void ComputationFuser::fuseRowNormalizations() {
     if (!broadcastBack) continue;
     // The shape of one row: a weight or bias broadcast along the rows.
     const std::vector<int64_t> vecDims(dims.end() - static_cast<std::ptrdiff_t>(reduced.size()), dims.end());
+    // Values with the rows' element count in another shape ([16, 1024] for
+    // rows [16, 8, 128]) are the same elements in row-major order: the row
+    // kernel takes elementwise work on them and reshapes between them.
+    const std::optional<int64_t> fullCount = red.operand(0)->shape().elementCount();
+    auto flatFull = [&](const Instruction& in) {
+      return in.shape().isArray() && in.shape().dimensions() != dims && fullCount &&
+             in.shape().elementCount() == fullCount;
+    };
     auto isVec = [&](const Instruction& in) {
       return in.shape().dimensions() == vecDims && in.shape().dimensions() != dims &&
              in.shape().dimensions() != rowDims;
@@ -415,6 +423,16 @@ void ComputationFuser::fuseRowNormalizations() {
         return hlo::isElementwise(in.opcode()) && in.opcode() != Opcode::Rng &&
                in.opcode() != Opcode::BitcastConvert && unfusibleReason(in, false).empty() &&
                graph_.usersOf(i).size() <= kMaxRowRegionFanout;
+      if (flatFull(in)) {
+        if (in.opcode() == Opcode::Reshape) return flatFull(*in.operand(0)) || in.operand(0)->shape().dimensions() == dims;
+        if (!hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Rng || in.opcode() == Opcode::BitcastConvert ||
+            !unfusibleReason(in, false).empty())
+          return false;
+        for (int32_t o : graph_.operandsOf(i))
+          if (isMatmul(*graph_.instruction(o))) return false;
+        return true;
+      }
+      if (in.opcode() == Opcode::Reshape && d == dims) return flatFull(*in.operand(0));
       if (d != dims && d != rowDims) return false;
       if (in.opcode() == Opcode::Reduce)
         return in.operandCount() == 2 && in.attrs().dimensions == red.attrs().dimensions && d == rowDims;
@@ -800,12 +818,18 @@ void ComputationFuser::fuseMultiOutput() {
     bool result = false;
     std::vector<int32_t> users = graph_.users(p, &result, static_cast<size_t>(options_.maxUsers));
     if (users.size() < 2 && !result) continue;  // one user: priority fusion's call
+    // Every user that pays joins (a dot whose result is only sliced: each
+    // slice an output of the dot's kernel, the whole result never written).
+    int32_t into = p;
     for (int32_t c : users)
-      if (nodeCost(c).isKernel && tryMerge(p, c)) break;
+      if (graph_.node(c).alive && nodeCost(c).isKernel && tryMerge(into, c)) into = graph_.nodeCount() - 1;
   }
   for (int32_t v = 0; v < graph_.instructionCount(); ++v) {
-    if (graph_.instruction(v)->shape().isScalar() || graph_.usersOf(v).size() < 2) continue;
+    if (graph_.instruction(v)->shape().isScalar() || graph_.usersOf(v).empty()) continue;
+    // Kernels, not instructions: one user copied into two kernels (a cheap
+    // transpose duplicated into its consumers) makes them siblings too.
     std::vector<int32_t> readers = graph_.readers(v);
+    if (readers.size() < 2) continue;
     constexpr size_t kMaxSiblings = 8;  // pairs tried per operand stay bounded
     if (readers.size() > kMaxSiblings) readers.resize(kMaxSiblings);
     for (size_t i = 0; i < readers.size(); ++i)

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -12,6 +13,7 @@
 
 #include "hlo/computation.h"
 #include "hlo/module.h"
+#include "hlo/pointer_index.h"
 #include "passes/rewrite_builder.h"
 
 namespace tpu::passes::layout {
@@ -117,6 +119,16 @@ M2M layoutOf(const Shape& s) {
   return defaultM2M(s.rank());
 }
 
+// Whether layoutOf(s) == m, without building layoutOf(s).
+bool hasM2M(const Shape& s, const M2M& m) {
+  const int64_t rank = s.rank();
+  if (s.hasLayout() && isPermutation(s.layout().minorToMajor, rank)) return s.layout().minorToMajor == m;
+  if (static_cast<int64_t>(m.size()) != rank) return false;
+  for (int64_t i = 0; i < rank; ++i)
+    if (m[static_cast<size_t>(i)] != rank - 1 - i) return false;
+  return true;
+}
+
 // Major-to-minor dimension lists to minor_to_major.
 M2M fromMajorToMinor(std::vector<int64_t> majorToMinor) {
   std::reverse(majorToMinor.begin(), majorToMinor.end());
@@ -152,7 +164,14 @@ class Assigner {
     int origin;
   };
 
-  int64_t pos(const Instruction* inst, int64_t leaf) const { return base_.at(inst) + leaf; }
+  // Dense number of an instruction of a processed computation (-1: none).
+  int64_t ordinal(const Instruction* inst) const { return ordinals_.find(inst); }
+  bool hasPositions(const Instruction* inst) const { return ordinals_.contains(inst); }
+  int64_t pos(const Instruction* inst, int64_t leaf) const {
+    int64_t k = ordinals_.find(inst);
+    if (k < 0) throw std::out_of_range("layout-assignment: instruction without positions");
+    return base_[static_cast<size_t>(k)] + leaf;
+  }
   int64_t find(int64_t p) {
     while (parent_[static_cast<size_t>(p)] != p) {
       parent_[static_cast<size_t>(p)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(p)])];
@@ -169,10 +188,28 @@ class Assigner {
   void uniteRange(const Instruction* a, int64_t aLeaf, const Instruction* b, int64_t bLeaf, int64_t count) {
     for (int64_t k = 0; k < count; ++k) unite(pos(a, aLeaf + k), pos(b, bLeaf + k));
   }
-  int origin(std::string text) {
-    origins_.push_back(std::move(text));
+  // Where a layout came from, formatted only when a remark needs it (most
+  // never are): one record per constraint, no string built while seeding.
+  enum class OriginKind : uint8_t {
+    Text, EntryParameter, FixedDefinition, FixedOperand, CustomCallConstraint, DotLhs, DotRhs, DotResult,
+    ConvInput, ConvKernel, ConvOutput, CollectiveDimension
+  };
+  struct Origin {
+    OriginKind kind = OriginKind::Text;
+    Opcode op = Opcode::Parameter;
+    const Instruction* inst = nullptr;  // an instruction of the module (this pass removes only its own copies)
+    int64_t number = 0;
+    const char* text = nullptr;
+  };
+  int origin(const char* text) { return addOrigin({OriginKind::Text, Opcode::Parameter, nullptr, 0, text}); }
+  int origin(OriginKind kind, const Instruction* inst, int64_t number = 0) {
+    return addOrigin({kind, inst->opcode(), inst, number, nullptr});
+  }
+  int addOrigin(Origin o) {
+    origins_.push_back(o);
     return static_cast<int>(origins_.size() - 1);
   }
+  std::string originText(int o) const;
 
   void collectComputations();
   void buildPositions();
@@ -185,7 +222,7 @@ class Assigner {
   void toUsers(Instruction* inst, const M2M& m2m, int priority, int originId);
 
   // Rewriting.
-  M2M finalLayout(int64_t position) const;
+  const M2M& finalLayout(int64_t position) const;
   void applyLayouts();
   Instruction* relayout(Computation& c, Instruction* value, const std::vector<std::vector<M2M>>& want,
                         int64_t leafBase, const std::string& producedBy, const std::string& requiredBy);
@@ -205,19 +242,27 @@ class Assigner {
   DiagnosticEngine& diags_;
   std::vector<Computation*> processed_;  // entry and control-flow callees, callees first
   std::unordered_set<const Computation*> processedSet_;
-  std::unordered_map<const Instruction*, int64_t> base_;
+  // Instructions of the processed computations by dense ordinal: the first
+  // position of each, and its users (CSR: users of ordinal k are
+  // userList_[userStart_[k] .. userStart_[k + 1]), in program order, each once).
+  hlo::PointerIndex ordinals_;
+  std::vector<int64_t> base_;
+  std::vector<uint32_t> userStart_;
+  std::vector<Instruction*> userList_;
   std::vector<Pos> positions_;
   std::vector<int64_t> parent_;
-  std::vector<std::vector<int64_t>> members_;
+  // Array positions of each class (CSR by representative: memberStart_[cls] ..).
+  std::vector<uint32_t> memberStart_;
+  std::vector<uint32_t> memberList_;
   std::vector<char> set_;
   std::vector<M2M> classM2M_;
   std::vector<int> classOrigin_;
-  std::unordered_map<int64_t, M2M> fixed_;  // position -> layout it must have
+  std::vector<M2M> fixed_;  // per position: the layout it must have (when isFixed_)
   std::vector<char> isFixed_;
-  std::unordered_map<int64_t, int> fixedOrigin_;
-  std::unordered_map<const Computation*, std::unordered_map<const Instruction*, std::vector<Instruction*>>> users_;
-  std::map<std::pair<const Instruction*, int64_t>, Requirement> requirements_;
-  std::vector<std::string> origins_;
+  std::vector<int> fixedOrigin_;  // per position: origin of the fixed layout (-1: not fixed)
+  // Requirements on operands, per user ordinal: (operand number, requirement).
+  std::vector<std::vector<std::pair<int64_t, Requirement>>> requirements_;
+  std::vector<Origin> origins_;
   std::array<std::deque<Suggestion>, kLevels> queues_;
   std::set<std::string> names_;
   bool namesKnown_ = false;
@@ -226,6 +271,39 @@ class Assigner {
   std::optional<hlo::ComputationLayout> entryLayout_;
   Shape entryResult_;
 };
+
+std::string Assigner::originText(int o) const {
+  const Origin& r = origins_[static_cast<size_t>(o)];
+  const std::string_view op = r.inst ? hlo::opcodeName(r.op) : std::string_view();
+  const std::string& name = r.inst ? r.inst->name() : std::string();
+  switch (r.kind) {
+    case OriginKind::Text:
+      return r.text;
+    case OriginKind::EntryParameter:
+      return fmt::format("entry parameter {} layout", r.number);
+    case OriginKind::FixedDefinition:
+      return fmt::format("{} %{} (fixed layout)", op, name);
+    case OriginKind::FixedOperand:
+      return fmt::format("operand {} of {} %{} (fixed layout)", r.number, op, name);
+    case OriginKind::CustomCallConstraint:
+      return fmt::format("operand_layout_constraints of custom-call %{}", name);
+    case OriginKind::DotLhs:
+      return fmt::format("dot %{} LHS (contracting dimensions minor)", name);
+    case OriginKind::DotRhs:
+      return fmt::format("dot %{} RHS (K x N or N x K)", name);
+    case OriginKind::DotResult:
+      return fmt::format("dot %{} result (batch, rows, columns)", name);
+    case OriginKind::ConvInput:
+      return fmt::format("convolution %{} input (features minor, batch second-minor)", name);
+    case OriginKind::ConvKernel:
+      return fmt::format("convolution %{} kernel (output features minor)", name);
+    case OriginKind::ConvOutput:
+      return fmt::format("convolution %{} output (features minor)", name);
+    case OriginKind::CollectiveDimension:
+      return fmt::format("{} %{} (dimension {} most major)", op, name, r.number);
+  }
+  return {};
+}
 
 void Assigner::collectComputations() {
   // Computations reached from the entry through control flow are laid out
@@ -250,17 +328,54 @@ void Assigner::collectComputations() {
 }
 
 void Assigner::buildPositions() {
+  size_t count = 0;
+  for (Computation* c : processed_) count += c->instructions().size();
+  ordinals_ = hlo::PointerIndex(count);
+  base_.reserve(count);
+  positions_.reserve(count + count / 4);
+  std::vector<const Shape*> leaves;
   for (Computation* c : processed_) {
     for (const auto& up : c->instructions()) {
       Instruction* inst = up.get();
-      base_[inst] = static_cast<int64_t>(positions_.size());
-      std::vector<const Shape*> leaves;
+      ordinals_.set(inst, static_cast<uint32_t>(base_.size()));
+      base_.push_back(static_cast<int64_t>(positions_.size()));
+      leaves.clear();
       collectLeaves(inst->shape(), leaves);
       for (size_t k = 0; k < leaves.size(); ++k)
         positions_.push_back({inst, static_cast<int64_t>(k), leaves[k]->isArray() ? leaves[k]->rank() : -1});
     }
-    users_[c] = c->computeUsers();
   }
+  // Users, as Computation::computeUsers lists them: program order, each
+  // user once. Counted first, then filled (one flat array).
+  std::vector<uint32_t> lastUser(count, UINT32_MAX);
+  userStart_.assign(count + 1, 0);
+  uint32_t ord = 0;
+  for (Computation* c : processed_)
+    for (const auto& up : c->instructions()) {
+      for (const Instruction* o : up->operands()) {
+        int64_t k = ordinal(o);
+        if (k < 0 || lastUser[static_cast<size_t>(k)] == ord) continue;
+        lastUser[static_cast<size_t>(k)] = ord;
+        ++userStart_[static_cast<size_t>(k) + 1];
+      }
+      ++ord;
+    }
+  for (size_t k = 0; k < count; ++k) userStart_[k + 1] += userStart_[k];
+  userList_.resize(userStart_[count]);
+  std::vector<uint32_t> fill(userStart_.begin(), userStart_.end() - 1);
+  std::fill(lastUser.begin(), lastUser.end(), UINT32_MAX);
+  ord = 0;
+  for (Computation* c : processed_)
+    for (const auto& up : c->instructions()) {
+      for (const Instruction* o : up->operands()) {
+        int64_t k = ordinal(o);
+        if (k < 0 || lastUser[static_cast<size_t>(k)] == ord) continue;
+        lastUser[static_cast<size_t>(k)] = ord;
+        userList_[fill[static_cast<size_t>(k)]++] = up.get();
+      }
+      ++ord;
+    }
+  requirements_.resize(count);
   parent_.resize(positions_.size());
   for (size_t i = 0; i < parent_.size(); ++i) parent_[i] = static_cast<int64_t>(i);
   for (Computation* c : processed_) {
@@ -321,11 +436,23 @@ void Assigner::buildPositions() {
       }
     }
   }
-  members_.resize(positions_.size());
-  for (size_t i = 0; i < positions_.size(); ++i)
-    if (positions_[i].rank >= 0) members_[static_cast<size_t>(find(static_cast<int64_t>(i)))].push_back(i);
+  const size_t np = positions_.size();
+  std::vector<uint32_t> rep(np, UINT32_MAX);
+  memberStart_.assign(np + 1, 0);
+  for (size_t i = 0; i < np; ++i)
+    if (positions_[i].rank >= 0) {
+      rep[i] = static_cast<uint32_t>(find(static_cast<int64_t>(i)));
+      ++memberStart_[rep[i] + 1];
+    }
+  for (size_t i = 0; i < np; ++i) memberStart_[i + 1] += memberStart_[i];
+  memberList_.resize(memberStart_[np]);
+  std::vector<uint32_t> next(memberStart_.begin(), memberStart_.end() - 1);
+  for (size_t i = 0; i < np; ++i)
+    if (rep[i] != UINT32_MAX) memberList_[next[rep[i]]++] = static_cast<uint32_t>(i);
   set_.assign(positions_.size(), 0);
   isFixed_.assign(positions_.size(), 0);
+  fixed_.resize(positions_.size());
+  fixedOrigin_.assign(positions_.size(), -1);
   classM2M_.resize(positions_.size());
   classOrigin_.assign(positions_.size(), -1);
 }
@@ -342,9 +469,15 @@ void Assigner::addRequirement(Instruction* user, int64_t operand, std::vector<st
                               int originId) {
   Instruction* x = user->operand(operand);
   for (size_t k = 0; k < leaves.size(); ++k)
-    if (!leaves[k].empty() && base_.count(x))
+    if (!leaves[k].empty() && hasPositions(x))
       suggest(pos(x, static_cast<int64_t>(k)), leaves[k][0], kFixedUse, originId);
-  requirements_[{user, operand}] = {std::move(leaves), originId};
+  auto& list = requirements_[static_cast<size_t>(ordinal(user))];
+  for (auto& [j, r] : list)
+    if (j == operand) {
+      r = {std::move(leaves), originId};
+      return;
+    }
+  list.push_back({operand, {std::move(leaves), originId}});
 }
 
 void Assigner::seed() {
@@ -365,15 +498,14 @@ void Assigner::seed() {
           entryLayout_->parameters[static_cast<size_t>(number)].compatible(inst->shape()))
         given = &entryLayout_->parameters[static_cast<size_t>(number)];
       collectLeaves(*given, leaves);
-      int o = origin(entryParam ? fmt::format("entry parameter {} layout", number)
-                                : fmt::format("{} %{} (fixed layout)", hlo::opcodeName(inst->opcode()), inst->name()));
+      int o = entryParam ? origin(OriginKind::EntryParameter, inst, number) : origin(OriginKind::FixedDefinition, inst);
       for (size_t k = 0; k < leaves.size(); ++k) {
         if (!leaves[k]->isArray()) continue;
         int64_t p = pos(inst, static_cast<int64_t>(k));
         M2M m = layoutOf(*leaves[k]);
-        fixed_[p] = m;
+        fixed_[static_cast<size_t>(p)] = m;
         isFixed_[static_cast<size_t>(p)] = 1;
-        fixedOrigin_[p] = o;
+        fixedOrigin_[static_cast<size_t>(p)] = o;
         suggest(p, m, kFixed, o);
       }
     }
@@ -397,13 +529,13 @@ void Assigner::seed() {
       if (hasFixedLayouts(op)) {
         for (int64_t j = 0; j < inst->operandCount(); ++j) {
           const Shape* want = &inst->operand(j)->shape();
-          std::string why = fmt::format("operand {} of {} %{} (fixed layout)", j, hlo::opcodeName(op), inst->name());
+          OriginKind why = OriginKind::FixedOperand;
           if (op == Opcode::Fusion && inst->fusedComputation()) {
             if (Instruction* p = inst->fusedComputation()->parameter(j)) want = &p->shape();
           } else if (op == Opcode::CustomCall && a.operandLayoutConstraints &&
                      j < static_cast<int64_t>(a.operandLayoutConstraints->size())) {
             want = &(*a.operandLayoutConstraints)[static_cast<size_t>(j)];
-            why = fmt::format("operand_layout_constraints of custom-call %{}", inst->name());
+            why = OriginKind::CustomCallConstraint;
           }
           std::vector<const Shape*> leaves;
           collectLeaves(*want, leaves);
@@ -414,7 +546,7 @@ void Assigner::seed() {
             if (leaves[k]->isArray())
               req[k] = {defaults ? defaultM2M(leaves[k]->rank()) : layoutOf(*leaves[k])};
           if (static_cast<int64_t>(leaves.size()) == inst->operand(j)->shape().leafCount())
-            addRequirement(inst, j, std::move(req), origin(why));
+            addRequirement(inst, j, std::move(req), origin(why, inst, j));
         }
         continue;
       }
@@ -442,13 +574,13 @@ void Assigner::seed() {
         M2M lhs = fromMajorToMinor(concat(d.lhsBatchDimensions, lFree, d.lhsContractingDimensions));
         M2M rhsKN = fromMajorToMinor(concat(d.rhsBatchDimensions, d.rhsContractingDimensions, rFree));
         M2M rhsNK = fromMajorToMinor(concat(d.rhsBatchDimensions, rFree, d.rhsContractingDimensions));
-        addRequirement(inst, 0, {{lhs}}, origin(fmt::format("dot %{} LHS (contracting dimensions minor)", inst->name())));
+        addRequirement(inst, 0, {{lhs}}, origin(OriginKind::DotLhs, inst));
         // Prefer the right-hand side's existing order when it is one of the two.
         std::vector<M2M> rhs = {rhsKN, rhsNK};
         if (r.hasLayout() && layoutOf(r) == rhsNK) std::swap(rhs[0], rhs[1]);
-        addRequirement(inst, 1, {rhs}, origin(fmt::format("dot %{} RHS (K x N or N x K)", inst->name())));
+        addRequirement(inst, 1, {rhs}, origin(OriginKind::DotRhs, inst));
         suggest(pos(inst, 0), defaultM2M(rank), kTarget,
-                origin(fmt::format("dot %{} result (batch, rows, columns)", inst->name())));
+                origin(OriginKind::DotResult, inst));
       } else if (op == Opcode::Convolution && inst->operandCount() >= 2 && a.convDims) {
         const hlo::ConvolutionDimensionNumbers& d = *a.convDims;
         auto activations = [](int64_t batch, int64_t feature, const std::vector<int64_t>& spatial) {
@@ -461,11 +593,11 @@ void Assigner::seed() {
         k.push_back(d.kernelInputFeatureDimension);
         k.push_back(d.kernelOutputFeatureDimension);
         addRequirement(inst, 0, {{activations(d.inputBatchDimension, d.inputFeatureDimension, d.inputSpatialDimensions)}},
-                       origin(fmt::format("convolution %{} input (features minor, batch second-minor)", inst->name())));
+                       origin(OriginKind::ConvInput, inst));
         addRequirement(inst, 1, {{fromMajorToMinor(k)}},
-                       origin(fmt::format("convolution %{} kernel (output features minor)", inst->name())));
+                       origin(OriginKind::ConvKernel, inst));
         suggest(pos(inst, 0), activations(d.outputBatchDimension, d.outputFeatureDimension, d.outputSpatialDimensions),
-                kTarget, origin(fmt::format("convolution %{} output (features minor)", inst->name())));
+                kTarget, origin(OriginKind::ConvOutput, inst));
       } else if ((op == Opcode::AllGather || op == Opcode::ReduceScatter || op == Opcode::AllToAll) &&
                  a.dimensions.size() == 1 && inst->operandCount() == 1 && inst->operand(0)->shape().isArray()) {
         // The collective dimension most major: each device's block is contiguous.
@@ -475,7 +607,7 @@ void Assigner::seed() {
         for (int64_t i = rank - 1; i >= 0; --i)
           if (i != dim) m.push_back(i);
         m.push_back(dim);
-        int o = origin(fmt::format("{} %{} (dimension {} most major)", hlo::opcodeName(op), inst->name(), dim));
+        int o = origin(OriginKind::CollectiveDimension, inst, dim);
         addRequirement(inst, 0, {{m}}, o);
         suggest(pos(inst, 0), m, kTarget, o);
       }
@@ -488,7 +620,7 @@ void Assigner::toOperand(Instruction* inst, int64_t leaf, const M2M& m2m, int pr
   const auto& a = inst->attrs();
   auto operandPos = [&](int64_t j) -> int64_t {
     Instruction* x = inst->operand(j);
-    if (!base_.count(x) || !x->shape().isArray()) return -1;
+    if (!hasPositions(x) || !x->shape().isArray()) return -1;
     return pos(x, 0);
   };
   if (!inst->shape().isArray()) {
@@ -534,13 +666,11 @@ void Assigner::toOperand(Instruction* inst, int64_t leaf, const M2M& m2m, int pr
 }
 
 void Assigner::toUsers(Instruction* inst, const M2M& m2m, int priority, int originId) {
-  Computation* c = inst->parent();
-  auto cit = users_.find(c);
-  if (cit == users_.end()) return;
-  auto uit = cit->second.find(inst);
-  if (uit == cit->second.end()) return;
+  int64_t ord = ordinal(inst);
+  if (ord < 0) return;
   int64_t rank = static_cast<int64_t>(m2m.size());
-  for (Instruction* u : uit->second) {
+  for (uint32_t ui = userStart_[static_cast<size_t>(ord)]; ui < userStart_[static_cast<size_t>(ord) + 1]; ++ui) {
+    Instruction* u = userList_[ui];
     Opcode op = u->opcode();
     if (isForwarding(op) || hasFixedLayouts(op)) continue;
     const auto& a = u->attrs();
@@ -591,7 +721,8 @@ void Assigner::toUsers(Instruction* inst, const M2M& m2m, int priority, int orig
 }
 
 void Assigner::propagateFrom(int64_t cls, const M2M& m2m, int priority, int originId) {
-  for (int64_t p : members_[static_cast<size_t>(cls)]) {
+  for (uint32_t mi = memberStart_[static_cast<size_t>(cls)]; mi < memberStart_[static_cast<size_t>(cls) + 1]; ++mi) {
+    const int64_t p = memberList_[mi];
     const Pos& ps = positions_[static_cast<size_t>(p)];
     Instruction* inst = ps.inst;
     if (isFixed_[static_cast<size_t>(p)]) {
@@ -632,8 +763,8 @@ void Assigner::propagate() {
   }
 }
 
-M2M Assigner::finalLayout(int64_t position) const {
-  if (isFixed_[static_cast<size_t>(position)]) return fixed_.at(position);
+const M2M& Assigner::finalLayout(int64_t position) const {
+  if (isFixed_[static_cast<size_t>(position)]) return fixed_[static_cast<size_t>(position)];
   int64_t p = position;
   while (parent_[static_cast<size_t>(p)] != p) p = parent_[static_cast<size_t>(p)];
   return classM2M_[static_cast<size_t>(p)];
@@ -656,6 +787,23 @@ void Assigner::applyLayouts() {
   for (Computation* c : processed_) {
     for (const auto& up : c->instructions()) {
       Instruction* inst = up.get();
+      if (inst->shape().isArray()) {
+        // One leaf: set in place, nothing copied when it already matches.
+        int64_t p = pos(inst, 0);
+        ++report.arrays;
+        if (positions_[static_cast<size_t>(p)].rank < 0) continue;
+        const M2M& m = finalLayout(p);
+        if (m.empty() || (inst->shape().hasLayout() && inst->shape().layout().minorToMajor == m)) continue;
+        Shape& s = inst->mutableShape();
+        if (s.hasLayout()) {
+          s.mutableLayout().minorToMajor = m;
+        } else {
+          hlo::Layout l;
+          l.minorToMajor = m;
+          s.setLayout(std::move(l));
+        }
+        continue;
+      }
       int64_t n = inst->shape().leafCount();
       std::vector<M2M> leaves(static_cast<size_t>(n));
       for (int64_t k = 0; k < n; ++k) {
@@ -702,21 +850,26 @@ void Assigner::redirect(const std::vector<Instruction*>& users, Instruction* fro
 }
 
 std::string Assigner::producedByText(const Instruction* inst, int64_t leaf) {
-  if (!base_.count(inst)) return fmt::format("%{}", inst->name());
+  if (!hasPositions(inst)) return fmt::format("%{}", inst->name());
   int64_t p = pos(inst, leaf);
   int o = -2;
-  auto f = fixedOrigin_.find(p);
-  if (f != fixedOrigin_.end()) {
-    o = f->second;
+  if (fixedOrigin_[static_cast<size_t>(p)] >= 0) {
+    o = fixedOrigin_[static_cast<size_t>(p)];
   } else {
     o = classOrigin_[static_cast<size_t>(find(p))];
   }
-  std::string why = o >= 0 ? origins_[static_cast<size_t>(o)] : "the default layout";
+  std::string why = o >= 0 ? originText(o) : "the default layout";
   return fmt::format("%{} ({})", inst->name(), why);
 }
 
 // Whether every array leaf of `s` has one of the layouts `want` allows.
 bool satisfied(const Shape& s, const std::vector<std::vector<M2M>>& want) {
+  if (s.isArray()) {
+    if (want.empty() || want[0].empty()) return true;
+    for (const M2M& m : want[0])
+      if (hasM2M(s, m)) return true;
+    return false;
+  }
   std::vector<const Shape*> leaves;
   collectLeaves(s, leaves);
   for (size_t k = 0; k < leaves.size() && k < want.size(); ++k) {
@@ -798,7 +951,7 @@ void Assigner::fixFixedDefinitions() {
       for (int64_t k = 0; k < n; ++k) {
         int64_t p = b + k;
         if (!isFixed_[static_cast<size_t>(p)]) continue;
-        if (classM2M_[static_cast<size_t>(find(p))] != fixed_.at(p)) {
+        if (classM2M_[static_cast<size_t>(find(p))] != fixed_[static_cast<size_t>(p)]) {
           todo.push_back(inst);
           break;
         }
@@ -815,7 +968,7 @@ void Assigner::fixFixedDefinitions() {
       int64_t cls = find(p);
       want[static_cast<size_t>(k)] = {classM2M_[static_cast<size_t>(cls)]};
       int o = classOrigin_[static_cast<size_t>(cls)];
-      if (required.empty()) required = o >= 0 ? origins_[static_cast<size_t>(o)] : "the default layout";
+      if (required.empty()) required = o >= 0 ? originText(o) : "the default layout";
     }
     std::vector<Instruction*> users = usersOf(c, inst);
     bool wasRoot = c.root() == inst;
@@ -838,10 +991,14 @@ void Assigner::insertUseCopies() {
         Instruction* x = u->operand(j);
         std::vector<std::vector<M2M>> want;
         std::string why;
-        auto rit = requirements_.find({u, j});
-        if (rit != requirements_.end()) {
-          want = rit->second.leaves;
-          why = origins_[static_cast<size_t>(rit->second.origin)];
+        const Shape* keptLeaf = nullptr;  // the why of an op that keeps layouts, formatted only when needed
+        const Requirement* req = nullptr;
+        if (int64_t ord = ordinal(u); ord >= 0)
+          for (const auto& [k, r] : requirements_[static_cast<size_t>(ord)])
+            if (k == j) req = &r;
+        if (req) {
+          want = req->leaves;
+          why = originText(req->origin);
         } else if (keepsLayout(op) && !hasFixedLayouts(op) && x->shape().isArray()) {
           const Shape& s = u->shape();
           const Shape* leaf = nullptr;
@@ -854,13 +1011,15 @@ void Assigner::insertUseCopies() {
           }
           if (!leaf || !leaf->isArray() || leaf->rank() != x->shape().rank()) continue;
           want = {{layoutOf(*leaf)}};
-          why = fmt::format("{} %{} (cannot change layout; result {})", hlo::opcodeName(op), u->name(),
-                            m2mText(layoutOf(*leaf)));
+          keptLeaf = leaf;
         } else {
           continue;
         }
         if (static_cast<int64_t>(want.size()) != x->shape().leafCount()) continue;
         if (satisfied(x->shape(), want)) continue;
+        if (keptLeaf)
+          why = fmt::format("{} %{} (cannot change layout; result {})", hlo::opcodeName(op), u->name(),
+                            m2mText(layoutOf(*keptLeaf)));
         std::string key;
         for (const auto& alternatives : want) key += alternatives.empty() ? "*;" : m2mText(alternatives[0]) + ";";
         auto mit = made.find({x, key});
@@ -1043,31 +1202,46 @@ void Assigner::makeBitcasts() {
   }
 }
 
-void tileShape(Shape& s, const TileGeometry& g) {
+// Returns whether `s` changed.
+bool tileShape(Shape& s, const TileGeometry& g) {
   if (s.isTuple()) {
-    for (Shape& e : s.mutableTupleElements()) tileShape(e, g);
-    return;
+    bool changed = false;
+    for (Shape& e : s.mutableTupleElements()) changed |= tileShape(e, g);
+    return changed;
   }
-  if (!s.isArray()) return;
+  if (!s.isArray()) return false;
   M2M m = layoutOf(s);
   hlo::Layout t = tpuLayout(s.elementType(), s.dimensions(), m, g);
   hlo::Layout l = s.hasLayout() ? s.layout() : hlo::Layout{};
-  if (l.minorToMajor == t.minorToMajor && l.tiles == t.tiles && l.elementSizeInBits == t.elementSizeInBits) return;
+  if (l.minorToMajor == t.minorToMajor && l.tiles == t.tiles && l.elementSizeInBits == t.elementSizeInBits) return false;
   l.minorToMajor = t.minorToMajor;
   l.tiles = t.tiles;
   l.elementSizeInBits = t.elementSizeInBits;
   s.setLayout(std::move(l));
+  return true;
+}
+
+// Whether tileShape would change `s` (without copying it).
+bool needsTiles(const Shape& s, const TileGeometry& g) {
+  if (s.isTuple()) {
+    for (const Shape& e : s.tupleElements())
+      if (needsTiles(e, g)) return true;
+    return false;
+  }
+  if (!s.isArray()) return false;
+  hlo::Layout t = tpuLayout(s.elementType(), s.dimensions(), layoutOf(s), g);
+  static const hlo::Layout kNone{};
+  const hlo::Layout& have = s.hasLayout() ? s.layout() : kNone;
+  return !(have.minorToMajor == t.minorToMajor && have.tiles == t.tiles && have.elementSizeInBits == t.elementSizeInBits);
 }
 
 void Assigner::applyTiles() {
   for (const auto& c : module_.computations()) {
     for (const auto& up : c->instructions()) {
       Instruction* inst = up.get();
-      Shape s = inst->shape();
-      tileShape(s, options_.geometry);
-      inst->setShape(s);
+      if (needsTiles(inst->shape(), options_.geometry)) tileShape(inst->mutableShape(), options_.geometry);
       if (inst->opcode() == Opcode::Constant && inst->hasAttributes() && inst->attrs().literal)
-        inst->attrs().literal->mutableShapeLayoutOnly() = s;
+        inst->attrs().literal->mutableShapeLayoutOnly() = inst->shape();
       if (inst->hasAttributes() && inst->attrs().operandLayoutConstraints)
         for (Shape& k : *inst->attrs().operandLayoutConstraints) tileShape(k, options_.geometry);
     }
@@ -1129,7 +1303,8 @@ bool LayoutAssignmentPass::run(hlo::Module& module, DiagnosticEngine& diags) {
   bool changed = a.run();
   if (options_.report) {
     LayoutReport& r = *options_.report;
-    r.remarks.insert(r.remarks.end(), a.report.remarks.begin(), a.report.remarks.end());
+    r.remarks.insert(r.remarks.end(), std::make_move_iterator(a.report.remarks.begin()),
+                     std::make_move_iterator(a.report.remarks.end()));
     r.copies += a.report.copies;
     r.copyBytes += a.report.copyBytes;
     r.freeTransposes += a.report.freeTransposes;

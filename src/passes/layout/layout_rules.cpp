@@ -12,6 +12,14 @@ M2M defaultM2M(int64_t rank) {
 
 bool isPermutation(const M2M& m2m, int64_t rank) {
   if (static_cast<int64_t>(m2m.size()) != rank) return false;
+  if (rank <= 64) {  // the common case, without allocating
+    uint64_t seen = 0;
+    for (int64_t d : m2m) {
+      if (d < 0 || d >= rank || (seen >> d) & 1) return false;
+      seen |= uint64_t{1} << d;
+    }
+    return true;
+  }
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (int64_t d : m2m) {
     if (d < 0 || d >= rank || seen[static_cast<size_t>(d)]) return false;
