@@ -1,9 +1,13 @@
 // Internal to the codegen library: the Lowerer class, shared by the
-// lowering files (lower.cpp and lower_*.cpp, one per family of HLO ops),
-// and the small helpers they all use. Not a public interface.
+// lowering files (lower.cpp and kernels/*.cpp, one per kernel kind or type
+// family), and the small helpers they all use. Not a public interface. The
+// state a lowering carries from planning to emission is the
+// LoweringContext (lowering_context.h); the Lowerer adds the planner and the
+// kernel emitters over it.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cctype>
 #include <cstdint>
@@ -22,6 +26,7 @@
 #include "codegen/emitter.h"
 #include "codegen/fusion_lowering.h"
 #include "codegen/lower.h"
+#include "codegen/lowering_context.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
 #include "target/topology.h"
@@ -166,28 +171,6 @@ inline std::string sanitize(std::string_view name) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "_" + s;
   return s;
 }
-
-// Vmem: an intermediate of a VMEM-resident fusion (see lowerResidentFusion),
-// at `offset` in VMEM. Scratch: a kernel's HBM buffer of its own (no initial
-// data), for scratch past the heap's reach. The others live in HBM too.
-enum class BufKind { Heap, Arg, Result, Const, Vmem, Scratch };
-struct Buf {
-  BufKind kind = BufKind::Heap;
-  uint64_t bytes = 0;
-  std::string name;  // Arg/Result/Const: the HBM buffer's name
-  uint64_t offset = 0;  // Heap: offset in `heap`
-  int64_t def = 0, end = 0;
-  ElementType type = ElementType::F32;
-  std::vector<int64_t> dims;
-  const Instruction* constant = nullptr;
-  std::vector<uint32_t> tableWords;  // Const without an instruction: a table llo-gen made (fft twiddles)
-  bool aliasOfArg = false;  // storage of the argument of the same name (a donated one)
-};
-
-struct Region {
-  int64_t start = 0, end = 0;
-  int parent = -1;
-};
 
 struct VReg {
   int r = -1;
@@ -510,16 +493,10 @@ bool isIdentityCustomCallTarget(const std::string& target);
 bool isGeluCustomCallTarget(const std::string& target);
 bool isGemmCustomCallTarget(const std::string& target);
 
-class Lowerer {
+class Lowerer : private LoweringContext {
  public:
   Lowerer(const hlo::Module& m, const target::TargetDesc& t, const CodegenOptions& o, DiagnosticEngine& d)
-      : module_(m),
-        target_(t),
-        options_(o),
-        diags_(d),
-        sregs_('s', 1, std::max(1, t.registers.sregs - 1)),
-        vregs_('v', 0, t.registers.vregs),
-        masks_('m', 0, t.registers.vmasks) {
+      : LoweringContext(m, t, o, d) {
     e_.setTarget(&t);
     e_.setKeepText(o.schedule == llo::ScheduleMode::None);
     // An op that does not parse or check is reported at the HLO instruction
@@ -561,6 +538,19 @@ class Lowerer {
   // ---- emission ----
   bool emitComputation(const Computation& c);
   bool emitInstruction(const Instruction& in);
+  // A fusion, by the kernel kind planning decided (fusionKinds_).
+  bool emitFusion(const Instruction& in);
+
+  // The streaming fusion kernels, one row per kind in the order they are
+  // tried (fusion_lowering.cpp): whether a fusion is of the kind (the kind's
+  // classifier, which is also its planner when given a plan to fill) and the
+  // kind's emitter. A fusion no row matches is resident.
+  struct FusionKernel {
+    FusionLowering kind;
+    bool (*matches)(const Lowerer& l, const Instruction& fusion);
+    bool (Lowerer::*emit)(const Instruction& fusion);
+  };
+  static const std::array<FusionKernel, 6> kFusionKernels;
   // llo-gen refuses a program whose peak HBM (arguments, results,
   // constants, kernel scratch and `temporaries`) passes the target's.
   bool checkHbmCapacity(uint64_t temporaries);
@@ -725,7 +715,18 @@ class Lowerer {
   // freed after its last use (so any number of operands fits the registers).
   std::optional<VReg> lowerReducerOutput(const Computation& c, int64_t index,
                                          const std::function<VReg(int64_t)>& loadParam);
+  // An elementwise op on 32-bit lanes: one instruction from the table
+  // (kLaneInstrs, lower.cpp) where the type class has one, else a composed
+  // sequence; 64-bit pairs and complex values go to their own lowerings.
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerConvertOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerIntegerOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerBitOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerCompareOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerComposedMath(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> unsupportedOp(const Instruction& in, ElementType ot);  // fails, naming the op and type
+  VReg flipSignBit(VReg a);
+  VReg truncTowardZero(VReg a);
   // kernels/wide.cpp: lowerOp for s64/u64/f64 operands or results.
   std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
@@ -976,10 +977,6 @@ class Lowerer {
   int permutedCopy(int buf, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm);
   int readScalarBranch(const Instruction& in);
 
-  const hlo::Module& module_;
-  const target::TargetDesc& target_;
-  const CodegenOptions& options_;
-  DiagnosticEngine& diags_;
   Emitter e_;
   const Instruction* emitting_ = nullptr;  // the instruction whose kernel is being emitted
   // While loops and conditionals being emitted: their code branches back
@@ -992,58 +989,10 @@ class Lowerer {
     ControlRegion& operator=(const ControlRegion&) = delete;
     int& depth_;
   };
-  RegPool sregs_, vregs_, masks_;
-  bool failed_ = false;
-
-  std::vector<Buf> bufs_;
-  std::map<const Instruction*, std::vector<int>> leaves_;
-  std::vector<Region> regions_;
-  int64_t pos_ = 0;
-  std::set<const Computation*> inlined_;
-  std::vector<std::pair<int, int>> resultCopies_;  // (result buf, source buf)
-  std::vector<int> results_;
-  std::vector<int> args_;
-  // Temporaries created during emission (padded operands): placed after
-  // planning, each live only within its kernel (position-free slots).
-  std::vector<int> scratch_;
-  uint64_t scratchBytes_ = 0;
-  uint64_t scratchTop_ = 0;
-  uint64_t heapBytes_ = 0;
-
-  // cuBLAS gemm custom calls as the dot instructions they stand for.
-  std::map<const Instruction*, std::unique_ptr<Instruction>> gemmDots_;
-  std::map<const Instruction*, std::pair<double, double>> gemmScales_;  // alpha, beta
-
-  int rngState_ = -1;  // the rng_state argument buffer, once an rng is planned
-  // Per computation: the order its instructions are planned and emitted in
-  // (see loweringOrder), and which computations draw from the rng stream.
-  std::map<const Computation*, std::vector<const Instruction*>> loweringOrders_;
-  std::map<const Computation*, bool> drawsRngMemo_;
-
-  // Resident fusions and where their intermediates live. While one is
-  // emitted, its instructions' kernels are sections of its kernel and add
-  // their figures to residentFlops_/residentVmem_.
-  struct ResidentFusion {
-    uint64_t vmemBytes = 0;     // its intermediates' share of VMEM
-    uint64_t spilledBytes = 0;  // intermediates that did not fit, in HBM
-  };
-  std::map<const Instruction*, ResidentFusion> resident_;
-  int fusionPlanDepth_ = 0;  // fusions being planned instruction by instruction
-  int residentDepth_ = 0;
-  double residentFlops_ = 0;
-  uint64_t residentVmem_ = 0;
-
   // While set, running out of vector registers sets vregsExhausted_
   // instead of failing: the row kernel tries groups of rows this way.
   bool softVregs_ = false;
   bool vregsExhausted_ = false;
-
-  CodegenStats stats_;
-  std::string kernelLabel_;
-  std::string kernelHlo_;
-  std::string kernelOpName_;
-  std::string kernelKind_;
-  int kernelCount_ = 0;
 };
 
 inline std::vector<int64_t> byteStrides(const std::vector<int64_t>& dims, int es) {
