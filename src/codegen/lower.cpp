@@ -115,6 +115,52 @@ Box viewBox(const EwInput& input, int64_t rows) {
   return makeBox(counts, input.viewStrides, byteStrides(input.viewDims, es), es);
 }
 
+int64_t viewRowElements(const EwOutput& output) {
+  int64_t n = 1;
+  for (size_t d = 1; d < output.viewDims.size(); ++d) n *= output.viewDims[d];
+  return n;
+}
+
+Box viewBox(const EwOutput& output, int64_t rows) {
+  const int es = typeInfo(output.type).bytes;
+  std::vector<int64_t> counts = output.viewDims;
+  counts[0] = rows;
+  return makeBox(counts, byteStrides(output.viewDims, es), output.viewStrides, es);
+}
+
+// A concatenate of operands of one shape at the root of a flat fusion: the
+// operands are the kernel's results, each written to its place in the
+// concatenate's buffer as a strided view (buffers left unset).
+bool Lowerer::concatOutputViews(const Instruction& root, std::vector<EwOutput>* out) const {
+  if (root.opcode() != Opcode::Concatenate || root.operandCount() < 1 || root.operandCount() > 8 ||
+      !root.shape().isArray() || root.shape().isScalar() || root.attrs().dimensions.size() != 1)
+    return false;
+  const Shape& s = root.operand(0)->shape();
+  for (const Instruction* o : root.operands())
+    if (o->shape().dimensions() != s.dimensions() || o->shape().elementType() != root.shape().elementType())
+      return false;
+  const TypeInfo ti = typeInfo(root.shape().elementType());
+  if (!ti.ok || ti.words > 2 || ti.isComplex) return false;
+  const int64_t d = root.attrs().dimensions[0];
+  if (d < 0 || d >= s.rank()) return false;
+  const std::vector<int64_t> rs = byteStrides(root.shape().dimensions(), ti.bytes);
+  const std::vector<int64_t>& dims = s.dimensions();
+  size_t lead = 0;
+  while (lead + 1 < dims.size() && dims[lead] == 1) ++lead;
+  std::vector<EwOutput> views;
+  for (int64_t k = 0; k < root.operandCount(); ++k) {
+    EwOutput v{-1, k * dims[static_cast<size_t>(d)] * rs[static_cast<size_t>(d)], root.shape().elementType()};
+    v.viewDims.assign(dims.begin() + static_cast<std::ptrdiff_t>(lead), dims.end());
+    v.viewStrides.assign(rs.begin() + static_cast<std::ptrdiff_t>(lead), rs.end());
+    // Whole rows of dimension 0 per chunk, and chunks of whole vregs.
+    if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 20)) return false;
+    Box b = viewBox(v, std::max<int64_t>(2, v.viewDims[0]));
+    if (b.dims.size() > static_cast<size_t>(std::max(1, target_.dma.descriptorDims))) return false;
+    views.push_back(std::move(v));
+  }
+  if (out) *out = std::move(views);
+  return true;
+}
 
 // The parameter a chain of views (transpose, broadcast, slice, reverse) of
 // at most 8 steps reads, with element [i0, i1, ...] of `i` at byte
@@ -232,6 +278,14 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
   const Computation& c = *in.fusedComputation();
   std::vector<const Shape*> outs = arrayLeaves(in.shape());
+  // A root concatenate of operands of one shape: the kernel computes the
+  // operands and writes each into its place.
+  std::vector<EwOutput> concatViews;
+  const bool concatRoot = concatOutputViews(*c.root(), &concatViews);
+  if (concatRoot) {
+    outs.clear();
+    for (const Instruction* o : c.root()->operands()) outs.push_back(&o->shape());
+  }
   if (outs.empty()) return false;
   auto n = outs[0]->elementCount();
   if (!n) return false;
@@ -240,6 +294,7 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
   for (const auto& up : c.instructions()) {
     const Instruction& i = *up;
     Opcode op = i.opcode();
+    if (concatRoot && &i == c.root()) continue;
     if (i.shape().isTuple()) {
       if (op == Opcode::Tuple && &i == c.root()) continue;
       return false;
@@ -290,6 +345,7 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
     }
   }
   for (const Shape* s : outs) per += static_cast<uint64_t>(typeInfo(s->elementType()).bytes);
+  for (const EwOutput& v : concatViews) period = std::lcm(period, viewRowElements(v));
   if (period > kVregElems && period < *n && 3 * per * static_cast<uint64_t>(period) + 8192 > vmemBudget())
     return false;
   return true;
@@ -963,10 +1019,13 @@ bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& pa
   std::map<const Instruction*, VReg> val;
   std::map<const Instruction*, int> usesLeft;
   auto given = [&](const Instruction* i) { return preset && preset->count(i); };
+  const bool rootTuple = c.root()->opcode() == Opcode::Tuple ||
+                         (concatRootAsTuple_ && c.root()->opcode() == Opcode::Concatenate);
   for (const auto& up : c.instructions())
     for (const Instruction* o : up->operands()) ++usesLeft[o];
   for (const auto& up : c.instructions()) {
     const Instruction& in = *up;
+    if (rootTuple && &in == c.root()) continue;
     if (given(&in)) {
       val[&in] = preset->at(&in);
       continue;
@@ -987,7 +1046,7 @@ bool Lowerer::lowerComputation(const Computation& c, const std::vector<VReg>& pa
       if (--usesLeft[o] == 0 && o->opcode() != Opcode::Parameter && o != c.root() && !given(o)) vfree(val[o]);
   }
   std::vector<const Instruction*> roots;
-  if (c.root()->opcode() == Opcode::Tuple) roots.assign(c.root()->operands().begin(), c.root()->operands().end());
+  if (rootTuple) roots.assign(c.root()->operands().begin(), c.root()->operands().end());
   else roots.push_back(c.root());
   std::set<int> taken;
   for (const Instruction* r : roots) {
@@ -1719,6 +1778,8 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
     if (i.kind == EwInput::Full && i.period > 0) period = std::lcm(period, i.period);
     if (i.kind == EwInput::Full && !i.viewDims.empty()) period = std::lcm(period, viewRowElements(i));
   }
+  for (const EwOutput& o : outs)
+    if (!o.viewDims.empty()) period = std::lcm(period, viewRowElements(o));
   if (period > kVregElems && c < n) {
     c = std::max(period, c / period * period);
     chunkV = c / kVregElems;
@@ -1790,12 +1851,15 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       int es = typeInfo(load ? ins[j].type : outs[j].type).bytes;
       int64_t voff = load ? inOff[j] : outOff[j];
       int64_t repeat = load ? ins[j].period : 0;
-      const bool view = load && !ins[j].viewDims.empty();
+      const bool view = load && !ins[j].viewDims.empty(), outView = !load && !outs[j].viewDims.empty();
       if (repeat > 0) {
         e_.op("smov {}, {}", S(rA), base(buf) + off);  // every chunk starts a period
       } else if (view) {
         // Chunk i is rows [i*R, (i+1)*R) of the view's dimension 0.
         e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c / viewRowElements(ins[j]) * ins[j].viewStrides[0]);
+        e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
+      } else if (outView) {
+        e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c / viewRowElements(outs[j]) * outs[j].viewStrides[0]);
         e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
       } else {
         e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c * es);
@@ -1812,6 +1876,12 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       if (view) {
         Box f = viewBox(ins[j], c / viewRowElements(ins[j]));
         Box t = viewBox(ins[j], tail / viewRowElements(ins[j]));
+        full = e_.desc(f.chunk, f.dims);
+        part = e_.desc(t.chunk, t.dims);
+      }
+      if (outView) {
+        Box f = viewBox(outs[j], c / viewRowElements(outs[j]));
+        Box t = viewBox(outs[j], tail / viewRowElements(outs[j]));
         full = e_.desc(f.chunk, f.dims);
         part = e_.desc(t.chunk, t.dims);
       }
@@ -2947,8 +3017,11 @@ bool Lowerer::lowerElementwiseInstr(const Instruction& in) {
 bool Lowerer::lowerFlatFusion(const Instruction& in) {
   beginKernel(in, "fusion");
   const Computation& c = *in.fusedComputation();
-  const std::vector<int64_t>& resultDims = arrayLeaves(in.shape())[0]->dimensions();
-  int64_t n = *arrayLeaves(in.shape())[0]->elementCount();
+  std::vector<EwOutput> concatViews;
+  const bool concatRoot = concatOutputViews(*c.root(), &concatViews);
+  const Shape& streamShape = concatRoot ? c.root()->operand(0)->shape() : *arrayLeaves(in.shape())[0];
+  const std::vector<int64_t>& resultDims = streamShape.dimensions();
+  int64_t n = *streamShape.elementCount();
   // Inputs: the parameters the elementwise code reads directly, then one
   // per transpose or broadcast streamed as a view of its parameter.
   std::vector<EwInput> ins;
@@ -2991,6 +3064,11 @@ bool Lowerer::lowerFlatFusion(const Instruction& in) {
     outs.push_back({b, 0, bufs_[b].type});
     bytes += bufs_[b].bytes;
   }
+  if (concatRoot) {
+    const int b = outs.at(0).buf;
+    outs = std::move(concatViews);
+    for (EwOutput& o : outs) o.buf = b;
+  }
   const size_t firstView = ins.size() - views.size();
   bool ok = emitElementwise(n, ins, outs, [&](const std::vector<VReg>& v) {
     std::vector<VReg> params = placeholders, out;
@@ -2999,7 +3077,10 @@ bool Lowerer::lowerFlatFusion(const Instruction& in) {
     std::map<const Instruction*, VReg> preset;
     for (size_t j = 0; j < views.size(); ++j) preset[views[j]] = v[firstView + j];
     for (const Instruction* i : intermediates) preset[i] = VReg{0, i->shape().elementType()};  // never read
-    if (!lowerComputation(c, params, out, &preset)) out.assign(outs.size(), VReg{0, ElementType::F32});
+    concatRootAsTuple_ = concatRoot;
+    const bool lowered = lowerComputation(c, params, out, &preset);
+    concatRootAsTuple_ = false;
+    if (!lowered) out.assign(outs.size(), VReg{0, ElementType::F32});
     return out;
   });
   endKernel(static_cast<double>(n) * static_cast<double>(c.instructionCount()), bytes, 0);

@@ -155,6 +155,8 @@ bool Lowerer::lowerRowFusionStreamed(const Instruction& in, const RowFusion& f) 
         owned.push_back(*v);
       } else if (i->opcode() == Opcode::Broadcast) {
         v = go(i->operand(0));  // a splat already
+      } else if (i->opcode() == Opcode::Reshape) {
+        v = go(i->operand(0));  // the same elements in the same order
       } else {
         std::vector<VReg> ops;
         for (const Instruction* o : i->operands()) {

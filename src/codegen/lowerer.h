@@ -230,6 +230,11 @@ struct EwOutput {
   int buf = -1;
   int64_t off = 0;
   ElementType type = ElementType::F32;
+  // When not empty, the stream is written to a strided view of the buffer
+  // (an operand's place in a concatenate): element [i0, i1, ...] of
+  // `viewDims` at byte off + sum(i_d * viewStrides[d]); chunks are whole
+  // rows of dimension 0.
+  std::vector<int64_t> viewDims = {}, viewStrides = {};
 };
 
 // An output fusion lowered as one matmul (kernels/matmul_fusion.cpp): the fused
@@ -376,6 +381,8 @@ struct MatmulTileSite {
 // box that gathers `rows` rows of it (lower.cpp).
 int64_t viewRowElements(const EwInput& input);
 Box viewBox(const EwInput& input, int64_t rows);
+int64_t viewRowElements(const EwOutput& output);
+Box viewBox(const EwOutput& output, int64_t rows);
 
 // A convolution in canonical terms (kernels/conv.cpp): spatial vectors are
 // indexed by spatial number; "padded" is the input extent after lhs
@@ -532,6 +539,7 @@ class Lowerer : private LoweringContext {
   const Instruction* composeView(const Instruction& i, std::vector<int64_t>& strides, int64_t& offset,
                                  int depth) const;
   bool viewIntermediate(const Instruction& i, const Computation& c, const std::vector<int64_t>& fusionDims) const;
+  bool concatOutputViews(const Instruction& root, std::vector<EwOutput>* out) const;
   bool checkTypes(const Instruction& in);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
 
@@ -993,6 +1001,9 @@ class Lowerer : private LoweringContext {
   // instead of failing: the row kernel tries groups of rows this way.
   bool softVregs_ = false;
   bool vregsExhausted_ = false;
+  // lowerComputation: a root concatenate gives its operands as results, as a
+  // root tuple does (a flat fusion writes each into its place).
+  bool concatRootAsTuple_ = false;
 };
 
 inline std::vector<int64_t> byteStrides(const std::vector<int64_t>& dims, int es) {

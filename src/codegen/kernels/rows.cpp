@@ -57,10 +57,6 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
   // past 2^20 elements or VMEM stream in segments (lower_rows_long.cpp).
   const bool wholeVregs = f.r % kVregElems == 0, packed = f.r < kVregElems && f.r >= 128 && kVregElems % f.r == 0;
   if (f.k < 1 || !(wholeVregs || packed)) return false;
-  // Each fold must give the unfused reduce's bits: llo-gen folds 128 rows
-  // or more of under 1024 elements in order (emitReduceRows), which the
-  // row kernel matches only for rows of one sublane (orderedRows).
-  if (packed && f.k >= kVregElems / 8 && f.r != 128) return false;
   // Values with the rows' element count but another shape ([k, 8*128] for
   // [k, 8, 128]) are the same bytes in row-major order: reshapes between
   // them are free, and elementwise work on them goes element by element.
@@ -262,9 +258,10 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
   // row of few vregs is unrolled whole).
   // Short rows need more rows in flight: each fold ends in a lane tree
   // whose latency only other rows can hide.
-  // Rows of 128, 128 rows or more, fold in order as emitReduceRows does:
-  // a group of 16 vregs (128 rows) is one transposed 128x128 tile.
-  const bool ordered = r == 128 && k >= kVregElems / 8;
+  // Packed rows, 128 rows or more, fold in order as emitReduceRows does
+  // (each fold must give the unfused reduce's bits): a group of 16 vregs
+  // is one transposed 128x128 tile.
+  const bool ordered = unitRows > 1 && k >= kVregElems / 8;
   int64_t maxGroup = ordered ? 16 : fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
   int64_t group = maxGroup, unroll = 1;
   auto setGroup = [&](int64_t g) {
@@ -478,11 +475,14 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
 
   auto groupBody = [&]() -> bool {
     std::vector<std::vector<VReg>> rowOwned(static_cast<size_t>(group));
-    // The group's 128 rows of 128 folded element by element from the init,
-    // as emitReduceRows folds them: transposed (vreg v, sublane s of the
-    // tile holds element 8v+s of every row, one row per lane), folded
-    // sublane by sublane, and the totals transposed back, so unit g's
-    // sublane s holds row 8g+s's total in every lane.
+    // The group's rows folded element by element from the init, as
+    // emitReduceRows folds them: the tile's 128 sublane rows transposed
+    // (vreg v, sublane s holds element 8v+s of every sublane row, one per
+    // lane), folded sublane by sublane, and the totals transposed back, so
+    // every sublane of a row holds its total in every lane. A row of m
+    // sublanes (m = r / 128) is m lanes: m passes, each starting from the
+    // lane before's result, leave the total in the row's last lane, which
+    // a lane permute copies to the row's other lanes.
     auto orderedFold = [&](const std::vector<const Instruction*>& reds) -> bool {
       setPointers();
       for (const Instruction* red : reds) {
@@ -502,18 +502,35 @@ bool Lowerer::lowerRowFusion(const Instruction& in) {
           tile.push_back(valloc(t));
           e_.op("vxpose.pop {}, xlu0", V(tile.back()));
         }
+        const int m = static_cast<int>(r / 128);
         VReg acc = vcopy(hoisted.at(red->operand(1)), t);
-        for (VReg v : tile) {
-          for (int sub = 0; sub < 8; ++sub) {
-            VReg b = valloc(t);
-            e_.op("vbcast.sub {}, {}, {}", V(b), V(v), sub);
-            std::vector<VReg> res;
-            if (!lowerComputation(*red->toApply(), {acc, b}, res)) return false;
-            if (res[0].r != acc.r) vfree(acc);
-            if (res[0].r != b.r) vfree(b);
-            acc = res[0];
+        for (int pass = 0; pass < m; ++pass) {
+          if (pass > 0) {
+            VReg next = valloc(t);
+            e_.op("vrot.lane {}, {}, 1", V(next), V(acc));  // next[l] = acc[l - 1]
+            vfree(acc);
+            acc = next;
           }
-          vfree(v);
+          for (VReg v : tile)
+            for (int sub = 0; sub < 8; ++sub) {
+              VReg b = valloc(t);
+              e_.op("vbcast.sub {}, {}, {}", V(b), V(v), sub);
+              std::vector<VReg> res;
+              if (!lowerComputation(*red->toApply(), {acc, b}, res)) return false;
+              if (res[0].r != acc.r) vfree(acc);
+              if (res[0].r != b.r) vfree(b);
+              acc = res[0];
+            }
+        }
+        for (VReg v : tile) vfree(v);
+        if (m > 1) {
+          VReg idx = valloc(ElementType::S32), spread = valloc(t);
+          e_.op("vlaneid {}", V(idx));
+          e_.op("vor {}, {}, {}", V(idx), V(idx), m - 1);
+          e_.op("vperm.lane {}, {}, {}", V(spread), V(acc), V(idx));
+          vfree(idx);
+          vfree(acc);
+          acc = spread;
         }
         for (int64_t g = 0; g < group; ++g) e_.op("vxpose.push xlu0, {}", V(acc));
         vfree(acc);

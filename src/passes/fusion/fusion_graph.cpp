@@ -152,18 +152,45 @@ std::vector<int32_t> FusionGraph::unionMembers(int32_t a, int32_t b) const {
 }
 
 bool FusionGraph::reachesIndirectly(int32_t from, int32_t to, int budget) const {
-  std::vector<int32_t> work, seen;
-  for (int32_t u : users(from))
-    if (u != to) work.push_back(u);
-  seen = work;
+  // The answer does not depend on the visiting order (true when `to` is
+  // reached or more than `budget` nodes are), so the walk reads the user
+  // lists in place: no per-node vectors, no sorting, and a stamp per node
+  // instead of searching the visited list.
+  if (stamp_.size() < nodes_.size()) stamp_.resize(nodes_.size(), 0);
+  if (++epoch_ == 0) {
+    std::fill(stamp_.begin(), stamp_.end(), 0);
+    epoch_ = 1;
+  }
+  std::vector<int32_t>& work = walk_;
+  work.clear();
+  // Calls f(m) for every live node m that reads an output of n from outside.
+  auto forUsers = [&](int32_t n, auto&& f) {
+    for (int32_t o : node(n).outputs)
+      for (int32_t u : usersOf(o))
+        for (int32_t m : containing_[static_cast<size_t>(u)]) {
+          if (m == n || !node(m).alive || contains(m, o)) continue;
+          if (f(m)) return true;
+        }
+    return false;
+  };
+  forUsers(from, [&](int32_t m) {
+    if (m != to && stamp_[static_cast<size_t>(m)] != epoch_) {
+      stamp_[static_cast<size_t>(m)] = epoch_;
+      work.push_back(m);
+    }
+    return false;
+  });
   for (size_t next = 0; next < work.size(); ++next) {
     if (--budget < 0) return true;
-    for (int32_t u : users(work[next])) {
+    bool found = forUsers(work[next], [&](int32_t u) {
       if (u == to) return true;
-      if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
-      seen.push_back(u);
-      work.push_back(u);
-    }
+      if (stamp_[static_cast<size_t>(u)] != epoch_) {
+        stamp_[static_cast<size_t>(u)] = epoch_;
+        work.push_back(u);
+      }
+      return false;
+    });
+    if (found) return true;
   }
   return false;
 }

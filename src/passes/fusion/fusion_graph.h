@@ -95,6 +95,10 @@ class FusionGraph {
   std::vector<char> ordered_;
   std::vector<char> live_;  // per instruction: nodes that hold it (dead ones too)
   bool topological_ = true;  // every operand index below its user's
+  // Scratch of reachesIndirectly (reused: it runs for most candidate edges).
+  mutable std::vector<uint32_t> stamp_;
+  mutable uint32_t epoch_ = 0;
+  mutable std::vector<int32_t> walk_;
 };
 
 // Module-unique names: `fresh("fusion")` gives fusion, fusion.1, ...

@@ -138,16 +138,17 @@ ENTRY e {
 }
 
 TEST(Fusion, WorkingSetPastVmemIsRefused) {
-  // No streaming kernel covers a concatenation, so its fusion would be a
-  // resident kernel; on a chip with 256 KiB of VMEM its 1 MiB
-  // intermediates cannot stay on chip (llo-gen keeps half for kernels).
+  // No streaming kernel covers a concatenation of operands of different
+  // shapes, so its fusion would be a resident kernel; on a chip with
+  // 256 KiB of VMEM its 1 MiB intermediate cannot stay on chip (llo-gen
+  // keeps half for kernels).
   const std::string concat = R"(HloModule m
 ENTRY e {
   p0 = f32[512,512] parameter(0)
-  p1 = f32[512,512] parameter(1)
+  p1 = f32[256,512] parameter(1)
   a = f32[512,512] exponential(p0)
-  b = f32[512,512] exponential(p1)
-  ROOT c = f32[1024,512] concatenate(a, b), dimensions={0}
+  b = f32[256,512] exponential(p1)
+  ROOT c = f32[768,512] concatenate(a, b), dimensions={0}
 })";
   Fused small = fuse(concat, {}, TPU_SOURCE_DIR "/testdata/targets/v5e-small-vmem.json");
   EXPECT_NE(small.remarks.find("not fused: a -> c: working set 1.0 MiB exceeds the 128.0 KiB VMEM budget"),
