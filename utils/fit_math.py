@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Fits the polynomial coefficients of llo-gen's f32 math expansions
-(src/codegen/lower_math.cpp) and measures them evaluated in f32.
+(src/codegen/kernels/math.cpp) and measures them evaluated in f32.
 
     f(t) = t + t * z * P(z),  z = t * t
 

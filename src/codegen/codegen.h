@@ -43,7 +43,7 @@ struct CodegenOptions {
   // List: the text comes out as scheduled bundles `{ op ; op }` (llo-asm keeps
   // them as they are). None: one op per line, bundled greedily by llo-asm.
   llo::ScheduleMode schedule = llo::ScheduleMode::List;
-  // Pods (lower_collectives.cpp): the chips the program runs on, replicas x
+  // Pods (kernels/collectives.cpp): the chips the program runs on, replicas x
   // partitions (0 = the module's replica_count / num_partitions, raised to
   // what its collectives name, as the interpreter does), and the slice
   // shape ("" = the target's most square one), which orders the rings.
@@ -59,7 +59,7 @@ struct CodegenOptions {
   enum class AllReduceRings { Auto, Snake, Axes };
   AllReduceRings allReduceRings = AllReduceRings::Auto;
   // Convolutions of one group with channels-last windows run as an implicit
-  // GEMM (lower_conv_implicit.cpp); false: the im2col path (tests, benches).
+  // GEMM (kernels/conv_implicit.cpp); false: the im2col path (tests, benches).
   bool implicitConv = true;
   // Entry arguments and results in the physical form of the entry layout
   // (passes/layout/physical_layout.h), relaid by copies at the edges

@@ -637,7 +637,7 @@ ENTRY main {
 // root are reversed (a kernel of its own; the interpreter runs the same
 // program, so it stays the oracle). Unless sink-views turns the whole into
 // one streaming kernel (elementwise ops), the fusion is one VMEM-resident
-// kernel (lower_resident.cpp) and the op's kernel reads and writes VMEM
+// kernel (kernels/resident.cpp) and the op's kernel reads and writes VMEM
 // instead of HBM. Empty when the template has tuple-shaped parameters or
 // root.
 std::string asResidentFusion(const std::string& text) {

@@ -17,15 +17,37 @@ std::string_view fusionLoweringName(FusionLowering lowering) {
   return "resident";
 }
 
-// The order of Lowerer::emitInstruction's fusion case.
+const std::array<Lowerer::FusionKernel, 6> Lowerer::kFusionKernels = {{
+    {FusionLowering::Loop, [](const Lowerer& l, const Instruction& f) { return l.isFlatFusion(f); },
+     &Lowerer::lowerFlatFusion},
+    {FusionLowering::Output, [](const Lowerer& l, const Instruction& f) { return l.matmulEpilogueFusion(f, nullptr); },
+     &Lowerer::lowerMatmulEpilogueFusion},
+    {FusionLowering::Input, [](const Lowerer& l, const Instruction& f) { return l.inputFusion(f, nullptr); },
+     &Lowerer::lowerInputFusion},
+    {FusionLowering::ColumnReduction,
+     [](const Lowerer& l, const Instruction& f) { return l.columnReduceFusion(f, nullptr); },
+     &Lowerer::lowerColumnReduceFusion},
+    {FusionLowering::Rows, [](const Lowerer& l, const Instruction& f) { return l.rowFusion(f, nullptr); },
+     &Lowerer::lowerRowFusion},
+    {FusionLowering::Attention, [](const Lowerer& l, const Instruction& f) { return l.attentionFusion(f, nullptr); },
+     &Lowerer::lowerAttentionFusion},
+}};
+
 FusionLowering Lowerer::classifyFusion(const Instruction& in) const {
-  if (isFlatFusion(in)) return FusionLowering::Loop;
-  if (matmulEpilogueFusion(in, nullptr)) return FusionLowering::Output;
-  if (inputFusion(in, nullptr)) return FusionLowering::Input;
-  if (columnReduceFusion(in, nullptr)) return FusionLowering::ColumnReduction;
-  if (rowFusion(in, nullptr)) return FusionLowering::Rows;
-  if (attentionFusion(in, nullptr)) return FusionLowering::Attention;
+  for (const FusionKernel& k : kFusionKernels)
+    if (k.matches(*this, in)) return k.kind;
   return FusionLowering::Resident;
+}
+
+bool Lowerer::emitFusion(const Instruction& in) {
+  auto it = fusionKinds_.find(&in);
+  if (it == fusionKinds_.end()) return fail(in, "llo-gen: internal error: a fusion reached emission unplanned");
+  for (const FusionKernel& k : kFusionKernels)
+    if (k.kind == it->second) return (this->*k.emit)(in);
+  // Resident: one kernel when planning placed its intermediates (nested
+  // fusions are part of the outer one), else instruction by instruction.
+  if (resident_.count(&in)) return lowerResidentFusion(in);
+  return emitComputation(*in.fusedComputation());
 }
 
 FusionLowering classifyFusion(const hlo::Instruction& fusion, const target::TargetDesc& target,
@@ -41,11 +63,7 @@ FusionLowering classifyFusion(const hlo::Instruction& fusion, const target::Targ
 
 int64_t residentSections(const hlo::Computation& fused) {
   int64_t n = 0;
-  for (const auto& i : fused.instructions()) {
-    Opcode op = i->opcode();
-    n += op != Opcode::Parameter && op != Opcode::Constant && op != Opcode::Tuple && op != Opcode::GetTupleElement &&
-         op != Opcode::Reshape && op != Opcode::Bitcast;
-  }
+  for (const auto& i : fused.instructions()) n += !hlo::computesNothing(i->opcode());
   return n;
 }
 

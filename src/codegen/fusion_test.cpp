@@ -1,4 +1,4 @@
-// Output fusions (lower_fusion.cpp): a dot with an elementwise epilogue in a
+// Output fusions (kernels/matmul_fusion.cpp): a dot with an elementwise epilogue in a
 // fusion lowers as one matmul kernel whose result tiles are finished in
 // VMEM. The fused program must compute exactly what the same instructions
 // compute unfused (one kernel each), and match the interpreter.
@@ -298,7 +298,7 @@ TEST(OutputFusion, DepthwiseConvBiasRelu6) {
 TEST(OutputFusion, OtherShapesAreResidentFusions) {
   // A channels-first convolution result is not the matmul's layout: the
   // fusion's instructions are sections of one kernel, the convolution's
-  // result kept in VMEM (lower_resident.cpp), still correct.
+  // result kept in VMEM (kernels/resident.cpp), still correct.
   FusedAndInlined p = makePrograms("  x = f32[2,6,6,8] parameter(0)\n  w = f32[3,3,8,16] parameter(1)\n",
                                    "  v = f32[2,16,4,4] convolution(x, w), window={size=3x3}, "
                                    "dim_labels=b01f_01io->bf01\n"
@@ -586,7 +586,7 @@ TEST(InputFusion, IntegerMaxAndLongRowsOnASmallVmem) {
 }
 
 // Fusions no streaming kernel covers are one kernel whose intermediates live
-// in VMEM (lower_resident.cpp): the same instructions' kernels, moving data
+// in VMEM (kernels/resident.cpp): the same instructions' kernels, moving data
 // VMEM to VMEM, so the bits are the unfused program's.
 
 void expectResidentMatchesInlined(const FusedAndInlined& p, const std::string& target = "v5e") {
@@ -649,6 +649,29 @@ TEST(ResidentFusion, ScalarCodeReadsComputedIndicesFromVmem) {
               .fused)
           .find("dma.v2s"),
       std::string::npos);
+}
+
+TEST(ResidentFusion, RenamesAreNoSections) {
+  // copy renames its operand's buffer (opcode flag kPureRename), as reshape
+  // and bitcast do: a fusion of one c64 transpose (no streaming kernel) and
+  // a copy has one section, so it is the transpose's own kernel, writing the
+  // fusion's result, not a resident kernel around it. The resident planner
+  // counted copy as a section before while emission emitted nothing for it.
+  FusedAndInlined p = makePrograms("  x = c64[16,40,8] parameter(0)\n",
+                                   "  t = c64[8,40,16] transpose(x), dimensions={2,1,0}\n"
+                                   "  ROOT c = c64[8,40,16] copy(t)\n",
+                                   "c64[8,40,16]", "x");
+  auto [fused, inlined] = runBoth(p, "v5e", 11);
+  ASSERT_EQ(fused.error, "");
+  ASSERT_EQ(inlined.error, "");
+  EXPECT_TRUE(fused.got == inlined.got) << "fused and unfused results differ";
+  E2eRun r = compileAndCompare(p.fused, "v5e");
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.maxErr, 0.0) << r.where;
+  CodegenStats s = statsOf(p.fused);
+  ASSERT_EQ(s.kernels.size(), 1u) << llo(p.fused).substr(0, 3000);
+  EXPECT_EQ(s.kernels[0].kind, "transpose");
+  EXPECT_EQ(llo(p.fused).find("intermediates in VMEM"), std::string::npos);
 }
 
 TEST(ResidentFusion, IntermediatesLargerThanVmemSpillToHbm) {
@@ -854,7 +877,7 @@ TEST(InputFusion, SideOutputsAndEpilogues) {
 }
 
 
-// Row fusions (lower_rows.cpp): softmax, layer norm and RMS norm, whose
+// Row fusions (kernels/rows.cpp): softmax, layer norm and RMS norm, whose
 // reductions over the rows are broadcast back along them, stream blocks of
 // rows through VMEM as one kernel. Folds are the unfused reduce's, so the
 // bits are the unfused program's.

@@ -162,14 +162,6 @@ bool Lowerer::concatOutputViews(const Instruction& root, std::vector<EwOutput>* 
   return true;
 }
 
-namespace {
-
-bool isViewOp(Opcode op) {
-  return op == Opcode::Transpose || op == Opcode::Broadcast || op == Opcode::Slice || op == Opcode::Reverse;
-}
-
-}  // namespace
-
 // The parameter a chain of views (transpose, broadcast, slice, reverse) of
 // at most 8 steps reads, with element [i0, i1, ...] of `i` at byte
 // offset + sum(i_d * strides[d]) of the parameter's buffer; nullptr when
@@ -186,7 +178,7 @@ const Instruction* Lowerer::composeView(const Instruction& i, std::vector<int64_
     offset = 0;
     return &i;
   }
-  if (!isViewOp(i.opcode()) || depth >= 8) return nullptr;
+  if (!hlo::isView(i.opcode()) || depth >= 8) return nullptr;
   std::vector<int64_t> ps;
   const Instruction* p = composeView(*i.operand(0), ps, offset, depth + 1);
   if (!p) return nullptr;
@@ -240,7 +232,7 @@ const Instruction* Lowerer::composeView(const Instruction& i, std::vector<int64_
 // reshape), so the view need not have the result's dimensions. Fills `out`
 // (dims and byte strides) when it is one.
 bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusionDims, EwInput* out) const {
-  if (!isViewOp(i.opcode())) return false;
+  if (!hlo::isView(i.opcode())) return false;
   const std::vector<int64_t>& resultDims = i.shape().dimensions();
   if (resultDims.empty() || !i.shape().isArray() ||
       i.shape().elementCount() != hlo::Shape::array(i.shape().elementType(), fusionDims).elementCount())
@@ -268,7 +260,7 @@ bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusio
 // only by views that are streamed, or are in the middle of chains too.
 bool Lowerer::viewIntermediate(const Instruction& i, const Computation& c,
                                const std::vector<int64_t>& fusionDims) const {
-  if (!isViewOp(i.opcode()) || &i == c.root()) return false;
+  if (!hlo::isView(i.opcode()) || &i == c.root()) return false;
   std::vector<int64_t> strides;
   int64_t offset = 0;
   if (!composeView(i, strides, offset, 0)) return false;
@@ -384,6 +376,14 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (auto* p = callee->parameter(static_cast<int64_t>(i))) leaves_[p] = leaves_[args[i]];
     return plan(*callee, region);
   };
+  // Pure renames share their operand's buffers. Dynamic dimensions are held
+  // at their bounds, so set-dimension-size and dynamic-reshape (to the bounded
+  // result shape, as the interpreter does) are renames too.
+  if (hlo::isPureRename(op)) {
+    if (!checkTypes(in)) return false;
+    leaves_[&in] = leaves_[in.operand(0)];
+    return true;
+  }
   switch (op) {
     case Opcode::Parameter:
       if (leaves_.count(&in)) return true;  // bound by the caller
@@ -411,20 +411,6 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       leaves_[&in] = l;
       return true;
     }
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-    case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency:
-    case Opcode::Domain:
-    // Dynamic dimensions are held at their bounds, so these only rename
-    // (dynamic-reshape reshapes to the bounded result shape, as the
-    // interpreter does).
-    case Opcode::SetDimensionSize:
-    case Opcode::DynamicReshape:
-      if (!checkTypes(in)) return false;
-      leaves_[&in] = leaves_[in.operand(0)];
-      return true;
     case Opcode::Real:
       // Of a real type: the operand itself. An alias keeps every byte (NaN
       // payloads included, which the register form of narrow floats would
@@ -461,8 +447,8 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       return true;
     }
     case Opcode::Fusion:
-      if (!isFlatFusion(in) && !matmulEpilogueFusion(in, nullptr) && !inputFusion(in, nullptr) &&
-          !columnReduceFusion(in, nullptr) && !rowFusion(in, nullptr) && !attentionFusion(in, nullptr)) {
+      // The kernel kind is decided here, once; emitInstruction reads it.
+      if ((fusionKinds_[&in] = classifyFusion(in)) == FusionLowering::Resident) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -1140,6 +1126,85 @@ VReg Lowerer::divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType
   return out;
 }
 
+// ============================================================== elementwise ops on 32-bit lanes
+
+namespace {
+
+// The chip instruction of each elementwise op that is one instruction on a
+// class of 32-bit lanes: float lanes (f32 and the narrow floats, held as f32
+// values), integer lanes (every integer type up to 32 bits, normalised after)
+// and pred lanes. An empty entry: that class needs a composed sequence
+// (lowerOp's switch and its helpers), or the op is not defined on it.
+// 64-bit pairs and complex values have their own lowerings (lowerWideOp,
+// lowerComplexOp).
+struct LaneInstr {
+  Opcode op;
+  int arity;
+  const char* floatLanes;
+  const char* intLanes;
+  const char* predLanes;
+};
+
+constexpr LaneInstr kLaneInstrs[] = {
+    {Opcode::Add, 2, "vadd.f32", "vadd.s32", "vor"},  // pred: or
+    {Opcode::Subtract, 2, "vsub.f32", "vsub.s32", "vsub.s32"},
+    {Opcode::Multiply, 2, "vmul.f32", "vmul.s32", "vmul.s32"},
+    {Opcode::And, 2, "vand", "vand", "vand"},
+    {Opcode::Or, 2, "vor", "vor", "vor"},
+    {Opcode::Xor, 2, "vxor", "vxor", "vxor"},
+    {Opcode::Maximum, 2, "vmax.f32", nullptr, nullptr},
+    {Opcode::Minimum, 2, "vmin.f32", nullptr, nullptr},
+    {Opcode::Power, 2, "vpow", nullptr, nullptr},
+    {Opcode::Negate, 1, "vneg.f32", nullptr, nullptr},
+    {Opcode::Abs, 1, "vabs.f32", nullptr, nullptr},
+    {Opcode::Exp, 1, "vexp", nullptr, nullptr},
+    {Opcode::Log, 1, "vlog", nullptr, nullptr},
+    {Opcode::Sqrt, 1, "vsqrt", nullptr, nullptr},
+    {Opcode::Rsqrt, 1, "vrsqrt", nullptr, nullptr},
+    {Opcode::Tanh, 1, "vtanh", nullptr, nullptr},
+    {Opcode::Logistic, 1, "vlogistic", nullptr, nullptr},
+    {Opcode::Sin, 1, "vsin", nullptr, nullptr},
+    {Opcode::Cos, 1, "vcos", nullptr, nullptr},
+    {Opcode::Floor, 1, "vfloor.f32", nullptr, nullptr},
+    {Opcode::Ceil, 1, "vceil.f32", nullptr, nullptr},
+    {Opcode::RoundNearestEven, 1, "vround.f32", nullptr, nullptr},
+};
+
+const LaneInstr* laneInstr(Opcode op) {
+  for (const LaneInstr& r : kLaneInstrs)
+    if (r.op == op) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<VReg> Lowerer::unsupportedOp(const Instruction& in, ElementType ot) {
+  fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(in.opcode()),
+                       hlo::elementTypeName(ot)));
+  return std::nullopt;
+}
+
+// Signed view of unsigned 32-bit values for ordering (flip the sign bit).
+VReg Lowerer::flipSignBit(VReg a) {
+  VReg d = valloc(a.t);
+  e_.op("vxor {}, {}, -2147483648", V(d), V(a));
+  return d;
+}
+
+// An f32 value rounded toward zero.
+VReg Lowerer::truncTowardZero(VReg a) {
+  VReg fl = unop("vfloor.f32", a, ElementType::F32);
+  VReg ce = unop("vceil.f32", a, ElementType::F32);
+  int m = malloc_();
+  e_.op("vcmp.lt.f32 {}, {}, 0", M(m), V(a));
+  VReg d = valloc(ElementType::F32);
+  e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ce), V(fl));
+  masks_.put(m);
+  vfree(fl);
+  vfree(ce);
+  return d;
+}
+
 std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
   if (typeInfo(in.shape().elementType()).isComplex ||
       std::any_of(ops.begin(), ops.end(), [](const VReg& v) { return typeInfo(v.t).isComplex; }))
@@ -1150,34 +1215,16 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
   ElementType rt = in.shape().elementType();
   ElementType ot = ops.empty() ? rt : ops[0].t;
   bool f = typeInfo(ot).isFloat;
-  bool u = typeInfo(ot).isUnsigned;
   auto bin = [&](const char* fm, const char* im) -> VReg {
     return normalize(binop(f ? fm : im, ops[0], V(ops[1]), rt));
   };
+  auto unsupported = [&]() -> std::optional<VReg> { return unsupportedOp(in, ot); };
   auto un = [&](const char* m) -> VReg { return normalize(unop(m, ops[0], rt)); };
-  auto unsupported = [&]() -> std::optional<VReg> {
-    fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(in.opcode()),
-                         hlo::elementTypeName(ot)));
-    return std::nullopt;
-  };
-  // Signed view of unsigned 32-bit values for ordering (flip the sign bit).
-  auto flip = [&](VReg a) -> VReg {
-    VReg d = valloc(a.t);
-    e_.op("vxor {}, {}, -2147483648", V(d), V(a));
-    return d;
-  };
-  auto truncF = [&](VReg a) -> VReg {  // toward zero
-    VReg fl = unop("vfloor.f32", a, ElementType::F32);
-    VReg ce = unop("vceil.f32", a, ElementType::F32);
-    int m = malloc_();
-    e_.op("vcmp.lt.f32 {}, {}, 0", M(m), V(a));
-    VReg d = valloc(ElementType::F32);
-    e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ce), V(fl));
-    masks_.put(m);
-    vfree(fl);
-    vfree(ce);
-    return d;
-  };
+  // One chip instruction for this type class: from the table.
+  if (const LaneInstr* li = laneInstr(in.opcode())) {
+    const char* m = rt == ElementType::Pred ? li->predLanes : f ? li->floatLanes : li->intLanes;
+    if (m) return li->arity == 1 ? un(m) : bin(m, m);
+  }
   switch (in.opcode()) {
     case Opcode::Constant: {
       if (!in.shape().isScalar()) return unsupported();
@@ -1191,6 +1238,68 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
       return d;
     }
+    case Opcode::BitcastConvert:
+    case Opcode::Convert:
+      return lowerConvertOp(in, ops);
+    case Opcode::Maximum:
+    case Opcode::Minimum:
+    case Opcode::Divide:
+    case Opcode::Remainder:
+    case Opcode::Not:
+    case Opcode::Negate:
+    case Opcode::Abs:
+    case Opcode::Sign:
+    case Opcode::Select:
+    case Opcode::Clamp:
+      return lowerIntegerOp(in, ops);
+    case Opcode::Mulhi:
+    case Opcode::ShiftLeft:
+    case Opcode::ShiftRightLogical:
+    case Opcode::ShiftRightArithmetic:
+    case Opcode::Popcnt:
+    case Opcode::Clz:
+      return lowerBitOp(in, ops);
+    case Opcode::Compare: return lowerCompareOp(in, ops);
+    case Opcode::Erf:
+    case Opcode::Asin:
+    case Opcode::Acos:
+    case Opcode::Atan:
+    case Opcode::Asinh:
+    case Opcode::Acosh:
+    case Opcode::Atanh:
+    case Opcode::Atan2:
+    case Opcode::Tan:
+    case Opcode::Expm1:
+    case Opcode::Log1p:
+    case Opcode::Sinh:
+    case Opcode::Cosh:
+    case Opcode::Cbrt:
+    case Opcode::IsFinite:
+    case Opcode::RoundNearestAfz:
+      return lowerComposedMath(in, ops);
+    case Opcode::Power: return integerPower(ops[0], ops[1], rt);  // floats: the table
+    case Opcode::Real:  // of a real type: the value itself
+      return vcopy(ops[0], rt);
+    case Opcode::Imag: {  // of a real type: the type's all-zero-bits value, as the interpreter's zeros
+      return vconst(rt, literalBits(hlo::Literal::zeros(hlo::Shape::scalar(rt)), rt));
+    }
+    case Opcode::ReducePrecision: return lowerReducePrecision(in, ops[0]);
+    case Opcode::Map: {
+      std::vector<VReg> out;
+      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
+      return out[0];
+    }
+    default: return unsupported();
+  }
+}
+
+// bitcast-convert and convert between 32-bit lane types.
+std::optional<VReg> Lowerer::lowerConvertOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
+  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
+  switch (in.opcode()) {
     case Opcode::BitcastConvert: {
       // Registers hold values, not memory bits: only some pairs are a move
       // (fusions with others are lowered instruction by instruction).
@@ -1208,160 +1317,8 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
         normalize(d);
       } else {
         vfree(d);
-        return unsupported();
+        return unsupportedOp(in, ot);
       }
-      return d;
-    }
-    case Opcode::Add: return rt == ElementType::Pred ? bin("vor", "vor") : bin("vadd.f32", "vadd.s32");  // pred: or
-    case Opcode::Subtract: return bin("vsub.f32", "vsub.s32");
-    case Opcode::Multiply: return bin("vmul.f32", "vmul.s32");
-    case Opcode::And: return bin("vand", "vand");
-    case Opcode::Or: return bin("vor", "vor");
-    case Opcode::Xor: return bin("vxor", "vxor");
-    case Opcode::Maximum:
-    case Opcode::Minimum: {
-      bool mx = in.opcode() == Opcode::Maximum;
-      if (f) return bin(mx ? "vmax.f32" : "vmin.f32", "");
-      if (u && typeInfo(ot).bits == 32) {
-        VReg a = flip(ops[0]), b = flip(ops[1]);
-        VReg d = binop(mx ? "vmax.s32" : "vmin.s32", a, V(b), rt);
-        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
-        vfree(a);
-        vfree(b);
-        return d;
-      }
-      return binop(mx ? "vmax.s32" : "vmin.s32", ops[0], V(ops[1]), rt);
-    }
-    case Opcode::Divide:
-    case Opcode::Remainder: {
-      bool div = in.opcode() == Opcode::Divide;
-      if (f) {
-        VReg q = binop("vdiv.f32", ops[0], V(ops[1]), rt);
-        if (div) return normalize(q);
-        VReg t = truncF(q);
-        e_.op("vmul.f32 {}, {}, {}", V(t), V(t), V(ops[1]));
-        VReg d = binop("vsub.f32", ops[0], V(t), rt);
-        vfree(q);
-        vfree(t);
-        return normalize(d);
-      }
-      if (typeInfo(ot).bits == 32) return divide32(ops[0], ops[1], !u, div, rt);
-      // Narrow integers: division through f32 is exact (|x| < 2^24), then
-      // the zero-divisor rules: x / 0 = -1, x % 0 = x.
-      VReg a = unop("vcvt.f32.s32", ops[0], ElementType::F32);
-      VReg b = unop("vcvt.f32.s32", ops[1], ElementType::F32);
-      VReg q = binop("vdiv.f32", a, V(b), ElementType::F32);
-      VReg t = truncF(q);
-      VReg qi = unop("vcvt.s32.f32", t, ElementType::S32);
-      vfree(a);
-      vfree(b);
-      vfree(q);
-      vfree(t);
-      int z = malloc_();
-      e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(ops[1]));
-      VReg d;
-      if (div) {
-        VReg m1 = vconst(ElementType::S32, 0xffffffffu);
-        d = valloc(rt);
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(m1), V(qi));
-        vfree(m1);
-      } else {
-        VReg p = binop("vmul.s32", qi, V(ops[1]), ElementType::S32);
-        VReg r = binop("vsub.s32", ops[0], V(p), rt);
-        d = valloc(rt);
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(ops[0]), V(r));
-        vfree(p);
-        vfree(r);
-      }
-      masks_.put(z);
-      vfree(qi);
-      return normalize(d);
-    }
-    case Opcode::Not: {
-      if (rt == ElementType::Pred) return binop("vxor", ops[0], "1", rt);
-      return normalize(unop("vnot", ops[0], rt));
-    }
-    case Opcode::Negate: {
-      if (f) return un("vneg.f32");
-      VReg z = vconst(ElementType::S32, 0);
-      VReg d = binop("vsub.s32", z, V(ops[0]), rt);
-      vfree(z);
-      return normalize(d);
-    }
-    case Opcode::Abs: {
-      if (f) return un("vabs.f32");
-      VReg z = vconst(ElementType::S32, 0);
-      VReg n = binop("vsub.s32", z, V(ops[0]), rt);
-      VReg d = binop("vmax.s32", ops[0], V(n), rt);
-      vfree(z);
-      vfree(n);
-      return normalize(d);
-    }
-    case Opcode::Sign: {
-      const char* cmp = f ? "f32" : "s32";
-      int gt = malloc_(), lt = malloc_();
-      e_.op("vcmp.gt.{} {}, {}, 0", cmp, M(gt), V(ops[0]));
-      e_.op("vcmp.lt.{} {}, {}, 0", cmp, M(lt), V(ops[0]));
-      VReg one = vconst(rt, f ? 0x3f800000u : 1u);
-      VReg mone = vconst(rt, f ? 0xbf800000u : 0xffffffffu);
-      VReg d = valloc(rt);
-      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lt), V(mone), V(ops[0]));
-      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(gt), V(one), V(d));
-      vfree(one);
-      vfree(mone);
-      masks_.put(gt);
-      masks_.put(lt);
-      return d;
-    }
-    case Opcode::Compare: {
-      static const char* kDir[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-      const char* dir = kDir[static_cast<int>(in.attrs().comparisonDirection)];
-      int m = malloc_();
-      if (f && in.attrs().comparisonType == hlo::ComparisonType::TotalOrder) {
-        // Total order: compare the bits as signed integers, negative floats
-        // with their magnitude bits flipped (-NaN < -inf < -0 < +0 < +NaN).
-        VReg k[2];
-        for (int i = 0; i < 2; ++i) {
-          k[i] = binop("vsra", ops[static_cast<size_t>(i)], "31", ElementType::S32);
-          e_.op("vand {}, {}, 2147483647", V(k[i]), V(k[i]));
-          e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(ops[static_cast<size_t>(i)]));
-        }
-        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(k[0]), V(k[1]));
-        vfree(k[0]);
-        vfree(k[1]);
-      } else if (f) {
-        e_.op("vcmp.{}.f32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
-      } else if (u && typeInfo(ot).bits == 32) {
-        VReg a = flip(ops[0]), b = flip(ops[1]);
-        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(a), V(b));
-        vfree(a);
-        vfree(b);
-      } else {
-        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
-      }
-      return toMask01(m);
-    }
-    case Opcode::Select: {
-      int m = malloc_();
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
-      VReg d = valloc(rt);
-      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(ops[1]), V(ops[2]));
-      masks_.put(m);
-      return d;
-    }
-    case Opcode::Clamp: {
-      bool fl = typeInfo(rt).isFloat;
-      if (typeInfo(rt).isUnsigned && typeInfo(rt).bits == 32) {  // order u32 through the flipped sign bit
-        VReg lo = flip(ops[0]), x = flip(ops[1]), hi = flip(ops[2]);
-        VReg a = binop("vmax.s32", x, V(lo), rt);
-        VReg d = binop("vmin.s32", a, V(hi), rt);
-        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
-        for (VReg r : {lo, x, hi, a}) vfree(r);
-        return d;
-      }
-      VReg a = binop(fl ? "vmax.f32" : "vmax.s32", ops[1], V(ops[0]), rt);
-      VReg d = binop(fl ? "vmin.f32" : "vmin.s32", a, V(ops[2]), rt);
-      vfree(a);
       return d;
     }
     case Opcode::Convert: {
@@ -1422,45 +1379,145 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       }
       return d;
     }
-    case Opcode::Exp: return un("vexp");
-    case Opcode::Log: return un("vlog");
-    case Opcode::Sqrt: return un("vsqrt");
-    case Opcode::Rsqrt: return un("vrsqrt");
-    case Opcode::Tanh: return un("vtanh");
-    case Opcode::Logistic: return un("vlogistic");
-    case Opcode::Sin: return un("vsin");
-    case Opcode::Cos: return un("vcos");
-    case Opcode::Floor: return un("vfloor.f32");
-    case Opcode::Ceil: return un("vceil.f32");
-    case Opcode::RoundNearestEven: return un("vround.f32");
-    case Opcode::Power:
-      if (!f) return integerPower(ops[0], ops[1], rt);
-      return bin("vpow", "");
-    case Opcode::Erf:
-      if (!f) return unsupported();
-      return normalize(expandErfF32(ops[0], rt));
-    case Opcode::Asin:
-    case Opcode::Acos:
-      if (!f) return unsupported();
-      return normalize(expandAsinAcosF32(ops[0], in.opcode() == Opcode::Acos, rt));
-    case Opcode::Atan:
-      if (!f) return unsupported();
-      return normalize(expandAtanF32(ops[0], rt));
-    case Opcode::Asinh:
-    case Opcode::Acosh:
-    case Opcode::Atanh:
-      if (!f) return unsupported();
-      return normalize(expandInverseHyperbolicF32(in.opcode(), ops[0], rt));
-    case Opcode::Atan2:
-      if (!f) return unsupported();
-      return normalize(expandAtan2F32(ops[0], ops[1], rt));
-    case Opcode::Real:  // of a real type: the value itself
-      return vcopy(ops[0], rt);
-    case Opcode::Imag: {  // of a real type: the type's all-zero-bits value, as the interpreter's zeros
-      return vconst(rt, literalBits(hlo::Literal::zeros(hlo::Shape::scalar(rt)), rt));
+    default: return unsupportedOp(in, ot);
+  }
+}
+
+// Composed integer arithmetic (and sign, select, clamp) on 32-bit lanes.
+std::optional<VReg> Lowerer::lowerIntegerOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
+  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
+  switch (in.opcode()) {
+    case Opcode::Maximum:
+    case Opcode::Minimum: {
+      bool mx = in.opcode() == Opcode::Maximum;
+      if (u && typeInfo(ot).bits == 32) {
+        VReg a = flipSignBit(ops[0]), b = flipSignBit(ops[1]);
+        VReg d = binop(mx ? "vmax.s32" : "vmin.s32", a, V(b), rt);
+        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
+        vfree(a);
+        vfree(b);
+        return d;
+      }
+      return binop(mx ? "vmax.s32" : "vmin.s32", ops[0], V(ops[1]), rt);
     }
+    case Opcode::Divide:
+    case Opcode::Remainder: {
+      bool div = in.opcode() == Opcode::Divide;
+      if (f) {
+        VReg q = binop("vdiv.f32", ops[0], V(ops[1]), rt);
+        if (div) return normalize(q);
+        VReg t = truncTowardZero(q);
+        e_.op("vmul.f32 {}, {}, {}", V(t), V(t), V(ops[1]));
+        VReg d = binop("vsub.f32", ops[0], V(t), rt);
+        vfree(q);
+        vfree(t);
+        return normalize(d);
+      }
+      if (typeInfo(ot).bits == 32) return divide32(ops[0], ops[1], !u, div, rt);
+      // Narrow integers: division through f32 is exact (|x| < 2^24), then
+      // the zero-divisor rules: x / 0 = -1, x % 0 = x.
+      VReg a = unop("vcvt.f32.s32", ops[0], ElementType::F32);
+      VReg b = unop("vcvt.f32.s32", ops[1], ElementType::F32);
+      VReg q = binop("vdiv.f32", a, V(b), ElementType::F32);
+      VReg t = truncTowardZero(q);
+      VReg qi = unop("vcvt.s32.f32", t, ElementType::S32);
+      vfree(a);
+      vfree(b);
+      vfree(q);
+      vfree(t);
+      int z = malloc_();
+      e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(ops[1]));
+      VReg d;
+      if (div) {
+        VReg m1 = vconst(ElementType::S32, 0xffffffffu);
+        d = valloc(rt);
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(m1), V(qi));
+        vfree(m1);
+      } else {
+        VReg p = binop("vmul.s32", qi, V(ops[1]), ElementType::S32);
+        VReg r = binop("vsub.s32", ops[0], V(p), rt);
+        d = valloc(rt);
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(ops[0]), V(r));
+        vfree(p);
+        vfree(r);
+      }
+      masks_.put(z);
+      vfree(qi);
+      return normalize(d);
+    }
+    case Opcode::Not: {
+      if (rt == ElementType::Pred) return binop("vxor", ops[0], "1", rt);
+      return normalize(unop("vnot", ops[0], rt));
+    }
+    case Opcode::Negate: {
+      VReg z = vconst(ElementType::S32, 0);
+      VReg d = binop("vsub.s32", z, V(ops[0]), rt);
+      vfree(z);
+      return normalize(d);
+    }
+    case Opcode::Abs: {
+      VReg z = vconst(ElementType::S32, 0);
+      VReg n = binop("vsub.s32", z, V(ops[0]), rt);
+      VReg d = binop("vmax.s32", ops[0], V(n), rt);
+      vfree(z);
+      vfree(n);
+      return normalize(d);
+    }
+    case Opcode::Sign: {
+      const char* cmp = f ? "f32" : "s32";
+      int gt = malloc_(), lt = malloc_();
+      e_.op("vcmp.gt.{} {}, {}, 0", cmp, M(gt), V(ops[0]));
+      e_.op("vcmp.lt.{} {}, {}, 0", cmp, M(lt), V(ops[0]));
+      VReg one = vconst(rt, f ? 0x3f800000u : 1u);
+      VReg mone = vconst(rt, f ? 0xbf800000u : 0xffffffffu);
+      VReg d = valloc(rt);
+      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lt), V(mone), V(ops[0]));
+      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(gt), V(one), V(d));
+      vfree(one);
+      vfree(mone);
+      masks_.put(gt);
+      masks_.put(lt);
+      return d;
+    }
+    case Opcode::Select: {
+      int m = malloc_();
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
+      VReg d = valloc(rt);
+      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(ops[1]), V(ops[2]));
+      masks_.put(m);
+      return d;
+    }
+    case Opcode::Clamp: {
+      bool fl = typeInfo(rt).isFloat;
+      if (typeInfo(rt).isUnsigned && typeInfo(rt).bits == 32) {  // order u32 through the flipped sign bit
+        VReg lo = flipSignBit(ops[0]), x = flipSignBit(ops[1]), hi = flipSignBit(ops[2]);
+        VReg a = binop("vmax.s32", x, V(lo), rt);
+        VReg d = binop("vmin.s32", a, V(hi), rt);
+        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
+        for (VReg r : {lo, x, hi, a}) vfree(r);
+        return d;
+      }
+      VReg a = binop(fl ? "vmax.f32" : "vmax.s32", ops[1], V(ops[0]), rt);
+      VReg d = binop(fl ? "vmin.f32" : "vmin.s32", a, V(ops[2]), rt);
+      vfree(a);
+      return d;
+    }
+    default: return unsupportedOp(in, ot);
+  }
+}
+
+// mulhi, shifts, popcnt and count-leading-zeros on 32-bit lanes.
+std::optional<VReg> Lowerer::lowerBitOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
+  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
+  switch (in.opcode()) {
     case Opcode::Mulhi: {
-      if (f) return unsupported();
+      if (f) return unsupportedOp(in, ot);
       int bits = typeInfo(ot).bits;
       if (bits == 32) {
         // The high word of the exact 64-bit product: the operands extended
@@ -1479,13 +1536,136 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
         vfree(bh);
         return d;
       }
-      if (bits < 8) return unsupported();  // the interpreter has no mulhi for s4/u4 either
+      if (bits < 8) return unsupportedOp(in, ot);  // the interpreter has no mulhi for s4/u4 either
       // 8 and 16 bits: the product is exact in a 32-bit lane (u16's bit
       // pattern too), its high half one shift away.
       VReg d = binop("vmul.s32", ops[0], V(ops[1]), rt);
       e_.op("{} {}, {}, {}", u ? "vshr" : "vsra", V(d), V(d), bits);
       return normalize(d);
     }
+    case Opcode::ShiftLeft:
+    case Opcode::ShiftRightLogical:
+    case Opcode::ShiftRightArithmetic: {
+      int bits = typeInfo(rt).bits;
+      const char* m = in.opcode() == Opcode::ShiftLeft ? "vshl"
+                      : in.opcode() == Opcode::ShiftRightLogical ? "vshr" : "vsra";
+      VReg x = ops[0];
+      bool extend = in.opcode() == Opcode::ShiftRightArithmetic && bits < 32 && typeInfo(rt).isUnsigned;
+      if (extend) {  // the type's top bit is the sign an arithmetic shift copies
+        x = binop("vshl", ops[0], std::to_string(32 - bits), rt);
+        e_.op("vsra {}, {}, {}", V(x), V(x), 32 - bits);
+      }
+      VReg r = binop(m, x, V(ops[1]), rt);
+      int lo = malloc_(), hi = malloc_();
+      e_.op("vcmp.ge.s32 {}, {}, 0", M(lo), V(ops[1]));
+      e_.op("vcmp.lt.s32 {}, {}, {}", M(hi), V(ops[1]), bits);
+      e_.op("mand {}, {}, {}", M(lo), M(lo), M(hi));
+      VReg d = valloc(rt);
+      if (in.opcode() == Opcode::ShiftRightArithmetic) {
+        VReg s = binop("vsra", x, "31", rt);
+        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lo), V(r), V(s));
+        vfree(s);
+      } else {
+        e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r));
+      }
+      if (in.opcode() == Opcode::ShiftRightLogical && bits < 32 && !typeInfo(rt).isUnsigned) {
+        // Logical shift of a sign-extended value: shift the zero-extended one.
+        VReg z = binop("vand", ops[0], std::to_string((1 << bits) - 1), rt);
+        VReg r2 = binop("vshr", z, V(ops[1]), rt);
+        e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r2));
+        vfree(z);
+        vfree(r2);
+      }
+      masks_.put(lo);
+      masks_.put(hi);
+      vfree(r);
+      if (extend) vfree(x);
+      return normalize(d);
+    }
+    case Opcode::Popcnt:
+    case Opcode::Clz: {
+      int bits = typeInfo(rt).bits;
+      VReg x = valloc(rt);
+      if (bits < 32) e_.op("vand {}, {}, {}", V(x), V(ops[0]), (1 << bits) - 1);
+      else e_.op("vmov.s32 {}, {}", V(x), V(ops[0]));
+      VReg t = valloc(rt);
+      emitLanePopcount(x, t, in.opcode() == Opcode::Clz);
+      if (in.opcode() == Opcode::Clz) {
+        VReg w = vconst(rt, static_cast<uint32_t>(bits));
+        e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
+        vfree(w);
+      }
+      vfree(t);
+      return x;
+    }
+    default: return unsupportedOp(in, ot);
+  }
+}
+
+// compare, every direction and comparison type.
+std::optional<VReg> Lowerer::lowerCompareOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
+  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
+  switch (in.opcode()) {
+    case Opcode::Compare: {
+      static const char* kDir[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+      const char* dir = kDir[static_cast<int>(in.attrs().comparisonDirection)];
+      int m = malloc_();
+      if (f && in.attrs().comparisonType == hlo::ComparisonType::TotalOrder) {
+        // Total order: compare the bits as signed integers, negative floats
+        // with their magnitude bits flipped (-NaN < -inf < -0 < +0 < +NaN).
+        VReg k[2];
+        for (int i = 0; i < 2; ++i) {
+          k[i] = binop("vsra", ops[static_cast<size_t>(i)], "31", ElementType::S32);
+          e_.op("vand {}, {}, 2147483647", V(k[i]), V(k[i]));
+          e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(ops[static_cast<size_t>(i)]));
+        }
+        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(k[0]), V(k[1]));
+        vfree(k[0]);
+        vfree(k[1]);
+      } else if (f) {
+        e_.op("vcmp.{}.f32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
+      } else if (u && typeInfo(ot).bits == 32) {
+        VReg a = flipSignBit(ops[0]), b = flipSignBit(ops[1]);
+        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(a), V(b));
+        vfree(a);
+        vfree(b);
+      } else {
+        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
+      }
+      return toMask01(m);
+    }
+    default: return unsupportedOp(in, ot);
+  }
+}
+
+// Library math composed from chip instructions on f32 lanes.
+std::optional<VReg> Lowerer::lowerComposedMath(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
+  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
+  switch (in.opcode()) {
+    case Opcode::Erf:
+      if (!f) return unsupportedOp(in, ot);
+      return normalize(expandErfF32(ops[0], rt));
+    case Opcode::Asin:
+    case Opcode::Acos:
+      if (!f) return unsupportedOp(in, ot);
+      return normalize(expandAsinAcosF32(ops[0], in.opcode() == Opcode::Acos, rt));
+    case Opcode::Atan:
+      if (!f) return unsupportedOp(in, ot);
+      return normalize(expandAtanF32(ops[0], rt));
+    case Opcode::Asinh:
+    case Opcode::Acosh:
+    case Opcode::Atanh:
+      if (!f) return unsupportedOp(in, ot);
+      return normalize(expandInverseHyperbolicF32(in.opcode(), ops[0], rt));
+    case Opcode::Atan2:
+      if (!f) return unsupportedOp(in, ot);
+      return normalize(expandAtan2F32(ops[0], ops[1], rt));
     case Opcode::Tan: {
       VReg s = unop("vsin", ops[0], rt), c = unop("vcos", ops[0], rt);
       VReg d = binop("vdiv.f32", s, V(c), rt);
@@ -1564,68 +1744,7 @@ std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VR
       for (VReg x : {a, fl, fr, up, r, sgn}) vfree(x);
       return d;
     }
-    case Opcode::ShiftLeft:
-    case Opcode::ShiftRightLogical:
-    case Opcode::ShiftRightArithmetic: {
-      int bits = typeInfo(rt).bits;
-      const char* m = in.opcode() == Opcode::ShiftLeft ? "vshl"
-                      : in.opcode() == Opcode::ShiftRightLogical ? "vshr" : "vsra";
-      VReg x = ops[0];
-      bool extend = in.opcode() == Opcode::ShiftRightArithmetic && bits < 32 && typeInfo(rt).isUnsigned;
-      if (extend) {  // the type's top bit is the sign an arithmetic shift copies
-        x = binop("vshl", ops[0], std::to_string(32 - bits), rt);
-        e_.op("vsra {}, {}, {}", V(x), V(x), 32 - bits);
-      }
-      VReg r = binop(m, x, V(ops[1]), rt);
-      int lo = malloc_(), hi = malloc_();
-      e_.op("vcmp.ge.s32 {}, {}, 0", M(lo), V(ops[1]));
-      e_.op("vcmp.lt.s32 {}, {}, {}", M(hi), V(ops[1]), bits);
-      e_.op("mand {}, {}, {}", M(lo), M(lo), M(hi));
-      VReg d = valloc(rt);
-      if (in.opcode() == Opcode::ShiftRightArithmetic) {
-        VReg s = binop("vsra", x, "31", rt);
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lo), V(r), V(s));
-        vfree(s);
-      } else {
-        e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r));
-      }
-      if (in.opcode() == Opcode::ShiftRightLogical && bits < 32 && !typeInfo(rt).isUnsigned) {
-        // Logical shift of a sign-extended value: shift the zero-extended one.
-        VReg z = binop("vand", ops[0], std::to_string((1 << bits) - 1), rt);
-        VReg r2 = binop("vshr", z, V(ops[1]), rt);
-        e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r2));
-        vfree(z);
-        vfree(r2);
-      }
-      masks_.put(lo);
-      masks_.put(hi);
-      vfree(r);
-      if (extend) vfree(x);
-      return normalize(d);
-    }
-    case Opcode::Popcnt:
-    case Opcode::Clz: {
-      int bits = typeInfo(rt).bits;
-      VReg x = valloc(rt);
-      if (bits < 32) e_.op("vand {}, {}, {}", V(x), V(ops[0]), (1 << bits) - 1);
-      else e_.op("vmov.s32 {}, {}", V(x), V(ops[0]));
-      VReg t = valloc(rt);
-      emitLanePopcount(x, t, in.opcode() == Opcode::Clz);
-      if (in.opcode() == Opcode::Clz) {
-        VReg w = vconst(rt, static_cast<uint32_t>(bits));
-        e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
-        vfree(w);
-      }
-      vfree(t);
-      return x;
-    }
-    case Opcode::ReducePrecision: return lowerReducePrecision(in, ops[0]);
-    case Opcode::Map: {
-      std::vector<VReg> out;
-      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
-      return out[0];
-    }
-    default: return unsupported();
+    default: return unsupportedOp(in, ot);
   }
 }
 
@@ -3344,33 +3463,12 @@ bool Lowerer::emitInstruction(const Instruction& in) {
   bool handled = false;
   bool emitted = emitMisc(in, handled);
   if (handled) return emitted;
+  if (hlo::computesNothing(in.opcode())) return true;  // buffers were renamed or defined in planning
   switch (in.opcode()) {
-    case Opcode::Parameter:
-    case Opcode::Constant:
-    case Opcode::GetTupleElement:
-    case Opcode::Tuple:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-    case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency:
-    case Opcode::Domain:
-    case Opcode::SetDimensionSize:
-    case Opcode::DynamicReshape:
-    case Opcode::AfterAll:
-      return true;
     case Opcode::BitcastConvert:
       return bitcastRepacksNibbles(in) ? lowerNibbleBitcast(in) : true;
     case Opcode::Call: return emitComputation(*in.toApply());
-    case Opcode::Fusion:
-      if (isFlatFusion(in)) return lowerFlatFusion(in);
-      if (matmulEpilogueFusion(in, nullptr)) return lowerMatmulEpilogueFusion(in);
-      if (inputFusion(in, nullptr)) return lowerInputFusion(in);
-      if (columnReduceFusion(in, nullptr)) return lowerColumnReduceFusion(in);
-      if (rowFusion(in, nullptr)) return lowerRowFusion(in);
-      if (attentionFusion(in, nullptr)) return lowerAttentionFusion(in);
-      if (resident_.count(&in)) return lowerResidentFusion(in);
-      return emitComputation(*in.fusedComputation());
+    case Opcode::Fusion: return emitFusion(in);
     case Opcode::While: {
       beginKernel(in, "while");
       ControlRegion region(controlDepth_);

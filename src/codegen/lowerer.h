@@ -1,9 +1,13 @@
 // Internal to the codegen library: the Lowerer class, shared by the
-// lowering files (lower.cpp and lower_*.cpp, one per family of HLO ops),
-// and the small helpers they all use. Not a public interface.
+// lowering files (lower.cpp and kernels/*.cpp, one per kernel kind or type
+// family), and the small helpers they all use. Not a public interface. The
+// state a lowering carries from planning to emission is the
+// LoweringContext (lowering_context.h); the Lowerer adds the planner and the
+// kernel emitters over it.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cctype>
 #include <cstdint>
@@ -22,6 +26,7 @@
 #include "codegen/emitter.h"
 #include "codegen/fusion_lowering.h"
 #include "codegen/lower.h"
+#include "codegen/lowering_context.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
 #include "target/topology.h"
@@ -43,7 +48,7 @@ constexpr int kVregElems = 1024;  // 8 sublanes x 128 lanes
 // floats as f32 values the type can represent. Wide types take `words`
 // 32-bit words per element: s64/u64/f64 live in a register pair (low word,
 // high word; VReg::hi), c64/c128 in the registers of their parts
-// (lower_complex.cpp).
+// (kernels/complex.cpp).
 struct TypeInfo {
   bool ok = false;
   int bytes = 4;
@@ -167,33 +172,11 @@ inline std::string sanitize(std::string_view name) {
   return s;
 }
 
-// Vmem: an intermediate of a VMEM-resident fusion (see lowerResidentFusion),
-// at `offset` in VMEM. Scratch: a kernel's HBM buffer of its own (no initial
-// data), for scratch past the heap's reach. The others live in HBM too.
-enum class BufKind { Heap, Arg, Result, Const, Vmem, Scratch };
-struct Buf {
-  BufKind kind = BufKind::Heap;
-  uint64_t bytes = 0;
-  std::string name;  // Arg/Result/Const: the HBM buffer's name
-  uint64_t offset = 0;  // Heap: offset in `heap`
-  int64_t def = 0, end = 0;
-  ElementType type = ElementType::F32;
-  std::vector<int64_t> dims;
-  const Instruction* constant = nullptr;
-  std::vector<uint32_t> tableWords;  // Const without an instruction: a table llo-gen made (fft twiddles)
-  bool aliasOfArg = false;  // storage of the argument of the same name (a donated one)
-};
-
-struct Region {
-  int64_t start = 0, end = 0;
-  int parent = -1;
-};
-
 struct VReg {
   int r = -1;
   ElementType t = ElementType::F32;
   int hi = -1;  // pair types: the register of the high words (r holds the low words)
-  // Complex types (lower_complex.cpp): c64 is r (real) and hi (imaginary);
+  // Complex types (kernels/complex.cpp): c64 is r (real) and hi (imaginary);
   // c128 is the real pair r:hi and the imaginary pair im:imh.
   int im = -1, imh = -1;
 };
@@ -254,7 +237,7 @@ struct EwOutput {
   std::vector<int64_t> viewDims = {}, viewStrides = {};
 };
 
-// An output fusion lowered as one matmul (lower_fusion.cpp): the fused
+// An output fusion lowered as one matmul (kernels/matmul_fusion.cpp): the fused
 // computation's one MXU dot (or im2col convolution), and the elementwise
 // instructions after it, applied to each C tile in VMEM before the tile is
 // written back, so the dot's result never goes to HBM. Inputs are the
@@ -289,7 +272,7 @@ struct MatmulEpilogue {
   ElementType outType = ElementType::F32;
 };
 
-// An input fusion lowered as one reduction (lower_fusion.cpp): the fused
+// An input fusion lowered as one reduction (kernels/matmul_fusion.cpp): the fused
 // computation's root reduce, whose inputs the elementwise instructions
 // before it compute from the streamed parameters (shaped like the reduce's
 // inputs) and scalar parameters, vreg by vreg as the rows stream through
@@ -310,7 +293,7 @@ struct ReducePrologue {
   std::vector<int> sideBufs;  // the side outputs' buffers (set when lowering)
 };
 
-// A fusion lowered as one column-reduction kernel (lower_fusion.cpp): one
+// A fusion lowered as one column-reduction kernel (kernels/matmul_fusion.cpp): one
 // or more reduces whose inputs, viewed as [a, r, b], reduce their middle
 // dimension r (leading dimensions when a = 1), computed elementwise from
 // parameters streamed through VMEM in blocks of rows; outputs may also be
@@ -337,7 +320,7 @@ struct ColumnReduceFusion {
   int64_t chunkV = 1, naFull = 1, nbFull = 1, rows = 1;
 };
 
-// A fusion lowered as one row kernel (lower_rows.cpp): row-wise
+// A fusion lowered as one row kernel (kernels/rows.cpp): row-wise
 // normalizations (softmax, layer norm, RMS norm) whose reductions over the
 // trailing dimensions are broadcast back along the rows. Blocks of whole
 // rows stream through VMEM (double-buffered); each row is folded once per
@@ -359,7 +342,7 @@ struct RowFusion {
   int passes = 0;
 };
 
-// A fusion lowered as one attention kernel (lower_attention.cpp):
+// A fusion lowered as one attention kernel (kernels/attention.cpp):
 // dot(Q, K) over the last dimensions, elementwise work and reductions over
 // the keys (a softmax), then dot(P, V), the score matrix kept in VMEM.
 // Q, K, V are parameters [batch..., S|T, 128]; the batch dimensions lead.
@@ -401,7 +384,7 @@ Box viewBox(const EwInput& input, int64_t rows);
 int64_t viewRowElements(const EwOutput& output);
 Box viewBox(const EwOutput& output, int64_t rows);
 
-// A convolution in canonical terms (lower_conv.cpp): spatial vectors are
+// A convolution in canonical terms (kernels/conv.cpp): spatial vectors are
 // indexed by spatial number; "padded" is the input extent after lhs
 // dilation and (possibly negative) padding.
 struct ConvGeometry {
@@ -415,7 +398,7 @@ struct ConvGeometry {
   ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
 };
 
-// The plan of a streamed depthwise convolution (lower_conv_depthwise.cpp):
+// The plan of a streamed depthwise convolution (kernels/conv_depthwise.cpp):
 // the padded image of one batch element in VMEM, each row as `phases`
 // (the last dimension's stride) interleaved runs of positions, `pack`
 // positions side by side in the 128 lanes when the channels are fewer; byte
@@ -433,7 +416,7 @@ struct DepthwisePlan {
   std::vector<uint64_t> vColumns;
 };
 
-// The plan of an implicit-GEMM convolution (lower_conv_implicit.cpp), in
+// The plan of an implicit-GEMM convolution (kernels/conv_implicit.cpp), in
 // elements unless named bytes; VMEM offsets from 0.
 struct ImplicitConvPlan {
   int64_t H = 1, W = 1, kh = 1, kw = 1, sy = 1, sx = 1, rdy = 1, padTop = 0, padLeft = 0, Hp = 1, Hout = 1,
@@ -458,7 +441,7 @@ struct ImplicitConvPlan {
   int64_t inBands = 1, inBandRows = 1, outBands = 1, outBandRows = 1;
 };
 
-// One pass of an fft (lower_fft.cpp): the 1-D transform of the middle
+// One pass of an fft (kernels/fft.cpp): the 1-D transform of the middle
 // dimension of src viewed as [outer, n, inner], written to dst as
 // [outer, dstRows, inner] in dstType.
 struct FftPass {
@@ -511,22 +494,16 @@ struct DotGeometry {
 DotGeometry dotGeometry(const Instruction& dot);
 
 // Custom-call targets that are the identity or a full <-> shard copy on one
-// device (lower_misc.cpp): they only move elements.
+// device (kernels/misc.cpp): they only move elements.
 bool isIdentityCustomCallTarget(const std::string& target);
-// AwsNeuronGelu(Backward) and the cuBLAS gemm targets (lower_misc.cpp).
+// AwsNeuronGelu(Backward) and the cuBLAS gemm targets (kernels/misc.cpp).
 bool isGeluCustomCallTarget(const std::string& target);
 bool isGemmCustomCallTarget(const std::string& target);
 
-class Lowerer {
+class Lowerer : private LoweringContext {
  public:
   Lowerer(const hlo::Module& m, const target::TargetDesc& t, const CodegenOptions& o, DiagnosticEngine& d)
-      : module_(m),
-        target_(t),
-        options_(o),
-        diags_(d),
-        sregs_('s', 1, std::max(1, t.registers.sregs - 1)),
-        vregs_('v', 0, t.registers.vregs),
-        masks_('m', 0, t.registers.vmasks) {
+      : LoweringContext(m, t, o, d) {
     e_.setTarget(&t);
     e_.setKeepText(o.schedule == llo::ScheduleMode::None);
     // An op that does not parse or check is reported at the HLO instruction
@@ -569,6 +546,19 @@ class Lowerer {
   // ---- emission ----
   bool emitComputation(const Computation& c);
   bool emitInstruction(const Instruction& in);
+  // A fusion, by the kernel kind planning decided (fusionKinds_).
+  bool emitFusion(const Instruction& in);
+
+  // The streaming fusion kernels, one row per kind in the order they are
+  // tried (fusion_lowering.cpp): whether a fusion is of the kind (the kind's
+  // classifier, which is also its planner when given a plan to fill) and the
+  // kind's emitter. A fusion no row matches is resident.
+  struct FusionKernel {
+    FusionLowering kind;
+    bool (*matches)(const Lowerer& l, const Instruction& fusion);
+    bool (Lowerer::*emit)(const Instruction& fusion);
+  };
+  static const std::array<FusionKernel, 6> kFusionKernels;
   // llo-gen refuses a program whose peak HBM (arguments, results,
   // constants, kernel scratch and `temporaries`) passes the target's.
   bool checkHbmCapacity(uint64_t temporaries);
@@ -629,7 +619,7 @@ class Lowerer {
   // `owned`.
   bool evalFusedInstruction(const Instruction& i, std::map<const Instruction*, VReg>& val,
                             std::vector<VReg>& owned);
-  // VMEM-resident fusions (lower_resident.cpp): fusions no streaming kernel
+  // VMEM-resident fusions (kernels/resident.cpp): fusions no streaming kernel
   // covers, lowered instruction by instruction inside one kernel, their
   // intermediates in the VMEM above the per-kernel budget.
   void planResidentFusion(const Instruction& in, size_t firstBuf);
@@ -638,7 +628,7 @@ class Lowerer {
   // intermediates while a resident fusion is emitted.
   uint64_t vmemTop() const { return residentDepth_ > 0 ? residentBase() : target_.memory.vmemBytes; }
   uint64_t residentBase() const { return alignUp(vmemBudget(), 512); }
-  // Input fusions (lower_fusion.cpp).
+  // Input fusions (kernels/matmul_fusion.cpp).
   bool inputFusion(const Instruction& in, ReducePrologue* out) const;
   bool lowerInputFusion(const Instruction& in);
   std::optional<std::vector<VReg>> evalReducePrologue(const ReducePrologue& p, const std::vector<VReg>& loaded,
@@ -650,21 +640,21 @@ class Lowerer {
                                                       std::vector<VReg>& owned);
   bool columnReduceFusion(const Instruction& in, ColumnReduceFusion* out) const;
   bool lowerColumnReduceFusion(const Instruction& in);
-  // Row fusions (lower_rows.cpp).
+  // Row fusions (kernels/rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
   bool lowerRowFusion(const Instruction& in);
   // Rows that do not fit VMEM: streamed in segments pass by pass (kernels/rows_long.cpp).
   bool rowFusionFitsVmem(const RowFusion& f) const;
   int64_t rowSegmentVregs(const RowFusion& f) const;  // 0: not even one vreg per segment fits
   bool lowerRowFusionStreamed(const Instruction& in, const RowFusion& f);
-  // Attention fusions (lower_attention.cpp).
+  // Attention fusions (kernels/attention.cpp).
   bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
   bool lowerAttentionFusion(const Instruction& in);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
                   int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr);
-  // Output fusions (lower_fusion.cpp).
+  // Output fusions (kernels/matmul_fusion.cpp).
   bool matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const;
   bool lowerMatmulEpilogueFusion(const Instruction& in);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
@@ -688,7 +678,7 @@ class Lowerer {
                       const MatmulEpilogue* epilogue);
   bool emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf, const MatmulEpilogue* epilogue);
   // Whether a depthwise convolution streams whole images through VMEM, and
-  // its plan; the kernel (lower_conv_depthwise.cpp).
+  // its plan; the kernel (kernels/conv_depthwise.cpp).
   bool depthwisePlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
                      DepthwisePlan& p) const;
   bool emitDepthwiseStream(const Instruction& in, const ConvGeometry& g, const DepthwisePlan& p,
@@ -733,8 +723,19 @@ class Lowerer {
   // freed after its last use (so any number of operands fits the registers).
   std::optional<VReg> lowerReducerOutput(const Computation& c, int64_t index,
                                          const std::function<VReg(int64_t)>& loadParam);
+  // An elementwise op on 32-bit lanes: one instruction from the table
+  // (kLaneInstrs, lower.cpp) where the type class has one, else a composed
+  // sequence; 64-bit pairs and complex values go to their own lowerings.
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
-  // lower_wide.cpp: lowerOp for s64/u64/f64 operands or results.
+  std::optional<VReg> lowerConvertOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerIntegerOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerBitOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerCompareOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lowerComposedMath(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> unsupportedOp(const Instruction& in, ElementType ot);  // fails, naming the op and type
+  VReg flipSignBit(VReg a);
+  VReg truncTowardZero(VReg a);
+  // kernels/wide.cpp: lowerOp for s64/u64/f64 operands or results.
   std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
@@ -767,7 +768,7 @@ class Lowerer {
   int accumulatorCopy(const Instruction& in, int buf, const Shape& s, ElementType acc);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
-  // lower_complex.cpp: lowerOp for c64/c128 operands or results, and the
+  // kernels/complex.cpp: lowerOp for c64/c128 operands or results, and the
   // vector register form of complex values.
   std::optional<VReg> lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops);
   bool checkComplexTypes(const Instruction& in, const Shape& complexLeaf);
@@ -815,7 +816,7 @@ class Lowerer {
   // Brings r back to its type's register form after arithmetic: rounds
   // narrow floats, wraps narrow integers (in place; returns r).
   VReg normalize(VReg r);
-  // Library math from chip instructions, in f32 lanes (lower_math.cpp).
+  // Library math from chip instructions, in f32 lanes (kernels/math.cpp).
   VReg hornerF32(const float* c, int n, VReg v, ElementType rt);
   VReg oddSeriesF32(VReg t, const float* c, int n, ElementType rt);
   void copySignF32(VReg r, VReg x, ElementType rt);
@@ -863,7 +864,7 @@ class Lowerer {
   bool lowerSort(const Instruction& in);
   // With an epilogue, the convolution of an output fusion (its MXU path).
   bool lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue = nullptr);
-  // lower_fft.cpp: fft as the interpreter computes it, in c128 on the
+  // kernels/fft.cpp: fft as the interpreter computes it, in c128 on the
   // vector unit, one pass per transformed dimension.
   bool lowerFft(const Instruction& in);
   bool emitFftPass(const Instruction& in, const FftPass& p);
@@ -875,7 +876,7 @@ class Lowerer {
   int hermitianCompletion(const Instruction& in, const std::vector<int64_t>& dims);
   // A data-section u32 table (deduplicated by content).
   int constTable(const Instruction& in, const std::vector<uint32_t>& words);
-  // lower_gather.cpp: a scalar loop over index vectors staged in SMEM. The
+  // kernels/gather_scatter.cpp: a scalar loop over index vectors staged in SMEM. The
   // body is emitted once; `component(k)` loads component k of the current
   // index vector into a fresh register; DMAs the body counts in `rPend`
   // (on sem0) are waited for at the end of each chunk of index vectors.
@@ -887,10 +888,10 @@ class Lowerer {
   bool lowerScatter(const Instruction& in);
   bool fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff);
 
-  // lower_misc.cpp: ids, get-dimension-size, copy-start/done, async
+  // kernels/misc.cpp: ids, get-dimension-size, copy-start/done, async
   // wrappers, rng-bit-generator, reduce-precision, custom calls, dots the
   // bf16/int8 MXU paths do not take.
-  // lower_collectives.cpp: every collective and its start/done forms, over
+  // kernels/collectives.cpp: every collective and its start/done forms, over
   // the chips of a pod (remote DMAs between chips, rings along the torus).
   bool planCollective(const Instruction& in, int region);
   bool lowerCollective(const Instruction& in);
@@ -938,7 +939,7 @@ class Lowerer {
   bool planMisc(const Instruction& in, int region, bool& handled);
   bool emitMisc(const Instruction& in, bool& handled);
   // Whether `in` may have s64/u64/f64 or c64/c128 operands or results
-  // (lower_wide.cpp); reports an error if not.
+  // (kernels/wide.cpp); reports an error if not.
   bool checkWideTypes(const Instruction& in);
   std::optional<VReg> lowerReducePrecision(const Instruction& in, VReg x);
   std::optional<VReg> lowerReducePrecisionF64(const Instruction& in, VReg x);
@@ -988,10 +989,6 @@ class Lowerer {
   int permutedCopy(int buf, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm);
   int readScalarBranch(const Instruction& in);
 
-  const hlo::Module& module_;
-  const target::TargetDesc& target_;
-  const CodegenOptions& options_;
-  DiagnosticEngine& diags_;
   Emitter e_;
   const Instruction* emitting_ = nullptr;  // the instruction whose kernel is being emitted
   // While loops and conditionals being emitted: their code branches back
@@ -1004,61 +1001,13 @@ class Lowerer {
     ControlRegion& operator=(const ControlRegion&) = delete;
     int& depth_;
   };
-  RegPool sregs_, vregs_, masks_;
-  bool failed_ = false;
-  // lowerComputation: a root concatenate gives its operands as results, as a
-  // root tuple does (a flat fusion writes each into its place).
-  bool concatRootAsTuple_ = false;
-
-  std::vector<Buf> bufs_;
-  std::map<const Instruction*, std::vector<int>> leaves_;
-  std::vector<Region> regions_;
-  int64_t pos_ = 0;
-  std::set<const Computation*> inlined_;
-  std::vector<std::pair<int, int>> resultCopies_;  // (result buf, source buf)
-  std::vector<int> results_;
-  std::vector<int> args_;
-  // Temporaries created during emission (padded operands): placed after
-  // planning, each live only within its kernel (position-free slots).
-  std::vector<int> scratch_;
-  uint64_t scratchBytes_ = 0;
-  uint64_t scratchTop_ = 0;
-  uint64_t heapBytes_ = 0;
-
-  // cuBLAS gemm custom calls as the dot instructions they stand for.
-  std::map<const Instruction*, std::unique_ptr<Instruction>> gemmDots_;
-  std::map<const Instruction*, std::pair<double, double>> gemmScales_;  // alpha, beta
-
-  int rngState_ = -1;  // the rng_state argument buffer, once an rng is planned
-  // Per computation: the order its instructions are planned and emitted in
-  // (see loweringOrder), and which computations draw from the rng stream.
-  std::map<const Computation*, std::vector<const Instruction*>> loweringOrders_;
-  std::map<const Computation*, bool> drawsRngMemo_;
-
-  // Resident fusions and where their intermediates live. While one is
-  // emitted, its instructions' kernels are sections of its kernel and add
-  // their figures to residentFlops_/residentVmem_.
-  struct ResidentFusion {
-    uint64_t vmemBytes = 0;     // its intermediates' share of VMEM
-    uint64_t spilledBytes = 0;  // intermediates that did not fit, in HBM
-  };
-  std::map<const Instruction*, ResidentFusion> resident_;
-  int fusionPlanDepth_ = 0;  // fusions being planned instruction by instruction
-  int residentDepth_ = 0;
-  double residentFlops_ = 0;
-  uint64_t residentVmem_ = 0;
-
   // While set, running out of vector registers sets vregsExhausted_
   // instead of failing: the row kernel tries groups of rows this way.
   bool softVregs_ = false;
   bool vregsExhausted_ = false;
-
-  CodegenStats stats_;
-  std::string kernelLabel_;
-  std::string kernelHlo_;
-  std::string kernelOpName_;
-  std::string kernelKind_;
-  int kernelCount_ = 0;
+  // lowerComputation: a root concatenate gives its operands as results, as a
+  // root tuple does (a flat fusion writes each into its place).
+  bool concatRootAsTuple_ = false;
 };
 
 inline std::vector<int64_t> byteStrides(const std::vector<int64_t>& dims, int es) {

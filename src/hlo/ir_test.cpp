@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string_view>
+#include <vector>
 
 #include "hlo/module.h"
 
@@ -45,6 +47,34 @@ TEST(OpcodeTest, NamesRoundTrip) {
   EXPECT_TRUE(isSideEffectingOpcode(Opcode::Outfeed));
   EXPECT_TRUE(isCollective(Opcode::AllReduce));
   EXPECT_TRUE(isAsyncStart(Opcode::CopyStart));
+}
+
+// The property flags every library asks instead of typing lists of opcodes.
+TEST(OpcodeTest, PropertyFlags) {
+  std::vector<std::string_view> renames, aliases, barriers, structure, control, views;
+  for (int i = 0; i < kOpcodeCount; ++i) {
+    auto op = static_cast<Opcode>(i);
+    if (isPureRename(op)) renames.push_back(opcodeName(op));
+    if (isAlias(op)) aliases.push_back(opcodeName(op));
+    if (isBarrier(op)) barriers.push_back(opcodeName(op));
+    if (isBufferStructure(op)) structure.push_back(opcodeName(op));
+    if (isControlFlow(op)) control.push_back(opcodeName(op));
+    if (isView(op)) views.push_back(opcodeName(op));
+    // An alias is a rename in every layout; renames and buffer structure
+    // are the two ways of computing nothing, and never both.
+    if (isAlias(op)) EXPECT_TRUE(isPureRename(op)) << opcodeName(op);
+    EXPECT_FALSE(isPureRename(op) && isBufferStructure(op)) << opcodeName(op);
+    EXPECT_EQ(computesNothing(op), isPureRename(op) || isBufferStructure(op)) << opcodeName(op);
+    if (computesNothing(op) || isControlFlow(op) || isView(op)) EXPECT_FALSE(isSideEffectingOpcode(op)) << opcodeName(op);
+  }
+  using V = std::vector<std::string_view>;
+  EXPECT_EQ(renames, (V{"add-dependency", "bitcast", "copy", "domain", "dynamic-reshape", "opt-barrier", "reshape",
+                        "set-dimension-size"}));
+  EXPECT_EQ(aliases, (V{"add-dependency", "bitcast", "domain", "opt-barrier", "set-dimension-size"}));
+  EXPECT_EQ(barriers, (V{"add-dependency", "after-all", "domain", "opt-barrier"}));
+  EXPECT_EQ(structure, (V{"after-all", "constant", "get-tuple-element", "parameter", "tuple"}));
+  EXPECT_EQ(control, (V{"call", "conditional", "while"}));
+  EXPECT_EQ(views, (V{"broadcast", "reverse", "slice", "transpose"}));
 }
 
 TEST(ShapeTest, ArrayBasics) {

@@ -14,9 +14,7 @@ using hlo::Opcode;
 
 namespace {
 
-bool isView(Opcode op) {
-  return op == Opcode::Transpose || op == Opcode::Broadcast || op == Opcode::Slice || op == Opcode::Reverse;
-}
+using hlo::isView;
 
 // A view to apply to some value: its opcode and attributes. Every view one
 // sink builds has the result dimensions of the view being sunk.

@@ -236,8 +236,7 @@ KernelMap mapKernels(const isa::Program& program, const codegen::CodegenStats* s
     if (auto it = byName.find(k.hlo); it != byName.end()) {
       const hlo::Instruction* in = it->second;
       // Control flow: the kernels of its computations count their own FLOPs.
-      bool control = in->opcode() == hlo::Opcode::While || in->opcode() == hlo::Opcode::Conditional ||
-                     in->opcode() == hlo::Opcode::Call;
+      bool control = hlo::isControlFlow(in->opcode());
       k.modelFlops = control ? 0.0 : hlo::instructionCost(*in).flops;
       k.outputBytes = arrayBytes(in->shape());
       if (k.opName.empty()) k.opName = in->metadata().opName;

@@ -58,7 +58,7 @@ class Propagator {
       comps_.push_back(c);
       for (const auto& inst : c->instructions()) {
         Opcode op = inst->opcode();
-        if (op == Opcode::While || op == Opcode::Call || op == Opcode::Conditional)
+        if (hlo::isControlFlow(op))
           for (hlo::Computation* callee : inst->calledComputations()) stack.push_back(callee);
       }
     }

@@ -203,7 +203,7 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
     return ok && !failed_;
   }
   // Depthwise with one output per group: the image streams through VMEM
-  // (lower_conv_depthwise.cpp), no padded copy in HBM.
+  // (kernels/conv_depthwise.cpp), no padded copy in HBM.
   DepthwisePlan dwPlan;
   if (depthwise && depthwisePlan(in, g, epilogue, dwPlan)) {
     bool ok = emitDepthwiseStream(in, g, dwPlan, epilogue);

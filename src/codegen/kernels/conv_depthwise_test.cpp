@@ -1,5 +1,5 @@
 // End-to-end tests of the streamed depthwise convolution
-// (lower_conv_depthwise.cpp): images DMAed into padded VMEM copies, channels
+// (kernels/conv_depthwise.cpp): images DMAed into padded VMEM copies, channels
 // on the lanes (several positions per lane row below 128 channels), the
 // windows multiply-added on the vector unit. Compared with the interpreter
 // on seeded inputs in [-1, 1]: f32 products are exact and summed in f32

@@ -1,4 +1,4 @@
-// Convolutions on the implicit-GEMM path (lower_conv_implicit.cpp): a sweep
+// Convolutions on the implicit-GEMM path (kernels/conv_implicit.cpp): a sweep
 // of shapes, strides, paddings, dilations, layouts and output types,
 // compared with the interpreter. bf16 operands make every product exact,
 // so only the order of the f32 sums differs: 1e-4 relative (|got - want| /

@@ -277,7 +277,7 @@ bool Lowerer::emitMisc(const Instruction& in, bool& handled) {
   switch (op) {
     case Opcode::PartitionId:
     case Opcode::ReplicaId: {
-      // Chip id = replica * partitions + partition (lower_collectives.cpp).
+      // Chip id = replica * partitions + partition (kernels/collectives.cpp).
       if (!podReady(in)) return false;
       beginKernel(in, "constant");
       int id = sreg();

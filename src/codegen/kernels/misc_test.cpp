@@ -1,4 +1,4 @@
-// End-to-end tests of the small opcodes and shared call graphs (lower_misc.cpp
+// End-to-end tests of the small opcodes and shared call graphs (kernels/misc.cpp
 // and flatten-call-graph inside generateLlo): compiled, simulated and
 // compared with the interpreter. Integer results, rng bits and
 // reduce-precision are compared bit for bit.

@@ -22,22 +22,10 @@ namespace {
 bool hasControlFlow(const Computation& c) {
   for (const auto& i : c.instructions()) {
     Opcode op = i->opcode();
-    if (op == Opcode::While || op == Opcode::Conditional || op == Opcode::Call) return true;
+    if (hlo::isControlFlow(op)) return true;
     if (op == Opcode::Fusion && i->fusedComputation() && hasControlFlow(*i->fusedComputation())) return true;
   }
   return false;
-}
-
-// Instructions of a fusion that become kernels of their own (the rest only
-// rename buffers).
-int64_t kernelCount(const Computation& c) {
-  int64_t n = 0;
-  for (const auto& i : c.instructions()) {
-    Opcode op = i->opcode();
-    n += op != Opcode::Parameter && op != Opcode::Constant && op != Opcode::Tuple &&
-         op != Opcode::GetTupleElement && op != Opcode::Reshape && op != Opcode::Bitcast;
-  }
-  return n;
 }
 
 }  // namespace
@@ -45,7 +33,7 @@ int64_t kernelCount(const Computation& c) {
 void Lowerer::planResidentFusion(const Instruction& in, size_t firstBuf) {
   if (!in.fusedComputation() || hasControlFlow(*in.fusedComputation())) return;
   // One instruction is one kernel already.
-  if (kernelCount(*in.fusedComputation()) < 2) return;
+  if (residentSections(*in.fusedComputation()) < 2) return;
   // The fusion's results stay in HBM; so does anything a result aliases.
   std::set<int> escaping(leaves_[&in].begin(), leaves_[&in].end());
   std::vector<int> ids;

@@ -1,5 +1,5 @@
 // End-to-end tests of sorts whose rows do not fit VMEM (the external
-// bitonic sort of lower_sort.cpp), on a chip with 256 KiB of VMEM so that
+// bitonic sort of kernels/sort.cpp), on a chip with 256 KiB of VMEM so that
 // modest rows take that path: bit-exact against the interpreter.
 #include <gtest/gtest.h>
 

@@ -16,22 +16,8 @@ const char* const kDirs[] = {"eq", "ne", "lt", "le", "gt", "ge"};
 
 // Ops that only move elements (by DMA, or by aliasing): any element width.
 bool movesOnly(Opcode op) {
+  if (hlo::computesNothing(op) || hlo::isControlFlow(op)) return true;
   switch (op) {
-    case Opcode::Parameter:
-    case Opcode::Constant:
-    case Opcode::GetTupleElement:
-    case Opcode::Tuple:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-    case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency:
-    case Opcode::Domain:
-    case Opcode::SetDimensionSize:
-    case Opcode::DynamicReshape:
-    case Opcode::While:
-    case Opcode::Conditional:
-    case Opcode::Call:
     case Opcode::CopyStart:
     case Opcode::CopyDone:
     case Opcode::AsyncStart:

@@ -43,16 +43,10 @@ bool isTranscendental(Opcode op) {
   }
 }
 
-// Instructions that only rename or regroup buffers move no data.
+// Instructions that only alias or regroup buffers move no data (reshape and
+// copy may, under layouts); the ids read a register of the chip.
 bool movesNoData(Opcode op) {
-  switch (op) {
-    case Opcode::Parameter: case Opcode::Constant: case Opcode::Tuple: case Opcode::GetTupleElement:
-    case Opcode::Bitcast: case Opcode::AfterAll: case Opcode::AddDependency: case Opcode::OptimizationBarrier:
-    case Opcode::PartitionId: case Opcode::ReplicaId:
-      return true;
-    default:
-      return false;
-  }
+  return isBufferStructure(op) || isAlias(op) || op == Opcode::PartitionId || op == Opcode::ReplicaId;
 }
 
 // Flops of the instruction itself (not its operands' production).
@@ -126,7 +120,7 @@ Cost instructionCost(const Instruction& instr) {
     if (op == Opcode::Fusion) inner.bytesAccessed = 0;
     cost += inner;
   }
-  if (!movesNoData(op) && op != Opcode::While && op != Opcode::Call && op != Opcode::Conditional) {
+  if (!movesNoData(op) && !isControlFlow(op)) {
     for (const Instruction* operand : instr.operands()) cost.bytesAccessed += bytes(operand->shape());
     cost.bytesAccessed += bytes(instr.shape());
   }

@@ -42,8 +42,7 @@ double CostModel::vmemCapacity() const {
 
 KernelEstimate CostModel::instruction(const Instruction& in) const {
   KernelEstimate e;
-  if (movesNoData(in) || in.opcode() == Opcode::While || in.opcode() == Opcode::Conditional ||
-      in.opcode() == Opcode::Call) {
+  if (movesNoData(in) || hlo::isControlFlow(in.opcode())) {
     e.isKernel = false;
     return e;
   }
@@ -91,7 +90,7 @@ KernelEstimate CostModel::fusion(const FusionGraph& graph, const std::vector<int
   bool viewsOfValues = false;
   for (const auto& up : built.computation->instructions()) {
     Opcode op = up->opcode();
-    if ((op == Opcode::Transpose || op == Opcode::Broadcast || op == Opcode::Slice || op == Opcode::Reverse) &&
+    if (hlo::isView(op) &&
         up->operand(0)->opcode() != Opcode::Parameter && !up->operand(0)->shape().isScalar())
       viewsOfValues = true;
   }

@@ -1027,7 +1027,7 @@ std::vector<hlo::Computation*> codeComputations(const hlo::Module& module) {
     if (!code.count(*it)) continue;
     for (const auto& in : (*it)->instructions()) {
       Opcode op = in->opcode();
-      if (op == Opcode::While || op == Opcode::Conditional || op == Opcode::Call || op == Opcode::AsyncStart)
+      if (hlo::isControlFlow(op) || op == Opcode::AsyncStart)
         for (hlo::Computation* c : in->calledComputations()) code.insert(c);
     }
   }

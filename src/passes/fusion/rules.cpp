@@ -36,10 +36,9 @@ std::string unfusibleReason(const Instruction& in, bool ordered) {
     case Opcode::Tuple: return fmt::format("{} only groups values into a tuple", name);
     case Opcode::GetTupleElement: return fmt::format("{} only picks a tuple element", name);
     case Opcode::CustomCall: return fmt::format("custom-call {} is opaque", name);
-    case Opcode::While: case Opcode::Conditional: case Opcode::Call:
-      return fmt::format("{} runs control flow ({})", name, hlo::opcodeName(op));
     default: break;
   }
+  if (hlo::isControlFlow(op)) return fmt::format("{} runs control flow ({})", name, hlo::opcodeName(op));
   if (in.hasSideEffect()) return fmt::format("{} has side effects", name);
   if (ordered) return fmt::format("{} is ordered by control dependencies", name);
   if (hlo::isCollective(op)) return fmt::format("{} communicates with other devices", name);
@@ -79,15 +78,7 @@ bool isAlwaysDuplicable(const Instruction& in) {
 }
 
 bool movesNoData(const Instruction& in) {
-  switch (in.opcode()) {
-    case Opcode::Parameter: case Opcode::Constant: case Opcode::GetTupleElement: case Opcode::Tuple:
-    case Opcode::Reshape: case Opcode::Bitcast: case Opcode::Copy: case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency: case Opcode::Domain: case Opcode::SetDimensionSize: case Opcode::DynamicReshape:
-    case Opcode::AfterAll: case Opcode::BitcastConvert:
-      return true;
-    default:
-      return false;
-  }
+  return hlo::computesNothing(in.opcode()) || in.opcode() == Opcode::BitcastConvert;
 }
 
 bool isMatmul(const Instruction& in) { return in.opcode() == Opcode::Dot || in.opcode() == Opcode::Convolution; }

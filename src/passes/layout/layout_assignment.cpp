@@ -31,19 +31,8 @@ enum Priority : int { kFill = 0, kTarget = 2, kFixedUse = 3, kFixed = 4, kLevels
 
 // Ops whose results alias their operands or callees (one class per leaf).
 bool isForwarding(Opcode op) {
-  switch (op) {
-    case Opcode::Tuple:
-    case Opcode::GetTupleElement:
-    case Opcode::While:
-    case Opcode::Call:
-    case Opcode::Conditional:
-    case Opcode::OptimizationBarrier:
-    case Opcode::AddDependency:
-    case Opcode::Domain:
-      return true;
-    default:
-      return false;
-  }
+  return op == Opcode::Tuple || op == Opcode::GetTupleElement || hlo::isControlFlow(op) ||
+         (hlo::isBarrier(op) && hlo::isAlias(op));
 }
 
 // Ops that cannot change a layout: operands of the result's rank share it.
@@ -329,7 +318,7 @@ void Assigner::collectComputations() {
     stack.pop_back();
     for (const auto& up : c->instructions()) {
       Opcode op = up->opcode();
-      if (op != Opcode::While && op != Opcode::Call && op != Opcode::Conditional) continue;
+      if (!hlo::isControlFlow(op)) continue;
       for (Computation* callee : up->calledComputations())
         if (callee && reached.insert(callee).second) stack.push_back(callee);
     }

@@ -34,30 +34,21 @@ bool isDataConstant(const Instruction& i) {
 // Ops never folded: they are cheap to keep (broadcast, iota: folding only
 // makes the module larger), have effects or state, or are control flow.
 bool neverFolded(const Instruction& i) {
-  switch (i.opcode()) {
-    case Opcode::Constant:
-    case Opcode::Parameter:
+  const Opcode op = i.opcode();
+  if (hlo::isBufferStructure(op) || hlo::isBarrier(op) || hlo::isControlFlow(op)) return true;
+  switch (op) {
     case Opcode::Broadcast:
     case Opcode::Iota:
     case Opcode::Rng:
     case Opcode::RngBitGenerator:
     case Opcode::RngGetAndUpdateState:
-    case Opcode::While:
-    case Opcode::Conditional:
-    case Opcode::Call:
     case Opcode::CustomCall:
     case Opcode::Fft:
-    case Opcode::AfterAll:
-    case Opcode::AddDependency:
-    case Opcode::OptimizationBarrier:
-    case Opcode::Domain:
     case Opcode::Fusion:
     case Opcode::ReplicaId:
     case Opcode::PartitionId:
     case Opcode::GetDimensionSize:
     case Opcode::SetDimensionSize:
-    case Opcode::Tuple:
-    case Opcode::GetTupleElement:
       return true;
     default:
       return hlo::isAsyncStart(i.opcode()) || hlo::isAsyncDone(i.opcode());

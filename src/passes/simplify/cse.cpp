@@ -33,13 +33,8 @@ bool containsToken(const hlo::Shape& s) {
 bool mergeable(const Instruction& i, Rewriter& rw) {
   Opcode op = i.opcode();
   if (rw.hasSideEffect(&i) || rw.hasControlEdges(&i) || containsToken(i.shape())) return false;
+  if (op == Opcode::Parameter || hlo::isBarrier(op)) return false;
   switch (op) {
-    case Opcode::Parameter:
-    case Opcode::OptimizationBarrier:
-    case Opcode::Domain:
-    case Opcode::AddDependency:
-    case Opcode::AfterAll:
-      return false;
     case Opcode::Constant: return i.attrs().literal && !i.attrs().literal->isElided();
     case Opcode::Iota: return true;
     default: return i.operandCount() > 0;  // replica-id and friends are left alone, as XLA does
