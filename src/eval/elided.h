@@ -1,7 +1,8 @@
 // Elided constants (`constant({...})` in HLO text: a shape without data)
 // get deterministic pseudo-random contents so models with stripped weights
-// still run. Shared by the interpreter and (later) the compiler, so both see
-// the same values.
+// still run. The generator is support/elided_fill.h, shared with llo-gen's
+// fill(seed) and its expansion in the assembler and the .tpu reader, so the
+// interpreter and compiled code see the same values.
 //
 // Recipe (stable across hosts and versions of this file):
 //   seed  = FNV-1a 64-bit hash of the instruction name, a 0 byte, and the
