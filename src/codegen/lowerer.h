@@ -103,6 +103,13 @@ inline bool isPairType(ElementType t) {
 }
 // Pair and complex types: more than one 32-bit word per element.
 inline bool isWideType(ElementType t) { return typeInfo(t).words > 1; }
+// Types of one 32-bit word (not pairs, not complex): the ones the streaming
+// fusion kernels take (kernels/matmul_epilogue.cpp, reduce_input.cpp,
+// column_reduce.cpp).
+inline bool plainType(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  return ti.ok && !ti.isComplex && ti.words <= 1;
+}
 
 
 // The vector load that widens `t` from memory into its register form (for
@@ -237,7 +244,7 @@ struct EwOutput {
   std::vector<int64_t> viewDims = {}, viewStrides = {};
 };
 
-// An output fusion lowered as one matmul (kernels/matmul_fusion.cpp): the fused
+// An output fusion lowered as one matmul (kernels/matmul_epilogue.cpp): the fused
 // computation's one MXU dot (or im2col convolution), and the elementwise
 // instructions after it, applied to each C tile in VMEM before the tile is
 // written back, so the dot's result never goes to HBM. Inputs are the
@@ -272,7 +279,7 @@ struct MatmulEpilogue {
   ElementType outType = ElementType::F32;
 };
 
-// An input fusion lowered as one reduction (kernels/matmul_fusion.cpp): the fused
+// An input fusion lowered as one reduction (kernels/reduce_input.cpp): the fused
 // computation's root reduce, whose inputs the elementwise instructions
 // before it compute from the streamed parameters (shaped like the reduce's
 // inputs) and scalar parameters, vreg by vreg as the rows stream through
@@ -293,7 +300,7 @@ struct ReducePrologue {
   std::vector<int> sideBufs;  // the side outputs' buffers (set when lowering)
 };
 
-// A fusion lowered as one column-reduction kernel (kernels/matmul_fusion.cpp): one
+// A fusion lowered as one column-reduction kernel (kernels/column_reduce.cpp): one
 // or more reduces whose inputs, viewed as [a, r, b], reduce their middle
 // dimension r (leading dimensions when a = 1), computed elementwise from
 // parameters streamed through VMEM in blocks of rows; outputs may also be
@@ -378,7 +385,7 @@ struct MatmulTileSite {
 };
 
 // Elements in one row (dimension 0 fixed) of a view input, and the DMA
-// box that gathers `rows` rows of it (lower.cpp).
+// box that gathers `rows` rows of it (kernels/elementwise.cpp).
 int64_t viewRowElements(const EwInput& input);
 Box viewBox(const EwInput& input, int64_t rows);
 int64_t viewRowElements(const EwOutput& output);
@@ -628,7 +635,7 @@ class Lowerer : private LoweringContext {
   // intermediates while a resident fusion is emitted.
   uint64_t vmemTop() const { return residentDepth_ > 0 ? residentBase() : target_.memory.vmemBytes; }
   uint64_t residentBase() const { return alignUp(vmemBudget(), 512); }
-  // Input fusions (kernels/matmul_fusion.cpp).
+  // Input fusions (kernels/reduce_input.cpp).
   bool inputFusion(const Instruction& in, ReducePrologue* out) const;
   bool lowerInputFusion(const Instruction& in);
   std::optional<std::vector<VReg>> evalReducePrologue(const ReducePrologue& p, const std::vector<VReg>& loaded,
@@ -654,7 +661,7 @@ class Lowerer : private LoweringContext {
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
                   int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr);
-  // Output fusions (kernels/matmul_fusion.cpp).
+  // Output fusions (kernels/matmul_epilogue.cpp).
   bool matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const;
   bool lowerMatmulEpilogueFusion(const Instruction& in);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
