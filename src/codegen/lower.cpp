@@ -89,6 +89,10 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
   ++pos_;
   Opcode op = in.opcode();
   for (const Instruction* o : in.operands()) useLeaves(o, region);
+  // The kernel kind and its plan, decided here once (kernels/registry.cpp);
+  // emission reads them. Renames and buffer structure emit nothing.
+  const KernelEmitter* kind = nullptr;
+  if (!hlo::computesNothing(op)) kind = (decisions_[&in] = decideKernel(in)).emitter;
   if (hlo::opcodeInfo(op).flags & hlo::kCollective) return planCollective(in, region);
   bool handled = false;
   bool planned = planMisc(in, region, handled);
@@ -174,8 +178,7 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       return true;
     }
     case Opcode::Fusion:
-      // The kernel kind is decided here, once; emitInstruction reads it.
-      if ((fusionKinds_[&in] = classifyFusion(in)) == FusionLowering::Resident) {
+      if (kind && kind->fusionKind == FusionLowering::Resident) {
         // Instruction by instruction, as one kernel whose intermediates stay
         // in VMEM when they fit (planResidentFusion).
         std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
@@ -1683,16 +1686,12 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (dst[i] != src[i] && bufs_[dst[i]].bytes > 0)
         emitCopy(dst[i], 0, src[i], 0, {static_cast<int64_t>(bufs_[dst[i]].bytes)}, {1}, {1}, 1);
   };
-  if (hlo::isCollective(in.opcode())) return lowerCollective(in);
-  bool handled = false;
-  bool emitted = emitMisc(in, handled);
-  if (handled) return emitted;
   if (hlo::computesNothing(in.opcode())) return true;  // buffers were renamed or defined in planning
   switch (in.opcode()) {
     case Opcode::BitcastConvert:
-      return bitcastRepacksNibbles(in) ? lowerNibbleBitcast(in) : true;
+      if (!bitcastRepacksNibbles(in)) return true;  // an alias (planned)
+      break;
     case Opcode::Call: return emitComputation(*in.toApply());
-    case Opcode::Fusion: return emitFusion(in);
     case Opcode::While: {
       beginKernel(in, "while");
       ControlRegion region(controlDepth_);
@@ -1755,32 +1754,13 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       (void)label;
       return !failed_;
     }
-    case Opcode::Broadcast: return lowerBroadcast(in);
-    case Opcode::Transpose: return lowerTranspose(in);
-    case Opcode::Slice: return lowerSlice(in);
-    case Opcode::Concatenate: return lowerConcatenate(in);
-    case Opcode::Pad: return lowerPad(in);
-    case Opcode::Reverse: return lowerReverse(in);
-    case Opcode::Iota: return lowerIota(in);
-    case Opcode::Reduce: return lowerReduce(in);
-    case Opcode::Dot: return lowerDot(in);
-    case Opcode::Convolution: return lowerConvolution(in);
-    case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
-    case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
-    case Opcode::ReduceWindow: return lowerReduceWindow(in);
-    case Opcode::SelectAndScatter: return lowerSelectAndScatter(in);
-    case Opcode::Sort: return lowerSort(in);
-    case Opcode::Gather: return lowerGather(in);
-    case Opcode::Scatter: return lowerScatter(in);
     case Opcode::Real:
       if (!typeInfo(in.operand(0)->shape().elementType()).isComplex) return true;  // an alias (planned)
       break;
-    case Opcode::Fft: return lowerFft(in);
     default: break;
   }
-  if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);
-  return fail(in, fmt::format("llo-gen: opcode '{}' is not supported yet (instruction '{}')",
-                              hlo::opcodeName(in.opcode()), in.name()));
+  // Every other instruction: the kernel kind planning decided.
+  return emitKernel(in);
 }
 
 // ============================================================== driver

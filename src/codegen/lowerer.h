@@ -25,6 +25,7 @@
 #include "codegen/buffer_assignment.h"
 #include "codegen/emitter.h"
 #include "codegen/fusion_lowering.h"
+#include "codegen/kernel_emitter.h"
 #include "codegen/lower.h"
 #include "codegen/lowering_context.h"
 #include "hlo/computation.h"
@@ -527,7 +528,8 @@ class Lowerer : private LoweringContext {
 
   std::optional<CodegenResult> run();
   void setCodeSink(std::function<bool(EmittedCode&)> sink) { e_.setSink(std::move(sink)); }
-  // Which kernel a fusion instruction becomes (fusion_lowering.cpp).
+  // Which kernel a fusion instruction becomes: the first fusion kind of the
+  // registry that matches (kernels/registry.cpp).
   FusionLowering classifyFusion(const Instruction& in) const;
 
  private:
@@ -553,19 +555,13 @@ class Lowerer : private LoweringContext {
   // ---- emission ----
   bool emitComputation(const Computation& c);
   bool emitInstruction(const Instruction& in);
-  // A fusion, by the kernel kind planning decided (fusionKinds_).
-  bool emitFusion(const Instruction& in);
-
-  // The streaming fusion kernels, one row per kind in the order they are
-  // tried (fusion_lowering.cpp): whether a fusion is of the kind (the kind's
-  // classifier, which is also its planner when given a plan to fill) and the
-  // kind's emitter. A fusion no row matches is resident.
-  struct FusionKernel {
-    FusionLowering kind;
-    bool (*matches)(const Lowerer& l, const Instruction& fusion);
-    bool (Lowerer::*emit)(const Instruction& fusion);
-  };
-  static const std::array<FusionKernel, 6> kFusionKernels;
+  // The kernel kinds (kernel_emitter.h), in the order the planner tries
+  // them (kernels/registry.cpp). The planner records the first that takes
+  // an instruction, with its plan, in decisions_ (decideKernel); emission
+  // runs the recorded kind from that plan (emitKernel).
+  static const std::vector<KernelEmitter>& kernelEmitters();
+  KernelDecision decideKernel(const Instruction& in) const;
+  bool emitKernel(const Instruction& in);
   // llo-gen refuses a program whose peak HBM (arguments, results,
   // constants, kernel scratch and `temporaries`) passes the target's.
   bool checkHbmCapacity(uint64_t temporaries);
@@ -637,7 +633,7 @@ class Lowerer : private LoweringContext {
   uint64_t residentBase() const { return alignUp(vmemBudget(), 512); }
   // Input fusions (kernels/reduce_input.cpp).
   bool inputFusion(const Instruction& in, ReducePrologue* out) const;
-  bool lowerInputFusion(const Instruction& in);
+  bool lowerInputFusion(const Instruction& in, ReducePrologue p);
   std::optional<std::vector<VReg>> evalReducePrologue(const ReducePrologue& p, const std::vector<VReg>& loaded,
                                                       const std::map<const Instruction*, VReg>& scalars);
   // The values of an input fusion's reduced result leaves from the folded
@@ -646,24 +642,24 @@ class Lowerer : private LoweringContext {
                                                       const std::map<const Instruction*, VReg>& scalars,
                                                       std::vector<VReg>& owned);
   bool columnReduceFusion(const Instruction& in, ColumnReduceFusion* out) const;
-  bool lowerColumnReduceFusion(const Instruction& in);
+  bool lowerColumnReduceFusion(const Instruction& in, const ColumnReduceFusion& f);
   // Row fusions (kernels/rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
-  bool lowerRowFusion(const Instruction& in);
+  bool lowerRowFusion(const Instruction& in, const RowFusion& f);
   // Rows that do not fit VMEM: streamed in segments pass by pass (kernels/rows_long.cpp).
   bool rowFusionFitsVmem(const RowFusion& f) const;
   int64_t rowSegmentVregs(const RowFusion& f) const;  // 0: not even one vreg per segment fits
   bool lowerRowFusionStreamed(const Instruction& in, const RowFusion& f);
   // Attention fusions (kernels/attention.cpp).
   bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
-  bool lowerAttentionFusion(const Instruction& in);
+  bool lowerAttentionFusion(const Instruction& in, const AttentionFusion& f);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
                   int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr);
   // Output fusions (kernels/matmul_epilogue.cpp).
   bool matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const;
-  bool lowerMatmulEpilogueFusion(const Instruction& in);
+  bool lowerMatmulEpilogueFusion(const Instruction& in, MatmulEpilogue e);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
   void emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site);
   // Whether a depthwise convolution (vector unit) can run this epilogue: no tile inputs.

@@ -177,9 +177,7 @@ bool Lowerer::columnReduceFusion(const Instruction& in, ColumnReduceFusion* out)
   return true;
 }
 
-bool Lowerer::lowerColumnReduceFusion(const Instruction& in) {
-  ColumnReduceFusion f;
-  if (!columnReduceFusion(in, &f)) return fail(in, "llo-gen: internal error: not a column-reduction fusion");
+bool Lowerer::lowerColumnReduceFusion(const Instruction& in, const ColumnReduceFusion& f) {
   beginKernel(in, "fusion-reduce-columns");
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   auto bufOf = [&](const Instruction* param) { return leaves_[in.operand(param->attrs().parameterNumber)][0]; };

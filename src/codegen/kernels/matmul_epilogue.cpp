@@ -229,9 +229,7 @@ uint64_t Lowerer::matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64
   return bytes;
 }
 
-bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in) {
-  MatmulEpilogue e;
-  if (!matmulEpilogueFusion(in, &e)) return fail(in, "llo-gen: internal error: not an output fusion");
+bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in, MatmulEpilogue e) {
   const Computation& c = *e.comp;
   for (int64_t p = 0; p < in.operandCount(); ++p)
     if (const Instruction* param = c.parameter(p)) leaves_[param] = leaves_[in.operand(p)];

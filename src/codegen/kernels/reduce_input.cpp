@@ -213,9 +213,7 @@ std::optional<std::vector<VReg>> Lowerer::evalReduceEpilogue(const ReducePrologu
   return result;
 }
 
-bool Lowerer::lowerInputFusion(const Instruction& in) {
-  ReducePrologue p;
-  if (!inputFusion(in, &p)) return fail(in, "llo-gen: internal error: not an input fusion");
+bool Lowerer::lowerInputFusion(const Instruction& in, ReducePrologue p) {
   beginKernel(in, "fusion-reduce");
   auto bufOf = [&](const Instruction* param) {
     return leaves_[in.operand(param->attrs().parameterNumber)][0];

@@ -208,9 +208,7 @@ bool Lowerer::hoistScalars(const Instruction& fusion, const std::vector<const In
   return true;
 }
 
-bool Lowerer::lowerRowFusion(const Instruction& in) {
-  RowFusion f;
-  if (!rowFusion(in, &f)) return fail(in, "llo-gen: internal error: not a row fusion");
+bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
   if (!rowFusionFitsVmem(f)) return lowerRowFusionStreamed(in, f);
   beginKernel(in, "fusion-rows");
   PoolGuard guard({&sregs_, &vregs_, &masks_});
