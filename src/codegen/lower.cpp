@@ -85,6 +85,77 @@ bool Lowerer::plan(const Computation& c, int region) {
   return true;
 }
 
+// Plans `callee` inline at `in` (a call or a resident fusion), its
+// parameters bound to the buffers of `args`.
+bool Lowerer::planInline(const Instruction& in, const Computation* callee, int region) {
+  if (!callee) return fail(in, "llo-gen: missing called computation");
+  if (!inlined_.insert(callee).second)
+    return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place; inlining it twice "
+                                "is not supported yet",
+                                callee->name()));
+  for (int64_t i = 0; i < in.operandCount(); ++i)
+    if (auto* p = callee->parameter(i)) leaves_[p] = leaves_[in.operand(i)];
+  return plan(*callee, region);
+}
+
+// A resident fusion: its instructions planned inline, as one kernel whose
+// intermediates stay in VMEM when they fit (planResidentFusion).
+bool Lowerer::planResidentInline(const Instruction& in, int region) {
+  const size_t firstBuf = bufs_.size();
+  ++fusionPlanDepth_;
+  bool planned = planInline(in, in.fusedComputation(), region);
+  --fusionPlanDepth_;
+  if (!planned) return false;
+  leaves_[&in] = leaves_[in.fusedComputation()->root()];
+  // A fusion nested in another is part of the outer one's placement.
+  if (fusionPlanDepth_ == 0) planResidentFusion(in, firstBuf);
+  return true;
+}
+
+// A while loop: its state buffers, and a region spanning both bodies so
+// that every buffer used inside lives for the whole loop.
+bool Lowerer::planWhile(const Instruction& in, int region) {
+  if (!checkTypes(in)) return false;
+  defineNew(in);
+  int r = static_cast<int>(regions_.size());
+  regions_.push_back({pos_, 0, region});
+  regions_[r].end = std::numeric_limits<int64_t>::max();  // while planning the body
+  const Computation* cond = in.whileCondition();
+  const Computation* body = in.whileBody();
+  for (const Computation* c : {cond, body}) {
+    if (!inlined_.insert(c).second)
+      return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", c->name()));
+    if (auto* p = c->parameter(0)) leaves_[p] = leaves_[&in];
+  }
+  if (!plan(*cond, r) || !plan(*body, r)) return false;
+  ++pos_;
+  regions_[r].end = pos_;
+  useLeaves(cond->root(), r);
+  useLeaves(body->root(), r);
+  for (int b : leaves_[&in]) use(b, r);
+  // Buffers used in the loop before its end was known: stretch them.
+  for (Buf& b : bufs_)
+    if (b.end == std::numeric_limits<int64_t>::max()) b.end = pos_;
+  return true;
+}
+
+// A conditional: its result buffers, each branch planned in turn.
+bool Lowerer::planConditional(const Instruction& in, int region) {
+  if (!checkTypes(in)) return false;
+  defineNew(in);
+  for (size_t i = 0; i < in.calledComputations().size(); ++i) {
+    const Computation* br = in.calledComputations()[i];
+    if (!inlined_.insert(br).second)
+      return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", br->name()));
+    if (auto* p = br->parameter(0)) leaves_[p] = leaves_[in.operand(static_cast<int64_t>(i) + 1)];
+    if (!plan(*br, region)) return false;
+    ++pos_;
+    useLeaves(br->root(), region);
+  }
+  for (int b : leaves_[&in]) use(b, region);
+  return true;
+}
+
 bool Lowerer::planInstruction(const Instruction& in, int region) {
   ++pos_;
   Opcode op = in.opcode();
@@ -97,16 +168,6 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
   bool handled = false;
   bool planned = planMisc(in, region, handled);
   if (handled) return planned;
-  auto callInline = [&](const Computation* callee, const std::vector<const Instruction*>& args) -> bool {
-    if (!callee) return fail(in, "llo-gen: missing called computation");
-    if (!inlined_.insert(callee).second)
-      return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place; inlining it twice "
-                                  "is not supported yet",
-                                  callee->name()));
-    for (size_t i = 0; i < args.size(); ++i)
-      if (auto* p = callee->parameter(static_cast<int64_t>(i))) leaves_[p] = leaves_[args[i]];
-    return plan(*callee, region);
-  };
   // Pure renames share their operand's buffers. Dynamic dimensions are held
   // at their bounds, so set-dimension-size and dynamic-reshape (to the bounded
   // result shape, as the interpreter does) are renames too.
@@ -172,66 +233,15 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       }
       break;
     case Opcode::Call: {
-      std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
-      if (!callInline(in.toApply(), args)) return false;
+      if (!planInline(in, in.toApply(), region)) return false;
       leaves_[&in] = leaves_[in.toApply()->root()];
       return true;
     }
     case Opcode::Fusion:
-      if (kind && kind->fusionKind == FusionLowering::Resident) {
-        // Instruction by instruction, as one kernel whose intermediates stay
-        // in VMEM when they fit (planResidentFusion).
-        std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
-        const size_t firstBuf = bufs_.size();
-        ++fusionPlanDepth_;
-        bool planned = callInline(in.fusedComputation(), args);
-        --fusionPlanDepth_;
-        if (!planned) return false;
-        leaves_[&in] = leaves_[in.fusedComputation()->root()];
-        // A fusion nested in another is part of the outer one's placement.
-        if (fusionPlanDepth_ == 0) planResidentFusion(in, firstBuf);
-        return true;
-      }
+      if (kind && kind->fusionKind == FusionLowering::Resident) return planResidentInline(in, region);
       break;
-    case Opcode::While: {
-      if (!checkTypes(in)) return false;
-      defineNew(in);
-      int r = static_cast<int>(regions_.size());
-      regions_.push_back({pos_, 0, region});
-      regions_[r].end = std::numeric_limits<int64_t>::max();  // while planning the body
-      const Computation* cond = in.whileCondition();
-      const Computation* body = in.whileBody();
-      for (const Computation* c : {cond, body}) {
-        if (!inlined_.insert(c).second)
-          return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", c->name()));
-        if (auto* p = c->parameter(0)) leaves_[p] = leaves_[&in];
-      }
-      if (!plan(*cond, r) || !plan(*body, r)) return false;
-      ++pos_;
-      regions_[r].end = pos_;
-      useLeaves(cond->root(), r);
-      useLeaves(body->root(), r);
-      for (int b : leaves_[&in]) use(b, r);
-      // Buffers used in the loop before its end was known: stretch them.
-      for (Buf& b : bufs_)
-        if (b.end == std::numeric_limits<int64_t>::max()) b.end = pos_;
-      return true;
-    }
-    case Opcode::Conditional: {
-      if (!checkTypes(in)) return false;
-      defineNew(in);
-      for (size_t i = 0; i < in.calledComputations().size(); ++i) {
-        const Computation* br = in.calledComputations()[i];
-        if (!inlined_.insert(br).second)
-          return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", br->name()));
-        if (auto* p = br->parameter(0)) leaves_[p] = leaves_[in.operand(static_cast<int64_t>(i) + 1)];
-        if (!plan(*br, region)) return false;
-        ++pos_;
-        useLeaves(br->root(), region);
-      }
-      for (int b : leaves_[&in]) use(b, region);
-      return true;
-    }
+    case Opcode::While: return planWhile(in, region);
+    case Opcode::Conditional: return planConditional(in, region);
     default: break;
   }
   if (!checkTypes(in)) return false;
@@ -1903,16 +1913,12 @@ bool Lowerer::checkHbmCapacity(uint64_t temporaries) {
   return false;
 }
 
-std::optional<CodegenResult> Lowerer::run() {
-  const Computation* entry = module_.entry();
-  if (!entry) {
-    diags_.error("llo-gen: the module has no entry computation");
-    return std::nullopt;
-  }
-  for (int64_t p = 0; p < entry->parameterCount(); ++p) {
-    const Instruction* param = entry->parameter(p);
+// Buffers of the entry computation's parameters (arguments of the program).
+bool Lowerer::bindEntryParameters(const Computation& entry) {
+  for (int64_t p = 0; p < entry.parameterCount(); ++p) {
+    const Instruction* param = entry.parameter(p);
     if (!param) continue;
-    if (!checkTypes(*param)) return std::nullopt;
+    if (!checkTypes(*param)) return false;
     std::vector<int>& l = leaves_[param];
     auto shapes = arrayLeaves(param->shape());
     for (size_t i = 0; i < shapes.size(); ++i) {
@@ -1923,12 +1929,16 @@ std::optional<CodegenResult> Lowerer::run() {
       args_.push_back(b);
     }
   }
-  if (!plan(*entry, -1)) return std::nullopt;
-  ++pos_;
-  useLeaves(entry->root(), -1);
+  return true;
+}
+
+// The result buffers of the entry's root leaves: a result computed in place
+// where it can be (a heap buffer, or a donated argument that is dead
+// before it), else copied there at the end (resultCopies_).
+void Lowerer::placeResults(const Computation& entry) {
   std::set<int> seen;
-  const auto& rootLeaves = leaves_[entry->root()];
-  std::map<size_t, int> donated = donatedArgumentsByResult(*entry);
+  const auto& rootLeaves = leaves_[entry.root()];
+  std::map<size_t, int> donated = donatedArgumentsByResult(entry);
   for (size_t i = 0; i < rootLeaves.size(); ++i) {
     int b = rootLeaves[i];
     if (auto d = donated.find(i); d != donated.end()) {
@@ -1966,6 +1976,10 @@ std::optional<CodegenResult> Lowerer::run() {
     }
     seen.insert(b);
   }
+}
+
+// Offsets of the heap buffers from their live ranges; the heap's size.
+uint64_t Lowerer::placeHeap() {
   // Liveness-based heap.
   std::vector<int> heapIds;
   std::vector<LiveRange> ranges;
@@ -1979,24 +1993,25 @@ std::optional<CodegenResult> Lowerer::run() {
   for (size_t i = 0; i < heapIds.size(); ++i) bufs_[heapIds[i]].offset = ha.offsets[i];
   uint64_t heapBytes = ha.heapBytes;
   heapBytes_ = heapBytes;
-  // Refused before emission when the buffers known so far do not fit.
-  if (!checkHbmCapacity(heapBytes)) return std::nullopt;
-  // Emission (scratch temporaries go above the heap).
-  e_.comment(fmt::format("entry computation %{}", entry->name()));
-  if (!emitComputation(*entry)) return std::nullopt;
-  if (!resultCopies_.empty()) {
-    e_.blank();
-    e_.comment("results that are parameters, constants or repeated leaves");
-    sregs_.reset();
-    // Copies out of arguments first: a later copy may overwrite a donated one.
-    std::stable_partition(resultCopies_.begin(), resultCopies_.end(),
-                          [&](const std::pair<int, int>& c) { return bufs_[c.second].kind == BufKind::Arg; });
-    for (auto [dst, src] : resultCopies_)
-      if (bufs_[dst].bytes)
-        emitCopy(dst, 0, src, 0, {static_cast<int64_t>(bufs_[dst].bytes)}, {1}, {1}, 1);
-  }
-  if (failed_) return std::nullopt;
-  uint64_t total = heapBytes + scratchBytes_;
+  return heapBytes;
+}
+
+void Lowerer::emitResultCopies() {
+  if (resultCopies_.empty()) return;
+  e_.blank();
+  e_.comment("results that are parameters, constants or repeated leaves");
+  sregs_.reset();
+  // Copies out of arguments first: a later copy may overwrite a donated one.
+  std::stable_partition(resultCopies_.begin(), resultCopies_.end(),
+                        [&](const std::pair<int, int>& c) { return bufs_[c.second].kind == BufKind::Arg; });
+  for (auto [dst, src] : resultCopies_)
+    if (bufs_[dst].bytes)
+      emitCopy(dst, 0, src, 0, {static_cast<int64_t>(bufs_[dst].bytes)}, {1}, {1}, 1);
+}
+
+// The program's HBM figures (stats_), checked against the target's HBM,
+// the scalar unit's reach and the buffers a .tpu program can name.
+bool Lowerer::checkTotals(uint64_t total) {
   for (const Buf& b : bufs_) {
     if (b.kind == BufKind::Arg) stats_.argumentBytes += b.bytes;
     if (b.kind == BufKind::Result) stats_.resultBytes += b.bytes;
@@ -2005,12 +2020,12 @@ std::optional<CodegenResult> Lowerer::run() {
   }
   stats_.heapBytes = total;
   stats_.peakHbmBytes += total + stats_.argumentBytes + stats_.resultBytes + stats_.constantBytes;
-  if (!checkHbmCapacity(total)) return std::nullopt;
+  if (!checkHbmCapacity(total)) return false;
   if (total >= options_.heapReachBytes) {
     diags_.error(
         fmt::format("llo-gen: {} bytes of temporaries exceed the {} bytes the scalar unit can address", total,
                     options_.heapReachBytes));
-    return std::nullopt;
+    return false;
   }
   // The .tpu format names a buffer in 12 bits of an instruction word (and
   // the assembler stops at 4096): report the HLO instruction that needs the
@@ -2028,22 +2043,16 @@ std::optional<CodegenResult> Lowerer::run() {
       if (b.constant) fail(*b.constant, msg);
       else if (module_.entry() && module_.entry()->root()) fail(*module_.entry()->root(), msg);
       else diags_.error(msg);
-      return std::nullopt;
+      return false;
     }
   }
-  // Assemble the text.
+  return true;
+}
+
+// The .buffer lines of the arguments, results and constants (elided
+// constants as the seed of their fill, not their values).
+std::string Lowerer::bufferDeclarations() const {
   std::string t;
-  t += fmt::format("// Generated by llo-gen from HLO module '{}'.\n", module_.name());
-  t += fmt::format("// HBM: arguments {} B, results {} B, constants {} B, temporaries {} B (without reuse {} B).\n",
-                   stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total, stats_.unsharedBytes);
-  if (stats_.aliasedBytes)
-    t += fmt::format("// Results in donated arguments (input_output_alias): {} B.\n", stats_.aliasedBytes);
-  if (!options_.targetSpec.empty()) {
-    const std::vector<std::string> builtins = target::builtinTargetNames();
-    bool builtin = std::find(builtins.begin(), builtins.end(), options_.targetSpec) != builtins.end();
-    t += builtin ? fmt::format(".target {}\n\n", options_.targetSpec)
-                 : fmt::format(".target \"{}\"\n\n", options_.targetSpec);
-  }
   for (const Buf& b : bufs_) {
     if (b.kind == BufKind::Heap || b.kind == BufKind::Vmem || b.aliasOfArg) continue;
     TypeInfo ti = typeInfo(b.type);
@@ -2078,6 +2087,44 @@ std::optional<CodegenResult> Lowerer::run() {
     }
     t += "\n";
   }
+  return t;
+}
+
+std::optional<CodegenResult> Lowerer::run() {
+  const Computation* entry = module_.entry();
+  if (!entry) {
+    diags_.error("llo-gen: the module has no entry computation");
+    return std::nullopt;
+  }
+  if (!bindEntryParameters(*entry)) return std::nullopt;
+  if (!plan(*entry, -1)) return std::nullopt;
+  ++pos_;
+  useLeaves(entry->root(), -1);
+  placeResults(*entry);
+  uint64_t heapBytes = placeHeap();
+  // Refused before emission when the buffers known so far do not fit.
+  if (!checkHbmCapacity(heapBytes)) return std::nullopt;
+  // Emission (scratch temporaries go above the heap).
+  e_.comment(fmt::format("entry computation %{}", entry->name()));
+  if (!emitComputation(*entry)) return std::nullopt;
+  emitResultCopies();
+  if (failed_) return std::nullopt;
+  uint64_t total = heapBytes + scratchBytes_;
+  if (!checkTotals(total)) return std::nullopt;
+  // Assemble the text.
+  std::string t;
+  t += fmt::format("// Generated by llo-gen from HLO module '{}'.\n", module_.name());
+  t += fmt::format("// HBM: arguments {} B, results {} B, constants {} B, temporaries {} B (without reuse {} B).\n",
+                   stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total, stats_.unsharedBytes);
+  if (stats_.aliasedBytes)
+    t += fmt::format("// Results in donated arguments (input_output_alias): {} B.\n", stats_.aliasedBytes);
+  if (!options_.targetSpec.empty()) {
+    const std::vector<std::string> builtins = target::builtinTargetNames();
+    bool builtin = std::find(builtins.begin(), builtins.end(), options_.targetSpec) != builtins.end();
+    t += builtin ? fmt::format(".target {}\n\n", options_.targetSpec)
+                 : fmt::format(".target \"{}\"\n\n", options_.targetSpec);
+  }
+  t += bufferDeclarations();
   t += fmt::format(".buffer heap : hbm u8[{}]\n\n", std::max<uint64_t>(total, 512));
   t += e_.descriptorText();
   t += "\n";

@@ -536,6 +536,10 @@ class Lowerer : private LoweringContext {
   // ---- planning ----
   bool plan(const Computation& c, int region);
   bool planInstruction(const Instruction& in, int region);
+  bool planInline(const Instruction& in, const Computation* callee, int region);
+  bool planResidentInline(const Instruction& in, int region);
+  bool planWhile(const Instruction& in, int region);
+  bool planConditional(const Instruction& in, int region);
   void use(int buf, int region);
   void useLeaves(const Instruction* in, int region) {
     for (int b : leaves_[in]) use(b, region);
@@ -551,6 +555,14 @@ class Lowerer : private LoweringContext {
   bool concatOutputViews(const Instruction& root, std::vector<EwOutput>* out) const;
   bool checkTypes(const Instruction& in);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
+  // The steps of run(): the entry's buffers, the heap, the checks of the
+  // totals, the result copies and the buffer declarations of the text.
+  bool bindEntryParameters(const Computation& entry);
+  void placeResults(const Computation& entry);
+  uint64_t placeHeap();
+  void emitResultCopies();
+  bool checkTotals(uint64_t total);
+  std::string bufferDeclarations() const;
 
   // ---- emission ----
   bool emitComputation(const Computation& c);
@@ -606,6 +618,7 @@ class Lowerer : private LoweringContext {
   VReg splatScalar(int buf, ElementType type, int smemSlot);
   using Body = std::function<std::vector<VReg>(const std::vector<VReg>&)>;
   bool emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs, const Body& body);
+  VReg hoistStreamScalars(const std::vector<EwInput>& ins, std::vector<VReg>& hoisted);
   bool emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
                       const std::vector<int>& initBufs, const std::vector<int>& outBufs, const Computation& reducer);
   bool emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,

@@ -21,6 +21,49 @@ static bool columnView(const Instruction& reduce, int64_t& a, int64_t& r, int64_
   return true;
 }
 
+// The geometry of a column-reduction kernel (chunks of columns, rows per
+// block) for `vregs` vector registers and a VMEM budget; false when not even
+// one chunk fits.
+static bool columnGeometry(ColumnReduceFusion& f, int64_t accWords, int vregs, uint64_t budget) {
+  // Registers: accumulators of chunkV vregs, and room for one vreg's
+  // prologue values, the reducers' temporaries and the hoisted scalars.
+  const int64_t perVreg = static_cast<int64_t>(f.inputSide.size() + f.streamed.size() + f.epilogue.size()) + 8;
+  const int64_t room = vregs - static_cast<int64_t>(f.hoisted.size()) - accWords - perVreg;
+  if (room < 0) return false;
+  const int64_t maxV = std::max<int64_t>(1, std::min<int64_t>(8, room / accWords + 1));
+  const int64_t cmax = maxV * kVregElems;
+  if (f.b <= cmax) {
+    f.aGroups = true;
+    f.nbFull = f.b;
+    f.naFull = std::min(f.a, cmax / f.b);
+  } else {
+    f.aGroups = false;
+    f.naFull = 1;
+    f.nbFull = cmax;
+  }
+  f.chunkV = (f.naFull * f.nbFull + kVregElems - 1) / kVregElems;
+  // VMEM: a block of rows of each streamed parameter and side output, one
+  // chunk of each reduced output.
+  const uint64_t pitch = static_cast<uint64_t>(f.chunkV * kVregElems);
+  uint64_t perRow = 0, fixed = 0;
+  for (const Instruction* p : f.streamed) perRow += alignUp(pitch * typeInfo(p->shape().elementType()).bytes, 512);
+  for (const auto& o : f.outputs) {
+    const Shape& s = o.value->shape().isTuple() ? o.value->shape().tupleElements()[static_cast<size_t>(o.index)]
+                                                : o.value->shape();
+    uint64_t bytes = alignUp(pitch * typeInfo(s.elementType()).bytes, 512);
+    (o.side ? perRow : fixed) += bytes;
+  }
+  if (fixed + perRow > budget) return false;
+  f.rows = std::min<int64_t>({f.r, static_cast<int64_t>((budget - fixed) / perRow), 4096});
+  // Several blocks without side outputs are double-buffered: two blocks
+  // must fit.
+  bool sideOutputs = false;
+  for (const auto& o : f.outputs) sideOutputs |= o.side;
+  if (f.rows < f.r && !sideOutputs)
+    f.rows = std::max<int64_t>(1, std::min<int64_t>(f.rows, static_cast<int64_t>((budget - fixed) / (2 * perRow))));
+  return true;
+}
+
 bool Lowerer::columnReduceFusion(const Instruction& in, ColumnReduceFusion* out) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
   const Computation& c = *in.fusedComputation();
@@ -135,44 +178,7 @@ bool Lowerer::columnReduceFusion(const Instruction& in, ColumnReduceFusion* out)
     f.outputs.push_back({v, 0, false});
   }
   if (!anyReduced || f.streamed.empty() || f.streamed.size() > 4 || f.hoisted.size() > 8) return false;
-  // Registers: accumulators of chunkV vregs, and room for one vreg's
-  // prologue values, the reducers' temporaries and the hoisted scalars.
-  const int vregs = target_.registers.vregs;
-  const int64_t perVreg = static_cast<int64_t>(f.inputSide.size() + f.streamed.size() + f.epilogue.size()) + 8;
-  const int64_t room = vregs - static_cast<int64_t>(f.hoisted.size()) - accWords - perVreg;
-  if (room < 0) return false;
-  const int64_t maxV = std::max<int64_t>(1, std::min<int64_t>(8, room / accWords + 1));
-  const int64_t cmax = maxV * kVregElems;
-  if (f.b <= cmax) {
-    f.aGroups = true;
-    f.nbFull = f.b;
-    f.naFull = std::min(f.a, cmax / f.b);
-  } else {
-    f.aGroups = false;
-    f.naFull = 1;
-    f.nbFull = cmax;
-  }
-  f.chunkV = (f.naFull * f.nbFull + kVregElems - 1) / kVregElems;
-  // VMEM: a block of rows of each streamed parameter and side output, one
-  // chunk of each reduced output.
-  const uint64_t pitch = static_cast<uint64_t>(f.chunkV * kVregElems);
-  uint64_t perRow = 0, fixed = 0;
-  for (const Instruction* p : f.streamed) perRow += alignUp(pitch * typeInfo(p->shape().elementType()).bytes, 512);
-  for (const auto& o : f.outputs) {
-    const Shape& s = o.value->shape().isTuple() ? o.value->shape().tupleElements()[static_cast<size_t>(o.index)]
-                                                : o.value->shape();
-    uint64_t bytes = alignUp(pitch * typeInfo(s.elementType()).bytes, 512);
-    (o.side ? perRow : fixed) += bytes;
-  }
-  const uint64_t budget = vmemBudget();
-  if (fixed + perRow > budget) return false;
-  f.rows = std::min<int64_t>({f.r, static_cast<int64_t>((budget - fixed) / perRow), 4096});
-  // Several blocks without side outputs are double-buffered: two blocks
-  // must fit.
-  bool sideOutputs = false;
-  for (const auto& o : f.outputs) sideOutputs |= o.side;
-  if (f.rows < f.r && !sideOutputs)
-    f.rows = std::max<int64_t>(1, std::min<int64_t>(f.rows, static_cast<int64_t>((budget - fixed) / (2 * perRow))));
+  if (!columnGeometry(f, accWords, target_.registers.vregs, vmemBudget())) return false;
   if (out) *out = std::move(f);
   return true;
 }

@@ -289,26 +289,36 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
 
 // ============================================================== streaming elementwise kernel
 
-bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs,
-                              const Body& body) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  if (n == 0) return true;
+namespace {
+
+// How the streaming elementwise kernel cuts n elements: chunks of chunkV
+// vregs (c elements; the last one `tail`), and where each streamed input
+// and output sits in a VMEM slot of slotBytes.
+struct EwChunks {
+  int nIn = 0, nOut = 0;
+  int64_t chunkV = 0, c = 0, nChunks = 0, tail = 0;
+  std::vector<int64_t> inOff, outOff;
+  uint64_t slotBytes = 0;
+};
+
+// Three VMEM slots, so loads run two chunks ahead of the compute and a
+// slot's write-back has a whole chunk's time to finish before it is reused.
+constexpr int64_t kSlots = 3;
+
+EwChunks ewChunks(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs, uint64_t budget) {
+  EwChunks g;
   uint64_t per = 0;
-  int nIn = 0;
   for (const EwInput& i : ins)
     if (i.kind == EwInput::Full) {
       per += typeInfo(i.type).bytes;
-      ++nIn;
+      ++g.nIn;
     }
   for (const EwOutput& o : outs) per += typeInfo(o.type).bytes;
-  int nOut = static_cast<int>(outs.size());
+  g.nOut = static_cast<int>(outs.size());
   int64_t totalV = (n + kVregElems - 1) / kVregElems;
-  // Three VMEM slots, so loads run two chunks ahead of the compute and a
-  // slot's write-back has a whole chunk's time to finish before it is reused.
-  constexpr int64_t kSlots = 3;
   int64_t chunkV = std::min<int64_t>(totalV, 512);
   if (per > 0)
-    chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, vmemBudget() / (kSlots * per * kVregElems)));
+    chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, budget / (kSlots * per * kVregElems)));
   int64_t c = chunkV * kVregElems;
   // Repeated inputs are fetched whole periods at a time: chunks are a
   // multiple of every period (and of a vreg).
@@ -323,24 +333,58 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
     c = std::max(period, c / period * period);
     chunkV = c / kVregElems;
   }
-  int64_t nChunks = (n + c - 1) / c;
-  int64_t tail = n - (nChunks - 1) * c;
+  g.nChunks = (n + c - 1) / c;
+  g.tail = n - (g.nChunks - 1) * c;
   // VMEM: kSlots slots, each holding a chunk of every streamed buffer.
-  std::vector<int64_t> inOff(ins.size(), 0), outOff(outs.size(), 0);
+  g.inOff.assign(ins.size(), 0);
+  g.outOff.assign(outs.size(), 0);
   uint64_t cur = 0;
   for (size_t j = 0; j < ins.size(); ++j)
     if (ins[j].kind == EwInput::Full) {
-      inOff[j] = static_cast<int64_t>(cur);
+      g.inOff[j] = static_cast<int64_t>(cur);
       cur += alignUp(static_cast<uint64_t>(c) * typeInfo(ins[j].type).bytes, 512);
     }
   for (size_t j = 0; j < outs.size(); ++j) {
-    outOff[j] = static_cast<int64_t>(cur);
+    g.outOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(c) * typeInfo(outs[j].type).bytes, 512);
   }
   // One vreg of slack: the pipelined loop reads one vreg past each input.
-  uint64_t slotBytes = alignUp(cur + 8192, 512);
-  // Scalars and the index base, hoisted out of the loops.
-  std::vector<VReg> hoisted(ins.size());
+  g.slotBytes = alignUp(cur + 8192, 512);
+  g.chunkV = chunkV;
+  g.c = c;
+  return g;
+}
+
+// The DMA descriptors of a full chunk and of the tail chunk of one stream:
+// contiguous, or whole periods of a repeated input, or rows of a view.
+// (The contiguous ones are made first in every case: descriptor numbers
+// follow the order they are made.)
+std::pair<std::string, std::string> chunkDescriptors(Emitter& e, const EwChunks& g, int es, int64_t repeat,
+                                                     const EwInput* inView, const EwOutput* outView) {
+  std::string full = e.desc(static_cast<uint64_t>(g.c * es), {});
+  std::string part = e.desc(static_cast<uint64_t>(g.tail * es), {});
+  if (repeat > 0) {
+    full = e.desc(static_cast<uint64_t>(repeat * es), {{g.c / repeat, 0, repeat * es}});
+    part = e.desc(static_cast<uint64_t>(repeat * es), {{g.tail / repeat, 0, repeat * es}});
+  }
+  auto fromView = [&](const auto& v) {
+    Box f = viewBox(v, g.c / viewRowElements(v));
+    Box t = viewBox(v, g.tail / viewRowElements(v));
+    full = e.desc(f.chunk, f.dims);
+    part = e.desc(t.chunk, t.dims);
+  };
+  if (inView) fromView(*inView);
+  if (outView) fromView(*outView);
+  return {full, part};
+}
+
+}  // namespace
+
+
+
+// The scalar inputs of a streaming elementwise kernel in registers (into
+// `hoisted`), and the base of its index inputs (lane i of vreg 0 holds i).
+VReg Lowerer::hoistStreamScalars(const std::vector<EwInput>& ins, std::vector<VReg>& hoisted) {
   VReg idx0;
   int smem = 0;
   for (size_t j = 0; j < ins.size(); ++j) {
@@ -370,6 +414,21 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       vfree(t);
     }
   }
+  return idx0;
+}
+
+bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs,
+                              const Body& body) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  if (n == 0) return true;
+  const EwChunks g = ewChunks(n, ins, outs, vmemBudget());
+  const int nIn = g.nIn, nOut = g.nOut;
+  const int64_t chunkV = g.chunkV, c = g.c, nChunks = g.nChunks, tail = g.tail;
+  const std::vector<int64_t>& inOff = g.inOff, &outOff = g.outOff;
+  const uint64_t slotBytes = g.slotBytes;
+  // Scalars and the index base, hoisted out of the loops.
+  std::vector<VReg> hoisted(ins.size());
+  VReg idx0 = hoistStreamScalars(ins, hoisted);
   int rI = sreg(), rSlot = sreg(), rOther = sreg(), rNext = sreg(), rTmp = sreg(), rA = sreg(), rV = sreg(),
       rCnt = sreg(), rIdx = sreg();
   // VMEM offsets of the current vreg, per element size (8: pair types and
@@ -406,24 +465,8 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
       }
       e_.op("smul {}, {}, {}", S(rV), S(slotReg), slotBytes);
       e_.op("sadd {}, {}, {}", S(rV), S(rV), voff);
-      std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
-      std::string part = e_.desc(static_cast<uint64_t>(tail * es), {});
-      if (repeat > 0) {
-        full = e_.desc(static_cast<uint64_t>(repeat * es), {{c / repeat, 0, repeat * es}});
-        part = e_.desc(static_cast<uint64_t>(repeat * es), {{tail / repeat, 0, repeat * es}});
-      }
-      if (view) {
-        Box f = viewBox(ins[j], c / viewRowElements(ins[j]));
-        Box t = viewBox(ins[j], tail / viewRowElements(ins[j]));
-        full = e_.desc(f.chunk, f.dims);
-        part = e_.desc(t.chunk, t.dims);
-      }
-      if (outView) {
-        Box f = viewBox(outs[j], c / viewRowElements(outs[j]));
-        Box t = viewBox(outs[j], tail / viewRowElements(outs[j]));
-        full = e_.desc(f.chunk, f.dims);
-        part = e_.desc(t.chunk, t.dims);
-      }
+      auto [full, part] =
+          chunkDescriptors(e_, g, es, repeat, view ? &ins[j] : nullptr, outView ? &outs[j] : nullptr);
       auto dma = [&](const std::string& d) {
         if (load)
           e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", buf), d, S(rV), memRef(buf, S(rA)), S(semReg));
@@ -521,7 +564,6 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
   if (nOut > 0)
     for (int64_t ch = std::max<int64_t>(0, nChunks - kSlots); ch < nChunks; ++ch)
       e_.op("sem.wait sem{}, {}", kSlots + ch % kSlots, nOut);
-  (void)slotBytes;
   return !failed_;
 }
 
