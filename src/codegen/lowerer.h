@@ -621,6 +621,12 @@ class Lowerer : private LoweringContext {
   VReg hoistStreamScalars(const std::vector<EwInput>& ins, std::vector<VReg>& hoisted);
   bool emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
                       const std::vector<int>& initBufs, const std::vector<int>& outBufs, const Computation& reducer);
+  void emitChunkDma(bool load, int buf, int64_t voff, int es, int64_t c, int64_t tail, int64_t nChunks, int rA, int rC);
+  void loadReduceInits(const std::vector<int>& initBufs, const std::vector<int64_t>* initSlot, std::vector<VReg>& init,
+                       bool& anyPair, bool& anyQuad);
+  bool foldReduceVreg(const Computation& reducer, const std::vector<int>& inBufs, const std::vector<int64_t>* resultSlot,
+                      const int* rOff, const int* rX, const std::vector<int64_t>& accOff,
+                      const std::vector<int64_t>& xOff);
   bool emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
                           const std::vector<int>& initBufs, const std::vector<int>& outBufs,
                           const Computation& reducer, const ReducePrologue* prologue = nullptr);
@@ -675,6 +681,9 @@ class Lowerer : private LoweringContext {
   bool lowerMatmulEpilogueFusion(const Instruction& in, MatmulEpilogue e);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
   void emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site);
+  bool emitEpilogueStep(const MatmulEpilogue& e, int64_t tn, int64_t unroll, int rC, int rE, const std::vector<int>& rIn,
+                        const std::map<const Instruction*, VReg>& scalars,
+                        const std::map<const Instruction*, size_t>& lastUse);
   // Whether a depthwise convolution (vector unit) can run this epilogue: no tile inputs.
   static bool depthwiseEpilogue(const MatmulEpilogue& e);
   // Replaces x (the loaded tile register of operand `operand`'s source)

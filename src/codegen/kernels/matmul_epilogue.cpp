@@ -283,6 +283,100 @@ void Lowerer::emitByTileExtent(int rIdx, int64_t fullTiles, int64_t full, int64_
   emitEdgeBranch(rIdx, fullTiles, [&](bool edge) { body(edge ? rest : full); });
 }
 
+// One step of the epilogue loop: `unroll` row blocks of the C tile (at rC)
+// through the fused elementwise instructions, into the output slot (at rE),
+// the other inputs' tiles at rIn; each instruction's register freed after
+// its last reader (lastUse).
+bool Lowerer::emitEpilogueStep(const MatmulEpilogue& e, int64_t tn, int64_t unroll, int rC, int rE,
+                               const std::vector<int>& rIn, const std::map<const Instruction*, VReg>& scalars,
+                               const std::map<const Instruction*, size_t>& lastUse) {
+  const int eo = typeInfo(e.outType).bytes;
+  const ElementType dotType = e.dot->shape().elementType();
+  // The chains (row block rb, vreg u) advance instruction by instruction
+  // together, so the emitted order is already a good schedule.
+  struct Chain {
+    int64_t rb, u;
+    std::map<const Instruction*, VReg> val;
+    std::vector<VReg> owned;
+    std::set<int> freed, ownedRegs;
+  };
+  std::vector<Chain> chains;
+  for (int64_t rb = 0; rb < unroll; ++rb)
+    for (int64_t u = 0; u < tn / 128; ++u) chains.push_back(Chain{rb, u, scalars, {}, {}, {}});
+  for (Chain& ch : chains) {
+    for (const auto& chain : e.prologue)  // evaluated by the matmul
+      for (const Instruction* i : chain) ch.val[i] = VReg{};
+    auto own = [&](VReg v) {
+      ch.owned.push_back(v);
+      ch.ownedRegs.insert(v.r);
+      return v;
+    };
+    // The dot's own result type first (the unfused path rounds there too).
+    VReg cv = own(valloc(ElementType::F32));
+    e_.op("vld {}, [{} + {}], {}", V(cv), S(rC), ch.rb * 8 * tn * 4 + ch.u * 512, tn * 4);
+    if (dotType != ElementType::F32) {
+      VReg r = own(valloc(dotType));
+      e_.op("vmov.s32 {}, {}", V(r), V(cv));
+      cv = normalize(r);
+    }
+    ch.val[e.dot] = cv;
+    for (size_t j = 0; j < e.inputs.size(); ++j) {
+      const MatmulEpilogue::Input& input = e.inputs[j];
+      if (input.kind == MatmulEpilogue::Scalar) continue;
+      int es = typeInfo(input.type).bytes;
+      bool tile = input.kind == MatmulEpilogue::Tile;
+      ch.val[input.value] = own(vload(
+          input.type, fmt::format("{} + {}", S(rIn[j]), (tile ? ch.rb * 8 * tn * es : 0) + ch.u * 128 * es),
+          fmt::format(", {}", tile ? tn * es : 0)));
+    }
+  }
+  size_t k = 0;
+  for (const auto& up : e.comp->instructions()) {
+    const Instruction& i = *up;
+    const size_t at = k++;
+    for (Chain& ch : chains) {
+      if (i.opcode() == Opcode::Parameter || ch.val.count(&i)) continue;
+      if (i.opcode() == Opcode::Broadcast) {  // of a scalar: its splat
+        ch.val[&i] = ch.val[i.operand(0)];
+      } else {
+        std::vector<VReg> ops;
+        for (const Instruction* o : i.operands()) ops.push_back(ch.val[o]);
+        auto r = lowerOp(i, ops);
+        if (!r) return false;
+        ch.val[&i] = *r;
+        ch.owned.push_back(*r);
+        ch.ownedRegs.insert(r->r);
+      }
+      // Operands read for the last time: their registers, unless a value
+      // still to be read shares them.
+      for (const Instruction* o : i.operands()) {
+        auto lu = lastUse.find(o);
+        auto vo = ch.val.find(o);
+        if (lu == lastUse.end() || lu->second != at || vo == ch.val.end()) continue;
+        const int reg = vo->second.r;
+        if (reg < 0 || !ch.ownedRegs.count(reg) || ch.freed.count(reg)) continue;
+        bool shared = false;
+        for (auto& [x, v] : ch.val) {
+          if (v.r != reg || x == o) continue;
+          auto lx = lastUse.find(x);
+          if (lx != lastUse.end() && lx->second > at) shared = true;
+        }
+        if (shared) continue;
+        ch.freed.insert(reg);
+        vfree(vo->second);
+      }
+    }
+  }
+  for (Chain& ch : chains) {
+    VReg result = ch.val[e.comp->root()];
+    vstore(result, e.outType, fmt::format("{} + {}", S(rE), ch.rb * 8 * tn * eo + ch.u * 128 * eo),
+           fmt::format(", {}", tn * eo));
+    for (VReg v : ch.owned)
+      if (ch.freed.insert(v.r).second) vfree(v);
+  }
+  return true;
+}
+
 void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site) {
   const int64_t tm = site.tm, tn = site.tn;
   const int eo = typeInfo(e.outType).bytes;
@@ -355,7 +449,6 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
       rIn[j] = sreg();
       e_.op("smov {}, {}", S(rIn[j]), site.vInputs[j]);
     }
-  const ElementType dotType = e.dot->shape().elementType();
   // Each instruction's last reader, in the computation's order: a chain
   // frees a register as soon as nothing later reads it, so several row
   // blocks' chains fit the registers at once.
@@ -372,91 +465,6 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
   // with rotating registers the scheduler overlaps them (an epilogue such
   // as GELU is a long chain per vreg). The largest unroll whose body fits
   // the registers, found by emitting it.
-  auto stepBody = [&](int64_t unroll) -> bool {
-    // The chains (row block rb, vreg u) advance instruction by instruction
-    // together, so the emitted order is already a good schedule.
-    struct Chain {
-      int64_t rb, u;
-      std::map<const Instruction*, VReg> val;
-      std::vector<VReg> owned;
-      std::set<int> freed, ownedRegs;
-    };
-    std::vector<Chain> chains;
-    for (int64_t rb = 0; rb < unroll; ++rb)
-      for (int64_t u = 0; u < tn / 128; ++u) chains.push_back(Chain{rb, u, scalars, {}, {}, {}});
-    for (Chain& ch : chains) {
-      for (const auto& chain : e.prologue)  // evaluated by the matmul
-        for (const Instruction* i : chain) ch.val[i] = VReg{};
-      auto own = [&](VReg v) {
-        ch.owned.push_back(v);
-        ch.ownedRegs.insert(v.r);
-        return v;
-      };
-      // The dot's own result type first (the unfused path rounds there too).
-      VReg cv = own(valloc(ElementType::F32));
-      e_.op("vld {}, [{} + {}], {}", V(cv), S(rC), ch.rb * 8 * tn * 4 + ch.u * 512, tn * 4);
-      if (dotType != ElementType::F32) {
-        VReg r = own(valloc(dotType));
-        e_.op("vmov.s32 {}, {}", V(r), V(cv));
-        cv = normalize(r);
-      }
-      ch.val[e.dot] = cv;
-      for (size_t j = 0; j < e.inputs.size(); ++j) {
-        const MatmulEpilogue::Input& input = e.inputs[j];
-        if (input.kind == MatmulEpilogue::Scalar) continue;
-        int es = typeInfo(input.type).bytes;
-        bool tile = input.kind == MatmulEpilogue::Tile;
-        ch.val[input.value] = own(vload(
-            input.type, fmt::format("{} + {}", S(rIn[j]), (tile ? ch.rb * 8 * tn * es : 0) + ch.u * 128 * es),
-            fmt::format(", {}", tile ? tn * es : 0)));
-      }
-    }
-    size_t k = 0;
-    for (const auto& up : e.comp->instructions()) {
-      const Instruction& i = *up;
-      const size_t at = k++;
-      for (Chain& ch : chains) {
-        if (i.opcode() == Opcode::Parameter || ch.val.count(&i)) continue;
-        if (i.opcode() == Opcode::Broadcast) {  // of a scalar: its splat
-          ch.val[&i] = ch.val[i.operand(0)];
-        } else {
-          std::vector<VReg> ops;
-          for (const Instruction* o : i.operands()) ops.push_back(ch.val[o]);
-          auto r = lowerOp(i, ops);
-          if (!r) return false;
-          ch.val[&i] = *r;
-          ch.owned.push_back(*r);
-          ch.ownedRegs.insert(r->r);
-        }
-        // Operands read for the last time: their registers, unless a value
-        // still to be read shares them.
-        for (const Instruction* o : i.operands()) {
-          auto lu = lastUse.find(o);
-          auto vo = ch.val.find(o);
-          if (lu == lastUse.end() || lu->second != at || vo == ch.val.end()) continue;
-          const int reg = vo->second.r;
-          if (reg < 0 || !ch.ownedRegs.count(reg) || ch.freed.count(reg)) continue;
-          bool shared = false;
-          for (auto& [x, v] : ch.val) {
-            if (v.r != reg || x == o) continue;
-            auto lx = lastUse.find(x);
-            if (lx != lastUse.end() && lx->second > at) shared = true;
-          }
-          if (shared) continue;
-          ch.freed.insert(reg);
-          vfree(vo->second);
-        }
-      }
-    }
-    for (Chain& ch : chains) {
-      VReg result = ch.val[e.comp->root()];
-      vstore(result, e.outType, fmt::format("{} + {}", S(rE), ch.rb * 8 * tn * eo + ch.u * 128 * eo),
-             fmt::format(", {}", tn * eo));
-      for (VReg v : ch.owned)
-        if (ch.freed.insert(v.r).second) vfree(v);
-    }
-    return true;
-  };
   {
     vregs_.setRotating(true);
     const auto mark = e_.mark();
@@ -468,7 +476,7 @@ void Lowerer::emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e,
       e_.label(lBlock);
       softVregs_ = unroll > 1;
       vregsExhausted_ = false;
-      bool ok = stepBody(unroll);
+      bool ok = emitEpilogueStep(e, tn, unroll, rC, rE, rIn, scalars, lastUse);
       softVregs_ = false;
       if (!vregsExhausted_) {
         vregs_.setRotating(false);

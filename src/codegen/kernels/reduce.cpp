@@ -10,18 +10,25 @@ namespace tpu::codegen {
 
 // ============================================================== reductions
 
-// Reduced dimensions outermost: input [r, k] row-major, out [k]. Each
-// output chunk starts at init and folds the r rows in order; the rows of
-// a chunk arrive in blocks, one DMA per operand per block.
-bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
-                             const std::vector<int>& initBufs, const std::vector<int>& outBufs,
-                             const Computation& reducer) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  size_t nv = inBufs.size();
+namespace {
+
+// How the row-folding kernel cuts an [r, k] reduction: output chunks of
+// chunkV vregs (c columns, the last `tail`), blocks of rb rows (the last
+// tailRb), and each operand's accumulator and block in VMEM (`end`: the
+// first free byte after them).
+struct RowChunks {
+  int64_t chunkV = 0, c = 0, nChunks = 0, tail = 0, rb = 0, nBlocks = 0, tailRb = 0;
+  std::vector<int64_t> accOff, xOff;
+  uint64_t end = 0;
+};
+
+RowChunks rowChunks(int64_t r, int64_t k, const std::vector<int>& sizes, uint64_t budget) {
+  RowChunks g;
+  const size_t nv = sizes.size();
   uint64_t per = 0;
-  for (size_t j = 0; j < nv; ++j) per += 2 * typeInfo(bufs_[inBufs[j]].type).bytes;
+  for (size_t j = 0; j < nv; ++j) per += 2 * sizes[j];
   int64_t totalV = (k + kVregElems - 1) / kVregElems;
-  int64_t chunkV = std::min<int64_t>({totalV, 64, std::max<int64_t>(1, vmemBudget() / (per * kVregElems))});
+  int64_t chunkV = std::min<int64_t>({totalV, 64, std::max<int64_t>(1, budget / (per * kVregElems))});
   int64_t c = chunkV * kVregElems;
   int64_t nChunks = (k + c - 1) / c;
   int64_t tail = k - (nChunks - 1) * c;
@@ -29,53 +36,54 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   // per-output slots, at most 2 vregs per operand).
   uint64_t accBytes = 0, rowBytes = 0;
   for (size_t j = 0; j < nv; ++j) {
-    uint64_t es = static_cast<uint64_t>(typeInfo(bufs_[inBufs[j]].type).bytes);
+    uint64_t es = static_cast<uint64_t>(sizes[j]);
     accBytes += alignUp(static_cast<uint64_t>(c) * es, 512) + 2 * alignUp(static_cast<uint64_t>(kVregElems) * es, 512);
     rowBytes += static_cast<uint64_t>(c) * es;
   }
-  int64_t rb = vmemBudget() > accBytes ? static_cast<int64_t>((vmemBudget() - accBytes) / rowBytes) : 1;
+  int64_t rb = budget > accBytes ? static_cast<int64_t>((budget - accBytes) / rowBytes) : 1;
   rb = std::max<int64_t>(1, std::min<int64_t>({rb, r, 1024}));
   int64_t nBlocks = (r + rb - 1) / rb, tailRb = r - (nBlocks - 1) * rb;
-  std::vector<int64_t> accOff(nv), xOff(nv);
+  std::vector<int64_t>& accOff = g.accOff;
+  std::vector<int64_t>& xOff = g.xOff;
+  accOff.assign(nv, 0);
+  xOff.assign(nv, 0);
   uint64_t cur = 0;
   for (size_t j = 0; j < nv; ++j) {
-    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
+    int es = sizes[j];
     accOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(c) * es, 512);
     xOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(rb * c) * es, 512);
   }
-  // Folding all operands at once holds an init, an accumulator, an input
-  // and a result register set per operand. When that would not fit the
-  // register file (many operands), each output of the reducer is computed
-  // on its own from operands loaded as it needs them, into a one-vreg VMEM
-  // slot, and the slots replace the accumulators once all outputs are
-  // done; the inits wait in VMEM slots too.
-  int words = 0;
-  for (size_t j = 0; j < nv; ++j) words += typeInfo(bufs_[inBufs[j]].type).words;
-  bool perOutput = nv > 1 && 4 * words + 8 > target_.registers.vregs && reducer.root()->opcode() == Opcode::Tuple;
-  std::vector<int64_t> initSlot(nv), resultSlot(nv);
-  if (perOutput) {
-    for (size_t j = 0; j < nv; ++j) {
-      uint64_t vregBytes = static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[inBufs[j]].type).bytes;
-      initSlot[j] = static_cast<int64_t>(cur);
-      cur += alignUp(vregBytes, 512);
-      resultSlot[j] = static_cast<int64_t>(cur);
-      cur += alignUp(vregBytes, 512);
-    }
-    if (cur > vmemBudget())
-      return fail(in, fmt::format("llo-gen: the {} operands of this reduction do not fit VMEM", nv));
-  }
-  std::vector<VReg> init(nv);
-  bool anyPair = false, anyQuad = false;
+  g.chunkV = chunkV;
+  g.c = c;
+  g.nChunks = nChunks;
+  g.tail = tail;
+  g.rb = rb;
+  g.nBlocks = nBlocks;
+  g.tailRb = tailRb;
+  g.end = cur;
+  return g;
+}
+
+}  // namespace
+
+// Reduced dimensions outermost: input [r, k] row-major, out [k]. Each
+// output chunk starts at init and folds the r rows in order; the rows of
+// a chunk arrive in blocks, one DMA per operand per block.
+// The init values of a row reduction in registers (pairs and complex
+// values too), each parked in its VMEM slot at once when `initSlot` is
+// given (folding output by output: there may be more inits than registers).
+void Lowerer::loadReduceInits(const std::vector<int>& initBufs, const std::vector<int64_t>* initSlot,
+                              std::vector<VReg>& init, bool& anyPair, bool& anyQuad) {
   // (Parked in its VMEM slot as soon as it is loaded when folding output
   // by output: there may be more inits than registers.)
   auto park = [&](size_t j) {
-    if (!perOutput) return;
-    vstore(init[j], bufs_[initBufs[j]].type, fmt::format("{}", initSlot[j]));
+    if (!initSlot) return;
+    vstore(init[j], bufs_[initBufs[j]].type, fmt::format("{}", (*initSlot)[j]));
     vfree(init[j]);
   };
-  for (size_t j = 0; j < nv; ++j) {
+  for (size_t j = 0; j < initBufs.size(); ++j) {
     ElementType t = bufs_[initBufs[j]].type;
     if (typeInfo(t).isComplex) {
       anyPair = anyPair || t == ElementType::C64;
@@ -101,6 +109,123 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     sregs_.put(sx);
     park(j);
   }
+}
+
+// One fold step of a row reduction: the accumulators (at rOff + accOff) and
+// the inputs' current vreg (at rX + xOff) through the reducer, back into the
+// accumulators; output by output through `resultSlot` when given.
+bool Lowerer::foldReduceVreg(const Computation& reducer, const std::vector<int>& inBufs,
+                             const std::vector<int64_t>* resultSlot, const int* rOff, const int* rX,
+                             const std::vector<int64_t>& accOff, const std::vector<int64_t>& xOff) {
+  const size_t nv = inBufs.size();
+  if (resultSlot) {
+    // Operand k of the reducer: accumulator k, or input k - nv.
+    auto loadParam = [&](int64_t k) {
+      size_t j = static_cast<size_t>(k) % nv;
+      ElementType t = bufs_[inBufs[j]].type;
+      int es = typeInfo(t).bytes;
+      if (static_cast<size_t>(k) < nv) return vload(t, fmt::format("{} + {}", S(rOff[es]), accOff[j]));
+      return vload(t, fmt::format("{} + {}", S(rX[es]), xOff[j]));
+    };
+    for (size_t j = 0; j < nv; ++j) {
+      std::optional<VReg> v = lowerReducerOutput(reducer, static_cast<int64_t>(j), loadParam);
+      if (!v) return false;
+      vstore(*v, bufs_[inBufs[j]].type, fmt::format("{}", (*resultSlot)[j]));
+      vfree(*v);
+    }
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      VReg v = vload(t, fmt::format("{}", (*resultSlot)[j]));
+      vstore(v, t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
+      vfree(v);
+    }
+  } else {
+    std::vector<VReg> args, owned;
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      args.push_back(vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j])));
+    }
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      args.push_back(vload(t, fmt::format("{} + {}", S(rX[typeInfo(t).bytes]), xOff[j])));
+    }
+    std::vector<VReg> res;
+    if (!lowerComputation(reducer, args, res)) return false;
+    for (size_t j = 0; j < nv; ++j) {
+      ElementType t = bufs_[inBufs[j]].type;
+      vstore(res[j], t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
+      vfree(res[j]);
+    }
+    for (VReg v : args) vfree(v);
+  }
+  return true;
+}
+
+// One DMA of output chunk rC (of `c` elements of `es` bytes, the last of
+// nChunks `tail`) between `buf` and VMEM voff; rA is scratch.
+void Lowerer::emitChunkDma(bool load, int buf, int64_t voff, int es, int64_t c, int64_t tail, int64_t nChunks, int rA,
+                           int rC) {
+  std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
+  std::string part = e_.desc(static_cast<uint64_t>(tail * es), {});
+  e_.op("smul {}, {}, {}", S(rA), S(rC), c * es);
+  e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
+  auto dma = [&](const std::string& d) {
+    if (load)
+      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), d, voff, memRef(buf, S(rA)));
+    else
+      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), d, memRef(buf, S(rA)), voff);
+  };
+  if (nChunks == 1) {
+    dma(part);
+  } else if (tail == c) {
+    dma(full);
+  } else {
+    std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
+    e_.op("br.eq {}, {}, {}", S(rC), nChunks - 1, lt);
+    dma(full);
+    e_.op("jmp {}", ld);
+    e_.label(lt);
+    dma(part);
+    e_.label(ld);
+  }
+}
+
+bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
+                             const std::vector<int>& initBufs, const std::vector<int>& outBufs,
+                             const Computation& reducer) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  size_t nv = inBufs.size();
+  std::vector<int> sizes;
+  for (int b : inBufs) sizes.push_back(typeInfo(bufs_[b].type).bytes);
+  RowChunks g = rowChunks(r, k, sizes, vmemBudget());
+  const int64_t chunkV = g.chunkV, c = g.c, nChunks = g.nChunks, tail = g.tail, rb = g.rb, nBlocks = g.nBlocks,
+                tailRb = g.tailRb;
+  const std::vector<int64_t>& accOff = g.accOff, &xOff = g.xOff;
+  uint64_t cur = g.end;
+  // Folding all operands at once holds an init, an accumulator, an input
+  // and a result register set per operand. When that would not fit the
+  // register file (many operands), each output of the reducer is computed
+  // on its own from operands loaded as it needs them, into a one-vreg VMEM
+  // slot, and the slots replace the accumulators once all outputs are
+  // done; the inits wait in VMEM slots too.
+  int words = 0;
+  for (size_t j = 0; j < nv; ++j) words += typeInfo(bufs_[inBufs[j]].type).words;
+  bool perOutput = nv > 1 && 4 * words + 8 > target_.registers.vregs && reducer.root()->opcode() == Opcode::Tuple;
+  std::vector<int64_t> initSlot(nv), resultSlot(nv);
+  if (perOutput) {
+    for (size_t j = 0; j < nv; ++j) {
+      uint64_t vregBytes = static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[inBufs[j]].type).bytes;
+      initSlot[j] = static_cast<int64_t>(cur);
+      cur += alignUp(vregBytes, 512);
+      resultSlot[j] = static_cast<int64_t>(cur);
+      cur += alignUp(vregBytes, 512);
+    }
+    if (cur > vmemBudget())
+      return fail(in, fmt::format("llo-gen: the {} operands of this reduction do not fit VMEM", nv));
+  }
+  std::vector<VReg> init(nv);
+  bool anyPair = false, anyQuad = false;
+  loadReduceInits(initBufs, perOutput ? &initSlot : nullptr, init, anyPair, anyQuad);
   int rC = sreg(), rR = sreg(), rA = sreg(), rT = sreg(), rCnt = sreg(), rO4 = sreg(), rO2 = sreg(), rO1 = sreg();
   int rO8 = anyPair ? sreg() : -1, rO16 = anyQuad ? sreg() : -1;
   int rOff[17] = {-1, rO1, rO2, -1, rO4, -1, -1, -1, rO8, -1, -1, -1, -1, -1, -1, -1, rO16};
@@ -127,32 +252,6 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
     e_.op("sadd {}, {}, 1024", S(rO1), S(rO1));
     if (anyPair) e_.op("sadd {}, {}, 8192", S(rO8), S(rO8));
     if (anyQuad) e_.op("sadd {}, {}, 16384", S(rO16), S(rO16));
-  };
-  auto dmaChunk = [&](bool load, int buf, int64_t rowBytesOff, int64_t voff, int es) {
-    std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
-    std::string part = e_.desc(static_cast<uint64_t>(tail * es), {});
-    e_.op("smul {}, {}, {}", S(rA), S(rC), c * es);
-    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
-    if (rowBytesOff) e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
-    auto dma = [&](const std::string& d) {
-      if (load)
-        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), d, voff, memRef(buf, S(rA)));
-      else
-        e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), d, memRef(buf, S(rA)), voff);
-    };
-    if (nChunks == 1) {
-      dma(part);
-    } else if (tail == c) {
-      dma(full);
-    } else {
-      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-      e_.op("br.eq {}, {}, {}", S(rC), nChunks - 1, lt);
-      dma(full);
-      e_.op("jmp {}", ld);
-      e_.label(lt);
-      dma(part);
-      e_.label(ld);
-    }
   };
   e_.op("smov {}, 0", S(rC));
   e_.label(lChunk);
@@ -210,46 +309,7 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   resetOffs();
   e_.op("smov {}, {}", S(rCnt), chunkV);
   e_.label(lFold);
-  if (perOutput) {
-    // Operand k of the reducer: accumulator k, or input k - nv.
-    auto loadParam = [&](int64_t k) {
-      size_t j = static_cast<size_t>(k) % nv;
-      ElementType t = bufs_[inBufs[j]].type;
-      int es = typeInfo(t).bytes;
-      if (static_cast<size_t>(k) < nv) return vload(t, fmt::format("{} + {}", S(rOff[es]), accOff[j]));
-      return vload(t, fmt::format("{} + {}", S(rX[es]), xOff[j]));
-    };
-    for (size_t j = 0; j < nv; ++j) {
-      std::optional<VReg> v = lowerReducerOutput(reducer, static_cast<int64_t>(j), loadParam);
-      if (!v) return false;
-      vstore(*v, bufs_[inBufs[j]].type, fmt::format("{}", resultSlot[j]));
-      vfree(*v);
-    }
-    for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      VReg v = vload(t, fmt::format("{}", resultSlot[j]));
-      vstore(v, t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
-      vfree(v);
-    }
-  } else {
-    std::vector<VReg> args, owned;
-    for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      args.push_back(vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j])));
-    }
-    for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      args.push_back(vload(t, fmt::format("{} + {}", S(rX[typeInfo(t).bytes]), xOff[j])));
-    }
-    std::vector<VReg> res;
-    if (!lowerComputation(reducer, args, res)) return false;
-    for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      vstore(res[j], t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
-      vfree(res[j]);
-    }
-    for (VReg v : args) vfree(v);
-  }
+  if (!foldReduceVreg(reducer, inBufs, perOutput ? &resultSlot : nullptr, rOff, rX, accOff, xOff)) return false;
   stepOffs();
   for (int es : inSizes) e_.op("sadd {}, {}, {}", S(rX[es]), S(rX[es]), kVregElems * es);
   e_.op("loop {}, {}", S(rCnt), lFold);
@@ -257,7 +317,8 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
   e_.op("br.lt {}, {}, {}", S(rIn), S(rRows), lBlockRow);
   e_.op("sadd {}, {}, {}", S(rR), S(rR), rb);
   e_.op("br.lt {}, {}, {}", S(rR), r, lRow);
-  for (size_t j = 0; j < nv; ++j) dmaChunk(false, outBufs[j], 0, accOff[j], typeInfo(bufs_[outBufs[j]].type).bytes);
+  for (size_t j = 0; j < nv; ++j)
+    emitChunkDma(false, outBufs[j], accOff[j], typeInfo(bufs_[outBufs[j]].type).bytes, c, tail, nChunks, rA, rC);
   e_.op("sem.wait sem0, {}", nv);
   e_.op("sadd {}, {}, 1", S(rC), S(rC));
   e_.op("br.lt {}, {}, {}", S(rC), nChunks, lChunk);
