@@ -89,6 +89,50 @@ int64_t snakeIndex(const target::Topology& t, int64_t chip) {
   return idx;
 }
 
+// The per-chip table of an all-reduce in rings along each torus axis: for
+// every half (order[h]: the axes, each half starting at another) and phase
+// p, at wordBase[h * m + p], the chip's coordinate on the phase's axis, its
+// next chip forwards and backwards and, per direction, the coordinate of
+// the chip whose data block each step holds.
+std::vector<uint32_t> axisRingTable(const target::Topology& topo, int64_t N,
+                                    const std::vector<std::vector<int>>& order,
+                                    const std::vector<int64_t>& wordBase, int64_t rowWords) {
+  constexpr int kHalves = 2;
+  const int m = static_cast<int>(order[0].size());
+  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
+  for (int64_t c = 0; c < N; ++c) {
+    const std::vector<int> at = topo.coords(static_cast<int>(c));
+    for (int h = 0; h < kHalves; ++h)
+      for (int p = 0; p < m; ++p) {
+        const int a = order[static_cast<size_t>(h)][static_cast<size_t>(p)];
+        const int64_t G = topo.dim(a);
+        uint32_t* row = &table[static_cast<size_t>(c * rowWords + wordBase[static_cast<size_t>(h * m + p)])];
+        // The ring: the chips that differ from c only on axis a, by coordinate.
+        std::vector<int64_t> ring;
+        for (int k = 0; k < G; ++k) {
+          std::vector<int> q = at;
+          q[static_cast<size_t>(a)] = k;
+          ring.push_back(topo.chipAt(q));
+        }
+        const int64_t coord = at[static_cast<size_t>(a)];
+        row[0] = static_cast<uint32_t>(coord);
+        for (int d = 0; d < 2; ++d) {
+          std::vector<int64_t> ord = ring;
+          if (d == 1) std::reverse(ord.begin(), ord.end());
+          const int64_t rank = d == 0 ? coord : G - 1 - coord;
+          row[1 + d] = static_cast<uint32_t>(ord[static_cast<size_t>((rank + 1) % G)]);
+          for (int64_t j = 0; j < G; ++j) {
+            const int64_t k = (j + rank) % G;
+            const int64_t holder = ord[static_cast<size_t>((k - 1 + G) % G)];
+            row[static_cast<size_t>(3 + d * G + j)] =
+                static_cast<uint32_t>(topo.coords(static_cast<int>(holder))[static_cast<size_t>(a)]);
+          }
+        }
+      }
+  }
+  return table;
+}
+
 }  // namespace
 
 // A ring collective's geometry: G chips, blocks of C elements of `type`,
@@ -897,37 +941,7 @@ bool Lowerer::lowerAxisAllReduce(const Instruction& in) {
       wordBase.push_back(rowWords);
       rowWords += 3 + 2 * topo.dim(order[static_cast<size_t>(h)][static_cast<size_t>(p)]);
     }
-  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
-  for (int64_t c = 0; c < N; ++c) {
-    const std::vector<int> at = topo.coords(static_cast<int>(c));
-    for (int h = 0; h < kHalves; ++h)
-      for (int p = 0; p < m; ++p) {
-        const int a = order[static_cast<size_t>(h)][static_cast<size_t>(p)];
-        const int64_t G = topo.dim(a);
-        uint32_t* row = &table[static_cast<size_t>(c * rowWords + wordBase[static_cast<size_t>(h * m + p)])];
-        // The ring: the chips that differ from c only on axis a, by coordinate.
-        std::vector<int64_t> ring;
-        for (int k = 0; k < G; ++k) {
-          std::vector<int> q = at;
-          q[static_cast<size_t>(a)] = k;
-          ring.push_back(topo.chipAt(q));
-        }
-        const int64_t coord = at[static_cast<size_t>(a)];
-        row[0] = static_cast<uint32_t>(coord);
-        for (int d = 0; d < 2; ++d) {
-          std::vector<int64_t> ord = ring;
-          if (d == 1) std::reverse(ord.begin(), ord.end());
-          const int64_t rank = d == 0 ? coord : G - 1 - coord;
-          row[1 + d] = static_cast<uint32_t>(ord[static_cast<size_t>((rank + 1) % G)]);
-          for (int64_t j = 0; j < G; ++j) {
-            const int64_t k = (j + rank) % G;
-            const int64_t holder = ord[static_cast<size_t>((k - 1 + G) % G)];
-            row[static_cast<size_t>(3 + d * G + j)] =
-                static_cast<uint32_t>(topo.coords(static_cast<int>(holder))[static_cast<size_t>(a)]);
-          }
-        }
-      }
-  }
+  const std::vector<uint32_t> table = axisRingTable(topo, N, order, wordBase, rowWords);
   if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
     return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
   int tbl = constTable(in, table);
