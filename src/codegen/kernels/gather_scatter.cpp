@@ -201,6 +201,85 @@ bool Lowerer::emitIndexLoop(const Instruction& in, const Instruction& indices, i
 
 // ============================================================== gather
 
+namespace {
+
+// Whether a gather of nb rows of sliceElems elements is faster through VMEM
+// (the table in and the result out whole, the rows copied by vector loads
+// and stores) than by a DMA, and so a DMA latency, per row.
+bool tableBeatsRows(const target::TargetDesc& target, uint64_t tableBytes, uint64_t outBytes, int64_t nb,
+                    int64_t sliceElems) {
+  const double hbmPerCycle = target.memory.hbmBytesPerSecond / target.clockHz;
+  const double perRowCycles =
+      static_cast<double>((nb + std::max(1, target.dma.engines) - 1) / std::max(1, target.dma.engines)) *
+      target.dma.latencyCycles;
+  const double tableCycles =
+      static_cast<double>(tableBytes + outBytes) / hbmPerCycle + 2.0 * target.dma.latencyCycles +
+      static_cast<double>(nb) * static_cast<double>((sliceElems + kVregElems - 1) / kVregElems);
+  return tableCycles < perRowCycles;
+}
+
+// A gather's slice, checked against its dimension numbers: per slice
+// (offset) dimension its size and the operand's and result's byte strides,
+// the result's batch dimensions paired with the index dims, and the row-major
+// strides; the error when they disagree.
+struct GatherSlice {
+  std::vector<int64_t> counts, srcS, dstS, xs, rst;
+  std::vector<BatchDim> batch;
+};
+std::optional<std::string> gatherSlice(const Instruction& in, GatherSlice& g) {
+  const Instruction& indices = *in.operand(1);
+  const auto& dn = *in.attrs().gatherDims;
+  const auto& sizes = in.attrs().gatherSliceSizes;
+  const Shape& os = in.operand(0)->shape();
+  const Shape& rs = in.shape();
+  const int64_t orank = os.rank();
+  const int64_t irank = indices.shape().rank();
+  const int64_t ivd = dn.indexVectorDim;
+  if (static_cast<int64_t>(sizes.size()) != orank || ivd < 0 || ivd > irank ||
+      !allInRange(dn.startIndexMap, orank) || !allInRange(dn.collapsedSliceDims, orank) ||
+      !allInRange(dn.operandBatchingDims, orank) || !allInRange(dn.offsetDims, rs.rank()) ||
+      !allInRange(dn.startIndicesBatchingDims, std::max<int64_t>(irank, ivd + 1)) ||
+      dn.operandBatchingDims.size() != dn.startIndicesBatchingDims.size())
+    return fmt::format("llo-gen: gather '{}' has inconsistent dimension numbers", in.name());
+  std::vector<int64_t> full = indices.shape().dimensions();
+  if (ivd == irank) full.push_back(1);
+  if (full[static_cast<size_t>(ivd)] != static_cast<int64_t>(dn.startIndexMap.size()))
+    return "llo-gen: gather start_index_map length differs from the index vector length";
+  const int es = typeInfo(rs.elementType()).bytes;
+  g.xs = rowMajorStrides(os.dimensions());
+  g.rst = rowMajorStrides(rs.dimensions());
+  const std::vector<int64_t>& xs = g.xs;
+  const std::vector<int64_t>& rst = g.rst;
+  // The slice: the operand dims that are neither collapsed nor batching.
+  std::vector<int64_t>&counts = g.counts, &srcS = g.srcS, &dstS = g.dstS;
+  size_t j = 0;
+  for (int64_t d = 0; d < orank; ++d) {
+    size_t u = static_cast<size_t>(d);
+    if (sizes[u] < 0 || sizes[u] > os.dimension(d))
+      return "llo-gen: gather slice size larger than the operand";
+    if (contains(dn.collapsedSliceDims, d) || contains(dn.operandBatchingDims, d)) continue;
+    if (j >= dn.offsetDims.size()) return "llo-gen: gather offset_dims do not match slice_sizes";
+    int64_t p = dn.offsetDims[j++];
+    if (rs.dimension(p) != sizes[u])
+      return "llo-gen: gather offset dimension sizes differ from slice_sizes";
+    counts.push_back(sizes[u]);
+    srcS.push_back(xs[u] * es);
+    dstS.push_back(rst[static_cast<size_t>(p)] * es);
+  }
+  if (j != dn.offsetDims.size()) return "llo-gen: gather offset_dims do not match slice_sizes";
+  // Batch dims of the result, in order, pair with the index dims but ivd.
+  bool rankMismatch = false;
+  auto paired = pairBatchDims(rs, rst, dn.offsetDims, full, ivd, dn.startIndicesBatchingDims, dn.operandBatchingDims,
+                              rankMismatch);
+  if (!paired)
+    return std::string(rankMismatch ? "llo-gen: gather result rank does not match the dimension numbers"
+                                    : "llo-gen: gather batch dimension sizes differ from the indices");
+  g.batch = std::move(*paired);
+  return std::nullopt;
+}
+
+}  // namespace
+
 bool Lowerer::lowerGather(const Instruction& in) {
   beginKernel(in, "gather");
   if (in.operandCount() != 2) return fail(in, "llo-gen: gather expects an operand and start indices");
@@ -211,48 +290,15 @@ bool Lowerer::lowerGather(const Instruction& in) {
   const Shape& os = operand.shape();
   const Shape& rs = in.shape();
   const int64_t orank = os.rank();
-  const int64_t irank = indices.shape().rank();
   const int64_t ivd = dn.indexVectorDim;
-  if (static_cast<int64_t>(sizes.size()) != orank || ivd < 0 || ivd > irank ||
-      !allInRange(dn.startIndexMap, orank) || !allInRange(dn.collapsedSliceDims, orank) ||
-      !allInRange(dn.operandBatchingDims, orank) || !allInRange(dn.offsetDims, rs.rank()) ||
-      !allInRange(dn.startIndicesBatchingDims, std::max<int64_t>(irank, ivd + 1)) ||
-      dn.operandBatchingDims.size() != dn.startIndicesBatchingDims.size())
-    return fail(in, fmt::format("llo-gen: gather '{}' has inconsistent dimension numbers", in.name()));
-  std::vector<int64_t> full = indices.shape().dimensions();
-  if (ivd == irank) full.push_back(1);
-  if (full[static_cast<size_t>(ivd)] != static_cast<int64_t>(dn.startIndexMap.size()))
-    return fail(in, "llo-gen: gather start_index_map length differs from the index vector length");
-
+  GatherSlice g;
+  if (std::optional<std::string> error = gatherSlice(in, g)) return fail(in, *error);
   const ElementType t = rs.elementType();
   const int es = typeInfo(t).bytes;
   const int src = leaves_[&operand][0], dst = leaves_[&in][0];
-  std::vector<int64_t> xs = rowMajorStrides(os.dimensions()), rst = rowMajorStrides(rs.dimensions());
-  // The slice: the operand dims that are neither collapsed nor batching.
-  std::vector<int64_t> counts, srcS, dstS;
-  size_t j = 0;
-  for (int64_t d = 0; d < orank; ++d) {
-    size_t u = static_cast<size_t>(d);
-    if (sizes[u] < 0 || sizes[u] > os.dimension(d))
-      return fail(in, "llo-gen: gather slice size larger than the operand");
-    if (contains(dn.collapsedSliceDims, d) || contains(dn.operandBatchingDims, d)) continue;
-    if (j >= dn.offsetDims.size()) return fail(in, "llo-gen: gather offset_dims do not match slice_sizes");
-    int64_t p = dn.offsetDims[j++];
-    if (rs.dimension(p) != sizes[u])
-      return fail(in, "llo-gen: gather offset dimension sizes differ from slice_sizes");
-    counts.push_back(sizes[u]);
-    srcS.push_back(xs[u] * es);
-    dstS.push_back(rst[static_cast<size_t>(p)] * es);
-  }
-  if (j != dn.offsetDims.size()) return fail(in, "llo-gen: gather offset_dims do not match slice_sizes");
-  // Batch dims of the result, in order, pair with the index dims but ivd.
-  bool rankMismatch = false;
-  auto paired = pairBatchDims(rs, rst, dn.offsetDims, full, ivd, dn.startIndicesBatchingDims, dn.operandBatchingDims,
-                              rankMismatch);
-  if (!paired)
-    return fail(in, rankMismatch ? "llo-gen: gather result rank does not match the dimension numbers"
-                                 : "llo-gen: gather batch dimension sizes differ from the indices");
-  std::vector<BatchDim> batch = std::move(*paired);
+  const std::vector<int64_t>& xs = g.xs;
+  const std::vector<int64_t>&counts = g.counts, &srcS = g.srcS, &dstS = g.dstS;
+  const std::vector<BatchDim>& batch = g.batch;
   if (bufs_[dst].bytes == 0) {
     endKernel(0, 0, 0);
     return true;
@@ -283,18 +329,11 @@ bool Lowerer::lowerGather(const Instruction& in) {
   const uint64_t tableBytes = bufs_[src].bytes, outBytes = bufs_[dst].bytes;
   const uint64_t tableV = 0, outV = alignUp(tableBytes + pad, 512);
   const uint64_t vmemNeed = outV + alignUp(outBytes + pad, 512);
-  const double hbmPerCycle = target_.memory.hbmBytesPerSecond / target_.clockHz;
-  const double perRowCycles =
-      static_cast<double>((nb + std::max(1, target_.dma.engines) - 1) / std::max(1, target_.dma.engines)) *
-      target_.dma.latencyCycles;
-  const double tableCycles =
-      static_cast<double>(tableBytes + outBytes) / hbmPerCycle + 2.0 * target_.dma.latencyCycles +
-      static_cast<double>(nb) * static_cast<double>((sliceElems + kVregElems - 1) / kVregElems);
   // Rows move through registers as raw 32-bit words or sign-extended bytes,
   // which store back bit-exactly whatever the element type.
   const bool inVmem = (es == 4 || es == 1) && rowsInOrder && sliceElems > 0 && vmemNeed <= vmemBudget() &&
                       tableBytes < (uint64_t{1} << 30) && outBytes < (uint64_t{1} << 30) &&
-                      tableCycles < perRowCycles;
+                      tableBeatsRows(target_, tableBytes, outBytes, nb, sliceElems);
   if (inVmem) {
     int r = sreg();
     e_.op("smov {}, {}", S(r), base(src));
