@@ -524,6 +524,15 @@ class Lowerer : private LoweringContext {
   FusionLowering classifyFusion(const Instruction& in) const;
 
  private:
+  // Emitters local to one kernels/ file that split a long kernel into its
+  // phases, sharing the kernel's state in one object; they work on the
+  // lowering state as the kernel's own member functions do.
+  friend class RngBitsEmitter;    // misc.cpp
+  friend class SortEmitter;       // sort.cpp
+  friend class ScatterEmitter;    // gather_scatter.cpp
+  friend class FftPassEmitter;    // fft.cpp
+  friend class AttentionEmitter;  // attention.cpp
+
   // ---- planning ----
   bool plan(const Computation& c, int region);
   bool planInstruction(const Instruction& in, int region);
