@@ -533,6 +533,15 @@ class Lowerer : private LoweringContext {
   FusionLowering classifyFusion(const Instruction& in) const;
 
  private:
+  // Emitters local to one kernels/ file that split a long kernel into its
+  // phases, sharing the kernel's state in one object; they work on the
+  // lowering state as the kernel's own member functions do.
+  friend class RngBitsEmitter;    // misc.cpp
+  friend class SortEmitter;       // sort.cpp
+  friend class ScatterEmitter;    // gather_scatter.cpp
+  friend class FftPassEmitter;    // fft.cpp
+  friend class AttentionEmitter;  // attention.cpp
+
   // ---- planning ----
   bool plan(const Computation& c, int region);
   bool planInstruction(const Instruction& in, int region);
@@ -922,6 +931,9 @@ class Lowerer : private LoweringContext {
   bool ringReduceScatter(const Instruction& in, const RingPlan& rp, const Computation& reducer, int w, int r);
   bool ringAllGather(const Instruction& in, const RingPlan& rp, int src, int64_t srcOff, int y);
   bool lowerRingCollective(const Instruction& in);
+  // Pieces of the ring collectives (kernels/collectives.cpp).
+  int rotateRingBlocks(const RingPlan& rp, int src, int64_t srcOff, int64_t word, int w);
+  bool emitRingOperands(const Instruction& in, int64_t G, int64_t rowWords, double& flops, uint64_t& hbm);
   // Multi-axis all-reduce (one group of every chip on a slice with two or
   // more axes longer than 1): reduce-scatter then all-gather per torus
   // axis, two halves of the data taking the axes in different orders at
@@ -932,6 +944,11 @@ class Lowerer : private LoweringContext {
   bool axisAllReduceApplies(const Instruction& in, const std::vector<std::vector<int64_t>>& groups) const;
   bool lowerAxisAllReduce(const Instruction& in);
   bool lowerDirectCollective(const Instruction& in);
+  // The direct collectives' kinds (kernels/collectives.cpp).
+  bool lowerCollectivePermute(const Instruction& in);
+  bool lowerCollectiveBroadcast(const Instruction& in, int tbl, int64_t G);
+  bool lowerAllToAll(const Instruction& in, int tbl, int64_t G);
+  void sendToMember(int64_t j, int dst, int src, int64_t srcOff, int64_t bytes, const std::string& desc, int sem);
   int memberTable(const Instruction& in, int64_t& G);
   bool asyncGatherOverlaps(const Instruction& in) const;
   bool lowerAsyncAllGather(const Instruction& in);
