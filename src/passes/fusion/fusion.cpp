@@ -260,7 +260,7 @@ Decision ComputationFuser::decide(int32_t p) {
     return d;
   }
   bool result = false;
-  std::vector<int32_t> users = graph_.users(p, &result, static_cast<size_t>(options_.maxUsers));
+  std::vector<int32_t> users = graph_.usersWithin(p, &result, static_cast<size_t>(options_.maxUsers));
   if (result || users.empty()) {
     d.reason = fmt::format("{} is the computation's result", name(n.outputs[0]));
     return d;
@@ -793,9 +793,7 @@ bool ComputationFuser::tryMerge(int32_t a, int32_t b) {
   for (int32_t n : {a, b})
     for (int32_t o : graph_.node(n).outputs) {
       // Read by another node (copies of a user elsewhere count), or a result.
-      bool needed = o == graph_.rootIndex();
-      for (int32_t r : graph_.readers(o)) needed |= r != a && r != b;
-      if (needed) outputs.push_back(o);
+      if (o == graph_.rootIndex() || graph_.readByOtherThan(o, a, b)) outputs.push_back(o);
     }
   std::sort(outputs.begin(), outputs.end());
   outputs.erase(std::unique(outputs.begin(), outputs.end()), outputs.end());

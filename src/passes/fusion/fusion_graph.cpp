@@ -108,6 +108,39 @@ std::vector<int32_t> FusionGraph::users(int32_t n, bool* result, size_t limit) c
   return out;
 }
 
+std::vector<int32_t> FusionGraph::usersWithin(int32_t n, bool* result, size_t limit) const {
+  std::vector<int32_t> out;
+  *result = false;
+  for (int32_t o : node(n).outputs) *result |= o == root_;
+  const uint32_t epoch = nextEpoch();
+  for (int32_t o : node(n).outputs)
+    for (int32_t u : usersOf(o))
+      for (int32_t m : containing_[static_cast<size_t>(u)]) {
+        if (m == n || stamp_[static_cast<size_t>(m)] == epoch || !node(m).alive || contains(m, o)) continue;
+        stamp_[static_cast<size_t>(m)] = epoch;
+        out.push_back(m);
+        if (out.size() > limit) return out;
+      }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool FusionGraph::readByOtherThan(int32_t i, int32_t a, int32_t b) const {
+  for (int32_t u : usersOf(i))
+    for (int32_t m : containing_[static_cast<size_t>(u)])
+      if (m != a && m != b && node(m).alive && !contains(m, i)) return true;
+  return false;
+}
+
+uint32_t FusionGraph::nextEpoch() const {
+  if (stamp_.size() < nodes_.size()) stamp_.resize(nodes_.size(), 0);
+  if (++epoch_ == 0) {
+    std::fill(stamp_.begin(), stamp_.end(), 0);
+    epoch_ = 1;
+  }
+  return epoch_;
+}
+
 std::vector<int32_t> FusionGraph::holders(int32_t i) const {
   std::vector<int32_t> out;
   for (int32_t m : containing_[static_cast<size_t>(i)])
@@ -156,11 +189,7 @@ bool FusionGraph::reachesIndirectly(int32_t from, int32_t to, int budget) const 
   // reached or more than `budget` nodes are), so the walk reads the user
   // lists in place: no per-node vectors, no sorting, and a stamp per node
   // instead of searching the visited list.
-  if (stamp_.size() < nodes_.size()) stamp_.resize(nodes_.size(), 0);
-  if (++epoch_ == 0) {
-    std::fill(stamp_.begin(), stamp_.end(), 0);
-    epoch_ = 1;
-  }
+  nextEpoch();
   std::vector<int32_t>& work = walk_;
   work.clear();
   // Calls f(m) for every live node m that reads an output of n from outside.
@@ -173,13 +202,17 @@ bool FusionGraph::reachesIndirectly(int32_t from, int32_t to, int budget) const 
         }
     return false;
   };
-  forUsers(from, [&](int32_t m) {
+  // More direct users than the budget already answers (the walk would
+  // run out): a value read all over the module (a bias broadcast shared by
+  // every layer) then costs the budget, not its thousands of readers.
+  const bool exceeds = forUsers(from, [&](int32_t m) {
     if (m != to && stamp_[static_cast<size_t>(m)] != epoch_) {
       stamp_[static_cast<size_t>(m)] = epoch_;
       work.push_back(m);
     }
-    return false;
+    return work.size() > static_cast<size_t>(std::max(budget, 0));
   });
+  if (exceeds) return true;
   for (size_t next = 0; next < work.size(); ++next) {
     if (--budget < 0) return true;
     bool found = forUsers(work[next], [&](int32_t u) {

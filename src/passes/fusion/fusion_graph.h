@@ -55,6 +55,11 @@ class FusionGraph {
   // early once it holds more than `limit` nodes (then only its size says
   // something: more than the limit).
   std::vector<int32_t> users(int32_t n, bool* result = nullptr, size_t limit = SIZE_MAX) const;
+  // The same list when it holds at most `limit` nodes; else some `limit`+1
+  // of them (for callers that only need to know that there are more):
+  // read once, without sorting, so a value read all over the module costs
+  // the limit, not its readers.
+  std::vector<int32_t> usersWithin(int32_t n, bool* result, size_t limit) const;
 
   // Live nodes holding instruction i, ascending.
   std::vector<int32_t> holders(int32_t i) const;
@@ -77,6 +82,9 @@ class FusionGraph {
   // Sorted union of the members of a and b.
   std::vector<int32_t> unionMembers(int32_t a, int32_t b) const;
 
+  // Whether some live node other than a and b reads value i from outside.
+  bool readByOtherThan(int32_t i, int32_t a, int32_t b) const;
+
   // Whether node `to` depends on node `from` through a path of at least two
   // edges (through another node). Looks at no more than `budget` nodes and
   // answers true when it runs out, so callers stay safe and linear.
@@ -95,7 +103,9 @@ class FusionGraph {
   std::vector<char> ordered_;
   std::vector<char> live_;  // per instruction: nodes that hold it (dead ones too)
   bool topological_ = true;  // every operand index below its user's
-  // Scratch of reachesIndirectly (reused: it runs for most candidate edges).
+  // Scratch of reachesIndirectly and usersWithin (reused: they run for most
+  // candidate edges).
+  uint32_t nextEpoch() const;  // a fresh stamp_ value (stamp_ sized to the nodes)
   mutable std::vector<uint32_t> stamp_;
   mutable uint32_t epoch_ = 0;
   mutable std::vector<int32_t> walk_;
