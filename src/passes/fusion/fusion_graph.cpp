@@ -1,6 +1,7 @@
 #include "passes/fusion/fusion_graph.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -265,11 +266,21 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
   hlo::Computation* c = module.addComputation(name);
   built.computation = c;
   auto nameFor = [&](const std::string& base) { return names ? names->fresh(base) : base; };
-  std::unordered_map<int32_t, Instruction*> value;
-  value.reserve(members.size() * 2);
+  // Values by instruction index: members' copies by their position in the
+  // (ascending) member list, values from outside in a short list (a fusion
+  // reads at most a few dozen). No hashing: this runs for every candidate
+  // the cost model prices.
+  std::vector<Instruction*> memberValue(members.size(), nullptr);
+  std::vector<std::pair<int32_t, Instruction*>> outside;
+  auto slot = [&](int32_t i) -> Instruction** {
+    auto at = std::lower_bound(members.begin(), members.end(), i);
+    if (at != members.end() && *at == i) return &memberValue[static_cast<size_t>(at - members.begin())];
+    for (auto& [index, v] : outside)
+      if (index == i) return &v;
+    return nullptr;
+  };
   auto operandValue = [&](int32_t o) -> Instruction* {
-    auto it = value.find(o);
-    if (it != value.end()) return it->second;
+    if (Instruction** known = slot(o); known && *known) return *known;
     const Instruction* original = graph.instruction(o);
     Instruction* v;
     if (original->opcode() == Opcode::Constant && original->shape().isScalar()) {
@@ -281,7 +292,8 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
       v->attrs().parameterNumber = k;
       v->setLocation(original->location());
     }
-    value.emplace(o, v);
+    if (Instruction** known = slot(o)) *known = v;  // a member read before its copy is made (not in order)
+    else outside.push_back({o, v});
     return v;
   };
   std::vector<Instruction*> ops;
@@ -291,7 +303,7 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
     for (int32_t o : graph.operandsOf(m)) ops.push_back(operandValue(o));
     const hlo::Computation* body = original.opcode() == Opcode::Fusion ? original.fusedComputation() : nullptr;
     if (!body) {
-      value[m] = addCopy(*c, original, nameFor(original.name()), ops);
+      *slot(m) = addCopy(*c, original, nameFor(original.name()), ops);
       continue;
     }
     // A fusion member: its body is copied in, its parameters bound to the operands.
@@ -307,15 +319,20 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
       for (const Instruction* o : i.operands()) innerOps.push_back(inner.at(o));
       inner[&i] = addCopy(*c, i, nameFor(i.name()), innerOps);
     }
-    value[m] = inner.at(body->root());
+    *slot(m) = inner.at(body->root());
   }
+  auto valueOf = [&](int32_t o) {
+    Instruction** v = slot(o);
+    if (!v || !*v) throw std::out_of_range("buildFusedComputation: an output that is not a member");
+    return *v;
+  };
   if (outputs.size() == 1) {
-    c->setRoot(value.at(outputs[0]));
+    c->setRoot(valueOf(outputs[0]));
   } else {
     std::vector<hlo::Shape> shapes;
     std::vector<Instruction*> elements;
     for (int32_t o : outputs) {
-      elements.push_back(value.at(o));
+      elements.push_back(valueOf(o));
       shapes.push_back(elements.back()->shape());
     }
     Instruction* t = c->addInstruction(Opcode::Tuple, nameFor("tuple"), hlo::Shape::tuple(std::move(shapes)));
