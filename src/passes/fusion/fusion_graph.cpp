@@ -57,10 +57,14 @@ FusionGraph::FusionGraph(hlo::Computation& computation) : computation_(&computat
   }
   exporter_.assign(n, -1);
   containing_.resize(n);
+  readerCount_.assign(n, 0);
+  valueStamp_.assign(n, 0);
   nodes_.reserve(n + n / 2);
   for (size_t i = 0; i < n; ++i) {
-    addNode({static_cast<int32_t>(i)}, {static_cast<int32_t>(i)});
-    if (!live_[i]) nodes_.back().alive = false;
+    const int32_t id = addNode({static_cast<int32_t>(i)}, {static_cast<int32_t>(i)});
+    if (live_[i]) continue;
+    countReads(id, -1);
+    nodes_.back().alive = false;
   }
 }
 
@@ -166,11 +170,27 @@ int32_t FusionGraph::addNode(std::vector<int32_t> members, std::vector<int32_t> 
   for (int32_t o : outputs) exporter_[static_cast<size_t>(o)] = id;
   for (int32_t m : members) containing_[static_cast<size_t>(m)].push_back(id);
   nodes_.push_back({std::move(members), std::move(outputs), true});
+  countReads(id, 1);
   return id;
+}
+
+void FusionGraph::countReads(int32_t n, int32_t delta) {
+  if (++valueEpoch_ == 0) {
+    std::fill(valueStamp_.begin(), valueStamp_.end(), 0);
+    valueEpoch_ = 1;
+  }
+  for (int32_t m : node(n).members)
+    for (int32_t o : operandsOf(m)) {
+      uint32_t& stamp = valueStamp_[static_cast<size_t>(o)];
+      if (stamp == valueEpoch_ || contains(n, o)) continue;
+      stamp = valueEpoch_;
+      readerCount_[static_cast<size_t>(o)] += delta;
+    }
 }
 
 void FusionGraph::kill(int32_t n) {
   Node& x = nodes_[static_cast<size_t>(n)];
+  if (x.alive) countReads(n, -1);
   x.alive = false;
   for (int32_t o : x.outputs)
     if (exporter_[static_cast<size_t>(o)] == n) exporter_[static_cast<size_t>(o)] = -1;

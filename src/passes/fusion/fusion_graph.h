@@ -61,6 +61,12 @@ class FusionGraph {
   // the limit, not its readers.
   std::vector<int32_t> usersWithin(int32_t n, bool* result, size_t limit) const;
 
+  // How many live nodes read value i from outside (what readers(i).size()
+  // would say), kept as nodes come and go: a value read all over the module
+  // is found to have too many users without reading them each time one of
+  // its readers is fused.
+  int32_t readerCount(int32_t i) const { return readerCount_[static_cast<size_t>(i)]; }
+
   // Live nodes holding instruction i, ascending.
   std::vector<int32_t> holders(int32_t i) const;
   // Live nodes reading value i from outside, ascending.
@@ -107,6 +113,12 @@ class FusionGraph {
   // candidate edges).
   uint32_t nextEpoch() const;  // a fresh stamp_ value (stamp_ sized to the nodes)
   mutable std::vector<uint32_t> stamp_;
+  // Per instruction: readerCount(), and the stamps countReads() dedupes with.
+  std::vector<int32_t> readerCount_;
+  std::vector<uint32_t> valueStamp_;
+  uint32_t valueEpoch_ = 0;
+  // Adds `delta` to the reader count of every value node n reads from outside.
+  void countReads(int32_t n, int32_t delta);
   mutable uint32_t epoch_ = 0;
   mutable std::vector<int32_t> walk_;
 };
