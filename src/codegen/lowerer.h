@@ -863,6 +863,9 @@ class Lowerer : private LoweringContext {
   VReg f64Const(double c);
   VReg f64Op(const char* mnemonic, VReg a, VReg b);  // one pair row, both words
   VReg expandExpF64(VReg x);
+  // The other f64 library math (kernels/math_f64.cpp); nullopt: not expanded there.
+  std::optional<VReg> expandMathF64(hlo::Opcode op, const std::vector<VReg>& ops);
+  friend class PairMath;  // kernels/math_f64.cpp's builder of f64 sequences
   // {cosh x, sinh x}, sinh keeping its relative precision near 0.
   std::pair<VReg, VReg> coshSinhF32(VReg x, ElementType rt);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.

@@ -811,7 +811,7 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       return lowerReducePrecision(in, ops[0]);
     case Opcode::Atan2:
       if (!isF64) return unsupported();
-      return pairBinary("vatan2.f64", ops[0], ops[1]);
+      return expandMathF64(op, ops);  // kernels/math_f64.cpp
     case Opcode::Mulhi:
       if (isF64) return unsupported();
       return pairBinary(isUnsigned ? "vmulhi.u64" : "vmulhi.s64", ops[0], ops[1]);
@@ -1019,6 +1019,7 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
   if (!isF64 || ops.size() != 1) return unsupported();
   // Library math composed from the pair rows (kernels/math.cpp).
   if (op == Opcode::Exp) return expandExpF64(ops[0]);
+  if (std::optional<VReg> r = expandMathF64(op, ops)) return r;
   static const std::map<Opcode, const char*> kUnary = {
       {Opcode::Sqrt, "vsqrt.f64"},
       {Opcode::Rsqrt, "vrsqrt.f64"},
