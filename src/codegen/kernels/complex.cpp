@@ -757,15 +757,26 @@ VReg Lowerer::complexSinCosC64(VReg x, VReg y, bool cos) {
 }
 
 // a^b = e^(b ln a). For a = 0, ln a = -inf + 0i: Re b > 0 gives e^(-inf
-// + ...) = 0 (complexExpC64's C special case), b = 0 gives NaN as
-// std::complex's pow does (XLA's elemental emitter special-cases 0^0 = 1;
-// the interpreter is the reference here).
+// + ...) = 0 (complexExpC64's C special case); 0^0 is 1 + 0i as in numpy,
+// XLA's elemental emitter and the interpreter (e^(0 ln 0) would be NaN).
 VReg Lowerer::complexPowC64(VReg a, VReg b) {
   VReg l = complexLogC64(realPart(a), imagPart(a));
   VReg t = complexMultiply(b, l);
   vfree(l);
   VReg r = complexExpC64(realPart(t), imagPart(t), false);
   vfree(t);
+  int k = malloc_(), m = malloc_();
+  e_.op("vcmp.eq.f32 {}, {}, 0.0", M(k), V(realPart(a)));
+  for (VReg p : {imagPart(a), realPart(b), imagPart(b)}) {
+    e_.op("vcmp.eq.f32 {}, {}, 0.0", M(m), V(p));
+    e_.op("mand {}, {}, {}", M(k), M(k), M(m));
+  }
+  e_.op("mnot {}, {}", M(k), M(k));
+  VReg re = realPart(r), im = imagPart(r);
+  e_.op("vsel.f32 {}, {}, {}, 1.0", V(re), M(k), V(re));
+  e_.op("vsel.f32 {}, {}, {}, 0.0", V(im), M(k), V(im));
+  masks_.put(k);
+  masks_.put(m);
   return r;
 }
 
