@@ -800,19 +800,15 @@ class Lowerer : private LoweringContext {
   VReg hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot);
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
   VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
-  VReg complexMultiply(VReg a, VReg b);  // c64: four f32 products (XLA's); c128: the vmul.c128 row
-  // c64 library math composed from f32 chip instructions (kernels/complex.cpp);
-  // parts are f32 registers, results c64 values (abs: f32).
-  std::optional<VReg> expandComplexC64(hlo::Opcode op, const std::vector<VReg>& ops);
-  VReg complexDivideC64(VReg a, VReg b);
-  VReg hypotF32(VReg x, VReg y);
-  VReg complexExpC64(VReg x, VReg y, bool minusOne);
-  VReg complexLogC64(VReg x, VReg y);
-  VReg complexLog1pC64(VReg x, VReg y);
-  VReg complexSqrtC64(VReg x, VReg y);
-  VReg complexTanhC64(VReg x, VReg y);
-  VReg complexSinCosC64(VReg x, VReg y, bool cos);
-  VReg complexPowC64(VReg a, VReg b);
+  VReg complexMultiply(VReg a, VReg b);  // XLA's four products, in f32 (c64) or f64 pair (c128) ops
+  VReg complexConstant(const Instruction& in);
+  VReg complexEquals(VReg a, VReg b, bool eq);  // pred: a == b (eq) or a != b
+  VReg complexSelect(VReg pred, VReg a, VReg b, ElementType rt);
+  std::optional<VReg> complexConvert(const Instruction& in, VReg x);
+  // Complex library math (multiply, divide, power, abs, sign, the
+  // transcendentals) expanded into chip instructions, one expansion generic
+  // over the part type: f32 (c64) or f64 pairs (c128). kernels/complex.cpp.
+  struct ComplexMath;
   // fft: the c128 twiddle at SMEM [rAddr] (four words, through the scalar
   // registers rw) in every lane of a new register.
   VReg splatTwiddle(const std::vector<int>& rw, int rAddr);
@@ -866,6 +862,10 @@ class Lowerer : private LoweringContext {
   // The other f64 library math (kernels/math_f64.cpp); nullopt: not expanded there.
   std::optional<VReg> expandMathF64(hlo::Opcode op, const std::vector<VReg>& ops);
   friend class PairMath;  // kernels/math_f64.cpp's builder of f64 sequences
+  // One f64 library function (exp, expm1, log, log1p, sqrt, sin, cos, cosh,
+  // sinh; atan2 with b) as the f64 lowering computes it (kernels/wide.cpp);
+  // the c128 expansions call the real functions only through here.
+  VReg f64Math(hlo::Opcode op, VReg a, std::optional<VReg> b = std::nullopt);
   // {cosh x, sinh x}, sinh keeping its relative precision near 0.
   std::pair<VReg, VReg> coshSinhF32(VReg x, ElementType rt);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.

@@ -1054,3 +1054,23 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
 }
 
 }  // namespace tpu::codegen
+
+namespace tpu::codegen {
+
+VReg Lowerer::f64Math(Opcode op, VReg a, std::optional<VReg> b) {
+  switch (op) {
+    case Opcode::Exp: return expandExpF64(a);
+    case Opcode::Expm1: return f64Row("vexpm1.f64", a);
+    case Opcode::Log: return f64Row("vlog.f64", a);
+    case Opcode::Log1p: return f64Row("vlog1p.f64", a);
+    case Opcode::Sqrt: return f64Row("vsqrt.f64", a);
+    case Opcode::Sin: return f64Row("vsin.f64", a);
+    case Opcode::Cos: return f64Row("vcos.f64", a);
+    case Opcode::Cosh: return f64Row("vcosh.f64", a);
+    case Opcode::Sinh: return f64Row("vsinh.f64", a);
+    case Opcode::Atan2: return f64Row("vatan2.f64", a, b);
+    default: return f64Row("vsqrt.f64", a);  // not reached: callers pass the ops above
+  }
+}
+
+}  // namespace tpu::codegen
