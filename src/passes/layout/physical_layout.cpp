@@ -494,7 +494,7 @@ class RelayoutSinker {
     // A member gone for good leaves its name to its physical twin (kernel names stay).
     std::vector<std::pair<Instruction*, std::string>> renames;
     for (Instruction* m : members_)
-      if (dead.count(m)) renames.push_back({physOf_.at(m).value, m->name()});
+      if (dead.count(m) && twins_.count(physOf_.at(m).value)) renames.push_back({physOf_.at(m).value, m->name()});
     entry_.removeInstructionsIf([&](const Instruction& in) { return dead.count(const_cast<Instruction*>(&in)) > 0; });
     for (const auto& c : module_.computations())
       for (const auto& in : c->instructions())
@@ -531,9 +531,27 @@ class RelayoutSinker {
     return true;
   }
 
+  // A bitcast between two layouts of the same bytes (the same dimensions in
+  // major-to-minor order under the same tiles) is the operand's physical
+  // array itself, seen with the result's layout: no instruction at all.
+  bool tryBitcast(Instruction* in) {
+    if (in->opcode() != Opcode::Bitcast || !in->shape().isArray() || in->shape().isScalar()) return false;
+    auto it = physOf_.find(resolve(in->operand(0)));
+    if (it == physOf_.end() || it->second.value->shape().elementType() != in->shape().elementType()) return false;
+    const Shape from = withType(it->second.key, in->shape().elementType());
+    auto a = planFor(from), b = planFor(in->shape());
+    if (!a || !b || a->collapsed != b->collapsed || a->physical != b->physical ||
+        from.layout().tiles != in->shape().layout().tiles)
+      return false;
+    members_.push_back(in);
+    physOf_[in] = {it->second.value, in->shape()};
+    return true;
+  }
+
   void tryMember(Instruction* in) {
     const Shape& shape = in->shape();
     if (!shape.isArray() || shape.isScalar() || in->hasSideEffect() || !in->controlPredecessors().empty()) return;
+    if (tryBitcast(in)) return;
     const bool elementwise = hlo::isElementwise(in->opcode()) && in->calledComputations().empty();
     const bool fusion = in->opcode() == Opcode::Fusion && in->fusedComputation() &&
                         agnosticBody(*in->fusedComputation(), shape.dimensions());
@@ -584,6 +602,7 @@ class RelayoutSinker {
     }
     if (fusion) n->addCalledComputation(physicalBody(*in->fusedComputation(), dims));
     members_.push_back(in);
+    twins_.insert(n);
     physOf_[in] = {n, key};
   }
 
@@ -604,6 +623,7 @@ class RelayoutSinker {
   EdgeBuilder& eb_;
   std::map<Instruction*, Physical> physOf_;
   std::vector<Instruction*> members_;  // the logical instructions that got a physical twin, in order
+  std::set<Instruction*> twins_;       // the instructions added as physical twins
 
  public:
   std::vector<Instruction*> extra_;  // broadcasts added for physical members
