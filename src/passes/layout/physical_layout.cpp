@@ -264,7 +264,36 @@ namespace {
 
 class EdgeBuilder {
  public:
-  EdgeBuilder(Computation& c, std::set<std::string>& names) : c_(c), names_(names) {}
+  EdgeBuilder(Computation& c, std::set<std::string>& names) : c_(&c), home_(&c), names_(names) {}
+
+  // toLogical / toPhysical as one loop fusion of `v` when it takes more than
+  // one data-moving step (one kernel streams the whole relayout instead of a
+  // kernel per step, each through HBM: the conv net's bf16 (2,1) edges
+  // 4 kernels -> 1); a single transpose stays as it is.
+  Instruction* fused(Instruction* v, const Shape& shape, const std::string& base, bool toPhys) {
+    hlo::Module& module = *c_->parent();
+    std::string name = base + ".fused";
+    for (int i = 1; module.findComputation(name); ++i) name = fmt::format("{}.fused.{}", base, i);
+    Computation* body = module.addComputation(name);
+    Computation* outer = c_;
+    Instruction* p = body->addInstruction(Opcode::Parameter, fresh(base + ".param"), v->shape());
+    p->attrs().parameterNumber = 0;
+    c_ = body;
+    Instruction* r = toPhys ? toPhysical(p, shape, base) : toLogical(p, shape, base);
+    c_ = outer;
+    int64_t steps = 0;
+    for (const auto& in : body->instructions())
+      steps += in->opcode() != Opcode::Parameter && in->opcode() != Opcode::Reshape && in->opcode() != Opcode::Constant;
+    if (steps < 2) {
+      module.removeComputation(body);
+      return toPhys ? toPhysical(v, shape, base) : toLogical(v, shape, base);
+    }
+    body->setRoot(r);
+    Instruction* f = add(Opcode::Fusion, r->shape().elementType(), r->shape().dimensions(), {v}, base);
+    f->attrs().fusionKind = hlo::FusionKind::Loop;
+    f->addCalledComputation(body);
+    return f;
+  }
 
   // The physical value `v` (row-major physical dims) as the logical array of `shape`.
   Instruction* toLogical(Instruction* v, const Shape& shape, const std::string& base) {
@@ -349,9 +378,9 @@ class EdgeBuilder {
  private:
   Instruction* add(Opcode op, hlo::ElementType t, std::vector<int64_t> dims, std::vector<Instruction*> operands,
                    const std::string& base) {
-    Instruction* in = c_.addInstruction(op, fresh(base), Shape(t, std::move(dims)).withDefaultLayout());
+    Instruction* in = c_->addInstruction(op, fresh(base), Shape(t, std::move(dims)).withDefaultLayout());
     for (Instruction* o : operands) in->addOperand(o);
-    created_.push_back(in);
+    if (c_ == home_) created_.push_back(in);
     return in;
   }
   Instruction* transpose(Instruction* v, hlo::ElementType t, const std::vector<int64_t>& dims,
@@ -369,7 +398,8 @@ class EdgeBuilder {
     return add(Opcode::Reshape, t, dims, {v}, base);
   }
 
-  Computation& c_;
+  Computation* c_;
+  Computation* home_;
   std::set<std::string>& names_;
 
  public:
@@ -451,7 +481,7 @@ class RelayoutSinker {
       const bool root = entry_.root() == m;
       if (outside.empty() && !root) continue;
       const Physical& ph = physOf_.at(m);
-      Instruction* l = eb_.toLogical(ph.value, withType(ph.key, m->shape().elementType()), m->name() + ".relayout");
+      Instruction* l = eb_.fused(ph.value, withType(ph.key, m->shape().elementType()), m->name() + ".relayout", false);
       l->setShape(m->shape());
       for (Instruction* u : outside) {
         for (int64_t i = 0; i < u->operandCount(); ++i)
@@ -696,7 +726,7 @@ bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
       if (!s.isArray() || !flags[k++]) return v;
       note(s);
       ++report.arguments;
-      Instruction* r = eb.toLogical(v, s, oldName + ".relayout");
+      Instruction* r = eb.fused(v, s, oldName + ".relayout", false);
       sinker.setPhysical(r, v, s);
       argumentRelayouts.push_back({r, oldName});
       return r;
@@ -745,7 +775,7 @@ bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
       ++report.results;
       if (Instruction* direct = sinker.physicalFor(v, s)) return direct;
       resultRelayouts.push_back(v->name());
-      return eb.toPhysical(v, s, v->name() + ".relayout");
+      return eb.fused(v, s, v->name() + ".relayout", true);
     };
     Instruction* newRoot = physical(root, layout.result);
     entry->setRoot(newRoot);
