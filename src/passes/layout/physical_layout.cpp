@@ -503,9 +503,9 @@ class RelayoutSinker {
     entry_.sortTopologically();
     std::set<Instruction*> candidates(members_.begin(), members_.end());
     candidates.insert(extra.begin(), extra.end());
-    for (Instruction* m : members_)  // the logical broadcasts of scalars they read
+    for (Instruction* m : members_)  // the logical broadcasts of scalars and tuple elements they read
       for (Instruction* o : m->operands())
-        if (o->opcode() == Opcode::Broadcast && !o->hasSideEffect()) candidates.insert(o);
+        if (o->opcode() == Opcode::Broadcast || o->opcode() == Opcode::GetTupleElement) candidates.insert(o);
     std::map<Instruction*, int64_t> uses;
     for (const auto& in : entry_.instructions()) {
       for (Instruction* o : in->operands()) ++uses[o];
