@@ -505,7 +505,9 @@ class RelayoutSinker {
     candidates.insert(extra.begin(), extra.end());
     for (Instruction* m : members_)  // the logical broadcasts of scalars and tuple elements they read
       for (Instruction* o : m->operands())
-        if (o->opcode() == Opcode::Broadcast || o->opcode() == Opcode::GetTupleElement) candidates.insert(o);
+        if (o->opcode() == Opcode::Broadcast || o->opcode() == Opcode::GetTupleElement ||
+            o->opcode() == Opcode::Constant)
+          candidates.insert(o);
     std::map<Instruction*, int64_t> uses;
     for (const auto& in : entry_.instructions()) {
       for (Instruction* o : in->operands()) ++uses[o];
@@ -553,7 +555,9 @@ class RelayoutSinker {
       const bool scalar = in.shape().isScalar();
       if (!scalar && in.shape().dimensions() != dims) return false;
       if (in.opcode() == Opcode::Parameter) continue;
-      if (in.opcode() == Opcode::Constant && scalar) continue;
+      // Array constants are stored physically too (an elided one is filled by
+      // logical position, so it stays out).
+      if (in.opcode() == Opcode::Constant && (scalar || !in.literal().isElided())) continue;
       if (in.opcode() == Opcode::Broadcast && in.operandCount() == 1 && in.operand(0)->shape().isScalar()) continue;
       if (hlo::isElementwise(in.opcode()) && !in.hasSideEffect()) continue;
       return false;
@@ -598,6 +602,7 @@ class RelayoutSinker {
         continue;
       }
       if (o->opcode() == Opcode::Broadcast && o->operand(0)->shape().isScalar()) continue;
+      if (o->opcode() == Opcode::Constant && !o->literal().isElided()) continue;
       return;
     }
     if (!first) return;
@@ -620,6 +625,14 @@ class RelayoutSinker {
         n->addOperand(o);
       } else if (auto it = physOf_.find(resolve(o)); it != physOf_.end()) {
         n->addOperand(it->second.value);
+      } else if (o->opcode() == Opcode::Constant) {
+        Instruction* c = entry_.addInstruction(Opcode::Constant, eb_.fresh(o->name() + ".physical"),
+                                               Shape(o->shape().elementType(), dims).withDefaultLayout());
+        c->attrs().literal = convertEdgeLiteral(o->literal(), withType(key, o->shape().elementType()), true);
+        c->common() = o->common();
+        c->setLocation(o->location());
+        extra_.push_back(c);
+        n->addOperand(c);
       } else {  // a broadcast scalar, broadcast to the physical dimensions
         Instruction* b = entry_.addInstruction(Opcode::Broadcast, eb_.fresh(o->name() + ".physical"),
                                                Shape(o->shape().elementType(), dims).withDefaultLayout());
@@ -630,20 +643,23 @@ class RelayoutSinker {
         n->addOperand(b);
       }
     }
-    if (fusion) n->addCalledComputation(physicalBody(*in->fusedComputation(), dims));
+    if (fusion) n->addCalledComputation(physicalBody(*in->fusedComputation(), key, dims));
     members_.push_back(in);
     twins_.insert(n);
     physOf_[in] = {n, key};
   }
 
   // A copy of fused computation `c` over arrays of the physical `dims`.
-  Computation* physicalBody(const Computation& c, const std::vector<int64_t>& dims) {
+  Computation* physicalBody(const Computation& c, const Shape& key, const std::vector<int64_t>& dims) {
     std::string name = c.name() + ".physical";
     for (int i = 1; module_.findComputation(name); ++i) name = fmt::format("{}.physical.{}", c.name(), i);
     Computation* copy = cloneComputation(module_, c, name, "");
     for (const auto& up : copy->instructions()) {
       up->setName(eb_.fresh(up->name() + ".physical"));
-      if (!up->shape().isScalar()) up->setShape(Shape(up->shape().elementType(), dims).withDefaultLayout());
+      if (up->shape().isScalar()) continue;
+      if (up->opcode() == Opcode::Constant)
+        up->attrs().literal = convertEdgeLiteral(up->literal(), withType(key, up->shape().elementType()), true);
+      up->setShape(Shape(up->shape().elementType(), dims).withDefaultLayout());
     }
     return copy;
   }

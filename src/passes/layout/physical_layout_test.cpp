@@ -263,5 +263,37 @@ ENTRY main {
   EXPECT_EQ(report.names, (std::vector<std::string>{"t", "n", "d"}));
 }
 
+TEST(PhysicalEdges, ArrayConstantsAreStoredPhysicallyToo) {
+  // Array constants beside physical operands (in the entry and inside a
+  // fusion) are converted to their physical form: still no relayout.
+  auto values = [](int offset) {
+    std::string t = "{";
+    for (int r = 0; r < 3; ++r) {
+      t += r ? ", {" : "{";
+      for (int c = 0; c < 130; ++c) t += (c ? ", " : "") + std::to_string((r * 130 + c + offset) % 17 - 8);
+      t += "}";
+    }
+    return t + "}";
+  };
+  const std::string f32 = "f32[3,130]{1,0:T(8,128)}";
+  std::string text = "HloModule t, entry_computation_layout={(" + f32 + ")->(" + f32 + ", " + f32 + ")}\n" +
+                     "fused {\n  x = " + f32 + " parameter(0)\n  k = " + f32 + " constant(" + values(0) + ")\n" +
+                     "  ROOT r = " + f32 + " multiply(x, k)\n}\n" +
+                     "ENTRY main {\n  a = " + f32 + " parameter(0)\n  c = " + f32 + " constant(" + values(5) + ")\n" +
+                     "  s = " + f32 + " add(a, c)\n  f = " + f32 + " fusion(a), kind=kLoop, calls=fused\n" +
+                     "  ROOT o = (" + f32 + ", " + f32 + ") tuple(s, f)\n}\n";
+  auto m = parse(text);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_TRUE(report.names.empty()) << report.names.front();
+  auto p = parse(text);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  for (const auto& in : p->entry()->instructions()) {
+    EXPECT_NE(in->opcode(), hlo::Opcode::Transpose) << in->name();
+    EXPECT_NE(in->opcode(), hlo::Opcode::Slice) << in->name();
+  }
+}
+
 }  // namespace
 }  // namespace tpu::passes::layout
