@@ -172,11 +172,24 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
   // paths, the latter with no tile inputs.
   if (epilogue && (vpu || (depthwise && !depthwiseEpilogue(*epilogue))))
     return fail(in, "llo-gen: internal error: not an output fusion's convolution");
-  int passes = depthwise || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
-  // With channels-last windows, one group: the implicit GEMM.
+  // Depthwise with one output per group: the image streams through VMEM
+  // (kernels/conv_depthwise.cpp), no padded copy in HBM.
+  DepthwisePlan dwPlan;
+  const bool dwStream = depthwise && product(os.dimensions()) > 0 && g.batch > 0 && g.taps > 0 &&
+                        depthwisePlan(in, g, epilogue, dwPlan);
+  int passes = dwStream || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
+  // Otherwise the implicit GEMM over channels-last windows in VMEM; grouped
+  // convolutions (depthwise ones with several outputs per group too) in
+  // parts whose weights are block-diagonal.
+  // Depthwise ones only where one bf16 MXU pass is exact: the vector
+  // unit's f32 products are, and the MXU would not be.
+  auto exactInBf16 = [](ElementType t) { return t != ElementType::F32 && t != ElementType::F16; };
   ImplicitConvPlan plan;
-  const bool implicit = !vpu && !depthwise && product(os.dimensions()) > 0 && g.inPerGroup * g.taps > 0 &&
-                        g.batch > 0 && implicitConvPlan(in, g, epilogue, passes, plan);
+  const bool implicit = !vpu && !dwStream && (!depthwise || (exactInBf16(g.inType) && exactInBf16(g.kType))) &&
+                        product(os.dimensions()) > 0 && g.inPerGroup * g.taps > 0 && g.batch > 0 &&
+                        implicitConvPlan(in, g, epilogue, passes, plan);
+  if (implicit) depthwise = false;
+  if (depthwise && !dwStream) passes = 1;
   if (epilogue) beginKernel(*epilogue->fusion, "fusion-conv");
   else beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : implicit ? "conv-implicit" : "conv-matmul");
   int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
@@ -198,14 +211,19 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
   }
 
   if (implicit) {
-    bool ok = emitImplicitConv(in, g, plan, epilogue);
+    if (g.featureGroups > 1)
+      e_.comment(fmt::format("grouped: {} part(s) of {} group(s), {} -> {} channels each, weights block-diagonal",
+                             plan.parts, plan.gpp, plan.C, plan.O));
+    bool ok = true;
+    for (int64_t part = 0; part < plan.parts && ok; ++part) {
+      ImplicitConvPlan pp = plan;
+      pp.part = part;
+      ok = emitImplicitConv(in, g, pp, epilogue);
+    }
     endKernel(flops, hbmBytes, plan.end);
     return ok && !failed_;
   }
-  // Depthwise with one output per group: the image streams through VMEM
-  // (kernels/conv_depthwise.cpp), no padded copy in HBM.
-  DepthwisePlan dwPlan;
-  if (depthwise && depthwisePlan(in, g, epilogue, dwPlan)) {
+  if (dwStream) {
     bool ok = emitDepthwiseStream(in, g, dwPlan, epilogue);
     endKernel(flops, hbmBytes, dwPlan.end);
     return ok && !failed_;
