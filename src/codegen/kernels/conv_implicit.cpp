@@ -36,6 +36,23 @@ namespace {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The input indices of one spatial dimension that land inside the padded
+// box (negative padding crops), and the box position of the first; the
+// ones after it land every `dil` positions (lhs dilation: the holes, like
+// the padding, stay zero).
+struct Copied {
+  int64_t first = 0, count = 0, at = 0;
+};
+
+Copied copied(int64_t size, int64_t low, int64_t dil, int64_t padded) {
+  Copied c;
+  c.first = low >= 0 ? 0 : (-low + dil - 1) / dil;
+  int64_t last = padded <= low ? -1 : std::min(size - 1, (padded - 1 - low) / dil);
+  c.count = std::max<int64_t>(0, last - c.first + 1);
+  c.at = low + c.first * dil;
+  return c;
+}
+
 }  // namespace
 
 bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
@@ -47,22 +64,23 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
     if (t != ElementType::BF16 && t != ElementType::F32) return false;
   if (!typeInfo(g.outType).isFloat || isWideType(g.outType)) return false;
   if (epilogue && !typeInfo(epilogue->outType).isFloat) return false;
+  std::vector<Copied> cp;
   for (size_t d = 0; d < g.rank; ++d) {
-    if (g.lhsDil[d] != 1 || g.padLow[d] < 0) return false;
-    int64_t high = g.padded[d] - g.inSize[d] - g.padLow[d];
-    if (high < 0) return false;
+    cp.push_back(copied(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]));
+    if (cp.back().count <= 0) return false;
   }
   const bool two = g.rank == 2;
-  p.H = two ? g.inSize[0] : 1;
-  p.W = g.inSize[g.rank - 1];
+  // H and W count the input rows and columns copied into the box.
+  p.H = two ? cp[0].count : 1;
+  p.W = cp[g.rank - 1].count;
   p.kh = two ? g.kSize[0] : 1;
   // A dilated window along the run: its extent, the holes zero weights.
   p.kw = (g.kSize[g.rank - 1] - 1) * g.rhsDil[g.rank - 1] + 1;
   p.sy = two ? g.stride[0] : 1;
   p.sx = g.stride[g.rank - 1];
   p.rdy = two ? g.rhsDil[0] : 1;
-  p.padTop = two ? g.padLow[0] : 0;
-  p.padLeft = g.padLow[g.rank - 1];
+  p.padTop = two ? cp[0].at : 0;
+  p.padLeft = cp[g.rank - 1].at;
   p.Hp = two ? g.padded[0] : 1;
   p.Hout = two ? g.outSize[0] : 1;
   p.Wout = g.outSize[g.rank - 1];
@@ -282,11 +300,17 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     }
     return e_.desc(chunk, dims);
   };
-  const std::string dX = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, p.H, p.W, p.C);
+  // lhs dilation spreads the copied rows and columns over the box.
+  const int64_t dilH = two ? g.lhsDil[0] : 1, dilW = g.lhsDil[g.rank - 1];
+  const int64_t boxH = dilH * p.RS * es, boxW = dilW * p.C * es;
+  const std::string dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, p.C);
   const int64_t xInterior = (p.padTop * p.RS + p.padLeft * p.C) * es;
-  // A part of a grouped convolution: its channels of X, its features of
-  // the result (and of the epilogue's inputs).
-  const int64_t xPart = p.part * p.C * inC;
+  // The first input row and column copied (negative padding crops); a part
+  // of a grouped convolution: its channels of X, its features of the
+  // result (and of the epilogue's inputs).
+  const Copied cH = copied(two ? g.inSize[0] : 1, two ? g.padLow[0] : 0, dilH, two ? g.padded[0] : 1);
+  const Copied cW = copied(g.inSize[g.rank - 1], g.padLow[g.rank - 1], dilW, g.padded[g.rank - 1]);
+  const int64_t xPart = p.part * p.C * inC + cH.first * inH + cW.first * inW;
   // Result (and tile inputs): staging row = pair, column (x % P) * O + o.
   std::vector<int64_t> ost = byteStrides(os.dimensions(), eo);
   const int64_t oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
@@ -305,8 +329,8 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   const int64_t lastOutRows = p.Hout - (p.outBands - 1) * p.outBandRows;
   std::string dXBand, dXLast, dOutBand, dOutLast;
   if (p.banded) {
-    dXBand = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, p.inBandRows, p.W, p.C);
-    dXLast = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, lastInRows, p.W, p.C);
+    dXBand = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.inBandRows, p.W, p.C);
+    dXLast = boxDesc(inH, boxH, inW, boxW, inC, es, es, lastInRows, p.W, p.C);
     dOutBand = stageDesc(eo, ost, true, p.outBandRows);
     dOutLast = stageDesc(eo, ost, true, lastOutRows);
   }
@@ -372,7 +396,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
         for (int64_t k = 0; k < p.inBands; ++k) {
           e_.op("smov {}, {}", S(rT), base(xBuf) + xPart + k * p.inBandRows * inH);
           e_.op("{} {}, [{}], {}, sem{}", dmaOp("h2v", xBuf), k + 1 < p.inBands ? dXBand : dXLast,
-                p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * p.RS * es), memRef(xBuf, S(rT)),
+                p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * boxH), memRef(xBuf, S(rT)),
                 5 + k);
         }
       } else {
@@ -755,6 +779,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     e_.op("br.ge {}, 0, {}", S(rT), lLow);
     e_.op("smov {}, 0", S(rT));
     e_.label(lLow);
+    if (dilH > 1) e_.op("sdiv {}, {}, {}", S(rT), S(rT), dilH);  // box row -> copied row
     e_.op("sdiv {}, {}, {}", S(rT), S(rT), p.inBandRows);
     e_.op("br.lt {}, {}, {}", S(rT), p.inBands, lHigh);
     e_.op("smov {}, {}", S(rT), p.inBands - 1);

@@ -74,6 +74,15 @@ std::vector<Case> cases() {
                                     "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=40")},
       {"GroupedOneDimensional", conv("bf16[1,300,48]", "bf16[5,6,64]", "f32[1,300,64]",
                                      "window={size=5 pad=2_2}, dim_labels=b0f_0io->b0f, feature_group_count=8")},
+      // lhs dilation (a transposed convolution) and negative padding: the
+      // box holds the dilated, cropped image, holes and padding zero.
+      {"TransposedStride2", conv("bf16[2,7,8,32]", "bf16[3,3,32,48]", "f32[2,14,16,48]",
+                                 "window={size=3x3 pad=1_2x1_2 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f")},
+      {"NegativePadding", conv("bf16[2,12,13,24]", "bf16[3,3,24,40]", "f32[2,8,11,40]",
+                               "window={size=3x3 pad=-1_-1x0_0}, dim_labels=b01f_01io->b01f")},
+      {"OneImageBandsTransposedCropped", conv("bf16[1,64,64,64]", "bf16[3,3,64,64]", "f32[1,125,125,64]",
+                                              "window={size=3x3 pad=-1_1x0_0 lhs_dilate=2x2}, "
+                                              "dim_labels=b01f_01io->b01f")},
   };
 }
 
@@ -98,7 +107,7 @@ TEST_P(ImplicitConv, MatchesTheInterpreterAndIm2col) {
   EXPECT_LE(old.maxErr, tol) << old.where;
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, ImplicitConv, ::testing::Range<size_t>(0, 21),
+INSTANTIATE_TEST_SUITE_P(Sweep, ImplicitConv, ::testing::Range<size_t>(0, 24),
                          [](const ::testing::TestParamInfo<size_t>& info) { return cases()[info.param].name; });
 
 // Lanes of a window run's last K slice past the run read the next input
