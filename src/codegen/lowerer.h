@@ -447,6 +447,10 @@ struct ImplicitConvPlan {
   // result leaves in bands of `outBandRows` rows as periods finish them.
   bool banded = false;
   int64_t inBands = 1, inBandRows = 1, outBands = 1, outBandRows = 1;
+  // Grouped convolutions: the kernel runs once per part (`part` of
+  // `parts`), over C = gpp * Cg input and O = gpp * Og output channels
+  // (gpp feature groups, their weights block-diagonal in W').
+  int64_t parts = 1, part = 0, gpp = 1, Cg = 1, Og = 1;
 };
 
 // One pass of an fft (kernels/fft.cpp): the 1-D transform of the middle
