@@ -28,6 +28,25 @@ FusionLowering classifyFusion(const hlo::Instruction& fusion, const target::Targ
   return Lowerer(module, target, options, diags).classifyFusion(fusion);
 }
 
+struct FusionClassifier::State {
+  State(const target::TargetDesc& t, const CodegenOptions& o)
+      : target(t), options(o), module("classify"), lowerer(module, target, options, diags) {}
+  target::TargetDesc target;
+  CodegenOptions options;
+  hlo::Module module;  // the classifiers read the fusion and the target only
+  DiagnosticEngine diags;
+  Lowerer lowerer;
+};
+
+FusionClassifier::FusionClassifier(const target::TargetDesc& target, const CodegenOptions& options)
+    : state_(std::make_unique<State>(target, options)) {}
+
+FusionClassifier::~FusionClassifier() = default;
+
+FusionLowering FusionClassifier::classify(const hlo::Instruction& fusion) const {
+  return state_->lowerer.classifyFusion(fusion);
+}
+
 int64_t residentSections(const hlo::Computation& fused) {
   int64_t n = 0;
   for (const auto& i : fused.instructions()) n += !hlo::computesNothing(i->opcode());

@@ -447,6 +447,10 @@ struct ImplicitConvPlan {
   // result leaves in bands of `outBandRows` rows as periods finish them.
   bool banded = false;
   int64_t inBands = 1, inBandRows = 1, outBands = 1, outBandRows = 1;
+  // Grouped convolutions: the kernel runs once per part (`part` of
+  // `parts`), over C = gpp * Cg input and O = gpp * Og output channels
+  // (gpp feature groups, their weights block-diagonal in W').
+  int64_t parts = 1, part = 0, gpp = 1, Cg = 1, Og = 1;
 };
 
 // One pass of an fft (kernels/fft.cpp): the 1-D transform of the middle
@@ -533,6 +537,15 @@ class Lowerer : private LoweringContext {
   FusionLowering classifyFusion(const Instruction& in) const;
 
  private:
+  // Emitters local to one kernels/ file that split a long kernel into its
+  // phases, sharing the kernel's state in one object; they work on the
+  // lowering state as the kernel's own member functions do.
+  friend class RngBitsEmitter;    // misc.cpp
+  friend class SortEmitter;       // sort.cpp
+  friend class ScatterEmitter;    // gather_scatter.cpp
+  friend class FftPassEmitter;    // fft.cpp
+  friend class AttentionEmitter;  // attention.cpp
+
   // ---- planning ----
   bool plan(const Computation& c, int region);
   bool planInstruction(const Instruction& in, int region);
@@ -800,19 +813,15 @@ class Lowerer : private LoweringContext {
   VReg hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot);
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
   VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
-  VReg complexMultiply(VReg a, VReg b);  // c64: four f32 products (XLA's); c128: the vmul.c128 row
-  // c64 library math composed from f32 chip instructions (kernels/complex.cpp);
-  // parts are f32 registers, results c64 values (abs: f32).
-  std::optional<VReg> expandComplexC64(hlo::Opcode op, const std::vector<VReg>& ops);
-  VReg complexDivideC64(VReg a, VReg b);
-  VReg hypotF32(VReg x, VReg y);
-  VReg complexExpC64(VReg x, VReg y, bool minusOne);
-  VReg complexLogC64(VReg x, VReg y);
-  VReg complexLog1pC64(VReg x, VReg y);
-  VReg complexSqrtC64(VReg x, VReg y);
-  VReg complexTanhC64(VReg x, VReg y);
-  VReg complexSinCosC64(VReg x, VReg y, bool cos);
-  VReg complexPowC64(VReg a, VReg b);
+  VReg complexMultiply(VReg a, VReg b);  // XLA's four products, in f32 (c64) or f64 pair (c128) ops
+  VReg complexConstant(const Instruction& in);
+  VReg complexEquals(VReg a, VReg b, bool eq);  // pred: a == b (eq) or a != b
+  VReg complexSelect(VReg pred, VReg a, VReg b, ElementType rt);
+  std::optional<VReg> complexConvert(const Instruction& in, VReg x);
+  // Complex library math (multiply, divide, power, abs, sign, the
+  // transcendentals) expanded into chip instructions, one expansion generic
+  // over the part type: f32 (c64) or f64 pairs (c128). kernels/complex.cpp.
+  struct ComplexMath;
   // fft: the c128 twiddle at SMEM [rAddr] (four words, through the scalar
   // registers rw) in every lane of a new register.
   VReg splatTwiddle(const std::vector<int>& rw, int rAddr);
@@ -863,6 +872,13 @@ class Lowerer : private LoweringContext {
   VReg f64Const(double c);
   VReg f64Op(const char* mnemonic, VReg a, VReg b);  // one pair row, both words
   VReg expandExpF64(VReg x);
+  // The other f64 library math (kernels/math_f64.cpp); nullopt: not expanded there.
+  std::optional<VReg> expandMathF64(hlo::Opcode op, const std::vector<VReg>& ops);
+  friend class PairMath;  // kernels/math_f64.cpp's builder of f64 sequences
+  // One f64 library function (exp, expm1, log, log1p, sqrt, sin, cos, cosh,
+  // sinh; atan2 with b) as the f64 lowering computes it (kernels/wide.cpp);
+  // the c128 expansions call the real functions only through here.
+  VReg f64Math(hlo::Opcode op, VReg a, std::optional<VReg> b = std::nullopt);
   // {cosh x, sinh x}, sinh keeping its relative precision near 0.
   std::pair<VReg, VReg> coshSinhF32(VReg x, ElementType rt);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.
@@ -931,6 +947,9 @@ class Lowerer : private LoweringContext {
   bool ringReduceScatter(const Instruction& in, const RingPlan& rp, const Computation& reducer, int w, int r);
   bool ringAllGather(const Instruction& in, const RingPlan& rp, int src, int64_t srcOff, int y);
   bool lowerRingCollective(const Instruction& in);
+  // Pieces of the ring collectives (kernels/collectives.cpp).
+  int rotateRingBlocks(const RingPlan& rp, int src, int64_t srcOff, int64_t word, int w);
+  bool emitRingOperands(const Instruction& in, int64_t G, int64_t rowWords, double& flops, uint64_t& hbm);
   // Multi-axis all-reduce (one group of every chip on a slice with two or
   // more axes longer than 1): reduce-scatter then all-gather per torus
   // axis, two halves of the data taking the axes in different orders at
@@ -941,6 +960,11 @@ class Lowerer : private LoweringContext {
   bool axisAllReduceApplies(const Instruction& in, const std::vector<std::vector<int64_t>>& groups) const;
   bool lowerAxisAllReduce(const Instruction& in);
   bool lowerDirectCollective(const Instruction& in);
+  // The direct collectives' kinds (kernels/collectives.cpp).
+  bool lowerCollectivePermute(const Instruction& in);
+  bool lowerCollectiveBroadcast(const Instruction& in, int tbl, int64_t G);
+  bool lowerAllToAll(const Instruction& in, int tbl, int64_t G);
+  void sendToMember(int64_t j, int dst, int src, int64_t srcOff, int64_t bytes, const std::string& desc, int sem);
   int memberTable(const Instruction& in, int64_t& G);
   bool asyncGatherOverlaps(const Instruction& in) const;
   bool lowerAsyncAllGather(const Instruction& in);
