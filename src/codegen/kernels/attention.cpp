@@ -295,9 +295,7 @@ bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const
   return true;
 }
 
-bool Lowerer::lowerAttentionFusion(const Instruction& in) {
-  AttentionFusion f;
-  if (!attentionFusion(in, &f)) return fail(in, "llo-gen: internal error: not an attention fusion");
+bool Lowerer::lowerAttentionFusion(const Instruction& in, const AttentionFusion& f) {
   beginKernel(in, "fusion-attention");
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   RotatingRegs rotating(vregs_);

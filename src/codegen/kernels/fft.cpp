@@ -5,8 +5,9 @@
 // for power-of-two lengths, a direct DFT (acc = 0; acc += x[j] * w[(j*k) % n])
 // otherwise, then a division by n for the inverses. Twiddles are computed at
 // compile time with the interpreter's expressions and live in a data-section
-// table that each pass copies to SMEM; the products use the vmul.c128 row,
-// which the simulator computes with the interpreter's std::complex kernel.
+// table that each pass copies to SMEM; the products are XLA's complex
+// product in f64 pair instructions (complexMultiply), std::complex's bit for
+// bit where finite.
 //
 // Vectorisation is across transforms, not within one: each trailing
 // dimension is one pass over the array viewed as [outer, n, inner], and a
