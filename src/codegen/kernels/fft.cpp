@@ -207,6 +207,7 @@ class FftPassEmitter {
       : l_(l), in(in), p(p), e_(l.e_), sregs_(l.sregs_), vregs_(l.vregs_), masks_(l.masks_), failed_(l.failed_),
         target_(l.target_) {}
   bool run();
+  class Long;  // the HBM form, emitFftPassLong
 
  private:
   bool plan();
@@ -643,398 +644,549 @@ VReg Lowerer::fftDivide(VReg z, VReg divisor) {
 // in A, then for each block of result rows k accumulate over blocks of
 // rows j in order (acc rows and each k's twiddle index (j * k) % n kept
 // between blocks), the table in SMEM, and C takes the acc rows.
-bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  const int64_t n = p.n, outer = p.outer, inner = p.inner;
-  const int64_t sb = typeInfo(p.srcType).bytes, db = typeInfo(p.dstType).bytes;
-  const bool stageIn = p.srcType != ElementType::C128, stageOut = p.dstType != ElementType::C128;
-  constexpr int64_t R = 128, rowBytes = R * kC128Bytes;
+// The HBM form of an fft pass (rows that do not fit VMEM, or twiddles that
+// do not fit SMEM): its phases and the state they share. Nested in
+// FftPassEmitter, so it shares its friendship with Lowerer.
+class FftPassEmitter::Long {
+ public:
+  Long(Lowerer& l, const hlo::Instruction& in, const FftPass& p)
+      : l_(l), in(in), p(p), e_(l.e_), sregs_(l.sregs_), vregs_(l.vregs_), masks_(l.masks_), failed_(l.failed_),
+        target_(l.target_) {}
+  bool run();
+
+ private:
+  uint64_t workBytes(int64_t rows) const;
+  uint64_t vmemFor(int64_t rows) const;
+  bool plan();
+  void butterflies(int rU, int rV, int rTk, int rCount);
+  void arrayRow(int rowReg, int64_t rows, int64_t es, int buf);
+  void scratchRow(int dstReg, int rowReg);
+  void revStep(int reg, int64_t top);
+  void gather(int64_t rows, const char* sem);
+  void unscramble();
+  void blockStages();
+  void blockA(int64_t rows);
+  void blocks(int64_t count, int64_t rest, const std::function<void(int64_t)>& body);
+  void passB();
+  void dftRows(int64_t rowsK);
+  void jBlock(int64_t rowsJ, int64_t rowsK);
+  void loadX(int rowReg, const char* sem);
+  void outBlock(int64_t rows);
+  void chunk(int64_t pcC, int64_t qcC, int rP, int rQ);
+
+  int sreg() { return l_.sreg(); }
+  std::string S(int r) const { return l_.S(r); }
+  std::string V(VReg r) const { return l_.V(r); }
+  std::string H(VReg r) const { return l_.H(r); }
+  VReg valloc(ElementType t) { return l_.valloc(t); }
+  void vfree(VReg r) { l_.vfree(r); }
+  int64_t base(int buf) const { return l_.base(buf); }
+
+  Lowerer& l_;
+  const hlo::Instruction& in;
+  const FftPass& p;
+  Emitter& e_;
+  RegPool &sregs_, &vregs_, &masks_;
+  bool& failed_;
+  const target::TargetDesc& target_;
+
+  static constexpr int64_t R = 128, rowBytes = R * kC128Bytes, vWork = 0;
   const std::string rowMask = ", 2048, 1";  // a row is one sublane
-  const int64_t stageElem = std::max(stageIn ? sb : 0, stageOut ? db : 0);
-  const uint64_t budget = vmemBudget();
-  const bool radix2 = isPowerOfTwo(n);
-  auto workBytes = [&](int64_t rows) {
-    return alignUp(static_cast<uint64_t>(rows * rowBytes + kBlockBytes), 512);
-  };
-  auto vmemFor = [&](int64_t rows) {  // DFT: the j rows and the acc rows
-    return (radix2 ? 1 : 2) * workBytes(rows) +
-           (stageElem ? alignUp(static_cast<uint64_t>(rows * R * stageElem + kBlockBytes), 512) : 0);
-  };
-  int64_t B = 2;
+  int64_t n = 1, outer = 1, inner = 1, sb = 16, db = 16, stageElem = 0;
+  uint64_t budget = 0;
+  bool stageIn = false, stageOut = false, radix2 = false;
+  int64_t B = 2, half = 1, smemStream = 0, vAcc = 0, vStage = 0, pairs = 0;
+  int x = -1, tw = -1;
+  std::vector<int> rw;
+  // A chunk: its outer and inner counts and index registers, the registers
+  // of its passes, and the passes' choices.
+  int64_t pcC = 1, qcC = 1;
+  int rP = -1, rQ = -1, rOff = -1, rOff2 = -1, rV = -1, rRow = -1, rRev = -1, rBit = -1, rT = -1, rCnt = -1,
+      rU = -1, rW = -1, rTk = -1, rKc = -1;
+  std::string halfDesc;
+  bool overlapA = false, overlapC = false;
+  VReg divisor;
+  int64_t vOut = 0;
+};
+
+// VMEM bytes of `rows` work rows.
+uint64_t FftPassEmitter::Long::workBytes(int64_t rows) const {
+  return alignUp(static_cast<uint64_t>(rows * rowBytes + kBlockBytes), 512);
+}
+
+// VMEM for blocks of `rows` rows (DFT: the j rows and the acc rows).
+uint64_t FftPassEmitter::Long::vmemFor(int64_t rows) const {
+  return (radix2 ? 1 : 2) * workBytes(rows) +
+         (stageElem ? alignUp(static_cast<uint64_t>(rows * R * stageElem + kBlockBytes), 512) : 0);
+}
+
+// The plan: blocks of B rows in VMEM, the HBM scratch X of every row, the
+// twiddles into SMEM.
+bool FftPassEmitter::Long::plan() {
+  n = p.n;
+  outer = p.outer;
+  inner = p.inner;
+  sb = typeInfo(p.srcType).bytes;
+  db = typeInfo(p.dstType).bytes;
+  stageIn = p.srcType != ElementType::C128;
+  stageOut = p.dstType != ElementType::C128;
+  stageElem = std::max(stageIn ? sb : 0, stageOut ? db : 0);
+  budget = l_.vmemBudget();
+  radix2 = isPowerOfTwo(n);
+  B = 2;
   while (B * 2 < n && vmemFor(B * 2) <= budget) B *= 2;
-  const int64_t half = B / 2;
+  half = B / 2;
   // SMEM, radix 2: the block stages' twiddles (B - 1 entries), then B / 2
   // streamed ones. DFT: the n twiddles, then each acc row's twiddle index.
-  const int64_t smemStream = radix2 ? B * kC128Bytes : n * kC128Bytes;
+  smemStream = radix2 ? B * kC128Bytes : n * kC128Bytes;
   const int64_t smemBytes = radix2 ? smemStream + half * kC128Bytes : smemStream + B * 4;
   if (vmemFor(B) > budget)
-    return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs {} bytes of VMEM for two rows of 128 "
+    return l_.fail(in, fmt::format("llo-gen: fft length {} of '{}' needs {} bytes of VMEM for two rows of 128 "
                                 "transforms, more than the VMEM budget of {} bytes",
                                 n, in.name(), vmemFor(2), budget));
   if (static_cast<uint64_t>(smemBytes) > target_.memory.smemBytes)
-    return fail(
+    return l_.fail(
         in,
         fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
                     n, in.name(), smemStream, target_.memory.smemBytes));
   // Rows are counted (signed compares), bytes only added to base offsets.
-  int x = wideScratchBuf(in, ElementType::C128, {n, R},
+  x = l_.wideScratchBuf(in, ElementType::C128, {n, R},
                          fmt::format("fft length {} of '{}' (128 transforms at a time)", n, in.name()));
   if (x < 0) return false;
-  const int64_t vWork = 0, vAcc = static_cast<int64_t>(workBytes(B)),
-                vStage = static_cast<int64_t>((radix2 ? 1 : 2) * workBytes(B));
-  int64_t pairs = 0;
+  vAcc = static_cast<int64_t>(workBytes(B));
+  vStage = static_cast<int64_t>((radix2 ? 1 : 2) * workBytes(B));
   std::vector<uint32_t> table = radix2 ? radix2Table(n, p.inverse, pairs) : dftTable(n, p.inverse);
   table.erase(table.begin(), table.begin() + 2 * pairs);  // the stage twiddles only
-  const int tw = constTable(in, table);
+  tw = l_.constTable(in, table);
   {
     int r = sreg();
     e_.op("smov {}, 0", S(r));
-    e_.op("{} {}, [0], {}, sem0", dmaOp("h2s", tw),
-          e_.desc(static_cast<uint64_t>((radix2 ? B - 1 : n) * kC128Bytes), {}), memRef(tw, S(r)));
+    e_.op("{} {}, [0], {}, sem0", l_.dmaOp("h2s", tw),
+          e_.desc(static_cast<uint64_t>((radix2 ? B - 1 : n) * kC128Bytes), {}), l_.memRef(tw, S(r)));
     e_.op("sem.wait sem0");
     sregs_.put(r);
   }
-  std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
-  // Butterflies k = 0 .. count - 1 on rows rU + k and rV + k (VMEM) with
-  // the twiddle at SMEM rTk + 16 k; advances the three and uses up rCount.
-  auto butterflies = [&](int rU, int rV, int rTk, int rCount) {
-    std::string l = e_.newLabel("fftlbfly");
+  rw = {sreg(), sreg(), sreg(), sreg()};
+  return true;
+}
+
+// Butterflies k = 0 .. count - 1 on rows rU + k and rV + k (VMEM) with
+// the twiddle at SMEM rTk + 16 k; advances the three and uses up rCount.
+void FftPassEmitter::Long::butterflies(int rU, int rV, int rTk, int rCount) {
+  std::string l = e_.newLabel("fftlbfly");
+  e_.label(l);
+  VReg t = l_.splatTwiddle(rw, rTk);
+  VReg u = l_.vload(ElementType::C128, S(rU));
+  VReg v = l_.vload(ElementType::C128, S(rV));
+  VReg prod = l_.complexMultiply(v, t);
+  VReg sum = l_.complexAdd(u, prod);
+  VReg diff = l_.complexAdd(u, prod, true);
+  l_.vstore(sum, ElementType::C128, S(rU), rowMask);
+  l_.vstore(diff, ElementType::C128, S(rV), rowMask);
+  for (VReg r : {t, u, v, prod, sum, diff}) vfree(r);
+  e_.op("sadd {}, {}, {}", S(rU), S(rU), rowBytes);
+  e_.op("sadd {}, {}, {}", S(rV), S(rV), rowBytes);
+  e_.op("sadd {}, {}, {}", S(rTk), S(rTk), kC128Bytes);
+  e_.op("loop {}, {}", S(rCount), l);
+}
+
+// rOff = byte offset of row `rowReg` of the chunk in an array [outer, rows, inner] of es-byte elements.
+void FftPassEmitter::Long::arrayRow(int rowReg, int64_t rows, int64_t es, int buf) {
+  e_.op("smul {}, {}, {}", S(rOff), S(rP), rows);
+  e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rowReg));
+  e_.op("smul {}, {}, {}", S(rOff), S(rOff), inner);
+  e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rQ));
+  e_.op("smul {}, {}, {}", S(rOff), S(rOff), es);
+  if (base(buf)) e_.op("sadd {}, {}, {}", S(rOff), S(rOff), base(buf));
+}
+
+// dstReg = the HBM address of row rowReg of X.
+void FftPassEmitter::Long::scratchRow(int dstReg, int rowReg) {
+  e_.op("smul {}, {}, {}", S(dstReg), S(rowReg), rowBytes);
+  if (base(x)) e_.op("sadd {}, {}, {}", S(dstReg), S(dstReg), base(x));
+}
+
+// reg = the next value of reg counted in bit-reversed order, top bit `top`
+// (as the interpreter steps j); clobbers rBit and rT.
+void FftPassEmitter::Long::revStep(int reg, int64_t top) {
+  std::string lRev = e_.newLabel("fftlrev"), lRevDone = e_.newLabel("fftlrevd");
+  e_.op("smov {}, {}", S(rBit), top);
+  e_.label(lRev);
+  e_.op("sand {}, {}, {}", S(rT), S(reg), S(rBit));
+  e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
+  e_.op("sxor {}, {}, {}", S(reg), S(reg), S(rBit));
+  e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
+  e_.op("jmp {}", lRev);
+  e_.label(lRevDone);
+  e_.op("sxor {}, {}, {}", S(reg), S(reg), S(rBit));
+}
+
+// Issues the gather of `rows` rows (sources from rRev on) into the block's
+// first row as one strided DMA, and advances rRev to the next block's
+// first source row. Radix 2: block b's rows b B + j (j < B) come from
+// rows rev(b B + j) = rev(b) + (n / B) rev_B(j), an evenly strided set:
+// they land in the order k = rev_B(j) (row k from rev(b) + k n / B), and
+// `unscramble` swaps them into place in VMEM (a DMA per row cost a
+// 700-cycle setup each).
+void FftPassEmitter::Long::gather(int64_t rows, const char* sem) {
+  e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
+  arrayRow(rRev, n, sb, p.src);
+  std::vector<Emitter::Dim> dims = {{rows, (radix2 ? n / B : 1) * inner * sb, stageIn ? R * sb : rowBytes}};
+  if (pcC > 1) dims.push_back({pcC, n * inner * sb, qcC * sb});
+  e_.op("{} {}, [{}], {}, {}", l_.dmaOp("h2v", p.src), e_.desc(static_cast<uint64_t>(qcC * sb), dims), S(rV),
+        l_.memRef(p.src, S(rOff)), sem);
+  if (radix2)
+    revStep(rRev, n / B / 2);
+  else
+    e_.op("sadd {}, {}, {}", S(rRev), S(rRev), rows);
+}
+
+// Radix 2: rows k and rev_B(k) of the block's work rows swapped, for every k < rev_B(k).
+void FftPassEmitter::Long::unscramble() {
+  std::string lK = e_.newLabel("fftlswap"), lSkip = e_.newLabel("fftlswapn");
+  e_.op("smov {}, 0", S(rU));
+  e_.op("smov {}, 0", S(rW));
+  e_.op("smov {}, {}", S(rCnt), B);
+  e_.label(lK);
+  e_.op("br.ge {}, {}, {}", S(rU), S(rW), lSkip);
+  e_.op("smul {}, {}, {}", S(rTk), S(rU), rowBytes);
+  e_.op("smul {}, {}, {}", S(rOff2), S(rW), rowBytes);
+  if (vWork) {
+    e_.op("sadd {}, {}, {}", S(rTk), S(rTk), vWork);
+    e_.op("sadd {}, {}, {}", S(rOff2), S(rOff2), vWork);
+  }
+  {
+    VReg a = l_.vload(ElementType::C128, S(rTk));
+    VReg b = l_.vload(ElementType::C128, S(rOff2));
+    l_.vstore(b, ElementType::C128, S(rTk), rowMask);
+    l_.vstore(a, ElementType::C128, S(rOff2), rowMask);
+    vfree(a);
+    vfree(b);
+  }
+  e_.label(lSkip);
+  e_.op("sadd {}, {}, 1", S(rU), S(rU));
+  revStep(rW, B / 2);
+  e_.op("loop {}, {}", S(rCnt), lK);
+}
+
+// Radix 2: stages len = 2 .. B on the block in VMEM: groups of len rows.
+void FftPassEmitter::Long::blockStages() {
+  PoolGuard stageGuard({&sregs_});
+  int rHalfB = sreg(), rHalfRows = sreg(), rGroups = sreg(), rTw = sreg(), rGrp = sreg(), rGc = sreg(),
+      rSc = sreg();
+  std::string lStage = e_.newLabel("fftlstage"), lGroup = e_.newLabel("fftlgroup");
+  e_.op("smov {}, {}", S(rHalfB), rowBytes);
+  e_.op("smov {}, 1", S(rHalfRows));
+  e_.op("smov {}, {}", S(rGroups), B / 2);
+  e_.op("smov {}, 0", S(rTw));
+  e_.op("smov {}, {}", S(rSc), log2Exact(B));
+  e_.label(lStage);
+  e_.op("smov {}, {}", S(rGrp), vWork);
+  e_.op("smov {}, {}", S(rGc), S(rGroups));
+  e_.label(lGroup);
+  e_.op("smov {}, {}", S(rU), S(rGrp));
+  e_.op("sadd {}, {}, {}", S(rW), S(rGrp), S(rHalfB));
+  e_.op("smov {}, {}", S(rTk), S(rTw));
+  e_.op("smov {}, {}", S(rCnt), S(rHalfRows));
+  butterflies(rU, rW, rTk, rCnt);
+  e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
+  e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
+  e_.op("loop {}, {}", S(rGc), lGroup);
+  e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
+  e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
+  e_.op("sadd {}, {}, {}", S(rHalfB), S(rHalfB), S(rHalfB));
+  e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
+  e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
+  e_.op("loop {}, {}", S(rSc), lStage);
+}
+
+// Pass A on a block: gather, convert, unscramble, stages, write to X.
+void FftPassEmitter::Long::blockA(int64_t rows) {
+  if (!overlapA) gather(rows, "sem0");
+  e_.op("sem.wait {}", overlapA ? "sem1" : "sem0");
+  const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
+  if (overlapA) {
+    // The last block's write-back (left in flight) leaves the work rows first.
+    std::string lFirst = e_.newLabel("fftlfirst");
+    e_.op("br.eq {}, 0, {}", S(rRow), lFirst);
+    e_.op("sem.wait sem0");
+    e_.label(lFirst);
+  }
+  if (stageIn)
+    l_.fftWidenToC128(p.srcType, blockRegs, vStage, vWork);
+  if (radix2) unscramble();
+  if (overlapA) {
+    std::string lLast = e_.newLabel("fftllast");
+    e_.op("br.ge {}, {}, {}", S(rRow), n - B, lLast);
+    gather(B, "sem1");
+    e_.label(lLast);
+  }
+  // Stages len = 2 .. B on the block: groups of len rows.
+  if (radix2) blockStages();
+  scratchRow(rOff, rRow);
+  e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}),
+        l_.memRef(x, S(rOff)), vWork);
+  if (!overlapA) e_.op("sem.wait sem0");
+  e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
+}
+
+// `count` blocks of B rows as a loop, then one of `rest` rows.
+void FftPassEmitter::Long::blocks(int64_t count, int64_t rest, const std::function<void(int64_t)>& body) {
+  if (count > 0) {
+    PoolGuard countGuard({&sregs_});
+    int rb = sreg();
+    std::string l = e_.newLabel("fftlblock");
+    e_.op("smov {}, {}", S(rb), count);
     e_.label(l);
-    VReg t = splatTwiddle(rw, rTk);
-    VReg u = vload(ElementType::C128, S(rU));
-    VReg v = vload(ElementType::C128, S(rV));
-    VReg prod = complexMultiply(v, t);
-    VReg sum = complexAdd(u, prod);
-    VReg diff = complexAdd(u, prod, true);
-    vstore(sum, ElementType::C128, S(rU), rowMask);
-    vstore(diff, ElementType::C128, S(rV), rowMask);
-    for (VReg r : {t, u, v, prod, sum, diff}) vfree(r);
-    e_.op("sadd {}, {}, {}", S(rU), S(rU), rowBytes);
-    e_.op("sadd {}, {}, {}", S(rV), S(rV), rowBytes);
-    e_.op("sadd {}, {}, {}", S(rTk), S(rTk), kC128Bytes);
-    e_.op("loop {}, {}", S(rCount), l);
-  };
+    body(B);
+    e_.op("loop {}, {}", S(rb), l);
+  }
+  if (rest > 0) body(rest);
+}
 
-  auto chunk = [&](int64_t pcC, int64_t qcC, int rP, int rQ) {
-    PoolGuard chunkGuard({&sregs_, &vregs_, &masks_});
-    int rOff = sreg(), rOff2 = sreg(), rV = sreg(), rRow = sreg(), rRev = sreg(), rBit = sreg(), rT = sreg(),
-        rCnt = sreg(), rU = sreg(), rW = sreg(), rTk = sreg();
-    // rOff = byte offset of row `rowReg` of the chunk in an array [outer, rows, inner] of es-byte elements.
-    auto arrayRow = [&](int rowReg, int64_t rows, int64_t es, int buf) {
-      e_.op("smul {}, {}, {}", S(rOff), S(rP), rows);
-      e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rowReg));
-      e_.op("smul {}, {}, {}", S(rOff), S(rOff), inner);
-      e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rQ));
-      e_.op("smul {}, {}, {}", S(rOff), S(rOff), es);
-      if (base(buf)) e_.op("sadd {}, {}, {}", S(rOff), S(rOff), base(buf));
-    };
-    auto scratchRow = [&](int dstReg, int rowReg) {
-      e_.op("smul {}, {}, {}", S(dstReg), S(rowReg), rowBytes);
-      if (base(x)) e_.op("sadd {}, {}, {}", S(dstReg), S(dstReg), base(x));
-    };
-    const std::string halfDesc = e_.desc(static_cast<uint64_t>(half * rowBytes), {});
-
-    // A: gather, convert, (radix 2) stages 2 .. B, per block of B rows; rRev
-    // is the source row (bit-reversed for radix 2).
+// Radix 2, pass B: stages len = 2B .. n over X, half a block of u rows and
+// half of v rows at a time.
+void FftPassEmitter::Long::passB() {
+  // B: stages len = 2B .. n over X; rBit = len / 2 in rows, rRow = t * B / 2
+  // for the t-th set of butterflies: k0 = rRow mod len / 2, first u row
+  // rRow + (rRow - k0).
+  if (radix2) {
+    std::string lStage = e_.newLabel("fftlpass"), lSet = e_.newLabel("fftlset");
+    e_.op("smov {}, {}", S(rBit), B);
+    e_.label(lStage);
     e_.op("smov {}, 0", S(rRow));
-    e_.op("smov {}, 0", S(rRev));
-    // Radix 2 from a narrower type: the rows land in the staging area and
-    // are widened into the work rows, so the next block's gather (on sem1)
-    // overlaps this block's stages and write-back. Every block has B rows.
-    const bool overlapA = radix2 && stageIn;
-    // reg = the next value of reg counted in bit-reversed order, top bit `top`
-    // (as the interpreter steps j); clobbers rBit and rT.
-    auto revStep = [&](int reg, int64_t top) {
-      std::string lRev = e_.newLabel("fftlrev"), lRevDone = e_.newLabel("fftlrevd");
-      e_.op("smov {}, {}", S(rBit), top);
-      e_.label(lRev);
-      e_.op("sand {}, {}, {}", S(rT), S(reg), S(rBit));
-      e_.op("br.eq {}, 0, {}", S(rT), lRevDone);
-      e_.op("sxor {}, {}, {}", S(reg), S(reg), S(rBit));
-      e_.op("sshr {}, {}, 1", S(rBit), S(rBit));
-      e_.op("jmp {}", lRev);
-      e_.label(lRevDone);
-      e_.op("sxor {}, {}, {}", S(reg), S(reg), S(rBit));
-    };
-    // Issues the gather of `rows` rows (sources from rRev on) into the block's
-    // first row as one strided DMA, and advances rRev to the next block's
-    // first source row. Radix 2: block b's rows b B + j (j < B) come from
-    // rows rev(b B + j) = rev(b) + (n / B) rev_B(j), an evenly strided set:
-    // they land in the order k = rev_B(j) (row k from rev(b) + k n / B), and
-    // `unscramble` swaps them into place in VMEM (a DMA per row cost a
-    // 700-cycle setup each).
-    auto gather = [&](int64_t rows, const char* sem) {
-      e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
-      arrayRow(rRev, n, sb, p.src);
-      std::vector<Emitter::Dim> dims = {{rows, (radix2 ? n / B : 1) * inner * sb, stageIn ? R * sb : rowBytes}};
-      if (pcC > 1) dims.push_back({pcC, n * inner * sb, qcC * sb});
-      e_.op("{} {}, [{}], {}, {}", dmaOp("h2v", p.src), e_.desc(static_cast<uint64_t>(qcC * sb), dims), S(rV),
-            memRef(p.src, S(rOff)), sem);
-      if (radix2)
-        revStep(rRev, n / B / 2);
-      else
-        e_.op("sadd {}, {}, {}", S(rRev), S(rRev), rows);
-    };
-    // Radix 2: rows k and rev_B(k) of the block's work rows swapped, for every k < rev_B(k).
-    auto unscramble = [&] {
-      std::string lK = e_.newLabel("fftlswap"), lSkip = e_.newLabel("fftlswapn");
-      e_.op("smov {}, 0", S(rU));
-      e_.op("smov {}, 0", S(rW));
-      e_.op("smov {}, {}", S(rCnt), B);
-      e_.label(lK);
-      e_.op("br.ge {}, {}, {}", S(rU), S(rW), lSkip);
-      e_.op("smul {}, {}, {}", S(rTk), S(rU), rowBytes);
-      e_.op("smul {}, {}, {}", S(rOff2), S(rW), rowBytes);
-      if (vWork) {
-        e_.op("sadd {}, {}, {}", S(rTk), S(rTk), vWork);
-        e_.op("sadd {}, {}, {}", S(rOff2), S(rOff2), vWork);
-      }
-      {
-        VReg a = vload(ElementType::C128, S(rTk));
-        VReg b = vload(ElementType::C128, S(rOff2));
-        vstore(b, ElementType::C128, S(rTk), rowMask);
-        vstore(a, ElementType::C128, S(rOff2), rowMask);
-        vfree(a);
-        vfree(b);
-      }
-      e_.label(lSkip);
-      e_.op("sadd {}, {}, 1", S(rU), S(rU));
-      revStep(rW, B / 2);
-      e_.op("loop {}, {}", S(rCnt), lK);
-    };
-    if (overlapA) gather(B, "sem1");
-    auto blockA = [&](int64_t rows) {
-      if (!overlapA) gather(rows, "sem0");
-      e_.op("sem.wait {}", overlapA ? "sem1" : "sem0");
-      const int64_t blockRegs = (rows * R + kVregElems - 1) / kVregElems;
-      if (overlapA) {
-        // The last block's write-back (left in flight) leaves the work rows first.
-        std::string lFirst = e_.newLabel("fftlfirst");
-        e_.op("br.eq {}, 0, {}", S(rRow), lFirst);
-        e_.op("sem.wait sem0");
-        e_.label(lFirst);
-      }
-      if (stageIn)
-        fftWidenToC128(p.srcType, blockRegs, vStage, vWork);
-      if (radix2) unscramble();
-      if (overlapA) {
-        std::string lLast = e_.newLabel("fftllast");
-        e_.op("br.ge {}, {}, {}", S(rRow), n - B, lLast);
-        gather(B, "sem1");
-        e_.label(lLast);
-      }
-      if (radix2) {
-        // Stages len = 2 .. B on the block: groups of len rows.
-        PoolGuard stageGuard({&sregs_});
-        int rHalfB = sreg(), rHalfRows = sreg(), rGroups = sreg(), rTw = sreg(), rGrp = sreg(), rGc = sreg(),
-            rSc = sreg();
-        std::string lStage = e_.newLabel("fftlstage"), lGroup = e_.newLabel("fftlgroup");
-        e_.op("smov {}, {}", S(rHalfB), rowBytes);
-        e_.op("smov {}, 1", S(rHalfRows));
-        e_.op("smov {}, {}", S(rGroups), B / 2);
-        e_.op("smov {}, 0", S(rTw));
-        e_.op("smov {}, {}", S(rSc), log2Exact(B));
-        e_.label(lStage);
-        e_.op("smov {}, {}", S(rGrp), vWork);
-        e_.op("smov {}, {}", S(rGc), S(rGroups));
-        e_.label(lGroup);
-        e_.op("smov {}, {}", S(rU), S(rGrp));
-        e_.op("sadd {}, {}, {}", S(rW), S(rGrp), S(rHalfB));
-        e_.op("smov {}, {}", S(rTk), S(rTw));
-        e_.op("smov {}, {}", S(rCnt), S(rHalfRows));
-        butterflies(rU, rW, rTk, rCnt);
-        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
-        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalfB));
-        e_.op("loop {}, {}", S(rGc), lGroup);
-        e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
-        e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
-        e_.op("sadd {}, {}, {}", S(rHalfB), S(rHalfB), S(rHalfB));
-        e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
-        e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
-        e_.op("loop {}, {}", S(rSc), lStage);
-      }
-      scratchRow(rOff, rRow);
-      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}),
-            memRef(x, S(rOff)), vWork);
-      if (!overlapA) e_.op("sem.wait sem0");
-      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
-    };
-    // `count` blocks of B rows as a loop, then one of `rest` rows.
-    auto blocks = [&](int64_t count, int64_t rest, const std::function<void(int64_t)>& body) {
-      if (count > 0) {
-        PoolGuard countGuard({&sregs_});
-        int rb = sreg();
-        std::string l = e_.newLabel("fftlblock");
-        e_.op("smov {}, {}", S(rb), count);
-        e_.label(l);
-        body(B);
-        e_.op("loop {}, {}", S(rb), l);
-      }
-      if (rest > 0) body(rest);
-    };
-    blocks(n / B, n % B, blockA);
-    if (overlapA) e_.op("sem.wait sem0");  // the last block's write-back, before X is read
+    e_.label(lSet);
+    e_.op("ssub {}, {}, 1", S(rT), S(rBit));
+    e_.op("sand {}, {}, {}", S(rRev), S(rRow), S(rT));  // k0
+    e_.op("ssub {}, {}, {}", S(rT), S(rRow), S(rRev));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rRow));  // first u row
+    scratchRow(rOff, rT);
+    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", x), halfDesc, vWork, l_.memRef(x, S(rOff)));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rBit));  // first v row
+    scratchRow(rOff2, rT);
+    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", x), halfDesc, vWork + half * rowBytes, l_.memRef(x, S(rOff2)));
+    // Twiddles len / 2 - 1 + k0 onwards of the stage table.
+    e_.op("sadd {}, {}, {}", S(rT), S(rBit), S(rRev));
+    e_.op("ssub {}, {}, 1", S(rT), S(rT));
+    e_.op("sshl {}, {}, 4", S(rT), S(rT));
+    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2s", tw), e_.desc(static_cast<uint64_t>(half * kC128Bytes), {}),
+          smemStream, l_.memRef(tw, S(rT)));
+    e_.op("sem.wait sem0, 3");
+    e_.op("smov {}, {}", S(rU), vWork);
+    e_.op("smov {}, {}", S(rW), vWork + half * rowBytes);
+    e_.op("smov {}, {}", S(rTk), smemStream);
+    e_.op("smov {}, {}", S(rCnt), half);
+    butterflies(rU, rW, rTk, rCnt);
+    e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", x), halfDesc, l_.memRef(x, S(rOff)), vWork);
+    e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", x), halfDesc, l_.memRef(x, S(rOff2)), vWork + half * rowBytes);
+    e_.op("sem.wait sem0, 2");
+    e_.op("sadd {}, {}, {}", S(rRow), S(rRow), half);
+    e_.op("br.lt {}, {}, {}", S(rRow), n / 2, lSet);
+    e_.op("sadd {}, {}, {}", S(rBit), S(rBit), S(rBit));
+    e_.op("br.lt {}, {}, {}", S(rBit), n, lStage);
+  }
+}
 
-    // B: stages len = 2B .. n over X; rBit = len / 2 in rows, rRow = t * B / 2
-    // for the t-th set of butterflies: k0 = rRow mod len / 2, first u row
-    // rRow + (rRow - k0).
-    if (radix2) {
-      std::string lStage = e_.newLabel("fftlpass"), lSet = e_.newLabel("fftlset");
-      e_.op("smov {}, {}", S(rBit), B);
-      e_.label(lStage);
-      e_.op("smov {}, 0", S(rRow));
-      e_.label(lSet);
-      e_.op("ssub {}, {}, 1", S(rT), S(rBit));
-      e_.op("sand {}, {}, {}", S(rRev), S(rRow), S(rT));  // k0
-      e_.op("ssub {}, {}, {}", S(rT), S(rRow), S(rRev));
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rRow));  // first u row
-      scratchRow(rOff, rT);
-      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), halfDesc, vWork, memRef(x, S(rOff)));
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rBit));  // first v row
-      scratchRow(rOff2, rT);
-      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), halfDesc, vWork + half * rowBytes, memRef(x, S(rOff2)));
-      // Twiddles len / 2 - 1 + k0 onwards of the stage table.
-      e_.op("sadd {}, {}, {}", S(rT), S(rBit), S(rRev));
-      e_.op("ssub {}, {}, 1", S(rT), S(rT));
-      e_.op("sshl {}, {}, 4", S(rT), S(rT));
-      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2s", tw), e_.desc(static_cast<uint64_t>(half * kC128Bytes), {}),
-            smemStream, memRef(tw, S(rT)));
-      e_.op("sem.wait sem0, 3");
-      e_.op("smov {}, {}", S(rU), vWork);
-      e_.op("smov {}, {}", S(rW), vWork + half * rowBytes);
-      e_.op("smov {}, {}", S(rTk), smemStream);
-      e_.op("smov {}, {}", S(rCnt), half);
-      butterflies(rU, rW, rTk, rCnt);
-      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), halfDesc, memRef(x, S(rOff)), vWork);
-      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", x), halfDesc, memRef(x, S(rOff2)), vWork + half * rowBytes);
-      e_.op("sem.wait sem0, 2");
-      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), half);
-      e_.op("br.lt {}, {}, {}", S(rRow), n / 2, lSet);
-      e_.op("sadd {}, {}, {}", S(rBit), S(rBit), S(rBit));
-      e_.op("br.lt {}, {}, {}", S(rBit), n, lStage);
-    }
+// DFT: result rows [rRow, rRow + rowsK) into the acc rows, summed over
+// blocks of rows j in order. Registers of pass B, which a DFT skips.
+void FftPassEmitter::Long::dftRows(int64_t rowsK) {
+  PoolGuard dftGuard({&sregs_, &vregs_});
+  const int rJ = rBit, rMaddr = rW;
+  rKc = sreg();
+  VReg zero = l_.vconst(ElementType::C128, 0);
+  l_.fftFlatLoop((rowsK * R + kVregElems - 1) / kVregElems, vAcc, kBlockBytes, vAcc, kBlockBytes,
+           [&](int, int ro) { l_.vstore(zero, ElementType::C128, S(ro)); });
+  vfree(zero);
+  std::string lZero = e_.newLabel("fftlzidx");
+  e_.op("smov {}, 0", S(rT));
+  e_.op("smov {}, {}", S(rMaddr), smemStream);
+  e_.op("smov {}, {}", S(rKc), rowsK);
+  e_.label(lZero);
+  e_.op("sst {}, [{}]", S(rT), S(rMaddr));
+  e_.op("sadd {}, {}, 4", S(rMaddr), S(rMaddr));
+  e_.op("loop {}, {}", S(rKc), lZero);
+  e_.op("smov {}, 0", S(rJ));
+  blocks(n / B, n % B, [&](int64_t rowsJ) { jBlock(rowsJ, rowsK); });
+}
 
-    // DFT: result rows [rRow, rRow + rowsK) into the acc rows, summed over
-    // blocks of rows j in order. Registers of pass B, which a DFT skips.
-    auto dftRows = [&](int64_t rowsK) {
-      PoolGuard dftGuard({&sregs_, &vregs_});
-      const int rJ = rBit, rStep = rRev, rAccA = rU, rMaddr = rW, rM = rTk, rX = rV, rC = rOff2, rJc = rCnt;
-      int rKc = sreg();
-      VReg zero = vconst(ElementType::C128, 0);
-      fftFlatLoop((rowsK * R + kVregElems - 1) / kVregElems, vAcc, kBlockBytes, vAcc, kBlockBytes,
-               [&](int, int ro) { vstore(zero, ElementType::C128, S(ro)); });
-      vfree(zero);
-      std::string lZero = e_.newLabel("fftlzidx");
-      e_.op("smov {}, 0", S(rT));
-      e_.op("smov {}, {}", S(rMaddr), smemStream);
-      e_.op("smov {}, {}", S(rKc), rowsK);
-      e_.label(lZero);
-      e_.op("sst {}, [{}]", S(rT), S(rMaddr));
-      e_.op("sadd {}, {}, 4", S(rMaddr), S(rMaddr));
-      e_.op("loop {}, {}", S(rKc), lZero);
-      e_.op("smov {}, 0", S(rJ));
-      auto jBlock = [&](int64_t rowsJ) {
-        scratchRow(rOff, rJ);
-        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(rowsJ * rowBytes), {}), vWork,
-              memRef(x, S(rOff)));
-        e_.op("sem.wait sem0");
-        std::string lK = e_.newLabel("fftldftk"), lJ = e_.newLabel("fftldftj");
-        e_.op("sshl {}, {}, 4", S(rStep), S(rRow));  // k * 16: the index step of row k
-        e_.op("smov {}, {}", S(rAccA), vAcc);
-        e_.op("smov {}, {}", S(rMaddr), smemStream);
-        e_.op("smov {}, {}", S(rKc), rowsK);
-        e_.label(lK);
-        e_.op("sld {}, [{}]", S(rM), S(rMaddr));
-        VReg acc = vload(ElementType::C128, S(rAccA));
-        e_.op("smov {}, {}", S(rX), vWork);
-        e_.op("smov {}, {}", S(rJc), rowsJ);
-        e_.label(lJ);
-        dftTerm(acc, rw, rM, rX);
-        e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
-        // m = (m + k) % n, k < n: one conditional subtraction.
-        e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));
-        e_.op("ssub {}, {}, {}", S(rT), S(rM), n * kC128Bytes);
-        e_.op("scmp.ge {}, {}, {}", S(rC), S(rM), n * kC128Bytes);
-        e_.op("ssel {}, {}, {}, {}", S(rM), S(rC), S(rT), S(rM));
-        e_.op("loop {}, {}", S(rJc), lJ);
-        vstore(acc, ElementType::C128, S(rAccA), rowMask);
-        vfree(acc);
-        e_.op("sst {}, [{}]", S(rM), S(rMaddr));
-        e_.op("sadd {}, {}, {}", S(rAccA), S(rAccA), rowBytes);
-        e_.op("sadd {}, {}, 4", S(rMaddr), S(rMaddr));
-        e_.op("sadd {}, {}, {}", S(rStep), S(rStep), kC128Bytes);
-        e_.op("loop {}, {}", S(rKc), lK);
-        e_.op("sadd {}, {}, {}", S(rJ), S(rJ), rowsJ);
-      };
-      blocks(n / B, n % B, jBlock);
-    };
+// DFT: one block of rowsJ rows j into the acc rows of the rowsK result rows k.
+void FftPassEmitter::Long::jBlock(int64_t rowsJ, int64_t rowsK) {
+  const int rJ = rBit, rStep = rRev, rAccA = rU, rMaddr = rW, rM = rTk, rX = rV, rC = rOff2, rJc = rCnt;
+  scratchRow(rOff, rJ);
+  e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(rowsJ * rowBytes), {}), vWork,
+        l_.memRef(x, S(rOff)));
+  e_.op("sem.wait sem0");
+  std::string lK = e_.newLabel("fftldftk"), lJ = e_.newLabel("fftldftj");
+  e_.op("sshl {}, {}, 4", S(rStep), S(rRow));  // k * 16: the index step of row k
+  e_.op("smov {}, {}", S(rAccA), vAcc);
+  e_.op("smov {}, {}", S(rMaddr), smemStream);
+  e_.op("smov {}, {}", S(rKc), rowsK);
+  e_.label(lK);
+  e_.op("sld {}, [{}]", S(rM), S(rMaddr));
+  VReg acc = l_.vload(ElementType::C128, S(rAccA));
+  e_.op("smov {}, {}", S(rX), vWork);
+  e_.op("smov {}, {}", S(rJc), rowsJ);
+  e_.label(lJ);
+  l_.dftTerm(acc, rw, rM, rX);
+  e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
+  // m = (m + k) % n, k < n: one conditional subtraction.
+  e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));
+  e_.op("ssub {}, {}, {}", S(rT), S(rM), n * kC128Bytes);
+  e_.op("scmp.ge {}, {}, {}", S(rC), S(rM), n * kC128Bytes);
+  e_.op("ssel {}, {}, {}, {}", S(rM), S(rC), S(rT), S(rM));
+  e_.op("loop {}, {}", S(rJc), lJ);
+  l_.vstore(acc, ElementType::C128, S(rAccA), rowMask);
+  vfree(acc);
+  e_.op("sst {}, [{}]", S(rM), S(rMaddr));
+  e_.op("sadd {}, {}, {}", S(rAccA), S(rAccA), rowBytes);
+  e_.op("sadd {}, {}, 4", S(rMaddr), S(rMaddr));
+  e_.op("sadd {}, {}, {}", S(rStep), S(rStep), kC128Bytes);
+  e_.op("loop {}, {}", S(rKc), lK);
+  e_.op("sadd {}, {}, {}", S(rJ), S(rJ), rowsJ);
+}
 
-    // C: the result rows, B at a time.
-    VReg divisor;
-    if (p.inverse) {
-      uint64_t nBits = std::bit_cast<uint64_t>(static_cast<double>(n));
-      divisor = valloc(ElementType::F64);
-      e_.op("vmov.s32 {}, {}", V(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits)));
-      e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
-    }
-    const int64_t vOut = radix2 ? vWork : vAcc;
-    // Radix 2 into a narrower type with whole blocks: the result rows are
-    // staged, so block b + 1's rows load (sem1) while block b goes out.
-    const bool overlapC = radix2 && stageOut && p.dstRows % B == 0;
-    auto loadX = [&](int rowReg, const char* sem) {
-      scratchRow(rOff, rowReg);
-      e_.op("{} {}, [{}], {}, {}", dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(B * rowBytes), {}), vWork,
-            memRef(x, S(rOff)), sem);
-    };
-    auto outBlock = [&](int64_t rows) {
-      if (overlapC) {
-        std::string lFirst = e_.newLabel("fftlofirst");
-        e_.op("sem.wait sem1");
-        e_.op("br.eq {}, 0, {}", S(rRow), lFirst);
-        e_.op("sem.wait sem0");  // the last block's write-back leaves the staging rows
-        e_.label(lFirst);
-      } else if (radix2) {
-        scratchRow(rOff, rRow);
-        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), vWork,
-              memRef(x, S(rOff)));
-        e_.op("sem.wait sem0");
-      } else {
-        dftRows(rows);
-      }
-      const int64_t regs = (rows * R + kVregElems - 1) / kVregElems;
-      if (p.inverse || stageOut)
-        fftFlatLoop(regs, vOut, kBlockBytes, stageOut ? vStage : vOut, stageOut ? kVregElems * db : kBlockBytes,
-                 [&](int ri, int ro) {
-                   VReg z = vload(ElementType::C128, S(ri));
-                   if (p.inverse) {
-                     VReg q = fftDivide(z, divisor);
-                     vfree(z);
-                     z = q;
-                   }
-                   fftStoreResult(z, p.dstType, S(ro));
-                   vfree(z);
-                 });
-      if (overlapC) {
-        std::string lLast = e_.newLabel("fftlolast");
-        e_.op("sadd {}, {}, {}", S(rT), S(rRow), B);
-        e_.op("br.ge {}, {}, {}", S(rT), p.dstRows, lLast);
-        loadX(rT, "sem1");
-        e_.label(lLast);
-      }
-      std::vector<Emitter::Dim> outDims = {{rows, R * db, inner * db}};
-      if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
-      arrayRow(rRow, p.dstRows, db, p.dst);
-      e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", p.dst), e_.desc(static_cast<uint64_t>(qcC * db), outDims), memRef(p.dst, S(rOff)), stageOut ? vStage : vOut);
-      if (!overlapC) e_.op("sem.wait sem0");
-      e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
-    };
+// B rows of X from row rowReg into the work rows.
+void FftPassEmitter::Long::loadX(int rowReg, const char* sem) {
+  scratchRow(rOff, rowReg);
+  e_.op("{} {}, [{}], {}, {}", l_.dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(B * rowBytes), {}), vWork,
+        l_.memRef(x, S(rOff)), sem);
+}
+
+// Pass C on a block: the result rows (scaled, converted) out to dst.
+void FftPassEmitter::Long::outBlock(int64_t rows) {
+  if (overlapC) {
+    std::string lFirst = e_.newLabel("fftlofirst");
+    e_.op("sem.wait sem1");
+    e_.op("br.eq {}, 0, {}", S(rRow), lFirst);
+    e_.op("sem.wait sem0");  // the last block's write-back leaves the staging rows
+    e_.label(lFirst);
+  } else if (radix2) {
+    scratchRow(rOff, rRow);
+    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", x), e_.desc(static_cast<uint64_t>(rows * rowBytes), {}), vWork,
+          l_.memRef(x, S(rOff)));
+    e_.op("sem.wait sem0");
+  } else {
+    dftRows(rows);
+  }
+  const int64_t regs = (rows * R + kVregElems - 1) / kVregElems;
+  if (p.inverse || stageOut)
+    l_.fftFlatLoop(regs, vOut, kBlockBytes, stageOut ? vStage : vOut, stageOut ? kVregElems * db : kBlockBytes,
+             [&](int ri, int ro) {
+               VReg z = l_.vload(ElementType::C128, S(ri));
+               if (p.inverse) {
+                 VReg q = l_.fftDivide(z, divisor);
+                 vfree(z);
+                 z = q;
+               }
+               l_.fftStoreResult(z, p.dstType, S(ro));
+               vfree(z);
+             });
+  if (overlapC) {
+    std::string lLast = e_.newLabel("fftlolast");
+    e_.op("sadd {}, {}, {}", S(rT), S(rRow), B);
+    e_.op("br.ge {}, {}, {}", S(rT), p.dstRows, lLast);
+    loadX(rT, "sem1");
+    e_.label(lLast);
+  }
+  std::vector<Emitter::Dim> outDims = {{rows, R * db, inner * db}};
+  if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
+  arrayRow(rRow, p.dstRows, db, p.dst);
+  e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", p.dst), e_.desc(static_cast<uint64_t>(qcC * db), outDims), l_.memRef(p.dst, S(rOff)), stageOut ? vStage : vOut);
+  if (!overlapC) e_.op("sem.wait sem0");
+  e_.op("sadd {}, {}, {}", S(rRow), S(rRow), rows);
+}
+
+// One chunk of up to 128 transforms: pass A, pass B (radix 2), pass C.
+void FftPassEmitter::Long::chunk(int64_t pcC, int64_t qcC, int rP, int rQ) {
+  this->pcC = pcC;
+  this->qcC = qcC;
+  this->rP = rP;
+  this->rQ = rQ;
+  PoolGuard chunkGuard({&sregs_, &vregs_, &masks_});
+  rOff = sreg();
+  rOff2 = sreg();
+  rV = sreg();
+  rRow = sreg();
+  rRev = sreg();
+  rBit = sreg();
+  rT = sreg();
+  rCnt = sreg();
+  rU = sreg();
+  rW = sreg();
+  rTk = sreg();
+  halfDesc = e_.desc(static_cast<uint64_t>(half * rowBytes), {});
+
+  // A: gather, convert, (radix 2) stages 2 .. B, per block of B rows; rRev
+  // is the source row (bit-reversed for radix 2).
+  e_.op("smov {}, 0", S(rRow));
+  e_.op("smov {}, 0", S(rRev));
+  // Radix 2 from a narrower type: the rows land in the staging area and
+  // are widened into the work rows, so the next block's gather (on sem1)
+  // overlaps this block's stages and write-back. Every block has B rows.
+  overlapA = radix2 && stageIn;
+  if (overlapA) gather(B, "sem1");
+  blocks(n / B, n % B, [&](int64_t rows) { blockA(rows); });
+  if (overlapA) e_.op("sem.wait sem0");  // the last block's write-back, before X is read
+
+  // B: stages len = 2B .. n over X; rBit = len / 2 in rows, rRow = t * B / 2
+  // for the t-th set of butterflies: k0 = rRow mod len / 2, first u row
+  // rRow + (rRow - k0).
+  if (radix2) {
+    std::string lStage = e_.newLabel("fftlpass"), lSet = e_.newLabel("fftlset");
+    e_.op("smov {}, {}", S(rBit), B);
+    e_.label(lStage);
     e_.op("smov {}, 0", S(rRow));
-    if (overlapC) loadX(rRow, "sem1");
-    blocks(p.dstRows / B, p.dstRows % B, outBlock);
-    if (overlapC) e_.op("sem.wait sem0");
-    if (p.inverse) vfree(divisor);
-  };
+    e_.label(lSet);
+    e_.op("ssub {}, {}, 1", S(rT), S(rBit));
+    e_.op("sand {}, {}, {}", S(rRev), S(rRow), S(rT));  // k0
+    e_.op("ssub {}, {}, {}", S(rT), S(rRow), S(rRev));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rRow));  // first u row
+    scratchRow(rOff, rT);
+    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", x), halfDesc, vWork, l_.memRef(x, S(rOff)));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rBit));  // first v row
+    scratchRow(rOff2, rT);
+    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", x), halfDesc, vWork + half * rowBytes, l_.memRef(x, S(rOff2)));
+    // Twiddles len / 2 - 1 + k0 onwards of the stage table.
+    e_.op("sadd {}, {}, {}", S(rT), S(rBit), S(rRev));
+    e_.op("ssub {}, {}, 1", S(rT), S(rT));
+    e_.op("sshl {}, {}, 4", S(rT), S(rT));
+    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2s", tw), e_.desc(static_cast<uint64_t>(half * kC128Bytes), {}),
+          smemStream, l_.memRef(tw, S(rT)));
+    e_.op("sem.wait sem0, 3");
+    e_.op("smov {}, {}", S(rU), vWork);
+    e_.op("smov {}, {}", S(rW), vWork + half * rowBytes);
+    e_.op("smov {}, {}", S(rTk), smemStream);
+    e_.op("smov {}, {}", S(rCnt), half);
+    butterflies(rU, rW, rTk, rCnt);
+    e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", x), halfDesc, l_.memRef(x, S(rOff)), vWork);
+    e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", x), halfDesc, l_.memRef(x, S(rOff2)), vWork + half * rowBytes);
+    e_.op("sem.wait sem0, 2");
+    e_.op("sadd {}, {}, {}", S(rRow), S(rRow), half);
+    e_.op("br.lt {}, {}, {}", S(rRow), n / 2, lSet);
+    e_.op("sadd {}, {}, {}", S(rBit), S(rBit), S(rBit));
+    e_.op("br.lt {}, {}, {}", S(rBit), n, lStage);
+  }
 
+  // C: the result rows, B at a time.
+  if (p.inverse) {
+    uint64_t nBits = std::bit_cast<uint64_t>(static_cast<double>(n));
+    divisor = valloc(ElementType::F64);
+    e_.op("vmov.s32 {}, {}", V(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits)));
+    e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
+  }
+  vOut = radix2 ? vWork : vAcc;
+  // Radix 2 into a narrower type with whole blocks: the result rows are
+  // staged, so block b + 1's rows load (sem1) while block b goes out.
+  overlapC = radix2 && stageOut && p.dstRows % B == 0;
+  e_.op("smov {}, 0", S(rRow));
+  if (overlapC) loadX(rRow, "sem1");
+  blocks(p.dstRows / B, p.dstRows % B, [&](int64_t rows) { outBlock(rows); });
+  if (overlapC) e_.op("sem.wait sem0");
+  if (p.inverse) vfree(divisor);
+}
+bool FftPassEmitter::Long::run() {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  if (!plan()) return false;
   // Chunks of at most 128 transforms: whole inner runs of several outer
   // indices, or pieces of one run.
   int64_t pc = 1, qc = inner;
@@ -1042,8 +1194,13 @@ bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
     pc = std::min(outer, R / inner);
   else
     qc = R;
-  emitFftChunks(outer, inner, pc, qc, chunk);
+  l_.emitFftChunks(outer, inner, pc, qc, [&](int64_t pcC, int64_t qcC, int rP, int rQ) { chunk(pcC, qcC, rP, rQ); });
   return !failed_;
+}
+
+bool Lowerer::emitFftPassLong(const Instruction& in, const FftPass& p) {
+  FftPassEmitter::Long pass(*this, in, p);
+  return pass.run();
 }
 
 bool Lowerer::lowerFft(const Instruction& in) {
