@@ -13,9 +13,10 @@ using hlo::Opcode;
 FusionGraph::FusionGraph(hlo::Computation& computation) : computation_(&computation) {
   const size_t n = computation.instructions().size();
   instructions_.reserve(n);
-  index_.reserve(n);
+  index_ = hlo::PointerIndex(n);
   for (const auto& up : computation.instructions()) {
-    index_.emplace(up.get(), static_cast<int32_t>(instructions_.size()));
+    // The first of equal pointers wins, as a map's emplace would keep it.
+    if (!index_.contains(up.get())) index_.set(up.get(), static_cast<uint32_t>(instructions_.size()));
     instructions_.push_back(up.get());
   }
   // An element of a tuple built here is read as the value itself (the
@@ -68,10 +69,7 @@ FusionGraph::FusionGraph(hlo::Computation& computation) : computation_(&computat
   }
 }
 
-int32_t FusionGraph::indexOf(const Instruction* in) const {
-  auto it = index_.find(in);
-  return it == index_.end() ? -1 : it->second;
-}
+int32_t FusionGraph::indexOf(const Instruction* in) const { return static_cast<int32_t>(index_.find(in)); }
 
 bool FusionGraph::contains(int32_t n, int32_t i) const {
   const std::vector<int32_t>& m = node(n).members;
@@ -250,18 +248,27 @@ bool FusionGraph::reachesIndirectly(int32_t from, int32_t to, int budget) const 
 }
 
 NameTable::NameTable(const hlo::Module& module) {
+  size_t count = module.computations().size();
+  for (const auto& c : module.computations()) count += c->instructions().size();
+  used_.reserve(count);
   for (const auto& c : module.computations()) {
     used_.insert(c->name());
     for (const auto& i : c->instructions()) used_.insert(i->name());
   }
 }
 
+std::string_view NameTable::keep(std::string name) {
+  own_.push_back(std::move(name));
+  used_.insert(own_.back());
+  return own_.back();
+}
+
 std::string NameTable::fresh(const std::string& base) {
-  if (used_.insert(base).second) return base;
+  if (!used_.count(base)) return std::string(keep(base));
   int64_t& next = next_[base];
   for (;;) {
     std::string name = fmt::format("{}.{}", base, ++next);
-    if (used_.insert(name).second) return name;
+    if (!used_.count(name)) return std::string(keep(std::move(name)));
   }
 }
 

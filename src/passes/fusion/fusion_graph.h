@@ -10,14 +10,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "hlo/module.h"
+#include "hlo/pointer_index.h"
 
 namespace tpu::fusion {
 
@@ -99,7 +102,7 @@ class FusionGraph {
  private:
   hlo::Computation* computation_;
   std::vector<hlo::Instruction*> instructions_;
-  std::unordered_map<const hlo::Instruction*, int32_t> index_;
+  hlo::PointerIndex index_;  // open addressing: no heap node per instruction
   std::vector<std::vector<int32_t>> operands_;
   std::vector<std::vector<int32_t>> users_;
   int32_t root_ = -1;
@@ -124,16 +127,21 @@ class FusionGraph {
 };
 
 // Module-unique names: `fresh("fusion")` gives fusion, fusion.1, ...
+// The names of the module's instructions and computations are held as views
+// (no copy of every name of a large module): release() the name of an
+// instruction before it goes, and use the table no more once computations
+// were removed.
 class NameTable {
  public:
   explicit NameTable(const hlo::Module& module);
   std::string fresh(const std::string& base);
   void release(const std::string& name) { used_.erase(name); }
-  void claim(const std::string& name) { used_.insert(name); }
 
  private:
+  std::string_view keep(std::string name);
   // Only looked up, never iterated: hashed sets keep the output deterministic.
-  std::unordered_set<std::string> used_;
+  std::unordered_set<std::string_view> used_;
+  std::deque<std::string> own_;  // names made here (stable addresses)
   std::unordered_map<std::string, int64_t> next_;
 };
 

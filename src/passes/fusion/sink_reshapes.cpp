@@ -1,7 +1,11 @@
 #include "passes/fusion/sink_reshapes.h"
 
+#include <optional>
+#include <set>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "hlo/module.h"
 #include "passes/rewrite_builder.h"
@@ -13,9 +17,34 @@ namespace {
 using hlo::Instruction;
 using hlo::Opcode;
 
+// The module's instruction names as they were when the pass started,
+// collected on first need: most modules have no reshape to sink, and
+// copying every name of a large module into a tree was most of this pass's
+// time. Names of instructions removed before then are added back.
+class LazyNames {
+ public:
+  explicit LazyNames(const hlo::Module& module) : module_(module) {}
+  std::set<std::string>& get() {
+    if (!names_) {
+      names_ = passes::instructionNames(module_);
+      names_->insert(removed_.begin(), removed_.end());
+      removed_.clear();
+    }
+    return *names_;
+  }
+  void noteRemoved(const Instruction& in) {
+    if (!names_) removed_.push_back(in.name());
+  }
+
+ private:
+  const hlo::Module& module_;
+  std::optional<std::set<std::string>> names_;
+  std::vector<std::string> removed_;
+};
+
 class ReshapeSinker {
  public:
-  ReshapeSinker(hlo::Computation& c, std::set<std::string>& names) : c_(c), names_(names) {
+  ReshapeSinker(hlo::Computation& c, LazyNames& names) : c_(c), names_(names) {
     for (const auto& up : c.instructions()) {
       for (Instruction* o : up->operands()) users_[o].push_back(up.get());
       for (Instruction* p : up->controlPredecessors()) ordered_.insert(p), ordered_.insert(up.get());
@@ -30,7 +59,11 @@ class ReshapeSinker {
       else if (hlo::isElementwise(in->opcode())) sinkBelow(in);
     }
     if (dead_.empty()) return changed_;
-    c_.removeInstructionsIf([&](const Instruction& i) { return dead_.count(&i) > 0; });
+    c_.removeInstructionsIf([&](const Instruction& i) {
+      if (!dead_.count(&i)) return false;
+      names_.noteRemoved(i);
+      return true;
+    });
     c_.sortTopologically();
     return true;
   }
@@ -113,7 +146,7 @@ class ReshapeSinker {
       for (const Instruction* u : it->second)
         if (u != e && !reshapedSource(u)) return;
     }
-    passes::RewriteBuilder b(c_, *e, names_);
+    passes::RewriteBuilder b(c_, *e, names_.get());
     hlo::Shape shape = source->shape();
     shape.setElementType(e->shape().elementType());
     std::vector<Instruction*> operands;
@@ -141,7 +174,7 @@ class ReshapeSinker {
   }
 
   hlo::Computation& c_;
-  std::set<std::string>& names_;
+  LazyNames& names_;
   std::unordered_map<const Instruction*, std::vector<Instruction*>> users_;
   std::unordered_set<const Instruction*> ordered_;
   std::unordered_set<const Instruction*> dead_;
@@ -155,7 +188,7 @@ bool SinkReshapesPass::run(hlo::Module& module, DiagnosticEngine&) {
   for (const auto& c : module.computations())
     for (const auto& in : c->instructions())
       if (in->opcode() == Opcode::Fusion && in->fusedComputation()) fused.insert(in->fusedComputation());
-  std::set<std::string> names = passes::instructionNames(module);
+  LazyNames names(module);
   bool changed = false;
   for (const auto& c : module.computations())
     if (!fused.count(c.get())) changed |= ReshapeSinker(*c, names).run();
