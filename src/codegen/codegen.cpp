@@ -297,7 +297,7 @@ std::string renderLayoutStats(const CodegenStats& s) {
   for (const std::string& n : s.relayouts) names += (names.empty() ? "" : ", ") + n;
   return fmt::format("physical layouts: {} arguments and {} results in HBM in their layouts, {} bytes of tile padding; "
                      "relayout copies at the edges: {}\n",
-                     s.physicalArguments, s.physicalResults, s.paddingBytes, names);
+                     s.physicalArguments, s.physicalResults, s.paddingBytes, names.empty() ? "none" : names);
 }
 
 std::string renderStatsText(const CodegenStats& s) {

@@ -119,9 +119,41 @@ double composedUlps(Opcode op) {
   }
 }
 
-// c64 library math composed from f32 instructions (codegen/kernels/complex.cpp):
-// the normwise bound measured by complex_math_test.cpp against long double
-// (there in units of 2^-23, here of 2^-24), with its result type's check
+// f64 library math composed from the pair unit's basic rows
+// (codegen/kernels/math.cpp, math_f64.cpp): the bound math_f64_test.cpp pins
+// against long double libm, plus 1 for the interpreter's own libm rounding,
+// in units of the f64 unit roundoff 2^-53 (so twice the ulps). 0: one row,
+// computed as the interpreter computes it.
+double composedF64Ulps(Opcode op) {
+  switch (op) {
+    case Opcode::Log:
+    case Opcode::Log1p:
+    case Opcode::Sin:
+    case Opcode::Cos:
+    case Opcode::Erf:
+    case Opcode::Atan:
+    case Opcode::Cbrt: return 2 * 2;
+    case Opcode::Acos:
+    case Opcode::Asinh:
+    case Opcode::Atanh: return 2 * 2.5;
+    case Opcode::Exp:
+    case Opcode::Expm1:
+    case Opcode::Logistic:
+    case Opcode::Cosh:
+    case Opcode::Sinh:
+    case Opcode::Acosh:
+    case Opcode::Atan2: return 2 * 3;
+    case Opcode::Tan:
+    case Opcode::Asin: return 2 * 3.5;
+    case Opcode::Tanh: return 2 * 4;
+    default: return 0;
+  }
+}
+
+// Complex library math composed from f32 (c64) or f64 pair (c128) instructions
+// (codegen/kernels/complex.cpp): the normwise bound measured by
+// complex_math_test.cpp against long double, the same for both types (there
+// in units of 2^-23 or 2^-52, here of 2^-24 or 2^-53), with its result type's check
 // |got - want| <= t (1 + |want|). Multiply is exact where finite (XLA's
 // product, the same roundings as std::complex); abs has an f32 result.
 double composedC64Ulps(Opcode op) {
@@ -264,11 +296,14 @@ double ownErrorBound(const hlo::Instruction& instr, codegen::F32DotPrecision dot
     default: break;
   }
   if (!instr.shape().isArray()) return 0;
-  if (instr.operandCount() > 0 && instr.operand(0)->shape().isArray() &&
-      instr.operand(0)->shape().elementType() == ElementType::C64 && hlo::isElementwise(instr.opcode()))
-    return composedC64Ulps(instr.opcode()) * 0x1p-24;
-  // f64 e^x from the pair rows (kernels/math.cpp): 1.12 ulps measured, 2 pinned.
-  if (instr.opcode() == Opcode::Exp && instr.shape().elementType() == ElementType::F64) return 2 * 0x1p-53;
+  if (instr.operandCount() > 0 && instr.operand(0)->shape().isArray() && hlo::isElementwise(instr.opcode())) {
+    // c128: the same expansion in f64 pair instructions, the same pinned bounds in units of 2^-52.
+    ElementType ct = instr.operand(0)->shape().elementType();
+    if (ct == ElementType::C64) return composedC64Ulps(instr.opcode()) * 0x1p-24;
+    if (ct == ElementType::C128) return composedC64Ulps(instr.opcode()) * 0x1p-53;
+  }
+  if (instr.shape().elementType() == ElementType::F64 && hlo::isElementwise(instr.opcode()))
+    return composedF64Ulps(instr.opcode()) * 0x1p-53;
   double ulps = composedUlps(instr.opcode());
   if (ulps == 0) return 0;
   ElementType t = instr.shape().elementType();

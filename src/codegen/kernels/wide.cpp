@@ -811,7 +811,7 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       return lowerReducePrecision(in, ops[0]);
     case Opcode::Atan2:
       if (!isF64) return unsupported();
-      return pairBinary("vatan2.f64", ops[0], ops[1]);
+      return expandMathF64(op, ops);  // kernels/math_f64.cpp
     case Opcode::Mulhi:
       if (isF64) return unsupported();
       return pairBinary(isUnsigned ? "vmulhi.u64" : "vmulhi.s64", ops[0], ops[1]);
@@ -1019,6 +1019,7 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
   if (!isF64 || ops.size() != 1) return unsupported();
   // Library math composed from the pair rows (kernels/math.cpp).
   if (op == Opcode::Exp) return expandExpF64(ops[0]);
+  if (std::optional<VReg> r = expandMathF64(op, ops)) return r;
   static const std::map<Opcode, const char*> kUnary = {
       {Opcode::Sqrt, "vsqrt.f64"},
       {Opcode::Rsqrt, "vrsqrt.f64"},
@@ -1050,6 +1051,26 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
   auto it = kUnary.find(op);
   if (it == kUnary.end()) return unsupported();
   return pairUnary(it->second, ops[0], rt);
+}
+
+}  // namespace tpu::codegen
+
+namespace tpu::codegen {
+
+VReg Lowerer::f64Math(Opcode op, VReg a, std::optional<VReg> b) {
+  switch (op) {
+    case Opcode::Exp: return expandExpF64(a);
+    case Opcode::Expm1: return f64Row("vexpm1.f64", a);
+    case Opcode::Log: return f64Row("vlog.f64", a);
+    case Opcode::Log1p: return f64Row("vlog1p.f64", a);
+    case Opcode::Sqrt: return f64Row("vsqrt.f64", a);
+    case Opcode::Sin: return f64Row("vsin.f64", a);
+    case Opcode::Cos: return f64Row("vcos.f64", a);
+    case Opcode::Cosh: return f64Row("vcosh.f64", a);
+    case Opcode::Sinh: return f64Row("vsinh.f64", a);
+    case Opcode::Atan2: return f64Row("vatan2.f64", a, b);
+    default: return f64Row("vsqrt.f64", a);  // not reached: callers pass the ops above
+  }
 }
 
 }  // namespace tpu::codegen

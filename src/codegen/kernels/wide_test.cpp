@@ -185,39 +185,14 @@ ENTRY main {{
 }
 
 TEST(WideTypes, F64Arithmetic) {
-  for (const char* op :
-       {"add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2"})
+  for (const char* op : {"add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power"})
     EXPECT_EQ(compareWide(binaryModule(op, "f64")), "") << op;
-  for (const char* op : {"negate",
-                         "abs",
-                         "sqrt",
-                         "rsqrt",
-                         "cbrt",
-                         "exponential-minus-one",
-                         "log",
-                         "log-plus-one",
-                         "tanh",
-                         "logistic",
-                         "sine",
-                         "cosine",
-                         "tan",
-                         "atan",
-                         "erf",
-                         "floor",
-                         "ceil",
-                         "round-nearest-even",
-                         "round-nearest-afz",
-                         "sign",
-                         "acos",
-                         "acosh",
-                         "asin",
-                         "asinh",
-                         "atanh",
-                         "cosh",
-                         "sinh"})
+  for (const char* op : {"negate", "abs", "sqrt", "rsqrt", "floor", "ceil", "round-nearest-even",
+                         "round-nearest-afz", "sign"})
     EXPECT_EQ(compareWide(unaryModule(op, "f64")), "") << op;
-  // (exponential is composed from the pair rows: within 2 ulps of expl,
-  // math_test.cpp's Math.F64ExpWithinItsUlpBound, not the interpreter's bits.)
+  // (exponential, log, sine, erf, atan2, ... are composed from the pair rows:
+  // within their ulp bounds of long double libm, kernels/math_f64_test.cpp,
+  // not the interpreter's bits.)
   EXPECT_EQ(compareWide(unaryModule("is-finite", "f64", "pred")), "");
 }
 

@@ -1,0 +1,880 @@
+// f64 library math from the chip's pair basics: the correctly rounded f64
+// add, subtract, multiply, divide, min, max and compares of the emulated
+// pair unit (docs/DESIGN.md), vector selects and 32-bit integer operations
+// on the words. No TPU has verf.f64 or vsin.f64, so these expand into
+// instruction sequences as XLA's elemental emitter expands them: range
+// reduction, a polynomial, reconstruction, then the special values.
+//
+// Coefficients come from utils/fit_math_f64.py (exact rationals and
+// 80-digit decimals, rounded once to double; its output is pasted below).
+// math_f64_test.cpp measures every function against long double libm in
+// f64 ulps over dense and edge inputs and pins the bounds docs/DESIGN.md
+// quotes.
+#include <bit>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+namespace {
+
+// utils/fit_math_f64.py (see there for what each table is).
+constexpr double kLogR[] = {
+    0x1.5555555555555p-1, 0x1.999999999999ap-2, 0x1.2492492492492p-2, 0x1.c71c71c71c71cp-3,
+    0x1.745d1745d1746p-3, 0x1.3b13b13b13b14p-3, 0x1.1111111111111p-3, 0x1.e1e1e1e1e1e1ep-4,
+    0x1.af286bca1af28p-4, 0x1.8618618618618p-4, 0x1.642c8590b2164p-4};
+constexpr double kSinS[] = {
+    -0x1.5555555555555p-3, 0x1.1111111111111p-7, -0x1.a01a01a01a01ap-13, 0x1.71de3a556c734p-19,
+    -0x1.ae64567f544e4p-26, 0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41, 0x1.952c77030ad4ap-49,
+    -0x1.2f49b46814157p-57};
+constexpr double kCosC[] = {
+    0x1.5555555555555p-5, -0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-16, -0x1.27e4fb7789f5cp-22,
+    0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37, 0x1.ae7f3e733b81fp-45, -0x1.6827863b97d97p-53};
+constexpr double kExpm1E[] = {
+    0x1.0000000000000p-1, 0x1.5555555555555p-3, 0x1.5555555555555p-5, 0x1.1111111111111p-7,
+    0x1.6c16c16c16c17p-10, 0x1.a01a01a01a01ap-13, 0x1.a01a01a01a01ap-16, 0x1.71de3a556c734p-19,
+    0x1.27e4fb7789f5cp-22, 0x1.ae64567f544e4p-26, 0x1.1eed8eff8d898p-29, 0x1.6124613a86d09p-33,
+    0x1.93974a8c07c9dp-37, 0x1.ae7f3e733b81fp-41, 0x1.ae7f3e733b81fp-45, 0x1.952c77030ad4ap-49,
+    0x1.6827863b97d97p-53, 0x1.2f49b46814157p-57};
+constexpr double kErfP[] = {
+    0x1.06eba8214db69p-3, -0x1.812746b0379e7p-2, 0x1.ce2f21a042be2p-4, -0x1.b82ce31288b51p-6,
+    0x1.565bcd0e6a53fp-8, -0x1.c02db40040b86p-11, 0x1.f9a326f9b89b7p-14, -0x1.f4d25c3e0c2ebp-17,
+    0x1.b9e6c9dc651a3p-20, -0x1.5f742ec43e71ap-23, 0x1.fcc5720624c1cp-27, -0x1.51d7181c5d36dp-30,
+    0x1.9e6ad5e55a730p-34, -0x1.d8453cb0c46eap-38, 0x1.f683ae4a97007p-42, -0x1.f56f071a885cfp-46,
+    0x1.d70b3537f4765p-50, -0x1.a2007af3447f6p-54};
+constexpr double kErfcG[] = {
+    0x1.4cc78cb858b6cp-2, 0x1.7cc2dbaa3a00cp-3, -0x1.5f68305c934a7p-5, 0x1.9a5c5e1062700p-8,
+    0x1.c79b5ffd1a26cp-11, -0x1.3ba5c7ba4721fp-10, 0x1.3cd6dbd189ce6p-11, -0x1.aa42cd66d9449p-13,
+    0x1.2c464c64d2333p-15, 0x1.8e80d06233639p-17, -0x1.0c4e59c39d165p-16, 0x1.4eb0207dc0bf3p-17,
+    -0x1.2f7a176c7c8eep-18, 0x1.8ade5478bb97ep-20, -0x1.8d3f7cfb27b5bp-23, -0x1.9fefcc66fb6e6p-23,
+    0x1.cdf01c31b4b1fp-23, -0x1.2e6026edf37a0p-23, 0x1.2b1b8182d6abbp-24, -0x1.f36e696681111p-26,
+    0x1.7960524b64cb3p-27, 0x1.76bc9a7a93801p-30, -0x1.f29dcbebff2a5p-28, 0x1.4f70ece2df73ep-29,
+    0x1.0aeef6dfcf5e3p-29, 0x1.2232e7e16c565p-31, -0x1.2e890301713c4p-29, 0x1.f1a53f46ed1a8p-32,
+    0x1.26ef1e9e7e8ebp-31, -0x1.c3bcbc0af3e9bp-33};
+constexpr double kErfcMid = 0x1.5a12f684bda13p-1;
+constexpr double kErfcHalf = 0x1.04bda12f684bep-1;
+// erfc fit: largest relative error on the check grid 1.54e-16
+constexpr double kAtanQ[] = {
+    -0x1.5555555555554p-2, 0x1.9999999998863p-3, -0x1.24924923b09bfp-3, 0x1.c71c71366bfc2p-4,
+    -0x1.745cff64fb1e8p-4, 0x1.3b1161c0261b4p-4, -0x1.10ed20cc03917p-4, 0x1.df0bad09fa62cp-5,
+    -0x1.9c616e7e61a95p-5, 0x1.35dd3ba3a06adp-5, -0x1.1f7e7048b0a6fp-6};
+// atan fit: largest relative error of (atan(t) - t) / t^3 3.58e-16
+constexpr double kAtanHi[] = {
+    0x1.dac670561bb4fp-2, 0x1.921fb54442d18p-1, 0x1.f730bd281f69bp-1, 0x1.921fb54442d18p+0};
+constexpr double kAtanLo[] = {
+    0x1.a2b7f222f65e2p-56, 0x1.1a62633145c07p-55, 0x1.007887af0cbbdp-56, 0x1.1a62633145c07p-54};
+constexpr double kAsinQ[] = {
+    0x1.5555555555555p-3, 0x1.3333333333388p-4, 0x1.6db6db6dac1e0p-5, 0x1.f1c71c7a52ba3p-6,
+    0x1.6e8ba123e494cp-6, 0x1.1c4efce23019fp-6, 0x1.c990ad3d8fdcap-7, 0x1.7b027ee1dd585p-7,
+    0x1.3b49de7121487p-7, 0x1.31622469ce5adp-7, 0x1.8f193743418ffp-9, 0x1.406192d124629p-6,
+    -0x1.3b416bb7d9257p-6, 0x1.e529c6fce9bb4p-6};
+// asin fit: largest relative error of (asin(t) - t) / t^3 5.53e-17
+// fdlibm's splits of ln 2 and pi/2: the heads have trailing zero bits, so
+// their products with small integers are exact.
+constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
+constexpr double kPio2A = 1.57079632673412561417e+00, kPio2B = 6.07710050630396597660e-11,
+                 kPio2C = 2.02226624879595063154e-21;
+constexpr double kRound = 0x1.8p52;  // x + kRound - kRound: x rounded to an integer (|x| < 2^51)
+
+}  // namespace
+
+// f64 values in register pairs, built from the pair rows. Every method
+// returns a fresh pair the caller frees with drop(); operands are read only.
+class PairMath {
+ public:
+  PairMath(Lowerer& l, Emitter& e, RegPool& masks) : l_(l), e_(e), masks_(masks) {}
+
+  VReg k(double c) { return l_.f64Const(c); }
+  VReg op(const char* m, VReg a, VReg b) { return l_.f64Op(m, a, b); }
+  VReg op(const char* m, VReg a, double c) {
+    VReg t = k(c);
+    VReg d = op(m, a, t);
+    drop(t);
+    return d;
+  }
+  VReg add(VReg a, VReg b) { return op("vadd.f64", a, b); }
+  VReg sub(VReg a, VReg b) { return op("vsub.f64", a, b); }
+  VReg mul(VReg a, VReg b) { return op("vmul.f64", a, b); }
+  VReg div(VReg a, VReg b) { return op("vdiv.f64", a, b); }
+  VReg add(VReg a, double c) { return op("vadd.f64", a, c); }
+  VReg mul(VReg a, double c) { return op("vmul.f64", a, c); }
+  VReg rsub(double c, VReg a) {  // c - a
+    VReg t = k(c);
+    VReg d = sub(t, a);
+    drop(t);
+    return d;
+  }
+  // v := f(v, ...): the old value freed.
+  template <typename F>
+  void update(VReg& v, F&& f) {
+    VReg n = f(v);
+    drop(v);
+    v = n;
+  }
+  void drop(VReg v) { l_.vfree(v); }
+  void drop(std::initializer_list<VReg> vs) {
+    for (VReg v : vs) l_.vfree(v);
+  }
+  void dropMask(int m) { masks_.put(m); }
+
+  // p = c[n-1] v^(n-1) + ... + c[0] by Horner steps.
+  VReg horner(const double* c, int n, VReg v) {
+    VReg p = k(c[n - 1]);
+    for (int i = n - 2; i >= 0; --i) {
+      update(p, [&](VReg q) { return mul(q, v); });
+      update(p, [&](VReg q) { return add(q, c[i]); });
+    }
+    return p;
+  }
+
+  int cmp(const char* dir, VReg a, VReg b) {
+    int m = l_.malloc_();
+    e_.op("vcmp.{}.f64 {}, {}, {}, {}, {}", dir, l_.M(m), l_.V(a), l_.H(a), l_.V(b), l_.H(b));
+    return m;
+  }
+  int cmp(const char* dir, VReg a, double c) {
+    VReg t = k(c);
+    int m = cmp(dir, a, t);
+    drop(t);
+    return m;
+  }
+  // v := m ? a : v (a pair).
+  void selectInto(VReg& v, int m, VReg a) {
+    e_.op("vsel.s32 {}, {}, {}, {}", l_.V(v), l_.M(m), l_.V(a), l_.V(v));
+    e_.op("vsel.s32 {}, {}, {}, {}", l_.H(v), l_.M(m), l_.H(a), l_.H(v));
+  }
+  void selectInto(VReg& v, int m, double c) {
+    VReg t = k(c);
+    selectInto(v, m, t);
+    drop(t);
+  }
+  // v := m ? a : v where a is a 32-bit register or immediate.
+  void select32(VReg v32, int m, const std::string& a) {
+    e_.op("vsel.s32 {}, {}, {}, {}", l_.V(v32), l_.M(m), a, l_.V(v32));
+  }
+  // v := the special value `c` where `dir(x, xc)` holds.
+  void whereCmp(VReg& v, VReg x, const char* dir, double xc, double c) {
+    int m = cmp(dir, x, xc);
+    selectInto(v, m, c);
+    dropMask(m);
+  }
+  // v := x where x is NaN (its payload kept).
+  void keepNaN(VReg& v, VReg x) {
+    int m = cmp("ne", x, x);
+    selectInto(v, m, x);
+    dropMask(m);
+  }
+  // |x| (the sign bit cleared) and the sign bit of x alone, as 32-bit words.
+  VReg abs(VReg x) {
+    VReg d = l_.valloc(hlo::ElementType::F64);
+    e_.op("vmov.s32 {}, {}", l_.V(d), l_.V(x));
+    e_.op("vand {}, {}, 2147483647", l_.H(d), l_.H(x));
+    return d;
+  }
+  // v := |v| with the sign of x.
+  void copySign(VReg v, VReg x) {
+    VReg s = l_.valloc(hlo::ElementType::S32);
+    e_.op("vand {}, {}, -2147483648", l_.V(s), l_.H(x));
+    e_.op("vand {}, {}, 2147483647", l_.H(v), l_.H(v));
+    e_.op("vor {}, {}, {}", l_.H(v), l_.H(v), l_.V(s));
+    l_.vfree(s);
+  }
+  // The f64 of a small signed integer in a 32-bit register: the words
+  // 0x43300000 : (k ^ 2^31) are 2^52 + 2^31 + k exactly.
+  VReg fromInt(VReg k32) {
+    VReg d = l_.valloc(hlo::ElementType::F64);
+    e_.op("vxor {}, {}, -2147483648", l_.V(d), l_.V(k32));
+    e_.op("vmov.s32 {}, 1127219200", l_.H(d));
+    update(d, [&](VReg q) { return op("vsub.f64", q, 0x1.000008p52); });
+    return d;
+  }
+  // The exact product a * b as hi + lo (Dekker's split; no fused multiply-add).
+  std::pair<VReg, VReg> twoProduct(VReg a, VReg b) {
+    VReg hi = mul(a, b);
+    auto [ah, al] = split(a);
+    auto [bh, bl] = split(b);
+    VReg t = mul(ah, bh);
+    update(t, [&](VReg q) { return sub(q, hi); });
+    VReg u = mul(ah, bl);
+    update(t, [&](VReg q) { return add(q, u); });
+    drop(u);
+    u = mul(al, bh);
+    update(t, [&](VReg q) { return add(q, u); });
+    drop(u);
+    u = mul(al, bl);
+    update(t, [&](VReg q) { return add(q, u); });
+    drop({u, ah, al, bh, bl});
+    return {hi, t};
+  }
+  // a = hi + lo with hi holding the top 26 bits (|a| < 2^996).
+  std::pair<VReg, VReg> split(VReg a) {
+    VReg c = mul(a, 134217729.0);
+    VReg t = sub(c, a);
+    VReg hi = sub(c, t);
+    VReg lo = sub(a, hi);
+    drop({c, t});
+    return {hi, lo};
+  }
+
+  std::string V(VReg r) const { return l_.V(r); }
+  std::string H(VReg r) const { return l_.H(r); }
+  std::string M(int m) const { return l_.M(m); }
+  VReg valloc(hlo::ElementType t) { return l_.valloc(t); }
+  VReg vcopy(VReg v, hlo::ElementType t) { return l_.vcopy(v, t); }
+  int malloc() { return l_.malloc_(); }
+  VReg exp(VReg x) { return l_.expandExpF64(x); }
+
+  Lowerer& l_;
+  Emitter& e_;
+  RegPool& masks_;
+};
+
+namespace {
+
+// ln(x), or with `c` ln(u) + c/u (log1p's correction; x is then u = 1 + x
+// rounded). fdlibm's reduction x = 2^k m, m in [sqrt(2)/2, sqrt(2)), and
+// ln m = ln(1 + f) = f - (f^2/2 - s (f^2/2 + R(s^2))), s = f / (2 + f),
+// R the series of 2 atanh(s) / s - 2 to s^22 (the next term is below 2^-60
+// of the result); k ln 2 added as head (exact) and tail. Subnormal x are
+// scaled by 2^54 first. Only finite positive x: the caller selects the
+// special values.
+VReg logCore(PairMath& p, VReg x, std::optional<VReg> c) {
+  Emitter& e = p.e_;
+  using hlo::ElementType;
+  int sub = p.cmp("lt", x, 0x1p-1022);
+  VReg xs = p.mul(x, 0x1p54);
+  VReg y = p.vcopy(x, ElementType::F64);
+  p.selectInto(y, sub, xs);
+  p.drop(xs);
+  VReg k = p.valloc(ElementType::S32), t = p.valloc(ElementType::S32), hm = p.valloc(ElementType::S32);
+  e.op("vmov.s32 {}, -54", p.V(t));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(t), p.M(sub), p.V(t));
+  p.dropMask(sub);
+  e.op("vshr {}, {}, 20", p.V(k), p.H(y));
+  e.op("vadd.s32 {}, {}, {}", p.V(k), p.V(k), p.V(t));
+  e.op("vsub.s32 {}, {}, 1023", p.V(k), p.V(k));
+  // m's exponent: 0 when the mantissa is below sqrt(2)'s (0x6a09e), else -1 (k + 1).
+  e.op("vand {}, {}, 1048575", p.V(hm), p.H(y));
+  e.op("vadd.s32 {}, {}, 614244", p.V(t), p.V(hm));  // 0x95f64
+  e.op("vand {}, {}, 1048576", p.V(t), p.V(t));
+  e.op("vxor {}, {}, 1072693248", p.H(y), p.V(t));  // 0x3ff00000 ^ i
+  e.op("vor {}, {}, {}", p.H(y), p.H(y), p.V(hm));
+  e.op("vshr {}, {}, 20", p.V(t), p.V(t));
+  e.op("vadd.s32 {}, {}, {}", p.V(k), p.V(k), p.V(t));
+  p.drop(t);
+  p.drop(hm);
+  VReg f = p.add(y, -1.0);
+  p.drop(y);
+  VReg kd = p.fromInt(k);
+  p.drop(k);
+  VReg two = p.add(f, 2.0);
+  VReg s = p.div(f, two);
+  p.drop(two);
+  VReg z = p.mul(s, s);
+  VReg r = p.horner(kLogR, 11, z);
+  p.update(r, [&](VReg q) { return p.mul(q, z); });
+  p.drop(z);
+  VReg hfsq = p.mul(f, f);
+  p.update(hfsq, [&](VReg q) { return p.mul(q, 0.5); });
+  // lowPart = s (hfsq + R) + (k ln2_lo [+ c])
+  p.update(r, [&](VReg q) { return p.add(q, hfsq); });
+  p.update(r, [&](VReg q) { return p.mul(q, s); });
+  p.drop(s);
+  VReg kl = p.mul(kd, kLn2Lo);
+  if (c) p.update(kl, [&](VReg q) { return p.add(q, *c); });
+  p.update(r, [&](VReg q) { return p.add(q, kl); });
+  p.drop(kl);
+  // k ln2_hi - ((hfsq - lowPart) - f)
+  VReg d = p.sub(hfsq, r);
+  p.drop({hfsq, r});
+  p.update(d, [&](VReg q) { return p.sub(q, f); });
+  p.drop(f);
+  VReg kh = p.mul(kd, kLn2Hi);
+  p.drop(kd);
+  VReg res = p.sub(kh, d);
+  p.drop({kh, d});
+  return res;
+}
+
+VReg expandLog(PairMath& p, VReg x) {
+  VReg r = logCore(p, x, std::nullopt);
+  p.whereCmp(r, x, "lt", 0.0, std::numeric_limits<double>::quiet_NaN());
+  p.whereCmp(r, x, "eq", 0.0, -std::numeric_limits<double>::infinity());
+  p.whereCmp(r, x, "eq", std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
+  p.keepNaN(r, x);
+  return r;
+}
+
+// ln(1 + x): u = 1 + x rounded, then ln(u) + c/u with c the rounding error
+// of u (fdlibm's log1p): c = 1 - (u - x) when u >= 2, else x - (u - 1).
+VReg expandLog1p(PairMath& p, VReg x) {
+  VReg u = p.add(x, 1.0);
+  VReg a = p.sub(u, x);
+  VReg c = p.rsub(1.0, a);  // 1 - (u - x)
+  p.drop(a);
+  VReg um1 = p.add(u, -1.0);
+  VReg c2 = p.sub(x, um1);  // x - (u - 1)
+  p.drop(um1);
+  int small = p.cmp("lt", u, 2.0);
+  p.selectInto(c, small, c2);
+  p.dropMask(small);
+  p.drop(c2);
+  p.update(c, [&](VReg q) { return p.div(q, u); });
+  VReg r = logCore(p, u, c);
+  p.drop({c, u});
+  p.whereCmp(r, x, "lt", -1.0, std::numeric_limits<double>::quiet_NaN());
+  p.whereCmp(r, x, "eq", -1.0, -std::numeric_limits<double>::infinity());
+  p.whereCmp(r, x, "eq", std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
+  int zero = p.cmp("eq", x, 0.0);  // -0 stays -0
+  p.selectInto(r, zero, x);
+  p.dropMask(zero);
+  p.keepNaN(r, x);
+  return r;
+}
+
+// sin, cos or tan. x = n pi/2 + r by Cody and Waite's reduction with pi/2
+// in three parts (33 + 33 + 53 bits): n x the first two is exact while
+// |n| < 2^20, so r = rh + rl keeps about 2^-100 absolute accuracy for
+// |x| < 2^20 pi/2 (about 1.6e6). Beyond that bound the same steps run with
+// the products rounded: the result keeps |sin| <= 1 and the right sign
+// pattern, but its error grows with |x| (about 2^-53 |x| absolute), and from
+// 2^51 on n itself is no longer exact (results are in [-1, 1] but
+// meaningless); inf and NaN give NaN. The series of sin and cos to r^19 and
+// r^18 (|r| <= pi/4), the quadrant n mod 4 from the low word of n + 1.5 2^52.
+VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
+  Emitter& e = p.e_;
+  using hlo::ElementType;
+  VReg t = p.mul(x, 0.63661977236758134308);  // 2 / pi
+  p.update(t, [&](VReg q) { return p.add(q, kRound); });
+  VReg n = p.add(t, -kRound);
+  // r1 = x - n A (exact), then r1 - n B as rh + rl (two-sum), minus n C.
+  VReg w = p.mul(n, kPio2A);
+  VReg r1 = p.sub(x, w);
+  p.drop(w);
+  w = p.mul(n, kPio2B);
+  VReg y = p.sub(r1, w);
+  VReg bb = p.sub(y, r1);
+  VReg yb = p.sub(y, bb);
+  VReg err = p.sub(r1, yb);
+  p.drop({r1, yb});
+  VReg nb = p.add(bb, w);  // -(w + bb) is the second part of the sum
+  p.update(err, [&](VReg q) { return p.sub(q, nb); });
+  p.drop({nb, bb, w});
+  w = p.mul(n, kPio2C);
+  p.drop(n);
+  p.update(err, [&](VReg q) { return p.sub(q, w); });
+  p.drop(w);
+  VReg rh = p.add(y, err);
+  VReg rl = p.sub(y, rh);
+  p.update(rl, [&](VReg q) { return p.add(q, err); });
+  p.drop({y, err});
+  VReg z = p.mul(rh, rh);
+  VReg hz = p.mul(z, 0.5);
+  // sin r = rh + (rh z S(z) + rl (1 - z/2))
+  VReg s = p.horner(kSinS, 9, z);
+  VReg rz = p.mul(rh, z);
+  p.update(s, [&](VReg q) { return p.mul(q, rz); });
+  p.drop(rz);
+  VReg cl = p.mul(hz, rl);
+  VReg c1 = p.sub(rl, cl);
+  p.drop(cl);
+  p.update(s, [&](VReg q) { return p.add(q, c1); });
+  p.drop(c1);
+  p.update(s, [&](VReg q) { return p.add(rh, q); });
+  // cos r = w + (((1 - w) - z/2) + (z^2 C(z) - rh rl)), w = 1 - z/2
+  VReg c = p.horner(kCosC, 8, z);
+  VReg z2 = p.mul(z, z);
+  p.update(c, [&](VReg q) { return p.mul(q, z2); });
+  p.drop({z2, z});
+  VReg rr = p.mul(rh, rl);
+  p.update(c, [&](VReg q) { return p.sub(q, rr); });
+  p.drop({rr, rh, rl});
+  VReg wv = p.rsub(1.0, hz);
+  VReg om = p.rsub(1.0, wv);
+  p.update(om, [&](VReg q) { return p.sub(q, hz); });
+  p.drop(hz);
+  p.update(c, [&](VReg q) { return p.add(om, q); });
+  p.drop(om);
+  p.update(c, [&](VReg q) { return p.add(wv, q); });
+  p.drop(wv);
+  // The quadrant: bit 0 swaps sin and cos, bit 1 negates (cos: n + 1).
+  VReg q = p.valloc(ElementType::S32), odd = p.valloc(ElementType::S32);
+  e.op("vmov.s32 {}, {}", p.V(q), p.V(t));
+  p.drop(t);
+  if (op == hlo::Opcode::Cos) e.op("vadd.s32 {}, {}, 1", p.V(q), p.V(q));
+  e.op("vand {}, {}, 1", p.V(odd), p.V(q));
+  int m = p.malloc();
+  e.op("vcmp.ne.s32 {}, {}, 0", p.M(m), p.V(odd));
+  VReg r;
+  if (op == hlo::Opcode::Tan) {
+    // tan = s / c, or -c / s in the odd quadrants.
+    VReg num = p.vcopy(s, ElementType::F64), den = p.vcopy(c, ElementType::F64);
+    p.selectInto(num, m, c);
+    p.selectInto(den, m, s);
+    r = p.div(num, den);
+    p.drop({num, den});
+    e.op("vshl {}, {}, 31", p.V(odd), p.V(odd));
+    e.op("vxor {}, {}, {}", p.H(r), p.H(r), p.V(odd));
+  } else {
+    r = p.vcopy(s, ElementType::F64);
+    p.selectInto(r, m, c);
+    e.op("vand {}, {}, 2", p.V(odd), p.V(q));
+    e.op("vshl {}, {}, 30", p.V(odd), p.V(odd));
+    e.op("vxor {}, {}, {}", p.H(r), p.H(r), p.V(odd));
+  }
+  p.dropMask(m);
+  p.drop(q);
+  p.drop(odd);
+  p.drop({s, c});
+  if (op != hlo::Opcode::Cos) {  // sin and tan of +-0 are +-0
+    int zero = p.cmp("eq", x, 0.0);
+    p.selectInto(r, zero, x);
+    p.dropMask(zero);
+  }
+  return r;
+}
+
+// erf. a = |x|:
+//   a < 0.84375: x + x P(x^2), the Taylor series to x^35 with 1 taken out
+//                of its first coefficient (which then rounds 9x closer);
+//   else:        1 - e^(-a^2) g(1 / a), g(u) = erfc(1/u) e^(1/u^2)
+//                interpolated on u in [1/6, 1/0.84375] (a clamped to 6:
+//                erf rounds to 1 from 5.93 on); a^2 = hi + lo exactly and
+//                e^(-a^2) = e^(-hi) (1 - lo);
+// then the sign of x, and NaN kept.
+VReg expandErf(PairMath& p, VReg x) {
+  VReg z = p.mul(x, x);
+  VReg small = p.horner(kErfP, 18, z);
+  p.drop(z);
+  p.update(small, [&](VReg q) { return p.mul(q, x); });
+  p.update(small, [&](VReg q) { return p.add(x, q); });
+  VReg a = p.abs(x);
+  VReg ac = p.op("vmin.f64", a, 6.0);
+  VReg one = p.k(1.0);
+  VReg u = p.div(one, ac);
+  p.drop(one);
+  p.update(u, [&](VReg q) { return p.add(q, -kErfcMid); });
+  p.update(u, [&](VReg q) { return p.mul(q, 1.0 / kErfcHalf); });
+  VReg g = p.horner(kErfcG, 30, u);
+  p.drop(u);
+  auto [hi, lo] = p.twoProduct(ac, ac);
+  p.drop(ac);
+  p.update(hi, [&](VReg q) { return p.mul(q, -1.0); });
+  VReg ex = p.exp(hi);
+  p.drop(hi);
+  p.update(lo, [&](VReg q) { return p.rsub(1.0, q); });
+  p.update(ex, [&](VReg q) { return p.mul(q, lo); });
+  p.drop(lo);
+  p.update(g, [&](VReg q) { return p.mul(q, ex); });
+  p.drop(ex);
+  p.update(g, [&](VReg q) { return p.rsub(1.0, q); });
+  p.copySign(g, x);
+  int m = p.cmp("lt", a, 0.84375);
+  p.selectInto(g, m, small);
+  p.dropMask(m);
+  p.drop({small, a});
+  p.keepNaN(g, x);
+  return g;
+}
+
+// e^x - 1: |x| < 1: x + x^2 E(x), the Taylor series to x^19; else
+// e^x - 1 from expandExpF64 (e^x >= e or <= 1/e there, so the subtraction
+// loses at most a bit of its relative accuracy). -0 stays -0.
+VReg expandExpm1(PairMath& p, VReg x) {
+  VReg e = p.horner(kExpm1E, 18, x);
+  VReg x2 = p.mul(x, x);
+  p.update(e, [&](VReg q) { return p.mul(q, x2); });
+  p.drop(x2);
+  p.update(e, [&](VReg q) { return p.add(x, q); });
+  VReg big = p.exp(x);
+  p.update(big, [&](VReg q) { return p.add(q, -1.0); });
+  VReg a = p.abs(x);
+  int m = p.cmp("ge", a, 1.0);
+  p.drop(a);
+  p.selectInto(e, m, big);
+  p.dropMask(m);
+  p.drop(big);
+  int zero = p.cmp("eq", x, 0.0);
+  p.selectInto(e, zero, x);
+  p.dropMask(zero);
+  p.keepNaN(e, x);
+  return e;
+}
+
+// tanh from E = expm1(-2|x|) in (-1, 0]: tanh|x| = -E / (E + 2), which keeps
+// the relative precision near 0; from |x| = 22 on it is 1. The sign of x.
+VReg expandTanh(PairMath& p, VReg x) {
+  VReg a = p.abs(x);
+  VReg m2 = p.mul(a, -2.0);
+  VReg e = expandExpm1(p, m2);
+  p.drop(m2);
+  VReg d = p.add(e, 2.0);
+  p.update(e, [&](VReg q) { return p.mul(q, -1.0); });
+  VReg r = p.div(e, d);
+  p.drop({e, d});
+  p.whereCmp(r, a, "ge", 22.0, 1.0);
+  p.drop(a);
+  p.copySign(r, x);
+  p.keepNaN(r, x);
+  return r;
+}
+
+// logistic(x) = 1 / (1 + e^-x): with e = e^-|x|, 1 / (1 + e) for x >= 0
+// and e / (1 + e) for x < 0 (no overflow, subnormal results kept).
+VReg expandLogistic(PairMath& p, VReg x) {
+  VReg a = p.abs(x);
+  p.update(a, [&](VReg q) { return p.mul(q, -1.0); });
+  VReg e = p.exp(a);
+  p.drop(a);
+  VReg d = p.add(e, 1.0);
+  VReg num = p.k(1.0);
+  int neg = p.cmp("lt", x, 0.0);
+  p.selectInto(num, neg, e);
+  p.dropMask(neg);
+  VReg r = p.div(num, d);
+  p.drop({e, d, num});
+  p.keepNaN(r, x);
+  return r;
+}
+
+// {cosh x, sinh x} from E = expm1(|x|):
+//   sinh|x| = (E + E / (E + 1)) / 2,  cosh x = ((E + 1) + 1 / (E + 1)) / 2;
+// from |x| = 700 on both are (e^(|x|/2) / 2) e^(|x|/2) (e^|x| would
+// overflow before the result does). sinh gets the sign of x.
+std::pair<VReg, VReg> coshSinh(PairMath& p, VReg x) {
+  VReg a = p.abs(x);
+  VReg e = expandExpm1(p, a);
+  VReg e1 = p.add(e, 1.0);
+  VReg q = p.div(e, e1);
+  VReg sh = p.add(e, q);
+  p.drop(q);
+  p.update(sh, [&](VReg t) { return p.mul(t, 0.5); });
+  VReg one = p.k(1.0);
+  VReg r = p.div(one, e1);
+  p.drop(one);
+  VReg ch = p.add(e1, r);
+  p.drop({r, e, e1});
+  p.update(ch, [&](VReg t) { return p.mul(t, 0.5); });
+  VReg h = p.mul(a, 0.5);
+  p.update(h, [&](VReg t) { return p.exp(t); });
+  VReg big = p.mul(h, 0.5);
+  p.update(big, [&](VReg t) { return p.mul(t, h); });
+  p.drop(h);
+  int m = p.cmp("ge", a, 700.0);
+  p.selectInto(ch, m, big);
+  p.selectInto(sh, m, big);
+  p.dropMask(m);
+  p.drop({big, a});
+  p.copySign(sh, x);
+  p.keepNaN(sh, x);
+  p.keepNaN(ch, x);
+  return {ch, sh};
+}
+
+// t + t z Q(z), z = t^2 (the odd series of atan or asin near 0).
+VReg oddSeries(PairMath& p, VReg t, const double* q, int n) {
+  VReg z = p.mul(t, t);
+  VReg s = p.horner(q, n, z);
+  VReg tz = p.mul(t, z);
+  p.drop(z);
+  p.update(s, [&](VReg v) { return p.mul(v, tz); });
+  p.drop(tz);
+  p.update(s, [&](VReg v) { return p.add(t, v); });
+  return s;
+}
+
+// atan(a) for a >= 0 (inf and NaN included) by fdlibm's reduction points
+// c = 1/2, 1, 3/2, inf (|a| < 7/16: none): atan(a) = atan(c) + atan(t),
+// t = (a - c) / (1 + a c) in [-7/16, 7/16], written with exact numerators
+// ((2a - 1) / (2 + a), (a - 1) / (a + 1), (a - 1.5) / (1 + 1.5 a), -1 / a);
+// atan(c) as head + tail added around the series.
+VReg atanNonNegative(PairMath& p, VReg a) {
+  // num = a P - Q, den = a R + S, per range (small, 1/2, 1, 3/2, inf).
+  static constexpr double kBounds[] = {7.0 / 16, 11.0 / 16, 19.0 / 16, 39.0 / 16};
+  static constexpr double kP[] = {1, 2, 1, 1, 0}, kQ[] = {0, 1, 1, 1.5, 1}, kR[] = {0, 1, 1, 1.5, 1},
+                          kS[] = {1, 2, 1, 1, 0}, kHi[] = {0, kAtanHi[0], kAtanHi[1], kAtanHi[2], kAtanHi[3]},
+                          kLo[] = {0, kAtanLo[0], kAtanLo[1], kAtanLo[2], kAtanLo[3]};
+  const double* tables[] = {kP, kQ, kR, kS, kHi, kLo};
+  VReg c[6];
+  for (int i = 0; i < 6; ++i) c[i] = p.k(tables[i][0]);
+  for (int r = 1; r <= 4; ++r) {
+    int m = p.cmp("ge", a, kBounds[r - 1]);
+    for (int i = 0; i < 6; ++i) p.selectInto(c[i], m, tables[i][r]);
+    p.dropMask(m);
+  }
+  VReg num = p.mul(a, c[0]);
+  p.update(num, [&](VReg v) { return p.sub(v, c[1]); });
+  int inf = p.cmp("ge", a, kBounds[3]);  // a P would be NaN for a = inf
+  p.selectInto(num, inf, -1.0);
+  p.dropMask(inf);
+  VReg den = p.mul(a, c[2]);
+  p.update(den, [&](VReg v) { return p.add(v, c[3]); });
+  VReg t = p.div(num, den);
+  p.drop({num, den});
+  VReg s = oddSeries(p, t, kAtanQ, 11);
+  // hi + (t + (t z Q + lo)): the series minus t, plus lo, plus t, plus hi.
+  p.update(s, [&](VReg v) { return p.sub(v, t); });
+  p.update(s, [&](VReg v) { return p.add(v, c[5]); });
+  p.update(s, [&](VReg v) { return p.add(v, t); });
+  p.update(s, [&](VReg v) { return p.add(v, c[4]); });
+  p.drop(t);
+  for (VReg v : c) p.drop(v);
+  return s;
+}
+
+VReg expandAtan(PairMath& p, VReg x) {
+  VReg a = p.abs(x);
+  VReg r = atanNonNegative(p, a);
+  p.drop(a);
+  p.copySign(r, x);
+  p.keepNaN(r, x);
+  return r;
+}
+
+// atan2(y, x) from atan of t = min(|x|, |y|) / max(|x|, |y|) in [0, 1]
+// (0/0 read as 0, inf/inf as 1, which gives C's answers for the signed
+// zeros and infinities), then the octant: |y| > |x| gives pi/2 - r, x < 0
+// (its sign bit, so -0 counts) pi - r, with pi/2 as head + tail; the sign
+// of y; NaN for a NaN operand.
+VReg expandAtan2(PairMath& p, VReg y, VReg x) {
+  VReg ax = p.abs(x), ay = p.abs(y);
+  VReg mn = p.op("vmin.f64", ax, ay), mx = p.op("vmax.f64", ax, ay);
+  VReg t = p.div(mn, mx);
+  p.whereCmp(t, mx, "eq", 0.0, 0.0);
+  p.whereCmp(t, mn, "eq", std::numeric_limits<double>::infinity(), 1.0);
+  p.drop({mn, mx});
+  VReg r = atanNonNegative(p, t);
+  p.drop(t);
+  constexpr double kPio2Hi = kAtanHi[3], kPio2Lo = kAtanLo[3];
+  auto fromMultiple = [&](int k) {  // k pi/2 - r = k hi - (r - k lo)
+    VReg d = p.add(r, -k * kPio2Lo);
+    VReg e = p.rsub(k * kPio2Hi, d);
+    p.drop(d);
+    return e;
+  };
+  VReg alt = fromMultiple(1);
+  int m = p.cmp("gt", ay, ax);
+  p.selectInto(r, m, alt);
+  p.dropMask(m);
+  p.drop({alt, ax, ay});
+  alt = fromMultiple(2);
+  int neg = p.malloc();
+  p.e_.op("vcmp.lt.s32 {}, {}, 0", p.M(neg), p.H(x));
+  p.selectInto(r, neg, alt);
+  p.dropMask(neg);
+  p.drop(alt);
+  p.copySign(r, y);
+  VReg nan = p.add(x, y);
+  int mx2 = p.cmp("ne", x, x);
+  p.selectInto(r, mx2, nan);
+  p.dropMask(mx2);
+  int my = p.cmp("ne", y, y);
+  p.selectInto(r, my, nan);
+  p.dropMask(my);
+  p.drop(nan);
+  return r;
+}
+
+// asin and acos from the odd series S of asin on |t| <= 1/2, a = |x|:
+//   a <= 1/2: asin = S(a) (sign of x); acos = pi/2 - asin(x);
+//   a >  1/2: s = sqrt((1 - a) / 2) ((1 - a) / 2 exact), asin = pi/2 - 2 S(s);
+//             acos = 2 S(s) for x > 0, pi - 2 S(s) for x < 0.
+// |x| > 1 takes the square root of a negative number: NaN.
+VReg expandAsinAcos(PairMath& p, VReg x, bool acos) {
+  constexpr double kPio2Hi = kAtanHi[3], kPio2Lo = kAtanLo[3];
+  VReg a = p.abs(x);
+  VReg small = oddSeries(p, a, kAsinQ, 14);
+  VReg z = p.rsub(1.0, a);
+  p.update(z, [&](VReg v) { return p.mul(v, 0.5); });
+  VReg s = p.valloc(hlo::ElementType::F64);
+  for (int w = 0; w < 2; ++w)
+    p.e_.op("vsqrt.f64 {}, {}, {}, {}", w ? p.H(s) : p.V(s), p.V(z), p.H(z), w);
+  p.drop(z);
+  VReg q = oddSeries(p, s, kAsinQ, 14);
+  p.drop(s);
+  p.update(q, [&](VReg v) { return p.add(v, v); });  // 2 S(s)
+  auto fromMultiple = [&](VReg v, int k) {  // k pi/2 - v = k hi - (v - k lo)
+    VReg d = p.add(v, -k * kPio2Lo);
+    VReg e = p.rsub(k * kPio2Hi, d);
+    p.drop(d);
+    return e;
+  };
+  int half = p.cmp("le", a, 0.5);
+  VReg r;
+  if (!acos) {
+    r = fromMultiple(q, 1);
+    p.selectInto(r, half, small);
+    p.copySign(r, x);
+  } else {
+    r = fromMultiple(q, 2);
+    int pos = p.cmp("gt", x, 0.5);
+    p.selectInto(r, pos, q);
+    p.dropMask(pos);
+    p.copySign(small, x);
+    VReg mid = fromMultiple(small, 1);
+    p.selectInto(r, half, mid);
+    p.drop(mid);
+  }
+  p.dropMask(half);
+  p.drop({a, small, q});
+  p.keepNaN(r, x);
+  return r;
+}
+
+// The inverse hyperbolic functions through log1p (keeps the relative
+// precision of small arguments):
+//   asinh(x) = sign(x) log1p(a + a^2 / (1 + sqrt(1 + a^2))),  a = |x|
+//   acosh(x) = log1p(t + sqrt(t (t + 2))),  t = x - 1 (NaN for x < 1)
+//   atanh(x) = sign(x) log1p(2a / (1 - a)) / 2  (NaN for a > 1)
+// from a = 2^28 on, asinh and acosh are ln(a) + ln 2 (a^2 overflows first).
+VReg expandInverseHyperbolic(PairMath& p, hlo::Opcode op, VReg x) {
+  auto sqrtOf = [&](VReg v) {
+    VReg s = p.valloc(hlo::ElementType::F64);
+    for (int w = 0; w < 2; ++w) p.e_.op("vsqrt.f64 {}, {}, {}, {}", w ? p.H(s) : p.V(s), p.V(v), p.H(v), w);
+    return s;
+  };
+  VReg a = op == hlo::Opcode::Acosh ? p.vcopy(x, hlo::ElementType::F64) : p.abs(x);
+  VReg y;
+  if (op == hlo::Opcode::Atanh) {
+    VReg d = p.rsub(1.0, a);
+    VReg twice = p.add(a, a);
+    y = p.div(twice, d);
+    p.drop({d, twice});
+  } else if (op == hlo::Opcode::Asinh) {
+    VReg a2 = p.mul(a, a);
+    VReg s = p.add(a2, 1.0);
+    p.update(s, sqrtOf);
+    p.update(s, [&](VReg v) { return p.add(v, 1.0); });
+    y = p.div(a2, s);
+    p.drop({a2, s});
+    p.update(y, [&](VReg v) { return p.add(v, a); });
+  } else {
+    VReg t = p.add(a, -1.0);
+    VReg s = p.add(t, 2.0);
+    p.update(s, [&](VReg v) { return p.mul(v, t); });
+    p.update(s, sqrtOf);
+    y = p.add(t, s);
+    p.drop({t, s});
+  }
+  VReg r = expandLog1p(p, y);
+  p.drop(y);
+  if (op == hlo::Opcode::Atanh) {
+    p.update(r, [&](VReg v) { return p.mul(v, 0.5); });
+  } else {
+    VReg big = expandLog(p, a);
+    p.update(big, [&](VReg v) { return p.add(v, kLn2Hi); });
+    p.update(big, [&](VReg v) { return p.add(v, kLn2Lo); });
+    int m = p.cmp("ge", a, 0x1p28);
+    p.selectInto(r, m, big);
+    p.dropMask(m);
+    p.drop(big);
+  }
+  if (op == hlo::Opcode::Acosh) {
+    p.whereCmp(r, x, "lt", 1.0, std::numeric_limits<double>::quiet_NaN());
+  } else {
+    p.copySign(r, x);
+  }
+  p.drop(a);
+  p.keepNaN(r, x);
+  return r;
+}
+
+// cbrt: a first guess from the bits (the exponent divided by 3, fdlibm's
+// constant 715094163 for the mantissa; subnormals scaled by 2^54 first),
+// then four Newton steps y += (a / y^2 - y) / 3 (each squares the relative
+// error: 5% -> 1e-20), on |x|; the sign of x; 0, inf and NaN kept.
+VReg expandCbrt(PairMath& p, VReg x) {
+  Emitter& e = p.e_;
+  VReg a = p.abs(x);
+  int sub = p.cmp("lt", a, 0x1p-1022);
+  VReg as = p.mul(a, 0x1p54);
+  VReg s = p.vcopy(a, hlo::ElementType::F64);
+  p.selectInto(s, sub, as);
+  p.drop(as);
+  // y0 = high word / 3 + B1 (subnormals: B2 = B1 - 18 << 20 undoes the 2^54),
+  // low word 0; the division by 3 in f32 (close enough for a first guess).
+  VReg y = p.valloc(hlo::ElementType::F64);
+  VReg third = p.valloc(hlo::ElementType::S32);
+  e.op("vcvt.f32.s32 {}, {}", p.V(third), p.H(s));
+  e.op("vmul.f32 {}, {}, 0.33333334", p.V(third), p.V(third));
+  e.op("vcvt.s32.f32 {}, {}", p.H(y), p.V(third));
+  e.op("vmov.s32 {}, 715094163", p.V(third));
+  e.op("vmov.s32 {}, 696219795", p.V(y));
+  e.op("vsel.s32 {}, {}, {}, {}", p.V(third), p.M(sub), p.V(y), p.V(third));
+  e.op("vadd.s32 {}, {}, {}", p.H(y), p.H(y), p.V(third));
+  e.op("vmov.s32 {}, 0", p.V(y));
+  p.drop(third);
+  p.dropMask(sub);
+  p.drop(s);
+  for (int i = 0; i < 4; ++i) {
+    VReg y2 = p.mul(y, y);
+    VReg q = p.div(a, y2);
+    p.drop(y2);
+    p.update(q, [&](VReg v) { return p.sub(v, y); });
+    p.update(q, [&](VReg v) { return p.mul(v, 1.0 / 3); });
+    p.update(y, [&](VReg v) { return p.add(v, q); });
+    p.drop(q);
+  }
+  int special = p.cmp("eq", a, 0.0);
+  p.selectInto(y, special, a);
+  p.dropMask(special);
+  p.whereCmp(y, a, "eq", std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity());
+  p.drop(a);
+  p.copySign(y, x);
+  p.keepNaN(y, x);
+  return y;
+}
+
+}  // namespace
+
+std::optional<VReg> Lowerer::expandMathF64(hlo::Opcode op, const std::vector<VReg>& ops) {
+  PairMath p(*this, e_, masks_);
+  switch (op) {
+    case hlo::Opcode::Log:
+      return expandLog(p, ops[0]);
+    case hlo::Opcode::Log1p:
+      return expandLog1p(p, ops[0]);
+    case hlo::Opcode::Sin:
+    case hlo::Opcode::Cos:
+    case hlo::Opcode::Tan:
+      return expandSinCosTan(p, op, ops[0]);
+    case hlo::Opcode::Erf:
+      return expandErf(p, ops[0]);
+    case hlo::Opcode::Expm1:
+      return expandExpm1(p, ops[0]);
+    case hlo::Opcode::Tanh:
+      return expandTanh(p, ops[0]);
+    case hlo::Opcode::Logistic:
+      return expandLogistic(p, ops[0]);
+    case hlo::Opcode::Cosh:
+    case hlo::Opcode::Sinh: {
+      auto [ch, sh] = coshSinh(p, ops[0]);
+      p.drop(op == hlo::Opcode::Cosh ? sh : ch);
+      return op == hlo::Opcode::Cosh ? ch : sh;
+    }
+    case hlo::Opcode::Atan:
+      return expandAtan(p, ops[0]);
+    case hlo::Opcode::Atan2:
+      return expandAtan2(p, ops[0], ops[1]);
+    case hlo::Opcode::Asin:
+    case hlo::Opcode::Acos:
+      return expandAsinAcos(p, ops[0], op == hlo::Opcode::Acos);
+    case hlo::Opcode::Asinh:
+    case hlo::Opcode::Acosh:
+    case hlo::Opcode::Atanh:
+      return expandInverseHyperbolic(p, op, ops[0]);
+    case hlo::Opcode::Cbrt:
+      return expandCbrt(p, ops[0]);
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace tpu::codegen
