@@ -283,9 +283,10 @@ std::string renderStatsJson(const CodegenStats& s) {
   for (size_t i = 0; i < s.kernels.size(); ++i) {
     const KernelStats& k = s.kernels[i];
     out += fmt::format("{}\n  {{\"name\": {}, \"hlo\": {}, \"op_name\": {}, \"kind\": {}, \"flops\": {:.0f}, "
-                       "\"hbm_bytes\": {}, \"vmem_bytes\": {}, \"estimated_cycles\": {:.0f}}}",
+                       "\"hbm_bytes\": {}, \"vmem_bytes\": {}, \"estimated_cycles\": {:.0f}{}}}",
                        i ? "," : "", jsonString(k.name), jsonString(k.hlo), jsonString(k.opName), jsonString(k.kind),
-                       k.flops, k.hbmBytes, k.vmemBytes, k.estimatedCycles);
+                       k.flops, k.hbmBytes, k.vmemBytes, k.estimatedCycles,
+                       k.remark.empty() ? "" : ", \"remark\": " + jsonString(k.remark));
   }
   out += "\n]}\n";
   return out;
@@ -296,7 +297,7 @@ std::string renderLayoutStats(const CodegenStats& s) {
   for (const std::string& n : s.relayouts) names += (names.empty() ? "" : ", ") + n;
   return fmt::format("physical layouts: {} arguments and {} results in HBM in their layouts, {} bytes of tile padding; "
                      "relayout copies at the edges: {}\n",
-                     s.physicalArguments, s.physicalResults, s.paddingBytes, names);
+                     s.physicalArguments, s.physicalResults, s.paddingBytes, names.empty() ? "none" : names);
 }
 
 std::string renderStatsText(const CodegenStats& s) {
@@ -308,8 +309,8 @@ std::string renderStatsText(const CodegenStats& s) {
   out += fmt::format("{:<32} {:<14} {:>14} {:>12} {:>10} {:>12}\n", "kernel", "kind", "flops", "hbm bytes",
                      "vmem", "est cycles");
   for (const KernelStats& k : s.kernels)
-    out += fmt::format("{:<32} {:<14} {:>14.0f} {:>12} {:>10} {:>12.0f}\n", k.name, k.kind, k.flops, k.hbmBytes,
-                       k.vmemBytes, k.estimatedCycles);
+    out += fmt::format("{:<32} {:<14} {:>14.0f} {:>12} {:>10} {:>12.0f}{}\n", k.name, k.kind, k.flops, k.hbmBytes,
+                       k.vmemBytes, k.estimatedCycles, k.remark.empty() ? "" : "  # " + k.remark);
   return out;
 }
 

@@ -86,6 +86,7 @@ struct KernelStats {
   uint64_t hbmBytes = 0;   // bytes read and written in HBM
   uint64_t vmemBytes = 0;  // VMEM working set
   double estimatedCycles = 0;  // roofline estimate on the target
+  std::string remark;          // a named decision, e.g. why a temporary in HBM (else empty)
 };
 
 struct CodegenStats {

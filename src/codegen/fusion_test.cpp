@@ -1,4 +1,4 @@
-// Output fusions (kernels/matmul_fusion.cpp): a dot with an elementwise epilogue in a
+// Output fusions (kernels/matmul_epilogue.cpp): a dot with an elementwise epilogue in a
 // fusion lowers as one matmul kernel whose result tiles are finished in
 // VMEM. The fused program must compute exactly what the same instructions
 // compute unfused (one kernel each), and match the interpreter.

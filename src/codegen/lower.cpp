@@ -77,279 +77,6 @@ bool Lowerer::checkTypes(const Instruction& in) {
   return checkWideTypes(in);
 }
 
-int64_t Lowerer::streamPeriod(const Instruction& param, int64_t n) const {
-  // A fused parameter read only through broadcasts along the result's
-  // leading dimensions (a bias [n] into [m, n]): element i of the stream is
-  // element i mod period of the parameter. Streamed chunks hold whole
-  // periods, so the repeat must fit a modest chunk.
-  const Shape& ps = param.shape();
-  if (param.opcode() != Opcode::Parameter || !ps.isArray() || ps.isScalar() || !param.parent()) return 0;
-  int64_t period = *ps.elementCount();
-  if (period <= 0 || n % period != 0 || std::lcm(period, kVregElems) > (int64_t{1} << 16)) return 0;
-  bool used = false;
-  for (const auto& up : param.parent()->instructions())
-    for (const Instruction* o : up->operands()) {
-      if (o != &param) continue;
-      const Instruction& b = *up;
-      if (b.opcode() != Opcode::Broadcast || b.shape().elementCount() != n) return 0;
-      int64_t R = b.shape().rank(), r = ps.rank();
-      const auto& dims = b.attrs().dimensions;
-      if (static_cast<int64_t>(dims.size()) != r) return 0;
-      for (int64_t d = 0; d < r; ++d)
-        if (dims[static_cast<size_t>(d)] != R - r + d || b.shape().dimension(R - r + d) != ps.dimension(d)) return 0;
-      used = true;
-    }
-  return used ? period : 0;
-}
-
-int64_t viewRowElements(const EwInput& input) {
-  int64_t n = 1;
-  for (size_t d = 1; d < input.viewDims.size(); ++d) n *= input.viewDims[d];
-  return n;
-}
-
-Box viewBox(const EwInput& input, int64_t rows) {
-  const int es = typeInfo(input.type).bytes;
-  std::vector<int64_t> counts = input.viewDims;
-  counts[0] = rows;
-  return makeBox(counts, input.viewStrides, byteStrides(input.viewDims, es), es);
-}
-
-int64_t viewRowElements(const EwOutput& output) {
-  int64_t n = 1;
-  for (size_t d = 1; d < output.viewDims.size(); ++d) n *= output.viewDims[d];
-  return n;
-}
-
-Box viewBox(const EwOutput& output, int64_t rows) {
-  const int es = typeInfo(output.type).bytes;
-  std::vector<int64_t> counts = output.viewDims;
-  counts[0] = rows;
-  return makeBox(counts, byteStrides(output.viewDims, es), output.viewStrides, es);
-}
-
-// A concatenate of operands of one shape at the root of a flat fusion: the
-// operands are the kernel's results, each written to its place in the
-// concatenate's buffer as a strided view (buffers left unset).
-bool Lowerer::concatOutputViews(const Instruction& root, std::vector<EwOutput>* out) const {
-  if (root.opcode() != Opcode::Concatenate || root.operandCount() < 1 || root.operandCount() > 8 ||
-      !root.shape().isArray() || root.shape().isScalar() || root.attrs().dimensions.size() != 1)
-    return false;
-  const Shape& s = root.operand(0)->shape();
-  for (const Instruction* o : root.operands())
-    if (o->shape().dimensions() != s.dimensions() || o->shape().elementType() != root.shape().elementType())
-      return false;
-  const TypeInfo ti = typeInfo(root.shape().elementType());
-  if (!ti.ok || ti.words > 2 || ti.isComplex) return false;
-  const int64_t d = root.attrs().dimensions[0];
-  if (d < 0 || d >= s.rank()) return false;
-  const std::vector<int64_t> rs = byteStrides(root.shape().dimensions(), ti.bytes);
-  const std::vector<int64_t>& dims = s.dimensions();
-  size_t lead = 0;
-  while (lead + 1 < dims.size() && dims[lead] == 1) ++lead;
-  std::vector<EwOutput> views;
-  for (int64_t k = 0; k < root.operandCount(); ++k) {
-    EwOutput v{-1, k * dims[static_cast<size_t>(d)] * rs[static_cast<size_t>(d)], root.shape().elementType()};
-    v.viewDims.assign(dims.begin() + static_cast<std::ptrdiff_t>(lead), dims.end());
-    v.viewStrides.assign(rs.begin() + static_cast<std::ptrdiff_t>(lead), rs.end());
-    // Whole rows of dimension 0 per chunk, and chunks of whole vregs.
-    if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 20)) return false;
-    Box b = viewBox(v, std::max<int64_t>(2, v.viewDims[0]));
-    if (b.dims.size() > static_cast<size_t>(std::max(1, target_.dma.descriptorDims))) return false;
-    views.push_back(std::move(v));
-  }
-  if (out) *out = std::move(views);
-  return true;
-}
-
-// The parameter a chain of views (transpose, broadcast, slice, reverse) of
-// at most 8 steps reads, with element [i0, i1, ...] of `i` at byte
-// offset + sum(i_d * strides[d]) of the parameter's buffer; nullptr when
-// `i` is not such a chain.
-const Instruction* Lowerer::composeView(const Instruction& i, std::vector<int64_t>& strides, int64_t& offset,
-                                        int depth) const {
-  if (!i.shape().isArray() || i.shape().isScalar()) return nullptr;
-  const std::vector<int64_t>& resultDims = i.shape().dimensions();
-  if (i.opcode() == Opcode::Parameter) {
-    // Pair types (s64, u64, f64) are whole 8-byte elements in VMEM (vld.e64), so their views are too.
-    const TypeInfo ti = typeInfo(i.shape().elementType());
-    if (!ti.ok || ti.words > 2 || ti.isComplex) return nullptr;
-    strides = byteStrides(resultDims, ti.bytes);
-    offset = 0;
-    return &i;
-  }
-  if (!hlo::isView(i.opcode()) || depth >= 8) return nullptr;
-  std::vector<int64_t> ps;
-  const Instruction* p = composeView(*i.operand(0), ps, offset, depth + 1);
-  if (!p) return nullptr;
-  const size_t rank = resultDims.size(), opRank = ps.size();
-  strides.assign(rank, 0);
-  const auto& dims = i.attrs().dimensions;
-  switch (i.opcode()) {
-    case Opcode::Slice: {
-      // Element j of dimension d is element start + j * stride of the operand.
-      const auto& slice = i.attrs().slice;
-      if (slice.size() != rank || opRank != rank) return nullptr;
-      for (size_t d = 0; d < rank; ++d) {
-        offset += slice[d].start * ps[d];
-        strides[d] = slice[d].stride * ps[d];
-      }
-      break;
-    }
-    case Opcode::Reverse:
-      // Reversed dimensions run backwards from their last element.
-      if (opRank != rank) return nullptr;
-      strides = ps;
-      for (int64_t d : dims) {
-        if (d < 0 || d >= static_cast<int64_t>(rank)) return nullptr;
-        offset += (resultDims[static_cast<size_t>(d)] - 1) * ps[static_cast<size_t>(d)];
-        strides[static_cast<size_t>(d)] = -ps[static_cast<size_t>(d)];
-      }
-      break;
-    case Opcode::Transpose:
-      if (dims.size() != rank || opRank != rank) return nullptr;
-      for (size_t d = 0; d < rank; ++d) {
-        if (dims[d] < 0 || dims[d] >= static_cast<int64_t>(opRank)) return nullptr;
-        strides[d] = ps[static_cast<size_t>(dims[d])];
-      }
-      break;
-    default:  // Broadcast
-      if (dims.size() != opRank) return nullptr;
-      for (size_t d = 0; d < opRank; ++d) {
-        if (dims[d] < 0 || dims[d] >= static_cast<int64_t>(rank)) return nullptr;
-        strides[static_cast<size_t>(dims[d])] = ps[d];
-      }
-  }
-  return p;
-}
-
-// A fused chain of transposes, broadcasts, slices and reverses of a
-// parameter (a broadcast of a slice: one row of a table along the heads)
-// with as many elements as the fusion's result: streamed as one strided
-// view of the parameter's buffer (EwInput viewDims/viewStrides), which the
-// DMA engine gathers in the view's row-major order. Every other
-// instruction of a flat fusion keeps row-major element order (elementwise,
-// reshape), so the view need not have the result's dimensions. Fills `out`
-// (dims and byte strides) when it is one.
-bool Lowerer::streamView(const Instruction& i, const std::vector<int64_t>& fusionDims, EwInput* out) const {
-  if (!hlo::isView(i.opcode())) return false;
-  const std::vector<int64_t>& resultDims = i.shape().dimensions();
-  if (resultDims.empty() || !i.shape().isArray() ||
-      i.shape().elementCount() != hlo::Shape::array(i.shape().elementType(), fusionDims).elementCount())
-    return false;
-  std::vector<int64_t> strides;
-  int64_t offset = 0;
-  const Instruction* p = composeView(i, strides, offset, 0);
-  if (!p) return false;
-  EwInput v{EwInput::Full, -1, offset, p->shape().elementType()};
-  // Leading dimensions of extent 1 do not count: chunks are rows of the
-  // first real one.
-  size_t lead = 0;
-  while (lead + 1 < resultDims.size() && resultDims[lead] == 1) ++lead;
-  v.viewDims.assign(resultDims.begin() + static_cast<std::ptrdiff_t>(lead), resultDims.end());
-  v.viewStrides.assign(strides.begin() + static_cast<std::ptrdiff_t>(lead), strides.end());
-  // Whole rows of dimension 0 per chunk, and chunks of whole vregs.
-  if (std::lcm(viewRowElements(v), kVregElems) > (int64_t{1} << 20)) return false;
-  Box b = viewBox(v, std::max<int64_t>(2, v.viewDims[0]));
-  if (b.dims.size() > static_cast<size_t>(std::max(1, target_.dma.descriptorDims))) return false;
-  if (out) *out = std::move(v);
-  return true;
-}
-
-// A view in the middle of a chain (the slice under a broadcast of it): read
-// only by views that are streamed, or are in the middle of chains too.
-bool Lowerer::viewIntermediate(const Instruction& i, const Computation& c,
-                               const std::vector<int64_t>& fusionDims) const {
-  if (!hlo::isView(i.opcode()) || &i == c.root()) return false;
-  std::vector<int64_t> strides;
-  int64_t offset = 0;
-  if (!composeView(i, strides, offset, 0)) return false;
-  bool read = false;
-  for (const auto& u : c.instructions())
-    for (const Instruction* o : u->operands())
-      if (o == &i) {
-        if (!streamView(*u, fusionDims, nullptr) && !viewIntermediate(*u, c, fusionDims)) return false;
-        read = true;
-      }
-  return read;
-}
-
-bool Lowerer::isFlatFusion(const Instruction& in) const {
-  if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
-  const Computation& c = *in.fusedComputation();
-  std::vector<const Shape*> outs = arrayLeaves(in.shape());
-  // A root concatenate of operands of one shape: the kernel computes the
-  // operands and writes each into its place.
-  std::vector<EwOutput> concatViews;
-  const bool concatRoot = concatOutputViews(*c.root(), &concatViews);
-  if (concatRoot) {
-    outs.clear();
-    for (const Instruction* o : c.root()->operands()) outs.push_back(&o->shape());
-  }
-  if (outs.empty()) return false;
-  auto n = outs[0]->elementCount();
-  if (!n) return false;
-  for (const Shape* s : outs)
-    if (s->elementCount() != n) return false;
-  for (const auto& up : c.instructions()) {
-    const Instruction& i = *up;
-    Opcode op = i.opcode();
-    if (concatRoot && &i == c.root()) continue;
-    if (i.shape().isTuple()) {
-      if (op == Opcode::Tuple && &i == c.root()) continue;
-      return false;
-    }
-    if (!i.shape().isArray() || !typeInfo(i.shape().elementType()).ok) return false;
-    bool scalar = i.shape().isScalar();
-    if (op == Opcode::Parameter && !scalar && i.shape().elementCount() != n) {
-      // Read only as a repeat or through views.
-      if (streamPeriod(i, *n) != 0) continue;
-      for (const auto& u : c.instructions())
-        for (const Instruction* o : u->operands())
-          if (o == &i && !streamView(*u, outs[0]->dimensions(), nullptr) &&
-              !viewIntermediate(*u, c, outs[0]->dimensions()))
-            return false;
-      continue;
-    }
-    if (!scalar && i.shape().elementCount() != n) {
-      if (viewIntermediate(i, c, outs[0]->dimensions())) continue;
-      return false;
-    }
-    if (op == Opcode::Parameter) continue;
-    if (streamView(i, outs[0]->dimensions(), nullptr)) continue;
-    if (op == Opcode::Constant) {
-      if (!scalar) return false;
-      continue;
-    }
-    if (op == Opcode::Broadcast) {
-      const Instruction* o = i.operand(0);
-      if (!o->shape().isScalar() && (o->opcode() != Opcode::Parameter || streamPeriod(*o, *n) == 0)) return false;
-      continue;
-    }
-    if (op == Opcode::Reshape || op == Opcode::Bitcast || op == Opcode::Copy) continue;
-    if (hlo::opcodeInfo(op).flags & hlo::kElementwise) continue;
-    if (op == Opcode::Map) continue;
-    return false;
-  }
-  // Chunks hold whole rows of every view (and whole vregs): three of them
-  // must fit VMEM.
-  int64_t period = kVregElems;
-  uint64_t per = 0;
-  for (const auto& up : c.instructions()) {
-    EwInput v;
-    if (streamView(*up, outs[0]->dimensions(), &v)) {
-      period = std::lcm(period, viewRowElements(v));
-      per += static_cast<uint64_t>(typeInfo(v.type).bytes);
-    } else if (up->opcode() == Opcode::Parameter && !up->shape().isScalar()) {
-      per += static_cast<uint64_t>(typeInfo(up->shape().elementType()).bytes);
-    }
-  }
-  for (const Shape* s : outs) per += static_cast<uint64_t>(typeInfo(s->elementType()).bytes);
-  for (const EwOutput& v : concatViews) period = std::lcm(period, viewRowElements(v));
-  if (period > kVregElems && period < *n && 3 * per * static_cast<uint64_t>(period) + 8192 > vmemBudget())
-    return false;
-  return true;
-}
 
 bool Lowerer::plan(const Computation& c, int region) {
   for (const Instruction* in : loweringOrder(c)) {
@@ -358,24 +85,89 @@ bool Lowerer::plan(const Computation& c, int region) {
   return true;
 }
 
+// Plans `callee` inline at `in` (a call or a resident fusion), its
+// parameters bound to the buffers of `args`.
+bool Lowerer::planInline(const Instruction& in, const Computation* callee, int region) {
+  if (!callee) return fail(in, "llo-gen: missing called computation");
+  if (!inlined_.insert(callee).second)
+    return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place; inlining it twice "
+                                "is not supported yet",
+                                callee->name()));
+  for (int64_t i = 0; i < in.operandCount(); ++i)
+    if (auto* p = callee->parameter(i)) leaves_[p] = leaves_[in.operand(i)];
+  return plan(*callee, region);
+}
+
+// A resident fusion: its instructions planned inline, as one kernel whose
+// intermediates stay in VMEM when they fit (planResidentFusion).
+bool Lowerer::planResidentInline(const Instruction& in, int region) {
+  const size_t firstBuf = bufs_.size();
+  ++fusionPlanDepth_;
+  bool planned = planInline(in, in.fusedComputation(), region);
+  --fusionPlanDepth_;
+  if (!planned) return false;
+  leaves_[&in] = leaves_[in.fusedComputation()->root()];
+  // A fusion nested in another is part of the outer one's placement.
+  if (fusionPlanDepth_ == 0) planResidentFusion(in, firstBuf);
+  return true;
+}
+
+// A while loop: its state buffers, and a region spanning both bodies so
+// that every buffer used inside lives for the whole loop.
+bool Lowerer::planWhile(const Instruction& in, int region) {
+  if (!checkTypes(in)) return false;
+  defineNew(in);
+  int r = static_cast<int>(regions_.size());
+  regions_.push_back({pos_, 0, region});
+  regions_[r].end = std::numeric_limits<int64_t>::max();  // while planning the body
+  const Computation* cond = in.whileCondition();
+  const Computation* body = in.whileBody();
+  for (const Computation* c : {cond, body}) {
+    if (!inlined_.insert(c).second)
+      return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", c->name()));
+    if (auto* p = c->parameter(0)) leaves_[p] = leaves_[&in];
+  }
+  if (!plan(*cond, r) || !plan(*body, r)) return false;
+  ++pos_;
+  regions_[r].end = pos_;
+  useLeaves(cond->root(), r);
+  useLeaves(body->root(), r);
+  for (int b : leaves_[&in]) use(b, r);
+  // Buffers used in the loop before its end was known: stretch them.
+  for (Buf& b : bufs_)
+    if (b.end == std::numeric_limits<int64_t>::max()) b.end = pos_;
+  return true;
+}
+
+// A conditional: its result buffers, each branch planned in turn.
+bool Lowerer::planConditional(const Instruction& in, int region) {
+  if (!checkTypes(in)) return false;
+  defineNew(in);
+  for (size_t i = 0; i < in.calledComputations().size(); ++i) {
+    const Computation* br = in.calledComputations()[i];
+    if (!inlined_.insert(br).second)
+      return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", br->name()));
+    if (auto* p = br->parameter(0)) leaves_[p] = leaves_[in.operand(static_cast<int64_t>(i) + 1)];
+    if (!plan(*br, region)) return false;
+    ++pos_;
+    useLeaves(br->root(), region);
+  }
+  for (int b : leaves_[&in]) use(b, region);
+  return true;
+}
+
 bool Lowerer::planInstruction(const Instruction& in, int region) {
   ++pos_;
   Opcode op = in.opcode();
   for (const Instruction* o : in.operands()) useLeaves(o, region);
+  // The kernel kind and its plan, decided here once (kernels/registry.cpp);
+  // emission reads them. Renames and buffer structure emit nothing.
+  const KernelEmitter* kind = nullptr;
+  if (!hlo::computesNothing(op)) kind = (decisions_[&in] = decideKernel(in)).emitter;
   if (hlo::opcodeInfo(op).flags & hlo::kCollective) return planCollective(in, region);
   bool handled = false;
   bool planned = planMisc(in, region, handled);
   if (handled) return planned;
-  auto callInline = [&](const Computation* callee, const std::vector<const Instruction*>& args) -> bool {
-    if (!callee) return fail(in, "llo-gen: missing called computation");
-    if (!inlined_.insert(callee).second)
-      return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place; inlining it twice "
-                                  "is not supported yet",
-                                  callee->name()));
-    for (size_t i = 0; i < args.size(); ++i)
-      if (auto* p = callee->parameter(static_cast<int64_t>(i))) leaves_[p] = leaves_[args[i]];
-    return plan(*callee, region);
-  };
   // Pure renames share their operand's buffers. Dynamic dimensions are held
   // at their bounds, so set-dimension-size and dynamic-reshape (to the bounded
   // result shape, as the interpreter does) are renames too.
@@ -441,67 +233,15 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       }
       break;
     case Opcode::Call: {
-      std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
-      if (!callInline(in.toApply(), args)) return false;
+      if (!planInline(in, in.toApply(), region)) return false;
       leaves_[&in] = leaves_[in.toApply()->root()];
       return true;
     }
     case Opcode::Fusion:
-      // The kernel kind is decided here, once; emitInstruction reads it.
-      if ((fusionKinds_[&in] = classifyFusion(in)) == FusionLowering::Resident) {
-        // Instruction by instruction, as one kernel whose intermediates stay
-        // in VMEM when they fit (planResidentFusion).
-        std::vector<const Instruction*> args(in.operands().begin(), in.operands().end());
-        const size_t firstBuf = bufs_.size();
-        ++fusionPlanDepth_;
-        bool planned = callInline(in.fusedComputation(), args);
-        --fusionPlanDepth_;
-        if (!planned) return false;
-        leaves_[&in] = leaves_[in.fusedComputation()->root()];
-        // A fusion nested in another is part of the outer one's placement.
-        if (fusionPlanDepth_ == 0) planResidentFusion(in, firstBuf);
-        return true;
-      }
+      if (kind && kind->fusionKind == FusionLowering::Resident) return planResidentInline(in, region);
       break;
-    case Opcode::While: {
-      if (!checkTypes(in)) return false;
-      defineNew(in);
-      int r = static_cast<int>(regions_.size());
-      regions_.push_back({pos_, 0, region});
-      regions_[r].end = std::numeric_limits<int64_t>::max();  // while planning the body
-      const Computation* cond = in.whileCondition();
-      const Computation* body = in.whileBody();
-      for (const Computation* c : {cond, body}) {
-        if (!inlined_.insert(c).second)
-          return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", c->name()));
-        if (auto* p = c->parameter(0)) leaves_[p] = leaves_[&in];
-      }
-      if (!plan(*cond, r) || !plan(*body, r)) return false;
-      ++pos_;
-      regions_[r].end = pos_;
-      useLeaves(cond->root(), r);
-      useLeaves(body->root(), r);
-      for (int b : leaves_[&in]) use(b, r);
-      // Buffers used in the loop before its end was known: stretch them.
-      for (Buf& b : bufs_)
-        if (b.end == std::numeric_limits<int64_t>::max()) b.end = pos_;
-      return true;
-    }
-    case Opcode::Conditional: {
-      if (!checkTypes(in)) return false;
-      defineNew(in);
-      for (size_t i = 0; i < in.calledComputations().size(); ++i) {
-        const Computation* br = in.calledComputations()[i];
-        if (!inlined_.insert(br).second)
-          return fail(in, fmt::format("llo-gen: computation '{}' is called from more than one place", br->name()));
-        if (auto* p = br->parameter(0)) leaves_[p] = leaves_[in.operand(static_cast<int64_t>(i) + 1)];
-        if (!plan(*br, region)) return false;
-        ++pos_;
-        useLeaves(br->root(), region);
-      }
-      for (int b : leaves_[&in]) use(b, region);
-      return true;
-    }
+    case Opcode::While: return planWhile(in, region);
+    case Opcode::Conditional: return planConditional(in, region);
     default: break;
   }
   if (!checkTypes(in)) return false;
@@ -1748,1344 +1488,10 @@ std::optional<VReg> Lowerer::lowerComposedMath(const Instruction& in, const std:
   }
 }
 
-// ============================================================== streaming elementwise kernel
 
-bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs,
-                              const Body& body) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  if (n == 0) return true;
-  uint64_t per = 0;
-  int nIn = 0;
-  for (const EwInput& i : ins)
-    if (i.kind == EwInput::Full) {
-      per += typeInfo(i.type).bytes;
-      ++nIn;
-    }
-  for (const EwOutput& o : outs) per += typeInfo(o.type).bytes;
-  int nOut = static_cast<int>(outs.size());
-  int64_t totalV = (n + kVregElems - 1) / kVregElems;
-  // Three VMEM slots, so loads run two chunks ahead of the compute and a
-  // slot's write-back has a whole chunk's time to finish before it is reused.
-  constexpr int64_t kSlots = 3;
-  int64_t chunkV = std::min<int64_t>(totalV, 512);
-  if (per > 0)
-    chunkV = std::min<int64_t>(chunkV, std::max<int64_t>(1, vmemBudget() / (kSlots * per * kVregElems)));
-  int64_t c = chunkV * kVregElems;
-  // Repeated inputs are fetched whole periods at a time: chunks are a
-  // multiple of every period (and of a vreg).
-  int64_t period = kVregElems;
-  for (const EwInput& i : ins) {
-    if (i.kind == EwInput::Full && i.period > 0) period = std::lcm(period, i.period);
-    if (i.kind == EwInput::Full && !i.viewDims.empty()) period = std::lcm(period, viewRowElements(i));
-  }
-  for (const EwOutput& o : outs)
-    if (!o.viewDims.empty()) period = std::lcm(period, viewRowElements(o));
-  if (period > kVregElems && c < n) {
-    c = std::max(period, c / period * period);
-    chunkV = c / kVregElems;
-  }
-  int64_t nChunks = (n + c - 1) / c;
-  int64_t tail = n - (nChunks - 1) * c;
-  // VMEM: kSlots slots, each holding a chunk of every streamed buffer.
-  std::vector<int64_t> inOff(ins.size(), 0), outOff(outs.size(), 0);
-  uint64_t cur = 0;
-  for (size_t j = 0; j < ins.size(); ++j)
-    if (ins[j].kind == EwInput::Full) {
-      inOff[j] = static_cast<int64_t>(cur);
-      cur += alignUp(static_cast<uint64_t>(c) * typeInfo(ins[j].type).bytes, 512);
-    }
-  for (size_t j = 0; j < outs.size(); ++j) {
-    outOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(c) * typeInfo(outs[j].type).bytes, 512);
-  }
-  // One vreg of slack: the pipelined loop reads one vreg past each input.
-  uint64_t slotBytes = alignUp(cur + 8192, 512);
-  // Scalars and the index base, hoisted out of the loops.
-  std::vector<VReg> hoisted(ins.size());
-  VReg idx0;
-  int smem = 0;
-  for (size_t j = 0; j < ins.size(); ++j) {
-    if (ins[j].kind == EwInput::Scalar && typeInfo(ins[j].type).isComplex) {
-      hoisted[j] = hoistComplexScalar(ins[j].buf, ins[j].off, ins[j].type, smem);
-    } else if (ins[j].kind == EwInput::Scalar && isPairType(ins[j].type)) {
-      int hi = -1;
-      int lo = loadScalarPair(ins[j].buf, ins[j].off, smem, hi);
-      smem += 2;
-      hoisted[j] = valloc(ins[j].type);
-      e_.op("vmov.s32 {}, {}", V(hoisted[j]), S(lo));
-      e_.op("vmov.s32 {}, {}", H(hoisted[j]), S(hi));
-      sregs_.put(lo);
-      sregs_.put(hi);
-    } else if (ins[j].kind == EwInput::Scalar) {
-      int sx = loadScalar(ins[j].buf, ins[j].off, ins[j].type, smem++);
-      hoisted[j] = valloc(ins[j].type);
-      e_.op("vmov.s32 {}, {}", V(hoisted[j]), S(sx));
-      sregs_.put(sx);
-    } else if (ins[j].kind == EwInput::Index && idx0.r < 0) {
-      idx0 = valloc(ElementType::S32);
-      VReg t = valloc(ElementType::S32);
-      e_.op("vsublaneid {}", V(idx0));
-      e_.op("vmul.s32 {}, {}, 128", V(idx0), V(idx0));
-      e_.op("vlaneid {}", V(t));
-      e_.op("vadd.s32 {}, {}, {}", V(idx0), V(idx0), V(t));
-      vfree(t);
-    }
-  }
-  int rI = sreg(), rSlot = sreg(), rOther = sreg(), rNext = sreg(), rTmp = sreg(), rA = sreg(), rV = sreg(),
-      rCnt = sreg(), rIdx = sreg();
-  // VMEM offsets of the current vreg, per element size (8: pair types and
-  // c64, 16: c128).
-  auto anyBytes = [&](int bytes) {
-    return std::any_of(ins.begin(), ins.end(), [&](const EwInput& i) { return typeInfo(i.type).bytes == bytes; }) ||
-           std::any_of(outs.begin(), outs.end(), [&](const EwOutput& o) { return typeInfo(o.type).bytes == bytes; });
-  };
-  bool anyPair = anyBytes(8), anyQuad = anyBytes(16);
-  int rOff[17] = {-1, sreg(), sreg(), -1, sreg(), -1, -1, -1, anyPair ? sreg() : -1};
-  if (anyQuad) rOff[16] = sreg();
-  auto issue = [&](bool load, int chunkReg, int slotReg, int semReg) {
-    size_t count = load ? ins.size() : outs.size();
-    for (size_t j = 0; j < count; ++j) {
-      if (load && ins[j].kind != EwInput::Full) continue;
-      int buf = load ? ins[j].buf : outs[j].buf;
-      int64_t off = load ? ins[j].off : outs[j].off;
-      int es = typeInfo(load ? ins[j].type : outs[j].type).bytes;
-      int64_t voff = load ? inOff[j] : outOff[j];
-      int64_t repeat = load ? ins[j].period : 0;
-      const bool view = load && !ins[j].viewDims.empty(), outView = !load && !outs[j].viewDims.empty();
-      if (repeat > 0) {
-        e_.op("smov {}, {}", S(rA), base(buf) + off);  // every chunk starts a period
-      } else if (view) {
-        // Chunk i is rows [i*R, (i+1)*R) of the view's dimension 0.
-        e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c / viewRowElements(ins[j]) * ins[j].viewStrides[0]);
-        e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
-      } else if (outView) {
-        e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c / viewRowElements(outs[j]) * outs[j].viewStrides[0]);
-        e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
-      } else {
-        e_.op("smul {}, {}, {}", S(rA), S(chunkReg), c * es);
-        e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf) + off);
-      }
-      e_.op("smul {}, {}, {}", S(rV), S(slotReg), slotBytes);
-      e_.op("sadd {}, {}, {}", S(rV), S(rV), voff);
-      std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
-      std::string part = e_.desc(static_cast<uint64_t>(tail * es), {});
-      if (repeat > 0) {
-        full = e_.desc(static_cast<uint64_t>(repeat * es), {{c / repeat, 0, repeat * es}});
-        part = e_.desc(static_cast<uint64_t>(repeat * es), {{tail / repeat, 0, repeat * es}});
-      }
-      if (view) {
-        Box f = viewBox(ins[j], c / viewRowElements(ins[j]));
-        Box t = viewBox(ins[j], tail / viewRowElements(ins[j]));
-        full = e_.desc(f.chunk, f.dims);
-        part = e_.desc(t.chunk, t.dims);
-      }
-      if (outView) {
-        Box f = viewBox(outs[j], c / viewRowElements(outs[j]));
-        Box t = viewBox(outs[j], tail / viewRowElements(outs[j]));
-        full = e_.desc(f.chunk, f.dims);
-        part = e_.desc(t.chunk, t.dims);
-      }
-      auto dma = [&](const std::string& d) {
-        if (load)
-          e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", buf), d, S(rV), memRef(buf, S(rA)), S(semReg));
-        else
-          e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", buf), d, memRef(buf, S(rA)), S(rV), S(semReg));
-      };
-      if (nChunks == 1) {
-        dma(part);
-      } else if (tail == c) {
-        dma(full);
-      } else {
-        std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-        e_.op("br.eq {}, {}, {}", S(chunkReg), nChunks - 1, lt);
-        dma(full);
-        e_.op("jmp {}", ld);
-        e_.label(lt);
-        dma(part);
-        e_.label(ld);
-      }
-    }
-  };
-  // Chunk i + kSlots - 1 is fetched while chunk i computes; a slot is
-  // refilled once the write-back of the chunk it held has completed.
-  // Semaphores: sem[slot] loads, sem[kSlots + slot] write-backs.
-  e_.op("smov {}, 0", S(rI));
-  for (int64_t j = 0; j < std::min<int64_t>(kSlots - 1, nChunks); ++j) {
-    e_.op("smov {}, {}", S(rNext), j);
-    issue(true, rNext, rNext, rNext);
-  }
-  std::string lLoop = e_.newLabel("chunk"), lComp = e_.newLabel("compute"), lPf = e_.newLabel("prefetch"),
-              lInner = e_.newLabel("vreg");
-  e_.label(lLoop);
-  e_.op("srem {}, {}, {}", S(rSlot), S(rI), kSlots);
-  e_.op("sadd {}, {}, {}", S(rNext), S(rI), kSlots - 1);
-  e_.op("srem {}, {}, {}", S(rOther), S(rNext), kSlots);
-  e_.op("br.ge {}, {}, {}", S(rNext), nChunks, lComp);
-  e_.op("br.lt {}, {}, {}", S(rNext), kSlots, lPf);
-  e_.op("sadd {}, {}, {}", S(rTmp), S(rOther), kSlots);
-  e_.op("sem.wait sem[{}], {}", S(rTmp), nOut);
-  e_.label(lPf);
-  issue(true, rNext, rOther, rOther);
-  e_.label(lComp);
-  if (nIn > 0) e_.op("sem.wait sem[{}], {}", S(rSlot), nIn);
-  e_.op("smul {}, {}, {}", S(rOff[4]), S(rSlot), slotBytes);
-  e_.op("smov {}, {}", S(rOff[2]), S(rOff[4]));
-  e_.op("smov {}, {}", S(rOff[1]), S(rOff[4]));
-  if (anyPair) e_.op("smov {}, {}", S(rOff[8]), S(rOff[4]));
-  if (anyQuad) e_.op("smov {}, {}", S(rOff[16]), S(rOff[4]));
-  e_.op("smul {}, {}, {}", S(rIdx), S(rI), c);
-  e_.op("smov {}, {}", S(rCnt), chunkV);
-  // Software pipelined: the streamed inputs of vreg i + 1 are loaded while
-  // vreg i is computed and stored, into the same registers (read first).
-  std::vector<VReg> vin(ins.size());
-  std::vector<VReg> owned;
-  auto loadInputs = [&](int64_t vregOffset) {
-    for (size_t j = 0; j < ins.size(); ++j) {
-      if (ins[j].kind != EwInput::Full) continue;
-      int es = typeInfo(ins[j].type).bytes;
-      vloadInto(vin[j], ins[j].type, fmt::format("{} + {}", S(rOff[es]), inOff[j] + vregOffset * kVregElems * es));
-    }
-  };
-  for (size_t j = 0; j < ins.size(); ++j) {
-    if (ins[j].kind == EwInput::Scalar) {
-      vin[j] = hoisted[j];
-    } else {
-      vin[j] = valloc(ins[j].kind == EwInput::Full ? ins[j].type : ElementType::S32);
-      owned.push_back(vin[j]);
-    }
-  }
-  loadInputs(0);
-  e_.label(lInner);
-  for (size_t j = 0; j < ins.size(); ++j)
-    if (ins[j].kind == EwInput::Index) e_.op("vadd.s32 {}, {}, {}", V(vin[j]), V(idx0), S(rIdx));
-  std::vector<VReg> vout = body(vin);
-  if (failed_) return false;
-  // Stores before the next loads: an output may be an input register.
-  for (size_t j = 0; j < outs.size(); ++j) {
-    int es = typeInfo(outs[j].type).bytes;
-    vstore(vout[j], outs[j].type, fmt::format("{} + {}", S(rOff[es]), outOff[j]));
-  }
-  loadInputs(1);
-  for (size_t j = 0; j < outs.size(); ++j) vfree(vout[j]);
-  for (VReg v : owned) vfree(v);
-  e_.op("sadd {}, {}, 4096", S(rOff[4]), S(rOff[4]));
-  e_.op("sadd {}, {}, 2048", S(rOff[2]), S(rOff[2]));
-  e_.op("sadd {}, {}, 1024", S(rOff[1]), S(rOff[1]));
-  if (anyPair) e_.op("sadd {}, {}, 8192", S(rOff[8]), S(rOff[8]));
-  if (anyQuad) e_.op("sadd {}, {}, 16384", S(rOff[16]), S(rOff[16]));
-  e_.op("sadd {}, {}, 1024", S(rIdx), S(rIdx));
-  e_.op("loop {}, {}", S(rCnt), lInner);
-  e_.op("sadd {}, {}, {}", S(rTmp), S(rSlot), kSlots);
-  issue(false, rI, rSlot, rTmp);
-  e_.op("sadd {}, {}, 1", S(rI), S(rI));
-  e_.op("br.lt {}, {}, {}", S(rI), nChunks, lLoop);
-  if (nOut > 0)
-    for (int64_t ch = std::max<int64_t>(0, nChunks - kSlots); ch < nChunks; ++ch)
-      e_.op("sem.wait sem{}, {}", kSlots + ch % kSlots, nOut);
-  (void)slotBytes;
-  return !failed_;
-}
-
-bool Lowerer::fill(int buf, int64_t off, int64_t n, ElementType t, int scalarBuf, int64_t scalarOff) {
-  int es = typeInfo(t).bytes;
-  if (typeInfo(t).words > 1) {
-    // Wide elements are only moved: one strided DMA repeats the scalar.
-    emitCopy(buf, off, scalarBuf, scalarOff, {n}, {es}, {0}, es);
-    return !failed_;
-  }
-  EwInput s{EwInput::Scalar, scalarBuf, scalarOff, t};
-  return emitElementwise(n, {s}, {EwOutput{buf, off, t}}, [&](const std::vector<VReg>& v) {
-    return std::vector<VReg>{vcopy(v[0], t)};
-  });
-}
-
-bool Lowerer::fillZero(int buf, int64_t n, ElementType t) {
-  if (int words = typeInfo(t).words; words > 1) return fillZero(buf, n * words, ElementType::U32);
-  return emitElementwise(n, {}, {EwOutput{buf, 0, t}}, [&](const std::vector<VReg>&) {
-    return std::vector<VReg>{vconst(t, 0)};
-  });
-}
-
-// ============================================================== reductions
-
-// Reduced dimensions outermost: input [r, k] row-major, out [k]. Each
-// output chunk starts at init and folds the r rows in order; the rows of
-// a chunk arrive in blocks, one DMA per operand per block.
-bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
-                             const std::vector<int>& initBufs, const std::vector<int>& outBufs,
-                             const Computation& reducer) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  size_t nv = inBufs.size();
-  uint64_t per = 0;
-  for (size_t j = 0; j < nv; ++j) per += 2 * typeInfo(bufs_[inBufs[j]].type).bytes;
-  int64_t totalV = (k + kVregElems - 1) / kVregElems;
-  int64_t chunkV = std::min<int64_t>({totalV, 64, std::max<int64_t>(1, vmemBudget() / (per * kVregElems))});
-  int64_t c = chunkV * kVregElems;
-  int64_t nChunks = (k + c - 1) / c;
-  int64_t tail = k - (nChunks - 1) * c;
-  // Rows per block: what the budget holds beside the accumulators (and the
-  // per-output slots, at most 2 vregs per operand).
-  uint64_t accBytes = 0, rowBytes = 0;
-  for (size_t j = 0; j < nv; ++j) {
-    uint64_t es = static_cast<uint64_t>(typeInfo(bufs_[inBufs[j]].type).bytes);
-    accBytes += alignUp(static_cast<uint64_t>(c) * es, 512) + 2 * alignUp(static_cast<uint64_t>(kVregElems) * es, 512);
-    rowBytes += static_cast<uint64_t>(c) * es;
-  }
-  int64_t rb = vmemBudget() > accBytes ? static_cast<int64_t>((vmemBudget() - accBytes) / rowBytes) : 1;
-  rb = std::max<int64_t>(1, std::min<int64_t>({rb, r, 1024}));
-  int64_t nBlocks = (r + rb - 1) / rb, tailRb = r - (nBlocks - 1) * rb;
-  std::vector<int64_t> accOff(nv), xOff(nv);
-  uint64_t cur = 0;
-  for (size_t j = 0; j < nv; ++j) {
-    int es = typeInfo(bufs_[inBufs[j]].type).bytes;
-    accOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(c) * es, 512);
-    xOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(rb * c) * es, 512);
-  }
-  // Folding all operands at once holds an init, an accumulator, an input
-  // and a result register set per operand. When that would not fit the
-  // register file (many operands), each output of the reducer is computed
-  // on its own from operands loaded as it needs them, into a one-vreg VMEM
-  // slot, and the slots replace the accumulators once all outputs are
-  // done; the inits wait in VMEM slots too.
-  int words = 0;
-  for (size_t j = 0; j < nv; ++j) words += typeInfo(bufs_[inBufs[j]].type).words;
-  bool perOutput = nv > 1 && 4 * words + 8 > target_.registers.vregs && reducer.root()->opcode() == Opcode::Tuple;
-  std::vector<int64_t> initSlot(nv), resultSlot(nv);
-  if (perOutput) {
-    for (size_t j = 0; j < nv; ++j) {
-      uint64_t vregBytes = static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[inBufs[j]].type).bytes;
-      initSlot[j] = static_cast<int64_t>(cur);
-      cur += alignUp(vregBytes, 512);
-      resultSlot[j] = static_cast<int64_t>(cur);
-      cur += alignUp(vregBytes, 512);
-    }
-    if (cur > vmemBudget())
-      return fail(in, fmt::format("llo-gen: the {} operands of this reduction do not fit VMEM", nv));
-  }
-  std::vector<VReg> init(nv);
-  bool anyPair = false, anyQuad = false;
-  // (Parked in its VMEM slot as soon as it is loaded when folding output
-  // by output: there may be more inits than registers.)
-  auto park = [&](size_t j) {
-    if (!perOutput) return;
-    vstore(init[j], bufs_[initBufs[j]].type, fmt::format("{}", initSlot[j]));
-    vfree(init[j]);
-  };
-  for (size_t j = 0; j < nv; ++j) {
-    ElementType t = bufs_[initBufs[j]].type;
-    if (typeInfo(t).isComplex) {
-      anyPair = anyPair || t == ElementType::C64;
-      anyQuad = anyQuad || t == ElementType::C128;
-      int slot = 4 * static_cast<int>(j);  // consumed at once, so slots may overlap the next init's
-      init[j] = hoistComplexScalar(initBufs[j], 0, t, slot);
-      park(j);
-      continue;
-    }
-    init[j] = valloc(t);
-    if (isPairType(t)) {
-      anyPair = true;
-      int hi = -1, lo = loadScalarPair(initBufs[j], 0, 2 * static_cast<int>(j), hi);
-      e_.op("vmov.s32 {}, {}", V(init[j]), S(lo));
-      e_.op("vmov.s32 {}, {}", H(init[j]), S(hi));
-      sregs_.put(lo);
-      sregs_.put(hi);
-      park(j);
-      continue;
-    }
-    int sx = loadScalar(initBufs[j], 0, t, 2 * static_cast<int>(j));
-    e_.op("vmov.s32 {}, {}", V(init[j]), S(sx));
-    sregs_.put(sx);
-    park(j);
-  }
-  int rC = sreg(), rR = sreg(), rA = sreg(), rT = sreg(), rCnt = sreg(), rO4 = sreg(), rO2 = sreg(), rO1 = sreg();
-  int rO8 = anyPair ? sreg() : -1, rO16 = anyQuad ? sreg() : -1;
-  int rOff[17] = {-1, rO1, rO2, -1, rO4, -1, -1, -1, rO8, -1, -1, -1, -1, -1, -1, -1, rO16};
-  // The current row of a block: its index, the block's row count, and the
-  // VMEM offset of the vreg being folded for each input element size.
-  int rIn = sreg(), rRows = sreg();
-  int rX[17];
-  std::fill(std::begin(rX), std::end(rX), -1);
-  std::set<int> inSizes;
-  for (size_t j = 0; j < nv; ++j) inSizes.insert(typeInfo(bufs_[inBufs[j]].type).bytes);
-  for (int es : inSizes) rX[es] = sreg();
-  std::string lChunk = e_.newLabel("rchunk"), lRow = e_.newLabel("rrow"), lInit = e_.newLabel("rinit"),
-              lFold = e_.newLabel("rfold");
-  auto resetOffs = [&]() {
-    e_.op("smov {}, 0", S(rO4));
-    e_.op("smov {}, 0", S(rO2));
-    e_.op("smov {}, 0", S(rO1));
-    if (anyPair) e_.op("smov {}, 0", S(rO8));
-    if (anyQuad) e_.op("smov {}, 0", S(rO16));
-  };
-  auto stepOffs = [&]() {
-    e_.op("sadd {}, {}, 4096", S(rO4), S(rO4));
-    e_.op("sadd {}, {}, 2048", S(rO2), S(rO2));
-    e_.op("sadd {}, {}, 1024", S(rO1), S(rO1));
-    if (anyPair) e_.op("sadd {}, {}, 8192", S(rO8), S(rO8));
-    if (anyQuad) e_.op("sadd {}, {}, 16384", S(rO16), S(rO16));
-  };
-  auto dmaChunk = [&](bool load, int buf, int64_t rowBytesOff, int64_t voff, int es) {
-    std::string full = e_.desc(static_cast<uint64_t>(c * es), {});
-    std::string part = e_.desc(static_cast<uint64_t>(tail * es), {});
-    e_.op("smul {}, {}, {}", S(rA), S(rC), c * es);
-    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
-    if (rowBytesOff) e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
-    auto dma = [&](const std::string& d) {
-      if (load)
-        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), d, voff, memRef(buf, S(rA)));
-      else
-        e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), d, memRef(buf, S(rA)), voff);
-    };
-    if (nChunks == 1) {
-      dma(part);
-    } else if (tail == c) {
-      dma(full);
-    } else {
-      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-      e_.op("br.eq {}, {}, {}", S(rC), nChunks - 1, lt);
-      dma(full);
-      e_.op("jmp {}", ld);
-      e_.label(lt);
-      dma(part);
-      e_.label(ld);
-    }
-  };
-  e_.op("smov {}, 0", S(rC));
-  e_.label(lChunk);
-  resetOffs();
-  e_.op("smov {}, {}", S(rCnt), chunkV);
-  e_.label(lInit);
-  for (size_t j = 0; j < nv; ++j) {
-    ElementType t = bufs_[inBufs[j]].type;
-    if (perOutput) {
-      VReg v = vload(t, fmt::format("{}", initSlot[j]));
-      vstore(v, t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
-      vfree(v);
-      continue;
-    }
-    vstore(init[j], t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
-  }
-  stepOffs();
-  e_.op("loop {}, {}", S(rCnt), lInit);
-  // Rows [rR, rR + rows) of the chunk's columns: one box DMA per operand.
-  auto dmaBlock = [&](int buf, int64_t voff, int es) {
-    e_.op("smul {}, {}, {}", S(rA), S(rC), c * es);
-    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(buf));
-    e_.op("smul {}, {}, {}", S(rT), S(rR), k * es);
-    e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rT));
-    // reg never passes `last`, the tail's index.
-    auto either = [&](bool exists, int reg, int64_t last, const std::function<void(bool)>& gen) {
-      if (!exists) return gen(false);
-      emitEdgeBranch(reg, last, gen);
-    };
-    either(nChunks > 1 && tail != c, rC, nChunks - 1, [&](bool tailCols) {
-      either(nBlocks > 1 && tailRb != rb, rR, (nBlocks - 1) * rb, [&](bool tailRows) {
-        int64_t cols = tailCols || nChunks == 1 ? tail : c;
-        int64_t rows = tailRows || nBlocks == 1 ? tailRb : rb;
-        std::vector<Emitter::Dim> dims;
-        if (rows > 1) dims.push_back({rows, k * es, c * es});
-        e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", buf), e_.desc(static_cast<uint64_t>(cols * es), dims), voff, memRef(buf, S(rA)));
-      });
-    });
-  };
-  std::string lBlockRow = e_.newLabel("rblockrow");
-  e_.op("smov {}, 0", S(rR));
-  e_.label(lRow);
-  for (size_t j = 0; j < nv; ++j) dmaBlock(inBufs[j], xOff[j], typeInfo(bufs_[inBufs[j]].type).bytes);
-  e_.op("sem.wait sem0, {}", nv);
-  e_.op("smov {}, {}", S(rRows), nBlocks == 1 ? tailRb : rb);
-  if (nBlocks > 1 && tailRb != rb) {
-    std::string l = e_.newLabel("fullblock");
-    e_.op("br.ne {}, {}, {}", S(rR), (nBlocks - 1) * rb, l);
-    e_.op("smov {}, {}", S(rRows), tailRb);
-    e_.label(l);
-  }
-  e_.op("smov {}, 0", S(rIn));
-  e_.label(lBlockRow);
-  for (int es : inSizes) e_.op("smul {}, {}, {}", S(rX[es]), S(rIn), c * es);
-  resetOffs();
-  e_.op("smov {}, {}", S(rCnt), chunkV);
-  e_.label(lFold);
-  if (perOutput) {
-    // Operand k of the reducer: accumulator k, or input k - nv.
-    auto loadParam = [&](int64_t k) {
-      size_t j = static_cast<size_t>(k) % nv;
-      ElementType t = bufs_[inBufs[j]].type;
-      int es = typeInfo(t).bytes;
-      if (static_cast<size_t>(k) < nv) return vload(t, fmt::format("{} + {}", S(rOff[es]), accOff[j]));
-      return vload(t, fmt::format("{} + {}", S(rX[es]), xOff[j]));
-    };
-    for (size_t j = 0; j < nv; ++j) {
-      std::optional<VReg> v = lowerReducerOutput(reducer, static_cast<int64_t>(j), loadParam);
-      if (!v) return false;
-      vstore(*v, bufs_[inBufs[j]].type, fmt::format("{}", resultSlot[j]));
-      vfree(*v);
-    }
-    for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      VReg v = vload(t, fmt::format("{}", resultSlot[j]));
-      vstore(v, t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
-      vfree(v);
-    }
-  } else {
-    std::vector<VReg> args, owned;
-    for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      args.push_back(vload(t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j])));
-    }
-    for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      args.push_back(vload(t, fmt::format("{} + {}", S(rX[typeInfo(t).bytes]), xOff[j])));
-    }
-    std::vector<VReg> res;
-    if (!lowerComputation(reducer, args, res)) return false;
-    for (size_t j = 0; j < nv; ++j) {
-      ElementType t = bufs_[inBufs[j]].type;
-      vstore(res[j], t, fmt::format("{} + {}", S(rOff[typeInfo(t).bytes]), accOff[j]));
-      vfree(res[j]);
-    }
-    for (VReg v : args) vfree(v);
-  }
-  stepOffs();
-  for (int es : inSizes) e_.op("sadd {}, {}, {}", S(rX[es]), S(rX[es]), kVregElems * es);
-  e_.op("loop {}, {}", S(rCnt), lFold);
-  e_.op("sadd {}, {}, 1", S(rIn), S(rIn));
-  e_.op("br.lt {}, {}, {}", S(rIn), S(rRows), lBlockRow);
-  e_.op("sadd {}, {}, {}", S(rR), S(rR), rb);
-  e_.op("br.lt {}, {}, {}", S(rR), r, lRow);
-  for (size_t j = 0; j < nv; ++j) dmaChunk(false, outBufs[j], 0, accOff[j], typeInfo(bufs_[outBufs[j]].type).bytes);
-  e_.op("sem.wait sem0, {}", nv);
-  e_.op("sadd {}, {}, 1", S(rC), S(rC));
-  e_.op("br.lt {}, {}, {}", S(rC), nChunks, lChunk);
-  (void)in;
-  return !failed_;
-}
-
-// Reduced dimensions innermost: input [k, r] row-major, out [k]. Each row
-// is folded vreg by vreg (the tail masked to init), then across lanes and
-// sublanes by rotations.
-bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
-                                 const std::vector<int>& initBufs, const std::vector<int>& outBufs,
-                                 const Computation& reducer, const ReducePrologue* prologue) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  // The buffers streamed through VMEM: the reduce's inputs, or with a
-  // prologue (an input fusion) the fused parameters they are computed from.
-  const std::vector<int>& ldBufs = prologue ? prologue->streamedBufs : inBufs;
-  // With a prologue, the reduced leaves (outBufs) may be epilogue values,
-  // and side outputs of the input's shape are written per batch.
-  size_t nv = outBufs.size(), no = outBufs.size(), nl = ldBufs.size();
-  if (prologue) {
-    nv = 0;
-    for (const Instruction* red : prologue->reduces) nv += static_cast<size_t>(red->operandCount() / 2);
-  }
-  // The reducer on (accumulators..., inputs...); with several reduces, each
-  // one's computation on its own operands.
-  auto reduceAll = [&](const std::vector<VReg>& args, std::vector<VReg>& res) {
-    if (!prologue || prologue->reduces.size() <= 1) return lowerComputation(reducer, args, res);
-    size_t at = 0;
-    for (const Instruction* red : prologue->reduces) {
-      size_t n = static_cast<size_t>(red->operandCount() / 2);
-      std::vector<VReg> a(args.begin() + at, args.begin() + at + n), r;
-      a.insert(a.end(), args.begin() + nv + at, args.begin() + nv + at + n);
-      if (!lowerComputation(*red->toApply(), a, r)) return false;
-      res.insert(res.end(), r.begin(), r.end());
-      at += n;
-    }
-    return true;
-  };
-  const std::vector<int> noSides;
-  const std::vector<int>& sideBufs = prologue ? prologue->sideBufs : noSides;
-  uint64_t rowBytes = 0;
-  for (int b : ldBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
-  for (int b : sideBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
-  uint64_t budget = vmemBudget();
-  // A row too long for VMEM streams through it in segments of segV vregs,
-  // one row per batch. The fold visits the same vregs in the same order
-  // either way, so the result does not depend on the segment size.
-  int64_t segV = 0;
-  if (rowBytes + 8192 > budget) {
-    uint64_t perVreg = 0;
-    for (int b : ldBufs) perVreg += static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[b].type).bytes;
-    uint64_t room = budget > 8192 * (nl + nv + 1) ? budget - 8192 * (nl + nv + 1) : 0;
-    // Two slots: segment s + 1 loads while segment s is folded.
-    segV = static_cast<int64_t>(room / (2 * perVreg));
-    if (segV < 2) return fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM", r));
-  }
-  int64_t rows = segV ? 1 : std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>((budget / 2) / (rowBytes + 16))));
-  rows = std::min<int64_t>(rows, 4096);
-  int64_t nBatches = (k + rows - 1) / rows;
-  int64_t tailRows = k - (nBatches - 1) * rows;
-  std::vector<int64_t> xOff(nl), oOff(no), sOff(sideBufs.size());
-  uint64_t cur = 0;
-  for (size_t j = 0; j < nl; ++j) {
-    int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
-    xOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(segV ? segV * kVregElems : rows * r) * es + 4096, 512);
-  }
-  // Segments: slot 1 of every streamed buffer lies segDelta above slot 0.
-  const int64_t segDelta = segV ? static_cast<int64_t>(cur) : 0;
-  if (segV) cur *= 2;
-  for (size_t j = 0; j < sideBufs.size(); ++j) {
-    // (A row's last vreg spills into the next row's place, rewritten next,
-    // or into this padding.)
-    int es = typeInfo(bufs_[sideBufs[j]].type).bytes;
-    sOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(rows * r) * es + 4096, 512);
-  }
-  if (segV && !sideBufs.empty())
-    return fail(in, "llo-gen: internal error: side outputs of a reduction streamed in segments");
-  for (size_t j = 0; j < no; ++j) {
-    oOff[j] = static_cast<int64_t>(cur);
-    cur += alignUp(static_cast<uint64_t>(rows) * typeInfo(bufs_[outBufs[j]].type).bytes + 1024, 512);
-  }
-  std::vector<VReg> init(nv);
-  std::map<const Instruction*, VReg> hoisted;  // a prologue's scalar parameters, splatted
-  if (prologue) {
-    int smem = 0;
-    for (const auto& [param, buf] : prologue->scalars) {
-      int sx = loadScalar(buf, 0, param->shape().elementType(), smem++);
-      VReg v = valloc(param->shape().elementType());
-      e_.op("vmov.s32 {}, {}", V(v), S(sx));
-      sregs_.put(sx);
-      hoisted[param] = v;
-    }
-    std::vector<const Instruction*> inits;
-    for (const Instruction* red : prologue->reduces)
-      for (int64_t i = red->operandCount() / 2; i < red->operandCount(); ++i) inits.push_back(red->operand(i));
-    for (size_t j = 0; j < nv; ++j) {
-      const Instruction* x = inits[j];
-      if (auto it = hoisted.find(x); it != hoisted.end()) {
-        init[j] = vcopy(it->second, it->second.t);
-      } else {
-        auto v = lowerOp(*x, {});  // a scalar constant
-        if (!v) return false;
-        init[j] = *v;
-      }
-    }
-  }
-  for (size_t j = 0; j < nv && !prologue; ++j) {
-    int sx = loadScalar(initBufs[j], 0, bufs_[initBufs[j]].type, static_cast<int>(j));
-    init[j] = valloc(bufs_[initBufs[j]].type);
-    e_.op("vmov.s32 {}, {}", V(init[j]), S(sx));
-    sregs_.put(sx);
-  }
-  int64_t fullV = r / kVregElems, rem = r % kVregElems;
-  int tailMask = -1;
-  if (rem) {
-    VReg idx = valloc(ElementType::S32), t = valloc(ElementType::S32);
-    e_.op("vsublaneid {}", V(idx));
-    e_.op("vmul.s32 {}, {}, 128", V(idx), V(idx));
-    e_.op("vlaneid {}", V(t));
-    e_.op("vadd.s32 {}, {}, {}", V(idx), V(idx), V(t));
-    tailMask = malloc_();
-    e_.op("vcmp.lt.s32 {}, {}, {}", M(tailMask), V(idx), rem);
-    vfree(idx);
-    vfree(t);
-  }
-  int rB = sreg(), rA = sreg(), rRow = sreg(), rRows = sreg(), rX[3] = {sreg(), sreg(), sreg()}, rCnt = sreg(),
-      rO = sreg();
-  if (nv > 3 || nl > 3)
-    return fail(in, "llo-gen: internal error: the segment reduction kernel takes at most 3 operands");
-  std::string lBatch = e_.newLabel("sbatch"), lRow = e_.newLabel("srow"), lV = e_.newLabel("svreg");
-  e_.op("smov {}, 0", S(rB));
-  e_.label(lBatch);
-  auto dmaBatch = [&](bool load) {
-    size_t count = load ? nl : no + sideBufs.size();
-    for (size_t j = 0; j < count; ++j) {
-      bool sideOut = !load && j >= no;
-      int b = load ? ldBufs[j] : sideOut ? sideBufs[j - no] : outBufs[j];
-      int es = typeInfo(bufs_[b].type).bytes;
-      int64_t unit = load || sideOut ? r * es : es;
-      std::string full = e_.desc(static_cast<uint64_t>(rows * unit), {});
-      std::string part = e_.desc(static_cast<uint64_t>(tailRows * unit), {});
-      e_.op("smul {}, {}, {}", S(rA), S(rB), rows * unit);
-      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
-      auto dma = [&](const std::string& d) {
-        if (load) e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", b), d, xOff[j], memRef(b, S(rA)));
-        else e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", b), d, memRef(b, S(rA)), sideOut ? sOff[j - no] : oOff[j]);
-      };
-      if (nBatches == 1) {
-        dma(part);
-      } else if (tailRows == rows) {
-        dma(full);
-      } else {
-        std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-        e_.op("br.eq {}, {}, {}", S(rB), nBatches - 1, lt);
-        dma(full);
-        e_.op("jmp {}", ld);
-        e_.label(lt);
-        dma(part);
-        e_.label(ld);
-      }
-    }
-    e_.op("sem.wait sem0, {}", count);
-  };
-  // Segment `seg` (an sreg, or the constant segIndex when seg < 0) of the
-  // row: `elems` elements into VMEM slot `slot` (an sreg: 0 or 1) on
-  // semaphore 1 + slot. Segments are double-buffered: segment s + 1 is
-  // issued before segment s is folded (issueSegment), and the fold of a
-  // segment starts with waitSegment, which points the row's read registers
-  // at its slot.
-  int rSeg = segV ? sreg() : -1, rSegOff = segV ? sreg() : -1, rSlot = segV ? sreg() : -1,
-      rSem = segV ? sreg() : -1, rNext = segV ? sreg() : -1, rNextSeg = segV ? sreg() : -1;
-  auto issueSegment = [&](int seg, int64_t segIndex, int64_t elems, int slot) {
-    e_.op("sadd {}, {}, 1", S(rSem), S(slot));
-    for (size_t j = 0; j < nl; ++j) {
-      int b = ldBufs[j];
-      int es = typeInfo(bufs_[b].type).bytes;
-      e_.op("smul {}, {}, {}", S(rA), S(rB), r * es);
-      if (seg >= 0) {
-        e_.op("smul {}, {}, {}", S(rSegOff), S(seg), segV * kVregElems * es);
-        e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rSegOff));
-      } else {
-        e_.op("sadd {}, {}, {}", S(rA), S(rA), segIndex * segV * kVregElems * es);
-      }
-      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
-      e_.op("smul {}, {}, {}", S(rSegOff), S(slot), segDelta);
-      e_.op("sadd {}, {}, {}", S(rSegOff), S(rSegOff), xOff[j]);
-      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", b), e_.desc(static_cast<uint64_t>(elems * es), {}), S(rSegOff),
-            memRef(b, S(rA)), S(rSem));
-    }
-  };
-  auto waitSegment = [&](int slot) {
-    e_.op("sadd {}, {}, 1", S(rSem), S(slot));
-    e_.op("sem.wait sem[{}], {}", S(rSem), nl);
-    for (size_t j = 0; j < nl; ++j) e_.op("smul {}, {}, {}", S(rX[j]), S(slot), segDelta);
-  };
-  if (!segV) dmaBatch(true);
-  // Rows in this batch.
-  e_.op("smov {}, {}", S(rRows), rows);
-  if (tailRows != rows) {
-    std::string l = e_.newLabel("fullbatch");
-    e_.op("br.ne {}, {}, {}", S(rB), nBatches - 1, l);
-    e_.op("smov {}, {}", S(rRows), tailRows);
-    e_.label(l);
-  }
-  e_.op("smov {}, 0", S(rRow));
-  e_.label(lRow);
-  for (size_t j = 0; j < nl; ++j) {
-    int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
-    e_.op("smul {}, {}, {}", S(rX[j]), S(rRow), r * es);
-  }
-  std::vector<int> rS;
-  for (int b : sideBufs) {
-    rS.push_back(sreg());
-    e_.op("smul {}, {}, {}", S(rS.back()), S(rRow), r * typeInfo(bufs_[b].type).bytes);
-  }
-  // The init value is folded in once, after the row's elements have been
-  // combined (the interpreter folds it in once too; the reducer need not
-  // have an identity). Until then an element of the accumulator holds a
-  // partial result only where `valid` says so.
-  std::vector<VReg> acc(nv);
-  auto loadRow = [&](size_t j) {
-    ElementType t = bufs_[ldBufs[j]].type;
-    VReg x = vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
-    e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * typeInfo(t).bytes);
-    return x;
-  };
-  // The reduce's inputs at the next vreg: loaded, or computed by the
-  // prologue from the loaded parameters.
-  auto loadInputs = [&]() -> std::optional<std::vector<VReg>> {
-    std::vector<VReg> xs;
-    if (!prologue) {
-      for (size_t j = 0; j < nv; ++j) xs.push_back(loadRow(j));
-      return xs;
-    }
-    std::vector<VReg> loaded;
-    for (size_t j = 0; j < nl; ++j) loaded.push_back(loadRow(j));
-    auto values = evalReducePrologue(*prologue, loaded, hoisted);
-    if (!values) return std::nullopt;
-    for (size_t j = 0; j < sideBufs.size(); ++j) {
-      VReg v = (*values)[nv + j];
-      ElementType t = bufs_[sideBufs[j]].type;
-      vstore(v, t, fmt::format("{} + {}", S(rS[j]), sOff[j]));
-      e_.op("sadd {}, {}, {}", S(rS[j]), S(rS[j]), kVregElems * typeInfo(t).bytes);
-      vfree(v);
-    }
-    values->resize(nv);
-    return values;
-  };
-  auto foldOne = [&](bool masked) -> bool {
-    std::vector<VReg> args = acc;
-    auto loadedXs = loadInputs();
-    if (!loadedXs) return false;
-    std::vector<VReg> xs = *loadedXs;
-    args.insert(args.end(), xs.begin(), xs.end());
-    std::vector<VReg> res;
-    if (!reduceAll(args, res)) return false;
-    for (size_t j = 0; j < nv; ++j) {
-      if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(tailMask), V(res[j]), V(acc[j]));
-      else e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
-      vfree(res[j]);
-      vfree(xs[j]);
-    }
-    return true;
-  };
-  const int64_t segments = segV ? (fullV + (rem ? 1 : 0) + segV - 1) / segV : 1;
-  const int64_t lastElems = segV ? r - (segments - 1) * segV * kVregElems : 0;
-  if (segV) {
-    // Segment 0 into slot 0, segment 1 into slot 1, then fold segment 0.
-    e_.op("smov {}, 0", S(rSlot));
-    issueSegment(-1, 0, std::min<int64_t>(r, segV * kVregElems), rSlot);
-    e_.op("smov {}, 1", S(rNext));
-    if (segments > 1) issueSegment(-1, 1, segments > 2 ? segV * kVregElems : lastElems, rNext);
-    waitSegment(rSlot);
-  }
-  if (auto first = loadInputs()) acc = *first;
-  else return false;
-  // With at least one full vreg every element is valid from the start;
-  // otherwise only the first `rem` are, and the lane tree tracks validity.
-  VReg valid{};
-  if (fullV == 0) {
-    valid = valloc(ElementType::S32);
-    e_.op("vmov.s32 {}, 1", V(valid));
-    e_.op("vsel.s32 {}, {}, {}, 0", V(valid), M(tailMask), V(valid));
-  }
-  // `count` full vregs from the row's VMEM slots.
-  auto foldRun = [&](int64_t count, const std::string& label) -> bool {
-    if (count <= 0) return true;
-    e_.op("smov {}, {}", S(rCnt), count);
-    e_.label(label);
-    if (!foldOne(false)) return false;
-    e_.op("loop {}, {}", S(rCnt), label);
-    return true;
-  };
-  if (segments == 1) {
-    if (!foldRun(fullV - 1, lV)) return false;
-  } else {
-    // Segment 0 is loaded; then the full middle segments; then the last,
-    // whose full vregs come before the masked tail.
-    if (!foldRun(segV - 1, lV)) return false;
-    if (segments > 2) {
-      // Segment rSeg is in slot rSeg & 1; segment rSeg + 1 goes to the
-      // other slot, which segment rSeg - 1 has left.
-      std::string lSeg = e_.newLabel("segment");
-      e_.op("smov {}, 1", S(rSeg));
-      e_.label(lSeg);
-      e_.op("sand {}, {}, 1", S(rSlot), S(rSeg));
-      e_.op("sxor {}, {}, 1", S(rNext), S(rSlot));
-      e_.op("sadd {}, {}, 1", S(rSegOff), S(rSeg));
-      {
-        std::string lLast = e_.newLabel("seglast"), lIssued = e_.newLabel("segissued");
-        e_.op("br.eq {}, {}, {}", S(rSegOff), segments - 1, lLast);
-        e_.op("sadd {}, {}, 1", S(rNextSeg), S(rSeg));
-        issueSegment(rNextSeg, 0, segV * kVregElems, rNext);
-        e_.op("jmp {}", lIssued);
-        e_.label(lLast);
-        issueSegment(-1, segments - 1, lastElems, rNext);
-        e_.label(lIssued);
-      }
-      waitSegment(rSlot);
-      if (!foldRun(segV, e_.newLabel("svreg"))) return false;
-      e_.op("sadd {}, {}, 1", S(rSeg), S(rSeg));
-      e_.op("br.lt {}, {}, {}", S(rSeg), segments - 1, lSeg);
-    }
-    e_.op("smov {}, {}", S(rSlot), (segments - 1) & 1);
-    waitSegment(rSlot);
-    if (!foldRun(fullV - (segments - 1) * segV, e_.newLabel("svreg"))) return false;
-  }
-  if (rem && fullV > 0 && !foldOne(true)) return false;
-  // Across lanes, then sublanes: every element ends up with the total.
-  int accValid = valid.r >= 0 ? malloc_() : -1, rotValid = valid.r >= 0 ? malloc_() : -1;
-  for (int step : {64, 32, 16, 8, 4, 2, 1, -4, -2, -1}) {
-    std::vector<VReg> args = acc, rot;
-    auto rotate = [&](VReg v) {
-      VReg t = valloc(v.t);
-      if (step > 0) e_.op("vrot.lane {}, {}, {}", V(t), V(v), step);
-      else e_.op("vrot.sub {}, {}, {}", V(t), V(v), -step);
-      return t;
-    };
-    for (size_t j = 0; j < nv; ++j) {
-      rot.push_back(rotate(acc[j]));
-      args.push_back(rot.back());
-    }
-    std::vector<VReg> res;
-    if (!reduceAll(args, res)) return false;
-    VReg validRot{};
-    if (valid.r >= 0) {
-      validRot = rotate(valid);
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(accValid), V(valid));
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(rotValid), V(validRot));
-    }
-    for (size_t j = 0; j < nv; ++j) {
-      if (valid.r >= 0) {
-        // both valid: combined; only acc: acc; acc invalid: the rotated one.
-        e_.op("vsel.s32 {}, {}, {}, {}", V(res[j]), M(rotValid), V(res[j]), V(acc[j]));
-        e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(accValid), V(res[j]), V(rot[j]));
-      } else {
-        e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
-      }
-      vfree(res[j]);
-      vfree(rot[j]);
-    }
-    if (valid.r >= 0) {
-      e_.op("vor {}, {}, {}", V(valid), V(valid), V(validRot));
-      vfree(validRot);
-    }
-  }
-  {
-    std::vector<VReg> args = init, res;
-    args.insert(args.end(), acc.begin(), acc.end());
-    if (!reduceAll(args, res)) return false;
-    for (size_t j = 0; j < nv; ++j) {
-      e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
-      vfree(res[j]);
-    }
-  }
-  if (valid.r >= 0) {
-    vfree(valid);
-    masks_.put(accValid);
-    masks_.put(rotValid);
-  }
-  std::vector<VReg> outVals = acc, epilogueOwned;
-  if (prologue) {
-    auto values = evalReduceEpilogue(*prologue, acc, hoisted, epilogueOwned);
-    if (!values) return false;
-    outVals = *values;
-  }
-  for (size_t j = 0; j < no; ++j) {
-    int es = typeInfo(bufs_[outBufs[j]].type).bytes;
-    e_.op("smul {}, {}, {}", S(rO), S(rRow), es);
-    vstore(outVals[j], bufs_[outBufs[j]].type, fmt::format("{} + {}", S(rO), oOff[j]), ", mask=0x1");
-  }
-  for (VReg v : epilogueOwned) vfree(v);
-  for (size_t j = 0; j < nv; ++j) vfree(acc[j]);
-  for (int reg : rS) sregs_.put(reg);
-  e_.op("sadd {}, {}, 1", S(rRow), S(rRow));
-  e_.op("br.lt {}, {}, {}", S(rRow), S(rRows), lRow);
-  dmaBatch(false);
-  e_.op("sadd {}, {}, 1", S(rB), S(rB));
-  e_.op("br.lt {}, {}, {}", S(rB), nBatches, lBatch);
-  return !failed_;
-}
-
-// ============================================================== matmul on the MXUs
-
-// c[b] (f32 [m, n]) = a[b] ([m, k]) x w[b] ([k, n]); m % 8 == 0, k and n
-// multiples of 128. Each N tile of 128 x G columns uses G MXUs and an M tile
-// of tm rows; the tile accumulates in VMEM over k steps of 128. All steps
-// (batch, M tile, N tile, k step) form one loop whose next step's A and W
-// tiles are fetched while this one computes (two VMEM slots each); C tiles
-// alternate between two slots so a finished tile is written back while the
-// next accumulates. Within a step the LHS 8-row blocks are software
-// pipelined: block i is pushed to the MXUs `depth` blocks ahead of its pops,
-// its successor is loaded while it is pushed, and the C rows of the next pop
-// are loaded while the previous sums are stored. f32 operands take `passes`
-// bf16 passes.
-bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
-                         ElementType aType, int wBuf, ElementType wType, int cBuf, int passes,
-                         const MatmulEpilogue* epilogue) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  int ea = typeInfo(aType).bytes, ew = typeInfo(wType).bytes;
-  const int64_t aRow = 8 * 128 * ea;  // A bytes of one 8-row block
-  // VMEM of the two slots of each tile for M tiles of tm rows and N tiles of
-  // tn columns, padded: the pipelined loops read up to two blocks past the
-  // end of a tile (values never used).
-  auto slotBytesFor = [&](int64_t tm, int64_t tn) {
-    return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
-           2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
-           2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + 8 * tn * 4), 512) +
-           (epilogue ? matmulEpilogueBytes(*epilogue, tm, tn) : 0);
-  };
-  // As many MXUs as divide the N blocks, while the smallest tiles for them
-  // still fit the VMEM budget.
-  int g = 1;
-  for (int cand = std::max(1, target_.mxu.count); cand > 1; --cand)
-    if ((n / 128) % cand == 0 && slotBytesFor(8, 128 * cand) <= vmemBudget()) {
-      g = cand;
-      break;
-    }
-  const int64_t tn = 128 * g;
-  const int64_t cRow = 8 * tn * 4;  // C bytes of one 8-row block
-  auto slotBytes = [&](int64_t tm) { return slotBytesFor(tm, tn); };
-  int64_t tm = 8;
-  for (int64_t cand = std::min<int64_t>(m, 8192); cand >= 8; cand -= 8)
-    if (m % cand == 0 && slotBytes(cand) <= std::max<uint64_t>(vmemBudget(), slotBytes(8))) {
-      tm = cand;
-      break;
-    }
-  if (slotBytes(tm) > vmemTop()) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
-  const int64_t blocks = tm / 8;
-  const int64_t depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
-  const uint64_t aSlot = alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512);
-  const uint64_t wSlot = alignUp(static_cast<uint64_t>(128 * tn * ew), 512);
-  const uint64_t cSlot = alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
-  const uint64_t vA = 0, vW = 2 * aSlot, vC = vW + 2 * wSlot;
-  const int64_t KB = k / 128, NB = n / tn, MB = m / tm, steps = b * MB * NB * KB;
-  std::string dA = e_.desc(static_cast<uint64_t>(128 * ea), {{tm, k * ea, 128 * ea}});
-  std::string dW = e_.desc(static_cast<uint64_t>(tn * ew), {{128, n * ew, tn * ew}});
-  std::string dC = e_.desc(static_cast<uint64_t>(tn * 4), {{tm, tn * 4, n * 4}});
-  int rS = sreg(), rT = sreg(), rQ = sreg(), rX = sreg(), rY = sreg(), rSlot = sreg(), rKk = sreg(), rAb = sreg(),
-      rWb = sreg(), rCs = sreg(), rCb = sreg(), rCsem = sreg(), rAo = sreg(), rCo = sreg(), rCnt = sreg();
-  // Step index in rT -> (bb, mm, nn, kk) in rX (kk), rY (nn), rQ (mm), rT (bb).
-  auto decompose = [&]() {
-    e_.op("srem {}, {}, {}", S(rX), S(rT), KB);
-    e_.op("sdiv {}, {}, {}", S(rT), S(rT), KB);
-    e_.op("srem {}, {}, {}", S(rY), S(rT), NB);
-    e_.op("sdiv {}, {}, {}", S(rT), S(rT), NB);
-    e_.op("srem {}, {}, {}", S(rQ), S(rT), MB);
-    e_.op("sdiv {}, {}, {}", S(rT), S(rT), MB);
-  };
-  // DMAs of step rT's A and W tiles into slot `slotReg`, signalling sem[slotReg].
-  auto fetch = [&](int slotReg) {
-    decompose();
-    int rAddr = rAo, rV = rCo, rTmp = rCnt;  // free outside the compute loops
-    e_.op("smul {}, {}, {}", S(rAddr), S(rT), m * k * ea);
-    e_.op("smul {}, {}, {}", S(rTmp), S(rQ), tm * k * ea);
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-    e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * ea);
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(aBuf));
-    e_.op("smul {}, {}, {}", S(rV), S(slotReg), aSlot);
-    e_.op("sadd {}, {}, {}", S(rV), S(rV), vA);
-    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", aBuf), dA, S(rV), memRef(aBuf, S(rAddr)), S(slotReg));
-    e_.op("smul {}, {}, {}", S(rAddr), S(rT), k * n * ew);
-    e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * n * ew);
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-    e_.op("smul {}, {}, {}", S(rTmp), S(rY), tn * ew);
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(wBuf));
-    e_.op("smul {}, {}, {}", S(rV), S(slotReg), wSlot);
-    e_.op("sadd {}, {}, {}", S(rV), S(rV), vW);
-    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", wBuf), dW, S(rV), memRef(wBuf, S(rAddr)), S(slotReg));
-  };
-  // Components of an f32 value for multi-pass bf16 products: x - bf16(x), twice.
-  auto component = [&](VReg x, int idx, VReg h) {
-    for (int i = 0; i < idx; ++i) {
-      e_.op("vrnd.bf16 {}, {}", V(h), V(x));
-      e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(h));
-    }
-  };
-  std::vector<std::pair<int, int>> passList = {{0, 0}};
-  if (passes == 3) passList = {{1, 0}, {0, 1}, {0, 0}};
-  if (passes == 6) passList = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
-  std::string ldA = loadMnemonic(aType), ldW = loadMnemonic(wType);
-  // An output fusion may compute an operand from the loaded tiles
-  // (MatmulEpilogue::prologue): float operands, never the int8 MXU.
-  const bool proA = epilogue && epilogue->prologueSource[0], proW = epilogue && epilogue->prologueSource[1];
-  bool int8 = aType == ElementType::S8 && !proA;  // s8 x s8 -> exact s32 sums
-  // Registers of the pipelined loops: the A block, per MXU the popped
-  // result, the prefetched C rows and the sum being stored, and a rotating
-  // set for weight staging so consecutive pushes do not wait on each other.
-  VReg va = valloc(ElementType::F32), vh = valloc(ElementType::F32), vh2 = valloc(ElementType::F32),
-       vraw = valloc(ElementType::F32);
-  std::vector<VReg> vr, vc, vt, vw;
-  for (int u = 0; u < g; ++u) {
-    vr.push_back(valloc(ElementType::F32));
-    vc.push_back(valloc(ElementType::F32));
-    vt.push_back(valloc(ElementType::F32));
-  }
-  for (int i = 0; i < (proA || proW ? 8 : 16); ++i) vw.push_back(valloc(ElementType::F32));
-  // The chains turn the K padding of the last k step's tiles into f(0):
-  // masks keep it 0 (lanes of A, rows of W at and past k % 128 = rLim).
-  const int64_t kValid = epilogue && (proA || proW) ? epilogue->k % 128 : 0;
-  int rLim = -1, mA = -1, mW = -1;
-  if (kValid) {
-    rLim = sreg();
-    if (proA) mA = malloc_();
-    if (proW) mW = malloc_();
-  }
-  auto loadA = [&](VReg dst, const std::string& addr) {
-    e_.op("{} {}, [{}]", ldA, V(dst), addr);
-    if (proA) emitOperandPrologue(*epilogue, 0, dst, mA);
-  };
-  auto cAddr = [&](int u, int64_t blockOffset) {
-    int64_t off = blockOffset * cRow + u * 512;
-    return off >= 0 ? fmt::format("{} + {}", S(rCo), off) : fmt::format("{} - {}", S(rCo), -off);
-  };
-  // One pass over the step's A tile; `accumulate` adds to the C tile.
-  auto pass = [&](int ia, int iw, bool accumulate) {
-    int j = 0;
-    for (int u = 0; u < g; ++u) {
-      for (int blk = 0; blk < 16; ++blk) {
-        VReg w = vw[j++ % vw.size()];
-        e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), blk * 8 * tn * ew + u * 128 * ew, tn * ew);
-        if (proW) {
-          if (mW >= 0) {
-            // Rows blk * 8 + sublane below rLim are inside K.
-            e_.op("vsublaneid {}", V(vh));
-            e_.op("vadd.s32 {}, {}, {}", V(vh), V(vh), blk * 8);
-            e_.op("vcmp.lt.s32 {}, {}, {}", M(mW), V(vh), S(rLim));
-          }
-          emitOperandPrologue(*epilogue, 1, w, mW);
-        }
-        component(w, iw, vh);
-        e_.op("mxu.wpush.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(w));
-      }
-      e_.op("mxu.wlatch mxu{}", u);
-    }
-    e_.op("smov {}, {}", S(rAo), S(rAb));
-    e_.op("smov {}, {}", S(rCo), S(rCb));
-    // Passes on a component of A load block i + 1 raw while block i is
-    // pushed, so the component arithmetic is off the push's critical path.
-    auto componentOf = [&](VReg dst, VReg src) {
-      e_.op("vrnd.bf16 {}, {}", V(vh), V(src));
-      if (ia == 1) {
-        e_.op("vsub.f32 {}, {}, {}", V(dst), V(src), V(vh));
-        return;
-      }
-      e_.op("vsub.f32 {}, {}, {}", V(vh2), V(src), V(vh));
-      e_.op("vrnd.bf16 {}, {}", V(vh), V(vh2));
-      e_.op("vsub.f32 {}, {}, {}", V(dst), V(vh2), V(vh));
-    };
-    if (ia == 0) {
-      loadA(va, S(rAo));
-    } else {
-      loadA(vraw, S(rAo));
-      componentOf(va, vraw);
-      loadA(vraw, fmt::format("{} + {}", S(rAo), aRow));
-    }
-    if (accumulate)
-      for (int u = 0; u < g; ++u) e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 0), tn * 4);
-    bool havePrev = false;
-    // One pipelined iteration: store the previous sums, pop block j (and
-    // load the C rows of block j + 1), push block i (and load block i + 1).
-    auto iteration = [&](bool doPush, bool doPop) {
-      if (doPop) {
-        if (havePrev)
-          for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
-        for (int u = 0; u < g; ++u) {
-          if (accumulate) {
-            e_.op("mxu.pop {}, mxu{}", V(vr[u]), u);
-            e_.op("vadd.{} {}, {}, {}", int8 ? "s32" : "f32", V(vt[u]), V(vc[u]), V(vr[u]));
-            e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 1), tn * 4);
-          } else {
-            e_.op("mxu.pop {}, mxu{}", V(vt[u]), u);
-          }
-        }
-        e_.op("sadd {}, {}, {}", S(rCo), S(rCo), cRow);
-        havePrev = true;
-      }
-      if (doPush) {
-        for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(va));
-        if (ia == 0) {
-          loadA(va, fmt::format("{} + {}", S(rAo), aRow));
-        } else {
-          componentOf(va, vraw);
-          loadA(vraw, fmt::format("{} + {}", S(rAo), 2 * aRow));
-        }
-        e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
-      }
-    };
-    for (int64_t i = 0; i < depth; ++i) iteration(true, false);
-    if (blocks > depth) {
-      iteration(true, true);
-      if (blocks > depth + 1) {
-        std::string lS = e_.newLabel("msteady");
-        e_.op("smov {}, {}", S(rCnt), blocks - depth - 1);
-        e_.label(lS);
-        iteration(true, true);
-        e_.op("loop {}, {}", S(rCnt), lS);
-      }
-    }
-    for (int64_t i = 0; i < depth; ++i) iteration(false, true);
-    for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
-  };
-  auto compute = [&](bool accumulate) {
-    for (auto [ia, iw] : passList) {
-      pass(ia, iw, accumulate);
-      accumulate = true;  // later passes add to the first
-    }
-  };
-  std::string lStep = e_.newLabel("mstep"), lNoPf = e_.newLabel("mnopf"), lAcc = e_.newLabel("macc"),
-              lStored = e_.newLabel("mcomputed"), lNext = e_.newLabel("mnext");
-  // Each C slot starts with one credit: its first tile need not wait.
-  e_.op("sem.signal sem2");
-  e_.op("sem.signal sem3");
-  e_.op("smov {}, 0", S(rS));
-  e_.op("smov {}, 0", S(rCs));
-  e_.op("smov {}, 0", S(rT));
-  e_.op("smov {}, 0", S(rSlot));
-  fetch(rSlot);
-  e_.label(lStep);
-  // Prefetch step s + 1 into the other slot (its previous step is done).
-  e_.op("sadd {}, {}, 1", S(rT), S(rS));
-  e_.op("br.ge {}, {}, {}", S(rT), steps, lNoPf);
-  e_.op("sand {}, {}, 1", S(rSlot), S(rT));
-  fetch(rSlot);
-  e_.label(lNoPf);
-  e_.op("sand {}, {}, 1", S(rSlot), S(rS));
-  e_.op("sem.wait sem[{}], 2", S(rSlot));
-  e_.op("srem {}, {}, {}", S(rKk), S(rS), KB);
-  e_.op("smul {}, {}, {}", S(rAb), S(rSlot), aSlot);
-  e_.op("sadd {}, {}, {}", S(rAb), S(rAb), vA);
-  e_.op("smul {}, {}, {}", S(rWb), S(rSlot), wSlot);
-  e_.op("sadd {}, {}, {}", S(rWb), S(rWb), vW);
-  e_.op("smul {}, {}, {}", S(rCb), S(rCs), cSlot);
-  e_.op("sadd {}, {}, {}", S(rCb), S(rCb), vC);
-  e_.op("sadd {}, {}, 2", S(rCsem), S(rCs));
-  if (kValid) {
-    std::string lFull = e_.newLabel("mkfull");
-    e_.op("smov {}, 128", S(rLim));
-    e_.op("br.ne {}, {}, {}", S(rKk), KB - 1, lFull);
-    e_.op("smov {}, {}", S(rLim), kValid);
-    e_.label(lFull);
-    if (mA >= 0) {
-      e_.op("vlaneid {}", V(vh));
-      e_.op("vcmp.lt.s32 {}, {}, {}", M(mA), V(vh), S(rLim));
-    }
-  }
-  e_.op("br.ne {}, 0, {}", S(rKk), lAcc);
-  // First k step of a tile: the C slot's previous write-back must be done.
-  e_.op("sem.wait sem[{}]", S(rCsem));
-  compute(false);
-  e_.op("jmp {}", lStored);
-  e_.label(lAcc);
-  compute(true);
-  e_.label(lStored);
-  e_.op("br.ne {}, {}, {}", S(rKk), KB - 1, lNext);
-  // Last k step: write the tile back and switch C slots.
-  e_.op("smov {}, {}", S(rT), S(rS));
-  decompose();
-  if (epilogue) {
-    // The pipeline's registers are dead here: the epilogue may use them.
-    for (VReg v : {va, vh, vh2, vraw}) vfree(v);
-    for (const std::vector<VReg>* vs : {&vr, &vc, &vt, &vw})
-      for (VReg v : *vs) vfree(v);
-    MatmulTileSite site;
-    site.tm = tm;
-    site.tn = tn;
-    site.m = m;
-    site.n = n;
-    site.rBatch = rT;
-    site.rMTile = rQ;
-    site.rNTile = rY;
-    site.rC = rCb;
-    site.rSlot = rCs;
-    site.rSem = rCsem;
-    site.vE = vC + 2 * cSlot;
-    uint64_t eo = static_cast<uint64_t>(typeInfo(epilogue->outType).bytes);
-    site.eSlot = alignUp(static_cast<uint64_t>(tm * tn) * eo, 512);
-    uint64_t top = site.vE + 2 * site.eSlot;
-    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
-      site.vInputs.push_back(top);
-      uint64_t e = static_cast<uint64_t>(typeInfo(input.type).bytes);
-      if (input.kind == MatmulEpilogue::Tile) top += alignUp(static_cast<uint64_t>(tm * tn) * e, 512);
-      if (input.kind == MatmulEpilogue::Column) top += alignUp(static_cast<uint64_t>(tn) * e, 512);
-    }
-    emitMatmulEpilogue(in, *epilogue, site);
-    e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
-    e_.label(lNext);
-    e_.op("sadd {}, {}, 1", S(rS), S(rS));
-    e_.op("br.lt {}, {}, {}", S(rS), steps, lStep);
-    e_.op("sem.wait sem2");
-    e_.op("sem.wait sem3");
-    return !failed_;
-  }
-  e_.op("smul {}, {}, {}", S(rAo), S(rT), m * n * 4);
-  e_.op("smul {}, {}, {}", S(rCo), S(rQ), tm * n * 4);
-  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
-  e_.op("smul {}, {}, {}", S(rCo), S(rY), tn * 4);
-  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
-  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), base(cBuf));
-  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", cBuf), dC, memRef(cBuf, S(rAo)), S(rCb), S(rCsem));
-  e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
-  e_.label(lNext);
-  e_.op("sadd {}, {}, 1", S(rS), S(rS));
-  e_.op("br.lt {}, {}, {}", S(rS), steps, lStep);
-  e_.op("sem.wait sem2");
-  e_.op("sem.wait sem3");
-  return !failed_;
-}
 
 // ============================================================== instruction lowerings
 
-
-bool Lowerer::lowerElementwiseInstr(const Instruction& in) {
-  beginKernel(in, "elementwise");
-  int64_t n = *in.shape().elementCount();
-  std::vector<EwInput> ins;
-  uint64_t bytes = 0;
-  for (const Instruction* o : in.operands()) {
-    int b = leaves_[o][0];
-    bool scalar = o->shape().isScalar() && !in.shape().isScalar();
-    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType()});
-    bytes += scalar ? 0 : bufs_[b].bytes;
-  }
-  int out = leaves_[&in][0];
-  bytes += bufs_[out].bytes;
-  bool ok = emitElementwise(n, ins, {EwOutput{out, 0, in.shape().elementType()}}, [&](const std::vector<VReg>& v) {
-    auto r = lowerOp(in, v);
-    return r ? std::vector<VReg>{*r} : std::vector<VReg>{VReg{0, in.shape().elementType()}};
-  });
-  endKernel(static_cast<double>(n), bytes, 0);
-  return ok;
-}
-
-bool Lowerer::lowerFlatFusion(const Instruction& in) {
-  beginKernel(in, "fusion");
-  const Computation& c = *in.fusedComputation();
-  std::vector<EwOutput> concatViews;
-  const bool concatRoot = concatOutputViews(*c.root(), &concatViews);
-  const Shape& streamShape = concatRoot ? c.root()->operand(0)->shape() : *arrayLeaves(in.shape())[0];
-  const std::vector<int64_t>& resultDims = streamShape.dimensions();
-  int64_t n = *streamShape.elementCount();
-  // Inputs: the parameters the elementwise code reads directly, then one
-  // per transpose or broadcast streamed as a view of its parameter.
-  std::vector<EwInput> ins;
-  std::vector<const Instruction*> views;
-  std::vector<VReg> placeholders(static_cast<size_t>(in.operandCount()));
-  std::vector<int64_t> paramInput(static_cast<size_t>(in.operandCount()), -1);
-  uint64_t bytes = 0;
-  for (int64_t p = 0; p < in.operandCount(); ++p) {
-    const Instruction* o = in.operand(p);
-    const Instruction* param = c.parameter(p);
-    int b = leaves_[o][0];
-    bool scalar = o->shape().isScalar();
-    bool direct = scalar;
-    for (const auto& u : c.instructions())
-      for (const Instruction* x : u->operands())
-        if (x == param && !streamView(*u, resultDims, nullptr) && !viewIntermediate(*u, c, resultDims)) direct = true;
-    bytes += scalar ? 0 : bufs_[b].bytes;
-    if (!direct) continue;
-    int64_t period = scalar ? 0 : streamPeriod(*param, n);
-    paramInput[static_cast<size_t>(p)] = static_cast<int64_t>(ins.size());
-    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType(), period});
-  }
-  std::vector<const Instruction*> intermediates;
-  for (const auto& u : c.instructions()) {
-    EwInput v;
-    if (viewIntermediate(*u, c, resultDims)) {
-      intermediates.push_back(u.get());
-      continue;
-    }
-    if (!streamView(*u, resultDims, &v)) continue;
-    std::vector<int64_t> strides;
-    int64_t offset = 0;
-    const Instruction* base = composeView(*u, strides, offset, 0);
-    v.buf = leaves_[in.operand(base->attrs().parameterNumber)][0];
-    views.push_back(u.get());
-    ins.push_back(std::move(v));
-  }
-  std::vector<EwOutput> outs;
-  for (int b : leaves_[&in]) {
-    outs.push_back({b, 0, bufs_[b].type});
-    bytes += bufs_[b].bytes;
-  }
-  if (concatRoot) {
-    const int b = outs.at(0).buf;
-    outs = std::move(concatViews);
-    for (EwOutput& o : outs) o.buf = b;
-  }
-  const size_t firstView = ins.size() - views.size();
-  bool ok = emitElementwise(n, ins, outs, [&](const std::vector<VReg>& v) {
-    std::vector<VReg> params = placeholders, out;
-    for (size_t p = 0; p < params.size(); ++p)
-      if (paramInput[p] >= 0) params[p] = v[static_cast<size_t>(paramInput[p])];
-    std::map<const Instruction*, VReg> preset;
-    for (size_t j = 0; j < views.size(); ++j) preset[views[j]] = v[firstView + j];
-    for (const Instruction* i : intermediates) preset[i] = VReg{0, i->shape().elementType()};  // never read
-    concatRootAsTuple_ = concatRoot;
-    const bool lowered = lowerComputation(c, params, out, &preset);
-    concatRootAsTuple_ = false;
-    if (!lowered) out.assign(outs.size(), VReg{0, ElementType::F32});
-    return out;
-  });
-  endKernel(static_cast<double>(n) * static_cast<double>(c.instructionCount()), bytes, 0);
-  return ok;
-}
 
 bool Lowerer::lowerBroadcast(const Instruction& in) {
   beginKernel(in, "broadcast");
@@ -3241,176 +1647,7 @@ int Lowerer::permutedCopy(int buf, const std::vector<int64_t>& dims, const std::
   return tb;
 }
 
-bool Lowerer::lowerReduce(const Instruction& in) {
-  beginKernel(in, "reduce");
-  int64_t nv = in.operandCount() / 2;
-  const Shape& s = in.operand(0)->shape();
-  std::set<int64_t> red(in.attrs().dimensions.begin(), in.attrs().dimensions.end());
-  std::vector<int64_t> kept, reduced;
-  for (int64_t i = 0; i < s.rank(); ++i) (red.count(i) ? reduced : kept).push_back(i);
-  int64_t r = 1, k = 1;
-  for (int64_t i : reduced) r *= s.dimension(i);
-  for (int64_t i : kept) k *= s.dimension(i);
-  std::vector<int> inBufs, initBufs, outBufs = leaves_[&in];
-  for (int64_t j = 0; j < nv; ++j) {
-    inBufs.push_back(leaves_[in.operand(j)][0]);
-    initBufs.push_back(leaves_[in.operand(nv + j)][0]);
-  }
-  uint64_t bytes = 0;
-  bool anyPair = false;
-  for (int b : inBufs) {
-    bytes += bufs_[b].bytes;
-    anyPair = anyPair || typeInfo(bufs_[b].type).words > 1;
-  }
-  bool ok = true;
-  bool outer = true, inner = true;
-  for (size_t i = 0; i < reduced.size(); ++i) {
-    outer = outer && reduced[i] == static_cast<int64_t>(i);
-    inner = inner && reduced[i] == static_cast<int64_t>(kept.size() + i);
-  }
-  if (k == 0) {
-  } else if (r == 0) {
-    for (int64_t j = 0; j < nv; ++j) ok = ok && fill(outBufs[j], 0, k, bufs_[outBufs[j]].type, initBufs[j], 0);
-  } else if ((k >= kVregElems / 8 && (outer || !inner || r < kVregElems)) || anyPair || nv > 3) {
-    // (Pair and complex types always: the lane tree of emitReduceSegments
-    // moves single registers; more than 3 operands too: the segment kernel
-    // keeps a row address per operand in scalar registers.)
-    // Many outputs: fold whole rows of outputs, vectorised across the kept
-    // elements. Reduced dimensions not already outermost are moved there
-    // by a strided DMA (their order kept, so each output folds its inputs
-    // in row-major order, as the interpreter does). Short inner rows would
-    // otherwise pay a cross-lane tree per output.
-    if (!outer) {
-      std::vector<int64_t> perm = reduced;
-      perm.insert(perm.end(), kept.begin(), kept.end());
-      for (int64_t j = 0; j < nv; ++j) inBufs[j] = permutedCopy(inBufs[j], s.dimensions(), perm);
-    }
-    ok = emitReduceRows(in, r, k, inBufs, initBufs, outBufs, *in.toApply());
-  } else {
-    if (!inner) {
-      // Move the reduced dimensions innermost (their order kept, so each
-      // output still folds its inputs in row-major order).
-      std::vector<int64_t> perm = kept;
-      perm.insert(perm.end(), reduced.begin(), reduced.end());
-      for (int64_t j = 0; j < nv; ++j) inBufs[j] = permutedCopy(inBufs[j], s.dimensions(), perm);
-    }
-    ok = emitReduceSegments(in, k, r, inBufs, initBufs, outBufs, *in.toApply());
-  }
-  endKernel(static_cast<double>(r * k * nv), bytes, 0);
-  return ok && !failed_;
-}
 
-int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const {
-  // f32 and f16 are not exact in one bf16 pass; bf16 and the byte floats are.
-  auto wide = [](ElementType t) { return t == ElementType::F32 || t == ElementType::F16; };
-  if (!wide(lhsType) && !wide(rhsType)) return 1;
-  hlo::Precision p = hlo::Precision::Default;
-  for (hlo::Precision q : in.attrs().precision->operandPrecision) p = std::max(p, q);
-  switch (options_.f32DotPrecision) {
-    case F32DotPrecision::FromConfig: return p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
-    case F32DotPrecision::Default: return 1;
-    case F32DotPrecision::High: return 3;
-    case F32DotPrecision::Highest: return 6;
-  }
-  return 1;
-}
-
-DotGeometry dotGeometry(const Instruction& dot) {
-  const auto& dn = *dot.attrs().dotDims;
-  const Shape& ls = dot.operand(0)->shape();
-  const Shape& rs = dot.operand(1)->shape();
-  auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-    std::vector<int64_t> f;
-    for (int64_t i = 0; i < s.rank(); ++i)
-      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end()) f.push_back(i);
-    return f;
-  };
-  DotGeometry g;
-  g.lhsFree = freeDims(ls, dn.lhsBatchDimensions, dn.lhsContractingDimensions);
-  g.rhsFree = freeDims(rs, dn.rhsBatchDimensions, dn.rhsContractingDimensions);
-  g.b = dimsProduct(ls, dn.lhsBatchDimensions);
-  g.m = dimsProduct(ls, g.lhsFree);
-  g.k = dimsProduct(ls, dn.lhsContractingDimensions);
-  g.n = dimsProduct(rs, g.rhsFree);
-  return g;
-}
-
-// A dot operand in canonical padded form: groups (g0, g1, g2) of its dims
-// become [B, P1, P2] with zero padding (the operand itself when it already is).
-int Lowerer::canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
-                                 const std::vector<int64_t>& g2, int64_t p1, int64_t p2) {
-  const Shape& s = op->shape();
-  ElementType t = s.elementType();
-  int es = typeInfo(t).bytes;
-  std::vector<int64_t> order = g0;
-  order.insert(order.end(), g1.begin(), g1.end());
-  order.insert(order.end(), g2.begin(), g2.end());
-  bool identity = true;
-  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
-  int64_t s1 = dimsProduct(s, g1), s2 = dimsProduct(s, g2), bb = dimsProduct(s, g0);
-  if (identity && s1 == p1 && s2 == p2) return leaves_[op][0];
-  int tb = tempBuf(t, {bb, p1, p2});
-  if (s1 != p1 || s2 != p2) fillZero(tb, bb * p1 * p2, t);
-  std::vector<int64_t> os = byteStrides(s.dimensions(), es), counts, ss, ds;
-  auto addGroup = [&](const std::vector<int64_t>& g, int64_t unit) {
-    std::vector<int64_t> sizes;
-    for (int64_t i : g) sizes.push_back(s.dimension(i));
-    std::vector<int64_t> inner = rowMajorStrides(sizes);
-    for (size_t i = 0; i < g.size(); ++i) {
-      counts.push_back(sizes[i]);
-      ss.push_back(os[static_cast<size_t>(g[i])]);
-      ds.push_back(inner[i] * unit);
-    }
-  };
-  addGroup(g0, p1 * p2 * es);
-  addGroup(g1, p2 * es);
-  addGroup(g2, es);
-  emitCopy(tb, 0, leaves_[op][0], 0, counts, ds, ss, es);
-  return tb;
-}
-
-bool Lowerer::lowerDot(const Instruction& in) {
-  auto wideType = [](const Shape& s) { return typeInfo(s.elementType()).words > 1; };  // pairs and complex
-  if (wideType(in.shape()) || wideType(in.operand(0)->shape()) || wideType(in.operand(1)->shape()))
-    return lowerWideDot(in);
-  if (!isMxuDot(in)) return lowerVectorDot(in);
-  beginKernel(in, "matmul");
-  const Instruction* lhs = in.operand(0);
-  const Instruction* rhs = in.operand(1);
-  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
-  // f32 accumulators, or s32 ones for the int8 MXU (isMxuDot).
-  bool wide = ot == ElementType::F32 || ot == ElementType::S32;
-  const auto& dn = *in.attrs().dotDims;
-  DotGeometry geo = dotGeometry(in);
-  const std::vector<int64_t>&lf = geo.lhsFree, &rf = geo.rhsFree;
-  int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
-  int64_t mp = (m + 7) / 8 * 8, kp = (k + 127) / 128 * 128, np = (n + 127) / 128 * 128;
-  int dst = leaves_[&in][0];
-  if (std::optional<bool> done = finishTrivialDot(geo, dst, ot)) return *done;
-  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp);
-  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
-  bool direct = mp == m && np == n && wide;
-  int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
-  int passes = mxuPasses(in, lt, rt);
-  bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes);
-  if (ok && !direct) {
-    int cs = c;
-    if (mp != m || np != n) {
-      cs = wide ? dst : tempBuf(ElementType::F32, {b, m, n});
-      emitCopy(cs, 0, c, 0, {b, m, n}, byteStrides({b, m, n}, 4), byteStrides({b, mp, np}, 4), 4);
-    }
-    if (!wide)
-      ok = emitElementwise(b * m * n, {EwInput{EwInput::Full, cs, 0, ElementType::F32}}, {EwOutput{dst, 0, ot}},
-                           [&](const std::vector<VReg>& v) {
-                             VReg r = valloc(ot);
-                             e_.op("vmov.s32 {}, {}", V(r), V(v[0]));
-                             return std::vector<VReg>{normalize(r)};
-                           });
-  }
-  endKernel(2.0 * static_cast<double>(b * m * n * k) * passes,
-            bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
-  return ok && !failed_;
-}
 
 bool Lowerer::lowerDynamicSlice(const Instruction& in, bool update) {
   beginKernel(in, update ? "dynamic-update-slice" : "dynamic-slice");
@@ -3459,16 +1696,12 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       if (dst[i] != src[i] && bufs_[dst[i]].bytes > 0)
         emitCopy(dst[i], 0, src[i], 0, {static_cast<int64_t>(bufs_[dst[i]].bytes)}, {1}, {1}, 1);
   };
-  if (hlo::isCollective(in.opcode())) return lowerCollective(in);
-  bool handled = false;
-  bool emitted = emitMisc(in, handled);
-  if (handled) return emitted;
   if (hlo::computesNothing(in.opcode())) return true;  // buffers were renamed or defined in planning
   switch (in.opcode()) {
     case Opcode::BitcastConvert:
-      return bitcastRepacksNibbles(in) ? lowerNibbleBitcast(in) : true;
+      if (!bitcastRepacksNibbles(in)) return true;  // an alias (planned)
+      break;
     case Opcode::Call: return emitComputation(*in.toApply());
-    case Opcode::Fusion: return emitFusion(in);
     case Opcode::While: {
       beginKernel(in, "while");
       ControlRegion region(controlDepth_);
@@ -3531,32 +1764,13 @@ bool Lowerer::emitInstruction(const Instruction& in) {
       (void)label;
       return !failed_;
     }
-    case Opcode::Broadcast: return lowerBroadcast(in);
-    case Opcode::Transpose: return lowerTranspose(in);
-    case Opcode::Slice: return lowerSlice(in);
-    case Opcode::Concatenate: return lowerConcatenate(in);
-    case Opcode::Pad: return lowerPad(in);
-    case Opcode::Reverse: return lowerReverse(in);
-    case Opcode::Iota: return lowerIota(in);
-    case Opcode::Reduce: return lowerReduce(in);
-    case Opcode::Dot: return lowerDot(in);
-    case Opcode::Convolution: return lowerConvolution(in);
-    case Opcode::DynamicSlice: return lowerDynamicSlice(in, false);
-    case Opcode::DynamicUpdateSlice: return lowerDynamicSlice(in, true);
-    case Opcode::ReduceWindow: return lowerReduceWindow(in);
-    case Opcode::SelectAndScatter: return lowerSelectAndScatter(in);
-    case Opcode::Sort: return lowerSort(in);
-    case Opcode::Gather: return lowerGather(in);
-    case Opcode::Scatter: return lowerScatter(in);
     case Opcode::Real:
       if (!typeInfo(in.operand(0)->shape().elementType()).isComplex) return true;  // an alias (planned)
       break;
-    case Opcode::Fft: return lowerFft(in);
     default: break;
   }
-  if (hlo::isElementwise(in.opcode()) || in.opcode() == Opcode::Map) return lowerElementwiseInstr(in);
-  return fail(in, fmt::format("llo-gen: opcode '{}' is not supported yet (instruction '{}')",
-                              hlo::opcodeName(in.opcode()), in.name()));
+  // Every other instruction: the kernel kind planning decided.
+  return emitKernel(in);
 }
 
 // ============================================================== driver
@@ -3699,16 +1913,12 @@ bool Lowerer::checkHbmCapacity(uint64_t temporaries) {
   return false;
 }
 
-std::optional<CodegenResult> Lowerer::run() {
-  const Computation* entry = module_.entry();
-  if (!entry) {
-    diags_.error("llo-gen: the module has no entry computation");
-    return std::nullopt;
-  }
-  for (int64_t p = 0; p < entry->parameterCount(); ++p) {
-    const Instruction* param = entry->parameter(p);
+// Buffers of the entry computation's parameters (arguments of the program).
+bool Lowerer::bindEntryParameters(const Computation& entry) {
+  for (int64_t p = 0; p < entry.parameterCount(); ++p) {
+    const Instruction* param = entry.parameter(p);
     if (!param) continue;
-    if (!checkTypes(*param)) return std::nullopt;
+    if (!checkTypes(*param)) return false;
     std::vector<int>& l = leaves_[param];
     auto shapes = arrayLeaves(param->shape());
     for (size_t i = 0; i < shapes.size(); ++i) {
@@ -3719,12 +1929,16 @@ std::optional<CodegenResult> Lowerer::run() {
       args_.push_back(b);
     }
   }
-  if (!plan(*entry, -1)) return std::nullopt;
-  ++pos_;
-  useLeaves(entry->root(), -1);
+  return true;
+}
+
+// The result buffers of the entry's root leaves: a result computed in place
+// where it can be (a heap buffer, or a donated argument that is dead
+// before it), else copied there at the end (resultCopies_).
+void Lowerer::placeResults(const Computation& entry) {
   std::set<int> seen;
-  const auto& rootLeaves = leaves_[entry->root()];
-  std::map<size_t, int> donated = donatedArgumentsByResult(*entry);
+  const auto& rootLeaves = leaves_[entry.root()];
+  std::map<size_t, int> donated = donatedArgumentsByResult(entry);
   for (size_t i = 0; i < rootLeaves.size(); ++i) {
     int b = rootLeaves[i];
     if (auto d = donated.find(i); d != donated.end()) {
@@ -3762,6 +1976,10 @@ std::optional<CodegenResult> Lowerer::run() {
     }
     seen.insert(b);
   }
+}
+
+// Offsets of the heap buffers from their live ranges; the heap's size.
+uint64_t Lowerer::placeHeap() {
   // Liveness-based heap.
   std::vector<int> heapIds;
   std::vector<LiveRange> ranges;
@@ -3775,24 +1993,25 @@ std::optional<CodegenResult> Lowerer::run() {
   for (size_t i = 0; i < heapIds.size(); ++i) bufs_[heapIds[i]].offset = ha.offsets[i];
   uint64_t heapBytes = ha.heapBytes;
   heapBytes_ = heapBytes;
-  // Refused before emission when the buffers known so far do not fit.
-  if (!checkHbmCapacity(heapBytes)) return std::nullopt;
-  // Emission (scratch temporaries go above the heap).
-  e_.comment(fmt::format("entry computation %{}", entry->name()));
-  if (!emitComputation(*entry)) return std::nullopt;
-  if (!resultCopies_.empty()) {
-    e_.blank();
-    e_.comment("results that are parameters, constants or repeated leaves");
-    sregs_.reset();
-    // Copies out of arguments first: a later copy may overwrite a donated one.
-    std::stable_partition(resultCopies_.begin(), resultCopies_.end(),
-                          [&](const std::pair<int, int>& c) { return bufs_[c.second].kind == BufKind::Arg; });
-    for (auto [dst, src] : resultCopies_)
-      if (bufs_[dst].bytes)
-        emitCopy(dst, 0, src, 0, {static_cast<int64_t>(bufs_[dst].bytes)}, {1}, {1}, 1);
-  }
-  if (failed_) return std::nullopt;
-  uint64_t total = heapBytes + scratchBytes_;
+  return heapBytes;
+}
+
+void Lowerer::emitResultCopies() {
+  if (resultCopies_.empty()) return;
+  e_.blank();
+  e_.comment("results that are parameters, constants or repeated leaves");
+  sregs_.reset();
+  // Copies out of arguments first: a later copy may overwrite a donated one.
+  std::stable_partition(resultCopies_.begin(), resultCopies_.end(),
+                        [&](const std::pair<int, int>& c) { return bufs_[c.second].kind == BufKind::Arg; });
+  for (auto [dst, src] : resultCopies_)
+    if (bufs_[dst].bytes)
+      emitCopy(dst, 0, src, 0, {static_cast<int64_t>(bufs_[dst].bytes)}, {1}, {1}, 1);
+}
+
+// The program's HBM figures (stats_), checked against the target's HBM,
+// the scalar unit's reach and the buffers a .tpu program can name.
+bool Lowerer::checkTotals(uint64_t total) {
   for (const Buf& b : bufs_) {
     if (b.kind == BufKind::Arg) stats_.argumentBytes += b.bytes;
     if (b.kind == BufKind::Result) stats_.resultBytes += b.bytes;
@@ -3801,12 +2020,12 @@ std::optional<CodegenResult> Lowerer::run() {
   }
   stats_.heapBytes = total;
   stats_.peakHbmBytes += total + stats_.argumentBytes + stats_.resultBytes + stats_.constantBytes;
-  if (!checkHbmCapacity(total)) return std::nullopt;
+  if (!checkHbmCapacity(total)) return false;
   if (total >= options_.heapReachBytes) {
     diags_.error(
         fmt::format("llo-gen: {} bytes of temporaries exceed the {} bytes the scalar unit can address", total,
                     options_.heapReachBytes));
-    return std::nullopt;
+    return false;
   }
   // The .tpu format names a buffer in 12 bits of an instruction word (and
   // the assembler stops at 4096): report the HLO instruction that needs the
@@ -3824,22 +2043,16 @@ std::optional<CodegenResult> Lowerer::run() {
       if (b.constant) fail(*b.constant, msg);
       else if (module_.entry() && module_.entry()->root()) fail(*module_.entry()->root(), msg);
       else diags_.error(msg);
-      return std::nullopt;
+      return false;
     }
   }
-  // Assemble the text.
+  return true;
+}
+
+// The .buffer lines of the arguments, results and constants (elided
+// constants as the seed of their fill, not their values).
+std::string Lowerer::bufferDeclarations() const {
   std::string t;
-  t += fmt::format("// Generated by llo-gen from HLO module '{}'.\n", module_.name());
-  t += fmt::format("// HBM: arguments {} B, results {} B, constants {} B, temporaries {} B (without reuse {} B).\n",
-                   stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total, stats_.unsharedBytes);
-  if (stats_.aliasedBytes)
-    t += fmt::format("// Results in donated arguments (input_output_alias): {} B.\n", stats_.aliasedBytes);
-  if (!options_.targetSpec.empty()) {
-    const std::vector<std::string> builtins = target::builtinTargetNames();
-    bool builtin = std::find(builtins.begin(), builtins.end(), options_.targetSpec) != builtins.end();
-    t += builtin ? fmt::format(".target {}\n\n", options_.targetSpec)
-                 : fmt::format(".target \"{}\"\n\n", options_.targetSpec);
-  }
   for (const Buf& b : bufs_) {
     if (b.kind == BufKind::Heap || b.kind == BufKind::Vmem || b.aliasOfArg) continue;
     TypeInfo ti = typeInfo(b.type);
@@ -3874,6 +2087,44 @@ std::optional<CodegenResult> Lowerer::run() {
     }
     t += "\n";
   }
+  return t;
+}
+
+std::optional<CodegenResult> Lowerer::run() {
+  const Computation* entry = module_.entry();
+  if (!entry) {
+    diags_.error("llo-gen: the module has no entry computation");
+    return std::nullopt;
+  }
+  if (!bindEntryParameters(*entry)) return std::nullopt;
+  if (!plan(*entry, -1)) return std::nullopt;
+  ++pos_;
+  useLeaves(entry->root(), -1);
+  placeResults(*entry);
+  uint64_t heapBytes = placeHeap();
+  // Refused before emission when the buffers known so far do not fit.
+  if (!checkHbmCapacity(heapBytes)) return std::nullopt;
+  // Emission (scratch temporaries go above the heap).
+  e_.comment(fmt::format("entry computation %{}", entry->name()));
+  if (!emitComputation(*entry)) return std::nullopt;
+  emitResultCopies();
+  if (failed_) return std::nullopt;
+  uint64_t total = heapBytes + scratchBytes_;
+  if (!checkTotals(total)) return std::nullopt;
+  // Assemble the text.
+  std::string t;
+  t += fmt::format("// Generated by llo-gen from HLO module '{}'.\n", module_.name());
+  t += fmt::format("// HBM: arguments {} B, results {} B, constants {} B, temporaries {} B (without reuse {} B).\n",
+                   stats_.argumentBytes, stats_.resultBytes, stats_.constantBytes, total, stats_.unsharedBytes);
+  if (stats_.aliasedBytes)
+    t += fmt::format("// Results in donated arguments (input_output_alias): {} B.\n", stats_.aliasedBytes);
+  if (!options_.targetSpec.empty()) {
+    const std::vector<std::string> builtins = target::builtinTargetNames();
+    bool builtin = std::find(builtins.begin(), builtins.end(), options_.targetSpec) != builtins.end();
+    t += builtin ? fmt::format(".target {}\n\n", options_.targetSpec)
+                 : fmt::format(".target \"{}\"\n\n", options_.targetSpec);
+  }
+  t += bufferDeclarations();
   t += fmt::format(".buffer heap : hbm u8[{}]\n\n", std::max<uint64_t>(total, 512));
   t += e_.descriptorText();
   t += "\n";

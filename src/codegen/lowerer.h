@@ -25,6 +25,7 @@
 #include "codegen/buffer_assignment.h"
 #include "codegen/emitter.h"
 #include "codegen/fusion_lowering.h"
+#include "codegen/kernel_emitter.h"
 #include "codegen/lower.h"
 #include "codegen/lowering_context.h"
 #include "hlo/computation.h"
@@ -103,6 +104,13 @@ inline bool isPairType(ElementType t) {
 }
 // Pair and complex types: more than one 32-bit word per element.
 inline bool isWideType(ElementType t) { return typeInfo(t).words > 1; }
+// Types of one 32-bit word (not pairs, not complex): the ones the streaming
+// fusion kernels take (kernels/matmul_epilogue.cpp, reduce_input.cpp,
+// column_reduce.cpp).
+inline bool plainType(ElementType t) {
+  TypeInfo ti = typeInfo(t);
+  return ti.ok && !ti.isComplex && ti.words <= 1;
+}
 
 
 // The vector load that widens `t` from memory into its register form (for
@@ -237,7 +245,7 @@ struct EwOutput {
   std::vector<int64_t> viewDims = {}, viewStrides = {};
 };
 
-// An output fusion lowered as one matmul (kernels/matmul_fusion.cpp): the fused
+// An output fusion lowered as one matmul (kernels/matmul_epilogue.cpp): the fused
 // computation's one MXU dot (or im2col convolution), and the elementwise
 // instructions after it, applied to each C tile in VMEM before the tile is
 // written back, so the dot's result never goes to HBM. Inputs are the
@@ -272,7 +280,7 @@ struct MatmulEpilogue {
   ElementType outType = ElementType::F32;
 };
 
-// An input fusion lowered as one reduction (kernels/matmul_fusion.cpp): the fused
+// An input fusion lowered as one reduction (kernels/reduce_input.cpp): the fused
 // computation's root reduce, whose inputs the elementwise instructions
 // before it compute from the streamed parameters (shaped like the reduce's
 // inputs) and scalar parameters, vreg by vreg as the rows stream through
@@ -293,7 +301,7 @@ struct ReducePrologue {
   std::vector<int> sideBufs;  // the side outputs' buffers (set when lowering)
 };
 
-// A fusion lowered as one column-reduction kernel (kernels/matmul_fusion.cpp): one
+// A fusion lowered as one column-reduction kernel (kernels/column_reduce.cpp): one
 // or more reduces whose inputs, viewed as [a, r, b], reduce their middle
 // dimension r (leading dimensions when a = 1), computed elementwise from
 // parameters streamed through VMEM in blocks of rows; outputs may also be
@@ -378,7 +386,7 @@ struct MatmulTileSite {
 };
 
 // Elements in one row (dimension 0 fixed) of a view input, and the DMA
-// box that gathers `rows` rows of it (lower.cpp).
+// box that gathers `rows` rows of it (kernels/elementwise.cpp).
 int64_t viewRowElements(const EwInput& input);
 Box viewBox(const EwInput& input, int64_t rows);
 int64_t viewRowElements(const EwOutput& output);
@@ -439,6 +447,10 @@ struct ImplicitConvPlan {
   // result leaves in bands of `outBandRows` rows as periods finish them.
   bool banded = false;
   int64_t inBands = 1, inBandRows = 1, outBands = 1, outBandRows = 1;
+  // Grouped convolutions: the kernel runs once per part (`part` of
+  // `parts`), over C = gpp * Cg input and O = gpp * Og output channels
+  // (gpp feature groups, their weights block-diagonal in W').
+  int64_t parts = 1, part = 0, gpp = 1, Cg = 1, Og = 1;
 };
 
 // One pass of an fft (kernels/fft.cpp): the 1-D transform of the middle
@@ -520,13 +532,27 @@ class Lowerer : private LoweringContext {
 
   std::optional<CodegenResult> run();
   void setCodeSink(std::function<bool(EmittedCode&)> sink) { e_.setSink(std::move(sink)); }
-  // Which kernel a fusion instruction becomes (fusion_lowering.cpp).
+  // Which kernel a fusion instruction becomes: the first fusion kind of the
+  // registry that matches (kernels/registry.cpp).
   FusionLowering classifyFusion(const Instruction& in) const;
 
  private:
+  // Emitters local to one kernels/ file that split a long kernel into its
+  // phases, sharing the kernel's state in one object; they work on the
+  // lowering state as the kernel's own member functions do.
+  friend class RngBitsEmitter;    // misc.cpp
+  friend class SortEmitter;       // sort.cpp
+  friend class ScatterEmitter;    // gather_scatter.cpp
+  friend class FftPassEmitter;    // fft.cpp
+  friend class AttentionEmitter;  // attention.cpp
+
   // ---- planning ----
   bool plan(const Computation& c, int region);
   bool planInstruction(const Instruction& in, int region);
+  bool planInline(const Instruction& in, const Computation* callee, int region);
+  bool planResidentInline(const Instruction& in, int region);
+  bool planWhile(const Instruction& in, int region);
+  bool planConditional(const Instruction& in, int region);
   void use(int buf, int region);
   void useLeaves(const Instruction* in, int region) {
     for (int b : leaves_[in]) use(b, region);
@@ -542,23 +568,25 @@ class Lowerer : private LoweringContext {
   bool concatOutputViews(const Instruction& root, std::vector<EwOutput>* out) const;
   bool checkTypes(const Instruction& in);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
+  // The steps of run(): the entry's buffers, the heap, the checks of the
+  // totals, the result copies and the buffer declarations of the text.
+  bool bindEntryParameters(const Computation& entry);
+  void placeResults(const Computation& entry);
+  uint64_t placeHeap();
+  void emitResultCopies();
+  bool checkTotals(uint64_t total);
+  std::string bufferDeclarations() const;
 
   // ---- emission ----
   bool emitComputation(const Computation& c);
   bool emitInstruction(const Instruction& in);
-  // A fusion, by the kernel kind planning decided (fusionKinds_).
-  bool emitFusion(const Instruction& in);
-
-  // The streaming fusion kernels, one row per kind in the order they are
-  // tried (fusion_lowering.cpp): whether a fusion is of the kind (the kind's
-  // classifier, which is also its planner when given a plan to fill) and the
-  // kind's emitter. A fusion no row matches is resident.
-  struct FusionKernel {
-    FusionLowering kind;
-    bool (*matches)(const Lowerer& l, const Instruction& fusion);
-    bool (Lowerer::*emit)(const Instruction& fusion);
-  };
-  static const std::array<FusionKernel, 6> kFusionKernels;
+  // The kernel kinds (kernel_emitter.h), in the order the planner tries
+  // them (kernels/registry.cpp). The planner records the first that takes
+  // an instruction, with its plan, in decisions_ (decideKernel); emission
+  // runs the recorded kind from that plan (emitKernel).
+  static const std::vector<KernelEmitter>& kernelEmitters();
+  KernelDecision decideKernel(const Instruction& in) const;
+  bool emitKernel(const Instruction& in);
   // llo-gen refuses a program whose peak HBM (arguments, results,
   // constants, kernel scratch and `temporaries`) passes the target's.
   bool checkHbmCapacity(uint64_t temporaries);
@@ -603,6 +631,7 @@ class Lowerer : private LoweringContext {
   VReg splatScalar(int buf, ElementType type, int smemSlot);
   using Body = std::function<std::vector<VReg>(const std::vector<VReg>&)>;
   bool emitElementwise(int64_t n, const std::vector<EwInput>& ins, const std::vector<EwOutput>& outs, const Body& body);
+  VReg hoistStreamScalars(const std::vector<EwInput>& ins, std::vector<VReg>& hoisted);
   bool emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
                       const std::vector<int>& initBufs, const std::vector<int>& outBufs, const Computation& reducer);
   bool emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
@@ -628,9 +657,9 @@ class Lowerer : private LoweringContext {
   // intermediates while a resident fusion is emitted.
   uint64_t vmemTop() const { return residentDepth_ > 0 ? residentBase() : target_.memory.vmemBytes; }
   uint64_t residentBase() const { return alignUp(vmemBudget(), 512); }
-  // Input fusions (kernels/matmul_fusion.cpp).
+  // Input fusions (kernels/reduce_input.cpp).
   bool inputFusion(const Instruction& in, ReducePrologue* out) const;
-  bool lowerInputFusion(const Instruction& in);
+  bool lowerInputFusion(const Instruction& in, ReducePrologue p);
   std::optional<std::vector<VReg>> evalReducePrologue(const ReducePrologue& p, const std::vector<VReg>& loaded,
                                                       const std::map<const Instruction*, VReg>& scalars);
   // The values of an input fusion's reduced result leaves from the folded
@@ -639,24 +668,24 @@ class Lowerer : private LoweringContext {
                                                       const std::map<const Instruction*, VReg>& scalars,
                                                       std::vector<VReg>& owned);
   bool columnReduceFusion(const Instruction& in, ColumnReduceFusion* out) const;
-  bool lowerColumnReduceFusion(const Instruction& in);
+  bool lowerColumnReduceFusion(const Instruction& in, const ColumnReduceFusion& f);
   // Row fusions (kernels/rows.cpp).
   bool rowFusion(const Instruction& in, RowFusion* out) const;
-  bool lowerRowFusion(const Instruction& in);
+  bool lowerRowFusion(const Instruction& in, const RowFusion& f);
   // Rows that do not fit VMEM: streamed in segments pass by pass (kernels/rows_long.cpp).
   bool rowFusionFitsVmem(const RowFusion& f) const;
   int64_t rowSegmentVregs(const RowFusion& f) const;  // 0: not even one vreg per segment fits
   bool lowerRowFusionStreamed(const Instruction& in, const RowFusion& f);
   // Attention fusions (kernels/attention.cpp).
   bool attentionFusion(const Instruction& in, AttentionFusion* out) const;
-  bool lowerAttentionFusion(const Instruction& in);
+  bool lowerAttentionFusion(const Instruction& in, const AttentionFusion& f);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
                   int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr);
-  // Output fusions (kernels/matmul_fusion.cpp).
+  // Output fusions (kernels/matmul_epilogue.cpp).
   bool matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const;
-  bool lowerMatmulEpilogueFusion(const Instruction& in);
+  bool lowerMatmulEpilogueFusion(const Instruction& in, MatmulEpilogue e);
   uint64_t matmulEpilogueBytes(const MatmulEpilogue& e, int64_t tm, int64_t tn) const;
   void emitMatmulEpilogue(const Instruction& in, const MatmulEpilogue& e, const MatmulTileSite& site);
   // Whether a depthwise convolution (vector unit) can run this epilogue: no tile inputs.
@@ -775,19 +804,15 @@ class Lowerer : private LoweringContext {
   VReg hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot);
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
   VReg complexAdd(VReg a, VReg b, bool subtract = false);  // as std::complex: part-wise
-  VReg complexMultiply(VReg a, VReg b);  // c64: four f32 products (XLA's); c128: the vmul.c128 row
-  // c64 library math composed from f32 chip instructions (kernels/complex.cpp);
-  // parts are f32 registers, results c64 values (abs: f32).
-  std::optional<VReg> expandComplexC64(hlo::Opcode op, const std::vector<VReg>& ops);
-  VReg complexDivideC64(VReg a, VReg b);
-  VReg hypotF32(VReg x, VReg y);
-  VReg complexExpC64(VReg x, VReg y, bool minusOne);
-  VReg complexLogC64(VReg x, VReg y);
-  VReg complexLog1pC64(VReg x, VReg y);
-  VReg complexSqrtC64(VReg x, VReg y);
-  VReg complexTanhC64(VReg x, VReg y);
-  VReg complexSinCosC64(VReg x, VReg y, bool cos);
-  VReg complexPowC64(VReg a, VReg b);
+  VReg complexMultiply(VReg a, VReg b);  // XLA's four products, in f32 (c64) or f64 pair (c128) ops
+  VReg complexConstant(const Instruction& in);
+  VReg complexEquals(VReg a, VReg b, bool eq);  // pred: a == b (eq) or a != b
+  VReg complexSelect(VReg pred, VReg a, VReg b, ElementType rt);
+  std::optional<VReg> complexConvert(const Instruction& in, VReg x);
+  // Complex library math (multiply, divide, power, abs, sign, the
+  // transcendentals) expanded into chip instructions, one expansion generic
+  // over the part type: f32 (c64) or f64 pairs (c128). kernels/complex.cpp.
+  struct ComplexMath;
   // fft: the c128 twiddle at SMEM [rAddr] (four words, through the scalar
   // registers rw) in every lane of a new register.
   VReg splatTwiddle(const std::vector<int>& rw, int rAddr);
@@ -841,6 +866,10 @@ class Lowerer : private LoweringContext {
   // The other f64 library math (kernels/math_f64.cpp); nullopt: not expanded there.
   std::optional<VReg> expandMathF64(hlo::Opcode op, const std::vector<VReg>& ops);
   friend class PairMath;  // kernels/math_f64.cpp's builder of f64 sequences
+  // One f64 library function (exp, expm1, log, log1p, sqrt, sin, cos, cosh,
+  // sinh; atan2 with b) as the f64 lowering computes it (kernels/wide.cpp);
+  // the c128 expansions call the real functions only through here.
+  VReg f64Math(hlo::Opcode op, VReg a, std::optional<VReg> b = std::nullopt);
   // {cosh x, sinh x}, sinh keeping its relative precision near 0.
   std::pair<VReg, VReg> coshSinhF32(VReg x, ElementType rt);
   // Exact 32-bit integer a / b (quotient) or a % b, XLA's rules.
@@ -909,6 +938,9 @@ class Lowerer : private LoweringContext {
   bool ringReduceScatter(const Instruction& in, const RingPlan& rp, const Computation& reducer, int w, int r);
   bool ringAllGather(const Instruction& in, const RingPlan& rp, int src, int64_t srcOff, int y);
   bool lowerRingCollective(const Instruction& in);
+  // Pieces of the ring collectives (kernels/collectives.cpp).
+  int rotateRingBlocks(const RingPlan& rp, int src, int64_t srcOff, int64_t word, int w);
+  bool emitRingOperands(const Instruction& in, int64_t G, int64_t rowWords, double& flops, uint64_t& hbm);
   // Multi-axis all-reduce (one group of every chip on a slice with two or
   // more axes longer than 1): reduce-scatter then all-gather per torus
   // axis, two halves of the data taking the axes in different orders at
@@ -919,6 +951,11 @@ class Lowerer : private LoweringContext {
   bool axisAllReduceApplies(const Instruction& in, const std::vector<std::vector<int64_t>>& groups) const;
   bool lowerAxisAllReduce(const Instruction& in);
   bool lowerDirectCollective(const Instruction& in);
+  // The direct collectives' kinds (kernels/collectives.cpp).
+  bool lowerCollectivePermute(const Instruction& in);
+  bool lowerCollectiveBroadcast(const Instruction& in, int tbl, int64_t G);
+  bool lowerAllToAll(const Instruction& in, int tbl, int64_t G);
+  void sendToMember(int64_t j, int dst, int src, int64_t srcOff, int64_t bytes, const std::string& desc, int sem);
   int memberTable(const Instruction& in, int64_t& G);
   bool asyncGatherOverlaps(const Instruction& in) const;
   bool lowerAsyncAllGather(const Instruction& in);

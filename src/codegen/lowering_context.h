@@ -1,7 +1,8 @@
 // The lowering context: the state one lowering of a module carries from
 // planning to emission -- buffers and the regions that bound their
-// lifetimes, register pools, the planner's decisions (each fusion's kernel
-// kind, resident fusions, gemm custom calls, rng state) and statistics.
+// lifetimes, register pools, the planner's decisions (each instruction's
+// kernel kind and plan, resident fusions, gemm custom calls, rng state) and
+// statistics.
 // The Lowerer (lowerer.h) holds the planner and the kernel emitters; they
 // read and write this state, and nothing else lives across kernels.
 // Internal to the codegen library.
@@ -18,6 +19,7 @@
 #include "codegen/codegen.h"
 #include "codegen/emitter.h"
 #include "codegen/fusion_lowering.h"
+#include "codegen/kernel_emitter.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
 #include "hlo/module.h"
@@ -109,9 +111,9 @@ class LoweringContext {
   };
   std::map<const Instruction*, ResidentFusion> resident_;
   int fusionPlanDepth_ = 0;  // fusions being planned instruction by instruction
-  // The kernel kind of every fusion, decided once in planning (classifyFusion);
-  // emission dispatches on it.
-  std::map<const Instruction*, FusionLowering> fusionKinds_;
+  // The kernel kind of every instruction that emits a kernel, and its plan,
+  // decided once in planning (Lowerer::decideKernel); emission reads it.
+  std::map<const Instruction*, KernelDecision> decisions_;
   int residentDepth_ = 0;
   double residentFlops_ = 0;
   uint64_t residentVmem_ = 0;

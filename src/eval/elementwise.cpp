@@ -106,22 +106,64 @@ bool floatUnary(UnaryOp op, const void* in, void* out, int64_t n) {
   }
 }
 
+// e^z - 1 with the relative precision of small z (e^z - 1 itself cancels
+// near 0): expm1(x) cos y - 2 sin^2(y/2) + i e^x sin y, numpy's formula.
+// Non-finite parts and |x| beyond e^x's range keep std::exp's special values.
+template <typename T>
+T complexExpm1(T z) {
+  using R = typename T::value_type;
+  R x = z.real(), y = z.imag();
+  if (!std::isfinite(x) || !std::isfinite(y) || std::abs(x) > R(80)) return std::exp(z) - T(1);
+  R s = std::sin(y / 2);
+  return T(std::expm1(x) * std::cos(y) - 2 * s * s, std::exp(x) * std::sin(y));
+}
+
+// ln(1 + z): for |x|, |y| < 1/2 the real part is log1p(x (2 + x) + y^2) / 2,
+// which keeps the relative precision that rounding 1 + x would lose.
+template <typename T>
+T complexLog1p(T z) {
+  using R = typename T::value_type;
+  R x = z.real(), y = z.imag();
+  if (std::abs(x) < R(0.5) && std::abs(y) < R(0.5))
+    return T(std::log1p(x * (2 + x) + y * y) / 2, std::atan2(y, 1 + x));
+  return std::log(z + T(1));
+}
+
+// 1 / (1 + e^-z); for |x| < 1 the real part of 1 + e^-z is
+// 2 cos^2(y/2) + expm1(-x) cos y, which does not cancel near the poles
+// z = (2k + 1) pi i (the compiled expansion's formula).
+template <typename T>
+T complexLogistic(T z) {
+  using R = typename T::value_type;
+  R x = z.real(), y = z.imag();
+  if (!(std::abs(x) < R(1)) || !std::isfinite(y)) return T(1) / (T(1) + std::exp(-z));
+  R c = std::cos(y / 2);
+  return T(1) / T(2 * c * c + std::expm1(-x) * std::cos(y), -std::exp(-x) * std::sin(y));
+}
+
+// a^b as std::pow, except 0^0 = 1 (numpy and XLA; std::pow gives NaN).
+template <typename T>
+T complexPow(T a, T b) {
+  if (a == T(0) && b == T(0)) return T(1);
+  return std::pow(a, b);
+}
+
 template <typename T>
 bool complexUnary(UnaryOp op, const void* in, void* out, int64_t n) {
   using R = typename T::value_type;
   switch (op) {
     case UnaryOp::Negate: map1<T>(in, out, n, [](T x) { return -x; }); return true;
     case UnaryOp::Exp: map1<T>(in, out, n, [](T x) { return std::exp(x); }); return true;
-    case UnaryOp::Expm1: map1<T>(in, out, n, [](T x) { return std::exp(x) - T(1); }); return true;
+    case UnaryOp::Expm1: map1<T>(in, out, n, [](T x) { return complexExpm1(x); }); return true;
     case UnaryOp::Log: map1<T>(in, out, n, [](T x) { return std::log(x); }); return true;
-    case UnaryOp::Log1p: map1<T>(in, out, n, [](T x) { return std::log(x + T(1)); }); return true;
+    case UnaryOp::Log1p: map1<T>(in, out, n, [](T x) { return complexLog1p(x); }); return true;
     case UnaryOp::Sqrt: map1<T>(in, out, n, [](T x) { return std::sqrt(x); }); return true;
     case UnaryOp::Rsqrt: map1<T>(in, out, n, [](T x) { return T(1) / std::sqrt(x); }); return true;
     case UnaryOp::Tanh: map1<T>(in, out, n, [](T x) { return std::tanh(x); }); return true;
     case UnaryOp::Sin: map1<T>(in, out, n, [](T x) { return std::sin(x); }); return true;
     case UnaryOp::Cos: map1<T>(in, out, n, [](T x) { return std::cos(x); }); return true;
     case UnaryOp::Tan: map1<T>(in, out, n, [](T x) { return std::tan(x); }); return true;
-    case UnaryOp::Logistic: map1<T>(in, out, n, [](T x) { return T(1) / (T(1) + std::exp(-x)); }); return true;
+    case UnaryOp::Logistic: map1<T>(in, out, n, [](T x) { return complexLogistic(x); }); return true;
     case UnaryOp::Sign:
       map1<T>(in, out, n, [](T x) {
         R a = std::abs(x);
@@ -204,7 +246,7 @@ bool complexBinary(BinaryOp op, const void* a, const void* b, void* out, int64_t
     case BinaryOp::Sub: map2<T>(a, b, out, n, [](T x, T y) { return x - y; }); return true;
     case BinaryOp::Mul: map2<T>(a, b, out, n, [](T x, T y) { return x * y; }); return true;
     case BinaryOp::Div: map2<T>(a, b, out, n, [](T x, T y) { return x / y; }); return true;
-    case BinaryOp::Pow: map2<T>(a, b, out, n, [](T x, T y) { return std::pow(x, y); }); return true;
+    case BinaryOp::Pow: map2<T>(a, b, out, n, [](T x, T y) { return complexPow(x, y); }); return true;
     default: return false;
   }
 }

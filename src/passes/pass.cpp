@@ -104,6 +104,20 @@ bool PassManager::afterPass(hlo::Module& module, DiagnosticEngine& diags, Pass& 
 }
 
 bool PassManager::run(hlo::Module& module, DiagnosticEngine& diags) {
+  if (!runPasses(module, diags)) return false;
+  // Verified once here unless it was after the last pass already.
+  const bool verifiedLast = options_.verifyEach || options_.verifyAfterEach;
+  if (!options_.verifyAtEnd || verifiedLast || passes_.empty() || !verifier_ || verifier_(module, diags)) return true;
+  if (passes_.size() == 1)
+    diags.error(fmt::format("module does not verify after pass '{}'", passes_.back()->name()));
+  else
+    diags.error(fmt::format("module does not verify after the {} passes ending with '{}' (--verify-each verifies "
+                            "after each and names the one that broke it)",
+                            passes_.size(), passes_.back()->name()));
+  return false;
+}
+
+bool PassManager::runPasses(hlo::Module& module, DiagnosticEngine& diags) {
   using Clock = std::chrono::steady_clock;
   for (auto& pass : passes_) {
     if (context_) pass->setContext(context_);

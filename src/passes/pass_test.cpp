@@ -109,6 +109,39 @@ TEST(PassManager, WithoutVerifyEachThePipelineIsVerifiedAtItsEnd) {
   EXPECT_NE(messages.find("module does not verify after pass 'outer'"), std::string::npos) << messages;
 }
 
+TEST(PassManager, ByDefaultVerifiesOnceAfterTheLastPass) {
+  ParsedModule p = parseModule(kModule);
+  std::string messages;
+  DiagnosticEngine diags;
+  diags.setConsumer([&](const Diagnostic& d) { messages += d.message + "\n"; });
+  int runs = 0;
+  PassManager pm({}, nullptr, verifier());
+  pm.add(std::make_unique<BreakingPass>());
+  pm.add(std::make_unique<CountingPass>(0, &runs));
+  EXPECT_FALSE(pm.run(*p.module, diags));
+  EXPECT_EQ(runs, 1);  // the pass after the breaking one ran: nothing verified between them
+  EXPECT_NE(messages.find("module does not verify after the 2 passes ending with 'counting' (--verify-each verifies "
+                          "after each and names the one that broke it)"),
+            std::string::npos)
+      << messages;
+}
+
+TEST(PassManager, VerifyAfterEachNamesTheTopLevelPass) {
+  ParsedModule p = parseModule(kModule);
+  std::string messages;
+  DiagnosticEngine diags;
+  diags.setConsumer([&](const Diagnostic& d) { messages += d.message + "\n"; });
+  int runs = 0;
+  PassManagerOptions options;
+  options.verifyAfterEach = true;
+  PassManager pm(options, nullptr, verifier());
+  pm.add(std::make_unique<BreakingPass>());
+  pm.add(std::make_unique<CountingPass>(0, &runs));
+  EXPECT_FALSE(pm.run(*p.module, diags));
+  EXPECT_EQ(runs, 0);
+  EXPECT_NE(messages.find("module does not verify after pass 'breaker'"), std::string::npos) << messages;
+}
+
 TEST(PassManager, TimingReportSumsRunsOfOnePass) {
   ParsedModule p = parseModule(kModule);
   int runs = 0;

@@ -151,9 +151,10 @@ double composedF64Ulps(Opcode op) {
   }
 }
 
-// c64 library math composed from f32 instructions (codegen/kernels/complex.cpp):
-// the normwise bound measured by complex_math_test.cpp against long double
-// (there in units of 2^-23, here of 2^-24), with its result type's check
+// Complex library math composed from f32 (c64) or f64 pair (c128) instructions
+// (codegen/kernels/complex.cpp): the normwise bound measured by
+// complex_math_test.cpp against long double, the same for both types (there
+// in units of 2^-23 or 2^-52, here of 2^-24 or 2^-53), with its result type's check
 // |got - want| <= t (1 + |want|). Multiply is exact where finite (XLA's
 // product, the same roundings as std::complex); abs has an f32 result.
 double composedC64Ulps(Opcode op) {
@@ -296,9 +297,12 @@ double ownErrorBound(const hlo::Instruction& instr, codegen::F32DotPrecision dot
     default: break;
   }
   if (!instr.shape().isArray()) return 0;
-  if (instr.operandCount() > 0 && instr.operand(0)->shape().isArray() &&
-      instr.operand(0)->shape().elementType() == ElementType::C64 && hlo::isElementwise(instr.opcode()))
-    return composedC64Ulps(instr.opcode()) * 0x1p-24;
+  if (instr.operandCount() > 0 && instr.operand(0)->shape().isArray() && hlo::isElementwise(instr.opcode())) {
+    // c128: the same expansion in f64 pair instructions, the same pinned bounds in units of 2^-52.
+    ElementType ct = instr.operand(0)->shape().elementType();
+    if (ct == ElementType::C64) return composedC64Ulps(instr.opcode()) * 0x1p-24;
+    if (ct == ElementType::C128) return composedC64Ulps(instr.opcode()) * 0x1p-53;
+  }
   if (instr.shape().elementType() == ElementType::F64 && hlo::isElementwise(instr.opcode()))
     return composedF64Ulps(instr.opcode()) * 0x1p-53;
   double ulps = composedUlps(instr.opcode());

@@ -101,78 +101,15 @@ bool onlineForm(AttentionFusion& f) {
   return true;
 }
 
-}  // namespace
-
-bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const {
-  if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
-  const Computation& c = *in.fusedComputation();
-  const Instruction* dot2 = c.root();
-  if (dot2->opcode() != Opcode::Dot) return false;
-  AttentionFusion f;
-  f.comp = &c;
-  f.dot2 = dot2;
-  f.v = dot2->operand(1);
-  const Instruction* p = dot2->operand(0);
-  // dot1: the only dot among the other instructions.
-  for (const auto& up : c.instructions())
-    if (up->opcode() == Opcode::Dot && up.get() != dot2) {
-      if (f.dot1) return false;
-      f.dot1 = up.get();
-    }
-  if (!f.dot1) return false;
-  f.q = f.dot1->operand(0);
-  f.k = f.dot1->operand(1);
-  for (const Instruction* x : {f.q, f.k, f.v})
-    if (x->opcode() != Opcode::Parameter) return false;
-  if (f.q == f.k || f.q == f.v || f.k == f.v) return false;
-  const Shape& qs = f.q->shape();
-  const int64_t rank = qs.rank();
-  if (rank < 2 || f.k->shape().rank() != rank || f.v->shape().rank() != rank) return false;
-  const int64_t nb = rank - 2;
-  std::vector<int64_t> batch;
-  for (int64_t d = 0; d < nb; ++d) batch.push_back(d);
-  const auto& d1 = *f.dot1->attrs().dotDims;
-  const auto& d2 = *dot2->attrs().dotDims;
-  if (d1.lhsBatchDimensions != batch || d1.rhsBatchDimensions != batch ||
-      d1.lhsContractingDimensions != std::vector<int64_t>{rank - 1} ||
-      d1.rhsContractingDimensions != std::vector<int64_t>{rank - 1})
-    return false;
-  if (d2.lhsBatchDimensions != batch || d2.rhsBatchDimensions != batch ||
-      d2.lhsContractingDimensions != std::vector<int64_t>{rank - 1} ||
-      d2.rhsContractingDimensions != std::vector<int64_t>{rank - 2})
-    return false;
-  for (const Instruction* x : {f.q, f.k, f.v})
-    if (!mxuOperandType(x->shape().elementType())) return false;
-  for (const Instruction* x : {f.dot1, dot2})
-    if (mxuPasses(*x, x->operand(0)->shape().elementType(), x->operand(1)->shape().elementType()) != 1)
-      return false;
-  if (mxuPasses(*dot2, ElementType::BF16, f.v->shape().elementType()) != 1) return false;
-  const std::vector<int64_t>& qd = qs.dimensions();
-  const std::vector<int64_t>& kd = f.k->shape().dimensions();
-  const std::vector<int64_t>& vd = f.v->shape().dimensions();
-  for (int64_t d = 0; d < nb; ++d) {
-    if (kd[static_cast<size_t>(d)] != qd[static_cast<size_t>(d)] || vd[static_cast<size_t>(d)] != qd[static_cast<size_t>(d)])
-      return false;
-    f.heads *= qd[static_cast<size_t>(d)];
-  }
-  f.s = qd[static_cast<size_t>(nb)];
-  f.t = kd[static_cast<size_t>(nb)];
-  if (vd[static_cast<size_t>(nb)] != f.t) return false;
-  // Head dimension one MXU tile; whole 8-row vregs of queries; key tiles
-  // of 128, at most 16 of them folded whole (rows of more keys need the
-  // online form, checked below).
-  if (qd[static_cast<size_t>(nb + 1)] != 128 || kd[static_cast<size_t>(nb + 1)] != 128 ||
-      vd[static_cast<size_t>(nb + 1)] != 128)
-    return false;
-  if (f.heads < 1 || f.s < 8 || f.s % 8 != 0 || f.t < 128 || f.t % 128 != 0) return false;
-  if (!scoreType(f.dot1->shape().elementType()) || !scoreType(dot2->shape().elementType())) return false;
-  f.dims = f.dot1->shape().dimensions();
+// Classifies the values between the two dots as Full ([..., S, T]), Row
+// ([..., S]) or Scalar, with each Full or Row value's reduce level; false
+// when one is not of those shapes or not an op the kernel emits.
+bool classifyScores(const Computation& c, AttentionFusion& f, int64_t rank) {
+  using Class = AttentionFusion::Class;
+  const Instruction* dot2 = f.dot2;
   std::vector<int64_t> rowDims(f.dims.begin(), f.dims.end() - 1);
   std::vector<int64_t> keptIdx;
   for (int64_t d = 0; d + 1 < rank; ++d) keptIdx.push_back(d);
-
-  // The scores' values between the dots: Full ([..., S, T]), Row ([..., S]) or Scalar.
-  using Class = AttentionFusion::Class;
   auto classOf = [&](const Instruction* o, Class& k) {
     auto it = f.cls.find(o);
     if (it == f.cls.end()) return false;
@@ -252,8 +189,80 @@ bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const
     if (k == Class::Row) f.rowValues.push_back(&i);
     if (i.opcode() == Opcode::Reduce) f.passes = std::max(f.passes, level);
   }
-  Class pc;
-  if (!classOf(p, pc) || pc != Class::Full || f.passes < 1 || f.reduces.size() > 4) return false;
+  return true;
+}
+
+}  // namespace
+
+bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const {
+  if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
+  const Computation& c = *in.fusedComputation();
+  const Instruction* dot2 = c.root();
+  if (dot2->opcode() != Opcode::Dot) return false;
+  AttentionFusion f;
+  f.comp = &c;
+  f.dot2 = dot2;
+  f.v = dot2->operand(1);
+  const Instruction* p = dot2->operand(0);
+  // dot1: the only dot among the other instructions.
+  for (const auto& up : c.instructions())
+    if (up->opcode() == Opcode::Dot && up.get() != dot2) {
+      if (f.dot1) return false;
+      f.dot1 = up.get();
+    }
+  if (!f.dot1) return false;
+  f.q = f.dot1->operand(0);
+  f.k = f.dot1->operand(1);
+  for (const Instruction* x : {f.q, f.k, f.v})
+    if (x->opcode() != Opcode::Parameter) return false;
+  if (f.q == f.k || f.q == f.v || f.k == f.v) return false;
+  const Shape& qs = f.q->shape();
+  const int64_t rank = qs.rank();
+  if (rank < 2 || f.k->shape().rank() != rank || f.v->shape().rank() != rank) return false;
+  const int64_t nb = rank - 2;
+  std::vector<int64_t> batch;
+  for (int64_t d = 0; d < nb; ++d) batch.push_back(d);
+  const auto& d1 = *f.dot1->attrs().dotDims;
+  const auto& d2 = *dot2->attrs().dotDims;
+  if (d1.lhsBatchDimensions != batch || d1.rhsBatchDimensions != batch ||
+      d1.lhsContractingDimensions != std::vector<int64_t>{rank - 1} ||
+      d1.rhsContractingDimensions != std::vector<int64_t>{rank - 1})
+    return false;
+  if (d2.lhsBatchDimensions != batch || d2.rhsBatchDimensions != batch ||
+      d2.lhsContractingDimensions != std::vector<int64_t>{rank - 1} ||
+      d2.rhsContractingDimensions != std::vector<int64_t>{rank - 2})
+    return false;
+  for (const Instruction* x : {f.q, f.k, f.v})
+    if (!mxuOperandType(x->shape().elementType())) return false;
+  for (const Instruction* x : {f.dot1, dot2})
+    if (mxuPasses(*x, x->operand(0)->shape().elementType(), x->operand(1)->shape().elementType()) != 1)
+      return false;
+  if (mxuPasses(*dot2, ElementType::BF16, f.v->shape().elementType()) != 1) return false;
+  const std::vector<int64_t>& qd = qs.dimensions();
+  const std::vector<int64_t>& kd = f.k->shape().dimensions();
+  const std::vector<int64_t>& vd = f.v->shape().dimensions();
+  for (int64_t d = 0; d < nb; ++d) {
+    if (kd[static_cast<size_t>(d)] != qd[static_cast<size_t>(d)] || vd[static_cast<size_t>(d)] != qd[static_cast<size_t>(d)])
+      return false;
+    f.heads *= qd[static_cast<size_t>(d)];
+  }
+  f.s = qd[static_cast<size_t>(nb)];
+  f.t = kd[static_cast<size_t>(nb)];
+  if (vd[static_cast<size_t>(nb)] != f.t) return false;
+  // Head dimension one MXU tile; whole 8-row vregs of queries; key tiles
+  // of 128, at most 16 of them folded whole (rows of more keys need the
+  // online form, checked below).
+  if (qd[static_cast<size_t>(nb + 1)] != 128 || kd[static_cast<size_t>(nb + 1)] != 128 ||
+      vd[static_cast<size_t>(nb + 1)] != 128)
+    return false;
+  if (f.heads < 1 || f.s < 8 || f.s % 8 != 0 || f.t < 128 || f.t % 128 != 0) return false;
+  if (!scoreType(f.dot1->shape().elementType()) || !scoreType(dot2->shape().elementType())) return false;
+  f.dims = f.dot1->shape().dimensions();
+
+  // The scores' values between the dots: Full ([..., S, T]), Row ([..., S]) or Scalar.
+  if (!classifyScores(c, f, rank)) return false;
+  auto pc = f.cls.find(p);
+  if (pc == f.cls.end() || pc->second != AttentionFusion::Class::Full || f.passes < 1 || f.reduces.size() > 4) return false;
   // Every instruction is used inside (the fusion's only result is dot2's).
   std::set<const Instruction*> used;
   for (const auto& up : c.instructions())
@@ -286,9 +295,7 @@ bool Lowerer::attentionFusion(const Instruction& in, AttentionFusion* out) const
   return true;
 }
 
-bool Lowerer::lowerAttentionFusion(const Instruction& in) {
-  AttentionFusion f;
-  if (!attentionFusion(in, &f)) return fail(in, "llo-gen: internal error: not an attention fusion");
+bool Lowerer::lowerAttentionFusion(const Instruction& in, const AttentionFusion& f) {
   beginKernel(in, "fusion-attention");
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   RotatingRegs rotating(vregs_);

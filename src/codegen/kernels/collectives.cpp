@@ -89,6 +89,87 @@ int64_t snakeIndex(const target::Topology& t, int64_t chip) {
   return idx;
 }
 
+// The per-chip table of an all-reduce in rings along each torus axis: for
+// every half (order[h]: the axes, each half starting at another) and phase
+// p, at wordBase[h * m + p], the chip's coordinate on the phase's axis, its
+// next chip forwards and backwards and, per direction, the coordinate of
+// the chip whose data block each step holds.
+std::vector<uint32_t> axisRingTable(const target::Topology& topo, int64_t N,
+                                    const std::vector<std::vector<int>>& order,
+                                    const std::vector<int64_t>& wordBase, int64_t rowWords) {
+  constexpr int kHalves = 2;
+  const int m = static_cast<int>(order[0].size());
+  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
+  for (int64_t c = 0; c < N; ++c) {
+    const std::vector<int> at = topo.coords(static_cast<int>(c));
+    for (int h = 0; h < kHalves; ++h)
+      for (int p = 0; p < m; ++p) {
+        const int a = order[static_cast<size_t>(h)][static_cast<size_t>(p)];
+        const int64_t G = topo.dim(a);
+        uint32_t* row = &table[static_cast<size_t>(c * rowWords + wordBase[static_cast<size_t>(h * m + p)])];
+        // The ring: the chips that differ from c only on axis a, by coordinate.
+        std::vector<int64_t> ring;
+        for (int k = 0; k < G; ++k) {
+          std::vector<int> q = at;
+          q[static_cast<size_t>(a)] = k;
+          ring.push_back(topo.chipAt(q));
+        }
+        const int64_t coord = at[static_cast<size_t>(a)];
+        row[0] = static_cast<uint32_t>(coord);
+        for (int d = 0; d < 2; ++d) {
+          std::vector<int64_t> ord = ring;
+          if (d == 1) std::reverse(ord.begin(), ord.end());
+          const int64_t rank = d == 0 ? coord : G - 1 - coord;
+          row[1 + d] = static_cast<uint32_t>(ord[static_cast<size_t>((rank + 1) % G)]);
+          for (int64_t j = 0; j < G; ++j) {
+            const int64_t k = (j + rank) % G;
+            const int64_t holder = ord[static_cast<size_t>((k - 1 + G) % G)];
+            row[static_cast<size_t>(3 + d * G + j)] =
+                static_cast<uint32_t>(topo.coords(static_cast<int>(holder))[static_cast<size_t>(a)]);
+          }
+        }
+      }
+  }
+  return table;
+}
+
+// The table of a ring collective over groups of G members. Per chip:
+// [gidx, nextF, nextB, rotF[G], rotB[G]]; rows of the chips whose group
+// has G members (the others stay 0).
+std::vector<uint32_t> ringTable(const std::vector<std::vector<int64_t>>& groups, const std::vector<int64_t>& groupOf,
+                                const target::Topology& topo, int64_t N, int64_t G) {
+  const int64_t rowWords = 3 + 2 * G;
+  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
+  for (int64_t c = 0; c < N; ++c) {
+    const std::vector<int64_t>& g = groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])];
+    if (static_cast<int64_t>(g.size()) != G) continue;
+    std::vector<int64_t> ring = g;
+    std::stable_sort(ring.begin(), ring.end(), [&](int64_t a, int64_t b) {
+      return snakeIndex(topo, a) < snakeIndex(topo, b);
+    });
+    auto gidx = [&](int64_t dev) {
+      return static_cast<int64_t>(std::find(g.begin(), g.end(), dev) - g.begin());
+    };
+    uint32_t* row = &table[static_cast<size_t>(c * rowWords)];
+    row[0] = static_cast<uint32_t>(gidx(c));
+    for (int d = 0; d < 2; ++d) {
+      // Direction d's ring order and this chip's rank in it.
+      std::vector<int64_t> order = ring;
+      if (d == 1) std::reverse(order.begin(), order.end());
+      int64_t rank = std::find(order.begin(), order.end(), c) - order.begin();
+      row[1 + d] = static_cast<uint32_t>(order[static_cast<size_t>((rank + 1) % G)]);
+      // Global chunk k holds the data block of the group member at ring
+      // position k-1, so the chip at rank r completes its own block.
+      for (int64_t j = 0; j < G; ++j) {
+        int64_t k = (j + rank) % G;
+        row[static_cast<size_t>(3 + d * G + j)] =
+            static_cast<uint32_t>(gidx(order[static_cast<size_t>((k - 1 + G) % G)]));
+      }
+    }
+  }
+  return table;
+}
+
 }  // namespace
 
 // A ring collective's geometry: G chips, blocks of C elements of `type`,
@@ -387,6 +468,18 @@ int Lowerer::memberTable(const Instruction& in, int64_t& G) {
   return constTable(in, table);
 }
 
+// Sends `bytes` at base(src) + srcOff to group member j (word 1 + j of
+// the chip's row), into dst's block [this chip's group index] (word 0),
+// on the semaphores sem (sent) and sem + 1 (arrivals).
+void Lowerer::sendToMember(int64_t j, int dst, int src, int64_t srcOff, int64_t bytes, const std::string& desc,
+                           int sem) {
+  PoolGuard guard({&sregs_});
+  int to = rowWord(1 + j), sd = blockAddress(dst, 0, 0, bytes), ss = sreg();
+  e_.op("smov {}, {}", S(ss), base(src) + srcOff);
+  e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(to), memRef(dst, S(sd)), memRef(src, S(ss)), sem,
+        sem + 1);
+}
+
 // Async forms that overlap: all-gather-start along its outermost dimension
 // sends the operand straight to every member's result (its own block too)
 // and collective-permute-start to its target; the done waits for the
@@ -424,11 +517,7 @@ bool Lowerer::lowerAsyncAllGather(const Instruction& in) {
     bytesAll += static_cast<uint64_t>(bytes);
     std::string desc = e_.desc(static_cast<uint64_t>(bytes), {});
     for (int64_t j = 0; j < G; ++j) {
-      PoolGuard guard({&sregs_});
-      int to = rowWord(1 + j), sd = blockAddress(y, 0, 0, bytes), ss = sreg();
-      e_.op("smov {}, {}", S(ss), base(x));
-      e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(to), memRef(y, S(sd)), memRef(x, S(ss)), sem,
-            sem + 1);
+      sendToMember(j, y, x, 0, bytes, desc, sem);
       ++sends;
     }
   }
@@ -489,13 +578,130 @@ bool Lowerer::lowerCollective(const Instruction& in) {
   }
 }
 
+// Copies the G data blocks at base(src) + srcOff into w rotated (local
+// block j of each half is data block rot[j], read from the chip's row at
+// `word`): the DMAs on sem0, returned as a count to wait for.
+int Lowerer::rotateRingBlocks(const RingPlan& rp, int src, int64_t srcOff, int64_t word, int w) {
+  const int64_t blockBytes = rp.c * rp.es;
+  int issued = 0;
+  for (int d = 0; d < 2; ++d) {
+    if (rp.halfElems(d) == 0) continue;
+    std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * rp.es), {});
+    for (int64_t j = 0; j < rp.g; ++j) {
+      PoolGuard guard({&sregs_});
+      int ss = blockAddress(src, srcOff + rp.halfOff(d), word + rp.rotWord(d, j), blockBytes), sd = sreg();
+      e_.op("smov {}, {}", S(sd), base(w) + j * blockBytes + rp.halfOff(d));
+      e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", w, src), desc, memRef(w, S(sd)), memRef(src, S(ss)));
+      ++issued;
+    }
+  }
+  return issued;
+}
+
+// The ring code of every operand for groups of G members, after their
+// table row is loaded; adds the FLOPs and HBM bytes moved.
+bool Lowerer::emitRingOperands(const Instruction& in, int64_t G, int64_t rowWords, double& flops, uint64_t& hbm) {
+  const Opcode op = in.opcode();
+  const bool scatterOp = op == Opcode::ReduceScatter;
+  const bool gather = op == Opcode::AllGather || op == Opcode::AllGatherStart;
+  const Computation* reducer = in.toApply();
+  const std::vector<int>& outs = leaves_[&in];
+  // Start forms: results follow the operands' leaves (all-gather-start) or
+  // are the leaves (all-reduce-start).
+  size_t outFirst = op == Opcode::AllGatherStart ? outs.size() - static_cast<size_t>(in.operandCount()) : 0;
+  const size_t dim = in.attrs().dimensions.empty() ? 0 : static_cast<size_t>(in.attrs().dimensions[0]);
+  for (int64_t k = 0; k < in.operandCount(); ++k) {
+    const Instruction* operand = in.operand(k);
+    const int x = leaves_[operand][0];
+    const int y = outs[outFirst + static_cast<size_t>(k)];
+    const Shape& xs = operand->shape();
+    const ElementType t = xs.elementType();
+    const int es = typeInfo(t).bytes;
+    const int64_t n = xs.elementCount().value_or(0);
+    const bool scatter = scatterOp && xs.rank() > 0;  // scalars riding along are all-reduced
+    scratchTop_ = 0;
+    if (n == 0) continue;
+    if (G == 1 || (gather && xs.rank() == 0)) {
+      emitCopy(y, 0, x, 0, {n * es}, {1}, {1}, 1);
+      continue;
+    }
+    RingPlan rp;
+    rp.g = G;
+    rp.type = t;
+    rp.es = es;
+    rp.rowWords = rowWords;
+    // Blocks of the data: all-reduce any split (padded to G blocks);
+    // reduce-scatter and all-gather the blocks along `dim`, made contiguous
+    // ([a, G*blk, b] as [G, a, blk, b]) when dim is not the outermost.
+    int64_t a = 1, inner = 1;
+    if ((scatter || gather) && xs.rank() > 0) {
+      if (dim >= static_cast<size_t>(xs.rank()))
+        return fail(in, "llo-gen: collective dimension out of range");
+      for (size_t i = 0; i < dim; ++i) a *= xs.dimension(static_cast<int64_t>(i));
+      for (size_t i = dim + 1; i < static_cast<size_t>(xs.rank()); ++i)
+        inner *= xs.dimension(static_cast<int64_t>(i));
+    }
+    if (gather) {
+      rp.c = n;
+    } else if (scatter && xs.rank() > 0) {
+      if (xs.dimension(static_cast<int64_t>(dim)) % G != 0)
+        return fail(in, fmt::format("llo-gen: dimension {} of size {} does not split into {} shards", dim,
+                                    xs.dimension(static_cast<int64_t>(dim)), G));
+      rp.c = n / G;
+    } else {
+      rp.c = (n + G - 1) / G;
+    }
+    rp.cf = (rp.c + 1) / 2;
+    const int64_t blockBytes = rp.c * es;
+    const int64_t blk = (scatter || gather) && xs.rank() > 0
+                            ? (gather ? xs.dimension(static_cast<int64_t>(dim))
+                                      : xs.dimension(static_cast<int64_t>(dim)) / G)
+                            : 0;
+    if (gather) {
+      // y is [a, G*blk, inner]; blocks go to [G, a, blk, inner] first when a > 1.
+      int yb = a > 1 ? tempBuf(t, {G * n}) : y;
+      if (!ringAllGather(in, rp, x, 0, yb)) return false;
+      if (a > 1)
+        emitCopy(y, 0, yb, 0, {G, a, blk * inner * es}, {blk * inner * es, G * blk * inner * es, 1},
+                 {a * blk * inner * es, blk * inner * es, 1}, 1);
+      hbm += static_cast<uint64_t>(2 * G * n * es);
+      continue;
+    }
+    // Reducing: the operand as G contiguous blocks of C.
+    int xb = x;
+    if (scatter && a > 1) {
+      xb = tempBuf(t, {n});
+      emitCopy(xb, 0, x, 0, {a, G, blk * inner * es}, {blk * inner * es, a * blk * inner * es, 1},
+               {G * blk * inner * es, blk * inner * es, 1}, 1);
+    } else if (!scatter && rp.c * G != n) {
+      xb = tempBuf(t, {G * rp.c});
+      if (!fillZero(xb, G * rp.c, t)) return false;
+      emitCopy(xb, 0, x, 0, {n * es}, {1}, {1}, 1);
+    }
+    int w = tempBuf(t, {G * rp.c}), r = tempBuf(t, {(G - 1) * rp.c});
+    // The rotation: local block j of each half is data block rot[j].
+    if (int issued = rotateRingBlocks(rp, xb, 0, 0, w); issued > 0) e_.op("sem.wait sem0, {}", issued);
+    if (!ringReduceScatter(in, rp, *reducer, w, r)) return false;
+    flops += static_cast<double>((G - 1) * rp.c);
+    if (scatter) {
+      emitCopy(y, 0, w, blockBytes, {blockBytes}, {1}, {1}, 1);
+      hbm += static_cast<uint64_t>(4 * G * blockBytes);
+      continue;
+    }
+    int yb = rp.c * G != n ? tempBuf(t, {G * rp.c}) : y;
+    if (!ringAllGather(in, rp, w, blockBytes, yb)) return false;
+    if (yb != y) emitCopy(y, 0, yb, 0, {n * es}, {1}, {1}, 1);
+    hbm += static_cast<uint64_t>(6 * G * blockBytes);
+  }
+  return true;
+}
+
 bool Lowerer::lowerRingCollective(const Instruction& in) {
   if (!podReady(in)) return false;
   const Opcode op = in.opcode();
   const int64_t R = pod_.replicas, P = pod_.partitions, N = R * P;
   const bool reduce = op == Opcode::AllReduce || op == Opcode::AllReduceStart || op == Opcode::ReduceScatter;
   const bool scatterOp = op == Opcode::ReduceScatter;
-  const bool gather = op == Opcode::AllGather || op == Opcode::AllGatherStart;
   const Computation* reducer = in.toApply();
   if (reduce && !reducer) return fail(in, "llo-gen: a reducing collective needs to_apply");
   if (!in.attrs().channelId && in.attrs().useGlobalDeviceIds)
@@ -530,159 +736,18 @@ bool Lowerer::lowerRingCollective(const Instruction& in) {
       axisAllReduceApplies(in, groups))
     return lowerAxisAllReduce(in);
 
-  // Per chip: [gidx, nextF, nextB, rotF[G], rotB[G]]; rows of the chips
-  // whose group has G members (the others stay 0).
-  auto tableFor = [&](const int64_t G) {
-    const int64_t rowWords = 3 + 2 * G;
-    std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
-    for (int64_t c = 0; c < N; ++c) {
-      const std::vector<int64_t>& g = groups[static_cast<size_t>(groupOf[static_cast<size_t>(c)])];
-      if (static_cast<int64_t>(g.size()) != G) continue;
-      std::vector<int64_t> ring = g;
-      std::stable_sort(ring.begin(), ring.end(), [&](int64_t a, int64_t b) {
-        return snakeIndex(pod_.topology, a) < snakeIndex(pod_.topology, b);
-      });
-      auto gidx = [&](int64_t dev) {
-        return static_cast<int64_t>(std::find(g.begin(), g.end(), dev) - g.begin());
-      };
-      uint32_t* row = &table[static_cast<size_t>(c * rowWords)];
-      row[0] = static_cast<uint32_t>(gidx(c));
-      for (int d = 0; d < 2; ++d) {
-        // Direction d's ring order and this chip's rank in it.
-        std::vector<int64_t> order = ring;
-        if (d == 1) std::reverse(order.begin(), order.end());
-        int64_t rank = std::find(order.begin(), order.end(), c) - order.begin();
-        row[1 + d] = static_cast<uint32_t>(order[static_cast<size_t>((rank + 1) % G)]);
-        // Global chunk k holds the data block of the group member at ring
-        // position k-1, so the chip at rank r completes its own block.
-        for (int64_t j = 0; j < G; ++j) {
-          int64_t k = (j + rank) % G;
-          row[static_cast<size_t>(3 + d * G + j)] =
-              static_cast<uint32_t>(gidx(order[static_cast<size_t>((k - 1 + G) % G)]));
-        }
-      }
-    }
-    return table;
-  };
-  // The ring code for groups of G members, after their table row is loaded.
   uint64_t hbm = 0;
   double flops = 0;
-  auto emitOperands = [&](const int64_t G, const int64_t rowWords) -> bool {
-    const std::vector<int>& outs = leaves_[&in];
-    // Start forms: results follow the operands' leaves (all-gather-start) or
-    // are the leaves (all-reduce-start).
-    size_t outFirst = op == Opcode::AllGatherStart ? outs.size() - static_cast<size_t>(in.operandCount()) : 0;
-    const size_t dim = in.attrs().dimensions.empty() ? 0 : static_cast<size_t>(in.attrs().dimensions[0]);
-    for (int64_t k = 0; k < in.operandCount(); ++k) {
-      const Instruction* operand = in.operand(k);
-      const int x = leaves_[operand][0];
-      const int y = outs[outFirst + static_cast<size_t>(k)];
-      const Shape& xs = operand->shape();
-      const ElementType t = xs.elementType();
-      const int es = typeInfo(t).bytes;
-      const int64_t n = xs.elementCount().value_or(0);
-      const bool scatter = scatterOp && xs.rank() > 0;  // scalars riding along are all-reduced
-      scratchTop_ = 0;
-      if (n == 0) continue;
-      if (G == 1 || (gather && xs.rank() == 0)) {
-        emitCopy(y, 0, x, 0, {n * es}, {1}, {1}, 1);
-        continue;
-      }
-      RingPlan rp;
-      rp.g = G;
-      rp.type = t;
-      rp.es = es;
-      rp.rowWords = rowWords;
-      // Blocks of the data: all-reduce any split (padded to G blocks);
-      // reduce-scatter and all-gather the blocks along `dim`, made contiguous
-      // ([a, G*blk, b] as [G, a, blk, b]) when dim is not the outermost.
-      int64_t a = 1, inner = 1;
-      if ((scatter || gather) && xs.rank() > 0) {
-        if (dim >= static_cast<size_t>(xs.rank()))
-          return fail(in, "llo-gen: collective dimension out of range");
-        for (size_t i = 0; i < dim; ++i) a *= xs.dimension(static_cast<int64_t>(i));
-        for (size_t i = dim + 1; i < static_cast<size_t>(xs.rank()); ++i)
-          inner *= xs.dimension(static_cast<int64_t>(i));
-      }
-      if (gather) {
-        rp.c = n;
-      } else if (scatter && xs.rank() > 0) {
-        if (xs.dimension(static_cast<int64_t>(dim)) % G != 0)
-          return fail(in, fmt::format("llo-gen: dimension {} of size {} does not split into {} shards", dim,
-                                      xs.dimension(static_cast<int64_t>(dim)), G));
-        rp.c = n / G;
-      } else {
-        rp.c = (n + G - 1) / G;
-      }
-      rp.cf = (rp.c + 1) / 2;
-      const int64_t blockBytes = rp.c * es;
-      const int64_t blk = (scatter || gather) && xs.rank() > 0
-                              ? (gather ? xs.dimension(static_cast<int64_t>(dim))
-                                        : xs.dimension(static_cast<int64_t>(dim)) / G)
-                              : 0;
-      if (gather) {
-        // y is [a, G*blk, inner]; blocks go to [G, a, blk, inner] first when a > 1.
-        int yb = a > 1 ? tempBuf(t, {G * n}) : y;
-        if (!ringAllGather(in, rp, x, 0, yb)) return false;
-        if (a > 1)
-          emitCopy(y, 0, yb, 0, {G, a, blk * inner * es}, {blk * inner * es, G * blk * inner * es, 1},
-                   {a * blk * inner * es, blk * inner * es, 1}, 1);
-        hbm += static_cast<uint64_t>(2 * G * n * es);
-        continue;
-      }
-      // Reducing: the operand as G contiguous blocks of C.
-      int xb = x;
-      if (scatter && a > 1) {
-        xb = tempBuf(t, {n});
-        emitCopy(xb, 0, x, 0, {a, G, blk * inner * es}, {blk * inner * es, a * blk * inner * es, 1},
-                 {G * blk * inner * es, blk * inner * es, 1}, 1);
-      } else if (!scatter && rp.c * G != n) {
-        xb = tempBuf(t, {G * rp.c});
-        if (!fillZero(xb, G * rp.c, t)) return false;
-        emitCopy(xb, 0, x, 0, {n * es}, {1}, {1}, 1);
-      }
-      int w = tempBuf(t, {G * rp.c}), r = tempBuf(t, {(G - 1) * rp.c});
-      {
-        // The rotation: local block j of each half is data block rot[j].
-        PoolGuard guard({&sregs_});
-        int issued = 0;
-        for (int d = 0; d < 2; ++d) {
-          if (rp.halfElems(d) == 0) continue;
-          std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * es), {});
-          for (int64_t j = 0; j < G; ++j) {
-            PoolGuard inner2({&sregs_});
-            int ss = blockAddress(xb, rp.halfOff(d), rp.rotWord(d, j), blockBytes), sd = sreg();
-            e_.op("smov {}, {}", S(sd), base(w) + j * blockBytes + rp.halfOff(d));
-            e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", w, xb), desc, memRef(w, S(sd)), memRef(xb, S(ss)));
-            ++issued;
-          }
-        }
-        if (issued > 0) e_.op("sem.wait sem0, {}", issued);
-      }
-      if (!ringReduceScatter(in, rp, *reducer, w, r)) return false;
-      flops += static_cast<double>((G - 1) * rp.c);
-      if (scatter) {
-        emitCopy(y, 0, w, blockBytes, {blockBytes}, {1}, {1}, 1);
-        hbm += static_cast<uint64_t>(4 * G * blockBytes);
-        continue;
-      }
-      int yb = rp.c * G != n ? tempBuf(t, {G * rp.c}) : y;
-      if (!ringAllGather(in, rp, w, blockBytes, yb)) return false;
-      if (yb != y) emitCopy(y, 0, yb, 0, {n * es}, {1}, {1}, 1);
-      hbm += static_cast<uint64_t>(6 * G * blockBytes);
-    }
-    return true;
-  };
   if (!uneven) {
     const int64_t G = groupSize;
     const int64_t rowWords = 3 + 2 * G;
     if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
       return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
-    int tbl = constTable(in, tableFor(G));
+    int tbl = constTable(in, ringTable(groups, groupOf, pod_.topology, N, G));
     beginKernel(in, reduce ? (scatterOp ? "reduce-scatter" : "all-reduce") : "all-gather");
     e_.op("barrier.pod");
     loadChipRow(tbl, rowWords);
-    if (!emitOperands(G, rowWords)) return false;
+    if (!emitRingOperands(in, G, rowWords, flops, hbm)) return false;
     endKernel(flops, hbm, 0);
     return !failed_;
   }
@@ -704,7 +769,7 @@ bool Lowerer::lowerRingCollective(const Instruction& in) {
   for (int64_t size : sizes) {
     if (static_cast<uint64_t>((3 + 2 * size) * 4) > target_.memory.smemBytes)
       return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
-    tables.push_back(constTable(in, tableFor(size)));
+    tables.push_back(constTable(in, ringTable(groups, groupOf, pod_.topology, N, size)));
   }
   int classTable = constTable(in, classes);
   beginKernel(in, "all-reduce");
@@ -722,7 +787,7 @@ bool Lowerer::lowerRingCollective(const Instruction& in) {
     e_.label(labels[i]);
     const int64_t rowWords = 3 + 2 * sizes[i];
     loadChipRow(tables[i], rowWords);
-    if (!emitOperands(sizes[i], rowWords)) return false;
+    if (!emitRingOperands(in, sizes[i], rowWords, flops, hbm)) return false;
     if (i + 1 < sizes.size()) e_.op("jmp {}", done);
   }
   e_.label(done);
@@ -897,37 +962,7 @@ bool Lowerer::lowerAxisAllReduce(const Instruction& in) {
       wordBase.push_back(rowWords);
       rowWords += 3 + 2 * topo.dim(order[static_cast<size_t>(h)][static_cast<size_t>(p)]);
     }
-  std::vector<uint32_t> table(static_cast<size_t>(N * rowWords), 0);
-  for (int64_t c = 0; c < N; ++c) {
-    const std::vector<int> at = topo.coords(static_cast<int>(c));
-    for (int h = 0; h < kHalves; ++h)
-      for (int p = 0; p < m; ++p) {
-        const int a = order[static_cast<size_t>(h)][static_cast<size_t>(p)];
-        const int64_t G = topo.dim(a);
-        uint32_t* row = &table[static_cast<size_t>(c * rowWords + wordBase[static_cast<size_t>(h * m + p)])];
-        // The ring: the chips that differ from c only on axis a, by coordinate.
-        std::vector<int64_t> ring;
-        for (int k = 0; k < G; ++k) {
-          std::vector<int> q = at;
-          q[static_cast<size_t>(a)] = k;
-          ring.push_back(topo.chipAt(q));
-        }
-        const int64_t coord = at[static_cast<size_t>(a)];
-        row[0] = static_cast<uint32_t>(coord);
-        for (int d = 0; d < 2; ++d) {
-          std::vector<int64_t> ord = ring;
-          if (d == 1) std::reverse(ord.begin(), ord.end());
-          const int64_t rank = d == 0 ? coord : G - 1 - coord;
-          row[1 + d] = static_cast<uint32_t>(ord[static_cast<size_t>((rank + 1) % G)]);
-          for (int64_t j = 0; j < G; ++j) {
-            const int64_t k = (j + rank) % G;
-            const int64_t holder = ord[static_cast<size_t>((k - 1 + G) % G)];
-            row[static_cast<size_t>(3 + d * G + j)] =
-                static_cast<uint32_t>(topo.coords(static_cast<int>(holder))[static_cast<size_t>(a)]);
-          }
-        }
-      }
-  }
+  const std::vector<uint32_t> table = axisRingTable(topo, N, order, wordBase, rowWords);
   if (static_cast<uint64_t>(rowWords * 4) > target_.memory.smemBytes)
     return fail(in, "llo-gen: the collective's per-chip table does not fit SMEM");
   int tbl = constTable(in, table);
@@ -981,20 +1016,7 @@ bool Lowerer::lowerAxisAllReduce(const Instruction& in) {
         l.r = tempBuf(t, {(rp.g - 1) * rp.c});
         const int64_t blockBytes = rp.c * es;
         // Rotate the segment into w: local block j of each half is data block rot[j].
-        for (int d = 0; d < 2; ++d) {
-          if (rp.halfElems(d) == 0) continue;
-          std::string desc = e_.desc(static_cast<uint64_t>(rp.halfElems(d) * es), {});
-          for (int64_t j = 0; j < rp.g; ++j) {
-            PoolGuard guard({&sregs_});
-            int ss = blockAddress(cur[static_cast<size_t>(h)], curOff[static_cast<size_t>(h)] + rp.halfOff(d),
-                                  l.word + rp.rotWord(d, j), blockBytes),
-                sd = sreg();
-            e_.op("smov {}, {}", S(sd), base(l.w) + j * blockBytes + rp.halfOff(d));
-            e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", l.w, cur[static_cast<size_t>(h)]), desc, memRef(l.w, S(sd)),
-                  memRef(cur[static_cast<size_t>(h)], S(ss)));
-            ++issued;
-          }
-        }
+        issued += rotateRingBlocks(rp, cur[static_cast<size_t>(h)], curOff[static_cast<size_t>(h)], l.word, l.w);
         lanes.push_back(l);
         flops += static_cast<double>((rp.g - 1) * rp.c);
         hbm += static_cast<uint64_t>(4 * rp.g * blockBytes);
@@ -1038,133 +1060,133 @@ bool Lowerer::lowerAxisAllReduce(const Instruction& in) {
   return !failed_;
 }
 
-bool Lowerer::lowerDirectCollective(const Instruction& in) {
-  if (!podReady(in)) return false;
+// collective-permute(-start): each chip sends to its target (a table row:
+// [send to (chip or -1), receives (0/1)]); a chip no one sends to gets zeros.
+bool Lowerer::lowerCollectivePermute(const Instruction& in) {
   const Opcode op = in.opcode();
   const int64_t R = pod_.replicas, P = pod_.partitions, N = R * P;
   const auto& attrs = in.attrs();
   const std::vector<int>& outs = leaves_[&in];
-
-  if (op == Opcode::CollectivePermute || op == Opcode::CollectivePermuteStart) {
-    if (in.operandCount() != 1 || leaves_[in.operand(0)].size() != 1)
-      return fail(in, "llo-gen: collective-permute: only the single-array-operand form is supported");
-    using Mode = eval::GroupMode;
-    const Mode mode = eval::groupMode(in);
-    const int64_t domain = mode == Mode::CrossReplica ? R : mode == Mode::CrossPartition ? P : N;
-    // Per chip: [send to (chip or -1), receives (0/1)].
-    std::vector<uint32_t> table(static_cast<size_t>(N * 2), 0);
-    for (int64_t c = 0; c < N; ++c) table[static_cast<size_t>(2 * c)] = static_cast<uint32_t>(-1);
-    for (const auto& [src, dst] : attrs.sourceTargetPairs) {
-      if (src < 0 || src >= domain || dst < 0 || dst >= domain)
-        return fail(in, fmt::format("llo-gen: source_target_pairs entry {{{},{}}} out of range", src, dst));
-      auto apply = [&](int64_t from, int64_t to) {
-        table[static_cast<size_t>(2 * from)] = static_cast<uint32_t>(to);
-        table[static_cast<size_t>(2 * to + 1)] = 1;
-      };
-      if (mode == Mode::CrossReplica)
-        for (int64_t q = 0; q < P; ++q) apply(src * P + q, dst * P + q);
-      else if (mode == Mode::CrossPartition)
-        for (int64_t r = 0; r < R; ++r) apply(r * P + src, r * P + dst);
-      else
-        apply(src, dst);
-    }
-    const int x = leaves_[in.operand(0)][0];
-    const int y = op == Opcode::CollectivePermuteStart ? outs[1] : outs[0];
-    const ElementType t = in.operand(0)->shape().elementType();
-    const int64_t n = in.operand(0)->shape().elementCount().value_or(0);
-    const int64_t bytes = n * typeInfo(t).bytes;
-    int tbl = constTable(in, table);
-    const bool async = op == Opcode::CollectivePermuteStart;
-    const int semSent = async ? 24 + 2 * (asyncCount_++ % 4) : kSemGatherSent[0], semRecv = semSent + 1;
-    beginKernel(in, async ? "collective-permute-start" : "collective-permute");
-    if (op == Opcode::CollectivePermuteStart && outs.size() > 2)
-      if (!zeroLeaves(std::vector<int>(outs.begin() + 2, outs.end()))) return false;
-    e_.op("barrier.pod");
-    if (bytes > 0) {
-      loadChipRow(tbl, 2);
-      std::string skipZero = e_.newLabel("recv"), noSend = e_.newLabel("nosend"), noRecv = e_.newLabel("norecv");
-      {
-        PoolGuard guard({&sregs_});
-        int rv = rowWord(1);
-        e_.op("br.ne {}, 0, {}", S(rv), skipZero);
-      }
-      if (!fillZero(y, n, t)) return false;
-      e_.label(skipZero);
-      {
-        PoolGuard guard({&sregs_});
-        int to = rowWord(0);
-        e_.op("br.lt {}, 0, {}", S(to), noSend);
-        int sd = sreg(), ss = sreg();
-        e_.op("smov {}, {}", S(sd), base(y));
-        e_.op("smov {}, {}", S(ss), base(x));
-        e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", e_.desc(static_cast<uint64_t>(bytes), {}), S(to),
-              memRef(y, S(sd)), memRef(x, S(ss)), semSent, semRecv);
-        if (!async) e_.op("sem.wait sem{}", semSent);
-      }
-      e_.label(noSend);
-      if (async) {
-        async_[&in] = AsyncCollective{tbl, semSent, 0, 0};
-      } else {
-        PoolGuard guard({&sregs_});
-        int rv = rowWord(1);
-        e_.op("br.eq {}, 0, {}", S(rv), noRecv);
-        e_.op("sem.wait sem{}", semRecv);
-      }
-      e_.label(noRecv);
-    }
-    endKernel(0, static_cast<uint64_t>(2 * bytes), 0);
-    return !failed_;
+  if (in.operandCount() != 1 || leaves_[in.operand(0)].size() != 1)
+    return fail(in, "llo-gen: collective-permute: only the single-array-operand form is supported");
+  using Mode = eval::GroupMode;
+  const Mode mode = eval::groupMode(in);
+  const int64_t domain = mode == Mode::CrossReplica ? R : mode == Mode::CrossPartition ? P : N;
+  // Per chip: [send to (chip or -1), receives (0/1)].
+  std::vector<uint32_t> table(static_cast<size_t>(N * 2), 0);
+  for (int64_t c = 0; c < N; ++c) table[static_cast<size_t>(2 * c)] = static_cast<uint32_t>(-1);
+  for (const auto& [src, dst] : attrs.sourceTargetPairs) {
+    if (src < 0 || src >= domain || dst < 0 || dst >= domain)
+      return fail(in, fmt::format("llo-gen: source_target_pairs entry {{{},{}}} out of range", src, dst));
+    auto apply = [&](int64_t from, int64_t to) {
+      table[static_cast<size_t>(2 * from)] = static_cast<uint32_t>(to);
+      table[static_cast<size_t>(2 * to + 1)] = 1;
+    };
+    if (mode == Mode::CrossReplica)
+      for (int64_t q = 0; q < P; ++q) apply(src * P + q, dst * P + q);
+    else if (mode == Mode::CrossPartition)
+      for (int64_t r = 0; r < R; ++r) apply(r * P + src, r * P + dst);
+    else
+      apply(src, dst);
   }
-
-  // all-to-all and collective-broadcast: groups as for the rings.
-  int64_t G = 0;
-  int tbl = memberTable(in, G);
-  if (tbl < 0) return false;
-  const int64_t rowWords = 1 + G;
-
-  if (op == Opcode::CollectiveBroadcast) {
-    beginKernel(in, "collective-broadcast");
-    e_.op("barrier.pod");
-    loadChipRow(tbl, rowWords);
-    uint64_t hbm = 0;
-    for (int64_t k = 0; k < in.operandCount(); ++k) {
-      const int x = leaves_[in.operand(k)][0], y = outs[static_cast<size_t>(k)];
-      const int64_t bytes = static_cast<int64_t>(bufs_[y].bytes);
-      if (bytes == 0) continue;
-      hbm += static_cast<uint64_t>(2 * bytes);
-      std::string notRoot = e_.newLabel("bcast_leaf"), done = e_.newLabel("bcast_done");
-      std::string desc = e_.desc(static_cast<uint64_t>(bytes), {});
+  const int x = leaves_[in.operand(0)][0];
+  const int y = op == Opcode::CollectivePermuteStart ? outs[1] : outs[0];
+  const ElementType t = in.operand(0)->shape().elementType();
+  const int64_t n = in.operand(0)->shape().elementCount().value_or(0);
+  const int64_t bytes = n * typeInfo(t).bytes;
+  int tbl = constTable(in, table);
+  const bool async = op == Opcode::CollectivePermuteStart;
+  const int semSent = async ? 24 + 2 * (asyncCount_++ % 4) : kSemGatherSent[0], semRecv = semSent + 1;
+  beginKernel(in, async ? "collective-permute-start" : "collective-permute");
+  if (op == Opcode::CollectivePermuteStart && outs.size() > 2)
+    if (!zeroLeaves(std::vector<int>(outs.begin() + 2, outs.end()))) return false;
+  e_.op("barrier.pod");
+  if (bytes > 0) {
+    loadChipRow(tbl, 2);
+    std::string skipZero = e_.newLabel("recv"), noSend = e_.newLabel("nosend"), noRecv = e_.newLabel("norecv");
+    {
       PoolGuard guard({&sregs_});
-      int gi = rowWord(0);
-      e_.op("br.ne {}, 0, {}", S(gi), notRoot);
-      {
-        // The group's first member sends to every other one, and keeps its own.
-        PoolGuard g2({&sregs_});
-        int sd = sreg(), ss = sreg();
-        e_.op("smov {}, {}", S(sd), base(y));
-        e_.op("smov {}, {}", S(ss), base(x));
-        e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", y, x), desc, memRef(y, S(sd)), memRef(x, S(ss)));
-        for (int64_t j = 1; j < G; ++j) {
-          PoolGuard g3({&sregs_});
-          int to = rowWord(1 + j);
-          e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(to), memRef(y, S(sd)), memRef(x, S(ss)),
-                kSemGatherSent[0], kSemGatherRecv[0]);
-        }
-        if (G > 1) e_.op("sem.wait sem{}, {}", kSemGatherSent[0], G - 1);
-        e_.op("sem.wait sem0");
-        e_.op("jmp {}", done);
-      }
-      e_.label(notRoot);
-      e_.op("sem.wait sem{}", kSemGatherRecv[0]);
-      e_.label(done);
+      int rv = rowWord(1);
+      e_.op("br.ne {}, 0, {}", S(rv), skipZero);
     }
-    endKernel(0, hbm, 0);
-    return !failed_;
+    if (!fillZero(y, n, t)) return false;
+    e_.label(skipZero);
+    {
+      PoolGuard guard({&sregs_});
+      int to = rowWord(0);
+      e_.op("br.lt {}, 0, {}", S(to), noSend);
+      int sd = sreg(), ss = sreg();
+      e_.op("smov {}, {}", S(sd), base(y));
+      e_.op("smov {}, {}", S(ss), base(x));
+      e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", e_.desc(static_cast<uint64_t>(bytes), {}), S(to),
+            memRef(y, S(sd)), memRef(x, S(ss)), semSent, semRecv);
+      if (!async) e_.op("sem.wait sem{}", semSent);
+    }
+    e_.label(noSend);
+    if (async) {
+      async_[&in] = AsyncCollective{tbl, semSent, 0, 0};
+    } else {
+      PoolGuard guard({&sregs_});
+      int rv = rowWord(1);
+      e_.op("br.eq {}, 0, {}", S(rv), noRecv);
+      e_.op("sem.wait sem{}", semRecv);
+    }
+    e_.label(noRecv);
   }
+  endKernel(0, static_cast<uint64_t>(2 * bytes), 0);
+  return !failed_;
+}
 
-  if (op != Opcode::AllToAll)
-    return fail(in, fmt::format("llo-gen: collective '{}' ({}) is not supported", in.name(), hlo::opcodeName(op)));
+// collective-broadcast: the group's first member sends to every other one.
+bool Lowerer::lowerCollectiveBroadcast(const Instruction& in, int tbl, int64_t G) {
+  const int64_t rowWords = 1 + G;
+  const std::vector<int>& outs = leaves_[&in];
+  beginKernel(in, "collective-broadcast");
+  e_.op("barrier.pod");
+  loadChipRow(tbl, rowWords);
+  uint64_t hbm = 0;
+  for (int64_t k = 0; k < in.operandCount(); ++k) {
+    const int x = leaves_[in.operand(k)][0], y = outs[static_cast<size_t>(k)];
+    const int64_t bytes = static_cast<int64_t>(bufs_[y].bytes);
+    if (bytes == 0) continue;
+    hbm += static_cast<uint64_t>(2 * bytes);
+    std::string notRoot = e_.newLabel("bcast_leaf"), done = e_.newLabel("bcast_done");
+    std::string desc = e_.desc(static_cast<uint64_t>(bytes), {});
+    PoolGuard guard({&sregs_});
+    int gi = rowWord(0);
+    e_.op("br.ne {}, 0, {}", S(gi), notRoot);
+    {
+      // The group's first member sends to every other one, and keeps its own.
+      PoolGuard g2({&sregs_});
+      int sd = sreg(), ss = sreg();
+      e_.op("smov {}, {}", S(sd), base(y));
+      e_.op("smov {}, {}", S(ss), base(x));
+      e_.op("{} {}, {}, {}, sem0", dmaOp("h2h", y, x), desc, memRef(y, S(sd)), memRef(x, S(ss)));
+      for (int64_t j = 1; j < G; ++j) {
+        PoolGuard g3({&sregs_});
+        int to = rowWord(1 + j);
+        e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(to), memRef(y, S(sd)), memRef(x, S(ss)),
+              kSemGatherSent[0], kSemGatherRecv[0]);
+      }
+      if (G > 1) e_.op("sem.wait sem{}, {}", kSemGatherSent[0], G - 1);
+      e_.op("sem.wait sem0");
+      e_.op("jmp {}", done);
+    }
+    e_.label(notRoot);
+    e_.op("sem.wait sem{}", kSemGatherRecv[0]);
+    e_.label(done);
+  }
+  endKernel(0, hbm, 0);
+  return !failed_;
+}
 
+// all-to-all: block j of every operand goes to member j, where it is
+// block [this chip's index] of the result (tuple form: operand j, result
+// [this chip's index]).
+bool Lowerer::lowerAllToAll(const Instruction& in, int tbl, int64_t G) {
+  const int64_t rowWords = 1 + G;
+  const auto& attrs = in.attrs();
+  const std::vector<int>& outs = leaves_[&in];
   beginKernel(in, "all-to-all");
   e_.op("barrier.pod");
   loadChipRow(tbl, rowWords);
@@ -1185,14 +1207,7 @@ bool Lowerer::lowerDirectCollective(const Instruction& in) {
       // the result leaves.
       int stage = tempBuf(ElementType::U8, {G * bytes});
       std::string desc = e_.desc(static_cast<uint64_t>(bytes), {});
-      for (int64_t j = 0; j < G; ++j) {
-        PoolGuard guard({&sregs_});
-        const int x = leaves_[in.operand(j)][0];
-        int to = rowWord(1 + j), sd = blockAddress(stage, 0, 0, bytes), ss = sreg();
-        e_.op("smov {}, {}", S(ss), base(x));
-        e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(to), memRef(stage, S(sd)), memRef(x, S(ss)),
-              kSemGatherSent[0], kSemGatherRecv[0]);
-      }
+      for (int64_t j = 0; j < G; ++j) sendToMember(j, stage, leaves_[in.operand(j)][0], 0, bytes, desc, kSemGatherSent[0]);
       e_.op("sem.wait sem{}, {}", kSemGatherSent[0], G);
       e_.op("sem.wait sem{}, {}", kSemGatherRecv[0], G);
       for (int64_t j = 0; j < G; ++j) emitCopy(outs[static_cast<size_t>(j)], 0, stage, j * bytes, {bytes}, {1}, {1}, 1);
@@ -1226,13 +1241,7 @@ bool Lowerer::lowerDirectCollective(const Instruction& in) {
     }
     int stage = a > 1 ? tempBuf(xs.elementType(), {n}) : y;
     std::string desc = e_.desc(static_cast<uint64_t>(blockBytes), {});
-    for (int64_t j = 0; j < G; ++j) {
-      PoolGuard guard({&sregs_});
-      int to = rowWord(1 + j), sd = blockAddress(stage, 0, 0, blockBytes), ss = sreg();
-      e_.op("smov {}, {}", S(ss), base(xb) + j * blockBytes);
-      e_.op("dma.remote {}, {}, {}, {}, sem{}, sem{}", desc, S(to), memRef(stage, S(sd)), memRef(xb, S(ss)),
-            kSemGatherSent[0], kSemGatherRecv[0]);
-    }
+    for (int64_t j = 0; j < G; ++j) sendToMember(j, stage, xb, j * blockBytes, blockBytes, desc, kSemGatherSent[0]);
     e_.op("sem.wait sem{}, {}", kSemGatherSent[0], G);
     e_.op("sem.wait sem{}, {}", kSemGatherRecv[0], G);
     if (a > 1) emitCopy(y, 0, stage, 0, {G, a, row}, {row, G * row, 1}, {a * row, row, 1}, 1);
@@ -1240,6 +1249,22 @@ bool Lowerer::lowerDirectCollective(const Instruction& in) {
   }
   endKernel(0, hbm, 0);
   return !failed_;
+}
+
+bool Lowerer::lowerDirectCollective(const Instruction& in) {
+  if (!podReady(in)) return false;
+  const Opcode op = in.opcode();
+
+  if (op == Opcode::CollectivePermute || op == Opcode::CollectivePermuteStart) return lowerCollectivePermute(in);
+
+  // all-to-all and collective-broadcast: groups as for the rings.
+  int64_t G = 0;
+  int tbl = memberTable(in, G);
+  if (tbl < 0) return false;
+  if (op == Opcode::CollectiveBroadcast) return lowerCollectiveBroadcast(in, tbl, G);
+  if (op != Opcode::AllToAll)
+    return fail(in, fmt::format("llo-gen: collective '{}' ({}) is not supported", in.name(), hlo::opcodeName(op)));
+  return lowerAllToAll(in, tbl, G);
 }
 
 }  // namespace tpu::codegen

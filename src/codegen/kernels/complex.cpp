@@ -4,12 +4,12 @@
 // imaginary im:imh: words 0-1 and 2-3 of each 16-byte element). Ops whose
 // result is a fixed sequence of part operations (add, subtract, negate,
 // compares, selects, parts, converts) are composed from f32 and f64 ops.
-// c64 multiply, divide, power, abs and the transcendentals are composed from
-// f32 ALU and EUP instructions here (expandComplexC64: XLA's formulas, with
-// scaling against overflow; errors measured in complex_math_test.cpp and
-// stated in docs/DESIGN.md, "c64 library math from chip instructions");
-// c128 ones still use the complex rows, which the simulator computes with
-// the interpreter's kernels.
+// Multiply, divide, power, abs, sign and the transcendentals are expanded
+// by one generic expansion (ComplexMath) into f32 ALU and EUP instructions
+// (c64) or f64 pair instructions (c128): XLA's formulas, with scaling
+// against overflow; errors measured in complex_math_test.cpp and stated in
+// docs/DESIGN.md ("Complex library math from chip instructions"). No op
+// uses a complex instruction row.
 #include <array>
 #include <bit>
 #include <cstring>
@@ -110,35 +110,6 @@ VReg Lowerer::complexAdd(VReg a, VReg b, bool subtract) {
   return fromParts(re, im, a.t);
 }
 
-VReg Lowerer::complexMultiply(VReg a, VReg b) {
-  ElementType t = a.t;
-  if (t == ElementType::C64) {
-    // XLA's product: (ar br - ai bi) + (ar bi + ai br) i, each product
-    // rounded once (no Annex G recovery of infinities from NaN results).
-    VReg ar = realPart(a), ai = imagPart(a), br = realPart(b), bi = imagPart(b);
-    VReg re = binop("vmul.f32", ar, V(br), ElementType::F32);
-    VReg t2 = binop("vmul.f32", ai, V(bi), ElementType::F32);
-    e_.op("vsub.f32 {}, {}, {}", V(re), V(re), V(t2));
-    VReg im = binop("vmul.f32", ar, V(bi), ElementType::F32);
-    e_.op("vmul.f32 {}, {}, {}", V(t2), V(ai), V(br));
-    e_.op("vadd.f32 {}, {}, {}", V(im), V(im), V(t2));
-    vfree(t2);
-    return fromParts(re, im, t);
-  }
-  VReg d = valloc(t);
-  std::vector<int> out = {d.r, d.hi};
-  std::string operands = fmt::format("{}, {}", V(a), H(a));
-  if (t == ElementType::C128) {
-    out.insert(out.end(), {d.im, d.imh});
-    operands += fmt::format(", {}, {}", vregs_.name(a.im), vregs_.name(a.imh));
-  }
-  operands += fmt::format(", {}, {}", V(b), H(b));
-  if (t == ElementType::C128) operands += fmt::format(", {}, {}", vregs_.name(b.im), vregs_.name(b.imh));
-  for (size_t w = 0; w < out.size(); ++w)
-    e_.op("vmul.{} {}, {}, {}", t == ElementType::C64 ? "c64" : "c128", vregs_.name(out[w]), operands, w);
-  return d;
-}
-
 // From a real type: the value converted once, imaginary +0 (XLA's convert).
 VReg Lowerer::complexFromReal(VReg x, ElementType to) {
   ElementType from = x.t;
@@ -172,6 +143,819 @@ VReg Lowerer::complexFromReal(VReg x, ElementType to) {
   return fromParts(re, im, to);
 }
 
+// ---- complex library math from chip instructions ----
+//
+// One expansion for both complex types, written over the part type: c64
+// parts are f32 registers (ALU and EUP instructions, immediates inline),
+// c128 parts f64 register pairs (the pair rows, constants in registers).
+// The formulas are XLA's, with scaling against overflow; the thresholds
+// that depend on the part's range are chosen per type. Errors are measured
+// in complex_math_test.cpp and stated in docs/DESIGN.md ("Complex library
+// math from chip instructions").
+struct Lowerer::ComplexMath {
+  // An operand: a register of the part type or a constant.
+  struct Arg {
+    VReg v;
+    double c = 0;
+    bool isConst = false;
+    Arg(VReg r) : v(r) {}                       // NOLINT: implicit on purpose
+    Arg(double k) : c(k), isConst(true) {}      // NOLINT
+  };
+
+  Lowerer& L;
+  const ElementType C;  // c64 or c128
+  const ElementType P;  // f32 or f64
+
+  ComplexMath(Lowerer& l, ElementType complexType) : L(l), C(complexType), P(partType(complexType)) {}
+
+  bool wide() const { return P == ElementType::F64; }
+  // Range-dependent constants: f32's value, f64's value.
+  double pick(double f32, double f64) const { return wide() ? f64 : f32; }
+  std::string V(VReg r) const { return L.V(r); }
+  std::string H(VReg r) const { return L.H(r); }
+  std::string M(int m) const { return L.M(m); }
+  std::string f32(const Arg& b) const { return b.isConst ? fimm(static_cast<float>(b.c)) : L.V(b.v); }
+
+  // ---- registers and masks ----
+  VReg alloc() { return L.valloc(P); }
+  void free(std::initializer_list<VReg> vs) {
+    for (VReg v : vs) L.vfree(v);
+  }
+  int mask() { return L.malloc_(); }
+  void put(std::initializer_list<int> ms) {
+    for (int m : ms) L.masks_.put(m);
+  }
+  void mand(int d, int a, int b) { L.e_.op("mand {}, {}, {}", M(d), M(a), M(b)); }
+  void mor(int d, int a, int b) { L.e_.op("mor {}, {}, {}", M(d), M(a), M(b)); }
+  void mnot(int d, int a) { L.e_.op("mnot {}, {}", M(d), M(a)); }
+
+  // ---- part arithmetic ----
+  void konstTo(VReg d, double c) {
+    if (!wide()) {
+      L.e_.op("vmov.f32 {}, {}", V(d), fimm(static_cast<float>(c)));
+      return;
+    }
+    uint64_t bits = std::bit_cast<uint64_t>(c);
+    L.e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+    L.e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+  }
+  VReg konst(double c) {
+    VReg d = alloc();
+    konstTo(d, c);
+    return d;
+  }
+  // a op b for op in add, sub, mul, div, max, min: a new register.
+  VReg bin(const char* op, VReg a, const Arg& b) {
+    if (!wide()) {
+      VReg d = alloc();
+      L.e_.op("v{}.f32 {}, {}, {}", op, V(d), V(a), f32(b));
+      return d;
+    }
+    VReg k = b.isConst ? konst(b.c) : b.v;
+    VReg d = L.f64Op(fmt::format("v{}.f64", op).c_str(), a, k);
+    if (b.isConst) L.vfree(k);
+    return d;
+  }
+  // d = a op b, d an owned temporary (f64: d takes the new pair's registers).
+  void binTo(const char* op, VReg& d, VReg a, const Arg& b) {
+    if (!wide()) {
+      L.e_.op("v{}.f32 {}, {}, {}", op, V(d), V(a), f32(b));
+      return;
+    }
+    VReg n = bin(op, a, b);
+    L.vfree(d);
+    d = n;
+  }
+  void absTo(VReg d, VReg a) {
+    if (!wide()) {
+      L.e_.op("vabs.f32 {}, {}", V(d), V(a));
+      return;
+    }
+    L.e_.op("vmov.s32 {}, {}", V(d), V(a));
+    L.e_.op("vand {}, {}, 2147483647", H(d), H(a));
+  }
+  VReg abs(VReg a) {
+    VReg d = alloc();
+    absTo(d, a);
+    return d;
+  }
+  // d = -a (the sign bit flipped; d may be a).
+  void negTo(VReg d, VReg a) {
+    if (!wide()) {
+      L.e_.op("vneg.f32 {}, {}", V(d), V(a));
+      return;
+    }
+    if (d.r != a.r) L.e_.op("vmov.s32 {}, {}", V(d), V(a));
+    L.e_.op("vxor {}, {}, -2147483648", H(d), H(a));
+  }
+  VReg neg(VReg a) {
+    VReg d = alloc();
+    negTo(d, a);
+    return d;
+  }
+  // d = a zero with the sign of x.
+  void signedZeroTo(VReg d, VReg x) {
+    if (!wide()) {
+      L.e_.op("vand {}, {}, -2147483648", V(d), V(x));
+      return;
+    }
+    L.e_.op("vmov.s32 {}, 0", V(d));
+    L.e_.op("vand {}, {}, -2147483648", H(d), H(x));
+  }
+  // r := |r| with the sign of x.
+  void copySign(VReg r, VReg x) {
+    if (!wide()) {
+      L.copySignF32(r, x, P);
+      return;
+    }
+    VReg s = L.valloc(ElementType::S32);
+    L.e_.op("vand {}, {}, -2147483648", V(s), H(x));
+    L.e_.op("vand {}, {}, 2147483647", H(r), H(r));
+    L.e_.op("vor {}, {}, {}", H(r), H(r), V(s));
+    L.vfree(s);
+  }
+  void cmpTo(int m, const char* dir, VReg a, const Arg& b) {
+    if (!wide()) {
+      L.e_.op("vcmp.{}.f32 {}, {}, {}", dir, M(m), V(a), f32(b));
+      return;
+    }
+    VReg k = b.isConst ? konst(b.c) : b.v;
+    L.e_.op("vcmp.{}.f64 {}, {}, {}, {}, {}", dir, M(m), V(a), H(a), V(k), H(k));
+    if (b.isConst) L.vfree(k);
+  }
+  int cmp(const char* dir, VReg a, const Arg& b) {
+    int m = mask();
+    cmpTo(m, dir, a, b);
+    return m;
+  }
+  // d = m ? a : b (word by word: d may be a or b).
+  void selTo(VReg d, int m, VReg a, const Arg& b) {
+    if (!wide()) {
+      L.e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(a), f32(b));
+      return;
+    }
+    if (b.isConst) {
+      uint64_t bits = std::bit_cast<uint64_t>(b.c);
+      L.e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(a), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+      L.e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(m), H(a), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+      return;
+    }
+    L.e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(a), V(b.v));
+    L.e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(m), H(a), H(b.v));
+  }
+  VReg sel(int m, VReg a, const Arg& b) {
+    VReg d = alloc();
+    selTo(d, m, a, b);
+    return d;
+  }
+
+  // ---- real library functions: f32 from chip instructions (kernels/math.cpp), f64 through f64Math ----
+  VReg fn(Opcode op, VReg x) {
+    if (wide()) return L.f64Math(op, x);
+    switch (op) {
+      case Opcode::Exp: return L.unop("vexp", x, P);
+      case Opcode::Log: return L.unop("vlog", x, P);
+      case Opcode::Sin: return L.unop("vsin", x, P);
+      case Opcode::Cos: return L.unop("vcos", x, P);
+      case Opcode::Sqrt: return L.unop("vsqrt", x, P);
+      case Opcode::Expm1: return L.expandExpm1F32(x, P);
+      case Opcode::Log1p: return L.expandLog1pF32(x, P);
+      default: return L.unop("vexp", x, P);  // not reached: the expansions use only the ones above
+    }
+  }
+  // d = f(d) in place for the EUP functions (f32), a new pair (f64).
+  void fnTo(Opcode op, VReg& d) {
+    if (!wide() && op != Opcode::Expm1 && op != Opcode::Log1p) {
+      const char* m = op == Opcode::Exp ? "vexp" : op == Opcode::Log ? "vlog" : op == Opcode::Sin ? "vsin"
+                      : op == Opcode::Cos ? "vcos" : "vsqrt";
+      L.e_.op("{} {}, {}", m, V(d), V(d));
+      return;
+    }
+    VReg n = fn(op, d);
+    L.vfree(d);
+    d = n;
+  }
+  VReg atan2(VReg y, VReg x) { return wide() ? L.f64Math(Opcode::Atan2, y, x) : L.expandAtan2F32(y, x, P); }
+  std::pair<VReg, VReg> coshSinh(VReg x) {
+    if (!wide()) return L.coshSinhF32(x, P);
+    return {L.f64Math(Opcode::Cosh, x), L.f64Math(Opcode::Sinh, x)};
+  }
+
+  // ---- the expansions ----
+  VReg hypot(VReg x, VReg y);
+  VReg multiply(VReg a, VReg b);
+  struct Scaled {
+    VReg ar, ai, br, bi, back;
+  };
+  Scaled scaleForDivide(VReg a, VReg b);
+  void divideRecoveries(const Scaled& s, VReg abr, VReg abi, VReg cr, VReg ci);
+  VReg divide(VReg a, VReg b);
+  VReg reciprocal(VReg z);
+  VReg exp(VReg x, VReg y, bool minusOne);
+  VReg log(VReg x, VReg y);
+  VReg log1p(VReg x, VReg y);
+  VReg sqrt(VReg x, VReg y);
+  VReg tanh(VReg x, VReg y);
+  VReg sinCos(VReg x, VReg y, bool cos);
+  VReg pow(VReg a, VReg b);
+  VReg logistic(VReg x, VReg y);
+  VReg sign(VReg x, VReg y);
+  std::optional<VReg> expand(Opcode op, const std::vector<VReg>& ops);
+};
+
+VReg Lowerer::complexMultiply(VReg a, VReg b) { return ComplexMath(*this, a.t).multiply(a, b); }
+
+// XLA's product (and std::complex's for finite values, bit for bit):
+// (ar br - ai bi) + (ar bi + ai br) i, each product rounded once (no Annex
+// G recovery of infinities from NaN results).
+VReg Lowerer::ComplexMath::multiply(VReg a, VReg b) {
+  VReg ar = realPart(a), ai = imagPart(a), br = realPart(b), bi = imagPart(b);
+  VReg re = bin("mul", ar, br);
+  VReg t2 = bin("mul", ai, bi);
+  binTo("sub", re, re, t2);
+  VReg im = bin("mul", ar, bi);
+  binTo("mul", t2, ai, br);
+  binTo("add", im, im, t2);
+  free({t2});
+  return fromParts(re, im, C);
+}
+
+// |x + y i| without overflow or underflow on the way: with m = max(|x|, |y|)
+// and n = min, m sqrt(1 + (n/m)^2); n == 0 gives m (0 for 0), an infinite
+// part gives inf even beside a NaN (C's hypot).
+VReg Lowerer::ComplexMath::hypot(VReg x, VReg y) {
+  const double inf = std::numeric_limits<double>::infinity();
+  VReg ax = abs(x), ay = abs(y);
+  VReg m = bin("max", ax, ay), n = bin("min", ax, ay);
+  VReg h = bin("div", n, m);
+  binTo("mul", h, h, h);
+  binTo("add", h, h, 1.0);
+  fnTo(Opcode::Sqrt, h);
+  binTo("mul", h, h, m);
+  int k = mask();
+  cmpTo(k, "eq", n, 0.0);
+  selTo(h, k, m, h);
+  cmpTo(k, "eq", ax, inf);
+  selTo(h, k, ax, h);
+  cmpTo(k, "eq", ay, inf);
+  selTo(h, k, ay, h);
+  put({k});
+  free({ax, ay, m, n});
+  return h;
+}
+
+// Copies of a's and b's parts scaled by powers of two (exact) so nothing
+// overflows in Smith's algorithm: a dividend part from 2^126 (f64: 2^1022)
+// on is halved (u ratio + v is at most twice it), a divisor part from there
+// on halved too (den is at most twice it) and a divisor below 2^-100 (f64:
+// 2^-970) multiplied by 2^60 (2^500) so den keeps its bits; `back` is the
+// ratio of the factors, which the quotient is multiplied by.
+Lowerer::ComplexMath::Scaled Lowerer::ComplexMath::scaleForDivide(VReg a, VReg b) {
+  const double big = pick(0x1p126, 0x1p1022), tiny = pick(0x1p-100, 0x1p-970), up = pick(0x1p60, 0x1p500);
+  Scaled s{L.vcopy(realPart(a), P), L.vcopy(imagPart(a), P), L.vcopy(realPart(b), P), L.vcopy(imagPart(b), P),
+           alloc()};
+  VReg w = abs(s.ar), w2 = abs(s.ai);
+  binTo("max", w, w, w2);
+  int isBig = cmp("ge", w, big);
+  konstTo(w2, 0.5);
+  selTo(w2, isBig, w2, 1.0);  // dividend factor
+  binTo("mul", s.ar, s.ar, w2);
+  binTo("mul", s.ai, s.ai, w2);
+  konstTo(s.back, 2.0);
+  selTo(s.back, isBig, s.back, 1.0);
+  absTo(w, s.br);
+  absTo(w2, s.bi);
+  binTo("max", w, w, w2);
+  int isTiny = mask();
+  cmpTo(isBig, "ge", w, big);
+  cmpTo(isTiny, "lt", w, tiny);
+  konstTo(w2, 0.5);
+  selTo(w2, isBig, w2, 1.0);
+  konstTo(w, up);
+  selTo(w2, isTiny, w, w2);  // divisor factor
+  binTo("mul", s.br, s.br, w2);
+  binTo("mul", s.bi, s.bi, w2);
+  binTo("mul", s.back, s.back, w2);
+  put({isBig, isTiny});
+  free({w, w2});
+  return s;
+}
+
+// XLA's complex divide (elemental_ir_emitter): Smith's algorithm, dividing
+// by the larger part of b first so nothing overflows on the way, then C99
+// Annex G's recovery where both parts came out NaN (divideRecoveries).
+VReg Lowerer::ComplexMath::divide(VReg a, VReg b) {
+  Scaled s = scaleForDivide(a, b);
+  VReg abr = abs(s.br), abi = abs(s.bi);
+  int m1 = cmp("lt", abr, abi);
+  VReg p = sel(m1, s.br, s.bi), q = sel(m1, s.bi, s.br), u = sel(m1, s.ar, s.ai), v = sel(m1, s.ai, s.ar);
+  VReg ratio = bin("div", p, q);
+  VReg den = bin("mul", p, ratio);
+  binTo("add", den, den, q);
+  VReg cr = bin("mul", u, ratio);
+  binTo("add", cr, cr, v);
+  binTo("div", cr, cr, den);
+  VReg ci = bin("mul", v, ratio);
+  binTo("sub", ci, ci, u);
+  binTo("div", ci, ci, den);
+  // |br| >= |bi|: the imaginary part is (ai - ar ratio) / den.
+  negTo(p, ci);
+  selTo(ci, m1, ci, p);
+  binTo("mul", cr, cr, s.back);
+  binTo("mul", ci, ci, s.back);
+  put({m1});
+  free({p, q, u, v, ratio, den, s.back});
+  divideRecoveries(s, abr, abi, cr, ci);
+  free({abr, abi, s.ar, s.ai, s.br, s.bi});
+  return fromParts(cr, ci, C);
+}
+
+// Where both parts of the quotient came out NaN, in XLA's priority (applied
+// last wins): a finite dividend over an infinite divisor gives zero; an
+// infinite dividend over a finite divisor inf; a zero divisor inf with the
+// signs of a and b's real part. cr and ci are updated in place.
+void Lowerer::ComplexMath::divideRecoveries(const Scaled& s, VReg abr, VReg abi, VReg cr, VReg ci) {
+  const double inf = std::numeric_limits<double>::infinity();
+  int nan = mask(), k = mask(), t = mask();
+  cmpTo(nan, "ne", cr, cr);
+  cmpTo(k, "ne", ci, ci);
+  mand(nan, nan, k);
+  VReg aar = abs(s.ar), aai = abs(s.ai);
+  // The unit with the sign of x where |x| is inf, else a signed zero.
+  auto infUnit = [&](VReg x, VReg ax) {
+    VReg d = konst(1.0);
+    cmpTo(t, "eq", ax, inf);
+    selTo(d, t, d, 0.0);
+    copySign(d, x);
+    return d;
+  };
+  // f * (x1 y1 + x2 y2) and f * (x2 y1 - x1 y2) into (cr, ci) where mask k (and nan).
+  auto recover = [&](VReg x1, VReg x2, VReg y1, VReg y2, double f) {
+    VReg re = bin("mul", x1, y1), w = bin("mul", x2, y2);
+    binTo("add", re, re, w);
+    binTo("mul", re, re, f);
+    VReg im = bin("mul", x2, y1);
+    binTo("mul", w, x1, y2);
+    binTo("sub", im, im, w);
+    binTo("mul", im, im, f);
+    mand(k, k, nan);
+    selTo(cr, k, re, cr);
+    selTo(ci, k, im, ci);
+    free({re, w, im});
+  };
+  // Finite a over an infinite b: 0 * (a . unit(b)).
+  cmpTo(k, "eq", abr, inf);
+  cmpTo(t, "eq", abi, inf);
+  mor(k, k, t);
+  cmpTo(t, "lt", aar, inf);
+  mand(k, k, t);
+  cmpTo(t, "lt", aai, inf);
+  mand(k, k, t);
+  int keep = mask();
+  mor(keep, k, k);
+  VReg ur = infUnit(s.br, abr), ui = infUnit(s.bi, abi);
+  mor(k, keep, keep);
+  recover(s.ar, s.ai, ur, ui, 0.0);
+  free({ur, ui});
+  // Infinite a over a finite b: inf * (unit(a) . b).
+  cmpTo(k, "lt", abr, inf);
+  cmpTo(t, "lt", abi, inf);
+  mand(k, k, t);
+  cmpTo(keep, "eq", aar, inf);
+  cmpTo(t, "eq", aai, inf);
+  mor(keep, keep, t);
+  mand(k, k, keep);
+  mor(keep, k, k);
+  ur = infUnit(s.ar, aar);
+  ui = infUnit(s.ai, aai);
+  mor(k, keep, keep);
+  recover(ur, ui, s.br, s.bi, inf);
+  free({ur, ui});
+  // A zero divisor (unless a is NaN + NaN i): copysign(inf, br) * a.
+  cmpTo(k, "eq", s.br, 0.0);
+  cmpTo(t, "eq", s.bi, 0.0);
+  mand(k, k, t);
+  cmpTo(keep, "ne", s.ar, s.ar);
+  cmpTo(t, "ne", s.ai, s.ai);
+  mand(keep, keep, t);
+  mnot(keep, keep);
+  mand(k, k, keep);
+  mand(k, k, nan);
+  VReg f = konst(inf);
+  copySign(f, s.br);
+  VReg zr = bin("mul", f, s.ar), zi = bin("mul", f, s.ai);
+  selTo(cr, k, zr, cr);
+  selTo(ci, k, zi, ci);
+  free({f, zr, zi, aar, aai});
+  put({keep, nan, k, t});
+}
+
+// (1 + 0i) / z.
+VReg Lowerer::ComplexMath::reciprocal(VReg z) {
+  VReg one = L.valloc(C);
+  konstTo(realPart(one), 1.0);
+  konstTo(imagPart(one), 0.0);
+  VReg d = divide(one, z);
+  L.vfree(one);
+  return d;
+}
+
+// e^z = e^x (cos y + i sin y) as (e^(x/2) cos y) e^(x/2), so the result
+// stays finite where e^x alone overflows; y == 0 keeps the imaginary part
+// y (C's cexp(inf + 0i) = inf + 0i). With minusOne, e^z - 1 keeps its
+// relative precision near 0: the real part is expm1(x) cos y - 2 sin^2(y/2).
+VReg Lowerer::ComplexMath::exp(VReg x, VReg y, bool minusOne) {
+  const double inf = std::numeric_limits<double>::infinity();
+  VReg e = bin("mul", x, 0.5);
+  fnTo(Opcode::Exp, e);
+  VReg c = fn(Opcode::Cos, y), s = fn(Opcode::Sin, y);
+  VReg im = bin("mul", e, s);
+  binTo("mul", im, im, e);
+  VReg re;
+  if (!minusOne) {
+    re = bin("mul", e, c);
+    binTo("mul", re, re, e);
+  } else {
+    re = fn(Opcode::Expm1, x);
+    binTo("mul", re, re, c);
+    binTo("mul", s, y, 0.5);
+    fnTo(Opcode::Sin, s);
+    binTo("mul", s, s, s);
+    binTo("add", s, s, s);
+    binTo("sub", re, re, s);
+  }
+  // e^-inf = 0 whatever y (cos inf would make it NaN): C's cexp (e^z - 1:
+  // -1 + 0i).
+  int k = mask();
+  cmpTo(k, "ne", x, -inf);
+  selTo(re, k, re, minusOne ? -1.0 : 0.0);
+  selTo(im, k, im, 0.0);
+  // e^(inf + i y) for y inf or NaN: inf + NaN i (C's cexp), not NaN + NaN i.
+  int n = mask();
+  cmpTo(k, "eq", x, inf);
+  cmpTo(n, "ne", re, re);
+  mand(k, k, n);
+  selTo(re, k, x, re);
+  put({n});
+  cmpTo(k, "eq", y, 0.0);
+  selTo(im, k, y, im);
+  put({k});
+  free({e, c, s});
+  return fromParts(re, im, C);
+}
+
+// ln z = ln|z| + i atan2(y, x). ln|z| with m = max(|x|, |y|), n = min:
+//   1/2 <= m < 2:  log1p((m - 1)(m + 1) + n^2) / 2   (no cancellation at |z| ~ 1)
+//   otherwise:     ln m + log1p((n/m)^2) / 2          (no overflow)
+// An infinite part gives +inf even beside a NaN (C's clog).
+VReg Lowerer::ComplexMath::log(VReg x, VReg y) {
+  const double inf = std::numeric_limits<double>::infinity();
+  VReg ax = abs(x), ay = abs(y);
+  VReg m = bin("max", ax, ay), n = bin("min", ax, ay);
+  int k = mask(), t = mask();
+  VReg r = bin("div", n, m);
+  cmpTo(k, "eq", n, 0.0);
+  selTo(r, k, n, r);  // 0 / 0
+  binTo("mul", r, r, r);
+  VReg re = fn(Opcode::Log1p, r);
+  binTo("mul", re, re, 0.5);
+  VReg lm = fn(Opcode::Log, m);
+  binTo("add", re, re, lm);
+  VReg a = bin("sub", m, 1.0);
+  binTo("add", lm, m, 1.0);
+  binTo("mul", a, a, lm);
+  binTo("mul", r, n, n);
+  binTo("add", a, a, r);
+  VReg near = fn(Opcode::Log1p, a);
+  binTo("mul", near, near, 0.5);
+  cmpTo(k, "ge", m, 0.5);
+  cmpTo(t, "lt", m, 2.0);
+  mand(k, k, t);
+  selTo(re, k, near, re);
+  cmpTo(k, "eq", ax, inf);
+  selTo(re, k, ax, re);
+  cmpTo(k, "eq", ay, inf);
+  selTo(re, k, ay, re);
+  put({k, t});
+  free({ax, ay, m, n, r, lm, a, near});
+  VReg im = atan2(y, x);
+  return fromParts(re, im, C);
+}
+
+// ln(1 + z): ln(u + y i) with u = 1 + x rounded (and y + 0, as the complex
+// sum (1 + 0i) + z has it: -0 becomes +0 on the branch cut), except for |x|, |y| < 1/2
+// where the real part is log1p(x (2 + x) + y^2) / 2 (keeps the relative
+// precision of small z, which 1 + x would round away).
+VReg Lowerer::ComplexMath::log1p(VReg x, VReg y) {
+  VReg u = bin("add", x, 1.0);
+  VReg yp = bin("add", y, 0.0);  // (1 + 0i) + z: -0 + 0 = +0
+  VReg z = log(u, yp);
+  free({yp});
+  VReg s = bin("add", x, 2.0);
+  binTo("mul", s, s, x);
+  VReg y2 = bin("mul", y, y);
+  binTo("add", s, s, y2);
+  VReg l = fn(Opcode::Log1p, s);
+  binTo("mul", l, l, 0.5);
+  absTo(s, x);
+  absTo(y2, y);
+  binTo("max", s, s, y2);
+  int k = cmp("lt", s, 0.5);
+  selTo(realPart(z), k, l, realPart(z));
+  put({k});
+  free({u, s, y2, l});
+  return z;
+}
+
+// sqrt(z) by t = sqrt((|x| + |z|) / 2): x >= 0 gives t + i y / 2t, x < 0
+// gives |y| / 2t + i copysign(t, y). Parts beyond 2^100 (f64: 2^1000) are
+// scaled by 1/4 and below 2^-100 (2^-1000) by 2^50 (2^500) first, t back by
+// 2 or 2^-25 (2^-250), so |x| + |z| neither overflows nor loses subnormal
+// bits. Special values as C's csqrt: t == 0 gives 0 + y i, an infinite y
+// gives inf + y i.
+VReg Lowerer::ComplexMath::sqrt(VReg x, VReg y) {
+  const double inf = std::numeric_limits<double>::infinity();
+  VReg ax = abs(x), ay = abs(y);
+  VReg m = bin("max", ax, ay);
+  int big = cmp("gt", m, pick(0x1p100, 0x1p1000)), tiny = cmp("lt", m, pick(0x1p-100, 0x1p-1000));
+  VReg sc = konst(0.25), w = konst(pick(0x1p50, 0x1p500));
+  selTo(sc, big, sc, 1.0);
+  selTo(sc, tiny, w, sc);
+  VReg back = konst(2.0);
+  selTo(back, big, back, 1.0);
+  konstTo(w, pick(0x1p-25, 0x1p-250));
+  selTo(back, tiny, w, back);
+  binTo("mul", ax, ax, sc);
+  binTo("mul", m, ay, sc);  // |y| scaled
+  VReg h = hypot(ax, m);
+  binTo("add", h, h, ax);
+  binTo("mul", h, h, 0.5);
+  fnTo(Opcode::Sqrt, h);
+  binTo("mul", h, h, back);  // t
+  binTo("add", w, h, h);
+  VReg q = bin("div", y, w);  // y / 2t
+  VReg qa = abs(q);
+  VReg st = L.vcopy(h, P);
+  copySign(st, y);
+  int k = big;
+  cmpTo(k, "ge", x, 0.0);
+  VReg re = sel(k, h, qa), im = sel(k, q, st);
+  cmpTo(k, "eq", h, 0.0);
+  selTo(re, k, h, re);
+  selTo(im, k, y, im);
+  cmpTo(k, "eq", ay, inf);
+  selTo(re, k, ay, re);
+  selTo(im, k, y, im);
+  put({big, tiny});
+  free({ax, ay, m, sc, back, w, h, q, qa, st});
+  return fromParts(re, im, C);
+}
+
+// tanh(x + y i) = (sinh x cosh x + i sin y cos y) / (sinh^2 x + cos^2 y)
+// (both terms of the denominator >= 0: no cancellation); from |x| > 10
+// (f64: 20, where e^(-2|x|) is below half an ulp) on,
+// copysign(1, x) + i 4 sin y cos y e^(-2|x|).
+VReg Lowerer::ComplexMath::tanh(VReg x, VReg y) {
+  const double inf = std::numeric_limits<double>::infinity();
+  auto [ch, sh] = coshSinh(x);
+  VReg s = fn(Opcode::Sin, y), c = fn(Opcode::Cos, y);
+  VReg den = bin("mul", sh, sh), w = bin("mul", c, c);
+  binTo("add", den, den, w);
+  VReg re = bin("mul", sh, ch);
+  binTo("div", re, re, den);
+  binTo("mul", s, s, c);  // sin y cos y
+  VReg im = bin("div", s, den);
+  absTo(w, x);
+  int k = cmp("gt", w, pick(10.0, 20.0));
+  binTo("mul", w, w, -2.0);
+  fnTo(Opcode::Exp, w);
+  binTo("mul", w, w, s);
+  binTo("mul", w, w, 4.0);
+  selTo(im, k, w, im);
+  // x = +-inf: +-1 + 0i with the sign of y (C's ctanh), even for y inf.
+  absTo(w, x);
+  int z = cmp("eq", w, inf);
+  signedZeroTo(w, y);
+  selTo(im, z, w, im);
+  konstTo(w, 1.0);
+  copySign(w, x);
+  selTo(re, k, w, re);
+  put({k, z});
+  free({ch, sh, s, c, den, w});
+  return fromParts(re, im, C);
+}
+
+// sin(x + y i) = sin x cosh y + i cos x sinh y;
+// cos(x + y i) = cos x cosh y - i sin x sinh y. sin keeps a zero real part
+// x (0 * cosh(inf) would be NaN).
+VReg Lowerer::ComplexMath::sinCos(VReg x, VReg y, bool cos) {
+  auto [ch, sh] = coshSinh(y);
+  VReg s = fn(Opcode::Sin, x), c = fn(Opcode::Cos, x);
+  VReg re = bin("mul", cos ? c : s, ch);
+  VReg im = bin("mul", cos ? s : c, sh);
+  if (cos) {
+    negTo(im, im);
+  } else {
+    int k = cmp("eq", x, 0.0);
+    selTo(re, k, x, re);
+    put({k});
+  }
+  free({ch, sh, s, c});
+  return fromParts(re, im, C);
+}
+
+// a^b = e^(b ln a). For a = 0, ln a = -inf + 0i: Re b > 0 gives e^(-inf
+// + ...) = 0 (exp's C special case); 0^0 is 1 + 0i as in numpy, XLA's
+// elemental emitter and the interpreter (e^(0 ln 0) would be NaN).
+VReg Lowerer::ComplexMath::pow(VReg a, VReg b) {
+  VReg l = log(realPart(a), imagPart(a));
+  VReg t = multiply(b, l);
+  L.vfree(l);
+  VReg r = exp(realPart(t), imagPart(t), false);
+  L.vfree(t);
+  int k = cmp("eq", realPart(a), 0.0), m = mask();
+  for (VReg p : {imagPart(a), realPart(b), imagPart(b)}) {
+    cmpTo(m, "eq", p, 0.0);
+    mand(k, k, m);
+  }
+  mnot(k, k);
+  selTo(realPart(r), k, realPart(r), 1.0);
+  selTo(imagPart(r), k, imagPart(r), 0.0);
+  put({k, m});
+  return r;
+}
+
+// 1 / (1 + e^-z), as the interpreter and XLA compose it, but with the real
+// part of 1 + e^-z for |x| < 1 as 2 cos^2(y/2) + expm1(-x) cos y, which does
+// not cancel near the poles z = (2k + 1) pi i.
+VReg Lowerer::ComplexMath::logistic(VReg x, VReg y) {
+  VReg nx = neg(x), ny = neg(y);
+  VReg e = exp(nx, ny, false);
+  free({ny});
+  VReg er = bin("add", realPart(e), 1.0);
+  L.vfree(realPart(e));
+  e = fromParts(er, imagPart(e), C);
+  VReg em = fn(Opcode::Expm1, nx);
+  VReg c = fn(Opcode::Cos, y);
+  binTo("mul", em, em, c);
+  binTo("mul", c, y, 0.5);
+  fnTo(Opcode::Cos, c);
+  binTo("mul", c, c, c);
+  binTo("add", c, c, c);
+  binTo("add", em, em, c);
+  absTo(c, x);
+  int k = cmp("lt", c, 1.0);
+  selTo(realPart(e), k, em, realPart(e));
+  put({k});
+  free({nx, em, c});
+  VReg d = reciprocal(e);
+  L.vfree(e);
+  return d;
+}
+
+// z / |z|, z itself where |z| is 0; z first divided by max(|x|, |y|) so
+// |z| neither overflows nor underflows.
+VReg Lowerer::ComplexMath::sign(VReg x, VReg y) {
+  VReg ax = abs(x), m = abs(y);
+  binTo("max", m, m, ax);
+  VReg re = bin("div", x, m), im = bin("div", y, m);
+  VReg a = bin("mul", re, re);
+  binTo("mul", ax, im, im);
+  binTo("add", a, a, ax);
+  fnTo(Opcode::Sqrt, a);
+  binTo("div", re, re, a);
+  binTo("div", im, im, a);
+  int k = cmp("eq", m, 0.0);
+  selTo(re, k, x, re);
+  selTo(im, k, y, im);
+  put({k});
+  free({ax, m, a});
+  return fromParts(re, im, C);
+}
+
+std::optional<VReg> Lowerer::ComplexMath::expand(Opcode op, const std::vector<VReg>& ops) {
+  VReg x = realPart(ops[0]), y = imagPart(ops[0]);
+  switch (op) {
+    case Opcode::Multiply: return multiply(ops[0], ops[1]);
+    case Opcode::Divide: return divide(ops[0], ops[1]);
+    case Opcode::Power: return pow(ops[0], ops[1]);
+    case Opcode::Abs: return hypot(x, y);
+    case Opcode::Exp: return exp(x, y, false);
+    case Opcode::Expm1: return exp(x, y, true);
+    case Opcode::Log: return log(x, y);
+    case Opcode::Log1p: return log1p(x, y);
+    case Opcode::Sqrt: return sqrt(x, y);
+    case Opcode::Rsqrt: {
+      VReg s = sqrt(x, y);
+      VReg d = reciprocal(s);
+      L.vfree(s);
+      return d;
+    }
+    case Opcode::Tanh: return tanh(x, y);
+    case Opcode::Tan: {
+      // tan z = -i tanh(i z): tanh(-y + x i) = p + q i gives q - p i.
+      VReg ny = neg(y);
+      VReg w = tanh(ny, x);
+      free({ny});
+      negTo(realPart(w), realPart(w));
+      return fromParts(imagPart(w), realPart(w), C);
+    }
+    case Opcode::Sin:
+    case Opcode::Cos: return sinCos(x, y, op == Opcode::Cos);
+    case Opcode::Logistic: return logistic(x, y);
+    case Opcode::Sign: return sign(x, y);
+    default: return std::nullopt;
+  }
+}
+
+
+// A scalar complex constant, word by word.
+VReg Lowerer::complexConstant(const Instruction& in) {
+  ElementType rt = in.shape().elementType();
+  const uint8_t* bytes = in.literal().rawElement(0);
+  VReg d = valloc(rt);
+  std::vector<int> regs = {d.r, d.hi};
+  if (rt == ElementType::C128) regs.insert(regs.end(), {d.im, d.imh});
+  for (size_t w = 0; w < regs.size(); ++w) {
+    uint32_t word = 0;
+    std::memcpy(&word, bytes + 4 * w, 4);
+    e_.op("vmov.s32 {}, {}", vregs_.name(regs[w]), static_cast<int32_t>(word));
+  }
+  return d;
+}
+
+// std::complex == compares both parts (NaN parts are unequal); != is its negation.
+VReg Lowerer::complexEquals(VReg a, VReg b, bool eq) {
+  auto partEq = [&](VReg x, VReg y) {
+    if (x.t == ElementType::F64) return pairCompare("eq", ElementType::F64, x, y);
+    int m = malloc_();
+    e_.op("vcmp.eq.f32 {}, {}, {}", M(m), V(x), V(y));
+    return m;
+  };
+  int mr = partEq(realPart(a), realPart(b));
+  int mi = partEq(imagPart(a), imagPart(b));
+  e_.op("mand {}, {}, {}", M(mr), M(mr), M(mi));
+  if (!eq) e_.op("mnot {}, {}", M(mr), M(mr));
+  masks_.put(mi);
+  VReg d = toMask01(mr);
+  masks_.put(mr);
+  return d;
+}
+
+VReg Lowerer::complexSelect(VReg pred, VReg a, VReg b, ElementType rt) {
+  int m = malloc_();
+  e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(pred));
+  VReg d = valloc(rt);
+  std::vector<std::array<int, 3>> regs = {{d.r, a.r, b.r}, {d.hi, a.hi, b.hi}};
+  if (rt == ElementType::C128) regs.insert(regs.end(), {{d.im, a.im, b.im}, {d.imh, a.imh, b.imh}});
+  for (auto [x, y, z] : regs)
+    e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(x), M(m), vregs_.name(y), vregs_.name(z));
+  masks_.put(m);
+  return d;
+}
+
+// Converts with a complex operand or result.
+std::optional<VReg> Lowerer::complexConvert(const Instruction& in, VReg x) {
+  ElementType from = x.t, rt = in.shape().elementType();
+  if (isComplexType(from) && isComplexType(rt)) {
+    if (from == rt) return vcopy(x, rt);
+    // Each part rounded (c128 -> c64) or widened exactly (c64 -> c128).
+    auto part = [&](VReg p) {
+      VReg d = valloc(partType(rt));
+      if (rt == ElementType::C128) {
+        e_.op("vcvt.f64.f32 {}, {}, 0", V(d), V(p));
+        e_.op("vcvt.f64.f32 {}, {}, 1", H(d), V(p));
+      } else {
+        e_.op("vcvt.f32.f64 {}, {}, {}", V(d), V(p), H(p));
+      }
+      return d;
+    };
+    return fromParts(part(realPart(x)), part(imagPart(x)), rt);
+  }
+  if (!isComplexType(from)) return complexFromReal(x, rt);
+  // HLO converts complex only to complex, but the interpreter converts the
+  // operands of a dot or convolution with a real result (and of the GELU
+  // custom call) this way: pred is z != 0, any other type the real part
+  // converted.
+  if (rt != ElementType::Pred) return lowerOp(in, {realPart(x)});
+  VReg re = realPart(x), im = imagPart(x);
+  int a = malloc_(), b = malloc_();
+  if (re.t == ElementType::F32) {
+    e_.op("vcmp.ne.f32 {}, {}, 0", M(a), V(re));
+    e_.op("vcmp.ne.f32 {}, {}, 0", M(b), V(im));
+  } else {
+    VReg z = valloc(ElementType::F64);
+    e_.op("vmov.s32 {}, 0", V(z));
+    e_.op("vmov.s32 {}, 0", H(z));
+    e_.op("vcmp.ne.f64 {}, {}, {}, {}, {}", M(a), V(re), H(re), V(z), H(z));
+    e_.op("vcmp.ne.f64 {}, {}, {}, {}, {}", M(b), V(im), H(im), V(z), H(z));
+    vfree(z);
+  }
+  e_.op("mor {}, {}, {}", M(a), M(a), M(b));
+  masks_.put(b);
+  return toMask01(a);
+}
+
 std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops) {
   Opcode op = in.opcode();
   ElementType rt = in.shape().elementType();
@@ -179,64 +963,24 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
   ElementType ct = rt;
   for (const VReg& v : ops)
     if (isComplexType(v.t)) ct = v.t;
-  const bool c64 = ct == ElementType::C64;
   const ElementType pt = partType(ct);
   auto unsupported = [&]() -> std::optional<VReg> {
     fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported for {}", hlo::elementTypeName(ct),
                          in.name(), hlo::opcodeName(op)));
     return std::nullopt;
   };
-  auto H2 = [&](int r) { return vregs_.name(r); };
-
   // -x flips the sign bit (NaN payloads and zeros included), as std::complex negation does.
   auto partNegate = [&](VReg a) {
     VReg d = vcopy(a, pt);
     int top = pt == ElementType::F32 ? d.r : d.hi;
-    e_.op("vxor {}, {}, -2147483648", H2(top), H2(top));
+    e_.op("vxor {}, {}, -2147483648", vregs_.name(top), vregs_.name(top));
     return d;
   };
-  // Mask of part equality (f64: the pair compare row).
-  auto partEq = [&](VReg a, VReg b) {
-    if (pt == ElementType::F64) return pairCompare("eq", ElementType::F64, a, b);
-    int m = malloc_();
-    e_.op("vcmp.eq.f32 {}, {}, {}", M(m), V(a), V(b));
-    return m;
-  };
-  // A complex row applied once per result word.
-  auto complexRow = [&](const std::string& mnemonic, const std::vector<VReg>& args, ElementType t) {
-    VReg d = valloc(t);
-    std::vector<int> out = {d.r, d.hi};
-    if (t == ElementType::C128) out.insert(out.end(), {d.im, d.imh});
-    if (t == ElementType::F32) out = {d.r};
-    for (size_t w = 0; w < out.size(); ++w) {
-      std::string operands;
-      for (const VReg& z : args) {
-        operands += fmt::format(", {}, {}", V(z), H(z));
-        if (z.t == ElementType::C128) operands += fmt::format(", {}, {}", H2(z.im), H2(z.imh));
-      }
-      if (t == ElementType::F32)
-        e_.op("{} {}{}", mnemonic, H2(out[w]), operands);
-      else
-        e_.op("{} {}{}, {}", mnemonic, H2(out[w]), operands, w);
-    }
-    return d;
-  };
-  const std::string suffix = c64 ? ".c64" : ".c128";
 
   switch (op) {
-    case Opcode::Constant: {
+    case Opcode::Constant:
       if (!in.shape().isScalar()) return unsupported();
-      const uint8_t* bytes = in.literal().rawElement(0);
-      VReg d = valloc(rt);
-      std::vector<int> regs = {d.r, d.hi};
-      if (rt == ElementType::C128) regs.insert(regs.end(), {d.im, d.imh});
-      for (size_t w = 0; w < regs.size(); ++w) {
-        uint32_t word = 0;
-        std::memcpy(&word, bytes + 4 * w, 4);
-        e_.op("vmov.s32 {}, {}", H2(regs[w]), static_cast<int32_t>(word));
-      }
-      return d;
-    }
+      return complexConstant(in);
     case Opcode::Broadcast:
     case Opcode::Reshape:
     case Opcode::Bitcast:
@@ -247,90 +991,21 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
       return complexAdd(ops[0], ops[1], op == Opcode::Subtract);
     case Opcode::Negate:
       return fromParts(partNegate(realPart(ops[0])), partNegate(imagPart(ops[0])), rt);
-    case Opcode::Multiply:
-      return complexMultiply(ops[0], ops[1]);
-    case Opcode::Divide:
-    case Opcode::Power:
-      if (c64) return expandComplexC64(op, ops);
-      return complexRow((op == Opcode::Divide ? "vdiv" : "vpow") + suffix, {ops[0], ops[1]}, rt);
     case Opcode::Real:
       return vcopy(realPart(ops[0]), rt);
     case Opcode::Imag:
       return vcopy(imagPart(ops[0]), rt);
     case Opcode::Complex:
       return fromParts(vcopy(ops[0], pt), vcopy(ops[1], pt), rt);
-    case Opcode::Abs:
-      if (c64) return hypotF32(realPart(ops[0]), imagPart(ops[0]));
-      return complexRow("vabs" + suffix, {ops[0]}, rt);
     case Opcode::Compare: {
-      // std::complex == compares both parts (NaN parts are unequal); != is its negation.
       auto dir = in.attrs().comparisonDirection;
-      bool eq = dir == hlo::ComparisonDirection::EQ;
-      if (!eq && dir != hlo::ComparisonDirection::NE) return unsupported();
-      int mr = partEq(realPart(ops[0]), realPart(ops[1]));
-      int mi = partEq(imagPart(ops[0]), imagPart(ops[1]));
-      e_.op("mand {}, {}, {}", M(mr), M(mr), M(mi));
-      if (!eq) e_.op("mnot {}, {}", M(mr), M(mr));
-      masks_.put(mi);
-      VReg d = toMask01(mr);
-      masks_.put(mr);
-      return d;
+      if (dir != hlo::ComparisonDirection::EQ && dir != hlo::ComparisonDirection::NE) return unsupported();
+      return complexEquals(ops[0], ops[1], dir == hlo::ComparisonDirection::EQ);
     }
-    case Opcode::Select: {
-      int m = malloc_();
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
-      VReg d = valloc(rt);
-      VReg a = ops[1], b = ops[2];
-      std::vector<std::array<int, 3>> regs = {{d.r, a.r, b.r}, {d.hi, a.hi, b.hi}};
-      if (rt == ElementType::C128) regs.insert(regs.end(), {{d.im, a.im, b.im}, {d.imh, a.imh, b.imh}});
-      for (auto [x, y, z] : regs) e_.op("vsel.s32 {}, {}, {}, {}", H2(x), M(m), H2(y), H2(z));
-      masks_.put(m);
-      return d;
-    }
-    case Opcode::Convert: {
-      ElementType from = ops[0].t;
-      if (isComplexType(from) && isComplexType(rt)) {
-        if (from == rt) return vcopy(ops[0], rt);
-        // Each part rounded (c128 -> c64) or widened exactly (c64 -> c128).
-        auto part = [&](VReg x) {
-          VReg d = valloc(partType(rt));
-          if (rt == ElementType::C128) {
-            e_.op("vcvt.f64.f32 {}, {}, 0", V(d), V(x));
-            e_.op("vcvt.f64.f32 {}, {}, 1", H(d), V(x));
-          } else {
-            e_.op("vcvt.f32.f64 {}, {}, {}", V(d), V(x), H(x));
-          }
-          return d;
-        };
-        return fromParts(part(realPart(ops[0])), part(imagPart(ops[0])), rt);
-      }
-      if (isComplexType(from)) {
-        // HLO converts complex only to complex, but the interpreter converts
-        // the operands of a dot or convolution with a real result (and of
-        // the GELU custom call) this way: pred is z != 0, any other type
-        // the real part converted.
-        if (rt == ElementType::Pred) {
-          VReg re = realPart(ops[0]), im = imagPart(ops[0]);
-          int a = malloc_(), b = malloc_();
-          if (re.t == ElementType::F32) {
-            e_.op("vcmp.ne.f32 {}, {}, 0", M(a), V(re));
-            e_.op("vcmp.ne.f32 {}, {}, 0", M(b), V(im));
-          } else {
-            VReg z = valloc(ElementType::F64);
-            e_.op("vmov.s32 {}, 0", V(z));
-            e_.op("vmov.s32 {}, 0", H(z));
-            e_.op("vcmp.ne.f64 {}, {}, {}, {}, {}", M(a), V(re), H(re), V(z), H(z));
-            e_.op("vcmp.ne.f64 {}, {}, {}, {}, {}", M(b), V(im), H(im), V(z), H(z));
-            vfree(z);
-          }
-          e_.op("mor {}, {}, {}", M(a), M(a), M(b));
-          masks_.put(b);
-          return toMask01(a);
-        }
-        return lowerOp(in, {realPart(ops[0])});
-      }
-      return complexFromReal(ops[0], rt);
-    }
+    case Opcode::Select:
+      return complexSelect(ops[0], ops[1], ops[2], rt);
+    case Opcode::Convert:
+      return complexConvert(in, ops[0]);
     case Opcode::Map: {
       std::vector<VReg> out;
       if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
@@ -339,531 +1014,11 @@ std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::ve
     default:
       break;
   }
-  static const std::map<Opcode, const char*> kUnary = {
-      {Opcode::Exp, "vexp"},     {Opcode::Expm1, "vexpm1"},       {Opcode::Log, "vlog"},
-      {Opcode::Log1p, "vlog1p"}, {Opcode::Sqrt, "vsqrt"},         {Opcode::Rsqrt, "vrsqrt"},
-      {Opcode::Tanh, "vtanh"},   {Opcode::Sin, "vsin"},           {Opcode::Cos, "vcos"},
-      {Opcode::Tan, "vtan"},     {Opcode::Logistic, "vlogistic"}, {Opcode::Sign, "vsign"},
-  };
-  auto it = kUnary.find(op);
-  if (it == kUnary.end() || ops.size() != 1 || !isComplexType(rt)) return unsupported();
-  if (c64) return expandComplexC64(op, ops);
-  return complexRow(it->second + suffix, {ops[0]}, rt);
-}
-
-// ---- c64 library math from f32 chip instructions ----
-
-// |x + y i| without overflow or underflow on the way: with m = max(|x|, |y|)
-// and n = min, m sqrt(1 + (n/m)^2); n == 0 gives m (0 for 0), an infinite
-// part gives inf even beside a NaN (C's hypot). About 2 ulps.
-VReg Lowerer::hypotF32(VReg x, VReg y) {
-  const ElementType F = ElementType::F32;
-  VReg ax = unop("vabs.f32", x, F), ay = unop("vabs.f32", y, F);
-  VReg m = binop("vmax.f32", ax, V(ay), F), n = binop("vmin.f32", ax, V(ay), F);
-  VReg h = binop("vdiv.f32", n, V(m), F);
-  e_.op("vmul.f32 {}, {}, {}", V(h), V(h), V(h));
-  e_.op("vadd.f32 {}, {}, 1.0", V(h), V(h));
-  e_.op("vsqrt {}, {}", V(h), V(h));
-  e_.op("vmul.f32 {}, {}, {}", V(h), V(h), V(m));
-  int k = malloc_();
-  e_.op("vcmp.eq.f32 {}, {}, 0.0", M(k), V(n));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(h), M(k), V(m), V(h));
-  e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(k), V(ax));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(h), M(k), V(ax), V(h));
-  e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(k), V(ay));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(h), M(k), V(ay), V(h));
-  masks_.put(k);
-  for (VReg v : {ax, ay, m, n}) vfree(v);
-  return h;
-}
-
-// XLA's complex divide (elemental_ir_emitter): Smith's algorithm, dividing
-// by the larger part of b first so nothing overflows on the way, then C99
-// Annex G's recovery where both parts came out NaN: a zero divisor gives
-// inf with the signs of a and b's real part; an infinite dividend over a
-// finite divisor inf; a finite dividend over an infinite divisor zero.
-VReg Lowerer::complexDivideC64(VReg a, VReg b) {
-  const ElementType F = ElementType::F32;
-  VReg ar0 = realPart(a), ai0 = imagPart(a), br0 = realPart(b), bi0 = imagPart(b);
-  // Scaling by powers of two (exact) so no intermediate overflows: a
-  // dividend part from 2^126 on is halved (u ratio + v is at most twice
-  // it), a divisor part from 2^126 on halved too (den is at most twice
-  // it) and a divisor below 2^-100 multiplied by 2^60 (den keeps its bits);
-  // the quotient is multiplied back by the ratio of the factors.
-  VReg ar = vcopy(ar0, F), ai = vcopy(ai0, F), br = vcopy(br0, F), bi = vcopy(bi0, F);
-  VReg back = valloc(F);
-  {
-    VReg w = unop("vabs.f32", ar, F), w2 = unop("vabs.f32", ai, F);
-    e_.op("vmax.f32 {}, {}, {}", V(w), V(w), V(w2));
-    int big = malloc_();
-    e_.op("vcmp.ge.f32 {}, {}, {}", M(big), V(w), fimm(0x1p126f));
-    e_.op("vmov.f32 {}, 0.5", V(w2));
-    e_.op("vsel.f32 {}, {}, {}, 1.0", V(w2), M(big), V(w2));  // dividend factor
-    e_.op("vmul.f32 {}, {}, {}", V(ar), V(ar), V(w2));
-    e_.op("vmul.f32 {}, {}, {}", V(ai), V(ai), V(w2));
-    e_.op("vmov.f32 {}, 2.0", V(back));
-    e_.op("vsel.f32 {}, {}, {}, 1.0", V(back), M(big), V(back));
-    e_.op("vabs.f32 {}, {}", V(w), V(br));
-    e_.op("vabs.f32 {}, {}", V(w2), V(bi));
-    e_.op("vmax.f32 {}, {}, {}", V(w), V(w), V(w2));
-    int tiny = malloc_();
-    e_.op("vcmp.ge.f32 {}, {}, {}", M(big), V(w), fimm(0x1p126f));
-    e_.op("vcmp.lt.f32 {}, {}, {}", M(tiny), V(w), fimm(0x1p-100f));
-    e_.op("vmov.f32 {}, 0.5", V(w2));
-    e_.op("vsel.f32 {}, {}, {}, 1.0", V(w2), M(big), V(w2));
-    e_.op("vmov.f32 {}, {}", V(w), fimm(0x1p60f));
-    e_.op("vsel.f32 {}, {}, {}, {}", V(w2), M(tiny), V(w), V(w2));  // divisor factor
-    e_.op("vmul.f32 {}, {}, {}", V(br), V(br), V(w2));
-    e_.op("vmul.f32 {}, {}, {}", V(bi), V(bi), V(w2));
-    e_.op("vmul.f32 {}, {}, {}", V(back), V(back), V(w2));
-    masks_.put(big);
-    masks_.put(tiny);
-    vfree(w);
-    vfree(w2);
-  }
-  VReg abr = unop("vabs.f32", br, F), abi = unop("vabs.f32", bi, F);
-  int m1 = malloc_();
-  e_.op("vcmp.lt.f32 {}, {}, {}", M(m1), V(abr), V(abi));
-  auto pick = [&](VReg x, VReg y) {  // m1 ? x : y
-    VReg d = valloc(F);
-    e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m1), V(x), V(y));
-    return d;
-  };
-  VReg p = pick(br, bi), q = pick(bi, br), u = pick(ar, ai), v = pick(ai, ar);
-  VReg ratio = binop("vdiv.f32", p, V(q), F);
-  VReg den = binop("vmul.f32", p, V(ratio), F);
-  e_.op("vadd.f32 {}, {}, {}", V(den), V(den), V(q));
-  VReg cr = binop("vmul.f32", u, V(ratio), F);
-  e_.op("vadd.f32 {}, {}, {}", V(cr), V(cr), V(v));
-  e_.op("vdiv.f32 {}, {}, {}", V(cr), V(cr), V(den));
-  VReg ci = binop("vmul.f32", v, V(ratio), F);
-  e_.op("vsub.f32 {}, {}, {}", V(ci), V(ci), V(u));
-  e_.op("vdiv.f32 {}, {}, {}", V(ci), V(ci), V(den));
-  // |br| >= |bi|: the imaginary part is (ai - ar ratio) / den.
-  e_.op("vneg.f32 {}, {}", V(p), V(ci));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(ci), M(m1), V(ci), V(p));
-  e_.op("vmul.f32 {}, {}, {}", V(cr), V(cr), V(back));
-  e_.op("vmul.f32 {}, {}, {}", V(ci), V(ci), V(back));
-  for (VReg x : {p, q, u, v, ratio, den, back}) vfree(x);
-
-  // Both parts NaN: the recoveries, in XLA's priority (applied last wins).
-  int nan = malloc_(), k = malloc_(), t = malloc_();
-  e_.op("vcmp.ne.f32 {}, {}, {}", M(nan), V(cr), V(cr));
-  e_.op("vcmp.ne.f32 {}, {}, {}", M(k), V(ci), V(ci));
-  e_.op("mand {}, {}, {}", M(nan), M(nan), M(k));
-  VReg aar = unop("vabs.f32", ar, F), aai = unop("vabs.f32", ai, F);
-  // The unit with the sign of x where |x| is inf, else a signed zero.
-  auto infUnit = [&](VReg x, VReg ax) {
-    VReg d = valloc(F);
-    e_.op("vmov.f32 {}, 1.0", V(d));
-    e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(t), V(ax));
-    e_.op("vsel.f32 {}, {}, {}, 0.0", V(d), M(t), V(d));
-    copySignF32(d, x, F);
-    return d;
-  };
-  // s * (x1 y1 + x2 y2) and s * (x2 y1 - x1 y2) into (re, im) where mask k.
-  auto recover = [&](VReg x1, VReg x2, VReg y1, VReg y2, const char* s) {
-    VReg re = binop("vmul.f32", x1, V(y1), F), w = binop("vmul.f32", x2, V(y2), F);
-    e_.op("vadd.f32 {}, {}, {}", V(re), V(re), V(w));
-    e_.op("vmul.f32 {}, {}, {}", V(re), V(re), s);
-    VReg im = binop("vmul.f32", x2, V(y1), F);
-    e_.op("vmul.f32 {}, {}, {}", V(w), V(x1), V(y2));
-    e_.op("vsub.f32 {}, {}, {}", V(im), V(im), V(w));
-    e_.op("vmul.f32 {}, {}, {}", V(im), V(im), s);
-    e_.op("mand {}, {}, {}", M(k), M(k), M(nan));
-    e_.op("vsel.f32 {}, {}, {}, {}", V(cr), M(k), V(re), V(cr));
-    e_.op("vsel.f32 {}, {}, {}, {}", V(ci), M(k), V(im), V(ci));
-    for (VReg x : {re, w, im}) vfree(x);
-  };
-  // Finite a over an infinite b: 0 * (a . unit(b)).
-  {
-    e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(k), V(abr));
-    e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(t), V(abi));
-    e_.op("mor {}, {}, {}", M(k), M(k), M(t));
-    e_.op("vcmp.lt.f32 {}, {}, 0x7f800000", M(t), V(aar));
-    e_.op("mand {}, {}, {}", M(k), M(k), M(t));
-    e_.op("vcmp.lt.f32 {}, {}, 0x7f800000", M(t), V(aai));
-    e_.op("mand {}, {}, {}", M(k), M(k), M(t));
-    int keep = malloc_();
-    e_.op("mor {}, {}, {}", M(keep), M(k), M(k));
-    VReg ur = infUnit(br, abr), ui = infUnit(bi, abi);
-    e_.op("mor {}, {}, {}", M(k), M(keep), M(keep));
-    masks_.put(keep);
-    recover(ar, ai, ur, ui, "0.0");
-    vfree(ur);
-    vfree(ui);
-  }
-  // Infinite a over a finite b: inf * (unit(a) . b).
-  {
-    e_.op("vcmp.lt.f32 {}, {}, 0x7f800000", M(k), V(abr));
-    e_.op("vcmp.lt.f32 {}, {}, 0x7f800000", M(t), V(abi));
-    e_.op("mand {}, {}, {}", M(k), M(k), M(t));
-    int any = malloc_();
-    e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(any), V(aar));
-    e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(t), V(aai));
-    e_.op("mor {}, {}, {}", M(any), M(any), M(t));
-    e_.op("mand {}, {}, {}", M(k), M(k), M(any));
-    e_.op("mor {}, {}, {}", M(any), M(k), M(k));
-    VReg ur = infUnit(ar, aar), ui = infUnit(ai, aai);
-    e_.op("mor {}, {}, {}", M(k), M(any), M(any));
-    masks_.put(any);
-    recover(ur, ui, br, bi, "0x7f800000");
-    vfree(ur);
-    vfree(ui);
-  }
-  // A zero divisor (unless a is NaN + NaN i): copysign(inf, br) * a.
-  {
-    e_.op("vcmp.eq.f32 {}, {}, 0.0", M(k), V(br));
-    e_.op("vcmp.eq.f32 {}, {}, 0.0", M(t), V(bi));
-    e_.op("mand {}, {}, {}", M(k), M(k), M(t));
-    int both = malloc_();
-    e_.op("vcmp.ne.f32 {}, {}, {}", M(both), V(ar), V(ar));
-    e_.op("vcmp.ne.f32 {}, {}, {}", M(t), V(ai), V(ai));
-    e_.op("mand {}, {}, {}", M(both), M(both), M(t));
-    e_.op("mnot {}, {}", M(both), M(both));
-    e_.op("mand {}, {}, {}", M(k), M(k), M(both));
-    e_.op("mand {}, {}, {}", M(k), M(k), M(nan));
-    masks_.put(both);
-    VReg s = valloc(F);
-    e_.op("vmov.f32 {}, 0x7f800000", V(s));
-    copySignF32(s, br, F);
-    VReg zr = binop("vmul.f32", s, V(ar), F), zi = binop("vmul.f32", s, V(ai), F);
-    e_.op("vsel.f32 {}, {}, {}, {}", V(cr), M(k), V(zr), V(cr));
-    e_.op("vsel.f32 {}, {}, {}, {}", V(ci), M(k), V(zi), V(ci));
-    for (VReg x : {s, zr, zi}) vfree(x);
-  }
-  for (int x : {m1, nan, k, t}) masks_.put(x);
-  for (VReg x : {abr, abi, aar, aai, ar, ai, br, bi}) vfree(x);
-  return fromParts(cr, ci, ElementType::C64);
-}
-
-// e^z = e^x (cos y + i sin y) as (e^(x/2) cos y) e^(x/2), so the result
-// stays finite where e^x alone overflows; y == 0 keeps the imaginary part
-// y (C's cexp(inf + 0i) = inf + 0i). With minusOne, e^z - 1 keeps its
-// relative precision near 0: the real part is expm1(x) cos y - 2 sin^2(y/2).
-VReg Lowerer::complexExpC64(VReg x, VReg y, bool minusOne) {
-  const ElementType F = ElementType::F32;
-  VReg e = binop("vmul.f32", x, "0.5", F);
-  e_.op("vexp {}, {}", V(e), V(e));
-  VReg c = unop("vcos", y, F), s = unop("vsin", y, F);
-  VReg im = binop("vmul.f32", e, V(s), F);
-  e_.op("vmul.f32 {}, {}, {}", V(im), V(im), V(e));
-  VReg re;
-  if (!minusOne) {
-    re = binop("vmul.f32", e, V(c), F);
-    e_.op("vmul.f32 {}, {}, {}", V(re), V(re), V(e));
-  } else {
-    re = expandExpm1F32(x, F);
-    e_.op("vmul.f32 {}, {}, {}", V(re), V(re), V(c));
-    e_.op("vmul.f32 {}, {}, 0.5", V(s), V(y));
-    e_.op("vsin {}, {}", V(s), V(s));
-    e_.op("vmul.f32 {}, {}, {}", V(s), V(s), V(s));
-    e_.op("vadd.f32 {}, {}, {}", V(s), V(s), V(s));
-    e_.op("vsub.f32 {}, {}, {}", V(re), V(re), V(s));
-  }
-  int k = malloc_();
-  if (!minusOne) {
-    // e^-inf = 0 whatever y (cos inf would make it NaN): C's cexp.
-    e_.op("vcmp.ne.f32 {}, {}, {}", M(k), V(x), fimm(-std::numeric_limits<float>::infinity()));
-    e_.op("vsel.f32 {}, {}, {}, 0.0", V(re), M(k), V(re));
-    e_.op("vsel.f32 {}, {}, {}, 0.0", V(im), M(k), V(im));
-    // e^(inf + i y) for y inf or NaN: inf + NaN i (C's cexp), not NaN + NaN i.
-    int n = malloc_();
-    e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(k), V(x));
-    e_.op("vcmp.ne.f32 {}, {}, {}", M(n), V(re), V(re));
-    e_.op("mand {}, {}, {}", M(k), M(k), M(n));
-    e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(x), V(re));
-    masks_.put(n);
-  }
-  e_.op("vcmp.eq.f32 {}, {}, 0.0", M(k), V(y));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(im), M(k), V(y), V(im));
-  masks_.put(k);
-  for (VReg v : {e, c, s}) vfree(v);
-  return fromParts(re, im, ElementType::C64);
-}
-
-// ln z = ln|z| + i atan2(y, x). ln|z| with m = max(|x|, |y|), n = min:
-//   1/2 <= m < 2:  log1p((m - 1)(m + 1) + n^2) / 2   (no cancellation at |z| ~ 1)
-//   otherwise:     ln m + log1p((n/m)^2) / 2          (no overflow)
-// An infinite part gives +inf even beside a NaN (C's clog).
-VReg Lowerer::complexLogC64(VReg x, VReg y) {
-  const ElementType F = ElementType::F32;
-  VReg ax = unop("vabs.f32", x, F), ay = unop("vabs.f32", y, F);
-  VReg m = binop("vmax.f32", ax, V(ay), F), n = binop("vmin.f32", ax, V(ay), F);
-  int k = malloc_(), t = malloc_();
-  VReg r = binop("vdiv.f32", n, V(m), F);
-  e_.op("vcmp.eq.f32 {}, {}, 0.0", M(k), V(n));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(k), V(n), V(r));  // 0 / 0
-  e_.op("vmul.f32 {}, {}, {}", V(r), V(r), V(r));
-  VReg re = expandLog1pF32(r, F);
-  e_.op("vmul.f32 {}, {}, 0.5", V(re), V(re));
-  VReg lm = unop("vlog", m, F);
-  e_.op("vadd.f32 {}, {}, {}", V(re), V(re), V(lm));
-  VReg a = binop("vsub.f32", m, "1.0", F);
-  e_.op("vadd.f32 {}, {}, 1.0", V(lm), V(m));
-  e_.op("vmul.f32 {}, {}, {}", V(a), V(a), V(lm));
-  e_.op("vmul.f32 {}, {}, {}", V(r), V(n), V(n));
-  e_.op("vadd.f32 {}, {}, {}", V(a), V(a), V(r));
-  VReg near = expandLog1pF32(a, F);
-  e_.op("vmul.f32 {}, {}, 0.5", V(near), V(near));
-  e_.op("vcmp.ge.f32 {}, {}, 0.5", M(k), V(m));
-  e_.op("vcmp.lt.f32 {}, {}, 2.0", M(t), V(m));
-  e_.op("mand {}, {}, {}", M(k), M(k), M(t));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(near), V(re));
-  e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(k), V(ax));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(ax), V(re));
-  e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(k), V(ay));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(ay), V(re));
-  masks_.put(k);
-  masks_.put(t);
-  for (VReg v : {ax, ay, m, n, r, lm, a, near}) vfree(v);
-  VReg im = expandAtan2F32(y, x, F);
-  return fromParts(re, im, ElementType::C64);
-}
-
-// ln(1 + z): ln(u + y i) with u = 1 + x rounded (and y + 0, as the complex
-// sum (1 + 0i) + z has it: -0 becomes +0 on the branch cut), except for |x|, |y| < 1/2
-// where the real part is log1p(x (2 + x) + y^2) / 2 (keeps the relative
-// precision of small z, which 1 + x would round away).
-VReg Lowerer::complexLog1pC64(VReg x, VReg y) {
-  const ElementType F = ElementType::F32;
-  VReg u = binop("vadd.f32", x, "1.0", F);
-  VReg yp = binop("vadd.f32", y, "0.0", F);  // (1 + 0i) + z: -0 + 0 = +0
-  VReg z = complexLogC64(u, yp);
-  vfree(yp);
-  VReg re = realPart(z);
-  VReg s = binop("vadd.f32", x, "2.0", F);
-  e_.op("vmul.f32 {}, {}, {}", V(s), V(s), V(x));
-  VReg y2 = binop("vmul.f32", y, V(y), F);
-  e_.op("vadd.f32 {}, {}, {}", V(s), V(s), V(y2));
-  VReg l = expandLog1pF32(s, F);
-  e_.op("vmul.f32 {}, {}, 0.5", V(l), V(l));
-  e_.op("vabs.f32 {}, {}", V(s), V(x));
-  e_.op("vabs.f32 {}, {}", V(y2), V(y));
-  e_.op("vmax.f32 {}, {}, {}", V(s), V(s), V(y2));
-  int k = malloc_();
-  e_.op("vcmp.lt.f32 {}, {}, 0.5", M(k), V(s));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(l), V(re));
-  masks_.put(k);
-  for (VReg v : {u, s, y2, l}) vfree(v);
-  return z;
-}
-
-// sqrt(z) by t = sqrt((|x| + |z|) / 2): x >= 0 gives t + i y / 2t, x < 0
-// gives |y| / 2t + i copysign(t, y). Parts beyond 2^100 are scaled by 1/4
-// and below 2^-100 by 2^50 first (t back by 2 or 2^-25), so |x| + |z|
-// neither overflows nor loses subnormal bits. Special values as C's csqrt:
-// t == 0 gives 0 + y i, an infinite y gives inf + y i.
-VReg Lowerer::complexSqrtC64(VReg x, VReg y) {
-  const ElementType F = ElementType::F32;
-  VReg ax = unop("vabs.f32", x, F), ay = unop("vabs.f32", y, F);
-  VReg m = binop("vmax.f32", ax, V(ay), F);
-  int big = malloc_(), tiny = malloc_();
-  e_.op("vcmp.gt.f32 {}, {}, {}", M(big), V(m), fimm(0x1p100f));
-  e_.op("vcmp.lt.f32 {}, {}, {}", M(tiny), V(m), fimm(0x1p-100f));
-  VReg sc = valloc(F), back = valloc(F), w = valloc(F);
-  e_.op("vmov.f32 {}, 0.25", V(sc));
-  e_.op("vsel.f32 {}, {}, {}, 1.0", V(sc), M(big), V(sc));
-  e_.op("vmov.f32 {}, {}", V(w), fimm(0x1p50f));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(sc), M(tiny), V(w), V(sc));
-  e_.op("vmov.f32 {}, 2.0", V(back));
-  e_.op("vsel.f32 {}, {}, {}, 1.0", V(back), M(big), V(back));
-  e_.op("vmov.f32 {}, {}", V(w), fimm(0x1p-25f));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(back), M(tiny), V(w), V(back));
-  e_.op("vmul.f32 {}, {}, {}", V(ax), V(ax), V(sc));
-  e_.op("vmul.f32 {}, {}, {}", V(m), V(ay), V(sc));  // |y| scaled
-  VReg h = hypotF32(ax, m);
-  e_.op("vadd.f32 {}, {}, {}", V(h), V(h), V(ax));
-  e_.op("vmul.f32 {}, {}, 0.5", V(h), V(h));
-  e_.op("vsqrt {}, {}", V(h), V(h));
-  e_.op("vmul.f32 {}, {}, {}", V(h), V(h), V(back));  // t
-  e_.op("vadd.f32 {}, {}, {}", V(w), V(h), V(h));
-  VReg q = binop("vdiv.f32", y, V(w), F);   // y / 2t
-  VReg qa = unop("vabs.f32", q, F);
-  VReg st = vcopy(h, F);
-  copySignF32(st, y, F);
-  int k = big;
-  e_.op("vcmp.ge.f32 {}, {}, 0.0", M(k), V(x));
-  VReg re = valloc(F), im = valloc(F);
-  e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(h), V(qa));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(im), M(k), V(q), V(st));
-  e_.op("vcmp.eq.f32 {}, {}, 0.0", M(k), V(h));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(h), V(re));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(im), M(k), V(y), V(im));
-  e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(k), V(ay));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(ay), V(re));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(im), M(k), V(y), V(im));
-  masks_.put(big);
-  masks_.put(tiny);
-  for (VReg v : {ax, ay, m, sc, back, w, h, q, qa, st}) vfree(v);
-  return fromParts(re, im, ElementType::C64);
-}
-
-// tanh(x + y i) = (sinh x cosh x + i sin y cos y) / (sinh^2 x + cos^2 y)
-// (both terms of the denominator >= 0: no cancellation); from |x| > 10 on,
-// copysign(1, x) + i 4 sin y cos y e^(-2|x|).
-VReg Lowerer::complexTanhC64(VReg x, VReg y) {
-  const ElementType F = ElementType::F32;
-  auto [ch, sh] = coshSinhF32(x, F);
-  VReg s = unop("vsin", y, F), c = unop("vcos", y, F);
-  VReg den = binop("vmul.f32", sh, V(sh), F), w = binop("vmul.f32", c, V(c), F);
-  e_.op("vadd.f32 {}, {}, {}", V(den), V(den), V(w));
-  VReg re = binop("vmul.f32", sh, V(ch), F);
-  e_.op("vdiv.f32 {}, {}, {}", V(re), V(re), V(den));
-  e_.op("vmul.f32 {}, {}, {}", V(s), V(s), V(c));  // sin y cos y
-  VReg im = binop("vdiv.f32", s, V(den), F);
-  int k = malloc_();
-  e_.op("vabs.f32 {}, {}", V(w), V(x));
-  e_.op("vcmp.gt.f32 {}, {}, 10.0", M(k), V(w));
-  e_.op("vmul.f32 {}, {}, -2.0", V(w), V(w));
-  e_.op("vexp {}, {}", V(w), V(w));
-  e_.op("vmul.f32 {}, {}, {}", V(w), V(w), V(s));
-  e_.op("vmul.f32 {}, {}, 4.0", V(w), V(w));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(im), M(k), V(w), V(im));
-  // x = +-inf: +-1 + 0i with the sign of y (C's ctanh), even for y inf.
-  int z = malloc_();
-  e_.op("vand {}, {}, 2147483647", V(w), V(x));
-  e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(z), V(w));
-  e_.op("vand {}, {}, -2147483648", V(w), V(y));
-  e_.op("vsel.f32 {}, {}, {}, {}", V(im), M(z), V(w), V(im));
-  masks_.put(z);
-  e_.op("vmov.f32 {}, 1.0", V(w));
-  copySignF32(w, x, F);
-  e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(w), V(re));
-  masks_.put(k);
-  for (VReg v : {ch, sh, s, c, den, w}) vfree(v);
-  return fromParts(re, im, ElementType::C64);
-}
-
-// sin(x + y i) = sin x cosh y + i cos x sinh y;
-// cos(x + y i) = cos x cosh y - i sin x sinh y. sin keeps a zero real part
-// x (0 * cosh(inf) would be NaN).
-VReg Lowerer::complexSinCosC64(VReg x, VReg y, bool cos) {
-  const ElementType F = ElementType::F32;
-  auto [ch, sh] = coshSinhF32(y, F);
-  VReg s = unop("vsin", x, F), c = unop("vcos", x, F);
-  VReg re = binop("vmul.f32", cos ? c : s, V(ch), F);
-  VReg im = binop("vmul.f32", cos ? s : c, V(sh), F);
-  if (cos) {
-    e_.op("vneg.f32 {}, {}", V(im), V(im));
-  } else {
-    int k = malloc_();
-    e_.op("vcmp.eq.f32 {}, {}, 0.0", M(k), V(x));
-    e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(x), V(re));
-    masks_.put(k);
-  }
-  for (VReg v : {ch, sh, s, c}) vfree(v);
-  return fromParts(re, im, ElementType::C64);
-}
-
-// a^b = e^(b ln a). For a = 0, ln a = -inf + 0i: Re b > 0 gives e^(-inf
-// + ...) = 0 (complexExpC64's C special case), b = 0 gives NaN as
-// std::complex's pow does (XLA's elemental emitter special-cases 0^0 = 1;
-// the interpreter is the reference here).
-VReg Lowerer::complexPowC64(VReg a, VReg b) {
-  VReg l = complexLogC64(realPart(a), imagPart(a));
-  VReg t = complexMultiply(b, l);
-  vfree(l);
-  VReg r = complexExpC64(realPart(t), imagPart(t), false);
-  vfree(t);
-  return r;
-}
-
-std::optional<VReg> Lowerer::expandComplexC64(Opcode op, const std::vector<VReg>& ops) {
-  const ElementType F = ElementType::F32;
-  VReg x = realPart(ops[0]), y = imagPart(ops[0]);
-  // (1 + 0i) / z.
-  auto reciprocal = [&](VReg z) {
-    VReg one = valloc(ElementType::C64);
-    e_.op("vmov.f32 {}, 1.0", V(one));
-    e_.op("vmov.f32 {}, 0.0", H(one));
-    VReg d = complexDivideC64(one, z);
-    vfree(one);
-    return d;
-  };
-  switch (op) {
-    case Opcode::Divide:
-      return complexDivideC64(ops[0], ops[1]);
-    case Opcode::Power:
-      return complexPowC64(ops[0], ops[1]);
-    case Opcode::Exp:
-      return complexExpC64(x, y, false);
-    case Opcode::Expm1:
-      return complexExpC64(x, y, true);
-    case Opcode::Log:
-      return complexLogC64(x, y);
-    case Opcode::Log1p:
-      return complexLog1pC64(x, y);
-    case Opcode::Sqrt:
-      return complexSqrtC64(x, y);
-    case Opcode::Rsqrt: {
-      VReg s = complexSqrtC64(x, y);
-      VReg d = reciprocal(s);
-      vfree(s);
-      return d;
-    }
-    case Opcode::Tanh:
-      return complexTanhC64(x, y);
-    case Opcode::Tan: {
-      // tan z = -i tanh(i z): tanh(-y + x i) = p + q i gives q - p i.
-      VReg ny = unop("vneg.f32", y, F);
-      VReg w = complexTanhC64(ny, x);
-      vfree(ny);
-      e_.op("vneg.f32 {}, {}", V(w), V(w));
-      return fromParts(imagPart(w), realPart(w), ElementType::C64);
-    }
-    case Opcode::Sin:
-    case Opcode::Cos:
-      return complexSinCosC64(x, y, op == Opcode::Cos);
-    case Opcode::Logistic: {
-      // 1 / (1 + e^-z), as the interpreter and XLA compose it, but with
-      // the real part of 1 + e^-z for |x| < 1 as 2 cos^2(y/2) + expm1(-x)
-      // cos y, which does not cancel near the poles z = (2k + 1) pi i.
-      VReg nx = unop("vneg.f32", x, F), ny = unop("vneg.f32", y, F);
-      VReg e = complexExpC64(nx, ny, false);
-      vfree(ny);
-      e_.op("vadd.f32 {}, {}, 1.0", V(e), V(e));
-      VReg em = expandExpm1F32(nx, F);
-      VReg c = unop("vcos", y, F);
-      e_.op("vmul.f32 {}, {}, {}", V(em), V(em), V(c));
-      e_.op("vmul.f32 {}, {}, 0.5", V(c), V(y));
-      e_.op("vcos {}, {}", V(c), V(c));
-      e_.op("vmul.f32 {}, {}, {}", V(c), V(c), V(c));
-      e_.op("vadd.f32 {}, {}, {}", V(c), V(c), V(c));
-      e_.op("vadd.f32 {}, {}, {}", V(em), V(em), V(c));
-      e_.op("vabs.f32 {}, {}", V(c), V(x));
-      int k = malloc_();
-      e_.op("vcmp.lt.f32 {}, {}, 1.0", M(k), V(c));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(e), M(k), V(em), V(e));
-      masks_.put(k);
-      for (VReg v : {nx, em, c}) vfree(v);
-      VReg d = reciprocal(e);
-      vfree(e);
-      return d;
-    }
-    case Opcode::Sign: {
-      // z / |z|, z itself where |z| is 0; z first divided by max(|x|, |y|)
-      // so |z| neither overflows nor underflows.
-      VReg ax = unop("vabs.f32", x, F), m = unop("vabs.f32", y, F);
-      e_.op("vmax.f32 {}, {}, {}", V(m), V(m), V(ax));
-      VReg re = binop("vdiv.f32", x, V(m), F), im = binop("vdiv.f32", y, V(m), F);
-      VReg a = binop("vmul.f32", re, V(re), F);
-      e_.op("vmul.f32 {}, {}, {}", V(ax), V(im), V(im));
-      e_.op("vadd.f32 {}, {}, {}", V(a), V(a), V(ax));
-      e_.op("vsqrt {}, {}", V(a), V(a));
-      e_.op("vdiv.f32 {}, {}, {}", V(re), V(re), V(a));
-      e_.op("vdiv.f32 {}, {}, {}", V(im), V(im), V(a));
-      int k = malloc_();
-      e_.op("vcmp.eq.f32 {}, {}, 0.0", M(k), V(m));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(re), M(k), V(x), V(re));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(im), M(k), V(y), V(im));
-      masks_.put(k);
-      for (VReg v : {ax, m, a}) vfree(v);
-      return fromParts(re, im, ElementType::C64);
-    }
-    default:
-      return std::nullopt;
-  }
+  // Multiply, divide, power, abs and the library functions: expansions.
+  bool binary = op == Opcode::Multiply || op == Opcode::Divide || op == Opcode::Power;
+  if (ops.size() != (binary ? 2u : 1u) || (op != Opcode::Abs && !isComplexType(rt))) return unsupported();
+  if (std::optional<VReg> d = ComplexMath(*this, ct).expand(op, ops)) return d;
+  return unsupported();
 }
 
 }  // namespace tpu::codegen

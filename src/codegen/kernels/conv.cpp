@@ -77,6 +77,36 @@ DepthwiseVmem depthwiseVmem(const ConvGeometry& g, const MatmulEpilogue* epilogu
   return v;
 }
 
+// Why a convolution does not stream through VMEM: the named decision its
+// kernel's --stats row carries, with the temporary it keeps in HBM (the
+// im2col matrix, or a padded, channels-last copy of the input).
+std::string unstreamedReason(const ConvGeometry& g, bool wide, bool integer, bool depthwise, int passes,
+                             bool enabled) {
+  auto name = [](ElementType t) { return std::string(hlo::elementTypeName(t)); };
+  const std::string copy = "over a padded channels-last copy of the input in HBM";
+  if (wide) return "64-bit or complex: sums in that type on the vector unit, " + copy;
+  if (integer) return "integer: exact s32 sums on the vector unit, " + copy + " widened to s32";
+  auto exact = [](ElementType t) { return t != ElementType::F32 && t != ElementType::F16; };
+  if (depthwise && (!exact(g.inType) || !exact(g.kType)))
+    return fmt::format("depthwise with {} x {} operands: exact f32 products on the vector unit (one bf16 MXU pass "
+                       "would round), {}",
+                       name(g.inType), name(g.kType), copy);
+  // Why the implicit GEMM declined.
+  std::string why;
+  if (!enabled) why = "implicit GEMM disabled";
+  else if (passes != 1)
+    why = fmt::format("{} bf16 MXU passes (f32 at HIGH/HIGHEST precision); the implicit GEMM makes one", passes);
+  else if (g.batchGroups > 1) why = fmt::format("batch_group_count={} (a weight gradient)", g.batchGroups);
+  else if (g.rank < 1 || g.rank > 2) why = fmt::format("{}-D window; the implicit GEMM takes 1-D and 2-D", g.rank);
+  else if ((g.inType != ElementType::BF16 && g.inType != ElementType::F32) ||
+           (g.kType != ElementType::BF16 && g.kType != ElementType::F32))
+    why = fmt::format("{} x {} operands; the implicit GEMM takes bf16 and f32", name(g.inType), name(g.kType));
+  else if (!typeInfo(g.outType).isFloat) why = name(g.outType) + " result";
+  else why = "the window box, weights and staging do not fit VMEM (or the epilogue the vector registers)";
+  if (depthwise) return "depthwise on the vector unit, " + copy + ": " + why;
+  return "im2col matrix in HBM: " + why;
+}
+
 }  // namespace
 
 bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue) {
@@ -172,11 +202,24 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
   // paths, the latter with no tile inputs.
   if (epilogue && (vpu || (depthwise && !depthwiseEpilogue(*epilogue))))
     return fail(in, "llo-gen: internal error: not an output fusion's convolution");
-  int passes = depthwise || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
-  // With channels-last windows, one group: the implicit GEMM.
+  // Depthwise with one output per group: the image streams through VMEM
+  // (kernels/conv_depthwise.cpp), no padded copy in HBM.
+  DepthwisePlan dwPlan;
+  const bool dwStream = depthwise && product(os.dimensions()) > 0 && g.batch > 0 && g.taps > 0 &&
+                        depthwisePlan(in, g, epilogue, dwPlan);
+  int passes = dwStream || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
+  // Otherwise the implicit GEMM over channels-last windows in VMEM; grouped
+  // convolutions (depthwise ones with several outputs per group too) in
+  // parts whose weights are block-diagonal.
+  // Depthwise ones only where one bf16 MXU pass is exact: the vector
+  // unit's f32 products are, and the MXU would not be.
+  auto exactInBf16 = [](ElementType t) { return t != ElementType::F32 && t != ElementType::F16; };
   ImplicitConvPlan plan;
-  const bool implicit = !vpu && !depthwise && product(os.dimensions()) > 0 && g.inPerGroup * g.taps > 0 &&
-                        g.batch > 0 && implicitConvPlan(in, g, epilogue, passes, plan);
+  const bool implicit = !vpu && !dwStream && (!depthwise || (exactInBf16(g.inType) && exactInBf16(g.kType))) &&
+                        product(os.dimensions()) > 0 && g.inPerGroup * g.taps > 0 && g.batch > 0 &&
+                        implicitConvPlan(in, g, epilogue, passes, plan);
+  if (implicit) depthwise = false;
+  if (depthwise && !dwStream) passes = 1;
   if (epilogue) beginKernel(*epilogue->fusion, "fusion-conv");
   else beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : implicit ? "conv-implicit" : "conv-matmul");
   int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
@@ -198,18 +241,28 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
   }
 
   if (implicit) {
-    bool ok = emitImplicitConv(in, g, plan, epilogue);
+    if (g.featureGroups > 1)
+      e_.comment(fmt::format("grouped: {} part(s) of {} group(s), {} -> {} channels each, weights block-diagonal",
+                             plan.parts, plan.gpp, plan.C, plan.O));
+    bool ok = true;
+    for (int64_t part = 0; part < plan.parts && ok; ++part) {
+      ImplicitConvPlan pp = plan;
+      pp.part = part;
+      ok = emitImplicitConv(in, g, pp, epilogue);
+    }
     endKernel(flops, hbmBytes, plan.end);
     return ok && !failed_;
   }
-  // Depthwise with one output per group: the image streams through VMEM
-  // (kernels/conv_depthwise.cpp), no padded copy in HBM.
-  DepthwisePlan dwPlan;
-  if (depthwise && depthwisePlan(in, g, epilogue, dwPlan)) {
+  if (dwStream) {
     bool ok = emitDepthwiseStream(in, g, dwPlan, epilogue);
     endKernel(flops, hbmBytes, dwPlan.end);
     return ok && !failed_;
   }
+  // What follows keeps a temporary in HBM: say why, in the code and in
+  // the kernel's --stats row.
+  const std::string why =
+      unstreamedReason(g, wide, integer, depthwise, passes, options_.implicitConv);
+  e_.comment("not streamed: " + why);
   int lhsBuf = leaves_[lhs][0];
   if (vpu) {
     ElementType acc = wide ? g.outType : ElementType::S32;
@@ -276,6 +329,7 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
             : depthwise ? emitDepthwiseConv(in, g, x, epilogue)
                         : emitConvMatmul(in, g, x, passes, epilogue);
   endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g, epilogue).end : 0);
+  if (residentDepth_ == 0 && !stats_.kernels.empty()) stats_.kernels.back().remark = why;
   return ok && !failed_;
 }
 

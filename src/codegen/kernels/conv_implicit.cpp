@@ -36,86 +36,133 @@ namespace {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The input indices of one spatial dimension that land inside the padded
+// box (negative padding crops), and the box position of the first; the
+// ones after it land every `dil` positions (lhs dilation: the holes, like
+// the padding, stay zero).
+struct Copied {
+  int64_t first = 0, count = 0, at = 0;
+};
+
+Copied copied(int64_t size, int64_t low, int64_t dil, int64_t padded) {
+  Copied c;
+  c.first = low >= 0 ? 0 : (-low + dil - 1) / dil;
+  int64_t last = padded <= low ? -1 : std::min(size - 1, (padded - 1 - low) / dil);
+  c.count = std::max<int64_t>(0, last - c.first + 1);
+  c.at = low + c.first * dil;
+  return c;
+}
+
 }  // namespace
 
 bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
                                int passes, ImplicitConvPlan& p) const {
   if (!options_.implicitConv) return false;
   const auto& dn = *in.attrs().convDims;
-  if (passes != 1 || g.groups != 1 || g.rank < 1 || g.rank > 2) return false;
+  if (passes != 1 || g.batchGroups != 1 || g.rank < 1 || g.rank > 2) return false;
   for (ElementType t : {g.inType, g.kType})
     if (t != ElementType::BF16 && t != ElementType::F32) return false;
   if (!typeInfo(g.outType).isFloat || isWideType(g.outType)) return false;
   if (epilogue && !typeInfo(epilogue->outType).isFloat) return false;
+  std::vector<Copied> cp;
   for (size_t d = 0; d < g.rank; ++d) {
-    if (g.lhsDil[d] != 1 || g.padLow[d] < 0) return false;
-    int64_t high = g.padded[d] - g.inSize[d] - g.padLow[d];
-    if (high < 0) return false;
+    cp.push_back(copied(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]));
+    if (cp.back().count <= 0) return false;
   }
-  if (g.rhsDil[g.rank - 1] != 1) return false;
   const bool two = g.rank == 2;
-  p.H = two ? g.inSize[0] : 1;
-  p.W = g.inSize[g.rank - 1];
+  // H and W count the input rows and columns copied into the box.
+  p.H = two ? cp[0].count : 1;
+  p.W = cp[g.rank - 1].count;
   p.kh = two ? g.kSize[0] : 1;
-  p.kw = g.kSize[g.rank - 1];
+  // A dilated window along the run: its extent, the holes zero weights.
+  p.kw = (g.kSize[g.rank - 1] - 1) * g.rhsDil[g.rank - 1] + 1;
   p.sy = two ? g.stride[0] : 1;
   p.sx = g.stride[g.rank - 1];
   p.rdy = two ? g.rhsDil[0] : 1;
-  p.padTop = two ? g.padLow[0] : 0;
-  p.padLeft = g.padLow[g.rank - 1];
+  p.padTop = two ? cp[0].at : 0;
+  p.padLeft = cp[g.rank - 1].at;
   p.Hp = two ? g.padded[0] : 1;
   p.Hout = two ? g.outSize[0] : 1;
   p.Wout = g.outSize[g.rank - 1];
-  p.C = g.inFeatures;
-  p.O = g.outFeatures;
+  p.Cg = g.inPerGroup;
+  p.Og = g.outPerGroup;
   if (p.W <= 0 || p.H <= 0 || p.Wout <= 0 || p.Hout <= 0) return false;
-  // Positions per GEMM row: P neighbours share the 128 MXU columns when
-  // that does more useful work per MXU pass.
-  auto efficiency = [&](int64_t P) {
-    int64_t run = ((P - 1) * p.sx + p.kw) * p.C;
-    return static_cast<double>(p.kw * p.C * P * p.O) /
-           static_cast<double>(ceilDiv(run, 128) * 128 * ceilDiv(P * p.O, 128) * 128);
-  };
-  p.P = 1;
-  if (p.O < 128 && 128 % p.O == 0)
-    for (int64_t P = 2; P * p.O <= 128; P *= 2)
-      if (P * p.O == 128 && efficiency(P) > efficiency(p.P) * 1.05) p.P = P;
-  p.run = ((p.P - 1) * p.sx + p.kw) * p.C;
-  p.KS = ceilDiv(p.run, 128);
-  p.KT = p.kh * p.KS;
-  p.NT = ceilDiv(p.P * p.O, 128);
-  p.NP = p.NT * 128;
-  p.Wpv = ceilDiv(g.padded[g.rank - 1], p.sx * p.P) * p.sx * p.P;
-  p.RS = p.Wpv * p.C;
-  p.rowPairs = p.sy * p.Wpv / (p.sx * p.P);
-  // B images per item, stacked in the box every Hpb rows: the rows between
-  // them are computed and dropped like the columns past the width, and the
-  // pipeline fills and drains once per item. Only small images are stacked
-  // (to ~128 blocks): a larger first item and last item are exposed longer.
-  p.Hpb = ceilDiv(p.Hp, p.sy) * p.sy;
-  const int64_t imageBlocks = ceilDiv((p.Hout - 1) * p.rowPairs + ceilDiv(p.Wout, p.P), 8);
-  for (p.B = std::min<int64_t>(g.batch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); p.B >= 1; --p.B)
-    if (implicitConvLayout(g, epilogue, p)) break;
-  if (p.B < 1) return false;
-  p.items = ceilDiv(g.batch, p.B);
-  // Semaphores 5 .. 5 + inBands - 1 for the input bands, the next for the
-  // result's bands.
-  p.banded = g.batch == 1 && p.B == 1 && target_.registers.semaphores >= 5 + 8 + 1;
-  if (p.banded) {
-    // Bands of at least bandBytes: every DMA costs an engine its fixed
-    // latency, which small bands would not amortize.
-    const int64_t bandBytes = 128 * 1024;
-    const int64_t inBytes = p.H * p.W * p.C * typeInfo(g.inType).bytes;
-    const int64_t outBytes = p.Hout * p.Wout * p.O * typeInfo(epilogue ? epilogue->outType : g.outType).bytes;
-    p.inBands = std::clamp<int64_t>(inBytes / bandBytes, 1, std::min<int64_t>(p.H, 8));
-    p.inBandRows = ceilDiv(p.H, p.inBands);
-    p.inBands = ceilDiv(p.H, p.inBandRows);
-    p.outBands = std::clamp<int64_t>(outBytes / bandBytes, 1, std::min<int64_t>(p.Hout, 8));
-    p.outBandRows = ceilDiv(p.Hout, p.outBands);
-    p.outBands = ceilDiv(p.Hout, p.outBandRows);
-  }
   (void)dn;
-  return implicitConvRegisters(epilogue, p);
+  // The rest depends on the channels one run of the kernel covers.
+  auto shape = [&](ImplicitConvPlan& q) -> bool {
+    // Positions per GEMM row: P neighbours share the 128 MXU columns when
+    // that does more useful work per MXU pass.
+    auto efficiency = [&](int64_t P) {
+      int64_t run = ((P - 1) * q.sx + q.kw) * q.C;
+      return static_cast<double>(q.kw * q.C * P * q.O) /
+             static_cast<double>(ceilDiv(run, 128) * 128 * ceilDiv(P * q.O, 128) * 128);
+    };
+    q.P = 1;
+    if (q.O < 128 && 128 % q.O == 0)
+      for (int64_t P = 2; P * q.O <= 128; P *= 2)
+        if (P * q.O == 128 && efficiency(P) > efficiency(q.P) * 1.05) q.P = P;
+    q.run = ((q.P - 1) * q.sx + q.kw) * q.C;
+    q.KS = ceilDiv(q.run, 128);
+    q.KT = q.kh * q.KS;
+    q.NT = ceilDiv(q.P * q.O, 128);
+    q.NP = q.NT * 128;
+    q.Wpv = ceilDiv(g.padded[g.rank - 1], q.sx * q.P) * q.sx * q.P;
+    q.RS = q.Wpv * q.C;
+    q.rowPairs = q.sy * q.Wpv / (q.sx * q.P);
+    // B images per item, stacked in the box every Hpb rows: the rows between
+    // them are computed and dropped like the columns past the width, and the
+    // pipeline fills and drains once per item. Only small images are stacked
+    // (to ~128 blocks): a larger first item and last item are exposed longer.
+    q.Hpb = ceilDiv(q.Hp, q.sy) * q.sy;
+    const int64_t imageBlocks = ceilDiv((q.Hout - 1) * q.rowPairs + ceilDiv(q.Wout, q.P), 8);
+    for (q.B = std::min<int64_t>(g.batch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); q.B >= 1; --q.B)
+      if (implicitConvLayout(g, epilogue, q)) break;
+    if (q.B < 1) return false;
+    q.items = ceilDiv(g.batch, q.B);
+    // Semaphores 5 .. 5 + inBands - 1 for the input bands, the next for the
+    // result's bands.
+    q.banded = g.batch == 1 && q.B == 1 && target_.registers.semaphores >= 5 + 8 + 1;
+    if (q.banded) {
+      // Bands of at least bandBytes: every DMA costs an engine its fixed
+      // latency, which small bands would not amortize.
+      const int64_t bandBytes = 128 * 1024;
+      const int64_t inBytes = q.H * q.W * q.C * typeInfo(g.inType).bytes;
+      const int64_t outBytes = q.Hout * q.Wout * q.O * typeInfo(epilogue ? epilogue->outType : g.outType).bytes;
+      q.inBands = std::clamp<int64_t>(inBytes / bandBytes, 1, std::min<int64_t>(q.H, 8));
+      q.inBandRows = ceilDiv(q.H, q.inBands);
+      q.inBands = ceilDiv(q.H, q.inBandRows);
+      q.outBands = std::clamp<int64_t>(outBytes / bandBytes, 1, std::min<int64_t>(q.Hout, 8));
+      q.outBandRows = ceilDiv(q.Hout, q.outBands);
+      q.outBands = ceilDiv(q.Hout, q.outBandRows);
+    }
+    return implicitConvRegisters(epilogue, q);
+  };
+  // Grouped convolutions run in parts of gpp groups each, their weights
+  // block-diagonal: the fewest MXU tile passes (parts x jobs x blocks, and
+  // a pipeline fill per part) wins. Ungrouped: one part.
+  const int64_t maxParts = 64;
+  bool found = false;
+  double bestCost = 0;
+  ImplicitConvPlan best;
+  for (int64_t d = 1; d <= g.featureGroups; ++d) {
+    if (g.featureGroups % d != 0 || g.featureGroups / d > maxParts) continue;
+    ImplicitConvPlan q = p;
+    q.gpp = d;
+    q.parts = g.featureGroups / d;
+    q.C = d * q.Cg;
+    q.O = d * q.Og;
+    if (!shape(q)) continue;
+    double cost = static_cast<double>(q.parts) *
+                  (static_cast<double>(q.items * q.CH * q.R * q.J) + static_cast<double>(q.items * q.D * q.J));
+    if (!found || cost < bestCost) {
+      found = true;
+      bestCost = cost;
+      best = q;
+    }
+  }
+  if (!found) return false;
+  p = best;
+  return true;
 }
 
 bool Lowerer::implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* epilogue, ImplicitConvPlan& p) const {
@@ -253,11 +300,21 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     }
     return e_.desc(chunk, dims);
   };
-  const std::string dX = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, p.H, p.W, p.C);
+  // lhs dilation spreads the copied rows and columns over the box.
+  const int64_t dilH = two ? g.lhsDil[0] : 1, dilW = g.lhsDil[g.rank - 1];
+  const int64_t boxH = dilH * p.RS * es, boxW = dilW * p.C * es;
+  const std::string dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, p.C);
   const int64_t xInterior = (p.padTop * p.RS + p.padLeft * p.C) * es;
+  // The first input row and column copied (negative padding crops); a part
+  // of a grouped convolution: its channels of X, its features of the
+  // result (and of the epilogue's inputs).
+  const Copied cH = copied(two ? g.inSize[0] : 1, two ? g.padLow[0] : 0, dilH, two ? g.padded[0] : 1);
+  const Copied cW = copied(g.inSize[g.rank - 1], g.padLow[g.rank - 1], dilW, g.padded[g.rank - 1]);
+  const int64_t xPart = p.part * p.C * inC + cH.first * inH + cW.first * inW;
   // Result (and tile inputs): staging row = pair, column (x % P) * O + o.
   std::vector<int64_t> ost = byteStrides(os.dimensions(), eo);
   const int64_t oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
+  const int64_t oPart = p.part * p.O * ost[static_cast<size_t>(dn.outputFeatureDimension)];
   auto stageDesc = [&](int64_t e, const std::vector<int64_t>& strides, bool out, int64_t rows) {
     int64_t hS = two ? strides[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
     int64_t wS = strides[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 1])];
@@ -272,15 +329,15 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   const int64_t lastOutRows = p.Hout - (p.outBands - 1) * p.outBandRows;
   std::string dXBand, dXLast, dOutBand, dOutLast;
   if (p.banded) {
-    dXBand = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, p.inBandRows, p.W, p.C);
-    dXLast = boxDesc(inH, p.RS * es, inW, p.C * es, inC, es, es, lastInRows, p.W, p.C);
+    dXBand = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.inBandRows, p.W, p.C);
+    dXLast = boxDesc(inH, boxH, inW, boxW, inC, es, es, lastInRows, p.W, p.C);
     dOutBand = stageDesc(eo, ost, true, p.outBandRows);
     dOutLast = stageDesc(eo, ost, true, lastOutRows);
   }
   const int64_t oHs = two ? ost[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
   const int64_t stageRow = p.rowPairs * p.NP * eo;
   std::vector<std::string> dIn;
-  std::vector<int64_t> inBatch;
+  std::vector<int64_t> inBatch, inPart;  // per epilogue input: batch stride, this part's offset
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs) {
       int ei = typeInfo(input.type).bytes;
@@ -288,13 +345,16 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
         std::vector<int64_t> st = byteStrides(os.dimensions(), ei);
         dIn.push_back(stageDesc(ei, st, false, p.Hout));
         inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
+        inPart.push_back(p.part * p.O * st[static_cast<size_t>(dn.outputFeatureDimension)]);
       } else if (input.kind == MatmulEpilogue::Column) {
         dIn.push_back(e_.desc(static_cast<uint64_t>(p.O * ei), p.P > 1 ? std::vector<Emitter::Dim>{{p.P, 0, p.O * ei}}
                                                                        : std::vector<Emitter::Dim>{}));
         inBatch.push_back(0);
+        inPart.push_back(p.part * p.O * ei);
       } else {
         dIn.push_back("");
         inBatch.push_back(0);
+        inPart.push_back(0);
       }
     }
 
@@ -328,15 +388,15 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
       e_.op("br.ge {}, {}, {}", S(rW), g.batch, lSkip);
       e_.op("smul {}, {}, {}", S(rT), S(rW), inB);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf));
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf) + xPart);
       e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
       e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vX + xInterior + static_cast<uint64_t>(b * p.Hpb * p.RS * es));
       if (p.banded) {
         // Slot 0, image 0: each band of rows on its own semaphore.
         for (int64_t k = 0; k < p.inBands; ++k) {
-          e_.op("smov {}, {}", S(rT), base(xBuf) + k * p.inBandRows * inH);
+          e_.op("smov {}, {}", S(rT), base(xBuf) + xPart + k * p.inBandRows * inH);
           e_.op("{} {}, [{}], {}, sem{}", dmaOp("h2v", xBuf), k + 1 < p.inBands ? dXBand : dXLast,
-                p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * p.RS * es), memRef(xBuf, S(rT)),
+                p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * boxH), memRef(xBuf, S(rT)),
                 5 + k);
         }
       } else {
@@ -347,7 +407,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
           const MatmulEpilogue::Input& input = epilogue->inputs[k];
           if (input.kind != MatmulEpilogue::Tile) continue;
           e_.op("smul {}, {}, {}", S(rT), S(rW), inBatch[k]);
-          e_.op("sadd {}, {}, {}", S(rT), S(rT), base(input.buf));
+          e_.op("sadd {}, {}, {}", S(rT), S(rT), base(input.buf) + inPart[k]);
           e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.inSlot[k]);
           e_.op("sadd {}, {}, {}", S(rT2), S(rT2),
                 p.vIn[k] + static_cast<uint64_t>(b * imageRows * p.NP * typeInfo(input.type).bytes));
@@ -395,25 +455,30 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       sy = -sy;
     }
     if (g.reversal[g.rank - 1]) {
-      srcOff += (p.kw - 1) * sx;
+      srcOff += (g.kSize[g.rank - 1] - 1) * sx;
       sx = -sx;
     }
+    // This part's output features; group l of the part: its Cg input
+    // channels and Og outputs, a block on W''s diagonal (zero elsewhere).
+    srcOff += p.part * p.O * so;
     std::vector<Emitter::Dim> dims;
     if (p.kh > 1) dims.push_back({p.kh, sy, p.KS * 128 * p.NP * ew});
-    dims.push_back({p.kw, sx, p.C * p.NP * ew});
-    dims.push_back({p.C, sc, p.NP * ew});
-    uint64_t chunk = static_cast<uint64_t>(p.O * ew);
+    dims.push_back({g.kSize[g.rank - 1], sx, g.rhsDil[g.rank - 1] * p.C * p.NP * ew});
+    dims.push_back({p.Cg, sc, p.NP * ew});
+    uint64_t chunk = static_cast<uint64_t>(p.Og * ew);
     if (so != ew) {
-      dims.push_back({p.O, so, ew});
+      dims.push_back({p.Og, so, ew});
       chunk = static_cast<uint64_t>(ew);
     }
     std::string dWt = e_.desc(chunk, dims);
-    for (int64_t j = 0; j < p.P; ++j) {
-      e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff);
-      e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", kBuf), dWt,
-            p.vW + static_cast<uint64_t>((j * p.sx * p.C * p.NP + j * p.O) * ew), memRef(kBuf, S(rT)));
-      ++once;
-    }
+    for (int64_t j = 0; j < p.P; ++j)
+      for (int64_t l = 0; l < p.gpp; ++l) {
+        e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + l * p.Og * so);
+        e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", kBuf), dWt,
+              p.vW + static_cast<uint64_t>((j * p.sx * p.C * p.NP + j * p.O + l * p.Cg * p.NP + l * p.Og) * ew),
+              memRef(kBuf, S(rT)));
+        ++once;
+      }
   }
   std::map<const Instruction*, VReg> scalars;
   if (epilogue) {
@@ -423,7 +488,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
       if (input.kind == MatmulEpilogue::Scalar) {
         scalars[input.value] = splatScalar(input.buf, input.type, smem++);
       } else if (input.kind == MatmulEpilogue::Column) {
-        e_.op("smov {}, {}", S(rT), base(input.buf));
+        e_.op("smov {}, {}", S(rT), base(input.buf) + inPart[k]);
         e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", input.buf), dIn[k], p.vIn[k], memRef(input.buf, S(rT)));
         ++once;
       }
@@ -714,6 +779,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     e_.op("br.ge {}, 0, {}", S(rT), lLow);
     e_.op("smov {}, 0", S(rT));
     e_.label(lLow);
+    if (dilH > 1) e_.op("sdiv {}, {}, {}", S(rT), S(rT), dilH);  // box row -> copied row
     e_.op("sdiv {}, {}, {}", S(rT), S(rT), p.inBandRows);
     e_.op("br.lt {}, {}, {}", S(rT), p.inBands, lHigh);
     e_.op("smov {}, {}", S(rT), p.inBands - 1);
@@ -824,7 +890,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   const int semOutBands = 5 + static_cast<int>(p.inBands);
   auto sendBand = [&](const std::string& desc) {
     e_.op("smul {}, {}, {}", S(rT), S(rSent), p.outBandRows * oHs);
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart);
     e_.op("smul {}, {}, {}", S(rT2), S(rSent), p.outBandRows * stageRow);
     e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE);
     e_.op("{} {}, {}, [{}], sem{}", dmaOp("v2h", dst), desc, memRef(dst, S(rT)), S(rT2), semOutBands);
@@ -878,7 +944,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
     e_.op("br.ge {}, {}, {}", S(rW), g.batch, lSkip);
     e_.op("smul {}, {}, {}", S(rT), S(rW), oB);
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart);
     e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
     e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE + static_cast<uint64_t>(b * imageRows * p.NP * eo));
     e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", dst), dOut, memRef(dst, S(rT)), S(rT2), S(rCnt));

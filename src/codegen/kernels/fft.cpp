@@ -5,8 +5,9 @@
 // for power-of-two lengths, a direct DFT (acc = 0; acc += x[j] * w[(j*k) % n])
 // otherwise, then a division by n for the inverses. Twiddles are computed at
 // compile time with the interpreter's expressions and live in a data-section
-// table that each pass copies to SMEM; the products use the vmul.c128 row,
-// which the simulator computes with the interpreter's std::complex kernel.
+// table that each pass copies to SMEM; the products are XLA's complex
+// product in f64 pair instructions (complexMultiply), std::complex's bit for
+// bit where finite.
 //
 // Vectorisation is across transforms, not within one: each trailing
 // dimension is one pass over the array viewed as [outer, n, inner], and a
@@ -196,298 +197,395 @@ void Lowerer::dftTerm(VReg acc, const std::vector<int>& rw, int rM, int rX) {
   for (VReg r : {tw, x, prod, sum}) vfree(r);
 }
 
-bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  const int64_t n = p.n, outer = p.outer, inner = p.inner;
-  const bool transform = n > 1;
-  const bool radix2 = isPowerOfTwo(n);
-  const int64_t sb = typeInfo(p.srcType).bytes, db = typeInfo(p.dstType).bytes;
-  const bool stageIn = p.srcType != ElementType::C128, stageOut = p.dstType != ElementType::C128;
+// One in-VMEM fft pass's phases and the state they share: the chunk plan
+// and VMEM layout, and the registers of the radix-2 stages. A friend of
+// Lowerer: the phases use the lowering state as a kernel's member
+// functions do, under the same names.
+class FftPassEmitter {
+ public:
+  FftPassEmitter(Lowerer& l, const hlo::Instruction& in, const FftPass& p)
+      : l_(l), in(in), p(p), e_(l.e_), sregs_(l.sregs_), vregs_(l.vregs_), masks_(l.masks_), failed_(l.failed_),
+        target_(l.target_) {}
+  bool run();
+
+ private:
+  bool plan();
+  void countedLoop(int64_t count, const std::string& name, const std::function<void()>& body);
+  void packTwiddles();
+  void bitReverse();
+  void stage(bool eight);
+  void stageLoop(int64_t count, bool eight);
+  void radix2Transform();
+  void dftTransform();
+  void hbmOffset(int64_t rows, int64_t es, int buf, int rP, int rQ);
+  void chunk(int64_t pcC, int64_t qcC, int rP, int rQ);
+
+  int sreg() { return l_.sreg(); }
+  std::string S(int r) const { return l_.S(r); }
+  std::string V(VReg r) const { return l_.V(r); }
+  std::string H(VReg r) const { return l_.H(r); }
+  VReg valloc(ElementType t) { return l_.valloc(t); }
+  void vfree(VReg r) { l_.vfree(r); }
+  int64_t base(int buf) const { return l_.base(buf); }
+
+  Lowerer& l_;
+  const hlo::Instruction& in;
+  const FftPass& p;
+  Emitter& e_;
+  RegPool &sregs_, &vregs_, &masks_;
+  bool& failed_;
+  const target::TargetDesc& target_;
+
+  static constexpr int64_t vWork = 0;
+  static constexpr int64_t twiddleRowBytes = 128 * kC128Bytes;
+  int64_t n = 1, outer = 1, inner = 1, sb = 16, db = 16, budget = 0;
+  bool transform = false, radix2 = false, stageIn = false, stageOut = false, useLong = false, packed = false;
+  int64_t pairs = 0, pc = 1, qc = 1, R = 0, rowBytes = 0, nb = 0, workBytes = 0, vOut = 0, vStage = 0,
+          stageBytes = 0, vTwiddles = 0;
+  std::string rowMask;
+  // The radix-2 stages: half a group in bytes and rows, groups, the
+  // stage's twiddles, the group, u and its twiddle, the butterfly's rows.
+  int rHalf = -1, rHalfRows = -1, rGroups = -1, rTw = -1, rGrp = -1, rU = -1, rTk = -1, rUb = -1, rVb = -1,
+      rT = -1;
+  std::vector<int> rw;
+  // A chunk: its HBM offset and VMEM address.
+  int rOff = -1, rV = -1;
+};
+
+// The plan: rows of up to 128 transforms per chunk in VMEM (work, DFT
+// result and staging rows), the twiddles (and swap pairs) into SMEM once for
+// all chunks; useLong when the rows or twiddles need the HBM form.
+bool FftPassEmitter::plan() {
+  n = p.n;
+  outer = p.outer;
+  inner = p.inner;
+  transform = n > 1;
+  radix2 = isPowerOfTwo(n);
+  sb = typeInfo(p.srcType).bytes;
+  db = typeInfo(p.dstType).bytes;
+  stageIn = p.srcType != ElementType::C128;
+  stageOut = p.dstType != ElementType::C128;
   // VMEM per transform element: the work rows, the DFT's result rows, and
   // the staging rows of a converted source or result.
   const int64_t perElem =
       kC128Bytes + (transform && !radix2 ? kC128Bytes : 0) + std::max(stageIn ? sb : 0, stageOut ? db : 0);
   const int64_t slack = 3 * kBlockBytes;  // whole-register reads and writes past the last row
-  const int64_t budget = static_cast<int64_t>(vmemBudget());
+  budget = static_cast<int64_t>(l_.vmemBudget());
   int64_t rowCap = budget > slack ? (budget - slack) / (n * perElem) : 0;
   rowCap = rowCap >= kVregElems ? rowCap / kVregElems * kVregElems : rowCap / 128 * 128;
   // Radix-2 rows that do not fit VMEM, or twiddles that do not fit SMEM, go
   // through HBM.
-  if (transform && rowCap < 128) return emitFftPassLong(in, p);
-  int64_t pairs = 0;
+  if (transform && rowCap < 128) {
+    useLong = true;
+    return true;
+  }
   std::vector<uint32_t> table;
   if (transform) table = radix2 ? radix2Table(n, p.inverse, pairs) : dftTable(n, p.inverse);
-  if (radix2 && table.size() * 4 > target_.memory.smemBytes) return emitFftPassLong(in, p);
+  if (radix2 && table.size() * 4 > target_.memory.smemBytes) {
+    useLong = true;
+    return true;
+  }
   if (rowCap < 128)
-    return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs {} bytes of VMEM for 128 transforms at a time, "
+    return l_.fail(in, fmt::format("llo-gen: fft length {} of '{}' needs {} bytes of VMEM for 128 transforms at a time, "
                                 "more than the VMEM budget of {} bytes",
                                 n, in.name(), n * perElem * 128 + slack, budget));
   // Chunks: whole inner runs of several outer indices, or pieces of one run.
-  int64_t pc = 1, qc = inner;
+  pc = 1;
+  qc = inner;
   if (inner <= rowCap) pc = std::min(outer, rowCap / inner);
   else qc = rowCap;
-  const int64_t R = rowElems(pc * qc);
-  const int64_t rowBytes = R * kC128Bytes;
-  const int64_t nb = (R + kVregElems - 1) / kVregElems;
-  const std::string rowMask = R < kVregElems ? fmt::format(", 2048, {}", (1 << (R / 128)) - 1) : "";
-  const int64_t workBytes = alignUp(static_cast<uint64_t>(n * rowBytes + kBlockBytes), 512);
-  const int64_t vWork = 0;
-  const int64_t vOut = transform && !radix2 ? vWork + workBytes : vWork;  // where the transform leaves its rows
-  const int64_t vStage = vWork + workBytes + (vOut != vWork ? workBytes : 0);
+  R = rowElems(pc * qc);
+  rowBytes = R * kC128Bytes;
+  nb = (R + kVregElems - 1) / kVregElems;
+  rowMask = R < kVregElems ? fmt::format(", 2048, {}", (1 << (R / 128)) - 1) : "";
+  workBytes = alignUp(static_cast<uint64_t>(n * rowBytes + kBlockBytes), 512);
+  vOut = transform && !radix2 ? vWork + workBytes : vWork;  // where the transform leaves its rows
+  vStage = vWork + workBytes + (vOut != vWork ? workBytes : 0);
   // Rows of one sublane (up to 128 transforms): eight consecutive rows fill
   // a register, so from len = 16 on a butterfly op covers eight k at once
   // with a register of eight twiddles (one per sublane) from a VMEM copy of
   // the table, each twiddle broadcast over a sublane's 128 lanes.
-  const int64_t stageBytes =
+  stageBytes =
       stageIn || stageOut
           ? static_cast<int64_t>(alignUp(
                 static_cast<uint64_t>(n * R * std::max(stageIn ? sb : 0, stageOut ? db : 0) + kBlockBytes), 512))
           : 0;
-  const int64_t vTwiddles = vStage + stageBytes;
-  const int64_t twiddleRowBytes = 128 * kC128Bytes;
-  const bool packed = radix2 && R == 128 && n >= 16 && vTwiddles + (n - 1) * twiddleRowBytes <= budget;
+  vTwiddles = vStage + stageBytes;
+  packed = radix2 && R == 128 && n >= 16 && vTwiddles + (n - 1) * twiddleRowBytes <= budget;
 
   // The pass's twiddles (and swap pairs) into SMEM, once for all chunks.
   if (table.size() * 4 > target_.memory.smemBytes)
-    return fail(in, fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
+    return l_.fail(in, fmt::format("llo-gen: fft length {} of '{}' needs a {}-byte twiddle table, more than SMEM ({} bytes)",
                                 n, in.name(), table.size() * 4, target_.memory.smemBytes));
   if (!table.empty()) {
-    int tb = constTable(in, table);
+    int tb = l_.constTable(in, table);
     int r = sreg();
     e_.op("smov {}, 0", S(r));
-    e_.op("{} {}, [0], {}, sem0", dmaOp("h2s", tb), e_.desc(table.size() * 4, {}), memRef(tb, S(r)));
+    e_.op("{} {}, [0], {}, sem0", l_.dmaOp("h2s", tb), e_.desc(table.size() * 4, {}), l_.memRef(tb, S(r)));
     e_.op("sem.wait sem0");
     sregs_.put(r);
   }
+  return true;
+}
 
-  // A counted loop of `count` iterations around body (count >= 1).
-  auto countedLoop = [&](int64_t count, const std::string& name, const std::function<void()>& body) {
-    if (count == 1) return body();
-    int rc = sreg();
-    std::string l = e_.newLabel(name);
-    e_.op("smov {}, {}", S(rc), count);
-    e_.label(l);
-    body();
-    e_.op("loop {}, {}", S(rc), l);
-    sregs_.put(rc);
-  };
+// A counted loop of `count` iterations around body (count >= 1).
+void FftPassEmitter::countedLoop(int64_t count, const std::string& name, const std::function<void()>& body) {
+  if (count == 1) return body();
+  int rc = sreg();
+  std::string l = e_.newLabel(name);
+  e_.op("smov {}, {}", S(rc), count);
+  e_.label(l);
+  body();
+  e_.op("loop {}, {}", S(rc), l);
+  sregs_.put(rc);
+}
 
-  if (packed) {
-    // The twiddles of every stage to VMEM: entry e in sublane 0 of the
-    // 128-lane row at vTwiddles + e * 2 KiB, so a register loaded at entry k
-    // holds entries k..k+7 in its sublanes.
-    int rs = sreg(), rd = sreg();
-    std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
-    e_.op("smov {}, {}", S(rs), pairs * 8);
-    e_.op("smov {}, {}", S(rd), vTwiddles);
-    countedLoop(n - 1, "ffttwiddle", [&] {
-      VReg tw = splatTwiddle(rw, rs);
-      vstore(tw, ElementType::C128, S(rd), ", 2048, 1");
-      vfree(tw);
-      e_.op("sadd {}, {}, 16", S(rs), S(rs));
-      e_.op("sadd {}, {}, {}", S(rd), S(rd), twiddleRowBytes);
+// The twiddles of every stage to VMEM: entry e in sublane 0 of the
+// 128-lane row at vTwiddles + e * 2 KiB, so a register loaded at entry k
+// holds entries k..k+7 in its sublanes.
+void FftPassEmitter::packTwiddles() {
+  int rs = sreg(), rd = sreg();
+  std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
+  e_.op("smov {}, {}", S(rs), pairs * 8);
+  e_.op("smov {}, {}", S(rd), vTwiddles);
+  countedLoop(n - 1, "ffttwiddle", [&] {
+    VReg tw = l_.splatTwiddle(rw, rs);
+    l_.vstore(tw, ElementType::C128, S(rd), ", 2048, 1");
+    vfree(tw);
+    e_.op("sadd {}, {}, 16", S(rs), S(rs));
+    e_.op("sadd {}, {}, {}", S(rd), S(rd), twiddleRowBytes);
+  });
+  for (int r : {rs, rd}) sregs_.put(r);
+  for (int r : rw) sregs_.put(r);
+}
+
+// The bit-reversal permutation: swap rows i and j of each pair.
+void FftPassEmitter::bitReverse() {
+if (pairs > 0) {
+  int rt = sreg(), ra = sreg(), rb = sreg();
+  e_.op("smov {}, 0", S(rt));
+  countedLoop(pairs, "fftswap", [&] {
+    e_.op("sld {}, [{}]", S(ra), S(rt));
+    e_.op("sld {}, [{} + 4]", S(rb), S(rt));
+    e_.op("smul {}, {}, {}", S(ra), S(ra), rowBytes);
+    e_.op("smul {}, {}, {}", S(rb), S(rb), rowBytes);
+    if (vWork) {
+      e_.op("sadd {}, {}, {}", S(ra), S(ra), vWork);
+      e_.op("sadd {}, {}, {}", S(rb), S(rb), vWork);
+    }
+    countedLoop(nb, "fftswapb", [&] {
+      VReg x = l_.vload(ElementType::C128, S(ra));
+      VReg y = l_.vload(ElementType::C128, S(rb));
+      l_.vstore(y, ElementType::C128, S(ra), rowMask);
+      l_.vstore(x, ElementType::C128, S(rb), rowMask);
+      vfree(x);
+      vfree(y);
+      if (nb > 1) {
+        e_.op("sadd {}, {}, {}", S(ra), S(ra), kBlockBytes);
+        e_.op("sadd {}, {}, {}", S(rb), S(rb), kBlockBytes);
+      }
     });
-    for (int r : {rs, rd}) sregs_.put(r);
-    for (int r : rw) sregs_.put(r);
+    e_.op("sadd {}, {}, 8", S(rt), S(rt));
+  });
+  for (int r : {rt, ra, rb}) sregs_.put(r);
+}
+}
+
+// One stage: groups of len rows, butterflies (k, k + len/2); `eight`: eight
+// butterflies (k to k + 7) per op, twiddles from VMEM (needs len >= 16 and
+// packed rows).
+void FftPassEmitter::stage(bool eight) {
+  int rGc = sreg();
+  std::string lGroup = e_.newLabel("fftgroup");
+  e_.op("smov {}, {}", S(rGrp), vWork);
+  e_.op("smov {}, {}", S(rGc), S(rGroups));
+  e_.label(lGroup);
+  int rKc = sreg();
+  std::string lK = e_.newLabel("fftk");
+  e_.op("smov {}, {}", S(rU), S(rGrp));
+  if (eight) {
+    // VMEM entry of the stage's first twiddle: vTwiddles + (rTw - pairs * 8) / 16 * 2 KiB.
+    e_.op("ssub {}, {}, {}", S(rTk), S(rTw), pairs * 8);
+    e_.op("sshl {}, {}, 7", S(rTk), S(rTk));
+    e_.op("sadd {}, {}, {}", S(rTk), S(rTk), vTwiddles);
+    e_.op("sshr {}, {}, 3", S(rKc), S(rHalfRows));
+  } else {
+    e_.op("smov {}, {}", S(rTk), S(rTw));
+    e_.op("smov {}, {}", S(rKc), S(rHalfRows));
   }
-
-  auto radix2Transform = [&] {
-    // The bit-reversal permutation: swap rows i and j of each pair.
-    if (pairs > 0) {
-      int rt = sreg(), ra = sreg(), rb = sreg();
-      e_.op("smov {}, 0", S(rt));
-      countedLoop(pairs, "fftswap", [&] {
-        e_.op("sld {}, [{}]", S(ra), S(rt));
-        e_.op("sld {}, [{} + 4]", S(rb), S(rt));
-        e_.op("smul {}, {}, {}", S(ra), S(ra), rowBytes);
-        e_.op("smul {}, {}, {}", S(rb), S(rb), rowBytes);
-        if (vWork) {
-          e_.op("sadd {}, {}, {}", S(ra), S(ra), vWork);
-          e_.op("sadd {}, {}, {}", S(rb), S(rb), vWork);
-        }
-        countedLoop(nb, "fftswapb", [&] {
-          VReg x = vload(ElementType::C128, S(ra));
-          VReg y = vload(ElementType::C128, S(rb));
-          vstore(y, ElementType::C128, S(ra), rowMask);
-          vstore(x, ElementType::C128, S(rb), rowMask);
-          vfree(x);
-          vfree(y);
-          if (nb > 1) {
-            e_.op("sadd {}, {}, {}", S(ra), S(ra), kBlockBytes);
-            e_.op("sadd {}, {}, {}", S(rb), S(rb), kBlockBytes);
-          }
-        });
-        e_.op("sadd {}, {}, 8", S(rt), S(rt));
-      });
-      for (int r : {rt, ra, rb}) sregs_.put(r);
+  e_.label(lK);
+  VReg tw;
+  if (eight) {
+    tw = l_.vload(ElementType::C128, S(rTk));
+  } else {
+    tw = l_.splatTwiddle(rw, rTk);
+  }
+  const std::string mask = eight ? "" : rowMask;  // eight whole rows need no mask
+  e_.op("smov {}, {}", S(rUb), S(rU));
+  e_.op("sadd {}, {}, {}", S(rVb), S(rU), S(rHalf));
+  countedLoop(nb, "fftbfly", [&] {
+    VReg u = l_.vload(ElementType::C128, S(rUb));
+    VReg v = l_.vload(ElementType::C128, S(rVb));
+    VReg prod = l_.complexMultiply(v, tw);  // tmp[i + k + len/2] * w
+    VReg sum = l_.complexAdd(u, prod);
+    VReg diff = l_.complexAdd(u, prod, true);
+    l_.vstore(sum, ElementType::C128, S(rUb), mask);
+    l_.vstore(diff, ElementType::C128, S(rVb), mask);
+    for (VReg r : {u, v, prod, sum, diff}) vfree(r);
+    if (nb > 1) {
+      e_.op("sadd {}, {}, {}", S(rUb), S(rUb), kBlockBytes);
+      e_.op("sadd {}, {}, {}", S(rVb), S(rVb), kBlockBytes);
     }
-    // Stages len = 2, 4, .., n: groups of len rows, butterflies (k, k + len/2).
-    int rHalf = sreg(), rHalfRows = sreg(), rGroups = sreg(), rTw = sreg(), rGrp = sreg(), rU = sreg(),
-        rTk = sreg(), rUb = sreg(), rVb = sreg(), rT = sreg();
-    std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
-    e_.op("smov {}, {}", S(rHalf), rowBytes);
-    e_.op("smov {}, 1", S(rHalfRows));
-    e_.op("smov {}, {}", S(rGroups), n / 2);
-    e_.op("smov {}, {}", S(rTw), pairs * 8);
-    // `count` stages from the current one; `eight`: eight butterflies (k to
-    // k + 7) per op, twiddles from VMEM (needs len >= 16 and packed rows).
-    auto stageLoop = [&](int64_t count, bool eight) {
-      countedLoop(count, eight ? "fftstage8" : "fftstage", [&] {
-        int rGc = sreg();
-        std::string lGroup = e_.newLabel("fftgroup");
-        e_.op("smov {}, {}", S(rGrp), vWork);
-        e_.op("smov {}, {}", S(rGc), S(rGroups));
-        e_.label(lGroup);
-        int rKc = sreg();
-        std::string lK = e_.newLabel("fftk");
-        e_.op("smov {}, {}", S(rU), S(rGrp));
-        if (eight) {
-          // VMEM entry of the stage's first twiddle: vTwiddles + (rTw - pairs * 8) / 16 * 2 KiB.
-          e_.op("ssub {}, {}, {}", S(rTk), S(rTw), pairs * 8);
-          e_.op("sshl {}, {}, 7", S(rTk), S(rTk));
-          e_.op("sadd {}, {}, {}", S(rTk), S(rTk), vTwiddles);
-          e_.op("sshr {}, {}, 3", S(rKc), S(rHalfRows));
-        } else {
-          e_.op("smov {}, {}", S(rTk), S(rTw));
-          e_.op("smov {}, {}", S(rKc), S(rHalfRows));
-        }
-        e_.label(lK);
-        VReg tw;
-        if (eight) {
-          tw = vload(ElementType::C128, S(rTk));
-        } else {
-          tw = splatTwiddle(rw, rTk);
-        }
-        const std::string mask = eight ? "" : rowMask;  // eight whole rows need no mask
-        e_.op("smov {}, {}", S(rUb), S(rU));
-        e_.op("sadd {}, {}, {}", S(rVb), S(rU), S(rHalf));
-        countedLoop(nb, "fftbfly", [&] {
-          VReg u = vload(ElementType::C128, S(rUb));
-          VReg v = vload(ElementType::C128, S(rVb));
-          VReg prod = complexMultiply(v, tw);  // tmp[i + k + len/2] * w
-          VReg sum = complexAdd(u, prod);
-          VReg diff = complexAdd(u, prod, true);
-          vstore(sum, ElementType::C128, S(rUb), mask);
-          vstore(diff, ElementType::C128, S(rVb), mask);
-          for (VReg r : {u, v, prod, sum, diff}) vfree(r);
-          if (nb > 1) {
-            e_.op("sadd {}, {}, {}", S(rUb), S(rUb), kBlockBytes);
-            e_.op("sadd {}, {}, {}", S(rVb), S(rVb), kBlockBytes);
-          }
-        });
-        vfree(tw);
-        e_.op("sadd {}, {}, {}", S(rU), S(rU), eight ? 8 * rowBytes : rowBytes);
-        e_.op("sadd {}, {}, {}", S(rTk), S(rTk), eight ? 8 * twiddleRowBytes : kC128Bytes);
-        e_.op("loop {}, {}", S(rKc), lK);
-        sregs_.put(rKc);
-        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
-        e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
-        e_.op("loop {}, {}", S(rGc), lGroup);
-        sregs_.put(rGc);
-        e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
-        e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
-        e_.op("sadd {}, {}, {}", S(rHalf), S(rHalf), S(rHalf));
-        e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
-        e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
-      });
-    };
-    if (packed) {
-      stageLoop(3, false);  // len 2, 4, 8
-      stageLoop(log2Exact(n) - 3, true);
-    } else {
-      stageLoop(log2Exact(n), false);
-    }
-    for (int r : {rHalf, rHalfRows, rGroups, rTw, rGrp, rU, rTk, rUb, rVb, rT}) sregs_.put(r);
-    for (int r : rw) sregs_.put(r);
-  };
+  });
+  vfree(tw);
+  e_.op("sadd {}, {}, {}", S(rU), S(rU), eight ? 8 * rowBytes : rowBytes);
+  e_.op("sadd {}, {}, {}", S(rTk), S(rTk), eight ? 8 * twiddleRowBytes : kC128Bytes);
+  e_.op("loop {}, {}", S(rKc), lK);
+  sregs_.put(rKc);
+  e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
+  e_.op("sadd {}, {}, {}", S(rGrp), S(rGrp), S(rHalf));
+  e_.op("loop {}, {}", S(rGc), lGroup);
+  sregs_.put(rGc);
+  e_.op("sshl {}, {}, 4", S(rT), S(rHalfRows));
+  e_.op("sadd {}, {}, {}", S(rTw), S(rTw), S(rT));
+  e_.op("sadd {}, {}, {}", S(rHalf), S(rHalf), S(rHalf));
+  e_.op("sadd {}, {}, {}", S(rHalfRows), S(rHalfRows), S(rHalfRows));
+  e_.op("sshr {}, {}, 1", S(rGroups), S(rGroups));
+}
 
-  auto dftTransform = [&] {
-    // out[k] = sum over j of x[j] * w[(j * k) % n], from (0, 0) in j order.
-    int rBo = sreg(), rOk = sreg(), rStep = sreg(), rX = sreg(), rM = sreg(), rT = sreg(), rC = sreg();
-    std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
-    e_.op("smov {}, 0", S(rBo));
-    countedLoop(nb, "fftdftb", [&] {
-      e_.op("sadd {}, {}, {}", S(rOk), S(rBo), vOut);
-      e_.op("smov {}, 0", S(rStep));
-      countedLoop(n, "fftdftk", [&] {
-        VReg acc = vconst(ElementType::C128, 0);
-        e_.op("sadd {}, {}, {}", S(rX), S(rBo), vWork);
-        e_.op("smov {}, 0", S(rM));
-        countedLoop(n, "fftdftj", [&] {
-          dftTerm(acc, rw, rM, rX);
-          e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
-          // m = (m + k) % n, k < n: one conditional subtraction.
-          e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));
-          e_.op("ssub {}, {}, {}", S(rT), S(rM), n * kC128Bytes);
-          e_.op("scmp.ge {}, {}, {}", S(rC), S(rM), n * kC128Bytes);
-          e_.op("ssel {}, {}, {}, {}", S(rM), S(rC), S(rT), S(rM));
-        });
-        vstore(acc, ElementType::C128, S(rOk), rowMask);
-        vfree(acc);
-        e_.op("sadd {}, {}, {}", S(rOk), S(rOk), rowBytes);
-        e_.op("sadd {}, {}, {}", S(rStep), S(rStep), kC128Bytes);
+// `count` stages from the current one.
+void FftPassEmitter::stageLoop(int64_t count, bool eight) {
+  countedLoop(count, eight ? "fftstage8" : "fftstage", [&] { stage(eight); });
+}
+
+// Radix 2: the bit reversal, then stages len = 2, 4, .., n.
+void FftPassEmitter::radix2Transform() {
+  bitReverse();
+  // Stages len = 2, 4, .., n: groups of len rows, butterflies (k, k + len/2).
+  rHalf = sreg();
+  rHalfRows = sreg();
+  rGroups = sreg();
+  rTw = sreg();
+  rGrp = sreg();
+  rU = sreg();
+  rTk = sreg();
+  rUb = sreg();
+  rVb = sreg();
+  rT = sreg();
+  rw = {sreg(), sreg(), sreg(), sreg()};
+  e_.op("smov {}, {}", S(rHalf), rowBytes);
+  e_.op("smov {}, 1", S(rHalfRows));
+  e_.op("smov {}, {}", S(rGroups), n / 2);
+  e_.op("smov {}, {}", S(rTw), pairs * 8);
+  if (packed) {
+    stageLoop(3, false);  // len 2, 4, 8
+    stageLoop(log2Exact(n) - 3, true);
+  } else {
+    stageLoop(log2Exact(n), false);
+  }
+  for (int r : {rHalf, rHalfRows, rGroups, rTw, rGrp, rU, rTk, rUb, rVb, rT}) sregs_.put(r);
+  for (int r : rw) sregs_.put(r);
+}
+
+// out[k] = sum over j of x[j] * w[(j * k) % n], from (0, 0) in j order.
+void FftPassEmitter::dftTransform() {
+  int rBo = sreg(), rOk = sreg(), rStep = sreg(), rX = sreg(), rM = sreg(), rT = sreg(), rC = sreg();
+  std::vector<int> rw = {sreg(), sreg(), sreg(), sreg()};
+  e_.op("smov {}, 0", S(rBo));
+  countedLoop(nb, "fftdftb", [&] {
+    e_.op("sadd {}, {}, {}", S(rOk), S(rBo), vOut);
+    e_.op("smov {}, 0", S(rStep));
+    countedLoop(n, "fftdftk", [&] {
+      VReg acc = l_.vconst(ElementType::C128, 0);
+      e_.op("sadd {}, {}, {}", S(rX), S(rBo), vWork);
+      e_.op("smov {}, 0", S(rM));
+      countedLoop(n, "fftdftj", [&] {
+        l_.dftTerm(acc, rw, rM, rX);
+        e_.op("sadd {}, {}, {}", S(rX), S(rX), rowBytes);
+        // m = (m + k) % n, k < n: one conditional subtraction.
+        e_.op("sadd {}, {}, {}", S(rM), S(rM), S(rStep));
+        e_.op("ssub {}, {}, {}", S(rT), S(rM), n * kC128Bytes);
+        e_.op("scmp.ge {}, {}, {}", S(rC), S(rM), n * kC128Bytes);
+        e_.op("ssel {}, {}, {}, {}", S(rM), S(rC), S(rT), S(rM));
       });
-      e_.op("sadd {}, {}, {}", S(rBo), S(rBo), kBlockBytes);
+      l_.vstore(acc, ElementType::C128, S(rOk), rowMask);
+      vfree(acc);
+      e_.op("sadd {}, {}, {}", S(rOk), S(rOk), rowBytes);
+      e_.op("sadd {}, {}, {}", S(rStep), S(rStep), kC128Bytes);
     });
-    for (int r : {rBo, rOk, rStep, rX, rM, rT, rC}) sregs_.put(r);
-    for (int r : rw) sregs_.put(r);
-  };
+    e_.op("sadd {}, {}, {}", S(rBo), S(rBo), kBlockBytes);
+  });
+  for (int r : {rBo, rOk, rStep, rX, rM, rT, rC}) sregs_.put(r);
+  for (int r : rw) sregs_.put(r);
+}
 
-  // One chunk: pcC outer indices from rP, qcC inner indices from rQ.
-  auto chunk = [&](int64_t pcC, int64_t qcC, int rP, int rQ) {
-    PoolGuard chunkGuard({&sregs_, &vregs_, &masks_});
-    int rOff = sreg(), rV = sreg();
-    auto hbmOffset = [&](int64_t rows, int64_t es, int buf) {
-      e_.op("smul {}, {}, {}", S(rOff), S(rP), rows * inner);
-      e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rQ));
-      e_.op("smul {}, {}, {}", S(rOff), S(rOff), es);
-      if (base(buf)) e_.op("sadd {}, {}, {}", S(rOff), S(rOff), base(buf));
-    };
-    // In: row j of VMEM = element j of each transform of the chunk.
-    std::vector<Emitter::Dim> inDims = {{n, inner * sb, R * sb}};
-    if (pcC > 1) inDims.push_back({pcC, n * inner * sb, qcC * sb});
-    hbmOffset(n, sb, p.src);
-    e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
-    e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", p.src), e_.desc(static_cast<uint64_t>(qcC * sb), inDims),
-          S(rV), memRef(p.src, S(rOff)));
-    e_.op("sem.wait sem0");
-    const int64_t inRegs = (n * R + kVregElems - 1) / kVregElems;
-    if (stageIn)
-      fftWidenToC128(p.srcType, inRegs, vStage, vWork);
-    if (transform) radix2 ? radix2Transform() : dftTransform();
-    // Inverse transforms divide by n (each part, as complex / double does).
-    const int64_t outRegs = (p.dstRows * R + kVregElems - 1) / kVregElems;
-    if (transform && p.inverse) {
-      uint64_t nBits = std::bit_cast<uint64_t>(static_cast<double>(n));
-      VReg divisor = valloc(ElementType::F64);
-      e_.op("vmov.s32 {}, {}", V(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits)));
-      e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
-      fftFlatLoop(outRegs, vOut, kBlockBytes, vOut, kBlockBytes, [&](int ri, int ro) {
-        VReg z = vload(ElementType::C128, S(ri));
-        VReg q = fftDivide(z, divisor);
-        vstore(q, ElementType::C128, S(ro));
-        vfree(z);
-        vfree(q);
-      });
-      vfree(divisor);
-    }
-    if (stageOut)
-      fftFlatLoop(outRegs, vOut, kBlockBytes, vStage, kVregElems * db, [&](int ri, int ro) {
-        VReg z = vload(ElementType::C128, S(ri));
-        fftStoreResult(z, p.dstType, S(ro));
-        vfree(z);
-      });
-    std::vector<Emitter::Dim> outDims = {{p.dstRows, R * db, inner * db}};
-    if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
-    hbmOffset(p.dstRows, db, p.dst);
-    e_.op("smov {}, {}", S(rV), stageOut ? vStage : vOut);
-    e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", p.dst), e_.desc(static_cast<uint64_t>(qcC * db), outDims),
-          memRef(p.dst, S(rOff)), S(rV));
-    e_.op("sem.wait sem0");
-  };
+// rOff = the HBM byte address of outer index rP, inner index rQ of buf.
+void FftPassEmitter::hbmOffset(int64_t rows, int64_t es, int buf, int rP, int rQ) {
+  e_.op("smul {}, {}, {}", S(rOff), S(rP), rows * inner);
+  e_.op("sadd {}, {}, {}", S(rOff), S(rOff), S(rQ));
+  e_.op("smul {}, {}, {}", S(rOff), S(rOff), es);
+  if (base(buf)) e_.op("sadd {}, {}, {}", S(rOff), S(rOff), base(buf));
+}
 
-  emitFftChunks(outer, inner, pc, qc, chunk);
+// One chunk: pcC outer indices from rP, qcC inner indices from rQ.
+void FftPassEmitter::chunk(int64_t pcC, int64_t qcC, int rP, int rQ) {
+  PoolGuard chunkGuard({&sregs_, &vregs_, &masks_});
+  rOff = sreg();
+  rV = sreg();
+  // In: row j of VMEM = element j of each transform of the chunk.
+  std::vector<Emitter::Dim> inDims = {{n, inner * sb, R * sb}};
+  if (pcC > 1) inDims.push_back({pcC, n * inner * sb, qcC * sb});
+  hbmOffset(n, sb, p.src, rP, rQ);
+  e_.op("smov {}, {}", S(rV), stageIn ? vStage : vWork);
+  e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", p.src), e_.desc(static_cast<uint64_t>(qcC * sb), inDims),
+        S(rV), l_.memRef(p.src, S(rOff)));
+  e_.op("sem.wait sem0");
+  const int64_t inRegs = (n * R + kVregElems - 1) / kVregElems;
+  if (stageIn)
+    l_.fftWidenToC128(p.srcType, inRegs, vStage, vWork);
+  if (transform) radix2 ? radix2Transform() : dftTransform();
+  // Inverse transforms divide by n (each part, as complex / double does).
+  const int64_t outRegs = (p.dstRows * R + kVregElems - 1) / kVregElems;
+  if (transform && p.inverse) {
+    uint64_t nBits = std::bit_cast<uint64_t>(static_cast<double>(n));
+    VReg divisor = valloc(ElementType::F64);
+    e_.op("vmov.s32 {}, {}", V(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits)));
+    e_.op("vmov.s32 {}, {}", H(divisor), static_cast<int32_t>(static_cast<uint32_t>(nBits >> 32)));
+    l_.fftFlatLoop(outRegs, vOut, kBlockBytes, vOut, kBlockBytes, [&](int ri, int ro) {
+      VReg z = l_.vload(ElementType::C128, S(ri));
+      VReg q = l_.fftDivide(z, divisor);
+      l_.vstore(q, ElementType::C128, S(ro));
+      vfree(z);
+      vfree(q);
+    });
+    vfree(divisor);
+  }
+  if (stageOut)
+    l_.fftFlatLoop(outRegs, vOut, kBlockBytes, vStage, kVregElems * db, [&](int ri, int ro) {
+      VReg z = l_.vload(ElementType::C128, S(ri));
+      l_.fftStoreResult(z, p.dstType, S(ro));
+      vfree(z);
+    });
+  std::vector<Emitter::Dim> outDims = {{p.dstRows, R * db, inner * db}};
+  if (pcC > 1) outDims.push_back({pcC, qcC * db, p.dstRows * inner * db});
+  hbmOffset(p.dstRows, db, p.dst, rP, rQ);
+  e_.op("smov {}, {}", S(rV), stageOut ? vStage : vOut);
+  e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", p.dst), e_.desc(static_cast<uint64_t>(qcC * db), outDims),
+        l_.memRef(p.dst, S(rOff)), S(rV));
+  e_.op("sem.wait sem0");
+}
+bool FftPassEmitter::run() {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  if (!plan()) return false;
+  if (useLong) return l_.emitFftPassLong(in, p);
+  if (packed) packTwiddles();
+  l_.emitFftChunks(outer, inner, pc, qc, [&](int64_t pcC, int64_t qcC, int rP, int rQ) { chunk(pcC, qcC, rP, rQ); });
   return !failed_;
+}
+
+bool Lowerer::emitFftPass(const Instruction& in, const FftPass& p) {
+  FftPassEmitter pass(*this, in, p);
+  return pass.run();
 }
 
 VReg Lowerer::fftToC128(VReg x, ElementType from) {

@@ -133,7 +133,10 @@ TEST(Fft, EightButterfliesPerOpForSmallBatches) {
   // per sublane. Still bit-exact, and fewer cycles than one butterfly per op.
   FftRun r = compareFft(fftModule("FFT", "c64", {64}, {1024}));
   EXPECT_EQ(r.error, "");
-  EXPECT_LT(r.cycles, 150000u);  // 259594 with one butterfly per op
+  // 174084 measured with the product as f64 pair instructions (XLA's
+  // formula); with the former vmul.c128 row it was under 150000, and 259594
+  // with one butterfly per op.
+  EXPECT_LT(r.cycles, 200000u);
   EXPECT_EQ(compareFft(fftModule("IFFT", "c128", {5}, {256})).error, "");
   EXPECT_EQ(compareFft(fftModule("RFFT", "c128", {2}, {16, 64})).error, "");
 }

@@ -393,6 +393,99 @@ bool Lowerer::lowerRngBitGenerator(const Instruction& in) {
   return ok && !failed_;
 }
 
+// The vector pieces of emitRngBits on u32 lanes, from the chip's 32-bit
+// ops: unsigned compare, rotate, the high word of a product, and the
+// ThreeFry-2x32 and Philox-4x32 rounds.
+class RngBitsEmitter {
+ public:
+  explicit RngBitsEmitter(Lowerer& l) : l_(l) {}
+
+  // A new vreg: m of a and b.
+  VReg vop(const char* m, VReg a, const std::string& b) {
+    VReg d = l_.valloc(ElementType::U32);
+    l_.e_.op("{} {}, {}, {}", m, l_.V(d), l_.V(a), b);
+    return d;
+  }
+  void inPlace(const char* m, VReg a, const std::string& b) { l_.e_.op("{} {}, {}, {}", m, l_.V(a), l_.V(a), b); }
+  // 0/1 from "a < b" on unsigned words (sign bits flipped, signed compare).
+  VReg lessU(VReg a, VReg b) {
+    VReg fa = vop("vxor", a, "-2147483648"), fb = vop("vxor", b, "-2147483648");
+    int m = l_.malloc_();
+    l_.e_.op("vcmp.lt.s32 {}, {}, {}", l_.M(m), l_.V(fa), l_.V(fb));
+    l_.vfree(fa);
+    l_.vfree(fb);
+    VReg d = l_.toMask01(m);
+    d.t = ElementType::U32;
+    return d;
+  }
+  void rotl(VReg x, int r) {
+    VReg t = vop("vshr", x, fmt::format("{}", 32 - r));
+    inPlace("vshl", x, fmt::format("{}", r));
+    inPlace("vor", x, l_.V(t));
+    l_.vfree(t);
+  }
+  // High 32 bits of x * c (unsigned) from 16-bit halves.
+  VReg mulHi(VReg x, uint32_t c) {
+    int32_t cl = static_cast<int32_t>(c & 0xffffu), ch = static_cast<int32_t>(c >> 16);
+    VReg xl = vop("vand", x, "65535"), xh = vop("vshr", x, "16");
+    VReg ll = vop("vmul.s32", xl, fmt::format("{}", cl)), lh = vop("vmul.s32", xl, fmt::format("{}", ch));
+    VReg hl = vop("vmul.s32", xh, fmt::format("{}", cl)), hh = vop("vmul.s32", xh, fmt::format("{}", ch));
+    VReg mid = vop("vshr", ll, "16");
+    VReg t = vop("vand", lh, "65535");
+    inPlace("vadd.s32", mid, l_.V(t));
+    l_.e_.op("vand {}, {}, 65535", l_.V(t), l_.V(hl));
+    inPlace("vadd.s32", mid, l_.V(t));
+    inPlace("vshr", mid, "16");
+    inPlace("vshr", lh, "16");
+    inPlace("vshr", hl, "16");
+    inPlace("vadd.s32", hh, l_.V(lh));
+    inPlace("vadd.s32", hh, l_.V(hl));
+    inPlace("vadd.s32", hh, l_.V(mid));
+    for (VReg v : {xl, xh, ll, lh, hl, mid, t}) l_.vfree(v);
+    return hh;
+  }
+  // Philox-4x32's ten rounds on the counter words x, the round keys in rk0
+  // and rk1 (from the key in k0, k1); x becomes the block's four words.
+  void philoxRounds(std::vector<VReg>& x, int k0, int k1, int rk0, int rk1) {
+    l_.e_.op("smov {}, {}", l_.S(rk0), l_.S(k0));
+    l_.e_.op("smov {}, {}", l_.S(rk1), l_.S(k1));
+    for (int round = 0; round < 10; ++round) {
+      VReg lo0 = vop("vmul.s32", x[0], fmt::format("{}", static_cast<int32_t>(0xD2511F53u)));
+      VReg hi0 = mulHi(x[0], 0xD2511F53u);
+      VReg lo1 = vop("vmul.s32", x[2], fmt::format("{}", static_cast<int32_t>(0xCD9E8D57u)));
+      VReg hi1 = mulHi(x[2], 0xCD9E8D57u);
+      inPlace("vxor", hi1, l_.V(x[1]));
+      inPlace("vxor", hi1, l_.S(rk0));
+      inPlace("vxor", hi0, l_.V(x[3]));
+      inPlace("vxor", hi0, l_.S(rk1));
+      for (VReg r : x) l_.vfree(r);
+      x = {hi1, lo1, hi0, lo0};
+      l_.e_.op("sadd {}, {}, {}", l_.S(rk0), l_.S(rk0), static_cast<int32_t>(0x9E3779B9u));
+      l_.e_.op("sadd {}, {}, {}", l_.S(rk1), l_.S(rk1), static_cast<int32_t>(0xBB67AE85u));
+    }
+  }
+  // ThreeFry-2x32's twenty rounds on (c0, c1) with key schedule ks (scalar
+  // registers: the key words and their parity word).
+  void threefryRounds(VReg c0, VReg c1, const std::array<int, 3>& ks) {
+    static constexpr int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+    inPlace("vadd.s32", c0, l_.S(ks[0]));
+    inPlace("vadd.s32", c1, l_.S(ks[1]));
+    for (int g = 0; g < 5; ++g) {
+      for (int r = 0; r < 4; ++r) {
+        inPlace("vadd.s32", c0, l_.V(c1));
+        rotl(c1, kRot[(g % 2) * 4 + r]);
+        inPlace("vxor", c1, l_.V(c0));
+      }
+      inPlace("vadd.s32", c0, l_.S(ks[static_cast<size_t>((g + 1) % 3)]));
+      inPlace("vadd.s32", c1, l_.S(ks[static_cast<size_t>((g + 2) % 3)]));
+      inPlace("vadd.s32", c1, fmt::format("{}", g + 1));
+    }
+  }
+
+ private:
+  Lowerer& l_;
+};
+
 bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, ElementType bt, int64_t count,
                           int outState, int outBits) {
   int bytes = typeInfo(bt).bytes;
@@ -414,51 +507,7 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
   e_.op("sxor {}, {}, {}", S(ks2), S(st[0]), S(st[1]));
   e_.op("sxor {}, {}, {}", S(ks2), S(ks2), 0x1BD11BDA);
 
-  auto vop = [&](const char* m, VReg a, const std::string& b) {
-    VReg d = valloc(ElementType::U32);
-    e_.op("{} {}, {}, {}", m, V(d), V(a), b);
-    return d;
-  };
-  auto inPlace = [&](const char* m, VReg a, const std::string& b) {
-    e_.op("{} {}, {}, {}", m, V(a), V(a), b);
-  };
-  // 0/1 from "a < b" on unsigned words (sign bits flipped, signed compare).
-  auto lessU = [&](VReg a, VReg b) {
-    VReg fa = vop("vxor", a, "-2147483648"), fb = vop("vxor", b, "-2147483648");
-    int m = malloc_();
-    e_.op("vcmp.lt.s32 {}, {}, {}", M(m), V(fa), V(fb));
-    vfree(fa);
-    vfree(fb);
-    VReg d = toMask01(m);
-    d.t = ElementType::U32;
-    return d;
-  };
-  auto rotl = [&](VReg x, int r) {
-    VReg t = vop("vshr", x, fmt::format("{}", 32 - r));
-    inPlace("vshl", x, fmt::format("{}", r));
-    inPlace("vor", x, V(t));
-    vfree(t);
-  };
-  // High 32 bits of x * c (unsigned) from 16-bit halves.
-  auto mulHi = [&](VReg x, uint32_t c) {
-    int32_t cl = static_cast<int32_t>(c & 0xffffu), ch = static_cast<int32_t>(c >> 16);
-    VReg xl = vop("vand", x, "65535"), xh = vop("vshr", x, "16");
-    VReg ll = vop("vmul.s32", xl, fmt::format("{}", cl)), lh = vop("vmul.s32", xl, fmt::format("{}", ch));
-    VReg hl = vop("vmul.s32", xh, fmt::format("{}", cl)), hh = vop("vmul.s32", xh, fmt::format("{}", ch));
-    VReg mid = vop("vshr", ll, "16");
-    VReg t = vop("vand", lh, "65535");
-    inPlace("vadd.s32", mid, V(t));
-    e_.op("vand {}, {}, 65535", V(t), V(hl));
-    inPlace("vadd.s32", mid, V(t));
-    inPlace("vshr", mid, "16");
-    inPlace("vshr", lh, "16");
-    inPlace("vshr", hl, "16");
-    inPlace("vadd.s32", hh, V(lh));
-    inPlace("vadd.s32", hh, V(hl));
-    inPlace("vadd.s32", hh, V(mid));
-    for (VReg v : {xl, xh, ll, lh, hl, mid, t}) vfree(v);
-    return hh;
-  };
+  RngBitsEmitter rng(*this);
 
   bool narrow = bytes == 1;
   // 16-bit elements: each lane packs words 2j and 2j+1 (the low halves) into
@@ -476,12 +525,12 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
   bool ok = emitElementwise(
       lanes, {EwInput{EwInput::Index, -1, 0, ElementType::S32}},
       {EwOutput{pairs ? pairBuf : outBits, 0, storeType}}, [&](const std::vector<VReg>& v) {
-        VReg blk = vop("vshr", v[0], fmt::format("{}", wordShift));
-        VReg sel = vop("vand", v[0], fmt::format("{}", (1 << wordShift) - 1));
+        VReg blk = rng.vop("vshr", v[0], fmt::format("{}", wordShift));
+        VReg sel = rng.vop("vand", v[0], fmt::format("{}", (1 << wordShift) - 1));
         // 64-bit counter + block, carried into the high counter.
-        VReg c0 = vop("vadd.s32", blk, S(st[2]));
-        VReg carry = lessU(c0, blk);
-        VReg c1 = vop("vadd.s32", carry, S(st[3]));
+        VReg c0 = rng.vop("vadd.s32", blk, S(st[2]));
+        VReg carry = rng.lessU(c0, blk);
+        VReg c1 = rng.vop("vadd.s32", carry, S(st[3]));
         vfree(blk);
         std::vector<VReg> x;
         if (philox) {
@@ -489,45 +538,17 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
           int z = malloc_();
           e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(c1));
           e_.op("vsel.s32 {}, {}, {}, 0", V(carry), M(z), V(carry));
-          VReg h0 = vop("vadd.s32", carry, S(st[4]));
+          VReg h0 = rng.vop("vadd.s32", carry, S(st[4]));
           e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(h0));
           e_.op("vsel.s32 {}, {}, {}, 0", V(carry), M(z), V(carry));
-          VReg h1 = vop("vadd.s32", carry, S(st[5]));
+          VReg h1 = rng.vop("vadd.s32", carry, S(st[5]));
           masks_.put(z);
           vfree(carry);
           x = {c0, c1, h0, h1};
-          e_.op("smov {}, {}", S(rk0), S(st[0]));
-          e_.op("smov {}, {}", S(rk1), S(st[1]));
-          for (int round = 0; round < 10; ++round) {
-            VReg lo0 = vop("vmul.s32", x[0], fmt::format("{}", static_cast<int32_t>(0xD2511F53u)));
-            VReg hi0 = mulHi(x[0], 0xD2511F53u);
-            VReg lo1 = vop("vmul.s32", x[2], fmt::format("{}", static_cast<int32_t>(0xCD9E8D57u)));
-            VReg hi1 = mulHi(x[2], 0xCD9E8D57u);
-            inPlace("vxor", hi1, V(x[1]));
-            inPlace("vxor", hi1, S(rk0));
-            inPlace("vxor", hi0, V(x[3]));
-            inPlace("vxor", hi0, S(rk1));
-            for (VReg r : x) vfree(r);
-            x = {hi1, lo1, hi0, lo0};
-            e_.op("sadd {}, {}, {}", S(rk0), S(rk0), static_cast<int32_t>(0x9E3779B9u));
-            e_.op("sadd {}, {}, {}", S(rk1), S(rk1), static_cast<int32_t>(0xBB67AE85u));
-          }
+          rng.philoxRounds(x, st[0], st[1], rk0, rk1);
         } else {
           vfree(carry);
-          static constexpr int kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
-          const int ks[3] = {st[0], st[1], ks2};
-          inPlace("vadd.s32", c0, S(ks[0]));
-          inPlace("vadd.s32", c1, S(ks[1]));
-          for (int g = 0; g < 5; ++g) {
-            for (int r = 0; r < 4; ++r) {
-              inPlace("vadd.s32", c0, V(c1));
-              rotl(c1, kRot[(g % 2) * 4 + r]);
-              inPlace("vxor", c1, V(c0));
-            }
-            inPlace("vadd.s32", c0, S(ks[(g + 1) % 3]));
-            inPlace("vadd.s32", c1, S(ks[(g + 2) % 3]));
-            inPlace("vadd.s32", c1, fmt::format("{}", g + 1));
-          }
+          rng.threefryRounds(c0, c1, {st[0], st[1], ks2});
           x = {c0, c1};
         }
         if (pairs) {
@@ -540,9 +561,9 @@ bool Lowerer::emitRngBits(int stateBuf, int64_t stateCount, bool philox, Element
             e_.op("vsel.s32 {}, {}, {}, {}", V(hi), M(m), V(x[3]), V(hi));
           }
           masks_.put(m);
-          VReg d = vop("vand", lo, "65535");
-          inPlace("vshl", hi, "16");
-          inPlace("vor", d, V(hi));
+          VReg d = rng.vop("vand", lo, "65535");
+          rng.inPlace("vshl", hi, "16");
+          rng.inPlace("vor", d, V(hi));
           for (VReg r : x) vfree(r);
           vfree(sel);
           return std::vector<VReg>{d};

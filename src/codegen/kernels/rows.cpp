@@ -25,6 +25,110 @@ bool rowType(ElementType t) {
   return ti.ok && ti.words == 1 && !ti.isComplex && (ti.isFloat ? ti.bits >= 16 : ti.bits == 32);
 }
 
+// The class (and pass level) of one instruction of a candidate row fusion
+// whose earlier instructions are classified in f; false when the fusion is
+// not a row fusion. Sets broadcastsRow when a Row value is broadcast back
+// along the rows.
+bool classifyRowValue(const Instruction& i, const Instruction& first, const std::vector<int64_t>& rowDims,
+                      const std::vector<int64_t>& vecDims, const std::vector<int64_t>& keptIdx,
+                      const std::vector<int64_t>& vecIdx, RowFusion& f, RowFusion::Class& k, int& level,
+                      bool& broadcastsRow) {
+  // Values with the rows' element count but another shape ([k, 8*128] for
+  // [k, 8, 128]) are the same bytes in row-major order: reshapes between
+  // them are free, and elementwise work on them goes element by element.
+  const int64_t fullCount = f.k * f.r;
+  auto countOf = [](const std::vector<int64_t>& d) {
+    int64_t n = 1;
+    for (int64_t x : d) n *= x;
+    return n;
+  };
+  const Shape& s = i.shape();
+  if (!s.isArray() || !rowType(s.elementType())) return false;
+  const std::vector<int64_t>& d = s.dimensions();
+  auto levelOf = [&](const Instruction* o) {
+    auto it = f.level.find(o);
+    return it == f.level.end() ? 0 : it->second;
+  };
+  auto classOf = [&](const Instruction* o, RowFusion::Class& cls) {
+    auto it = f.cls.find(o);
+    if (it == f.cls.end()) return false;
+    cls = it->second;
+    return true;
+  };
+  k = RowFusion::Scalar;
+  level = 0;
+  switch (i.opcode()) {
+    case Opcode::Parameter:
+      if (s.isScalar()) k = RowFusion::Scalar;
+      else if (d == f.dims) k = RowFusion::Full;
+      else if (d == vecDims) k = RowFusion::Vec;
+      else if (countOf(d) == fullCount) k = RowFusion::Full;
+      else return false;
+      if (k == RowFusion::Full) f.streamed.push_back(&i);
+      if (k == RowFusion::Vec) f.vectors.push_back(&i);
+      break;
+    case Opcode::Constant:
+      if (!s.isScalar()) return false;
+      break;
+    case Opcode::Reduce: {
+      if (i.operandCount() != 2 || !i.toApply() || i.attrs().dimensions != first.attrs().dimensions) return false;
+      RowFusion::Class a, b;
+      if (!classOf(i.operand(0), a) || !classOf(i.operand(1), b) || a != RowFusion::Full ||
+          b != RowFusion::Scalar || i.operand(0)->shape().dimensions() != f.dims || d != rowDims)
+        return false;
+      const Opcode io = i.operand(1)->opcode();
+      if (io != Opcode::Constant && io != Opcode::Parameter) return false;  // as the segment kernel takes them
+      k = RowFusion::Row;
+      level = levelOf(i.operand(0)) + 1;
+      break;
+    }
+    case Opcode::Reshape: {
+      RowFusion::Class a;
+      if (!classOf(i.operand(0), a) || a != RowFusion::Full || s.isScalar() || countOf(d) != fullCount)
+        return false;
+      k = RowFusion::Full;
+      level = levelOf(i.operand(0));
+      break;
+    }
+    case Opcode::Broadcast: {
+      RowFusion::Class a;
+      if (!classOf(i.operand(0), a)) return false;
+      const std::vector<int64_t>& bd = i.attrs().dimensions;
+      if (a == RowFusion::Scalar) {
+        k = s.isScalar() ? RowFusion::Scalar : d == f.dims ? RowFusion::Full : d == rowDims ? RowFusion::Row
+                                                                                          : RowFusion::Scalar;
+        if (k == RowFusion::Scalar && !s.isScalar()) return false;
+      } else if (a == RowFusion::Row && d == f.dims && bd == keptIdx) {
+        k = RowFusion::Full;
+        level = levelOf(i.operand(0));
+        broadcastsRow = true;
+      } else if (a == RowFusion::Vec && d == f.dims && bd == vecIdx && i.operand(0)->opcode() == Opcode::Parameter) {
+        k = RowFusion::Full;
+      } else {
+        return false;
+      }
+      break;
+    }
+    default: {
+      if (!hlo::isElementwise(i.opcode()) || i.opcode() == Opcode::Rng || i.opcode() == Opcode::BitcastConvert ||
+          i.operandCount() == 0)
+        return false;
+      bool any = false;
+      for (const Instruction* o : i.operands()) {
+        RowFusion::Class a;
+        if (!classOf(o, a) || a == RowFusion::Vec) return false;
+        if (a == RowFusion::Scalar) continue;
+        if (any && a != k) return false;
+        k = a;
+        any = true;
+        level = std::max(level, levelOf(o));
+      }
+      if (k == RowFusion::Scalar && !s.isScalar()) return false;
+      if ((k == RowFusion::Full && countOf(d) != fullCount) || (k == RowFusion::Row && d != rowDims)) return false;
+    }
+  }
+  return true;
+}
 }  // namespace
 
 bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
@@ -57,104 +161,14 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
   // past 2^20 elements or VMEM stream in segments (kernels/rows_long.cpp).
   const bool wholeVregs = f.r % kVregElems == 0, packed = f.r < kVregElems && f.r >= 128 && kVregElems % f.r == 0;
   if (f.k < 1 || !(wholeVregs || packed)) return false;
-  // Values with the rows' element count but another shape ([k, 8*128] for
-  // [k, 8, 128]) are the same bytes in row-major order: reshapes between
-  // them are free, and elementwise work on them goes element by element.
-  const int64_t fullCount = f.k * f.r;
-  auto countOf = [](const std::vector<int64_t>& d) {
-    int64_t n = 1;
-    for (int64_t x : d) n *= x;
-    return n;
-  };
+  // Each instruction's class, in order.
   bool broadcastsRow = false;
   for (const auto& up : c.instructions()) {
     const Instruction& i = *up;
     if (&i == c.root() && i.opcode() == Opcode::Tuple) break;
-    const Shape& s = i.shape();
-    if (!s.isArray() || !rowType(s.elementType())) return false;
-    const std::vector<int64_t>& d = s.dimensions();
-    auto levelOf = [&](const Instruction* o) {
-      auto it = f.level.find(o);
-      return it == f.level.end() ? 0 : it->second;
-    };
-    auto classOf = [&](const Instruction* o, RowFusion::Class& k) {
-      auto it = f.cls.find(o);
-      if (it == f.cls.end()) return false;
-      k = it->second;
-      return true;
-    };
     RowFusion::Class k = RowFusion::Scalar;
     int level = 0;
-    switch (i.opcode()) {
-      case Opcode::Parameter:
-        if (s.isScalar()) k = RowFusion::Scalar;
-        else if (d == f.dims) k = RowFusion::Full;
-        else if (d == vecDims) k = RowFusion::Vec;
-        else if (countOf(d) == fullCount) k = RowFusion::Full;
-        else return false;
-        if (k == RowFusion::Full) f.streamed.push_back(&i);
-        if (k == RowFusion::Vec) f.vectors.push_back(&i);
-        break;
-      case Opcode::Constant:
-        if (!s.isScalar()) return false;
-        break;
-      case Opcode::Reduce: {
-        if (i.operandCount() != 2 || !i.toApply() || i.attrs().dimensions != first->attrs().dimensions) return false;
-        RowFusion::Class a, b;
-        if (!classOf(i.operand(0), a) || !classOf(i.operand(1), b) || a != RowFusion::Full ||
-            b != RowFusion::Scalar || i.operand(0)->shape().dimensions() != f.dims || d != rowDims)
-          return false;
-        const Opcode io = i.operand(1)->opcode();
-        if (io != Opcode::Constant && io != Opcode::Parameter) return false;  // as the segment kernel takes them
-        k = RowFusion::Row;
-        level = levelOf(i.operand(0)) + 1;
-        break;
-      }
-      case Opcode::Reshape: {
-        RowFusion::Class a;
-        if (!classOf(i.operand(0), a) || a != RowFusion::Full || s.isScalar() || countOf(d) != fullCount)
-          return false;
-        k = RowFusion::Full;
-        level = levelOf(i.operand(0));
-        break;
-      }
-      case Opcode::Broadcast: {
-        RowFusion::Class a;
-        if (!classOf(i.operand(0), a)) return false;
-        const std::vector<int64_t>& bd = i.attrs().dimensions;
-        if (a == RowFusion::Scalar) {
-          k = s.isScalar() ? RowFusion::Scalar : d == f.dims ? RowFusion::Full : d == rowDims ? RowFusion::Row
-                                                                                            : RowFusion::Scalar;
-          if (k == RowFusion::Scalar && !s.isScalar()) return false;
-        } else if (a == RowFusion::Row && d == f.dims && bd == keptIdx) {
-          k = RowFusion::Full;
-          level = levelOf(i.operand(0));
-          broadcastsRow = true;
-        } else if (a == RowFusion::Vec && d == f.dims && bd == vecIdx && i.operand(0)->opcode() == Opcode::Parameter) {
-          k = RowFusion::Full;
-        } else {
-          return false;
-        }
-        break;
-      }
-      default: {
-        if (!hlo::isElementwise(i.opcode()) || i.opcode() == Opcode::Rng || i.opcode() == Opcode::BitcastConvert ||
-            i.operandCount() == 0)
-          return false;
-        bool any = false;
-        for (const Instruction* o : i.operands()) {
-          RowFusion::Class a;
-          if (!classOf(o, a) || a == RowFusion::Vec) return false;
-          if (a == RowFusion::Scalar) continue;
-          if (any && a != k) return false;
-          k = a;
-          any = true;
-          level = std::max(level, levelOf(o));
-        }
-        if (k == RowFusion::Scalar && !s.isScalar()) return false;
-        if ((k == RowFusion::Full && countOf(d) != fullCount) || (k == RowFusion::Row && d != rowDims)) return false;
-      }
-    }
+    if (!classifyRowValue(i, *first, rowDims, vecDims, keptIdx, vecIdx, f, k, level, broadcastsRow)) return false;
     f.cls[&i] = k;
     if (k == RowFusion::Full || k == RowFusion::Row) f.level[&i] = level;
     if (k == RowFusion::Scalar && i.opcode() != Opcode::Parameter) f.scalars.push_back(&i);
@@ -208,9 +222,7 @@ bool Lowerer::hoistScalars(const Instruction& fusion, const std::vector<const In
   return true;
 }
 
-bool Lowerer::lowerRowFusion(const Instruction& in) {
-  RowFusion f;
-  if (!rowFusion(in, &f)) return fail(in, "llo-gen: internal error: not a row fusion");
+bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
   if (!rowFusionFitsVmem(f)) return lowerRowFusionStreamed(in, f);
   beginKernel(in, "fusion-rows");
   PoolGuard guard({&sregs_, &vregs_, &masks_});

@@ -1036,3 +1036,17 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
 }
 
 }  // namespace tpu::codegen
+
+namespace tpu::codegen {
+
+VReg Lowerer::f64Math(Opcode op, VReg a, std::optional<VReg> b) {
+  // Every function but sqrt (a pair-unit row) is expanded (kernels/math.cpp, math_f64.cpp).
+  if (op == Opcode::Exp) return expandExpF64(a);
+  if (op == Opcode::Sqrt) return f64Row("vsqrt.f64", a);
+  std::vector<VReg> ops = {a};
+  if (b) ops.push_back(*b);
+  std::optional<VReg> r = expandMathF64(op, ops);
+  return r ? *r : f64Row("vsqrt.f64", a);  // not reached: callers pass expanded ops
+}
+
+}  // namespace tpu::codegen

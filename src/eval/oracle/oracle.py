@@ -9,6 +9,7 @@ given per case (numpy computes in float64, then rounds to float32).
 
   /usr/bin/python3 src/eval/oracle/oracle.py --tool build-eval/tools/tpu-run [--filter dot] [--keep DIR]
   /usr/bin/python3 src/eval/oracle/oracle.py --dry-run   # generate only
+  /usr/bin/python3 src/eval/oracle/oracle.py --compiled --filter c64-,c128-   # llo-gen + simulator instead
 
 Exit status 0 when every case matches, 1 otherwise.
 """
@@ -888,6 +889,62 @@ def complex_cases():
     return out
 
 
+def complex_near_zero(dtype, n=48):
+    """Both parts from 1e-30 (1e-200 for c128) to 1e-2, all sign combinations, plus 0."""
+    rng = np.random.default_rng(21)
+    lo = -30 if dtype == np.complex64 else -200
+    re = 10.0 ** rng.uniform(lo, -2, n) * np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    im = 10.0 ** rng.uniform(lo, -2, n) * np.where(np.arange(n) % 4 < 2, 1.0, -1.0)
+    z = (re + 1j * im).astype(dtype)
+    z[:4] = [0, 1e-7, 1e-7j, -2.547e-7 + 3e-9j]
+    return z
+
+
+def ld_expm1(z):
+    """e^z - 1 in long double: expm1(x) cos y - 2 sin^2(y/2) + i e^x sin y."""
+    x, y = z.real.astype(np.longdouble), z.imag.astype(np.longdouble)
+    s = np.sin(y / 2)
+    return np.expm1(x) * np.cos(y) - 2 * s * s, np.exp(x) * np.sin(y)
+
+
+def ld_log1p(z):
+    """ln(1 + z) for |z| < 1/2 in long double (x (2 + x) + y^2 is exact enough there)."""
+    x, y = z.real.astype(np.longdouble), z.imag.astype(np.longdouble)
+    return np.log1p(x * (2 + x) + y * y) / 2, np.arctan2(y, 1 + x)
+
+
+def ld_logistic(z):
+    """1 / (1 + e^-z) in long double."""
+    x, y = z.real.astype(np.longdouble), z.imag.astype(np.longdouble)
+    e = np.exp(-x)
+    dr, di = 1 + e * np.cos(y), -e * np.sin(y)
+    d2 = dr * dr + di * di
+    return dr / d2, -di / d2
+
+
+def complex_near_zero_cases():
+    """expm1, log1p and logistic of small complex values, judged by relative
+    error (normwise), and 0^0 = 1 (numpy and XLA; std::pow gives NaN)."""
+    out = []
+    for dtype, tol in [(np.complex64, CPLX_C64), (np.complex128, CPLX_C128)]:
+        tname = NP_TO_HLO[np.dtype(dtype)]
+        z = complex_near_zero(dtype)
+        for op, f in [("exponential-minus-one", ld_expm1), ("log-plus-one", ld_log1p), ("logistic", ld_logistic)]:
+            re, im = f(z)
+            e = (re.astype(np.float64) + 1j * im.astype(np.float64)).astype(dtype)
+            body = params([z]) + f"\n  ROOT r = {sh(e)} {op}(p0)"
+            out.append(Case(f"{tname}-near-zero-{op}", module(body), [z], e, tol))
+        a = np.array([0, 0, 0, 2 - 1j, 0, -0.0], dtype=dtype)
+        b = np.array([0, 0.5, 2, 0, -0.0, 0], dtype=dtype)
+        a[5] = complex(-0.0, -0.0)
+        b[4] = complex(-0.0, 0.0)
+        with np.errstate(all="ignore"):
+            e = np.power(a.astype(np.complex128), b.astype(np.complex128)).astype(dtype)
+        body = params([a, b]) + f"\n  ROOT r = {sh(e)} power(p0, p1)"
+        out.append(Case(f"{tname}-power-of-zero", module(body), [a, b], e, tol))
+    return out
+
+
 # FFT results are compared norm-wise: error per element against the largest
 # magnitude of the result, scaled by log2(n) as the error of a radix-2 FFT grows.
 def fft_tol(n, dtype):
@@ -929,7 +986,7 @@ def all_cases():
             + reduction_cases() + linalg_cases() + gather_scatter_sort_cases() + control_flow_cases()
             + gather_scatter_extended_cases() + sort_extended_cases() + reduce_extended_cases()
             + control_flow_extended_cases() + collective_cases() + near_zero_cases() + f64_cases()
-            + complex_cases() + fft_cases())
+            + complex_cases() + complex_near_zero_cases() + fft_cases())
 
 
 def compare(name, got, want, tol):
@@ -983,11 +1040,14 @@ def compare(name, got, want, tol):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tool", default="tpu-run")
-    ap.add_argument("--filter", default="")
+    ap.add_argument("--filter", default="", help="only cases whose name contains one of these (comma-separated)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="compile and simulate (the default runs the interpreter, --interpret)")
     ap.add_argument("--keep", help="write cases into this folder and keep them")
     ap.add_argument("--dry-run", action="store_true", help="generate cases only")
     args = ap.parse_args()
-    cases = [c for c in all_cases() if args.filter in c.name]
+    keys = args.filter.split(",")
+    cases = [c for c in all_cases() if any(k in c.name for k in keys)]
     workdir = args.keep or tempfile.mkdtemp(prefix="tpu-oracle-")
     os.makedirs(workdir, exist_ok=True)
     failures = 0
@@ -996,7 +1056,8 @@ def main():
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "module.hlo"), "w") as f:
             f.write(c.hlo)
-        cmd = [args.tool, "--interpret", os.path.join(d, "module.hlo")] + c.flags
+        mode = [] if args.compiled else ["--interpret"]
+        cmd = [args.tool] + mode + [os.path.join(d, "module.hlo")] + c.flags
         for i, a in enumerate(c.inputs):
             path = os.path.join(d, f"in{i}.npy")
             np.save(path, np.array(a, order="C"))

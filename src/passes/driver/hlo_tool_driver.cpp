@@ -41,10 +41,10 @@ void addHloToolOptions(Tool& tool) {
   app.add_flag("--strip-metadata", flags().stripMetadata, "Remove op metadata before writing (strip-metadata pass)");
   app.add_flag("--split-input-file", flags().splitInputFile,
                "Treat '// -----' lines as separators of independent modules");
-  app.add_flag("--no-verify", flags().noVerify, "Do not run the verifier after reading and after each pass");
+  app.add_flag("--no-verify", flags().noVerify, "Do not run the verifier (after reading and after the passes)");
   app.add_flag("--verify-each", flags().verifyEach,
                "Run the verifier after every pass run, each member of a pipeline such as simplify included "
-               "(by default: after each pass named in the pipeline)");
+               "(by default: once, after the last pass)");
 }
 
 int runHloTool(Tool& tool, const HloToolConfig& config) {
@@ -93,7 +93,7 @@ int runHloTool(Tool& tool, const HloToolConfig& config) {
       pmOptions.printIrAfterAll = options.printIrAfterAll;
       pmOptions.printIrDir = options.printIrDir;
       pmOptions.timePasses = options.timePasses;
-      pmOptions.verifyAfterEach = verify;
+      pmOptions.verifyAtEnd = verify;
       pmOptions.verifyEach = verify && flags().verifyEach;
       PassManager pm(
           pmOptions, [](const hlo::Module& m) { return hlo::printHloText(m); },

@@ -33,7 +33,7 @@ std::string formatBytes(double bytes) {
 
 
 CostModel::CostModel(target::TargetDesc target, double sectionLatency)
-    : target_(std::move(target)), sectionLatency_(sectionLatency) {}
+    : target_(std::move(target)), sectionLatency_(sectionLatency), classifier_(target_, codegen_) {}
 
 double CostModel::vmemCapacity() const {
   const double vmem = static_cast<double>(target_.memory.vmemBytes);
@@ -96,7 +96,7 @@ KernelEstimate CostModel::fusion(const FusionGraph& graph, const std::vector<int
   }
   DiagnosticEngine quiet;
   if (viewsOfValues) passes::SinkViewsPass().run(scratch, quiet);
-  e.lowering = codegen::classifyFusion(*f, target_, codegen_);
+  e.lowering = classifier_.classify(*f);
 
   // Work as llo-gen runs it: sinking a broadcast recomputes its chain per element.
   e.flops = hlo::computationCost(*built.computation).flops;

@@ -38,6 +38,7 @@ class CostModel {
   // kernels as llo-gen's --stats does, which the benchmark shows is
   // optimistic).
   explicit CostModel(target::TargetDesc target, double sectionLatency = 1.0);
+  CostModel(const CostModel& other) : CostModel(other.target_, other.sectionLatency_) {}
 
   const target::TargetDesc& target() const { return target_; }
   // VMEM a resident fusion's intermediates may take: what llo-gen leaves
@@ -58,6 +59,7 @@ class CostModel {
   target::TargetDesc target_;
   double sectionLatency_;
   codegen::CodegenOptions codegen_;
+  codegen::FusionClassifier classifier_;
 };
 
 // Bytes of a shape's arrays (tuples summed).

@@ -259,13 +259,17 @@ Decision ComputationFuser::decide(int32_t p) {
     d.reason = r;
     return d;
   }
+  // One output: its reader count is the number of user nodes, so a value
+  // read all over the module is refused without reading its users.
+  const bool tooMany = graph_.readerCount(n.outputs[0]) > options_.maxUsers && n.outputs[0] != graph_.rootIndex();
   bool result = false;
-  std::vector<int32_t> users = graph_.users(p, &result, static_cast<size_t>(options_.maxUsers));
-  if (result || users.empty()) {
+  std::vector<int32_t> users;
+  if (!tooMany) users = graph_.usersWithin(p, &result, static_cast<size_t>(options_.maxUsers));
+  if (result || (users.empty() && !tooMany)) {
     d.reason = fmt::format("{} is the computation's result", name(n.outputs[0]));
     return d;
   }
-  if (static_cast<int>(users.size()) > options_.maxUsers) {
+  if (tooMany || static_cast<int>(users.size()) > options_.maxUsers) {
     d.reason = fmt::format("{} has more than {} users; fusion into more is not tried", name(n.outputs[0]),
                            options_.maxUsers);
     return d;
@@ -793,9 +797,7 @@ bool ComputationFuser::tryMerge(int32_t a, int32_t b) {
   for (int32_t n : {a, b})
     for (int32_t o : graph_.node(n).outputs) {
       // Read by another node (copies of a user elsewhere count), or a result.
-      bool needed = o == graph_.rootIndex();
-      for (int32_t r : graph_.readers(o)) needed |= r != a && r != b;
-      if (needed) outputs.push_back(o);
+      if (o == graph_.rootIndex() || graph_.readByOtherThan(o, a, b)) outputs.push_back(o);
     }
   std::sort(outputs.begin(), outputs.end());
   outputs.erase(std::unique(outputs.begin(), outputs.end()), outputs.end());

@@ -50,7 +50,7 @@ TEST(FusionCorpus, InterpreterResultsAreBitIdenticalAfterTheDefaultPipeline) {
     const hlo::Module& original = *loaded.module;
     std::unique_ptr<hlo::Module> fused = passes::cloneModule(original);
     DiagnosticEngine passDiags;
-    ASSERT_TRUE(optimizeModule(*fused, *target, passDiags)) << firstErrorMessage(passDiags);
+    ASSERT_TRUE(optimizeModule(*fused, *target, passDiags, /*verifyEach=*/true)) << firstErrorMessage(passDiags);
     std::string difference;
     fusedModules += !hlo::structurallyEqual(original, *fused, &difference);
     runner::RunOptions ro;

@@ -1,6 +1,7 @@
 #include "passes/fusion/fusion_graph.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -56,10 +57,14 @@ FusionGraph::FusionGraph(hlo::Computation& computation) : computation_(&computat
   }
   exporter_.assign(n, -1);
   containing_.resize(n);
+  readerCount_.assign(n, 0);
+  valueStamp_.assign(n, 0);
   nodes_.reserve(n + n / 2);
   for (size_t i = 0; i < n; ++i) {
-    addNode({static_cast<int32_t>(i)}, {static_cast<int32_t>(i)});
-    if (!live_[i]) nodes_.back().alive = false;
+    const int32_t id = addNode({static_cast<int32_t>(i)}, {static_cast<int32_t>(i)});
+    if (live_[i]) continue;
+    countReads(id, -1);
+    nodes_.back().alive = false;
   }
 }
 
@@ -108,6 +113,39 @@ std::vector<int32_t> FusionGraph::users(int32_t n, bool* result, size_t limit) c
   return out;
 }
 
+std::vector<int32_t> FusionGraph::usersWithin(int32_t n, bool* result, size_t limit) const {
+  std::vector<int32_t> out;
+  *result = false;
+  for (int32_t o : node(n).outputs) *result |= o == root_;
+  const uint32_t epoch = nextEpoch();
+  for (int32_t o : node(n).outputs)
+    for (int32_t u : usersOf(o))
+      for (int32_t m : containing_[static_cast<size_t>(u)]) {
+        if (m == n || stamp_[static_cast<size_t>(m)] == epoch || !node(m).alive || contains(m, o)) continue;
+        stamp_[static_cast<size_t>(m)] = epoch;
+        out.push_back(m);
+        if (out.size() > limit) return out;
+      }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool FusionGraph::readByOtherThan(int32_t i, int32_t a, int32_t b) const {
+  for (int32_t u : usersOf(i))
+    for (int32_t m : containing_[static_cast<size_t>(u)])
+      if (m != a && m != b && node(m).alive && !contains(m, i)) return true;
+  return false;
+}
+
+uint32_t FusionGraph::nextEpoch() const {
+  if (stamp_.size() < nodes_.size()) stamp_.resize(nodes_.size(), 0);
+  if (++epoch_ == 0) {
+    std::fill(stamp_.begin(), stamp_.end(), 0);
+    epoch_ = 1;
+  }
+  return epoch_;
+}
+
 std::vector<int32_t> FusionGraph::holders(int32_t i) const {
   std::vector<int32_t> out;
   for (int32_t m : containing_[static_cast<size_t>(i)])
@@ -132,11 +170,27 @@ int32_t FusionGraph::addNode(std::vector<int32_t> members, std::vector<int32_t> 
   for (int32_t o : outputs) exporter_[static_cast<size_t>(o)] = id;
   for (int32_t m : members) containing_[static_cast<size_t>(m)].push_back(id);
   nodes_.push_back({std::move(members), std::move(outputs), true});
+  countReads(id, 1);
   return id;
+}
+
+void FusionGraph::countReads(int32_t n, int32_t delta) {
+  if (++valueEpoch_ == 0) {
+    std::fill(valueStamp_.begin(), valueStamp_.end(), 0);
+    valueEpoch_ = 1;
+  }
+  for (int32_t m : node(n).members)
+    for (int32_t o : operandsOf(m)) {
+      uint32_t& stamp = valueStamp_[static_cast<size_t>(o)];
+      if (stamp == valueEpoch_ || contains(n, o)) continue;
+      stamp = valueEpoch_;
+      readerCount_[static_cast<size_t>(o)] += delta;
+    }
 }
 
 void FusionGraph::kill(int32_t n) {
   Node& x = nodes_[static_cast<size_t>(n)];
+  if (x.alive) countReads(n, -1);
   x.alive = false;
   for (int32_t o : x.outputs)
     if (exporter_[static_cast<size_t>(o)] == n) exporter_[static_cast<size_t>(o)] = -1;
@@ -156,11 +210,7 @@ bool FusionGraph::reachesIndirectly(int32_t from, int32_t to, int budget) const 
   // reached or more than `budget` nodes are), so the walk reads the user
   // lists in place: no per-node vectors, no sorting, and a stamp per node
   // instead of searching the visited list.
-  if (stamp_.size() < nodes_.size()) stamp_.resize(nodes_.size(), 0);
-  if (++epoch_ == 0) {
-    std::fill(stamp_.begin(), stamp_.end(), 0);
-    epoch_ = 1;
-  }
+  nextEpoch();
   std::vector<int32_t>& work = walk_;
   work.clear();
   // Calls f(m) for every live node m that reads an output of n from outside.
@@ -173,13 +223,17 @@ bool FusionGraph::reachesIndirectly(int32_t from, int32_t to, int budget) const 
         }
     return false;
   };
-  forUsers(from, [&](int32_t m) {
+  // More direct users than the budget already answers (the walk would
+  // run out): a value read all over the module (a bias broadcast shared by
+  // every layer) then costs the budget, not its thousands of readers.
+  const bool exceeds = forUsers(from, [&](int32_t m) {
     if (m != to && stamp_[static_cast<size_t>(m)] != epoch_) {
       stamp_[static_cast<size_t>(m)] = epoch_;
       work.push_back(m);
     }
-    return false;
+    return work.size() > static_cast<size_t>(std::max(budget, 0));
   });
+  if (exceeds) return true;
   for (size_t next = 0; next < work.size(); ++next) {
     if (--budget < 0) return true;
     bool found = forUsers(work[next], [&](int32_t u) {
@@ -232,11 +286,21 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
   hlo::Computation* c = module.addComputation(name);
   built.computation = c;
   auto nameFor = [&](const std::string& base) { return names ? names->fresh(base) : base; };
-  std::unordered_map<int32_t, Instruction*> value;
-  value.reserve(members.size() * 2);
+  // Values by instruction index: members' copies by their position in the
+  // (ascending) member list, values from outside in a short list (a fusion
+  // reads at most a few dozen). No hashing: this runs for every candidate
+  // the cost model prices.
+  std::vector<Instruction*> memberValue(members.size(), nullptr);
+  std::vector<std::pair<int32_t, Instruction*>> outside;
+  auto slot = [&](int32_t i) -> Instruction** {
+    auto at = std::lower_bound(members.begin(), members.end(), i);
+    if (at != members.end() && *at == i) return &memberValue[static_cast<size_t>(at - members.begin())];
+    for (auto& [index, v] : outside)
+      if (index == i) return &v;
+    return nullptr;
+  };
   auto operandValue = [&](int32_t o) -> Instruction* {
-    auto it = value.find(o);
-    if (it != value.end()) return it->second;
+    if (Instruction** known = slot(o); known && *known) return *known;
     const Instruction* original = graph.instruction(o);
     Instruction* v;
     if (original->opcode() == Opcode::Constant && original->shape().isScalar()) {
@@ -248,7 +312,8 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
       v->attrs().parameterNumber = k;
       v->setLocation(original->location());
     }
-    value.emplace(o, v);
+    if (Instruction** known = slot(o)) *known = v;  // a member read before its copy is made (not in order)
+    else outside.push_back({o, v});
     return v;
   };
   std::vector<Instruction*> ops;
@@ -258,7 +323,7 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
     for (int32_t o : graph.operandsOf(m)) ops.push_back(operandValue(o));
     const hlo::Computation* body = original.opcode() == Opcode::Fusion ? original.fusedComputation() : nullptr;
     if (!body) {
-      value[m] = addCopy(*c, original, nameFor(original.name()), ops);
+      *slot(m) = addCopy(*c, original, nameFor(original.name()), ops);
       continue;
     }
     // A fusion member: its body is copied in, its parameters bound to the operands.
@@ -274,15 +339,20 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
       for (const Instruction* o : i.operands()) innerOps.push_back(inner.at(o));
       inner[&i] = addCopy(*c, i, nameFor(i.name()), innerOps);
     }
-    value[m] = inner.at(body->root());
+    *slot(m) = inner.at(body->root());
   }
+  auto valueOf = [&](int32_t o) {
+    Instruction** v = slot(o);
+    if (!v || !*v) throw std::out_of_range("buildFusedComputation: an output that is not a member");
+    return *v;
+  };
   if (outputs.size() == 1) {
-    c->setRoot(value.at(outputs[0]));
+    c->setRoot(valueOf(outputs[0]));
   } else {
     std::vector<hlo::Shape> shapes;
     std::vector<Instruction*> elements;
     for (int32_t o : outputs) {
-      elements.push_back(value.at(o));
+      elements.push_back(valueOf(o));
       shapes.push_back(elements.back()->shape());
     }
     Instruction* t = c->addInstruction(Opcode::Tuple, nameFor("tuple"), hlo::Shape::tuple(std::move(shapes)));

@@ -55,6 +55,17 @@ class FusionGraph {
   // early once it holds more than `limit` nodes (then only its size says
   // something: more than the limit).
   std::vector<int32_t> users(int32_t n, bool* result = nullptr, size_t limit = SIZE_MAX) const;
+  // The same list when it holds at most `limit` nodes; else some `limit`+1
+  // of them (for callers that only need to know that there are more):
+  // read once, without sorting, so a value read all over the module costs
+  // the limit, not its readers.
+  std::vector<int32_t> usersWithin(int32_t n, bool* result, size_t limit) const;
+
+  // How many live nodes read value i from outside (what readers(i).size()
+  // would say), kept as nodes come and go: a value read all over the module
+  // is found to have too many users without reading them each time one of
+  // its readers is fused.
+  int32_t readerCount(int32_t i) const { return readerCount_[static_cast<size_t>(i)]; }
 
   // Live nodes holding instruction i, ascending.
   std::vector<int32_t> holders(int32_t i) const;
@@ -77,6 +88,9 @@ class FusionGraph {
   // Sorted union of the members of a and b.
   std::vector<int32_t> unionMembers(int32_t a, int32_t b) const;
 
+  // Whether some live node other than a and b reads value i from outside.
+  bool readByOtherThan(int32_t i, int32_t a, int32_t b) const;
+
   // Whether node `to` depends on node `from` through a path of at least two
   // edges (through another node). Looks at no more than `budget` nodes and
   // answers true when it runs out, so callers stay safe and linear.
@@ -95,8 +109,16 @@ class FusionGraph {
   std::vector<char> ordered_;
   std::vector<char> live_;  // per instruction: nodes that hold it (dead ones too)
   bool topological_ = true;  // every operand index below its user's
-  // Scratch of reachesIndirectly (reused: it runs for most candidate edges).
+  // Scratch of reachesIndirectly and usersWithin (reused: they run for most
+  // candidate edges).
+  uint32_t nextEpoch() const;  // a fresh stamp_ value (stamp_ sized to the nodes)
   mutable std::vector<uint32_t> stamp_;
+  // Per instruction: readerCount(), and the stamps countReads() dedupes with.
+  std::vector<int32_t> readerCount_;
+  std::vector<uint32_t> valueStamp_;
+  uint32_t valueEpoch_ = 0;
+  // Adds `delta` to the reader count of every value node n reads from outside.
+  void countReads(int32_t n, int32_t delta);
   mutable uint32_t epoch_ = 0;
   mutable std::vector<int32_t> walk_;
 };

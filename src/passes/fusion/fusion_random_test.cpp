@@ -34,7 +34,7 @@ TEST(FusionRandom, DefaultPipelineKeepsInterpretedAndCompiledResults) {
   auto target = target::loadTarget("v5e", targetDiags);
   ASSERT_TRUE(target);
   passes::testing::Pipeline pipeline = [&](hlo::Module& m, DiagnosticEngine& diags) {
-    return optimizeModule(m, *target, diags);
+    return optimizeModule(m, *target, diags, /*verifyEach=*/true);
   };
   const int kSeeds = envInt("TPU_RANDOM_SEEDS", 60);
   int compiled = 0, fused = 0;

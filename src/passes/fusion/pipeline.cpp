@@ -7,13 +7,15 @@
 
 namespace tpu::fusion {
 
-bool optimizeModule(hlo::Module& module, const target::TargetDesc& target, DiagnosticEngine& diags) {
+bool optimizeModule(hlo::Module& module, const target::TargetDesc& target, DiagnosticEngine& diags, bool verifyEach) {
   passes::registerAllPasses();
   registerFusionPasses();
   passes::PassContext context;
   context.target = target.name;
   context.targetDesc = &target;
-  passes::PassManager pm({}, nullptr, [](const hlo::Module& m, DiagnosticEngine& d) {
+  passes::PassManagerOptions options;
+  options.verifyEach = verifyEach;
+  passes::PassManager pm(options, nullptr, [](const hlo::Module& m, DiagnosticEngine& d) {
     return hlo::verifyLoadedModule(m, d);
   });
   if (!pm.addPipeline(defaultOptimizationPipeline(), diags)) return false;

@@ -12,8 +12,10 @@
 namespace tpu::fusion {
 
 // Runs defaultOptimizationPipeline() on `module` in place, pricing kernels
-// on `target` and verifying the module after every pass. Returns false
-// after reporting an error.
-bool optimizeModule(hlo::Module& module, const target::TargetDesc& target, DiagnosticEngine& diags);
+// on `target` and verifying the module at the end (`verifyEach`: after
+// every pass run, as --verify-each; the tests do). Returns false after
+// reporting an error.
+bool optimizeModule(hlo::Module& module, const target::TargetDesc& target, DiagnosticEngine& diags,
+                    bool verifyEach = false);
 
 }  // namespace tpu::fusion

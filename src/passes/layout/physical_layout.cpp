@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <set>
 
 #include "hlo/computation.h"
 #include "passes/layout/layout_rules.h"
+#include "passes/clone.h"
 #include "passes/rewrite_builder.h"
 
 namespace tpu::passes::layout {
@@ -262,7 +264,36 @@ namespace {
 
 class EdgeBuilder {
  public:
-  EdgeBuilder(Computation& c, std::set<std::string>& names) : c_(c), names_(names) {}
+  EdgeBuilder(Computation& c, std::set<std::string>& names) : c_(&c), home_(&c), names_(names) {}
+
+  // toLogical / toPhysical as one loop fusion of `v` when it takes more than
+  // one data-moving step (one kernel streams the whole relayout instead of a
+  // kernel per step, each through HBM: the conv net's bf16 (2,1) edges
+  // 4 kernels -> 1); a single transpose stays as it is.
+  Instruction* fused(Instruction* v, const Shape& shape, const std::string& base, bool toPhys) {
+    hlo::Module& module = *c_->parent();
+    std::string name = base + ".fused";
+    for (int i = 1; module.findComputation(name); ++i) name = fmt::format("{}.fused.{}", base, i);
+    Computation* body = module.addComputation(name);
+    Computation* outer = c_;
+    Instruction* p = body->addInstruction(Opcode::Parameter, fresh(base + ".param"), v->shape());
+    p->attrs().parameterNumber = 0;
+    c_ = body;
+    Instruction* r = toPhys ? toPhysical(p, shape, base) : toLogical(p, shape, base);
+    c_ = outer;
+    int64_t steps = 0;
+    for (const auto& in : body->instructions())
+      steps += in->opcode() != Opcode::Parameter && in->opcode() != Opcode::Reshape && in->opcode() != Opcode::Constant;
+    if (steps < 2) {
+      module.removeComputation(body);
+      return toPhys ? toPhysical(v, shape, base) : toLogical(v, shape, base);
+    }
+    body->setRoot(r);
+    Instruction* f = add(Opcode::Fusion, r->shape().elementType(), r->shape().dimensions(), {v}, base);
+    f->attrs().fusionKind = hlo::FusionKind::Loop;
+    f->addCalledComputation(body);
+    return f;
+  }
 
   // The physical value `v` (row-major physical dims) as the logical array of `shape`.
   Instruction* toLogical(Instruction* v, const Shape& shape, const std::string& base) {
@@ -347,8 +378,9 @@ class EdgeBuilder {
  private:
   Instruction* add(Opcode op, hlo::ElementType t, std::vector<int64_t> dims, std::vector<Instruction*> operands,
                    const std::string& base) {
-    Instruction* in = c_.addInstruction(op, fresh(base), Shape(t, std::move(dims)).withDefaultLayout());
+    Instruction* in = c_->addInstruction(op, fresh(base), Shape(t, std::move(dims)).withDefaultLayout());
     for (Instruction* o : operands) in->addOperand(o);
+    if (c_ == home_) created_.push_back(in);
     return in;
   }
   Instruction* transpose(Instruction* v, hlo::ElementType t, const std::vector<int64_t>& dims,
@@ -366,8 +398,281 @@ class EdgeBuilder {
     return add(Opcode::Reshape, t, dims, {v}, base);
   }
 
-  Computation& c_;
+  Computation* c_;
+  Computation* home_;
   std::set<std::string>& names_;
+
+ public:
+  std::vector<Instruction*> created_;  // every conversion instruction added (candidates for removal when unused)
+};
+
+// Same physical arrangement: the same logical dimensions stored by the same
+// minor_to_major, tiles and element size (the element type does not enter
+// the index map, so an f32 array can sit in a bf16 array's arrangement).
+bool sameArrangement(const Shape& a, const Shape& b) {
+  if (!a.isArray() || !b.isArray() || !a.hasLayout() || !b.hasLayout()) return false;
+  const hlo::Layout &x = a.layout(), &y = b.layout();
+  return a.dimensions() == b.dimensions() && x.minorToMajor == y.minorToMajor && x.tiles == y.tiles &&
+         x.elementSizeInBits == y.elementSizeInBits;
+}
+
+// `key` (a layout shape) with element type `t`.
+Shape withType(const Shape& key, hlo::ElementType t) {
+  Shape s(t, key.dimensions());
+  s.setLayout(key.layout());
+  return s;
+}
+
+// Pushes the edge relayouts through layout-agnostic work: an elementwise
+// instruction (or a fusion of elementwise work, scalar broadcasts and scalar
+// constants) whose array operands are all physical in one arrangement runs
+// on the physical arrays directly (the padding elements are computed, never
+// read), and its logical value becomes a relayout of that physical result,
+// made only when a user needs it. A result leaf whose value is physical in
+// its own arrangement then needs no relayout at all.
+class RelayoutSinker {
+ public:
+  struct Physical {
+    Instruction* value;  // the physical (row-major) array
+    Shape key;           // the logical shape with the layout it is stored in
+  };
+
+  RelayoutSinker(hlo::Module& module, Computation& entry, EdgeBuilder& eb) : module_(module), entry_(entry), eb_(eb) {}
+
+  void setPhysical(Instruction* logical, Instruction* physical, const Shape& key) {
+    physOf_[logical] = {physical, key};
+  }
+
+  // Grows the physical region forward through the entry in operand order.
+  void propagate() {
+    entry_.sortTopologically();
+    std::vector<Instruction*> order;
+    for (const auto& in : entry_.instructions()) order.push_back(in.get());
+    for (Instruction* in : order) tryMember(in);
+  }
+
+  // The physical form of logical value `v` when it is stored as `layoutShape` wants.
+  Instruction* physicalFor(Instruction* v, const Shape& layoutShape) const {
+    auto it = physOf_.find(resolve(v));
+    if (it == physOf_.end() || it->second.value->shape().elementType() != layoutShape.elementType() ||
+        !sameArrangement(it->second.key, layoutShape))
+      return nullptr;
+    return it->second.value;
+  }
+
+  // Gives every remaining logical user of a member the relayout of its
+  // physical value; returns the names of the members relaid.
+  std::vector<std::string> rewire() {
+    std::vector<std::string> names;
+    auto users = entry_.computeUsers();
+    std::set<Instruction*> memberSet(members_.begin(), members_.end());
+    std::map<Instruction*, std::vector<Instruction*>> successors;  // control edges out of members
+    for (const auto& in : entry_.instructions())
+      for (Instruction* p : in->controlPredecessors())
+        if (memberSet.count(p)) successors[p].push_back(in.get());
+    for (Instruction* m : members_) {
+      std::vector<Instruction*> outside;
+      auto it = users.find(m);
+      if (it != users.end())
+        for (Instruction* u : it->second)
+          if (!memberSet.count(u)) outside.push_back(u);
+      for (Instruction* u : successors[m])
+        if (!memberSet.count(u) && std::find(outside.begin(), outside.end(), u) == outside.end()) outside.push_back(u);
+      const bool root = entry_.root() == m;
+      if (outside.empty() && !root) continue;
+      const Physical& ph = physOf_.at(m);
+      Instruction* l = eb_.fused(ph.value, withType(ph.key, m->shape().elementType()), m->name() + ".relayout", false);
+      l->setShape(m->shape());
+      for (Instruction* u : outside) {
+        for (int64_t i = 0; i < u->operandCount(); ++i)
+          if (u->operand(i) == m) u->setOperand(i, l);
+        std::vector<Instruction*> preds = u->controlPredecessors();
+        for (Instruction*& p : preds)
+          if (p == m) p = l;
+        u->setControlPredecessors(std::move(preds));
+      }
+      if (root) entry_.setRoot(l);
+      names.push_back(m->name());
+    }
+    return names;
+  }
+
+  // Removes the members and conversions (`extra`) nothing uses any more, and
+  // the fused computations only removed members called.
+  void removeDead(const std::vector<Instruction*>& extra) {
+    entry_.sortTopologically();
+    std::set<Instruction*> candidates(members_.begin(), members_.end());
+    candidates.insert(extra.begin(), extra.end());
+    for (Instruction* m : members_)  // the logical broadcasts of scalars and tuple elements they read
+      for (Instruction* o : m->operands())
+        if (o->opcode() == Opcode::Broadcast || o->opcode() == Opcode::GetTupleElement ||
+            o->opcode() == Opcode::Constant)
+          candidates.insert(o);
+    std::map<Instruction*, int64_t> uses;
+    for (const auto& in : entry_.instructions()) {
+      for (Instruction* o : in->operands()) ++uses[o];
+      for (Instruction* p : in->controlPredecessors()) ++uses[p];
+    }
+    std::set<Instruction*> dead;
+    for (auto it = entry_.instructions().rbegin(); it != entry_.instructions().rend(); ++it) {
+      Instruction* in = it->get();
+      if (!candidates.count(in) || uses[in] > 0 || in == entry_.root() || in->opcode() == Opcode::Parameter) continue;
+      dead.insert(in);
+      for (Instruction* o : in->operands()) --uses[o];
+    }
+    std::set<Computation*> maybeUnused;
+    for (Instruction* d : dead)
+      for (Computation* c : d->calledComputations()) maybeUnused.insert(c);
+    // A member gone for good leaves its name to its physical twin (kernel names stay).
+    std::vector<std::pair<Instruction*, std::string>> renames;
+    for (Instruction* m : members_)
+      if (dead.count(m) && twins_.count(physOf_.at(m).value)) renames.push_back({physOf_.at(m).value, m->name()});
+    entry_.removeInstructionsIf([&](const Instruction& in) { return dead.count(const_cast<Instruction*>(&in)) > 0; });
+    for (const auto& c : module_.computations())
+      for (const auto& in : c->instructions())
+        for (Computation* callee : in->calledComputations()) maybeUnused.erase(callee);
+    for (Computation* c : maybeUnused) module_.removeComputation(c);
+    for (auto& [twin, name] : renames) twin->setName(std::move(name));
+  }
+
+ private:
+  // Through get-tuple-element of a tuple instruction to the element itself.
+  static Instruction* resolve(Instruction* v) {
+    while (v->opcode() == Opcode::GetTupleElement && v->operand(0)->opcode() == Opcode::Tuple &&
+           v->attrs().tupleIndex < v->operand(0)->operandCount())
+      v = v->operand(0)->operand(v->attrs().tupleIndex);
+    return v;
+  }
+
+  // A fused computation of elementwise work on arrays of `dims` only (with
+  // scalar parameters, constants and broadcasts of scalars).
+  static bool agnosticBody(const Computation& c, const std::vector<int64_t>& dims) {
+    if (!c.root() || !c.root()->shape().isArray() || c.root()->shape().dimensions() != dims) return false;
+    for (const auto& up : c.instructions()) {
+      const Instruction& in = *up;
+      if (!in.shape().isArray() || !in.calledComputations().empty() || !in.controlPredecessors().empty())
+        return false;
+      const bool scalar = in.shape().isScalar();
+      if (!scalar && in.shape().dimensions() != dims) return false;
+      if (in.opcode() == Opcode::Parameter) continue;
+      // Array constants are stored physically too (an elided one is filled by
+      // logical position, so it stays out).
+      if (in.opcode() == Opcode::Constant && (scalar || !in.literal().isElided())) continue;
+      if (in.opcode() == Opcode::Broadcast && in.operandCount() == 1 && in.operand(0)->shape().isScalar()) continue;
+      if (hlo::isElementwise(in.opcode()) && !in.hasSideEffect()) continue;
+      return false;
+    }
+    return true;
+  }
+
+  // A bitcast between two layouts of the same bytes (the same dimensions in
+  // major-to-minor order under the same tiles) is the operand's physical
+  // array itself, seen with the result's layout: no instruction at all.
+  bool tryBitcast(Instruction* in) {
+    if (in->opcode() != Opcode::Bitcast || !in->shape().isArray() || in->shape().isScalar()) return false;
+    auto it = physOf_.find(resolve(in->operand(0)));
+    if (it == physOf_.end() || it->second.value->shape().elementType() != in->shape().elementType()) return false;
+    const Shape from = withType(it->second.key, in->shape().elementType());
+    auto a = planFor(from), b = planFor(in->shape());
+    if (!a || !b || a->collapsed != b->collapsed || a->physical != b->physical ||
+        from.layout().tiles != in->shape().layout().tiles)
+      return false;
+    members_.push_back(in);
+    physOf_[in] = {it->second.value, in->shape()};
+    return true;
+  }
+
+  void tryMember(Instruction* in) {
+    const Shape& shape = in->shape();
+    if (!shape.isArray() || shape.isScalar() || in->hasSideEffect() || !in->controlPredecessors().empty()) return;
+    if (tryBitcast(in)) return;
+    const bool elementwise = hlo::isElementwise(in->opcode()) && in->calledComputations().empty();
+    const bool fusion = in->opcode() == Opcode::Fusion && in->fusedComputation() &&
+                        agnosticBody(*in->fusedComputation(), shape.dimensions());
+    if (!elementwise && !fusion) return;
+    // Operands: physical in one arrangement, scalars, or broadcasts of scalars.
+    const Physical* first = nullptr;
+    for (Instruction* o : in->operands()) {
+      if (!o->shape().isArray()) return;
+      if (o->shape().isScalar()) continue;
+      auto it = physOf_.find(resolve(o));
+      if (it != physOf_.end()) {
+        if (first && !sameArrangement(first->key, it->second.key)) return;
+        if (!first) first = &it->second;
+        continue;
+      }
+      if (o->opcode() == Opcode::Broadcast && o->operand(0)->shape().isScalar()) continue;
+      if (o->opcode() == Opcode::Constant && !o->literal().isElided()) continue;
+      return;
+    }
+    if (!first) return;
+    const Shape key = first->key;
+    const std::vector<int64_t> dims = first->value->shape().dimensions();
+    auto resultDims = physicalDims(withType(key, shape.elementType()));
+    if (!resultDims || *resultDims != dims) return;
+    // Every element type inside a fusion must take the same arrangement.
+    if (fusion)
+      for (const auto& up : in->fusedComputation()->instructions())
+        if (!up->shape().isScalar() && physicalDims(withType(key, up->shape().elementType())) != dims) return;
+
+    Instruction* n = entry_.addInstruction(in->opcode(), eb_.fresh(in->name() + ".physical"),
+                                           Shape(shape.elementType(), dims).withDefaultLayout());
+    if (in->hasAttributes()) n->attrs() = in->attrs();
+    n->common() = in->common();
+    n->setLocation(in->location());
+    for (Instruction* o : in->operands()) {
+      if (o->shape().isScalar()) {
+        n->addOperand(o);
+      } else if (auto it = physOf_.find(resolve(o)); it != physOf_.end()) {
+        n->addOperand(it->second.value);
+      } else if (o->opcode() == Opcode::Constant) {
+        Instruction* c = entry_.addInstruction(Opcode::Constant, eb_.fresh(o->name() + ".physical"),
+                                               Shape(o->shape().elementType(), dims).withDefaultLayout());
+        c->attrs().literal = convertEdgeLiteral(o->literal(), withType(key, o->shape().elementType()), true);
+        c->common() = o->common();
+        c->setLocation(o->location());
+        extra_.push_back(c);
+        n->addOperand(c);
+      } else {  // a broadcast scalar, broadcast to the physical dimensions
+        Instruction* b = entry_.addInstruction(Opcode::Broadcast, eb_.fresh(o->name() + ".physical"),
+                                               Shape(o->shape().elementType(), dims).withDefaultLayout());
+        b->addOperand(o->operand(0));
+        b->common() = o->common();
+        b->setLocation(o->location());
+        extra_.push_back(b);
+        n->addOperand(b);
+      }
+    }
+    if (fusion) n->addCalledComputation(physicalBody(*in->fusedComputation(), key, dims));
+    members_.push_back(in);
+    twins_.insert(n);
+    physOf_[in] = {n, key};
+  }
+
+  // A copy of fused computation `c` over arrays of the physical `dims`.
+  Computation* physicalBody(const Computation& c, const Shape& key, const std::vector<int64_t>& dims) {
+    std::string name = c.name() + ".physical";
+    for (int i = 1; module_.findComputation(name); ++i) name = fmt::format("{}.physical.{}", c.name(), i);
+    Computation* copy = cloneComputation(module_, c, name, "");
+    for (const auto& up : copy->instructions()) {
+      up->setName(eb_.fresh(up->name() + ".physical"));
+      if (up->shape().isScalar()) continue;
+      if (up->opcode() == Opcode::Constant)
+        up->attrs().literal = convertEdgeLiteral(up->literal(), withType(key, up->shape().elementType()), true);
+      up->setShape(Shape(up->shape().elementType(), dims).withDefaultLayout());
+    }
+    return copy;
+  }
+
+  hlo::Module& module_;
+  Computation& entry_;
+  EdgeBuilder& eb_;
+  std::map<Instruction*, Physical> physOf_;
+  std::vector<Instruction*> members_;  // the logical instructions that got a physical twin, in order
+  std::set<Instruction*> twins_;       // the instructions added as physical twins
+
+ public:
+  std::vector<Instruction*> extra_;  // broadcasts added for physical members
 };
 
 }  // namespace
@@ -383,11 +688,11 @@ bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
   if (!any) return false;
   std::set<std::string> names = instructionNames(module);
   EdgeBuilder eb(*entry, names);
+  RelayoutSinker sinker(module, *entry, eb);
   PhysicalEdgeReport report;
-  auto note = [&](const Shape& s, const std::string& name) {
-    report.paddingBytes += physicalByteSize(s) - s.byteSize().value_or(0);
-    report.names.push_back(name);
-  };
+  auto note = [&](const Shape& s) { report.paddingBytes += physicalByteSize(s) - s.byteSize().value_or(0); };
+  std::vector<std::pair<Instruction*, std::string>> argumentRelayouts;  // to-logical value, parameter name
+  std::vector<std::string> resultRelayouts;
   // The physical shape of `s` (physical leaves flagged in order from `k`).
   std::function<Shape(const Shape&, const std::vector<bool>&, size_t&)> physShape =
       [&](const Shape& s, const std::vector<bool>& flags, size_t& k) -> Shape {
@@ -425,17 +730,21 @@ bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
                                                  v->shape().tupleElements()[e]);
           g->addOperand(v);
           g->attrs().tupleIndex = static_cast<int64_t>(e);
+          eb.created_.push_back(g);
           es.push_back(logical(g, s.tupleElements()[e], base));
           shapes.push_back(es.back()->shape());
         }
         Instruction* tup = entry->addInstruction(Opcode::Tuple, eb.fresh(base), Shape::tuple(shapes));
         for (Instruction* e : es) tup->addOperand(e);
+        eb.created_.push_back(tup);
         return tup;
       }
       if (!s.isArray() || !flags[k++]) return v;
-      note(s, oldName);
+      note(s);
       ++report.arguments;
-      Instruction* r = eb.toLogical(v, s, oldName + ".relayout");
+      Instruction* r = eb.fused(v, s, oldName + ".relayout", false);
+      sinker.setPhysical(r, v, s);
+      argumentRelayouts.push_back({r, oldName});
       return r;
     };
     Instruction* value = logical(param, layout.parameters[i], oldName + ".relayout");
@@ -445,6 +754,10 @@ bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
     param->setName(oldName);
     newLayout.parameters[i] = phys;
   }
+
+  // Layout-agnostic work runs on the physical arrays; the results it gives
+  // in their own arrangement need no relayout.
+  sinker.propagate();
 
   // Results: the root's physical leaves converted last.
   if (std::find(results.begin(), results.end(), true) != results.end()) {
@@ -474,9 +787,11 @@ bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
         return tup;
       }
       if (!s.isArray() || !results[k++]) return v;
-      note(s, v->name());
+      note(s);
       ++report.results;
-      return eb.toPhysical(v, s, v->name() + ".relayout");
+      if (Instruction* direct = sinker.physicalFor(v, s)) return direct;
+      resultRelayouts.push_back(v->name());
+      return eb.fused(v, s, v->name() + ".relayout", true);
     };
     Instruction* newRoot = physical(root, layout.result);
     entry->setRoot(newRoot);
@@ -491,6 +806,16 @@ bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
     size_t k2 = 0;
     newLayout.result = physShape(layout.result, results, k2);
   }
+  std::vector<std::string> moved = sinker.rewire();
+  std::vector<Instruction*> removable = eb.created_;
+  removable.insert(removable.end(), sinker.extra_.begin(), sinker.extra_.end());
+  sinker.removeDead(removable);
+  std::set<const Instruction*> alive;
+  for (const auto& in : entry->instructions()) alive.insert(in.get());
+  for (const auto& [value, name] : argumentRelayouts)
+    if (alive.count(value)) report.names.push_back(name);
+  report.names.insert(report.names.end(), moved.begin(), moved.end());
+  report.names.insert(report.names.end(), resultRelayouts.begin(), resultRelayouts.end());
   if (module.config().entryComputationLayout) module.config().entryComputationLayout = newLayout;
   entry->sortTopologically();
   if (report_) *report_ = report;

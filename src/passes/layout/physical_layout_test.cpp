@@ -179,5 +179,121 @@ ENTRY main {
   EXPECT_EQ(report.results, 2);
 }
 
+// No instruction that moves data between layouts is left in the entry.
+bool hasRelayoutOps(const hlo::Module& m) {
+  for (const auto& in : m.entry()->instructions())
+    if (in->opcode() == hlo::Opcode::Transpose || in->opcode() == hlo::Opcode::Slice ||
+        in->opcode() == hlo::Opcode::Pad || in->opcode() == hlo::Opcode::Fusion)
+      return true;
+  return false;
+}
+
+TEST(PhysicalEdges, ElementwiseChainsRunOnTheTiles) {
+  // Padded f32 tiles, a scalar broadcast, a tuple parameter, compare and
+  // select with a pred in the same arrangement: no relayout at all.
+  const char* text = R"(HloModule t, entry_computation_layout={((f32[20,300]{1,0:T(8,128)}, f32[20,300]{1,0:T(8,128)}))->f32[20,300]{1,0:T(8,128)}}
+ENTRY main {
+  p = (f32[20,300]{1,0:T(8,128)}, f32[20,300]{1,0:T(8,128)}) parameter(0)
+  a = f32[20,300]{1,0:T(8,128)} get-tuple-element(p), index=0
+  b = f32[20,300]{1,0:T(8,128)} get-tuple-element(p), index=1
+  c = f32[] constant(0.5)
+  cb = f32[20,300]{1,0:T(8,128)} broadcast(c), dimensions={}
+  m = f32[20,300]{1,0:T(8,128)} multiply(a, cb)
+  g = pred[20,300]{1,0:T(8,128)} compare(m, b), direction=GT
+  ROOT s = f32[20,300]{1,0:T(8,128)} select(g, m, b)
+})";
+  auto m = parse(text);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_EQ(report.arguments, 2);
+  EXPECT_EQ(report.results, 1);
+  EXPECT_TRUE(report.names.empty()) << report.names.front();
+  auto p = parse(text);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  EXPECT_FALSE(hasRelayoutOps(*p));
+}
+
+TEST(PhysicalEdges, ElementwiseFusionsRunOnTheTiles) {
+  const char* text = R"(HloModule t, entry_computation_layout={(bf16[3,20,300]{2,1,0:T(8,128)(2,1)}, bf16[3,20,300]{2,1,0:T(8,128)(2,1)}, bf16[])->bf16[3,20,300]{2,1,0:T(8,128)(2,1)}}
+fused {
+  x = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} parameter(0)
+  y = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} parameter(1)
+  k = bf16[] parameter(2)
+  kb = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} broadcast(k), dimensions={}
+  f = f32[3,20,300]{2,1,0:T(8,128)} convert(x)
+  e = f32[3,20,300]{2,1,0:T(8,128)} exponential(f)
+  h = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} convert(e)
+  hy = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} subtract(h, y)
+  ROOT r = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} maximum(hy, kb)
+}
+ENTRY main {
+  a = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} parameter(0)
+  b = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} parameter(1)
+  k = bf16[] parameter(2)
+  ROOT o = bf16[3,20,300]{2,1,0:T(8,128)(2,1)} fusion(a, b, k), kind=kLoop, calls=fused
+})";
+  auto m = parse(text);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_TRUE(report.names.empty()) << report.names.front();
+  auto p = parse(text);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  ASSERT_NE(p->entry()->root()->opcode(), hlo::Opcode::Transpose);
+  EXPECT_EQ(p->entry()->root()->name(), "o");  // the twin keeps the name (kernel names)
+  EXPECT_EQ(p->computations().size(), 2u);     // the logical fused computation is gone
+}
+
+TEST(PhysicalEdges, RelayoutsMoveToTheUsersThatNeedLogicalArrays) {
+  // The tanh runs on the tiles; its value is relaid for the dot only, the
+  // argument no more. A bitcast of the same bytes is the parameter itself.
+  auto m = parse(R"(HloModule t, entry_computation_layout={(f32[20,300]{1,0:T(8,128)}, f32[40,300]{0,1:T(8,128)})->(f32[20,300]{1,0:T(8,128)}, f32[20,40]{1,0:T(8,128)})}
+ENTRY main {
+  a = f32[20,300]{1,0:T(8,128)} parameter(0)
+  w = f32[40,300]{0,1:T(8,128)} parameter(1)
+  wt = f32[300,40]{1,0:T(8,128)} bitcast(w)
+  t = f32[20,300]{1,0:T(8,128)} tanh(a)
+  n = f32[300,40]{1,0:T(8,128)} negate(wt)
+  d = f32[20,40]{1,0:T(8,128)} dot(t, n), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = (f32[20,300]{1,0:T(8,128)}, f32[20,40]{1,0:T(8,128)}) tuple(t, d)
+})");
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_EQ(report.names, (std::vector<std::string>{"t", "n", "d"}));
+}
+
+TEST(PhysicalEdges, ArrayConstantsAreStoredPhysicallyToo) {
+  // Array constants beside physical operands (in the entry and inside a
+  // fusion) are converted to their physical form: still no relayout.
+  auto values = [](int offset) {
+    std::string t = "{";
+    for (int r = 0; r < 3; ++r) {
+      t += r ? ", {" : "{";
+      for (int c = 0; c < 130; ++c) t += (c ? ", " : "") + std::to_string((r * 130 + c + offset) % 17 - 8);
+      t += "}";
+    }
+    return t + "}";
+  };
+  const std::string f32 = "f32[3,130]{1,0:T(8,128)}";
+  std::string text = "HloModule t, entry_computation_layout={(" + f32 + ")->(" + f32 + ", " + f32 + ")}\n" +
+                     "fused {\n  x = " + f32 + " parameter(0)\n  k = " + f32 + " constant(" + values(0) + ")\n" +
+                     "  ROOT r = " + f32 + " multiply(x, k)\n}\n" +
+                     "ENTRY main {\n  a = " + f32 + " parameter(0)\n  c = " + f32 + " constant(" + values(5) + ")\n" +
+                     "  s = " + f32 + " add(a, c)\n  f = " + f32 + " fusion(a), kind=kLoop, calls=fused\n" +
+                     "  ROOT o = (" + f32 + ", " + f32 + ") tuple(s, f)\n}\n";
+  auto m = parse(text);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_TRUE(report.names.empty()) << report.names.front();
+  auto p = parse(text);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  for (const auto& in : p->entry()->instructions()) {
+    EXPECT_NE(in->opcode(), hlo::Opcode::Transpose) << in->name();
+    EXPECT_NE(in->opcode(), hlo::Opcode::Slice) << in->name();
+  }
+}
+
 }  // namespace
 }  // namespace tpu::passes::layout

@@ -1,0 +1,452 @@
+// The matmul kernel kind: batched [m, k] x [k, n] products tiled over the
+// MXUs (emitMatmul), the dot geometry and MXU pass count, and the lowering
+// of an unfused dot onto it. Output fusions (kernels/matmul_epilogue.cpp)
+// and convolutions take the same kernel.
+#include <fmt/format.h>
+
+#include "codegen/lowerer.h"
+
+namespace tpu::codegen {
+
+// ============================================================== matmul on the MXUs
+
+// c[b] (f32 [m, n]) = a[b] ([m, k]) x w[b] ([k, n]); m % 8 == 0, k and n
+// multiples of 128. Each N tile of 128 x G columns uses G MXUs and an M tile
+// of tm rows; the tile accumulates in VMEM over k steps of 128. All steps
+// (batch, M tile, N tile, k step) form one loop whose next step's A and W
+// tiles are fetched while this one computes (two VMEM slots each); C tiles
+// alternate between two slots so a finished tile is written back while the
+// next accumulates. Within a step the LHS 8-row blocks are software
+// pipelined: block i is pushed to the MXUs `depth` blocks ahead of its pops,
+// its successor is loaded while it is pushed, and the C rows of the next pop
+// are loaded while the previous sums are stored. f32 operands take `passes`
+// bf16 passes.
+bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
+                         ElementType aType, int wBuf, ElementType wType, int cBuf, int passes,
+                         const MatmulEpilogue* epilogue) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  int ea = typeInfo(aType).bytes, ew = typeInfo(wType).bytes;
+  const int64_t aRow = 8 * 128 * ea;  // A bytes of one 8-row block
+  // VMEM of the two slots of each tile for M tiles of tm rows and N tiles of
+  // tn columns, padded: the pipelined loops read up to two blocks past the
+  // end of a tile (values never used).
+  auto slotBytesFor = [&](int64_t tm, int64_t tn) {
+    return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
+           2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
+           2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + 8 * tn * 4), 512) +
+           (epilogue ? matmulEpilogueBytes(*epilogue, tm, tn) : 0);
+  };
+  // As many MXUs as divide the N blocks, while the smallest tiles for them
+  // still fit the VMEM budget.
+  int g = 1;
+  for (int cand = std::max(1, target_.mxu.count); cand > 1; --cand)
+    if ((n / 128) % cand == 0 && slotBytesFor(8, 128 * cand) <= vmemBudget()) {
+      g = cand;
+      break;
+    }
+  const int64_t tn = 128 * g;
+  const int64_t cRow = 8 * tn * 4;  // C bytes of one 8-row block
+  auto slotBytes = [&](int64_t tm) { return slotBytesFor(tm, tn); };
+  int64_t tm = 8;
+  for (int64_t cand = std::min<int64_t>(m, 8192); cand >= 8; cand -= 8)
+    if (m % cand == 0 && slotBytes(cand) <= std::max<uint64_t>(vmemBudget(), slotBytes(8))) {
+      tm = cand;
+      break;
+    }
+  if (slotBytes(tm) > vmemTop()) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
+  const int64_t blocks = tm / 8;
+  const int64_t depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
+  const uint64_t aSlot = alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512);
+  const uint64_t wSlot = alignUp(static_cast<uint64_t>(128 * tn * ew), 512);
+  const uint64_t cSlot = alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
+  const uint64_t vA = 0, vW = 2 * aSlot, vC = vW + 2 * wSlot;
+  const int64_t KB = k / 128, NB = n / tn, MB = m / tm, steps = b * MB * NB * KB;
+  std::string dA = e_.desc(static_cast<uint64_t>(128 * ea), {{tm, k * ea, 128 * ea}});
+  std::string dW = e_.desc(static_cast<uint64_t>(tn * ew), {{128, n * ew, tn * ew}});
+  std::string dC = e_.desc(static_cast<uint64_t>(tn * 4), {{tm, tn * 4, n * 4}});
+  int rS = sreg(), rT = sreg(), rQ = sreg(), rX = sreg(), rY = sreg(), rSlot = sreg(), rKk = sreg(), rAb = sreg(),
+      rWb = sreg(), rCs = sreg(), rCb = sreg(), rCsem = sreg(), rAo = sreg(), rCo = sreg(), rCnt = sreg();
+  // Step index in rT -> (bb, mm, nn, kk) in rX (kk), rY (nn), rQ (mm), rT (bb).
+  auto decompose = [&]() {
+    e_.op("srem {}, {}, {}", S(rX), S(rT), KB);
+    e_.op("sdiv {}, {}, {}", S(rT), S(rT), KB);
+    e_.op("srem {}, {}, {}", S(rY), S(rT), NB);
+    e_.op("sdiv {}, {}, {}", S(rT), S(rT), NB);
+    e_.op("srem {}, {}, {}", S(rQ), S(rT), MB);
+    e_.op("sdiv {}, {}, {}", S(rT), S(rT), MB);
+  };
+  // DMAs of step rT's A and W tiles into slot `slotReg`, signalling sem[slotReg].
+  auto fetch = [&](int slotReg) {
+    decompose();
+    int rAddr = rAo, rV = rCo, rTmp = rCnt;  // free outside the compute loops
+    e_.op("smul {}, {}, {}", S(rAddr), S(rT), m * k * ea);
+    e_.op("smul {}, {}, {}", S(rTmp), S(rQ), tm * k * ea);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * ea);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(aBuf));
+    e_.op("smul {}, {}, {}", S(rV), S(slotReg), aSlot);
+    e_.op("sadd {}, {}, {}", S(rV), S(rV), vA);
+    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", aBuf), dA, S(rV), memRef(aBuf, S(rAddr)), S(slotReg));
+    e_.op("smul {}, {}, {}", S(rAddr), S(rT), k * n * ew);
+    e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * n * ew);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("smul {}, {}, {}", S(rTmp), S(rY), tn * ew);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(wBuf));
+    e_.op("smul {}, {}, {}", S(rV), S(slotReg), wSlot);
+    e_.op("sadd {}, {}, {}", S(rV), S(rV), vW);
+    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", wBuf), dW, S(rV), memRef(wBuf, S(rAddr)), S(slotReg));
+  };
+  // Components of an f32 value for multi-pass bf16 products: x - bf16(x), twice.
+  auto component = [&](VReg x, int idx, VReg h) {
+    for (int i = 0; i < idx; ++i) {
+      e_.op("vrnd.bf16 {}, {}", V(h), V(x));
+      e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(h));
+    }
+  };
+  std::vector<std::pair<int, int>> passList = {{0, 0}};
+  if (passes == 3) passList = {{1, 0}, {0, 1}, {0, 0}};
+  if (passes == 6) passList = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
+  std::string ldA = loadMnemonic(aType), ldW = loadMnemonic(wType);
+  // An output fusion may compute an operand from the loaded tiles
+  // (MatmulEpilogue::prologue): float operands, never the int8 MXU.
+  const bool proA = epilogue && epilogue->prologueSource[0], proW = epilogue && epilogue->prologueSource[1];
+  bool int8 = aType == ElementType::S8 && !proA;  // s8 x s8 -> exact s32 sums
+  // Registers of the pipelined loops: the A block, per MXU the popped
+  // result, the prefetched C rows and the sum being stored, and a rotating
+  // set for weight staging so consecutive pushes do not wait on each other.
+  VReg va = valloc(ElementType::F32), vh = valloc(ElementType::F32), vh2 = valloc(ElementType::F32),
+       vraw = valloc(ElementType::F32);
+  std::vector<VReg> vr, vc, vt, vw;
+  for (int u = 0; u < g; ++u) {
+    vr.push_back(valloc(ElementType::F32));
+    vc.push_back(valloc(ElementType::F32));
+    vt.push_back(valloc(ElementType::F32));
+  }
+  for (int i = 0; i < (proA || proW ? 8 : 16); ++i) vw.push_back(valloc(ElementType::F32));
+  // The chains turn the K padding of the last k step's tiles into f(0):
+  // masks keep it 0 (lanes of A, rows of W at and past k % 128 = rLim).
+  const int64_t kValid = epilogue && (proA || proW) ? epilogue->k % 128 : 0;
+  int rLim = -1, mA = -1, mW = -1;
+  if (kValid) {
+    rLim = sreg();
+    if (proA) mA = malloc_();
+    if (proW) mW = malloc_();
+  }
+  auto loadA = [&](VReg dst, const std::string& addr) {
+    e_.op("{} {}, [{}]", ldA, V(dst), addr);
+    if (proA) emitOperandPrologue(*epilogue, 0, dst, mA);
+  };
+  auto cAddr = [&](int u, int64_t blockOffset) {
+    int64_t off = blockOffset * cRow + u * 512;
+    return off >= 0 ? fmt::format("{} + {}", S(rCo), off) : fmt::format("{} - {}", S(rCo), -off);
+  };
+  // One pass over the step's A tile; `accumulate` adds to the C tile.
+  auto pass = [&](int ia, int iw, bool accumulate) {
+    int j = 0;
+    for (int u = 0; u < g; ++u) {
+      for (int blk = 0; blk < 16; ++blk) {
+        VReg w = vw[j++ % vw.size()];
+        e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), blk * 8 * tn * ew + u * 128 * ew, tn * ew);
+        if (proW) {
+          if (mW >= 0) {
+            // Rows blk * 8 + sublane below rLim are inside K.
+            e_.op("vsublaneid {}", V(vh));
+            e_.op("vadd.s32 {}, {}, {}", V(vh), V(vh), blk * 8);
+            e_.op("vcmp.lt.s32 {}, {}, {}", M(mW), V(vh), S(rLim));
+          }
+          emitOperandPrologue(*epilogue, 1, w, mW);
+        }
+        component(w, iw, vh);
+        e_.op("mxu.wpush.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(w));
+      }
+      e_.op("mxu.wlatch mxu{}", u);
+    }
+    e_.op("smov {}, {}", S(rAo), S(rAb));
+    e_.op("smov {}, {}", S(rCo), S(rCb));
+    // Passes on a component of A load block i + 1 raw while block i is
+    // pushed, so the component arithmetic is off the push's critical path.
+    auto componentOf = [&](VReg dst, VReg src) {
+      e_.op("vrnd.bf16 {}, {}", V(vh), V(src));
+      if (ia == 1) {
+        e_.op("vsub.f32 {}, {}, {}", V(dst), V(src), V(vh));
+        return;
+      }
+      e_.op("vsub.f32 {}, {}, {}", V(vh2), V(src), V(vh));
+      e_.op("vrnd.bf16 {}, {}", V(vh), V(vh2));
+      e_.op("vsub.f32 {}, {}, {}", V(dst), V(vh2), V(vh));
+    };
+    if (ia == 0) {
+      loadA(va, S(rAo));
+    } else {
+      loadA(vraw, S(rAo));
+      componentOf(va, vraw);
+      loadA(vraw, fmt::format("{} + {}", S(rAo), aRow));
+    }
+    if (accumulate)
+      for (int u = 0; u < g; ++u) e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 0), tn * 4);
+    bool havePrev = false;
+    // One pipelined iteration: store the previous sums, pop block j (and
+    // load the C rows of block j + 1), push block i (and load block i + 1).
+    auto iteration = [&](bool doPush, bool doPop) {
+      if (doPop) {
+        if (havePrev)
+          for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
+        for (int u = 0; u < g; ++u) {
+          if (accumulate) {
+            e_.op("mxu.pop {}, mxu{}", V(vr[u]), u);
+            e_.op("vadd.{} {}, {}, {}", int8 ? "s32" : "f32", V(vt[u]), V(vc[u]), V(vr[u]));
+            e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 1), tn * 4);
+          } else {
+            e_.op("mxu.pop {}, mxu{}", V(vt[u]), u);
+          }
+        }
+        e_.op("sadd {}, {}, {}", S(rCo), S(rCo), cRow);
+        havePrev = true;
+      }
+      if (doPush) {
+        for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(va));
+        if (ia == 0) {
+          loadA(va, fmt::format("{} + {}", S(rAo), aRow));
+        } else {
+          componentOf(va, vraw);
+          loadA(vraw, fmt::format("{} + {}", S(rAo), 2 * aRow));
+        }
+        e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
+      }
+    };
+    for (int64_t i = 0; i < depth; ++i) iteration(true, false);
+    if (blocks > depth) {
+      iteration(true, true);
+      if (blocks > depth + 1) {
+        std::string lS = e_.newLabel("msteady");
+        e_.op("smov {}, {}", S(rCnt), blocks - depth - 1);
+        e_.label(lS);
+        iteration(true, true);
+        e_.op("loop {}, {}", S(rCnt), lS);
+      }
+    }
+    for (int64_t i = 0; i < depth; ++i) iteration(false, true);
+    for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
+  };
+  auto compute = [&](bool accumulate) {
+    for (auto [ia, iw] : passList) {
+      pass(ia, iw, accumulate);
+      accumulate = true;  // later passes add to the first
+    }
+  };
+  std::string lStep = e_.newLabel("mstep"), lNoPf = e_.newLabel("mnopf"), lAcc = e_.newLabel("macc"),
+              lStored = e_.newLabel("mcomputed"), lNext = e_.newLabel("mnext");
+  // Each C slot starts with one credit: its first tile need not wait.
+  e_.op("sem.signal sem2");
+  e_.op("sem.signal sem3");
+  e_.op("smov {}, 0", S(rS));
+  e_.op("smov {}, 0", S(rCs));
+  e_.op("smov {}, 0", S(rT));
+  e_.op("smov {}, 0", S(rSlot));
+  fetch(rSlot);
+  e_.label(lStep);
+  // Prefetch step s + 1 into the other slot (its previous step is done).
+  e_.op("sadd {}, {}, 1", S(rT), S(rS));
+  e_.op("br.ge {}, {}, {}", S(rT), steps, lNoPf);
+  e_.op("sand {}, {}, 1", S(rSlot), S(rT));
+  fetch(rSlot);
+  e_.label(lNoPf);
+  e_.op("sand {}, {}, 1", S(rSlot), S(rS));
+  e_.op("sem.wait sem[{}], 2", S(rSlot));
+  e_.op("srem {}, {}, {}", S(rKk), S(rS), KB);
+  e_.op("smul {}, {}, {}", S(rAb), S(rSlot), aSlot);
+  e_.op("sadd {}, {}, {}", S(rAb), S(rAb), vA);
+  e_.op("smul {}, {}, {}", S(rWb), S(rSlot), wSlot);
+  e_.op("sadd {}, {}, {}", S(rWb), S(rWb), vW);
+  e_.op("smul {}, {}, {}", S(rCb), S(rCs), cSlot);
+  e_.op("sadd {}, {}, {}", S(rCb), S(rCb), vC);
+  e_.op("sadd {}, {}, 2", S(rCsem), S(rCs));
+  if (kValid) {
+    std::string lFull = e_.newLabel("mkfull");
+    e_.op("smov {}, 128", S(rLim));
+    e_.op("br.ne {}, {}, {}", S(rKk), KB - 1, lFull);
+    e_.op("smov {}, {}", S(rLim), kValid);
+    e_.label(lFull);
+    if (mA >= 0) {
+      e_.op("vlaneid {}", V(vh));
+      e_.op("vcmp.lt.s32 {}, {}, {}", M(mA), V(vh), S(rLim));
+    }
+  }
+  e_.op("br.ne {}, 0, {}", S(rKk), lAcc);
+  // First k step of a tile: the C slot's previous write-back must be done.
+  e_.op("sem.wait sem[{}]", S(rCsem));
+  compute(false);
+  e_.op("jmp {}", lStored);
+  e_.label(lAcc);
+  compute(true);
+  e_.label(lStored);
+  e_.op("br.ne {}, {}, {}", S(rKk), KB - 1, lNext);
+  // Last k step: write the tile back and switch C slots.
+  e_.op("smov {}, {}", S(rT), S(rS));
+  decompose();
+  if (epilogue) {
+    // The pipeline's registers are dead here: the epilogue may use them.
+    for (VReg v : {va, vh, vh2, vraw}) vfree(v);
+    for (const std::vector<VReg>* vs : {&vr, &vc, &vt, &vw})
+      for (VReg v : *vs) vfree(v);
+    MatmulTileSite site;
+    site.tm = tm;
+    site.tn = tn;
+    site.m = m;
+    site.n = n;
+    site.rBatch = rT;
+    site.rMTile = rQ;
+    site.rNTile = rY;
+    site.rC = rCb;
+    site.rSlot = rCs;
+    site.rSem = rCsem;
+    site.vE = vC + 2 * cSlot;
+    uint64_t eo = static_cast<uint64_t>(typeInfo(epilogue->outType).bytes);
+    site.eSlot = alignUp(static_cast<uint64_t>(tm * tn) * eo, 512);
+    uint64_t top = site.vE + 2 * site.eSlot;
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+      site.vInputs.push_back(top);
+      uint64_t e = static_cast<uint64_t>(typeInfo(input.type).bytes);
+      if (input.kind == MatmulEpilogue::Tile) top += alignUp(static_cast<uint64_t>(tm * tn) * e, 512);
+      if (input.kind == MatmulEpilogue::Column) top += alignUp(static_cast<uint64_t>(tn) * e, 512);
+    }
+    emitMatmulEpilogue(in, *epilogue, site);
+    e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
+    e_.label(lNext);
+    e_.op("sadd {}, {}, 1", S(rS), S(rS));
+    e_.op("br.lt {}, {}, {}", S(rS), steps, lStep);
+    e_.op("sem.wait sem2");
+    e_.op("sem.wait sem3");
+    return !failed_;
+  }
+  e_.op("smul {}, {}, {}", S(rAo), S(rT), m * n * 4);
+  e_.op("smul {}, {}, {}", S(rCo), S(rQ), tm * n * 4);
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
+  e_.op("smul {}, {}, {}", S(rCo), S(rY), tn * 4);
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), base(cBuf));
+  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", cBuf), dC, memRef(cBuf, S(rAo)), S(rCb), S(rCsem));
+  e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
+  e_.label(lNext);
+  e_.op("sadd {}, {}, 1", S(rS), S(rS));
+  e_.op("br.lt {}, {}, {}", S(rS), steps, lStep);
+  e_.op("sem.wait sem2");
+  e_.op("sem.wait sem3");
+  return !failed_;
+}
+
+int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const {
+  // f32 and f16 are not exact in one bf16 pass; bf16 and the byte floats are.
+  auto wide = [](ElementType t) { return t == ElementType::F32 || t == ElementType::F16; };
+  if (!wide(lhsType) && !wide(rhsType)) return 1;
+  hlo::Precision p = hlo::Precision::Default;
+  for (hlo::Precision q : in.attrs().precision->operandPrecision) p = std::max(p, q);
+  switch (options_.f32DotPrecision) {
+    case F32DotPrecision::FromConfig: return p == hlo::Precision::Highest ? 6 : p == hlo::Precision::High ? 3 : 1;
+    case F32DotPrecision::Default: return 1;
+    case F32DotPrecision::High: return 3;
+    case F32DotPrecision::Highest: return 6;
+  }
+  return 1;
+}
+
+DotGeometry dotGeometry(const Instruction& dot) {
+  const auto& dn = *dot.attrs().dotDims;
+  const Shape& ls = dot.operand(0)->shape();
+  const Shape& rs = dot.operand(1)->shape();
+  auto freeDims = [](const Shape& s, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> f;
+    for (int64_t i = 0; i < s.rank(); ++i)
+      if (std::find(a.begin(), a.end(), i) == a.end() && std::find(b.begin(), b.end(), i) == b.end()) f.push_back(i);
+    return f;
+  };
+  DotGeometry g;
+  g.lhsFree = freeDims(ls, dn.lhsBatchDimensions, dn.lhsContractingDimensions);
+  g.rhsFree = freeDims(rs, dn.rhsBatchDimensions, dn.rhsContractingDimensions);
+  g.b = dimsProduct(ls, dn.lhsBatchDimensions);
+  g.m = dimsProduct(ls, g.lhsFree);
+  g.k = dimsProduct(ls, dn.lhsContractingDimensions);
+  g.n = dimsProduct(rs, g.rhsFree);
+  return g;
+}
+
+// A dot operand in canonical padded form: groups (g0, g1, g2) of its dims
+// become [B, P1, P2] with zero padding (the operand itself when it already is).
+int Lowerer::canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                                 const std::vector<int64_t>& g2, int64_t p1, int64_t p2) {
+  const Shape& s = op->shape();
+  ElementType t = s.elementType();
+  int es = typeInfo(t).bytes;
+  std::vector<int64_t> order = g0;
+  order.insert(order.end(), g1.begin(), g1.end());
+  order.insert(order.end(), g2.begin(), g2.end());
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+  int64_t s1 = dimsProduct(s, g1), s2 = dimsProduct(s, g2), bb = dimsProduct(s, g0);
+  if (identity && s1 == p1 && s2 == p2) return leaves_[op][0];
+  int tb = tempBuf(t, {bb, p1, p2});
+  if (s1 != p1 || s2 != p2) fillZero(tb, bb * p1 * p2, t);
+  std::vector<int64_t> os = byteStrides(s.dimensions(), es), counts, ss, ds;
+  auto addGroup = [&](const std::vector<int64_t>& g, int64_t unit) {
+    std::vector<int64_t> sizes;
+    for (int64_t i : g) sizes.push_back(s.dimension(i));
+    std::vector<int64_t> inner = rowMajorStrides(sizes);
+    for (size_t i = 0; i < g.size(); ++i) {
+      counts.push_back(sizes[i]);
+      ss.push_back(os[static_cast<size_t>(g[i])]);
+      ds.push_back(inner[i] * unit);
+    }
+  };
+  addGroup(g0, p1 * p2 * es);
+  addGroup(g1, p2 * es);
+  addGroup(g2, es);
+  emitCopy(tb, 0, leaves_[op][0], 0, counts, ds, ss, es);
+  return tb;
+}
+
+bool Lowerer::lowerDot(const Instruction& in) {
+  auto wideType = [](const Shape& s) { return typeInfo(s.elementType()).words > 1; };  // pairs and complex
+  if (wideType(in.shape()) || wideType(in.operand(0)->shape()) || wideType(in.operand(1)->shape()))
+    return lowerWideDot(in);
+  if (!isMxuDot(in)) return lowerVectorDot(in);
+  beginKernel(in, "matmul");
+  const Instruction* lhs = in.operand(0);
+  const Instruction* rhs = in.operand(1);
+  ElementType lt = lhs->shape().elementType(), rt = rhs->shape().elementType(), ot = in.shape().elementType();
+  // f32 accumulators, or s32 ones for the int8 MXU (isMxuDot).
+  bool wide = ot == ElementType::F32 || ot == ElementType::S32;
+  const auto& dn = *in.attrs().dotDims;
+  DotGeometry geo = dotGeometry(in);
+  const std::vector<int64_t>&lf = geo.lhsFree, &rf = geo.rhsFree;
+  int64_t b = geo.b, m = geo.m, k = geo.k, n = geo.n;
+  int64_t mp = (m + 7) / 8 * 8, kp = (k + 127) / 128 * 128, np = (n + 127) / 128 * 128;
+  int dst = leaves_[&in][0];
+  if (std::optional<bool> done = finishTrivialDot(geo, dst, ot)) return *done;
+  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp);
+  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
+  bool direct = mp == m && np == n && wide;
+  int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
+  int passes = mxuPasses(in, lt, rt);
+  bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes);
+  if (ok && !direct) {
+    int cs = c;
+    if (mp != m || np != n) {
+      cs = wide ? dst : tempBuf(ElementType::F32, {b, m, n});
+      emitCopy(cs, 0, c, 0, {b, m, n}, byteStrides({b, m, n}, 4), byteStrides({b, mp, np}, 4), 4);
+    }
+    if (!wide)
+      ok = emitElementwise(b * m * n, {EwInput{EwInput::Full, cs, 0, ElementType::F32}}, {EwOutput{dst, 0, ot}},
+                           [&](const std::vector<VReg>& v) {
+                             VReg r = valloc(ot);
+                             e_.op("vmov.s32 {}, {}", V(r), V(v[0]));
+                             return std::vector<VReg>{normalize(r)};
+                           });
+  }
+  endKernel(2.0 * static_cast<double>(b * m * n * k) * passes,
+            bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes, 0);
+  return ok && !failed_;
+}
+
+}  // namespace tpu::codegen
