@@ -62,11 +62,11 @@ TEST(Scheduler, RespectsLatencies) {
 }
 
 TEST(Scheduler, EupRowsAndPairRowsTakeTheirTableLatencies) {
-  // vasin and vatan2 (EUP latency) read each other's results; vmulhi.u64
+  // vtanh and vpow (EUP latency) read each other's results; vmulhi.u64
   // (a pair row in the VALU slot, VectorCvt latency) reads all four
-  // registers of its operands, so it waits for the last one, vatan2.
-  std::vector<std::string> lines = {"vasin v2, v1", "vatan2 v3, v2, -0.5", "vmulhi.u64 v4, v1, v2, v1, v3, 1",
-                                    "verf v5, v1"};
+  // registers of its operands, so it waits for the last one, vpow.
+  std::vector<std::string> lines = {"vtanh v2, v1", "vpow v3, v2, -0.5", "vmulhi.u64 v4, v1, v2, v1, v3, 1",
+                                    "vsin v5, v1"};
   std::string text = ".entry main() -> ()\n";
   for (const std::string& l : lines) text += "  " + l + "\n";
   isa::Program p = assembleFlat(text + "  halt\n");
@@ -78,7 +78,7 @@ TEST(Scheduler, EupRowsAndPairRowsTakeTheirTableLatencies) {
   EXPECT_EQ(c[0], 0);
   EXPECT_EQ(c[1], eup);
   EXPECT_EQ(c[2], 2 * eup);
-  // Independent of the others, but it shares the EUP slot with vasin.
+  // Independent of the others, but it shares the EUP slot with vtanh.
   EXPECT_GT(c[3], 0);
   EXPECT_LT(c[3], c[1]);
 }

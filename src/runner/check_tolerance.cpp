@@ -142,7 +142,8 @@ double composedF64Ulps(Opcode op) {
     case Opcode::Cosh:
     case Opcode::Sinh:
     case Opcode::Acosh:
-    case Opcode::Atan2: return 2 * 3;
+    case Opcode::Atan2:
+    case Opcode::Power: return 2 * 3;
     case Opcode::Tan:
     case Opcode::Asin: return 2 * 3.5;
     case Opcode::Tanh: return 2 * 4;

@@ -12,7 +12,6 @@
 #include <thread>
 #include <type_traits>
 
-#include "eval/elementwise.h"
 #include "sim/mxu_kernel.h"
 #include "sim/mxu_pool.h"
 #include "support/float_format.h"
@@ -661,18 +660,6 @@ void Machine::execEup(const DecodedOp& op) {
     case Opcode::VSin: map1(d, a, [](uint32_t x) { return u(std::sin(f(x))); }); break;
     case Opcode::VCos: map1(d, a, [](uint32_t x) { return u(std::cos(f(x))); }); break;
     case Opcode::VPow: map2(d, a, vsrc(op.b), [](uint32_t x, uint32_t y) { return u(std::pow(f(x), f(y))); }); break;
-    // The later rows run the interpreter's f32 kernels: the same libm call
-    // on the same float, so the interpreter's results bit for bit.
-    case Opcode::VAsin: eval::unaryKernel(eval::UnaryOp::Asin, eval::KType::F32, a, d, kVregWords, 32); break;
-    case Opcode::VAcos: eval::unaryKernel(eval::UnaryOp::Acos, eval::KType::F32, a, d, kVregWords, 32); break;
-    case Opcode::VAtan: eval::unaryKernel(eval::UnaryOp::Atan, eval::KType::F32, a, d, kVregWords, 32); break;
-    case Opcode::VAsinh: eval::unaryKernel(eval::UnaryOp::Asinh, eval::KType::F32, a, d, kVregWords, 32); break;
-    case Opcode::VAcosh: eval::unaryKernel(eval::UnaryOp::Acosh, eval::KType::F32, a, d, kVregWords, 32); break;
-    case Opcode::VAtanh: eval::unaryKernel(eval::UnaryOp::Atanh, eval::KType::F32, a, d, kVregWords, 32); break;
-    case Opcode::VErf: eval::unaryKernel(eval::UnaryOp::Erf, eval::KType::F32, a, d, kVregWords, 32); break;
-    case Opcode::VAtan2:
-      eval::binaryKernel(eval::BinaryOp::Atan2, eval::KType::F32, a, vsrc(op.b), d, kVregWords, 32);
-      break;
     default: break;
   }
 }
@@ -1125,15 +1112,7 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
     case Opcode::VLogistic:
     case Opcode::VSin:
     case Opcode::VCos:
-    case Opcode::VPow:
-    case Opcode::VAsin:
-    case Opcode::VAcos:
-    case Opcode::VAtan:
-    case Opcode::VAsinh:
-    case Opcode::VAcosh:
-    case Opcode::VAtanh:
-    case Opcode::VErf:
-    case Opcode::VAtan2: execEup(op); return true;
+    case Opcode::VPow: execEup(op); return true;
 
     default: break;
   }

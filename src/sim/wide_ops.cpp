@@ -1,204 +1,109 @@
 // Register-pair instructions: 64-bit integers and f64 held as (low word,
-// high word) vector registers. The basic operations (the emulated pair
-// unit: f64 add ... sqrt, 64-bit multiply, divide, shifts, compares) are
-// computed here; the f64 library rows (log, sin, ... pow, atan2) and the
-// converts still call the interpreter's elementwise kernels
-// (eval/elementwise.h), so their results are the interpreter's bit for
-// bit, NaN payloads and libm rounding included.
+// high word) vector registers, computed by the simulator's own code on the
+// reassembled 64-bit lanes: the emulated pair unit's basic operations (f64
+// add ... sqrt, rounding to integers, 64-bit multiply, divide, shifts,
+// compares), the converts (XLA's rules: float to integer truncates and
+// saturates, NaN gives 0; narrow floats through support/float_format.h).
+// f64 library functions have no rows: llo-gen expands them into these
+// (codegen kernels/math_f64.cpp). Nothing here calls the interpreter.
 #include <fmt/format.h>
 
 #include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
-#include "eval/elementwise.h"
-#include "eval/kernels.h"
 #include "sim/machine.h"
+#include "support/float_format.h"
 
 namespace tpu::sim {
 
-using eval::BinaryOp;
-using eval::CompareDir;
-using eval::KType;
-using eval::UnaryOp;
-using isa::Opcode;
-
 namespace {
 
+using isa::Opcode;
+
 enum class PairShape : uint8_t { None, Binary, MulHigh, Unary, Compare, FromF32, ToF32Word };
+// Lane types of the converts.
+enum class Lane : uint8_t { S64, U64, F64, F32, S32, U32 };
 
 struct PairOp {
   PairShape shape = PairShape::None;
-  KType type = KType::U64;  // operand type (Binary, Unary, Compare), source type (converts)
-  KType to = KType::U64;    // result type of converts
-  BinaryOp binary = BinaryOp::Add;
-  UnaryOp unary = UnaryOp::Abs;
-  CompareDir dir = CompareDir::Eq;
+  Lane from = Lane::U64, to = Lane::U64;  // converts only
 };
 
 PairOp pairOp(Opcode op) {
-  auto bin = [](BinaryOp b, KType t) {
-    return PairOp{PairShape::Binary, t, t, b, UnaryOp::Abs, CompareDir::Eq};
-  };
-  auto un = [](UnaryOp u) {
-    return PairOp{PairShape::Unary, KType::F64, KType::F64, BinaryOp::Add, u, CompareDir::Eq};
-  };
-  auto cmp = [](CompareDir d, KType t) {
-    return PairOp{PairShape::Compare, t, t, BinaryOp::Add, UnaryOp::Abs, d};
-  };
-  // Converts: a pair (or an f32 register, FromF32) in, a pair or one 32-bit word out.
-  auto cvt = [](PairShape s, KType from, KType to) {
-    return PairOp{s, from, to, BinaryOp::Add, UnaryOp::Abs, CompareDir::Eq};
-  };
+  auto cvt = [](PairShape s, Lane from, Lane to) { return PairOp{s, from, to}; };
   switch (op) {
-    case Opcode::VMulI64:
-      return bin(BinaryOp::Mul, KType::U64);
     case Opcode::VMulhiS64:
-      return PairOp{PairShape::MulHigh, KType::S64, KType::S64};
     case Opcode::VMulhiU64:
-      return PairOp{PairShape::MulHigh, KType::U64, KType::U64};
+      return {PairShape::MulHigh};
+    case Opcode::VMulI64:
     case Opcode::VDivS64:
-      return bin(BinaryOp::Div, KType::S64);
     case Opcode::VDivU64:
-      return bin(BinaryOp::Div, KType::U64);
     case Opcode::VRemS64:
-      return bin(BinaryOp::Rem, KType::S64);
     case Opcode::VRemU64:
-      return bin(BinaryOp::Rem, KType::U64);
     case Opcode::VShlI64:
-      return bin(BinaryOp::Shl, KType::U64);
     case Opcode::VShrI64:
-      return bin(BinaryOp::Shrl, KType::U64);
     case Opcode::VSraI64:
-      return bin(BinaryOp::Shra, KType::S64);
-    case Opcode::VCmpEqS64:
-      return cmp(CompareDir::Eq, KType::S64);
-    case Opcode::VCmpNeS64:
-      return cmp(CompareDir::Ne, KType::S64);
-    case Opcode::VCmpLtS64:
-      return cmp(CompareDir::Lt, KType::S64);
-    case Opcode::VCmpLeS64:
-      return cmp(CompareDir::Le, KType::S64);
-    case Opcode::VCmpGtS64:
-      return cmp(CompareDir::Gt, KType::S64);
-    case Opcode::VCmpGeS64:
-      return cmp(CompareDir::Ge, KType::S64);
-    case Opcode::VCmpLtU64:
-      return cmp(CompareDir::Lt, KType::U64);
-    case Opcode::VCmpLeU64:
-      return cmp(CompareDir::Le, KType::U64);
-    case Opcode::VCmpGtU64:
-      return cmp(CompareDir::Gt, KType::U64);
-    case Opcode::VCmpGeU64:
-      return cmp(CompareDir::Ge, KType::U64);
-    case Opcode::VCmpEqF64:
-      return cmp(CompareDir::Eq, KType::F64);
-    case Opcode::VCmpNeF64:
-      return cmp(CompareDir::Ne, KType::F64);
-    case Opcode::VCmpLtF64:
-      return cmp(CompareDir::Lt, KType::F64);
-    case Opcode::VCmpLeF64:
-      return cmp(CompareDir::Le, KType::F64);
-    case Opcode::VCmpGtF64:
-      return cmp(CompareDir::Gt, KType::F64);
-    case Opcode::VCmpGeF64:
-      return cmp(CompareDir::Ge, KType::F64);
     case Opcode::VAddF64:
-      return bin(BinaryOp::Add, KType::F64);
     case Opcode::VSubF64:
-      return bin(BinaryOp::Sub, KType::F64);
     case Opcode::VMulF64:
-      return bin(BinaryOp::Mul, KType::F64);
     case Opcode::VDivF64:
-      return bin(BinaryOp::Div, KType::F64);
     case Opcode::VRemF64:
-      return bin(BinaryOp::Rem, KType::F64);
     case Opcode::VMaxF64:
-      return bin(BinaryOp::Max, KType::F64);
     case Opcode::VMinF64:
-      return bin(BinaryOp::Min, KType::F64);
-    case Opcode::VPowF64:
-      return bin(BinaryOp::Pow, KType::F64);
-    case Opcode::VAtan2F64:
-      return bin(BinaryOp::Atan2, KType::F64);
+      return {PairShape::Binary};
+    case Opcode::VCmpEqS64:
+    case Opcode::VCmpNeS64:
+    case Opcode::VCmpLtS64:
+    case Opcode::VCmpLeS64:
+    case Opcode::VCmpGtS64:
+    case Opcode::VCmpGeS64:
+    case Opcode::VCmpLtU64:
+    case Opcode::VCmpLeU64:
+    case Opcode::VCmpGtU64:
+    case Opcode::VCmpGeU64:
+    case Opcode::VCmpEqF64:
+    case Opcode::VCmpNeF64:
+    case Opcode::VCmpLtF64:
+    case Opcode::VCmpLeF64:
+    case Opcode::VCmpGtF64:
+    case Opcode::VCmpGeF64:
+      return {PairShape::Compare};
     case Opcode::VSqrtF64:
-      return un(UnaryOp::Sqrt);
     case Opcode::VRsqrtF64:
-      return un(UnaryOp::Rsqrt);
-    case Opcode::VCbrtF64:
-      return un(UnaryOp::Cbrt);
-    case Opcode::VExpF64:
-      return un(UnaryOp::Exp);
-    case Opcode::VExpm1F64:
-      return un(UnaryOp::Expm1);
-    case Opcode::VLogF64:
-      return un(UnaryOp::Log);
-    case Opcode::VLog1pF64:
-      return un(UnaryOp::Log1p);
-    case Opcode::VTanhF64:
-      return un(UnaryOp::Tanh);
-    case Opcode::VLogisticF64:
-      return un(UnaryOp::Logistic);
-    case Opcode::VSinF64:
-      return un(UnaryOp::Sin);
-    case Opcode::VCosF64:
-      return un(UnaryOp::Cos);
-    case Opcode::VTanF64:
-      return un(UnaryOp::Tan);
-    case Opcode::VAtanF64:
-      return un(UnaryOp::Atan);
-    case Opcode::VErfF64:
-      return un(UnaryOp::Erf);
     case Opcode::VFloorF64:
-      return un(UnaryOp::Floor);
     case Opcode::VCeilF64:
-      return un(UnaryOp::Ceil);
     case Opcode::VRoundF64:
-      return un(UnaryOp::RoundEven);
     case Opcode::VRoundAfzF64:
-      return un(UnaryOp::RoundAfz);
     case Opcode::VSignF64:
-      return un(UnaryOp::Sign);
-    case Opcode::VAcosF64:
-      return un(UnaryOp::Acos);
-    case Opcode::VAcoshF64:
-      return un(UnaryOp::Acosh);
-    case Opcode::VAsinF64:
-      return un(UnaryOp::Asin);
-    case Opcode::VAsinhF64:
-      return un(UnaryOp::Asinh);
-    case Opcode::VAtanhF64:
-      return un(UnaryOp::Atanh);
-    case Opcode::VCoshF64:
-      return un(UnaryOp::Cosh);
-    case Opcode::VSinhF64:
-      return un(UnaryOp::Sinh);
+      return {PairShape::Unary, Lane::F64, Lane::F64};
     case Opcode::VCvtF64F32:
-      return cvt(PairShape::FromF32, KType::F32, KType::F64);
+      return cvt(PairShape::FromF32, Lane::F32, Lane::F64);
     case Opcode::VCvtS64F32:
-      return cvt(PairShape::FromF32, KType::F32, KType::S64);
+      return cvt(PairShape::FromF32, Lane::F32, Lane::S64);
     case Opcode::VCvtU64F32:
-      return cvt(PairShape::FromF32, KType::F32, KType::U64);
+      return cvt(PairShape::FromF32, Lane::F32, Lane::U64);
     case Opcode::VCvtF64S64:
-      return cvt(PairShape::Unary, KType::S64, KType::F64);
+      return cvt(PairShape::Unary, Lane::S64, Lane::F64);
     case Opcode::VCvtF64U64:
-      return cvt(PairShape::Unary, KType::U64, KType::F64);
+      return cvt(PairShape::Unary, Lane::U64, Lane::F64);
     case Opcode::VCvtS64F64:
-      return cvt(PairShape::Unary, KType::F64, KType::S64);
+      return cvt(PairShape::Unary, Lane::F64, Lane::S64);
     case Opcode::VCvtU64F64:
-      return cvt(PairShape::Unary, KType::F64, KType::U64);
+      return cvt(PairShape::Unary, Lane::F64, Lane::U64);
     case Opcode::VCvtF32F64:
-      return cvt(PairShape::ToF32Word, KType::F64, KType::F32);
+      return cvt(PairShape::ToF32Word, Lane::F64, Lane::F32);
     case Opcode::VCvtF32S64:
-      return cvt(PairShape::ToF32Word, KType::S64, KType::F32);
+      return cvt(PairShape::ToF32Word, Lane::S64, Lane::F32);
     case Opcode::VCvtF32U64:
-      return cvt(PairShape::ToF32Word, KType::U64, KType::F32);
+      return cvt(PairShape::ToF32Word, Lane::U64, Lane::F32);
     case Opcode::VCvtS32F64:
-      return cvt(PairShape::ToF32Word, KType::F64, KType::S32);
+      return cvt(PairShape::ToF32Word, Lane::F64, Lane::S32);
     case Opcode::VCvtU32F64:
-      return cvt(PairShape::ToF32Word, KType::F64, KType::U32);
+      return cvt(PairShape::ToF32Word, Lane::F64, Lane::U32);
     default:
       return {};
   }
@@ -216,7 +121,7 @@ void splitWord(const Lanes64& in, int word, uint32_t* d) {
   for (int i = 0; i < kVregWords; ++i) d[i] = static_cast<uint32_t>(in[i] >> (32 * word));
 }
 
-bool isConvert(const PairOp& p) { return p.type != p.to; }
+bool isConvert(const PairOp& p) { return p.from != p.to; }
 
 // vcvt.<narrow float>.f64: the format the f64 is rounded to.
 std::optional<FloatFormat> narrowFormat(Opcode op) {
@@ -299,13 +204,76 @@ bool ownPairBinary(Opcode op, uint64_t a, uint64_t b, uint64_t& r) {
   }
 }
 
+// Ties to even, infinities and NaN (payload kept) unchanged, -0.x to -0.
+double roundHalfEven(double x) {
+  if (!std::isfinite(x)) return x;
+  double r = std::floor(x);
+  double d = x - r;
+  if (d > 0.5 || (d == 0.5 && std::fmod(r, 2.0) != 0)) r += 1;
+  return std::copysign(r, x);
+}
+
 bool ownPairUnary(Opcode op, uint64_t a, uint64_t& r) {
   const double x = asF64(a);
   switch (op) {
     case Opcode::VSqrtF64: r = bitsOf(std::sqrt(x)); return true;
     case Opcode::VRsqrtF64: r = bitsOf(1.0 / std::sqrt(x)); return true;
+    case Opcode::VFloorF64: r = bitsOf(std::floor(x)); return true;
+    case Opcode::VCeilF64: r = bitsOf(std::ceil(x)); return true;
+    case Opcode::VRoundF64: r = bitsOf(roundHalfEven(x)); return true;
+    case Opcode::VRoundAfzF64: r = bitsOf(std::round(x)); return true;
+    case Opcode::VSignF64: r = (std::isnan(x) || x == 0) ? a : bitsOf(std::copysign(1.0, x)); return true;
     default: return false;
   }
+}
+
+// Float to integer as XLA converts: NaN gives 0, out of range saturates,
+// the rest truncates toward zero.
+template <typename I>
+I saturatingInt(double x) {
+  if (std::isnan(x)) return 0;
+  constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
+  constexpr double hiExclusive = static_cast<double>(std::numeric_limits<I>::max()) + 1.0;  // a power of two
+  if (x <= lo) return std::numeric_limits<I>::min();
+  if (x >= hiExclusive) return std::numeric_limits<I>::max();
+  return static_cast<I>(std::trunc(x));
+}
+
+// One lane converted: `a` holds the source (64 bits, or an f32's bits),
+// the result's bits come back (64 bits, or one 32-bit word).
+uint64_t convertLane(Lane from, Lane to, uint64_t a) {
+  double x = 0;  // float sources as double (f32 widens exactly)
+  bool isFloat = from == Lane::F64 || from == Lane::F32;
+  if (from == Lane::F64) x = asF64(a);
+  if (from == Lane::F32) x = std::bit_cast<float>(static_cast<uint32_t>(a));
+  switch (to) {
+    case Lane::F64:
+      if (from == Lane::S64) return bitsOf(static_cast<double>(static_cast<int64_t>(a)));
+      if (from == Lane::U64) return bitsOf(static_cast<double>(a));
+      return bitsOf(x);
+    case Lane::F32: {
+      float v = from == Lane::S64   ? static_cast<float>(static_cast<int64_t>(a))
+                : from == Lane::U64 ? static_cast<float>(a)
+                                    : static_cast<float>(x);
+      return std::bit_cast<uint32_t>(v);
+    }
+    case Lane::S64:
+      return isFloat ? static_cast<uint64_t>(saturatingInt<int64_t>(x)) : a;
+    case Lane::U64:
+      return isFloat ? saturatingInt<uint64_t>(x) : a;
+    case Lane::S32:
+      return static_cast<uint32_t>(saturatingInt<int32_t>(x));
+    case Lane::U32:
+      return saturatingInt<uint32_t>(x);
+  }
+  return 0;
+}
+
+// The high 64 bits of the 128-bit product, signed or unsigned.
+uint64_t mulHigh(Opcode op, uint64_t a, uint64_t b) {
+  if (op == Opcode::VMulhiU64) return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
+  __int128 p = static_cast<__int128>(static_cast<int64_t>(a)) * static_cast<int64_t>(b);
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(p) >> 64);
 }
 
 std::optional<bool> ownPairCompare(Opcode op, uint64_t a, uint64_t b) {
@@ -342,45 +310,37 @@ bool Machine::execPair(const DecodedOp& op) {
   PairOp p = pairOp(op.opcode);
   Lanes64 a{}, b{}, r{};
   if (std::optional<FloatFormat> fmt = narrowFormat(op.opcode)) {
-    // Rounded once from f64 to the format's codes, then widened to f32:
-    // the interpreter's convert, in the register form of narrow floats.
+    // Rounded once from f64 to the format's code, then widened to f32 (the
+    // register form of narrow floats): XLA's convert.
     joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
-    std::array<double, kVregWords> x{};
-    std::memcpy(x.data(), a.data(), sizeof x);
-    std::array<uint16_t, kVregWords> codes{};  // one or two bytes per code
-    std::array<float, kVregWords> f{};
-    eval::narrowFloatsFromF64(*fmt, x.data(), codes.data(), kVregWords);
-    eval::widenFloats(*fmt, codes.data(), f.data(), kVregWords);
-    std::memcpy(vregs_[op.d].w, f.data(), sizeof f);
+    for (int i = 0; i < kVregWords; ++i) {
+      float f = static_cast<float>(decodeFloat(*fmt, encodeFloat(*fmt, asF64(a[i]))));
+      vregs_[op.d].w[i] = std::bit_cast<uint32_t>(f);
+    }
     return true;
   }
   switch (p.shape) {
     case PairShape::Binary:
       joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
       joinPair(vregs_[op.b.reg].w, vregs_[op.bh.reg].w, b);
-      if (uint64_t t; ownPairBinary(op.opcode, a[0], b[0], t)) {
-        for (int i = 0; i < kVregWords; ++i) ownPairBinary(op.opcode, a[i], b[i], r[i]);
-        splitWord(r, op.word, vregs_[op.d].w);
-        return true;
-      }
-      if (!eval::binaryKernel(p.binary, p.type, a.data(), b.data(), r.data(), kVregWords, 64))
-        return failf(fmt::format("internal: {} has no host kernel", op.desc->mnemonic));
+      for (int i = 0; i < kVregWords; ++i)
+        if (!ownPairBinary(op.opcode, a[i], b[i], r[i]))
+          return failf(fmt::format("internal: {} is not a pair binary op", op.desc->mnemonic));
       splitWord(r, op.word, vregs_[op.d].w);
       return true;
     case PairShape::MulHigh:
       joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
       joinPair(vregs_[op.b.reg].w, vregs_[op.bh.reg].w, b);
-      eval::mulhiKernel(p.type, a.data(), b.data(), r.data(), kVregWords);
+      for (int i = 0; i < kVregWords; ++i) r[i] = mulHigh(op.opcode, a[i], b[i]);
       splitWord(r, op.word, vregs_[op.d].w);
       return true;
     case PairShape::Unary:
       joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
-      if (uint64_t t; !isConvert(p) && ownPairUnary(op.opcode, a[0], t))
-        for (int i = 0; i < kVregWords; ++i) ownPairUnary(op.opcode, a[i], r[i]);
-      else if (isConvert(p))
-        eval::convertKernel(p.type, p.to, a.data(), r.data(), kVregWords);
-      else if (!eval::unaryKernel(p.unary, p.type, a.data(), r.data(), kVregWords, 64))
-        return failf(fmt::format("internal: {} has no host kernel", op.desc->mnemonic));
+      for (int i = 0; i < kVregWords; ++i) {
+        if (isConvert(p)) r[i] = convertLane(p.from, p.to, a[i]);
+        else if (!ownPairUnary(op.opcode, a[i], r[i]))
+          return failf(fmt::format("internal: {} is not a pair unary op", op.desc->mnemonic));
+      }
       splitWord(r, op.word, vregs_[op.d].w);
       return true;
     case PairShape::Compare: {
@@ -394,20 +354,14 @@ bool Machine::execPair(const DecodedOp& op) {
       }
       return true;
     }
-    case PairShape::FromF32: {
-      std::array<float, kVregWords> x{};
-      std::memcpy(x.data(), vregs_[op.a.reg].w, sizeof x);
-      eval::convertKernel(KType::F32, p.to, x.data(), r.data(), kVregWords);
+    case PairShape::FromF32:
+      for (int i = 0; i < kVregWords; ++i) r[i] = convertLane(p.from, p.to, vregs_[op.a.reg].w[i]);
       splitWord(r, op.word, vregs_[op.d].w);
       return true;
-    }
-    case PairShape::ToF32Word: {
+    case PairShape::ToF32Word:
       joinPair(vregs_[op.a.reg].w, vregs_[op.ah.reg].w, a);
-      std::array<uint32_t, kVregWords> x{};
-      eval::convertKernel(p.type, p.to, a.data(), x.data(), kVregWords);
-      std::memcpy(vregs_[op.d].w, x.data(), sizeof x);
+      for (int i = 0; i < kVregWords; ++i) vregs_[op.d].w[i] = static_cast<uint32_t>(convertLane(p.from, p.to, a[i]));
       return true;
-    }
     case PairShape::None:
       break;
   }

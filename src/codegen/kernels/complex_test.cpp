@@ -480,17 +480,25 @@ TEST(Complex, DotsAndConvolutionsOfOtherResultTypes) {
 TEST(Complex, GeluAndGemmCustomCalls) {
   // The interpreter converts complex values to f64 by their real part for
   // GELU and for the gemm's alpha/beta scaling, and back with imaginary +0;
-  // the unscaled gemm is a complex dot. All bit-exact.
+  // the unscaled gemm is a complex dot. GELU's f64 erf and exp are
+  // expanded into pair rows (kernels/math_f64.cpp): within 4 ulps; the
+  // rest bit-exact.
   for (const char* t : {"c64", "c128"}) {
-    for (const char* target : {"AwsNeuronGelu", "AwsNeuronGeluBackward"})
-      EXPECT_EQ(compareComplex(fmt::format(R"(HloModule m
+    for (const char* target : {"AwsNeuronGelu", "AwsNeuronGeluBackward"}) {
+      std::string text = fmt::format(R"(HloModule m
 ENTRY main {{
   a = {0}[2100] parameter(0)
   ROOT g = {0}[2100] custom-call(a), custom_call_target="{1}"
 }})",
-                                           t, target)),
-                "")
-          << t << " " << target;
+                                     t, target);
+      if (std::string_view(t) == "c64") {
+        EXPECT_EQ(compareComplex(text, 5, {}, 4), "") << t << " " << target;
+      } else {  // x (1 + erf) cancels for x < 0: an absolute bound
+        E2eRun r = compileAndCompare(text);
+        ASSERT_EQ(r.error, "");
+        EXPECT_LE(r.maxErr, 1e-15) << t << " " << target << ": " << r.where;
+      }
+    }
     const char* dims = R"("dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]})";
     EXPECT_EQ(compareComplex(fmt::format(R"(HloModule m
 ENTRY main {{

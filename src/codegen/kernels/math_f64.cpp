@@ -832,6 +832,250 @@ VReg expandCbrt(PairMath& p, VReg x) {
   return y;
 }
 
+// s = a + b exactly as hi + lo (Knuth's two-sum, any magnitudes).
+std::pair<VReg, VReg> twoSum(PairMath& p, VReg a, VReg b) {
+  VReg s = p.add(a, b);
+  VReg bb = p.sub(s, a);
+  VReg ab = p.sub(s, bb);
+  VReg ea = p.sub(a, ab);
+  VReg eb = p.sub(b, bb);
+  VReg e = p.add(ea, eb);
+  p.drop({bb, ab, ea, eb});
+  return {s, e};
+}
+
+// ln|x| as a double-word hi + lo, accurate to about 2^-66 relative (pow
+// multiplies it by y): the reduction of logCore, then ln m = 2 atanh(s),
+// s = f / (2 + f) as sh + sl, = 2 sh + 2 sl + (2/3) sh^3 (double-word) +
+// 2 sh^2 sl + sh^3 z Q(z) with Q the rest of the series (kLogR[1..] / 2),
+// and k ln 2 as an exact head plus a tail. Only finite positive x.
+std::pair<VReg, VReg> logDoubleWord(PairMath& p, VReg x) {
+  Emitter& e = p.e_;
+  using hlo::ElementType;
+  int sub = p.cmp("lt", x, 0x1p-1022);
+  VReg xs = p.mul(x, 0x1p54);
+  VReg y = p.vcopy(x, ElementType::F64);
+  p.selectInto(y, sub, xs);
+  p.drop(xs);
+  VReg k = p.valloc(ElementType::S32), t = p.valloc(ElementType::S32), hm = p.valloc(ElementType::S32);
+  e.op("vmov.s32 {}, -54", p.V(t));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(t), p.M(sub), p.V(t));
+  p.dropMask(sub);
+  e.op("vshr {}, {}, 20", p.V(k), p.H(y));
+  e.op("vadd.s32 {}, {}, {}", p.V(k), p.V(k), p.V(t));
+  e.op("vsub.s32 {}, {}, 1023", p.V(k), p.V(k));
+  e.op("vand {}, {}, 1048575", p.V(hm), p.H(y));
+  e.op("vadd.s32 {}, {}, 614244", p.V(t), p.V(hm));
+  e.op("vand {}, {}, 1048576", p.V(t), p.V(t));
+  e.op("vxor {}, {}, 1072693248", p.H(y), p.V(t));
+  e.op("vor {}, {}, {}", p.H(y), p.H(y), p.V(hm));
+  e.op("vshr {}, {}, 20", p.V(t), p.V(t));
+  e.op("vadd.s32 {}, {}, {}", p.V(k), p.V(k), p.V(t));
+  p.drop({t, hm});
+  VReg f = p.add(y, -1.0);
+  p.drop(y);
+  VReg kd = p.fromInt(k);
+  p.drop(k);
+  // d = 2 + f as dh + dl; sh = f / dh; sl = ((f - sh dh) - sh dl) / dh with
+  // sh dh exact as a two-product (f - its head is exact: they are close).
+  VReg two = p.k(2.0);
+  auto [dh, dl] = twoSum(p, two, f);
+  p.drop(two);
+  VReg sh = p.div(f, dh);
+  auto [ph, pl] = p.twoProduct(sh, dh);
+  VReg r = p.sub(f, ph);
+  p.update(r, [&](VReg v) { return p.sub(v, pl); });
+  VReg q = p.mul(sh, dl);
+  p.update(r, [&](VReg v) { return p.sub(v, q); });
+  p.drop({q, ph, pl, dl, f});
+  VReg sl = p.div(r, dh);
+  p.drop({r, dh});
+  // sh^2 = a + ae, sh^3 = b + b2 (b2 = be + ae sh), (2/3) sh^3 = c + c2.
+  auto [a, ae] = p.twoProduct(sh, sh);
+  auto [b, be] = p.twoProduct(a, sh);
+  VReg b2 = p.mul(ae, sh);
+  p.update(b2, [&](VReg v) { return p.add(v, be); });
+  p.drop({be, ae});
+  constexpr double k23h = 0x1.5555555555555p-1, k23l = 0x1.5555555555555p-55;  // 2/3 = k23h + k23l
+  VReg c23 = p.k(k23h);
+  auto [c, ce] = p.twoProduct(b, c23);
+  p.drop(c23);
+  VReg c2 = p.mul(b2, k23h);
+  VReg c3 = p.mul(b, k23l);
+  p.update(c2, [&](VReg v) { return p.add(v, c3); });
+  p.drop({c3, b2});
+  p.update(c2, [&](VReg v) { return p.add(v, ce); });
+  p.drop(ce);
+  // The rest of the series: sh^3 z Q(z), z = sh^2, Q = sum 2/(2n+1) z^(n-2), n >= 2.
+  VReg tail = p.horner(kLogR + 1, 10, a);
+  p.update(tail, [&](VReg v) { return p.mul(v, a); });
+  p.update(tail, [&](VReg v) { return p.mul(v, b); });
+  p.drop(b);
+  // low part: 2 sl + 2 sh^2 sl + c2 + tail
+  VReg lo = p.mul(a, sl);
+  p.drop(a);
+  p.update(lo, [&](VReg v) { return p.add(v, sl); });
+  p.update(lo, [&](VReg v) { return p.add(v, v); });
+  p.drop(sl);
+  p.update(lo, [&](VReg v) { return p.add(v, c2); });
+  p.update(lo, [&](VReg v) { return p.add(v, tail); });
+  p.drop({c2, tail});
+  // hi: 2 sh + c (two-sum), then k ln2_hi (exact product, two-sum).
+  VReg sh2 = p.add(sh, sh);
+  p.drop(sh);
+  auto [h1, e1] = twoSum(p, sh2, c);
+  p.drop({sh2, c});
+  p.update(lo, [&](VReg v) { return p.add(v, e1); });
+  p.drop(e1);
+  VReg kh = p.mul(kd, kLn2Hi);
+  auto [h2, e2] = twoSum(p, kh, h1);
+  p.drop({kh, h1});
+  p.update(lo, [&](VReg v) { return p.add(v, e2); });
+  p.drop(e2);
+  VReg kl = p.mul(kd, kLn2Lo);
+  p.drop(kd);
+  p.update(lo, [&](VReg v) { return p.add(v, kl); });
+  p.drop(kl);
+  // renormalize
+  auto [hi, lo2] = twoSum(p, h2, lo);
+  p.drop({h2, lo});
+  return {hi, lo2};
+}
+
+// pow(x, y) = e^(y ln|x|) with ln|x| and the product as double-words and
+// e^(hi + lo) = e^hi (1 + lo); then C's special cases: y = 0 or x = 1
+// give 1; x < 0 with an integer y takes the sign of its parity, with any
+// other finite y is NaN; zeros, infinities and y = +-inf as IEEE 754 says.
+VReg expandPow(PairMath& p, VReg x, VReg y) {
+  Emitter& e = p.e_;
+  using hlo::ElementType;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  VReg ax = p.abs(x), ay = p.abs(y);
+  // A finite positive stand-in for |x| where it is 0, inf or NaN (fixed below).
+  VReg xf = p.vcopy(ax, ElementType::F64);
+  int bad = p.cmp("eq", ax, 0.0);
+  p.selectInto(xf, bad, 1.0);
+  p.dropMask(bad);
+  bad = p.cmp("ge", ax, kInf);
+  p.selectInto(xf, bad, 1.0);
+  p.dropMask(bad);
+  bad = p.cmp("ne", ax, ax);
+  p.selectInto(xf, bad, 1.0);
+  p.dropMask(bad);
+  auto [lh, ll] = logDoubleWord(p, xf);
+  p.drop(xf);
+  // y (lh + ll) = yh + yl: y lh exact as a two-product, plus y ll. y is
+  // clamped to 2^900 for the split (larger |y| overflow e^ anyway unless
+  // ln|x| = 0, x = 1, handled below).
+  VReg yc = p.op("vmin.f64", y, 0x1p900);
+  p.update(yc, [&](VReg v) { return p.op("vmax.f64", v, -0x1p900); });
+  auto [yh, ye] = p.twoProduct(yc, lh);
+  VReg t = p.mul(yc, ll);
+  p.drop({yc, ll});
+  p.update(ye, [&](VReg v) { return p.add(v, t); });
+  p.drop(t);
+  auto [zh, zl] = twoSum(p, yh, ye);
+  p.drop({yh, ye});
+  VReg r = p.exp(zh);
+  VReg corr = p.mul(r, zl);
+  p.update(r, [&](VReg v) { return p.add(v, corr); });
+  p.drop({corr, zl});
+  // Where y ln|x| is far out of range (or y was clamped), e^(y ln|x|) from
+  // the plain product: 0 or inf.
+  VReg plain = p.mul(y, lh);
+  p.drop(lh);
+  VReg pe = p.exp(plain);
+  int far = p.cmp("gt", plain, 800.0);
+  p.selectInto(r, far, pe);
+  p.dropMask(far);
+  far = p.cmp("lt", plain, -800.0);
+  p.selectInto(r, far, pe);
+  p.dropMask(far);
+  p.drop({plain, pe});
+  // |x| = 0: 0 for y > 0, inf for y < 0; |x| = inf: the other way round.
+  int yneg = p.cmp("lt", y, 0.0);
+  VReg zeroRes = p.k(0.0), infRes = p.k(kInf);
+  p.selectInto(zeroRes, yneg, kInf);
+  p.selectInto(infRes, yneg, 0.0);
+  p.dropMask(yneg);
+  int m = p.cmp("eq", ax, 0.0);
+  p.selectInto(r, m, zeroRes);
+  p.dropMask(m);
+  m = p.cmp("eq", ax, kInf);
+  p.selectInto(r, m, infRes);
+  p.dropMask(m);
+  p.drop({zeroRes, infRes});
+  // y = +-inf: 1 for |x| = 1, else for y = +inf 0 (|x| < 1) or inf, for
+  // y = -inf the other way round.
+  {
+    VReg pos = p.k(kInf), negv = p.k(0.0);
+    int lt1 = p.cmp("lt", ax, 1.0);
+    p.selectInto(pos, lt1, 0.0);
+    p.selectInto(negv, lt1, kInf);
+    p.dropMask(lt1);
+    int yn = p.cmp("lt", y, 0.0);
+    p.selectInto(pos, yn, negv);
+    p.dropMask(yn);
+    p.drop(negv);
+    int one = p.cmp("eq", ax, 1.0);
+    p.selectInto(pos, one, 1.0);
+    p.dropMask(one);
+    int yinf = p.cmp("eq", ay, kInf);
+    p.selectInto(r, yinf, pos);
+    p.dropMask(yinf);
+    p.drop(pos);
+  }
+  // x negative (its sign bit): an odd integer y negates, a non-integer
+  // finite y gives NaN.
+  VReg fl = p.valloc(ElementType::F64);
+  for (int w = 0; w < 2; ++w) e.op("vfloor.f64 {}, {}, {}, {}", w ? p.H(fl) : p.V(fl), p.V(y), p.H(y), w);
+  int isInt = p.cmp("eq", fl, y);
+  p.drop(fl);
+  VReg half = p.mul(y, 0.5);
+  VReg hf = p.valloc(ElementType::F64);
+  for (int w = 0; w < 2; ++w) e.op("vfloor.f64 {}, {}, {}, {}", w ? p.H(hf) : p.V(hf), p.V(half), p.H(half), w);
+  int odd = p.cmp("ne", hf, half);  // y / 2 not an integer (false for |y| >= 2^53 and inf)
+  p.drop({half, hf});
+  VReg sgn = p.valloc(ElementType::S32);
+  e.op("vmov.s32 {}, -2147483648", p.V(sgn));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(sgn), p.M(odd), p.V(sgn));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(sgn), p.M(isInt), p.V(sgn));
+  p.dropMask(odd);
+  int neg = p.malloc();
+  e.op("vcmp.lt.s32 {}, {}, 0", p.M(neg), p.H(x));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(sgn), p.M(neg), p.V(sgn));
+  p.dropMask(neg);
+  e.op("vxor {}, {}, {}", p.H(r), p.H(r), p.V(sgn));
+  p.drop(sgn);
+  // x finite and < 0 (not -0), y finite and not an integer: NaN.
+  VReg nanOr = p.k(std::numeric_limits<double>::quiet_NaN());
+  p.selectInto(nanOr, isInt, r);
+  p.dropMask(isInt);
+  int yinf2 = p.cmp("eq", ay, kInf);
+  p.selectInto(nanOr, yinf2, r);
+  p.dropMask(yinf2);
+  int xinf = p.cmp("eq", ax, kInf);  // pow(-inf, y) is +-0 or +-inf for every y
+  p.selectInto(nanOr, xinf, r);
+  p.dropMask(xinf);
+  int xlt = p.cmp("lt", x, 0.0);
+  p.selectInto(r, xlt, nanOr);
+  p.dropMask(xlt);
+  p.drop(nanOr);
+  // NaN operands give NaN, then y = 0 and x = 1 give 1 (whatever the other).
+  VReg nan = p.add(x, y);
+  int xn = p.cmp("ne", x, x);
+  p.selectInto(r, xn, nan);
+  p.dropMask(xn);
+  int yn2 = p.cmp("ne", y, y);
+  p.selectInto(r, yn2, nan);
+  p.dropMask(yn2);
+  p.drop(nan);
+  p.whereCmp(r, y, "eq", 0.0, 1.0);
+  p.whereCmp(r, x, "eq", 1.0, 1.0);
+  p.drop({ax, ay});
+  return r;
+}
+
 }  // namespace
 
 std::optional<VReg> Lowerer::expandMathF64(hlo::Opcode op, const std::vector<VReg>& ops) {
@@ -872,6 +1116,8 @@ std::optional<VReg> Lowerer::expandMathF64(hlo::Opcode op, const std::vector<VRe
       return expandInverseHyperbolic(p, op, ops[0]);
     case hlo::Opcode::Cbrt:
       return expandCbrt(p, ops[0]);
+    case hlo::Opcode::Power:
+      return expandPow(p, ops[0], ops[1]);
     default:
       return std::nullopt;
   }

@@ -156,6 +156,39 @@ TEST(MathF64, LibraryFunctionsWithinTheirUlpBounds) {
   }
 }
 
+// A binary f64 op over (a, b) pairs, worst ulps against `ref`.
+Measured measureBinary(const char* op, const std::vector<double>& as, const std::vector<double>& bs,
+                       long double (*ref)(long double, long double)) {
+  std::string text = fmt::format(
+      "HloModule m\nENTRY main {{\n  a = f64[{1}] parameter(0)\n  b = f64[{1}] parameter(1)\n"
+      "  ROOT r = f64[{1}] {0}(a, b)\n}}\n",
+      op, as.size());
+  auto literal = [](const std::vector<double>& v) {
+    hlo::Literal l(hlo::Shape::array(ElementType::F64, {static_cast<int64_t>(v.size())}));
+    std::memcpy(l.mutableData().data(), v.data(), v.size() * sizeof(double));
+    return l;
+  };
+  hlo::Literal la = literal(as), lb = literal(bs);
+  PipelineRun run = runPipeline(text, [&](size_t i, const hlo::Shape&) { return i == 0 ? la : lb; });
+  Measured m;
+  m.error = run.error;
+  m.llo = run.llo;
+  m.cycles = run.report.cycles;
+  if (!run.error.empty()) return m;
+  std::vector<double> got(as.size());
+  std::memcpy(got.data(), run.got[0].data(), got.size() * sizeof(double));
+  for (size_t k = 0; k < as.size(); ++k) {
+    long double want = ref(static_cast<long double>(as[k]), static_cast<long double>(bs[k]));
+    double e = ulpsF64(got[k], want);
+    if (want == 0 && std::signbit(got[k]) != std::signbit(want)) e = 1e9;
+    if (e > m.worst) {
+      m.worst = e;
+      m.where = fmt::format("{}({}, {}) got {:a} want {:a}", op, as[k], bs[k], got[k], static_cast<double>(want));
+    }
+  }
+  return m;
+}
+
 // atan2 over the four quadrants, the axes, signed zeros and infinities and
 // random pairs of every magnitude.
 TEST(MathF64, Atan2WithinItsUlpBound) {
@@ -172,34 +205,52 @@ TEST(MathF64, Atan2WithinItsUlpBound) {
     ys.push_back(u(rng) * ((k & 3) == 0 ? 1e-5 : 1.0));
     xs.push_back(u(rng) * ((k & 7) == 1 ? 1e5 : 1.0));
   }
-  std::string text = fmt::format(
-      "HloModule m\nENTRY main {{\n  y = f64[{0}] parameter(0)\n  x = f64[{0}] parameter(1)\n"
-      "  ROOT r = f64[{0}] atan2(y, x)\n}}\n",
-      xs.size());
-  auto literal = [](const std::vector<double>& v) {
-    hlo::Literal l(hlo::Shape::array(ElementType::F64, {static_cast<int64_t>(v.size())}));
-    std::memcpy(l.mutableData().data(), v.data(), v.size() * sizeof(double));
-    return l;
-  };
-  hlo::Literal ly = literal(ys), lx = literal(xs);
-  PipelineRun run = runPipeline(text, [&](size_t i, const hlo::Shape&) { return i == 0 ? ly : lx; });
-  ASSERT_EQ(run.error, "");
-  EXPECT_EQ(run.llo.find("vatan2.f64"), std::string::npos);
-  std::vector<double> got(xs.size());
-  std::memcpy(got.data(), run.got[0].data(), got.size() * sizeof(double));
-  double worst = 0;
-  std::string where;
-  for (size_t k = 0; k < xs.size(); ++k) {
-    long double want = std::atan2(static_cast<long double>(ys[k]), static_cast<long double>(xs[k]));
-    double e = ulpsF64(got[k], want);
-    if (want == 0 && std::signbit(got[k]) != std::signbit(want)) e = 1e9;
-    if (e > worst) {
-      worst = e;
-      where = fmt::format("atan2({}, {}) got {:a} want {:a}", ys[k], xs[k], got[k], static_cast<double>(want));
+  Measured m = measureBinary("atan2", ys, xs, [](long double y, long double x) { return std::atan2(y, x); });
+  ASSERT_EQ(m.error, "");
+  EXPECT_EQ(m.llo.find("vatan2.f64"), std::string::npos);
+  EXPECT_LE(m.worst, 2.0) << m.where;
+  std::printf("f64 atan2: max %.3f ulps (%s)\n", m.worst, m.where.c_str());
+}
+
+// pow: C's special cases (zeros, infinities, NaN, negative bases with
+// integer and non-integer exponents, x = 1, y = 0), random bases and
+// exponents, bases near 1 with large exponents and results near overflow
+// and in the subnormal range (where the error of y ln x is amplified most).
+TEST(MathF64, PowWithinItsUlpBound) {
+  std::vector<double> xs, ys;
+  const double vals[] = {0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 1e-300, 1e300, 5e-324,
+                         kInf, -kInf, kNaN, 0.25, 1e10, 2.5, -2.5, 1e20};
+  for (double x : vals)
+    for (double y : vals) {
+      xs.push_back(x);
+      ys.push_back(y);
     }
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int k = 0; k < 8000; ++k) {
+    xs.push_back(u(rng) * 10);
+    ys.push_back((u(rng) - 0.5) * 40);
   }
-  EXPECT_LE(worst, 2.0) << where;
-  std::printf("f64 atan2: max %.3f ulps (%s)\n", worst, where.c_str());
+  for (int k = 0; k < 4000; ++k) {  // near 1, large exponents: |y ln x| up to 700
+    double x = 1 + (u(rng) - 0.5) * 1e-3;
+    xs.push_back(x);
+    ys.push_back((u(rng) - 0.5) * 1400 / std::fabs(std::log(x)));
+  }
+  for (int k = 0; k < 4000; ++k) {  // results near overflow and subnormal
+    double x = 0.5 + u(rng) * 20;
+    double t = (k & 1) ? 709.0 : -744.0;
+    xs.push_back(x);
+    ys.push_back(t / std::log(x) * (1 - u(rng) * 1e-3));
+  }
+  for (int k = 0; k < 2000; ++k) {  // negative bases, integer exponents
+    xs.push_back(-u(rng) * 10);
+    ys.push_back(std::floor((u(rng) - 0.5) * 60));
+  }
+  Measured m = measureBinary("power", xs, ys, [](long double x, long double y) { return std::pow(x, y); });
+  ASSERT_EQ(m.error, "");
+  EXPECT_EQ(m.llo.find("vpow.f64"), std::string::npos);
+  EXPECT_LE(m.worst, 2.0) << m.where;
+  std::printf("f64 pow: max %.3f ulps (%s)\n", m.worst, m.where.c_str());
 }
 
 // The figure docs/DESIGN.md quotes: simulated cycles of 262,144 elements

@@ -876,8 +876,8 @@ bool Lowerer::lowerGelu(const Instruction& in) {
   int64_t n = *in.shape().elementCount();
   int src = leaves_[in.operand(0)][0], dst = leaves_[&in][0];
   if (t != ElementType::F32 && !isNarrowFloat(t)) {
-    // The interpreter's own formula in f64 (std::erf and std::exp, which the
-    // f64 rows compute), from and back to the type as it converts: integers
+    // The interpreter's own formula in f64 (erf and exp expanded into pair
+    // rows, kernels/math_f64.cpp), from and back to the type as it converts: integers
     // and pred by value, complex by the real part (imaginary +0 after).
     bool ok = emitElementwise(
         n, {EwInput{EwInput::Full, src, 0, t}}, {EwOutput{dst, 0, t}}, [&](const std::vector<VReg>& v) {
@@ -888,14 +888,14 @@ bool Lowerer::lowerGelu(const Instruction& in) {
           };
           VReg x = keep(asF64(v[0]));
           VReg scaled = keep(f64Row("vmul.f64", x, keep(f64Constant(M_SQRT1_2))));
-          VReg erf = keep(f64Row("verf.f64", scaled));
+          VReg erf = keep(*expandMathF64(Opcode::Erf, {scaled}));
           VReg sum = keep(f64Row("vadd.f64", keep(f64Constant(1.0)), erf));
           VReg cdf = keep(f64Row("vmul.f64", keep(f64Constant(0.5)), sum));
           VReg y;
           if (back) {  // cdf + x * exp(-0.5 * x * x) * 0.3989422804014327, left to right
             VReg h = keep(f64Row("vmul.f64", keep(f64Constant(-0.5)), x));
             VReg hx = keep(f64Row("vmul.f64", h, x));
-            VReg ex = keep(f64Row("vexp.f64", hx));
+            VReg ex = keep(expandExpF64(hx));
             VReg xe = keep(f64Row("vmul.f64", x, ex));
             VReg xes = keep(f64Row("vmul.f64", xe, keep(f64Constant(0.3989422804014327))));
             y = keep(f64Row("vadd.f64", cdf, xes));
@@ -1307,13 +1307,13 @@ bool Lowerer::lowerRng(const Instruction& in) {
           VReg lo1 = pair2("vadd.f64", lo, one);
           VReg u1 = pair2("vmul.f64", lo1, scale), u2 = pair2("vmul.f64", hi, scale);
           release({lo, hi, one, lo1});
-          VReg ln = pair1("vlog.f64", u1), m2 = constF64(-2.0);
+          VReg ln = *expandMathF64(Opcode::Log, {u1}), m2 = constF64(-2.0);
           VReg t = pair2("vmul.f64", m2, ln);
           VReg r = pair1("vsqrt.f64", t);
           release({u1, ln, m2, t});
           VReg twoPi = constF64(2.0 * M_PI);
           VReg ang = pair2("vmul.f64", twoPi, u2);
-          VReg c = pair1("vcos.f64", ang);
+          VReg c = *expandMathF64(Opcode::Cos, {ang});
           release({twoPi, ang, u2, scale});
           VReg br = pair2("vmul.f64", b, r);
           VReg brc = pair2("vmul.f64", br, c);

@@ -3,7 +3,8 @@
 // and stored with the word-strided vld.e64 / vst.e64. Bitwise ops, selects,
 // 64-bit add and subtract are composed from 32-bit ops on the halves; the
 // rest uses the ISA's register-pair rows (vmul.i64, vadd.f64, vcmp.lt.s64,
-// vcvt.f64.s64, ...), whose results equal the interpreter's. Complex
+// vcvt.f64.s64, ...), whose results equal the interpreter's; f64 library
+// math is expanded into those rows (kernels/math.cpp, math_f64.cpp). Complex
 // operands and results go to lower_complex.cpp (checkComplexTypes,
 // lowerComplexOp); dots of both share the vector-unit matmul here.
 #include "codegen/lowerer.h"
@@ -805,7 +806,7 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       return pairBinary(isF64 ? "vrem.f64" : isUnsigned ? "vrem.u64" : "vrem.s64", ops[0], ops[1]);
     case Opcode::Power:
       if (!isF64) return integerPower(ops[0], ops[1], rt);
-      return pairBinary("vpow.f64", ops[0], ops[1]);
+      return expandMathF64(op, ops);  // kernels/math_f64.cpp
     case Opcode::ReducePrecision:
       if (!isF64) return unsupported();
       return lowerReducePrecision(in, ops[0]);
@@ -1017,36 +1018,17 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
       break;
   }
   if (!isF64 || ops.size() != 1) return unsupported();
-  // Library math composed from the pair rows (kernels/math.cpp).
+  // Library math composed from the pair rows (kernels/math.cpp, math_f64.cpp).
   if (op == Opcode::Exp) return expandExpF64(ops[0]);
   if (std::optional<VReg> r = expandMathF64(op, ops)) return r;
   static const std::map<Opcode, const char*> kUnary = {
       {Opcode::Sqrt, "vsqrt.f64"},
       {Opcode::Rsqrt, "vrsqrt.f64"},
-      {Opcode::Cbrt, "vcbrt.f64"},
-      {Opcode::Exp, "vexp.f64"},
-      {Opcode::Expm1, "vexpm1.f64"},
-      {Opcode::Log, "vlog.f64"},
-      {Opcode::Log1p, "vlog1p.f64"},
-      {Opcode::Tanh, "vtanh.f64"},
-      {Opcode::Logistic, "vlogistic.f64"},
-      {Opcode::Sin, "vsin.f64"},
-      {Opcode::Cos, "vcos.f64"},
-      {Opcode::Tan, "vtan.f64"},
-      {Opcode::Atan, "vatan.f64"},
-      {Opcode::Erf, "verf.f64"},
       {Opcode::Floor, "vfloor.f64"},
       {Opcode::Ceil, "vceil.f64"},
       {Opcode::RoundNearestEven, "vround.f64"},
       {Opcode::RoundNearestAfz, "vround.afz.f64"},
       {Opcode::Sign, "vsign.f64"},
-      {Opcode::Acos, "vacos.f64"},
-      {Opcode::Acosh, "vacosh.f64"},
-      {Opcode::Asin, "vasin.f64"},
-      {Opcode::Asinh, "vasinh.f64"},
-      {Opcode::Atanh, "vatanh.f64"},
-      {Opcode::Cosh, "vcosh.f64"},
-      {Opcode::Sinh, "vsinh.f64"},
   };
   auto it = kUnary.find(op);
   if (it == kUnary.end()) return unsupported();
@@ -1058,19 +1040,13 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
 namespace tpu::codegen {
 
 VReg Lowerer::f64Math(Opcode op, VReg a, std::optional<VReg> b) {
-  switch (op) {
-    case Opcode::Exp: return expandExpF64(a);
-    case Opcode::Expm1: return f64Row("vexpm1.f64", a);
-    case Opcode::Log: return f64Row("vlog.f64", a);
-    case Opcode::Log1p: return f64Row("vlog1p.f64", a);
-    case Opcode::Sqrt: return f64Row("vsqrt.f64", a);
-    case Opcode::Sin: return f64Row("vsin.f64", a);
-    case Opcode::Cos: return f64Row("vcos.f64", a);
-    case Opcode::Cosh: return f64Row("vcosh.f64", a);
-    case Opcode::Sinh: return f64Row("vsinh.f64", a);
-    case Opcode::Atan2: return f64Row("vatan2.f64", a, b);
-    default: return f64Row("vsqrt.f64", a);  // not reached: callers pass the ops above
-  }
+  // Every function but sqrt (a pair-unit row) is expanded (kernels/math.cpp, math_f64.cpp).
+  if (op == Opcode::Exp) return expandExpF64(a);
+  if (op == Opcode::Sqrt) return f64Row("vsqrt.f64", a);
+  std::vector<VReg> ops = {a};
+  if (b) ops.push_back(*b);
+  std::optional<VReg> r = expandMathF64(op, ops);
+  return r ? *r : f64Row("vsqrt.f64", a);  // not reached: callers pass expanded ops
 }
 
 }  // namespace tpu::codegen
