@@ -18,7 +18,11 @@
 namespace tpu::isa {
 
 using tpu::kTpuMagic;  // "TPUCODE\0", defined in support/file_kind.h
-constexpr uint16_t kTpuFormatMajor = 1;
+// 2.0: the complex rows (vmul.c64 ... vpow.c128) left the ISA and the
+// opcodes after them were renumbered, so a 1.x program's opcodes would mean
+// other instructions: 1.x files are refused. The minor versions below keep
+// their meaning (2.0, 2.1 with KERN, 2.2 with FILL).
+constexpr uint16_t kTpuFormatMajor = 2;
 // 1.1 adds the optional KERN section (kernel metadata). A program without
 // kernel metadata is written as 1.0, byte for byte as before; a 1.0 reader
 // skips KERN, so 1.1 files also load there (without the metadata).

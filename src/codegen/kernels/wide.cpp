@@ -1058,8 +1058,11 @@ std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vecto
 namespace tpu::codegen {
 
 VReg Lowerer::f64Math(Opcode op, VReg a, std::optional<VReg> b) {
-  switch (op) {
-    case Opcode::Exp: return expandExpF64(a);
+  if (op == Opcode::Exp) return expandExpF64(a);
+  std::vector<VReg> ops = {a};
+  if (b) ops.push_back(*b);
+  if (std::optional<VReg> r = expandMathF64(op, ops)) return *r;  // kernels/math_f64.cpp
+  switch (op) {  // the pair rows still computed by the simulator's host code
     case Opcode::Expm1: return f64Row("vexpm1.f64", a);
     case Opcode::Log: return f64Row("vlog.f64", a);
     case Opcode::Log1p: return f64Row("vlog1p.f64", a);
