@@ -1061,7 +1061,11 @@ VReg Lowerer::f64Math(Opcode op, VReg a, std::optional<VReg> b) {
   if (op == Opcode::Exp) return expandExpF64(a);
   std::vector<VReg> ops = {a};
   if (b) ops.push_back(*b);
-  if (std::optional<VReg> r = expandMathF64(op, ops)) return *r;  // kernels/math_f64.cpp
+  // sin and cos stay on their rows: the f64 expansions (kernels/math_f64.cpp)
+  // return inf/NaN for huge arguments (1e150, 1.7e308), which complex
+  // exp/sin/cos/tan/tanh/logistic meet in their imaginary or real part.
+  if (op != Opcode::Sin && op != Opcode::Cos)
+    if (std::optional<VReg> r = expandMathF64(op, ops)) return *r;
   switch (op) {  // the pair rows still computed by the simulator's host code
     case Opcode::Expm1: return f64Row("vexpm1.f64", a);
     case Opcode::Log: return f64Row("vlog.f64", a);
