@@ -19,9 +19,10 @@ namespace tpu::isa {
 
 using tpu::kTpuMagic;  // "TPUCODE\0", defined in support/file_kind.h
 // 2.0 renumbers the opcodes: the library rows a TPU has no instruction for
-// (f64 log ... atan2, f32 vasin ... vatan2) are gone (llo-gen expands those
-// functions), so every row after them moved; 1.x files are refused. The
-// minor versions keep their meaning (2.1 with KERN, 2.2 with FILL).
+// (f64 log ... atan2, f32 vasin ... vatan2, the complex vmul.c64 ...
+// vpow.c128) are gone (llo-gen expands those functions), so every row after
+// them moved; 1.x files are refused. The minor versions keep their meaning
+// (2.1 with KERN, 2.2 with FILL).
 constexpr uint16_t kTpuFormatMajor = 2;
 // 1.1 adds the optional KERN section (kernel metadata). A program without
 // kernel metadata is written as 1.0, byte for byte as before; a 1.0 reader

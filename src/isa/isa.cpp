@@ -143,8 +143,6 @@ int wordsPerElement(const InstrDesc& desc) {
   if (!hasWord) return 0;
   int rowBytes = vectorRowBytes(desc);
   if (rowBytes > 0) return rowBytes / 512;
-  // c128 rows write one of four words (|z| is an f64: two).
-  if (desc.mnemonic.ends_with(".c128")) return desc.mnemonic == "vabs.c128" ? 2 : 4;
   return 2;
 }
 

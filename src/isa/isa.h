@@ -85,7 +85,7 @@ struct OperandDesc {
   int64_t defaultValue = 0;
 };
 
-constexpr int kMaxOperands = 10;  // binary c128 rows: a result, eight part registers, a word
+constexpr int kMaxOperands = 10;  // room the encoding keeps (the former binary c128 rows had ten)
 constexpr int kOpcodeBits = 10;
 constexpr int kInstrBits = 128;  // each op is two 64-bit words
 

@@ -159,10 +159,6 @@ struct Decoder {
       Src s = makeSrc(o, od.kind);
       if (name == "ah") op.ah = s;
       else if (name == "bh") op.bh = s;
-      else if (name == "ai") op.ai = s;
-      else if (name == "aih") op.aih = s;
-      else if (name == "bi") op.bi = s;
-      else if (name == "bih") op.bih = s;
       else if (name == "a" || name == "v" || name == "lo" || name == "chip") op.a = s;
       else if (name == "b" || name == "hi" || name == "idx" || name == "n" || name == "l" || name == "s") op.b = s;
       else op.c = s;
@@ -192,10 +188,6 @@ struct Decoder {
       else if (n == "c") s = &op.c;
       else if (n == "ah") s = &op.ah;
       else if (n == "bh") s = &op.bh;
-      else if (n == "ai") s = &op.ai;
-      else if (n == "aih") s = &op.aih;
-      else if (n == "bi") s = &op.bi;
-      else if (n == "bih") s = &op.bih;
       if (s) srcKind(*s, kindOfReg(od.kind));
     }
     if (op.m >= 0) add(RegKind::M, op.m);

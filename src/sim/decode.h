@@ -60,7 +60,6 @@ struct DecodedOp {
   int32_t d = -1;  // destination register (after staging redirection)
   Src a, b, c;     // inputs named a/b/c (also v, lo/hi, idx, count, n, l/s, chip)
   Src ah, bh;      // high words of register-pair inputs a:ah and b:bh
-  Src ai, aih, bi, bih;  // imaginary parts of complex inputs (c64: ai, bi; c128: ai:aih, bi:bih)
   int32_t m = -1;  // vmask input (vsel, vst.m)
   MemRef mem;      // vmem/smem address (loads, stores) or DMA destination
   MemRef mem2;     // DMA source

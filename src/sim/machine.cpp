@@ -1138,7 +1138,6 @@ bool Machine::exec(const DecodedOp& op, int64_t& nextPc) {
     }
   }
   if (isPairOp(op.opcode)) return execPair(op);
-  if (isComplexOp(op.opcode)) return execComplex(op);
   return failf(fmt::format("illegal instruction '{}' (no semantics in the simulator)", op.desc->mnemonic));
 }
 

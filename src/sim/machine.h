@@ -200,8 +200,6 @@ class Machine {
   // `op` is not one.
   bool isPairOp(isa::Opcode opcode) const;
   bool execPair(const DecodedOp& op);
-  bool isComplexOp(isa::Opcode opcode) const;  // complex_ops.cpp
-  bool execComplex(const DecodedOp& op);
 
   const isa::Program& program_;
   const target::TargetDesc& target_;
