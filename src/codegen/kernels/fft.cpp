@@ -1128,44 +1128,7 @@ void FftPassEmitter::Long::chunk(int64_t pcC, int64_t qcC, int rP, int rQ) {
   blocks(n / B, n % B, [&](int64_t rows) { blockA(rows); });
   if (overlapA) e_.op("sem.wait sem0");  // the last block's write-back, before X is read
 
-  // B: stages len = 2B .. n over X; rBit = len / 2 in rows, rRow = t * B / 2
-  // for the t-th set of butterflies: k0 = rRow mod len / 2, first u row
-  // rRow + (rRow - k0).
-  if (radix2) {
-    std::string lStage = e_.newLabel("fftlpass"), lSet = e_.newLabel("fftlset");
-    e_.op("smov {}, {}", S(rBit), B);
-    e_.label(lStage);
-    e_.op("smov {}, 0", S(rRow));
-    e_.label(lSet);
-    e_.op("ssub {}, {}, 1", S(rT), S(rBit));
-    e_.op("sand {}, {}, {}", S(rRev), S(rRow), S(rT));  // k0
-    e_.op("ssub {}, {}, {}", S(rT), S(rRow), S(rRev));
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rRow));  // first u row
-    scratchRow(rOff, rT);
-    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", x), halfDesc, vWork, l_.memRef(x, S(rOff)));
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rBit));  // first v row
-    scratchRow(rOff2, rT);
-    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", x), halfDesc, vWork + half * rowBytes, l_.memRef(x, S(rOff2)));
-    // Twiddles len / 2 - 1 + k0 onwards of the stage table.
-    e_.op("sadd {}, {}, {}", S(rT), S(rBit), S(rRev));
-    e_.op("ssub {}, {}, 1", S(rT), S(rT));
-    e_.op("sshl {}, {}, 4", S(rT), S(rT));
-    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2s", tw), e_.desc(static_cast<uint64_t>(half * kC128Bytes), {}),
-          smemStream, l_.memRef(tw, S(rT)));
-    e_.op("sem.wait sem0, 3");
-    e_.op("smov {}, {}", S(rU), vWork);
-    e_.op("smov {}, {}", S(rW), vWork + half * rowBytes);
-    e_.op("smov {}, {}", S(rTk), smemStream);
-    e_.op("smov {}, {}", S(rCnt), half);
-    butterflies(rU, rW, rTk, rCnt);
-    e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", x), halfDesc, l_.memRef(x, S(rOff)), vWork);
-    e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", x), halfDesc, l_.memRef(x, S(rOff2)), vWork + half * rowBytes);
-    e_.op("sem.wait sem0, 2");
-    e_.op("sadd {}, {}, {}", S(rRow), S(rRow), half);
-    e_.op("br.lt {}, {}, {}", S(rRow), n / 2, lSet);
-    e_.op("sadd {}, {}, {}", S(rBit), S(rBit), S(rBit));
-    e_.op("br.lt {}, {}, {}", S(rBit), n, lStage);
-  }
+  passB();
 
   // C: the result rows, B at a time.
   if (p.inverse) {

@@ -343,10 +343,10 @@ VReg expandLog1p(PairMath& p, VReg x) {
 // in three parts (33 + 33 + 53 bits): n x the first two is exact while
 // |n| < 2^20, so r = rh + rl keeps about 2^-100 absolute accuracy for
 // |x| < 2^20 pi/2 (about 1.6e6). Beyond that bound the same steps run with
-// the products rounded: the result keeps |sin| <= 1 and the right sign
-// pattern, but its error grows with |x| (about 2^-53 |x| absolute), and from
-// 2^51 on n itself is no longer exact (results are in [-1, 1] but
-// meaningless); inf and NaN give NaN. The series of sin and cos to r^19 and
+// the products rounded: sin and cos are clamped to [-1, 1], but their error
+// grows with |x| (about 2^-53 |x| absolute), and from 2^51 on n itself is no
+// longer exact (results in [-1, 1] but meaningless: Payne-Hanek reduction
+// is not done); inf and NaN give NaN. The series of sin and cos to r^19 and
 // r^18 (|r| <= pi/4), the quadrant n mod 4 from the low word of n + 1.5 2^52.
 VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   Emitter& e = p.e_;
@@ -404,6 +404,12 @@ VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   p.drop(om);
   p.update(c, [&](VReg q) { return p.add(wv, q); });
   p.drop(wv);
+  // Past the exact reduction |r| can exceed pi/4 (and overflow for huge x):
+  // clamping keeps sin and cos in [-1, 1]; within the bound it changes nothing.
+  for (VReg* v : {&s, &c}) {
+    p.update(*v, [&](VReg q) { return p.op("vmax.f64", q, -1.0); });
+    p.update(*v, [&](VReg q) { return p.op("vmin.f64", q, 1.0); });
+  }
   // The quadrant: bit 0 swaps sin and cos, bit 1 negates (cos: n + 1).
   VReg q = p.valloc(ElementType::S32), odd = p.valloc(ElementType::S32);
   e.op("vmov.s32 {}, {}", p.V(q), p.V(t));
