@@ -238,14 +238,13 @@ class PairMath {
 
 namespace {
 
-// ln(x), or with `c` ln(u) + c/u (log1p's correction; x is then u = 1 + x
-// rounded). fdlibm's reduction x = 2^k m, m in [sqrt(2)/2, sqrt(2)), and
-// ln m = ln(1 + f) = f - (f^2/2 - s (f^2/2 + R(s^2))), s = f / (2 + f),
-// R the series of 2 atanh(s) / s - 2 to s^22 (the next term is below 2^-60
-// of the result); k ln 2 added as head (exact) and tail. Subnormal x are
-// scaled by 2^54 first. Only finite positive x: the caller selects the
-// special values.
-VReg logCore(PairMath& p, VReg x, std::optional<VReg> c) {
+// fdlibm's reduction for ln: x = 2^k m, m in [sqrt(2)/2, sqrt(2)), as
+// f = m - 1 and k as an f64; subnormal x are scaled by 2^54 first. Only
+// finite positive x.
+struct LogReduction {
+  VReg f, kd;
+};
+LogReduction reduceForLog(PairMath& p, VReg x) {
   Emitter& e = p.e_;
   using hlo::ElementType;
   int sub = p.cmp("lt", x, 0x1p-1022);
@@ -274,6 +273,18 @@ VReg logCore(PairMath& p, VReg x, std::optional<VReg> c) {
   p.drop(y);
   VReg kd = p.fromInt(k);
   p.drop(k);
+  return {f, kd};
+}
+
+// ln(x), or with `c` ln(u) + c/u (log1p's correction; x is then u = 1 + x
+// rounded). fdlibm's reduction x = 2^k m, m in [sqrt(2)/2, sqrt(2)), and
+// ln m = ln(1 + f) = f - (f^2/2 - s (f^2/2 + R(s^2))), s = f / (2 + f),
+// R the series of 2 atanh(s) / s - 2 to s^22 (the next term is below 2^-60
+// of the result); k ln 2 added as head (exact) and tail. Subnormal x are
+// scaled by 2^54 first. Only finite positive x: the caller selects the
+// special values.
+VReg logCore(PairMath& p, VReg x, std::optional<VReg> c) {
+  auto [f, kd] = reduceForLog(p, x);
   VReg two = p.add(f, 2.0);
   VReg s = p.div(f, two);
   p.drop(two);
@@ -856,32 +867,7 @@ std::pair<VReg, VReg> twoSum(PairMath& p, VReg a, VReg b) {
 // 2 sh^2 sl + sh^3 z Q(z) with Q the rest of the series (kLogR[1..] / 2),
 // and k ln 2 as an exact head plus a tail. Only finite positive x.
 std::pair<VReg, VReg> logDoubleWord(PairMath& p, VReg x) {
-  Emitter& e = p.e_;
-  using hlo::ElementType;
-  int sub = p.cmp("lt", x, 0x1p-1022);
-  VReg xs = p.mul(x, 0x1p54);
-  VReg y = p.vcopy(x, ElementType::F64);
-  p.selectInto(y, sub, xs);
-  p.drop(xs);
-  VReg k = p.valloc(ElementType::S32), t = p.valloc(ElementType::S32), hm = p.valloc(ElementType::S32);
-  e.op("vmov.s32 {}, -54", p.V(t));
-  e.op("vsel.s32 {}, {}, {}, 0", p.V(t), p.M(sub), p.V(t));
-  p.dropMask(sub);
-  e.op("vshr {}, {}, 20", p.V(k), p.H(y));
-  e.op("vadd.s32 {}, {}, {}", p.V(k), p.V(k), p.V(t));
-  e.op("vsub.s32 {}, {}, 1023", p.V(k), p.V(k));
-  e.op("vand {}, {}, 1048575", p.V(hm), p.H(y));
-  e.op("vadd.s32 {}, {}, 614244", p.V(t), p.V(hm));
-  e.op("vand {}, {}, 1048576", p.V(t), p.V(t));
-  e.op("vxor {}, {}, 1072693248", p.H(y), p.V(t));
-  e.op("vor {}, {}, {}", p.H(y), p.H(y), p.V(hm));
-  e.op("vshr {}, {}, 20", p.V(t), p.V(t));
-  e.op("vadd.s32 {}, {}, {}", p.V(k), p.V(k), p.V(t));
-  p.drop({t, hm});
-  VReg f = p.add(y, -1.0);
-  p.drop(y);
-  VReg kd = p.fromInt(k);
-  p.drop(k);
+  auto [f, kd] = reduceForLog(p, x);
   // d = 2 + f as dh + dl; sh = f / dh; sl = ((f - sh dh) - sh dl) / dh with
   // sh dh exact as a two-product (f - its head is exact: they are close).
   VReg two = p.k(2.0);
