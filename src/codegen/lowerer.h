@@ -540,6 +540,7 @@ class Lowerer : private LoweringContext {
   // Emitters local to one kernels/ file that split a long kernel into its
   // phases, sharing the kernel's state in one object; they work on the
   // lowering state as the kernel's own member functions do.
+  friend class KernelPhases;      // kernels/kernel_phases.h
   friend class RngBitsEmitter;    // misc.cpp
   friend class SortEmitter;       // sort.cpp
   friend class ScatterEmitter;    // gather_scatter.cpp

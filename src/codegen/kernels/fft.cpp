@@ -24,6 +24,7 @@
 #include <complex>
 #include <cstring>
 
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -201,11 +202,10 @@ void Lowerer::dftTerm(VReg acc, const std::vector<int>& rw, int rM, int rX) {
 // and VMEM layout, and the registers of the radix-2 stages. A friend of
 // Lowerer: the phases use the lowering state as a kernel's member
 // functions do, under the same names.
-class FftPassEmitter {
+class FftPassEmitter : KernelPhases {
  public:
   FftPassEmitter(Lowerer& l, const hlo::Instruction& in, const FftPass& p)
-      : l_(l), in(in), p(p), e_(l.e_), sregs_(l.sregs_), vregs_(l.vregs_), masks_(l.masks_), failed_(l.failed_),
-        target_(l.target_) {}
+      : KernelPhases(l, in), p(p) {}
   bool run();
   class Long;  // the HBM form, emitFftPassLong
 
@@ -221,21 +221,7 @@ class FftPassEmitter {
   void hbmOffset(int64_t rows, int64_t es, int buf, int rP, int rQ);
   void chunk(int64_t pcC, int64_t qcC, int rP, int rQ);
 
-  int sreg() { return l_.sreg(); }
-  std::string S(int r) const { return l_.S(r); }
-  std::string V(VReg r) const { return l_.V(r); }
-  std::string H(VReg r) const { return l_.H(r); }
-  VReg valloc(ElementType t) { return l_.valloc(t); }
-  void vfree(VReg r) { l_.vfree(r); }
-  int64_t base(int buf) const { return l_.base(buf); }
-
-  Lowerer& l_;
-  const hlo::Instruction& in;
   const FftPass& p;
-  Emitter& e_;
-  RegPool &sregs_, &vregs_, &masks_;
-  bool& failed_;
-  const target::TargetDesc& target_;
 
   static constexpr int64_t vWork = 0;
   static constexpr int64_t twiddleRowBytes = 128 * kC128Bytes;
@@ -647,11 +633,10 @@ VReg Lowerer::fftDivide(VReg z, VReg divisor) {
 // The HBM form of an fft pass (rows that do not fit VMEM, or twiddles that
 // do not fit SMEM): its phases and the state they share. Nested in
 // FftPassEmitter, so it shares its friendship with Lowerer.
-class FftPassEmitter::Long {
+class FftPassEmitter::Long : KernelPhases {
  public:
   Long(Lowerer& l, const hlo::Instruction& in, const FftPass& p)
-      : l_(l), in(in), p(p), e_(l.e_), sregs_(l.sregs_), vregs_(l.vregs_), masks_(l.masks_), failed_(l.failed_),
-        target_(l.target_) {}
+      : KernelPhases(l, in), p(p) {}
   bool run();
 
  private:
@@ -674,21 +659,7 @@ class FftPassEmitter::Long {
   void outBlock(int64_t rows);
   void chunk(int64_t pcC, int64_t qcC, int rP, int rQ);
 
-  int sreg() { return l_.sreg(); }
-  std::string S(int r) const { return l_.S(r); }
-  std::string V(VReg r) const { return l_.V(r); }
-  std::string H(VReg r) const { return l_.H(r); }
-  VReg valloc(ElementType t) { return l_.valloc(t); }
-  void vfree(VReg r) { l_.vfree(r); }
-  int64_t base(int buf) const { return l_.base(buf); }
-
-  Lowerer& l_;
-  const hlo::Instruction& in;
   const FftPass& p;
-  Emitter& e_;
-  RegPool &sregs_, &vregs_, &masks_;
-  bool& failed_;
-  const target::TargetDesc& target_;
 
   static constexpr int64_t R = 128, rowBytes = R * kC128Bytes, vWork = 0;
   const std::string rowMask = ", 2048, 1";  // a row is one sublane

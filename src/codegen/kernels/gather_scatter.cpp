@@ -5,6 +5,7 @@
 // addresses are those registers (a combined scatter window too big for VMEM
 // or for one descriptor moves in pieces, a loop of its own). The loop is
 // emitted once, so code size does not depend on the number of indices.
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -433,11 +434,10 @@ bool Lowerer::lowerGather(const Instruction& in) {
 // geometry, descriptors, pieces), the registers of the window loop and the
 // pieces. A friend of Lowerer: the phases use the lowering state as a
 // kernel's member functions do, under the same names.
-class ScatterEmitter {
+class ScatterEmitter : KernelPhases {
  public:
   ScatterEmitter(Lowerer& l, const hlo::Instruction& in)
-      : l_(l), in(in), e_(l.e_), sregs_(l.sregs_), vregs_(l.vregs_), masks_(l.masks_), failed_(l.failed_),
-        bufs_(l.bufs_), leaves_(l.leaves_), target_(l.target_) {}
+      : KernelPhases(l, in) {}
   bool run();
 
  private:
@@ -464,19 +464,6 @@ class ScatterEmitter {
   bool combineVregs();
   bool combineWindow();
 
-  int sreg() { return l_.sreg(); }
-  std::string S(int r) const { return l_.S(r); }
-  void vfree(VReg r) { l_.vfree(r); }
-  int64_t base(int buf) const { return l_.base(buf); }
-
-  Lowerer& l_;
-  const hlo::Instruction& in;
-  Emitter& e_;
-  RegPool &sregs_, &vregs_, &masks_;
-  bool& failed_;
-  std::vector<Buf>& bufs_;
-  std::map<const hlo::Instruction*, std::vector<int>>& leaves_;
-  const target::TargetDesc& target_;
 
   // The plan.
   const hlo::Computation* comp = nullptr;

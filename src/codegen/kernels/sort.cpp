@@ -18,6 +18,7 @@
 // and the steps j < C run per chunk in VMEM with the network above. Element
 // positions in the network are global (chunk base added), so directions and
 // padding come out as for a row held whole.
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -38,11 +39,10 @@ constexpr int64_t kPrefetchStep = 8;
 // chunking, VMEM offsets), the buffers, the registers the loops keep and
 // the loop labels. A friend of Lowerer: the phases use the lowering state
 // as a kernel's member functions do, under the same names.
-class SortEmitter {
+class SortEmitter : KernelPhases {
  public:
   SortEmitter(Lowerer& l, const hlo::Instruction& in)
-      : l_(l), in(in), e_(l.e_), sregs_(l.sregs_), vregs_(l.vregs_), masks_(l.masks_), failed_(l.failed_),
-        bufs_(l.bufs_), leaves_(l.leaves_) {}
+      : KernelPhases(l, in) {}
   bool run();
 
  private:
@@ -65,23 +65,6 @@ class SortEmitter {
   bool stepVregs();
   bool finish();
 
-  int sreg() { return l_.sreg(); }
-  std::string S(int r) const { return l_.S(r); }
-  std::string V(int r) const { return l_.V(r); }
-  std::string V(VReg r) const { return l_.V(r); }
-  std::string M(int r) const { return l_.M(r); }
-  VReg valloc(ElementType t) { return l_.valloc(t); }
-  void vfree(VReg r) { l_.vfree(r); }
-  int malloc_() { return l_.malloc_(); }
-  int64_t base(int buf) const { return l_.base(buf); }
-
-  Lowerer& l_;
-  const hlo::Instruction& in;
-  Emitter& e_;
-  RegPool &sregs_, &vregs_, &masks_;
-  bool& failed_;
-  std::vector<Buf>& bufs_;
-  std::map<const hlo::Instruction*, std::vector<int>>& leaves_;
 
   const hlo::Computation* cmp = nullptr;
   int64_t nops = 0, n = 0, inner = 1, outer = 1, rows = 0, N = 1;
