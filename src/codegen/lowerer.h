@@ -541,6 +541,10 @@ class Lowerer : private LoweringContext {
   // phases, sharing the kernel's state in one object; they work on the
   // lowering state as the kernel's own member functions do.
   friend class KernelPhases;      // kernels/kernel_phases.h
+  friend class ConvLowering;            // kernels/conv.cpp
+  friend class DepthwiseRowEmitter;     // kernels/conv.cpp
+  friend class DepthwiseStreamEmitter;  // kernels/conv_depthwise.cpp
+  friend class ImplicitConvEmitter;     // kernels/conv_implicit.cpp
   friend class RngBitsEmitter;    // misc.cpp
   friend class SortEmitter;       // sort.cpp
   friend class ScatterEmitter;    // gather_scatter.cpp

@@ -8,6 +8,7 @@
 // multiply-accumulate on the vector unit instead, channels on lanes.
 #include <fmt/format.h>
 
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -113,40 +114,45 @@ std::string unstreamedReason(const ConvGeometry& g, bool wide, bool integer, boo
 
 }  // namespace
 
-bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue) {
-  const auto& a = in.attrs();
-  if (!a.convDims) return fail(in, "llo-gen: convolution without dim_labels");
-  const auto& dn = *a.convDims;
-  const Instruction* lhs = in.operand(0);
-  const Instruction* rhs = in.operand(1);
-  const Shape& ls = lhs->shape();
-  const Shape& ks = rhs->shape();
-  const Shape& os = in.shape();
+// A convolution's lowering: the geometry from the attributes, the choice
+// of kernel (implicit GEMM, streamed depthwise, or one over a padded copy
+// of the input in HBM: im2col on the MXUs, the row-box depthwise kernel,
+// or the vector unit's exact sums) and the kernel's frame.
+class ConvLowering : KernelPhases {
+ public:
+  ConvLowering(Lowerer& l, const Instruction& in, const MatmulEpilogue* epilogue)
+      : KernelPhases(l, in), epilogue(epilogue), dn(*in.attrs().convDims) {}
+  bool run();
+
+ private:
+  std::string geometry();
+  void choose();
+  bool streamed();
+  int paddedInput(int lhsBuf, bool& holes, bool& ok);
+  int validPositions(bool& ok);
+  bool unstreamed();
+
+  const MatmulEpilogue* epilogue;
+  const hlo::ConvolutionDimensionNumbers& dn;
   ConvGeometry g;
-  g.inType = ls.elementType();
-  g.kType = ks.elementType();
-  g.outType = os.elementType();
-  const bool wide = isWideType(g.inType) || isWideType(g.kType) || isWideType(g.outType);
-  // The interpreter converts both operands to the type it computes in
-  // (dotComputeType). A 64-bit or complex result computes in its own type,
-  // on the vector unit below (narrower operands converted first); other
-  // results of 64-bit or complex operands take the ordinary paths once the
-  // operands are converted.
-  if (wide && !isWideType(dotComputeType(g.outType))) return lowerThroughComputeType(in, dotComputeType(g.outType));
-  // Integer convolutions sum in s32 on the vector unit, like integer dots.
-  auto isInteger = [](ElementType t) { return !typeInfo(t).isFloat && t != ElementType::Pred && !typeInfo(t).isComplex; };
-  const bool integer = !wide && isInteger(g.inType) && isInteger(g.kType) && isInteger(g.outType);
-  const bool mixed = !wide && !integer &&
-                     (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat);
-  // Mixed kinds compute in the result's type, as the interpreter does (a
-  // pred result: an or of ands, which skips padding like any sum of zeros).
-  const ElementType ct = dotComputeType(g.outType);
-  if (mixed && (ct == ElementType::Pred || g.inType != ct || g.kType != ct)) return lowerThroughComputeType(in, ct);
-  if (mixed)
-    return fail(in, fmt::format("llo-gen: convolution {} x {} -> {} mixes element kinds, which is not supported",
-                                hlo::elementTypeName(g.inType), hlo::elementTypeName(g.kType),
-                                hlo::elementTypeName(g.outType)));
-  const bool vpu = wide || integer;
+  bool wide = false, integer = false, vpu = false, depthwise = false, dwStream = false, implicit = false;
+  bool foreignEpilogue = false;  // an output fusion's epilogue this kernel cannot run
+  int passes = 1;
+  DepthwisePlan dwPlan;
+  ImplicitConvPlan plan;
+  int dst = -1;
+  int64_t outCount = 0;
+  double flops = 0;
+  uint64_t hbmBytes = 0;
+};
+
+// The geometry in canonical terms; an error message when the attributes
+// do not describe a convolution of these operands.
+std::string ConvLowering::geometry() {
+  const auto& a = in.attrs();
+  const Shape& ls = in.operand(0)->shape();
+  const Shape& ks = in.operand(1)->shape();
+  const Shape& os = in.shape();
   g.rank = dn.inputSpatialDimensions.size();
   size_t r = g.rank;
   std::vector<hlo::WindowDimension> win =
@@ -154,7 +160,7 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
   if (win.size() != r || dn.kernelSpatialDimensions.size() != r || dn.outputSpatialDimensions.size() != r ||
       ls.rank() != static_cast<int64_t>(r + 2) || ks.rank() != static_cast<int64_t>(r + 2) ||
       os.rank() != static_cast<int64_t>(r + 2))
-    return fail(in, "llo-gen: convolution window and dim_labels do not match the operand ranks");
+    return "llo-gen: convolution window and dim_labels do not match the operand ranks";
   g.batch = ls.dimension(dn.inputBatchDimension);
   g.inFeatures = ls.dimension(dn.inputFeatureDimension);
   g.outFeatures = ks.dimension(dn.kernelOutputFeatureDimension);
@@ -164,7 +170,7 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
       g.inFeatures % g.featureGroups != 0 || g.outFeatures % g.featureGroups != 0 ||
       g.outFeatures % g.batchGroups != 0 || g.batch % g.batchGroups != 0 ||
       ks.dimension(dn.kernelInputFeatureDimension) * g.featureGroups != g.inFeatures)
-    return fail(in, "llo-gen: convolution feature/batch group counts do not match the operands");
+    return "llo-gen: convolution feature/batch group counts do not match the operands";
   g.groups = std::max(g.featureGroups, g.batchGroups);
   g.inPerGroup = g.inFeatures / g.featureGroups;
   g.outPerGroup = g.outFeatures / g.groups;
@@ -172,7 +178,7 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
   for (size_t d = 0; d < r; ++d) {
     const auto& w = win[d];
     if (w.stride < 1 || w.baseDilation < 1 || w.windowDilation < 1)
-      return fail(in, "llo-gen: convolution window strides and dilations must be positive");
+      return "llo-gen: convolution window strides and dilations must be positive";
     g.inSize.push_back(ls.dimension(dn.inputSpatialDimensions[d]));
     g.kSize.push_back(ks.dimension(dn.kernelSpatialDimensions[d]));
     g.outSize.push_back(os.dimension(dn.outputSpatialDimensions[d]));
@@ -188,63 +194,47 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
     // The last window of every output must lie inside X.
     if (g.outSize[d] > 0 &&
         (g.outSize[d] - 1) * w.stride + (g.kSize[d] - 1) * w.windowDilation >= g.padded[d])
-      return fail(in,
-                  fmt::format("llo-gen: convolution window of spatial dimension {} does not give the result "
-                              "size",
-                              d));
+      return fmt::format("llo-gen: convolution window of spatial dimension {} does not give the result size", d);
   }
   if (os.dimension(dn.outputBatchDimension) != g.outBatch ||
       os.dimension(dn.outputFeatureDimension) != g.outFeatures)
-    return fail(in, "llo-gen: convolution result shape does not match the operands");
+    return "llo-gen: convolution result shape does not match the operands";
+  return "";
+}
 
+// Which kernel runs the convolution.
+void ConvLowering::choose() {
+  const Shape& os = in.shape();
+  const size_t r = g.rank;
   // Depthwise rows that do not fit VMEM (very long last spatial dimension)
   // take the MXU path, which tiles everything.
-  bool depthwise = !vpu && g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
-                   r - 1 <= static_cast<size_t>(std::max(0, target_.dma.descriptorDims)) &&
-                   depthwiseVmem(g, epilogue).end <= vmemBudget();
+  depthwise = !vpu && g.inPerGroup == 1 && g.featureGroups > 1 && g.outPerGroup <= 8 && r >= 1 &&
+              r - 1 <= static_cast<size_t>(std::max(0, target_.dma.descriptorDims)) &&
+              depthwiseVmem(g, epilogue).end <= l_.vmemBudget();
   // matmulEpilogueFusion takes only convolutions of the MXU and depthwise
   // paths, the latter with no tile inputs.
-  if (epilogue && (vpu || (depthwise && !depthwiseEpilogue(*epilogue))))
-    return fail(in, "llo-gen: internal error: not an output fusion's convolution");
+  foreignEpilogue = epilogue && (vpu || (depthwise && !l_.depthwiseEpilogue(*epilogue)));
   // Depthwise with one output per group: the image streams through VMEM
   // (kernels/conv_depthwise.cpp), no padded copy in HBM.
-  DepthwisePlan dwPlan;
-  const bool dwStream = depthwise && product(os.dimensions()) > 0 && g.batch > 0 && g.taps > 0 &&
-                        depthwisePlan(in, g, epilogue, dwPlan);
-  int passes = dwStream || vpu ? 1 : mxuPasses(in, g.inType, g.kType);
+  dwStream = depthwise && product(os.dimensions()) > 0 && g.batch > 0 && g.taps > 0 &&
+             l_.depthwisePlan(in, g, epilogue, dwPlan);
+  passes = dwStream || vpu ? 1 : l_.mxuPasses(in, g.inType, g.kType);
   // Otherwise the implicit GEMM over channels-last windows in VMEM; grouped
   // convolutions in parts whose weights are block-diagonal. Depthwise ones
   // only with several outputs per group (with one, the row-box kernel is
   // faster: 1-D bf16 x 256 channels, 136 against 184 us) and where one bf16
   // MXU pass is exact (the vector unit's f32 products are).
   auto exactInBf16 = [](ElementType t) { return t != ElementType::F32 && t != ElementType::F16; };
-  ImplicitConvPlan plan;
-  const bool implicit = !vpu && !dwStream &&
-                        (!depthwise || (g.outPerGroup > 1 && exactInBf16(g.inType) && exactInBf16(g.kType))) &&
-                        product(os.dimensions()) > 0 && g.inPerGroup * g.taps > 0 && g.batch > 0 &&
-                        implicitConvPlan(in, g, epilogue, passes, plan);
+  implicit = !vpu && !dwStream &&
+             (!depthwise || (g.outPerGroup > 1 && exactInBf16(g.inType) && exactInBf16(g.kType))) &&
+             product(os.dimensions()) > 0 && g.inPerGroup * g.taps > 0 && g.batch > 0 &&
+             l_.implicitConvPlan(in, g, epilogue, passes, plan);
   if (implicit) depthwise = false;
   if (depthwise && !dwStream) passes = 1;
-  if (epilogue) beginKernel(*epilogue->fusion, "fusion-conv");
-  else beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : implicit ? "conv-implicit" : "conv-matmul");
-  int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
-  int64_t outCount = product(os.dimensions());
-  double flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
-  uint64_t hbmBytes = bufs_[leaves_[lhs][0]].bytes + bufs_[leaves_[rhs][0]].bytes + bufs_[dst].bytes;
-  if (epilogue) {
-    for (const MatmulEpilogue::Input& input : epilogue->inputs) hbmBytes += bufs_[input.buf].bytes;
-    flops += static_cast<double>(outCount) * static_cast<double>(epilogue->comp->instructionCount());
-  }
-  if (outCount == 0) {
-    endKernel(0, 0, 0);
-    return true;
-  }
-  if (g.inPerGroup * g.taps == 0 || g.batch == 0) {
-    bool ok = fillZero(dst, outCount, g.outType);
-    endKernel(0, bufs_[dst].bytes, 0);
-    return ok && !failed_;
-  }
+}
 
+// The kernels that stream the input through VMEM.
+bool ConvLowering::streamed() {
   if (implicit) {
     if (g.featureGroups > 1)
       e_.comment(fmt::format("grouped: {} part(s) of {} group(s), {} -> {} channels each, weights block-diagonal",
@@ -253,89 +243,168 @@ bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epil
     for (int64_t part = 0; part < plan.parts && ok; ++part) {
       ImplicitConvPlan pp = plan;
       pp.part = part;
-      ok = emitImplicitConv(in, g, pp, epilogue);
+      ok = l_.emitImplicitConv(in, g, pp, epilogue);
     }
-    endKernel(flops, hbmBytes, plan.end);
+    l_.endKernel(flops, hbmBytes, plan.end);
     return ok && !failed_;
   }
-  if (dwStream) {
-    bool ok = emitDepthwiseStream(in, g, dwPlan, epilogue);
-    endKernel(flops, hbmBytes, dwPlan.end);
-    return ok && !failed_;
-  }
-  // What follows keeps a temporary in HBM: say why, in the code and in
-  // the kernel's --stats row.
-  const std::string why =
-      unstreamedReason(g, wide, integer, depthwise, passes, options_.implicitConv);
-  e_.comment("not streamed: " + why);
-  int lhsBuf = leaves_[lhs][0];
-  if (vpu) {
-    ElementType acc = wide ? g.outType : ElementType::S32;
-    lhsBuf = accumulatorCopy(in, lhsBuf, ls, acc);
-    g.inType = acc;
-  }
-  // X[N, P.., C]: the input transposed to channels-last, dilated and padded.
+  bool ok = l_.emitDepthwiseStream(in, g, dwPlan, epilogue);
+  l_.endKernel(flops, hbmBytes, dwPlan.end);
+  return ok && !failed_;
+}
+
+// X[N, P.., C]: the input transposed to channels-last, dilated and padded
+// (the operand itself when it is that already); `holes`: positions the
+// copy does not write (padding, dilation holes), which are zeroed.
+int ConvLowering::paddedInput(int lhsBuf, bool& holes, bool& ok) {
+  const Shape& ls = in.operand(0)->shape();
+  const size_t r = g.rank;
   int es = typeInfo(g.inType).bytes;
   std::vector<int64_t> xDims = {g.batch};
   xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
   xDims.push_back(g.inFeatures);
   std::vector<int64_t> xs = byteStrides(xDims, es), ins = byteStrides(ls.dimensions(), es);
   bool canonical = dn.inputBatchDimension == 0 && dn.inputFeatureDimension == static_cast<int64_t>(r + 1);
-  bool holes = false;
+  holes = false;
   for (size_t d = 0; d < r; ++d) {
     canonical = canonical && dn.inputSpatialDimensions[d] == static_cast<int64_t>(d + 1);
-    // Positions the copy does not write (padding, dilation holes) must be 0.
     holes = holes || padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]).count != g.padded[d];
   }
-  int x = lhsBuf;
-  if (!canonical || holes || xDims != ls.dimensions()) {
-    x = tempBuf(g.inType, xDims);
-    if (holes && !fillZero(x, product(xDims), g.inType)) return false;
-    std::vector<int64_t> counts = {g.batch}, ss = {ins[static_cast<size_t>(dn.inputBatchDimension)]},
-                         ds = {xs[0]};
-    int64_t srcOff = 0, dstOff = 0;
-    bool empty = false;
-    for (size_t d = 0; d < r; ++d) {
-      PadCopy pc = padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]);
-      empty = empty || pc.count == 0;
-      int64_t is = ins[static_cast<size_t>(dn.inputSpatialDimensions[d])];
-      counts.push_back(pc.count);
-      ss.push_back(is);
-      ds.push_back(xs[d + 1] * g.lhsDil[d]);
-      srcOff += pc.first * is;
-      dstOff += pc.at * xs[d + 1];
-    }
-    counts.push_back(g.inFeatures);
-    ss.push_back(ins[static_cast<size_t>(dn.inputFeatureDimension)]);
-    ds.push_back(es);
-    if (!empty) emitCopy(x, dstOff, lhsBuf, srcOff, counts, ds, ss, es);
+  if (canonical && !holes && xDims == ls.dimensions()) return lhsBuf;
+  int x = l_.tempBuf(g.inType, xDims);
+  if (holes && !l_.fillZero(x, product(xDims), g.inType)) {
+    ok = false;
+    return x;
   }
+  std::vector<int64_t> counts = {g.batch}, ss = {ins[static_cast<size_t>(dn.inputBatchDimension)]}, ds = {xs[0]};
+  int64_t srcOff = 0, dstOff = 0;
+  bool empty = false;
+  for (size_t d = 0; d < r; ++d) {
+    PadCopy pc = padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]);
+    empty = empty || pc.count == 0;
+    int64_t is = ins[static_cast<size_t>(dn.inputSpatialDimensions[d])];
+    counts.push_back(pc.count);
+    ss.push_back(is);
+    ds.push_back(xs[d + 1] * g.lhsDil[d]);
+    srcOff += pc.first * is;
+    dstOff += pc.at * xs[d + 1];
+  }
+  counts.push_back(g.inFeatures);
+  ss.push_back(ins[static_cast<size_t>(dn.inputFeatureDimension)]);
+  ds.push_back(es);
+  if (!empty) l_.emitCopy(x, dstOff, lhsBuf, srcOff, counts, ds, ss, es);
+  return x;
+}
 
-  // Complex sums skip the products with padding, as the interpreter's
-  // direct loop does (one with zero can still change a sum: inf * 0 is
-  // NaN, and -0 + +0 is +0): where X's elements come from the input, 1.
+// Complex sums skip the products with padding, as the interpreter's
+// direct loop does (one with zero can still change a sum: inf * 0 is NaN,
+// and -0 + +0 is +0): where X's elements come from the input, 1.
+int ConvLowering::validPositions(bool& ok) {
+  const size_t r = g.rank;
+  int validX = l_.tempBuf(ElementType::S32, g.padded);
+  int one = l_.tempBuf(ElementType::S32, {1});
+  if (!l_.fillZero(validX, product(g.padded), ElementType::S32) || !l_.storeWords(one, {"1"})) {
+    ok = false;
+    return validX;
+  }
+  std::vector<int64_t> vs = byteStrides(g.padded, 4), counts, ds, ss;
+  int64_t dstOff = 0;
+  for (size_t d = 0; d < r; ++d) {
+    PadCopy pc = padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]);
+    counts.push_back(pc.count);
+    ds.push_back(vs[d] * g.lhsDil[d]);
+    ss.push_back(0);
+    dstOff += pc.at * vs[d];
+  }
+  l_.emitCopy(validX, dstOff, one, 0, counts, ds, ss, 4);  // nothing when a count is 0
+  return validX;
+}
+
+// The kernels over a temporary in HBM: say why, in the code and in the
+// kernel's --stats row.
+bool ConvLowering::unstreamed() {
+  const std::string why = unstreamedReason(g, wide, integer, depthwise, passes, l_.options_.implicitConv);
+  e_.comment("not streamed: " + why);
+  int lhsBuf = leaves_[in.operand(0)][0];
+  if (vpu) {
+    ElementType acc = wide ? g.outType : ElementType::S32;
+    lhsBuf = l_.accumulatorCopy(in, lhsBuf, in.operand(0)->shape(), acc);
+    g.inType = acc;
+  }
+  bool holes = false, ok = true;
+  int x = paddedInput(lhsBuf, holes, ok);
+  if (!ok) return false;
   int validX = -1;
   if (vpu && typeInfo(g.inType).isComplex && holes) {
-    validX = tempBuf(ElementType::S32, g.padded);
-    int one = tempBuf(ElementType::S32, {1});
-    if (!fillZero(validX, product(g.padded), ElementType::S32) || !storeWords(one, {"1"})) return false;
-    std::vector<int64_t> vs = byteStrides(g.padded, 4), counts, ds, ss;
-    int64_t dstOff = 0;
-    for (size_t d = 0; d < r; ++d) {
-      PadCopy pc = padCopy(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]);
-      counts.push_back(pc.count);
-      ds.push_back(vs[d] * g.lhsDil[d]);
-      ss.push_back(0);
-      dstOff += pc.at * vs[d];
-    }
-    emitCopy(validX, dstOff, one, 0, counts, ds, ss, 4);  // nothing when a count is 0
+    validX = validPositions(ok);
+    if (!ok) return false;
   }
-  bool ok = vpu         ? emitWideConv(in, g, x, validX)
-            : depthwise ? emitDepthwiseConv(in, g, x, epilogue)
-                        : emitConvMatmul(in, g, x, passes, epilogue);
-  endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g, epilogue).end : 0);
-  if (residentDepth_ == 0 && !stats_.kernels.empty()) stats_.kernels.back().remark = why;
+  ok = vpu         ? l_.emitWideConv(in, g, x, validX)
+       : depthwise ? l_.emitDepthwiseConv(in, g, x, epilogue)
+                   : l_.emitConvMatmul(in, g, x, passes, epilogue);
+  l_.endKernel(flops, hbmBytes, depthwise ? depthwiseVmem(g, epilogue).end : 0);
+  if (l_.residentDepth_ == 0 && !l_.stats_.kernels.empty()) l_.stats_.kernels.back().remark = why;
   return ok && !failed_;
+}
+
+bool ConvLowering::run() {
+  const Shape& ls = in.operand(0)->shape();
+  const Shape& ks = in.operand(1)->shape();
+  const Shape& os = in.shape();
+  g.inType = ls.elementType();
+  g.kType = ks.elementType();
+  g.outType = os.elementType();
+  wide = isWideType(g.inType) || isWideType(g.kType) || isWideType(g.outType);
+  // The interpreter converts both operands to the type it computes in
+  // (dotComputeType). A 64-bit or complex result computes in its own type,
+  // on the vector unit below (narrower operands converted first); other
+  // results of 64-bit or complex operands take the ordinary paths once the
+  // operands are converted.
+  if (wide && !isWideType(dotComputeType(g.outType))) return l_.lowerThroughComputeType(in, dotComputeType(g.outType));
+  // Integer convolutions sum in s32 on the vector unit, like integer dots.
+  auto isInteger = [](ElementType t) { return !typeInfo(t).isFloat && t != ElementType::Pred && !typeInfo(t).isComplex; };
+  integer = !wide && isInteger(g.inType) && isInteger(g.kType) && isInteger(g.outType);
+  const bool mixed = !wide && !integer &&
+                     (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat);
+  // Mixed kinds compute in the result's type, as the interpreter does (a
+  // pred result: an or of ands, which skips padding like any sum of zeros).
+  const ElementType ct = dotComputeType(g.outType);
+  if (mixed && (ct == ElementType::Pred || g.inType != ct || g.kType != ct)) return l_.lowerThroughComputeType(in, ct);
+  if (mixed)
+    return l_.fail(in, fmt::format("llo-gen: convolution {} x {} -> {} mixes element kinds, which is not supported",
+                                   hlo::elementTypeName(g.inType), hlo::elementTypeName(g.kType),
+                                   hlo::elementTypeName(g.outType)));
+  vpu = wide || integer;
+  if (std::string err = geometry(); !err.empty()) return l_.fail(in, err);
+  choose();
+  if (foreignEpilogue)
+    return l_.fail(in, "llo-gen: internal error: not an output fusion's convolution");
+  if (epilogue) l_.beginKernel(*epilogue->fusion, "fusion-conv");
+  else l_.beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : implicit ? "conv-implicit" : "conv-matmul");
+  dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
+  outCount = product(os.dimensions());
+  flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
+  hbmBytes = bufs_[leaves_[in.operand(0)][0]].bytes + bufs_[leaves_[in.operand(1)][0]].bytes + bufs_[dst].bytes;
+  if (epilogue) {
+    for (const MatmulEpilogue::Input& input : epilogue->inputs) hbmBytes += bufs_[input.buf].bytes;
+    flops += static_cast<double>(outCount) * static_cast<double>(epilogue->comp->instructionCount());
+  }
+  if (outCount == 0) {
+    l_.endKernel(0, 0, 0);
+    return true;
+  }
+  if (g.inPerGroup * g.taps == 0 || g.batch == 0) {
+    bool ok = l_.fillZero(dst, outCount, g.outType);
+    l_.endKernel(0, bufs_[dst].bytes, 0);
+    return ok && !failed_;
+  }
+  if (implicit || dwStream) return streamed();
+  return unstreamed();
+}
+
+bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue) {
+  if (!in.attrs().convDims) return fail(in, "llo-gen: convolution without dim_labels");
+  return ConvLowering(*this, in, epilogue).run();
 }
 
 // im2col: A[G, M, (taps, Cg)] x W[G, (taps, Cg), Og] on the MXUs, M the
@@ -469,156 +538,201 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
 // independent f32 registers: acc += x[pos * stride + tap] * w[o, tap, :]
 // (8 positions per load with the conv stride as the sublane stride, the
 // weight row a stride-0 broadcast load), and the row is DMAed out into the
-// output layout while the next one computes.
-bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf,
-                                const MatmulEpilogue* epilogue) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  const auto& dn = *in.attrs().convDims;
+// output layout while the next one computes. The kernel's phases and the
+// state they share:
+class DepthwiseRowEmitter : KernelPhases {
+ public:
+  DepthwiseRowEmitter(Lowerer& l, const Instruction& in, const ConvGeometry& g, int xBuf,
+                      const MatmulEpilogue* epilogue)
+      : KernelPhases(l, in), g(g), xBuf(xBuf), epilogue(epilogue), dn(*in.attrs().convDims) {}
+  bool run();
+
+ private:
+  bool weights();
+  void descriptors();
+  void registers();
+  void addresses(int item, bool dstToo);
+  void loadBox(int slotReg);
+  void loadWeights();
+  void itemStart();
+  void blockAddresses();
+  void taps();
+  bool blockStores();
+  void itemEnd();
+
+  const ConvGeometry& g;
+  const int xBuf;
+  const MatmulEpilogue* epilogue;
+  const hlo::ConvolutionDimensionNumbers& dn;
+  size_t r = 0;
+  int64_t c = 0, cp = 0, og = 0;
+  ElementType storedType = ElementType::F32;  // an output fusion stores its epilogue's result
+  int es = 0, ew = 0, eo = 0;
+  std::vector<int64_t> xs, tapS, bs, ost;
+  int wd = -1, dst = -1;
+  int64_t sLast = 1, rowPos = 0, rows = 0, cBlocks = 0, oFeat = 0, items = 0, u = 1, posBytes = 0;
+  DepthwiseVmem vm;
+  uint64_t vW = 0, vBox = 0, vAcc = 0;
+  std::string dWt, dBox, dOut;
+  int rQ = -1, rSlot = -1, rNext = -1, rO = -1, rT = -1, rR = -1, rSrc = -1, rDst = -1, rBox = -1, rAcc = -1, rB = -1,
+      rCb = -1, rXb = -1, rW = -1, rTmp = -1;
+  std::vector<int> rX, rCnt;
+  std::vector<int64_t> rowDims, srcStep, dstStep;
+  std::map<const Instruction*, VReg> scalars;
+  std::string lItem, lCompute, lB, lCb, lNoWait;
+  std::vector<VReg> acc;
+};
+
+// Weights Wd[og, taps, cp]: channel lanes, zero beyond C.
+bool DepthwiseRowEmitter::weights() {
   const Shape& ks = in.operand(1)->shape();
-  const Shape& os = in.shape();
-  size_t r = g.rank;
-  int64_t c = g.inFeatures, cp = roundUp(c, 128), og = g.outPerGroup;
-  // An output fusion stores its epilogue's result, in its type.
-  const ElementType storedType = epilogue ? epilogue->outType : g.outType;
-  int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(storedType).bytes;
-  // X may be the operand's buffer itself, whose recorded dims can be those
-  // of a reshape's operand: use the geometry's.
-  std::vector<int64_t> xDims = {g.batch};
-  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
-  xDims.push_back(g.inFeatures);
-  std::vector<int64_t> xs = byteStrides(xDims, es);
-  std::vector<int64_t> tapS = rowMajorStrides(g.kSize);
-
-  // Weights Wd[og, taps, cp]: channel lanes, zero beyond C.
-  int wd = tempBuf(g.kType, {og, g.taps, cp});
-  if (cp != c && !fillZero(wd, og * g.taps * cp, g.kType)) return false;
-  {
-    std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
-    int64_t ko = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
-    std::vector<int64_t> counts = {og}, ss = {ko}, ds = {g.taps * cp * ew};
-    int64_t srcOff = 0;
-    for (size_t d = 0; d < r; ++d) {
-      int64_t st = kst[static_cast<size_t>(dn.kernelSpatialDimensions[d])];
-      counts.push_back(g.kSize[d]);
-      if (g.reversal[d]) {
-        srcOff += (g.kSize[d] - 1) * st;
-        st = -st;
-      }
-      ss.push_back(st);
-      ds.push_back(tapS[d] * cp * ew);
+  wd = l_.tempBuf(g.kType, {og, g.taps, cp});
+  if (cp != c && !l_.fillZero(wd, og * g.taps * cp, g.kType)) return false;
+  std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
+  int64_t ko = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
+  std::vector<int64_t> counts = {og}, ss = {ko}, ds = {g.taps * cp * ew};
+  int64_t srcOff = 0;
+  for (size_t d = 0; d < r; ++d) {
+    int64_t st = kst[static_cast<size_t>(dn.kernelSpatialDimensions[d])];
+    counts.push_back(g.kSize[d]);
+    if (g.reversal[d]) {
+      srcOff += (g.kSize[d] - 1) * st;
+      st = -st;
     }
-    counts.push_back(c);
-    ss.push_back(og * ko);
-    ds.push_back(ew);
-    emitCopy(wd, 0, leaves_[in.operand(1)][0], srcOff, counts, ds, ss, ew);
+    ss.push_back(st);
+    ds.push_back(tapS[d] * cp * ew);
   }
+  counts.push_back(c);
+  ss.push_back(og * ko);
+  ds.push_back(ew);
+  l_.emitCopy(wd, 0, leaves_[in.operand(1)][0], srcOff, counts, ds, ss, ew);
+  return true;
+}
 
-  // The VMEM box of one row: [Keff_0 .. Keff_{r-2}, P_{r-1}, C].
-  int64_t last = static_cast<int64_t>(r) - 1;
-  int64_t sLast = g.stride[static_cast<size_t>(last)];
-  int64_t rowPos = g.outSize[static_cast<size_t>(last)];
-  int64_t rows = g.outBatch;
+// The VMEM box of one row: [Keff_0 .. Keff_{r-2}, P_{r-1}, C]; the
+// descriptors of the weights (once), the row box and the row out.
+void DepthwiseRowEmitter::descriptors() {
+  const Shape& os = in.shape();
+  size_t last = r - 1;
+  sLast = g.stride[last];
+  rowPos = g.outSize[last];
+  rows = g.outBatch;
   for (size_t d = 0; d + 1 < r; ++d) rows *= g.outSize[d];
   std::vector<int64_t> boxDims;
   for (size_t d = 0; d + 1 < r; ++d) boxDims.push_back((g.kSize[d] - 1) * g.rhsDil[d] + 1);
-  boxDims.push_back(g.padded[static_cast<size_t>(last)]);
+  boxDims.push_back(g.padded[last]);
   boxDims.push_back(c);
-  std::vector<int64_t> bs = byteStrides(boxDims, es);
-  int64_t cBlocks = cp / 128;
-  DepthwiseVmem vm = depthwiseVmem(g, epilogue);
-  uint64_t vW = 0, vBox = vm.box, vAcc = vm.acc;
-
-  // Descriptors: weights (once), the row box, the row out.
-  std::string dWt = e_.desc(static_cast<uint64_t>(og * g.taps * cp * ew), {});
+  bs = byteStrides(boxDims, es);
+  cBlocks = cp / 128;
+  vm = depthwiseVmem(g, epilogue);
+  vW = 0;
+  vBox = vm.box;
+  vAcc = vm.acc;
+  dWt = e_.desc(static_cast<uint64_t>(og * g.taps * cp * ew), {});
   std::vector<Emitter::Dim> boxD;
   for (size_t d = 0; d + 1 < r; ++d)
     if (boxDims[d] > 1) boxD.push_back({boxDims[d], xs[d + 1], bs[d]});
-  std::string dBox = e_.desc(static_cast<uint64_t>(boxDims[r - 1] * c * es), boxD);
-  std::vector<int64_t> ost = byteStrides(os.dimensions(), eo);
-  int64_t oFeat = ost[static_cast<size_t>(dn.outputFeatureDimension)];
-  int64_t oPos = ost[static_cast<size_t>(dn.outputSpatialDimensions[static_cast<size_t>(last)])];
-  std::string dOut;
+  dBox = e_.desc(static_cast<uint64_t>(boxDims[r - 1] * c * es), boxD);
+  ost = byteStrides(os.dimensions(), eo);
+  oFeat = ost[static_cast<size_t>(dn.outputFeatureDimension)];
+  int64_t oPos = ost[static_cast<size_t>(dn.outputSpatialDimensions[last])];
   if (og * oFeat == eo && oPos == c * eo && cp == c)
     dOut = e_.desc(static_cast<uint64_t>(rowPos * c * eo), {});
   else if (og * oFeat == eo)
     dOut = e_.desc(static_cast<uint64_t>(c * eo), {{rowPos, cp * eo, oPos}});
   else
     dOut = e_.desc(static_cast<uint64_t>(eo), {{rowPos, cp * eo, oPos}, {c, eo, og * oFeat}});
+}
 
-  int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
-  // Work item q = (o, row) in 0 .. og * rows; slot q & 1 of the box and
-  // result areas. The box of q + 1 is loaded while q computes; the results
-  // of q are stored while q + 1 computes (sem0/1 loads, sem2/3 stores).
-  int64_t items = og * rows;
-  int rQ = sreg(), rSlot = sreg(), rNext = sreg(), rO = sreg(), rT = sreg(), rR = sreg(), rSrc = sreg(),
-      rDst = sreg(), rBox = sreg(), rAcc = sreg(), rB = sreg(), rCb = sreg(), rXb = sreg(), rW = sreg(),
-      rTmp = sreg();
-  std::vector<int> rX(r), rCnt(r);
+// Work item q = (o, row) in 0 .. og * rows; slot q & 1 of the box and
+// result areas. The box of q + 1 is loaded while q computes; the results
+// of q are stored while q + 1 computes (sem0/1 loads, sem2/3 stores).
+void DepthwiseRowEmitter::registers() {
+  dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
+  items = og * rows;
+  for (int* reg : {&rQ, &rSlot, &rNext, &rO, &rT, &rR, &rSrc, &rDst, &rBox, &rAcc, &rB, &rCb, &rXb, &rW, &rTmp})
+    *reg = sreg();
+  rX.assign(r, -1);
+  rCnt.assign(r, -1);
   for (size_t d = 0; d < r; ++d) {
     rX[d] = sreg();
     rCnt[d] = sreg();
   }
   // Item -> (o, n, y_0 .. y_{r-2}) -> source (X) and destination offsets.
-  std::vector<int64_t> rowDims = {g.outBatch};
+  rowDims = {g.outBatch};
   for (size_t d = 0; d + 1 < r; ++d) rowDims.push_back(g.outSize[d]);
-  std::vector<int64_t> srcStep = {xs[0]}, dstStep = {ost[static_cast<size_t>(dn.outputBatchDimension)]};
+  srcStep = {xs[0]};
+  dstStep = {ost[static_cast<size_t>(dn.outputBatchDimension)]};
   for (size_t d = 0; d + 1 < r; ++d) {
     srcStep.push_back(g.stride[d] * xs[d + 1]);
     dstStep.push_back(ost[static_cast<size_t>(dn.outputSpatialDimensions[d])]);
   }
-  auto addresses = [&](int item, bool dstToo) {
-    e_.op("srem {}, {}, {}", S(rT), S(item), rows);
-    e_.op("smov {}, {}", S(rSrc), base(xBuf));
+}
+
+void DepthwiseRowEmitter::addresses(int item, bool dstToo) {
+  e_.op("srem {}, {}, {}", S(rT), S(item), rows);
+  e_.op("smov {}, {}", S(rSrc), base(xBuf));
+  if (dstToo) {
+    e_.op("sdiv {}, {}, {}", S(rDst), S(item), rows);
+    e_.op("smul {}, {}, {}", S(rDst), S(rDst), oFeat);
+    e_.op("sadd {}, {}, {}", S(rDst), S(rDst), base(dst));
+  }
+  for (size_t j = rowDims.size(); j-- > 0;) {
+    if (j > 0) {
+      e_.op("srem {}, {}, {}", S(rR), S(rT), rowDims[j]);
+      e_.op("sdiv {}, {}, {}", S(rT), S(rT), rowDims[j]);
+    } else {
+      e_.op("smov {}, {}", S(rR), S(rT));
+    }
+    e_.op("smul {}, {}, {}", S(rTmp), S(rR), srcStep[j]);
+    e_.op("sadd {}, {}, {}", S(rSrc), S(rSrc), S(rTmp));
     if (dstToo) {
-      e_.op("sdiv {}, {}, {}", S(rDst), S(item), rows);
-      e_.op("smul {}, {}, {}", S(rDst), S(rDst), oFeat);
-      e_.op("sadd {}, {}, {}", S(rDst), S(rDst), base(dst));
+      e_.op("smul {}, {}, {}", S(rTmp), S(rR), dstStep[j]);
+      e_.op("sadd {}, {}, {}", S(rDst), S(rDst), S(rTmp));
     }
-    for (size_t j = rowDims.size(); j-- > 0;) {
-      if (j > 0) {
-        e_.op("srem {}, {}, {}", S(rR), S(rT), rowDims[j]);
-        e_.op("sdiv {}, {}, {}", S(rT), S(rT), rowDims[j]);
-      } else {
-        e_.op("smov {}, {}", S(rR), S(rT));
-      }
-      e_.op("smul {}, {}, {}", S(rTmp), S(rR), srcStep[j]);
-      e_.op("sadd {}, {}, {}", S(rSrc), S(rSrc), S(rTmp));
-      if (dstToo) {
-        e_.op("smul {}, {}, {}", S(rTmp), S(rR), dstStep[j]);
-        e_.op("sadd {}, {}, {}", S(rDst), S(rDst), S(rTmp));
-      }
-    }
-  };
-  auto loadBox = [&](int slotReg) {
-    e_.op("smul {}, {}, {}", S(rBox), S(slotReg), vm.boxSlot);
-    e_.op("sadd {}, {}, {}", S(rBox), S(rBox), vBox);
-    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", xBuf), dBox, S(rBox), memRef(xBuf, S(rSrc)), S(slotReg));
-  };
+  }
+}
+
+void DepthwiseRowEmitter::loadBox(int slotReg) {
+  e_.op("smul {}, {}, {}", S(rBox), S(slotReg), vm.boxSlot);
+  e_.op("sadd {}, {}, {}", S(rBox), S(rBox), vBox);
+  e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dBox, S(rBox), l_.memRef(xBuf, S(rSrc)), S(slotReg));
+}
+
+// The weights; an epilogue's columns as [og, cp]: output channel c * og
+// + o of a bias is lane c of row o, read by the work items of o. All on
+// sem0.
+void DepthwiseRowEmitter::loadWeights() {
   e_.op("smov {}, {}", S(rT), base(wd));
-  e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", wd), dWt, vW, memRef(wd, S(rT)));
-  // An epilogue's columns as [og, cp]: output channel c * og + o of a
-  // bias is lane c of row o, read by the work items of o.
+  e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", wd), dWt, vW, l_.memRef(wd, S(rT)));
   int columnLoads = 0;
-  std::map<const Instruction*, VReg> scalars;
   if (epilogue) {
     int smem = 0;
     for (size_t j = 0; j < epilogue->inputs.size(); ++j) {
       const MatmulEpilogue::Input& input = epilogue->inputs[j];
       if (input.kind == MatmulEpilogue::Scalar) {
-        scalars[input.value] = splatScalar(input.buf, input.type, smem++);
+        scalars[input.value] = l_.splatScalar(input.buf, input.type, smem++);
         continue;
       }
       int ei = typeInfo(input.type).bytes;
       std::string d = e_.desc(static_cast<uint64_t>(ei), {{og, ei, cp * ei}, {c, og * ei, ei}});
       e_.op("smov {}, {}", S(rT), base(input.buf));
-      e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", input.buf), d, vm.columns[j], memRef(input.buf, S(rT)));
+      e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", input.buf), d, vm.columns[j], l_.memRef(input.buf, S(rT)));
       ++columnLoads;
     }
   }
   if (columnLoads) e_.op("sem.wait sem0, {}", 1 + columnLoads);
   else e_.op("sem.wait sem0");
-  std::string lItem = e_.newLabel("dwrow"), lCompute = e_.newLabel("dwcompute"), lB = e_.newLabel("dwpos"),
-              lCb = e_.newLabel("dwchan"), lNoWait = e_.newLabel("dwfree");
+}
+
+// The item loop's head: the next item's box into the other slot, the
+// waits for this one's and for its result slot, the slot bases.
+void DepthwiseRowEmitter::itemStart() {
+  lItem = e_.newLabel("dwrow");
+  lCompute = e_.newLabel("dwcompute");
+  lB = e_.newLabel("dwpos");
+  lCb = e_.newLabel("dwchan");
+  lNoWait = e_.newLabel("dwfree");
   e_.op("smov {}, 0", S(rQ));
   e_.op("smov {}, 0", S(rSlot));
   addresses(rQ, false);
@@ -642,14 +756,19 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   e_.op("smul {}, {}, {}", S(rAcc), S(rSlot), vm.accSlot);
   e_.op("sadd {}, {}, {}", S(rAcc), S(rAcc), vAcc);
   e_.op("sdiv {}, {}, {}", S(rO), S(rQ), rows);
-  // Groups of `unroll` blocks of 8 output positions x 128 channels.
-  int64_t u = vm.unroll, posBytes = 8 * sLast * c * es;
+}
+
+// Groups of `unroll` blocks of 8 output positions x 128 channels: the
+// accumulators and the block's box and weight addresses.
+void DepthwiseRowEmitter::blockAddresses() {
+  u = vm.unroll;
+  posBytes = 8 * sLast * c * es;
   e_.op("smov {}, 0", S(rB));
   e_.label(lB);
   e_.op("smov {}, 0", S(rCb));
   e_.label(lCb);
-  std::vector<VReg> acc;
-  for (int64_t j = 0; j < u; ++j) acc.push_back(vconst(ElementType::F32, 0));
+  acc.clear();
+  for (int64_t j = 0; j < u; ++j) acc.push_back(l_.vconst(ElementType::F32, 0));
   e_.op("smul {}, {}, {}", S(rXb), S(rB), u * posBytes);
   e_.op("smul {}, {}, {}", S(rTmp), S(rCb), 128 * es);
   e_.op("sadd {}, {}, {}", S(rXb), S(rXb), S(rTmp));
@@ -658,8 +777,11 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   e_.op("smul {}, {}, {}", S(rTmp), S(rCb), 128 * ew);
   e_.op("sadd {}, {}, {}", S(rW), S(rW), S(rTmp));
   e_.op("sadd {}, {}, {}", S(rW), S(rW), vW);
-  // Taps as nested counted loops, one per spatial dimension (row-major,
-  // the order of Wd).
+}
+
+// Taps as nested counted loops, one per spatial dimension (row-major, the
+// order of Wd).
+void DepthwiseRowEmitter::taps() {
   std::vector<std::string> lTap(r);
   for (size_t d = 0; d < r; ++d) {
     e_.op("smov {}, {}", S(rX[d]), S(d == 0 ? rXb : rX[d - 1]));
@@ -670,11 +792,11 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
   {
     // All loads first, in distinct registers, so they issue back to back
     // and the multiply-adds do not wait on one another's operands.
-    VReg wv = vload(g.kType, S(rW), ", 0");
+    VReg wv = l_.vload(g.kType, S(rW), ", 0");
     std::vector<VReg> xv;
     for (int64_t j = 0; j < u; ++j)
-      xv.push_back(vload(g.inType, fmt::format("{} + {}", S(rX[r - 1]), j * posBytes),
-                         fmt::format(", {}", sLast * c * es)));
+      xv.push_back(l_.vload(g.inType, fmt::format("{} + {}", S(rX[r - 1]), j * posBytes),
+                            fmt::format(", {}", sLast * c * es)));
     for (size_t j = 0; j < xv.size(); ++j) {
       e_.op("vfma.f32 {}, {}, {}, {}", V(acc[j]), V(xv[j]), V(wv), V(acc[j]));
       vfree(xv[j]);
@@ -687,6 +809,10 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
     e_.op("sadd {}, {}, {}", S(rX[d]), S(rX[d]), step);
     e_.op("loop {}, {}", S(rCnt[d]), lTap[d]);
   }
+}
+
+// The blocks' accumulators through the epilogue into the row's results.
+bool DepthwiseRowEmitter::blockStores() {
   e_.op("smul {}, {}, {}", S(rTmp), S(rB), u * 8 * cp * eo);
   e_.op("smul {}, {}, {}", S(rR), S(rCb), 128 * eo);
   e_.op("sadd {}, {}, {}", S(rTmp), S(rTmp), S(rR));
@@ -699,9 +825,9 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
       // The convolution's value in its own type, as the unfused kernel
       // stores it, then the fused instructions.
       if (g.outType != ElementType::F32) {
-        VReg r = valloc(g.outType);
-        e_.op("vmov.s32 {}, {}", V(r), V(result));
-        owned.push_back(normalize(r));
+        VReg cv = valloc(g.outType);
+        e_.op("vmov.s32 {}, {}", V(cv), V(result));
+        owned.push_back(l_.normalize(cv));
       }
       val[epilogue->dot] = owned.empty() ? result : owned.back();
       for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
@@ -713,31 +839,70 @@ bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, in
         e_.op("sadd {}, {}, {}", S(rR), S(rR), vm.columns[k]);
         e_.op("smul {}, {}, {}", S(rXb), S(rCb), 128 * ei);
         e_.op("sadd {}, {}, {}", S(rR), S(rR), S(rXb));
-        owned.push_back(vload(input.type, S(rR), ", 0"));
+        owned.push_back(l_.vload(input.type, S(rR), ", 0"));
         val[input.value] = owned.back();
       }
-      if (!evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
+      if (!l_.evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
       result = val[epilogue->comp->root()];
     }
-    vstore(result, storedType, fmt::format("{} + {}", S(rTmp), j * 8 * cp * eo), fmt::format(", {}", cp * eo));
+    l_.vstore(result, storedType, fmt::format("{} + {}", S(rTmp), j * 8 * cp * eo), fmt::format(", {}", cp * eo));
     std::set<int> freed = {acc[static_cast<size_t>(j)].r};
     vfree(acc[static_cast<size_t>(j)]);
     for (VReg v : owned)
       if (freed.insert(v.r).second) vfree(v);
   }
+  return true;
+}
+
+// The loops over channel and position blocks close; the row out; the
+// item loop closes and the last two rows' stores are waited for.
+void DepthwiseRowEmitter::itemEnd() {
   e_.op("sadd {}, {}, 1", S(rCb), S(rCb));
   e_.op("br.lt {}, {}, {}", S(rCb), cBlocks, lCb);
   e_.op("sadd {}, {}, 1", S(rB), S(rB));
   e_.op("br.lt {}, {}, {}", S(rB), vm.groups, lB);
   addresses(rQ, true);
   e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
-  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", dst), dOut, memRef(dst, S(rDst)), S(rAcc), S(rT));
+  e_.op("{} {}, {}, [{}], sem[{}]", l_.dmaOp("v2h", dst), dOut, l_.memRef(dst, S(rDst)), S(rAcc), S(rT));
   e_.op("sadd {}, {}, 1", S(rQ), S(rQ));
   e_.op("br.lt {}, {}, {}", S(rQ), items, lItem);
   e_.op("sem.wait sem{}", 2 + ((items - 1) & 1));
   if (items >= 2) e_.op("sem.wait sem{}", 2 + ((items - 2) & 1));
+}
+
+bool DepthwiseRowEmitter::run() {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  r = g.rank;
+  c = g.inFeatures;
+  cp = roundUp(c, 128);
+  og = g.outPerGroup;
+  storedType = epilogue ? epilogue->outType : g.outType;
+  es = typeInfo(g.inType).bytes;
+  ew = typeInfo(g.kType).bytes;
+  eo = typeInfo(storedType).bytes;
+  // X may be the operand's buffer itself, whose recorded dims can be those
+  // of a reshape's operand: use the geometry's.
+  std::vector<int64_t> xDims = {g.batch};
+  xDims.insert(xDims.end(), g.padded.begin(), g.padded.end());
+  xDims.push_back(g.inFeatures);
+  xs = byteStrides(xDims, es);
+  tapS = rowMajorStrides(g.kSize);
+  if (!weights()) return false;
+  descriptors();
+  registers();
+  loadWeights();
+  itemStart();
+  blockAddresses();
+  taps();
+  if (!blockStores()) return false;
+  itemEnd();
   for (auto& [inst, v] : scalars) vfree(v);
   return !failed_;
+}
+
+bool Lowerer::emitDepthwiseConv(const Instruction& in, const ConvGeometry& g, int xBuf,
+                                const MatmulEpilogue* epilogue) {
+  return DepthwiseRowEmitter(*this, in, g, xBuf, epilogue).run();
 }
 
 }  // namespace tpu::codegen

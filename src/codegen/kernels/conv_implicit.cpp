@@ -28,6 +28,7 @@
 #include <functional>
 #include <numeric>
 
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -265,308 +266,408 @@ bool Lowerer::implicitConvRegisters(const MatmulEpilogue* epilogue, ImplicitConv
   return p.G + worst + 8 + scalarsAndColumns <= target_.registers.vregs;
 }
 
-bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
-                               const MatmulEpilogue* epilogue) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  const auto& dn = *in.attrs().convDims;
-  const Shape& ls = in.operand(0)->shape();
-  const Shape& ks = in.operand(1)->shape();
-  const Shape& os = in.shape();
-  const bool two = g.rank == 2;
-  const ElementType storedType = epilogue ? epilogue->outType : g.outType;
-  const int es = typeInfo(g.inType).bytes, ew = typeInfo(g.kType).bytes, eo = typeInfo(storedType).bytes;
-  const int xBuf = leaves_[in.operand(0)][0];
-  const int kBuf = leaves_[in.operand(1)][0];
-  const int dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
+// The implicit GEMM kernel's phases and the state they share: the
+// descriptors of the image, result and epilogue DMAs, the registers the
+// loops keep, and the job schedule of the MXUs (a job is one GEMM tile of
+// a chunk, dealt to MXU j % G in round j / G of a period).
+class ImplicitConvEmitter : KernelPhases {
+ public:
+  ImplicitConvEmitter(Lowerer& l, const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
+                      const MatmulEpilogue* epilogue)
+      : KernelPhases(l, in), g(g), p(p), epilogue(epilogue), dn(*in.attrs().convDims) {}
+  bool run();
 
-  // Descriptors. X: the image's H x W x C into the box's interior.
-  std::vector<int64_t> ins = byteStrides(ls.dimensions(), es);
-  const int64_t inB = ins[static_cast<size_t>(dn.inputBatchDimension)];
-  const int64_t inH = two ? ins[static_cast<size_t>(dn.inputSpatialDimensions[0])] : 0;
-  const int64_t inW = ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 1])];
-  const int64_t inC = ins[static_cast<size_t>(dn.inputFeatureDimension)];
-  auto boxDesc = [&](int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs, int64_t cd, int64_t e,
-                     int64_t h, int64_t w, int64_t c) {
-    // Merge contiguous inner dimensions into the chunk.
-    std::vector<Emitter::Dim> dims;
-    uint64_t chunk = static_cast<uint64_t>(e);
-    if (cs == e && cd == e) {
-      chunk = static_cast<uint64_t>(c * e);
-      if (ws == c * e && wd == c * e) {
-        chunk *= static_cast<uint64_t>(w);
-        if (h > 1) dims.push_back({h, hs, hd});
-      } else {
-        if (h > 1) dims.push_back({h, hs, hd});
-        dims.push_back({w, ws, wd});
-      }
+ private:
+  // A job: its chunk of the period, N tile, K tile and the kernel row and
+  // K slice of the run it reads.
+  struct Job {
+    int64_t cc, nt, kt, dy, ks;
+  };
+  // Consecutive MXUs of a round on the same chunk and N tile.
+  struct Group {
+    int64_t u0, u1, cc, nt;
+    bool first, last;
+  };
+  // What popBlocks loaded for one group of one block.
+  struct Loaded {
+    std::vector<VReg> terms;  // the pops, then the accumulator (unless first)
+    std::map<const Instruction*, VReg> inputs;
+  };
+
+  std::string boxDesc(int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs, int64_t cd, int64_t e, int64_t h,
+                      int64_t w, int64_t c);
+  std::string stageDesc(int64_t e, const std::vector<int64_t>& strides, bool out, int64_t rows);
+  void descriptors();
+  void epilogueDescriptors();
+  void registers();
+  void loadImage(int rItem, int rSl);
+  void zeroBoxes();
+  void loadWeights();
+  void loadColumns();
+  Job job(int64_t rho, int64_t u) const;
+  int64_t tileOf(int64_t rho, int64_t u) const;
+  bool changes(int64_t rho, int64_t u) const;
+  std::vector<Group> groupsOf(int64_t rho) const;
+  void pushTile(int64_t rho, int64_t u);
+  void prepareLoop();
+  int64_t aOffset(int64_t rho, int64_t u) const;
+  void loadA(int64_t rho, int64_t blockOff);
+  void pushBlocks();
+  std::vector<Loaded> popLoads(const std::vector<Group>& gs, bool prevPeriod, std::vector<VReg>& owned);
+  bool popStores(const std::vector<Group>& gs, bool prevPeriod, std::vector<Loaded>& loaded,
+                 std::vector<VReg>& owned);
+  bool popBlocks(int64_t rho, bool prevPeriod, const std::function<void()>& middle);
+  void stepPop();
+  void setPop(int64_t block, int64_t periodOffset);
+  void imageStart();
+  void waitBands();
+  void stageSome(int64_t nextRho, bool spread);
+  bool loopA(int64_t rho, bool withPops, bool spread);
+  bool round(int64_t rho);
+  void nextPeriod();
+  void sendBand(const std::string& desc);
+  void sendBands();
+  bool drain();
+  void imageOut();
+  void finish();
+
+  const ConvGeometry& g;
+  const ImplicitConvPlan& p;
+  const MatmulEpilogue* epilogue;
+  const hlo::ConvolutionDimensionNumbers& dn;
+  bool two = false;
+  ElementType storedType = ElementType::F32, convType = ElementType::F32;
+  int es = 0, ew = 0, eo = 0;
+  int xBuf = -1, kBuf = -1, dst = -1;
+  // Descriptors and the byte strides and offsets they are built from.
+  int64_t inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0, xInterior = 0, xPart = 0;
+  int64_t oB = 0, oPart = 0, lastInRows = 0, lastOutRows = 0, oHs = 0, stageRow = 0;
+  std::vector<int64_t> ost;
+  std::string dX, dOut, dXBand, dXLast, dOutBand, dOutLast;
+  std::vector<std::string> dIn;
+  std::vector<int64_t> inBatch, inPart;  // per epilogue input: batch stride, this part's offset
+  // Registers.
+  int rN = -1, rSlot = -1, rT = -1, rT2 = -1, rPr = -1, rCnt = -1, rXper = -1, rPush = -1, rEper = -1, rAccPer = -1,
+      rPAcc = -1, rPE = -1, rW = -1, rWp = -1, rWaited = -1, rSent = -1;
+  std::vector<int> rPIn, rInPer;
+  int64_t images = 0, blockBytes = 0, eBlock = 0, chunkA = 0, chunkE = 0, imageRows = 0;
+  int loads = 0, once = 0;
+  std::map<const Instruction*, VReg> scalars;
+  std::string ld, ldW;
+  int64_t tailLanes = 0;
+  int tailMask = -1;
+  int U = 1;
+  std::vector<std::vector<VReg>> va;  // A registers: loaded one iteration ahead
+  int64_t iters = 0, dIters = 0;
+  std::string lImage, lPeriod, lNoNext, lNoWait;
+};
+
+// Merges contiguous inner dimensions into the chunk.
+std::string ImplicitConvEmitter::boxDesc(int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs, int64_t cd,
+                                         int64_t e, int64_t h, int64_t w, int64_t c) {
+  std::vector<Emitter::Dim> dims;
+  uint64_t chunk = static_cast<uint64_t>(e);
+  if (cs == e && cd == e) {
+    chunk = static_cast<uint64_t>(c * e);
+    if (ws == c * e && wd == c * e) {
+      chunk *= static_cast<uint64_t>(w);
+      if (h > 1) dims.push_back({h, hs, hd});
     } else {
       if (h > 1) dims.push_back({h, hs, hd});
       dims.push_back({w, ws, wd});
-      dims.push_back({c, cs, cd});
     }
-    return e_.desc(chunk, dims);
-  };
+  } else {
+    if (h > 1) dims.push_back({h, hs, hd});
+    dims.push_back({w, ws, wd});
+    dims.push_back({c, cs, cd});
+  }
+  return e_.desc(chunk, dims);
+}
+
+// Result (and tile inputs): staging row = pair, column (x % P) * O + o.
+std::string ImplicitConvEmitter::stageDesc(int64_t e, const std::vector<int64_t>& strides, bool out, int64_t rows) {
+  int64_t hS = two ? strides[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
+  int64_t wS = strides[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 1])];
+  int64_t fS = strides[static_cast<size_t>(dn.outputFeatureDimension)];
+  int64_t sh = p.rowPairs * p.NP * e, sw = p.NP / p.P * e;
+  if (out) return boxDesc(sh, hS, sw, wS, e, fS, e, rows, p.Wout, p.O);
+  return boxDesc(hS, sh, wS, sw, fS, e, e, rows, p.Wout, p.O);
+}
+
+// X: the image's H x W x C into the box's interior; the result out of the
+// staging; in bands when banded.
+void ImplicitConvEmitter::descriptors() {
+  const Shape& ls = in.operand(0)->shape();
+  std::vector<int64_t> ins = byteStrides(ls.dimensions(), es);
+  inB = ins[static_cast<size_t>(dn.inputBatchDimension)];
+  inH = two ? ins[static_cast<size_t>(dn.inputSpatialDimensions[0])] : 0;
+  inW = ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 1])];
+  inC = ins[static_cast<size_t>(dn.inputFeatureDimension)];
   // lhs dilation spreads the copied rows and columns over the box.
-  const int64_t dilH = two ? g.lhsDil[0] : 1, dilW = g.lhsDil[g.rank - 1];
-  const int64_t boxH = dilH * p.RS * es, boxW = dilW * p.C * es;
-  const std::string dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, p.C);
-  const int64_t xInterior = (p.padTop * p.RS + p.padLeft * p.C) * es;
+  dilH = two ? g.lhsDil[0] : 1;
+  dilW = g.lhsDil[g.rank - 1];
+  boxH = dilH * p.RS * es;
+  boxW = dilW * p.C * es;
+  dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, p.C);
+  xInterior = (p.padTop * p.RS + p.padLeft * p.C) * es;
   // The first input row and column copied (negative padding crops); a part
   // of a grouped convolution: its channels of X, its features of the
   // result (and of the epilogue's inputs).
   const Copied cH = copied(two ? g.inSize[0] : 1, two ? g.padLow[0] : 0, dilH, two ? g.padded[0] : 1);
   const Copied cW = copied(g.inSize[g.rank - 1], g.padLow[g.rank - 1], dilW, g.padded[g.rank - 1]);
-  const int64_t xPart = p.part * p.C * inC + cH.first * inH + cW.first * inW;
-  // Result (and tile inputs): staging row = pair, column (x % P) * O + o.
-  std::vector<int64_t> ost = byteStrides(os.dimensions(), eo);
-  const int64_t oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
-  const int64_t oPart = p.part * p.O * ost[static_cast<size_t>(dn.outputFeatureDimension)];
-  auto stageDesc = [&](int64_t e, const std::vector<int64_t>& strides, bool out, int64_t rows) {
-    int64_t hS = two ? strides[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
-    int64_t wS = strides[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 1])];
-    int64_t fS = strides[static_cast<size_t>(dn.outputFeatureDimension)];
-    int64_t sh = p.rowPairs * p.NP * e, sw = p.NP / p.P * e;
-    if (out) return boxDesc(sh, hS, sw, wS, e, fS, e, rows, p.Wout, p.O);
-    return boxDesc(hS, sh, wS, sw, fS, e, e, rows, p.Wout, p.O);
-  };
-  const std::string dOut = stageDesc(eo, ost, true, p.Hout);
+  xPart = p.part * p.C * inC + cH.first * inH + cW.first * inW;
+  ost = byteStrides(in.shape().dimensions(), eo);
+  oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
+  oPart = p.part * p.O * ost[static_cast<size_t>(dn.outputFeatureDimension)];
+  dOut = stageDesc(eo, ost, true, p.Hout);
   // Banded: the X rows of each input band, the result rows of each band.
-  const int64_t lastInRows = p.H - (p.inBands - 1) * p.inBandRows;
-  const int64_t lastOutRows = p.Hout - (p.outBands - 1) * p.outBandRows;
-  std::string dXBand, dXLast, dOutBand, dOutLast;
+  lastInRows = p.H - (p.inBands - 1) * p.inBandRows;
+  lastOutRows = p.Hout - (p.outBands - 1) * p.outBandRows;
   if (p.banded) {
     dXBand = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.inBandRows, p.W, p.C);
     dXLast = boxDesc(inH, boxH, inW, boxW, inC, es, es, lastInRows, p.W, p.C);
     dOutBand = stageDesc(eo, ost, true, p.outBandRows);
     dOutLast = stageDesc(eo, ost, true, lastOutRows);
   }
-  const int64_t oHs = two ? ost[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
-  const int64_t stageRow = p.rowPairs * p.NP * eo;
-  std::vector<std::string> dIn;
-  std::vector<int64_t> inBatch, inPart;  // per epilogue input: batch stride, this part's offset
-  if (epilogue)
-    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
-      int ei = typeInfo(input.type).bytes;
-      if (input.kind == MatmulEpilogue::Tile) {
-        std::vector<int64_t> st = byteStrides(os.dimensions(), ei);
-        dIn.push_back(stageDesc(ei, st, false, p.Hout));
-        inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
-        inPart.push_back(p.part * p.O * st[static_cast<size_t>(dn.outputFeatureDimension)]);
-      } else if (input.kind == MatmulEpilogue::Column) {
-        dIn.push_back(e_.desc(static_cast<uint64_t>(p.O * ei), p.P > 1 ? std::vector<Emitter::Dim>{{p.P, 0, p.O * ei}}
-                                                                       : std::vector<Emitter::Dim>{}));
-        inBatch.push_back(0);
-        inPart.push_back(p.part * p.O * ei);
-      } else {
-        dIn.push_back("");
-        inBatch.push_back(0);
-        inPart.push_back(0);
-      }
-    }
+  oHs = two ? ost[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
+  stageRow = p.rowPairs * p.NP * eo;
+  epilogueDescriptors();
+}
 
-  // Registers.
-  int rN = sreg(), rSlot = sreg(), rT = sreg(), rT2 = sreg(), rPr = sreg(), rCnt = sreg(), rXper = sreg(),
-      rPush = sreg(), rEper = sreg(), rAccPer = sreg(), rPAcc = sreg(), rPE = sreg(), rW = sreg(), rWp = sreg();
-  const int rWaited = p.banded ? sreg() : -1, rSent = p.banded ? sreg() : -1;
-  std::vector<int> rPIn, rInPer;
+// Per epilogue input: its DMA, batch stride and this part's offset.
+void ImplicitConvEmitter::epilogueDescriptors() {
+  if (!epilogue) return;
+  for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+    int ei = typeInfo(input.type).bytes;
+    if (input.kind == MatmulEpilogue::Tile) {
+      std::vector<int64_t> st = byteStrides(in.shape().dimensions(), ei);
+      dIn.push_back(stageDesc(ei, st, false, p.Hout));
+      inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
+      inPart.push_back(p.part * p.O * st[static_cast<size_t>(dn.outputFeatureDimension)]);
+    } else if (input.kind == MatmulEpilogue::Column) {
+      dIn.push_back(e_.desc(static_cast<uint64_t>(p.O * ei), p.P > 1 ? std::vector<Emitter::Dim>{{p.P, 0, p.O * ei}}
+                                                                     : std::vector<Emitter::Dim>{}));
+      inBatch.push_back(0);
+      inPart.push_back(p.part * p.O * ei);
+    } else {
+      dIn.push_back("");
+      inBatch.push_back(0);
+      inPart.push_back(0);
+    }
+  }
+}
+
+void ImplicitConvEmitter::registers() {
+  rN = sreg();
+  rSlot = sreg();
+  rT = sreg();
+  rT2 = sreg();
+  rPr = sreg();
+  rCnt = sreg();
+  rXper = sreg();
+  rPush = sreg();
+  rEper = sreg();
+  rAccPer = sreg();
+  rPAcc = sreg();
+  rPE = sreg();
+  rW = sreg();
+  rWp = sreg();
+  rWaited = p.banded ? sreg() : -1;
+  rSent = p.banded ? sreg() : -1;
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs) {
       bool tile = input.kind == MatmulEpilogue::Tile;
       rPIn.push_back(tile ? sreg() : -1);
       rInPer.push_back(tile ? sreg() : -1);
     }
-  const int64_t images = p.items;
-  const int64_t blockBytes = 8 * p.pairBytes;            // A: one block further
-  const int64_t eBlock = 8 * p.NP * eo;                   // staging: one block further
-  const int64_t chunkA = p.R * blockBytes, chunkE = p.R * eBlock;
-
-  // Loads of item `rItem` (a register) into slot `rSl`: each image's X and
-  // tile inputs, all on sem[rSl]; an image past the batch signals instead.
-  const int64_t imageRows = p.Hpb / p.sy * p.rowPairs;  // staging rows per stacked image
-  int loads = p.banded ? 0 : 1;
+  images = p.items;
+  blockBytes = 8 * p.pairBytes;  // A: one block further
+  eBlock = 8 * p.NP * eo;        // staging: one block further
+  chunkA = p.R * blockBytes;
+  chunkE = p.R * eBlock;
+  imageRows = p.Hpb / p.sy * p.rowPairs;  // staging rows per stacked image
+  loads = p.banded ? 0 : 1;
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs)
       if (input.kind == MatmulEpilogue::Tile) ++loads;
-  auto loadImage = [&](int rItem, int rSl) {
-    for (int64_t b = 0; b < p.B; ++b) {
-      std::string lSkip = e_.newLabel("icnoimg"), lDone = e_.newLabel("icimgd");
-      e_.op("smul {}, {}, {}", S(rW), S(rItem), p.B);
-      if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
-      e_.op("br.ge {}, {}, {}", S(rW), g.batch, lSkip);
-      e_.op("smul {}, {}, {}", S(rT), S(rW), inB);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf) + xPart);
-      e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
-      e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vX + xInterior + static_cast<uint64_t>(b * p.Hpb * p.RS * es));
-      if (p.banded) {
-        // Slot 0, image 0: each band of rows on its own semaphore.
-        for (int64_t k = 0; k < p.inBands; ++k) {
-          e_.op("smov {}, {}", S(rT), base(xBuf) + xPart + k * p.inBandRows * inH);
-          e_.op("{} {}, [{}], {}, sem{}", dmaOp("h2v", xBuf), k + 1 < p.inBands ? dXBand : dXLast,
-                p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * boxH), memRef(xBuf, S(rT)),
-                5 + k);
-        }
-      } else {
-        e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", xBuf), dX, S(rT2), memRef(xBuf, S(rT)), S(rSl));
-      }
-      if (epilogue)
-        for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
-          const MatmulEpilogue::Input& input = epilogue->inputs[k];
-          if (input.kind != MatmulEpilogue::Tile) continue;
-          e_.op("smul {}, {}, {}", S(rT), S(rW), inBatch[k]);
-          e_.op("sadd {}, {}, {}", S(rT), S(rT), base(input.buf) + inPart[k]);
-          e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.inSlot[k]);
-          e_.op("sadd {}, {}, {}", S(rT2), S(rT2),
-                p.vIn[k] + static_cast<uint64_t>(b * imageRows * p.NP * typeInfo(input.type).bytes));
-          e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", input.buf), dIn[k], S(rT2), memRef(input.buf, S(rT)),
-                S(rSl));
-        }
-      e_.op("jmp {}", lDone);
-      e_.label(lSkip);
-      e_.op("sem.signal sem[{}], {}", S(rSl), loads);
-      e_.label(lDone);
-    }
-  };
+}
 
-  // Zero the weights' area and both X boxes (contiguous), then DMA the
-  // weights into their packed places: W'[kt * 128 + e * C + c, j * O + o] =
-  // K[dy, e - j * sx, c, o], kt = dy * KS + (e * C + c) / 128 (reversed taps
-  // read backwards); and the columns. All on sem4.
-  {
-    VReg z = vconst(ElementType::F32, 0);
-    uint64_t zeroEnd = p.vX + 2 * p.xSlot;
-    int64_t stores = static_cast<int64_t>((zeroEnd - p.vW) / 4096);
-    std::string lZero = e_.newLabel("iczero");
-    e_.op("smov {}, {}", S(rT), p.vW);
-    e_.op("smov {}, {}", S(rCnt), stores);
-    e_.label(lZero);
-    e_.op("vst {}, [{}]", V(z), S(rT));
-    e_.op("sadd {}, {}, 4096", S(rT), S(rT));
-    e_.op("loop {}, {}", S(rCnt), lZero);
-    for (uint64_t off = p.vW + static_cast<uint64_t>(stores) * 4096; off < zeroEnd; off += 512) {
-      e_.op("smov {}, {}", S(rT), off);
-      e_.op("vst {}, [{}], mask=0x1", V(z), S(rT));
-    }
-    vfree(z);
-  }
-  int once = 0;
-  {
-    std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
-    int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
-    int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
-    int64_t sc = kst[static_cast<size_t>(dn.kernelInputFeatureDimension)];
-    int64_t so = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
-    int64_t srcOff = 0;
-    if (two && g.reversal[0]) {
-      srcOff += (p.kh - 1) * sy;
-      sy = -sy;
-    }
-    if (g.reversal[g.rank - 1]) {
-      srcOff += (g.kSize[g.rank - 1] - 1) * sx;
-      sx = -sx;
-    }
-    // This part's output features; group l of the part: its Cg input
-    // channels and Og outputs, a block on W''s diagonal (zero elsewhere).
-    srcOff += p.part * p.O * so;
-    std::vector<Emitter::Dim> dims;
-    if (p.kh > 1) dims.push_back({p.kh, sy, p.KS * 128 * p.NP * ew});
-    dims.push_back({g.kSize[g.rank - 1], sx, g.rhsDil[g.rank - 1] * p.C * p.NP * ew});
-    dims.push_back({p.Cg, sc, p.NP * ew});
-    uint64_t chunk = static_cast<uint64_t>(p.Og * ew);
-    if (so != ew) {
-      dims.push_back({p.Og, so, ew});
-      chunk = static_cast<uint64_t>(ew);
-    }
-    std::string dWt = e_.desc(chunk, dims);
-    for (int64_t j = 0; j < p.P; ++j)
-      for (int64_t l = 0; l < p.gpp; ++l) {
-        e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + l * p.Og * so);
-        e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", kBuf), dWt,
-              p.vW + static_cast<uint64_t>((j * p.sx * p.C * p.NP + j * p.O + l * p.Cg * p.NP + l * p.Og) * ew),
-              memRef(kBuf, S(rT)));
-        ++once;
+// Loads of item `rItem` (a register) into slot `rSl`: each image's X and
+// tile inputs, all on sem[rSl]; an image past the batch signals instead.
+void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
+  for (int64_t b = 0; b < p.B; ++b) {
+    std::string lSkip = e_.newLabel("icnoimg"), lDone = e_.newLabel("icimgd");
+    e_.op("smul {}, {}, {}", S(rW), S(rItem), p.B);
+    if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
+    e_.op("br.ge {}, {}, {}", S(rW), g.batch, lSkip);
+    e_.op("smul {}, {}, {}", S(rT), S(rW), inB);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf) + xPart);
+    e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
+    e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vX + xInterior + static_cast<uint64_t>(b * p.Hpb * p.RS * es));
+    if (p.banded) {
+      // Slot 0, image 0: each band of rows on its own semaphore.
+      for (int64_t k = 0; k < p.inBands; ++k) {
+        e_.op("smov {}, {}", S(rT), base(xBuf) + xPart + k * p.inBandRows * inH);
+        e_.op("{} {}, [{}], {}, sem{}", l_.dmaOp("h2v", xBuf), k + 1 < p.inBands ? dXBand : dXLast,
+              p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * boxH), l_.memRef(xBuf, S(rT)), 5 + k);
       }
-  }
-  std::map<const Instruction*, VReg> scalars;
-  if (epilogue) {
-    int smem = 0;
-    for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
-      const MatmulEpilogue::Input& input = epilogue->inputs[k];
-      if (input.kind == MatmulEpilogue::Scalar) {
-        scalars[input.value] = splatScalar(input.buf, input.type, smem++);
-      } else if (input.kind == MatmulEpilogue::Column) {
-        e_.op("smov {}, {}", S(rT), base(input.buf) + inPart[k]);
-        e_.op("{} {}, [{}], {}, sem4", dmaOp("h2v", input.buf), dIn[k], p.vIn[k], memRef(input.buf, S(rT)));
-        ++once;
-      }
+    } else {
+      e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dX, S(rT2), l_.memRef(xBuf, S(rT)), S(rSl));
     }
+    if (epilogue)
+      for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+        const MatmulEpilogue::Input& input = epilogue->inputs[k];
+        if (input.kind != MatmulEpilogue::Tile) continue;
+        e_.op("smul {}, {}, {}", S(rT), S(rW), inBatch[k]);
+        e_.op("sadd {}, {}, {}", S(rT), S(rT), base(input.buf) + inPart[k]);
+        e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.inSlot[k]);
+        e_.op("sadd {}, {}, {}", S(rT2), S(rT2),
+              p.vIn[k] + static_cast<uint64_t>(b * imageRows * p.NP * typeInfo(input.type).bytes));
+        e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", input.buf), dIn[k], S(rT2), l_.memRef(input.buf, S(rT)),
+              S(rSl));
+      }
+    e_.op("jmp {}", lDone);
+    e_.label(lSkip);
+    e_.op("sem.signal sem[{}], {}", S(rSl), loads);
+    e_.label(lDone);
   }
-  // The first image streams in while the weights land.
-  e_.op("smov {}, 0", S(rN));
-  e_.op("smov {}, 0", S(rSlot));
-  loadImage(rN, rSlot);
-  e_.op("sem.wait sem4, {}", once);
+}
 
-  // Jobs of a period: job j on MXU j % G in round j / G; chunk j / J of
-  // the period, N tile (j % J) / KT, K tile (j % J) % KT.
-  struct Job {
-    int64_t cc, nt, kt, dy, ks;
-  };
-  auto job = [&](int64_t rho, int64_t u) {
-    int64_t j = rho * p.G + u, t = j % p.J;
-    Job jb{j / p.J, t / p.KT, t % p.KT, 0, 0};
-    jb.dy = jb.kt / p.KS;
-    jb.ks = jb.kt % p.KS;
-    return jb;
-  };
-  auto tileOf = [&](int64_t rho, int64_t u) {
-    Job jb = job(rho, u);
-    return jb.nt * p.KT + jb.kt;
-  };
-  auto changes = [&](int64_t rho, int64_t u) {
-    return tileOf(rho, u) != tileOf((rho + p.rounds - 1) % p.rounds, u);
-  };
-  // Groups of a round: consecutive MXUs on the same chunk and N tile.
-  struct Group {
-    int64_t u0, u1, cc, nt;
-    bool first, last;
-  };
-  auto groupsOf = [&](int64_t rho) {
-    std::vector<Group> gs;
-    for (int64_t u = 0; u < p.G; ++u) {
-      Job jb = job(rho, u);
-      if (!gs.empty() && gs.back().cc == jb.cc && gs.back().nt == jb.nt) {
-        gs.back().u1 = u;
-        gs.back().last = jb.kt == p.KT - 1;
-        continue;
-      }
-      gs.push_back({u, u, jb.cc, jb.nt, jb.kt == 0, jb.kt == p.KT - 1});
+// Zeroes the weights' area and both X boxes (contiguous).
+void ImplicitConvEmitter::zeroBoxes() {
+  VReg z = l_.vconst(ElementType::F32, 0);
+  uint64_t zeroEnd = p.vX + 2 * p.xSlot;
+  int64_t stores = static_cast<int64_t>((zeroEnd - p.vW) / 4096);
+  std::string lZero = e_.newLabel("iczero");
+  e_.op("smov {}, {}", S(rT), p.vW);
+  e_.op("smov {}, {}", S(rCnt), stores);
+  e_.label(lZero);
+  e_.op("vst {}, [{}]", V(z), S(rT));
+  e_.op("sadd {}, {}, 4096", S(rT), S(rT));
+  e_.op("loop {}, {}", S(rCnt), lZero);
+  for (uint64_t off = p.vW + static_cast<uint64_t>(stores) * 4096; off < zeroEnd; off += 512) {
+    e_.op("smov {}, {}", S(rT), off);
+    e_.op("vst {}, [{}], mask=0x1", V(z), S(rT));
+  }
+  vfree(z);
+}
+
+// DMAs the weights into their packed places: W'[kt * 128 + e * C + c,
+// j * O + o] = K[dy, e - j * sx, c, o], kt = dy * KS + (e * C + c) / 128
+// (reversed taps read backwards). On sem4.
+void ImplicitConvEmitter::loadWeights() {
+  const Shape& ks = in.operand(1)->shape();
+  std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
+  int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
+  int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
+  int64_t sc = kst[static_cast<size_t>(dn.kernelInputFeatureDimension)];
+  int64_t so = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
+  int64_t srcOff = 0;
+  if (two && g.reversal[0]) {
+    srcOff += (p.kh - 1) * sy;
+    sy = -sy;
+  }
+  if (g.reversal[g.rank - 1]) {
+    srcOff += (g.kSize[g.rank - 1] - 1) * sx;
+    sx = -sx;
+  }
+  // This part's output features; group l of the part: its Cg input
+  // channels and Og outputs, a block on W''s diagonal (zero elsewhere).
+  srcOff += p.part * p.O * so;
+  std::vector<Emitter::Dim> dims;
+  if (p.kh > 1) dims.push_back({p.kh, sy, p.KS * 128 * p.NP * ew});
+  dims.push_back({g.kSize[g.rank - 1], sx, g.rhsDil[g.rank - 1] * p.C * p.NP * ew});
+  dims.push_back({p.Cg, sc, p.NP * ew});
+  uint64_t chunk = static_cast<uint64_t>(p.Og * ew);
+  if (so != ew) {
+    dims.push_back({p.Og, so, ew});
+    chunk = static_cast<uint64_t>(ew);
+  }
+  std::string dWt = e_.desc(chunk, dims);
+  for (int64_t j = 0; j < p.P; ++j)
+    for (int64_t l = 0; l < p.gpp; ++l) {
+      e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + l * p.Og * so);
+      e_.op("{} {}, [{}], {}, sem4", l_.dmaOp("h2v", kBuf), dWt,
+            p.vW + static_cast<uint64_t>((j * p.sx * p.C * p.NP + j * p.O + l * p.Cg * p.NP + l * p.Og) * ew),
+            l_.memRef(kBuf, S(rT)));
+      ++once;
     }
-    return gs;
-  };
-  const std::string ld = loadMnemonic(g.inType), ldW = loadMnemonic(g.kType);
-  auto pushTile = [&](int64_t rho, int64_t u) {
-    Job jb = job(rho, u);
-    uint64_t at = p.vW + static_cast<uint64_t>((jb.kt * 128 * p.NP + jb.nt * 128) * ew);
-    std::vector<VReg> ws;
-    for (int i = 0; i < 4; ++i) ws.push_back(valloc(ElementType::F32));
-    e_.op("smov {}, {}", S(rW), at);
-    for (int blk = 0; blk < 16; ++blk) {
-      VReg w = ws[static_cast<size_t>(blk % 4)];
-      e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rW), blk * 8 * p.NP * ew, p.NP * ew);
-      e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
+}
+
+// The epilogue's scalars splatted, its columns DMAed on sem4.
+void ImplicitConvEmitter::loadColumns() {
+  if (!epilogue) return;
+  int smem = 0;
+  for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+    const MatmulEpilogue::Input& input = epilogue->inputs[k];
+    if (input.kind == MatmulEpilogue::Scalar) {
+      scalars[input.value] = l_.splatScalar(input.buf, input.type, smem++);
+    } else if (input.kind == MatmulEpilogue::Column) {
+      e_.op("smov {}, {}", S(rT), base(input.buf) + inPart[k]);
+      e_.op("{} {}, [{}], {}, sem4", l_.dmaOp("h2v", input.buf), dIn[k], p.vIn[k], l_.memRef(input.buf, S(rT)));
+      ++once;
     }
-    for (VReg w : ws) vfree(w);
-  };
-  // Before the first round: every MXU latches round 0's tile; those whose
-  // tile changes at round 0 stage it again (the round's latch takes it).
+  }
+}
+
+// Job j of a period: on MXU j % G in round j / G; chunk j / J of the
+// period, N tile (j % J) / KT, K tile (j % J) % KT.
+ImplicitConvEmitter::Job ImplicitConvEmitter::job(int64_t rho, int64_t u) const {
+  int64_t j = rho * p.G + u, t = j % p.J;
+  Job jb{j / p.J, t / p.KT, t % p.KT, 0, 0};
+  jb.dy = jb.kt / p.KS;
+  jb.ks = jb.kt % p.KS;
+  return jb;
+}
+
+int64_t ImplicitConvEmitter::tileOf(int64_t rho, int64_t u) const {
+  Job jb = job(rho, u);
+  return jb.nt * p.KT + jb.kt;
+}
+
+bool ImplicitConvEmitter::changes(int64_t rho, int64_t u) const {
+  return tileOf(rho, u) != tileOf((rho + p.rounds - 1) % p.rounds, u);
+}
+
+std::vector<ImplicitConvEmitter::Group> ImplicitConvEmitter::groupsOf(int64_t rho) const {
+  std::vector<Group> gs;
+  for (int64_t u = 0; u < p.G; ++u) {
+    Job jb = job(rho, u);
+    if (!gs.empty() && gs.back().cc == jb.cc && gs.back().nt == jb.nt) {
+      gs.back().u1 = u;
+      gs.back().last = jb.kt == p.KT - 1;
+      continue;
+    }
+    gs.push_back({u, u, jb.cc, jb.nt, jb.kt == 0, jb.kt == p.KT - 1});
+  }
+  return gs;
+}
+
+void ImplicitConvEmitter::pushTile(int64_t rho, int64_t u) {
+  Job jb = job(rho, u);
+  uint64_t at = p.vW + static_cast<uint64_t>((jb.kt * 128 * p.NP + jb.nt * 128) * ew);
+  std::vector<VReg> ws;
+  for (int i = 0; i < 4; ++i) ws.push_back(valloc(ElementType::F32));
+  e_.op("smov {}, {}", S(rW), at);
+  for (int blk = 0; blk < 16; ++blk) {
+    VReg w = ws[static_cast<size_t>(blk % 4)];
+    e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rW), blk * 8 * p.NP * ew, p.NP * ew);
+    e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
+  }
+  for (VReg w : ws) vfree(w);
+}
+
+// Before the first round: every MXU latches round 0's tile; those whose
+// tile changes at round 0 stage it again (the round's latch takes it).
+// Then the mask of the run's last K slice and the A registers.
+void ImplicitConvEmitter::prepareLoop() {
   for (int64_t u = 0; u < p.G; ++u) {
     pushTile(0, u);
     e_.op("mxu.wlatch mxu{}", u);
     if (changes(0, u)) pushTile(0, u);
   }
   // The run's last K slice reads past the window: those lanes are zeroed.
-  const int64_t tailLanes = p.run % 128;
-  int tailMask = -1;
+  tailLanes = p.run % 128;
   if (tailLanes) {
     tailMask = malloc_();
     VReg t = valloc(ElementType::S32);
@@ -575,91 +676,91 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     vfree(t);
   }
   // A registers: loaded one iteration ahead (two blocks per iteration).
-  const int U = static_cast<int>(p.U);
-  std::vector<std::vector<VReg>> va(U);
+  U = static_cast<int>(p.U);
+  va.assign(static_cast<size_t>(U), {});
   for (int b = 0; b < U; ++b)
     for (int64_t u = 0; u < p.G; ++u) va[static_cast<size_t>(b)].push_back(valloc(ElementType::F32));
-  auto aOffset = [&](int64_t rho, int64_t u) {
-    Job jb = job(rho, u);
-    return jb.cc * chunkA + (jb.dy * p.rdy * p.RS + jb.ks * 128) * es;
-  };
-  // Loads block b (b = 0 .. U-1 relative to rPush) of round rho into va.
-  auto loadA = [&](int64_t rho, int64_t blockOff) {
-    for (int b = 0; b < U; ++b)
-      for (int64_t u = 0; u < p.G; ++u) {
-        VReg v = va[static_cast<size_t>(b)][static_cast<size_t>(u)];
-        int64_t off = aOffset(rho, u) + (blockOff + b) * blockBytes;
-        e_.op("{} {}, [{} + {}], {}", ld, V(v), S(rPush), off, p.pairBytes);
-        if (tailMask >= 0 && job(rho, u).ks == p.KS - 1) e_.op("vsel.s32 {}, {}, {}, 0", V(v), M(tailMask), V(v));
+}
+
+int64_t ImplicitConvEmitter::aOffset(int64_t rho, int64_t u) const {
+  Job jb = job(rho, u);
+  return jb.cc * chunkA + (jb.dy * p.rdy * p.RS + jb.ks * 128) * es;
+}
+
+// Loads block b (b = 0 .. U-1 relative to rPush) of round rho into va.
+void ImplicitConvEmitter::loadA(int64_t rho, int64_t blockOff) {
+  for (int b = 0; b < U; ++b)
+    for (int64_t u = 0; u < p.G; ++u) {
+      VReg v = va[static_cast<size_t>(b)][static_cast<size_t>(u)];
+      int64_t off = aOffset(rho, u) + (blockOff + b) * blockBytes;
+      e_.op("{} {}, [{} + {}], {}", ld, V(v), S(rPush), off, p.pairBytes);
+      if (tailMask >= 0 && job(rho, u).ks == p.KS - 1) e_.op("vsel.s32 {}, {}, {}, 0", V(v), M(tailMask), V(v));
+    }
+}
+
+void ImplicitConvEmitter::pushBlocks() {
+  for (int b = 0; b < U; ++b)
+    for (int64_t u = 0; u < p.G; ++u)
+      e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(va[static_cast<size_t>(b)][static_cast<size_t>(u)]));
+}
+
+// The pops and accumulator loads of U blocks of a round's groups, and the
+// epilogue inputs of the blocks the round finishes. Registers are freed
+// only after all U blocks, and every load and pop comes before the first
+// store (stores and loads through different base registers may alias for
+// the scheduler): the blocks' chains then interleave.
+std::vector<ImplicitConvEmitter::Loaded> ImplicitConvEmitter::popLoads(const std::vector<Group>& gs, bool prevPeriod,
+                                                                     std::vector<VReg>& owned) {
+  std::map<std::pair<size_t, int64_t>, VReg> columnRegs;
+  std::vector<Loaded> loaded;
+  for (int b = 0; b < U; ++b)
+    for (const Group& gr : gs) {
+      Loaded l;
+      int64_t accOff = ((gr.cc * p.NT + gr.nt) * p.R + b) * 4096;
+      VReg a{};
+      if (!gr.first) {
+        a = valloc(ElementType::F32);
+        e_.op("vld {}, [{} + {}]", V(a), S(rPAcc), accOff);
       }
-  };
-  auto pushBlocks = [&]() {
-    for (int b = 0; b < U; ++b)
-      for (int64_t u = 0; u < p.G; ++u)
-        e_.op("mxu.matmul.bf16 mxu{}, {}", u, V(va[static_cast<size_t>(b)][static_cast<size_t>(u)]));
-  };
-  // Pops U blocks of round rho at the pop pointers; `prevPeriod`: the round
-  // belongs to the period before rXper's (its staging and accumulator
-  // bases are one period back).
-  const ElementType convType = g.outType;
-  auto popBlocks = [&](int64_t rho, bool prevPeriod, const std::function<void()>& middle) -> bool {
-    std::vector<Group> gs = groupsOf(rho);
-    // Registers are freed only after all U blocks, and every load and pop
-    // comes before the first store (stores and loads through different
-    // base registers may alias for the scheduler): the blocks' chains then
-    // interleave.
-    std::vector<VReg> owned;
-    std::map<std::pair<size_t, int64_t>, VReg> columnRegs;
-    struct Loaded {
-      std::vector<VReg> terms;  // the pops, then the accumulator (unless first)
-      std::map<const Instruction*, VReg> inputs;
-    };
-    std::vector<Loaded> loaded;
-    for (int b = 0; b < U; ++b)
-      for (const Group& gr : gs) {
-        Loaded l;
-        int64_t accOff = ((gr.cc * p.NT + gr.nt) * p.R + b) * 4096;
-        VReg a{};
-        if (!gr.first) {
-          a = valloc(ElementType::F32);
-          e_.op("vld {}, [{} + {}]", V(a), S(rPAcc), accOff);
-        }
-        for (int64_t u = gr.u0; u <= gr.u1; ++u) {
-          VReg r = valloc(ElementType::F32);
-          e_.op("mxu.pop {}, mxu{}", V(r), u);
-          l.terms.push_back(r);
-        }
-        // The accumulator last: the pops' sums do not wait for its load.
-        if (a.r >= 0) l.terms.push_back(a);
-        for (VReg v : l.terms) owned.push_back(v);
-        if (gr.last && epilogue)
-          for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
-            const MatmulEpilogue::Input& input = epilogue->inputs[k];
-            int ei = typeInfo(input.type).bytes;
-            if (input.kind == MatmulEpilogue::Column) {
-              auto key = std::make_pair(k, gr.nt);
-              if (!columnRegs.count(key)) {
-                e_.op("smov {}, {}", S(rW), p.vIn[k] + static_cast<uint64_t>(gr.nt * 128 * ei));
-                owned.push_back(vload(input.type, S(rW), ", 0"));
-                columnRegs[key] = owned.back();
-              }
-              l.inputs[input.value] = columnRegs[key];
-            } else if (input.kind == MatmulEpilogue::Tile) {
-              int64_t off = (gr.cc * p.R + b) * 8 * p.NP * ei + gr.nt * 128 * ei -
-                            (prevPeriod ? p.cpp * p.R * 8 * p.NP * ei : 0);
-              owned.push_back(
-                  vload(input.type, fmt::format("{} + {}", S(rPIn[k]), off), fmt::format(", {}", p.NP * ei)));
-              l.inputs[input.value] = owned.back();
+      for (int64_t u = gr.u0; u <= gr.u1; ++u) {
+        VReg r = valloc(ElementType::F32);
+        e_.op("mxu.pop {}, mxu{}", V(r), u);
+        l.terms.push_back(r);
+      }
+      // The accumulator last: the pops' sums do not wait for its load.
+      if (a.r >= 0) l.terms.push_back(a);
+      for (VReg v : l.terms) owned.push_back(v);
+      if (gr.last && epilogue)
+        for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
+          const MatmulEpilogue::Input& input = epilogue->inputs[k];
+          int ei = typeInfo(input.type).bytes;
+          if (input.kind == MatmulEpilogue::Column) {
+            auto key = std::make_pair(k, gr.nt);
+            if (!columnRegs.count(key)) {
+              e_.op("smov {}, {}", S(rW), p.vIn[k] + static_cast<uint64_t>(gr.nt * 128 * ei));
+              owned.push_back(l_.vload(input.type, S(rW), ", 0"));
+              columnRegs[key] = owned.back();
             }
+            l.inputs[input.value] = columnRegs[key];
+          } else if (input.kind == MatmulEpilogue::Tile) {
+            int64_t off = (gr.cc * p.R + b) * 8 * p.NP * ei + gr.nt * 128 * ei -
+                          (prevPeriod ? p.cpp * p.R * 8 * p.NP * ei : 0);
+            owned.push_back(
+                l_.vload(input.type, fmt::format("{} + {}", S(rPIn[k]), off), fmt::format(", {}", p.NP * ei)));
+            l.inputs[input.value] = owned.back();
           }
-        loaded.push_back(std::move(l));
-      }
-    // The iteration's matmuls and next loads go between the pops and the
-    // stores.
-    if (middle) middle();
-    // Accumulator stores first (their sums are ready early), then the
-    // finished blocks: the one store slot takes them in that order.
-    for (int pass = 0; pass < 2; ++pass) {
+        }
+      loaded.push_back(std::move(l));
+    }
+  return loaded;
+}
+
+// Accumulator stores first (their sums are ready early), then the
+// finished blocks through the epilogue into the staging: the one store
+// slot takes them in that order.
+bool ImplicitConvEmitter::popStores(const std::vector<Group>& gs, bool prevPeriod, std::vector<Loaded>& loaded,
+                                    std::vector<VReg>& owned) {
+  for (int pass = 0; pass < 2; ++pass) {
     size_t li = 0;
     for (int b = 0; b < U; ++b)
       for (const Group& gr : gs) {
@@ -685,7 +786,7 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
         VReg cv = sum;
         if (convType != ElementType::F32) {
           cv.t = convType;
-          cv = normalize(cv);
+          cv = l_.normalize(cv);
         }
         VReg result = cv;
         int64_t eOff = gr.cc * chunkE + b * eBlock + gr.nt * 128 * eo - (prevPeriod ? p.cpp * chunkE : 0);
@@ -693,48 +794,68 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
           std::map<const Instruction*, VReg> val = scalars;
           val[epilogue->dot] = cv;
           for (auto& [inst, v] : l.inputs) val[inst] = v;
-          if (!evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
+          if (!l_.evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
           result = val[epilogue->comp->root()];
         }
-        if (eOff >= 0) vstore(result, storedType, fmt::format("{} + {}", S(rPE), eOff), fmt::format(", {}", p.NP * eo));
-        else vstore(result, storedType, fmt::format("{} - {}", S(rPE), -eOff), fmt::format(", {}", p.NP * eo));
+        if (eOff >= 0)
+          l_.vstore(result, storedType, fmt::format("{} + {}", S(rPE), eOff), fmt::format(", {}", p.NP * eo));
+        else
+          l_.vstore(result, storedType, fmt::format("{} - {}", S(rPE), -eOff), fmt::format(", {}", p.NP * eo));
       }
-    }
-    std::set<int> freed;
-    for (VReg v : owned)
-      if (freed.insert(v.r).second) vfree(v);
-    return !failed_;
-  };
-  auto stepPop = [&]() {
-    e_.op("sadd {}, {}, {}", S(rPAcc), S(rPAcc), U * 4096);
-    e_.op("sadd {}, {}, {}", S(rPE), S(rPE), U * eBlock);
-    if (epilogue)
-      for (size_t k = 0; k < epilogue->inputs.size(); ++k)
-        if (rPIn[k] >= 0)
-          e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rPIn[k]), U * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
-  };
-  // Pop pointers at block `block` of the period at rXper's (offset -1: the
-  // one before).
-  auto setPop = [&](int64_t block, int64_t periodOffset) {
-    // Accumulators alternate by period parity: rAccPer is this period's.
-    if (periodOffset == 0) {
-      e_.op("sadd {}, {}, {}", S(rPAcc), S(rAccPer), block * 4096);
-    } else {
-      // The other parity: (both bases) - this one.
-      e_.op("smov {}, {}", S(rPAcc), 2 * p.vAcc + p.accPeriod + static_cast<uint64_t>(block * 4096));
-      e_.op("ssub {}, {}, {}", S(rPAcc), S(rPAcc), S(rAccPer));
-    }
-    e_.op("sadd {}, {}, {}", S(rPE), S(rEper), block * eBlock);
-    if (epilogue)
-      for (size_t k = 0; k < epilogue->inputs.size(); ++k)
-        if (rPIn[k] >= 0)
-          e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rInPer[k]),
-                block * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
-  };
+  }
+  return true;
+}
 
-  // The image loop.
-  std::string lImage = e_.newLabel("icimage"), lPeriod = e_.newLabel("icperiod"), lNoNext = e_.newLabel("icnonext"),
-              lNoWait = e_.newLabel("icfree");
+// Pops U blocks of round rho at the pop pointers; `prevPeriod`: the round
+// belongs to the period before rXper's (its staging and accumulator bases
+// are one period back). The iteration's matmuls and next loads
+// (`middle`) go between the pops and the stores.
+bool ImplicitConvEmitter::popBlocks(int64_t rho, bool prevPeriod, const std::function<void()>& middle) {
+  std::vector<Group> gs = groupsOf(rho);
+  std::vector<VReg> owned;
+  std::vector<Loaded> loaded = popLoads(gs, prevPeriod, owned);
+  if (middle) middle();
+  if (!popStores(gs, prevPeriod, loaded, owned)) return false;
+  std::set<int> freed;
+  for (VReg v : owned)
+    if (freed.insert(v.r).second) vfree(v);
+  return !failed_;
+}
+
+void ImplicitConvEmitter::stepPop() {
+  e_.op("sadd {}, {}, {}", S(rPAcc), S(rPAcc), U * 4096);
+  e_.op("sadd {}, {}, {}", S(rPE), S(rPE), U * eBlock);
+  if (epilogue)
+    for (size_t k = 0; k < epilogue->inputs.size(); ++k)
+      if (rPIn[k] >= 0)
+        e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rPIn[k]), U * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
+}
+
+// Pop pointers at block `block` of the period at rXper's (offset -1: the
+// one before).
+void ImplicitConvEmitter::setPop(int64_t block, int64_t periodOffset) {
+  // Accumulators alternate by period parity: rAccPer is this period's.
+  if (periodOffset == 0) {
+    e_.op("sadd {}, {}, {}", S(rPAcc), S(rAccPer), block * 4096);
+  } else {
+    // The other parity: (both bases) - this one.
+    e_.op("smov {}, {}", S(rPAcc), 2 * p.vAcc + p.accPeriod + static_cast<uint64_t>(block * 4096));
+    e_.op("ssub {}, {}, {}", S(rPAcc), S(rPAcc), S(rAccPer));
+  }
+  e_.op("sadd {}, {}, {}", S(rPE), S(rEper), block * eBlock);
+  if (epilogue)
+    for (size_t k = 0; k < epilogue->inputs.size(); ++k)
+      if (rPIn[k] >= 0)
+        e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rInPer[k]), block * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
+}
+
+// The head of the image loop: the next item's loads into the other slot,
+// the wait for this one's and for the staging slot, the period bases.
+void ImplicitConvEmitter::imageStart() {
+  lImage = e_.newLabel("icimage");
+  lPeriod = e_.newLabel("icperiod");
+  lNoNext = e_.newLabel("icnonext");
+  lNoWait = e_.newLabel("icfree");
   e_.label(lImage);
   e_.op("sand {}, {}, 1", S(rSlot), S(rN));
   e_.op("sadd {}, {}, 1", S(rT), S(rN));
@@ -770,118 +891,128 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   e_.op("smov {}, {}", S(rAccPer), p.vAcc);
   e_.op("smov {}, 0", S(rPr));
   e_.label(lPeriod);
-  if (p.banded) {
-    // The input rows this period's blocks read for results kept: through
-    // the last kernel row of output row ((rPr + 1) * cpp * R * 8 - 1) /
-    // rowPairs; wait for the bands up to that row's.
-    std::string lWait = e_.newLabel("icband"), lHave = e_.newLabel("ichave"), lLow = e_.newLabel("iclow"),
-                lHigh = e_.newLabel("ichigh");
-    e_.op("sadd {}, {}, 1", S(rT), S(rPr));
-    e_.op("smul {}, {}, {}", S(rT), S(rT), p.cpp * p.R * 8);
-    e_.op("ssub {}, {}, 1", S(rT), S(rT));
-    e_.op("sdiv {}, {}, {}", S(rT), S(rT), p.rowPairs);
-    e_.op("smul {}, {}, {}", S(rT), S(rT), p.sy);
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), (p.kh - 1) * p.rdy - p.padTop);
-    e_.op("br.ge {}, 0, {}", S(rT), lLow);
-    e_.op("smov {}, 0", S(rT));
-    e_.label(lLow);
-    if (dilH > 1) e_.op("sdiv {}, {}, {}", S(rT), S(rT), dilH);  // box row -> copied row
-    e_.op("sdiv {}, {}, {}", S(rT), S(rT), p.inBandRows);
-    e_.op("br.lt {}, {}, {}", S(rT), p.inBands, lHigh);
-    e_.op("smov {}, {}", S(rT), p.inBands - 1);
-    e_.label(lHigh);
-    e_.label(lWait);
-    e_.op("br.lt {}, {}, {}", S(rT), S(rWaited), lHave);
-    e_.op("sadd {}, {}, 5", S(rT2), S(rWaited));
-    e_.op("sem.wait sem[{}]", S(rT2));
-    e_.op("sadd {}, {}, 1", S(rWaited), S(rWaited));
-    e_.op("jmp {}", lWait);
-    e_.label(lHave);
-  }
-  const int64_t iters = p.R / U, dIters = p.D / U;
-  for (int64_t rho = 0; rho < p.rounds; ++rho) {
-    // Latch this round's tiles, stage the next round's.
-    for (int64_t u = 0; u < p.G; ++u)
-      if (changes(rho, u)) e_.op("mxu.wlatch mxu{}", u);
-    // The next round's tiles are staged during loop A, 16 / dIters row
-    // blocks per MXU per iteration, when that divides; else here.
-    const int64_t nextRho = (rho + 1) % p.rounds;
-    const bool spread = 16 % dIters == 0 && (16 / dIters) * p.G <= 8;
-    if (!spread)
-      for (int64_t u = 0; u < p.G; ++u)
-        if (changes(nextRho, u)) pushTile(nextRho, u);
-    // Loop A: push blocks 0 .. D-1, pop the previous round's last D.
-    e_.op("smov {}, {}", S(rPush), S(rXper));
+}
+
+// Banded: the input rows this period's blocks read for results kept run
+// through the last kernel row of output row ((rPr + 1) * cpp * R * 8 - 1)
+// / rowPairs; waits for the bands up to that row's.
+void ImplicitConvEmitter::waitBands() {
+  std::string lWait = e_.newLabel("icband"), lHave = e_.newLabel("ichave"), lLow = e_.newLabel("iclow"),
+              lHigh = e_.newLabel("ichigh");
+  e_.op("sadd {}, {}, 1", S(rT), S(rPr));
+  e_.op("smul {}, {}, {}", S(rT), S(rT), p.cpp * p.R * 8);
+  e_.op("ssub {}, {}, 1", S(rT), S(rT));
+  e_.op("sdiv {}, {}, {}", S(rT), S(rT), p.rowPairs);
+  e_.op("smul {}, {}, {}", S(rT), S(rT), p.sy);
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), (p.kh - 1) * p.rdy - p.padTop);
+  e_.op("br.ge {}, 0, {}", S(rT), lLow);
+  e_.op("smov {}, 0", S(rT));
+  e_.label(lLow);
+  if (dilH > 1) e_.op("sdiv {}, {}, {}", S(rT), S(rT), dilH);  // box row -> copied row
+  e_.op("sdiv {}, {}, {}", S(rT), S(rT), p.inBandRows);
+  e_.op("br.lt {}, {}, {}", S(rT), p.inBands, lHigh);
+  e_.op("smov {}, {}", S(rT), p.inBands - 1);
+  e_.label(lHigh);
+  e_.label(lWait);
+  e_.op("br.lt {}, {}, {}", S(rT), S(rWaited), lHave);
+  e_.op("sadd {}, {}, 5", S(rT2), S(rWaited));
+  e_.op("sem.wait sem[{}]", S(rT2));
+  e_.op("sadd {}, {}, 1", S(rWaited), S(rWaited));
+  e_.op("jmp {}", lWait);
+  e_.label(lHave);
+}
+
+// Spread: stages 16 / dIters rows of the next round's changing tiles per
+// loop A iteration.
+void ImplicitConvEmitter::stageSome(int64_t nextRho, bool spread) {
+  if (!spread) return;
+  const int64_t rows = 16 / dIters;
+  std::vector<VReg> ws;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t u = 0; u < p.G; ++u) {
+      if (!changes(nextRho, u)) continue;
+      Job jb = job(nextRho, u);
+      int64_t at = static_cast<int64_t>(p.vW) + (jb.kt * 128 * p.NP + jb.nt * 128) * ew + r * 8 * p.NP * ew;
+      VReg w = valloc(ElementType::F32);
+      ws.push_back(w);
+      e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWp), at, p.NP * ew);
+      e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
+    }
+  e_.op("sadd {}, {}, {}", S(rWp), S(rWp), rows * 8 * p.NP * ew);
+  for (VReg w : ws) vfree(w);
+}
+
+// Loop A of round rho: push blocks 0 .. D-1, pop the previous round's
+// last D (unless `withPops` is false: the image's first period).
+bool ImplicitConvEmitter::loopA(int64_t rho, bool withPops, bool spread) {
+  const int64_t nextRho = (rho + 1) % p.rounds, prev = (rho + p.rounds - 1) % p.rounds;
+  std::string l = e_.newLabel("icfill");
+  e_.op("smov {}, {}", S(rCnt), dIters);
+  if (spread) e_.op("smov {}, 0", S(rWp));
+  e_.label(l);
+  auto pushes = [&]() {
+    pushBlocks();
+    stageSome(nextRho, spread);
+    e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
     loadA(rho, 0);
-    int64_t prev = (rho + p.rounds - 1) % p.rounds;
-    auto stageSome = [&]() {
-      if (!spread) return;
-      const int64_t rows = 16 / dIters;
-      std::vector<VReg> ws;
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t u = 0; u < p.G; ++u) {
-          if (!changes(nextRho, u)) continue;
-          Job jb = job(nextRho, u);
-          int64_t at = static_cast<int64_t>(p.vW) + (jb.kt * 128 * p.NP + jb.nt * 128) * ew + r * 8 * p.NP * ew;
-          VReg w = valloc(ElementType::F32);
-          ws.push_back(w);
-          e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWp), at, p.NP * ew);
-          e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
-        }
-      e_.op("sadd {}, {}, {}", S(rWp), S(rWp), rows * 8 * p.NP * ew);
-      for (VReg w : ws) vfree(w);
-    };
-    auto loopA = [&](bool withPops) -> bool {
-      std::string l = e_.newLabel("icfill");
-      e_.op("smov {}, {}", S(rCnt), dIters);
-      if (spread) e_.op("smov {}, 0", S(rWp));
-      e_.label(l);
-      auto pushes = [&]() {
-        pushBlocks();
-        stageSome();
-        e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
-        loadA(rho, 0);
-      };
-      if (withPops) {
-        if (!popBlocks(prev, rho == 0, pushes)) return false;
-        stepPop();
-      } else {
-        pushes();
-      }
-      e_.op("loop {}, {}", S(rCnt), l);
-      return true;
-    };
-    if (rho == 0) {
-      std::string lFirst = e_.newLabel("icfirst"), lDone = e_.newLabel("icfilled");
-      e_.op("br.eq {}, 0, {}", S(rPr), lFirst);
-      setPop(p.R - p.D, -1);
-      // The previous period's staging: rEper - period bytes (eOff handles it).
-      if (!loopA(true)) return false;
-      e_.op("jmp {}", lDone);
-      e_.label(lFirst);
-      if (!loopA(false)) return false;
-      e_.label(lDone);
-    } else {
-      setPop(p.R - p.D, 0);
-      if (!loopA(true)) return false;
-    }
-    // Loop B: push blocks D .. R-1, pop this round's 0 .. R-D-1.
-    if (iters > dIters) {
-      setPop(0, 0);
-      std::string l = e_.newLabel("icsteady");
-      e_.op("smov {}, {}", S(rCnt), iters - dIters);
-      e_.label(l);
-      auto pushes = [&]() {
-        pushBlocks();
-        e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
-        loadA(rho, 0);
-      };
-      if (!popBlocks(rho, false, pushes)) return false;
-      stepPop();
-      e_.op("loop {}, {}", S(rCnt), l);
-    }
+  };
+  if (withPops) {
+    if (!popBlocks(prev, rho == 0, pushes)) return false;
+    stepPop();
+  } else {
+    pushes();
   }
-  // Next period: bases one period further, accumulator parity flips.
+  e_.op("loop {}, {}", S(rCnt), l);
+  return true;
+}
+
+// One round of a period: latch its tiles, stage the next round's, loop A
+// and loop B (push blocks D .. R-1, pop this round's 0 .. R-D-1).
+bool ImplicitConvEmitter::round(int64_t rho) {
+  for (int64_t u = 0; u < p.G; ++u)
+    if (changes(rho, u)) e_.op("mxu.wlatch mxu{}", u);
+  // The next round's tiles are staged during loop A, 16 / dIters row
+  // blocks per MXU per iteration, when that divides; else here.
+  const int64_t nextRho = (rho + 1) % p.rounds;
+  const bool spread = 16 % dIters == 0 && (16 / dIters) * p.G <= 8;
+  if (!spread)
+    for (int64_t u = 0; u < p.G; ++u)
+      if (changes(nextRho, u)) pushTile(nextRho, u);
+  e_.op("smov {}, {}", S(rPush), S(rXper));
+  loadA(rho, 0);
+  if (rho == 0) {
+    std::string lFirst = e_.newLabel("icfirst"), lDone = e_.newLabel("icfilled");
+    e_.op("br.eq {}, 0, {}", S(rPr), lFirst);
+    setPop(p.R - p.D, -1);
+    // The previous period's staging: rEper - period bytes (eOff handles it).
+    if (!loopA(rho, true, spread)) return false;
+    e_.op("jmp {}", lDone);
+    e_.label(lFirst);
+    if (!loopA(rho, false, spread)) return false;
+    e_.label(lDone);
+  } else {
+    setPop(p.R - p.D, 0);
+    if (!loopA(rho, true, spread)) return false;
+  }
+  if (iters > dIters) {
+    setPop(0, 0);
+    std::string l = e_.newLabel("icsteady");
+    e_.op("smov {}, {}", S(rCnt), iters - dIters);
+    e_.label(l);
+    auto pushes = [&]() {
+      pushBlocks();
+      e_.op("sadd {}, {}, {}", S(rPush), S(rPush), U * blockBytes);
+      loadA(rho, 0);
+    };
+    if (!popBlocks(rho, false, pushes)) return false;
+    stepPop();
+    e_.op("loop {}, {}", S(rCnt), l);
+  }
+  return true;
+}
+
+// Next period: bases one period further, accumulator parity flips.
+void ImplicitConvEmitter::nextPeriod() {
   e_.op("sadd {}, {}, {}", S(rXper), S(rXper), p.cpp * chunkA);
   e_.op("sadd {}, {}, {}", S(rEper), S(rEper), p.cpp * chunkE);
   if (epilogue)
@@ -892,36 +1023,41 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
   e_.op("smov {}, {}", S(rT), 2 * p.vAcc + p.accPeriod);
   e_.op("ssub {}, {}, {}", S(rAccPer), S(rT), S(rAccPer));
   e_.op("sadd {}, {}, 1", S(rPr), S(rPr));
-  // One result band out: band rSent from the staging of slot 0.
+}
+
+// One result band out: band rSent from the staging of slot 0.
+void ImplicitConvEmitter::sendBand(const std::string& desc) {
   const int semOutBands = 5 + static_cast<int>(p.inBands);
-  auto sendBand = [&](const std::string& desc) {
-    e_.op("smul {}, {}, {}", S(rT), S(rSent), p.outBandRows * oHs);
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart);
-    e_.op("smul {}, {}, {}", S(rT2), S(rSent), p.outBandRows * stageRow);
-    e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE);
-    e_.op("{} {}, {}, [{}], sem{}", dmaOp("v2h", dst), desc, memRef(dst, S(rT)), S(rT2), semOutBands);
-    e_.op("sadd {}, {}, 1", S(rSent), S(rSent));
-  };
-  if (p.banded && p.outBands > 1) {
-    // Blocks finished so far: all but the last D of the periods done. The
-    // whole bands of output rows among them leave now (the last band,
-    // maybe shorter, after the drain).
-    std::string lSend = e_.newLabel("icsend"), lSent = e_.newLabel("icsent");
-    e_.op("smul {}, {}, {}", S(rCnt), S(rPr), p.cpp * p.R);
-    e_.op("ssub {}, {}, {}", S(rCnt), S(rCnt), p.D);
-    e_.op("smul {}, {}, 8", S(rCnt), S(rCnt));
-    e_.op("br.lt {}, 0, {}", S(rCnt), lSent);
-    e_.op("sdiv {}, {}, {}", S(rCnt), S(rCnt), p.rowPairs * p.outBandRows);
-    e_.op("br.lt {}, {}, {}", S(rCnt), p.outBands, lSend);
-    e_.op("smov {}, {}", S(rCnt), p.outBands - 1);
-    e_.label(lSend);
-    e_.op("br.ge {}, {}, {}", S(rSent), S(rCnt), lSent);
-    sendBand(dOutBand);
-    e_.op("jmp {}", lSend);
-    e_.label(lSent);
-  }
-  e_.op("br.lt {}, {}, {}", S(rPr), p.periods, lPeriod);
-  // Drain: the last round's last D blocks (of the period before rXper's).
+  e_.op("smul {}, {}, {}", S(rT), S(rSent), p.outBandRows * oHs);
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart);
+  e_.op("smul {}, {}, {}", S(rT2), S(rSent), p.outBandRows * stageRow);
+  e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE);
+  e_.op("{} {}, {}, [{}], sem{}", l_.dmaOp("v2h", dst), desc, l_.memRef(dst, S(rT)), S(rT2), semOutBands);
+  e_.op("sadd {}, {}, 1", S(rSent), S(rSent));
+}
+
+// Blocks finished so far: all but the last D of the periods done. The
+// whole bands of output rows among them leave now (the last band, maybe
+// shorter, after the drain).
+void ImplicitConvEmitter::sendBands() {
+  std::string lSend = e_.newLabel("icsend"), lSent = e_.newLabel("icsent");
+  e_.op("smul {}, {}, {}", S(rCnt), S(rPr), p.cpp * p.R);
+  e_.op("ssub {}, {}, {}", S(rCnt), S(rCnt), p.D);
+  e_.op("smul {}, {}, 8", S(rCnt), S(rCnt));
+  e_.op("br.lt {}, 0, {}", S(rCnt), lSent);
+  e_.op("sdiv {}, {}, {}", S(rCnt), S(rCnt), p.rowPairs * p.outBandRows);
+  e_.op("br.lt {}, {}, {}", S(rCnt), p.outBands, lSend);
+  e_.op("smov {}, {}", S(rCnt), p.outBands - 1);
+  e_.label(lSend);
+  e_.op("br.ge {}, {}, {}", S(rSent), S(rCnt), lSent);
+  sendBand(dOutBand);
+  e_.op("jmp {}", lSend);
+  e_.label(lSent);
+}
+
+// Drain: the last round's last D blocks (of the period before rXper's);
+// banded, the bands not sent yet, the last one its own size.
+bool ImplicitConvEmitter::drain() {
   {
     setPop(p.R - p.D, -1);
     std::string l = e_.newLabel("icdrain");
@@ -932,7 +1068,6 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     e_.op("loop {}, {}", S(rCnt), l);
   }
   if (p.banded) {
-    // The bands not sent yet, the last one its own size.
     std::string lRest = e_.newLabel("icrest"), lLast = e_.newLabel("iclastband");
     e_.label(lRest);
     e_.op("br.ge {}, {}, {}", S(rSent), p.outBands - 1, lLast);
@@ -940,9 +1075,13 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     e_.op("jmp {}", lRest);
     e_.label(lLast);
     sendBand(dOutLast);
-    e_.op("sem.wait sem{}, {}", semOutBands, p.outBands);
+    e_.op("sem.wait sem{}, {}", 5 + static_cast<int>(p.inBands), p.outBands);
   }
-  // The item's images out (sem 2 + slot); one past the batch signals.
+  return true;
+}
+
+// The item's images out (sem 2 + slot); one past the batch signals.
+void ImplicitConvEmitter::imageOut() {
   e_.op("sadd {}, {}, 2", S(rCnt), S(rSlot));
   for (int64_t b = 0; b < p.B && !p.banded; ++b) {
     std::string lSkip = e_.newLabel("icnoout"), lDone = e_.newLabel("icoutd");
@@ -953,25 +1092,74 @@ bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, con
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart);
     e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
     e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE + static_cast<uint64_t>(b * imageRows * p.NP * eo));
-    e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", dst), dOut, memRef(dst, S(rT)), S(rT2), S(rCnt));
+    e_.op("{} {}, {}, [{}], sem[{}]", l_.dmaOp("v2h", dst), dOut, l_.memRef(dst, S(rT)), S(rT2), S(rCnt));
     e_.op("jmp {}", lDone);
     e_.label(lSkip);
     e_.op("sem.signal sem[{}]", S(rCnt));
     e_.label(lDone);
   }
-  e_.op("sadd {}, {}, 1", S(rN), S(rN));
-  e_.op("br.lt {}, {}, {}", S(rN), images, lImage);
+}
+
+// After the image loop: the last stores out; tiles staged for a next
+// round that never came latched, so the next kernel finds every staging
+// buffer empty.
+void ImplicitConvEmitter::finish() {
   if (!p.banded) {
     e_.op("sem.wait sem{}, {}", 2 + ((images - 1) & 1), p.B);
     if (images >= 2) e_.op("sem.wait sem{}, {}", 2 + ((images - 2) & 1), p.B);
   }
-  // Tiles staged for a next round that never came: latch them, so the
-  // next kernel finds every staging buffer empty.
   for (int64_t u = 0; u < p.G; ++u)
     if (changes(0, u)) e_.op("mxu.wlatch mxu{}", u);
   for (auto& [inst, v] : scalars) vfree(v);
   if (tailMask >= 0) masks_.put(tailMask);
+}
+
+bool ImplicitConvEmitter::run() {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  two = g.rank == 2;
+  storedType = epilogue ? epilogue->outType : g.outType;
+  convType = g.outType;
+  es = typeInfo(g.inType).bytes;
+  ew = typeInfo(g.kType).bytes;
+  eo = typeInfo(storedType).bytes;
+  xBuf = leaves_[in.operand(0)][0];
+  kBuf = leaves_[in.operand(1)][0];
+  dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
+  descriptors();
+  registers();
+  zeroBoxes();
+  loadWeights();
+  loadColumns();
+  // The first image streams in while the weights land.
+  e_.op("smov {}, 0", S(rN));
+  e_.op("smov {}, 0", S(rSlot));
+  loadImage(rN, rSlot);
+  e_.op("sem.wait sem4, {}", once);
+  ld = loadMnemonic(g.inType);
+  ldW = loadMnemonic(g.kType);
+  prepareLoop();
+  iters = p.R / U;
+  dIters = p.D / U;
+  // The image loop: periods of rounds, each period's results out in bands
+  // as they finish (banded), the item's images out after the drain.
+  imageStart();
+  if (p.banded) waitBands();
+  for (int64_t rho = 0; rho < p.rounds; ++rho)
+    if (!round(rho)) return false;
+  nextPeriod();
+  if (p.banded && p.outBands > 1) sendBands();
+  e_.op("br.lt {}, {}, {}", S(rPr), p.periods, lPeriod);
+  if (!drain()) return false;
+  imageOut();
+  e_.op("sadd {}, {}, 1", S(rN), S(rN));
+  e_.op("br.lt {}, {}, {}", S(rN), images, lImage);
+  finish();
   return !failed_;
+}
+
+bool Lowerer::emitImplicitConv(const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
+                               const MatmulEpilogue* epilogue) {
+  return ImplicitConvEmitter(*this, in, g, p, epilogue).run();
 }
 
 }  // namespace tpu::codegen
