@@ -89,25 +89,35 @@ std::string unstreamedReason(const ConvGeometry& g, bool wide, bool integer, boo
   if (integer) return "integer: exact s32 sums on the vector unit, " + copy + " widened to s32";
   auto exact = [](ElementType t) { return t != ElementType::F32 && t != ElementType::F16; };
   if (depthwise && (!exact(g.inType) || !exact(g.kType)))
-    return fmt::format("depthwise with {} x {} operands: exact f32 products on the vector unit (one bf16 MXU pass "
-                       "would round), {}",
-                       name(g.inType), name(g.kType), copy);
+    return fmt::format(
+        "depthwise with {} x {} operands: exact f32 products on the vector unit (one bf16 MXU pass "
+        "would round), {}",
+        name(g.inType), name(g.kType), copy);
   if (depthwise && g.outPerGroup == 1)
-    return "depthwise, one output per group, not a form the stream kernel takes (2-D, no lhs dilation or reversal, "
-           "padding >= 0, fits VMEM): the row-box kernel on the vector unit (faster than block-diagonal MXU passes), " +
+    return "depthwise, one output per group, not a form the stream kernel takes (2-D, no lhs dilation or "
+           "reversal, "
+           "padding >= 0, fits VMEM): the row-box kernel on the vector unit (faster than block-diagonal MXU "
+           "passes), " +
            copy;
   // Why the implicit GEMM declined.
   std::string why;
-  if (!enabled) why = "implicit GEMM disabled";
+  if (!enabled)
+    why = "implicit GEMM disabled";
   else if (passes != 1)
-    why = fmt::format("{} bf16 MXU passes (f32 at HIGH/HIGHEST precision); the implicit GEMM makes one", passes);
-  else if (g.batchGroups > 1) why = fmt::format("batch_group_count={} (a weight gradient)", g.batchGroups);
-  else if (g.rank < 1 || g.rank > 2) why = fmt::format("{}-D window; the implicit GEMM takes 1-D and 2-D", g.rank);
+    why = fmt::format("{} bf16 MXU passes (f32 at HIGH/HIGHEST precision); the implicit GEMM makes one",
+                      passes);
+  else if (g.batchGroups > 1)
+    why = fmt::format("batch_group_count={} (a weight gradient)", g.batchGroups);
+  else if (g.rank < 1 || g.rank > 2)
+    why = fmt::format("{}-D window; the implicit GEMM takes 1-D and 2-D", g.rank);
   else if ((g.inType != ElementType::BF16 && g.inType != ElementType::F32) ||
            (g.kType != ElementType::BF16 && g.kType != ElementType::F32))
-    why = fmt::format("{} x {} operands; the implicit GEMM takes bf16 and f32", name(g.inType), name(g.kType));
-  else if (!typeInfo(g.outType).isFloat) why = name(g.outType) + " result";
-  else why = "the window box, weights and staging do not fit VMEM (or the epilogue the vector registers)";
+    why =
+        fmt::format("{} x {} operands; the implicit GEMM takes bf16 and f32", name(g.inType), name(g.kType));
+  else if (!typeInfo(g.outType).isFloat)
+    why = name(g.outType) + " result";
+  else
+    why = "the window box, weights and staging do not fit VMEM (or the epilogue the vector registers)";
   if (depthwise) return "depthwise on the vector unit, " + copy + ": " + why;
   return "im2col matrix in HBM: " + why;
 }
@@ -194,7 +204,8 @@ std::string ConvLowering::geometry() {
     // The last window of every output must lie inside X.
     if (g.outSize[d] > 0 &&
         (g.outSize[d] - 1) * w.stride + (g.kSize[d] - 1) * w.windowDilation >= g.padded[d])
-      return fmt::format("llo-gen: convolution window of spatial dimension {} does not give the result size", d);
+      return fmt::format("llo-gen: convolution window of spatial dimension {} does not give the result size",
+                         d);
   }
   if (os.dimension(dn.outputBatchDimension) != g.outBatch ||
       os.dimension(dn.outputFeatureDimension) != g.outFeatures)
@@ -237,8 +248,9 @@ void ConvLowering::choose() {
 bool ConvLowering::streamed() {
   if (implicit) {
     if (g.featureGroups > 1)
-      e_.comment(fmt::format("grouped: {} part(s) of {} group(s), {} -> {} channels each, weights block-diagonal",
-                             plan.parts, plan.gpp, plan.C, plan.O));
+      e_.comment(
+          fmt::format("grouped: {} part(s) of {} group(s), {} -> {} channels each, weights block-diagonal",
+                      plan.parts, plan.gpp, plan.C, plan.O));
     bool ok = true;
     for (int64_t part = 0; part < plan.parts && ok; ++part) {
       ImplicitConvPlan pp = plan;
@@ -276,7 +288,8 @@ int ConvLowering::paddedInput(int lhsBuf, bool& holes, bool& ok) {
     ok = false;
     return x;
   }
-  std::vector<int64_t> counts = {g.batch}, ss = {ins[static_cast<size_t>(dn.inputBatchDimension)]}, ds = {xs[0]};
+  std::vector<int64_t> counts = {g.batch}, ss = {ins[static_cast<size_t>(dn.inputBatchDimension)]},
+                       ds = {xs[0]};
   int64_t srcOff = 0, dstOff = 0;
   bool empty = false;
   for (size_t d = 0; d < r; ++d) {
@@ -360,31 +373,42 @@ bool ConvLowering::run() {
   // on the vector unit below (narrower operands converted first); other
   // results of 64-bit or complex operands take the ordinary paths once the
   // operands are converted.
-  if (wide && !isWideType(dotComputeType(g.outType))) return l_.lowerThroughComputeType(in, dotComputeType(g.outType));
+  if (wide && !isWideType(dotComputeType(g.outType)))
+    return l_.lowerThroughComputeType(in, dotComputeType(g.outType));
   // Integer convolutions sum in s32 on the vector unit, like integer dots.
-  auto isInteger = [](ElementType t) { return !typeInfo(t).isFloat && t != ElementType::Pred && !typeInfo(t).isComplex; };
+  auto isInteger = [](ElementType t) {
+    return !typeInfo(t).isFloat && t != ElementType::Pred && !typeInfo(t).isComplex;
+  };
   integer = !wide && isInteger(g.inType) && isInteger(g.kType) && isInteger(g.outType);
-  const bool mixed = !wide && !integer &&
-                     (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat);
+  const bool mixed =
+      !wide && !integer &&
+      (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat || !typeInfo(g.outType).isFloat);
   // Mixed kinds compute in the result's type, as the interpreter does (a
   // pred result: an or of ands, which skips padding like any sum of zeros).
   const ElementType ct = dotComputeType(g.outType);
-  if (mixed && (ct == ElementType::Pred || g.inType != ct || g.kType != ct)) return l_.lowerThroughComputeType(in, ct);
+  if (mixed && (ct == ElementType::Pred || g.inType != ct || g.kType != ct))
+    return l_.lowerThroughComputeType(in, ct);
   if (mixed)
-    return l_.fail(in, fmt::format("llo-gen: convolution {} x {} -> {} mixes element kinds, which is not supported",
-                                   hlo::elementTypeName(g.inType), hlo::elementTypeName(g.kType),
-                                   hlo::elementTypeName(g.outType)));
+    return l_.fail(
+        in, fmt::format("llo-gen: convolution {} x {} -> {} mixes element kinds, which is not supported",
+                        hlo::elementTypeName(g.inType), hlo::elementTypeName(g.kType),
+                        hlo::elementTypeName(g.outType)));
   vpu = wide || integer;
   if (std::string err = geometry(); !err.empty()) return l_.fail(in, err);
   choose();
-  if (foreignEpilogue)
-    return l_.fail(in, "llo-gen: internal error: not an output fusion's convolution");
-  if (epilogue) l_.beginKernel(*epilogue->fusion, "fusion-conv");
-  else l_.beginKernel(in, vpu ? "conv-vpu" : depthwise ? "conv-depthwise" : implicit ? "conv-implicit" : "conv-matmul");
+  if (foreignEpilogue) return l_.fail(in, "llo-gen: internal error: not an output fusion's convolution");
+  if (epilogue)
+    l_.beginKernel(*epilogue->fusion, "fusion-conv");
+  else
+    l_.beginKernel(in, vpu         ? "conv-vpu"
+                       : depthwise ? "conv-depthwise"
+                       : implicit  ? "conv-implicit"
+                                   : "conv-matmul");
   dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
   outCount = product(os.dimensions());
   flops = 2.0 * static_cast<double>(outCount) * static_cast<double>(g.inPerGroup * g.taps) * passes;
-  hbmBytes = bufs_[leaves_[in.operand(0)][0]].bytes + bufs_[leaves_[in.operand(1)][0]].bytes + bufs_[dst].bytes;
+  hbmBytes =
+      bufs_[leaves_[in.operand(0)][0]].bytes + bufs_[leaves_[in.operand(1)][0]].bytes + bufs_[dst].bytes;
   if (epilogue) {
     for (const MatmulEpilogue::Input& input : epilogue->inputs) hbmBytes += bufs_[input.buf].bytes;
     flops += static_cast<double>(outCount) * static_cast<double>(epilogue->comp->instructionCount());
@@ -489,7 +513,8 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
 
   // An output fusion's epilogue finishes each C tile in VMEM and writes the
   // valid part of it into the (channels-last) result.
-  if (epilogue) return emitMatmul(in, g.groups, mp, kp, np, aBuf, g.inType, wBuf, g.kType, -1, passes, epilogue);
+  if (epilogue)
+    return emitMatmul(in, g.groups, mp, kp, np, aBuf, g.inType, wBuf, g.kType, -1, passes, epilogue);
   // C[G, mp, np] f32, written straight into the output when it is already
   // f32 [N, out.., O] with nothing padded.
   bool outCanonical =
@@ -574,8 +599,8 @@ class DepthwiseRowEmitter : KernelPhases {
   DepthwiseVmem vm;
   uint64_t vW = 0, vBox = 0, vAcc = 0;
   std::string dWt, dBox, dOut;
-  int rQ = -1, rSlot = -1, rNext = -1, rO = -1, rT = -1, rR = -1, rSrc = -1, rDst = -1, rBox = -1, rAcc = -1, rB = -1,
-      rCb = -1, rXb = -1, rW = -1, rTmp = -1;
+  int rQ = -1, rSlot = -1, rNext = -1, rO = -1, rT = -1, rR = -1, rSrc = -1, rDst = -1, rBox = -1, rAcc = -1,
+      rB = -1, rCb = -1, rXb = -1, rW = -1, rTmp = -1;
   std::vector<int> rX, rCnt;
   std::vector<int64_t> rowDims, srcStep, dstStep;
   std::map<const Instruction*, VReg> scalars;
@@ -650,7 +675,8 @@ void DepthwiseRowEmitter::descriptors() {
 void DepthwiseRowEmitter::registers() {
   dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
   items = og * rows;
-  for (int* reg : {&rQ, &rSlot, &rNext, &rO, &rT, &rR, &rSrc, &rDst, &rBox, &rAcc, &rB, &rCb, &rXb, &rW, &rTmp})
+  for (int* reg :
+       {&rQ, &rSlot, &rNext, &rO, &rT, &rR, &rSrc, &rDst, &rBox, &rAcc, &rB, &rCb, &rXb, &rW, &rTmp})
     *reg = sreg();
   rX.assign(r, -1);
   rCnt.assign(r, -1);
@@ -696,7 +722,8 @@ void DepthwiseRowEmitter::addresses(int item, bool dstToo) {
 void DepthwiseRowEmitter::loadBox(int slotReg) {
   e_.op("smul {}, {}, {}", S(rBox), S(slotReg), vm.boxSlot);
   e_.op("sadd {}, {}, {}", S(rBox), S(rBox), vBox);
-  e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dBox, S(rBox), l_.memRef(xBuf, S(rSrc)), S(slotReg));
+  e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dBox, S(rBox), l_.memRef(xBuf, S(rSrc)),
+        S(slotReg));
 }
 
 // The weights; an epilogue's columns as [og, cp]: output channel c * og
@@ -717,12 +744,15 @@ void DepthwiseRowEmitter::loadWeights() {
       int ei = typeInfo(input.type).bytes;
       std::string d = e_.desc(static_cast<uint64_t>(ei), {{og, ei, cp * ei}, {c, og * ei, ei}});
       e_.op("smov {}, {}", S(rT), base(input.buf));
-      e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", input.buf), d, vm.columns[j], l_.memRef(input.buf, S(rT)));
+      e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", input.buf), d, vm.columns[j],
+            l_.memRef(input.buf, S(rT)));
       ++columnLoads;
     }
   }
-  if (columnLoads) e_.op("sem.wait sem0, {}", 1 + columnLoads);
-  else e_.op("sem.wait sem0");
+  if (columnLoads)
+    e_.op("sem.wait sem0, {}", 1 + columnLoads);
+  else
+    e_.op("sem.wait sem0");
 }
 
 // The item loop's head: the next item's box into the other slot, the
@@ -845,7 +875,8 @@ bool DepthwiseRowEmitter::blockStores() {
       if (!l_.evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
       result = val[epilogue->comp->root()];
     }
-    l_.vstore(result, storedType, fmt::format("{} + {}", S(rTmp), j * 8 * cp * eo), fmt::format(", {}", cp * eo));
+    l_.vstore(result, storedType, fmt::format("{} + {}", S(rTmp), j * 8 * cp * eo),
+              fmt::format(", {}", cp * eo));
     std::set<int> freed = {acc[static_cast<size_t>(j)].r};
     vfree(acc[static_cast<size_t>(j)]);
     for (VReg v : owned)

@@ -104,7 +104,8 @@ bool Lowerer::depthwisePlan(const Instruction& in, const ConvGeometry& g, const 
   uint64_t img = static_cast<uint64_t>(p.Hp + (p.rows - 1) * p.sH + 8) * p.rowIn +
                  static_cast<uint64_t>(reach * p.cpos * es) + 4096;
   p.vOut = p.vImg + alignUp(img, 32768);
-  p.end = p.vOut + alignUp(static_cast<uint64_t>(p.Ho + p.rows - 1) * p.rowOut + static_cast<uint64_t>(reach * p.cpos * eo) + 4096,
+  p.end = p.vOut + alignUp(static_cast<uint64_t>(p.Ho + p.rows - 1) * p.rowOut +
+                               static_cast<uint64_t>(reach * p.cpos * eo) + 4096,
                            512);
   return p.end <= vmemBudget() && p.end < (uint64_t{1} << 31);
 }
@@ -151,14 +152,14 @@ class DepthwiseStreamEmitter : KernelPhases {
   int64_t xN = 0, xH = 0, xW = 0, xC = 0, kH = 0, kW = 0, kC = 0, oN = 0, oH = 0, oW = 0, oC = 0;
   int64_t taps = 0, span = 0, C = 0;
   int semW = 0, semOut = 0;  // input band b waits on sem b
-  int rT = -1, rA = -1, rN = -1, rB = -1, rCb = -1, rY = -1, rYEnd = -1, rIn = -1, rOut = -1, rG = -1, rCnt = -1,
-      rW = -1;
+  int rT = -1, rA = -1, rN = -1, rB = -1, rCb = -1, rY = -1, rYEnd = -1, rIn = -1, rOut = -1, rG = -1,
+      rCnt = -1, rW = -1;
   int loads = 1;
   std::map<const Instruction*, VReg> scalars;
   std::vector<std::vector<BandLoad>> bandLoads;
   int64_t mergedStep = 0, loadsPerBand = 1, lastRows = 0;
   std::string dOutFull, dOutLast;
-  std::vector<VReg> wv;                          // the taps' weights of a channel block (in registers)
+  std::vector<VReg> wv;                        // the taps' weights of a channel block (in registers)
   std::map<const Instruction*, VReg> columns;  // the epilogue's columns of a channel block
 };
 
@@ -270,7 +271,8 @@ void DepthwiseStreamEmitter::zeroPadding() {
     e_.label(l);
     for (auto [from, bytes] : ranges)
       for (int64_t k = 0; k < ceilDiv(bytes, 512); ++k)
-        l_.vstore(z, ElementType::F32, fmt::format("{} + {}", S(rA), from + k * 512), fmt::format(", {}", p.rowIn));
+        l_.vstore(z, ElementType::F32, fmt::format("{} + {}", S(rA), from + k * 512),
+                  fmt::format(", {}", p.rowIn));
     e_.op("sadd {}, {}, {}", S(rA), S(rA), 8 * static_cast<int64_t>(p.rowIn));
     e_.op("loop {}, {}", S(rCnt), l);
   }
@@ -435,9 +437,10 @@ bool DepthwiseStreamEmitter::rowGroup() {
   for (int64_t th = 0; th < p.KH; ++th)
     for (int64_t tw = 0; tw < p.KW; ++tw) {
       const int64_t t = th * p.KW + tw, i = tw * p.dW, ph = i % p.sW, q = i / p.sW;
-      VReg w = p.weightsInRegisters
-                   ? wv[static_cast<size_t>(t)]
-                   : l_.vload(g.kType, fmt::format("{} + {}", S(rW), t * static_cast<int64_t>(p.wRow)), ", 0");
+      VReg w =
+          p.weightsInRegisters
+              ? wv[static_cast<size_t>(t)]
+              : l_.vload(g.kType, fmt::format("{} + {}", S(rW), t * static_cast<int64_t>(p.wRow)), ", 0");
       const int64_t off = th * p.dH * static_cast<int64_t>(p.rowIn) + (ph * p.Q + q) * p.cpos * es;
       std::vector<VReg> xv;
       for (int64_t a = 0; a < n; ++a) {
@@ -461,7 +464,8 @@ bool DepthwiseStreamEmitter::rowGroup() {
 bool DepthwiseStreamEmitter::finishRows(const std::vector<VReg>& acc) {
   const int64_t u = p.unroll, oStride = p.pack * p.cpos * eo;
   for (size_t a = 0; a < acc.size(); ++a) {
-    const int64_t j = static_cast<int64_t>(a) % u, rowOff = (static_cast<int64_t>(a) / u) * static_cast<int64_t>(p.rowOut);
+    const int64_t j = static_cast<int64_t>(a) % u,
+                  rowOff = (static_cast<int64_t>(a) / u) * static_cast<int64_t>(p.rowOut);
     VReg result = acc[a];
     std::map<const Instruction*, VReg> val = scalars;
     for (auto& [inst, v] : columns) val[inst] = v;
@@ -532,13 +536,16 @@ bool DepthwiseStreamEmitter::run() {
   bandLoads.assign(static_cast<size_t>(p.bands), {});
   const bool merged = mergeable();
   loadsPerBand = merged ? 1 : p.sW;
-  if (merged) mergedBandLoads();
-  else phaseBandLoads();
+  if (merged)
+    mergedBandLoads();
+  else
+    phaseBandLoads();
   lastRows = p.Ho - (p.bands - 1) * p.bandRows;
   dOutFull = outDesc(p.bandRows);
   dOutLast = outDesc(lastRows);
 
-  std::string lItem = e_.newLabel("dwimage"), lBand = e_.newLabel("dwband"), lWeightsDone = e_.newLabel("dwready");
+  std::string lItem = e_.newLabel("dwimage"), lBand = e_.newLabel("dwband"),
+              lWeightsDone = e_.newLabel("dwready");
   e_.op("smov {}, 0", S(rN));
   e_.label(lItem);
   imageLoads();

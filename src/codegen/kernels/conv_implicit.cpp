@@ -128,7 +128,8 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
       // latency, which small bands would not amortize.
       const int64_t bandBytes = 128 * 1024;
       const int64_t inBytes = q.H * q.W * q.C * typeInfo(g.inType).bytes;
-      const int64_t outBytes = q.Hout * q.Wout * q.O * typeInfo(epilogue ? epilogue->outType : g.outType).bytes;
+      const int64_t outBytes =
+          q.Hout * q.Wout * q.O * typeInfo(epilogue ? epilogue->outType : g.outType).bytes;
       q.inBands = std::clamp<int64_t>(inBytes / bandBytes, 1, std::min<int64_t>(q.H, 8));
       q.inBandRows = ceilDiv(q.H, q.inBands);
       q.inBands = ceilDiv(q.H, q.inBandRows);
@@ -172,7 +173,8 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   return true;
 }
 
-bool Lowerer::implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* epilogue, ImplicitConvPlan& p) const {
+bool Lowerer::implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* epilogue,
+                                 ImplicitConvPlan& p) const {
   const int64_t pairs = ((p.B - 1) * (p.Hpb / p.sy) + p.Hout - 1) * p.rowPairs + ceilDiv(p.Wout, p.P);
   const int64_t blocks = ceilDiv(pairs, 8);
   p.G = std::max(1, target_.mxu.count);
@@ -202,8 +204,8 @@ bool Lowerer::implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* ep
   };
   p.vW = take(static_cast<uint64_t>(p.KT * 128 * p.NP * ew));
   // The last block's loads reach past the box: slack.
-  int64_t xElems = std::max(p.B * p.Hpb * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C +
-                                             (p.kh - 1) * p.rdy * p.RS + p.KS * 128);
+  int64_t xElems = std::max(
+      p.B * p.Hpb * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C + (p.kh - 1) * p.rdy * p.RS + p.KS * 128);
   p.xSlot = alignUp(static_cast<uint64_t>(xElems * es + 512), 512);
   p.vX = take(2 * p.xSlot);
   p.accPeriod = static_cast<uint64_t>(p.cpp * p.NT * p.R) * 4096;
@@ -242,8 +244,8 @@ bool Lowerer::implicitConvRegisters(const MatmulEpilogue* epilogue, ImplicitConv
     epiRegs = 3;
     for (const auto& i : epilogue->comp->instructions()) {
       Opcode op = i->opcode();
-      if (op != Opcode::Parameter && op != Opcode::Broadcast && op != Opcode::Reshape && op != Opcode::Bitcast &&
-          i.get() != epilogue->dot)
+      if (op != Opcode::Parameter && op != Opcode::Broadcast && op != Opcode::Reshape &&
+          op != Opcode::Bitcast && i.get() != epilogue->dot)
         ++epiRegs;
     }
   }
@@ -294,8 +296,8 @@ class ImplicitConvEmitter : KernelPhases {
     std::map<const Instruction*, VReg> inputs;
   };
 
-  std::string boxDesc(int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs, int64_t cd, int64_t e, int64_t h,
-                      int64_t w, int64_t c);
+  std::string boxDesc(int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs, int64_t cd, int64_t e,
+                      int64_t h, int64_t w, int64_t c);
   std::string stageDesc(int64_t e, const std::vector<int64_t>& strides, bool out, int64_t rows);
   void descriptors();
   void epilogueDescriptors();
@@ -340,15 +342,16 @@ class ImplicitConvEmitter : KernelPhases {
   int es = 0, ew = 0, eo = 0;
   int xBuf = -1, kBuf = -1, dst = -1;
   // Descriptors and the byte strides and offsets they are built from.
-  int64_t inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0, xInterior = 0, xPart = 0;
+  int64_t inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0, xInterior = 0,
+          xPart = 0;
   int64_t oB = 0, oPart = 0, lastInRows = 0, lastOutRows = 0, oHs = 0, stageRow = 0;
   std::vector<int64_t> ost;
   std::string dX, dOut, dXBand, dXLast, dOutBand, dOutLast;
   std::vector<std::string> dIn;
   std::vector<int64_t> inBatch, inPart;  // per epilogue input: batch stride, this part's offset
   // Registers.
-  int rN = -1, rSlot = -1, rT = -1, rT2 = -1, rPr = -1, rCnt = -1, rXper = -1, rPush = -1, rEper = -1, rAccPer = -1,
-      rPAcc = -1, rPE = -1, rW = -1, rWp = -1, rWaited = -1, rSent = -1;
+  int rN = -1, rSlot = -1, rT = -1, rT2 = -1, rPr = -1, rCnt = -1, rXper = -1, rPush = -1, rEper = -1,
+      rAccPer = -1, rPAcc = -1, rPE = -1, rW = -1, rWp = -1, rWaited = -1, rSent = -1;
   std::vector<int> rPIn, rInPer;
   int64_t images = 0, blockBytes = 0, eBlock = 0, chunkA = 0, chunkE = 0, imageRows = 0;
   int loads = 0, once = 0;
@@ -363,8 +366,8 @@ class ImplicitConvEmitter : KernelPhases {
 };
 
 // Merges contiguous inner dimensions into the chunk.
-std::string ImplicitConvEmitter::boxDesc(int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs, int64_t cd,
-                                         int64_t e, int64_t h, int64_t w, int64_t c) {
+std::string ImplicitConvEmitter::boxDesc(int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs,
+                                         int64_t cd, int64_t e, int64_t h, int64_t w, int64_t c) {
   std::vector<Emitter::Dim> dims;
   uint64_t chunk = static_cast<uint64_t>(e);
   if (cs == e && cd == e) {
@@ -385,7 +388,8 @@ std::string ImplicitConvEmitter::boxDesc(int64_t hs, int64_t hd, int64_t ws, int
 }
 
 // Result (and tile inputs): staging row = pair, column (x % P) * O + o.
-std::string ImplicitConvEmitter::stageDesc(int64_t e, const std::vector<int64_t>& strides, bool out, int64_t rows) {
+std::string ImplicitConvEmitter::stageDesc(int64_t e, const std::vector<int64_t>& strides, bool out,
+                                           int64_t rows) {
   int64_t hS = two ? strides[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
   int64_t wS = strides[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 1])];
   int64_t fS = strides[static_cast<size_t>(dn.outputFeatureDimension)];
@@ -445,8 +449,9 @@ void ImplicitConvEmitter::epilogueDescriptors() {
       inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
       inPart.push_back(p.part * p.O * st[static_cast<size_t>(dn.outputFeatureDimension)]);
     } else if (input.kind == MatmulEpilogue::Column) {
-      dIn.push_back(e_.desc(static_cast<uint64_t>(p.O * ei), p.P > 1 ? std::vector<Emitter::Dim>{{p.P, 0, p.O * ei}}
-                                                                     : std::vector<Emitter::Dim>{}));
+      dIn.push_back(
+          e_.desc(static_cast<uint64_t>(p.O * ei),
+                  p.P > 1 ? std::vector<Emitter::Dim>{{p.P, 0, p.O * ei}} : std::vector<Emitter::Dim>{}));
       inBatch.push_back(0);
       inPart.push_back(p.part * p.O * ei);
     } else {
@@ -509,7 +514,8 @@ void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
       for (int64_t k = 0; k < p.inBands; ++k) {
         e_.op("smov {}, {}", S(rT), base(xBuf) + xPart + k * p.inBandRows * inH);
         e_.op("{} {}, [{}], {}, sem{}", l_.dmaOp("h2v", xBuf), k + 1 < p.inBands ? dXBand : dXLast,
-              p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * boxH), l_.memRef(xBuf, S(rT)), 5 + k);
+              p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * boxH), l_.memRef(xBuf, S(rT)),
+              5 + k);
       }
     } else {
       e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dX, S(rT2), l_.memRef(xBuf, S(rT)), S(rSl));
@@ -523,8 +529,8 @@ void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
         e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.inSlot[k]);
         e_.op("sadd {}, {}, {}", S(rT2), S(rT2),
               p.vIn[k] + static_cast<uint64_t>(b * imageRows * p.NP * typeInfo(input.type).bytes));
-        e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", input.buf), dIn[k], S(rT2), l_.memRef(input.buf, S(rT)),
-              S(rSl));
+        e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", input.buf), dIn[k], S(rT2),
+              l_.memRef(input.buf, S(rT)), S(rSl));
       }
     e_.op("jmp {}", lDone);
     e_.label(lSkip);
@@ -604,7 +610,8 @@ void ImplicitConvEmitter::loadColumns() {
       scalars[input.value] = l_.splatScalar(input.buf, input.type, smem++);
     } else if (input.kind == MatmulEpilogue::Column) {
       e_.op("smov {}, {}", S(rT), base(input.buf) + inPart[k]);
-      e_.op("{} {}, [{}], {}, sem4", l_.dmaOp("h2v", input.buf), dIn[k], p.vIn[k], l_.memRef(input.buf, S(rT)));
+      e_.op("{} {}, [{}], {}, sem4", l_.dmaOp("h2v", input.buf), dIn[k], p.vIn[k],
+            l_.memRef(input.buf, S(rT)));
       ++once;
     }
   }
@@ -694,7 +701,8 @@ void ImplicitConvEmitter::loadA(int64_t rho, int64_t blockOff) {
       VReg v = va[static_cast<size_t>(b)][static_cast<size_t>(u)];
       int64_t off = aOffset(rho, u) + (blockOff + b) * blockBytes;
       e_.op("{} {}, [{} + {}], {}", ld, V(v), S(rPush), off, p.pairBytes);
-      if (tailMask >= 0 && job(rho, u).ks == p.KS - 1) e_.op("vsel.s32 {}, {}, {}, 0", V(v), M(tailMask), V(v));
+      if (tailMask >= 0 && job(rho, u).ks == p.KS - 1)
+        e_.op("vsel.s32 {}, {}, {}, 0", V(v), M(tailMask), V(v));
     }
 }
 
@@ -709,8 +717,9 @@ void ImplicitConvEmitter::pushBlocks() {
 // only after all U blocks, and every load and pop comes before the first
 // store (stores and loads through different base registers may alias for
 // the scheduler): the blocks' chains then interleave.
-std::vector<ImplicitConvEmitter::Loaded> ImplicitConvEmitter::popLoads(const std::vector<Group>& gs, bool prevPeriod,
-                                                                     std::vector<VReg>& owned) {
+std::vector<ImplicitConvEmitter::Loaded> ImplicitConvEmitter::popLoads(const std::vector<Group>& gs,
+                                                                       bool prevPeriod,
+                                                                       std::vector<VReg>& owned) {
   std::map<std::pair<size_t, int64_t>, VReg> columnRegs;
   std::vector<Loaded> loaded;
   for (int b = 0; b < U; ++b)
@@ -745,8 +754,8 @@ std::vector<ImplicitConvEmitter::Loaded> ImplicitConvEmitter::popLoads(const std
           } else if (input.kind == MatmulEpilogue::Tile) {
             int64_t off = (gr.cc * p.R + b) * 8 * p.NP * ei + gr.nt * 128 * ei -
                           (prevPeriod ? p.cpp * p.R * 8 * p.NP * ei : 0);
-            owned.push_back(
-                l_.vload(input.type, fmt::format("{} + {}", S(rPIn[k]), off), fmt::format(", {}", p.NP * ei)));
+            owned.push_back(l_.vload(input.type, fmt::format("{} + {}", S(rPIn[k]), off),
+                                     fmt::format(", {}", p.NP * ei)));
             l.inputs[input.value] = owned.back();
           }
         }
@@ -758,8 +767,8 @@ std::vector<ImplicitConvEmitter::Loaded> ImplicitConvEmitter::popLoads(const std
 // Accumulator stores first (their sums are ready early), then the
 // finished blocks through the epilogue into the staging: the one store
 // slot takes them in that order.
-bool ImplicitConvEmitter::popStores(const std::vector<Group>& gs, bool prevPeriod, std::vector<Loaded>& loaded,
-                                    std::vector<VReg>& owned) {
+bool ImplicitConvEmitter::popStores(const std::vector<Group>& gs, bool prevPeriod,
+                                    std::vector<Loaded>& loaded, std::vector<VReg>& owned) {
   for (int pass = 0; pass < 2; ++pass) {
     size_t li = 0;
     for (int b = 0; b < U; ++b)
@@ -800,7 +809,8 @@ bool ImplicitConvEmitter::popStores(const std::vector<Group>& gs, bool prevPerio
         if (eOff >= 0)
           l_.vstore(result, storedType, fmt::format("{} + {}", S(rPE), eOff), fmt::format(", {}", p.NP * eo));
         else
-          l_.vstore(result, storedType, fmt::format("{} - {}", S(rPE), -eOff), fmt::format(", {}", p.NP * eo));
+          l_.vstore(result, storedType, fmt::format("{} - {}", S(rPE), -eOff),
+                    fmt::format(", {}", p.NP * eo));
       }
   }
   return true;
@@ -828,7 +838,8 @@ void ImplicitConvEmitter::stepPop() {
   if (epilogue)
     for (size_t k = 0; k < epilogue->inputs.size(); ++k)
       if (rPIn[k] >= 0)
-        e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rPIn[k]), U * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
+        e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rPIn[k]),
+              U * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
 }
 
 // Pop pointers at block `block` of the period at rXper's (offset -1: the
@@ -846,7 +857,8 @@ void ImplicitConvEmitter::setPop(int64_t block, int64_t periodOffset) {
   if (epilogue)
     for (size_t k = 0; k < epilogue->inputs.size(); ++k)
       if (rPIn[k] >= 0)
-        e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rInPer[k]), block * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
+        e_.op("sadd {}, {}, {}", S(rPIn[k]), S(rInPer[k]),
+              block * 8 * p.NP * typeInfo(epilogue->inputs[k].type).bytes);
 }
 
 // The head of the image loop: the next item's loads into the other slot,
