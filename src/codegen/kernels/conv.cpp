@@ -110,10 +110,8 @@ std::string unstreamedReason(const ConvGeometry& g, bool wide, bool integer, boo
     why = fmt::format("batch_group_count={} (a weight gradient)", g.batchGroups);
   else if (g.rank < 1 || g.rank > 2)
     why = fmt::format("{}-D window; the implicit GEMM takes 1-D and 2-D", g.rank);
-  else if ((g.inType != ElementType::BF16 && g.inType != ElementType::F32) ||
-           (g.kType != ElementType::BF16 && g.kType != ElementType::F32))
-    why =
-        fmt::format("{} x {} operands; the implicit GEMM takes bf16 and f32", name(g.inType), name(g.kType));
+  else if (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat)
+    why = fmt::format("{} x {} operands; the implicit GEMM takes floats", name(g.inType), name(g.kType));
   else if (!typeInfo(g.outType).isFloat)
     why = name(g.outType) + " result";
   else

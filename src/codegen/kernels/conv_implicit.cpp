@@ -61,8 +61,13 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   if (!options_.implicitConv) return false;
   const auto& dn = *in.attrs().convDims;
   if (passes != 1 || g.batchGroups != 1 || g.rank < 1 || g.rank > 2) return false;
-  for (ElementType t : {g.inType, g.kType})
-    if (t != ElementType::BF16 && t != ElementType::F32) return false;
+  // Floats of up to 4 bytes: a widening vector load takes them from the
+  // box (f16 and the byte floats convert to f32 there), and the MXU push
+  // rounds them to bf16 as the im2col path's does.
+  for (ElementType t : {g.inType, g.kType}) {
+    TypeInfo ti = typeInfo(t);
+    if (!ti.isFloat || ti.isComplex || isWideType(t) || ti.bytes > 4) return false;
+  }
   if (!typeInfo(g.outType).isFloat || isWideType(g.outType)) return false;
   if (epilogue && !typeInfo(epilogue->outType).isFloat) return false;
   std::vector<Copied> cp;
