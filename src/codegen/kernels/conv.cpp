@@ -106,8 +106,8 @@ std::string unstreamedReason(const ConvGeometry& g, bool wide, bool integer, boo
   else if (passes != 1)
     why = fmt::format("{} bf16 MXU passes (f32 at HIGH/HIGHEST precision); the implicit GEMM makes one",
                       passes);
-  else if (g.batchGroups > 1)
-    why = fmt::format("batch_group_count={} (a weight gradient)", g.batchGroups);
+  else if (g.batchGroups > 1 && g.featureGroups > 1)
+    why = fmt::format("batch_group_count={} with feature groups", g.batchGroups);
   else if (g.rank < 1 || g.rank > 2)
     why = fmt::format("{}-D window; the implicit GEMM takes 1-D and 2-D", g.rank);
   else if (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat)
@@ -249,6 +249,10 @@ bool ConvLowering::streamed() {
       e_.comment(
           fmt::format("grouped: {} part(s) of {} group(s), {} -> {} channels each, weights block-diagonal",
                       plan.parts, plan.gpp, plan.C, plan.O));
+    if (g.batchGroups > 1)
+      e_.comment(fmt::format("batch groups: {} part(s) of {} group(s) of {} image(s), {} -> {} channels each, "
+                             "weights block-diagonal",
+                             plan.parts, plan.gpp, g.outBatch, plan.C, plan.O));
     bool ok = true;
     for (int64_t part = 0; part < plan.parts && ok; ++part) {
       ImplicitConvPlan pp = plan;

@@ -60,7 +60,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
                                int passes, ImplicitConvPlan& p) const {
   if (!options_.implicitConv) return false;
   const auto& dn = *in.attrs().convDims;
-  if (passes != 1 || g.batchGroups != 1 || g.rank < 1 || g.rank > 2) return false;
+  if (passes != 1 || g.rank < 1 || g.rank > 2) return false;
   // Floats of up to 4 bytes: a widening vector load takes them from the
   // box (f16 and the byte floats convert to f32 there), and the MXU push
   // rounds them to bf16 as the im2col path's does.
@@ -121,13 +121,14 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
     // (to ~128 blocks): a larger first item and last item are exposed longer.
     q.Hpb = ceilDiv(q.Hp, q.sy) * q.sy;
     const int64_t imageBlocks = ceilDiv((q.Hout - 1) * q.rowPairs + ceilDiv(q.Wout, q.P), 8);
-    for (q.B = std::min<int64_t>(g.batch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); q.B >= 1; --q.B)
+    for (q.B = std::min<int64_t>(g.outBatch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); q.B >= 1; --q.B)
       if (implicitConvLayout(g, epilogue, q)) break;
     if (q.B < 1) return false;
-    q.items = ceilDiv(g.batch, q.B);
+    q.items = ceilDiv(g.outBatch, q.B);
     // Semaphores 5 .. 5 + inBands - 1 for the input bands, the next for the
     // result's bands.
-    q.banded = g.batch == 1 && q.B == 1 && target_.registers.semaphores >= 5 + 8 + 1;
+    q.banded = g.outBatch == 1 && q.B == 1 && (g.batchGroups == 1 || q.gpp == 1) &&
+               target_.registers.semaphores >= 5 + 8 + 1;
     if (q.banded) {
       // Bands of at least bandBytes: every DMA costs an engine its fixed
       // latency, which small bands would not amortize.
@@ -146,16 +147,19 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   };
   // Grouped convolutions run in parts of gpp groups each, their weights
   // block-diagonal: the fewest MXU tile passes (parts x jobs x blocks, and
-  // a pipeline fill per part) wins. Ungrouped: one part.
+  // a pipeline fill per part) wins. Ungrouped: one part. Batch groups (a
+  // weight gradient) the same way: the images of group l of a part land in
+  // the box's channels l x Cg .. (Cg all the input's), so the part's GEMM
+  // is block-diagonal like a feature-grouped one.
   const int64_t maxParts = 64;
   bool found = false;
   double bestCost = 0;
   ImplicitConvPlan best;
-  for (int64_t d = 1; d <= g.featureGroups; ++d) {
-    if (g.featureGroups % d != 0 || g.featureGroups / d > maxParts) continue;
+  for (int64_t d = 1; d <= g.groups; ++d) {
+    if (g.groups % d != 0 || g.groups / d > maxParts) continue;
     ImplicitConvPlan q = p;
     q.gpp = d;
-    q.parts = g.featureGroups / d;
+    q.parts = g.groups / d;
     q.C = d * q.Cg;
     q.O = d * q.Og;
     if (!shape(q)) continue;
@@ -360,6 +364,7 @@ class ImplicitConvEmitter : KernelPhases {
   std::vector<int> rPIn, rInPer;
   int64_t images = 0, blockBytes = 0, eBlock = 0, chunkA = 0, chunkE = 0, imageRows = 0;
   int loads = 0, once = 0;
+  int64_t boxC = 1, xLoads = 1;  // channels per image DMA, image DMAs per image
   std::map<const Instruction*, VReg> scalars;
   std::string ld, ldW;
   int64_t tailLanes = 0;
@@ -417,14 +422,19 @@ void ImplicitConvEmitter::descriptors() {
   dilW = g.lhsDil[g.rank - 1];
   boxH = dilH * p.RS * es;
   boxW = dilW * p.C * es;
-  dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, p.C);
+  // Batch groups: one DMA per group of the part, into its Cg channels.
+  boxC = g.batchGroups > 1 ? p.Cg : p.C;
+  dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, boxC);
   xInterior = (p.padTop * p.RS + p.padLeft * p.C) * es;
   // The first input row and column copied (negative padding crops); a part
   // of a grouped convolution: its channels of X, its features of the
   // result (and of the epilogue's inputs).
   const Copied cH = copied(two ? g.inSize[0] : 1, two ? g.padLow[0] : 0, dilH, two ? g.padded[0] : 1);
   const Copied cW = copied(g.inSize[g.rank - 1], g.padLow[g.rank - 1], dilW, g.padded[g.rank - 1]);
-  xPart = p.part * p.C * inC + cH.first * inH + cW.first * inW;
+  // A part of batch groups: its first group's images (group gi holds
+  // images gi * outBatch ..).
+  const int64_t partStride = g.batchGroups > 1 ? p.gpp * g.outBatch * inB : p.C * inC;
+  xPart = p.part * partStride + cH.first * inH + cW.first * inW;
   ost = byteStrides(in.shape().dimensions(), eo);
   oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
   oPart = p.part * p.O * ost[static_cast<size_t>(dn.outputFeatureDimension)];
@@ -433,8 +443,8 @@ void ImplicitConvEmitter::descriptors() {
   lastInRows = p.H - (p.inBands - 1) * p.inBandRows;
   lastOutRows = p.Hout - (p.outBands - 1) * p.outBandRows;
   if (p.banded) {
-    dXBand = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.inBandRows, p.W, p.C);
-    dXLast = boxDesc(inH, boxH, inW, boxW, inC, es, es, lastInRows, p.W, p.C);
+    dXBand = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.inBandRows, p.W, boxC);
+    dXLast = boxDesc(inH, boxH, inW, boxW, inC, es, es, lastInRows, p.W, boxC);
     dOutBand = stageDesc(eo, ost, true, p.outBandRows);
     dOutLast = stageDesc(eo, ost, true, lastOutRows);
   }
@@ -496,7 +506,8 @@ void ImplicitConvEmitter::registers() {
   chunkA = p.R * blockBytes;
   chunkE = p.R * eBlock;
   imageRows = p.Hpb / p.sy * p.rowPairs;  // staging rows per stacked image
-  loads = p.banded ? 0 : 1;
+  xLoads = g.batchGroups > 1 ? p.gpp : 1;
+  loads = p.banded ? 0 : static_cast<int>(xLoads);
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs)
       if (input.kind == MatmulEpilogue::Tile) ++loads;
@@ -509,7 +520,7 @@ void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
     std::string lSkip = e_.newLabel("icnoimg"), lDone = e_.newLabel("icimgd");
     e_.op("smul {}, {}, {}", S(rW), S(rItem), p.B);
     if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
-    e_.op("br.ge {}, {}, {}", S(rW), g.batch, lSkip);
+    e_.op("br.ge {}, {}, {}", S(rW), g.outBatch, lSkip);
     e_.op("smul {}, {}, {}", S(rT), S(rW), inB);
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf) + xPart);
     e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
@@ -523,7 +534,13 @@ void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
               5 + k);
       }
     } else {
-      e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dX, S(rT2), l_.memRef(xBuf, S(rT)), S(rSl));
+      for (int64_t l = 0; l < xLoads; ++l) {
+        if (l) {
+          e_.op("sadd {}, {}, {}", S(rT), S(rT), g.outBatch * inB);
+          e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.Cg * es);
+        }
+        e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dX, S(rT2), l_.memRef(xBuf, S(rT)), S(rSl));
+      }
     }
     if (epilogue)
       for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
@@ -1104,7 +1121,7 @@ void ImplicitConvEmitter::imageOut() {
     std::string lSkip = e_.newLabel("icnoout"), lDone = e_.newLabel("icoutd");
     e_.op("smul {}, {}, {}", S(rW), S(rN), p.B);
     if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
-    e_.op("br.ge {}, {}, {}", S(rW), g.batch, lSkip);
+    e_.op("br.ge {}, {}, {}", S(rW), g.outBatch, lSkip);
     e_.op("smul {}, {}, {}", S(rT), S(rW), oB);
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart);
     e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
