@@ -431,7 +431,10 @@ struct ImplicitConvPlan {
           Wout = 1, C = 1, O = 1;
   int64_t P = 1;          // output positions per GEMM row
   int64_t run = 0;        // elements of one kernel row's window run ((P - 1) * sx + kw) * C
-  int64_t KS = 1, KT = 1; // 128-wide K slices per run, K tiles (kh * KS)
+  int64_t KS = 1, KT = 1; // 128-wide K slices per run, K tiles (kh * KS * passes)
+  // bf16 MXU passes per K tile (f32 at HIGH: 3, HIGHEST: 6, as emitMatmul's):
+  // the GEMM's K tiles are the weights' kh * KS tiles times the passes.
+  int64_t passes = 1;
   int64_t NT = 1, NP = 128;
   int64_t Wpv = 1, RS = 1;  // box width (positions), box row (elements)
   int64_t rowPairs = 1;     // GEMM rows per output row

@@ -103,9 +103,8 @@ std::string unstreamedReason(const ConvGeometry& g, bool wide, bool integer, boo
   std::string why;
   if (!enabled)
     why = "implicit GEMM disabled";
-  else if (passes != 1)
-    why = fmt::format("{} bf16 MXU passes (f32 at HIGH/HIGHEST precision); the implicit GEMM makes one",
-                      passes);
+  else if (passes != 1 && passes != 3 && passes != 6)
+    why = fmt::format("{} bf16 MXU passes; the implicit GEMM makes 1, 3 or 6", passes);
   else if (g.batchGroups > 1 && g.featureGroups > 1)
     why = fmt::format("batch_group_count={} with feature groups", g.batchGroups);
   else if (g.rank < 1 || g.rank > 2)

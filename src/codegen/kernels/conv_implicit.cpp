@@ -22,7 +22,10 @@
 // the MXUs never drain inside an image. Partial sums of a chunk live in a
 // VMEM accumulator; the job that completes a block runs the output fusion's
 // epilogue on it and stores it into a staging area laid out like the
-// result, which one DMA writes out per image.
+// result, which one DMA writes out per image. f32 at HIGH or HIGHEST
+// precision takes emitMatmul's 3 or 6 bf16 passes: each weight K tile is
+// that many GEMM K tiles (jobs), pushing a component of W (x - bf16(x),
+// once or twice) against a component of the loaded A block.
 #include <fmt/format.h>
 
 #include <functional>
@@ -60,7 +63,8 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
                                int passes, ImplicitConvPlan& p) const {
   if (!options_.implicitConv) return false;
   const auto& dn = *in.attrs().convDims;
-  if (passes != 1 || g.rank < 1 || g.rank > 2) return false;
+  if ((passes != 1 && passes != 3 && passes != 6) || g.rank < 1 || g.rank > 2) return false;
+  p.passes = passes;
   // Floats of up to 4 bytes: a widening vector load takes them from the
   // box (f16 and the byte floats convert to f32 there), and the MXU push
   // rounds them to bf16 as the im2col path's does.
@@ -109,7 +113,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
         if (P * q.O == 128 && efficiency(P) > efficiency(q.P) * 1.05) q.P = P;
     q.run = ((q.P - 1) * q.sx + q.kw) * q.C;
     q.KS = ceilDiv(q.run, 128);
-    q.KT = q.kh * q.KS;
+    q.KT = q.kh * q.KS * q.passes;
     q.NT = ceilDiv(q.P * q.O, 128);
     q.NP = q.NT * 128;
     q.Wpv = ceilDiv(g.padded[g.rank - 1], q.sx * q.P) * q.sx * q.P;
@@ -211,7 +215,7 @@ bool Lowerer::implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* ep
     top += alignUp(bytes, 512);
     return at;
   };
-  p.vW = take(static_cast<uint64_t>(p.KT * 128 * p.NP * ew));
+  p.vW = take(static_cast<uint64_t>(p.KT / p.passes * 128 * p.NP * ew));
   // The last block's loads reach past the box: slack.
   int64_t xElems = std::max(
       p.B * p.Hpb * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C + (p.kh - 1) * p.rdy * p.RS + p.KS * 128);
@@ -272,9 +276,11 @@ bool Lowerer::implicitConvRegisters(const MatmulEpilogue* epilogue, ImplicitConv
   const int64_t scalarsAndColumns = epilogue ? static_cast<int64_t>(epilogue->inputs.size()) * p.NT : 0;
   // Two blocks per iteration where the registers allow, else one (the same
   // sums in the same order: only the schedule differs).
+  // Multi-pass: one more for the bf16 part of a component.
+  const int64_t spare = 8 + scalarsAndColumns + (p.passes > 1 ? 1 : 0);
   p.U = 2;
-  if (2 * (p.G + worst) + 8 + scalarsAndColumns > target_.registers.vregs) p.U = 1;
-  return p.G + worst + 8 + scalarsAndColumns <= target_.registers.vregs;
+  if (2 * (p.G + worst) + spare > target_.registers.vregs) p.U = 1;
+  return p.G + worst + spare <= target_.registers.vregs;
 }
 
 // The implicit GEMM kernel's phases and the state they share: the
@@ -291,8 +297,10 @@ class ImplicitConvEmitter : KernelPhases {
  private:
   // A job: its chunk of the period, N tile, K tile and the kernel row and
   // K slice of the run it reads.
+  // kt is the weights' K tile, kp the GEMM's (kt x passes + q: pass q of
+  // kt, its components of A and W as emitMatmul's passes take them).
   struct Job {
-    int64_t cc, nt, kt, dy, ks;
+    int64_t cc, nt, kt, dy, ks, kp, q;
   };
   // Consecutive MXUs of a round on the same chunk and N tile.
   struct Group {
@@ -322,6 +330,8 @@ class ImplicitConvEmitter : KernelPhases {
   void pushTile(int64_t rho, int64_t u);
   void prepareLoop();
   int64_t aOffset(int64_t rho, int64_t u) const;
+  std::pair<int, int> passOf(int64_t q) const;
+  void component(VReg x, int idx);
   void loadA(int64_t rho, int64_t blockOff);
   void pushBlocks();
   std::vector<Loaded> popLoads(const std::vector<Group>& gs, bool prevPeriod, std::vector<VReg>& owned);
@@ -371,6 +381,7 @@ class ImplicitConvEmitter : KernelPhases {
   int tailMask = -1;
   int U = 1;
   std::vector<std::vector<VReg>> va;  // A registers: loaded one iteration ahead
+  VReg vh{};                          // multi-pass: the bf16 part of a component
   int64_t iters = 0, dIters = 0;
   std::string lImage, lPeriod, lNoNext, lNoWait;
 };
@@ -643,7 +654,7 @@ void ImplicitConvEmitter::loadColumns() {
 // period, N tile (j % J) / KT, K tile (j % J) % KT.
 ImplicitConvEmitter::Job ImplicitConvEmitter::job(int64_t rho, int64_t u) const {
   int64_t j = rho * p.G + u, t = j % p.J;
-  Job jb{j / p.J, t / p.KT, t % p.KT, 0, 0};
+  Job jb{j / p.J, t / p.KT, t % p.KT / p.passes, 0, 0, t % p.KT, t % p.passes};
   jb.dy = jb.kt / p.KS;
   jb.ks = jb.kt % p.KS;
   return jb;
@@ -651,7 +662,7 @@ ImplicitConvEmitter::Job ImplicitConvEmitter::job(int64_t rho, int64_t u) const 
 
 int64_t ImplicitConvEmitter::tileOf(int64_t rho, int64_t u) const {
   Job jb = job(rho, u);
-  return jb.nt * p.KT + jb.kt;
+  return jb.nt * p.KT + jb.kp;
 }
 
 bool ImplicitConvEmitter::changes(int64_t rho, int64_t u) const {
@@ -664,10 +675,10 @@ std::vector<ImplicitConvEmitter::Group> ImplicitConvEmitter::groupsOf(int64_t rh
     Job jb = job(rho, u);
     if (!gs.empty() && gs.back().cc == jb.cc && gs.back().nt == jb.nt) {
       gs.back().u1 = u;
-      gs.back().last = jb.kt == p.KT - 1;
+      gs.back().last = jb.kp == p.KT - 1;
       continue;
     }
-    gs.push_back({u, u, jb.cc, jb.nt, jb.kt == 0, jb.kt == p.KT - 1});
+    gs.push_back({u, u, jb.cc, jb.nt, jb.kp == 0, jb.kp == p.KT - 1});
   }
   return gs;
 }
@@ -681,6 +692,7 @@ void ImplicitConvEmitter::pushTile(int64_t rho, int64_t u) {
   for (int blk = 0; blk < 16; ++blk) {
     VReg w = ws[static_cast<size_t>(blk % 4)];
     e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rW), blk * 8 * p.NP * ew, p.NP * ew);
+    component(w, passOf(jb.q).second);
     e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
   }
   for (VReg w : ws) vfree(w);
@@ -690,6 +702,7 @@ void ImplicitConvEmitter::pushTile(int64_t rho, int64_t u) {
 // tile changes at round 0 stage it again (the round's latch takes it).
 // Then the mask of the run's last K slice and the A registers.
 void ImplicitConvEmitter::prepareLoop() {
+  if (p.passes > 1) vh = valloc(ElementType::F32);
   for (int64_t u = 0; u < p.G; ++u) {
     pushTile(0, u);
     e_.op("mxu.wlatch mxu{}", u);
@@ -725,7 +738,27 @@ void ImplicitConvEmitter::loadA(int64_t rho, int64_t blockOff) {
       e_.op("{} {}, [{} + {}], {}", ld, V(v), S(rPush), off, p.pairBytes);
       if (tailMask >= 0 && job(rho, u).ks == p.KS - 1)
         e_.op("vsel.s32 {}, {}, {}, 0", V(v), M(tailMask), V(v));
+      component(v, passOf(job(rho, u).q).first);
     }
+}
+
+// Pass q's components of A and W: emitMatmul's order, the products of the
+// smallest parts first.
+std::pair<int, int> ImplicitConvEmitter::passOf(int64_t q) const {
+  static const std::pair<int, int> three[] = {{1, 0}, {0, 1}, {0, 0}};
+  static const std::pair<int, int> six[] = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
+  if (p.passes == 3) return three[q];
+  if (p.passes == 6) return six[q];
+  return {0, 0};
+}
+
+// Component idx of an f32 value for multi-pass bf16 products: x - bf16(x),
+// idx times (component 0 is x itself: the push rounds it to bf16).
+void ImplicitConvEmitter::component(VReg x, int idx) {
+  for (int i = 0; i < idx; ++i) {
+    e_.op("vrnd.bf16 {}, {}", V(vh), V(x));
+    e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(vh));
+  }
 }
 
 void ImplicitConvEmitter::pushBlocks() {
@@ -970,6 +1003,7 @@ void ImplicitConvEmitter::stageSome(int64_t nextRho, bool spread) {
       VReg w = valloc(ElementType::F32);
       ws.push_back(w);
       e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWp), at, p.NP * ew);
+      component(w, passOf(jb.q).second);
       e_.op("mxu.wpush.bf16 mxu{}, {}", u, V(w));
     }
   e_.op("sadd {}, {}, {}", S(rWp), S(rWp), rows * 8 * p.NP * ew);
