@@ -435,6 +435,10 @@ struct ImplicitConvPlan {
   // bf16 MXU passes per K tile (f32 at HIGH: 3, HIGHEST: 6, as emitMatmul's):
   // the GEMM's K tiles are the weights' kh * KS tiles times the passes.
   int64_t passes = 1;
+  // 3-D windows: the box holds the image's Dp padded planes every Hpb rows
+  // (stacked like B images); the GEMM computes planes 0 .. B - 1 = (Dout -
+  // 1) x sz and K tiles cover kd x kh x KS (plane taps rdz apart).
+  int64_t kd = 1, rdz = 1, sz = 1, Dp = 1, Dout = 1;
   int64_t NT = 1, NP = 128;
   int64_t Wpv = 1, RS = 1;  // box width (positions), box row (elements)
   int64_t rowPairs = 1;     // GEMM rows per output row

@@ -107,8 +107,8 @@ std::string unstreamedReason(const ConvGeometry& g, bool wide, bool integer, boo
     why = fmt::format("{} bf16 MXU passes; the implicit GEMM makes 1, 3 or 6", passes);
   else if (g.batchGroups > 1 && g.featureGroups > 1)
     why = fmt::format("batch_group_count={} with feature groups", g.batchGroups);
-  else if (g.rank < 1 || g.rank > 2)
-    why = fmt::format("{}-D window; the implicit GEMM takes 1-D and 2-D", g.rank);
+  else if (g.rank < 1 || g.rank > 3)
+    why = fmt::format("{}-D window; the implicit GEMM takes 1-D to 3-D", g.rank);
   else if (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat)
     why = fmt::format("{} x {} operands; the implicit GEMM takes floats", name(g.inType), name(g.kType));
   else if (!typeInfo(g.outType).isFloat)

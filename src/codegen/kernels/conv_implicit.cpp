@@ -63,7 +63,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
                                int passes, ImplicitConvPlan& p) const {
   if (!options_.implicitConv) return false;
   const auto& dn = *in.attrs().convDims;
-  if ((passes != 1 && passes != 3 && passes != 6) || g.rank < 1 || g.rank > 2) return false;
+  if ((passes != 1 && passes != 3 && passes != 6) || g.rank < 1 || g.rank > 3) return false;
   p.passes = passes;
   // Floats of up to 4 bytes: a widening vector load takes them from the
   // box (f16 and the byte floats convert to f32 there), and the MXU push
@@ -74,25 +74,40 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   }
   if (!typeInfo(g.outType).isFloat || isWideType(g.outType)) return false;
   if (epilogue && !typeInfo(epilogue->outType).isFloat) return false;
+  const bool three = g.rank == 3;
+  // 3-D: the planes are stacked images of the box; an epilogue's tile
+  // inputs are not staged per plane.
+  if (three && epilogue)
+    for (const MatmulEpilogue::Input& input : epilogue->inputs)
+      if (input.kind == MatmulEpilogue::Tile) return false;
   std::vector<Copied> cp;
   for (size_t d = 0; d < g.rank; ++d) {
     cp.push_back(copied(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]));
     if (cp.back().count <= 0) return false;
   }
-  const bool two = g.rank == 2;
+  const bool two = g.rank >= 2;
+  const size_t h = two ? g.rank - 2 : 0;  // the spatial dimension of the rows
   // H and W count the input rows and columns copied into the box.
-  p.H = two ? cp[0].count : 1;
+  p.H = two ? cp[h].count : 1;
   p.W = cp[g.rank - 1].count;
-  p.kh = two ? g.kSize[0] : 1;
+  p.kh = two ? g.kSize[h] : 1;
   // A dilated window along the run: its extent, the holes zero weights.
   p.kw = (g.kSize[g.rank - 1] - 1) * g.rhsDil[g.rank - 1] + 1;
-  p.sy = two ? g.stride[0] : 1;
+  p.sy = two ? g.stride[h] : 1;
   p.sx = g.stride[g.rank - 1];
-  p.rdy = two ? g.rhsDil[0] : 1;
-  p.padTop = two ? cp[0].at : 0;
+  p.rdy = two ? g.rhsDil[h] : 1;
+  p.padTop = two ? cp[h].at : 0;
   p.padLeft = cp[g.rank - 1].at;
-  p.Hp = two ? g.padded[0] : 1;
-  p.Hout = two ? g.outSize[0] : 1;
+  p.Hp = two ? g.padded[h] : 1;
+  p.Hout = two ? g.outSize[h] : 1;
+  if (three) {
+    p.kd = g.kSize[0];
+    p.rdz = g.rhsDil[0];
+    p.sz = g.stride[0];
+    p.Dp = g.padded[0];
+    p.Dout = g.outSize[0];
+    if (p.Dout <= 0) return false;
+  }
   p.Wout = g.outSize[g.rank - 1];
   p.Cg = g.inPerGroup;
   p.Og = g.outPerGroup;
@@ -113,7 +128,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
         if (P * q.O == 128 && efficiency(P) > efficiency(q.P) * 1.05) q.P = P;
     q.run = ((q.P - 1) * q.sx + q.kw) * q.C;
     q.KS = ceilDiv(q.run, 128);
-    q.KT = q.kh * q.KS * q.passes;
+    q.KT = q.kd * q.kh * q.KS * q.passes;
     q.NT = ceilDiv(q.P * q.O, 128);
     q.NP = q.NT * 128;
     q.Wpv = ceilDiv(g.padded[g.rank - 1], q.sx * q.P) * q.sx * q.P;
@@ -125,13 +140,19 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
     // (to ~128 blocks): a larger first item and last item are exposed longer.
     q.Hpb = ceilDiv(q.Hp, q.sy) * q.sy;
     const int64_t imageBlocks = ceilDiv((q.Hout - 1) * q.rowPairs + ceilDiv(q.Wout, q.P), 8);
-    for (q.B = std::min<int64_t>(g.outBatch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); q.B >= 1; --q.B)
-      if (implicitConvLayout(g, epilogue, q)) break;
-    if (q.B < 1) return false;
-    q.items = ceilDiv(g.outBatch, q.B);
+    if (three) {
+      // One image per item, its planes stacked.
+      q.B = (q.Dout - 1) * q.sz + 1;
+      if (!implicitConvLayout(g, epilogue, q)) return false;
+    } else {
+      for (q.B = std::min<int64_t>(g.outBatch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); q.B >= 1; --q.B)
+        if (implicitConvLayout(g, epilogue, q)) break;
+      if (q.B < 1) return false;
+    }
+    q.items = three ? g.outBatch : ceilDiv(g.outBatch, q.B);
     // Semaphores 5 .. 5 + inBands - 1 for the input bands, the next for the
     // result's bands.
-    q.banded = g.outBatch == 1 && q.B == 1 && (g.batchGroups == 1 || q.gpp == 1) &&
+    q.banded = !three && g.outBatch == 1 && q.B == 1 && (g.batchGroups == 1 || q.gpp == 1) &&
                target_.registers.semaphores >= 5 + 8 + 1;
     if (q.banded) {
       // Bands of at least bandBytes: every DMA costs an engine its fixed
@@ -217,8 +238,10 @@ bool Lowerer::implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* ep
   };
   p.vW = take(static_cast<uint64_t>(p.KT / p.passes * 128 * p.NP * ew));
   // The last block's loads reach past the box: slack.
-  int64_t xElems = std::max(
-      p.B * p.Hpb * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C + (p.kh - 1) * p.rdy * p.RS + p.KS * 128);
+  const int64_t boxImages = p.kd > 1 || p.Dp > 1 ? p.Dp : p.B;
+  int64_t xElems = std::max(boxImages * p.Hpb * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C +
+                                                          (p.kh - 1) * p.rdy * p.RS +
+                                                          (p.kd - 1) * p.rdz * p.Hpb * p.RS + p.KS * 128);
   p.xSlot = alignUp(static_cast<uint64_t>(xElems * es + 512), 512);
   p.vX = take(2 * p.xSlot);
   p.accPeriod = static_cast<uint64_t>(p.cpp * p.NT * p.R) * 4096;
@@ -314,7 +337,7 @@ class ImplicitConvEmitter : KernelPhases {
   };
 
   std::string boxDesc(int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs, int64_t cd, int64_t e,
-                      int64_t h, int64_t w, int64_t c);
+                      int64_t h, int64_t w, int64_t c, const Emitter::Dim* outer = nullptr);
   std::string stageDesc(int64_t e, const std::vector<int64_t>& strides, bool out, int64_t rows);
   void descriptors();
   void epilogueDescriptors();
@@ -356,12 +379,12 @@ class ImplicitConvEmitter : KernelPhases {
   const ImplicitConvPlan& p;
   const MatmulEpilogue* epilogue;
   const hlo::ConvolutionDimensionNumbers& dn;
-  bool two = false;
+  bool two = false, three = false;
   ElementType storedType = ElementType::F32, convType = ElementType::F32;
   int es = 0, ew = 0, eo = 0;
   int xBuf = -1, kBuf = -1, dst = -1;
   // Descriptors and the byte strides and offsets they are built from.
-  int64_t inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0, xInterior = 0,
+  int64_t inD = 0, oD = 0, inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0, xInterior = 0,
           xPart = 0;
   int64_t oB = 0, oPart = 0, lastInRows = 0, lastOutRows = 0, oHs = 0, stageRow = 0;
   std::vector<int64_t> ost;
@@ -375,6 +398,7 @@ class ImplicitConvEmitter : KernelPhases {
   int64_t images = 0, blockBytes = 0, eBlock = 0, chunkA = 0, chunkE = 0, imageRows = 0;
   int loads = 0, once = 0;
   int64_t boxC = 1, xLoads = 1;  // channels per image DMA, image DMAs per image
+  int64_t imagesPerItem = 1, outsPerItem = 1;  // 3-D: one image, its Dout planes out
   std::map<const Instruction*, VReg> scalars;
   std::string ld, ldW;
   int64_t tailLanes = 0;
@@ -388,8 +412,10 @@ class ImplicitConvEmitter : KernelPhases {
 
 // Merges contiguous inner dimensions into the chunk.
 std::string ImplicitConvEmitter::boxDesc(int64_t hs, int64_t hd, int64_t ws, int64_t wd, int64_t cs,
-                                         int64_t cd, int64_t e, int64_t h, int64_t w, int64_t c) {
+                                         int64_t cd, int64_t e, int64_t h, int64_t w, int64_t c,
+                                         const Emitter::Dim* outer) {
   std::vector<Emitter::Dim> dims;
+  if (outer) dims.push_back(*outer);
   uint64_t chunk = static_cast<uint64_t>(e);
   if (cs == e && cd == e) {
     chunk = static_cast<uint64_t>(c * e);
@@ -411,7 +437,7 @@ std::string ImplicitConvEmitter::boxDesc(int64_t hs, int64_t hd, int64_t ws, int
 // Result (and tile inputs): staging row = pair, column (x % P) * O + o.
 std::string ImplicitConvEmitter::stageDesc(int64_t e, const std::vector<int64_t>& strides, bool out,
                                            int64_t rows) {
-  int64_t hS = two ? strides[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
+  int64_t hS = two ? strides[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 2])] : 0;
   int64_t wS = strides[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 1])];
   int64_t fS = strides[static_cast<size_t>(dn.outputFeatureDimension)];
   int64_t sh = p.rowPairs * p.NP * e, sw = p.NP / p.P * e;
@@ -425,27 +451,32 @@ void ImplicitConvEmitter::descriptors() {
   const Shape& ls = in.operand(0)->shape();
   std::vector<int64_t> ins = byteStrides(ls.dimensions(), es);
   inB = ins[static_cast<size_t>(dn.inputBatchDimension)];
-  inH = two ? ins[static_cast<size_t>(dn.inputSpatialDimensions[0])] : 0;
+  inH = two ? ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 2])] : 0;
+  inD = three ? ins[static_cast<size_t>(dn.inputSpatialDimensions[0])] : 0;
   inW = ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 1])];
   inC = ins[static_cast<size_t>(dn.inputFeatureDimension)];
   // lhs dilation spreads the copied rows and columns over the box.
-  dilH = two ? g.lhsDil[0] : 1;
+  dilH = two ? g.lhsDil[g.rank - 2] : 1;
   dilW = g.lhsDil[g.rank - 1];
   boxH = dilH * p.RS * es;
   boxW = dilW * p.C * es;
   // Batch groups: one DMA per group of the part, into its Cg channels.
   boxC = g.batchGroups > 1 ? p.Cg : p.C;
-  dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, boxC);
-  xInterior = (p.padTop * p.RS + p.padLeft * p.C) * es;
+  // 3-D: the copied planes, every lhs-dilation planes of Hpb box rows.
+  const Copied cD = three ? copied(g.inSize[0], g.padLow[0], g.lhsDil[0], g.padded[0]) : Copied{0, 1, 0};
+  const Emitter::Dim planes{cD.count, inD, (three ? g.lhsDil[0] : 1) * p.Hpb * p.RS * es};
+  dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, boxC, three && cD.count > 1 ? &planes : nullptr);
+  xInterior = ((cD.at * p.Hpb + p.padTop) * p.RS + p.padLeft * p.C) * es;
   // The first input row and column copied (negative padding crops); a part
   // of a grouped convolution: its channels of X, its features of the
   // result (and of the epilogue's inputs).
-  const Copied cH = copied(two ? g.inSize[0] : 1, two ? g.padLow[0] : 0, dilH, two ? g.padded[0] : 1);
+  const size_t hd = two ? g.rank - 2 : 0;
+  const Copied cH = copied(two ? g.inSize[hd] : 1, two ? g.padLow[hd] : 0, dilH, two ? g.padded[hd] : 1);
   const Copied cW = copied(g.inSize[g.rank - 1], g.padLow[g.rank - 1], dilW, g.padded[g.rank - 1]);
   // A part of batch groups: its first group's images (group gi holds
   // images gi * outBatch ..).
   const int64_t partStride = g.batchGroups > 1 ? p.gpp * g.outBatch * inB : p.C * inC;
-  xPart = p.part * partStride + cH.first * inH + cW.first * inW;
+  xPart = p.part * partStride + cD.first * inD + cH.first * inH + cW.first * inW;
   ost = byteStrides(in.shape().dimensions(), eo);
   oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
   oPart = p.part * p.O * ost[static_cast<size_t>(dn.outputFeatureDimension)];
@@ -459,7 +490,8 @@ void ImplicitConvEmitter::descriptors() {
     dOutBand = stageDesc(eo, ost, true, p.outBandRows);
     dOutLast = stageDesc(eo, ost, true, lastOutRows);
   }
-  oHs = two ? ost[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
+  oHs = two ? ost[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 2])] : 0;
+  oD = three ? ost[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
   stageRow = p.rowPairs * p.NP * eo;
   epilogueDescriptors();
 }
@@ -512,6 +544,8 @@ void ImplicitConvEmitter::registers() {
       rInPer.push_back(tile ? sreg() : -1);
     }
   images = p.items;
+  imagesPerItem = three ? 1 : p.B;
+  outsPerItem = three ? p.Dout : p.B;
   blockBytes = 8 * p.pairBytes;  // A: one block further
   eBlock = 8 * p.NP * eo;        // staging: one block further
   chunkA = p.R * blockBytes;
@@ -527,9 +561,9 @@ void ImplicitConvEmitter::registers() {
 // Loads of item `rItem` (a register) into slot `rSl`: each image's X and
 // tile inputs, all on sem[rSl]; an image past the batch signals instead.
 void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
-  for (int64_t b = 0; b < p.B; ++b) {
+  for (int64_t b = 0; b < imagesPerItem; ++b) {
     std::string lSkip = e_.newLabel("icnoimg"), lDone = e_.newLabel("icimgd");
-    e_.op("smul {}, {}, {}", S(rW), S(rItem), p.B);
+    e_.op("smul {}, {}, {}", S(rW), S(rItem), imagesPerItem);
     if (b) e_.op("sadd {}, {}, {}", S(rW), S(rW), b);
     e_.op("br.ge {}, {}, {}", S(rW), g.outBatch, lSkip);
     e_.op("smul {}, {}, {}", S(rT), S(rW), inB);
@@ -597,14 +631,19 @@ void ImplicitConvEmitter::zeroBoxes() {
 void ImplicitConvEmitter::loadWeights() {
   const Shape& ks = in.operand(1)->shape();
   std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
-  int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
+  int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 2])] : 0;
+  int64_t sz = three ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
   int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
   int64_t sc = kst[static_cast<size_t>(dn.kernelInputFeatureDimension)];
   int64_t so = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
   int64_t srcOff = 0;
-  if (two && g.reversal[0]) {
+  if (two && g.reversal[g.rank - 2]) {
     srcOff += (p.kh - 1) * sy;
     sy = -sy;
+  }
+  if (three && g.reversal[0]) {
+    srcOff += (p.kd - 1) * sz;
+    sz = -sz;
   }
   if (g.reversal[g.rank - 1]) {
     srcOff += (g.kSize[g.rank - 1] - 1) * sx;
@@ -623,14 +662,18 @@ void ImplicitConvEmitter::loadWeights() {
     chunk = static_cast<uint64_t>(ew);
   }
   std::string dWt = e_.desc(chunk, dims);
-  for (int64_t j = 0; j < p.P; ++j)
-    for (int64_t l = 0; l < p.gpp; ++l) {
-      e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + l * p.Og * so);
-      e_.op("{} {}, [{}], {}, sem4", l_.dmaOp("h2v", kBuf), dWt,
-            p.vW + static_cast<uint64_t>((j * p.sx * p.C * p.NP + j * p.O + l * p.Cg * p.NP + l * p.Og) * ew),
-            l_.memRef(kBuf, S(rT)));
-      ++once;
-    }
+  // 3-D: plane tap dz's kh x KS K tiles follow plane dz - 1's.
+  const int64_t planeRows = p.kh * p.KS * 128 * p.NP * ew;
+  for (int64_t dz = 0; dz < p.kd; ++dz)
+    for (int64_t j = 0; j < p.P; ++j)
+      for (int64_t l = 0; l < p.gpp; ++l) {
+        e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + dz * sz + l * p.Og * so);
+        e_.op("{} {}, [{}], {}, sem4", l_.dmaOp("h2v", kBuf), dWt,
+              p.vW + static_cast<uint64_t>(dz * planeRows + (j * p.sx * p.C * p.NP + j * p.O + l * p.Cg * p.NP +
+                                                             l * p.Og) * ew),
+              l_.memRef(kBuf, S(rT)));
+        ++once;
+      }
 }
 
 // The epilogue's scalars splatted, its columns DMAed on sem4.
@@ -726,7 +769,9 @@ void ImplicitConvEmitter::prepareLoop() {
 
 int64_t ImplicitConvEmitter::aOffset(int64_t rho, int64_t u) const {
   Job jb = job(rho, u);
-  return jb.cc * chunkA + (jb.dy * p.rdy * p.RS + jb.ks * 128) * es;
+  // 3-D: K tile row dy / kh is a plane tap, Hpb box rows per plane.
+  const int64_t dz = jb.dy / p.kh, dy = jb.dy % p.kh;
+  return jb.cc * chunkA + ((dz * p.rdz * p.Hpb + dy * p.rdy) * p.RS + jb.ks * 128) * es;
 }
 
 // Loads block b (b = 0 .. U-1 relative to rPush) of round rho into va.
@@ -934,7 +979,7 @@ void ImplicitConvEmitter::imageStart() {
     loadImage(rNext, rOther);
   }
   e_.label(lNoNext);
-  if (loads) e_.op("sem.wait sem[{}], {}", S(rSlot), loads * p.B);
+  if (loads) e_.op("sem.wait sem[{}], {}", S(rSlot), loads * imagesPerItem);
   if (p.banded) {
     e_.op("smov {}, 0", S(rWaited));
     e_.op("smov {}, 0", S(rSent));
@@ -942,7 +987,7 @@ void ImplicitConvEmitter::imageStart() {
   // The staging slot was last written out by image n - 2.
   e_.op("br.lt {}, 2, {}", S(rN), lNoWait);
   e_.op("sadd {}, {}, 2", S(rT), S(rSlot));
-  e_.op("sem.wait sem[{}], {}", S(rT), p.B);
+  e_.op("sem.wait sem[{}], {}", S(rT), outsPerItem);
   e_.label(lNoWait);
   // Period bases.
   e_.op("smul {}, {}, {}", S(rXper), S(rSlot), p.xSlot);
@@ -1151,6 +1196,17 @@ bool ImplicitConvEmitter::drain() {
 // The item's images out (sem 2 + slot); one past the batch signals.
 void ImplicitConvEmitter::imageOut() {
   e_.op("sadd {}, {}, 2", S(rCnt), S(rSlot));
+  if (three) {
+    // Output plane z is the stacked plane z x sz of the staging.
+    for (int64_t z = 0; z < p.Dout; ++z) {
+      e_.op("smul {}, {}, {}", S(rT), S(rN), oB);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart + z * oD);
+      e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
+      e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE + static_cast<uint64_t>(z * p.sz * imageRows * p.NP * eo));
+      e_.op("{} {}, {}, [{}], sem[{}]", l_.dmaOp("v2h", dst), dOut, l_.memRef(dst, S(rT)), S(rT2), S(rCnt));
+    }
+    return;
+  }
   for (int64_t b = 0; b < p.B && !p.banded; ++b) {
     std::string lSkip = e_.newLabel("icnoout"), lDone = e_.newLabel("icoutd");
     e_.op("smul {}, {}, {}", S(rW), S(rN), p.B);
@@ -1173,8 +1229,8 @@ void ImplicitConvEmitter::imageOut() {
 // buffer empty.
 void ImplicitConvEmitter::finish() {
   if (!p.banded) {
-    e_.op("sem.wait sem{}, {}", 2 + ((images - 1) & 1), p.B);
-    if (images >= 2) e_.op("sem.wait sem{}, {}", 2 + ((images - 2) & 1), p.B);
+    e_.op("sem.wait sem{}, {}", 2 + ((images - 1) & 1), outsPerItem);
+    if (images >= 2) e_.op("sem.wait sem{}, {}", 2 + ((images - 2) & 1), outsPerItem);
   }
   for (int64_t u = 0; u < p.G; ++u)
     if (changes(0, u)) e_.op("mxu.wlatch mxu{}", u);
@@ -1184,7 +1240,8 @@ void ImplicitConvEmitter::finish() {
 
 bool ImplicitConvEmitter::run() {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
-  two = g.rank == 2;
+  two = g.rank >= 2;
+  three = g.rank == 3;
   storedType = epilogue ? epilogue->outType : g.outType;
   convType = g.outType;
   es = typeInfo(g.inType).bytes;
