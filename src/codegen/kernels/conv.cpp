@@ -249,9 +249,10 @@ bool ConvLowering::streamed() {
           fmt::format("grouped: {} part(s) of {} group(s), {} -> {} channels each, weights block-diagonal",
                       plan.parts, plan.gpp, plan.C, plan.O));
     if (g.batchGroups > 1)
-      e_.comment(fmt::format("batch groups: {} part(s) of {} group(s) of {} image(s), {} -> {} channels each, "
-                             "weights block-diagonal",
-                             plan.parts, plan.gpp, g.outBatch, plan.C, plan.O));
+      e_.comment(
+          fmt::format("batch groups: {} part(s) of {} group(s) of {} image(s), {} -> {} channels each, "
+                      "weights block-diagonal",
+                      plan.parts, plan.gpp, g.outBatch, plan.C, plan.O));
     bool ok = true;
     for (int64_t part = 0; part < plan.parts && ok; ++part) {
       ImplicitConvPlan pp = plan;

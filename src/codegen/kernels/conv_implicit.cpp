@@ -145,7 +145,8 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
       q.B = (q.Dout - 1) * q.sz + 1;
       if (!implicitConvLayout(g, epilogue, q)) return false;
     } else {
-      for (q.B = std::min<int64_t>(g.outBatch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); q.B >= 1; --q.B)
+      for (q.B = std::min<int64_t>(g.outBatch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); q.B >= 1;
+           --q.B)
         if (implicitConvLayout(g, epilogue, q)) break;
       if (q.B < 1) return false;
     }
@@ -384,8 +385,8 @@ class ImplicitConvEmitter : KernelPhases {
   int es = 0, ew = 0, eo = 0;
   int xBuf = -1, kBuf = -1, dst = -1;
   // Descriptors and the byte strides and offsets they are built from.
-  int64_t inD = 0, oD = 0, inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0, xInterior = 0,
-          xPart = 0;
+  int64_t inD = 0, oD = 0, inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0,
+          xInterior = 0, xPart = 0;
   int64_t oB = 0, oPart = 0, lastInRows = 0, lastOutRows = 0, oHs = 0, stageRow = 0;
   std::vector<int64_t> ost;
   std::string dX, dOut, dXBand, dXLast, dOutBand, dOutLast;
@@ -397,7 +398,7 @@ class ImplicitConvEmitter : KernelPhases {
   std::vector<int> rPIn, rInPer;
   int64_t images = 0, blockBytes = 0, eBlock = 0, chunkA = 0, chunkE = 0, imageRows = 0;
   int loads = 0, once = 0;
-  int64_t boxC = 1, xLoads = 1;  // channels per image DMA, image DMAs per image
+  int64_t boxC = 1, xLoads = 1;                // channels per image DMA, image DMAs per image
   int64_t imagesPerItem = 1, outsPerItem = 1;  // 3-D: one image, its Dout planes out
   std::map<const Instruction*, VReg> scalars;
   std::string ld, ldW;
@@ -668,10 +669,11 @@ void ImplicitConvEmitter::loadWeights() {
     for (int64_t j = 0; j < p.P; ++j)
       for (int64_t l = 0; l < p.gpp; ++l) {
         e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + dz * sz + l * p.Og * so);
-        e_.op("{} {}, [{}], {}, sem4", l_.dmaOp("h2v", kBuf), dWt,
-              p.vW + static_cast<uint64_t>(dz * planeRows + (j * p.sx * p.C * p.NP + j * p.O + l * p.Cg * p.NP +
-                                                             l * p.Og) * ew),
-              l_.memRef(kBuf, S(rT)));
+        e_.op(
+            "{} {}, [{}], {}, sem4", l_.dmaOp("h2v", kBuf), dWt,
+            p.vW + static_cast<uint64_t>(dz * planeRows +
+                                         (j * p.sx * p.C * p.NP + j * p.O + l * p.Cg * p.NP + l * p.Og) * ew),
+            l_.memRef(kBuf, S(rT)));
         ++once;
       }
 }
@@ -1202,7 +1204,8 @@ void ImplicitConvEmitter::imageOut() {
       e_.op("smul {}, {}, {}", S(rT), S(rN), oB);
       e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart + z * oD);
       e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
-      e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE + static_cast<uint64_t>(z * p.sz * imageRows * p.NP * eo));
+      e_.op("sadd {}, {}, {}", S(rT2), S(rT2),
+            p.vE + static_cast<uint64_t>(z * p.sz * imageRows * p.NP * eo));
       e_.op("{} {}, {}, [{}], sem[{}]", l_.dmaOp("v2h", dst), dOut, l_.memRef(dst, S(rT)), S(rT2), S(rCnt));
     }
     return;
