@@ -57,29 +57,10 @@ Copied copied(int64_t size, int64_t low, int64_t dil, int64_t padded) {
   return c;
 }
 
-}  // namespace
-
-bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
-                               int passes, ImplicitConvPlan& p) const {
-  if (!options_.implicitConv) return false;
-  const auto& dn = *in.attrs().convDims;
-  if ((passes != 1 && passes != 3 && passes != 6) || g.rank < 1 || g.rank > 3) return false;
-  p.passes = passes;
-  // Floats of up to 4 bytes: a widening vector load takes them from the
-  // box (f16 and the byte floats convert to f32 there), and the MXU push
-  // rounds them to bf16 as the im2col path's does.
-  for (ElementType t : {g.inType, g.kType}) {
-    TypeInfo ti = typeInfo(t);
-    if (!ti.isFloat || ti.isComplex || isWideType(t) || ti.bytes > 4) return false;
-  }
-  if (!typeInfo(g.outType).isFloat || isWideType(g.outType)) return false;
-  if (epilogue && !typeInfo(epilogue->outType).isFloat) return false;
+// The box's rows, columns and planes: what of the input is copied where,
+// the window's rows and planes (the plan's geometry before the channels).
+bool boxGeometry(const ConvGeometry& g, ImplicitConvPlan& p) {
   const bool three = g.rank == 3;
-  // 3-D: the planes are stacked images of the box; an epilogue's tile
-  // inputs are not staged per plane.
-  if (three && epilogue)
-    for (const MatmulEpilogue::Input& input : epilogue->inputs)
-      if (input.kind == MatmulEpilogue::Tile) return false;
   std::vector<Copied> cp;
   for (size_t d = 0; d < g.rank; ++d) {
     cp.push_back(copied(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]));
@@ -108,11 +89,38 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
     p.Dout = g.outSize[0];
     if (p.Dout <= 0) return false;
   }
+  return true;
+}
+
+}  // namespace
+
+bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
+                               int passes, ImplicitConvPlan& p) const {
+  if (!options_.implicitConv) return false;
+  const auto& dn = *in.attrs().convDims;
+  if ((passes != 1 && passes != 3 && passes != 6) || g.rank < 1 || g.rank > 3) return false;
+  p.passes = passes;
+  // Floats of up to 4 bytes: a widening vector load takes them from the
+  // box (f16 and the byte floats convert to f32 there), and the MXU push
+  // rounds them to bf16 as the im2col path's does.
+  for (ElementType t : {g.inType, g.kType}) {
+    TypeInfo ti = typeInfo(t);
+    if (!ti.isFloat || ti.isComplex || isWideType(t) || ti.bytes > 4) return false;
+  }
+  if (!typeInfo(g.outType).isFloat || isWideType(g.outType)) return false;
+  if (epilogue && !typeInfo(epilogue->outType).isFloat) return false;
+  // 3-D: the planes are stacked images of the box; an epilogue's tile
+  // inputs are not staged per plane.
+  if (g.rank == 3 && epilogue)
+    for (const MatmulEpilogue::Input& input : epilogue->inputs)
+      if (input.kind == MatmulEpilogue::Tile) return false;
+  if (!boxGeometry(g, p)) return false;
   p.Wout = g.outSize[g.rank - 1];
   p.Cg = g.inPerGroup;
   p.Og = g.outPerGroup;
   if (p.W <= 0 || p.H <= 0 || p.Wout <= 0 || p.Hout <= 0) return false;
   (void)dn;
+  const bool three = g.rank == 3;
   // The rest depends on the channels one run of the kernel covers.
   auto shape = [&](ImplicitConvPlan& q) -> bool {
     // Positions per GEMM row: P neighbours share the 128 MXU columns when
