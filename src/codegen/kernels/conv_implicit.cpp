@@ -406,6 +406,7 @@ class ImplicitConvEmitter : KernelPhases {
   std::vector<int> rPIn, rInPer;
   int64_t images = 0, blockBytes = 0, eBlock = 0, chunkA = 0, chunkE = 0, imageRows = 0;
   int loads = 0, once = 0;
+  bool mergedGroups = false;
   int64_t boxC = 1, xLoads = 1;                // channels per image DMA, image DMAs per image
   int64_t imagesPerItem = 1, outsPerItem = 1;  // 3-D: one image, its Dout planes out
   std::map<const Instruction*, VReg> scalars;
@@ -474,7 +475,13 @@ void ImplicitConvEmitter::descriptors() {
   // 3-D: the copied planes, every lhs-dilation planes of Hpb box rows.
   const Copied cD = three ? copied(g.inSize[0], g.padLow[0], g.lhsDil[0], g.padded[0]) : Copied{0, 1, 0};
   const Emitter::Dim planes{cD.count, inD, (three ? g.lhsDil[0] : 1) * p.Hpb * p.RS * es};
-  dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, boxC, three && cD.count > 1 ? &planes : nullptr);
+  // Batch groups (2-D and 1-D): the part's groups as one more dimension
+  // when the descriptor has room (one DMA per image instead of gpp).
+  const Emitter::Dim groups{p.gpp, g.outBatch * inB, p.Cg * es};
+  const int xDims = (p.H > 1 ? 1 : 0) + 1 + (inC == es ? 0 : 1);
+  mergedGroups = g.batchGroups > 1 && p.gpp > 1 && !three && xDims < target_.dma.descriptorDims;
+  dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, boxC,
+               mergedGroups ? &groups : three && cD.count > 1 ? &planes : nullptr);
   xInterior = ((cD.at * p.Hpb + p.padTop) * p.RS + p.padLeft * p.C) * es;
   // The first input row and column copied (negative padding crops); a part
   // of a grouped convolution: its channels of X, its features of the
@@ -560,7 +567,7 @@ void ImplicitConvEmitter::registers() {
   chunkA = p.R * blockBytes;
   chunkE = p.R * eBlock;
   imageRows = p.Hpb / p.sy * p.rowPairs;  // staging rows per stacked image
-  xLoads = g.batchGroups > 1 ? p.gpp : 1;
+  xLoads = g.batchGroups > 1 && !mergedGroups ? p.gpp : 1;
   loads = p.banded ? 0 : static_cast<int>(xLoads);
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs)
@@ -670,12 +677,19 @@ void ImplicitConvEmitter::loadWeights() {
     dims.push_back({p.Og, so, ew});
     chunk = static_cast<uint64_t>(ew);
   }
+  // The part's groups as one more dimension when the descriptor has room
+  // (one DMA instead of gpp: each costs an engine its fixed latency).
+  int64_t groupDmas = p.gpp;
+  if (p.gpp > 1 && static_cast<int>(dims.size()) < target_.dma.descriptorDims) {
+    dims.insert(dims.begin(), {p.gpp, p.Og * so, (p.Cg * p.NP + p.Og) * ew});
+    groupDmas = 1;
+  }
   std::string dWt = e_.desc(chunk, dims);
   // 3-D: plane tap dz's kh x KS K tiles follow plane dz - 1's.
   const int64_t planeRows = p.kh * p.KS * 128 * p.NP * ew;
   for (int64_t dz = 0; dz < p.kd; ++dz)
     for (int64_t j = 0; j < p.P; ++j)
-      for (int64_t l = 0; l < p.gpp; ++l) {
+      for (int64_t l = 0; l < groupDmas; ++l) {
         e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + dz * sz + l * p.Og * so);
         e_.op(
             "{} {}, [{}], {}, sem4", l_.dmaOp("h2v", kBuf), dWt,
