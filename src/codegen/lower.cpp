@@ -250,8 +250,23 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (!typeInfo(s->elementType()).ok)
         return fail(in, fmt::format("llo-gen: operand element type {} of '{}' is not supported",
                                     hlo::elementTypeName(s->elementType()), in.name()));
+  if (!checkElementwiseLegal(in, kind)) return false;
   defineNew(in);
   return true;
+}
+
+bool Lowerer::checkElementwiseLegal(const Instruction& in, const KernelEmitter* kind) {
+  auto legal = [&](const Instruction& i) {
+    if (!hlo::isElementwise(i.opcode()) || elementwiseLegal(i)) return true;
+    return fail(i, illegalElementwiseMessage(i));
+  };
+  if (!kind) return true;
+  if (kind->fusionKind == FusionLowering::Loop) {
+    for (const auto& up : in.fusedComputation()->instructions())
+      if (!legal(*up)) return false;
+    return true;
+  }
+  return kind->fusionKind || kind->name != "elementwise" || legal(in);
 }
 
 // ============================================================== helpers
@@ -866,57 +881,134 @@ VReg Lowerer::divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType
   return out;
 }
 
-// ============================================================== elementwise ops on 32-bit lanes
+// ============================================================== elementwise ops
 
-namespace {
-
-// The chip instruction of each elementwise op that is one instruction on a
-// class of 32-bit lanes: float lanes (f32 and the narrow floats, held as f32
-// values), integer lanes (every integer type up to 32 bits, normalised after)
-// and pred lanes. An empty entry: that class needs a composed sequence
-// (lowerOp's switch and its helpers), or the op is not defined on it.
-// 64-bit pairs and complex values have their own lowerings (lowerWideOp,
-// lowerComplexOp).
-struct LaneInstr {
-  Opcode op;
-  int arity;
-  const char* floatLanes;
-  const char* intLanes;
-  const char* predLanes;
-};
-
-constexpr LaneInstr kLaneInstrs[] = {
-    {Opcode::Add, 2, "vadd.f32", "vadd.s32", "vor"},  // pred: or
-    {Opcode::Subtract, 2, "vsub.f32", "vsub.s32", "vsub.s32"},
-    {Opcode::Multiply, 2, "vmul.f32", "vmul.s32", "vmul.s32"},
-    {Opcode::And, 2, "vand", "vand", "vand"},
-    {Opcode::Or, 2, "vor", "vor", "vor"},
-    {Opcode::Xor, 2, "vxor", "vxor", "vxor"},
-    {Opcode::Maximum, 2, "vmax.f32", nullptr, nullptr},
-    {Opcode::Minimum, 2, "vmin.f32", nullptr, nullptr},
-    {Opcode::Power, 2, "vpow", nullptr, nullptr},
-    {Opcode::Negate, 1, "vneg.f32", nullptr, nullptr},
-    {Opcode::Abs, 1, "vabs.f32", nullptr, nullptr},
-    {Opcode::Exp, 1, "vexp", nullptr, nullptr},
-    {Opcode::Log, 1, "vlog", nullptr, nullptr},
-    {Opcode::Sqrt, 1, "vsqrt", nullptr, nullptr},
-    {Opcode::Rsqrt, 1, "vrsqrt", nullptr, nullptr},
-    {Opcode::Tanh, 1, "vtanh", nullptr, nullptr},
-    {Opcode::Logistic, 1, "vlogistic", nullptr, nullptr},
-    {Opcode::Sin, 1, "vsin", nullptr, nullptr},
-    {Opcode::Cos, 1, "vcos", nullptr, nullptr},
-    {Opcode::Floor, 1, "vfloor.f32", nullptr, nullptr},
-    {Opcode::Ceil, 1, "vceil.f32", nullptr, nullptr},
-    {Opcode::RoundNearestEven, 1, "vround.f32", nullptr, nullptr},
-};
-
-const LaneInstr* laneInstr(Opcode op) {
-  for (const LaneInstr& r : kLaneInstrs)
-    if (r.op == op) return &r;
-  return nullptr;
+// The table (op_table.cpp) says what each op is on each type class; the
+// composed cells name one of these member functions.
+Lowerer::ExpansionFn Lowerer::expansionFn(Expansion e) {
+  struct Entry {
+    Expansion id;
+    ExpansionFn fn;
+  };
+  using L = Lowerer;
+  static constexpr Entry kFns[] = {
+      {Expansion::None, nullptr},
+      {Expansion::Move, &L::moveValue},
+      {Expansion::MapComputation, &L::mapComputation},
+      {Expansion::LaneConstant, &L::laneConstant},
+      {Expansion::LaneConvert, &L::lowerConvertOp},
+      {Expansion::LaneInteger, &L::lowerIntegerOp},
+      {Expansion::LaneBits, &L::lowerBitOp},
+      {Expansion::LaneCompare, &L::lowerCompareOp},
+      {Expansion::LaneMath, &L::lowerComposedMath},
+      {Expansion::ReducePrecision, &L::reducePrecisionOp},
+      {Expansion::IntegerPower, &L::integerPowerOp},
+      {Expansion::ImagOfReal, &L::imagOfReal},
+      {Expansion::PairConstant, &L::pairConstant},
+      {Expansion::PairConvert, &L::pairConvert},
+      {Expansion::PairBitcastConvert, &L::moveValue},
+      {Expansion::PairAddSub, &L::pairAddSubOp},
+      {Expansion::PairNegateAbs, &L::pairNegateAbs},
+      {Expansion::PairMinMax, &L::pairMinMax},
+      {Expansion::PairClamp, &L::pairClamp},
+      {Expansion::PairCompare, &L::pairCompareOp},
+      {Expansion::PairSelect, &L::pairSelectOp},
+      {Expansion::PairIsFinite, &L::pairIsFinite},
+      {Expansion::PairIntSign, &L::pairIntSign},
+      {Expansion::PairPopcntClz, &L::pairPopcntClz},
+      {Expansion::PairImag, &L::pairImag},
+      {Expansion::ExpF64, &L::expF64Op},
+      {Expansion::F64Library, &L::f64LibraryOp},
+      {Expansion::ComplexConstant, &L::complexConstantOp},
+      {Expansion::ComplexConvert, &L::complexConvertOp},
+      {Expansion::ComplexAddSub, &L::complexAddSubOp},
+      {Expansion::ComplexNegate, &L::complexNegateOp},
+      {Expansion::ComplexReal, &L::complexRealOp},
+      {Expansion::ComplexImag, &L::complexImagOp},
+      {Expansion::ComplexFromParts, &L::complexFromPartsOp},
+      {Expansion::ComplexCompare, &L::complexCompareOp},
+      {Expansion::ComplexSelect, &L::complexSelectOp},
+      {Expansion::ComplexMath, &L::complexMathOp},
+  };
+  static_assert(std::size(kFns) == kExpansionCount, "every expansion id has a function");
+  static_assert(
+      [] {
+        for (size_t i = 0; i < std::size(kFns); ++i)
+          if (static_cast<size_t>(kFns[i].id) != i) return false;
+        return true;
+      }(),
+      "expansion functions listed in the order of the Expansion enum");
+  return kFns[static_cast<size_t>(e)].fn;
 }
 
-}  // namespace
+std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  std::vector<ElementType> types;
+  for (const VReg& v : ops) types.push_back(v.t);
+  OpTyping typing = elementwiseTyping(in.opcode(), rt, types);
+  if (!elementwiseLegal(in.opcode(), rt, types, {in.attrs().comparisonDirection, in.shape().isScalar()})) {
+    fail(in, illegalElementwiseMessage(in, typing));
+    return std::nullopt;
+  }
+  const OpCell& cell = opCell(in.opcode(), typing.cls);
+  if (cell.kind == CellKind::Composed) return (this->*expansionFn(cell.expansion))(in, ops);
+  bool pair = typing.cls == TypeClass::F64 || typing.cls == TypeClass::S64 || typing.cls == TypeClass::U64;
+  if (!pair) {  // one instruction on 32-bit lanes, the narrow types rounded after it
+    if (ops.size() == 1) return normalize(unop(cell.instr, ops[0], rt));
+    return normalize(binop(cell.instr, ops[0], V(ops[1]), rt));
+  }
+  VReg d = valloc(rt);
+  const VReg& a = ops[0];
+  if (cell.kind == CellKind::Halves) {  // a 32-bit instruction on each word
+    if (ops.size() == 1) {
+      e_.op("{} {}, {}", cell.instr, V(d), V(a));
+      e_.op("{} {}, {}", cell.instr, H(d), H(a));
+    } else {
+      e_.op("{} {}, {}, {}", cell.instr, V(d), V(a), V(ops[1]));
+      e_.op("{} {}, {}, {}", cell.instr, H(d), H(a), H(ops[1]));
+    }
+    return d;
+  }
+  // A register-pair row, once per word of the result.
+  for (int w = 0; w < 2; ++w) {
+    if (ops.size() == 1)
+      e_.op("{} {}, {}, {}, {}", cell.instr, w ? H(d) : V(d), V(a), H(a), w);
+    else
+      e_.op("{} {}, {}, {}, {}, {}, {}", cell.instr, w ? H(d) : V(d), V(a), H(a), V(ops[1]), H(ops[1]), w);
+  }
+  return d;
+}
+
+// ---- composed expansions on any type class and on 32-bit lanes
+
+std::optional<VReg> Lowerer::moveValue(const Instruction& in, const std::vector<VReg>& ops) {
+  return vcopy(ops[0], in.shape().elementType());
+}
+
+std::optional<VReg> Lowerer::mapComputation(const Instruction& in, const std::vector<VReg>& ops) {
+  std::vector<VReg> out;
+  if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
+  return out[0];
+}
+
+std::optional<VReg> Lowerer::laneConstant(const Instruction& in, const std::vector<VReg>&) {
+  ElementType rt = in.shape().elementType();
+  return vconst(rt, literalBits(in.literal(), rt));
+}
+
+std::optional<VReg> Lowerer::reducePrecisionOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return lowerReducePrecision(in, ops[0]);
+}
+
+std::optional<VReg> Lowerer::integerPowerOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return integerPower(ops[0], ops[1], in.shape().elementType());
+}
+
+// imag of a real type: the type's all-zero-bits value, as the interpreter's zeros.
+std::optional<VReg> Lowerer::imagOfReal(const Instruction& in, const std::vector<VReg>&) {
+  ElementType rt = in.shape().elementType();
+  return vconst(rt, literalBits(hlo::Literal::zeros(hlo::Shape::scalar(rt)), rt));
+}
 
 std::optional<VReg> Lowerer::unsupportedOp(const Instruction& in, ElementType ot) {
   fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(in.opcode()),
@@ -943,94 +1035,6 @@ VReg Lowerer::truncTowardZero(VReg a) {
   vfree(fl);
   vfree(ce);
   return d;
-}
-
-std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
-  if (typeInfo(in.shape().elementType()).isComplex ||
-      std::any_of(ops.begin(), ops.end(), [](const VReg& v) { return typeInfo(v.t).isComplex; }))
-    return lowerComplexOp(in, ops);
-  if (isPairType(in.shape().elementType()) ||
-      std::any_of(ops.begin(), ops.end(), [](const VReg& v) { return isPairType(v.t); }))
-    return lowerWideOp(in, ops);
-  ElementType rt = in.shape().elementType();
-  ElementType ot = ops.empty() ? rt : ops[0].t;
-  bool f = typeInfo(ot).isFloat;
-  auto bin = [&](const char* fm, const char* im) -> VReg {
-    return normalize(binop(f ? fm : im, ops[0], V(ops[1]), rt));
-  };
-  auto unsupported = [&]() -> std::optional<VReg> { return unsupportedOp(in, ot); };
-  auto un = [&](const char* m) -> VReg { return normalize(unop(m, ops[0], rt)); };
-  // One chip instruction for this type class: from the table.
-  if (const LaneInstr* li = laneInstr(in.opcode())) {
-    const char* m = rt == ElementType::Pred ? li->predLanes : f ? li->floatLanes : li->intLanes;
-    if (m) return li->arity == 1 ? un(m) : bin(m, m);
-  }
-  switch (in.opcode()) {
-    case Opcode::Constant: {
-      if (!in.shape().isScalar()) return unsupported();
-      return vconst(rt, literalBits(in.literal(), rt));
-    }
-    case Opcode::Broadcast:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy: {
-      VReg d = valloc(rt);
-      e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-      return d;
-    }
-    case Opcode::BitcastConvert:
-    case Opcode::Convert:
-      return lowerConvertOp(in, ops);
-    case Opcode::Maximum:
-    case Opcode::Minimum:
-    case Opcode::Divide:
-    case Opcode::Remainder:
-    case Opcode::Not:
-    case Opcode::Negate:
-    case Opcode::Abs:
-    case Opcode::Sign:
-    case Opcode::Select:
-    case Opcode::Clamp:
-      return lowerIntegerOp(in, ops);
-    case Opcode::Mulhi:
-    case Opcode::ShiftLeft:
-    case Opcode::ShiftRightLogical:
-    case Opcode::ShiftRightArithmetic:
-    case Opcode::Popcnt:
-    case Opcode::Clz:
-      return lowerBitOp(in, ops);
-    case Opcode::Compare: return lowerCompareOp(in, ops);
-    case Opcode::Erf:
-    case Opcode::Asin:
-    case Opcode::Acos:
-    case Opcode::Atan:
-    case Opcode::Asinh:
-    case Opcode::Acosh:
-    case Opcode::Atanh:
-    case Opcode::Atan2:
-    case Opcode::Tan:
-    case Opcode::Expm1:
-    case Opcode::Log1p:
-    case Opcode::Sinh:
-    case Opcode::Cosh:
-    case Opcode::Cbrt:
-    case Opcode::IsFinite:
-    case Opcode::RoundNearestAfz:
-      return lowerComposedMath(in, ops);
-    case Opcode::Power: return integerPower(ops[0], ops[1], rt);  // floats: the table
-    case Opcode::Real:  // of a real type: the value itself
-      return vcopy(ops[0], rt);
-    case Opcode::Imag: {  // of a real type: the type's all-zero-bits value, as the interpreter's zeros
-      return vconst(rt, literalBits(hlo::Literal::zeros(hlo::Shape::scalar(rt)), rt));
-    }
-    case Opcode::ReducePrecision: return lowerReducePrecision(in, ops[0]);
-    case Opcode::Map: {
-      std::vector<VReg> out;
-      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
-      return out[0];
-    }
-    default: return unsupported();
-  }
 }
 
 // bitcast-convert and convert between 32-bit lane types.
@@ -1256,8 +1260,7 @@ std::optional<VReg> Lowerer::lowerBitOp(const Instruction& in, const std::vector
   [[maybe_unused]] bool f = typeInfo(ot).isFloat;
   [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
   switch (in.opcode()) {
-    case Opcode::Mulhi: {
-      if (f) return unsupportedOp(in, ot);
+    case Opcode::Mulhi: {  // integers of 8 bits or more (the table)
       int bits = typeInfo(ot).bits;
       if (bits == 32) {
         // The high word of the exact 64-bit product: the operands extended
@@ -1276,7 +1279,6 @@ std::optional<VReg> Lowerer::lowerBitOp(const Instruction& in, const std::vector
         vfree(bh);
         return d;
       }
-      if (bits < 8) return unsupportedOp(in, ot);  // the interpreter has no mulhi for s4/u4 either
       // 8 and 16 bits: the product is exact in a 32-bit lane (u16's bit
       // pattern too), its high half one shift away.
       VReg d = binop("vmul.s32", ops[0], V(ops[1]), rt);
@@ -1389,22 +1391,17 @@ std::optional<VReg> Lowerer::lowerComposedMath(const Instruction& in, const std:
   [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
   switch (in.opcode()) {
     case Opcode::Erf:
-      if (!f) return unsupportedOp(in, ot);
       return normalize(expandErfF32(ops[0], rt));
     case Opcode::Asin:
     case Opcode::Acos:
-      if (!f) return unsupportedOp(in, ot);
       return normalize(expandAsinAcosF32(ops[0], in.opcode() == Opcode::Acos, rt));
     case Opcode::Atan:
-      if (!f) return unsupportedOp(in, ot);
       return normalize(expandAtanF32(ops[0], rt));
     case Opcode::Asinh:
     case Opcode::Acosh:
     case Opcode::Atanh:
-      if (!f) return unsupportedOp(in, ot);
       return normalize(expandInverseHyperbolicF32(in.opcode(), ops[0], rt));
     case Opcode::Atan2:
-      if (!f) return unsupportedOp(in, ot);
       return normalize(expandAtan2F32(ops[0], ops[1], rt));
     case Opcode::Tan: {
       VReg s = unop("vsin", ops[0], rt), c = unop("vcos", ops[0], rt);

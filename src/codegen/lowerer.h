@@ -28,6 +28,7 @@
 #include "codegen/kernel_emitter.h"
 #include "codegen/lower.h"
 #include "codegen/lowering_context.h"
+#include "codegen/op_table.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
 #include "target/topology.h"
@@ -568,6 +569,9 @@ class Lowerer : private LoweringContext {
   bool viewIntermediate(const Instruction& i, const Computation& c, const std::vector<int64_t>& fusionDims) const;
   bool concatOutputViews(const Instruction& root, std::vector<EwOutput>* out) const;
   bool checkTypes(const Instruction& in);
+  // An unfused elementwise instruction, or one inside a loop fusion, that
+  // the op table does not define on its types is an error when planned.
+  bool checkElementwiseLegal(const Instruction& in, const KernelEmitter* kind);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
   // The steps of run(): the entry's buffers, the heap, the checks of the
   // totals, the result copies and the buffer declarations of the text.
@@ -762,20 +766,59 @@ class Lowerer : private LoweringContext {
   // freed after its last use (so any number of operands fits the registers).
   std::optional<VReg> lowerReducerOutput(const Computation& c, int64_t index,
                                          const std::function<VReg(int64_t)>& loadParam);
-  // An elementwise op on 32-bit lanes: one instruction from the table
-  // (kLaneInstrs, lower.cpp) where the type class has one, else a composed
-  // sequence; 64-bit pairs and complex values go to their own lowerings.
+  // An elementwise op: its cell in the op table (op_table.h) for the types
+  // of its operands (ops) and result is one instruction, emitted here, or a
+  // composed expansion, called through expansionFn; an empty cell (or a
+  // restriction that fails) is an error naming the op and the type.
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
+  using ExpansionFn = std::optional<VReg> (Lowerer::*)(const Instruction&, const std::vector<VReg>&);
+  static ExpansionFn expansionFn(Expansion e);
+  // The composed expansions (lower.cpp: any type class and 32-bit lanes).
+  std::optional<VReg> moveValue(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> mapComputation(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneConstant(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> reducePrecisionOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> integerPowerOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> imagOfReal(const Instruction& in, const std::vector<VReg>& ops);
   std::optional<VReg> lowerConvertOp(const Instruction& in, const std::vector<VReg>& ops);
   std::optional<VReg> lowerIntegerOp(const Instruction& in, const std::vector<VReg>& ops);
   std::optional<VReg> lowerBitOp(const Instruction& in, const std::vector<VReg>& ops);
   std::optional<VReg> lowerCompareOp(const Instruction& in, const std::vector<VReg>& ops);
   std::optional<VReg> lowerComposedMath(const Instruction& in, const std::vector<VReg>& ops);
+  // (kernels/wide.cpp: s64, u64, f64 pairs)
+  std::optional<VReg> pairConstant(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairConvert(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairAddSubOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairNegateAbs(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairMinMax(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairClamp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairCompareOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairSelectOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairIsFinite(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairIntSign(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairPopcntClz(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairImag(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> expF64Op(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> f64LibraryOp(const Instruction& in, const std::vector<VReg>& ops);
+  // (kernels/complex.cpp: c64, c128)
+  std::optional<VReg> complexConstantOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexConvertOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexAddSubOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexNegateOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexRealOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexImagOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexFromPartsOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexCompareOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexSelectOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexMathOp(const Instruction& in, const std::vector<VReg>& ops);
   std::optional<VReg> unsupportedOp(const Instruction& in, ElementType ot);  // fails, naming the op and type
   VReg flipSignBit(VReg a);
   VReg truncTowardZero(VReg a);
-  // kernels/wide.cpp: lowerOp for s64/u64/f64 operands or results.
-  std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
+  // kernels/wide.cpp: s64/u64/f64 values in register pairs.
+  VReg pairSelect(int mask, VReg a, VReg b, ElementType t);
+  VReg pairZero(ElementType t);
+  VReg pairRow(const char* mnemonic, VReg a, VReg b, ElementType t);  // a pair row once per result word
+  VReg pairRowUnary(const char* mnemonic, VReg a, ElementType t);
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
   // base ^ exponent of an integer type t (32-bit register forms or pairs),
@@ -807,9 +850,7 @@ class Lowerer : private LoweringContext {
   int accumulatorCopy(const Instruction& in, int buf, const Shape& s, ElementType acc);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
-  // kernels/complex.cpp: lowerOp for c64/c128 operands or results, and the
-  // vector register form of complex values.
-  std::optional<VReg> lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops);
+  // kernels/complex.cpp: the vector register form of complex values.
   bool checkComplexTypes(const Instruction& in, const Shape& complexLeaf);
   VReg hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot);
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);

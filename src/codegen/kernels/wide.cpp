@@ -4,9 +4,10 @@
 // 64-bit add and subtract are composed from 32-bit ops on the halves; the
 // rest uses the ISA's register-pair rows (vmul.i64, vadd.f64, vcmp.lt.s64,
 // vcvt.f64.s64, ...), whose results equal the interpreter's; f64 library
-// math is expanded into those rows (kernels/math.cpp, math_f64.cpp). Complex
-// operands and results go to lower_complex.cpp (checkComplexTypes,
-// lowerComplexOp); dots of both share the vector-unit matmul here.
+// math is expanded into those rows (kernels/math.cpp, math_f64.cpp). Which
+// elementwise op is which instruction or expansion is the op table's
+// (op_table.cpp); the pair expansions it names are here. Complex values are
+// kernels/complex.cpp's; dots of both share the vector-unit matmul here.
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -732,307 +733,236 @@ bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBu
   return !failed_;
 }
 
-std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vector<VReg>& ops) {
-  ElementType rt = in.shape().elementType();
-  Opcode op = in.opcode();
-  // The operand type the op computes in (select: its value operands).
-  ElementType ot = ops.empty() ? rt : ops[op == Opcode::Select && ops.size() > 1 ? 1 : 0].t;
-  bool isF64 = ot == ElementType::F64;
-  bool isUnsigned = ot == ElementType::U64;
-  auto unsupported = [&]() -> std::optional<VReg> {
-    fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(op),
-                         hlo::elementTypeName(isPairType(ot) ? ot : rt)));
-    return std::nullopt;
-  };
-  // A register-pair row applied twice, once per word of the result.
-  auto pairBinary = [&](const char* m, VReg a, VReg b) {
-    VReg d = valloc(rt);
-    for (int w = 0; w < 2; ++w)
-      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
-    return d;
-  };
-  auto pairUnary = [&](const char* m, VReg a, ElementType t) {
-    VReg d = valloc(t);
-    for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), w);
-    return d;
-  };
-  // A 32-bit op on each half (bitwise ops).
-  auto halves = [&](const char* m, VReg a, VReg b) {
-    VReg d = valloc(rt);
-    e_.op("{} {}, {}, {}", m, V(d), V(a), V(b));
-    e_.op("{} {}, {}, {}", m, H(d), H(a), H(b));
-    return d;
-  };
-  auto select = [&](int mask, VReg a, VReg b) {
-    VReg d = valloc(rt);
-    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
-    e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
-    return d;
-  };
-  auto addSub = [&](bool add, VReg a, VReg b) { return pairAddSub(add, a, b, rt); };
-  auto zeroPair = [&]() {
-    VReg z = valloc(ot);
-    e_.op("vmov.s32 {}, 0", V(z));
-    e_.op("vmov.s32 {}, 0", H(z));
-    return z;
-  };
+// ---- elementwise ops on pairs: the composed cells of the op table (op_table.cpp)
 
-  switch (op) {
-    case Opcode::Constant: {
-      if (!in.shape().isScalar()) return unsupported();
-      uint64_t bits = in.literal().getBits(0);
-      VReg d = valloc(rt);
-      e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
-      e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
-      return d;
-    }
-    case Opcode::Broadcast:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-      return vcopy(ops[0], rt);
-    case Opcode::BitcastConvert:
-      if (isPairType(rt) && isPairType(ot)) return vcopy(ops[0], rt);
-      return unsupported();
-    case Opcode::Add:
-      return isF64 ? pairBinary("vadd.f64", ops[0], ops[1]) : addSub(true, ops[0], ops[1]);
-    case Opcode::Subtract:
-      return isF64 ? pairBinary("vsub.f64", ops[0], ops[1]) : addSub(false, ops[0], ops[1]);
-    case Opcode::Multiply:
-      return pairBinary(isF64 ? "vmul.f64" : "vmul.i64", ops[0], ops[1]);
-    case Opcode::Divide:
-      return pairBinary(isF64 ? "vdiv.f64" : isUnsigned ? "vdiv.u64" : "vdiv.s64", ops[0], ops[1]);
-    case Opcode::Remainder:
-      return pairBinary(isF64 ? "vrem.f64" : isUnsigned ? "vrem.u64" : "vrem.s64", ops[0], ops[1]);
-    case Opcode::Power:
-      if (!isF64) return integerPower(ops[0], ops[1], rt);
-      return expandMathF64(op, ops);  // kernels/math_f64.cpp
-    case Opcode::ReducePrecision:
-      if (!isF64) return unsupported();
-      return lowerReducePrecision(in, ops[0]);
-    case Opcode::Atan2:
-      if (!isF64) return unsupported();
-      return expandMathF64(op, ops);  // kernels/math_f64.cpp
-    case Opcode::Mulhi:
-      if (isF64) return unsupported();
-      return pairBinary(isUnsigned ? "vmulhi.u64" : "vmulhi.s64", ops[0], ops[1]);
-    case Opcode::Real:  // of a real type: the value itself
-      return vcopy(ops[0], rt);
-    case Opcode::Imag:
-      return zeroPair();
-    case Opcode::And:
-    case Opcode::Or:
-    case Opcode::Xor:
-      if (isF64) return unsupported();
-      return halves(op == Opcode::And ? "vand" : op == Opcode::Or ? "vor" : "vxor", ops[0], ops[1]);
-    case Opcode::Not: {
-      if (isF64) return unsupported();
-      VReg d = valloc(rt);
-      e_.op("vnot {}, {}", V(d), V(ops[0]));
-      e_.op("vnot {}, {}", H(d), H(ops[0]));
-      return d;
-    }
-    case Opcode::ShiftLeft:
-      return pairBinary("vshl.i64", ops[0], ops[1]);
-    case Opcode::ShiftRightLogical:
-      return pairBinary("vshr.i64", ops[0], ops[1]);
-    case Opcode::ShiftRightArithmetic:
-      return pairBinary("vsra.i64", ops[0], ops[1]);
-    case Opcode::Negate:
-    case Opcode::Abs: {
-      if (isF64) {  // the sign bit, in the high word
-        VReg d = valloc(rt);
-        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-        if (op == Opcode::Negate)
-          e_.op("vxor {}, {}, -2147483648", H(d), H(ops[0]));
-        else
-          e_.op("vand {}, {}, 2147483647", H(d), H(ops[0]));
-        return d;
-      }
-      if (op == Opcode::Abs && isUnsigned) return vcopy(ops[0], rt);
-      VReg z = zeroPair();
-      VReg n = addSub(false, z, ops[0]);
-      vfree(z);
-      if (op == Opcode::Negate) return n;
-      int m = malloc_();
-      e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
-      VReg d = select(m, n, ops[0]);
-      masks_.put(m);
-      vfree(n);
-      return d;
-    }
-    case Opcode::Maximum:
-    case Opcode::Minimum: {
-      bool mx = op == Opcode::Maximum;
-      if (isF64) return pairBinary(mx ? "vmax.f64" : "vmin.f64", ops[0], ops[1]);
-      int m = pairCompare(mx ? "gt" : "lt", ot, ops[0], ops[1]);
-      VReg d = select(m, ops[0], ops[1]);
-      masks_.put(m);
-      return d;
-    }
-    case Opcode::Clamp: {  // clamp(lo, x, hi) = min(max(x, lo), hi)
-      if (isF64) {
-        VReg a = pairBinary("vmax.f64", ops[1], ops[0]);
-        VReg d = pairBinary("vmin.f64", a, ops[2]);
-        vfree(a);
-        return d;
-      }
-      int m = pairCompare("gt", ot, ops[1], ops[0]);
-      VReg a = select(m, ops[1], ops[0]);
-      e_.op("vcmp.lt.{} {}, {}, {}, {}, {}", isUnsigned ? "u64" : "s64", M(m), V(a), H(a), V(ops[2]),
-            H(ops[2]));
-      VReg d = select(m, a, ops[2]);
-      masks_.put(m);
-      vfree(a);
-      return d;
-    }
-    case Opcode::Compare: {
-      const char* dir = kDirs[static_cast<int>(in.attrs().comparisonDirection)];
-      if (!isF64 || in.attrs().comparisonType != hlo::ComparisonType::TotalOrder)
-        return toMask01(pairCompare(dir, ot, ops[0], ops[1]));
-      // Total order: the bits as s64, negative values with their magnitude
-      // bits flipped (-NaN < -inf < -0 < +0 < +NaN).
-      VReg k[2];
-      for (int i = 0; i < 2; ++i) {
-        VReg x = ops[static_cast<size_t>(i)];
-        k[i] = valloc(ElementType::S64);
-        e_.op("vsra {}, {}, 31", V(k[i]), H(x));
-        e_.op("vand {}, {}, 2147483647", H(k[i]), V(k[i]));
-        e_.op("vxor {}, {}, {}", H(k[i]), H(k[i]), H(x));
-        e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(x));
-      }
-      int m = pairCompare(dir, ElementType::S64, k[0], k[1]);
-      vfree(k[0]);
-      vfree(k[1]);
-      return toMask01(m);
-    }
-    case Opcode::Select: {
-      int m = malloc_();
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
-      VReg d = select(m, ops[1], ops[2]);
-      masks_.put(m);
-      return d;
-    }
-    case Opcode::IsFinite: {  // exponent field of the high word not all ones
-      VReg e = valloc(ElementType::S32);
-      int m = malloc_();
-      e_.op("vand {}, {}, 2146435072", V(e), H(ops[0]));
-      e_.op("vcmp.ne.s32 {}, {}, 2146435072", M(m), V(e));
-      vfree(e);
-      return toMask01(m);
-    }
-    case Opcode::Convert: {
-      ElementType from = ops[0].t;
-      TypeInfo ri = typeInfo(rt);
-      if (from == ElementType::F64) return convertFromF64(ops[0], rt);
-      // From s64/u64 on.
-      if (isPairType(from) && isPairType(rt)) {
-        if (rt != ElementType::F64) return vcopy(ops[0], rt);
-        return pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
-      }
-      if (!isPairType(from)) return pairFrom32(ops[0], rt);
-      // From a pair to a 32-bit register form.
-      if (rt == ElementType::Pred) {
-        VReg t = valloc(ElementType::S32);
-        int m = malloc_();
-        e_.op("vor {}, {}, {}", V(t), V(ops[0]), H(ops[0]));
-        e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(t));
-        vfree(t);
-        return toMask01(m);
-      }
-      if (ri.isFloat && rt != ElementType::F32) {
-        // Narrow floats: rounded once from f64 (through f32 would round
-        // twice); integers go to f64 first, as the interpreter converts them.
-        VReg x = pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], ElementType::F64);
-        VReg d = convertFromF64(x, rt);
-        vfree(x);
-        return d;
-      }
-      VReg d = valloc(rt);
-      if (ri.isFloat) {
-        e_.op("{} {}, {}, {}", from == ElementType::S64 ? "vcvt.f32.s64" : "vcvt.f32.u64", V(d), V(ops[0]),
-              H(ops[0]));
-        return d;
-      }
-      // Integer narrowing wraps: the low word.
-      e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-      return normalize(d);
-    }
-    case Opcode::Popcnt:
-    case Opcode::Clz: {
-      if (isF64) return unsupported();
-      // Per half, then combined: popcnt(lo) + popcnt(hi); clz(hi), or
-      // 32 + clz(lo) when the high word is zero.
-      bool clz = op == Opcode::Clz;
-      VReg c[2];
-      for (int h = 0; h < 2; ++h) {
-        VReg x = valloc(ElementType::S32), t = valloc(ElementType::S32);
-        e_.op("vmov.s32 {}, {}", V(x), h ? H(ops[0]) : V(ops[0]));
-        emitLanePopcount(x, t, clz);
-        if (clz) {  // 32 - (bits set after smearing the top one down)
-          VReg w = vconst(ElementType::S32, 32);
-          e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
-          vfree(w);
-        }
-        vfree(t);
-        c[h] = x;
-      }
-      VReg d = valloc(rt);
-      e_.op("vmov.s32 {}, 0", H(d));
-      if (clz) {
-        int m = malloc_();
-        e_.op("vadd.s32 {}, {}, 32", V(c[0]), V(c[0]));
-        e_.op("vcmp.eq.s32 {}, {}, 0", M(m), H(ops[0]));
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(c[0]), V(c[1]));
-        masks_.put(m);
-      } else {
-        e_.op("vadd.s32 {}, {}, {}", V(d), V(c[0]), V(c[1]));
-      }
-      vfree(c[0]);
-      vfree(c[1]);
-      return d;
-    }
-    case Opcode::Sign: {  // (signed operands only, as HLO allows)
-      if (isF64) break;   // the pair row below
-      // -1 (all ones) when negative, else 0 or 1 by whether any bit is set.
-      VReg d = valloc(rt), nz = valloc(ElementType::S32);
-      int m = malloc_();
-      e_.op("vor {}, {}, {}", V(nz), V(ops[0]), H(ops[0]));
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(nz));
-      e_.op("vmov.s32 {}, 1", V(nz));
-      e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(m), V(nz));
-      e_.op("vmov.s32 {}, 0", H(d));
-      e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
-      e_.op("vsra {}, {}, 31", H(d), H(ops[0]));
-      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), H(d), V(d));
-      masks_.put(m);
-      vfree(nz);
-      return d;
-    }
-    case Opcode::Map: {
-      std::vector<VReg> out;
-      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
-      return out[0];
-    }
-    default:
-      break;
+VReg Lowerer::pairSelect(int mask, VReg a, VReg b, ElementType t) {
+  VReg d = valloc(t);
+  e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
+  e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
+  return d;
+}
+
+VReg Lowerer::pairZero(ElementType t) {
+  VReg z = valloc(t);
+  e_.op("vmov.s32 {}, 0", V(z));
+  e_.op("vmov.s32 {}, 0", H(z));
+  return z;
+}
+
+VReg Lowerer::pairRow(const char* mnemonic, VReg a, VReg b, ElementType t) {
+  VReg d = valloc(t);
+  for (int w = 0; w < 2; ++w)
+    e_.op("{} {}, {}, {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
+  return d;
+}
+
+VReg Lowerer::pairRowUnary(const char* mnemonic, VReg a, ElementType t) {
+  VReg d = valloc(t);
+  for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), w);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairConstant(const Instruction& in, const std::vector<VReg>&) {
+  uint64_t bits = in.literal().getBits(0);
+  VReg d = valloc(in.shape().elementType());
+  e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+  e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairAddSubOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return pairAddSub(in.opcode() == Opcode::Add, ops[0], ops[1], in.shape().elementType());
+}
+
+std::optional<VReg> Lowerer::pairNegateAbs(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType(), ot = ops[0].t;
+  bool negate = in.opcode() == Opcode::Negate;
+  if (ot == ElementType::F64) {  // the sign bit, in the high word
+    VReg d = valloc(rt);
+    e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+    if (negate)
+      e_.op("vxor {}, {}, -2147483648", H(d), H(ops[0]));
+    else
+      e_.op("vand {}, {}, 2147483647", H(d), H(ops[0]));
+    return d;
   }
-  if (!isF64 || ops.size() != 1) return unsupported();
-  // Library math composed from the pair rows (kernels/math.cpp, math_f64.cpp).
-  if (op == Opcode::Exp) return expandExpF64(ops[0]);
-  if (std::optional<VReg> r = expandMathF64(op, ops)) return r;
-  static const std::map<Opcode, const char*> kUnary = {
-      {Opcode::Sqrt, "vsqrt.f64"},
-      {Opcode::Rsqrt, "vrsqrt.f64"},
-      {Opcode::Floor, "vfloor.f64"},
-      {Opcode::Ceil, "vceil.f64"},
-      {Opcode::RoundNearestEven, "vround.f64"},
-      {Opcode::RoundNearestAfz, "vround.afz.f64"},
-      {Opcode::Sign, "vsign.f64"},
-  };
-  auto it = kUnary.find(op);
-  if (it == kUnary.end()) return unsupported();
-  return pairUnary(it->second, ops[0], rt);
+  if (!negate && ot == ElementType::U64) return vcopy(ops[0], rt);
+  VReg z = pairZero(ot);
+  VReg n = pairAddSub(false, z, ops[0], rt);
+  vfree(z);
+  if (negate) return n;
+  int m = malloc_();
+  e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
+  VReg d = pairSelect(m, n, ops[0], rt);
+  masks_.put(m);
+  vfree(n);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairMinMax(const Instruction& in, const std::vector<VReg>& ops) {  // s64, u64
+  int m = pairCompare(in.opcode() == Opcode::Maximum ? "gt" : "lt", ops[0].t, ops[0], ops[1]);
+  VReg d = pairSelect(m, ops[0], ops[1], in.shape().elementType());
+  masks_.put(m);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairClamp(const Instruction& in, const std::vector<VReg>& ops) {
+  // clamp(lo, x, hi) = min(max(x, lo), hi)
+  ElementType rt = in.shape().elementType(), ot = ops[0].t;
+  if (ot == ElementType::F64) {
+    VReg a = pairRow("vmax.f64", ops[1], ops[0], rt);
+    VReg d = pairRow("vmin.f64", a, ops[2], rt);
+    vfree(a);
+    return d;
+  }
+  int m = pairCompare("gt", ot, ops[1], ops[0]);
+  VReg a = pairSelect(m, ops[1], ops[0], rt);
+  e_.op("vcmp.lt.{} {}, {}, {}, {}, {}", ot == ElementType::U64 ? "u64" : "s64", M(m), V(a), H(a), V(ops[2]),
+        H(ops[2]));
+  VReg d = pairSelect(m, a, ops[2], rt);
+  masks_.put(m);
+  vfree(a);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairCompareOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType ot = ops[0].t;
+  const char* dir = kDirs[static_cast<int>(in.attrs().comparisonDirection)];
+  if (ot != ElementType::F64 || in.attrs().comparisonType != hlo::ComparisonType::TotalOrder)
+    return toMask01(pairCompare(dir, ot, ops[0], ops[1]));
+  // Total order: the bits as s64, negative values with their magnitude
+  // bits flipped (-NaN < -inf < -0 < +0 < +NaN).
+  VReg k[2];
+  for (int i = 0; i < 2; ++i) {
+    VReg x = ops[static_cast<size_t>(i)];
+    k[i] = valloc(ElementType::S64);
+    e_.op("vsra {}, {}, 31", V(k[i]), H(x));
+    e_.op("vand {}, {}, 2147483647", H(k[i]), V(k[i]));
+    e_.op("vxor {}, {}, {}", H(k[i]), H(k[i]), H(x));
+    e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(x));
+  }
+  int m = pairCompare(dir, ElementType::S64, k[0], k[1]);
+  vfree(k[0]);
+  vfree(k[1]);
+  return toMask01(m);
+}
+
+std::optional<VReg> Lowerer::pairSelectOp(const Instruction& in, const std::vector<VReg>& ops) {
+  int m = malloc_();
+  e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
+  VReg d = pairSelect(m, ops[1], ops[2], in.shape().elementType());
+  masks_.put(m);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairIsFinite(const Instruction&, const std::vector<VReg>& ops) {
+  // The exponent field of the high word not all ones.
+  VReg e = valloc(ElementType::S32);
+  int m = malloc_();
+  e_.op("vand {}, {}, 2146435072", V(e), H(ops[0]));
+  e_.op("vcmp.ne.s32 {}, {}, 2146435072", M(m), V(e));
+  vfree(e);
+  return toMask01(m);
+}
+
+std::optional<VReg> Lowerer::pairConvert(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType(), from = ops[0].t;
+  TypeInfo ri = typeInfo(rt);
+  if (from == ElementType::F64) return convertFromF64(ops[0], rt);
+  // From s64/u64 on.
+  if (isPairType(from) && isPairType(rt)) {
+    if (rt != ElementType::F64) return vcopy(ops[0], rt);
+    return pairRowUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
+  }
+  if (!isPairType(from)) return pairFrom32(ops[0], rt);
+  // From a pair to a 32-bit register form.
+  if (rt == ElementType::Pred) {
+    VReg t = valloc(ElementType::S32);
+    int m = malloc_();
+    e_.op("vor {}, {}, {}", V(t), V(ops[0]), H(ops[0]));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(t));
+    vfree(t);
+    return toMask01(m);
+  }
+  if (ri.isFloat && rt != ElementType::F32) {
+    // Narrow floats: rounded once from f64 (through f32 would round
+    // twice); integers go to f64 first, as the interpreter converts them.
+    VReg x = pairRowUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], ElementType::F64);
+    VReg d = convertFromF64(x, rt);
+    vfree(x);
+    return d;
+  }
+  VReg d = valloc(rt);
+  if (ri.isFloat) {
+    e_.op("{} {}, {}, {}", from == ElementType::S64 ? "vcvt.f32.s64" : "vcvt.f32.u64", V(d), V(ops[0]), H(ops[0]));
+    return d;
+  }
+  // Integer narrowing wraps: the low word.
+  e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::pairPopcntClz(const Instruction& in, const std::vector<VReg>& ops) {
+  // Per half, then combined: popcnt(lo) + popcnt(hi); clz(hi), or
+  // 32 + clz(lo) when the high word is zero.
+  bool clz = in.opcode() == Opcode::Clz;
+  VReg c[2];
+  for (int h = 0; h < 2; ++h) {
+    VReg x = valloc(ElementType::S32), t = valloc(ElementType::S32);
+    e_.op("vmov.s32 {}, {}", V(x), h ? H(ops[0]) : V(ops[0]));
+    emitLanePopcount(x, t, clz);
+    if (clz) {  // 32 - (bits set after smearing the top one down)
+      VReg w = vconst(ElementType::S32, 32);
+      e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
+      vfree(w);
+    }
+    vfree(t);
+    c[h] = x;
+  }
+  VReg d = valloc(in.shape().elementType());
+  e_.op("vmov.s32 {}, 0", H(d));
+  if (clz) {
+    int m = malloc_();
+    e_.op("vadd.s32 {}, {}, 32", V(c[0]), V(c[0]));
+    e_.op("vcmp.eq.s32 {}, {}, 0", M(m), H(ops[0]));
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(c[0]), V(c[1]));
+    masks_.put(m);
+  } else {
+    e_.op("vadd.s32 {}, {}, {}", V(d), V(c[0]), V(c[1]));
+  }
+  vfree(c[0]);
+  vfree(c[1]);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairIntSign(const Instruction& in, const std::vector<VReg>& ops) {
+  // -1 (all ones) when negative, else 0 or 1 by whether any bit is set.
+  VReg d = valloc(in.shape().elementType()), nz = valloc(ElementType::S32);
+  int m = malloc_();
+  e_.op("vor {}, {}, {}", V(nz), V(ops[0]), H(ops[0]));
+  e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(nz));
+  e_.op("vmov.s32 {}, 1", V(nz));
+  e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(m), V(nz));
+  e_.op("vmov.s32 {}, 0", H(d));
+  e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
+  e_.op("vsra {}, {}, 31", H(d), H(ops[0]));
+  e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), H(d), V(d));
+  masks_.put(m);
+  vfree(nz);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairImag(const Instruction&, const std::vector<VReg>& ops) {
+  return pairZero(ops[0].t);
+}
+
+// f64 library math is expanded into the pair rows (kernels/math.cpp, math_f64.cpp).
+std::optional<VReg> Lowerer::expF64Op(const Instruction&, const std::vector<VReg>& ops) {
+  return expandExpF64(ops[0]);
+}
+
+std::optional<VReg> Lowerer::f64LibraryOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return expandMathF64(in.opcode(), ops);
 }
 
 }  // namespace tpu::codegen
