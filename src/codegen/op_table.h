@@ -56,11 +56,32 @@ enum class Expansion : uint8_t {
   MapComputation,  // map: the applied computation, elementwise
   // 32-bit lanes (lower.cpp).
   LaneConstant,
-  LaneConvert,         // convert and bitcast-convert between lane types
-  LaneInteger,         // max/min on integers, divide/remainder, not, integer negate/abs, sign, select, clamp
-  LaneBits,            // mulhi, shifts, popcnt, clz
-  LaneCompare,         // compare, every direction and comparison type
-  LaneMath,            // f32 library math: erf, asin..atanh, atan2, tan, expm1, log1p, sinh, cosh, cbrt, ...
+  LaneConvert,
+  LaneBitcastConvert,
+  LaneMinMax,          // integers (floats: the instruction)
+  LaneDivRem,          // floats through vdiv.f32, 32-bit integers by long division, narrow ones through f32
+  LaneNot,
+  LaneNegate,          // integers
+  LaneAbs,             // integers
+  LaneSign,
+  LaneSelect,
+  LaneClamp,
+  LaneMulhi,
+  LaneShift,           // XLA's out-of-range shift counts
+  LanePopcntClz,
+  LaneCompare,         // every direction and comparison type
+  LaneErf,             // f32 library math from chip instructions (kernels/math.cpp)
+  LaneAsinAcos,
+  LaneAtan,
+  LaneInverseHyperbolic,
+  LaneAtan2,
+  LaneTan,
+  LaneExpm1,
+  LaneLog1p,
+  LaneSinhCosh,
+  LaneCbrt,
+  LaneIsFinite,
+  LaneRoundAfz,
   ReducePrecision,     // float lanes and f64 pairs
   IntegerPower,        // integer power by squaring (lanes and pairs)
   ImagOfReal,          // imag of a real type: zero
