@@ -164,7 +164,6 @@ constexpr bool cellsWellFormed() {
       if (named != (c.instr != nullptr)) return false;
       if (named && !isIsaMnemonic(c.instr)) return false;
       if ((c.kind == CellKind::Composed) != (c.expansion != E::None)) return false;
-      // Halves exist only in the 64-bit integer columns.
     }
   return true;
 }
