@@ -11,7 +11,12 @@
       below 1e-18), written as a polynomial of t = (u - mid) / half;
   atan, asin: (f(t) - t) / t^3 as a polynomial of z = t^2 on t in
       [0, 7/16] (degree 10) and [0, 1/2] (degree 13), interpolated at
-      Chebyshev points of z; atan's reduction points' values as head + tail.
+      Chebyshev points of z; atan's reduction points' values as head + tail;
+  payne: the bits of 2/pi for sin/cos/tan's Payne-Hanek reduction of huge
+      arguments, from pi by Machin's formula in exact integer arithmetic
+      (1600 bits; the table's floor is checked to be far from a rounding
+      boundary), as 64-bit words after one word of leading zeros, and pi/2
+      as head + tail with the head's 26-bit Dekker split, scaled by 2^-52.
 
 Run with Debian's python3: utils/fit_math_f64.py [table ...]; prints C++
 arrays (hexadecimal doubles, so the values are exact) and, for the fits,
@@ -178,13 +183,64 @@ def atan_table():
     return hi, lo
 
 
+def pi_fixed(bits):
+    """floor(pi 2^bits) up to a few units: Machin's formula in integers."""
+    guard = 32
+    one = 1 << (bits + guard)
+
+    def arctan_inv(k):  # atan(1/k) 2^(bits+guard), truncated terms
+        s, t, n, sign = 0, one // k, 1, 1
+        while t:
+            s += sign * (t // n)
+            t //= k * k
+            n += 2
+            sign = -sign
+        return s
+
+    return (16 * arctan_inv(5) - 4 * arctan_inv(239)) >> guard
+
+
+PAYNE_WORDS = 20  # one word of zeros, then 19 words of 2/pi's fraction bits
+
+
+def payne_table():
+    """2/pi = sum b_k 2^-k; the table is floor(2/pi 2^(64 (PAYNE_WORDS - 1))) as
+    PAYNE_WORDS 64-bit words, most significant first (the first word is 0)."""
+    bits = 64 * (PAYNE_WORDS - 1)
+    prec = bits + 400
+    pi = pi_fixed(prec)
+    # 2/pi 2^bits = 2^(bits + prec + 1) / (pi 2^prec); pi is known to within
+    # 2^-(prec - 8), so the floor is exact unless the remainder is that close
+    # to 0 or to the divisor.
+    t, rem = divmod(1 << (bits + prec + 1), pi)
+    assert 2**-300 < F(rem, pi) < 1 - 2**-300, "2/pi table too close to a rounding boundary"
+    # Cross-check the leading bits with the 80-digit decimal pi.
+    approx = int(D(2) / PI * (D(2) ** 200))
+    assert abs((t >> (bits - 200)) - approx) <= 1
+    return [(t >> (64 * (PAYNE_WORDS - 1 - i))) & (2**64 - 1) for i in range(PAYNE_WORDS)], pi, prec
+
+
+def payne_consts(pi, prec):
+    """pi/2 = head + tail (doubles), the head split into 26 + 27 bits, all
+    times 2^-52 (the reduction's fraction is an integer times 2^-52)."""
+    half = F(pi, 2 ** (prec + 1))
+    head = float(half)
+    tail = float(half - F(head))
+    c = head * 134217729.0
+    hh = c - (c - head)
+    hl = head - hh
+    scale = 2.0**-52
+    return {"kPio2Head": head * scale, "kPio2Tail": tail * scale, "kPio2HeadHi": hh * scale,
+            "kPio2HeadLo": hl * scale}
+
+
 def cpp(name, values):
     body = ", ".join(float(v).hex() for v in values)
     return f"constexpr double {name}[] = {{{body}}};"
 
 
 def main():
-    wanted = set(sys.argv[1:]) or {"taylor", "erfc", "atan", "asin"}
+    wanted = set(sys.argv[1:]) or {"taylor", "erfc", "atan", "asin", "payne"}
     if "taylor" in wanted:
         for name, vals in taylor_tables().items():
             print(cpp(name, vals))
@@ -205,6 +261,12 @@ def main():
         coef, worst = odd_fit(arcsin_small, D(1) / 2, 13)
         print(cpp("kAsinQ", coef))
         print(f"// asin fit: largest relative error of (asin(t) - t) / t^3 {float(worst):.3g}")
+    if "payne" in wanted:
+        words, pi, prec = payne_table()
+        body = ", ".join(f"0x{w:016x}ull" for w in words)
+        print(f"constexpr uint64_t kTwoOverPiWords[] = {{{body}}};")
+        for k, v in payne_consts(pi, prec).items():
+            print(f"constexpr double {k} = {v.hex()};")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,22 @@ constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.908214929270587
 constexpr double kPio2A = 1.57079632673412561417e+00, kPio2B = 6.07710050630396597660e-11,
                  kPio2C = 2.02226624879595063154e-21;
 constexpr double kRound = 0x1.8p52;  // x + kRound - kRound: x rounded to an integer (|x| < 2^51)
+// utils/fit_math_f64.py payne: 2/pi's fraction bits after one word of zeros
+// (word i holds bits 64 i - 63 .. 64 i of 2/pi, b_k weighing 2^-k), and
+// pi/2 = head + tail with the head's Dekker split, all times 2^-52.
+constexpr uint64_t kTwoOverPiWords[] = {
+    0x0000000000000000ull, 0xa2f9836e4e441529ull, 0xfc2757d1f534ddc0ull, 0xdb6295993c439041ull,
+    0xfe5163abdebbc561ull, 0xb7246e3a424dd2e0ull, 0x06492eea09d1921cull, 0xfe1deb1cb129a73eull,
+    0xe88235f52ebb4484ull, 0xe99c7026b45f7e41ull, 0x3991d639835339f4ull, 0x9c845f8bbdf9283bull,
+    0x1ff897ffde05980full, 0xef2f118b5a0a6d1full, 0x6d367ecf27cb09b7ull, 0x4f463f669e5fea2dull,
+    0x7527bac7ebe5f17bull, 0x3d0739f78a5292eaull, 0x6bfb5fb11f8d5d08ull, 0x56033046fc7b6babull};
+constexpr double kPio2Head = 0x1.921fb54442d18p-52;
+constexpr double kPio2Tail = 0x1.1a62633145c07p-106;
+constexpr double kPio2HeadHi = 0x1.921fb58000000p-52;
+constexpr double kPio2HeadLo = -0x1.dde9740000000p-79;
+// Lanes with |x| >= 2^20 (high word 0x41300000) take Payne-Hanek's
+// reduction; Cody and Waite's below is exact up to 2^20 pi/2.
+constexpr int32_t kPayneFromHighWord = 0x41300000;
 
 }  // namespace
 
@@ -230,6 +246,7 @@ class PairMath {
   VReg vcopy(VReg v, hlo::ElementType t) { return l_.vcopy(v, t); }
   int malloc() { return l_.malloc_(); }
   VReg exp(VReg x) { return l_.expandExpF64(x); }
+  VReg add64(VReg a, VReg b) { return l_.pairAddSub(true, a, b, hlo::ElementType::U64); }  // wrapping
 
   Lowerer& l_;
   Emitter& e_;
@@ -350,15 +367,215 @@ VReg expandLog1p(PairMath& p, VReg x) {
   return r;
 }
 
+// s = a + b exactly as hi + lo (Knuth's two-sum, any magnitudes).
+std::pair<VReg, VReg> twoSum(PairMath& p, VReg a, VReg b) {
+  VReg s = p.add(a, b);
+  VReg bb = p.sub(s, a);
+  VReg ab = p.sub(s, bb);
+  VReg ea = p.sub(a, ab);
+  VReg eb = p.sub(b, bb);
+  VReg e = p.add(ea, eb);
+  p.drop({bb, ab, ea, eb});
+  return {s, e};
+}
+
+// Payne and Hanek's reduction of a finite x with |x| >= 2^20 (other lanes
+// get values the caller discards): |x| = m 2^E, m the 53-bit integer
+// mantissa, E = e - 1075 from the biased exponent e. x 2/pi mod 4 needs the
+// bits b_k of 2/pi from k = E - 1 on only (m b_k 2^(E-k) is a multiple of 4
+// before that): a 192-bit window W of them, chosen per lane from
+// kTwoOverPiWords by the exponent (word (e - 1013) / 64 and the next three
+// by selects, then shifted left by (e - 1013) mod 64 bits), gives x 2/pi
+// mod 4 = (m W mod 2^192) 2^-190 with an error below 2^-137 (the bits of
+// 2/pi past the window). The product's three 64-bit words come from the
+// pair multiplies (low and high halves) and carried adds. Its top two bits
+// and the next one are the quadrant n (rounded to nearest); the 190 bits
+// below, as a signed fraction f in [-1/2, 1/2), are cut into three 52-bit
+// chunks that convert to f64 exactly and are summed as a double-word, then
+// r = f pi/2 as rh + rl (Dekker's product with pi/2 as head + tail). The
+// nearest double to a multiple of pi/2 leaves |f| above 2^-62, so the
+// 2^-104 absolute error of the sum is far below the result's ulp. The sign
+// of x negates n and r.
+struct TrigReduction {
+  VReg n;  // a 32-bit register: the quadrant (only n mod 4 counts)
+  VReg rh, rl;
+};
+
+TrigReduction reducePayneHanek(PairMath& p, VReg x) {
+  Emitter& e = p.e_;
+  using hlo::ElementType;
+  auto s32 = [&] { return p.valloc(ElementType::S32); };
+  auto u64 = [&] { return p.valloc(ElementType::U64); };
+  VReg zero = s32();
+  e.op("vmov.s32 {}, 0", p.V(zero));
+  // d = a <op> amount for a pair a and a 32-bit register amount (high word 0).
+  auto shift64 = [&](const char* m, VReg a, VReg amount) {
+    VReg d = u64();
+    for (int w = 0; w < 2; ++w)
+      e.op("{} {}, {}, {}, {}, {}, {}", m, w ? p.H(d) : p.V(d), p.V(a), p.H(a), p.V(amount), p.V(zero), w);
+    return d;
+  };
+  auto shiftBy = [&](const char* m, VReg a, int amount) {
+    VReg k = s32();
+    e.op("vmov.s32 {}, {}", p.V(k), amount);
+    VReg d = shift64(m, a, k);
+    p.drop(k);
+    return d;
+  };
+  auto or64 = [&](VReg a, VReg b) {  // a |= b; b freed
+    e.op("vor {}, {}, {}", p.V(a), p.V(a), p.V(b));
+    e.op("vor {}, {}, {}", p.H(a), p.H(a), p.H(b));
+    p.drop(b);
+  };
+  auto pairOp = [&](const char* m, VReg a, VReg b) {
+    VReg d = u64();
+    for (int w = 0; w < 2; ++w)
+      e.op("{} {}, {}, {}, {}, {}, {}", m, w ? p.H(d) : p.V(d), p.V(a), p.H(a), p.V(b), p.H(b), w);
+    return d;
+  };
+  // The biased exponent, the table position and the 53-bit mantissa.
+  VReg pos = s32(), word = s32(), bit = s32();
+  e.op("vshl {}, {}, 1", p.V(pos), p.H(x));
+  e.op("vshr {}, {}, 21", p.V(pos), p.V(pos));
+  e.op("vsub.s32 {}, {}, 1013", p.V(pos), p.V(pos));
+  e.op("vshr {}, {}, 6", p.V(word), p.V(pos));
+  e.op("vand {}, {}, 63", p.V(bit), p.V(pos));
+  p.drop(pos);
+  VReg m = u64();
+  e.op("vmov.s32 {}, {}", p.V(m), p.V(x));
+  e.op("vand {}, {}, 1048575", p.H(m), p.H(x));
+  e.op("vor {}, {}, 1048576", p.H(m), p.H(m));
+  // T[k] = kTwoOverPiWords[word + k], k = 0..3: word 0's values, then one
+  // select per candidate word (the lanes whose word differs keep theirs).
+  constexpr int kWindows = static_cast<int>(std::size(kTwoOverPiWords)) - 3;
+  auto lo32 = [](uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); };
+  auto hi32 = [](uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v >> 32)); };
+  VReg t[4];
+  for (int k = 0; k < 4; ++k) {
+    t[k] = u64();
+    e.op("vmov.s32 {}, {}", p.V(t[k]), lo32(kTwoOverPiWords[k]));
+    e.op("vmov.s32 {}, {}", p.H(t[k]), hi32(kTwoOverPiWords[k]));
+  }
+  int other = p.malloc();
+  for (int j = 1; j < kWindows; ++j) {
+    e.op("vcmp.ne.s32 {}, {}, {}", p.M(other), p.V(word), j);
+    for (int k = 0; k < 4; ++k) {
+      e.op("vsel.s32 {}, {}, {}, {}", p.V(t[k]), p.M(other), p.V(t[k]), lo32(kTwoOverPiWords[j + k]));
+      e.op("vsel.s32 {}, {}, {}, {}", p.H(t[k]), p.M(other), p.H(t[k]), hi32(kTwoOverPiWords[j + k]));
+    }
+  }
+  p.dropMask(other);
+  p.drop(word);
+  // W = the 192 bits from `bit` on: W[k] = T[k] << bit | T[k+1] >> (64 - bit)
+  // (a shift by 64 gives 0).
+  VReg back = s32();
+  e.op("vxor {}, {}, 63", p.V(back), p.V(bit));
+  e.op("vadd.s32 {}, {}, 1", p.V(back), p.V(back));
+  VReg w[3];  // w[0] most significant
+  for (int k = 0; k < 3; ++k) {
+    w[k] = shift64("vshl.i64", t[k], bit);
+    or64(w[k], shift64("vshr.i64", t[k + 1], back));
+  }
+  p.drop({t[0], t[1], t[2], t[3], bit, back});
+  // m W mod 2^192 = r2:r1:r0: r0 = lo(m w2), r1 = hi(m w2) + lo(m w1),
+  // r2 = hi(m w1) + lo(m w0) + the carry of r1.
+  VReg r0 = pairOp("vmul.i64", m, w[2]);
+  VReg h0 = pairOp("vmulhi.u64", m, w[2]);
+  VReg l1 = pairOp("vmul.i64", m, w[1]);
+  VReg h1 = pairOp("vmulhi.u64", m, w[1]);
+  VReg l2 = pairOp("vmul.i64", m, w[0]);
+  p.drop({m, w[0], w[1], w[2]});
+  VReg r1 = p.add64(h0, l1);
+  int carried = p.malloc();
+  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(r1), p.H(r1), p.V(h0), p.H(h0));
+  p.drop({h0, l1});
+  VReg r2 = p.add64(h1, l2);
+  p.drop({h1, l2});
+  VReg carry = u64();
+  e.op("vmov.s32 {}, 1", p.V(carry));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(carry), p.M(carried), p.V(carry));
+  e.op("vmov.s32 {}, 0", p.H(carry));
+  p.dropMask(carried);
+  p.update(r2, [&](VReg v) { return p.add64(v, carry); });
+  p.drop(carry);
+  // n = the top two bits rounded by the third; f = bits 189..0 signed, as
+  // c2 2^-52 + c1 2^-104 + c0 2^-156 (c2 = bits 189..138 with the sign,
+  // c1 = bits 137..86, c0 = bits 85..34 of r2:r1:r0).
+  VReg n = s32();
+  e.op("vshr {}, {}, 29", p.V(n), p.H(r2));
+  e.op("vadd.s32 {}, {}, 1", p.V(n), p.V(n));
+  e.op("vshr {}, {}, 1", p.V(n), p.V(n));
+  VReg c2 = shiftBy("vshl.i64", r2, 2);
+  p.update(c2, [&](VReg v) { return shiftBy("vsra.i64", v, 12); });
+  VReg c1 = shiftBy("vshl.i64", r2, 54);
+  p.update(c1, [&](VReg v) { return shiftBy("vshr.i64", v, 12); });
+  or64(c1, shiftBy("vshr.i64", r1, 22));
+  VReg c0 = shiftBy("vshl.i64", r1, 42);
+  p.update(c0, [&](VReg v) { return shiftBy("vshr.i64", v, 12); });
+  or64(c0, shiftBy("vshr.i64", r0, 34));
+  p.drop({r0, r1, r2});
+  auto toF64 = [&](VReg c) {  // exact: |c| < 2^52
+    VReg d = p.valloc(ElementType::F64);
+    for (int ww = 0; ww < 2; ++ww) e.op("vcvt.f64.s64 {}, {}, {}, {}", ww ? p.H(d) : p.V(d), p.V(c), p.H(c), ww);
+    p.drop(c);
+    return d;
+  };
+  VReg a = toF64(c2), b = toF64(c1), c = toF64(c0);
+  p.update(b, [&](VReg v) { return p.mul(v, 0x1p-52); });
+  p.update(c, [&](VReg v) { return p.mul(v, 0x1p-104); });
+  // f 2^52 = fh + fl
+  auto [s, err] = twoSum(p, a, b);
+  p.drop({a, b});
+  p.update(err, [&](VReg v) { return p.add(v, c); });
+  p.drop(c);
+  VReg fh = p.add(s, err);
+  VReg fl = p.sub(fh, s);
+  p.update(fl, [&](VReg v) { return p.sub(err, v); });
+  p.drop({s, err});
+  // r = (fh + fl) (head + tail) 2^-52: fh head exactly by Dekker's split.
+  VReg rh = p.mul(fh, kPio2Head);
+  auto [fhh, fhl] = p.split(fh);
+  VReg ex = p.mul(fhh, kPio2HeadHi);
+  p.update(ex, [&](VReg v) { return p.sub(v, rh); });
+  VReg term = p.mul(fhh, kPio2HeadLo);
+  p.update(ex, [&](VReg v) { return p.add(v, term); });
+  p.drop(term);
+  term = p.mul(fhl, kPio2HeadHi);
+  p.update(ex, [&](VReg v) { return p.add(v, term); });
+  p.drop(term);
+  term = p.mul(fhl, kPio2HeadLo);
+  p.update(ex, [&](VReg v) { return p.add(v, term); });
+  p.drop({term, fhh, fhl});
+  term = p.mul(fh, kPio2Tail);
+  p.update(ex, [&](VReg v) { return p.add(v, term); });
+  p.drop({term, fh});
+  term = p.mul(fl, kPio2Head);
+  p.update(ex, [&](VReg v) { return p.add(v, term); });
+  p.drop({term, fl});
+  VReg sum = p.add(rh, ex);
+  VReg rl = p.sub(sum, rh);
+  p.update(rl, [&](VReg v) { return p.sub(ex, v); });
+  p.drop({rh, ex});
+  rh = sum;
+  // x < 0: n = -n, r = -r.
+  VReg sign = s32();
+  e.op("vsra {}, {}, 31", p.V(sign), p.H(x));
+  e.op("vxor {}, {}, {}", p.V(n), p.V(n), p.V(sign));
+  e.op("vsub.s32 {}, {}, {}", p.V(n), p.V(n), p.V(sign));
+  e.op("vshl {}, {}, 31", p.V(sign), p.V(sign));
+  e.op("vxor {}, {}, {}", p.H(rh), p.H(rh), p.V(sign));
+  e.op("vxor {}, {}, {}", p.H(rl), p.H(rl), p.V(sign));
+  p.drop({sign, zero});
+  return {n, rh, rl};
+}
+
 // sin, cos or tan. x = n pi/2 + r by Cody and Waite's reduction with pi/2
 // in three parts (33 + 33 + 53 bits): n x the first two is exact while
 // |n| < 2^20, so r = rh + rl keeps about 2^-100 absolute accuracy for
-// |x| < 2^20 pi/2 (about 1.6e6). Beyond that bound the same steps run with
-// the products rounded: sin and cos are clamped to [-1, 1], but their error
-// grows with |x| (about 2^-53 |x| absolute), and from 2^51 on n itself is no
-// longer exact (results in [-1, 1] but meaningless: Payne-Hanek reduction
-// is not done); inf and NaN give NaN. The series of sin and cos to r^19 and
-// r^18 (|r| <= pi/4), the quadrant n mod 4 from the low word of n + 1.5 2^52.
+// |x| < 2^20 pi/2 (about 1.6e6). Finite lanes with |x| >= 2^20 take n and
+// r from reducePayneHanek instead (exact at every magnitude); inf and NaN
+// give NaN. The series of sin and cos to r^19 and r^18 (|r| <= pi/4), the
+// quadrant n mod 4 from the low word of n + 1.5 2^52.
 VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   Emitter& e = p.e_;
   using hlo::ElementType;
@@ -386,6 +603,22 @@ VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   VReg rl = p.sub(y, rh);
   p.update(rl, [&](VReg q) { return p.add(q, err); });
   p.drop({y, err});
+  // Finite |x| >= 2^20: Payne and Hanek's n and r instead.
+  TrigReduction big = reducePayneHanek(p, x);
+  VReg q = p.valloc(ElementType::S32), odd = p.valloc(ElementType::S32);
+  e.op("vmov.s32 {}, {}", p.V(q), p.V(t));
+  p.drop(t);
+  int far = p.malloc(), finite = p.malloc();
+  e.op("vand {}, {}, 2147483647", p.V(odd), p.H(x));
+  e.op("vcmp.ge.s32 {}, {}, {}", p.M(far), p.V(odd), kPayneFromHighWord);
+  e.op("vcmp.lt.s32 {}, {}, 2146435072", p.M(finite), p.V(odd));  // below inf's 0x7ff00000
+  e.op("mand {}, {}, {}", p.M(far), p.M(far), p.M(finite));
+  p.dropMask(finite);
+  p.selectInto(rh, far, big.rh);
+  p.selectInto(rl, far, big.rl);
+  p.select32(q, far, p.V(big.n));
+  p.dropMask(far);
+  p.drop({big.rh, big.rl, big.n});
   VReg z = p.mul(rh, rh);
   VReg hz = p.mul(z, 0.5);
   // sin r = rh + (rh z S(z) + rl (1 - z/2))
@@ -415,16 +648,7 @@ VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   p.drop(om);
   p.update(c, [&](VReg q) { return p.add(wv, q); });
   p.drop(wv);
-  // Past the exact reduction |r| can exceed pi/4 (and overflow for huge x):
-  // clamping keeps sin and cos in [-1, 1]; within the bound it changes nothing.
-  for (VReg* v : {&s, &c}) {
-    p.update(*v, [&](VReg q) { return p.op("vmax.f64", q, -1.0); });
-    p.update(*v, [&](VReg q) { return p.op("vmin.f64", q, 1.0); });
-  }
   // The quadrant: bit 0 swaps sin and cos, bit 1 negates (cos: n + 1).
-  VReg q = p.valloc(ElementType::S32), odd = p.valloc(ElementType::S32);
-  e.op("vmov.s32 {}, {}", p.V(q), p.V(t));
-  p.drop(t);
   if (op == hlo::Opcode::Cos) e.op("vadd.s32 {}, {}, 1", p.V(q), p.V(q));
   e.op("vand {}, {}, 1", p.V(odd), p.V(q));
   int m = p.malloc();
@@ -847,18 +1071,6 @@ VReg expandCbrt(PairMath& p, VReg x) {
   p.copySign(y, x);
   p.keepNaN(y, x);
   return y;
-}
-
-// s = a + b exactly as hi + lo (Knuth's two-sum, any magnitudes).
-std::pair<VReg, VReg> twoSum(PairMath& p, VReg a, VReg b) {
-  VReg s = p.add(a, b);
-  VReg bb = p.sub(s, a);
-  VReg ab = p.sub(s, bb);
-  VReg ea = p.sub(a, ab);
-  VReg eb = p.sub(b, bb);
-  VReg e = p.add(ea, eb);
-  p.drop({bb, ab, ea, eb});
-  return {s, e};
 }
 
 // ln|x| as a double-word hi + lo, accurate to about 2^-66 relative (pow
