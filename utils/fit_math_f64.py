@@ -15,8 +15,8 @@
   payne: the bits of 2/pi for sin/cos/tan's Payne-Hanek reduction of huge
       arguments, from pi by Machin's formula in exact integer arithmetic
       (1600 bits; the table's floor is checked to be far from a rounding
-      boundary), as 64-bit words after one word of leading zeros, and pi/2
-      as head + tail with the head's 26-bit Dekker split, scaled by 2^-52.
+      boundary), as 64-bit words after one word of leading zeros, and
+      floor(pi/2 2^127) as two 64-bit words.
 
 Run with Debian's python3: utils/fit_math_f64.py [table ...]; prints C++
 arrays (hexadecimal doubles, so the values are exact) and, for the fits,
@@ -220,18 +220,10 @@ def payne_table():
     return [(t >> (64 * (PAYNE_WORDS - 1 - i))) & (2**64 - 1) for i in range(PAYNE_WORDS)], pi, prec
 
 
-def payne_consts(pi, prec):
-    """pi/2 = head + tail (doubles), the head split into 26 + 27 bits, all
-    times 2^-52 (the reduction's fraction is an integer times 2^-52)."""
-    half = F(pi, 2 ** (prec + 1))
-    head = float(half)
-    tail = float(half - F(head))
-    c = head * 134217729.0
-    hh = c - (c - head)
-    hl = head - hh
-    scale = 2.0**-52
-    return {"kPio2Head": head * scale, "kPio2Tail": tail * scale, "kPio2HeadHi": hh * scale,
-            "kPio2HeadLo": hl * scale}
+def payne_pio2(pi, prec):
+    """floor(pi/2 2^127) as two 64-bit words, the high one first."""
+    c = pi >> (prec - 126)
+    return [c >> 64, c & (2**64 - 1)]
 
 
 def cpp(name, values):
@@ -265,8 +257,8 @@ def main():
         words, pi, prec = payne_table()
         body = ", ".join(f"0x{w:016x}ull" for w in words)
         print(f"constexpr uint64_t kTwoOverPiWords[] = {{{body}}};")
-        for k, v in payne_consts(pi, prec).items():
-            print(f"constexpr double {k} = {v.hex()};")
+        body = ", ".join(f"0x{w:016x}ull" for w in payne_pio2(pi, prec))
+        print(f"constexpr uint64_t kPio2Fixed[] = {{{body}}};")
 
 
 if __name__ == "__main__":

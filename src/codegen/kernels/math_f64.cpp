@@ -84,17 +84,14 @@ constexpr double kPio2A = 1.57079632673412561417e+00, kPio2B = 6.077100506303965
 constexpr double kRound = 0x1.8p52;  // x + kRound - kRound: x rounded to an integer (|x| < 2^51)
 // utils/fit_math_f64.py payne: 2/pi's fraction bits after one word of zeros
 // (word i holds bits 64 i - 63 .. 64 i of 2/pi, b_k weighing 2^-k), and
-// pi/2 = head + tail with the head's Dekker split, all times 2^-52.
+// floor(pi/2 2^127) as two words, the high one first.
 constexpr uint64_t kTwoOverPiWords[] = {
     0x0000000000000000ull, 0xa2f9836e4e441529ull, 0xfc2757d1f534ddc0ull, 0xdb6295993c439041ull,
     0xfe5163abdebbc561ull, 0xb7246e3a424dd2e0ull, 0x06492eea09d1921cull, 0xfe1deb1cb129a73eull,
     0xe88235f52ebb4484ull, 0xe99c7026b45f7e41ull, 0x3991d639835339f4ull, 0x9c845f8bbdf9283bull,
     0x1ff897ffde05980full, 0xef2f118b5a0a6d1full, 0x6d367ecf27cb09b7ull, 0x4f463f669e5fea2dull,
     0x7527bac7ebe5f17bull, 0x3d0739f78a5292eaull, 0x6bfb5fb11f8d5d08ull, 0x56033046fc7b6babull};
-constexpr double kPio2Head = 0x1.921fb54442d18p-52;
-constexpr double kPio2Tail = 0x1.1a62633145c07p-106;
-constexpr double kPio2HeadHi = 0x1.921fb58000000p-52;
-constexpr double kPio2HeadLo = -0x1.dde9740000000p-79;
+constexpr uint64_t kPio2Fixed[] = {0xc90fdaa22168c234ull, 0xc4c6628b80dc1cd1ull};
 // Lanes with |x| >= 2^20 (high word 0x41300000) take Payne-Hanek's
 // reduction; Cody and Waite's below is exact up to 2^20 pi/2.
 constexpr int32_t kPayneFromHighWord = 0x41300000;
@@ -491,11 +488,10 @@ TrigReduction reducePayneHanek(PairMath& p, VReg x) {
   p.drop({h0, l1});
   VReg r2 = p.add64(h1, l2);
   p.drop({h1, l2});
-  VReg carry = u64();
-  e.op("vmov.s32 {}, 1", p.V(carry));
-  e.op("vsel.s32 {}, {}, {}, 0", p.V(carry), p.M(carried), p.V(carry));
+  VReg one = s32(), carry = u64();
+  e.op("vmov.s32 {}, 1", p.V(one));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(carry), p.M(carried), p.V(one));
   e.op("vmov.s32 {}, 0", p.H(carry));
-  p.dropMask(carried);
   p.update(r2, [&](VReg v) { return p.add64(v, carry); });
   p.drop(carry);
   // n = the top two bits rounded by the third; f = bits 189..0 signed, as
@@ -505,67 +501,105 @@ TrigReduction reducePayneHanek(PairMath& p, VReg x) {
   e.op("vshr {}, {}, 29", p.V(n), p.H(r2));
   e.op("vadd.s32 {}, {}, 1", p.V(n), p.V(n));
   e.op("vshr {}, {}, 1", p.V(n), p.V(n));
-  VReg c2 = shiftBy("vshl.i64", r2, 2);
-  p.update(c2, [&](VReg v) { return shiftBy("vsra.i64", v, 12); });
-  VReg c1 = shiftBy("vshl.i64", r2, 54);
-  p.update(c1, [&](VReg v) { return shiftBy("vshr.i64", v, 12); });
-  or64(c1, shiftBy("vshr.i64", r1, 22));
-  VReg c0 = shiftBy("vshl.i64", r1, 42);
-  p.update(c0, [&](VReg v) { return shiftBy("vshr.i64", v, 12); });
-  or64(c0, shiftBy("vshr.i64", r0, 34));
+  // G = the top 128 bits of the signed fraction (r << 2) as g1:g0, made
+  // non-negative: g ^ neg - neg with neg its sign in every bit.
+  VReg g1 = shiftBy("vshl.i64", r2, 2);
+  or64(g1, shiftBy("vshr.i64", r1, 62));
+  VReg g0 = shiftBy("vshl.i64", r1, 2);
+  or64(g0, shiftBy("vshr.i64", r0, 62));
   p.drop({r0, r1, r2});
-  auto toF64 = [&](VReg c) {  // exact: |c| < 2^52
-    VReg d = p.valloc(ElementType::F64);
-    for (int ww = 0; ww < 2; ++ww) e.op("vcvt.f64.s64 {}, {}, {}, {}", ww ? p.H(d) : p.V(d), p.V(c), p.H(c), ww);
-    p.drop(c);
-    return d;
-  };
-  VReg a = toF64(c2), b = toF64(c1), c = toF64(c0);
-  p.update(b, [&](VReg v) { return p.mul(v, 0x1p-52); });
-  p.update(c, [&](VReg v) { return p.mul(v, 0x1p-104); });
-  // f 2^52 = fh + fl
-  auto [s, err] = twoSum(p, a, b);
-  p.drop({a, b});
-  p.update(err, [&](VReg v) { return p.add(v, c); });
-  p.drop(c);
-  VReg fh = p.add(s, err);
-  VReg fl = p.sub(fh, s);
-  p.update(fl, [&](VReg v) { return p.sub(err, v); });
-  p.drop({s, err});
-  // r = (fh + fl) (head + tail) 2^-52: fh head exactly by Dekker's split.
-  VReg rh = p.mul(fh, kPio2Head);
-  auto [fhh, fhl] = p.split(fh);
-  VReg ex = p.mul(fhh, kPio2HeadHi);
-  p.update(ex, [&](VReg v) { return p.sub(v, rh); });
-  VReg term = p.mul(fhh, kPio2HeadLo);
-  p.update(ex, [&](VReg v) { return p.add(v, term); });
-  p.drop(term);
-  term = p.mul(fhl, kPio2HeadHi);
-  p.update(ex, [&](VReg v) { return p.add(v, term); });
-  p.drop(term);
-  term = p.mul(fhl, kPio2HeadLo);
-  p.update(ex, [&](VReg v) { return p.add(v, term); });
-  p.drop({term, fhh, fhl});
-  term = p.mul(fh, kPio2Tail);
-  p.update(ex, [&](VReg v) { return p.add(v, term); });
-  p.drop({term, fh});
-  term = p.mul(fl, kPio2Head);
-  p.update(ex, [&](VReg v) { return p.add(v, term); });
-  p.drop({term, fl});
-  VReg sum = p.add(rh, ex);
-  VReg rl = p.sub(sum, rh);
-  p.update(rl, [&](VReg v) { return p.sub(ex, v); });
-  p.drop({rh, ex});
-  rh = sum;
-  // x < 0: n = -n, r = -r.
+  VReg neg = s32();
+  e.op("vsra {}, {}, 31", p.V(neg), p.H(g1));
+  for (VReg g : {g0, g1}) {
+    e.op("vxor {}, {}, {}", p.V(g), p.V(g), p.V(neg));
+    e.op("vxor {}, {}, {}", p.H(g), p.H(g), p.V(neg));
+  }
+  VReg inc = u64();
+  e.op("vshr {}, {}, 31", p.V(inc), p.V(neg));
+  e.op("vmov.s32 {}, 0", p.H(inc));
+  p.update(g0, [&](VReg v) { return p.add64(v, inc); });
+  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(g0), p.H(g0), p.V(inc), p.H(inc));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(inc), p.M(carried), p.V(inc));
+  p.update(g1, [&](VReg v) { return p.add64(v, inc); });
+  // Q = G C / 2^128 with C = pi/2 2^127 (c1:c0), so |r| = Q 2^-127: g1 c1
+  // in full plus the high halves of g1 c0 and g0 c1 (the dropped low
+  // halves and g0 c0 are below 3 units of Q).
+  VReg c1 = u64(), c0 = u64();
+  for (auto [reg, v] : {std::pair{c1, kPio2Fixed[0]}, std::pair{c0, kPio2Fixed[1]}}) {
+    e.op("vmov.s32 {}, {}", p.V(reg), lo32(v));
+    e.op("vmov.s32 {}, {}", p.H(reg), hi32(v));
+  }
+  VReg qlo = pairOp("vmul.i64", g1, c1), qhi = pairOp("vmulhi.u64", g1, c1);
+  VReg mid = pairOp("vmulhi.u64", g1, c0), m2 = pairOp("vmulhi.u64", g0, c1);
+  p.drop({g0, g1, c0, c1});
+  VReg sum = p.add64(mid, m2);
+  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(sum), p.H(sum), p.V(mid), p.H(mid));
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(inc), p.M(carried), p.V(one));
+  p.drop({mid, m2});
+  p.update(qlo, [&](VReg v) { return p.add64(v, sum); });
+  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(qlo), p.H(qlo), p.V(sum), p.H(sum));
+  p.drop(sum);
+  VReg k = s32();
+  e.op("vsel.s32 {}, {}, {}, 0", p.V(k), p.M(carried), p.V(one));
+  e.op("vadd.s32 {}, {}, {}", p.V(inc), p.V(inc), p.V(k));
+  p.dropMask(carried);
+  p.update(qhi, [&](VReg v) { return p.add64(v, inc); });
+  p.drop(inc);
+  // Normalize: qhi >= 2 (|r| > 2^-62). Its top bit from the exponent of
+  // f64(qhi), one too high where the conversion rounded up to a power of 2
+  // (then qhi >> e is 0); z = 63 - e shifts it to bit 63.
+  VReg z = s32(), sh = s32();
+  e.op("vcvt.f64.u64 {}, {}, {}, 1", p.V(z), p.V(qhi), p.H(qhi));
+  e.op("vshr {}, {}, 20", p.V(z), p.V(z));
+  e.op("vsub.s32 {}, {}, 1023", p.V(z), p.V(z));
+  e.op("vshr.i64 {}, {}, {}, {}, {}, 0", p.V(k), p.V(qhi), p.H(qhi), p.V(z), p.V(zero));
+  e.op("vadd.s32 {}, {}, {}", p.V(z), p.V(z), p.V(k));
+  e.op("vxor {}, {}, 63", p.V(z), p.V(z));  // 63 - (e - 1 + t) = 64 - e - t
+  e.op("vadd.s32 {}, {}, 1", p.V(z), p.V(z));
+  e.op("vxor {}, {}, 63", p.V(sh), p.V(z));  // 64 - z
+  e.op("vadd.s32 {}, {}, 1", p.V(sh), p.V(sh));
+  VReg t1 = shift64("vshl.i64", qhi, z);
+  or64(t1, shift64("vshr.i64", qlo, sh));
+  VReg t0 = shift64("vshl.i64", qlo, z);
+  p.drop({qhi, qlo, sh});
+  // rh = the top 53 bits of t1 times 2^(-52-z): biased exponent 1023 - z,
+  // added to the leading 1 of the mantissa's high word.
+  VReg rh = p.valloc(ElementType::F64);
+  e.op("vshr {}, {}, 11", p.V(rh), p.V(t1));
+  e.op("vshl {}, {}, 21", p.V(k), p.H(t1));
+  e.op("vor {}, {}, {}", p.V(rh), p.V(rh), p.V(k));
+  e.op("vshr {}, {}, 11", p.H(rh), p.H(t1));
+  e.op("vsub.s32 {}, {}, {}", p.V(k), p.V(one), p.V(z));  // 1 - z, plus 1021 below
+  e.op("vadd.s32 {}, {}, 1021", p.V(k), p.V(k));
+  e.op("vshl {}, {}, 20", p.V(k), p.V(k));
+  e.op("vadd.s32 {}, {}, {}", p.H(rh), p.H(rh), p.V(k));
+  // rl = the next 53 bits (t1's low 11, t0's top 42) times 2^(-105-z),
+  // converted exactly and scaled in the exponent field (unless 0).
+  VReg l = shiftBy("vshl.i64", t1, 53);
+  p.update(l, [&](VReg v) { return shiftBy("vshr.i64", v, 11); });
+  or64(l, shiftBy("vshr.i64", t0, 22));
+  p.drop({t0, t1});
+  VReg rl = p.valloc(ElementType::F64);
+  for (int w = 0; w < 2; ++w) e.op("vcvt.f64.s64 {}, {}, {}, {}", w ? p.H(rl) : p.V(rl), p.V(l), p.H(l), w);
+  p.drop(l);
+  e.op("vadd.s32 {}, {}, 105", p.V(z), p.V(z));
+  e.op("vshl {}, {}, 20", p.V(z), p.V(z));
+  e.op("vsub.s32 {}, {}, {}", p.V(k), p.H(rl), p.V(z));
+  int nonzero = p.malloc();
+  e.op("vcmp.ne.s32 {}, {}, 0", p.M(nonzero), p.H(rl));
+  e.op("vsel.s32 {}, {}, {}, 0", p.H(rl), p.M(nonzero), p.V(k));
+  p.dropMask(nonzero);
+  p.drop({z, k, one});
+  // The fraction's sign, then x's: x < 0 gives -n and -r.
   VReg sign = s32();
   e.op("vsra {}, {}, 31", p.V(sign), p.H(x));
   e.op("vxor {}, {}, {}", p.V(n), p.V(n), p.V(sign));
   e.op("vsub.s32 {}, {}, {}", p.V(n), p.V(n), p.V(sign));
+  e.op("vxor {}, {}, {}", p.V(sign), p.V(sign), p.V(neg));
   e.op("vshl {}, {}, 31", p.V(sign), p.V(sign));
   e.op("vxor {}, {}, {}", p.H(rh), p.H(rh), p.V(sign));
   e.op("vxor {}, {}, {}", p.H(rl), p.H(rl), p.V(sign));
-  p.drop({sign, zero});
+  p.drop({sign, neg, zero});
   return {n, rh, rl};
 }
 
