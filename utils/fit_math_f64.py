@@ -16,7 +16,15 @@
       arguments, from pi by Machin's formula in exact integer arithmetic
       (1600 bits; the table's floor is checked to be far from a rounding
       boundary), as 64-bit words after one word of leading zeros, and
-      floor(pi/2 2^127) as two 64-bit words.
+      floor(pi/2 2^127) as two 64-bit words;
+  hard: the doubles closest to a multiple of pi/2 (math_f64_test.cpp's hard
+      cases for sin/cos/tan): for every exponent E, candidates m 2^E, m in
+      [2^52, 2^53), from the continued fraction of 2^E 2/pi mod 1 (multiples
+      of its last convergent denominators below 2^53 and the semiconvergents
+      at the limit; it finds Kahan and McDonald's 6381956970095103 2^797),
+      the 24 with the smallest |x 2/pi - n|, and their sin, cos and tan from
+      the exact reduction (2400-bit pi) and 400-bit fixed-point series, as
+      head + tail doubles (about 16 s).
 
 Run with Debian's python3: utils/fit_math_f64.py [table ...]; prints C++
 arrays (hexadecimal doubles, so the values are exact) and, for the fits,
@@ -226,6 +234,65 @@ def payne_pio2(pi, prec):
     return [c >> 64, c & (2**64 - 1)]
 
 
+def hard_cases(count=24):
+    prec = 2400
+    pi = pi_fixed(prec)
+    k = 2300  # 2/pi 2^k
+    two_over_pi = (1 << (k + prec + 1)) // pi
+    found = []
+    for e in range(-52, 972):
+        den_bits = k - e
+        num = two_over_pi & ((1 << den_bits) - 1) if e >= 0 else two_over_pi
+        dens = []
+        a, b, q2, q1 = num, 1 << den_bits, 1, 0
+        while b:
+            ai, r = divmod(a, b)
+            q = ai * q1 + q2
+            if q >= 1 << 53:
+                jmax = ((1 << 53) - 1 - q2) // q1 if q1 else 0
+                dens += [j * q1 + q2 for j in range(max(1, jmax - 3), jmax + 1)]
+                break
+            dens.append(q)
+            q2, q1, a, b = q1, q, b, r
+        cands = set()
+        for q in dens[-6:]:
+            first = ((1 << 52) + q - 1) // q
+            last = min(((1 << 53) - 1) // q, first + 40)
+            cands.update(j * q for j in range(first, last + 1))
+        for m in cands:
+            if (1 << 52) <= m < (1 << 53):
+                v = (m * num) % (1 << den_bits)
+                found.append((F(min(v, (1 << den_bits) - v), 1 << den_bits), m, e))
+    found.sort()
+    rows = []
+    fixed = 400
+    one = 1 << fixed
+    for _, m, e in found[:count]:
+        x = F(m) * F(2) ** e
+        xs = x * 2 ** prec  # x pi-units: n = round(x 2/pi)
+        n = round(F(2) * xs / pi)
+        r = x - F(n * pi, 2 ** (prec + 1))  # x - n pi/2
+        rr = round(r * one)
+        # sin and cos of rr 2^-fixed by their series in fixed point
+        s_, c_, t, i = 0, 0, one, 0
+        while t:
+            if i % 2 == 0:
+                c_ += t if i % 4 == 0 else -t
+            else:
+                s_ += t if i % 4 == 1 else -t
+            i += 1
+            t = t * rr // (one * i)
+        q = n % 4
+        sin_x, cos_x = [(s_, c_), (c_, -s_), (-s_, -c_), (-c_, s_)][q]
+        vals = [F(sin_x, one), F(cos_x, one), F(sin_x, cos_x)]
+        out = [float(x).hex()]
+        for v in vals:
+            h = float(v)
+            out += [h.hex(), float(v - F(h)).hex()]
+        rows.append("{" + ", ".join(out) + "}")
+    return rows
+
+
 def cpp(name, values):
     body = ", ".join(float(v).hex() for v in values)
     return f"constexpr double {name}[] = {{{body}}};"
@@ -253,6 +320,12 @@ def main():
         coef, worst = odd_fit(arcsin_small, D(1) / 2, 13)
         print(cpp("kAsinQ", coef))
         print(f"// asin fit: largest relative error of (asin(t) - t) / t^3 {float(worst):.3g}")
+    if "hard" in wanted:
+        print("// x, sin x, cos x, tan x (head, tail)")
+        print("const TrigHardCase kTrigHardCases[] = {")
+        for row in hard_cases():
+            print(f"    {row},")
+        print("};")
     if "payne" in wanted:
         words, pi, prec = payne_table()
         body = ", ".join(f"0x{w:016x}ull" for w in words)
