@@ -430,6 +430,36 @@ TrigReduction reducePayneHanek(PairMath& p, VReg x) {
       e.op("{} {}, {}, {}, {}, {}, {}", m, w ? p.H(d) : p.V(d), p.V(a), p.H(a), p.V(b), p.H(b), w);
     return d;
   };
+  VReg one = s32();
+  e.op("vmov.s32 {}, 1", p.V(one));
+  // a + b mod 2^64; the low words' carry from an unsigned compare of pairs
+  // with zero high words.
+  auto add64 = [&](VReg a, VReg b) {
+    VReg d = u64();
+    int c = p.malloc();
+    e.op("vadd.s32 {}, {}, {}", p.V(d), p.V(a), p.V(b));
+    e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(c), p.V(d), p.V(zero), p.V(a), p.V(zero));
+    e.op("vadd.s32 {}, {}, {}", p.H(d), p.H(a), p.H(b));
+    VReg k = s32();
+    e.op("vsel.s32 {}, {}, {}, 0", p.V(k), p.M(c), p.V(one));
+    e.op("vadd.s32 {}, {}, {}", p.H(d), p.H(d), p.V(k));
+    p.drop(k);
+    p.dropMask(c);
+    return d;
+  };
+  // v += 1 (mod 2^64) where `mask` holds.
+  auto increment = [&](VReg v, int mask) {
+    VReg k = s32();
+    int c = p.malloc();
+    e.op("vsel.s32 {}, {}, {}, 0", p.V(k), p.M(mask), p.V(one));
+    e.op("vadd.s32 {}, {}, {}", p.V(v), p.V(v), p.V(k));
+    e.op("vcmp.eq.s32 {}, {}, 0", p.M(c), p.V(v));
+    e.op("mand {}, {}, {}", p.M(c), p.M(c), p.M(mask));
+    e.op("vsel.s32 {}, {}, {}, 0", p.V(k), p.M(c), p.V(one));
+    e.op("vadd.s32 {}, {}, {}", p.H(v), p.H(v), p.V(k));
+    p.dropMask(c);
+    p.drop(k);
+  };
   // The biased exponent, the table position and the 53-bit mantissa.
   VReg pos = s32(), word = s32(), bit = s32();
   e.op("vshl {}, {}, 1", p.V(pos), p.H(x));
@@ -464,36 +494,35 @@ TrigReduction reducePayneHanek(PairMath& p, VReg x) {
   p.dropMask(other);
   p.drop(word);
   // W = the 192 bits from `bit` on: W[k] = T[k] << bit | T[k+1] >> (64 - bit)
-  // (a shift by 64 gives 0).
+  // (a shift by 64 gives 0), each T freed once used.
   VReg back = s32();
   e.op("vxor {}, {}, 63", p.V(back), p.V(bit));
   e.op("vadd.s32 {}, {}, 1", p.V(back), p.V(back));
   VReg w[3];  // w[0] most significant
   for (int k = 0; k < 3; ++k) {
     w[k] = shift64("vshl.i64", t[k], bit);
+    p.drop(t[k]);
     or64(w[k], shift64("vshr.i64", t[k + 1], back));
   }
-  p.drop({t[0], t[1], t[2], t[3], bit, back});
-  // m W mod 2^192 = r2:r1:r0: r0 = lo(m w2), r1 = hi(m w2) + lo(m w1),
-  // r2 = hi(m w1) + lo(m w0) + the carry of r1.
-  VReg r0 = pairOp("vmul.i64", m, w[2]);
-  VReg h0 = pairOp("vmulhi.u64", m, w[2]);
-  VReg l1 = pairOp("vmul.i64", m, w[1]);
+  p.drop({t[3], bit, back});
+  // m W mod 2^192 = r2:r1:r0: r2 = lo(m w0) + hi(m w1) + the carry of
+  // r1 = lo(m w1) + hi(m w2), r0 = lo(m w2).
+  VReg r2 = pairOp("vmul.i64", m, w[0]);
+  p.drop(w[0]);
   VReg h1 = pairOp("vmulhi.u64", m, w[1]);
-  VReg l2 = pairOp("vmul.i64", m, w[0]);
-  p.drop({m, w[0], w[1], w[2]});
-  VReg r1 = p.add64(h0, l1);
-  int carried = p.malloc();
-  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(r1), p.H(r1), p.V(h0), p.H(h0));
-  p.drop({h0, l1});
-  VReg r2 = p.add64(h1, l2);
-  p.drop({h1, l2});
-  VReg one = s32(), carry = u64();
-  e.op("vmov.s32 {}, 1", p.V(one));
-  e.op("vsel.s32 {}, {}, {}, 0", p.V(carry), p.M(carried), p.V(one));
-  e.op("vmov.s32 {}, 0", p.H(carry));
-  p.update(r2, [&](VReg v) { return p.add64(v, carry); });
-  p.drop(carry);
+  p.update(r2, [&](VReg v) { return add64(v, h1); });
+  p.drop(h1);
+  VReg r1 = pairOp("vmul.i64", m, w[1]);
+  p.drop(w[1]);
+  VReg h0 = pairOp("vmulhi.u64", m, w[2]);
+  p.update(r1, [&](VReg v) { return add64(v, h0); });
+  int r1Carry = p.malloc();
+  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(r1Carry), p.V(r1), p.H(r1), p.V(h0), p.H(h0));
+  p.drop(h0);
+  increment(r2, r1Carry);
+  p.dropMask(r1Carry);
+  VReg r0 = pairOp("vmul.i64", m, w[2]);
+  p.drop({m, w[2]});
   // n = the top two bits rounded by the third; f = bits 189..0 signed, as
   // c2 2^-52 + c1 2^-104 + c0 2^-156 (c2 = bits 189..138 with the sign,
   // c1 = bits 137..86, c0 = bits 85..34 of r2:r1:r0).
@@ -502,49 +531,54 @@ TrigReduction reducePayneHanek(PairMath& p, VReg x) {
   e.op("vadd.s32 {}, {}, 1", p.V(n), p.V(n));
   e.op("vshr {}, {}, 1", p.V(n), p.V(n));
   // G = the top 128 bits of the signed fraction (r << 2) as g1:g0, made
-  // non-negative: g ^ neg - neg with neg its sign in every bit.
+  // non-negative: g ^ neg + 1 where neg, its sign in every bit, is set.
   VReg g1 = shiftBy("vshl.i64", r2, 2);
+  p.drop(r2);
   or64(g1, shiftBy("vshr.i64", r1, 62));
   VReg g0 = shiftBy("vshl.i64", r1, 2);
+  p.drop(r1);
   or64(g0, shiftBy("vshr.i64", r0, 62));
-  p.drop({r0, r1, r2});
+  p.drop(r0);
   VReg neg = s32();
   e.op("vsra {}, {}, 31", p.V(neg), p.H(g1));
   for (VReg g : {g0, g1}) {
     e.op("vxor {}, {}, {}", p.V(g), p.V(g), p.V(neg));
     e.op("vxor {}, {}, {}", p.H(g), p.H(g), p.V(neg));
   }
-  VReg inc = u64();
-  e.op("vshr {}, {}, 31", p.V(inc), p.V(neg));
-  e.op("vmov.s32 {}, 0", p.H(inc));
-  p.update(g0, [&](VReg v) { return p.add64(v, inc); });
-  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(g0), p.H(g0), p.V(inc), p.H(inc));
-  e.op("vsel.s32 {}, {}, {}, 0", p.V(inc), p.M(carried), p.V(inc));
-  p.update(g1, [&](VReg v) { return p.add64(v, inc); });
+  int carried = p.malloc(), wrapped = p.malloc();
+  e.op("vcmp.ne.s32 {}, {}, 0", p.M(carried), p.V(neg));
+  increment(g0, carried);
+  e.op("vcmp.eq.s64 {}, {}, {}, {}, {}", p.M(wrapped), p.V(g0), p.H(g0), p.V(zero), p.V(zero));
+  e.op("mand {}, {}, {}", p.M(wrapped), p.M(wrapped), p.M(carried));
+  increment(g1, wrapped);
   // Q = G C / 2^128 with C = pi/2 2^127 (c1:c0), so |r| = Q 2^-127: g1 c1
   // in full plus the high halves of g1 c0 and g0 c1 (the dropped low
   // halves and g0 c0 are below 3 units of Q).
-  VReg c1 = u64(), c0 = u64();
-  for (auto [reg, v] : {std::pair{c1, kPio2Fixed[0]}, std::pair{c0, kPio2Fixed[1]}}) {
-    e.op("vmov.s32 {}, {}", p.V(reg), lo32(v));
-    e.op("vmov.s32 {}, {}", p.H(reg), hi32(v));
-  }
-  VReg qlo = pairOp("vmul.i64", g1, c1), qhi = pairOp("vmulhi.u64", g1, c1);
-  VReg mid = pairOp("vmulhi.u64", g1, c0), m2 = pairOp("vmulhi.u64", g0, c1);
-  p.drop({g0, g1, c0, c1});
-  VReg sum = p.add64(mid, m2);
-  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(sum), p.H(sum), p.V(mid), p.H(mid));
-  e.op("vsel.s32 {}, {}, {}, 0", p.V(inc), p.M(carried), p.V(one));
-  p.drop({mid, m2});
-  p.update(qlo, [&](VReg v) { return p.add64(v, sum); });
-  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(qlo), p.H(qlo), p.V(sum), p.H(sum));
+  auto constant64 = [&](uint64_t v) {
+    VReg d = u64();
+    e.op("vmov.s32 {}, {}", p.V(d), lo32(v));
+    e.op("vmov.s32 {}, {}", p.H(d), hi32(v));
+    return d;
+  };
+  VReg c = constant64(kPio2Fixed[1]);
+  VReg sum = pairOp("vmulhi.u64", g1, c);
+  p.drop(c);
+  c = constant64(kPio2Fixed[0]);
+  VReg part = pairOp("vmulhi.u64", g0, c);
+  p.drop(g0);
+  p.update(sum, [&](VReg v) { return add64(v, part); });
+  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(sum), p.H(sum), p.V(part), p.H(part));
+  p.drop(part);
+  VReg qlo = pairOp("vmul.i64", g1, c), qhi = pairOp("vmulhi.u64", g1, c);
+  p.drop({g1, c});
+  p.update(qlo, [&](VReg v) { return add64(v, sum); });
+  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(wrapped), p.V(qlo), p.H(qlo), p.V(sum), p.H(sum));
   p.drop(sum);
-  VReg k = s32();
-  e.op("vsel.s32 {}, {}, {}, 0", p.V(k), p.M(carried), p.V(one));
-  e.op("vadd.s32 {}, {}, {}", p.V(inc), p.V(inc), p.V(k));
+  increment(qhi, carried);
+  increment(qhi, wrapped);
   p.dropMask(carried);
-  p.update(qhi, [&](VReg v) { return p.add64(v, inc); });
-  p.drop(inc);
+  p.dropMask(wrapped);
+  VReg k = s32();
   // Normalize: qhi >= 2 (|r| > 2^-62). Its top bit from the exponent of
   // f64(qhi), one too high where the conversion rounded up to a power of 2
   // (then qhi >> e is 0); z = 63 - e shifts it to bit 63.
@@ -613,9 +647,15 @@ TrigReduction reducePayneHanek(PairMath& p, VReg x) {
 VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   Emitter& e = p.e_;
   using hlo::ElementType;
+  // Payne and Hanek's n and r first (their registers peak while little else
+  // is live), taken where x is finite and |x| >= 2^20.
+  TrigReduction big = reducePayneHanek(p, x);
   VReg t = p.mul(x, 0.63661977236758134308);  // 2 / pi
   p.update(t, [&](VReg q) { return p.add(q, kRound); });
   VReg n = p.add(t, -kRound);
+  VReg q = p.valloc(ElementType::S32);
+  e.op("vmov.s32 {}, {}", p.V(q), p.V(t));
+  p.drop(t);
   // r1 = x - n A (exact), then r1 - n B as rh + rl (two-sum), minus n C.
   VReg w = p.mul(n, kPio2A);
   VReg r1 = p.sub(x, w);
@@ -623,12 +663,14 @@ VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   w = p.mul(n, kPio2B);
   VReg y = p.sub(r1, w);
   VReg bb = p.sub(y, r1);
+  VReg nb = p.add(bb, w);  // -(w + bb) is the second part of the sum
+  p.drop(w);
   VReg yb = p.sub(y, bb);
+  p.drop(bb);
   VReg err = p.sub(r1, yb);
   p.drop({r1, yb});
-  VReg nb = p.add(bb, w);  // -(w + bb) is the second part of the sum
   p.update(err, [&](VReg q) { return p.sub(q, nb); });
-  p.drop({nb, bb, w});
+  p.drop(nb);
   w = p.mul(n, kPio2C);
   p.drop(n);
   p.update(err, [&](VReg q) { return p.sub(q, w); });
@@ -637,11 +679,7 @@ VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   VReg rl = p.sub(y, rh);
   p.update(rl, [&](VReg q) { return p.add(q, err); });
   p.drop({y, err});
-  // Finite |x| >= 2^20: Payne and Hanek's n and r instead.
-  TrigReduction big = reducePayneHanek(p, x);
-  VReg q = p.valloc(ElementType::S32), odd = p.valloc(ElementType::S32);
-  e.op("vmov.s32 {}, {}", p.V(q), p.V(t));
-  p.drop(t);
+  VReg odd = p.valloc(ElementType::S32);
   int far = p.malloc(), finite = p.malloc();
   e.op("vand {}, {}, 2147483647", p.V(odd), p.H(x));
   e.op("vcmp.ge.s32 {}, {}, {}", p.M(far), p.V(odd), kPayneFromHighWord);
