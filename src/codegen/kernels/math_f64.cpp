@@ -1356,6 +1356,16 @@ VReg expandPow(PairMath& p, VReg x, VReg y) {
 
 std::optional<VReg> Lowerer::expandMathF64(hlo::Opcode op, const std::vector<VReg>& ops) {
   PairMath p(*this, e_, masks_);
+  // Registers rotate through the expansion (the caller's setting comes
+  // back after): the same number live, but independent steps, like Payne
+  // and Hanek's integer reduction beside Cody and Waite's f64 one, land in
+  // different registers and the scheduler overlaps them.
+  struct Rotate {
+    RegPool& pool;
+    bool was = pool.rotating();
+    explicit Rotate(RegPool& r) : pool(r) { pool.setRotating(true); }
+    ~Rotate() { pool.setRotating(was); }
+  } rotate(vregs_);
   switch (op) {
     case hlo::Opcode::Log:
       return expandLog(p, ops[0]);
