@@ -10,6 +10,7 @@
 // math_f64_test.cpp measures every function against long double libm in
 // f64 ulps over dense and edge inputs and pins the bounds docs/DESIGN.md
 // quotes.
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <initializer_list>
@@ -398,243 +399,281 @@ struct TrigReduction {
   VReg rh, rl;
 };
 
-TrigReduction reducePayneHanek(PairMath& p, VReg x) {
-  Emitter& e = p.e_;
-  using hlo::ElementType;
-  auto s32 = [&] { return p.valloc(ElementType::S32); };
-  auto u64 = [&] { return p.valloc(ElementType::U64); };
-  VReg zero = s32();
-  e.op("vmov.s32 {}, 0", p.V(zero));
+// The steps of reducePayneHanek: 64-bit integer helpers on pairs (a zero
+// and a one register kept for them) and the three stages.
+class PayneHanek {
+ public:
+  explicit PayneHanek(PairMath& p) : p_(p), e_(p.e_), zero_(s32()), one_(s32()) {
+    e_.op("vmov.s32 {}, 0", p_.V(zero_));
+    e_.op("vmov.s32 {}, 1", p_.V(one_));
+  }
+  ~PayneHanek() { p_.drop({zero_, one_}); }
+  PayneHanek(const PayneHanek&) = delete;
+  PayneHanek& operator=(const PayneHanek&) = delete;
+
+  TrigReduction reduce(VReg x) {
+    // The table position from the biased exponent, the 53-bit mantissa.
+    VReg pos = s32();
+    e_.op("vshl {}, {}, 1", p_.V(pos), p_.H(x));
+    e_.op("vshr {}, {}, 21", p_.V(pos), p_.V(pos));
+    e_.op("vsub.s32 {}, {}, 1013", p_.V(pos), p_.V(pos));
+    VReg m = u64();
+    e_.op("vmov.s32 {}, {}", p_.V(m), p_.V(x));
+    e_.op("vand {}, {}, 1048575", p_.H(m), p_.H(x));
+    e_.op("vor {}, {}, 1048576", p_.H(m), p_.H(m));
+    std::array<VReg, 3> w = window(pos);
+    std::array<VReg, 3> r = product(m, w);
+    // n = the top two bits of r2 rounded by the third.
+    VReg n = s32();
+    e_.op("vshr {}, {}, 29", p_.V(n), p_.H(r[0]));
+    e_.op("vadd.s32 {}, {}, 1", p_.V(n), p_.V(n));
+    e_.op("vshr {}, {}, 1", p_.V(n), p_.V(n));
+    VReg neg = s32();
+    auto [rh, rl] = fractionTimesPio2(r, neg);
+    // The fraction's sign, then x's: x < 0 gives -n and -r.
+    VReg sign = s32();
+    e_.op("vsra {}, {}, 31", p_.V(sign), p_.H(x));
+    e_.op("vxor {}, {}, {}", p_.V(n), p_.V(n), p_.V(sign));
+    e_.op("vsub.s32 {}, {}, {}", p_.V(n), p_.V(n), p_.V(sign));
+    e_.op("vxor {}, {}, {}", p_.V(sign), p_.V(sign), p_.V(neg));
+    e_.op("vshl {}, {}, 31", p_.V(sign), p_.V(sign));
+    e_.op("vxor {}, {}, {}", p_.H(rh), p_.H(rh), p_.V(sign));
+    e_.op("vxor {}, {}, {}", p_.H(rl), p_.H(rl), p_.V(sign));
+    p_.drop({sign, neg});
+    return {n, rh, rl};
+  }
+
+ private:
+  static int32_t lo32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+  static int32_t hi32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v >> 32)); }
+  VReg s32() { return p_.valloc(hlo::ElementType::S32); }
+  VReg u64() { return p_.valloc(hlo::ElementType::U64); }
   // d = a <op> amount for a pair a and a 32-bit register amount (high word 0).
-  auto shift64 = [&](const char* m, VReg a, VReg amount) {
+  VReg shift64(const char* m, VReg a, VReg amount) {
     VReg d = u64();
     for (int w = 0; w < 2; ++w)
-      e.op("{} {}, {}, {}, {}, {}, {}", m, w ? p.H(d) : p.V(d), p.V(a), p.H(a), p.V(amount), p.V(zero), w);
+      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? p_.H(d) : p_.V(d), p_.V(a), p_.H(a), p_.V(amount), p_.V(zero_), w);
     return d;
-  };
-  auto shiftBy = [&](const char* m, VReg a, int amount) {
+  }
+  VReg shiftBy(const char* m, VReg a, int amount) {
     VReg k = s32();
-    e.op("vmov.s32 {}, {}", p.V(k), amount);
+    e_.op("vmov.s32 {}, {}", p_.V(k), amount);
     VReg d = shift64(m, a, k);
-    p.drop(k);
+    p_.drop(k);
     return d;
-  };
-  auto or64 = [&](VReg a, VReg b) {  // a |= b; b freed
-    e.op("vor {}, {}, {}", p.V(a), p.V(a), p.V(b));
-    e.op("vor {}, {}, {}", p.H(a), p.H(a), p.H(b));
-    p.drop(b);
-  };
-  auto pairOp = [&](const char* m, VReg a, VReg b) {
+  }
+  void or64(VReg a, VReg b) {  // a |= b; b freed
+    e_.op("vor {}, {}, {}", p_.V(a), p_.V(a), p_.V(b));
+    e_.op("vor {}, {}, {}", p_.H(a), p_.H(a), p_.H(b));
+    p_.drop(b);
+  }
+  VReg pairOp(const char* m, VReg a, VReg b) {
     VReg d = u64();
     for (int w = 0; w < 2; ++w)
-      e.op("{} {}, {}, {}, {}, {}, {}", m, w ? p.H(d) : p.V(d), p.V(a), p.H(a), p.V(b), p.H(b), w);
+      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? p_.H(d) : p_.V(d), p_.V(a), p_.H(a), p_.V(b), p_.H(b), w);
     return d;
-  };
-  VReg one = s32();
-  e.op("vmov.s32 {}, 1", p.V(one));
+  }
+  VReg constant64(uint64_t v) {
+    VReg d = u64();
+    e_.op("vmov.s32 {}, {}", p_.V(d), lo32(v));
+    e_.op("vmov.s32 {}, {}", p_.H(d), hi32(v));
+    return d;
+  }
   // a + b mod 2^64; the low words' carry from an unsigned compare of pairs
   // with zero high words.
-  auto add64 = [&](VReg a, VReg b) {
+  VReg add64(VReg a, VReg b) {
     VReg d = u64();
-    int c = p.malloc();
-    e.op("vadd.s32 {}, {}, {}", p.V(d), p.V(a), p.V(b));
-    e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(c), p.V(d), p.V(zero), p.V(a), p.V(zero));
-    e.op("vadd.s32 {}, {}, {}", p.H(d), p.H(a), p.H(b));
+    int c = p_.malloc();
+    e_.op("vadd.s32 {}, {}, {}", p_.V(d), p_.V(a), p_.V(b));
+    e_.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p_.M(c), p_.V(d), p_.V(zero_), p_.V(a), p_.V(zero_));
+    e_.op("vadd.s32 {}, {}, {}", p_.H(d), p_.H(a), p_.H(b));
     VReg k = s32();
-    e.op("vsel.s32 {}, {}, {}, 0", p.V(k), p.M(c), p.V(one));
-    e.op("vadd.s32 {}, {}, {}", p.H(d), p.H(d), p.V(k));
-    p.drop(k);
-    p.dropMask(c);
+    e_.op("vsel.s32 {}, {}, {}, 0", p_.V(k), p_.M(c), p_.V(one_));
+    e_.op("vadd.s32 {}, {}, {}", p_.H(d), p_.H(d), p_.V(k));
+    p_.drop(k);
+    p_.dropMask(c);
     return d;
-  };
+  }
   // v += 1 (mod 2^64) where `mask` holds.
-  auto increment = [&](VReg v, int mask) {
+  void increment(VReg v, int mask) {
     VReg k = s32();
-    int c = p.malloc();
-    e.op("vsel.s32 {}, {}, {}, 0", p.V(k), p.M(mask), p.V(one));
-    e.op("vadd.s32 {}, {}, {}", p.V(v), p.V(v), p.V(k));
-    e.op("vcmp.eq.s32 {}, {}, 0", p.M(c), p.V(v));
-    e.op("mand {}, {}, {}", p.M(c), p.M(c), p.M(mask));
-    e.op("vsel.s32 {}, {}, {}, 0", p.V(k), p.M(c), p.V(one));
-    e.op("vadd.s32 {}, {}, {}", p.H(v), p.H(v), p.V(k));
-    p.dropMask(c);
-    p.drop(k);
-  };
-  // The biased exponent, the table position and the 53-bit mantissa.
-  VReg pos = s32(), word = s32(), bit = s32();
-  e.op("vshl {}, {}, 1", p.V(pos), p.H(x));
-  e.op("vshr {}, {}, 21", p.V(pos), p.V(pos));
-  e.op("vsub.s32 {}, {}, 1013", p.V(pos), p.V(pos));
-  e.op("vshr {}, {}, 6", p.V(word), p.V(pos));
-  e.op("vand {}, {}, 63", p.V(bit), p.V(pos));
-  p.drop(pos);
-  VReg m = u64();
-  e.op("vmov.s32 {}, {}", p.V(m), p.V(x));
-  e.op("vand {}, {}, 1048575", p.H(m), p.H(x));
-  e.op("vor {}, {}, 1048576", p.H(m), p.H(m));
-  // T[k] = kTwoOverPiWords[word + k], k = 0..3: word 0's values, then one
-  // select per candidate word (the lanes whose word differs keep theirs).
-  constexpr int kWindows = static_cast<int>(std::size(kTwoOverPiWords)) - 3;
-  auto lo32 = [](uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); };
-  auto hi32 = [](uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v >> 32)); };
-  VReg t[4];
-  for (int k = 0; k < 4; ++k) {
-    t[k] = u64();
-    e.op("vmov.s32 {}, {}", p.V(t[k]), lo32(kTwoOverPiWords[k]));
-    e.op("vmov.s32 {}, {}", p.H(t[k]), hi32(kTwoOverPiWords[k]));
+    int c = p_.malloc();
+    e_.op("vsel.s32 {}, {}, {}, 0", p_.V(k), p_.M(mask), p_.V(one_));
+    e_.op("vadd.s32 {}, {}, {}", p_.V(v), p_.V(v), p_.V(k));
+    e_.op("vcmp.eq.s32 {}, {}, 0", p_.M(c), p_.V(v));
+    e_.op("mand {}, {}, {}", p_.M(c), p_.M(c), p_.M(mask));
+    e_.op("vsel.s32 {}, {}, {}, 0", p_.V(k), p_.M(c), p_.V(one_));
+    e_.op("vadd.s32 {}, {}, {}", p_.H(v), p_.H(v), p_.V(k));
+    p_.dropMask(c);
+    p_.drop(k);
   }
-  int other = p.malloc();
-  for (int j = 1; j < kWindows; ++j) {
-    e.op("vcmp.ne.s32 {}, {}, {}", p.M(other), p.V(word), j);
-    for (int k = 0; k < 4; ++k) {
-      e.op("vsel.s32 {}, {}, {}, {}", p.V(t[k]), p.M(other), p.V(t[k]), lo32(kTwoOverPiWords[j + k]));
-      e.op("vsel.s32 {}, {}, {}, {}", p.H(t[k]), p.M(other), p.H(t[k]), hi32(kTwoOverPiWords[j + k]));
+
+  // The 192 window bits from table bit `pos` on (pos freed), most
+  // significant word first.
+  std::array<VReg, 3> window(VReg pos) {
+    VReg word = s32(), bit = s32();
+    e_.op("vshr {}, {}, 6", p_.V(word), p_.V(pos));
+    e_.op("vand {}, {}, 63", p_.V(bit), p_.V(pos));
+    p_.drop(pos);
+    // T[k] = kTwoOverPiWords[word + k], k = 0..3: word 0's values, then one
+    // select per candidate word (the lanes whose word differs keep theirs).
+    constexpr int kWindows = static_cast<int>(std::size(kTwoOverPiWords)) - 3;
+    VReg t[4];
+    for (int k = 0; k < 4; ++k) t[k] = constant64(kTwoOverPiWords[k]);
+    int other = p_.malloc();
+    for (int j = 1; j < kWindows; ++j) {
+      e_.op("vcmp.ne.s32 {}, {}, {}", p_.M(other), p_.V(word), j);
+      for (int k = 0; k < 4; ++k) {
+        e_.op("vsel.s32 {}, {}, {}, {}", p_.V(t[k]), p_.M(other), p_.V(t[k]), lo32(kTwoOverPiWords[j + k]));
+        e_.op("vsel.s32 {}, {}, {}, {}", p_.H(t[k]), p_.M(other), p_.H(t[k]), hi32(kTwoOverPiWords[j + k]));
+      }
     }
+    p_.dropMask(other);
+    p_.drop(word);
+    // W[k] = T[k] << bit | T[k+1] >> (64 - bit) (a shift by 64 gives 0),
+    // each T freed once used.
+    VReg back = s32();
+    e_.op("vxor {}, {}, 63", p_.V(back), p_.V(bit));
+    e_.op("vadd.s32 {}, {}, 1", p_.V(back), p_.V(back));
+    std::array<VReg, 3> w;
+    for (int k = 0; k < 3; ++k) {
+      w[k] = shift64("vshl.i64", t[k], bit);
+      p_.drop(t[k]);
+      or64(w[k], shift64("vshr.i64", t[k + 1], back));
+    }
+    p_.drop({t[3], bit, back});
+    return w;
   }
-  p.dropMask(other);
-  p.drop(word);
-  // W = the 192 bits from `bit` on: W[k] = T[k] << bit | T[k+1] >> (64 - bit)
-  // (a shift by 64 gives 0), each T freed once used.
-  VReg back = s32();
-  e.op("vxor {}, {}, 63", p.V(back), p.V(bit));
-  e.op("vadd.s32 {}, {}, 1", p.V(back), p.V(back));
-  VReg w[3];  // w[0] most significant
-  for (int k = 0; k < 3; ++k) {
-    w[k] = shift64("vshl.i64", t[k], bit);
-    p.drop(t[k]);
-    or64(w[k], shift64("vshr.i64", t[k + 1], back));
+
+  // m W mod 2^192 = r2:r1:r0 (returned in that order; m and w freed):
+  // r2 = lo(m w0) + hi(m w1) + the carry of r1 = lo(m w1) + hi(m w2),
+  // r0 = lo(m w2).
+  std::array<VReg, 3> product(VReg m, const std::array<VReg, 3>& w) {
+    VReg r2 = pairOp("vmul.i64", m, w[0]);
+    p_.drop(w[0]);
+    VReg h1 = pairOp("vmulhi.u64", m, w[1]);
+    p_.update(r2, [&](VReg v) { return add64(v, h1); });
+    p_.drop(h1);
+    VReg r1 = pairOp("vmul.i64", m, w[1]);
+    p_.drop(w[1]);
+    VReg h0 = pairOp("vmulhi.u64", m, w[2]);
+    p_.update(r1, [&](VReg v) { return add64(v, h0); });
+    int r1Carry = p_.malloc();
+    e_.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p_.M(r1Carry), p_.V(r1), p_.H(r1), p_.V(h0), p_.H(h0));
+    p_.drop(h0);
+    increment(r2, r1Carry);
+    p_.dropMask(r1Carry);
+    VReg r0 = pairOp("vmul.i64", m, w[2]);
+    p_.drop({m, w[2]});
+    return {r2, r1, r0};
   }
-  p.drop({t[3], bit, back});
-  // m W mod 2^192 = r2:r1:r0: r2 = lo(m w0) + hi(m w1) + the carry of
-  // r1 = lo(m w1) + hi(m w2), r0 = lo(m w2).
-  VReg r2 = pairOp("vmul.i64", m, w[0]);
-  p.drop(w[0]);
-  VReg h1 = pairOp("vmulhi.u64", m, w[1]);
-  p.update(r2, [&](VReg v) { return add64(v, h1); });
-  p.drop(h1);
-  VReg r1 = pairOp("vmul.i64", m, w[1]);
-  p.drop(w[1]);
-  VReg h0 = pairOp("vmulhi.u64", m, w[2]);
-  p.update(r1, [&](VReg v) { return add64(v, h0); });
-  int r1Carry = p.malloc();
-  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(r1Carry), p.V(r1), p.H(r1), p.V(h0), p.H(h0));
-  p.drop(h0);
-  increment(r2, r1Carry);
-  p.dropMask(r1Carry);
-  VReg r0 = pairOp("vmul.i64", m, w[2]);
-  p.drop({m, w[2]});
-  // n = the top two bits rounded by the third; f = bits 189..0 signed, as
-  // c2 2^-52 + c1 2^-104 + c0 2^-156 (c2 = bits 189..138 with the sign,
-  // c1 = bits 137..86, c0 = bits 85..34 of r2:r1:r0).
-  VReg n = s32();
-  e.op("vshr {}, {}, 29", p.V(n), p.H(r2));
-  e.op("vadd.s32 {}, {}, 1", p.V(n), p.V(n));
-  e.op("vshr {}, {}, 1", p.V(n), p.V(n));
-  // G = the top 128 bits of the signed fraction (r << 2) as g1:g0, made
-  // non-negative: g ^ neg + 1 where neg, its sign in every bit, is set.
-  VReg g1 = shiftBy("vshl.i64", r2, 2);
-  p.drop(r2);
-  or64(g1, shiftBy("vshr.i64", r1, 62));
-  VReg g0 = shiftBy("vshl.i64", r1, 2);
-  p.drop(r1);
-  or64(g0, shiftBy("vshr.i64", r0, 62));
-  p.drop(r0);
-  VReg neg = s32();
-  e.op("vsra {}, {}, 31", p.V(neg), p.H(g1));
-  for (VReg g : {g0, g1}) {
-    e.op("vxor {}, {}, {}", p.V(g), p.V(g), p.V(neg));
-    e.op("vxor {}, {}, {}", p.H(g), p.H(g), p.V(neg));
+
+  // |f| pi/2 as rh + rl for the signed fraction f = bits 189..0 of r (r
+  // freed); `neg` receives f's sign in every bit.
+  std::pair<VReg, VReg> fractionTimesPio2(const std::array<VReg, 3>& r, VReg neg) {
+    // G = the top 128 bits of f (r << 2) as g1:g0, made non-negative:
+    // g ^ neg + 1 where neg is set.
+    VReg g1 = shiftBy("vshl.i64", r[0], 2);
+    p_.drop(r[0]);
+    or64(g1, shiftBy("vshr.i64", r[1], 62));
+    VReg g0 = shiftBy("vshl.i64", r[1], 2);
+    p_.drop(r[1]);
+    or64(g0, shiftBy("vshr.i64", r[2], 62));
+    p_.drop(r[2]);
+    e_.op("vsra {}, {}, 31", p_.V(neg), p_.H(g1));
+    for (VReg g : {g0, g1}) {
+      e_.op("vxor {}, {}, {}", p_.V(g), p_.V(g), p_.V(neg));
+      e_.op("vxor {}, {}, {}", p_.H(g), p_.H(g), p_.V(neg));
+    }
+    int carried = p_.malloc(), wrapped = p_.malloc();
+    e_.op("vcmp.ne.s32 {}, {}, 0", p_.M(carried), p_.V(neg));
+    increment(g0, carried);
+    e_.op("vcmp.eq.s64 {}, {}, {}, {}, {}", p_.M(wrapped), p_.V(g0), p_.H(g0), p_.V(zero_), p_.V(zero_));
+    e_.op("mand {}, {}, {}", p_.M(wrapped), p_.M(wrapped), p_.M(carried));
+    increment(g1, wrapped);
+    // Q = G C / 2^128 with C = pi/2 2^127 (c1:c0), so |r| = Q 2^-127: g1 c1
+    // in full plus the high halves of g1 c0 and g0 c1 (the dropped low
+    // halves and g0 c0 are below 3 units of Q).
+    VReg c = constant64(kPio2Fixed[1]);
+    VReg sum = pairOp("vmulhi.u64", g1, c);
+    p_.drop(c);
+    c = constant64(kPio2Fixed[0]);
+    VReg part = pairOp("vmulhi.u64", g0, c);
+    p_.drop(g0);
+    p_.update(sum, [&](VReg v) { return add64(v, part); });
+    e_.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p_.M(carried), p_.V(sum), p_.H(sum), p_.V(part), p_.H(part));
+    p_.drop(part);
+    VReg qlo = pairOp("vmul.i64", g1, c), qhi = pairOp("vmulhi.u64", g1, c);
+    p_.drop({g1, c});
+    p_.update(qlo, [&](VReg v) { return add64(v, sum); });
+    e_.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p_.M(wrapped), p_.V(qlo), p_.H(qlo), p_.V(sum), p_.H(sum));
+    p_.drop(sum);
+    increment(qhi, carried);
+    increment(qhi, wrapped);
+    p_.dropMask(carried);
+    p_.dropMask(wrapped);
+    return toDoubleWord(qhi, qlo);
   }
-  int carried = p.malloc(), wrapped = p.malloc();
-  e.op("vcmp.ne.s32 {}, {}, 0", p.M(carried), p.V(neg));
-  increment(g0, carried);
-  e.op("vcmp.eq.s64 {}, {}, {}, {}, {}", p.M(wrapped), p.V(g0), p.H(g0), p.V(zero), p.V(zero));
-  e.op("mand {}, {}, {}", p.M(wrapped), p.M(wrapped), p.M(carried));
-  increment(g1, wrapped);
-  // Q = G C / 2^128 with C = pi/2 2^127 (c1:c0), so |r| = Q 2^-127: g1 c1
-  // in full plus the high halves of g1 c0 and g0 c1 (the dropped low
-  // halves and g0 c0 are below 3 units of Q).
-  auto constant64 = [&](uint64_t v) {
-    VReg d = u64();
-    e.op("vmov.s32 {}, {}", p.V(d), lo32(v));
-    e.op("vmov.s32 {}, {}", p.H(d), hi32(v));
-    return d;
-  };
-  VReg c = constant64(kPio2Fixed[1]);
-  VReg sum = pairOp("vmulhi.u64", g1, c);
-  p.drop(c);
-  c = constant64(kPio2Fixed[0]);
-  VReg part = pairOp("vmulhi.u64", g0, c);
-  p.drop(g0);
-  p.update(sum, [&](VReg v) { return add64(v, part); });
-  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(carried), p.V(sum), p.H(sum), p.V(part), p.H(part));
-  p.drop(part);
-  VReg qlo = pairOp("vmul.i64", g1, c), qhi = pairOp("vmulhi.u64", g1, c);
-  p.drop({g1, c});
-  p.update(qlo, [&](VReg v) { return add64(v, sum); });
-  e.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p.M(wrapped), p.V(qlo), p.H(qlo), p.V(sum), p.H(sum));
-  p.drop(sum);
-  increment(qhi, carried);
-  increment(qhi, wrapped);
-  p.dropMask(carried);
-  p.dropMask(wrapped);
-  VReg k = s32();
-  // Normalize: qhi >= 2 (|r| > 2^-62). Its top bit from the exponent of
-  // f64(qhi), one too high where the conversion rounded up to a power of 2
-  // (then qhi >> e is 0); z = 63 - e shifts it to bit 63.
-  VReg z = s32(), sh = s32();
-  e.op("vcvt.f64.u64 {}, {}, {}, 1", p.V(z), p.V(qhi), p.H(qhi));
-  e.op("vshr {}, {}, 20", p.V(z), p.V(z));
-  e.op("vsub.s32 {}, {}, 1023", p.V(z), p.V(z));
-  e.op("vshr.i64 {}, {}, {}, {}, {}, 0", p.V(k), p.V(qhi), p.H(qhi), p.V(z), p.V(zero));
-  e.op("vadd.s32 {}, {}, {}", p.V(z), p.V(z), p.V(k));
-  e.op("vxor {}, {}, 63", p.V(z), p.V(z));  // 63 - (e - 1 + t) = 64 - e - t
-  e.op("vadd.s32 {}, {}, 1", p.V(z), p.V(z));
-  e.op("vxor {}, {}, 63", p.V(sh), p.V(z));  // 64 - z
-  e.op("vadd.s32 {}, {}, 1", p.V(sh), p.V(sh));
-  VReg t1 = shift64("vshl.i64", qhi, z);
-  or64(t1, shift64("vshr.i64", qlo, sh));
-  VReg t0 = shift64("vshl.i64", qlo, z);
-  p.drop({qhi, qlo, sh});
-  // rh = the top 53 bits of t1 times 2^(-52-z): biased exponent 1023 - z,
-  // added to the leading 1 of the mantissa's high word.
-  VReg rh = p.valloc(ElementType::F64);
-  e.op("vshr {}, {}, 11", p.V(rh), p.V(t1));
-  e.op("vshl {}, {}, 21", p.V(k), p.H(t1));
-  e.op("vor {}, {}, {}", p.V(rh), p.V(rh), p.V(k));
-  e.op("vshr {}, {}, 11", p.H(rh), p.H(t1));
-  e.op("vsub.s32 {}, {}, {}", p.V(k), p.V(one), p.V(z));  // 1 - z, plus 1021 below
-  e.op("vadd.s32 {}, {}, 1021", p.V(k), p.V(k));
-  e.op("vshl {}, {}, 20", p.V(k), p.V(k));
-  e.op("vadd.s32 {}, {}, {}", p.H(rh), p.H(rh), p.V(k));
-  // rl = the next 53 bits (t1's low 11, t0's top 42) times 2^(-105-z),
-  // converted exactly and scaled in the exponent field (unless 0).
-  VReg l = shiftBy("vshl.i64", t1, 53);
-  p.update(l, [&](VReg v) { return shiftBy("vshr.i64", v, 11); });
-  or64(l, shiftBy("vshr.i64", t0, 22));
-  p.drop({t0, t1});
-  VReg rl = p.valloc(ElementType::F64);
-  for (int w = 0; w < 2; ++w) e.op("vcvt.f64.s64 {}, {}, {}, {}", w ? p.H(rl) : p.V(rl), p.V(l), p.H(l), w);
-  p.drop(l);
-  e.op("vadd.s32 {}, {}, 105", p.V(z), p.V(z));
-  e.op("vshl {}, {}, 20", p.V(z), p.V(z));
-  e.op("vsub.s32 {}, {}, {}", p.V(k), p.H(rl), p.V(z));
-  int nonzero = p.malloc();
-  e.op("vcmp.ne.s32 {}, {}, 0", p.M(nonzero), p.H(rl));
-  e.op("vsel.s32 {}, {}, {}, 0", p.H(rl), p.M(nonzero), p.V(k));
-  p.dropMask(nonzero);
-  p.drop({z, k, one});
-  // The fraction's sign, then x's: x < 0 gives -n and -r.
-  VReg sign = s32();
-  e.op("vsra {}, {}, 31", p.V(sign), p.H(x));
-  e.op("vxor {}, {}, {}", p.V(n), p.V(n), p.V(sign));
-  e.op("vsub.s32 {}, {}, {}", p.V(n), p.V(n), p.V(sign));
-  e.op("vxor {}, {}, {}", p.V(sign), p.V(sign), p.V(neg));
-  e.op("vshl {}, {}, 31", p.V(sign), p.V(sign));
-  e.op("vxor {}, {}, {}", p.H(rh), p.H(rh), p.V(sign));
-  e.op("vxor {}, {}, {}", p.H(rl), p.H(rl), p.V(sign));
-  p.drop({sign, neg, zero});
-  return {n, rh, rl};
+
+  // Q = qhi:qlo (freed) times 2^-127 as rh + rl, truncated.
+  std::pair<VReg, VReg> toDoubleWord(VReg qhi, VReg qlo) {
+    // Normalize: qhi >= 2 (|r| > 2^-62). Its top bit from the exponent of
+    // f64(qhi), one too high where the conversion rounded up to a power of
+    // 2 (then qhi >> e is 0); z = 63 - e shifts it to bit 63.
+    VReg k = s32(), z = s32(), sh = s32();
+    e_.op("vcvt.f64.u64 {}, {}, {}, 1", p_.V(z), p_.V(qhi), p_.H(qhi));
+    e_.op("vshr {}, {}, 20", p_.V(z), p_.V(z));
+    e_.op("vsub.s32 {}, {}, 1023", p_.V(z), p_.V(z));
+    e_.op("vshr.i64 {}, {}, {}, {}, {}, 0", p_.V(k), p_.V(qhi), p_.H(qhi), p_.V(z), p_.V(zero_));
+    e_.op("vadd.s32 {}, {}, {}", p_.V(z), p_.V(z), p_.V(k));
+    e_.op("vxor {}, {}, 63", p_.V(z), p_.V(z));  // 63 - (e - 1 + t) = 64 - e - t
+    e_.op("vadd.s32 {}, {}, 1", p_.V(z), p_.V(z));
+    e_.op("vxor {}, {}, 63", p_.V(sh), p_.V(z));  // 64 - z
+    e_.op("vadd.s32 {}, {}, 1", p_.V(sh), p_.V(sh));
+    VReg t1 = shift64("vshl.i64", qhi, z);
+    or64(t1, shift64("vshr.i64", qlo, sh));
+    VReg t0 = shift64("vshl.i64", qlo, z);
+    p_.drop({qhi, qlo, sh});
+    // rh = the top 53 bits of t1 times 2^(-52-z): biased exponent 1023 - z,
+    // added to the leading 1 of the mantissa's high word.
+    VReg rh = p_.valloc(hlo::ElementType::F64);
+    e_.op("vshr {}, {}, 11", p_.V(rh), p_.V(t1));
+    e_.op("vshl {}, {}, 21", p_.V(k), p_.H(t1));
+    e_.op("vor {}, {}, {}", p_.V(rh), p_.V(rh), p_.V(k));
+    e_.op("vshr {}, {}, 11", p_.H(rh), p_.H(t1));
+    e_.op("vsub.s32 {}, {}, {}", p_.V(k), p_.V(one_), p_.V(z));  // 1 - z, plus 1021 below
+    e_.op("vadd.s32 {}, {}, 1021", p_.V(k), p_.V(k));
+    e_.op("vshl {}, {}, 20", p_.V(k), p_.V(k));
+    e_.op("vadd.s32 {}, {}, {}", p_.H(rh), p_.H(rh), p_.V(k));
+    // rl = the next 53 bits (t1's low 11, t0's top 42) times 2^(-105-z),
+    // converted exactly and scaled in the exponent field (unless 0).
+    VReg l = shiftBy("vshl.i64", t1, 53);
+    p_.update(l, [&](VReg v) { return shiftBy("vshr.i64", v, 11); });
+    or64(l, shiftBy("vshr.i64", t0, 22));
+    p_.drop({t0, t1});
+    VReg rl = p_.valloc(hlo::ElementType::F64);
+    for (int w = 0; w < 2; ++w)
+      e_.op("vcvt.f64.s64 {}, {}, {}, {}", w ? p_.H(rl) : p_.V(rl), p_.V(l), p_.H(l), w);
+    p_.drop(l);
+    e_.op("vadd.s32 {}, {}, 105", p_.V(z), p_.V(z));
+    e_.op("vshl {}, {}, 20", p_.V(z), p_.V(z));
+    e_.op("vsub.s32 {}, {}, {}", p_.V(k), p_.H(rl), p_.V(z));
+    int nonzero = p_.malloc();
+    e_.op("vcmp.ne.s32 {}, {}, 0", p_.M(nonzero), p_.H(rl));
+    e_.op("vsel.s32 {}, {}, {}, 0", p_.H(rl), p_.M(nonzero), p_.V(k));
+    p_.dropMask(nonzero);
+    p_.drop({z, k});
+    return {rh, rl};
+  }
+
+  PairMath& p_;
+  Emitter& e_;
+  VReg zero_, one_;
+};
+
+TrigReduction reducePayneHanek(PairMath& p, VReg x) {
+  PayneHanek ph(p);
+  return ph.reduce(x);
 }
 
 // sin, cos or tan. x = n pi/2 + r by Cody and Waite's reduction with pi/2
