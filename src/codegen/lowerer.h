@@ -546,6 +546,12 @@ class Lowerer : private LoweringContext {
   friend class ScatterEmitter;    // gather_scatter.cpp
   friend class FftPassEmitter;    // fft.cpp
   friend class AttentionEmitter;  // attention.cpp
+  // (issue 14 point 2: the long row, reduction and vector-matmul kernels.)
+  friend class SegmentReduceEmitter;  // reduce.cpp
+  friend class ColumnReduceEmitter;   // column_reduce.cpp
+  friend class RowFusionEmitter;      // rows.cpp
+  friend class StreamedRowEmitter;    // rows_long.cpp
+  friend class VectorMatmulEmitter;   // wide.cpp
 
   // ---- planning ----
   bool plan(const Computation& c, int region);
