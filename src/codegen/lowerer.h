@@ -552,6 +552,7 @@ class Lowerer : private LoweringContext {
   friend class RowFusionEmitter;      // rows.cpp
   friend class StreamedRowEmitter;    // rows_long.cpp
   friend class VectorMatmulEmitter;   // wide.cpp
+  friend class RowValueEvaluator;     // kernels/row_values.h
 
   // ---- planning ----
   bool plan(const Computation& c, int region);
