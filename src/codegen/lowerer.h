@@ -246,6 +246,37 @@ struct EwOutput {
   std::vector<int64_t> viewDims = {}, viewStrides = {};
 };
 
+// A loop fusion (kernels/elementwise.cpp), as the planner decides it once:
+// every fused instruction keeps the stream's row-major element order but
+// chains of views of a parameter, each streamed as one strided view of it.
+// Emission maps the parameters to their buffers and streams these inputs.
+struct LoopFusion {
+  const Computation* comp = nullptr;
+  std::vector<int64_t> dims;  // the stream's shape: the result's, or a root concatenate's operands'
+  int64_t n = 0;              // elements per stream
+  // A root concatenate of operands of one shape: the kernel computes the
+  // operands and writes each into its place (its views; buf set when lowering).
+  bool concatRoot = false;
+  std::vector<EwOutput> concatViews;
+  // Parameters the elementwise code reads directly, in parameter order:
+  // scalars, whole streams, and repeats of `period` elements.
+  struct Direct {
+    int64_t param = 0;
+    bool scalar = false;
+    int64_t period = 0;
+  };
+  std::vector<Direct> direct;
+  // Chains of views streamed as strided views of parameter `param`, in
+  // instruction order (input.buf set when lowering).
+  struct View {
+    const Instruction* value = nullptr;
+    int64_t param = 0;
+    EwInput input;
+  };
+  std::vector<View> views;
+  std::vector<const Instruction*> intermediates;  // views in the middle of chains: never read
+};
+
 // An output fusion lowered as one matmul (kernels/matmul_epilogue.cpp): the fused
 // computation's one MXU dot (or im2col convolution), and the elementwise
 // instructions after it, applied to each C tile in VMEM before the tile is
@@ -547,6 +578,13 @@ class Lowerer : private LoweringContext {
   friend class ScatterEmitter;    // gather_scatter.cpp
   friend class FftPassEmitter;    // fft.cpp
   friend class AttentionEmitter;  // attention.cpp
+  // (issue 14 point 2: the long row, reduction and vector-matmul kernels.)
+  friend class SegmentReduceEmitter;  // reduce.cpp
+  friend class ColumnReduceEmitter;   // column_reduce.cpp
+  friend class RowFusionEmitter;      // rows.cpp
+  friend class StreamedRowEmitter;    // rows_long.cpp
+  friend class VectorMatmulEmitter;   // wide.cpp
+  friend class RowValueEvaluator;     // kernels/row_values.h
 
   // ---- planning ----
   bool plan(const Computation& c, int region);
@@ -561,7 +599,10 @@ class Lowerer : private LoweringContext {
   }
   int newBuf(BufKind kind, const Shape& s);
   void defineNew(const Instruction& in);
-  bool isFlatFusion(const Instruction& in) const;
+  // Loop fusions: whether `in` is one, and its plan into `out` (when not null).
+  bool loopFusion(const Instruction& in, LoopFusion* out) const;
+  void planLoopFusion(const Instruction& in, const Shape& streamShape, bool concatRoot,
+                      std::vector<EwOutput> concatViews, LoopFusion& f) const;
   int64_t streamPeriod(const Instruction& param, int64_t n) const;
   bool streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const;
   const Instruction* composeView(const Instruction& i, std::vector<int64_t>& strides, int64_t& offset,
@@ -952,7 +993,7 @@ class Lowerer : private LoweringContext {
 
   // Instruction lowerings.
   bool lowerElementwiseInstr(const Instruction& in);
-  bool lowerFlatFusion(const Instruction& in);
+  bool lowerLoopFusion(const Instruction& in, const LoopFusion& f);
   bool lowerBroadcast(const Instruction& in);
   bool lowerTranspose(const Instruction& in);
   bool lowerSlice(const Instruction& in);

@@ -8,6 +8,7 @@
 // elementwise op is which instruction or expansion is the op table's
 // (op_table.cpp); the pair expansions it names are here. Complex values are
 // kernels/complex.cpp's; dots of both share the vector-unit matmul here.
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -397,35 +398,73 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
 // summed over k in order from zero on the vector unit: the interpreter's
 // order, so integer, f64 and complex results are exact. Each lhs element is
 // read into scalar registers and multiplies a VMEM block of rhs columns.
-bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
-                             int64_t aBatches, int w, int dst, ElementType ot, int valid) {
-  const int64_t es = typeInfo(ot).bytes;  // 4, 8, or 16 for c128
-  const bool masked = valid >= 0 && typeInfo(ot).isComplex;
+//
+// The kernel's phases and the state they share: the plan (K tiles of kt
+// rows, column blocks of nb), and the loops' registers. A friend of
+// Lowerer: the phases use the lowering state as the kernel's member
+// functions do.
+class VectorMatmulEmitter : KernelPhases {
+ public:
+  VectorMatmulEmitter(Lowerer& l, const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
+                      int64_t aBatches, int w, int dst, ElementType ot, int valid)
+      : KernelPhases(l, in), b(b), m(m), k(k), n(n), a(a), aBatches(aBatches), w(w), dst(dst), ot(ot), valid(valid),
+        es(typeInfo(ot).bytes), masked(valid >= 0 && typeInfo(ot).isComplex), isComplex(typeInfo(ot).isComplex),
+        isF64(ot == ElementType::F64) {}
+  bool plan();
+  bool run();
+
+ private:
   // VMEM: the rhs block [rows of K, cols] (+ slack for the last vreg's
   // overrun), then the accumulator row, then (masked) the validity block
   // [rows of K, cols].
-  const uint64_t slack = 8192;  // the rest of the last vreg reads the accumulator
-  auto rhsBytes = [&](int64_t rows, int64_t cols) {
-    return alignUp(static_cast<uint64_t>(rows * cols * es) + slack, 8192);
-  };
-  auto accBytes = [&](int64_t cols) { return alignUp(static_cast<uint64_t>(cols) * es, 8192); };
+  static constexpr uint64_t kSlack = 8192;  // the rest of the last vreg reads the accumulator
+  uint64_t rhsBytes(int64_t rows, int64_t cols) const {
+    return alignUp(static_cast<uint64_t>(rows * cols * es) + kSlack, 8192);
+  }
+  uint64_t accBytes(int64_t cols) const { return alignUp(static_cast<uint64_t>(cols) * es, 8192); }
   // The accumulator row is stored a whole vreg at a time: the validity
   // block starts past the last one.
-  auto accStores = [&](int64_t cols) {
+  uint64_t accStores(int64_t cols) const {
     return alignUp(static_cast<uint64_t>((cols + kVregElems - 1) / kVregElems * kVregElems) * es, 8192);
-  };
-  auto vmemFor = [&](int64_t rows, int64_t cols) {
+  }
+  uint64_t vmemFor(int64_t rows, int64_t cols) const {
     return rhsBytes(rows, cols) +
-           (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(rows * cols) * 4 + 8192, 8192)
-                   : accBytes(cols));
-  };
-  // K tiles of kt rows: the whole K when its rhs block fits VMEM with at
-  // least min(n, 128) columns and the lhs row fits SMEM. Otherwise tiles of
-  // K in order, each adding into the result row it left in HBM, so every
-  // output is still summed over k in order from zero.
-  const uint64_t budget = vmemBudget();
-  int64_t kt = std::min<int64_t>(k, static_cast<int64_t>(target_.memory.smemBytes) / es);
-  int64_t nb = n;
+           (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(rows * cols) * 4 + 8192, 8192) : accBytes(cols));
+  }
+  void allocate();
+  void loadRhsBlock(const std::string& dW, int64_t cols, int64_t rows, uint64_t vW, uint64_t vValid);
+  void loadLhsRow(const std::string& dA);
+  void resultRow();
+  void macVreg();
+  void tile(int64_t cols, int64_t rows, bool zeroInit);
+  void blocks(int64_t cols, int64_t count, int64_t first);
+
+  const int64_t b, m, k, n;
+  const int a;
+  const int64_t aBatches;
+  const int w, dst;
+  const ElementType ot;
+  const int valid;
+  const int64_t es;  // 4, 8, or 16 for c128
+  const bool masked, isComplex, isF64;
+  int64_t kt = 0, nb = 0;
+  bool tiled = false;
+  int rK0 = -1;  // the tile's first k, in bytes of one element
+  int rB = -1, rJ = -1, rCol = -1, rI = -1, rK = -1, rT = -1, rX = -1, rWo = -1, rWj = -1, rAo = -1, rCnt = -1, rS = -1,
+      rSh = -1;
+  std::vector<int> rWords;  // the lhs element's words (s32: one; c128: four)
+  int rVo = -1, rVj = -1;   // validity row and column block
+  VReg zero;
+};
+
+// K tiles of kt rows: the whole K when its rhs block fits VMEM with at
+// least min(n, 128) columns and the lhs row fits SMEM. Otherwise tiles of
+// K in order, each adding into the result row it left in HBM, so every
+// output is still summed over k in order from zero.
+bool VectorMatmulEmitter::plan() {
+  const uint64_t budget = l_.vmemBudget();
+  kt = std::min<int64_t>(k, static_cast<int64_t>(target_.memory.smemBytes) / es);
+  nb = n;
   if (vmemFor(kt, nb) > budget) {
     nb = static_cast<int64_t>((budget - std::min<uint64_t>(budget, 32768)) /
                               static_cast<uint64_t>(kt * es + es + (masked ? kt * 4 : 0)));
@@ -433,204 +472,244 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
   }
   if (nb < std::min<int64_t>(n, 128) || vmemFor(kt, nb) > budget) {
     nb = std::min<int64_t>(n, kVregElems);
-    const uint64_t fixed = (masked ? accStores(nb) + 8192 : accBytes(nb)) + slack + 8192;
+    const uint64_t fixed = (masked ? accStores(nb) + 8192 : accBytes(nb)) + kSlack + 8192;
     const uint64_t perRow = static_cast<uint64_t>(nb * (es + (masked ? 4 : 0)));
     kt = std::min<int64_t>(kt, budget > fixed ? static_cast<int64_t>((budget - fixed) / perRow) : 0);
     while (kt > 0 && vmemFor(kt, nb) > budget) --kt;
   }
   if (kt < 1 || nb < 1)
-    return fail(in,
-                fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit even one row of K "
-                            "at a time",
-                            hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
-  const bool tiled = kt < k;
-  bool isF64 = ot == ElementType::F64;
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  int rK0 = tiled ? sreg() : -1;  // the tile's first k, in bytes of one element
-  int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
-      rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
-  const bool isComplex = typeInfo(ot).isComplex;
-  // The lhs element's words (s32: one; c128: four).
-  std::vector<int> rWords = {rS};
+    return l_.fail(in,
+                   fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit even one row of K "
+                               "at a time",
+                               hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
+  tiled = kt < k;
+  return true;
+}
+
+void VectorMatmulEmitter::allocate() {
+  if (tiled) rK0 = sreg();
+  rB = sreg();
+  rJ = sreg();
+  rCol = sreg();
+  rI = sreg();
+  rK = sreg();
+  rT = sreg();
+  rX = sreg();
+  rWo = sreg();
+  rWj = sreg();
+  rAo = sreg();
+  rCnt = sreg();
+  rS = sreg();
+  rSh = sreg();
+  rWords = {rS};
   if (es >= 8) rWords.push_back(rSh);
   if (ot == ElementType::C128) rWords.insert(rWords.end(), {sreg(), sreg()});
-  int rVo = masked ? sreg() : -1, rVj = masked ? sreg() : -1;  // validity row and column block
-  VReg zero = vconst(ot, 0);
-  // Rows of K [k0, k0 + rows) of one column block (k0 in rK0 when tiled);
-  // `zeroInit`: the first tile starts each output from zero, later ones
-  // from the partial sums the previous tile stored.
-  auto tile = [&](int64_t cols, int64_t rows, bool zeroInit) {
-    uint64_t vW = 0, vAcc = rhsBytes(rows, cols), vValid = vAcc + accStores(cols);
-    std::string dA = e_.desc(static_cast<uint64_t>(rows * es), {});
-    std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{rows, n * es, cols * es}});
-    std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
-    int64_t nv = (cols + kVregElems - 1) / kVregElems;
-    std::string lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"), lK = e_.newLabel("wk"),
-                lJ = e_.newLabel("wj");
-    e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * es);
+  if (masked) {
+    rVo = sreg();
+    rVj = sreg();
+  }
+  zero = l_.vconst(ot, 0);
+}
+
+// The rhs block of the tile (rows of K from rK0, columns from rCol) at VMEM
+// vW, and (masked) the same validity columns, for every batch, at vValid.
+void VectorMatmulEmitter::loadRhsBlock(const std::string& dW, int64_t cols, int64_t rows, uint64_t vW,
+                                       uint64_t vValid) {
+  e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * es);
+  if (tiled) {
+    e_.op("smul {}, {}, {}", S(rX), S(rK0), n);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rX));
+  }
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
+  e_.op("smov {}, {}", S(rX), vW);
+  e_.op("{} {}, [{}], {}, sem1", l_.dmaOp("h2v", w), dW, S(rX), l_.memRef(w, S(rT)));
+  if (masked) {
+    std::string dV = e_.desc(static_cast<uint64_t>(cols * 4), {{rows, n * 4, cols * 4}});
+    e_.op("sdiv {}, {}, {}", S(rT), S(rCol), es);
     if (tiled) {
-      e_.op("smul {}, {}, {}", S(rX), S(rK0), n);
+      e_.op("sdiv {}, {}, {}", S(rX), S(rK0), es);
+      e_.op("smul {}, {}, {}", S(rX), S(rX), n);
       e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rX));
     }
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
-    e_.op("smov {}, {}", S(rX), vW);
-    e_.op("{} {}, [{}], {}, sem1", dmaOp("h2v", w), dW, S(rX), memRef(w, S(rT)));
-    if (masked) {  // the same validity columns for every batch
-      std::string dV = e_.desc(static_cast<uint64_t>(cols * 4), {{rows, n * 4, cols * 4}});
-      e_.op("sdiv {}, {}, {}", S(rT), S(rCol), es);
-      if (tiled) {
-        e_.op("sdiv {}, {}, {}", S(rX), S(rK0), es);
-        e_.op("smul {}, {}, {}", S(rX), S(rX), n);
-        e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rX));
-      }
-      e_.op("smul {}, {}, 4", S(rT), S(rT));
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(valid));
-      e_.op("smov {}, {}", S(rX), vValid);
-      e_.op("{} {}, [{}], {}, sem1", dmaOp("h2v", valid), dV, S(rX), memRef(valid, S(rT)));
-      e_.op("sem.wait sem1");
-    }
+    e_.op("smul {}, {}, 4", S(rT), S(rT));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(valid));
+    e_.op("smov {}, {}", S(rX), vValid);
+    e_.op("{} {}, [{}], {}, sem1", l_.dmaOp("h2v", valid), dV, S(rX), l_.memRef(valid, S(rT)));
     e_.op("sem.wait sem1");
-    e_.op("smov {}, 0", S(rI));
-    e_.label(lI);
-    if (aBatches == b) {
-      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
-    } else {
-      e_.op("srem {}, {}, {}", S(rT), S(rB), aBatches);
-      e_.op("smul {}, {}, {}", S(rT), S(rT), m);
+  }
+  e_.op("sem.wait sem1");
+}
+
+// Lhs row rI's elements of the tile into SMEM at 0 (on sem0).
+void VectorMatmulEmitter::loadLhsRow(const std::string& dA) {
+  if (aBatches == b) {
+    e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+  } else {
+    e_.op("srem {}, {}, {}", S(rT), S(rB), aBatches);
+    e_.op("smul {}, {}, {}", S(rT), S(rT), m);
+  }
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+  e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
+  if (tiled) e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rK0));
+  e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
+  e_.op("{} {}, [0], {}, sem0", l_.dmaOp("h2s", a), dA, l_.memRef(a, S(rX)));
+}
+
+// rT: the HBM offset of output row i's column block.
+void VectorMatmulEmitter::resultRow() {
+  e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+  e_.op("smul {}, {}, {}", S(rT), S(rT), n * es);
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+}
+
+// One vreg of the accumulator row (at rAo) += the lhs element (rWords) x
+// the rhs vreg at rWj.
+void VectorMatmulEmitter::macVreg() {
+  if (es == 4) {
+    VReg x = l_.vload(ot, S(rWj));
+    e_.op("vmul.s32 {}, {}, {}", V(x), V(x), S(rS));
+    VReg acc = l_.vload(ot, S(rAo));
+    e_.op("vadd.s32 {}, {}, {}", V(acc), V(acc), V(x));
+    l_.vstore(acc, ot, S(rAo));
+    vfree(x);
+    vfree(acc);
+  } else if (isComplex) {
+    // o += a * x as std::complex does: the complex row product, then part-wise adds.
+    VReg x = l_.vload(ot, S(rWj));
+    VReg sa = valloc(ot);
+    std::vector<int> regs = {sa.r, sa.hi};
+    if (ot == ElementType::C128) regs.insert(regs.end(), {sa.im, sa.imh});
+    for (size_t word = 0; word < regs.size(); ++word)
+      e_.op("vmov.s32 {}, {}", vregs_.name(regs[word]), S(rWords[word]));
+    VReg p = l_.complexMultiply(sa, x);
+    VReg acc = l_.vload(ot, S(rAo));
+    VReg sum = l_.complexAdd(acc, p);
+    if (masked) {  // o keeps its value where the product is padding
+      VReg v = l_.vload(ElementType::S32, S(rVj));
+      int keep = malloc_();
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(keep), V(v));
+      std::vector<std::pair<int, int>> parts = {{sum.r, acc.r}, {sum.hi, acc.hi}};
+      if (ot == ElementType::C128) parts.insert(parts.end(), {{sum.im, acc.im}, {sum.imh, acc.imh}});
+      for (auto [d, o] : parts)
+        e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(d), M(keep), vregs_.name(d), vregs_.name(o));
+      masks_.put(keep);
+      vfree(v);
+      e_.op("sadd {}, {}, {}", S(rVj), S(rVj), kVregElems * 4);
     }
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
-    e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
-    if (tiled) e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rK0));
-    e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
-    e_.op("{} {}, [0], {}, sem0", dmaOp("h2s", a), dA, memRef(a, S(rX)));
-    auto resultRow = [&] {  // rT: the HBM offset of output row i's column block
-      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
-      e_.op("smul {}, {}, {}", S(rT), S(rT), n * es);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
-    };
-    if (zeroInit) {
-      e_.op("smov {}, {}", S(rAo), vAcc);
-      e_.op("smov {}, {}", S(rCnt), nv);
-      e_.label(lZ);
-      vstore(zero, ot, S(rAo));
-      e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
-      e_.op("loop {}, {}", S(rCnt), lZ);
+    l_.vstore(sum, ot, S(rAo));
+    for (VReg r : {x, sa, p, acc, sum}) vfree(r);
+  } else {
+    VReg x = l_.vload(ot, S(rWj));
+    VReg sa = valloc(ot);
+    e_.op("vmov.s32 {}, {}", V(sa), S(rS));
+    e_.op("vmov.s32 {}, {}", H(sa), S(rSh));
+    VReg p = valloc(ot);
+    for (int word = 0; word < 2; ++word)
+      e_.op("{} {}, {}, {}, {}, {}, {}", isF64 ? "vmul.f64" : "vmul.i64", word ? H(p) : V(p), V(sa), H(sa), V(x),
+            H(x), word);
+    VReg acc = l_.vload(ot, S(rAo));
+    VReg sum = valloc(ot);
+    if (isF64) {
+      for (int word = 0; word < 2; ++word)
+        e_.op("vadd.f64 {}, {}, {}, {}, {}, {}", word ? H(sum) : V(sum), V(acc), H(acc), V(p), H(p), word);
     } else {
-      resultRow();
-      e_.op("smov {}, {}", S(rX), vAcc);
-      e_.op("{} {}, [{}], {}, sem2", dmaOp("h2v", dst), dC, S(rX), memRef(dst, S(rT)));
-      e_.op("sem.wait sem2");
+      vfree(sum);
+      sum = l_.pairAddSub(true, acc, p, ot);
     }
-    e_.op("sem.wait sem0");
-    e_.op("smov {}, 0", S(rK));
-    e_.op("smov {}, {}", S(rWo), vW);
-    if (masked) e_.op("smov {}, {}", S(rVo), vValid);
-    e_.label(lK);
-    e_.op("sld {}, [{}]", S(rS), S(rK));
-    for (size_t word = 1; word < rWords.size(); ++word)
-      e_.op("sld {}, [{} + {}]", S(rWords[word]), S(rK), 4 * word);
-    e_.op("smov {}, {}", S(rWj), S(rWo));
-    if (masked) e_.op("smov {}, {}", S(rVj), S(rVo));
+    l_.vstore(sum, ot, S(rAo));
+    for (VReg r : {x, sa, p, acc, sum}) vfree(r);
+  }
+}
+
+// Rows of K [k0, k0 + rows) of one column block (k0 in rK0 when tiled);
+// `zeroInit`: the first tile starts each output from zero, later ones
+// from the partial sums the previous tile stored.
+void VectorMatmulEmitter::tile(int64_t cols, int64_t rows, bool zeroInit) {
+  uint64_t vW = 0, vAcc = rhsBytes(rows, cols), vValid = vAcc + accStores(cols);
+  // (Descriptors are numbered in the order they are first made.)
+  std::string dA = e_.desc(static_cast<uint64_t>(rows * es), {});
+  std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{rows, n * es, cols * es}});
+  std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
+  int64_t nv = (cols + kVregElems - 1) / kVregElems;
+  std::string lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"), lK = e_.newLabel("wk"), lJ = e_.newLabel("wj");
+  loadRhsBlock(dW, cols, rows, vW, vValid);
+  e_.op("smov {}, 0", S(rI));
+  e_.label(lI);
+  loadLhsRow(dA);
+  if (zeroInit) {
     e_.op("smov {}, {}", S(rAo), vAcc);
     e_.op("smov {}, {}", S(rCnt), nv);
-    e_.label(lJ);
-    if (es == 4) {
-      VReg x = vload(ot, S(rWj));
-      e_.op("vmul.s32 {}, {}, {}", V(x), V(x), S(rS));
-      VReg acc = vload(ot, S(rAo));
-      e_.op("vadd.s32 {}, {}, {}", V(acc), V(acc), V(x));
-      vstore(acc, ot, S(rAo));
-      vfree(x);
-      vfree(acc);
-    } else if (isComplex) {
-      // o += a * x as std::complex does: the complex row product, then part-wise adds.
-      VReg x = vload(ot, S(rWj));
-      VReg sa = valloc(ot);
-      std::vector<int> regs = {sa.r, sa.hi};
-      if (ot == ElementType::C128) regs.insert(regs.end(), {sa.im, sa.imh});
-      for (size_t word = 0; word < regs.size(); ++word)
-        e_.op("vmov.s32 {}, {}", vregs_.name(regs[word]), S(rWords[word]));
-      VReg p = complexMultiply(sa, x);
-      VReg acc = vload(ot, S(rAo));
-      VReg sum = complexAdd(acc, p);
-      if (masked) {  // o keeps its value where the product is padding
-        VReg v = vload(ElementType::S32, S(rVj));
-        int keep = malloc_();
-        e_.op("vcmp.ne.s32 {}, {}, 0", M(keep), V(v));
-        std::vector<std::pair<int, int>> parts = {{sum.r, acc.r}, {sum.hi, acc.hi}};
-        if (ot == ElementType::C128) parts.insert(parts.end(), {{sum.im, acc.im}, {sum.imh, acc.imh}});
-        for (auto [d, o] : parts)
-          e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(d), M(keep), vregs_.name(d), vregs_.name(o));
-        masks_.put(keep);
-        vfree(v);
-        e_.op("sadd {}, {}, {}", S(rVj), S(rVj), kVregElems * 4);
-      }
-      vstore(sum, ot, S(rAo));
-      for (VReg r : {x, sa, p, acc, sum}) vfree(r);
-    } else {
-      VReg x = vload(ot, S(rWj));
-      VReg sa = valloc(ot);
-      e_.op("vmov.s32 {}, {}", V(sa), S(rS));
-      e_.op("vmov.s32 {}, {}", H(sa), S(rSh));
-      VReg p = valloc(ot);
-      for (int word = 0; word < 2; ++word)
-        e_.op("{} {}, {}, {}, {}, {}, {}", isF64 ? "vmul.f64" : "vmul.i64", word ? H(p) : V(p), V(sa), H(sa),
-              V(x), H(x), word);
-      VReg acc = vload(ot, S(rAo));
-      VReg sum = valloc(ot);
-      if (isF64) {
-        for (int word = 0; word < 2; ++word)
-          e_.op("vadd.f64 {}, {}, {}, {}, {}, {}", word ? H(sum) : V(sum), V(acc), H(acc), V(p), H(p), word);
-      } else {
-        vfree(sum);
-        sum = pairAddSub(true, acc, p, ot);
-      }
-      vstore(sum, ot, S(rAo));
-      for (VReg r : {x, sa, p, acc, sum}) vfree(r);
-    }
-    e_.op("sadd {}, {}, {}", S(rWj), S(rWj), kVregElems * es);
+    e_.label(lZ);
+    l_.vstore(zero, ot, S(rAo));
     e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
-    e_.op("loop {}, {}", S(rCnt), lJ);
-    e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * es);
-    if (masked) e_.op("sadd {}, {}, {}", S(rVo), S(rVo), cols * 4);
-    e_.op("sadd {}, {}, {}", S(rK), S(rK), es);
-    e_.op("br.lt {}, {}, {}", S(rK), rows * es, lK);
+    e_.op("loop {}, {}", S(rCnt), lZ);
+  } else {
     resultRow();
     e_.op("smov {}, {}", S(rX), vAcc);
-    e_.op("{} {}, {}, [{}], sem2", dmaOp("v2h", dst), dC, memRef(dst, S(rT)), S(rX));
+    e_.op("{} {}, [{}], {}, sem2", l_.dmaOp("h2v", dst), dC, S(rX), l_.memRef(dst, S(rT)));
     e_.op("sem.wait sem2");
-    e_.op("sadd {}, {}, 1", S(rI), S(rI));
-    e_.op("br.lt {}, {}, {}", S(rI), m, lI);
-  };
-  auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
-    std::string lJb = e_.newLabel("wcol");
-    e_.op("smov {}, 0", S(rJ));
-    e_.op("smov {}, {}", S(rCol), first * es);
-    e_.label(lJb);
-    if (!tiled) {
-      tile(cols, k, true);
-    } else {
-      // The first tile, the other whole tiles as a loop, then the rest of K.
-      const int64_t full = k / kt, rest = k % kt;
-      e_.op("smov {}, 0", S(rK0));
-      tile(cols, kt, true);
+  }
+  e_.op("sem.wait sem0");
+  e_.op("smov {}, 0", S(rK));
+  e_.op("smov {}, {}", S(rWo), vW);
+  if (masked) e_.op("smov {}, {}", S(rVo), vValid);
+  e_.label(lK);
+  e_.op("sld {}, [{}]", S(rS), S(rK));
+  for (size_t word = 1; word < rWords.size(); ++word) e_.op("sld {}, [{} + {}]", S(rWords[word]), S(rK), 4 * word);
+  e_.op("smov {}, {}", S(rWj), S(rWo));
+  if (masked) e_.op("smov {}, {}", S(rVj), S(rVo));
+  e_.op("smov {}, {}", S(rAo), vAcc);
+  e_.op("smov {}, {}", S(rCnt), nv);
+  e_.label(lJ);
+  macVreg();
+  e_.op("sadd {}, {}, {}", S(rWj), S(rWj), kVregElems * es);
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
+  e_.op("loop {}, {}", S(rCnt), lJ);
+  e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * es);
+  if (masked) e_.op("sadd {}, {}, {}", S(rVo), S(rVo), cols * 4);
+  e_.op("sadd {}, {}, {}", S(rK), S(rK), es);
+  e_.op("br.lt {}, {}, {}", S(rK), rows * es, lK);
+  resultRow();
+  e_.op("smov {}, {}", S(rX), vAcc);
+  e_.op("{} {}, {}, [{}], sem2", l_.dmaOp("v2h", dst), dC, l_.memRef(dst, S(rT)), S(rX));
+  e_.op("sem.wait sem2");
+  e_.op("sadd {}, {}, 1", S(rI), S(rI));
+  e_.op("br.lt {}, {}, {}", S(rI), m, lI);
+}
+
+// `count` column blocks of `cols` from column `first`, each over all of K.
+void VectorMatmulEmitter::blocks(int64_t cols, int64_t count, int64_t first) {
+  std::string lJb = e_.newLabel("wcol");
+  e_.op("smov {}, 0", S(rJ));
+  e_.op("smov {}, {}", S(rCol), first * es);
+  e_.label(lJb);
+  if (!tiled) {
+    tile(cols, k, true);
+  } else {
+    // The first tile, the other whole tiles as a loop, then the rest of K.
+    const int64_t full = k / kt, rest = k % kt;
+    e_.op("smov {}, 0", S(rK0));
+    tile(cols, kt, true);
+    e_.op("sadd {}, {}, {}", S(rK0), S(rK0), kt * es);
+    if (full > 1) {
+      std::string lT = e_.newLabel("wktile");
+      e_.label(lT);
+      tile(cols, kt, false);
       e_.op("sadd {}, {}, {}", S(rK0), S(rK0), kt * es);
-      if (full > 1) {
-        std::string lT = e_.newLabel("wktile");
-        e_.label(lT);
-        tile(cols, kt, false);
-        e_.op("sadd {}, {}, {}", S(rK0), S(rK0), kt * es);
-        e_.op("br.lt {}, {}, {}", S(rK0), full * kt * es, lT);
-      }
-      if (rest > 0) tile(cols, rest, false);
+      e_.op("br.lt {}, {}, {}", S(rK0), full * kt * es, lT);
     }
-    e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * es);
-    e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
-    e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);
-  };
+    if (rest > 0) tile(cols, rest, false);
+  }
+  e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * es);
+  e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
+  e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);
+}
+
+bool VectorMatmulEmitter::run() {
+  allocate();
   std::string lB = e_.newLabel("wb");
   e_.op("smov {}, 0", S(rB));
   e_.label(lB);
@@ -640,6 +719,14 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
   e_.op("br.lt {}, {}, {}", S(rB), b, lB);
   vfree(zero);
   return !failed_;
+}
+
+bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
+                                   int64_t aBatches, int w, int dst, ElementType ot, int valid) {
+  VectorMatmulEmitter kernel(*this, in, b, m, k, n, a, aBatches, w, dst, ot, valid);
+  if (!kernel.plan()) return false;
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  return kernel.run();
 }
 
 // Convolutions of s64, u64, f64, c64, c128 (and integers, in s32) as the
