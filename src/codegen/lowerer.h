@@ -374,6 +374,14 @@ struct AttentionFusion {
   const Instruction *maxReduce = nullptr, *sumReduce = nullptr, *shift = nullptr, *exponential = nullptr;
 };
 
+// emitMatmul's operands: batched [m, k] x [k, n] products, A in aBuf, W in
+// wBuf, the f32 (s32) C in cBuf (-1 with an epilogue).
+struct MatmulOperands {
+  int64_t b = 1, m = 0, k = 0, n = 0;
+  int aBuf = -1, wBuf = -1, cBuf = -1;
+  ElementType aType = ElementType::F32, wType = ElementType::F32;
+};
+
 // Where emitMatmul stands when a C tile is complete (its step's batch,
 // M-tile and N-tile indices in sregs), for the epilogue.
 struct MatmulTileSite {
@@ -546,6 +554,7 @@ class Lowerer : private LoweringContext {
   friend class ScatterEmitter;    // gather_scatter.cpp
   friend class FftPassEmitter;    // fft.cpp
   friend class AttentionEmitter;  // attention.cpp
+  friend class MatmulEmitter;     // kernels/matmul.cpp
 
   // ---- planning ----
   bool plan(const Computation& c, int region);
