@@ -4,10 +4,148 @@
 // and convolutions take the same kernel.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
+#include <optional>
+
 #include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
+
+// ============================================================== operands read in place
+
+namespace {
+
+// One tile of T elements along a group of a MatmulView, as DMA dims: the
+// digits inside the tile (whole minor ones, then a part of the outermost),
+// each with its source stride and its VMEM stride dst(inner, count) (inner:
+// the tile elements below the digit); `step`: the source bytes from one tile
+// to the next.
+struct GroupBox {
+  std::vector<Emitter::Dim> dims;
+  int64_t step = 0;
+};
+using DstStride = std::function<std::optional<int64_t>(int64_t inner, int64_t count)>;
+
+std::optional<GroupBox> groupBox(const std::vector<MatmulView::Digit>& ds, int64_t T, const DstStride& dst) {
+  GroupBox box;
+  int64_t inner = 1;
+  int64_t i = static_cast<int64_t>(ds.size()) - 1;
+  for (; i >= 0; --i) {
+    const MatmulView::Digit& d = ds[static_cast<size_t>(i)];
+    if (T % (inner * d.count) != 0) break;
+    auto to = dst(inner, d.count);
+    if (!to) return std::nullopt;
+    box.dims.push_back({d.count, d.stride, *to});
+    inner *= d.count;
+  }
+  if (inner == T) {
+    if (i > 0) return std::nullopt;
+    box.step = i == 0 ? ds[0].stride : 0;
+    return box;
+  }
+  if (i != 0 || T % inner != 0 || ds[0].count % (T / inner) != 0) return std::nullopt;
+  const int64_t part = T / inner;
+  auto to = dst(inner, part);
+  if (!to) return std::nullopt;
+  box.dims.push_back({part, ds[0].stride, *to});
+  box.step = part * ds[0].stride;
+  return box;
+}
+
+// VMEM strides of a [T1, T2] tile of e-byte elements: row-major, or as
+// 8 x 128 tiles (row blocks of T2 / 128 tiles).
+DstStride rowStrides(bool tileMajor, int64_t T2, int e) {
+  return [=](int64_t inner, int64_t count) -> std::optional<int64_t> {
+    if (!tileMajor) return inner * T2 * e;
+    if (inner * count <= 8) return inner * 128 * e;
+    if (inner % 8 != 0) return std::nullopt;
+    return inner / 8 * (T2 / 128) * 8 * 128 * e;
+  };
+}
+DstStride colStrides(bool tileMajor, int e) {
+  return [=](int64_t inner, int64_t count) -> std::optional<int64_t> {
+    if (!tileMajor || inner * count <= 128) return inner * e;
+    if (inner % 128 != 0) return std::nullopt;
+    return inner / 128 * 8 * 128 * e;
+  };
+}
+
+// The DMA of one [T1, T2] tile of a view: the descriptor's chunk and dims
+// (the contiguous runs merged into the chunk, the rest outermost first) and
+// the source steps from one batch, row tile and column tile to the next.
+struct ViewDma {
+  uint64_t chunk = 0;
+  std::vector<Emitter::Dim> dims;
+  int64_t step[3] = {0, 0, 0};
+};
+
+std::optional<ViewDma> viewDma(const MatmulView& v, int64_t T1, int64_t T2, int e, bool tileMajor) {
+  auto b = groupBox(v.groups[0], 1, colStrides(false, e));
+  auto r = groupBox(v.groups[1], T1, rowStrides(tileMajor, T2, e));
+  auto c = groupBox(v.groups[2], T2, colStrides(tileMajor, e));
+  if (!b || !r || !c) return std::nullopt;
+  std::vector<Emitter::Dim> dims = r->dims;
+  dims.insert(dims.end(), c->dims.begin(), c->dims.end());
+  ViewDma d;
+  auto take = [&](int64_t unit) {
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (dims[i].src == unit && dims[i].dst == unit) {
+        d.chunk = static_cast<uint64_t>(dims[i].count * unit);
+        dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(i));
+        return true;
+      }
+    return false;
+  };
+  if (!take(e)) return std::nullopt;
+  while (take(static_cast<int64_t>(d.chunk))) {
+  }
+  std::stable_sort(dims.begin(), dims.end(), [](const Emitter::Dim& x, const Emitter::Dim& y) { return x.dst > y.dst; });
+  if (dims.size() > 3) return std::nullopt;
+  d.dims = std::move(dims);
+  d.step[0] = b->step;
+  d.step[1] = r->step;
+  d.step[2] = c->step;
+  return d;
+}
+
+}  // namespace
+
+int Lowerer::matmulOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2, bool rhs, MatmulView* view,
+                           bool* viewed) {
+  *viewed = false;
+  const Shape& s = op->shape();
+  const int es = typeInfo(s.elementType()).bytes;
+  std::vector<int64_t> order = g0;
+  order.insert(order.end(), g1.begin(), g1.end());
+  order.insert(order.end(), g2.begin(), g2.end());
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+  // Only 4-byte operands that would otherwise be copied whole, unpadded.
+  if (identity || es != 4 || dimsProduct(s, g1) != p1 || dimsProduct(s, g2) != p2)
+    return canonicalDotOperand(op, g0, g1, g2, p1, p2);
+  const std::vector<int64_t> os = byteStrides(s.dimensions(), es);
+  MatmulView v;
+  const std::vector<int64_t>* groups[3] = {&g0, &g1, &g2};
+  for (int k = 0; k < 3; ++k)
+    for (int64_t d : *groups[k]) {
+      if (s.dimension(d) == 1) continue;
+      std::vector<MatmulView::Digit>& ds = v.groups[k];
+      const int64_t stride = os[static_cast<size_t>(d)];
+      if (!ds.empty() && ds.back().stride == s.dimension(d) * stride) {
+        ds.back() = {ds.back().count * s.dimension(d), stride};  // one digit with the one before
+        continue;
+      }
+      ds.push_back({s.dimension(d), stride});
+    }
+  // The smallest tiles the matmul takes: 8 or 128 rows, 128 columns.
+  if (!viewDma(v, rhs ? 128 : 8, 128, es, false)) return canonicalDotOperand(op, g0, g1, g2, p1, p2);
+  *view = std::move(v);
+  *viewed = true;
+  return leaves_[op][0];
+}
 
 // ============================================================== matmul on the MXUs
 
@@ -32,13 +170,14 @@ class MatmulEmitter : KernelPhases {
   MatmulEmitter(Lowerer& l, const hlo::Instruction& in, const MatmulOperands& ops, int passes,
                 const MatmulEpilogue* epilogue)
       : KernelPhases(l, in), b(ops.b), m(ops.m), k(ops.k), n(ops.n), aBuf(ops.aBuf), wBuf(ops.wBuf),
-        cBuf(ops.cBuf), aType(ops.aType), wType(ops.wType), passes(passes), epilogue(epilogue) {}
+        cBuf(ops.cBuf), aType(ops.aType), wType(ops.wType), aView(ops.aView), wView(ops.wView), passes(passes),
+        epilogue(epilogue) {}
   bool run();
 
  private:
   uint64_t slotBytesFor(int64_t tm, int64_t tn) const;
   bool plan();
-  void setupRegisters();
+  bool setupRegisters();
   void decompose();
   void fetch(int slotReg);
   void component(VReg x, int idx, VReg h);
@@ -58,14 +197,19 @@ class MatmulEmitter : KernelPhases {
   const int64_t b, m, k, n;
   const int aBuf, wBuf, cBuf;
   const ElementType aType, wType;
+  const MatmulView *aView, *wView;
   const int passes;
   const MatmulEpilogue* epilogue;
   int ea = 0, ew = 0;
   int64_t aRow = 0, g = 1, tn = 128, cRow = 0, tm = 8, blocks = 1, depth = 1;
   uint64_t aSlot = 0, wSlot = 0, cSlot = 0, vA = 0, vW = 0, vC = 0;
   int64_t KB = 0, NB = 0, MB = 0, steps = 0;
-  // Descriptors, registers and masks.
+  // Descriptors, the source steps of A and W from one batch, row tile and
+  // column tile to the next, registers and masks. A W read in place from
+  // 8 x 128 tiles keeps them whole in VMEM (wTiles).
   std::string dA, dW, dC;
+  int64_t aStep[3] = {0, 0, 0}, wStep[3] = {0, 0, 0};
+  bool wTiles = false;
   int rS = -1, rT = -1, rQ = -1, rX = -1, rY = -1, rSlot = -1, rKk = -1, rAb = -1, rWb = -1, rCs = -1, rCb = -1,
       rCsem = -1, rAo = -1, rCo = -1, rCnt = -1;
   std::vector<std::pair<int, int>> passList;
@@ -127,9 +271,31 @@ bool MatmulEmitter::plan() {
   return true;
 }
 
-void MatmulEmitter::setupRegisters() {
-  dA = e_.desc(static_cast<uint64_t>(128 * ea), {{tm, k * ea, 128 * ea}});
-  dW = e_.desc(static_cast<uint64_t>(tn * ew), {{128, n * ew, tn * ew}});
+bool MatmulEmitter::setupRegisters() {
+  if (aView) {
+    auto d = viewDma(*aView, tm, 128, ea, false);
+    if (!d) return l_.fail(in, "llo-gen: matmul cannot read its lhs in place");
+    dA = e_.desc(d->chunk, d->dims);
+    std::copy(d->step, d->step + 3, aStep);
+  } else {
+    dA = e_.desc(static_cast<uint64_t>(128 * ea), {{tm, k * ea, 128 * ea}});
+    aStep[0] = m * k * ea;
+    aStep[1] = tm * k * ea;
+    aStep[2] = 128 * ea;
+  }
+  if (wView) {
+    auto d = viewDma(*wView, 128, tn, ew, true);
+    wTiles = d.has_value();
+    if (!d) d = viewDma(*wView, 128, tn, ew, false);
+    if (!d) return l_.fail(in, "llo-gen: matmul cannot read its rhs in place");
+    dW = e_.desc(d->chunk, d->dims);
+    std::copy(d->step, d->step + 3, wStep);
+  } else {
+    dW = e_.desc(static_cast<uint64_t>(tn * ew), {{128, n * ew, tn * ew}});
+    wStep[0] = k * n * ew;
+    wStep[1] = 128 * n * ew;
+    wStep[2] = tn * ew;
+  }
   dC = e_.desc(static_cast<uint64_t>(tn * 4), {{tm, tn * 4, n * 4}});
   for (int* r : {&rS, &rT, &rQ, &rX, &rY, &rSlot, &rKk, &rAb, &rWb, &rCs, &rCb, &rCsem, &rAo, &rCo, &rCnt})
     *r = sreg();
@@ -161,6 +327,7 @@ void MatmulEmitter::setupRegisters() {
     if (proA) mA = malloc_();
     if (proW) mW = malloc_();
   }
+  return true;
 }
 
 // Step index in rT -> (bb, mm, nn, kk) in rX (kk), rY (nn), rQ (mm), rT (bb).
@@ -177,19 +344,19 @@ void MatmulEmitter::decompose() {
 void MatmulEmitter::fetch(int slotReg) {
   decompose();
   int rAddr = rAo, rV = rCo, rTmp = rCnt;  // free outside the compute loops
-  e_.op("smul {}, {}, {}", S(rAddr), S(rT), m * k * ea);
-  e_.op("smul {}, {}, {}", S(rTmp), S(rQ), tm * k * ea);
+  e_.op("smul {}, {}, {}", S(rAddr), S(rT), aStep[0]);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rQ), aStep[1]);
   e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-  e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * ea);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rX), aStep[2]);
   e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
   e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(aBuf));
   e_.op("smul {}, {}, {}", S(rV), S(slotReg), aSlot);
   e_.op("sadd {}, {}, {}", S(rV), S(rV), vA);
   e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", aBuf), dA, S(rV), l_.memRef(aBuf, S(rAddr)), S(slotReg));
-  e_.op("smul {}, {}, {}", S(rAddr), S(rT), k * n * ew);
-  e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * n * ew);
+  e_.op("smul {}, {}, {}", S(rAddr), S(rT), wStep[0]);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rX), wStep[1]);
   e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-  e_.op("smul {}, {}, {}", S(rTmp), S(rY), tn * ew);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rY), wStep[2]);
   e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
   e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(wBuf));
   e_.op("smul {}, {}, {}", S(rV), S(slotReg), wSlot);
@@ -221,7 +388,10 @@ void MatmulEmitter::pushWeights(int iw) {
   for (int u = 0; u < g; ++u) {
     for (int blk = 0; blk < 16; ++blk) {
       VReg w = vw[j++ % vw.size()];
-      e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), blk * 8 * tn * ew + u * 128 * ew, tn * ew);
+      if (wTiles)  // tile (blk, u) of the row block's g tiles
+        e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), (blk * g + u) * 8 * 128 * ew, 128 * ew);
+      else
+        e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), blk * 8 * tn * ew + u * 128 * ew, tn * ew);
       if (proW) {
         if (mW >= 0) {
           // Rows blk * 8 + sublane below rLim are inside K.
@@ -389,8 +559,7 @@ void MatmulEmitter::writeBackTile() {
 }
 
 bool MatmulEmitter::run() {
-  if (!plan()) return false;
-  setupRegisters();
+  if (!plan() || !setupRegisters()) return false;
   std::string lStep = e_.newLabel("mstep"), lNoPf = e_.newLabel("mnopf"), lAcc = e_.newLabel("macc"),
               lStored = e_.newLabel("mcomputed"), lNext = e_.newLabel("mnext");
   // Each C slot starts with one credit: its first tile need not wait.
@@ -437,9 +606,9 @@ bool MatmulEmitter::run() {
 
 bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
                          ElementType aType, int wBuf, ElementType wType, int cBuf, int passes,
-                         const MatmulEpilogue* epilogue) {
+                         const MatmulEpilogue* epilogue, const MatmulView* aView, const MatmulView* wView) {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
-  MatmulOperands ops{b, m, k, n, aBuf, wBuf, cBuf, aType, wType};
+  MatmulOperands ops{b, m, k, n, aBuf, wBuf, cBuf, aType, wType, aView, wView};
   return MatmulEmitter(*this, in, ops, passes, epilogue).run();
 }
 
@@ -530,12 +699,17 @@ bool Lowerer::lowerDot(const Instruction& in) {
   int64_t mp = (m + 7) / 8 * 8, kp = (k + 127) / 128 * 128, np = (n + 127) / 128 * 128;
   int dst = leaves_[&in][0];
   if (std::optional<bool> done = finishTrivialDot(geo, dst, ot)) return *done;
-  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp);
-  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
+  MatmulView views[2];
+  bool viewed[2];
+  int a = matmulOperand(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp, false, &views[0],
+                        &viewed[0]);
+  int w = matmulOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np, true, &views[1],
+                        &viewed[1]);
   bool direct = mp == m && np == n && wide;
   int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
   int passes = mxuPasses(in, lt, rt);
-  bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes);
+  bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes, nullptr, viewed[0] ? &views[0] : nullptr,
+                       viewed[1] ? &views[1] : nullptr);
   if (ok && !direct) {
     int cs = c;
     if (mp != m || np != n) {
