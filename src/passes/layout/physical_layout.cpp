@@ -693,43 +693,81 @@ class RelayoutSinker {
     return inOrder;
   }
 
-  // The dot (or the output fusion of a dot and elementwise work after it)
-  // whose operands are physical: the `in` it replaces, its dot, the
-  // operands' positions in `in`.
-  static const Instruction* dotOf(const Instruction* in) {
-    if (in->opcode() == Opcode::Dot) return in;
+  // The dot `in` is or fuses: in an output fusion, each dot operand is a
+  // parameter or elementwise work on one array parameter of the operand's
+  // shape (a prologue: its instructions by name in `side`), and everything
+  // after the dot is elementwise on the dot's shape with scalars.
+  struct DotSite {
+    const Instruction* dot = nullptr;
+    int64_t param[2] = {0, 1};  // the operands' parameters (or operand numbers)
+    std::map<std::string, int> side;
+  };
+
+  static std::optional<DotSite> dotOf(const Instruction* in) {
+    DotSite site;
+    if (in->opcode() == Opcode::Dot) {
+      site.dot = in;
+      return site;
+    }
     if (in->opcode() != Opcode::Fusion || in->attrs().fusionKind != hlo::FusionKind::Output || !in->fusedComputation())
-      return nullptr;
+      return std::nullopt;
     const Computation& c = *in->fusedComputation();
     const Instruction* dot = nullptr;
     for (const auto& up : c.instructions())
       if (up->opcode() == Opcode::Dot) {
-        if (dot) return nullptr;
+        if (dot) return std::nullopt;
         dot = up.get();
       }
-    if (!dot || dot->operand(0)->opcode() != Opcode::Parameter || dot->operand(1)->opcode() != Opcode::Parameter ||
-        dot->operand(0) == dot->operand(1))
-      return nullptr;
+    if (!dot) return std::nullopt;
+    site.dot = dot;
+    for (int j = 0; j < 2; ++j) {
+      const Instruction* o = dot->operand(j);
+      const Instruction* param = nullptr;
+      std::vector<const Instruction*> stack{o};
+      while (!stack.empty()) {
+        const Instruction* i = stack.back();
+        stack.pop_back();
+        if (site.side.count(i->name())) continue;
+        if (i->shape().isScalar() && (i->opcode() == Opcode::Parameter || i->opcode() == Opcode::Constant)) continue;
+        if (!i->shape().isArray() || i->shape().dimensions() != o->shape().dimensions() ||
+            !i->calledComputations().empty() || i->hasSideEffect())
+          return std::nullopt;
+        site.side[i->name()] = j;
+        if (i->opcode() == Opcode::Parameter) {
+          if (param) return std::nullopt;
+          param = i;
+          continue;
+        }
+        if (i->opcode() == Opcode::Broadcast && i->operand(0)->shape().isScalar()) continue;
+        if (!hlo::isElementwise(i->opcode()) || i->opcode() == Opcode::Constant) return std::nullopt;
+        for (const Instruction* x : i->operands()) stack.push_back(x);
+      }
+      if (!param) return std::nullopt;
+      site.param[j] = param->attrs().parameterNumber;
+    }
+    if (site.param[0] == site.param[1]) return std::nullopt;
     const std::vector<int64_t>& dims = dot->shape().dimensions();
-    if (!c.root() || c.root()->shape().dimensions() != dims || in->shape().dimensions() != dims) return nullptr;
+    if (!c.root() || c.root()->shape().dimensions() != dims || in->shape().dimensions() != dims ||
+        site.side.count(c.root()->name()))
+      return std::nullopt;
     for (const auto& up : c.instructions()) {
       const Instruction& i = *up;
-      if (&i == dot || !i.calledComputations().empty() || !i.shape().isArray()) {
-        if (&i == dot) continue;
-        return nullptr;
-      }
+      if (&i == dot || site.side.count(i.name())) continue;
+      if (!i.calledComputations().empty() || !i.shape().isArray()) return std::nullopt;
+      for (const Instruction* x : i.operands())
+        if (site.side.count(x->name())) return std::nullopt;  // prologue values read after the dot
       const bool scalar = i.shape().isScalar();
       if (i.opcode() == Opcode::Parameter) {
-        if (!scalar && &i != dot->operand(0) && &i != dot->operand(1)) return nullptr;
+        if (!scalar) return std::nullopt;
         continue;
       }
-      if (!scalar && i.shape().dimensions() != dims) return nullptr;
+      if (!scalar && i.shape().dimensions() != dims) return std::nullopt;
       if (i.opcode() == Opcode::Constant && scalar) continue;
       if (i.opcode() == Opcode::Broadcast && i.operand(0)->shape().isScalar()) continue;
       if (hlo::isElementwise(i.opcode()) && !i.hasSideEffect()) continue;
-      return nullptr;
+      return std::nullopt;
     }
-    return dot;
+    return site;
   }
 
   // A dot over operands stored T(8,128) reads the tiles themselves: the dot
@@ -739,16 +777,15 @@ class RelayoutSinker {
   // to the logical value. Contracting and batch dimensions must be unpadded
   // (the padding is not zero after sunk elementwise work).
   bool tryDot(Instruction* in) {
-    const Instruction* dot = dotOf(in);
-    if (!dot || !in->controlPredecessors().empty() || in->hasSideEffect()) return false;
+    std::optional<DotSite> site = dotOf(in);
+    if (!site || !in->controlPredecessors().empty() || in->hasSideEffect()) return false;
+    const Instruction* dot = site->dot;
     const bool fusion = dot != in;
     const hlo::DotDimensionNumbers& dn = *dot->attrs().dotDims;
     if (dn.lhsBatchDimensions.size() != dn.rhsBatchDimensions.size() ||
         dn.lhsContractingDimensions.size() != dn.rhsContractingDimensions.size())
       return false;
-    int64_t pos[2] = {0, 1};
-    if (fusion)
-      for (int j = 0; j < 2; ++j) pos[j] = dot->operand(j)->attrs().parameterNumber;
+    const int64_t pos[2] = {site->param[0], site->param[1]};
     DotView view[2];
     bool anyPhysical = false;
     for (int j = 0; j < 2; ++j) {
@@ -843,9 +880,9 @@ class RelayoutSinker {
       for (const auto& up : body->instructions()) {
         Instruction& i = *up;
         if (i.shape().isScalar()) continue;
-        if (i.opcode() == Opcode::Parameter) {
-          const int64_t p = i.attrs().parameterNumber;
-          i.setShape(Shape(i.shape().elementType(), view[p == pos[0] ? 0 : 1].dims).withDefaultLayout());
+        auto side = site->side.find(i.name());
+        if (side != site->side.end()) {  // the operand's parameter and prologue
+          i.setShape(Shape(i.shape().elementType(), view[side->second].dims).withDefaultLayout());
           continue;
         }
         i.setShape(Shape(i.shape().elementType(), outDims).withDefaultLayout());
