@@ -904,13 +904,16 @@ class RelayoutSinker {
       s->attrs().slice = std::move(sl);
       value = s;
     }
-    if (value == twin) return false;  // cannot happen: a physical operand splits some dimension
     value->setShape(in->shape());
     const std::string name = in->name();
     Computation* oldBody = fusion ? in->fusedComputation() : nullptr;
     replaceInstruction(in, value);
     twin->setName(name);
-    if (oldBody) module_.removeComputation(oldBody);
+    bool called = false;  // a fused computation is its fusion's own, but make sure
+    for (const auto& c : module_.computations())
+      for (const auto& i : c->instructions())
+        for (Computation* callee : i->calledComputations()) called = called || callee == oldBody;
+    if (oldBody && !called) module_.removeComputation(oldBody);
     ++dotsOnTiles_;
     return true;
   }
