@@ -406,6 +406,29 @@ struct AttentionFusion {
   const Instruction *maxReduce = nullptr, *sumReduce = nullptr, *shift = nullptr, *exponential = nullptr;
 };
 
+// A matmul operand read in place rather than copied to its canonical
+// [B, P1, P2] form: per group (batch, P1, P2) the digits of the group's
+// index, major to minor, as (count, byte stride) in the operand's buffer.
+// A T(8,128) operand's rows are (row blocks, 8) and its columns (column
+// tiles, 128): a row block of 8 rows is k contiguous 4 KiB tiles.
+struct MatmulView {
+  struct Digit {
+    int64_t count, stride;
+  };
+  std::vector<Digit> groups[3];
+};
+
+// emitMatmul's operands: batched [m, k] x [k, n] products, A in aBuf, W in
+// wBuf (canonical row-major, or read through a view), the f32 (s32) C in
+// cBuf (-1 with an epilogue).
+struct MatmulOperands {
+  int64_t b = 1, m = 0, k = 0, n = 0;
+  int aBuf = -1, wBuf = -1, cBuf = -1;
+  ElementType aType = ElementType::F32, wType = ElementType::F32;
+  const MatmulView* aView = nullptr;
+  const MatmulView* wView = nullptr;
+};
+
 // Where emitMatmul stands when a C tile is complete (its step's batch,
 // M-tile and N-tile indices in sregs), for the epilogue.
 struct MatmulTileSite {
@@ -578,6 +601,7 @@ class Lowerer : private LoweringContext {
   friend class ScatterEmitter;    // gather_scatter.cpp
   friend class FftPassEmitter;    // fft.cpp
   friend class AttentionEmitter;  // attention.cpp
+  friend class MatmulEmitter;     // kernels/matmul.cpp
   // (issue 14 point 2: the long row, reduction and vector-matmul kernels.)
   friend class SegmentReduceEmitter;  // reduce.cpp
   friend class ColumnReduceEmitter;   // column_reduce.cpp
@@ -733,8 +757,14 @@ class Lowerer : private LoweringContext {
   bool lowerAttentionFusion(const Instruction& in, const AttentionFusion& f);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
+  // A dot operand read in place by the matmul (the buffer, with `view` set)
+  // when its digits let every tile be one DMA box, else canonicalDotOperand.
+  int matmulOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                    const std::vector<int64_t>& g2, int64_t p1, int64_t p2, bool rhs, MatmulView* view,
+                    bool* viewed);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
-                  int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr);
+                  int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr,
+                  const MatmulView* aView = nullptr, const MatmulView* wView = nullptr);
   // Output fusions (kernels/matmul_epilogue.cpp).
   bool matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const;
   bool lowerMatmulEpilogueFusion(const Instruction& in, MatmulEpilogue e);
