@@ -162,10 +162,10 @@ std::string ComputationFuser::inPlaceRefusal(int32_t p, int32_t c) const {
     // element block the update writes (same indices, same shape).
     bool reads = false, safe = true;
     int slices = 0;
-    const std::vector<int32_t>& dusOps = graph_.operandsOf(m);
+    const std::span<const int32_t> dusOps = graph_.operandsOf(m);
     for (int32_t x : graph_.node(p).members) {
       const Instruction& i = *graph_.instruction(x);
-      const std::vector<int32_t>& ops = graph_.operandsOf(x);
+      const std::span<const int32_t> ops = graph_.operandsOf(x);
       for (int32_t o : ops) reads |= o == buffer;
       if (hlo::isElementwise(i.opcode()) || movesNoData(i)) continue;
       const bool sameBlock = i.opcode() == Opcode::DynamicSlice && !ops.empty() && ops[0] == buffer &&
@@ -576,7 +576,7 @@ void ComputationFuser::fuseAttention() {
   for (int32_t seed = 0; seed < count; ++seed) {
     const Instruction& d2 = *graph_.instruction(seed);
     if (d2.opcode() != Opcode::Dot || !single(seed) || d2.operandCount() != 2 || !d2.shape().isArray()) continue;
-    const std::vector<int32_t> ops = graph_.operandsOf(seed);
+    const std::span<const int32_t> ops = graph_.operandsOf(seed);
     if (ops.empty()) continue;
     const int32_t p = ops[0];
     const Instruction& pi = *graph_.instruction(p);
@@ -1035,7 +1035,7 @@ bool ComputationFuser::materialize(hlo::Module& module, NameTable& names, const 
   for (int32_t i = 0; i < graph_.instructionCount(); ++i) {
     if (removed[static_cast<size_t>(i)]) continue;
     Instruction* in = graph_.instruction(i);
-    const std::vector<int32_t>& ops = graph_.operandsOf(i);
+    const std::span<const int32_t> ops = graph_.operandsOf(i);
     for (size_t k = 0; k < ops.size(); ++k)
       if (replacement.count(ops[k])) in->setOperand(static_cast<int64_t>(k), replacement[ops[k]]);
   }
