@@ -296,7 +296,7 @@ namespace {
 Instruction* addCopy(hlo::Computation& c, const Instruction& in, std::string name,
                      const std::vector<Instruction*>& operands) {
   auto copy = std::make_unique<Instruction>(in.opcode(), std::move(name), in.shape());
-  if (in.hasAttributes()) copy->attrs() = in.attrs();
+  copy->shareAttributesOf(in);  // a reference count, not a copy of the block
   copy->common() = in.common();
   copy->setLocation(in.location());
   copy->setOperands(operands);
