@@ -89,7 +89,9 @@ struct Arena {
   // The chunk holding `p`, or -1.
   long chunkOf(const void* p) const {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    // The last chunk starting at or below `a`, by binary search.
+    // Most frees are of recent blocks: the newest chunk first.
+    if (chunks > 0 && a - lo[chunks - 1] < kChunkBytes) return static_cast<long>(chunks - 1);
+    // Else the last chunk starting at or below `a`, by binary search.
     size_t first = 0, count = chunks;
     while (count > 0) {
       size_t half = count / 2;
