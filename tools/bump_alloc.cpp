@@ -82,19 +82,40 @@ struct Arena {
   uintptr_t hugeAt[kMaxHugeBlocks] = {};
   size_t hugeBytes[kMaxHugeBlocks] = {};
 
+  // Chunk indices by ascending start address (chunkOf runs at every free:
+  // a scan of all chunks made freeing cost grow with the arena).
+  uint32_t byAddress[kMaxChunks] = {};
+
   // The chunk holding `p`, or -1.
   long chunkOf(const void* p) const {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    for (size_t i = 0; i < chunks; ++i)
-      if (a - lo[i] < kChunkBytes) return static_cast<long>(i);
-    return -1;
+    // Most frees are of recent blocks: the newest chunk first.
+    if (chunks > 0 && a - lo[chunks - 1] < kChunkBytes) return static_cast<long>(chunks - 1);
+    // Else the last chunk starting at or below `a`, by binary search.
+    size_t first = 0, count = chunks;
+    while (count > 0) {
+      size_t half = count / 2;
+      if (lo[byAddress[first + half]] <= a) {
+        first += half + 1;
+        count -= half + 1;
+      } else {
+        count = half;
+      }
+    }
+    if (first == 0) return -1;
+    const uint32_t i = byAddress[first - 1];
+    return a - lo[i] < kChunkBytes ? static_cast<long>(i) : -1;
   }
 
   bool newChunk() {
     if (chunks == kMaxChunks) return false;
     void* c = mapHuge(kChunkBytes);
     if (!c) return false;
-    lo[chunks++] = reinterpret_cast<uintptr_t>(c);
+    const uintptr_t start = reinterpret_cast<uintptr_t>(c);
+    size_t at = chunks;
+    for (; at > 0 && lo[byAddress[at - 1]] > start; --at) byAddress[at] = byAddress[at - 1];
+    byAddress[at] = static_cast<uint32_t>(chunks);
+    lo[chunks++] = start;
     cur = static_cast<char*>(c);
     end = cur + kChunkBytes;
     last = nullptr;

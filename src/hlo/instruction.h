@@ -3,6 +3,7 @@
 // (Computation::computeUsers() builds the map when a pass needs it).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -132,6 +133,7 @@ class Instruction {
       : opcode_(opcode), name_(std::move(name)), shape_(std::move(shape)) {}
   Instruction(const Instruction&) = delete;
   Instruction& operator=(const Instruction&) = delete;
+  ~Instruction() { releaseAttributes(); }
 
   Opcode opcode() const { return opcode_; }
   void setOpcode(Opcode opcode) { opcode_ = opcode; }
@@ -171,12 +173,19 @@ class Instruction {
 
   // Opcode-specific attributes; allocated on first mutable access (most
   // instructions have none), the const accessor returns defaults until then.
+  // The block may be shared with copies of this instruction
+  // (shareAttributesOf): the mutable accessor copies it first when it is,
+  // so a reference it returned stays valid until the next mutable access.
   InstructionAttributes& attrs() {
-    if (!attrs_) attrs_ = std::make_unique<InstructionAttributes>();
-    return *attrs_;
+    if (!attrs_ || attrs_->references.load(std::memory_order_acquire) != 1) unshareAttributes();
+    return attrs_->value;
   }
-  const InstructionAttributes& attrs() const { return attrs_ ? *attrs_ : defaultAttributes(); }
+  const InstructionAttributes& attrs() const { return attrs_ ? attrs_->value : defaultAttributes(); }
   bool hasAttributes() const { return attrs_ != nullptr; }
+  // Gives this instruction the attributes of `other` by sharing its block
+  // (a reference count, not a copy of every field): what a copy of an
+  // instruction does, the fusion cost model's candidates above all.
+  void shareAttributesOf(const Instruction& other);
   static const InstructionAttributes& defaultAttributes();
   CommonAttributes& common() { return common_; }
   const CommonAttributes& common() const { return common_; }
@@ -206,7 +215,13 @@ class Instruction {
   OperandList operands_;
   std::vector<Computation*> called_;
   std::vector<Instruction*> controlPredecessors_;
-  std::unique_ptr<InstructionAttributes> attrs_;
+  struct SharedAttributes {
+    std::atomic<uint32_t> references{1};
+    InstructionAttributes value;
+  };
+  void unshareAttributes();
+  void releaseAttributes();
+  SharedAttributes* attrs_ = nullptr;  // null: the defaults
   CommonAttributes common_;
   Computation* parent_ = nullptr;
   SourceLocation location_;

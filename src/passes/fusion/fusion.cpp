@@ -162,10 +162,10 @@ std::string ComputationFuser::inPlaceRefusal(int32_t p, int32_t c) const {
     // element block the update writes (same indices, same shape).
     bool reads = false, safe = true;
     int slices = 0;
-    const std::vector<int32_t>& dusOps = graph_.operandsOf(m);
+    const std::span<const int32_t> dusOps = graph_.operandsOf(m);
     for (int32_t x : graph_.node(p).members) {
       const Instruction& i = *graph_.instruction(x);
-      const std::vector<int32_t>& ops = graph_.operandsOf(x);
+      const std::span<const int32_t> ops = graph_.operandsOf(x);
       for (int32_t o : ops) reads |= o == buffer;
       if (hlo::isElementwise(i.opcode()) || movesNoData(i)) continue;
       const bool sameBlock = i.opcode() == Opcode::DynamicSlice && !ops.empty() && ops[0] == buffer &&
@@ -576,7 +576,7 @@ void ComputationFuser::fuseAttention() {
   for (int32_t seed = 0; seed < count; ++seed) {
     const Instruction& d2 = *graph_.instruction(seed);
     if (d2.opcode() != Opcode::Dot || !single(seed) || d2.operandCount() != 2 || !d2.shape().isArray()) continue;
-    const std::vector<int32_t> ops = graph_.operandsOf(seed);
+    const std::span<const int32_t> ops = graph_.operandsOf(seed);
     if (ops.empty()) continue;
     const int32_t p = ops[0];
     const Instruction& pi = *graph_.instruction(p);
@@ -650,18 +650,47 @@ void ComputationFuser::fuseOutputEpilogues() {
     return n >= 0 && graph_.node(n).alive && graph_.node(n).members.size() == 1 && graph_.live(i) &&
            !graph_.ordered(i);
   };
+  constexpr int kReachBudget = 4096;
   // Per seed, stamped with the seed: reachable from it, and in its region.
   std::vector<int32_t> reach(static_cast<size_t>(count), -1), in(static_cast<size_t>(count), -1);
+  // Which matmuls reach more than the budget's instructions (then they are
+  // skipped). A static property of the graph, found last matmul first: a
+  // walk that meets a later matmul already known to reach too many stops
+  // there (it reaches all of those too), so in a long chain of layers each
+  // dot costs the walk to the next one, not the budget.
+  std::vector<char> unbounded(static_cast<size_t>(count), 0);
+  {
+    std::vector<int32_t> seen(static_cast<size_t>(count), -1), work;
+    for (int32_t seed = count; seed-- > 0;) {
+      if (!isMatmul(*graph_.instruction(seed))) continue;
+      work.assign(1, seed);
+      seen[static_cast<size_t>(seed)] = seed;
+      int reached = 1;
+      while (!work.empty() && !unbounded[static_cast<size_t>(seed)]) {
+        const int32_t v = work.back();
+        work.pop_back();
+        for (int32_t u : graph_.usersOf(v)) {
+          if (seen[static_cast<size_t>(u)] == seed) continue;
+          seen[static_cast<size_t>(u)] = seed;
+          work.push_back(u);
+          if (++reached > kReachBudget || unbounded[static_cast<size_t>(u)]) {
+            unbounded[static_cast<size_t>(seed)] = 1;
+            break;
+          }
+        }
+      }
+    }
+  }
   for (int32_t seed = 0; seed < count; ++seed) {
     const Instruction& dot = *graph_.instruction(seed);
     if (!isMatmul(dot) || !single(seed) || !dot.shape().isArray()) continue;
     const std::vector<int64_t> dims = dot.shape().dimensions();
     // What depends on the dot (bounded: past that, assume everything).
-    bool bounded = true;
-    {
+    bool bounded = !unbounded[static_cast<size_t>(seed)];
+    if (bounded) {
       std::vector<int32_t> work{seed};
       reach[static_cast<size_t>(seed)] = seed;
-      for (int budget = 4096; !work.empty(); --budget) {
+      for (int budget = kReachBudget; !work.empty(); --budget) {
         if (budget == 0) {
           bounded = false;
           break;
@@ -1006,7 +1035,7 @@ bool ComputationFuser::materialize(hlo::Module& module, NameTable& names, const 
   for (int32_t i = 0; i < graph_.instructionCount(); ++i) {
     if (removed[static_cast<size_t>(i)]) continue;
     Instruction* in = graph_.instruction(i);
-    const std::vector<int32_t>& ops = graph_.operandsOf(i);
+    const std::span<const int32_t> ops = graph_.operandsOf(i);
     for (size_t k = 0; k < ops.size(); ++k)
       if (replacement.count(ops[k])) in->setOperand(static_cast<int64_t>(k), replacement[ops[k]]);
   }

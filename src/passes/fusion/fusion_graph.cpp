@@ -22,15 +22,18 @@ FusionGraph::FusionGraph(hlo::Computation& computation) : computation_(&computat
   // An element of a tuple built here is read as the value itself (the
   // expansions return tuples of their results): get-tuple-element of a
   // tuple is a rename, which must not stand between producer and consumer.
-  operands_.resize(n);
-  for (size_t i = 0; i < n; ++i)
+  operandStart_.assign(n + 1, 0);
+  operandList_.reserve(n * 2);
+  for (size_t i = 0; i < n; ++i) {
     for (const Instruction* o : instructions_[i]->operands()) {
       const Instruction* t = o->opcode() == Opcode::GetTupleElement ? o->operand(0) : nullptr;
       if (t && t->opcode() == Opcode::Tuple && t->parent() == &computation && o->attrs().tupleIndex >= 0 &&
           o->attrs().tupleIndex < t->operandCount())
         o = t->operand(o->attrs().tupleIndex);
-      if (int32_t k = indexOf(o); k >= 0) operands_[i].push_back(k);
+      if (int32_t k = indexOf(o); k >= 0) operandList_.push_back(k);
     }
+    operandStart_[i + 1] = static_cast<uint32_t>(operandList_.size());
+  }
   root_ = indexOf(computation.root());
   ordered_.assign(n, 0);
   for (size_t i = 0; i < n; ++i)
@@ -44,17 +47,33 @@ FusionGraph::FusionGraph(hlo::Computation& computation) : computation_(&computat
   for (size_t i = n; i-- > 0;) {
     if (instructions_[i]->hasSideEffect() || ordered_[i]) live_[i] = 1;
     if (!live_[i]) continue;
-    for (int32_t k : operands_[i]) live_[static_cast<size_t>(k)] = 1;
+    for (int32_t k : operandsOf(static_cast<int32_t>(i))) live_[static_cast<size_t>(k)] = 1;
   }
   for (size_t i = 0; i < n && topological_; ++i)
-    for (int32_t k : operands_[i]) topological_ &= k < static_cast<int32_t>(i);
-  users_.resize(n);
+    for (int32_t k : operandsOf(static_cast<int32_t>(i))) topological_ &= k < static_cast<int32_t>(i);
+  // Users of k: the live instructions reading it, ascending, each once
+  // (counted first, then placed).
+  userStart_.assign(n + 1, 0);
+  std::vector<int32_t> lastUser(n, -1);
   for (size_t i = 0; i < n; ++i) {
     if (!live_[i]) continue;
-    for (int32_t k : operands_[i]) {
-      std::vector<int32_t>& u = users_[static_cast<size_t>(k)];
-      if (u.empty() || u.back() != static_cast<int32_t>(i)) u.push_back(static_cast<int32_t>(i));
-    }
+    for (int32_t k : operandsOf(static_cast<int32_t>(i)))
+      if (lastUser[static_cast<size_t>(k)] != static_cast<int32_t>(i)) {
+        lastUser[static_cast<size_t>(k)] = static_cast<int32_t>(i);
+        ++userStart_[static_cast<size_t>(k) + 1];
+      }
+  }
+  for (size_t i = 0; i < n; ++i) userStart_[i + 1] += userStart_[i];
+  userList_.resize(userStart_[n]);
+  std::vector<uint32_t> fill(userStart_.begin(), userStart_.end() - 1);
+  std::fill(lastUser.begin(), lastUser.end(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (!live_[i]) continue;
+    for (int32_t k : operandsOf(static_cast<int32_t>(i)))
+      if (lastUser[static_cast<size_t>(k)] != static_cast<int32_t>(i)) {
+        lastUser[static_cast<size_t>(k)] = static_cast<int32_t>(i);
+        userList_[fill[static_cast<size_t>(k)]++] = static_cast<int32_t>(i);
+      }
   }
   exporter_.assign(n, -1);
   containing_.resize(n);
@@ -277,7 +296,7 @@ namespace {
 Instruction* addCopy(hlo::Computation& c, const Instruction& in, std::string name,
                      const std::vector<Instruction*>& operands) {
   auto copy = std::make_unique<Instruction>(in.opcode(), std::move(name), in.shape());
-  if (in.hasAttributes()) copy->attrs() = in.attrs();
+  copy->shareAttributesOf(in);  // a reference count, not a copy of the block
   copy->common() = in.common();
   copy->setLocation(in.location());
   copy->setOperands(operands);

@@ -13,12 +13,14 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "hlo/inline_vector.h"
 #include "hlo/module.h"
 #include "hlo/pointer_index.h"
 
@@ -41,9 +43,9 @@ class FusionGraph {
   int32_t indexOf(const hlo::Instruction* in) const;
   // Operand indices of instruction i, in operand order; an operand that is
   // get-tuple-element of a tuple of this computation is that element.
-  const std::vector<int32_t>& operandsOf(int32_t i) const { return operands_[static_cast<size_t>(i)]; }
+  std::span<const int32_t> operandsOf(int32_t i) const { return slice(operandStart_, operandList_, i); }
   // Live instructions reading instruction i, ascending, each once.
-  const std::vector<int32_t>& usersOf(int32_t i) const { return users_[static_cast<size_t>(i)]; }
+  std::span<const int32_t> usersOf(int32_t i) const { return slice(userStart_, userList_, i); }
   int32_t rootIndex() const { return root_; }
 
   int32_t nodeCount() const { return static_cast<int32_t>(nodes_.size()); }
@@ -103,12 +105,21 @@ class FusionGraph {
   hlo::Computation* computation_;
   std::vector<hlo::Instruction*> instructions_;
   hlo::PointerIndex index_;  // open addressing: no heap node per instruction
-  std::vector<std::vector<int32_t>> operands_;
-  std::vector<std::vector<int32_t>> users_;
+  // Operand and user lists, fixed once built, as one flat array each
+  // (list i is list_[start_[i]] .. list_[start_[i + 1]]): no heap block
+  // per instruction to allocate, chase and free.
+  std::vector<uint32_t> operandStart_, userStart_;
+  std::vector<int32_t> operandList_, userList_;
+  static std::span<const int32_t> slice(const std::vector<uint32_t>& start, const std::vector<int32_t>& list,
+                                        int32_t i) {
+    const size_t at = static_cast<size_t>(i);
+    return {list.data() + start[at], list.data() + start[at + 1]};
+  }
   int32_t root_ = -1;
   std::vector<Node> nodes_;
   std::vector<int32_t> exporter_;
-  std::vector<std::vector<int32_t>> containing_;
+  // Per instruction, the nodes holding it (dead ones too): a few each.
+  std::vector<hlo::InlineVector<int32_t, 4>> containing_;
   std::vector<char> ordered_;
   std::vector<char> live_;  // per instruction: nodes that hold it (dead ones too)
   bool topological_ = true;  // every operand index below its user's

@@ -29,7 +29,7 @@ bool fusibleOpcode(Opcode op) {
 }  // namespace
 
 std::string unfusibleReason(const Instruction& in, bool ordered) {
-  const std::string name = in.name();
+  const std::string& name = in.name();
   const Opcode op = in.opcode();
   switch (op) {
     case Opcode::Parameter: return fmt::format("{} is a parameter", name);
