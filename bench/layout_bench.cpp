@@ -77,6 +77,7 @@ Run timeLayout(const tpu::hlo::Module& module, int runs) {
     tpu::passes::layout::LayoutReport report;
     tpu::passes::layout::LayoutOptions options;
     options.report = &report;
+    options.remarks = false;  // the counts (as hlo-layout without --remarks)
     tpu::DiagnosticEngine diags;
     double start = cpuSeconds();
     tpu::passes::layout::LayoutAssignmentPass(options).run(*copy, diags);
