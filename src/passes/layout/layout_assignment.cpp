@@ -165,16 +165,29 @@ class Assigner {
 
  private:
   struct Pos {
-    Instruction* inst;
     uint32_t ord;  // the instruction's ordinal
     int32_t leaf;
-    int64_t rank;  // -1: not an array leaf
+    int32_t rank;  // -1: not an array leaf
   };
   static constexpr uint32_t kNoOrdinal = UINT32_MAX;
   struct Suggestion {
     int64_t cls;
-    M2M m2m;
+    uint32_t layout;  // number in layouts_
     int origin;
+  };
+  // Layouts by number (a module has few distinct ones): classes and fixed
+  // positions hold a number, not a vector each. Number 0 is the empty list.
+  uint32_t intern(const M2M& m) {
+    auto [it, fresh] = layoutIds_.try_emplace(m, static_cast<uint32_t>(layouts_.size()));
+    if (fresh) layouts_.push_back(m);
+    return it->second;
+  }
+  struct M2MHash {
+    size_t operator()(const M2M& m) const {
+      uint64_t h = m.size();
+      for (int64_t d : m) h = (h ^ static_cast<uint64_t>(d)) * 0x100000001b3ULL;
+      return static_cast<size_t>(h);
+    }
   };
 
   // Dense number of an instruction of a processed computation (-1: none).
@@ -238,7 +251,7 @@ class Assigner {
   void buildPositions();
   void seed();
   void addRequirement(uint32_t user, int64_t operand, std::vector<std::vector<M2M>> leaves, int originId);
-  void suggest(int64_t position, M2M m2m, int priority, int originId);
+  void suggest(int64_t position, const M2M& m2m, int priority, int originId);
   void propagate();
   void propagateFrom(int64_t cls, const M2M& m2m, int priority, int originId);
   void toOperand(uint32_t ord, int64_t leaf, const M2M& m2m, int priority, int originId);
@@ -298,13 +311,22 @@ class Assigner {
   std::vector<uint32_t> memberStart_;
   std::vector<uint32_t> memberList_;
   std::vector<char> set_;
-  std::vector<M2M> classM2M_;
+  std::deque<M2M> layouts_{M2M{}};  // a deque: references stay valid as it grows
+  std::unordered_map<M2M, uint32_t, M2MHash> layoutIds_{{M2M{}, 0}};
+  std::vector<uint32_t> classLayout_;
   std::vector<int> classOrigin_;
-  std::vector<M2M> fixed_;  // per position: the layout it must have (when isFixed_)
+  std::vector<uint32_t> fixed_;  // per position: the layout it must have (when isFixed_)
   std::vector<char> isFixed_;
   std::vector<int> fixedOrigin_;  // per position: origin of the fixed layout (-1: not fixed)
   // Requirements on operands, per user ordinal: (operand number, requirement).
-  std::vector<std::vector<std::pair<int64_t, Requirement>>> requirements_;
+  // Requirements on operands: (user ordinal, operand number, requirement),
+  // in user order (seeding visits users in order); few instructions have any.
+  struct UseRequirement {
+    uint32_t user;
+    int64_t operand;
+    Requirement requirement;
+  };
+  std::vector<UseRequirement> requirements_;
   std::vector<Origin> origins_;
   std::array<std::deque<Suggestion>, kLevels> queues_;
   std::set<std::string> names_;
@@ -392,13 +414,14 @@ void Assigner::buildPositions() {
       base_.push_back(static_cast<int64_t>(positions_.size()));
       const Shape& s = inst->shape();
       if (!s.isTuple()) {
-        positions_.push_back({inst, ord, 0, s.isArray() ? s.rank() : -1});
+        positions_.push_back({ord, 0, s.isArray() ? static_cast<int32_t>(s.rank()) : -1});
         continue;
       }
       leaves.clear();
       collectLeaves(s, leaves);
       for (size_t k = 0; k < leaves.size(); ++k)
-        positions_.push_back({inst, ord, static_cast<int32_t>(k), leaves[k]->isArray() ? leaves[k]->rank() : -1});
+        positions_.push_back(
+            {ord, static_cast<int32_t>(k), leaves[k]->isArray() ? static_cast<int32_t>(leaves[k]->rank()) : -1});
     }
   }
   compStart_.push_back(static_cast<uint32_t>(count));
@@ -443,7 +466,6 @@ void Assigner::buildPositions() {
       lastUser[k] = ord;
       userList_[fill[k]++] = ord;
     }
-  requirements_.resize(count);
   parent_.resize(positions_.size());
   for (size_t i = 0; i < parent_.size(); ++i) parent_[i] = static_cast<int64_t>(i);
   // First leaf of each element of a tuple-shaped value, computed once per
@@ -538,18 +560,18 @@ void Assigner::buildPositions() {
     if (rep[i] != UINT32_MAX) memberList_[next[rep[i]]++] = static_cast<uint32_t>(i);
   set_.assign(positions_.size(), 0);
   isFixed_.assign(positions_.size(), 0);
-  fixed_.resize(positions_.size());
+  fixed_.assign(positions_.size(), 0);
   fixedOrigin_.assign(positions_.size(), -1);
-  classM2M_.resize(positions_.size());
+  classLayout_.assign(positions_.size(), 0);
   classOrigin_.assign(positions_.size(), -1);
 }
 
-void Assigner::suggest(int64_t position, M2M m2m, int priority, int originId) {
+void Assigner::suggest(int64_t position, const M2M& m2m, int priority, int originId) {
   if (position < 0 || positions_[static_cast<size_t>(position)].rank < 0) return;
   if (!isPermutation(m2m, positions_[static_cast<size_t>(position)].rank)) return;
   int64_t cls = find(position);
   if (set_[static_cast<size_t>(cls)]) return;
-  queues_[static_cast<size_t>(priority)].push_back({cls, std::move(m2m), originId});
+  queues_[static_cast<size_t>(priority)].push_back({cls, intern(m2m), originId});
 }
 
 void Assigner::addRequirement(uint32_t user, int64_t operand, std::vector<std::vector<M2M>> leaves,
@@ -558,13 +580,12 @@ void Assigner::addRequirement(uint32_t user, int64_t operand, std::vector<std::v
   for (size_t k = 0; k < leaves.size(); ++k)
     if (!leaves[k].empty() && x != kNoOrdinal)
       suggest(base_[x] + static_cast<int64_t>(k), leaves[k][0], kFixedUse, originId);
-  auto& list = requirements_[user];
-  for (auto& [j, r] : list)
-    if (j == operand) {
-      r = {std::move(leaves), originId};
+  for (auto it = requirements_.rbegin(); it != requirements_.rend() && it->user == user; ++it)
+    if (it->operand == operand) {
+      it->requirement = {std::move(leaves), originId};
       return;
     }
-  list.push_back({operand, {std::move(leaves), originId}});
+  requirements_.push_back({user, operand, {std::move(leaves), originId}});
 }
 
 void Assigner::seed() {
@@ -591,7 +612,7 @@ void Assigner::seed() {
         if (!leaves[k]->isArray()) continue;
         int64_t p = base_[ord] + static_cast<int64_t>(k);
         M2M m = layoutOf(*leaves[k]);
-        fixed_[static_cast<size_t>(p)] = m;
+        fixed_[static_cast<size_t>(p)] = intern(m);
         isFixed_[static_cast<size_t>(p)] = 1;
         fixedOrigin_[static_cast<size_t>(p)] = o;
         suggest(p, m, kFixed, o);
@@ -814,7 +835,7 @@ void Assigner::propagateFrom(int64_t cls, const M2M& m2m, int priority, int orig
   for (uint32_t mi = memberStart_[static_cast<size_t>(cls)]; mi < memberStart_[static_cast<size_t>(cls) + 1]; ++mi) {
     const int64_t p = memberList_[mi];
     const Pos& ps = positions_[static_cast<size_t>(p)];
-    Instruction* inst = ps.inst;
+    const Instruction* inst = insts_[ps.ord];
     if (isFixed_[static_cast<size_t>(p)]) {
       // A fixed definition keeps its own layout; its neighbours see the class's.
     } else if (!isForwarding(inst->opcode()) && !hasFixedLayouts(inst->opcode())) {
@@ -831,13 +852,13 @@ void Assigner::propagate() {
     for (int prio = kLevels - 1; prio >= 0 && !popped; --prio) {
       auto& q = queues_[static_cast<size_t>(prio)];
       while (!q.empty()) {
-        Suggestion s = std::move(q.front());
+        Suggestion s = q.front();
         q.pop_front();
         if (set_[static_cast<size_t>(s.cls)]) continue;
         set_[static_cast<size_t>(s.cls)] = 1;
-        classM2M_[static_cast<size_t>(s.cls)] = s.m2m;
+        classLayout_[static_cast<size_t>(s.cls)] = s.layout;
         classOrigin_[static_cast<size_t>(s.cls)] = s.origin;
-        propagateFrom(s.cls, s.m2m, prio, s.origin);
+        propagateFrom(s.cls, layouts_[s.layout], prio, s.origin);
         popped = true;
         break;
       }
@@ -854,10 +875,10 @@ void Assigner::propagate() {
 }
 
 const M2M& Assigner::finalLayout(int64_t position) const {
-  if (isFixed_[static_cast<size_t>(position)]) return fixed_[static_cast<size_t>(position)];
+  if (isFixed_[static_cast<size_t>(position)]) return layouts_[fixed_[static_cast<size_t>(position)]];
   int64_t p = position;
   while (parent_[static_cast<size_t>(p)] != p) p = parent_[static_cast<size_t>(p)];
-  return classM2M_[static_cast<size_t>(p)];
+  return layouts_[classLayout_[static_cast<size_t>(p)]];
 }
 
 void setLeafLayouts(Shape& s, const std::vector<M2M>& leaves, size_t& k) {
@@ -1066,7 +1087,7 @@ void Assigner::fixFixedDefinitions() {
   // hands its users a relayout.
   std::vector<uint32_t> todo;  // ordinals, in order, each once
   for (size_t p = 0; p < positions_.size(); ++p) {
-    if (!isFixed_[p] || classM2M_[static_cast<size_t>(find(static_cast<int64_t>(p)))] == fixed_[p]) continue;
+    if (!isFixed_[p] || classLayout_[static_cast<size_t>(find(static_cast<int64_t>(p)))] == fixed_[p]) continue;
     if (todo.empty() || todo.back() != positions_[p].ord) todo.push_back(positions_[p].ord);
   }
   for (uint32_t ord : todo) {
@@ -1079,7 +1100,7 @@ void Assigner::fixFixedDefinitions() {
       int64_t p = base_[ord] + k;
       if (positions_[static_cast<size_t>(p)].rank < 0) continue;
       int64_t cls = find(p);
-      want[static_cast<size_t>(k)] = {classM2M_[static_cast<size_t>(cls)]};
+      want[static_cast<size_t>(k)] = {layouts_[classLayout_[static_cast<size_t>(cls)]]};
       int o = classOrigin_[static_cast<size_t>(cls)];
       if (required.empty()) required = o >= 0 ? originText(o) : "the default layout";
     }
@@ -1102,16 +1123,17 @@ void Assigner::insertUseCopies() {
   auto visit = [&](Computation& c, Instruction* u, uint32_t ord) {
     Opcode op = u->opcode();
     if (isForwarding(op)) return;
-    const std::vector<std::pair<int64_t, Requirement>>* reqs = ord != kNoOrdinal ? &requirements_[ord] : nullptr;
+    auto reqs = std::lower_bound(requirements_.begin(), requirements_.end(), ord,
+                                 [](const UseRequirement& r, uint32_t o) { return r.user < o; });
     for (int64_t j = 0; j < u->operandCount(); ++j) {
       Instruction* x = u->operand(j);
       std::vector<std::vector<M2M>> keptWant;
       const std::vector<std::vector<M2M>>* want = nullptr;
       const Shape* keptLeaf = nullptr;  // the why of an op that keeps layouts, formatted only when needed
       const Requirement* req = nullptr;
-      if (reqs)
-        for (const auto& [k, r] : *reqs)
-          if (k == j) req = &r;
+      if (ord != kNoOrdinal)
+        for (auto it = reqs; it != requirements_.end() && it->user == ord; ++it)
+          if (it->operand == j) req = &it->requirement;
       if (req) {
         want = &req->leaves;
       } else if (keepsLayout(op) && !hasFixedLayouts(op) && x->shape().isArray()) {
