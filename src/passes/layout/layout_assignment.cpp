@@ -191,13 +191,27 @@ class Assigner {
   };
 
   // Dense number of an instruction of a processed computation (-1: none).
-  // Looked up once per operand while building the tables (buildPositions);
-  // everything after works on ordinals (a lookup in the pointer table is a
-  // cache miss on large modules).
-  int64_t ordinal(const Instruction* inst) const { return ordinals_.find(inst); }
-  bool hasPositions(const Instruction* inst) const { return ordinals_.contains(inst); }
+  // The tables hold operands and users as ordinals (buildPositions), so the
+  // pass looks instructions up only for the roots and parameters of
+  // computations (kept at hand) and for the remarks of copies: the table of
+  // every instruction is built on the first such lookup (on large modules
+  // each lookup in it is a cache miss).
+  int64_t ordinal(const Instruction* inst) const {
+    if (auto it = landmarks_.find(inst); it != landmarks_.end()) return it->second;
+    if (!ordinalsBuilt_) {
+      ordinals_ = hlo::PointerIndex(insts_.size());
+      for (size_t k = 0; k < insts_.size(); ++k) ordinals_.set(insts_[k], static_cast<uint32_t>(k));
+      ordinalsBuilt_ = true;
+    }
+    return ordinals_.find(inst);
+  }
+  uint32_t ordinal32(const Instruction* inst) const {
+    int64_t k = ordinal(inst);
+    return k < 0 ? kNoOrdinal : static_cast<uint32_t>(k);
+  }
+  bool hasPositions(const Instruction* inst) const { return ordinal(inst) >= 0; }
   int64_t pos(const Instruction* inst, int64_t leaf) const {
-    int64_t k = ordinals_.find(inst);
+    int64_t k = ordinal(inst);
     if (k < 0) throw std::out_of_range("layout-assignment: instruction without positions");
     return base_[static_cast<size_t>(k)] + leaf;
   }
@@ -213,9 +227,6 @@ class Assigner {
     if (a == b) return;
     if (a > b) std::swap(a, b);
     parent_[static_cast<size_t>(b)] = a;  // the earliest position represents the class
-  }
-  void uniteRange(const Instruction* a, int64_t aLeaf, const Instruction* b, int64_t bLeaf, int64_t count) {
-    for (int64_t k = 0; k < count; ++k) unite(pos(a, aLeaf + k), pos(b, bLeaf + k));
   }
   void uniteOrdinals(uint32_t a, int64_t aLeaf, uint32_t b, int64_t bLeaf, int64_t count) {
     if (a == kNoOrdinal || b == kNoOrdinal) return;
@@ -295,7 +306,9 @@ class Assigner {
   // Instructions of the processed computations by dense ordinal: the first
   // position of each, and its users (CSR: users of ordinal k are
   // userList_[userStart_[k] .. userStart_[k + 1]), in program order, each once).
-  hlo::PointerIndex ordinals_;
+  mutable hlo::PointerIndex ordinals_;
+  mutable bool ordinalsBuilt_ = false;
+  std::unordered_map<const Instruction*, uint32_t> landmarks_;  // roots, parameters of callees
   std::vector<Instruction*> insts_;  // by ordinal
   std::vector<uint32_t> compStart_;  // ordinals of processed_[i]: compStart_[i] .. compStart_[i + 1]
   std::vector<char> inOrder_;        // per processed_[i]: operands precede users, no control edges
@@ -398,7 +411,6 @@ void Assigner::collectComputations() {
 void Assigner::buildPositions() {
   size_t count = 0;
   for (Computation* c : processed_) count += c->instructions().size();
-  ordinals_ = hlo::PointerIndex(count);
   insts_.reserve(count);
   base_.reserve(count);
   positions_.reserve(count + count / 4);
@@ -409,7 +421,8 @@ void Assigner::buildPositions() {
     for (const auto& up : c->instructions()) {
       Instruction* inst = up.get();
       const auto ord = static_cast<uint32_t>(insts_.size());
-      ordinals_.set(inst, ord);
+      if (inst == c->root() || (c != module_.entry() && inst->opcode() == Opcode::Parameter))
+        landmarks_.emplace(inst, ord);  // what control flow and the entry result look up
       insts_.push_back(inst);
       base_.push_back(static_cast<int64_t>(positions_.size()));
       const Shape& s = inst->shape();
@@ -425,10 +438,19 @@ void Assigner::buildPositions() {
     }
   }
   compStart_.push_back(static_cast<uint32_t>(count));
-  // Operands as ordinals: the only pointer lookups of the pass's main
-  // part, one per operand. A computation whose operands all precede their
-  // users (and without control edges) needs no sorting at the end unless
-  // copies are added to it.
+  // Operands as ordinals. Most operands are defined a few instructions
+  // before their use: those are found in insts_ itself. The others are
+  // numbered through a table of just those instructions, filled in one
+  // sweep over insts_ (a table of every instruction costs a cache miss per
+  // lookup on large modules). A computation whose operands all precede
+  // their users (and without control edges) needs no sorting at the end
+  // unless copies are added to it.
+  constexpr uint32_t kWindow = 8;
+  struct Far {
+    uint32_t edge, user;
+    uint32_t ci;
+  };
+  std::vector<Far> far;
   opStart_.assign(count + 1, 0);
   opList_.clear();
   opList_.reserve(count * 2);
@@ -437,13 +459,36 @@ void Assigner::buildPositions() {
     for (uint32_t ord = compStart_[ci]; ord < compStart_[ci + 1]; ++ord) {
       const Instruction* inst = insts_[ord];
       for (const Instruction* o : inst->operands()) {
-        int64_t k = ordinals_.find(o);
-        if (k < static_cast<int64_t>(compStart_[ci]) || k >= static_cast<int64_t>(ord)) inOrder_[ci] = 0;
-        opList_.push_back(k < 0 ? kNoOrdinal : static_cast<uint32_t>(k));
+        uint32_t k = kNoOrdinal;
+        for (uint32_t d = 1; d <= kWindow && ord >= compStart_[ci] + d; ++d)
+          if (insts_[ord - d] == o) {
+            k = ord - d;
+            break;
+          }
+        if (k == kNoOrdinal) far.push_back({static_cast<uint32_t>(opList_.size()), ord, static_cast<uint32_t>(ci)});
+        opList_.push_back(k);
       }
       if (!inst->controlPredecessors().empty()) inOrder_[ci] = 0;
       opStart_[ord + 1] = static_cast<uint32_t>(opList_.size());
     }
+  if (!far.empty()) {
+    // Slot of each instruction some far operand names, then its ordinal.
+    hlo::PointerIndex slots(far.size());
+    std::vector<const Instruction*> named;
+    for (Far& f : far) {
+      const Instruction* o = insts_[f.user]->operand(static_cast<int64_t>(f.edge - opStart_[f.user]));
+      if (slots.find(o) < 0) slots.set(o, static_cast<uint32_t>(named.size())), named.push_back(o);
+    }
+    std::vector<uint32_t> slotOrdinal(named.size(), kNoOrdinal);
+    for (uint32_t k = 0; k < count; ++k)
+      if (int64_t slot = slots.find(insts_[k]); slot >= 0) slotOrdinal[static_cast<size_t>(slot)] = k;
+    for (const Far& f : far) {
+      const Instruction* o = insts_[f.user]->operand(static_cast<int64_t>(f.edge - opStart_[f.user]));
+      const uint32_t k = slotOrdinal[static_cast<size_t>(slots.find(o))];
+      opList_[f.edge] = k;
+      if (k == kNoOrdinal || k < compStart_[f.ci] || k >= f.user) inOrder_[f.ci] = 0;
+    }
+  }
   // Users, as Computation::computeUsers lists them: program order, each
   // user once. Counted first, then filled (one flat array).
   std::vector<uint32_t> lastUser(count, kNoOrdinal);
@@ -514,9 +559,9 @@ void Assigner::buildPositions() {
         Computation* body = inst->whileBody();
         if (!cond || !body || inst->operandCount() != 1) break;
         uniteOrdinals(ord, 0, operandOrdinal(ord, 0), 0, leafCount);
-        if (Instruction* p = body->parameter(0)) uniteRange(inst, 0, p, 0, leafCount);
-        if (Instruction* p = cond->parameter(0)) uniteRange(inst, 0, p, 0, leafCount);
-        if (body->root()) uniteRange(inst, 0, body->root(), 0, leafCount);
+        if (Instruction* p = body->parameter(0)) uniteOrdinals(ord, 0, ordinal32(p), 0, leafCount);
+        if (Instruction* p = cond->parameter(0)) uniteOrdinals(ord, 0, ordinal32(p), 0, leafCount);
+        if (body->root()) uniteOrdinals(ord, 0, ordinal32(body->root()), 0, leafCount);
         break;
       }
       case Opcode::Call: {
@@ -525,8 +570,8 @@ void Assigner::buildPositions() {
         std::vector<Instruction*> params = callee->parameters();
         for (int64_t i = 0; i < inst->operandCount() && i < static_cast<int64_t>(params.size()); ++i)
           if (Instruction* p = params[static_cast<size_t>(i)])
-            uniteRange(p, 0, inst->operand(i), 0, p->shape().leafCount());
-        if (callee->root()) uniteRange(inst, 0, callee->root(), 0, s.leafCount());
+            uniteOrdinals(ordinal32(p), 0, operandOrdinal(ord, i), 0, p->shape().leafCount());
+        if (callee->root()) uniteOrdinals(ord, 0, ordinal32(callee->root()), 0, s.leafCount());
         break;
       }
       case Opcode::Conditional: {
@@ -536,8 +581,9 @@ void Assigner::buildPositions() {
           if (!br) continue;
           if (static_cast<int64_t>(b + 1) < inst->operandCount())
             if (Instruction* p = br->parameter(0))
-              uniteRange(p, 0, inst->operand(static_cast<int64_t>(b + 1)), 0, p->shape().leafCount());
-          if (br->root()) uniteRange(inst, 0, br->root(), 0, s.leafCount());
+              uniteOrdinals(ordinal32(p), 0, operandOrdinal(ord, static_cast<int64_t>(b + 1)), 0,
+                            p->shape().leafCount());
+          if (br->root()) uniteOrdinals(ord, 0, ordinal32(br->root()), 0, s.leafCount());
         }
         break;
       }
