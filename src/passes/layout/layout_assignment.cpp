@@ -162,6 +162,8 @@ class Assigner {
 
   bool run();
   LayoutReport report;
+  // Remarks are built only for a caller that reads them.
+  bool wantRemarks() const { return options_.remarks && options_.report; }
 
  private:
   struct Pos {
@@ -304,8 +306,9 @@ class Assigner {
   std::vector<Computation*> processed_;  // entry and control-flow callees, callees first
   std::unordered_set<const Computation*> processedSet_;
   // Instructions of the processed computations by dense ordinal: the first
-  // position of each, and its users (CSR: users of ordinal k are
-  // userList_[userStart_[k] .. userStart_[k + 1]), in program order, each once).
+  // position of each (base_), its operands (CSR, as ordinals) and its users
+  // (CSR: users of ordinal k are userList_[userStart_[k] .. userStart_[k + 1]),
+  // in program order, each once).
   mutable hlo::PointerIndex ordinals_;
   mutable bool ordinalsBuilt_ = false;
   std::unordered_map<const Instruction*, uint32_t> landmarks_;  // roots, parameters of callees
@@ -331,7 +334,6 @@ class Assigner {
   std::vector<uint32_t> fixed_;  // per position: the layout it must have (when isFixed_)
   std::vector<char> isFixed_;
   std::vector<int> fixedOrigin_;  // per position: origin of the fixed layout (-1: not fixed)
-  // Requirements on operands, per user ordinal: (operand number, requirement).
   // Requirements on operands: (user ordinal, operand number, requirement),
   // in user order (seeding visits users in order); few instructions have any.
   struct UseRequirement {
@@ -1390,7 +1392,7 @@ void Assigner::makeBitcast(const Computation& c, Instruction* inst) {
   inst->setOpcode(Opcode::Bitcast);
   inst->attrs().dimensions.clear();
   inst->attrs().inferredDimension = -1;
-  if (!options_.remarks) return;  // the counts only: no strings
+  if (!wantRemarks()) return;  // the counts only: no strings
   LayoutRemark r;
   r.kind = kind;
   r.computation = c.name();
@@ -1516,7 +1518,7 @@ bool Assigner::run() {
     const int64_t bytes = paddedBytes(copy->operand(0)->shape()) + paddedBytes(copy->shape());
     ++report.copies;
     report.copyBytes += bytes;
-    if (!options_.remarks) continue;
+    if (!wantRemarks()) continue;
     LayoutRemark r = copyInfo_[copy];
     r.computation = copy->parent()->name();
     r.instruction = copy->name();
