@@ -11,7 +11,20 @@
       below 1e-18), written as a polynomial of t = (u - mid) / half;
   atan, asin: (f(t) - t) / t^3 as a polynomial of z = t^2 on t in
       [0, 7/16] (degree 10) and [0, 1/2] (degree 13), interpolated at
-      Chebyshev points of z; atan's reduction points' values as head + tail.
+      Chebyshev points of z; atan's reduction points' values as head + tail;
+  payne: the bits of 2/pi for sin/cos/tan's Payne-Hanek reduction of huge
+      arguments, from pi by Machin's formula in exact integer arithmetic
+      (1600 bits; the table's floor is checked to be far from a rounding
+      boundary), as 64-bit words after one word of leading zeros, and
+      floor(pi/2 2^127) as two 64-bit words;
+  hard: the doubles closest to a multiple of pi/2 (math_f64_test.cpp's hard
+      cases for sin/cos/tan): for every exponent E, candidates m 2^E, m in
+      [2^52, 2^53), from the continued fraction of 2^E 2/pi mod 1 (multiples
+      of its last convergent denominators below 2^53 and the semiconvergents
+      at the limit; it finds Kahan and McDonald's 6381956970095103 2^797),
+      the 24 with the smallest |x 2/pi - n|, and their sin, cos and tan from
+      the exact reduction (2400-bit pi) and 400-bit fixed-point series, as
+      head + tail doubles (about 16 s).
 
 Run with Debian's python3: utils/fit_math_f64.py [table ...]; prints C++
 arrays (hexadecimal doubles, so the values are exact) and, for the fits,
@@ -178,13 +191,115 @@ def atan_table():
     return hi, lo
 
 
+def pi_fixed(bits):
+    """floor(pi 2^bits) up to a few units: Machin's formula in integers."""
+    guard = 32
+    one = 1 << (bits + guard)
+
+    def arctan_inv(k):  # atan(1/k) 2^(bits+guard), truncated terms
+        s, t, n, sign = 0, one // k, 1, 1
+        while t:
+            s += sign * (t // n)
+            t //= k * k
+            n += 2
+            sign = -sign
+        return s
+
+    return (16 * arctan_inv(5) - 4 * arctan_inv(239)) >> guard
+
+
+PAYNE_WORDS = 20  # one word of zeros, then 19 words of 2/pi's fraction bits
+
+
+def payne_table():
+    """2/pi = sum b_k 2^-k; the table is floor(2/pi 2^(64 (PAYNE_WORDS - 1))) as
+    PAYNE_WORDS 64-bit words, most significant first (the first word is 0)."""
+    bits = 64 * (PAYNE_WORDS - 1)
+    prec = bits + 400
+    pi = pi_fixed(prec)
+    # 2/pi 2^bits = 2^(bits + prec + 1) / (pi 2^prec); pi is known to within
+    # 2^-(prec - 8), so the floor is exact unless the remainder is that close
+    # to 0 or to the divisor.
+    t, rem = divmod(1 << (bits + prec + 1), pi)
+    assert 2**-300 < F(rem, pi) < 1 - 2**-300, "2/pi table too close to a rounding boundary"
+    # Cross-check the leading bits with the 80-digit decimal pi.
+    approx = int(D(2) / PI * (D(2) ** 200))
+    assert abs((t >> (bits - 200)) - approx) <= 1
+    return [(t >> (64 * (PAYNE_WORDS - 1 - i))) & (2**64 - 1) for i in range(PAYNE_WORDS)], pi, prec
+
+
+def payne_pio2(pi, prec):
+    """floor(pi/2 2^127) as two 64-bit words, the high one first."""
+    c = pi >> (prec - 126)
+    return [c >> 64, c & (2**64 - 1)]
+
+
+def hard_cases(count=24):
+    prec = 2400
+    pi = pi_fixed(prec)
+    k = 2300  # 2/pi 2^k
+    two_over_pi = (1 << (k + prec + 1)) // pi
+    found = []
+    for e in range(-52, 972):
+        den_bits = k - e
+        num = two_over_pi & ((1 << den_bits) - 1) if e >= 0 else two_over_pi
+        dens = []
+        a, b, q2, q1 = num, 1 << den_bits, 1, 0
+        while b:
+            ai, r = divmod(a, b)
+            q = ai * q1 + q2
+            if q >= 1 << 53:
+                jmax = ((1 << 53) - 1 - q2) // q1 if q1 else 0
+                dens += [j * q1 + q2 for j in range(max(1, jmax - 3), jmax + 1)]
+                break
+            dens.append(q)
+            q2, q1, a, b = q1, q, b, r
+        cands = set()
+        for q in dens[-6:]:
+            first = ((1 << 52) + q - 1) // q
+            last = min(((1 << 53) - 1) // q, first + 40)
+            cands.update(j * q for j in range(first, last + 1))
+        for m in cands:
+            if (1 << 52) <= m < (1 << 53):
+                v = (m * num) % (1 << den_bits)
+                found.append((F(min(v, (1 << den_bits) - v), 1 << den_bits), m, e))
+    found.sort()
+    rows = []
+    fixed = 400
+    one = 1 << fixed
+    for _, m, e in found[:count]:
+        x = F(m) * F(2) ** e
+        xs = x * 2 ** prec  # x pi-units: n = round(x 2/pi)
+        n = round(F(2) * xs / pi)
+        r = x - F(n * pi, 2 ** (prec + 1))  # x - n pi/2
+        rr = round(r * one)
+        # sin and cos of rr 2^-fixed by their series in fixed point
+        s_, c_, t, i = 0, 0, one, 0
+        while t:
+            if i % 2 == 0:
+                c_ += t if i % 4 == 0 else -t
+            else:
+                s_ += t if i % 4 == 1 else -t
+            i += 1
+            t = t * rr // (one * i)
+        q = n % 4
+        sin_x, cos_x = [(s_, c_), (c_, -s_), (-s_, -c_), (-c_, s_)][q]
+        vals = [F(sin_x, one), F(cos_x, one), F(sin_x, cos_x)]
+        out = [float(x).hex()]
+        for v in vals:
+            h = float(v)
+            out += [h.hex(), float(v - F(h)).hex()]
+        rows.append("{" + ", ".join(out) + "}")
+    return rows
+
+
 def cpp(name, values):
     body = ", ".join(float(v).hex() for v in values)
     return f"constexpr double {name}[] = {{{body}}};"
 
 
 def main():
-    wanted = set(sys.argv[1:]) or {"taylor", "erfc", "atan", "asin"}
+    wanted = set(sys.argv[1:]) or {"taylor", "erfc", "atan", "asin", "payne"}
     if "taylor" in wanted:
         for name, vals in taylor_tables().items():
             print(cpp(name, vals))
@@ -205,6 +320,18 @@ def main():
         coef, worst = odd_fit(arcsin_small, D(1) / 2, 13)
         print(cpp("kAsinQ", coef))
         print(f"// asin fit: largest relative error of (asin(t) - t) / t^3 {float(worst):.3g}")
+    if "hard" in wanted:
+        print("// x, sin x, cos x, tan x (head, tail)")
+        print("const TrigHardCase kTrigHardCases[] = {")
+        for row in hard_cases():
+            print(f"    {row},")
+        print("};")
+    if "payne" in wanted:
+        words, pi, prec = payne_table()
+        body = ", ".join(f"0x{w:016x}ull" for w in words)
+        print(f"constexpr uint64_t kTwoOverPiWords[] = {{{body}}};")
+        body = ", ".join(f"0x{w:016x}ull" for w in payne_pio2(pi, prec))
+        print(f"constexpr uint64_t kPio2Fixed[] = {{{body}}};")
 
 
 if __name__ == "__main__":

@@ -169,6 +169,7 @@ class RegPool {
   // frees and allocates in turn keeps independent work in different
   // registers (the scheduler can overlap it). Off by default.
   void setRotating(bool on) { rotating_ = on; }
+  bool rotating() const { return rotating_; }
 
  private:
   char prefix_;

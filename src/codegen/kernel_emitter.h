@@ -5,7 +5,7 @@
 // A kernel kind says whether an instruction is of its kind (`matches`: the
 // question hlo-fuse's cost model asks through classifyFusion), makes its
 // plan (`plan`: for fusions the struct its kernel is emitted from --
-// MatmulEpilogue, ReducePrologue, ColumnReduceFusion, RowFusion,
+// LoopFusion, MatmulEpilogue, ReducePrologue, ColumnReduceFusion, RowFusion,
 // AttentionFusion; nothing for kinds whose plan is the instruction itself)
 // and emits the kernel from that plan (`emit`). The registry
 // (kernels/registry.cpp, Lowerer::kernelEmitters) lists every kind in the

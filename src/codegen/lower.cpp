@@ -250,8 +250,23 @@ bool Lowerer::planInstruction(const Instruction& in, int region) {
       if (!typeInfo(s->elementType()).ok)
         return fail(in, fmt::format("llo-gen: operand element type {} of '{}' is not supported",
                                     hlo::elementTypeName(s->elementType()), in.name()));
+  if (!checkElementwiseLegal(in, kind)) return false;
   defineNew(in);
   return true;
+}
+
+bool Lowerer::checkElementwiseLegal(const Instruction& in, const KernelEmitter* kind) {
+  auto legal = [&](const Instruction& i) {
+    if (!hlo::isElementwise(i.opcode()) || elementwiseLegal(i)) return true;
+    return fail(i, illegalElementwiseMessage(i));
+  };
+  if (!kind) return true;
+  if (kind->fusionKind == FusionLowering::Loop) {
+    for (const auto& up : in.fusedComputation()->instructions())
+      if (!legal(*up)) return false;
+    return true;
+  }
+  return kind->fusionKind || kind->name != "elementwise" || legal(in);
 }
 
 // ============================================================== helpers
@@ -866,57 +881,155 @@ VReg Lowerer::divide32(VReg a, VReg b, bool isSigned, bool quotient, ElementType
   return out;
 }
 
-// ============================================================== elementwise ops on 32-bit lanes
+// ============================================================== elementwise ops
 
-namespace {
-
-// The chip instruction of each elementwise op that is one instruction on a
-// class of 32-bit lanes: float lanes (f32 and the narrow floats, held as f32
-// values), integer lanes (every integer type up to 32 bits, normalised after)
-// and pred lanes. An empty entry: that class needs a composed sequence
-// (lowerOp's switch and its helpers), or the op is not defined on it.
-// 64-bit pairs and complex values have their own lowerings (lowerWideOp,
-// lowerComplexOp).
-struct LaneInstr {
-  Opcode op;
-  int arity;
-  const char* floatLanes;
-  const char* intLanes;
-  const char* predLanes;
-};
-
-constexpr LaneInstr kLaneInstrs[] = {
-    {Opcode::Add, 2, "vadd.f32", "vadd.s32", "vor"},  // pred: or
-    {Opcode::Subtract, 2, "vsub.f32", "vsub.s32", "vsub.s32"},
-    {Opcode::Multiply, 2, "vmul.f32", "vmul.s32", "vmul.s32"},
-    {Opcode::And, 2, "vand", "vand", "vand"},
-    {Opcode::Or, 2, "vor", "vor", "vor"},
-    {Opcode::Xor, 2, "vxor", "vxor", "vxor"},
-    {Opcode::Maximum, 2, "vmax.f32", nullptr, nullptr},
-    {Opcode::Minimum, 2, "vmin.f32", nullptr, nullptr},
-    {Opcode::Power, 2, "vpow", nullptr, nullptr},
-    {Opcode::Negate, 1, "vneg.f32", nullptr, nullptr},
-    {Opcode::Abs, 1, "vabs.f32", nullptr, nullptr},
-    {Opcode::Exp, 1, "vexp", nullptr, nullptr},
-    {Opcode::Log, 1, "vlog", nullptr, nullptr},
-    {Opcode::Sqrt, 1, "vsqrt", nullptr, nullptr},
-    {Opcode::Rsqrt, 1, "vrsqrt", nullptr, nullptr},
-    {Opcode::Tanh, 1, "vtanh", nullptr, nullptr},
-    {Opcode::Logistic, 1, "vlogistic", nullptr, nullptr},
-    {Opcode::Sin, 1, "vsin", nullptr, nullptr},
-    {Opcode::Cos, 1, "vcos", nullptr, nullptr},
-    {Opcode::Floor, 1, "vfloor.f32", nullptr, nullptr},
-    {Opcode::Ceil, 1, "vceil.f32", nullptr, nullptr},
-    {Opcode::RoundNearestEven, 1, "vround.f32", nullptr, nullptr},
-};
-
-const LaneInstr* laneInstr(Opcode op) {
-  for (const LaneInstr& r : kLaneInstrs)
-    if (r.op == op) return &r;
-  return nullptr;
+// The table (op_table.cpp) says what each op is on each type class; the
+// composed cells name one of these member functions.
+Lowerer::ExpansionFn Lowerer::expansionFn(Expansion e) {
+  struct Entry {
+    Expansion id;
+    ExpansionFn fn;
+  };
+  using L = Lowerer;
+  static constexpr Entry kFns[] = {
+      {Expansion::None, nullptr},
+      {Expansion::Move, &L::moveValue},
+      {Expansion::MapComputation, &L::mapComputation},
+      {Expansion::LaneConstant, &L::laneConstant},
+      {Expansion::LaneConvert, &L::laneConvert},
+      {Expansion::LaneBitcastConvert, &L::laneBitcastConvert},
+      {Expansion::LaneMinMax, &L::laneMinMax},
+      {Expansion::LaneDivRem, &L::laneDivRem},
+      {Expansion::LaneNot, &L::laneNot},
+      {Expansion::LaneNegate, &L::laneNegate},
+      {Expansion::LaneAbs, &L::laneAbs},
+      {Expansion::LaneSign, &L::laneSign},
+      {Expansion::LaneSelect, &L::laneSelect},
+      {Expansion::LaneClamp, &L::laneClamp},
+      {Expansion::LaneMulhi, &L::laneMulhi},
+      {Expansion::LaneShift, &L::laneShift},
+      {Expansion::LanePopcntClz, &L::lanePopcntClz},
+      {Expansion::LaneCompare, &L::laneCompare},
+      {Expansion::LaneErf, &L::laneErf},
+      {Expansion::LaneAsinAcos, &L::laneAsinAcos},
+      {Expansion::LaneAtan, &L::laneAtan},
+      {Expansion::LaneInverseHyperbolic, &L::laneInverseHyperbolic},
+      {Expansion::LaneAtan2, &L::laneAtan2},
+      {Expansion::LaneTan, &L::laneTan},
+      {Expansion::LaneExpm1, &L::laneExpm1},
+      {Expansion::LaneLog1p, &L::laneLog1p},
+      {Expansion::LaneSinhCosh, &L::laneSinhCosh},
+      {Expansion::LaneCbrt, &L::laneCbrt},
+      {Expansion::LaneIsFinite, &L::laneIsFinite},
+      {Expansion::LaneRoundAfz, &L::laneRoundAfz},
+      {Expansion::ReducePrecision, &L::reducePrecisionOp},
+      {Expansion::IntegerPower, &L::integerPowerOp},
+      {Expansion::ImagOfReal, &L::imagOfReal},
+      {Expansion::PairConstant, &L::pairConstant},
+      {Expansion::PairConvert, &L::pairConvert},
+      {Expansion::PairBitcastConvert, &L::moveValue},
+      {Expansion::PairAddSub, &L::pairAddSubOp},
+      {Expansion::PairNegateAbs, &L::pairNegateAbs},
+      {Expansion::PairMinMax, &L::pairMinMax},
+      {Expansion::PairClamp, &L::pairClamp},
+      {Expansion::PairCompare, &L::pairCompareOp},
+      {Expansion::PairSelect, &L::pairSelectOp},
+      {Expansion::PairIsFinite, &L::pairIsFinite},
+      {Expansion::PairIntSign, &L::pairIntSign},
+      {Expansion::PairPopcntClz, &L::pairPopcntClz},
+      {Expansion::PairImag, &L::pairImag},
+      {Expansion::ExpF64, &L::expF64Op},
+      {Expansion::F64Library, &L::f64LibraryOp},
+      {Expansion::ComplexConstant, &L::complexConstantOp},
+      {Expansion::ComplexConvert, &L::complexConvertOp},
+      {Expansion::ComplexAddSub, &L::complexAddSubOp},
+      {Expansion::ComplexNegate, &L::complexNegateOp},
+      {Expansion::ComplexReal, &L::complexRealOp},
+      {Expansion::ComplexImag, &L::complexImagOp},
+      {Expansion::ComplexFromParts, &L::complexFromPartsOp},
+      {Expansion::ComplexCompare, &L::complexCompareOp},
+      {Expansion::ComplexSelect, &L::complexSelectOp},
+      {Expansion::ComplexMath, &L::complexMathOp},
+  };
+  static_assert(std::size(kFns) == kExpansionCount, "every expansion id has a function");
+  static_assert(
+      [] {
+        for (size_t i = 0; i < std::size(kFns); ++i)
+          if (static_cast<size_t>(kFns[i].id) != i) return false;
+        return true;
+      }(),
+      "expansion functions listed in the order of the Expansion enum");
+  return kFns[static_cast<size_t>(e)].fn;
 }
 
-}  // namespace
+std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  std::vector<ElementType> types;
+  for (const VReg& v : ops) types.push_back(v.t);
+  OpTyping typing = elementwiseTyping(in.opcode(), rt, types);
+  if (!elementwiseLegal(in.opcode(), rt, types, {in.attrs().comparisonDirection, in.shape().isScalar()})) {
+    fail(in, illegalElementwiseMessage(in, typing));
+    return std::nullopt;
+  }
+  const OpCell& cell = opCell(in.opcode(), typing.cls);
+  if (cell.kind == CellKind::Composed) return (this->*expansionFn(cell.expansion))(in, ops);
+  bool pair = typing.cls == TypeClass::F64 || typing.cls == TypeClass::S64 || typing.cls == TypeClass::U64;
+  if (!pair) {  // one instruction on 32-bit lanes, the narrow types rounded after it
+    if (ops.size() == 1) return normalize(unop(cell.instr, ops[0], rt));
+    return normalize(binop(cell.instr, ops[0], V(ops[1]), rt));
+  }
+  VReg d = valloc(rt);
+  const VReg& a = ops[0];
+  if (cell.kind == CellKind::Halves) {  // a 32-bit instruction on each word
+    if (ops.size() == 1) {
+      e_.op("{} {}, {}", cell.instr, V(d), V(a));
+      e_.op("{} {}, {}", cell.instr, H(d), H(a));
+    } else {
+      e_.op("{} {}, {}, {}", cell.instr, V(d), V(a), V(ops[1]));
+      e_.op("{} {}, {}, {}", cell.instr, H(d), H(a), H(ops[1]));
+    }
+    return d;
+  }
+  // A register-pair row, once per word of the result.
+  for (int w = 0; w < 2; ++w) {
+    if (ops.size() == 1)
+      e_.op("{} {}, {}, {}, {}", cell.instr, w ? H(d) : V(d), V(a), H(a), w);
+    else
+      e_.op("{} {}, {}, {}, {}, {}, {}", cell.instr, w ? H(d) : V(d), V(a), H(a), V(ops[1]), H(ops[1]), w);
+  }
+  return d;
+}
+
+// ---- composed expansions on any type class and on 32-bit lanes
+
+std::optional<VReg> Lowerer::moveValue(const Instruction& in, const std::vector<VReg>& ops) {
+  return vcopy(ops[0], in.shape().elementType());
+}
+
+std::optional<VReg> Lowerer::mapComputation(const Instruction& in, const std::vector<VReg>& ops) {
+  std::vector<VReg> out;
+  if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
+  return out[0];
+}
+
+std::optional<VReg> Lowerer::laneConstant(const Instruction& in, const std::vector<VReg>&) {
+  ElementType rt = in.shape().elementType();
+  return vconst(rt, literalBits(in.literal(), rt));
+}
+
+std::optional<VReg> Lowerer::reducePrecisionOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return lowerReducePrecision(in, ops[0]);
+}
+
+std::optional<VReg> Lowerer::integerPowerOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return integerPower(ops[0], ops[1], in.shape().elementType());
+}
+
+// imag of a real type: the type's all-zero-bits value, as the interpreter's zeros.
+std::optional<VReg> Lowerer::imagOfReal(const Instruction& in, const std::vector<VReg>&) {
+  ElementType rt = in.shape().elementType();
+  return vconst(rt, literalBits(hlo::Literal::zeros(hlo::Shape::scalar(rt)), rt));
+}
 
 std::optional<VReg> Lowerer::unsupportedOp(const Instruction& in, ElementType ot) {
   fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(in.opcode()),
@@ -945,547 +1058,468 @@ VReg Lowerer::truncTowardZero(VReg a) {
   return d;
 }
 
-std::optional<VReg> Lowerer::lowerOp(const Instruction& in, const std::vector<VReg>& ops) {
-  if (typeInfo(in.shape().elementType()).isComplex ||
-      std::any_of(ops.begin(), ops.end(), [](const VReg& v) { return typeInfo(v.t).isComplex; }))
-    return lowerComplexOp(in, ops);
-  if (isPairType(in.shape().elementType()) ||
-      std::any_of(ops.begin(), ops.end(), [](const VReg& v) { return isPairType(v.t); }))
-    return lowerWideOp(in, ops);
+// bitcast-convert and convert between 32-bit lane types.
+std::optional<VReg> Lowerer::laneBitcastConvert(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  // Registers hold values, not memory bits: only some pairs are a move
+  // (fusions with others are lowered instruction by instruction).
+  TypeInfo ri = typeInfo(rt), oi = typeInfo(ot);
+  VReg d = valloc(rt);
+  if (ri.bits == 32 && oi.bits == 32) {
+    e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+  } else if (ot == ElementType::BF16 && !ri.isFloat && ri.bits == 16) {
+    e_.op("vshr {}, {}, 16", V(d), V(ops[0]));
+    normalize(d);
+  } else if (rt == ElementType::BF16 && !oi.isFloat && oi.bits == 16) {
+    e_.op("vshl {}, {}, 16", V(d), V(ops[0]));
+  } else if (!ri.isFloat && !oi.isFloat && ri.bits == oi.bits) {
+    e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+    normalize(d);
+  } else {
+    vfree(d);
+    return unsupportedOp(in, ot);
+  }
+  return d;
+}
+
+std::optional<VReg> Lowerer::laneConvert(const Instruction& in, const std::vector<VReg>& ops) {
   ElementType rt = in.shape().elementType();
   ElementType ot = ops.empty() ? rt : ops[0].t;
   bool f = typeInfo(ot).isFloat;
-  auto bin = [&](const char* fm, const char* im) -> VReg {
-    return normalize(binop(f ? fm : im, ops[0], V(ops[1]), rt));
-  };
-  auto unsupported = [&]() -> std::optional<VReg> { return unsupportedOp(in, ot); };
-  auto un = [&](const char* m) -> VReg { return normalize(unop(m, ops[0], rt)); };
-  // One chip instruction for this type class: from the table.
-  if (const LaneInstr* li = laneInstr(in.opcode())) {
-    const char* m = rt == ElementType::Pred ? li->predLanes : f ? li->floatLanes : li->intLanes;
-    if (m) return li->arity == 1 ? un(m) : bin(m, m);
+  bool u = typeInfo(ot).isUnsigned;
+  TypeInfo ri = typeInfo(rt), oi = typeInfo(ot);
+  if (rt == ElementType::Pred) {
+    int m = malloc_();
+    e_.op("vcmp.ne.{} {}, {}, 0", f ? "f32" : "s32", M(m), V(ops[0]));
+    return toMask01(m);
   }
-  switch (in.opcode()) {
-    case Opcode::Constant: {
-      if (!in.shape().isScalar()) return unsupported();
-      return vconst(rt, literalBits(in.literal(), rt));
-    }
-    case Opcode::Broadcast:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy: {
+  if (ri.isFloat) {
+    if (f) return normalize(unop("vmov.s32", ops[0], rt));
+    if (oi.bits == 32 && rt != ElementType::F32) {
+      // 32-bit integers to a narrow float: through f32 they would round
+      // twice; the interpreter rounds once from f64 (exact for them).
+      VReg x = pairFrom32(ops[0], ElementType::F64);
       VReg d = valloc(rt);
-      e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+      e_.op("vcvt.{}.f64 {}, {}, {}", typeInfo(rt).dtype, V(d), V(x), H(x));
+      vfree(x);
       return d;
     }
-    case Opcode::BitcastConvert:
-    case Opcode::Convert:
-      return lowerConvertOp(in, ops);
-    case Opcode::Maximum:
-    case Opcode::Minimum:
-    case Opcode::Divide:
-    case Opcode::Remainder:
-    case Opcode::Not:
-    case Opcode::Negate:
-    case Opcode::Abs:
-    case Opcode::Sign:
-    case Opcode::Select:
-    case Opcode::Clamp:
-      return lowerIntegerOp(in, ops);
-    case Opcode::Mulhi:
-    case Opcode::ShiftLeft:
-    case Opcode::ShiftRightLogical:
-    case Opcode::ShiftRightArithmetic:
-    case Opcode::Popcnt:
-    case Opcode::Clz:
-      return lowerBitOp(in, ops);
-    case Opcode::Compare: return lowerCompareOp(in, ops);
-    case Opcode::Erf:
-    case Opcode::Asin:
-    case Opcode::Acos:
-    case Opcode::Atan:
-    case Opcode::Asinh:
-    case Opcode::Acosh:
-    case Opcode::Atanh:
-    case Opcode::Atan2:
-    case Opcode::Tan:
-    case Opcode::Expm1:
-    case Opcode::Log1p:
-    case Opcode::Sinh:
-    case Opcode::Cosh:
-    case Opcode::Cbrt:
-    case Opcode::IsFinite:
-    case Opcode::RoundNearestAfz:
-      return lowerComposedMath(in, ops);
-    case Opcode::Power: return integerPower(ops[0], ops[1], rt);  // floats: the table
-    case Opcode::Real:  // of a real type: the value itself
-      return vcopy(ops[0], rt);
-    case Opcode::Imag: {  // of a real type: the type's all-zero-bits value, as the interpreter's zeros
-      return vconst(rt, literalBits(hlo::Literal::zeros(hlo::Shape::scalar(rt)), rt));
-    }
-    case Opcode::ReducePrecision: return lowerReducePrecision(in, ops[0]);
-    case Opcode::Map: {
-      std::vector<VReg> out;
-      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
-      return out[0];
-    }
-    default: return unsupported();
+    if (!(u && oi.bits == 32)) return normalize(unop("vcvt.f32.s32", ops[0], rt));
+    // u32: hi * 65536 + lo rounds once (both parts are exact in f32).
+    VReg hi = binop("vshr", ops[0], "16", ElementType::S32);
+    VReg lo = binop("vand", ops[0], "65535", ElementType::S32);
+    e_.op("vcvt.f32.s32 {}, {}", V(hi), V(hi));
+    e_.op("vcvt.f32.s32 {}, {}", V(lo), V(lo));
+    e_.op("vmul.f32 {}, {}, 65536.0", V(hi), V(hi));
+    VReg d = binop("vadd.f32", hi, V(lo), rt);
+    vfree(hi);
+    vfree(lo);
+    return normalize(d);
   }
-}
-
-// bitcast-convert and convert between 32-bit lane types.
-std::optional<VReg> Lowerer::lowerConvertOp(const Instruction& in, const std::vector<VReg>& ops) {
-  ElementType rt = in.shape().elementType();
-  ElementType ot = ops.empty() ? rt : ops[0].t;
-  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
-  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
-  switch (in.opcode()) {
-    case Opcode::BitcastConvert: {
-      // Registers hold values, not memory bits: only some pairs are a move
-      // (fusions with others are lowered instruction by instruction).
-      TypeInfo ri = typeInfo(rt), oi = typeInfo(ot);
-      VReg d = valloc(rt);
-      if (ri.bits == 32 && oi.bits == 32) {
-        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-      } else if (ot == ElementType::BF16 && !ri.isFloat && ri.bits == 16) {
-        e_.op("vshr {}, {}, 16", V(d), V(ops[0]));
-        normalize(d);
-      } else if (rt == ElementType::BF16 && !oi.isFloat && oi.bits == 16) {
-        e_.op("vshl {}, {}, 16", V(d), V(ops[0]));
-      } else if (!ri.isFloat && !oi.isFloat && ri.bits == oi.bits) {
-        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-        normalize(d);
-      } else {
-        vfree(d);
-        return unsupportedOp(in, ot);
-      }
-      return d;
-    }
-    case Opcode::Convert: {
-      TypeInfo ri = typeInfo(rt), oi = typeInfo(ot);
-      if (rt == ElementType::Pred) {
-        int m = malloc_();
-        e_.op("vcmp.ne.{} {}, {}, 0", f ? "f32" : "s32", M(m), V(ops[0]));
-        return toMask01(m);
-      }
-      if (ri.isFloat) {
-        if (f) return normalize(unop("vmov.s32", ops[0], rt));
-        if (oi.bits == 32 && rt != ElementType::F32) {
-          // 32-bit integers to a narrow float: through f32 they would round
-          // twice; the interpreter rounds once from f64 (exact for them).
-          VReg x = pairFrom32(ops[0], ElementType::F64);
-          VReg d = valloc(rt);
-          e_.op("vcvt.{}.f64 {}, {}, {}", typeInfo(rt).dtype, V(d), V(x), H(x));
-          vfree(x);
-          return d;
-        }
-        if (!(u && oi.bits == 32)) return normalize(unop("vcvt.f32.s32", ops[0], rt));
-        // u32: hi * 65536 + lo rounds once (both parts are exact in f32).
-        VReg hi = binop("vshr", ops[0], "16", ElementType::S32);
-        VReg lo = binop("vand", ops[0], "65535", ElementType::S32);
-        e_.op("vcvt.f32.s32 {}, {}", V(hi), V(hi));
-        e_.op("vcvt.f32.s32 {}, {}", V(lo), V(lo));
-        e_.op("vmul.f32 {}, {}, 65536.0", V(hi), V(hi));
-        VReg d = binop("vadd.f32", hi, V(lo), rt);
-        vfree(hi);
-        vfree(lo);
-        return normalize(d);
-      }
-      if (!f) return normalize(unop("vmov.s32", ops[0], rt));
-      // Float to integer: truncate and saturate to the type's range (XLA).
-      if (ri.isUnsigned && ri.bits == 32) {
-        VReg x = binop("vmax.f32", ops[0], "0.0", ElementType::F32);  // NaN stays NaN, converts to 0
-        VReg small = unop("vcvt.s32.f32", x, rt);
-        VReg big = binop("vsub.f32", x, "2147483648.0", ElementType::F32);
-        e_.op("vcvt.s32.f32 {}, {}", V(big), V(big));
-        e_.op("vadd.s32 {}, {}, -2147483648", V(big), V(big));
-        int m = malloc_();
-        e_.op("vcmp.ge.f32 {}, {}, 2147483648.0", M(m), V(x));
-        VReg d = valloc(rt);
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(big), V(small));
-        masks_.put(m);
-        vfree(x);
-        vfree(small);
-        vfree(big);
-        return d;
-      }
-      VReg d = unop("vcvt.s32.f32", ops[0], rt);
-      if (ri.bits < 32) {
-        int w = ri.bits;
-        int64_t lo = ri.isUnsigned ? 0 : -(int64_t{1} << (w - 1));
-        int64_t hi = ri.isUnsigned ? (int64_t{1} << w) - 1 : (int64_t{1} << (w - 1)) - 1;
-        e_.op("vmax.s32 {}, {}, {}", V(d), V(d), lo);
-        e_.op("vmin.s32 {}, {}, {}", V(d), V(d), hi);
-      }
-      return d;
-    }
-    default: return unsupportedOp(in, ot);
+  if (!f) return normalize(unop("vmov.s32", ops[0], rt));
+  // Float to integer: truncate and saturate to the type's range (XLA).
+  if (ri.isUnsigned && ri.bits == 32) {
+    VReg x = binop("vmax.f32", ops[0], "0.0", ElementType::F32);  // NaN stays NaN, converts to 0
+    VReg small = unop("vcvt.s32.f32", x, rt);
+    VReg big = binop("vsub.f32", x, "2147483648.0", ElementType::F32);
+    e_.op("vcvt.s32.f32 {}, {}", V(big), V(big));
+    e_.op("vadd.s32 {}, {}, -2147483648", V(big), V(big));
+    int m = malloc_();
+    e_.op("vcmp.ge.f32 {}, {}, 2147483648.0", M(m), V(x));
+    VReg d = valloc(rt);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(big), V(small));
+    masks_.put(m);
+    vfree(x);
+    vfree(small);
+    vfree(big);
+    return d;
   }
+  VReg d = unop("vcvt.s32.f32", ops[0], rt);
+  if (ri.bits < 32) {
+    int w = ri.bits;
+    int64_t lo = ri.isUnsigned ? 0 : -(int64_t{1} << (w - 1));
+    int64_t hi = ri.isUnsigned ? (int64_t{1} << w) - 1 : (int64_t{1} << (w - 1)) - 1;
+    e_.op("vmax.s32 {}, {}, {}", V(d), V(d), lo);
+    e_.op("vmin.s32 {}, {}, {}", V(d), V(d), hi);
+  }
+  return d;
 }
 
 // Composed integer arithmetic (and sign, select, clamp) on 32-bit lanes.
-std::optional<VReg> Lowerer::lowerIntegerOp(const Instruction& in, const std::vector<VReg>& ops) {
+std::optional<VReg> Lowerer::laneMinMax(const Instruction& in, const std::vector<VReg>& ops) {
   ElementType rt = in.shape().elementType();
   ElementType ot = ops.empty() ? rt : ops[0].t;
-  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
-  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
-  switch (in.opcode()) {
-    case Opcode::Maximum:
-    case Opcode::Minimum: {
-      bool mx = in.opcode() == Opcode::Maximum;
-      if (u && typeInfo(ot).bits == 32) {
-        VReg a = flipSignBit(ops[0]), b = flipSignBit(ops[1]);
-        VReg d = binop(mx ? "vmax.s32" : "vmin.s32", a, V(b), rt);
-        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
-        vfree(a);
-        vfree(b);
-        return d;
-      }
-      return binop(mx ? "vmax.s32" : "vmin.s32", ops[0], V(ops[1]), rt);
-    }
-    case Opcode::Divide:
-    case Opcode::Remainder: {
-      bool div = in.opcode() == Opcode::Divide;
-      if (f) {
-        VReg q = binop("vdiv.f32", ops[0], V(ops[1]), rt);
-        if (div) return normalize(q);
-        VReg t = truncTowardZero(q);
-        e_.op("vmul.f32 {}, {}, {}", V(t), V(t), V(ops[1]));
-        VReg d = binop("vsub.f32", ops[0], V(t), rt);
-        vfree(q);
-        vfree(t);
-        return normalize(d);
-      }
-      if (typeInfo(ot).bits == 32) return divide32(ops[0], ops[1], !u, div, rt);
-      // Narrow integers: division through f32 is exact (|x| < 2^24), then
-      // the zero-divisor rules: x / 0 = -1, x % 0 = x.
-      VReg a = unop("vcvt.f32.s32", ops[0], ElementType::F32);
-      VReg b = unop("vcvt.f32.s32", ops[1], ElementType::F32);
-      VReg q = binop("vdiv.f32", a, V(b), ElementType::F32);
-      VReg t = truncTowardZero(q);
-      VReg qi = unop("vcvt.s32.f32", t, ElementType::S32);
-      vfree(a);
-      vfree(b);
-      vfree(q);
-      vfree(t);
-      int z = malloc_();
-      e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(ops[1]));
-      VReg d;
-      if (div) {
-        VReg m1 = vconst(ElementType::S32, 0xffffffffu);
-        d = valloc(rt);
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(m1), V(qi));
-        vfree(m1);
-      } else {
-        VReg p = binop("vmul.s32", qi, V(ops[1]), ElementType::S32);
-        VReg r = binop("vsub.s32", ops[0], V(p), rt);
-        d = valloc(rt);
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(ops[0]), V(r));
-        vfree(p);
-        vfree(r);
-      }
-      masks_.put(z);
-      vfree(qi);
-      return normalize(d);
-    }
-    case Opcode::Not: {
-      if (rt == ElementType::Pred) return binop("vxor", ops[0], "1", rt);
-      return normalize(unop("vnot", ops[0], rt));
-    }
-    case Opcode::Negate: {
-      VReg z = vconst(ElementType::S32, 0);
-      VReg d = binop("vsub.s32", z, V(ops[0]), rt);
-      vfree(z);
-      return normalize(d);
-    }
-    case Opcode::Abs: {
-      VReg z = vconst(ElementType::S32, 0);
-      VReg n = binop("vsub.s32", z, V(ops[0]), rt);
-      VReg d = binop("vmax.s32", ops[0], V(n), rt);
-      vfree(z);
-      vfree(n);
-      return normalize(d);
-    }
-    case Opcode::Sign: {
-      const char* cmp = f ? "f32" : "s32";
-      int gt = malloc_(), lt = malloc_();
-      e_.op("vcmp.gt.{} {}, {}, 0", cmp, M(gt), V(ops[0]));
-      e_.op("vcmp.lt.{} {}, {}, 0", cmp, M(lt), V(ops[0]));
-      VReg one = vconst(rt, f ? 0x3f800000u : 1u);
-      VReg mone = vconst(rt, f ? 0xbf800000u : 0xffffffffu);
-      VReg d = valloc(rt);
-      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lt), V(mone), V(ops[0]));
-      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(gt), V(one), V(d));
-      vfree(one);
-      vfree(mone);
-      masks_.put(gt);
-      masks_.put(lt);
-      return d;
-    }
-    case Opcode::Select: {
-      int m = malloc_();
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
-      VReg d = valloc(rt);
-      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(ops[1]), V(ops[2]));
-      masks_.put(m);
-      return d;
-    }
-    case Opcode::Clamp: {
-      bool fl = typeInfo(rt).isFloat;
-      if (typeInfo(rt).isUnsigned && typeInfo(rt).bits == 32) {  // order u32 through the flipped sign bit
-        VReg lo = flipSignBit(ops[0]), x = flipSignBit(ops[1]), hi = flipSignBit(ops[2]);
-        VReg a = binop("vmax.s32", x, V(lo), rt);
-        VReg d = binop("vmin.s32", a, V(hi), rt);
-        e_.op("vxor {}, {}, -2147483648", V(d), V(d));
-        for (VReg r : {lo, x, hi, a}) vfree(r);
-        return d;
-      }
-      VReg a = binop(fl ? "vmax.f32" : "vmax.s32", ops[1], V(ops[0]), rt);
-      VReg d = binop(fl ? "vmin.f32" : "vmin.s32", a, V(ops[2]), rt);
-      vfree(a);
-      return d;
-    }
-    default: return unsupportedOp(in, ot);
+  bool u = typeInfo(ot).isUnsigned;
+  bool mx = in.opcode() == Opcode::Maximum;
+  if (u && typeInfo(ot).bits == 32) {
+    VReg a = flipSignBit(ops[0]), b = flipSignBit(ops[1]);
+    VReg d = binop(mx ? "vmax.s32" : "vmin.s32", a, V(b), rt);
+    e_.op("vxor {}, {}, -2147483648", V(d), V(d));
+    vfree(a);
+    vfree(b);
+    return d;
   }
+  return binop(mx ? "vmax.s32" : "vmin.s32", ops[0], V(ops[1]), rt);
 }
 
-// mulhi, shifts, popcnt and count-leading-zeros on 32-bit lanes.
-std::optional<VReg> Lowerer::lowerBitOp(const Instruction& in, const std::vector<VReg>& ops) {
+std::optional<VReg> Lowerer::laneDivRem(const Instruction& in, const std::vector<VReg>& ops) {
   ElementType rt = in.shape().elementType();
   ElementType ot = ops.empty() ? rt : ops[0].t;
-  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
-  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
-  switch (in.opcode()) {
-    case Opcode::Mulhi: {
-      if (f) return unsupportedOp(in, ot);
-      int bits = typeInfo(ot).bits;
-      if (bits == 32) {
-        // The high word of the exact 64-bit product: the operands extended
-        // to pairs (sign or zero), then word 1 of vmul.i64.
-        VReg ah = valloc(ElementType::S32), bh = valloc(ElementType::S32);
-        if (u) {
-          e_.op("vmov.s32 {}, 0", V(ah));
-          e_.op("vmov.s32 {}, 0", V(bh));
-        } else {
-          e_.op("vsra {}, {}, 31", V(ah), V(ops[0]));
-          e_.op("vsra {}, {}, 31", V(bh), V(ops[1]));
-        }
-        VReg d = valloc(rt);
-        e_.op("vmul.i64 {}, {}, {}, {}, {}, 1", V(d), V(ops[0]), V(ah), V(ops[1]), V(bh));
-        vfree(ah);
-        vfree(bh);
-        return d;
-      }
-      if (bits < 8) return unsupportedOp(in, ot);  // the interpreter has no mulhi for s4/u4 either
-      // 8 and 16 bits: the product is exact in a 32-bit lane (u16's bit
-      // pattern too), its high half one shift away.
-      VReg d = binop("vmul.s32", ops[0], V(ops[1]), rt);
-      e_.op("{} {}, {}, {}", u ? "vshr" : "vsra", V(d), V(d), bits);
-      return normalize(d);
-    }
-    case Opcode::ShiftLeft:
-    case Opcode::ShiftRightLogical:
-    case Opcode::ShiftRightArithmetic: {
-      int bits = typeInfo(rt).bits;
-      const char* m = in.opcode() == Opcode::ShiftLeft ? "vshl"
-                      : in.opcode() == Opcode::ShiftRightLogical ? "vshr" : "vsra";
-      VReg x = ops[0];
-      bool extend = in.opcode() == Opcode::ShiftRightArithmetic && bits < 32 && typeInfo(rt).isUnsigned;
-      if (extend) {  // the type's top bit is the sign an arithmetic shift copies
-        x = binop("vshl", ops[0], std::to_string(32 - bits), rt);
-        e_.op("vsra {}, {}, {}", V(x), V(x), 32 - bits);
-      }
-      VReg r = binop(m, x, V(ops[1]), rt);
-      int lo = malloc_(), hi = malloc_();
-      e_.op("vcmp.ge.s32 {}, {}, 0", M(lo), V(ops[1]));
-      e_.op("vcmp.lt.s32 {}, {}, {}", M(hi), V(ops[1]), bits);
-      e_.op("mand {}, {}, {}", M(lo), M(lo), M(hi));
-      VReg d = valloc(rt);
-      if (in.opcode() == Opcode::ShiftRightArithmetic) {
-        VReg s = binop("vsra", x, "31", rt);
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lo), V(r), V(s));
-        vfree(s);
-      } else {
-        e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r));
-      }
-      if (in.opcode() == Opcode::ShiftRightLogical && bits < 32 && !typeInfo(rt).isUnsigned) {
-        // Logical shift of a sign-extended value: shift the zero-extended one.
-        VReg z = binop("vand", ops[0], std::to_string((1 << bits) - 1), rt);
-        VReg r2 = binop("vshr", z, V(ops[1]), rt);
-        e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r2));
-        vfree(z);
-        vfree(r2);
-      }
-      masks_.put(lo);
-      masks_.put(hi);
-      vfree(r);
-      if (extend) vfree(x);
-      return normalize(d);
-    }
-    case Opcode::Popcnt:
-    case Opcode::Clz: {
-      int bits = typeInfo(rt).bits;
-      VReg x = valloc(rt);
-      if (bits < 32) e_.op("vand {}, {}, {}", V(x), V(ops[0]), (1 << bits) - 1);
-      else e_.op("vmov.s32 {}, {}", V(x), V(ops[0]));
-      VReg t = valloc(rt);
-      emitLanePopcount(x, t, in.opcode() == Opcode::Clz);
-      if (in.opcode() == Opcode::Clz) {
-        VReg w = vconst(rt, static_cast<uint32_t>(bits));
-        e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
-        vfree(w);
-      }
-      vfree(t);
-      return x;
-    }
-    default: return unsupportedOp(in, ot);
+  bool f = typeInfo(ot).isFloat;
+  bool u = typeInfo(ot).isUnsigned;
+  bool div = in.opcode() == Opcode::Divide;
+  if (f) {
+    VReg q = binop("vdiv.f32", ops[0], V(ops[1]), rt);
+    if (div) return normalize(q);
+    VReg t = truncTowardZero(q);
+    e_.op("vmul.f32 {}, {}, {}", V(t), V(t), V(ops[1]));
+    VReg d = binop("vsub.f32", ops[0], V(t), rt);
+    vfree(q);
+    vfree(t);
+    return normalize(d);
   }
+  if (typeInfo(ot).bits == 32) return divide32(ops[0], ops[1], !u, div, rt);
+  // Narrow integers: division through f32 is exact (|x| < 2^24), then
+  // the zero-divisor rules: x / 0 = -1, x % 0 = x.
+  VReg a = unop("vcvt.f32.s32", ops[0], ElementType::F32);
+  VReg b = unop("vcvt.f32.s32", ops[1], ElementType::F32);
+  VReg q = binop("vdiv.f32", a, V(b), ElementType::F32);
+  VReg t = truncTowardZero(q);
+  VReg qi = unop("vcvt.s32.f32", t, ElementType::S32);
+  vfree(a);
+  vfree(b);
+  vfree(q);
+  vfree(t);
+  int z = malloc_();
+  e_.op("vcmp.eq.s32 {}, {}, 0", M(z), V(ops[1]));
+  VReg d;
+  if (div) {
+    VReg m1 = vconst(ElementType::S32, 0xffffffffu);
+    d = valloc(rt);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(m1), V(qi));
+    vfree(m1);
+  } else {
+    VReg p = binop("vmul.s32", qi, V(ops[1]), ElementType::S32);
+    VReg r = binop("vsub.s32", ops[0], V(p), rt);
+    d = valloc(rt);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(z), V(ops[0]), V(r));
+    vfree(p);
+    vfree(r);
+  }
+  masks_.put(z);
+  vfree(qi);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::laneNot(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  if (rt == ElementType::Pred) return binop("vxor", ops[0], "1", rt);
+  return normalize(unop("vnot", ops[0], rt));
+}
+
+std::optional<VReg> Lowerer::laneNegate(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  VReg z = vconst(ElementType::S32, 0);
+  VReg d = binop("vsub.s32", z, V(ops[0]), rt);
+  vfree(z);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::laneAbs(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  VReg z = vconst(ElementType::S32, 0);
+  VReg n = binop("vsub.s32", z, V(ops[0]), rt);
+  VReg d = binop("vmax.s32", ops[0], V(n), rt);
+  vfree(z);
+  vfree(n);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::laneSign(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  bool f = typeInfo(ot).isFloat;
+  const char* cmp = f ? "f32" : "s32";
+  int gt = malloc_(), lt = malloc_();
+  e_.op("vcmp.gt.{} {}, {}, 0", cmp, M(gt), V(ops[0]));
+  e_.op("vcmp.lt.{} {}, {}, 0", cmp, M(lt), V(ops[0]));
+  VReg one = vconst(rt, f ? 0x3f800000u : 1u);
+  VReg mone = vconst(rt, f ? 0xbf800000u : 0xffffffffu);
+  VReg d = valloc(rt);
+  e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lt), V(mone), V(ops[0]));
+  e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(gt), V(one), V(d));
+  vfree(one);
+  vfree(mone);
+  masks_.put(gt);
+  masks_.put(lt);
+  return d;
+}
+
+std::optional<VReg> Lowerer::laneSelect(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  int m = malloc_();
+  e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
+  VReg d = valloc(rt);
+  e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(ops[1]), V(ops[2]));
+  masks_.put(m);
+  return d;
+}
+
+std::optional<VReg> Lowerer::laneClamp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  bool fl = typeInfo(rt).isFloat;
+  if (typeInfo(rt).isUnsigned && typeInfo(rt).bits == 32) {  // order u32 through the flipped sign bit
+    VReg lo = flipSignBit(ops[0]), x = flipSignBit(ops[1]), hi = flipSignBit(ops[2]);
+    VReg a = binop("vmax.s32", x, V(lo), rt);
+    VReg d = binop("vmin.s32", a, V(hi), rt);
+    e_.op("vxor {}, {}, -2147483648", V(d), V(d));
+    for (VReg r : {lo, x, hi, a}) vfree(r);
+    return d;
+  }
+  VReg a = binop(fl ? "vmax.f32" : "vmax.s32", ops[1], V(ops[0]), rt);
+  VReg d = binop(fl ? "vmin.f32" : "vmin.s32", a, V(ops[2]), rt);
+  vfree(a);
+  return d;
+}
+
+// mulhi, shifts, popcnt and count-leading-zeros on 32-bit lanes; mulhi on
+// integers of 8 bits or more (the table).
+std::optional<VReg> Lowerer::laneMulhi(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  ElementType ot = ops.empty() ? rt : ops[0].t;
+  bool u = typeInfo(ot).isUnsigned;
+  int bits = typeInfo(ot).bits;
+  if (bits == 32) {
+    // The high word of the exact 64-bit product: the operands extended
+    // to pairs (sign or zero), then word 1 of vmul.i64.
+    VReg ah = valloc(ElementType::S32), bh = valloc(ElementType::S32);
+    if (u) {
+      e_.op("vmov.s32 {}, 0", V(ah));
+      e_.op("vmov.s32 {}, 0", V(bh));
+    } else {
+      e_.op("vsra {}, {}, 31", V(ah), V(ops[0]));
+      e_.op("vsra {}, {}, 31", V(bh), V(ops[1]));
+    }
+    VReg d = valloc(rt);
+    e_.op("vmul.i64 {}, {}, {}, {}, {}, 1", V(d), V(ops[0]), V(ah), V(ops[1]), V(bh));
+    vfree(ah);
+    vfree(bh);
+    return d;
+  }
+  // 8 and 16 bits: the product is exact in a 32-bit lane (u16's bit
+  // pattern too), its high half one shift away.
+  VReg d = binop("vmul.s32", ops[0], V(ops[1]), rt);
+  e_.op("{} {}, {}, {}", u ? "vshr" : "vsra", V(d), V(d), bits);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::laneShift(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  int bits = typeInfo(rt).bits;
+  const char* m = in.opcode() == Opcode::ShiftLeft ? "vshl"
+                  : in.opcode() == Opcode::ShiftRightLogical ? "vshr" : "vsra";
+  VReg x = ops[0];
+  bool extend = in.opcode() == Opcode::ShiftRightArithmetic && bits < 32 && typeInfo(rt).isUnsigned;
+  if (extend) {  // the type's top bit is the sign an arithmetic shift copies
+    x = binop("vshl", ops[0], std::to_string(32 - bits), rt);
+    e_.op("vsra {}, {}, {}", V(x), V(x), 32 - bits);
+  }
+  VReg r = binop(m, x, V(ops[1]), rt);
+  int lo = malloc_(), hi = malloc_();
+  e_.op("vcmp.ge.s32 {}, {}, 0", M(lo), V(ops[1]));
+  e_.op("vcmp.lt.s32 {}, {}, {}", M(hi), V(ops[1]), bits);
+  e_.op("mand {}, {}, {}", M(lo), M(lo), M(hi));
+  VReg d = valloc(rt);
+  if (in.opcode() == Opcode::ShiftRightArithmetic) {
+    VReg s = binop("vsra", x, "31", rt);
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(lo), V(r), V(s));
+    vfree(s);
+  } else {
+    e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r));
+  }
+  if (in.opcode() == Opcode::ShiftRightLogical && bits < 32 && !typeInfo(rt).isUnsigned) {
+    // Logical shift of a sign-extended value: shift the zero-extended one.
+    VReg z = binop("vand", ops[0], std::to_string((1 << bits) - 1), rt);
+    VReg r2 = binop("vshr", z, V(ops[1]), rt);
+    e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(lo), V(r2));
+    vfree(z);
+    vfree(r2);
+  }
+  masks_.put(lo);
+  masks_.put(hi);
+  vfree(r);
+  if (extend) vfree(x);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::lanePopcntClz(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  int bits = typeInfo(rt).bits;
+  VReg x = valloc(rt);
+  if (bits < 32) e_.op("vand {}, {}, {}", V(x), V(ops[0]), (1 << bits) - 1);
+  else e_.op("vmov.s32 {}, {}", V(x), V(ops[0]));
+  VReg t = valloc(rt);
+  emitLanePopcount(x, t, in.opcode() == Opcode::Clz);
+  if (in.opcode() == Opcode::Clz) {
+    VReg w = vconst(rt, static_cast<uint32_t>(bits));
+    e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
+    vfree(w);
+  }
+  vfree(t);
+  return x;
 }
 
 // compare, every direction and comparison type.
-std::optional<VReg> Lowerer::lowerCompareOp(const Instruction& in, const std::vector<VReg>& ops) {
+std::optional<VReg> Lowerer::laneCompare(const Instruction& in, const std::vector<VReg>& ops) {
   ElementType rt = in.shape().elementType();
   ElementType ot = ops.empty() ? rt : ops[0].t;
-  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
-  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
-  switch (in.opcode()) {
-    case Opcode::Compare: {
-      static const char* kDir[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-      const char* dir = kDir[static_cast<int>(in.attrs().comparisonDirection)];
-      int m = malloc_();
-      if (f && in.attrs().comparisonType == hlo::ComparisonType::TotalOrder) {
-        // Total order: compare the bits as signed integers, negative floats
-        // with their magnitude bits flipped (-NaN < -inf < -0 < +0 < +NaN).
-        VReg k[2];
-        for (int i = 0; i < 2; ++i) {
-          k[i] = binop("vsra", ops[static_cast<size_t>(i)], "31", ElementType::S32);
-          e_.op("vand {}, {}, 2147483647", V(k[i]), V(k[i]));
-          e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(ops[static_cast<size_t>(i)]));
-        }
-        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(k[0]), V(k[1]));
-        vfree(k[0]);
-        vfree(k[1]);
-      } else if (f) {
-        e_.op("vcmp.{}.f32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
-      } else if (u && typeInfo(ot).bits == 32) {
-        VReg a = flipSignBit(ops[0]), b = flipSignBit(ops[1]);
-        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(a), V(b));
-        vfree(a);
-        vfree(b);
-      } else {
-        e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
-      }
-      return toMask01(m);
+  bool f = typeInfo(ot).isFloat;
+  bool u = typeInfo(ot).isUnsigned;
+  static const char* kDir[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  const char* dir = kDir[static_cast<int>(in.attrs().comparisonDirection)];
+  int m = malloc_();
+  if (f && in.attrs().comparisonType == hlo::ComparisonType::TotalOrder) {
+    // Total order: compare the bits as signed integers, negative floats
+    // with their magnitude bits flipped (-NaN < -inf < -0 < +0 < +NaN).
+    VReg k[2];
+    for (int i = 0; i < 2; ++i) {
+      k[i] = binop("vsra", ops[static_cast<size_t>(i)], "31", ElementType::S32);
+      e_.op("vand {}, {}, 2147483647", V(k[i]), V(k[i]));
+      e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(ops[static_cast<size_t>(i)]));
     }
-    default: return unsupportedOp(in, ot);
+    e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(k[0]), V(k[1]));
+    vfree(k[0]);
+    vfree(k[1]);
+  } else if (f) {
+    e_.op("vcmp.{}.f32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
+  } else if (u && typeInfo(ot).bits == 32) {
+    VReg a = flipSignBit(ops[0]), b = flipSignBit(ops[1]);
+    e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(a), V(b));
+    vfree(a);
+    vfree(b);
+  } else {
+    e_.op("vcmp.{}.s32 {}, {}, {}", dir, M(m), V(ops[0]), V(ops[1]));
   }
+  return toMask01(m);
 }
 
 // Library math composed from chip instructions on f32 lanes.
-std::optional<VReg> Lowerer::lowerComposedMath(const Instruction& in, const std::vector<VReg>& ops) {
+std::optional<VReg> Lowerer::laneErf(const Instruction& in, const std::vector<VReg>& ops) {
   ElementType rt = in.shape().elementType();
-  ElementType ot = ops.empty() ? rt : ops[0].t;
-  [[maybe_unused]] bool f = typeInfo(ot).isFloat;
-  [[maybe_unused]] bool u = typeInfo(ot).isUnsigned;
-  switch (in.opcode()) {
-    case Opcode::Erf:
-      if (!f) return unsupportedOp(in, ot);
-      return normalize(expandErfF32(ops[0], rt));
-    case Opcode::Asin:
-    case Opcode::Acos:
-      if (!f) return unsupportedOp(in, ot);
-      return normalize(expandAsinAcosF32(ops[0], in.opcode() == Opcode::Acos, rt));
-    case Opcode::Atan:
-      if (!f) return unsupportedOp(in, ot);
-      return normalize(expandAtanF32(ops[0], rt));
-    case Opcode::Asinh:
-    case Opcode::Acosh:
-    case Opcode::Atanh:
-      if (!f) return unsupportedOp(in, ot);
-      return normalize(expandInverseHyperbolicF32(in.opcode(), ops[0], rt));
-    case Opcode::Atan2:
-      if (!f) return unsupportedOp(in, ot);
-      return normalize(expandAtan2F32(ops[0], ops[1], rt));
-    case Opcode::Tan: {
-      VReg s = unop("vsin", ops[0], rt), c = unop("vcos", ops[0], rt);
-      VReg d = binop("vdiv.f32", s, V(c), rt);
-      vfree(s);
-      vfree(c);
-      return normalize(d);
-    }
-    case Opcode::Expm1: {
-      // Kahan's form: with u = e^x rounded, (u - 1) * x / ln(u) cancels the
-      // rounding error of u, so tiny and small |x| keep their relative
-      // precision (e^x - 1 alone loses it all near 0). u == 1 gives x
-      // itself (and -0 stays -0), u == 0 gives -1, u == inf gives inf.
-      VReg u = unop("vexp", ops[0], rt);
-      VReg um1 = binop("vsub.f32", u, "1.0", rt);
-      VReg l = unop("vlog", u, rt);
-      VReg q = binop("vdiv.f32", ops[0], V(l), rt);
-      VReg d = binop("vmul.f32", um1, V(q), rt);
-      int m = malloc_();
-      e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
-      e_.op("vcmp.ne.f32 {}, {}, -1.0", M(m), V(um1));
-      e_.op("vsel.f32 {}, {}, {}, -1.0", V(d), M(m), V(d));
-      e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(u), V(d));
-      masks_.put(m);
-      for (VReg x : {u, um1, l, q}) vfree(x);
-      return normalize(d);
-    }
-    case Opcode::Log1p: return normalize(expandLog1pF32(ops[0], rt));
-    case Opcode::Sinh:
-    case Opcode::Cosh: {
-      VReg a = unop("vexp", ops[0], rt);
-      VReg n = unop("vneg.f32", ops[0], rt);
-      VReg b = unop("vexp", n, rt);
-      VReg d = binop(in.opcode() == Opcode::Sinh ? "vsub.f32" : "vadd.f32", a, V(b), rt);
-      e_.op("vmul.f32 {}, {}, 0.5", V(d), V(d));
-      vfree(a);
-      vfree(n);
-      vfree(b);
-      return normalize(d);
-    }
-    case Opcode::Cbrt: {
-      VReg a = unop("vabs.f32", ops[0], rt);
-      VReg p = binop("vpow", a, "0.3333333432674408", rt);
-      int m = malloc_();
-      e_.op("vcmp.lt.f32 {}, {}, 0", M(m), V(ops[0]));
-      VReg n = unop("vneg.f32", p, rt);
-      VReg d = valloc(rt);
-      e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(n), V(p));
-      masks_.put(m);
-      vfree(a);
-      vfree(p);
-      vfree(n);
-      return normalize(d);
-    }
-    case Opcode::IsFinite: {
-      VReg a = unop("vabs.f32", ops[0], ElementType::F32);
-      int m = malloc_();
-      e_.op("vcmp.lt.f32 {}, {}, 0x7f800000", M(m), V(a));
-      vfree(a);
-      return toMask01(m);
-    }
-    case Opcode::RoundNearestAfz: {
-      VReg a = unop("vabs.f32", ops[0], rt);
-      VReg fl = unop("vfloor.f32", a, rt);
-      VReg fr = binop("vsub.f32", a, V(fl), rt);
-      int m = malloc_();
-      e_.op("vcmp.ge.f32 {}, {}, 0.5", M(m), V(fr));
-      VReg up = binop("vadd.f32", fl, "1.0", rt);
-      VReg r = valloc(rt);
-      e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(up), V(fl));
-      // Restore the sign bit of the input.
-      VReg sgn = binop("vand", ops[0], "-2147483648", rt);
-      VReg d = binop("vor", r, V(sgn), rt);
-      masks_.put(m);
-      for (VReg x : {a, fl, fr, up, r, sgn}) vfree(x);
-      return d;
-    }
-    default: return unsupportedOp(in, ot);
-  }
+  return normalize(expandErfF32(ops[0], rt));
+}
+
+std::optional<VReg> Lowerer::laneAsinAcos(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  return normalize(expandAsinAcosF32(ops[0], in.opcode() == Opcode::Acos, rt));
+}
+
+std::optional<VReg> Lowerer::laneAtan(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  return normalize(expandAtanF32(ops[0], rt));
+}
+
+std::optional<VReg> Lowerer::laneInverseHyperbolic(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  return normalize(expandInverseHyperbolicF32(in.opcode(), ops[0], rt));
+}
+
+std::optional<VReg> Lowerer::laneAtan2(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  return normalize(expandAtan2F32(ops[0], ops[1], rt));
+}
+
+std::optional<VReg> Lowerer::laneTan(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  VReg s = unop("vsin", ops[0], rt), c = unop("vcos", ops[0], rt);
+  VReg d = binop("vdiv.f32", s, V(c), rt);
+  vfree(s);
+  vfree(c);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::laneExpm1(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  // Kahan's form: with u = e^x rounded, (u - 1) * x / ln(u) cancels the
+  // rounding error of u, so tiny and small |x| keep their relative
+  // precision (e^x - 1 alone loses it all near 0). u == 1 gives x
+  // itself (and -0 stays -0), u == 0 gives -1, u == inf gives inf.
+  VReg u = unop("vexp", ops[0], rt);
+  VReg um1 = binop("vsub.f32", u, "1.0", rt);
+  VReg l = unop("vlog", u, rt);
+  VReg q = binop("vdiv.f32", ops[0], V(l), rt);
+  VReg d = binop("vmul.f32", um1, V(q), rt);
+  int m = malloc_();
+  e_.op("vcmp.eq.f32 {}, {}, 1.0", M(m), V(u));
+  e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(ops[0]), V(d));
+  e_.op("vcmp.ne.f32 {}, {}, -1.0", M(m), V(um1));
+  e_.op("vsel.f32 {}, {}, {}, -1.0", V(d), M(m), V(d));
+  e_.op("vcmp.eq.f32 {}, {}, 0x7f800000", M(m), V(u));
+  e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(u), V(d));
+  masks_.put(m);
+  for (VReg x : {u, um1, l, q}) vfree(x);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::laneLog1p(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  return normalize(expandLog1pF32(ops[0], rt));
+}
+
+std::optional<VReg> Lowerer::laneSinhCosh(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  VReg a = unop("vexp", ops[0], rt);
+  VReg n = unop("vneg.f32", ops[0], rt);
+  VReg b = unop("vexp", n, rt);
+  VReg d = binop(in.opcode() == Opcode::Sinh ? "vsub.f32" : "vadd.f32", a, V(b), rt);
+  e_.op("vmul.f32 {}, {}, 0.5", V(d), V(d));
+  vfree(a);
+  vfree(n);
+  vfree(b);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::laneCbrt(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  VReg a = unop("vabs.f32", ops[0], rt);
+  VReg p = binop("vpow", a, "0.3333333432674408", rt);
+  int m = malloc_();
+  e_.op("vcmp.lt.f32 {}, {}, 0", M(m), V(ops[0]));
+  VReg n = unop("vneg.f32", p, rt);
+  VReg d = valloc(rt);
+  e_.op("vsel.f32 {}, {}, {}, {}", V(d), M(m), V(n), V(p));
+  masks_.put(m);
+  vfree(a);
+  vfree(p);
+  vfree(n);
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::laneIsFinite(const Instruction&, const std::vector<VReg>& ops) {
+  VReg a = unop("vabs.f32", ops[0], ElementType::F32);
+  int m = malloc_();
+  e_.op("vcmp.lt.f32 {}, {}, 0x7f800000", M(m), V(a));
+  vfree(a);
+  return toMask01(m);
+}
+
+std::optional<VReg> Lowerer::laneRoundAfz(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  VReg a = unop("vabs.f32", ops[0], rt);
+  VReg fl = unop("vfloor.f32", a, rt);
+  VReg fr = binop("vsub.f32", a, V(fl), rt);
+  int m = malloc_();
+  e_.op("vcmp.ge.f32 {}, {}, 0.5", M(m), V(fr));
+  VReg up = binop("vadd.f32", fl, "1.0", rt);
+  VReg r = valloc(rt);
+  e_.op("vsel.f32 {}, {}, {}, {}", V(r), M(m), V(up), V(fl));
+  // Restore the sign bit of the input.
+  VReg sgn = binop("vand", ops[0], "-2147483648", rt);
+  VReg d = binop("vor", r, V(sgn), rt);
+  masks_.put(m);
+  for (VReg x : {a, fl, fr, up, r, sgn}) vfree(x);
+  return d;
 }
 
 

@@ -28,6 +28,7 @@
 #include "codegen/kernel_emitter.h"
 #include "codegen/lower.h"
 #include "codegen/lowering_context.h"
+#include "codegen/op_table.h"
 #include "hlo/computation.h"
 #include "hlo/instruction.h"
 #include "target/topology.h"
@@ -245,6 +246,37 @@ struct EwOutput {
   std::vector<int64_t> viewDims = {}, viewStrides = {};
 };
 
+// A loop fusion (kernels/elementwise.cpp), as the planner decides it once:
+// every fused instruction keeps the stream's row-major element order but
+// chains of views of a parameter, each streamed as one strided view of it.
+// Emission maps the parameters to their buffers and streams these inputs.
+struct LoopFusion {
+  const Computation* comp = nullptr;
+  std::vector<int64_t> dims;  // the stream's shape: the result's, or a root concatenate's operands'
+  int64_t n = 0;              // elements per stream
+  // A root concatenate of operands of one shape: the kernel computes the
+  // operands and writes each into its place (its views; buf set when lowering).
+  bool concatRoot = false;
+  std::vector<EwOutput> concatViews;
+  // Parameters the elementwise code reads directly, in parameter order:
+  // scalars, whole streams, and repeats of `period` elements.
+  struct Direct {
+    int64_t param = 0;
+    bool scalar = false;
+    int64_t period = 0;
+  };
+  std::vector<Direct> direct;
+  // Chains of views streamed as strided views of parameter `param`, in
+  // instruction order (input.buf set when lowering).
+  struct View {
+    const Instruction* value = nullptr;
+    int64_t param = 0;
+    EwInput input;
+  };
+  std::vector<View> views;
+  std::vector<const Instruction*> intermediates;  // views in the middle of chains: never read
+};
+
 // An output fusion lowered as one matmul (kernels/matmul_epilogue.cpp): the fused
 // computation's one MXU dot (or im2col convolution), and the elementwise
 // instructions after it, applied to each C tile in VMEM before the tile is
@@ -372,6 +404,29 @@ struct AttentionFusion {
   bool online = false;
   int64_t keyBlock = 0;
   const Instruction *maxReduce = nullptr, *sumReduce = nullptr, *shift = nullptr, *exponential = nullptr;
+};
+
+// A matmul operand read in place rather than copied to its canonical
+// [B, P1, P2] form: per group (batch, P1, P2) the digits of the group's
+// index, major to minor, as (count, byte stride) in the operand's buffer.
+// A T(8,128) operand's rows are (row blocks, 8) and its columns (column
+// tiles, 128): a row block of 8 rows is k contiguous 4 KiB tiles.
+struct MatmulView {
+  struct Digit {
+    int64_t count, stride;
+  };
+  std::vector<Digit> groups[3];
+};
+
+// emitMatmul's operands: batched [m, k] x [k, n] products, A in aBuf, W in
+// wBuf (canonical row-major, or read through a view), the f32 (s32) C in
+// cBuf (-1 with an epilogue).
+struct MatmulOperands {
+  int64_t b = 1, m = 0, k = 0, n = 0;
+  int aBuf = -1, wBuf = -1, cBuf = -1;
+  ElementType aType = ElementType::F32, wType = ElementType::F32;
+  const MatmulView* aView = nullptr;
+  const MatmulView* wView = nullptr;
 };
 
 // Where emitMatmul stands when a C tile is complete (its step's batch,
@@ -546,6 +601,14 @@ class Lowerer : private LoweringContext {
   friend class ScatterEmitter;    // gather_scatter.cpp
   friend class FftPassEmitter;    // fft.cpp
   friend class AttentionEmitter;  // attention.cpp
+  friend class MatmulEmitter;     // kernels/matmul.cpp
+  // (issue 14 point 2: the long row, reduction and vector-matmul kernels.)
+  friend class SegmentReduceEmitter;  // reduce.cpp
+  friend class ColumnReduceEmitter;   // column_reduce.cpp
+  friend class RowFusionEmitter;      // rows.cpp
+  friend class StreamedRowEmitter;    // rows_long.cpp
+  friend class VectorMatmulEmitter;   // wide.cpp
+  friend class RowValueEvaluator;     // kernels/row_values.h
 
   // ---- planning ----
   bool plan(const Computation& c, int region);
@@ -560,7 +623,10 @@ class Lowerer : private LoweringContext {
   }
   int newBuf(BufKind kind, const Shape& s);
   void defineNew(const Instruction& in);
-  bool isFlatFusion(const Instruction& in) const;
+  // Loop fusions: whether `in` is one, and its plan into `out` (when not null).
+  bool loopFusion(const Instruction& in, LoopFusion* out) const;
+  void planLoopFusion(const Instruction& in, const Shape& streamShape, bool concatRoot,
+                      std::vector<EwOutput> concatViews, LoopFusion& f) const;
   int64_t streamPeriod(const Instruction& param, int64_t n) const;
   bool streamView(const Instruction& i, const std::vector<int64_t>& resultDims, EwInput* out) const;
   const Instruction* composeView(const Instruction& i, std::vector<int64_t>& strides, int64_t& offset,
@@ -568,6 +634,9 @@ class Lowerer : private LoweringContext {
   bool viewIntermediate(const Instruction& i, const Computation& c, const std::vector<int64_t>& fusionDims) const;
   bool concatOutputViews(const Instruction& root, std::vector<EwOutput>* out) const;
   bool checkTypes(const Instruction& in);
+  // An unfused elementwise instruction, or one inside a loop fusion, that
+  // the op table does not define on its types is an error when planned.
+  bool checkElementwiseLegal(const Instruction& in, const KernelEmitter* kind);
   std::map<size_t, int> donatedArgumentsByResult(const Computation& entry);
   // The steps of run(): the entry's buffers, the heap, the checks of the
   // totals, the result copies and the buffer declarations of the text.
@@ -688,8 +757,14 @@ class Lowerer : private LoweringContext {
   bool lowerAttentionFusion(const Instruction& in, const AttentionFusion& f);
   int canonicalDotOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2);
+  // A dot operand read in place by the matmul (the buffer, with `view` set)
+  // when its digits let every tile be one DMA box, else canonicalDotOperand.
+  int matmulOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                    const std::vector<int64_t>& g2, int64_t p1, int64_t p2, bool rhs, MatmulView* view,
+                    bool* viewed);
   bool emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf, ElementType aType,
-                  int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr);
+                  int wBuf, ElementType wType, int cBuf, int passes, const MatmulEpilogue* epilogue = nullptr,
+                  const MatmulView* aView = nullptr, const MatmulView* wView = nullptr);
   // Output fusions (kernels/matmul_epilogue.cpp).
   bool matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) const;
   bool lowerMatmulEpilogueFusion(const Instruction& in, MatmulEpilogue e);
@@ -762,20 +837,80 @@ class Lowerer : private LoweringContext {
   // freed after its last use (so any number of operands fits the registers).
   std::optional<VReg> lowerReducerOutput(const Computation& c, int64_t index,
                                          const std::function<VReg(int64_t)>& loadParam);
-  // An elementwise op on 32-bit lanes: one instruction from the table
-  // (kLaneInstrs, lower.cpp) where the type class has one, else a composed
-  // sequence; 64-bit pairs and complex values go to their own lowerings.
+  // An elementwise op: its cell in the op table (op_table.h) for the types
+  // of its operands (ops) and result is one instruction, emitted here, or a
+  // composed expansion, called through expansionFn; an empty cell (or a
+  // restriction that fails) is an error naming the op and the type.
   std::optional<VReg> lowerOp(const Instruction& in, const std::vector<VReg>& ops);
-  std::optional<VReg> lowerConvertOp(const Instruction& in, const std::vector<VReg>& ops);
-  std::optional<VReg> lowerIntegerOp(const Instruction& in, const std::vector<VReg>& ops);
-  std::optional<VReg> lowerBitOp(const Instruction& in, const std::vector<VReg>& ops);
-  std::optional<VReg> lowerCompareOp(const Instruction& in, const std::vector<VReg>& ops);
-  std::optional<VReg> lowerComposedMath(const Instruction& in, const std::vector<VReg>& ops);
+  using ExpansionFn = std::optional<VReg> (Lowerer::*)(const Instruction&, const std::vector<VReg>&);
+  static ExpansionFn expansionFn(Expansion e);
+  // The composed expansions (lower.cpp: any type class and 32-bit lanes).
+  std::optional<VReg> moveValue(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> mapComputation(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneConstant(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> reducePrecisionOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> integerPowerOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> imagOfReal(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneConvert(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneBitcastConvert(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneMinMax(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneDivRem(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneNot(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneNegate(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneAbs(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneSign(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneSelect(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneClamp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneMulhi(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneShift(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> lanePopcntClz(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneCompare(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneErf(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneAsinAcos(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneAtan(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneInverseHyperbolic(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneAtan2(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneTan(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneExpm1(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneLog1p(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneSinhCosh(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneCbrt(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneIsFinite(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> laneRoundAfz(const Instruction& in, const std::vector<VReg>& ops);
+  // (kernels/wide.cpp: s64, u64, f64 pairs)
+  std::optional<VReg> pairConstant(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairConvert(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairAddSubOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairNegateAbs(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairMinMax(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairClamp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairCompareOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairSelectOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairIsFinite(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairIntSign(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairPopcntClz(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> pairImag(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> expF64Op(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> f64LibraryOp(const Instruction& in, const std::vector<VReg>& ops);
+  // (kernels/complex.cpp: c64, c128)
+  std::optional<VReg> complexConstantOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexConvertOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexAddSubOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexNegateOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexRealOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexImagOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexFromPartsOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexCompareOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexSelectOp(const Instruction& in, const std::vector<VReg>& ops);
+  std::optional<VReg> complexMathOp(const Instruction& in, const std::vector<VReg>& ops);
   std::optional<VReg> unsupportedOp(const Instruction& in, ElementType ot);  // fails, naming the op and type
   VReg flipSignBit(VReg a);
   VReg truncTowardZero(VReg a);
-  // kernels/wide.cpp: lowerOp for s64/u64/f64 operands or results.
-  std::optional<VReg> lowerWideOp(const Instruction& in, const std::vector<VReg>& ops);
+  // kernels/wide.cpp: s64/u64/f64 values in register pairs.
+  VReg pairSelect(int mask, VReg a, VReg b, ElementType t);
+  VReg pairZero(ElementType t);
+  VReg pairRow(const char* mnemonic, VReg a, VReg b, ElementType t);  // a pair row once per result word
+  VReg pairRowUnary(const char* mnemonic, VReg a, ElementType t);
   VReg pairFrom32(VReg x, ElementType to);                   // s64/u64/f64 from a 32-bit register value
   VReg pairAddSub(bool add, VReg a, VReg b, ElementType t);  // 64-bit integer a + b or a - b
   // base ^ exponent of an integer type t (32-bit register forms or pairs),
@@ -807,9 +942,7 @@ class Lowerer : private LoweringContext {
   int accumulatorCopy(const Instruction& in, int buf, const Shape& s, ElementType acc);
   int pairCompare(const char* dir, ElementType t, VReg a, VReg b);  // mask register
   int loadScalarPair(int buf, int64_t off, int smemSlot, int& hiReg);
-  // kernels/complex.cpp: lowerOp for c64/c128 operands or results, and the
-  // vector register form of complex values.
-  std::optional<VReg> lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops);
+  // kernels/complex.cpp: the vector register form of complex values.
   bool checkComplexTypes(const Instruction& in, const Shape& complexLeaf);
   VReg hoistComplexScalar(int buf, int64_t off, ElementType t, int& smemSlot);
   void complexLoadStore(bool load, VReg v, ElementType t, const std::string& addr, const std::string& extra);
@@ -890,7 +1023,7 @@ class Lowerer : private LoweringContext {
 
   // Instruction lowerings.
   bool lowerElementwiseInstr(const Instruction& in);
-  bool lowerFlatFusion(const Instruction& in);
+  bool lowerLoopFusion(const Instruction& in, const LoopFusion& f);
   bool lowerBroadcast(const Instruction& in);
   bool lowerTranspose(const Instruction& in);
   bool lowerSlice(const Instruction& in);

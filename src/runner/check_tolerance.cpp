@@ -122,8 +122,9 @@ double composedUlps(Opcode op) {
 // f64 library math composed from the pair unit's basic rows
 // (codegen/kernels/math.cpp, math_f64.cpp): the bound math_f64_test.cpp pins
 // against long double libm, plus 1 for the interpreter's own libm rounding,
-// in units of the f64 unit roundoff 2^-53 (so twice the ulps). 0: one row,
-// computed as the interpreter computes it.
+// in units of the f64 unit roundoff 2^-53 (so twice the ulps); they hold at
+// every magnitude (sin, cos and tan reduce exactly, Payne-Hanek past 2^20).
+// 0: one row, computed as the interpreter computes it.
 double composedF64Ulps(Opcode op) {
   switch (op) {
     case Opcode::Log:

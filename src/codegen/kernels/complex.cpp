@@ -956,69 +956,60 @@ std::optional<VReg> Lowerer::complexConvert(const Instruction& in, VReg x) {
   return toMask01(a);
 }
 
-std::optional<VReg> Lowerer::lowerComplexOp(const Instruction& in, const std::vector<VReg>& ops) {
-  Opcode op = in.opcode();
-  ElementType rt = in.shape().elementType();
-  // The complex type involved: of the result, else of the (last) complex operand.
-  ElementType ct = rt;
-  for (const VReg& v : ops)
-    if (isComplexType(v.t)) ct = v.t;
-  const ElementType pt = partType(ct);
-  auto unsupported = [&]() -> std::optional<VReg> {
-    fail(in, fmt::format("llo-gen: element type {} of '{}' is not supported for {}", hlo::elementTypeName(ct),
-                         in.name(), hlo::opcodeName(op)));
-    return std::nullopt;
-  };
-  // -x flips the sign bit (NaN payloads and zeros included), as std::complex negation does.
+// ---- elementwise ops on complex values: the composed cells of the op table (op_table.cpp)
+
+std::optional<VReg> Lowerer::complexConstantOp(const Instruction& in, const std::vector<VReg>&) {
+  return complexConstant(in);
+}
+
+std::optional<VReg> Lowerer::complexConvertOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return complexConvert(in, ops[0]);
+}
+
+std::optional<VReg> Lowerer::complexAddSubOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return complexAdd(ops[0], ops[1], in.opcode() == Opcode::Subtract);
+}
+
+// -x flips the sign bit of each part (NaN payloads and zeros included), as std::complex negation does.
+std::optional<VReg> Lowerer::complexNegateOp(const Instruction& in, const std::vector<VReg>& ops) {
+  const ElementType pt = partType(ops[0].t);
   auto partNegate = [&](VReg a) {
     VReg d = vcopy(a, pt);
     int top = pt == ElementType::F32 ? d.r : d.hi;
     e_.op("vxor {}, {}, -2147483648", vregs_.name(top), vregs_.name(top));
     return d;
   };
+  return fromParts(partNegate(realPart(ops[0])), partNegate(imagPart(ops[0])), in.shape().elementType());
+}
 
-  switch (op) {
-    case Opcode::Constant:
-      if (!in.shape().isScalar()) return unsupported();
-      return complexConstant(in);
-    case Opcode::Broadcast:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-      return vcopy(ops[0], rt);
-    case Opcode::Add:
-    case Opcode::Subtract:
-      return complexAdd(ops[0], ops[1], op == Opcode::Subtract);
-    case Opcode::Negate:
-      return fromParts(partNegate(realPart(ops[0])), partNegate(imagPart(ops[0])), rt);
-    case Opcode::Real:
-      return vcopy(realPart(ops[0]), rt);
-    case Opcode::Imag:
-      return vcopy(imagPart(ops[0]), rt);
-    case Opcode::Complex:
-      return fromParts(vcopy(ops[0], pt), vcopy(ops[1], pt), rt);
-    case Opcode::Compare: {
-      auto dir = in.attrs().comparisonDirection;
-      if (dir != hlo::ComparisonDirection::EQ && dir != hlo::ComparisonDirection::NE) return unsupported();
-      return complexEquals(ops[0], ops[1], dir == hlo::ComparisonDirection::EQ);
-    }
-    case Opcode::Select:
-      return complexSelect(ops[0], ops[1], ops[2], rt);
-    case Opcode::Convert:
-      return complexConvert(in, ops[0]);
-    case Opcode::Map: {
-      std::vector<VReg> out;
-      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
-      return out[0];
-    }
-    default:
-      break;
-  }
-  // Multiply, divide, power, abs and the library functions: expansions.
-  bool binary = op == Opcode::Multiply || op == Opcode::Divide || op == Opcode::Power;
-  if (ops.size() != (binary ? 2u : 1u) || (op != Opcode::Abs && !isComplexType(rt))) return unsupported();
-  if (std::optional<VReg> d = ComplexMath(*this, ct).expand(op, ops)) return d;
-  return unsupported();
+std::optional<VReg> Lowerer::complexRealOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return vcopy(realPart(ops[0]), in.shape().elementType());
+}
+
+std::optional<VReg> Lowerer::complexImagOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return vcopy(imagPart(ops[0]), in.shape().elementType());
+}
+
+std::optional<VReg> Lowerer::complexFromPartsOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType();
+  const ElementType pt = partType(rt);
+  return fromParts(vcopy(ops[0], pt), vcopy(ops[1], pt), rt);
+}
+
+std::optional<VReg> Lowerer::complexCompareOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return complexEquals(ops[0], ops[1], in.attrs().comparisonDirection == hlo::ComparisonDirection::EQ);
+}
+
+std::optional<VReg> Lowerer::complexSelectOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return complexSelect(ops[0], ops[1], ops[2], in.shape().elementType());
+}
+
+// Multiply, divide, power, abs, sign and the library functions: expansions.
+std::optional<VReg> Lowerer::complexMathOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType ct = in.shape().elementType();
+  for (const VReg& v : ops)
+    if (isComplexType(v.t)) ct = v.t;
+  return ComplexMath(*this, ct).expand(in.opcode(), ops);
 }
 
 }  // namespace tpu::codegen

@@ -2,8 +2,8 @@
 // n elements (emitElementwise), the lowering of unfused elementwise
 // instructions and of loop fusions (flat fusions: elementwise work, scalar
 // broadcasts, repeats and strided views of parameters, a root concatenate
-// written in place), the planner's test for a loop fusion (isFlatFusion) and
-// the stream views it relies on, and the evaluation of fused instructions on
+// written in place), the planner's test and plan of a loop fusion (loopFusion:
+// the LoopFusion emission reads) and the stream views it relies on, and the evaluation of fused instructions on
 // registers that the other fusion kernels share.
 #include <numeric>
 
@@ -210,7 +210,7 @@ bool Lowerer::viewIntermediate(const Instruction& i, const Computation& c,
   return read;
 }
 
-bool Lowerer::isFlatFusion(const Instruction& in) const {
+bool Lowerer::loopFusion(const Instruction& in, LoopFusion* out) const {
   if (in.opcode() != Opcode::Fusion || !in.fusedComputation()) return false;
   const Computation& c = *in.fusedComputation();
   std::vector<const Shape*> outs = arrayLeaves(in.shape());
@@ -284,7 +284,42 @@ bool Lowerer::isFlatFusion(const Instruction& in) const {
   for (const EwOutput& v : concatViews) period = std::lcm(period, viewRowElements(v));
   if (period > kVregElems && period < *n && 3 * per * static_cast<uint64_t>(period) + 8192 > vmemBudget())
     return false;
+  if (out) planLoopFusion(in, *outs[0], concatRoot, std::move(concatViews), *out);
   return true;
+}
+
+// The plan of a loop fusion `in` (loopFusion's test passed) whose stream
+// has `streamShape`: which parameters are read directly (and as repeats),
+// which views are streamed from which parameter, which are intermediate.
+void Lowerer::planLoopFusion(const Instruction& in, const Shape& streamShape, bool concatRoot,
+                             std::vector<EwOutput> concatViews, LoopFusion& f) const {
+  const Computation& c = *in.fusedComputation();
+  f.comp = &c;
+  f.dims = streamShape.dimensions();
+  f.n = *streamShape.elementCount();
+  f.concatRoot = concatRoot;
+  f.concatViews = std::move(concatViews);
+  for (int64_t p = 0; p < in.operandCount(); ++p) {
+    const Instruction* param = c.parameter(p);
+    const bool scalar = in.operand(p)->shape().isScalar();
+    bool direct = scalar;
+    for (const auto& u : c.instructions())
+      for (const Instruction* x : u->operands())
+        if (x == param && !streamView(*u, f.dims, nullptr) && !viewIntermediate(*u, c, f.dims)) direct = true;
+    if (direct) f.direct.push_back({p, scalar, scalar ? 0 : streamPeriod(*param, f.n)});
+  }
+  for (const auto& u : c.instructions()) {
+    EwInput v;
+    if (viewIntermediate(*u, c, f.dims)) {
+      f.intermediates.push_back(u.get());
+      continue;
+    }
+    if (!streamView(*u, f.dims, &v)) continue;
+    std::vector<int64_t> strides;
+    int64_t offset = 0;
+    const Instruction* base = composeView(*u, strides, offset, 0);
+    f.views.push_back({u.get(), base->attrs().parameterNumber, std::move(v)});
+  }
 }
 
 // ============================================================== streaming elementwise kernel
@@ -608,76 +643,53 @@ bool Lowerer::lowerElementwiseInstr(const Instruction& in) {
   return ok;
 }
 
-bool Lowerer::lowerFlatFusion(const Instruction& in) {
+bool Lowerer::lowerLoopFusion(const Instruction& in, const LoopFusion& f) {
   beginKernel(in, "fusion");
-  const Computation& c = *in.fusedComputation();
-  std::vector<EwOutput> concatViews;
-  const bool concatRoot = concatOutputViews(*c.root(), &concatViews);
-  const Shape& streamShape = concatRoot ? c.root()->operand(0)->shape() : *arrayLeaves(in.shape())[0];
-  const std::vector<int64_t>& resultDims = streamShape.dimensions();
-  int64_t n = *streamShape.elementCount();
+  const Computation& c = *f.comp;
   // Inputs: the parameters the elementwise code reads directly, then one
-  // per transpose or broadcast streamed as a view of its parameter.
+  // per chain of views streamed as a view of its parameter.
   std::vector<EwInput> ins;
-  std::vector<const Instruction*> views;
   std::vector<VReg> placeholders(static_cast<size_t>(in.operandCount()));
   std::vector<int64_t> paramInput(static_cast<size_t>(in.operandCount()), -1);
   uint64_t bytes = 0;
   for (int64_t p = 0; p < in.operandCount(); ++p) {
     const Instruction* o = in.operand(p);
-    const Instruction* param = c.parameter(p);
-    int b = leaves_[o][0];
-    bool scalar = o->shape().isScalar();
-    bool direct = scalar;
-    for (const auto& u : c.instructions())
-      for (const Instruction* x : u->operands())
-        if (x == param && !streamView(*u, resultDims, nullptr) && !viewIntermediate(*u, c, resultDims)) direct = true;
-    bytes += scalar ? 0 : bufs_[b].bytes;
-    if (!direct) continue;
-    int64_t period = scalar ? 0 : streamPeriod(*param, n);
-    paramInput[static_cast<size_t>(p)] = static_cast<int64_t>(ins.size());
-    ins.push_back({scalar ? EwInput::Scalar : EwInput::Full, b, 0, o->shape().elementType(), period});
+    bytes += o->shape().isScalar() ? 0 : bufs_[leaves_[o][0]].bytes;
   }
-  std::vector<const Instruction*> intermediates;
-  for (const auto& u : c.instructions()) {
-    EwInput v;
-    if (viewIntermediate(*u, c, resultDims)) {
-      intermediates.push_back(u.get());
-      continue;
-    }
-    if (!streamView(*u, resultDims, &v)) continue;
-    std::vector<int64_t> strides;
-    int64_t offset = 0;
-    const Instruction* base = composeView(*u, strides, offset, 0);
-    v.buf = leaves_[in.operand(base->attrs().parameterNumber)][0];
-    views.push_back(u.get());
-    ins.push_back(std::move(v));
+  for (const LoopFusion::Direct& d : f.direct) {
+    const Instruction* o = in.operand(d.param);
+    paramInput[static_cast<size_t>(d.param)] = static_cast<int64_t>(ins.size());
+    ins.push_back({d.scalar ? EwInput::Scalar : EwInput::Full, leaves_[o][0], 0, o->shape().elementType(), d.period});
+  }
+  for (const LoopFusion::View& v : f.views) {
+    ins.push_back(v.input);
+    ins.back().buf = leaves_[in.operand(v.param)][0];
   }
   std::vector<EwOutput> outs;
   for (int b : leaves_[&in]) {
     outs.push_back({b, 0, bufs_[b].type});
     bytes += bufs_[b].bytes;
   }
-  if (concatRoot) {
+  if (f.concatRoot) {
     const int b = outs.at(0).buf;
-    outs = std::move(concatViews);
+    outs = f.concatViews;
     for (EwOutput& o : outs) o.buf = b;
   }
-  const size_t firstView = ins.size() - views.size();
-  bool ok = emitElementwise(n, ins, outs, [&](const std::vector<VReg>& v) {
+  const size_t firstView = ins.size() - f.views.size();
+  bool ok = emitElementwise(f.n, ins, outs, [&](const std::vector<VReg>& v) {
     std::vector<VReg> params = placeholders, out;
     for (size_t p = 0; p < params.size(); ++p)
       if (paramInput[p] >= 0) params[p] = v[static_cast<size_t>(paramInput[p])];
     std::map<const Instruction*, VReg> preset;
-    for (size_t j = 0; j < views.size(); ++j) preset[views[j]] = v[firstView + j];
-    for (const Instruction* i : intermediates) preset[i] = VReg{0, i->shape().elementType()};  // never read
-    concatRootAsTuple_ = concatRoot;
+    for (size_t j = 0; j < f.views.size(); ++j) preset[f.views[j].value] = v[firstView + j];
+    for (const Instruction* i : f.intermediates) preset[i] = VReg{0, i->shape().elementType()};  // never read
+    concatRootAsTuple_ = f.concatRoot;
     const bool lowered = lowerComputation(c, params, out, &preset);
     concatRootAsTuple_ = false;
     if (!lowered) out.assign(outs.size(), VReg{0, ElementType::F32});
     return out;
   });
-  endKernel(static_cast<double>(n) * static_cast<double>(c.instructionCount()), bytes, 0);
+  endKernel(static_cast<double>(f.n) * static_cast<double>(c.instructionCount()), bytes, 0);
   return ok;
 }
 

@@ -10,6 +10,7 @@
 // math_f64_test.cpp measures every function against long double libm in
 // f64 ulps over dense and edge inputs and pins the bounds docs/DESIGN.md
 // quotes.
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <initializer_list>
@@ -82,6 +83,19 @@ constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.908214929270587
 constexpr double kPio2A = 1.57079632673412561417e+00, kPio2B = 6.07710050630396597660e-11,
                  kPio2C = 2.02226624879595063154e-21;
 constexpr double kRound = 0x1.8p52;  // x + kRound - kRound: x rounded to an integer (|x| < 2^51)
+// utils/fit_math_f64.py payne: 2/pi's fraction bits after one word of zeros
+// (word i holds bits 64 i - 63 .. 64 i of 2/pi, b_k weighing 2^-k), and
+// floor(pi/2 2^127) as two words, the high one first.
+constexpr uint64_t kTwoOverPiWords[] = {
+    0x0000000000000000ull, 0xa2f9836e4e441529ull, 0xfc2757d1f534ddc0ull, 0xdb6295993c439041ull,
+    0xfe5163abdebbc561ull, 0xb7246e3a424dd2e0ull, 0x06492eea09d1921cull, 0xfe1deb1cb129a73eull,
+    0xe88235f52ebb4484ull, 0xe99c7026b45f7e41ull, 0x3991d639835339f4ull, 0x9c845f8bbdf9283bull,
+    0x1ff897ffde05980full, 0xef2f118b5a0a6d1full, 0x6d367ecf27cb09b7ull, 0x4f463f669e5fea2dull,
+    0x7527bac7ebe5f17bull, 0x3d0739f78a5292eaull, 0x6bfb5fb11f8d5d08ull, 0x56033046fc7b6babull};
+constexpr uint64_t kPio2Fixed[] = {0xc90fdaa22168c234ull, 0xc4c6628b80dc1cd1ull};
+// Lanes with |x| >= 2^20 (high word 0x41300000) take Payne-Hanek's
+// reduction; Cody and Waite's below is exact up to 2^20 pi/2.
+constexpr int32_t kPayneFromHighWord = 0x41300000;
 
 }  // namespace
 
@@ -230,6 +244,7 @@ class PairMath {
   VReg vcopy(VReg v, hlo::ElementType t) { return l_.vcopy(v, t); }
   int malloc() { return l_.malloc_(); }
   VReg exp(VReg x) { return l_.expandExpF64(x); }
+  VReg add64(VReg a, VReg b) { return l_.pairAddSub(true, a, b, hlo::ElementType::U64); }  // wrapping
 
   Lowerer& l_;
   Emitter& e_;
@@ -350,21 +365,336 @@ VReg expandLog1p(PairMath& p, VReg x) {
   return r;
 }
 
+// s = a + b exactly as hi + lo (Knuth's two-sum, any magnitudes).
+std::pair<VReg, VReg> twoSum(PairMath& p, VReg a, VReg b) {
+  VReg s = p.add(a, b);
+  VReg bb = p.sub(s, a);
+  VReg ab = p.sub(s, bb);
+  VReg ea = p.sub(a, ab);
+  VReg eb = p.sub(b, bb);
+  VReg e = p.add(ea, eb);
+  p.drop({bb, ab, ea, eb});
+  return {s, e};
+}
+
+// Payne and Hanek's reduction of a finite x with |x| >= 2^20 (other lanes
+// get values the caller discards): |x| = m 2^E, m the 53-bit integer
+// mantissa, E = e - 1075 from the biased exponent e. x 2/pi mod 4 needs the
+// bits b_k of 2/pi from k = E - 1 on only (m b_k 2^(E-k) is a multiple of 4
+// before that): a 192-bit window W of them, chosen per lane from
+// kTwoOverPiWords by the exponent (word (e - 1013) / 64 and the next three
+// by selects, then shifted left by (e - 1013) mod 64 bits), gives x 2/pi
+// mod 4 = (m W mod 2^192) 2^-190 with an error below 2^-137 (the bits of
+// 2/pi past the window). The product's three 64-bit words come from the
+// pair multiplies (low and high halves) and carried adds. Its top two bits
+// and the next one are the quadrant n (rounded to nearest); the 190 bits
+// below, as a signed fraction f in [-1/2, 1/2), are cut into three 52-bit
+// chunks that convert to f64 exactly and are summed as a double-word, then
+// r = f pi/2 as rh + rl (Dekker's product with pi/2 as head + tail). The
+// nearest double to a multiple of pi/2 leaves |f| above 2^-62, so the
+// 2^-104 absolute error of the sum is far below the result's ulp. The sign
+// of x negates n and r.
+struct TrigReduction {
+  VReg n;  // a 32-bit register: the quadrant (only n mod 4 counts)
+  VReg rh, rl;
+};
+
+// The steps of reducePayneHanek: 64-bit integer helpers on pairs (a zero
+// and a one register kept for them) and the three stages.
+class PayneHanek {
+ public:
+  explicit PayneHanek(PairMath& p) : p_(p), e_(p.e_), zero_(s32()), one_(s32()) {
+    e_.op("vmov.s32 {}, 0", p_.V(zero_));
+    e_.op("vmov.s32 {}, 1", p_.V(one_));
+  }
+  ~PayneHanek() { p_.drop({zero_, one_}); }
+  PayneHanek(const PayneHanek&) = delete;
+  PayneHanek& operator=(const PayneHanek&) = delete;
+
+  TrigReduction reduce(VReg x) {
+    // The table position from the biased exponent, the 53-bit mantissa.
+    VReg pos = s32();
+    e_.op("vshl {}, {}, 1", p_.V(pos), p_.H(x));
+    e_.op("vshr {}, {}, 21", p_.V(pos), p_.V(pos));
+    e_.op("vsub.s32 {}, {}, 1013", p_.V(pos), p_.V(pos));
+    VReg m = u64();
+    e_.op("vmov.s32 {}, {}", p_.V(m), p_.V(x));
+    e_.op("vand {}, {}, 1048575", p_.H(m), p_.H(x));
+    e_.op("vor {}, {}, 1048576", p_.H(m), p_.H(m));
+    std::array<VReg, 3> w = window(pos);
+    std::array<VReg, 3> r = product(m, w);
+    // n = the top two bits of r2 rounded by the third.
+    VReg n = s32();
+    e_.op("vshr {}, {}, 29", p_.V(n), p_.H(r[0]));
+    e_.op("vadd.s32 {}, {}, 1", p_.V(n), p_.V(n));
+    e_.op("vshr {}, {}, 1", p_.V(n), p_.V(n));
+    VReg neg = s32();
+    auto [rh, rl] = fractionTimesPio2(r, neg);
+    // The fraction's sign, then x's: x < 0 gives -n and -r.
+    VReg sign = s32();
+    e_.op("vsra {}, {}, 31", p_.V(sign), p_.H(x));
+    e_.op("vxor {}, {}, {}", p_.V(n), p_.V(n), p_.V(sign));
+    e_.op("vsub.s32 {}, {}, {}", p_.V(n), p_.V(n), p_.V(sign));
+    e_.op("vxor {}, {}, {}", p_.V(sign), p_.V(sign), p_.V(neg));
+    e_.op("vshl {}, {}, 31", p_.V(sign), p_.V(sign));
+    e_.op("vxor {}, {}, {}", p_.H(rh), p_.H(rh), p_.V(sign));
+    e_.op("vxor {}, {}, {}", p_.H(rl), p_.H(rl), p_.V(sign));
+    p_.drop({sign, neg});
+    return {n, rh, rl};
+  }
+
+ private:
+  static int32_t lo32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+  static int32_t hi32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v >> 32)); }
+  VReg s32() { return p_.valloc(hlo::ElementType::S32); }
+  VReg u64() { return p_.valloc(hlo::ElementType::U64); }
+  // d = a <op> amount for a pair a and a 32-bit register amount (high word 0).
+  VReg shift64(const char* m, VReg a, VReg amount) {
+    VReg d = u64();
+    for (int w = 0; w < 2; ++w)
+      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? p_.H(d) : p_.V(d), p_.V(a), p_.H(a), p_.V(amount), p_.V(zero_), w);
+    return d;
+  }
+  VReg shiftBy(const char* m, VReg a, int amount) {
+    VReg k = s32();
+    e_.op("vmov.s32 {}, {}", p_.V(k), amount);
+    VReg d = shift64(m, a, k);
+    p_.drop(k);
+    return d;
+  }
+  void or64(VReg a, VReg b) {  // a |= b; b freed
+    e_.op("vor {}, {}, {}", p_.V(a), p_.V(a), p_.V(b));
+    e_.op("vor {}, {}, {}", p_.H(a), p_.H(a), p_.H(b));
+    p_.drop(b);
+  }
+  VReg pairOp(const char* m, VReg a, VReg b) {
+    VReg d = u64();
+    for (int w = 0; w < 2; ++w)
+      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? p_.H(d) : p_.V(d), p_.V(a), p_.H(a), p_.V(b), p_.H(b), w);
+    return d;
+  }
+  VReg constant64(uint64_t v) {
+    VReg d = u64();
+    e_.op("vmov.s32 {}, {}", p_.V(d), lo32(v));
+    e_.op("vmov.s32 {}, {}", p_.H(d), hi32(v));
+    return d;
+  }
+  // a + b mod 2^64; the low words' carry from an unsigned compare of pairs
+  // with zero high words.
+  VReg add64(VReg a, VReg b) {
+    VReg d = u64();
+    int c = p_.malloc();
+    e_.op("vadd.s32 {}, {}, {}", p_.V(d), p_.V(a), p_.V(b));
+    e_.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p_.M(c), p_.V(d), p_.V(zero_), p_.V(a), p_.V(zero_));
+    e_.op("vadd.s32 {}, {}, {}", p_.H(d), p_.H(a), p_.H(b));
+    VReg k = s32();
+    e_.op("vsel.s32 {}, {}, {}, 0", p_.V(k), p_.M(c), p_.V(one_));
+    e_.op("vadd.s32 {}, {}, {}", p_.H(d), p_.H(d), p_.V(k));
+    p_.drop(k);
+    p_.dropMask(c);
+    return d;
+  }
+  // v += 1 (mod 2^64) where `mask` holds.
+  void increment(VReg v, int mask) {
+    VReg k = s32();
+    int c = p_.malloc();
+    e_.op("vsel.s32 {}, {}, {}, 0", p_.V(k), p_.M(mask), p_.V(one_));
+    e_.op("vadd.s32 {}, {}, {}", p_.V(v), p_.V(v), p_.V(k));
+    e_.op("vcmp.eq.s32 {}, {}, 0", p_.M(c), p_.V(v));
+    e_.op("mand {}, {}, {}", p_.M(c), p_.M(c), p_.M(mask));
+    e_.op("vsel.s32 {}, {}, {}, 0", p_.V(k), p_.M(c), p_.V(one_));
+    e_.op("vadd.s32 {}, {}, {}", p_.H(v), p_.H(v), p_.V(k));
+    p_.dropMask(c);
+    p_.drop(k);
+  }
+
+  // The 192 window bits from table bit `pos` on (pos freed), most
+  // significant word first.
+  std::array<VReg, 3> window(VReg pos) {
+    VReg word = s32(), bit = s32();
+    e_.op("vshr {}, {}, 6", p_.V(word), p_.V(pos));
+    e_.op("vand {}, {}, 63", p_.V(bit), p_.V(pos));
+    p_.drop(pos);
+    // T[k] = kTwoOverPiWords[word + k], k = 0..3: word 0's values, then one
+    // select per candidate word (the lanes whose word differs keep theirs).
+    constexpr int kWindows = static_cast<int>(std::size(kTwoOverPiWords)) - 3;
+    VReg t[4];
+    for (int k = 0; k < 4; ++k) t[k] = constant64(kTwoOverPiWords[k]);
+    int other = p_.malloc();
+    for (int j = 1; j < kWindows; ++j) {
+      e_.op("vcmp.ne.s32 {}, {}, {}", p_.M(other), p_.V(word), j);
+      for (int k = 0; k < 4; ++k) {
+        e_.op("vsel.s32 {}, {}, {}, {}", p_.V(t[k]), p_.M(other), p_.V(t[k]), lo32(kTwoOverPiWords[j + k]));
+        e_.op("vsel.s32 {}, {}, {}, {}", p_.H(t[k]), p_.M(other), p_.H(t[k]), hi32(kTwoOverPiWords[j + k]));
+      }
+    }
+    p_.dropMask(other);
+    p_.drop(word);
+    // W[k] = T[k] << bit | T[k+1] >> (64 - bit) (a shift by 64 gives 0),
+    // each T freed once used.
+    VReg back = s32();
+    e_.op("vxor {}, {}, 63", p_.V(back), p_.V(bit));
+    e_.op("vadd.s32 {}, {}, 1", p_.V(back), p_.V(back));
+    std::array<VReg, 3> w;
+    for (int k = 0; k < 3; ++k) {
+      w[k] = shift64("vshl.i64", t[k], bit);
+      p_.drop(t[k]);
+      or64(w[k], shift64("vshr.i64", t[k + 1], back));
+    }
+    p_.drop({t[3], bit, back});
+    return w;
+  }
+
+  // m W mod 2^192 = r2:r1:r0 (returned in that order; m and w freed):
+  // r2 = lo(m w0) + hi(m w1) + the carry of r1 = lo(m w1) + hi(m w2),
+  // r0 = lo(m w2).
+  std::array<VReg, 3> product(VReg m, const std::array<VReg, 3>& w) {
+    VReg r2 = pairOp("vmul.i64", m, w[0]);
+    p_.drop(w[0]);
+    VReg h1 = pairOp("vmulhi.u64", m, w[1]);
+    p_.update(r2, [&](VReg v) { return add64(v, h1); });
+    p_.drop(h1);
+    VReg r1 = pairOp("vmul.i64", m, w[1]);
+    p_.drop(w[1]);
+    VReg h0 = pairOp("vmulhi.u64", m, w[2]);
+    p_.update(r1, [&](VReg v) { return add64(v, h0); });
+    int r1Carry = p_.malloc();
+    e_.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p_.M(r1Carry), p_.V(r1), p_.H(r1), p_.V(h0), p_.H(h0));
+    p_.drop(h0);
+    increment(r2, r1Carry);
+    p_.dropMask(r1Carry);
+    VReg r0 = pairOp("vmul.i64", m, w[2]);
+    p_.drop({m, w[2]});
+    return {r2, r1, r0};
+  }
+
+  // |f| pi/2 as rh + rl for the signed fraction f = bits 189..0 of r (r
+  // freed); `neg` receives f's sign in every bit.
+  std::pair<VReg, VReg> fractionTimesPio2(const std::array<VReg, 3>& r, VReg neg) {
+    // G = the top 128 bits of f (r << 2) as g1:g0, made non-negative:
+    // g ^ neg + 1 where neg is set.
+    VReg g1 = shiftBy("vshl.i64", r[0], 2);
+    p_.drop(r[0]);
+    or64(g1, shiftBy("vshr.i64", r[1], 62));
+    VReg g0 = shiftBy("vshl.i64", r[1], 2);
+    p_.drop(r[1]);
+    or64(g0, shiftBy("vshr.i64", r[2], 62));
+    p_.drop(r[2]);
+    e_.op("vsra {}, {}, 31", p_.V(neg), p_.H(g1));
+    for (VReg g : {g0, g1}) {
+      e_.op("vxor {}, {}, {}", p_.V(g), p_.V(g), p_.V(neg));
+      e_.op("vxor {}, {}, {}", p_.H(g), p_.H(g), p_.V(neg));
+    }
+    int carried = p_.malloc(), wrapped = p_.malloc();
+    e_.op("vcmp.ne.s32 {}, {}, 0", p_.M(carried), p_.V(neg));
+    increment(g0, carried);
+    e_.op("vcmp.eq.s64 {}, {}, {}, {}, {}", p_.M(wrapped), p_.V(g0), p_.H(g0), p_.V(zero_), p_.V(zero_));
+    e_.op("mand {}, {}, {}", p_.M(wrapped), p_.M(wrapped), p_.M(carried));
+    increment(g1, wrapped);
+    // Q = G C / 2^128 with C = pi/2 2^127 (c1:c0), so |r| = Q 2^-127: g1 c1
+    // in full plus the high halves of g1 c0 and g0 c1 (the dropped low
+    // halves and g0 c0 are below 3 units of Q).
+    VReg c = constant64(kPio2Fixed[1]);
+    VReg sum = pairOp("vmulhi.u64", g1, c);
+    p_.drop(c);
+    c = constant64(kPio2Fixed[0]);
+    VReg part = pairOp("vmulhi.u64", g0, c);
+    p_.drop(g0);
+    p_.update(sum, [&](VReg v) { return add64(v, part); });
+    e_.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p_.M(carried), p_.V(sum), p_.H(sum), p_.V(part), p_.H(part));
+    p_.drop(part);
+    VReg qlo = pairOp("vmul.i64", g1, c), qhi = pairOp("vmulhi.u64", g1, c);
+    p_.drop({g1, c});
+    p_.update(qlo, [&](VReg v) { return add64(v, sum); });
+    e_.op("vcmp.lt.u64 {}, {}, {}, {}, {}", p_.M(wrapped), p_.V(qlo), p_.H(qlo), p_.V(sum), p_.H(sum));
+    p_.drop(sum);
+    increment(qhi, carried);
+    increment(qhi, wrapped);
+    p_.dropMask(carried);
+    p_.dropMask(wrapped);
+    return toDoubleWord(qhi, qlo);
+  }
+
+  // Q = qhi:qlo (freed) times 2^-127 as rh + rl, truncated.
+  std::pair<VReg, VReg> toDoubleWord(VReg qhi, VReg qlo) {
+    // Normalize: qhi >= 2 (|r| > 2^-62). Its top bit from the exponent of
+    // f64(qhi), one too high where the conversion rounded up to a power of
+    // 2 (then qhi >> e is 0); z = 63 - e shifts it to bit 63.
+    VReg k = s32(), z = s32(), sh = s32();
+    e_.op("vcvt.f64.u64 {}, {}, {}, 1", p_.V(z), p_.V(qhi), p_.H(qhi));
+    e_.op("vshr {}, {}, 20", p_.V(z), p_.V(z));
+    e_.op("vsub.s32 {}, {}, 1023", p_.V(z), p_.V(z));
+    e_.op("vshr.i64 {}, {}, {}, {}, {}, 0", p_.V(k), p_.V(qhi), p_.H(qhi), p_.V(z), p_.V(zero_));
+    e_.op("vadd.s32 {}, {}, {}", p_.V(z), p_.V(z), p_.V(k));
+    e_.op("vxor {}, {}, 63", p_.V(z), p_.V(z));  // 63 - (e - 1 + t) = 64 - e - t
+    e_.op("vadd.s32 {}, {}, 1", p_.V(z), p_.V(z));
+    e_.op("vxor {}, {}, 63", p_.V(sh), p_.V(z));  // 64 - z
+    e_.op("vadd.s32 {}, {}, 1", p_.V(sh), p_.V(sh));
+    VReg t1 = shift64("vshl.i64", qhi, z);
+    or64(t1, shift64("vshr.i64", qlo, sh));
+    VReg t0 = shift64("vshl.i64", qlo, z);
+    p_.drop({qhi, qlo, sh});
+    // rh = the top 53 bits of t1 times 2^(-52-z): biased exponent 1023 - z,
+    // added to the leading 1 of the mantissa's high word.
+    VReg rh = p_.valloc(hlo::ElementType::F64);
+    e_.op("vshr {}, {}, 11", p_.V(rh), p_.V(t1));
+    e_.op("vshl {}, {}, 21", p_.V(k), p_.H(t1));
+    e_.op("vor {}, {}, {}", p_.V(rh), p_.V(rh), p_.V(k));
+    e_.op("vshr {}, {}, 11", p_.H(rh), p_.H(t1));
+    e_.op("vsub.s32 {}, {}, {}", p_.V(k), p_.V(one_), p_.V(z));  // 1 - z, plus 1021 below
+    e_.op("vadd.s32 {}, {}, 1021", p_.V(k), p_.V(k));
+    e_.op("vshl {}, {}, 20", p_.V(k), p_.V(k));
+    e_.op("vadd.s32 {}, {}, {}", p_.H(rh), p_.H(rh), p_.V(k));
+    // rl = the next 53 bits (t1's low 11, t0's top 42) times 2^(-105-z),
+    // converted exactly and scaled in the exponent field (unless 0).
+    VReg l = shiftBy("vshl.i64", t1, 53);
+    p_.update(l, [&](VReg v) { return shiftBy("vshr.i64", v, 11); });
+    or64(l, shiftBy("vshr.i64", t0, 22));
+    p_.drop({t0, t1});
+    VReg rl = p_.valloc(hlo::ElementType::F64);
+    for (int w = 0; w < 2; ++w)
+      e_.op("vcvt.f64.s64 {}, {}, {}, {}", w ? p_.H(rl) : p_.V(rl), p_.V(l), p_.H(l), w);
+    p_.drop(l);
+    e_.op("vadd.s32 {}, {}, 105", p_.V(z), p_.V(z));
+    e_.op("vshl {}, {}, 20", p_.V(z), p_.V(z));
+    e_.op("vsub.s32 {}, {}, {}", p_.V(k), p_.H(rl), p_.V(z));
+    int nonzero = p_.malloc();
+    e_.op("vcmp.ne.s32 {}, {}, 0", p_.M(nonzero), p_.H(rl));
+    e_.op("vsel.s32 {}, {}, {}, 0", p_.H(rl), p_.M(nonzero), p_.V(k));
+    p_.dropMask(nonzero);
+    p_.drop({z, k});
+    return {rh, rl};
+  }
+
+  PairMath& p_;
+  Emitter& e_;
+  VReg zero_, one_;
+};
+
+TrigReduction reducePayneHanek(PairMath& p, VReg x) {
+  PayneHanek ph(p);
+  return ph.reduce(x);
+}
+
 // sin, cos or tan. x = n pi/2 + r by Cody and Waite's reduction with pi/2
 // in three parts (33 + 33 + 53 bits): n x the first two is exact while
 // |n| < 2^20, so r = rh + rl keeps about 2^-100 absolute accuracy for
-// |x| < 2^20 pi/2 (about 1.6e6). Beyond that bound the same steps run with
-// the products rounded: sin and cos are clamped to [-1, 1], but their error
-// grows with |x| (about 2^-53 |x| absolute), and from 2^51 on n itself is no
-// longer exact (results in [-1, 1] but meaningless: Payne-Hanek reduction
-// is not done); inf and NaN give NaN. The series of sin and cos to r^19 and
-// r^18 (|r| <= pi/4), the quadrant n mod 4 from the low word of n + 1.5 2^52.
+// |x| < 2^20 pi/2 (about 1.6e6). Finite lanes with |x| >= 2^20 take n and
+// r from reducePayneHanek instead (exact at every magnitude); inf and NaN
+// give NaN. The series of sin and cos to r^19 and r^18 (|r| <= pi/4), the
+// quadrant n mod 4 from the low word of n + 1.5 2^52.
 VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   Emitter& e = p.e_;
   using hlo::ElementType;
+  // Payne and Hanek's n and r first (their registers peak while little else
+  // is live), taken where x is finite and |x| >= 2^20.
+  TrigReduction big = reducePayneHanek(p, x);
   VReg t = p.mul(x, 0.63661977236758134308);  // 2 / pi
   p.update(t, [&](VReg q) { return p.add(q, kRound); });
   VReg n = p.add(t, -kRound);
+  VReg q = p.valloc(ElementType::S32);
+  e.op("vmov.s32 {}, {}", p.V(q), p.V(t));
+  p.drop(t);
   // r1 = x - n A (exact), then r1 - n B as rh + rl (two-sum), minus n C.
   VReg w = p.mul(n, kPio2A);
   VReg r1 = p.sub(x, w);
@@ -372,12 +702,14 @@ VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   w = p.mul(n, kPio2B);
   VReg y = p.sub(r1, w);
   VReg bb = p.sub(y, r1);
+  VReg nb = p.add(bb, w);  // -(w + bb) is the second part of the sum
+  p.drop(w);
   VReg yb = p.sub(y, bb);
+  p.drop(bb);
   VReg err = p.sub(r1, yb);
   p.drop({r1, yb});
-  VReg nb = p.add(bb, w);  // -(w + bb) is the second part of the sum
   p.update(err, [&](VReg q) { return p.sub(q, nb); });
-  p.drop({nb, bb, w});
+  p.drop(nb);
   w = p.mul(n, kPio2C);
   p.drop(n);
   p.update(err, [&](VReg q) { return p.sub(q, w); });
@@ -386,6 +718,18 @@ VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   VReg rl = p.sub(y, rh);
   p.update(rl, [&](VReg q) { return p.add(q, err); });
   p.drop({y, err});
+  VReg odd = p.valloc(ElementType::S32);
+  int far = p.malloc(), finite = p.malloc();
+  e.op("vand {}, {}, 2147483647", p.V(odd), p.H(x));
+  e.op("vcmp.ge.s32 {}, {}, {}", p.M(far), p.V(odd), kPayneFromHighWord);
+  e.op("vcmp.lt.s32 {}, {}, 2146435072", p.M(finite), p.V(odd));  // below inf's 0x7ff00000
+  e.op("mand {}, {}, {}", p.M(far), p.M(far), p.M(finite));
+  p.dropMask(finite);
+  p.selectInto(rh, far, big.rh);
+  p.selectInto(rl, far, big.rl);
+  p.select32(q, far, p.V(big.n));
+  p.dropMask(far);
+  p.drop({big.rh, big.rl, big.n});
   VReg z = p.mul(rh, rh);
   VReg hz = p.mul(z, 0.5);
   // sin r = rh + (rh z S(z) + rl (1 - z/2))
@@ -415,16 +759,7 @@ VReg expandSinCosTan(PairMath& p, hlo::Opcode op, VReg x) {
   p.drop(om);
   p.update(c, [&](VReg q) { return p.add(wv, q); });
   p.drop(wv);
-  // Past the exact reduction |r| can exceed pi/4 (and overflow for huge x):
-  // clamping keeps sin and cos in [-1, 1]; within the bound it changes nothing.
-  for (VReg* v : {&s, &c}) {
-    p.update(*v, [&](VReg q) { return p.op("vmax.f64", q, -1.0); });
-    p.update(*v, [&](VReg q) { return p.op("vmin.f64", q, 1.0); });
-  }
   // The quadrant: bit 0 swaps sin and cos, bit 1 negates (cos: n + 1).
-  VReg q = p.valloc(ElementType::S32), odd = p.valloc(ElementType::S32);
-  e.op("vmov.s32 {}, {}", p.V(q), p.V(t));
-  p.drop(t);
   if (op == hlo::Opcode::Cos) e.op("vadd.s32 {}, {}, 1", p.V(q), p.V(q));
   e.op("vand {}, {}, 1", p.V(odd), p.V(q));
   int m = p.malloc();
@@ -849,18 +1184,6 @@ VReg expandCbrt(PairMath& p, VReg x) {
   return y;
 }
 
-// s = a + b exactly as hi + lo (Knuth's two-sum, any magnitudes).
-std::pair<VReg, VReg> twoSum(PairMath& p, VReg a, VReg b) {
-  VReg s = p.add(a, b);
-  VReg bb = p.sub(s, a);
-  VReg ab = p.sub(s, bb);
-  VReg ea = p.sub(a, ab);
-  VReg eb = p.sub(b, bb);
-  VReg e = p.add(ea, eb);
-  p.drop({bb, ab, ea, eb});
-  return {s, e};
-}
-
 // ln|x| as a double-word hi + lo, accurate to about 2^-66 relative (pow
 // multiplies it by y): the reduction of logCore, then ln m = 2 atanh(s),
 // s = f / (2 + f) as sh + sl, = 2 sh + 2 sl + (2/3) sh^3 (double-word) +
@@ -1072,6 +1395,16 @@ VReg expandPow(PairMath& p, VReg x, VReg y) {
 
 std::optional<VReg> Lowerer::expandMathF64(hlo::Opcode op, const std::vector<VReg>& ops) {
   PairMath p(*this, e_, masks_);
+  // Registers rotate through the expansion (the caller's setting comes
+  // back after): the same number live, but independent steps, like Payne
+  // and Hanek's integer reduction beside Cody and Waite's f64 one, land in
+  // different registers and the scheduler overlaps them.
+  struct Rotate {
+    RegPool& pool;
+    bool was = pool.rotating();
+    explicit Rotate(RegPool& r) : pool(r) { pool.setRotating(true); }
+    ~Rotate() { pool.setRotating(was); }
+  } rotate(vregs_);
   switch (op) {
     case hlo::Opcode::Log:
       return expandLog(p, ops[0]);

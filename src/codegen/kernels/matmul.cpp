@@ -4,9 +4,148 @@
 // and convolutions take the same kernel.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
+#include <optional>
+
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
+
+// ============================================================== operands read in place
+
+namespace {
+
+// One tile of T elements along a group of a MatmulView, as DMA dims: the
+// digits inside the tile (whole minor ones, then a part of the outermost),
+// each with its source stride and its VMEM stride dst(inner, count) (inner:
+// the tile elements below the digit); `step`: the source bytes from one tile
+// to the next.
+struct GroupBox {
+  std::vector<Emitter::Dim> dims;
+  int64_t step = 0;
+};
+using DstStride = std::function<std::optional<int64_t>(int64_t inner, int64_t count)>;
+
+std::optional<GroupBox> groupBox(const std::vector<MatmulView::Digit>& ds, int64_t T, const DstStride& dst) {
+  GroupBox box;
+  int64_t inner = 1;
+  int64_t i = static_cast<int64_t>(ds.size()) - 1;
+  for (; i >= 0; --i) {
+    const MatmulView::Digit& d = ds[static_cast<size_t>(i)];
+    if (T % (inner * d.count) != 0) break;
+    auto to = dst(inner, d.count);
+    if (!to) return std::nullopt;
+    box.dims.push_back({d.count, d.stride, *to});
+    inner *= d.count;
+  }
+  if (inner == T) {
+    if (i > 0) return std::nullopt;
+    box.step = i == 0 ? ds[0].stride : 0;
+    return box;
+  }
+  if (i != 0 || T % inner != 0 || ds[0].count % (T / inner) != 0) return std::nullopt;
+  const int64_t part = T / inner;
+  auto to = dst(inner, part);
+  if (!to) return std::nullopt;
+  box.dims.push_back({part, ds[0].stride, *to});
+  box.step = part * ds[0].stride;
+  return box;
+}
+
+// VMEM strides of a [T1, T2] tile of e-byte elements: row-major, or as
+// 8 x 128 tiles (row blocks of T2 / 128 tiles).
+DstStride rowStrides(bool tileMajor, int64_t T2, int e) {
+  return [=](int64_t inner, int64_t count) -> std::optional<int64_t> {
+    if (!tileMajor) return inner * T2 * e;
+    if (inner * count <= 8) return inner * 128 * e;
+    if (inner % 8 != 0) return std::nullopt;
+    return inner / 8 * (T2 / 128) * 8 * 128 * e;
+  };
+}
+DstStride colStrides(bool tileMajor, int e) {
+  return [=](int64_t inner, int64_t count) -> std::optional<int64_t> {
+    if (!tileMajor || inner * count <= 128) return inner * e;
+    if (inner % 128 != 0) return std::nullopt;
+    return inner / 128 * 8 * 128 * e;
+  };
+}
+
+// The DMA of one [T1, T2] tile of a view: the descriptor's chunk and dims
+// (the contiguous runs merged into the chunk, the rest outermost first) and
+// the source steps from one batch, row tile and column tile to the next.
+struct ViewDma {
+  uint64_t chunk = 0;
+  std::vector<Emitter::Dim> dims;
+  int64_t step[3] = {0, 0, 0};
+};
+
+std::optional<ViewDma> viewDma(const MatmulView& v, int64_t T1, int64_t T2, int e, bool tileMajor) {
+  auto b = groupBox(v.groups[0], 1, colStrides(false, e));
+  auto r = groupBox(v.groups[1], T1, rowStrides(tileMajor, T2, e));
+  auto c = groupBox(v.groups[2], T2, colStrides(tileMajor, e));
+  if (!b || !r || !c) return std::nullopt;
+  std::vector<Emitter::Dim> dims = r->dims;
+  dims.insert(dims.end(), c->dims.begin(), c->dims.end());
+  ViewDma d;
+  auto take = [&](int64_t unit) {
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (dims[i].src == unit && dims[i].dst == unit) {
+        d.chunk = static_cast<uint64_t>(dims[i].count * unit);
+        dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(i));
+        return true;
+      }
+    return false;
+  };
+  if (!take(e)) return std::nullopt;
+  while (take(static_cast<int64_t>(d.chunk))) {
+  }
+  std::stable_sort(dims.begin(), dims.end(), [](const Emitter::Dim& x, const Emitter::Dim& y) { return x.dst > y.dst; });
+  if (dims.size() > 3) return std::nullopt;
+  d.dims = std::move(dims);
+  d.step[0] = b->step;
+  d.step[1] = r->step;
+  d.step[2] = c->step;
+  return d;
+}
+
+}  // namespace
+
+int Lowerer::matmulOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                           const std::vector<int64_t>& g2, int64_t p1, int64_t p2, bool rhs, MatmulView* view,
+                           bool* viewed) {
+  *viewed = false;
+  const Shape& s = op->shape();
+  const int es = typeInfo(s.elementType()).bytes;
+  std::vector<int64_t> order = g0;
+  order.insert(order.end(), g1.begin(), g1.end());
+  order.insert(order.end(), g2.begin(), g2.end());
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+  // Only 4-byte operands that would otherwise be copied whole, unpadded.
+  if (identity || es != 4 || dimsProduct(s, g1) != p1 || dimsProduct(s, g2) != p2)
+    return canonicalDotOperand(op, g0, g1, g2, p1, p2);
+  const std::vector<int64_t> os = byteStrides(s.dimensions(), es);
+  MatmulView v;
+  const std::vector<int64_t>* groups[3] = {&g0, &g1, &g2};
+  for (int k = 0; k < 3; ++k)
+    for (int64_t d : *groups[k]) {
+      if (s.dimension(d) == 1) continue;
+      std::vector<MatmulView::Digit>& ds = v.groups[k];
+      const int64_t stride = os[static_cast<size_t>(d)];
+      if (!ds.empty() && ds.back().stride == s.dimension(d) * stride) {
+        ds.back() = {ds.back().count * s.dimension(d), stride};  // one digit with the one before
+        continue;
+      }
+      ds.push_back({s.dimension(d), stride});
+    }
+  // The smallest tiles the matmul takes: 8 or 128 rows, 128 columns.
+  if (!viewDma(v, rhs ? 128 : 8, 128, es, false)) return canonicalDotOperand(op, g0, g1, g2, p1, p2);
+  *view = std::move(v);
+  *viewed = true;
+  return leaves_[op][0];
+}
 
 // ============================================================== matmul on the MXUs
 
@@ -21,104 +160,159 @@ namespace tpu::codegen {
 // its successor is loaded while it is pushed, and the C rows of the next pop
 // are loaded while the previous sums are stored. f32 operands take `passes`
 // bf16 passes.
-bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
-                         ElementType aType, int wBuf, ElementType wType, int cBuf, int passes,
-                         const MatmulEpilogue* epilogue) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  int ea = typeInfo(aType).bytes, ew = typeInfo(wType).bytes;
-  const int64_t aRow = 8 * 128 * ea;  // A bytes of one 8-row block
-  // VMEM of the two slots of each tile for M tiles of tm rows and N tiles of
-  // tn columns, padded: the pipelined loops read up to two blocks past the
-  // end of a tile (values never used).
-  auto slotBytesFor = [&](int64_t tm, int64_t tn) {
-    return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
-           2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
-           2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + 8 * tn * 4), 512) +
-           (epilogue ? matmulEpilogueBytes(*epilogue, tm, tn) : 0);
-  };
+//
+// The kernel's phases and the state they share: the tile plan (plan), the
+// descriptors and registers (setupRegisters), the step's DMAs (fetch), the
+// MXU passes over one step (pass, iteration), the step loop (run) and the
+// finished tile's write-back or epilogue (finishTile). A friend of Lowerer.
+class MatmulEmitter : KernelPhases {
+ public:
+  MatmulEmitter(Lowerer& l, const hlo::Instruction& in, const MatmulOperands& ops, int passes,
+                const MatmulEpilogue* epilogue)
+      : KernelPhases(l, in), b(ops.b), m(ops.m), k(ops.k), n(ops.n), aBuf(ops.aBuf), wBuf(ops.wBuf),
+        cBuf(ops.cBuf), aType(ops.aType), wType(ops.wType), aView(ops.aView), wView(ops.wView), passes(passes),
+        epilogue(epilogue) {}
+  bool run();
+
+ private:
+  uint64_t slotBytesFor(int64_t tm, int64_t tn) const;
+  bool plan();
+  bool setupRegisters();
+  void decompose();
+  void fetch(int slotReg);
+  void component(VReg x, int idx, VReg h);
+  void loadA(VReg dst, const std::string& addr);
+  std::string cAddr(int u, int64_t blockOffset) const;
+  void pushWeights(int iw);
+  void componentOf(VReg dst, VReg src);
+  void iteration(bool doPush, bool doPop);
+  void pass(int ia, int iw, bool accumulate);
+  void compute(bool accumulate);
+  void stepPointers();
+  void kTailMask();
+  void epilogueTile();
+  void writeBackTile();
+
+  // The operands and the plan.
+  const int64_t b, m, k, n;
+  const int aBuf, wBuf, cBuf;
+  const ElementType aType, wType;
+  const MatmulView *aView, *wView;
+  const int passes;
+  const MatmulEpilogue* epilogue;
+  int ea = 0, ew = 0;
+  int64_t aRow = 0, g = 1, tn = 128, cRow = 0, tm = 8, blocks = 1, depth = 1;
+  uint64_t aSlot = 0, wSlot = 0, cSlot = 0, vA = 0, vW = 0, vC = 0;
+  int64_t KB = 0, NB = 0, MB = 0, steps = 0;
+  // Descriptors, the source steps of A and W from one batch, row tile and
+  // column tile to the next, registers and masks. A W read in place from
+  // 8 x 128 tiles keeps them whole in VMEM (wTiles).
+  std::string dA, dW, dC;
+  int64_t aStep[3] = {0, 0, 0}, wStep[3] = {0, 0, 0};
+  bool wTiles = false;
+  int rS = -1, rT = -1, rQ = -1, rX = -1, rY = -1, rSlot = -1, rKk = -1, rAb = -1, rWb = -1, rCs = -1, rCb = -1,
+      rCsem = -1, rAo = -1, rCo = -1, rCnt = -1;
+  std::vector<std::pair<int, int>> passList;
+  std::string ldA, ldW;
+  bool proA = false, proW = false, int8 = false;
+  VReg va, vh, vh2, vraw;
+  std::vector<VReg> vr, vc, vt, vw;
+  int64_t kValid = 0;
+  int rLim = -1, mA = -1, mW = -1;
+  // The pass being emitted.
+  int curIa = 0;
+  bool curAccumulate = false, havePrev = false;
+};
+
+// VMEM of the two slots of each tile for M tiles of tm rows and N tiles of
+// tn columns, padded: the pipelined loops read up to two blocks past the end
+// of a tile (values never used).
+uint64_t MatmulEmitter::slotBytesFor(int64_t tm, int64_t tn) const {
+  return 2 * alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512) +
+         2 * alignUp(static_cast<uint64_t>(128 * tn * ew), 512) +
+         2 * alignUp(static_cast<uint64_t>(tm * tn * 4 + 8 * tn * 4), 512) +
+         (epilogue ? l_.matmulEpilogueBytes(*epilogue, tm, tn) : 0);
+}
+
+bool MatmulEmitter::plan() {
+  ea = typeInfo(aType).bytes;
+  ew = typeInfo(wType).bytes;
+  aRow = 8 * 128 * ea;  // A bytes of one 8-row block
   // As many MXUs as divide the N blocks, while the smallest tiles for them
   // still fit the VMEM budget.
-  int g = 1;
+  g = 1;
   for (int cand = std::max(1, target_.mxu.count); cand > 1; --cand)
-    if ((n / 128) % cand == 0 && slotBytesFor(8, 128 * cand) <= vmemBudget()) {
+    if ((n / 128) % cand == 0 && slotBytesFor(8, 128 * cand) <= l_.vmemBudget()) {
       g = cand;
       break;
     }
-  const int64_t tn = 128 * g;
-  const int64_t cRow = 8 * tn * 4;  // C bytes of one 8-row block
-  auto slotBytes = [&](int64_t tm) { return slotBytesFor(tm, tn); };
-  int64_t tm = 8;
+  tn = 128 * g;
+  cRow = 8 * tn * 4;  // C bytes of one 8-row block
+  auto slotBytes = [&](int64_t cand) { return slotBytesFor(cand, tn); };
+  tm = 8;
   for (int64_t cand = std::min<int64_t>(m, 8192); cand >= 8; cand -= 8)
-    if (m % cand == 0 && slotBytes(cand) <= std::max<uint64_t>(vmemBudget(), slotBytes(8))) {
+    if (m % cand == 0 && slotBytes(cand) <= std::max<uint64_t>(l_.vmemBudget(), slotBytes(8))) {
       tm = cand;
       break;
     }
-  if (slotBytes(tm) > vmemTop()) return fail(in, "llo-gen: matmul tiles do not fit VMEM");
-  const int64_t blocks = tm / 8;
-  const int64_t depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
-  const uint64_t aSlot = alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512);
-  const uint64_t wSlot = alignUp(static_cast<uint64_t>(128 * tn * ew), 512);
-  const uint64_t cSlot = alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
-  const uint64_t vA = 0, vW = 2 * aSlot, vC = vW + 2 * wSlot;
-  const int64_t KB = k / 128, NB = n / tn, MB = m / tm, steps = b * MB * NB * KB;
-  std::string dA = e_.desc(static_cast<uint64_t>(128 * ea), {{tm, k * ea, 128 * ea}});
-  std::string dW = e_.desc(static_cast<uint64_t>(tn * ew), {{128, n * ew, tn * ew}});
-  std::string dC = e_.desc(static_cast<uint64_t>(tn * 4), {{tm, tn * 4, n * 4}});
-  int rS = sreg(), rT = sreg(), rQ = sreg(), rX = sreg(), rY = sreg(), rSlot = sreg(), rKk = sreg(), rAb = sreg(),
-      rWb = sreg(), rCs = sreg(), rCb = sreg(), rCsem = sreg(), rAo = sreg(), rCo = sreg(), rCnt = sreg();
-  // Step index in rT -> (bb, mm, nn, kk) in rX (kk), rY (nn), rQ (mm), rT (bb).
-  auto decompose = [&]() {
-    e_.op("srem {}, {}, {}", S(rX), S(rT), KB);
-    e_.op("sdiv {}, {}, {}", S(rT), S(rT), KB);
-    e_.op("srem {}, {}, {}", S(rY), S(rT), NB);
-    e_.op("sdiv {}, {}, {}", S(rT), S(rT), NB);
-    e_.op("srem {}, {}, {}", S(rQ), S(rT), MB);
-    e_.op("sdiv {}, {}, {}", S(rT), S(rT), MB);
-  };
-  // DMAs of step rT's A and W tiles into slot `slotReg`, signalling sem[slotReg].
-  auto fetch = [&](int slotReg) {
-    decompose();
-    int rAddr = rAo, rV = rCo, rTmp = rCnt;  // free outside the compute loops
-    e_.op("smul {}, {}, {}", S(rAddr), S(rT), m * k * ea);
-    e_.op("smul {}, {}, {}", S(rTmp), S(rQ), tm * k * ea);
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-    e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * ea);
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(aBuf));
-    e_.op("smul {}, {}, {}", S(rV), S(slotReg), aSlot);
-    e_.op("sadd {}, {}, {}", S(rV), S(rV), vA);
-    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", aBuf), dA, S(rV), memRef(aBuf, S(rAddr)), S(slotReg));
-    e_.op("smul {}, {}, {}", S(rAddr), S(rT), k * n * ew);
-    e_.op("smul {}, {}, {}", S(rTmp), S(rX), 128 * n * ew);
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-    e_.op("smul {}, {}, {}", S(rTmp), S(rY), tn * ew);
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(wBuf));
-    e_.op("smul {}, {}, {}", S(rV), S(slotReg), wSlot);
-    e_.op("sadd {}, {}, {}", S(rV), S(rV), vW);
-    e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", wBuf), dW, S(rV), memRef(wBuf, S(rAddr)), S(slotReg));
-  };
-  // Components of an f32 value for multi-pass bf16 products: x - bf16(x), twice.
-  auto component = [&](VReg x, int idx, VReg h) {
-    for (int i = 0; i < idx; ++i) {
-      e_.op("vrnd.bf16 {}, {}", V(h), V(x));
-      e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(h));
-    }
-  };
-  std::vector<std::pair<int, int>> passList = {{0, 0}};
+  if (slotBytes(tm) > l_.vmemTop()) return l_.fail(in, "llo-gen: matmul tiles do not fit VMEM");
+  blocks = tm / 8;
+  depth = std::min<int64_t>(blocks, std::max(1, target_.mxu.resultFifoDepth / 2));
+  aSlot = alignUp(static_cast<uint64_t>(tm * 128 * ea + 2 * aRow), 512);
+  wSlot = alignUp(static_cast<uint64_t>(128 * tn * ew), 512);
+  cSlot = alignUp(static_cast<uint64_t>(tm * tn * 4 + cRow), 512);
+  vA = 0;
+  vW = 2 * aSlot;
+  vC = vW + 2 * wSlot;
+  KB = k / 128;
+  NB = n / tn;
+  MB = m / tm;
+  steps = b * MB * NB * KB;
+  return true;
+}
+
+bool MatmulEmitter::setupRegisters() {
+  if (aView) {
+    auto d = viewDma(*aView, tm, 128, ea, false);
+    if (!d) return l_.fail(in, "llo-gen: matmul cannot read its lhs in place");
+    dA = e_.desc(d->chunk, d->dims);
+    std::copy(d->step, d->step + 3, aStep);
+  } else {
+    dA = e_.desc(static_cast<uint64_t>(128 * ea), {{tm, k * ea, 128 * ea}});
+    aStep[0] = m * k * ea;
+    aStep[1] = tm * k * ea;
+    aStep[2] = 128 * ea;
+  }
+  if (wView) {
+    auto d = viewDma(*wView, 128, tn, ew, true);
+    wTiles = d.has_value();
+    if (!d) d = viewDma(*wView, 128, tn, ew, false);
+    if (!d) return l_.fail(in, "llo-gen: matmul cannot read its rhs in place");
+    dW = e_.desc(d->chunk, d->dims);
+    std::copy(d->step, d->step + 3, wStep);
+  } else {
+    dW = e_.desc(static_cast<uint64_t>(tn * ew), {{128, n * ew, tn * ew}});
+    wStep[0] = k * n * ew;
+    wStep[1] = 128 * n * ew;
+    wStep[2] = tn * ew;
+  }
+  dC = e_.desc(static_cast<uint64_t>(tn * 4), {{tm, tn * 4, n * 4}});
+  for (int* r : {&rS, &rT, &rQ, &rX, &rY, &rSlot, &rKk, &rAb, &rWb, &rCs, &rCb, &rCsem, &rAo, &rCo, &rCnt})
+    *r = sreg();
+  passList = {{0, 0}};
   if (passes == 3) passList = {{1, 0}, {0, 1}, {0, 0}};
   if (passes == 6) passList = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
-  std::string ldA = loadMnemonic(aType), ldW = loadMnemonic(wType);
+  ldA = loadMnemonic(aType);
+  ldW = loadMnemonic(wType);
   // An output fusion may compute an operand from the loaded tiles
   // (MatmulEpilogue::prologue): float operands, never the int8 MXU.
-  const bool proA = epilogue && epilogue->prologueSource[0], proW = epilogue && epilogue->prologueSource[1];
-  bool int8 = aType == ElementType::S8 && !proA;  // s8 x s8 -> exact s32 sums
+  proA = epilogue && epilogue->prologueSource[0];
+  proW = epilogue && epilogue->prologueSource[1];
+  int8 = aType == ElementType::S8 && !proA;  // s8 x s8 -> exact s32 sums
   // Registers of the pipelined loops: the A block, per MXU the popped
   // result, the prefetched C rows and the sum being stored, and a rotating
   // set for weight staging so consecutive pushes do not wait on each other.
-  VReg va = valloc(ElementType::F32), vh = valloc(ElementType::F32), vh2 = valloc(ElementType::F32),
-       vraw = valloc(ElementType::F32);
-  std::vector<VReg> vr, vc, vt, vw;
+  for (VReg* v : {&va, &vh, &vh2, &vraw}) *v = valloc(ElementType::F32);
   for (int u = 0; u < g; ++u) {
     vr.push_back(valloc(ElementType::F32));
     vc.push_back(valloc(ElementType::F32));
@@ -127,115 +321,245 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   for (int i = 0; i < (proA || proW ? 8 : 16); ++i) vw.push_back(valloc(ElementType::F32));
   // The chains turn the K padding of the last k step's tiles into f(0):
   // masks keep it 0 (lanes of A, rows of W at and past k % 128 = rLim).
-  const int64_t kValid = epilogue && (proA || proW) ? epilogue->k % 128 : 0;
-  int rLim = -1, mA = -1, mW = -1;
+  kValid = epilogue && (proA || proW) ? epilogue->k % 128 : 0;
   if (kValid) {
     rLim = sreg();
     if (proA) mA = malloc_();
     if (proW) mW = malloc_();
   }
-  auto loadA = [&](VReg dst, const std::string& addr) {
-    e_.op("{} {}, [{}]", ldA, V(dst), addr);
-    if (proA) emitOperandPrologue(*epilogue, 0, dst, mA);
-  };
-  auto cAddr = [&](int u, int64_t blockOffset) {
-    int64_t off = blockOffset * cRow + u * 512;
-    return off >= 0 ? fmt::format("{} + {}", S(rCo), off) : fmt::format("{} - {}", S(rCo), -off);
-  };
-  // One pass over the step's A tile; `accumulate` adds to the C tile.
-  auto pass = [&](int ia, int iw, bool accumulate) {
-    int j = 0;
-    for (int u = 0; u < g; ++u) {
-      for (int blk = 0; blk < 16; ++blk) {
-        VReg w = vw[j++ % vw.size()];
+  return true;
+}
+
+// Step index in rT -> (bb, mm, nn, kk) in rX (kk), rY (nn), rQ (mm), rT (bb).
+void MatmulEmitter::decompose() {
+  e_.op("srem {}, {}, {}", S(rX), S(rT), KB);
+  e_.op("sdiv {}, {}, {}", S(rT), S(rT), KB);
+  e_.op("srem {}, {}, {}", S(rY), S(rT), NB);
+  e_.op("sdiv {}, {}, {}", S(rT), S(rT), NB);
+  e_.op("srem {}, {}, {}", S(rQ), S(rT), MB);
+  e_.op("sdiv {}, {}, {}", S(rT), S(rT), MB);
+}
+
+// DMAs of step rT's A and W tiles into slot `slotReg`, signalling sem[slotReg].
+void MatmulEmitter::fetch(int slotReg) {
+  decompose();
+  int rAddr = rAo, rV = rCo, rTmp = rCnt;  // free outside the compute loops
+  e_.op("smul {}, {}, {}", S(rAddr), S(rT), aStep[0]);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rQ), aStep[1]);
+  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+  e_.op("smul {}, {}, {}", S(rTmp), S(rX), aStep[2]);
+  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(aBuf));
+  e_.op("smul {}, {}, {}", S(rV), S(slotReg), aSlot);
+  e_.op("sadd {}, {}, {}", S(rV), S(rV), vA);
+  e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", aBuf), dA, S(rV), l_.memRef(aBuf, S(rAddr)), S(slotReg));
+  e_.op("smul {}, {}, {}", S(rAddr), S(rT), wStep[0]);
+  e_.op("smul {}, {}, {}", S(rTmp), S(rX), wStep[1]);
+  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+  e_.op("smul {}, {}, {}", S(rTmp), S(rY), wStep[2]);
+  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(wBuf));
+  e_.op("smul {}, {}, {}", S(rV), S(slotReg), wSlot);
+  e_.op("sadd {}, {}, {}", S(rV), S(rV), vW);
+  e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", wBuf), dW, S(rV), l_.memRef(wBuf, S(rAddr)), S(slotReg));
+}
+
+// Components of an f32 value for multi-pass bf16 products: x - bf16(x), twice.
+void MatmulEmitter::component(VReg x, int idx, VReg h) {
+  for (int i = 0; i < idx; ++i) {
+    e_.op("vrnd.bf16 {}, {}", V(h), V(x));
+    e_.op("vsub.f32 {}, {}, {}", V(x), V(x), V(h));
+  }
+}
+
+void MatmulEmitter::loadA(VReg dst, const std::string& addr) {
+  e_.op("{} {}, [{}]", ldA, V(dst), addr);
+  if (proA) l_.emitOperandPrologue(*epilogue, 0, dst, mA);
+}
+
+std::string MatmulEmitter::cAddr(int u, int64_t blockOffset) const {
+  int64_t off = blockOffset * cRow + u * 512;
+  return off >= 0 ? fmt::format("{} + {}", S(rCo), off) : fmt::format("{} - {}", S(rCo), -off);
+}
+
+// The step's W tile (component iw of it) into the MXUs' weight registers.
+void MatmulEmitter::pushWeights(int iw) {
+  int j = 0;
+  for (int u = 0; u < g; ++u) {
+    for (int blk = 0; blk < 16; ++blk) {
+      VReg w = vw[j++ % vw.size()];
+      if (wTiles)  // tile (blk, u) of the row block's g tiles
+        e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), (blk * g + u) * 8 * 128 * ew, 128 * ew);
+      else
         e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), blk * 8 * tn * ew + u * 128 * ew, tn * ew);
-        if (proW) {
-          if (mW >= 0) {
-            // Rows blk * 8 + sublane below rLim are inside K.
-            e_.op("vsublaneid {}", V(vh));
-            e_.op("vadd.s32 {}, {}, {}", V(vh), V(vh), blk * 8);
-            e_.op("vcmp.lt.s32 {}, {}, {}", M(mW), V(vh), S(rLim));
-          }
-          emitOperandPrologue(*epilogue, 1, w, mW);
+      if (proW) {
+        if (mW >= 0) {
+          // Rows blk * 8 + sublane below rLim are inside K.
+          e_.op("vsublaneid {}", V(vh));
+          e_.op("vadd.s32 {}, {}, {}", V(vh), V(vh), blk * 8);
+          e_.op("vcmp.lt.s32 {}, {}, {}", M(mW), V(vh), S(rLim));
         }
-        component(w, iw, vh);
-        e_.op("mxu.wpush.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(w));
+        l_.emitOperandPrologue(*epilogue, 1, w, mW);
       }
-      e_.op("mxu.wlatch mxu{}", u);
+      component(w, iw, vh);
+      e_.op("mxu.wpush.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(w));
     }
-    e_.op("smov {}, {}", S(rAo), S(rAb));
-    e_.op("smov {}, {}", S(rCo), S(rCb));
-    // Passes on a component of A load block i + 1 raw while block i is
-    // pushed, so the component arithmetic is off the push's critical path.
-    auto componentOf = [&](VReg dst, VReg src) {
-      e_.op("vrnd.bf16 {}, {}", V(vh), V(src));
-      if (ia == 1) {
-        e_.op("vsub.f32 {}, {}, {}", V(dst), V(src), V(vh));
-        return;
+    e_.op("mxu.wlatch mxu{}", u);
+  }
+}
+
+// Passes on a component of A load block i + 1 raw while block i is pushed,
+// so the component arithmetic is off the push's critical path.
+void MatmulEmitter::componentOf(VReg dst, VReg src) {
+  e_.op("vrnd.bf16 {}, {}", V(vh), V(src));
+  if (curIa == 1) {
+    e_.op("vsub.f32 {}, {}, {}", V(dst), V(src), V(vh));
+    return;
+  }
+  e_.op("vsub.f32 {}, {}, {}", V(vh2), V(src), V(vh));
+  e_.op("vrnd.bf16 {}, {}", V(vh), V(vh2));
+  e_.op("vsub.f32 {}, {}, {}", V(dst), V(vh2), V(vh));
+}
+
+// One pipelined iteration: store the previous sums, pop block j (and load
+// the C rows of block j + 1), push block i (and load block i + 1).
+void MatmulEmitter::iteration(bool doPush, bool doPop) {
+  if (doPop) {
+    if (havePrev)
+      for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
+    for (int u = 0; u < g; ++u) {
+      if (curAccumulate) {
+        e_.op("mxu.pop {}, mxu{}", V(vr[u]), u);
+        e_.op("vadd.{} {}, {}, {}", int8 ? "s32" : "f32", V(vt[u]), V(vc[u]), V(vr[u]));
+        e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 1), tn * 4);
+      } else {
+        e_.op("mxu.pop {}, mxu{}", V(vt[u]), u);
       }
-      e_.op("vsub.f32 {}, {}, {}", V(vh2), V(src), V(vh));
-      e_.op("vrnd.bf16 {}, {}", V(vh), V(vh2));
-      e_.op("vsub.f32 {}, {}, {}", V(dst), V(vh2), V(vh));
-    };
-    if (ia == 0) {
-      loadA(va, S(rAo));
+    }
+    e_.op("sadd {}, {}, {}", S(rCo), S(rCo), cRow);
+    havePrev = true;
+  }
+  if (doPush) {
+    for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(va));
+    if (curIa == 0) {
+      loadA(va, fmt::format("{} + {}", S(rAo), aRow));
     } else {
-      loadA(vraw, S(rAo));
       componentOf(va, vraw);
-      loadA(vraw, fmt::format("{} + {}", S(rAo), aRow));
+      loadA(vraw, fmt::format("{} + {}", S(rAo), 2 * aRow));
     }
-    if (accumulate)
-      for (int u = 0; u < g; ++u) e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 0), tn * 4);
-    bool havePrev = false;
-    // One pipelined iteration: store the previous sums, pop block j (and
-    // load the C rows of block j + 1), push block i (and load block i + 1).
-    auto iteration = [&](bool doPush, bool doPop) {
-      if (doPop) {
-        if (havePrev)
-          for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
-        for (int u = 0; u < g; ++u) {
-          if (accumulate) {
-            e_.op("mxu.pop {}, mxu{}", V(vr[u]), u);
-            e_.op("vadd.{} {}, {}, {}", int8 ? "s32" : "f32", V(vt[u]), V(vc[u]), V(vr[u]));
-            e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 1), tn * 4);
-          } else {
-            e_.op("mxu.pop {}, mxu{}", V(vt[u]), u);
-          }
-        }
-        e_.op("sadd {}, {}, {}", S(rCo), S(rCo), cRow);
-        havePrev = true;
-      }
-      if (doPush) {
-        for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(va));
-        if (ia == 0) {
-          loadA(va, fmt::format("{} + {}", S(rAo), aRow));
-        } else {
-          componentOf(va, vraw);
-          loadA(vraw, fmt::format("{} + {}", S(rAo), 2 * aRow));
-        }
-        e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
-      }
-    };
-    for (int64_t i = 0; i < depth; ++i) iteration(true, false);
-    if (blocks > depth) {
+    e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
+  }
+}
+
+// One pass over the step's A tile; `accumulate` adds to the C tile.
+void MatmulEmitter::pass(int ia, int iw, bool accumulate) {
+  curIa = ia;
+  curAccumulate = accumulate;
+  pushWeights(iw);
+  e_.op("smov {}, {}", S(rAo), S(rAb));
+  e_.op("smov {}, {}", S(rCo), S(rCb));
+  if (ia == 0) {
+    loadA(va, S(rAo));
+  } else {
+    loadA(vraw, S(rAo));
+    componentOf(va, vraw);
+    loadA(vraw, fmt::format("{} + {}", S(rAo), aRow));
+  }
+  if (accumulate)
+    for (int u = 0; u < g; ++u) e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 0), tn * 4);
+  havePrev = false;
+  for (int64_t i = 0; i < depth; ++i) iteration(true, false);
+  if (blocks > depth) {
+    iteration(true, true);
+    if (blocks > depth + 1) {
+      std::string lS = e_.newLabel("msteady");
+      e_.op("smov {}, {}", S(rCnt), blocks - depth - 1);
+      e_.label(lS);
       iteration(true, true);
-      if (blocks > depth + 1) {
-        std::string lS = e_.newLabel("msteady");
-        e_.op("smov {}, {}", S(rCnt), blocks - depth - 1);
-        e_.label(lS);
-        iteration(true, true);
-        e_.op("loop {}, {}", S(rCnt), lS);
-      }
+      e_.op("loop {}, {}", S(rCnt), lS);
     }
-    for (int64_t i = 0; i < depth; ++i) iteration(false, true);
-    for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
-  };
-  auto compute = [&](bool accumulate) {
-    for (auto [ia, iw] : passList) {
-      pass(ia, iw, accumulate);
-      accumulate = true;  // later passes add to the first
-    }
-  };
+  }
+  for (int64_t i = 0; i < depth; ++i) iteration(false, true);
+  for (int u = 0; u < g; ++u) e_.op("vst {}, [{}], {}", V(vt[u]), cAddr(u, -1), tn * 4);
+}
+
+void MatmulEmitter::compute(bool accumulate) {
+  for (auto [ia, iw] : passList) {
+    pass(ia, iw, accumulate);
+    accumulate = true;  // later passes add to the first
+  }
+}
+
+// The VMEM addresses of step rS's slots, k step in rKk.
+void MatmulEmitter::stepPointers() {
+  e_.op("sand {}, {}, 1", S(rSlot), S(rS));
+  e_.op("sem.wait sem[{}], 2", S(rSlot));
+  e_.op("srem {}, {}, {}", S(rKk), S(rS), KB);
+  e_.op("smul {}, {}, {}", S(rAb), S(rSlot), aSlot);
+  e_.op("sadd {}, {}, {}", S(rAb), S(rAb), vA);
+  e_.op("smul {}, {}, {}", S(rWb), S(rSlot), wSlot);
+  e_.op("sadd {}, {}, {}", S(rWb), S(rWb), vW);
+  e_.op("smul {}, {}, {}", S(rCb), S(rCs), cSlot);
+  e_.op("sadd {}, {}, {}", S(rCb), S(rCb), vC);
+  e_.op("sadd {}, {}, 2", S(rCsem), S(rCs));
+}
+
+// rLim = the valid K of this step (k % 128 on the last), and A's lane mask.
+void MatmulEmitter::kTailMask() {
+  std::string lFull = e_.newLabel("mkfull");
+  e_.op("smov {}, 128", S(rLim));
+  e_.op("br.ne {}, {}, {}", S(rKk), KB - 1, lFull);
+  e_.op("smov {}, {}", S(rLim), kValid);
+  e_.label(lFull);
+  if (mA >= 0) {
+    e_.op("vlaneid {}", V(vh));
+    e_.op("vcmp.lt.s32 {}, {}, {}", M(mA), V(vh), S(rLim));
+  }
+}
+
+// The finished C tile goes through the output fusion's epilogue.
+void MatmulEmitter::epilogueTile() {
+  // The pipeline's registers are dead here: the epilogue may use them.
+  for (VReg v : {va, vh, vh2, vraw}) vfree(v);
+  for (const std::vector<VReg>* vs : {&vr, &vc, &vt, &vw})
+    for (VReg v : *vs) vfree(v);
+  MatmulTileSite site;
+  site.tm = tm;
+  site.tn = tn;
+  site.m = m;
+  site.n = n;
+  site.rBatch = rT;
+  site.rMTile = rQ;
+  site.rNTile = rY;
+  site.rC = rCb;
+  site.rSlot = rCs;
+  site.rSem = rCsem;
+  site.vE = vC + 2 * cSlot;
+  uint64_t eo = static_cast<uint64_t>(typeInfo(epilogue->outType).bytes);
+  site.eSlot = alignUp(static_cast<uint64_t>(tm * tn) * eo, 512);
+  uint64_t top = site.vE + 2 * site.eSlot;
+  for (const MatmulEpilogue::Input& input : epilogue->inputs) {
+    site.vInputs.push_back(top);
+    uint64_t e = static_cast<uint64_t>(typeInfo(input.type).bytes);
+    if (input.kind == MatmulEpilogue::Tile) top += alignUp(static_cast<uint64_t>(tm * tn) * e, 512);
+    if (input.kind == MatmulEpilogue::Column) top += alignUp(static_cast<uint64_t>(tn) * e, 512);
+  }
+  l_.emitMatmulEpilogue(in, *epilogue, site);
+}
+
+// The finished C tile's DMA to HBM, signalling its slot's semaphore.
+void MatmulEmitter::writeBackTile() {
+  e_.op("smul {}, {}, {}", S(rAo), S(rT), m * n * 4);
+  e_.op("smul {}, {}, {}", S(rCo), S(rQ), tm * n * 4);
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
+  e_.op("smul {}, {}, {}", S(rCo), S(rY), tn * 4);
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), base(cBuf));
+  e_.op("{} {}, {}, [{}], sem[{}]", l_.dmaOp("v2h", cBuf), dC, l_.memRef(cBuf, S(rAo)), S(rCb), S(rCsem));
+}
+
+bool MatmulEmitter::run() {
+  if (!plan() || !setupRegisters()) return false;
   std::string lStep = e_.newLabel("mstep"), lNoPf = e_.newLabel("mnopf"), lAcc = e_.newLabel("macc"),
               lStored = e_.newLabel("mcomputed"), lNext = e_.newLabel("mnext");
   // Each C slot starts with one credit: its first tile need not wait.
@@ -253,27 +577,8 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   e_.op("sand {}, {}, 1", S(rSlot), S(rT));
   fetch(rSlot);
   e_.label(lNoPf);
-  e_.op("sand {}, {}, 1", S(rSlot), S(rS));
-  e_.op("sem.wait sem[{}], 2", S(rSlot));
-  e_.op("srem {}, {}, {}", S(rKk), S(rS), KB);
-  e_.op("smul {}, {}, {}", S(rAb), S(rSlot), aSlot);
-  e_.op("sadd {}, {}, {}", S(rAb), S(rAb), vA);
-  e_.op("smul {}, {}, {}", S(rWb), S(rSlot), wSlot);
-  e_.op("sadd {}, {}, {}", S(rWb), S(rWb), vW);
-  e_.op("smul {}, {}, {}", S(rCb), S(rCs), cSlot);
-  e_.op("sadd {}, {}, {}", S(rCb), S(rCb), vC);
-  e_.op("sadd {}, {}, 2", S(rCsem), S(rCs));
-  if (kValid) {
-    std::string lFull = e_.newLabel("mkfull");
-    e_.op("smov {}, 128", S(rLim));
-    e_.op("br.ne {}, {}, {}", S(rKk), KB - 1, lFull);
-    e_.op("smov {}, {}", S(rLim), kValid);
-    e_.label(lFull);
-    if (mA >= 0) {
-      e_.op("vlaneid {}", V(vh));
-      e_.op("vcmp.lt.s32 {}, {}, {}", M(mA), V(vh), S(rLim));
-    }
-  }
+  stepPointers();
+  if (kValid) kTailMask();
   e_.op("br.ne {}, 0, {}", S(rKk), lAcc);
   // First k step of a tile: the C slot's previous write-back must be done.
   e_.op("sem.wait sem[{}]", S(rCsem));
@@ -286,48 +591,10 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   // Last k step: write the tile back and switch C slots.
   e_.op("smov {}, {}", S(rT), S(rS));
   decompose();
-  if (epilogue) {
-    // The pipeline's registers are dead here: the epilogue may use them.
-    for (VReg v : {va, vh, vh2, vraw}) vfree(v);
-    for (const std::vector<VReg>* vs : {&vr, &vc, &vt, &vw})
-      for (VReg v : *vs) vfree(v);
-    MatmulTileSite site;
-    site.tm = tm;
-    site.tn = tn;
-    site.m = m;
-    site.n = n;
-    site.rBatch = rT;
-    site.rMTile = rQ;
-    site.rNTile = rY;
-    site.rC = rCb;
-    site.rSlot = rCs;
-    site.rSem = rCsem;
-    site.vE = vC + 2 * cSlot;
-    uint64_t eo = static_cast<uint64_t>(typeInfo(epilogue->outType).bytes);
-    site.eSlot = alignUp(static_cast<uint64_t>(tm * tn) * eo, 512);
-    uint64_t top = site.vE + 2 * site.eSlot;
-    for (const MatmulEpilogue::Input& input : epilogue->inputs) {
-      site.vInputs.push_back(top);
-      uint64_t e = static_cast<uint64_t>(typeInfo(input.type).bytes);
-      if (input.kind == MatmulEpilogue::Tile) top += alignUp(static_cast<uint64_t>(tm * tn) * e, 512);
-      if (input.kind == MatmulEpilogue::Column) top += alignUp(static_cast<uint64_t>(tn) * e, 512);
-    }
-    emitMatmulEpilogue(in, *epilogue, site);
-    e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
-    e_.label(lNext);
-    e_.op("sadd {}, {}, 1", S(rS), S(rS));
-    e_.op("br.lt {}, {}, {}", S(rS), steps, lStep);
-    e_.op("sem.wait sem2");
-    e_.op("sem.wait sem3");
-    return !failed_;
-  }
-  e_.op("smul {}, {}, {}", S(rAo), S(rT), m * n * 4);
-  e_.op("smul {}, {}, {}", S(rCo), S(rQ), tm * n * 4);
-  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
-  e_.op("smul {}, {}, {}", S(rCo), S(rY), tn * 4);
-  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), S(rCo));
-  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), base(cBuf));
-  e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", cBuf), dC, memRef(cBuf, S(rAo)), S(rCb), S(rCsem));
+  if (epilogue)
+    epilogueTile();
+  else
+    writeBackTile();
   e_.op("sxor {}, {}, 1", S(rCs), S(rCs));
   e_.label(lNext);
   e_.op("sadd {}, {}, 1", S(rS), S(rS));
@@ -335,6 +602,14 @@ bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k,
   e_.op("sem.wait sem2");
   e_.op("sem.wait sem3");
   return !failed_;
+}
+
+bool Lowerer::emitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int aBuf,
+                         ElementType aType, int wBuf, ElementType wType, int cBuf, int passes,
+                         const MatmulEpilogue* epilogue, const MatmulView* aView, const MatmulView* wView) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  MatmulOperands ops{b, m, k, n, aBuf, wBuf, cBuf, aType, wType, aView, wView};
+  return MatmulEmitter(*this, in, ops, passes, epilogue).run();
 }
 
 int Lowerer::mxuPasses(const Instruction& in, ElementType lhsType, ElementType rhsType) const {
@@ -424,12 +699,17 @@ bool Lowerer::lowerDot(const Instruction& in) {
   int64_t mp = (m + 7) / 8 * 8, kp = (k + 127) / 128 * 128, np = (n + 127) / 128 * 128;
   int dst = leaves_[&in][0];
   if (std::optional<bool> done = finishTrivialDot(geo, dst, ot)) return *done;
-  int a = canonicalDotOperand(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp);
-  int w = canonicalDotOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np);
+  MatmulView views[2];
+  bool viewed[2];
+  int a = matmulOperand(lhs, dn.lhsBatchDimensions, lf, dn.lhsContractingDimensions, mp, kp, false, &views[0],
+                        &viewed[0]);
+  int w = matmulOperand(rhs, dn.rhsBatchDimensions, dn.rhsContractingDimensions, rf, kp, np, true, &views[1],
+                        &viewed[1]);
   bool direct = mp == m && np == n && wide;
   int c = direct ? dst : tempBuf(ElementType::F32, {b, mp, np});
   int passes = mxuPasses(in, lt, rt);
-  bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes);
+  bool ok = emitMatmul(in, b, mp, kp, np, a, lt, w, rt, c, passes, nullptr, viewed[0] ? &views[0] : nullptr,
+                       viewed[1] ? &views[1] : nullptr);
   if (ok && !direct) {
     int cs = c;
     if (mp != m || np != n) {

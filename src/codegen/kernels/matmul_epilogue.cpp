@@ -249,11 +249,15 @@ bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in, MatmulEpilogue e)
   // Operands computed in the fusion are loaded as their source parameters.
   const Instruction* lhsSrc = e.prologueSource[0] ? e.prologueSource[0] : lhs;
   const Instruction* rhsSrc = e.prologueSource[1] ? e.prologueSource[1] : rhs;
-  int a = canonicalDotOperand(lhsSrc, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions, mp, kp);
-  int w = canonicalDotOperand(rhsSrc, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree, kp, np);
+  MatmulView views[2];
+  bool viewed[2];
+  int a = matmulOperand(lhsSrc, dn.lhsBatchDimensions, geo.lhsFree, dn.lhsContractingDimensions, mp, kp, false,
+                        &views[0], &viewed[0]);
+  int w = matmulOperand(rhsSrc, dn.rhsBatchDimensions, dn.rhsContractingDimensions, geo.rhsFree, kp, np, true,
+                        &views[1], &viewed[1]);
   int passes = mxuPasses(dot, lhs->shape().elementType(), rhs->shape().elementType());
   bool ok = emitMatmul(in, geo.b, mp, kp, np, a, lhsSrc->shape().elementType(), w, rhsSrc->shape().elementType(),
-                       e.outBuf, passes, &e);
+                       e.outBuf, passes, &e, viewed[0] ? &views[0] : nullptr, viewed[1] ? &views[1] : nullptr);
   uint64_t bytes = bufs_[leaves_[lhsSrc][0]].bytes + bufs_[leaves_[rhsSrc][0]].bytes + bufs_[e.outBuf].bytes;
   for (const MatmulEpilogue::Input& input : e.inputs) bytes += bufs_[input.buf].bytes;
   double elementwise = static_cast<double>(geo.b * geo.m * geo.n) * static_cast<double>(c.instructionCount());

@@ -4,6 +4,7 @@
 // and the lowering of an unfused reduce onto them.
 #include <fmt/format.h>
 
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -329,58 +330,99 @@ bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const 
 // Reduced dimensions innermost: input [k, r] row-major, out [k]. Each row
 // is folded vreg by vreg (the tail masked to init), then across lanes and
 // sublanes by rotations.
-bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
-                                 const std::vector<int>& initBufs, const std::vector<int>& outBufs,
-                                 const Computation& reducer, const ReducePrologue* prologue) {
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
+//
+// The phases of that kernel and the state they share: the plan (batch and
+// segment sizes, VMEM offsets), the init values, the registers its loops
+// keep and the row's accumulators. A friend of Lowerer: the phases use the
+// lowering state as the kernel's member functions do.
+class SegmentReduceEmitter : KernelPhases {
+ public:
+  SegmentReduceEmitter(Lowerer& l, const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
+                       const std::vector<int>& initBufs, const std::vector<int>& outBufs, const Computation& reducer,
+                       const ReducePrologue* prologue)
+      : KernelPhases(l, in), k(k), r(r), initBufs(initBufs), outBufs(outBufs), reducer(reducer), prologue(prologue),
+        ldBufs(prologue ? prologue->streamedBufs : inBufs),
+        sideBufs(prologue ? prologue->sideBufs : std::vector<int>{}) {}
+  bool run();
+
+ private:
+  bool plan();
+  bool loadInits();
+  void makeTailMask();
+  bool reduceAll(const std::vector<VReg>& args, std::vector<VReg>& res);
+  void dmaBatch(bool load);
+  void issueSegment(int seg, int64_t segIndex, int64_t elems, int slot);
+  void waitSegment(int slot);
+  void startRow();
+  VReg loadRow(size_t j);
+  std::optional<std::vector<VReg>> loadInputs();
+  bool foldOne(bool masked);
+  bool foldRun(int64_t count, const std::string& label);
+  bool foldRowVregs();
+  bool foldAcrossLanes();
+  bool storeRow();
+
+  const int64_t k, r;
+  const std::vector<int>& initBufs;
+  const std::vector<int>& outBufs;
+  const Computation& reducer;
+  const ReducePrologue* prologue;
   // The buffers streamed through VMEM: the reduce's inputs, or with a
-  // prologue (an input fusion) the fused parameters they are computed from.
-  const std::vector<int>& ldBufs = prologue ? prologue->streamedBufs : inBufs;
-  // With a prologue, the reduced leaves (outBufs) may be epilogue values,
-  // and side outputs of the input's shape are written per batch.
-  size_t nv = outBufs.size(), no = outBufs.size(), nl = ldBufs.size();
+  // prologue (an input fusion) the fused parameters they are computed from;
+  // and the prologue's side outputs of the input's shape, written per batch.
+  const std::vector<int> ldBufs, sideBufs;
+  // Reduced values (nv), reduced leaves written (no), streamed buffers (nl).
+  size_t nv = 0, no = 0, nl = 0;
+  // The plan: segV vregs per segment (0: rows held whole), `rows` rows per
+  // batch (the last tailRows), and the VMEM offsets of each buffer.
+  int64_t segV = 0, rows = 0, nBatches = 0, tailRows = 0, segDelta = 0;
+  std::vector<int64_t> xOff, oOff, sOff;
+  std::vector<VReg> init;
+  std::map<const Instruction*, VReg> hoisted;  // a prologue's scalar parameters, splatted
+  int64_t fullV = 0, rem = 0, segments = 1, lastElems = 0;
+  int tailMask = -1;
+  int rB = -1, rA = -1, rRow = -1, rRows = -1, rX[3] = {-1, -1, -1}, rCnt = -1, rO = -1;
+  int rSeg = -1, rSegOff = -1, rSlot = -1, rSem = -1, rNext = -1, rNextSeg = -1;
+  std::string lBatch, lRow, lV;
+  std::vector<int> rS;    // this row's write offsets into the side outputs
+  std::vector<VReg> acc;  // the row's accumulators
+  // With no full vreg in a row, which accumulator elements hold a partial
+  // result yet (the lane tree tracks it).
+  VReg valid{};
+};
+
+// Batches of rows (or segments of one long row): sizes and VMEM offsets.
+bool SegmentReduceEmitter::plan() {
+  // With a prologue, the reduced leaves (outBufs) may be epilogue values.
+  nv = outBufs.size();
+  no = outBufs.size();
+  nl = ldBufs.size();
   if (prologue) {
     nv = 0;
     for (const Instruction* red : prologue->reduces) nv += static_cast<size_t>(red->operandCount() / 2);
   }
-  // The reducer on (accumulators..., inputs...); with several reduces, each
-  // one's computation on its own operands.
-  auto reduceAll = [&](const std::vector<VReg>& args, std::vector<VReg>& res) {
-    if (!prologue || prologue->reduces.size() <= 1) return lowerComputation(reducer, args, res);
-    size_t at = 0;
-    for (const Instruction* red : prologue->reduces) {
-      size_t n = static_cast<size_t>(red->operandCount() / 2);
-      std::vector<VReg> a(args.begin() + at, args.begin() + at + n), r;
-      a.insert(a.end(), args.begin() + nv + at, args.begin() + nv + at + n);
-      if (!lowerComputation(*red->toApply(), a, r)) return false;
-      res.insert(res.end(), r.begin(), r.end());
-      at += n;
-    }
-    return true;
-  };
-  const std::vector<int> noSides;
-  const std::vector<int>& sideBufs = prologue ? prologue->sideBufs : noSides;
   uint64_t rowBytes = 0;
   for (int b : ldBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
   for (int b : sideBufs) rowBytes += static_cast<uint64_t>(r) * typeInfo(bufs_[b].type).bytes;
-  uint64_t budget = vmemBudget();
+  uint64_t budget = l_.vmemBudget();
   // A row too long for VMEM streams through it in segments of segV vregs,
   // one row per batch. The fold visits the same vregs in the same order
   // either way, so the result does not depend on the segment size.
-  int64_t segV = 0;
   if (rowBytes + 8192 > budget) {
     uint64_t perVreg = 0;
     for (int b : ldBufs) perVreg += static_cast<uint64_t>(kVregElems) * typeInfo(bufs_[b].type).bytes;
     uint64_t room = budget > 8192 * (nl + nv + 1) ? budget - 8192 * (nl + nv + 1) : 0;
     // Two slots: segment s + 1 loads while segment s is folded.
     segV = static_cast<int64_t>(room / (2 * perVreg));
-    if (segV < 2) return fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM", r));
+    if (segV < 2) return l_.fail(in, fmt::format("llo-gen: reduction rows of {} elements do not fit VMEM", r));
   }
-  int64_t rows = segV ? 1 : std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>((budget / 2) / (rowBytes + 16))));
+  rows = segV ? 1 : std::max<int64_t>(1, std::min<int64_t>(k, static_cast<int64_t>((budget / 2) / (rowBytes + 16))));
   rows = std::min<int64_t>(rows, 4096);
-  int64_t nBatches = (k + rows - 1) / rows;
-  int64_t tailRows = k - (nBatches - 1) * rows;
-  std::vector<int64_t> xOff(nl), oOff(no), sOff(sideBufs.size());
+  nBatches = (k + rows - 1) / rows;
+  tailRows = k - (nBatches - 1) * rows;
+  xOff.assign(nl, 0);
+  oOff.assign(no, 0);
+  sOff.assign(sideBufs.size(), 0);
   uint64_t cur = 0;
   for (size_t j = 0; j < nl; ++j) {
     int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
@@ -388,7 +430,7 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     cur += alignUp(static_cast<uint64_t>(segV ? segV * kVregElems : rows * r) * es + 4096, 512);
   }
   // Segments: slot 1 of every streamed buffer lies segDelta above slot 0.
-  const int64_t segDelta = segV ? static_cast<int64_t>(cur) : 0;
+  segDelta = segV ? static_cast<int64_t>(cur) : 0;
   if (segV) cur *= 2;
   for (size_t j = 0; j < sideBufs.size(); ++j) {
     // (A row's last vreg spills into the next row's place, rewritten next,
@@ -398,17 +440,26 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     cur += alignUp(static_cast<uint64_t>(rows * r) * es + 4096, 512);
   }
   if (segV && !sideBufs.empty())
-    return fail(in, "llo-gen: internal error: side outputs of a reduction streamed in segments");
+    return l_.fail(in, "llo-gen: internal error: side outputs of a reduction streamed in segments");
   for (size_t j = 0; j < no; ++j) {
     oOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(rows) * typeInfo(bufs_[outBufs[j]].type).bytes + 1024, 512);
   }
-  std::vector<VReg> init(nv);
-  std::map<const Instruction*, VReg> hoisted;  // a prologue's scalar parameters, splatted
+  fullV = r / kVregElems;
+  rem = r % kVregElems;
+  segments = segV ? (fullV + (rem ? 1 : 0) + segV - 1) / segV : 1;
+  lastElems = segV ? r - (segments - 1) * segV * kVregElems : 0;
+  return true;
+}
+
+// The init values in registers, splatted once for the whole kernel; with a
+// prologue also its scalar parameters (and inits that are constants).
+bool SegmentReduceEmitter::loadInits() {
+  init.assign(nv, VReg{});
   if (prologue) {
     int smem = 0;
     for (const auto& [param, buf] : prologue->scalars) {
-      int sx = loadScalar(buf, 0, param->shape().elementType(), smem++);
+      int sx = l_.loadScalar(buf, 0, param->shape().elementType(), smem++);
       VReg v = valloc(param->shape().elementType());
       e_.op("vmov.s32 {}, {}", V(v), S(sx));
       sregs_.put(sx);
@@ -420,105 +471,123 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     for (size_t j = 0; j < nv; ++j) {
       const Instruction* x = inits[j];
       if (auto it = hoisted.find(x); it != hoisted.end()) {
-        init[j] = vcopy(it->second, it->second.t);
+        init[j] = l_.vcopy(it->second, it->second.t);
       } else {
-        auto v = lowerOp(*x, {});  // a scalar constant
+        auto v = l_.lowerOp(*x, {});  // a scalar constant
         if (!v) return false;
         init[j] = *v;
       }
     }
+    return true;
   }
-  for (size_t j = 0; j < nv && !prologue; ++j) {
-    int sx = loadScalar(initBufs[j], 0, bufs_[initBufs[j]].type, static_cast<int>(j));
+  for (size_t j = 0; j < nv; ++j) {
+    int sx = l_.loadScalar(initBufs[j], 0, bufs_[initBufs[j]].type, static_cast<int>(j));
     init[j] = valloc(bufs_[initBufs[j]].type);
     e_.op("vmov.s32 {}, {}", V(init[j]), S(sx));
     sregs_.put(sx);
   }
-  int64_t fullV = r / kVregElems, rem = r % kVregElems;
-  int tailMask = -1;
-  if (rem) {
-    VReg idx = valloc(ElementType::S32), t = valloc(ElementType::S32);
-    e_.op("vsublaneid {}", V(idx));
-    e_.op("vmul.s32 {}, {}, 128", V(idx), V(idx));
-    e_.op("vlaneid {}", V(t));
-    e_.op("vadd.s32 {}, {}, {}", V(idx), V(idx), V(t));
-    tailMask = malloc_();
-    e_.op("vcmp.lt.s32 {}, {}, {}", M(tailMask), V(idx), rem);
-    vfree(idx);
-    vfree(t);
+  return true;
+}
+
+// The mask of a row's last, partial vreg: its first `rem` elements.
+void SegmentReduceEmitter::makeTailMask() {
+  if (!rem) return;
+  VReg idx = valloc(ElementType::S32), t = valloc(ElementType::S32);
+  e_.op("vsublaneid {}", V(idx));
+  e_.op("vmul.s32 {}, {}, 128", V(idx), V(idx));
+  e_.op("vlaneid {}", V(t));
+  e_.op("vadd.s32 {}, {}, {}", V(idx), V(idx), V(t));
+  tailMask = malloc_();
+  e_.op("vcmp.lt.s32 {}, {}, {}", M(tailMask), V(idx), rem);
+  vfree(idx);
+  vfree(t);
+}
+
+// The reducer on (accumulators..., inputs...); with several reduces, each
+// one's computation on its own operands.
+bool SegmentReduceEmitter::reduceAll(const std::vector<VReg>& args, std::vector<VReg>& res) {
+  if (!prologue || prologue->reduces.size() <= 1) return l_.lowerComputation(reducer, args, res);
+  size_t at = 0;
+  for (const Instruction* red : prologue->reduces) {
+    size_t n = static_cast<size_t>(red->operandCount() / 2);
+    std::vector<VReg> a(args.begin() + at, args.begin() + at + n), out;
+    a.insert(a.end(), args.begin() + nv + at, args.begin() + nv + at + n);
+    if (!l_.lowerComputation(*red->toApply(), a, out)) return false;
+    res.insert(res.end(), out.begin(), out.end());
+    at += n;
   }
-  int rB = sreg(), rA = sreg(), rRow = sreg(), rRows = sreg(), rX[3] = {sreg(), sreg(), sreg()}, rCnt = sreg(),
-      rO = sreg();
-  if (nv > 3 || nl > 3)
-    return fail(in, "llo-gen: internal error: the segment reduction kernel takes at most 3 operands");
-  std::string lBatch = e_.newLabel("sbatch"), lRow = e_.newLabel("srow"), lV = e_.newLabel("svreg");
-  e_.op("smov {}, 0", S(rB));
-  e_.label(lBatch);
-  auto dmaBatch = [&](bool load) {
-    size_t count = load ? nl : no + sideBufs.size();
-    for (size_t j = 0; j < count; ++j) {
-      bool sideOut = !load && j >= no;
-      int b = load ? ldBufs[j] : sideOut ? sideBufs[j - no] : outBufs[j];
-      int es = typeInfo(bufs_[b].type).bytes;
-      int64_t unit = load || sideOut ? r * es : es;
-      std::string full = e_.desc(static_cast<uint64_t>(rows * unit), {});
-      std::string part = e_.desc(static_cast<uint64_t>(tailRows * unit), {});
-      e_.op("smul {}, {}, {}", S(rA), S(rB), rows * unit);
-      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
-      auto dma = [&](const std::string& d) {
-        if (load) e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", b), d, xOff[j], memRef(b, S(rA)));
-        else e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", b), d, memRef(b, S(rA)), sideOut ? sOff[j - no] : oOff[j]);
-      };
-      if (nBatches == 1) {
-        dma(part);
-      } else if (tailRows == rows) {
-        dma(full);
-      } else {
-        std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-        e_.op("br.eq {}, {}, {}", S(rB), nBatches - 1, lt);
-        dma(full);
-        e_.op("jmp {}", ld);
-        e_.label(lt);
-        dma(part);
-        e_.label(ld);
-      }
+  return true;
+}
+
+// Batch rB's rows in (the streamed buffers) or out (the reduced leaves and
+// the side outputs), the last batch's shorter DMA behind a branch.
+void SegmentReduceEmitter::dmaBatch(bool load) {
+  size_t count = load ? nl : no + sideBufs.size();
+  for (size_t j = 0; j < count; ++j) {
+    bool sideOut = !load && j >= no;
+    int b = load ? ldBufs[j] : sideOut ? sideBufs[j - no] : outBufs[j];
+    int es = typeInfo(bufs_[b].type).bytes;
+    int64_t unit = load || sideOut ? r * es : es;
+    std::string full = e_.desc(static_cast<uint64_t>(rows * unit), {});
+    std::string part = e_.desc(static_cast<uint64_t>(tailRows * unit), {});
+    e_.op("smul {}, {}, {}", S(rA), S(rB), rows * unit);
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
+    auto dma = [&](const std::string& d) {
+      if (load) e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", b), d, xOff[j], l_.memRef(b, S(rA)));
+      else e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", b), d, l_.memRef(b, S(rA)), sideOut ? sOff[j - no] : oOff[j]);
+    };
+    if (nBatches == 1) {
+      dma(part);
+    } else if (tailRows == rows) {
+      dma(full);
+    } else {
+      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
+      e_.op("br.eq {}, {}, {}", S(rB), nBatches - 1, lt);
+      dma(full);
+      e_.op("jmp {}", ld);
+      e_.label(lt);
+      dma(part);
+      e_.label(ld);
     }
-    e_.op("sem.wait sem0, {}", count);
-  };
-  // Segment `seg` (an sreg, or the constant segIndex when seg < 0) of the
-  // row: `elems` elements into VMEM slot `slot` (an sreg: 0 or 1) on
-  // semaphore 1 + slot. Segments are double-buffered: segment s + 1 is
-  // issued before segment s is folded (issueSegment), and the fold of a
-  // segment starts with waitSegment, which points the row's read registers
-  // at its slot.
-  int rSeg = segV ? sreg() : -1, rSegOff = segV ? sreg() : -1, rSlot = segV ? sreg() : -1,
-      rSem = segV ? sreg() : -1, rNext = segV ? sreg() : -1, rNextSeg = segV ? sreg() : -1;
-  auto issueSegment = [&](int seg, int64_t segIndex, int64_t elems, int slot) {
-    e_.op("sadd {}, {}, 1", S(rSem), S(slot));
-    for (size_t j = 0; j < nl; ++j) {
-      int b = ldBufs[j];
-      int es = typeInfo(bufs_[b].type).bytes;
-      e_.op("smul {}, {}, {}", S(rA), S(rB), r * es);
-      if (seg >= 0) {
-        e_.op("smul {}, {}, {}", S(rSegOff), S(seg), segV * kVregElems * es);
-        e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rSegOff));
-      } else {
-        e_.op("sadd {}, {}, {}", S(rA), S(rA), segIndex * segV * kVregElems * es);
-      }
-      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
-      e_.op("smul {}, {}, {}", S(rSegOff), S(slot), segDelta);
-      e_.op("sadd {}, {}, {}", S(rSegOff), S(rSegOff), xOff[j]);
-      e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", b), e_.desc(static_cast<uint64_t>(elems * es), {}), S(rSegOff),
-            memRef(b, S(rA)), S(rSem));
+  }
+  e_.op("sem.wait sem0, {}", count);
+}
+
+// Segment `seg` (an sreg, or the constant segIndex when seg < 0) of the
+// row: `elems` elements into VMEM slot `slot` (an sreg: 0 or 1) on
+// semaphore 1 + slot. Segments are double-buffered: segment s + 1 is
+// issued before segment s is folded (issueSegment), and the fold of a
+// segment starts with waitSegment, which points the row's read registers
+// at its slot.
+void SegmentReduceEmitter::issueSegment(int seg, int64_t segIndex, int64_t elems, int slot) {
+  e_.op("sadd {}, {}, 1", S(rSem), S(slot));
+  for (size_t j = 0; j < nl; ++j) {
+    int b = ldBufs[j];
+    int es = typeInfo(bufs_[b].type).bytes;
+    e_.op("smul {}, {}, {}", S(rA), S(rB), r * es);
+    if (seg >= 0) {
+      e_.op("smul {}, {}, {}", S(rSegOff), S(seg), segV * kVregElems * es);
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), S(rSegOff));
+    } else {
+      e_.op("sadd {}, {}, {}", S(rA), S(rA), segIndex * segV * kVregElems * es);
     }
-  };
-  auto waitSegment = [&](int slot) {
-    e_.op("sadd {}, {}, 1", S(rSem), S(slot));
-    e_.op("sem.wait sem[{}], {}", S(rSem), nl);
-    for (size_t j = 0; j < nl; ++j) e_.op("smul {}, {}, {}", S(rX[j]), S(slot), segDelta);
-  };
-  if (!segV) dmaBatch(true);
-  // Rows in this batch.
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
+    e_.op("smul {}, {}, {}", S(rSegOff), S(slot), segDelta);
+    e_.op("sadd {}, {}, {}", S(rSegOff), S(rSegOff), xOff[j]);
+    e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", b), e_.desc(static_cast<uint64_t>(elems * es), {}), S(rSegOff),
+          l_.memRef(b, S(rA)), S(rSem));
+  }
+}
+
+void SegmentReduceEmitter::waitSegment(int slot) {
+  e_.op("sadd {}, {}, 1", S(rSem), S(slot));
+  e_.op("sem.wait sem[{}], {}", S(rSem), nl);
+  for (size_t j = 0; j < nl; ++j) e_.op("smul {}, {}, {}", S(rX[j]), S(slot), segDelta);
+}
+
+// The batch's row count, and the top of the row loop: the row's read
+// offsets into the streamed buffers and write offsets into the side outputs.
+void SegmentReduceEmitter::startRow() {
   e_.op("smov {}, {}", S(rRows), rows);
   if (tailRows != rows) {
     std::string l = e_.newLabel("fullbatch");
@@ -532,62 +601,81 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     int es = typeInfo(bufs_[ldBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rX[j]), S(rRow), r * es);
   }
-  std::vector<int> rS;
+  rS.clear();
   for (int b : sideBufs) {
     rS.push_back(sreg());
     e_.op("smul {}, {}, {}", S(rS.back()), S(rRow), r * typeInfo(bufs_[b].type).bytes);
   }
-  // The init value is folded in once, after the row's elements have been
-  // combined (the interpreter folds it in once too; the reducer need not
-  // have an identity). Until then an element of the accumulator holds a
-  // partial result only where `valid` says so.
-  std::vector<VReg> acc(nv);
-  auto loadRow = [&](size_t j) {
-    ElementType t = bufs_[ldBufs[j]].type;
-    VReg x = vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
-    e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * typeInfo(t).bytes);
-    return x;
-  };
-  // The reduce's inputs at the next vreg: loaded, or computed by the
-  // prologue from the loaded parameters.
-  auto loadInputs = [&]() -> std::optional<std::vector<VReg>> {
-    std::vector<VReg> xs;
-    if (!prologue) {
-      for (size_t j = 0; j < nv; ++j) xs.push_back(loadRow(j));
-      return xs;
-    }
-    std::vector<VReg> loaded;
-    for (size_t j = 0; j < nl; ++j) loaded.push_back(loadRow(j));
-    auto values = evalReducePrologue(*prologue, loaded, hoisted);
-    if (!values) return std::nullopt;
-    for (size_t j = 0; j < sideBufs.size(); ++j) {
-      VReg v = (*values)[nv + j];
-      ElementType t = bufs_[sideBufs[j]].type;
-      vstore(v, t, fmt::format("{} + {}", S(rS[j]), sOff[j]));
-      e_.op("sadd {}, {}, {}", S(rS[j]), S(rS[j]), kVregElems * typeInfo(t).bytes);
-      vfree(v);
-    }
-    values->resize(nv);
-    return values;
-  };
-  auto foldOne = [&](bool masked) -> bool {
-    std::vector<VReg> args = acc;
-    auto loadedXs = loadInputs();
-    if (!loadedXs) return false;
-    std::vector<VReg> xs = *loadedXs;
-    args.insert(args.end(), xs.begin(), xs.end());
-    std::vector<VReg> res;
-    if (!reduceAll(args, res)) return false;
-    for (size_t j = 0; j < nv; ++j) {
-      if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(tailMask), V(res[j]), V(acc[j]));
-      else e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
-      vfree(res[j]);
-      vfree(xs[j]);
-    }
-    return true;
-  };
-  const int64_t segments = segV ? (fullV + (rem ? 1 : 0) + segV - 1) / segV : 1;
-  const int64_t lastElems = segV ? r - (segments - 1) * segV * kVregElems : 0;
+}
+
+VReg SegmentReduceEmitter::loadRow(size_t j) {
+  ElementType t = bufs_[ldBufs[j]].type;
+  VReg x = l_.vload(t, fmt::format("{} + {}", S(rX[j]), xOff[j]));
+  e_.op("sadd {}, {}, {}", S(rX[j]), S(rX[j]), kVregElems * typeInfo(t).bytes);
+  return x;
+}
+
+// The reduce's inputs at the next vreg: loaded, or computed by the
+// prologue from the loaded parameters (its side outputs stored on the way).
+std::optional<std::vector<VReg>> SegmentReduceEmitter::loadInputs() {
+  std::vector<VReg> xs;
+  if (!prologue) {
+    for (size_t j = 0; j < nv; ++j) xs.push_back(loadRow(j));
+    return xs;
+  }
+  std::vector<VReg> loaded;
+  for (size_t j = 0; j < nl; ++j) loaded.push_back(loadRow(j));
+  auto values = l_.evalReducePrologue(*prologue, loaded, hoisted);
+  if (!values) return std::nullopt;
+  for (size_t j = 0; j < sideBufs.size(); ++j) {
+    VReg v = (*values)[nv + j];
+    ElementType t = bufs_[sideBufs[j]].type;
+    l_.vstore(v, t, fmt::format("{} + {}", S(rS[j]), sOff[j]));
+    e_.op("sadd {}, {}, {}", S(rS[j]), S(rS[j]), kVregElems * typeInfo(t).bytes);
+    vfree(v);
+  }
+  values->resize(nv);
+  return values;
+}
+
+// The next vreg folded into the accumulators (only the tail mask's
+// elements when `masked`).
+bool SegmentReduceEmitter::foldOne(bool masked) {
+  std::vector<VReg> args = acc;
+  auto loadedXs = loadInputs();
+  if (!loadedXs) return false;
+  std::vector<VReg> xs = *loadedXs;
+  args.insert(args.end(), xs.begin(), xs.end());
+  std::vector<VReg> res;
+  if (!reduceAll(args, res)) return false;
+  for (size_t j = 0; j < nv; ++j) {
+    if (masked) e_.op("vsel.s32 {}, {}, {}, {}", V(acc[j]), M(tailMask), V(res[j]), V(acc[j]));
+    else e_.op("vmov.s32 {}, {}", V(acc[j]), V(res[j]));
+    vfree(res[j]);
+    vfree(xs[j]);
+  }
+  return true;
+}
+
+// `count` full vregs from the row's VMEM slots.
+bool SegmentReduceEmitter::foldRun(int64_t count, const std::string& label) {
+  if (count <= 0) return true;
+  e_.op("smov {}, {}", S(rCnt), count);
+  e_.label(label);
+  if (!foldOne(false)) return false;
+  e_.op("loop {}, {}", S(rCnt), label);
+  return true;
+}
+
+// The row's vregs folded into `acc`, in order: the first vreg is the
+// accumulators' start, then the full vregs (segment by segment when the
+// row streams), then the masked tail.
+//
+// The init value is folded in once, after the row's elements have been
+// combined (the interpreter folds it in once too; the reducer need not
+// have an identity). Until then an element of the accumulator holds a
+// partial result only where `valid` says so.
+bool SegmentReduceEmitter::foldRowVregs() {
   if (segV) {
     // Segment 0 into slot 0, segment 1 into slot 1, then fold segment 0.
     e_.op("smov {}, 0", S(rSlot));
@@ -596,25 +684,17 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     if (segments > 1) issueSegment(-1, 1, segments > 2 ? segV * kVregElems : lastElems, rNext);
     waitSegment(rSlot);
   }
-  if (auto first = loadInputs()) acc = *first;
-  else return false;
+  auto first = loadInputs();
+  if (!first) return false;
+  acc = *first;
   // With at least one full vreg every element is valid from the start;
   // otherwise only the first `rem` are, and the lane tree tracks validity.
-  VReg valid{};
+  valid = VReg{};
   if (fullV == 0) {
     valid = valloc(ElementType::S32);
     e_.op("vmov.s32 {}, 1", V(valid));
     e_.op("vsel.s32 {}, {}, {}, 0", V(valid), M(tailMask), V(valid));
   }
-  // `count` full vregs from the row's VMEM slots.
-  auto foldRun = [&](int64_t count, const std::string& label) -> bool {
-    if (count <= 0) return true;
-    e_.op("smov {}, {}", S(rCnt), count);
-    e_.label(label);
-    if (!foldOne(false)) return false;
-    e_.op("loop {}, {}", S(rCnt), label);
-    return true;
-  };
   if (segments == 1) {
     if (!foldRun(fullV - 1, lV)) return false;
   } else {
@@ -630,16 +710,14 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
       e_.op("sand {}, {}, 1", S(rSlot), S(rSeg));
       e_.op("sxor {}, {}, 1", S(rNext), S(rSlot));
       e_.op("sadd {}, {}, 1", S(rSegOff), S(rSeg));
-      {
-        std::string lLast = e_.newLabel("seglast"), lIssued = e_.newLabel("segissued");
-        e_.op("br.eq {}, {}, {}", S(rSegOff), segments - 1, lLast);
-        e_.op("sadd {}, {}, 1", S(rNextSeg), S(rSeg));
-        issueSegment(rNextSeg, 0, segV * kVregElems, rNext);
-        e_.op("jmp {}", lIssued);
-        e_.label(lLast);
-        issueSegment(-1, segments - 1, lastElems, rNext);
-        e_.label(lIssued);
-      }
+      std::string lLast = e_.newLabel("seglast"), lIssued = e_.newLabel("segissued");
+      e_.op("br.eq {}, {}, {}", S(rSegOff), segments - 1, lLast);
+      e_.op("sadd {}, {}, 1", S(rNextSeg), S(rSeg));
+      issueSegment(rNextSeg, 0, segV * kVregElems, rNext);
+      e_.op("jmp {}", lIssued);
+      e_.label(lLast);
+      issueSegment(-1, segments - 1, lastElems, rNext);
+      e_.label(lIssued);
       waitSegment(rSlot);
       if (!foldRun(segV, e_.newLabel("svreg"))) return false;
       e_.op("sadd {}, {}, 1", S(rSeg), S(rSeg));
@@ -650,7 +728,12 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     if (!foldRun(fullV - (segments - 1) * segV, e_.newLabel("svreg"))) return false;
   }
   if (rem && fullV > 0 && !foldOne(true)) return false;
-  // Across lanes, then sublanes: every element ends up with the total.
+  return true;
+}
+
+// Across lanes, then sublanes: every element ends up with the total; then
+// the init value folded in.
+bool SegmentReduceEmitter::foldAcrossLanes() {
   int accValid = valid.r >= 0 ? malloc_() : -1, rotValid = valid.r >= 0 ? malloc_() : -1;
   for (int step : {64, 32, 16, 8, 4, 2, 1, -4, -2, -1}) {
     std::vector<VReg> args = acc, rot;
@@ -702,26 +785,71 @@ bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, co
     masks_.put(accValid);
     masks_.put(rotValid);
   }
+  return true;
+}
+
+// The row's results (through the prologue's epilogue) into element rRow of
+// the batch's output slots; the row's registers released.
+bool SegmentReduceEmitter::storeRow() {
   std::vector<VReg> outVals = acc, epilogueOwned;
   if (prologue) {
-    auto values = evalReduceEpilogue(*prologue, acc, hoisted, epilogueOwned);
+    auto values = l_.evalReduceEpilogue(*prologue, acc, hoisted, epilogueOwned);
     if (!values) return false;
     outVals = *values;
   }
   for (size_t j = 0; j < no; ++j) {
     int es = typeInfo(bufs_[outBufs[j]].type).bytes;
     e_.op("smul {}, {}, {}", S(rO), S(rRow), es);
-    vstore(outVals[j], bufs_[outBufs[j]].type, fmt::format("{} + {}", S(rO), oOff[j]), ", mask=0x1");
+    l_.vstore(outVals[j], bufs_[outBufs[j]].type, fmt::format("{} + {}", S(rO), oOff[j]), ", mask=0x1");
   }
   for (VReg v : epilogueOwned) vfree(v);
   for (size_t j = 0; j < nv; ++j) vfree(acc[j]);
   for (int reg : rS) sregs_.put(reg);
+  return true;
+}
+
+// Batches of rows, each row folded and stored; the batch written back.
+bool SegmentReduceEmitter::run() {
+  if (!plan() || !loadInits()) return false;
+  makeTailMask();
+  rB = sreg();
+  rA = sreg();
+  rRow = sreg();
+  rRows = sreg();
+  for (int& reg : rX) reg = sreg();
+  rCnt = sreg();
+  rO = sreg();
+  if (nv > 3 || nl > 3)
+    return l_.fail(in, "llo-gen: internal error: the segment reduction kernel takes at most 3 operands");
+  lBatch = e_.newLabel("sbatch");
+  lRow = e_.newLabel("srow");
+  lV = e_.newLabel("svreg");
+  e_.op("smov {}, 0", S(rB));
+  e_.label(lBatch);
+  if (segV) {
+    rSeg = sreg();
+    rSegOff = sreg();
+    rSlot = sreg();
+    rSem = sreg();
+    rNext = sreg();
+    rNextSeg = sreg();
+  }
+  if (!segV) dmaBatch(true);
+  startRow();
+  if (!foldRowVregs() || !foldAcrossLanes() || !storeRow()) return false;
   e_.op("sadd {}, {}, 1", S(rRow), S(rRow));
   e_.op("br.lt {}, {}, {}", S(rRow), S(rRows), lRow);
   dmaBatch(false);
   e_.op("sadd {}, {}, 1", S(rB), S(rB));
   e_.op("br.lt {}, {}, {}", S(rB), nBatches, lBatch);
   return !failed_;
+}
+
+bool Lowerer::emitReduceSegments(const Instruction& in, int64_t k, int64_t r, const std::vector<int>& inBufs,
+                                 const std::vector<int>& initBufs, const std::vector<int>& outBufs,
+                                 const Computation& reducer, const ReducePrologue* prologue) {
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  return SegmentReduceEmitter(*this, in, k, r, inBufs, initBufs, outBufs, reducer, prologue).run();
 }
 
 bool Lowerer::lowerReduce(const Instruction& in) {

@@ -46,8 +46,9 @@ const std::vector<KernelEmitter>& Lowerer::kernelEmitters() {
       // Fusion kinds: the streaming kernels in the order they are tried
       // (the first that matches wins), then the resident kernel, which
       // takes every other fusion.
-      {"loop", FusionLowering::Loop, [](const L& l, const I& f) { return l.isFlatFusion(f); }, nullptr,
-       [](L& l, const I& f, const P&) { return l.lowerFlatFusion(f); }},
+      {"loop", FusionLowering::Loop, [](const L& l, const I& f) { return l.loopFusion(f, nullptr); },
+       [](const L& l, const I& f, P& p) { return l.loopFusion(f, &p.emplace<LoopFusion>()); },
+       [](L& l, const I& f, const P& p) { return l.lowerLoopFusion(f, std::any_cast<const LoopFusion&>(p)); }},
       {"output", FusionLowering::Output, [](const L& l, const I& f) { return l.matmulEpilogueFusion(f, nullptr); },
        [](const L& l, const I& f, P& p) { return l.matmulEpilogueFusion(f, &p.emplace<MatmulEpilogue>()); },
        [](L& l, const I& f, const P& p) { return l.lowerMatmulEpilogueFusion(f, std::any_cast<const MatmulEpilogue&>(p)); }},

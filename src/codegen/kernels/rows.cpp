@@ -14,6 +14,8 @@
 // Folding follows emitReduceSegments exactly (vreg by vreg from the first,
 // then the lane tree, then the init value), so the reduced values are
 // bit-identical to the unfused reduce's.
+#include "codegen/kernels/kernel_phases.h"
+#include "codegen/kernels/row_values.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -222,37 +224,97 @@ bool Lowerer::hoistScalars(const Instruction& fusion, const std::vector<const In
   return true;
 }
 
-bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
-  if (!rowFusionFitsVmem(f)) return lowerRowFusionStreamed(in, f);
-  beginKernel(in, "fusion-rows");
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  // Rows of a group are independent: registers rotate so the scheduler can
-  // overlap them.
-  RotatingRegs rotating(vregs_);
-  const Computation& c = *f.comp;
-  auto paramBuf = [&](const Instruction* p) { return leaves_[in.operand(p->attrs().parameterNumber)][0]; };
-  const std::vector<int>& leaves = leaves_[&in];
-  if (leaves.size() != f.outputs.size()) return fail(in, "llo-gen: internal error: row fusion result leaves");
-  const size_t nl = f.streamed.size(), no = f.outputs.size(), nvec = f.vectors.size();
-  std::vector<int> inBufs, outBufs(leaves.begin(), leaves.end()), vecBufs;
-  for (const Instruction* p : f.streamed) inBufs.push_back(paramBuf(p));
-  for (const Instruction* p : f.vectors) vecBufs.push_back(paramBuf(p));
-  auto es = [&](int b) { return static_cast<int64_t>(typeInfo(bufs_[b].type).bytes); };
+// The resident row kernel's phases and the state they share: the plan
+// (rows per block and group, VMEM slots), the hoisted scalars, the loops'
+// registers, and the row values of the group being emitted. A friend of
+// Lowerer: the phases use the lowering state as the kernel's member
+// functions do.
+//
+// Blocks of rows stream through two VMEM slots (block b + 1 loads while
+// block b is computed, its results go out while b + 1 is); each block is
+// worked on by groups of rows: one fold per pass, then the results.
+class RowFusionEmitter : KernelPhases {
+ public:
+  RowFusionEmitter(Lowerer& l, const Instruction& in, const RowFusion& f)
+      : KernelPhases(l, in), f(f), leaves(l.leaves_[&in]), r(f.r), k(f.k),
+        unitRows(r < kVregElems ? kVregElems / r : 1), unitLen(r * unitRows), fullV(unitLen / kVregElems),
+        values(l, f, hoisted, kept) {}
+  bool run();
+
+ private:
+  int64_t es(int b) const { return static_cast<int64_t>(typeInfo(bufs_[b].type).bytes); }
+  int paramBuf(const Instruction* p) { return leaves_[in.operand(p->attrs().parameterNumber)][0]; }
+  void setGroup(int64_t g);
+  void analyseValues();
+  bool planVmem();
+  bool hoistAndLoadVectors();
+  bool allocateRegisters();
+  void dmaBlock(bool load, int batchReg, int slotReg);
+  void freeVecs();
+  std::optional<VReg> evalFull(const Instruction* target, int64_t g, int64_t at, std::map<const Instruction*, VReg>& val,
+                               std::vector<VReg>& owned);
+  void setPointers();
+  void stepPointers();
+  bool overRows(const std::function<bool(bool)>& body);
+  bool orderedFold(const std::vector<const Instruction*>& reds);
+  bool computeRowValues(int level);
+  bool foldPass(const std::vector<const Instruction*>& reds);
+  bool storeResults();
+  void releaseGroup();
+  bool groupBody();
+  bool emitLargestGroup();
+  void startBlock();
+
+  const RowFusion& f;
+  const std::vector<int>& leaves;
   // Short rows are packed: one vreg holds `unitRows` whole rows, one per
   // sublane or per group of sublanes, and the kernel works on units of
   // `unitLen` elements (a row, or a vreg of rows) as it works on long rows.
-  const int64_t r = f.r, k = f.k, unitRows = r < kVregElems ? kVregElems / r : 1, unitLen = r * unitRows,
-                fullV = unitLen / kVregElems;
-
+  const int64_t r, k, unitRows, unitLen, fullV;
+  size_t nl = 0, no = 0, nvec = 0;
+  std::vector<int> inBufs, outBufs, vecBufs;
   // Row values read by Full values live until the row is done; the others
   // until their last Row user is computed.
   std::set<const Instruction*> broadcastRow;
   std::map<const Instruction*, int> lastUse;
-  size_t fullCount = 0;
-  for (const auto& up : c.instructions()) {
+  std::vector<std::vector<const Instruction*>> passReduces;
+  // Packed rows, 128 rows or more, fold in order (`ordered`); rows per
+  // group (at most maxGroup) and vregs per loop step (`unroll`).
+  bool ordered = false;
+  int64_t maxGroup = 8, group = 8, unroll = 1;
+  // VMEM: the row vectors, then two slots (slotBytes apart, from slot0) of
+  // `rows` rows of every streamed parameter and result.
+  std::vector<int64_t> vecOff, inOff, outOff;
+  int64_t rows = 0, slotBytes = 0, nBatches = 0, tailRows = 0;
+  uint64_t slot0 = 0, vmemUsed = 0;
+  std::map<const Instruction*, VReg> hoisted;
+  std::set<int> kept;  // registers that live through the kernel
+  // Packed rows of several sublanes: the butterfly's steps (ss, mask).
+  std::vector<std::pair<int, int>> sublaneSteps;
+  int rB = -1, rSlot = -1, rOther = -1, rA = -1, rV = -1, rSem = -1, rRow = -1, rRows = -1, rBase = -1, rCnt = -1;
+  // The vreg's address: one register per element size of the streamed
+  // parameters and results, then one per vector.
+  std::map<int64_t, int> sizeReg;
+  std::vector<int> rPtr;
+  // Row values of the group's rows (splats), the registers each row's
+  // values own, and the row vectors' vregs at the current offset.
+  std::vector<std::map<const Instruction*, VReg>> rowVal;
+  std::vector<std::vector<VReg>> rowOwned;
+  std::map<const Instruction*, VReg> vecVal;
+  RowValueEvaluator values;
+};
+
+void RowFusionEmitter::setGroup(int64_t g) {
+  group = g;
+  unroll = fullV * group <= 32 ? fullV : fullV % 2 == 0 && group <= 4 ? 2 : 1;
+}
+
+// Which row values live until the row is done, each one's last user's
+// pass, the reduces of each pass, and the largest group.
+void RowFusionEmitter::analyseValues() {
+  for (const auto& up : f.comp->instructions()) {
     auto it = f.cls.find(up.get());
     if (it == f.cls.end()) continue;
-    fullCount += it->second == RowFusion::Full;
     for (const Instruction* o : up->operands()) {
       auto oc = f.cls.find(o);
       if (oc == f.cls.end() || oc->second != RowFusion::Row) continue;
@@ -260,11 +322,9 @@ bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
       else lastUse[o] = std::max(lastUse[o], f.level.at(up.get()));
     }
   }
-  std::vector<std::vector<const Instruction*>> passReduces(static_cast<size_t>(f.passes) + 1);
-  size_t maxReduces = 0;
+  passReduces.resize(static_cast<size_t>(f.passes) + 1);
   for (const Instruction* v : f.rowValues)
     if (v->opcode() == Opcode::Reduce) passReduces[static_cast<size_t>(f.level.at(v))].push_back(v);
-  for (const auto& reds : passReduces) maxReduces = std::max(maxReduces, reds.size());
   // Rows per group: as many as the registers hold (tried from 8 down when
   // the group's body is emitted); `unroll` vregs of each per loop step (a
   // row of few vregs is unrolled whole).
@@ -273,29 +333,28 @@ bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
   // Packed rows, 128 rows or more, fold in order as emitReduceRows does
   // (each fold must give the unfused reduce's bits): a group of 16 vregs
   // is one transposed 128x128 tile.
-  const bool ordered = unitRows > 1 && k >= kVregElems / 8;
-  int64_t maxGroup = ordered ? 16 : fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
-  int64_t group = maxGroup, unroll = 1;
-  auto setGroup = [&](int64_t g) {
-    group = g;
-    unroll = fullV * group <= 32 ? fullV : fullV % 2 == 0 && group <= 4 ? 2 : 1;
-  };
+  ordered = unitRows > 1 && k >= kVregElems / 8;
+  maxGroup = ordered ? 16 : fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
+  group = maxGroup;
+}
 
-  // VMEM: the row vectors, then two slots of `rows` rows (a whole number
-  // of groups) of every streamed parameter and result. Blocks of about
-  // 1 MiB keep the first load short.
+// VMEM: the row vectors, then two slots of `rows` rows (a whole number of
+// groups) of every streamed parameter and result. Blocks of about 1 MiB
+// keep the first load short.
+bool RowFusionEmitter::planVmem() {
   uint64_t rowBytes = 0;
   for (int b : inBufs) rowBytes += static_cast<uint64_t>(r * es(b));
   for (int b : outBufs) rowBytes += static_cast<uint64_t>(r * es(b));
   uint64_t cur = 0;
-  std::vector<int64_t> vecOff(nvec), inOff(nl), outOff(no);
+  vecOff.assign(nvec, 0);
+  inOff.assign(nl, 0);
+  outOff.assign(no, 0);
   for (size_t j = 0; j < nvec; ++j) {
     vecOff[j] = static_cast<int64_t>(cur);
     cur += alignUp(static_cast<uint64_t>(unitLen * es(vecBufs[j])), 512);
   }
-  const uint64_t room = vmemBudget() > cur + 65536 ? vmemBudget() - cur - 65536 : 0;
-  int64_t rows = std::clamp<int64_t>(static_cast<int64_t>((uint64_t{1} << 20) / std::max<uint64_t>(rowBytes, 1)), 1,
-                                     4096);
+  const uint64_t room = l_.vmemBudget() > cur + 65536 ? l_.vmemBudget() - cur - 65536 : 0;
+  rows = std::clamp<int64_t>(static_cast<int64_t>((uint64_t{1} << 20) / std::max<uint64_t>(rowBytes, 1)), 1, 4096);
   // Slots hold whole groups (the last group of a block may run past its rows).
   const int64_t maxRows = static_cast<int64_t>(room / (2 * rowBytes + 2048));
   while (maxGroup > 1 && maxGroup * unitRows > maxRows) maxGroup /= 2;
@@ -304,9 +363,9 @@ bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
   rows = std::min<int64_t>({rows, k, maxRows / groupRows * groupRows});
   // Blocks start on whole vregs (only the last may end inside one).
   if (rows < k) rows = rows / unitRows * unitRows;
-  if (rows < 1) return fail(in, "llo-gen: internal error: row fusion rows do not fit VMEM");
+  if (rows < 1) return l_.fail(in, "llo-gen: internal error: row fusion rows do not fit VMEM");
   const int64_t slotRows = (rows + groupRows - 1) / groupRows * groupRows;  // whole groups of any size
-  const uint64_t slot0 = cur;
+  slot0 = cur;
   for (size_t j = 0; j < nl; ++j) {
     inOff[j] = static_cast<int64_t>(cur - slot0);
     cur += alignUp(static_cast<uint64_t>(slotRows * r * es(inBufs[j])), 512);
@@ -315,33 +374,33 @@ bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
     outOff[j] = static_cast<int64_t>(cur - slot0);
     cur += alignUp(static_cast<uint64_t>(slotRows * r * es(outBufs[j])), 512);
   }
-  const int64_t slotBytes = static_cast<int64_t>(cur - slot0);
-  const uint64_t vmemUsed = cur + static_cast<uint64_t>(slotBytes);
-  const int64_t nBatches = (k + rows - 1) / rows, tailRows = k - (nBatches - 1) * rows;
+  slotBytes = static_cast<int64_t>(cur - slot0);
+  vmemUsed = cur + static_cast<uint64_t>(slotBytes);
+  nBatches = (k + rows - 1) / rows;
+  tailRows = k - (nBatches - 1) * rows;
+  return true;
+}
 
-  // Hoisted: scalar parameters and constants (and scalar work on them) as splats.
-  std::map<const Instruction*, VReg> hoisted;
-  std::set<int> kept;  // registers that live through the kernel
-  {
-    if (!hoistScalars(in, f.scalars, hoisted)) return false;
-    for (const Instruction* i : f.scalars) kept.insert(hoisted.at(i).r);
-  }
-  // The row vectors, once (repeated for every row of a packed vreg).
+// Scalar parameters and constants (and scalar work on them) as splats; the
+// row vectors, once (repeated for every row of a packed vreg); the masks of
+// the packed rows' sublane butterfly.
+bool RowFusionEmitter::hoistAndLoadVectors() {
+  if (!l_.hoistScalars(in, f.scalars, hoisted)) return false;
+  for (const Instruction* i : f.scalars) kept.insert(hoisted.at(i).r);
   for (size_t j = 0; j < nvec; ++j) {
     int ra = sreg();
     const int64_t rowSize = r * es(vecBufs[j]);
     e_.op("smov {}, {}", S(ra), base(vecBufs[j]));
-    e_.op("{} {}, [{}], {}, sem0", dmaOp("h2v", vecBufs[j]),
+    e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", vecBufs[j]),
           unitRows > 1 ? e_.desc(static_cast<uint64_t>(rowSize), {{unitRows, 0, rowSize}})
                        : e_.desc(static_cast<uint64_t>(rowSize), {}),
-          vecOff[j], memRef(vecBufs[j], S(ra)));
+          vecOff[j], l_.memRef(vecBufs[j], S(ra)));
     sregs_.put(ra);
   }
   if (nvec) e_.op("sem.wait sem0, {}", nvec);
   // Packed rows of several sublanes fold across them by a butterfly: per
   // step `ss`, the sublanes whose bit `ss` is clear take their partner
   // below, the others above (masks kept through the kernel).
-  std::vector<std::pair<int, int>> sublaneSteps;  // (ss, mask)
   if (unitRows > 1)
     for (int ss = static_cast<int>(r / 128) / 2; ss >= 1; ss /= 2) {
       VReg id = valloc(ElementType::S32);
@@ -352,377 +411,389 @@ bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
       vfree(id);
       sublaneSteps.push_back({ss, m});
     }
+  return true;
+}
 
-  const int rB = sreg(), rSlot = sreg(), rOther = sreg(), rA = sreg(), rV = sreg(), rSem = sreg(), rRow = sreg(),
-            rRows = sreg(), rBase = sreg(), rCnt = sreg();
-  // The vreg's address: one register per element size of the streamed
-  // parameters and results (so the scheduler sees their loads and stores
-  // at known distances from one base and does not order them), then one
-  // per vector.
-  std::map<int64_t, int> sizeReg;
-  std::vector<int> rPtr;
+bool RowFusionEmitter::allocateRegisters() {
+  rB = sreg();
+  rSlot = sreg();
+  rOther = sreg();
+  rA = sreg();
+  rV = sreg();
+  rSem = sreg();
+  rRow = sreg();
+  rRows = sreg();
+  rBase = sreg();
+  rCnt = sreg();
+  // (One address register per element size, so the scheduler sees the
+  // loads and stores at known distances from one base and does not order
+  // them.)
   for (size_t j = 0; j < nl + no; ++j) {
     const int64_t size = es(j < nl ? inBufs[j] : outBufs[j - nl]);
     if (!sizeReg.count(size)) sizeReg[size] = sreg();
     rPtr.push_back(sizeReg[size]);
   }
   for (size_t j = 0; j < nvec; ++j) rPtr.push_back(sreg());
-  if (failed_) return false;
-  // Semaphores: sem1/sem2 the loads into slot 0/1, sem3/sem4 its write-back.
-  auto dmaBlock = [&](bool load, int batchReg, int slotReg) {
-    const size_t count = load ? nl : no;
-    e_.op("sadd {}, {}, {}", S(rSem), S(slotReg), load ? 1 : 3);
-    for (size_t j = 0; j < count; ++j) {
-      const int b = load ? inBufs[j] : outBufs[j];
-      const int64_t unit = r * es(b);
-      e_.op("smul {}, {}, {}", S(rA), S(batchReg), rows * unit);
-      e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
-      e_.op("smul {}, {}, {}", S(rV), S(slotReg), slotBytes);
-      e_.op("sadd {}, {}, {}", S(rV), S(rV), static_cast<int64_t>(slot0) + (load ? inOff[j] : outOff[j]));
-      auto dma = [&](int64_t n) {
-        std::string d = e_.desc(static_cast<uint64_t>(n * unit), {});
-        if (load) e_.op("{} {}, [{}], {}, sem[{}]", dmaOp("h2v", b), d, S(rV), memRef(b, S(rA)), S(rSem));
-        else e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", b), d, memRef(b, S(rA)), S(rV), S(rSem));
-      };
-      if (nBatches == 1) {
-        dma(tailRows);
-      } else if (tailRows == rows) {
-        dma(rows);
-      } else {
-        emitEdgeBranch(batchReg, nBatches - 1, [&](bool tail) { dma(tail ? tailRows : rows); });
-      }
-    }
-  };
+  return !failed_;
+}
 
-  // Row values of the group's rows (splats).
-  std::vector<std::map<const Instruction*, VReg>> rowVal(static_cast<size_t>(maxGroup));
-  // The row vectors' vregs at the current offset, shared by the group's rows.
-  std::map<const Instruction*, VReg> vecVal;
-  auto freeVecs = [&]() {
-    for (auto& [i, v] : vecVal) vfree(v);
-    vecVal.clear();
+// Block `batchReg` into (or out of) slot `slotReg`. Semaphores: sem1/sem2
+// the loads into slot 0/1, sem3/sem4 its write-back.
+void RowFusionEmitter::dmaBlock(bool load, int batchReg, int slotReg) {
+  const size_t count = load ? nl : no;
+  e_.op("sadd {}, {}, {}", S(rSem), S(slotReg), load ? 1 : 3);
+  for (size_t j = 0; j < count; ++j) {
+    const int b = load ? inBufs[j] : outBufs[j];
+    const int64_t unit = r * es(b);
+    e_.op("smul {}, {}, {}", S(rA), S(batchReg), rows * unit);
+    e_.op("sadd {}, {}, {}", S(rA), S(rA), base(b));
+    e_.op("smul {}, {}, {}", S(rV), S(slotReg), slotBytes);
+    e_.op("sadd {}, {}, {}", S(rV), S(rV), static_cast<int64_t>(slot0) + (load ? inOff[j] : outOff[j]));
+    auto dma = [&](int64_t n) {
+      std::string d = e_.desc(static_cast<uint64_t>(n * unit), {});
+      if (load) e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", b), d, S(rV), l_.memRef(b, S(rA)), S(rSem));
+      else e_.op("{} {}, {}, [{}], sem[{}]", l_.dmaOp("v2h", b), d, l_.memRef(b, S(rA)), S(rV), S(rSem));
+    };
+    if (nBatches == 1) {
+      dma(tailRows);
+    } else if (tailRows == rows) {
+      dma(rows);
+    } else {
+      l_.emitEdgeBranch(batchReg, nBatches - 1, [&](bool tail) { dma(tail ? tailRows : rows); });
+    }
+  }
+}
+
+void RowFusionEmitter::freeVecs() {
+  for (auto& [i, v] : vecVal) vfree(v);
+  vecVal.clear();
+}
+
+// The value of `target` at vreg `at` (elements from the pointers) of row
+// g: streamed parameters from the block's slot, row vectors loaded once
+// per offset (shared by the group's rows).
+std::optional<VReg> RowFusionEmitter::evalFull(const Instruction* target, int64_t g, int64_t at,
+                                               std::map<const Instruction*, VReg>& val, std::vector<VReg>& owned) {
+  auto leaf = [&](const Instruction* i, std::vector<VReg>& own) -> std::optional<VReg> {
+    if (i->opcode() == Opcode::Parameter) {
+      const size_t pos = static_cast<size_t>(std::find(f.streamed.begin(), f.streamed.end(), i) - f.streamed.begin());
+      const int b = inBufs[pos];
+      VReg v = l_.vload(bufs_[b].type, fmt::format("{} + {}", S(rPtr[pos]), static_cast<int64_t>(slot0) + inOff[pos] +
+                                                                               (g * unitLen + at) * es(b)));
+      own.push_back(v);
+      return v;
+    }
+    const Instruction* o = i->operand(0);
+    if (auto it = vecVal.find(o); it != vecVal.end()) return it->second;
+    const size_t pos = static_cast<size_t>(std::find(f.vectors.begin(), f.vectors.end(), o) - f.vectors.begin());
+    const int b = vecBufs[pos];
+    VReg v = l_.vload(bufs_[b].type, fmt::format("{} + {}", S(rPtr[nl + no + pos]), vecOff[pos] + at * es(b)));
+    vecVal[o] = v;
+    return v;
   };
-  // The value of `target` at vreg `at` (elements from the pointers) of row g.
-  auto evalFull = [&](const Instruction* target, int64_t g, int64_t at, std::map<const Instruction*, VReg>& val,
-                      std::vector<VReg>& owned) -> std::optional<VReg> {
-    std::function<std::optional<VReg>(const Instruction*)> go = [&](const Instruction* i) -> std::optional<VReg> {
-      if (auto it = val.find(i); it != val.end()) return it->second;
-      if (auto it = hoisted.find(i); it != hoisted.end()) return it->second;
-      if (auto it = rowVal[static_cast<size_t>(g)].find(i); it != rowVal[static_cast<size_t>(g)].end())
-        return it->second;
-      std::optional<VReg> v;
-      if (i->opcode() == Opcode::Parameter) {
-        const size_t pos = static_cast<size_t>(std::find(f.streamed.begin(), f.streamed.end(), i) - f.streamed.begin());
-        const int b = inBufs[pos];
-        v = vload(bufs_[b].type, fmt::format("{} + {}", S(rPtr[pos]),
-                                             static_cast<int64_t>(slot0) + inOff[pos] + (g * unitLen + at) * es(b)));
-        owned.push_back(*v);
-      } else if (i->opcode() == Opcode::Reshape) {
-        v = go(i->operand(0));  // the same elements in the same order
-      } else if (i->opcode() == Opcode::Broadcast) {
-        const Instruction* o = i->operand(0);
-        if (f.cls.at(o) == RowFusion::Vec) {
-          const size_t pos = static_cast<size_t>(std::find(f.vectors.begin(), f.vectors.end(), o) - f.vectors.begin());
-          const int b = vecBufs[pos];
-          if (auto it = vecVal.find(o); it != vecVal.end()) {
-            v = it->second;
-          } else {
-            v = vload(bufs_[b].type, fmt::format("{} + {}", S(rPtr[nl + no + pos]), vecOff[pos] + at * es(b)));
-            vecVal[o] = *v;
-          }
-        } else {
-          v = go(o);  // a splat already
+  return values.eval(target, rowVal[static_cast<size_t>(g)], val, owned, leaf);
+}
+
+void RowFusionEmitter::setPointers() {
+  for (auto [size, reg] : sizeReg) {
+    e_.op("smul {}, {}, {}", S(reg), S(rRow), r * size);
+    e_.op("sadd {}, {}, {}", S(reg), S(reg), S(rBase));
+  }
+  for (size_t j = 0; j < nvec; ++j) e_.op("smov {}, 0", S(rPtr[nl + no + j]));
+}
+
+void RowFusionEmitter::stepPointers() {
+  for (auto [size, reg] : sizeReg) e_.op("sadd {}, {}, {}", S(reg), S(reg), unroll * kVregElems * size);
+  for (size_t j = 0; j < nvec; ++j)
+    e_.op("sadd {}, {}, {}", S(rPtr[nl + no + j]), S(rPtr[nl + no + j]), unroll * kVregElems * es(vecBufs[j]));
+}
+
+// One pass over the group's rows: `body(first)` emits `unroll` vregs of
+// every row at offsets 0, 1024, ... from the pointers.
+bool RowFusionEmitter::overRows(const std::function<bool(bool)>& body) {
+  setPointers();
+  if (!body(true)) return false;
+  const int64_t steps = fullV / unroll;
+  if (steps > 1) {
+    stepPointers();
+    std::string l = e_.newLabel("rvreg");
+    e_.op("smov {}, {}", S(rCnt), steps - 1);
+    e_.label(l);
+    if (!body(false)) return false;
+    stepPointers();
+    e_.op("loop {}, {}", S(rCnt), l);
+  }
+  return true;
+}
+
+// The group's rows folded element by element from the init, as
+// emitReduceRows folds them: the tile's 128 sublane rows transposed (vreg
+// v, sublane s holds element 8v+s of every sublane row, one per lane),
+// folded sublane by sublane, and the totals transposed back, so every
+// sublane of a row holds its total in every lane. A row of m sublanes
+// (m = r / 128) is m lanes: m passes, each starting from the lane before's
+// result, leave the total in the row's last lane, which a lane permute
+// copies to the row's other lanes.
+bool RowFusionEmitter::orderedFold(const std::vector<const Instruction*>& reds) {
+  setPointers();
+  for (const Instruction* red : reds) {
+    ElementType t = red->shape().elementType();
+    for (int64_t g = 0; g < group; ++g) {
+      std::map<const Instruction*, VReg> val;
+      std::vector<VReg> owned;
+      auto x = evalFull(red->operand(0), g, 0, val, owned);
+      if (!x) return false;
+      t = x->t;
+      e_.op("vxpose.push xlu0, {}", V(*x));
+      values.freeOwned(owned, {});
+      freeVecs();
+    }
+    std::vector<VReg> tile;
+    for (int64_t g = 0; g < group; ++g) {
+      tile.push_back(valloc(t));
+      e_.op("vxpose.pop {}, xlu0", V(tile.back()));
+    }
+    const int m = static_cast<int>(r / 128);
+    VReg acc = l_.vcopy(hoisted.at(red->operand(1)), t);
+    for (int pass = 0; pass < m; ++pass) {
+      if (pass > 0) {
+        VReg next = valloc(t);
+        e_.op("vrot.lane {}, {}, 1", V(next), V(acc));  // next[l] = acc[l - 1]
+        vfree(acc);
+        acc = next;
+      }
+      for (VReg v : tile)
+        for (int sub = 0; sub < 8; ++sub) {
+          VReg b = valloc(t);
+          e_.op("vbcast.sub {}, {}, {}", V(b), V(v), sub);
+          std::vector<VReg> res;
+          if (!l_.lowerComputation(*red->toApply(), {acc, b}, res)) return false;
+          if (res[0].r != acc.r) vfree(acc);
+          if (res[0].r != b.r) vfree(b);
+          acc = res[0];
         }
+    }
+    for (VReg v : tile) vfree(v);
+    if (m > 1) {
+      VReg idx = valloc(ElementType::S32), spread = valloc(t);
+      e_.op("vlaneid {}", V(idx));
+      e_.op("vor {}, {}, {}", V(idx), V(idx), m - 1);
+      e_.op("vperm.lane {}, {}, {}", V(spread), V(acc), V(idx));
+      vfree(idx);
+      vfree(acc);
+      acc = spread;
+    }
+    for (int64_t g = 0; g < group; ++g) e_.op("vxpose.push xlu0, {}", V(acc));
+    vfree(acc);
+    for (int64_t g = 0; g < group; ++g) {
+      VReg total = valloc(t);
+      e_.op("vxpose.pop {}, xlu0", V(total));
+      rowVal[static_cast<size_t>(g)][red] = total;
+      rowOwned[static_cast<size_t>(g)].push_back(total);
+    }
+  }
+  return true;
+}
+
+// The row values of pass `level` that are not reduces, row by row; then
+// the row values no later work reads are freed.
+bool RowFusionEmitter::computeRowValues(int level) {
+  for (int64_t g = 0; g < group; ++g) {
+    auto& rv = rowVal[static_cast<size_t>(g)];
+    for (const Instruction* i : f.rowValues) {
+      if (f.level.at(i) != level || i->opcode() == Opcode::Reduce) continue;
+      std::optional<VReg> v;
+      if (i->opcode() == Opcode::Broadcast) {
+        v = hoisted.at(i->operand(0));
       } else {
         std::vector<VReg> ops;
-        for (const Instruction* o : i->operands()) {
-          auto x = go(o);
-          if (!x) return std::nullopt;
-          ops.push_back(*x);
-        }
-        v = lowerOp(*i, ops);
-        if (v) owned.push_back(*v);
+        for (const Instruction* o : i->operands()) ops.push_back(rv.count(o) ? rv.at(o) : hoisted.at(o));
+        v = l_.lowerOp(*i, ops);
+        if (v) rowOwned[static_cast<size_t>(g)].push_back(*v);
       }
-      if (!v) return std::nullopt;
-      val[i] = *v;
-      return v;
-    };
-    return go(target);
-  };
-  auto freeOwned = [&](std::vector<VReg>& owned, const std::set<int>& keep) {
+      if (!v) return false;
+      rv[i] = *v;
+    }
     std::set<int> freed;
-    for (VReg v : owned)
-      if (!keep.count(v.r) && !kept.count(v.r) && freed.insert(v.r).second) vfree(v);
-    owned.clear();
-  };
-  auto setPointers = [&]() {
-    for (auto [size, reg] : sizeReg) {
-      e_.op("smul {}, {}, {}", S(reg), S(rRow), r * size);
-      e_.op("sadd {}, {}, {}", S(reg), S(reg), S(rBase));
+    for (auto it = rv.begin(); it != rv.end();) {
+      const Instruction* i = it->first;
+      auto lu = lastUse.find(i);
+      bool dead =
+          !broadcastRow.count(i) && (lu == lastUse.end() || lu->second <= level) && f.level.at(i) <= level;
+      if (dead && !kept.count(it->second.r)) {
+        bool stillUsed = false;
+        for (auto& [o, reg] : rv)
+          if (o != i && reg.r == it->second.r) stillUsed = true;
+        if (!stillUsed && freed.insert(it->second.r).second) vfree(it->second);
+        it = rv.erase(it);
+      } else {
+        ++it;
+      }
     }
-    for (size_t j = 0; j < nvec; ++j) e_.op("smov {}, 0", S(rPtr[nl + no + j]));
-  };
-  auto stepPointers = [&]() {
-    for (auto [size, reg] : sizeReg) e_.op("sadd {}, {}, {}", S(reg), S(reg), unroll * kVregElems * size);
-    for (size_t j = 0; j < nvec; ++j)
-      e_.op("sadd {}, {}, {}", S(rPtr[nl + no + j]), S(rPtr[nl + no + j]), unroll * kVregElems * es(vecBufs[j]));
-  };
-  // One pass over the group's rows: `body(first)` emits `unroll` vregs of
-  // every row at offsets 0, 1024, ... from the pointers.
-  auto overRows = [&](const std::function<bool(bool)>& body) -> bool {
-    setPointers();
-    if (!body(true)) return false;
-    const int64_t steps = fullV / unroll;
-    if (steps > 1) {
-      stepPointers();
-      std::string l = e_.newLabel("rvreg");
-      e_.op("smov {}, {}", S(rCnt), steps - 1);
-      e_.label(l);
-      if (!body(false)) return false;
-      stepPointers();
-      e_.op("loop {}, {}", S(rCnt), l);
-    }
-    return true;
-  };
+  }
+  return true;
+}
 
-  auto groupBody = [&]() -> bool {
-    std::vector<std::vector<VReg>> rowOwned(static_cast<size_t>(group));
-    // The group's rows folded element by element from the init, as
-    // emitReduceRows folds them: the tile's 128 sublane rows transposed
-    // (vreg v, sublane s holds element 8v+s of every sublane row, one per
-    // lane), folded sublane by sublane, and the totals transposed back, so
-    // every sublane of a row holds its total in every lane. A row of m
-    // sublanes (m = r / 128) is m lanes: m passes, each starting from the
-    // lane before's result, leave the total in the row's last lane, which
-    // a lane permute copies to the row's other lanes.
-    auto orderedFold = [&](const std::vector<const Instruction*>& reds) -> bool {
-      setPointers();
-      for (const Instruction* red : reds) {
-        ElementType t = red->shape().elementType();
-        for (int64_t g = 0; g < group; ++g) {
-          std::map<const Instruction*, VReg> val;
-          std::vector<VReg> owned;
-          auto x = evalFull(red->operand(0), g, 0, val, owned);
-          if (!x) return false;
-          t = x->t;
-          e_.op("vxpose.push xlu0, {}", V(*x));
-          freeOwned(owned, {});
-          freeVecs();
-        }
-        std::vector<VReg> tile;
-        for (int64_t g = 0; g < group; ++g) {
-          tile.push_back(valloc(t));
-          e_.op("vxpose.pop {}, xlu0", V(tile.back()));
-        }
-        const int m = static_cast<int>(r / 128);
-        VReg acc = vcopy(hoisted.at(red->operand(1)), t);
-        for (int pass = 0; pass < m; ++pass) {
-          if (pass > 0) {
-            VReg next = valloc(t);
-            e_.op("vrot.lane {}, {}, 1", V(next), V(acc));  // next[l] = acc[l - 1]
-            vfree(acc);
-            acc = next;
-          }
-          for (VReg v : tile)
-            for (int sub = 0; sub < 8; ++sub) {
-              VReg b = valloc(t);
-              e_.op("vbcast.sub {}, {}, {}", V(b), V(v), sub);
-              std::vector<VReg> res;
-              if (!lowerComputation(*red->toApply(), {acc, b}, res)) return false;
-              if (res[0].r != acc.r) vfree(acc);
-              if (res[0].r != b.r) vfree(b);
-              acc = res[0];
-            }
-        }
-        for (VReg v : tile) vfree(v);
-        if (m > 1) {
-          VReg idx = valloc(ElementType::S32), spread = valloc(t);
-          e_.op("vlaneid {}", V(idx));
-          e_.op("vor {}, {}, {}", V(idx), V(idx), m - 1);
-          e_.op("vperm.lane {}, {}, {}", V(spread), V(acc), V(idx));
-          vfree(idx);
-          vfree(acc);
-          acc = spread;
-        }
-        for (int64_t g = 0; g < group; ++g) e_.op("vxpose.push xlu0, {}", V(acc));
-        vfree(acc);
-        for (int64_t g = 0; g < group; ++g) {
-          VReg total = valloc(t);
-          e_.op("vxpose.pop {}, xlu0", V(total));
-          rowVal[static_cast<size_t>(g)][red] = total;
-          rowOwned[static_cast<size_t>(g)].push_back(total);
-        }
-      }
-      return true;
-    };
-    auto computeRowValues = [&](int level) -> bool {
+// One pass's reduces over the group's rows, vreg by vreg from the first
+// (the rows interleaved), then across lanes and sublanes
+// (emitReduceSegments' tree) and the init; packed rows of one sublane stop
+// after the lanes, of several the butterfly follows.
+bool RowFusionEmitter::foldPass(const std::vector<const Instruction*>& reds) {
+  std::vector<std::vector<VReg>> acc(static_cast<size_t>(group), std::vector<VReg>(reds.size()));
+  bool ok = overRows([&](bool first) -> bool {
+    for (int64_t u = 0; u < unroll; ++u) {
       for (int64_t g = 0; g < group; ++g) {
-        auto& rv = rowVal[static_cast<size_t>(g)];
-        for (const Instruction* i : f.rowValues) {
-          if (f.level.at(i) != level || i->opcode() == Opcode::Reduce) continue;
-          std::optional<VReg> v;
-          if (i->opcode() == Opcode::Broadcast) {
-            v = hoisted.at(i->operand(0));
-          } else {
-            std::vector<VReg> ops;
-            for (const Instruction* o : i->operands()) ops.push_back(rv.count(o) ? rv.at(o) : hoisted.at(o));
-            v = lowerOp(*i, ops);
-            if (v) rowOwned[static_cast<size_t>(g)].push_back(*v);
-          }
-          if (!v) return false;
-          rv[i] = *v;
+        std::map<const Instruction*, VReg> val;
+        std::vector<VReg> owned;
+        std::vector<VReg> xs;
+        for (const Instruction* red : reds) {
+          auto x = evalFull(red->operand(0), g, u * kVregElems, val, owned);
+          if (!x) return false;
+          xs.push_back(*x);
         }
-        // Row values no later work reads.
-        std::set<int> freed;
-        for (auto it = rv.begin(); it != rv.end();) {
-          const Instruction* i = it->first;
-          auto lu = lastUse.find(i);
-          bool dead = !broadcastRow.count(i) && (lu == lastUse.end() || lu->second <= level) &&
-                      f.level.at(i) <= level;
-          if (dead && !kept.count(it->second.r)) {
-            bool stillUsed = false;
-            for (auto& [o, reg] : rv)
-              if (o != i && reg.r == it->second.r) stillUsed = true;
-            if (!stillUsed && freed.insert(it->second.r).second) vfree(it->second);
-            it = rv.erase(it);
-          } else {
-            ++it;
-          }
-        }
-      }
-      return true;
-    };
-    if (!computeRowValues(0)) return false;
-    for (int pass = 1; pass <= f.passes; ++pass) {
-      const std::vector<const Instruction*>& reds = passReduces[static_cast<size_t>(pass)];
-      if (ordered) {
-        if (!orderedFold(reds)) return false;
-        if (!computeRowValues(pass)) return false;
-        continue;
-      }
-      std::vector<std::vector<VReg>> acc(static_cast<size_t>(group), std::vector<VReg>(reds.size()));
-      bool ok = overRows([&](bool first) -> bool {
-        for (int64_t u = 0; u < unroll; ++u) {
-          for (int64_t g = 0; g < group; ++g) {
-            std::map<const Instruction*, VReg> val;
-            std::vector<VReg> owned;
-            std::vector<VReg> xs;
-            for (const Instruction* red : reds) {
-              auto x = evalFull(red->operand(0), g, u * kVregElems, val, owned);
-              if (!x) return false;
-              xs.push_back(*x);
-            }
-            std::set<int> keep;
-            for (size_t q = 0; q < reds.size(); ++q) {
-              VReg& a = acc[static_cast<size_t>(g)][q];
-              const bool temp = std::any_of(owned.begin(), owned.end(), [&](VReg o) { return o.r == xs[q].r; });
-              if (first && u == 0) {
-                // The first vreg starts the fold: a temporary is kept as it is.
-                a = temp && !keep.count(xs[q].r) ? xs[q] : vcopy(xs[q], xs[q].t);
-                keep.insert(a.r);
-                continue;
-              }
-              std::vector<VReg> res;
-              if (!lowerComputation(*reds[q]->toApply(), {a, xs[q]}, res)) return false;
-              if (!first) {
-                // A loop body: the accumulator stays in its register.
-                e_.op("vmov.s32 {}, {}", V(a), V(res[0]));
-                if (res[0].r != xs[q].r || temp) vfree(res[0]);
-                continue;
-              }
-              if (res[0].r != a.r) vfree(a);
-              if (res[0].r == xs[q].r && (!temp || keep.count(xs[q].r))) res[0] = vcopy(xs[q], xs[q].t);
-              a = res[0];
-              keep.insert(a.r);
-            }
-            freeOwned(owned, keep);
-          }
-          freeVecs();
-        }
-        return true;
-      });
-      if (!ok) return false;
-      // Across lanes, then sublanes (emitReduceSegments' tree), then the
-      // init; the group's rows and reduces interleaved. Packed rows of one
-      // sublane stop after the lanes; of several, the butterfly follows.
-      std::vector<int> steps{64, 32, 16, 8, 4, 2, 1};
-      if (unitRows == 1) steps.insert(steps.end(), {-4, -2, -1});
-      for (const auto& [ss, m] : sublaneSteps) steps.push_back(-100 - ss);
-      for (int step : steps)
-        for (int64_t g = 0; g < group; ++g)
-          for (size_t q = 0; q < reds.size(); ++q) {
-            VReg& a = acc[static_cast<size_t>(g)][q];
-            VReg t = valloc(a.t);
-            if (step > 0) {
-              e_.op("vrot.lane {}, {}, {}", V(t), V(a), step);
-            } else if (step > -100) {
-              e_.op("vrot.sub {}, {}, {}", V(t), V(a), -step);
-            } else {
-              const int ss = -100 - step;
-              int m = -1;
-              for (const auto& [s2, m2] : sublaneSteps)
-                if (s2 == ss) m = m2;
-              VReg above = valloc(a.t);
-              e_.op("vrot.sub {}, {}, {}", V(t), V(a), ss);          // t[s] = a[s - ss]
-              e_.op("vrot.sub {}, {}, {}", V(above), V(a), 8 - ss);  // above[s] = a[s + ss]
-              e_.op("vsel.s32 {}, {}, {}, {}", V(t), M(m), V(above), V(t));
-              vfree(above);
-            }
-            std::vector<VReg> res;
-            if (!lowerComputation(*reds[q]->toApply(), {a, t}, res)) return false;
-            vfree(t);
-            vfree(a);
-            a = res[0];
-          }
-      for (int64_t g = 0; g < group; ++g)
+        std::set<int> keep;
         for (size_t q = 0; q < reds.size(); ++q) {
           VReg& a = acc[static_cast<size_t>(g)][q];
-          std::vector<VReg> res;
-          if (!lowerComputation(*reds[q]->toApply(), {hoisted.at(reds[q]->operand(1)), a}, res)) return false;
-          vfree(a);
-          rowVal[static_cast<size_t>(g)][reds[q]] = res[0];
-          rowOwned[static_cast<size_t>(g)].push_back(res[0]);
-        }
-      if (!computeRowValues(pass)) return false;
-    }
-    // The results.
-    bool ok = overRows([&](bool) -> bool {
-      for (int64_t u = 0; u < unroll; ++u) {
-        for (int64_t g = 0; g < group; ++g) {
-          std::map<const Instruction*, VReg> val;
-          std::vector<VReg> owned;
-          for (size_t j = 0; j < no; ++j) {
-            auto y = evalFull(f.outputs[j], g, u * kVregElems, val, owned);
-            if (!y) return false;
-            vstore(*y, bufs_[outBufs[j]].type,
-                   fmt::format("{} + {}", S(rPtr[nl + j]), static_cast<int64_t>(slot0) + outOff[j] +
-                                                                (g * unitLen + u * kVregElems) * es(outBufs[j])));
+          const bool temp = std::any_of(owned.begin(), owned.end(), [&](VReg o) { return o.r == xs[q].r; });
+          if (first && u == 0) {
+            // The first vreg starts the fold: a temporary is kept as it is.
+            a = temp && !keep.count(xs[q].r) ? xs[q] : l_.vcopy(xs[q], xs[q].t);
+            keep.insert(a.r);
+            continue;
           }
-          freeOwned(owned, {});
+          std::vector<VReg> res;
+          if (!l_.lowerComputation(*reds[q]->toApply(), {a, xs[q]}, res)) return false;
+          if (!first) {
+            // A loop body: the accumulator stays in its register.
+            e_.op("vmov.s32 {}, {}", V(a), V(res[0]));
+            if (res[0].r != xs[q].r || temp) vfree(res[0]);
+            continue;
+          }
+          if (res[0].r != a.r) vfree(a);
+          if (res[0].r == xs[q].r && (!temp || keep.count(xs[q].r))) res[0] = l_.vcopy(xs[q], xs[q].t);
+          a = res[0];
+          keep.insert(a.r);
         }
-        freeVecs();
+        values.freeOwned(owned, keep);
       }
-      return true;
-    });
-    if (!ok) return false;
-    for (int64_t g = 0; g < group; ++g) {
-      std::set<int> live;
-      for (auto& [i, reg] : rowVal[static_cast<size_t>(g)]) live.insert(reg.r);
-      std::set<int> freed;
-      for (VReg v : rowOwned[static_cast<size_t>(g)])
-        if (!kept.count(v.r) && live.count(v.r) && freed.insert(v.r).second) vfree(v);
-      rowVal[static_cast<size_t>(g)].clear();
+      freeVecs();
     }
     return true;
-  };
+  });
+  if (!ok) return false;
+  std::vector<int> steps{64, 32, 16, 8, 4, 2, 1};
+  if (unitRows == 1) steps.insert(steps.end(), {-4, -2, -1});
+  for (const auto& [ss, m] : sublaneSteps) steps.push_back(-100 - ss);
+  for (int step : steps)
+    for (int64_t g = 0; g < group; ++g)
+      for (size_t q = 0; q < reds.size(); ++q) {
+        VReg& a = acc[static_cast<size_t>(g)][q];
+        VReg t = valloc(a.t);
+        if (step > 0) {
+          e_.op("vrot.lane {}, {}, {}", V(t), V(a), step);
+        } else if (step > -100) {
+          e_.op("vrot.sub {}, {}, {}", V(t), V(a), -step);
+        } else {
+          const int ss = -100 - step;
+          int m = -1;
+          for (const auto& [s2, m2] : sublaneSteps)
+            if (s2 == ss) m = m2;
+          VReg above = valloc(a.t);
+          e_.op("vrot.sub {}, {}, {}", V(t), V(a), ss);          // t[s] = a[s - ss]
+          e_.op("vrot.sub {}, {}, {}", V(above), V(a), 8 - ss);  // above[s] = a[s + ss]
+          e_.op("vsel.s32 {}, {}, {}, {}", V(t), M(m), V(above), V(t));
+          vfree(above);
+        }
+        std::vector<VReg> res;
+        if (!l_.lowerComputation(*reds[q]->toApply(), {a, t}, res)) return false;
+        vfree(t);
+        vfree(a);
+        a = res[0];
+      }
+  for (int64_t g = 0; g < group; ++g)
+    for (size_t q = 0; q < reds.size(); ++q) {
+      VReg& a = acc[static_cast<size_t>(g)][q];
+      std::vector<VReg> res;
+      if (!l_.lowerComputation(*reds[q]->toApply(), {hoisted.at(reds[q]->operand(1)), a}, res)) return false;
+      vfree(a);
+      rowVal[static_cast<size_t>(g)][reds[q]] = res[0];
+      rowOwned[static_cast<size_t>(g)].push_back(res[0]);
+    }
+  return true;
+}
 
-  // The block loop: block b+1 loads while block b is computed; block b's
-  // results go out while block b+1 is computed.
-  std::string lBatch = e_.newLabel("rblock"), lRow = e_.newLabel("rrow");
-  e_.op("smov {}, 0", S(rB));
-  e_.op("smov {}, 0", S(rSlot));
-  dmaBlock(true, rB, rSlot);
-  e_.label(lBatch);
+// The last pass: the results of the group's rows into the block's slot.
+bool RowFusionEmitter::storeResults() {
+  return overRows([&](bool) -> bool {
+    for (int64_t u = 0; u < unroll; ++u) {
+      for (int64_t g = 0; g < group; ++g) {
+        std::map<const Instruction*, VReg> val;
+        std::vector<VReg> owned;
+        for (size_t j = 0; j < no; ++j) {
+          auto y = evalFull(f.outputs[j], g, u * kVregElems, val, owned);
+          if (!y) return false;
+          l_.vstore(*y, bufs_[outBufs[j]].type,
+                    fmt::format("{} + {}", S(rPtr[nl + j]), static_cast<int64_t>(slot0) + outOff[j] +
+                                                                 (g * unitLen + u * kVregElems) * es(outBufs[j])));
+        }
+        values.freeOwned(owned, {});
+      }
+      freeVecs();
+    }
+    return true;
+  });
+}
+
+// The registers of the group's row values that are still live.
+void RowFusionEmitter::releaseGroup() {
+  for (int64_t g = 0; g < group; ++g) {
+    std::set<int> live;
+    for (auto& [i, reg] : rowVal[static_cast<size_t>(g)]) live.insert(reg.r);
+    std::set<int> freed;
+    for (VReg v : rowOwned[static_cast<size_t>(g)])
+      if (!kept.count(v.r) && live.count(v.r) && freed.insert(v.r).second) vfree(v);
+    rowVal[static_cast<size_t>(g)].clear();
+  }
+}
+
+// A group of rows: the row values pass by pass, then the results.
+bool RowFusionEmitter::groupBody() {
+  rowOwned.assign(static_cast<size_t>(group), {});
+  if (!computeRowValues(0)) return false;
+  for (int pass = 1; pass <= f.passes; ++pass) {
+    const std::vector<const Instruction*>& reds = passReduces[static_cast<size_t>(pass)];
+    if (ordered ? !orderedFold(reds) : !foldPass(reds)) return false;
+    if (!computeRowValues(pass)) return false;
+  }
+  if (!storeResults()) return false;
+  releaseGroup();
+  return true;
+}
+
+// The largest group whose body fits the registers: tried from maxGroup
+// down, the emitted code and the pools rolled back when registers ran out.
+bool RowFusionEmitter::emitLargestGroup() {
+  const auto mark = e_.mark();
+  const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
+  for (int64_t g = maxGroup;; g /= 2) {
+    setGroup(g);
+    l_.softVregs_ = g > 1 && !ordered;
+    l_.vregsExhausted_ = false;
+    bool ok = groupBody();
+    l_.softVregs_ = false;
+    if (!l_.vregsExhausted_) return ok;
+    e_.cut(mark);
+    vregs_.restore(vSaved);
+    masks_.restore(mSaved);
+    sregs_.restore(sSaved);
+    for (auto& rv : rowVal) rv.clear();
+    vecVal.clear();
+  }
+}
+
+// The top of the block loop: the next block's load issued, this block's
+// awaited (and the slot's last write-back), its row count.
+void RowFusionEmitter::startBlock() {
   e_.op("sxor {}, {}, 1", S(rOther), S(rSlot));
   if (nBatches > 1) {
     std::string skip = e_.newLabel("rnoprefetch");
@@ -748,32 +819,32 @@ bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
     e_.op("smov {}, {}", S(rRows), tailRows);
     e_.label(l);
   }
+}
+
+bool RowFusionEmitter::run() {
+  if (leaves.size() != f.outputs.size()) return l_.fail(in, "llo-gen: internal error: row fusion result leaves");
+  nl = f.streamed.size();
+  no = f.outputs.size();
+  nvec = f.vectors.size();
+  outBufs.assign(leaves.begin(), leaves.end());
+  for (const Instruction* p : f.streamed) inBufs.push_back(paramBuf(p));
+  for (const Instruction* p : f.vectors) vecBufs.push_back(paramBuf(p));
+  analyseValues();
+  if (!planVmem() || !hoistAndLoadVectors() || !allocateRegisters()) return false;
+  rowVal.assign(static_cast<size_t>(maxGroup), {});
+  // The block loop: block b+1 loads while block b is computed; block b's
+  // results go out while block b+1 is computed.
+  std::string lBatch = e_.newLabel("rblock"), lRow = e_.newLabel("rrow");
+  e_.op("smov {}, 0", S(rB));
+  e_.op("smov {}, 0", S(rSlot));
+  dmaBlock(true, rB, rSlot);
+  e_.label(lBatch);
+  startBlock();
   // Groups of rows; the last may run past the block's rows on stale VMEM
   // (its results are never written out).
   e_.op("smov {}, 0", S(rRow));
   e_.label(lRow);
-  {
-    // The largest group whose body fits the registers.
-    const auto mark = e_.mark();
-    const auto vSaved = vregs_.save(), mSaved = masks_.save(), sSaved = sregs_.save();
-    for (int64_t g = maxGroup;; g /= 2) {
-      setGroup(g);
-      softVregs_ = g > 1 && !ordered;
-      vregsExhausted_ = false;
-      bool ok = groupBody();
-      softVregs_ = false;
-      if (!vregsExhausted_) {
-        if (!ok) return false;
-        break;
-      }
-      e_.cut(mark);
-      vregs_.restore(vSaved);
-      masks_.restore(mSaved);
-      sregs_.restore(sSaved);
-      for (auto& rv : rowVal) rv.clear();
-      vecVal.clear();
-    }
-  }
+  if (!emitLargestGroup()) return false;
   e_.op("sadd {}, {}, {}", S(rRow), S(rRow), group * unitRows);
   e_.op("br.lt {}, {}, {}", S(rRow), S(rRows), lRow);
   dmaBlock(false, rB, rSlot);
@@ -783,13 +854,22 @@ bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
   // The last (two) write-backs.
   e_.op("sem.wait sem{}, {}", 3 + ((nBatches - 1) & 1), no);
   if (nBatches > 1) e_.op("sem.wait sem{}, {}", 3 + ((nBatches - 2) & 1), no);
-
   uint64_t bytes = 0;
   for (int b : inBufs) bytes += bufs_[b].bytes;
   for (int b : outBufs) bytes += bufs_[b].bytes;
   for (int b : vecBufs) bytes += bufs_[b].bytes;
-  endKernel(static_cast<double>(k * r) * static_cast<double>(c.instructionCount()), bytes, vmemUsed);
+  l_.endKernel(static_cast<double>(k * r) * static_cast<double>(f.comp->instructionCount()), bytes, vmemUsed);
   return !failed_;
+}
+
+bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
+  if (!rowFusionFitsVmem(f)) return lowerRowFusionStreamed(in, f);
+  beginKernel(in, "fusion-rows");
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  // Rows of a group are independent: registers rotate so the scheduler can
+  // overlap them.
+  RotatingRegs rotating(vregs_);
+  return RowFusionEmitter(*this, in, f).run();
 }
 
 }  // namespace tpu::codegen

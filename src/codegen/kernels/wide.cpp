@@ -4,9 +4,11 @@
 // 64-bit add and subtract are composed from 32-bit ops on the halves; the
 // rest uses the ISA's register-pair rows (vmul.i64, vadd.f64, vcmp.lt.s64,
 // vcvt.f64.s64, ...), whose results equal the interpreter's; f64 library
-// math is expanded into those rows (kernels/math.cpp, math_f64.cpp). Complex
-// operands and results go to lower_complex.cpp (checkComplexTypes,
-// lowerComplexOp); dots of both share the vector-unit matmul here.
+// math is expanded into those rows (kernels/math.cpp, math_f64.cpp). Which
+// elementwise op is which instruction or expansion is the op table's
+// (op_table.cpp); the pair expansions it names are here. Complex values are
+// kernels/complex.cpp's; dots of both share the vector-unit matmul here.
+#include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -396,35 +398,73 @@ bool Lowerer::lowerWideDot(const Instruction& in) {
 // summed over k in order from zero on the vector unit: the interpreter's
 // order, so integer, f64 and complex results are exact. Each lhs element is
 // read into scalar registers and multiplies a VMEM block of rhs columns.
-bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
-                             int64_t aBatches, int w, int dst, ElementType ot, int valid) {
-  const int64_t es = typeInfo(ot).bytes;  // 4, 8, or 16 for c128
-  const bool masked = valid >= 0 && typeInfo(ot).isComplex;
+//
+// The kernel's phases and the state they share: the plan (K tiles of kt
+// rows, column blocks of nb), and the loops' registers. A friend of
+// Lowerer: the phases use the lowering state as the kernel's member
+// functions do.
+class VectorMatmulEmitter : KernelPhases {
+ public:
+  VectorMatmulEmitter(Lowerer& l, const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
+                      int64_t aBatches, int w, int dst, ElementType ot, int valid)
+      : KernelPhases(l, in), b(b), m(m), k(k), n(n), a(a), aBatches(aBatches), w(w), dst(dst), ot(ot), valid(valid),
+        es(typeInfo(ot).bytes), masked(valid >= 0 && typeInfo(ot).isComplex), isComplex(typeInfo(ot).isComplex),
+        isF64(ot == ElementType::F64) {}
+  bool plan();
+  bool run();
+
+ private:
   // VMEM: the rhs block [rows of K, cols] (+ slack for the last vreg's
   // overrun), then the accumulator row, then (masked) the validity block
   // [rows of K, cols].
-  const uint64_t slack = 8192;  // the rest of the last vreg reads the accumulator
-  auto rhsBytes = [&](int64_t rows, int64_t cols) {
-    return alignUp(static_cast<uint64_t>(rows * cols * es) + slack, 8192);
-  };
-  auto accBytes = [&](int64_t cols) { return alignUp(static_cast<uint64_t>(cols) * es, 8192); };
+  static constexpr uint64_t kSlack = 8192;  // the rest of the last vreg reads the accumulator
+  uint64_t rhsBytes(int64_t rows, int64_t cols) const {
+    return alignUp(static_cast<uint64_t>(rows * cols * es) + kSlack, 8192);
+  }
+  uint64_t accBytes(int64_t cols) const { return alignUp(static_cast<uint64_t>(cols) * es, 8192); }
   // The accumulator row is stored a whole vreg at a time: the validity
   // block starts past the last one.
-  auto accStores = [&](int64_t cols) {
+  uint64_t accStores(int64_t cols) const {
     return alignUp(static_cast<uint64_t>((cols + kVregElems - 1) / kVregElems * kVregElems) * es, 8192);
-  };
-  auto vmemFor = [&](int64_t rows, int64_t cols) {
+  }
+  uint64_t vmemFor(int64_t rows, int64_t cols) const {
     return rhsBytes(rows, cols) +
-           (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(rows * cols) * 4 + 8192, 8192)
-                   : accBytes(cols));
-  };
-  // K tiles of kt rows: the whole K when its rhs block fits VMEM with at
-  // least min(n, 128) columns and the lhs row fits SMEM. Otherwise tiles of
-  // K in order, each adding into the result row it left in HBM, so every
-  // output is still summed over k in order from zero.
-  const uint64_t budget = vmemBudget();
-  int64_t kt = std::min<int64_t>(k, static_cast<int64_t>(target_.memory.smemBytes) / es);
-  int64_t nb = n;
+           (masked ? accStores(cols) + alignUp(static_cast<uint64_t>(rows * cols) * 4 + 8192, 8192) : accBytes(cols));
+  }
+  void allocate();
+  void loadRhsBlock(const std::string& dW, int64_t cols, int64_t rows, uint64_t vW, uint64_t vValid);
+  void loadLhsRow(const std::string& dA);
+  void resultRow();
+  void macVreg();
+  void tile(int64_t cols, int64_t rows, bool zeroInit);
+  void blocks(int64_t cols, int64_t count, int64_t first);
+
+  const int64_t b, m, k, n;
+  const int a;
+  const int64_t aBatches;
+  const int w, dst;
+  const ElementType ot;
+  const int valid;
+  const int64_t es;  // 4, 8, or 16 for c128
+  const bool masked, isComplex, isF64;
+  int64_t kt = 0, nb = 0;
+  bool tiled = false;
+  int rK0 = -1;  // the tile's first k, in bytes of one element
+  int rB = -1, rJ = -1, rCol = -1, rI = -1, rK = -1, rT = -1, rX = -1, rWo = -1, rWj = -1, rAo = -1, rCnt = -1, rS = -1,
+      rSh = -1;
+  std::vector<int> rWords;  // the lhs element's words (s32: one; c128: four)
+  int rVo = -1, rVj = -1;   // validity row and column block
+  VReg zero;
+};
+
+// K tiles of kt rows: the whole K when its rhs block fits VMEM with at
+// least min(n, 128) columns and the lhs row fits SMEM. Otherwise tiles of
+// K in order, each adding into the result row it left in HBM, so every
+// output is still summed over k in order from zero.
+bool VectorMatmulEmitter::plan() {
+  const uint64_t budget = l_.vmemBudget();
+  kt = std::min<int64_t>(k, static_cast<int64_t>(target_.memory.smemBytes) / es);
+  nb = n;
   if (vmemFor(kt, nb) > budget) {
     nb = static_cast<int64_t>((budget - std::min<uint64_t>(budget, 32768)) /
                               static_cast<uint64_t>(kt * es + es + (masked ? kt * 4 : 0)));
@@ -432,204 +472,244 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
   }
   if (nb < std::min<int64_t>(n, 128) || vmemFor(kt, nb) > budget) {
     nb = std::min<int64_t>(n, kVregElems);
-    const uint64_t fixed = (masked ? accStores(nb) + 8192 : accBytes(nb)) + slack + 8192;
+    const uint64_t fixed = (masked ? accStores(nb) + 8192 : accBytes(nb)) + kSlack + 8192;
     const uint64_t perRow = static_cast<uint64_t>(nb * (es + (masked ? 4 : 0)));
     kt = std::min<int64_t>(kt, budget > fixed ? static_cast<int64_t>((budget - fixed) / perRow) : 0);
     while (kt > 0 && vmemFor(kt, nb) > budget) --kt;
   }
   if (kt < 1 || nb < 1)
-    return fail(in,
-                fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit even one row of K "
-                            "at a time",
-                            hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
-  const bool tiled = kt < k;
-  bool isF64 = ot == ElementType::F64;
-  PoolGuard guard({&sregs_, &vregs_, &masks_});
-  int rK0 = tiled ? sreg() : -1;  // the tile's first k, in bytes of one element
-  int rB = sreg(), rJ = sreg(), rCol = sreg(), rI = sreg(), rK = sreg(), rT = sreg(), rX = sreg(),
-      rWo = sreg(), rWj = sreg(), rAo = sreg(), rCnt = sreg(), rS = sreg(), rSh = sreg();
-  const bool isComplex = typeInfo(ot).isComplex;
-  // The lhs element's words (s32: one; c128: four).
-  std::vector<int> rWords = {rS};
+    return l_.fail(in,
+                   fmt::format("llo-gen: {} {} with K={} does not fit VMEM on the vector unit even one row of K "
+                               "at a time",
+                               hlo::elementTypeName(ot), hlo::opcodeName(in.opcode()), k));
+  tiled = kt < k;
+  return true;
+}
+
+void VectorMatmulEmitter::allocate() {
+  if (tiled) rK0 = sreg();
+  rB = sreg();
+  rJ = sreg();
+  rCol = sreg();
+  rI = sreg();
+  rK = sreg();
+  rT = sreg();
+  rX = sreg();
+  rWo = sreg();
+  rWj = sreg();
+  rAo = sreg();
+  rCnt = sreg();
+  rS = sreg();
+  rSh = sreg();
+  rWords = {rS};
   if (es >= 8) rWords.push_back(rSh);
   if (ot == ElementType::C128) rWords.insert(rWords.end(), {sreg(), sreg()});
-  int rVo = masked ? sreg() : -1, rVj = masked ? sreg() : -1;  // validity row and column block
-  VReg zero = vconst(ot, 0);
-  // Rows of K [k0, k0 + rows) of one column block (k0 in rK0 when tiled);
-  // `zeroInit`: the first tile starts each output from zero, later ones
-  // from the partial sums the previous tile stored.
-  auto tile = [&](int64_t cols, int64_t rows, bool zeroInit) {
-    uint64_t vW = 0, vAcc = rhsBytes(rows, cols), vValid = vAcc + accStores(cols);
-    std::string dA = e_.desc(static_cast<uint64_t>(rows * es), {});
-    std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{rows, n * es, cols * es}});
-    std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
-    int64_t nv = (cols + kVregElems - 1) / kVregElems;
-    std::string lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"), lK = e_.newLabel("wk"),
-                lJ = e_.newLabel("wj");
-    e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * es);
+  if (masked) {
+    rVo = sreg();
+    rVj = sreg();
+  }
+  zero = l_.vconst(ot, 0);
+}
+
+// The rhs block of the tile (rows of K from rK0, columns from rCol) at VMEM
+// vW, and (masked) the same validity columns, for every batch, at vValid.
+void VectorMatmulEmitter::loadRhsBlock(const std::string& dW, int64_t cols, int64_t rows, uint64_t vW,
+                                       uint64_t vValid) {
+  e_.op("smul {}, {}, {}", S(rT), S(rB), k * n * es);
+  if (tiled) {
+    e_.op("smul {}, {}, {}", S(rX), S(rK0), n);
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rX));
+  }
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
+  e_.op("smov {}, {}", S(rX), vW);
+  e_.op("{} {}, [{}], {}, sem1", l_.dmaOp("h2v", w), dW, S(rX), l_.memRef(w, S(rT)));
+  if (masked) {
+    std::string dV = e_.desc(static_cast<uint64_t>(cols * 4), {{rows, n * 4, cols * 4}});
+    e_.op("sdiv {}, {}, {}", S(rT), S(rCol), es);
     if (tiled) {
-      e_.op("smul {}, {}, {}", S(rX), S(rK0), n);
+      e_.op("sdiv {}, {}, {}", S(rX), S(rK0), es);
+      e_.op("smul {}, {}, {}", S(rX), S(rX), n);
       e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rX));
     }
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(w));
-    e_.op("smov {}, {}", S(rX), vW);
-    e_.op("{} {}, [{}], {}, sem1", dmaOp("h2v", w), dW, S(rX), memRef(w, S(rT)));
-    if (masked) {  // the same validity columns for every batch
-      std::string dV = e_.desc(static_cast<uint64_t>(cols * 4), {{rows, n * 4, cols * 4}});
-      e_.op("sdiv {}, {}, {}", S(rT), S(rCol), es);
-      if (tiled) {
-        e_.op("sdiv {}, {}, {}", S(rX), S(rK0), es);
-        e_.op("smul {}, {}, {}", S(rX), S(rX), n);
-        e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rX));
-      }
-      e_.op("smul {}, {}, 4", S(rT), S(rT));
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(valid));
-      e_.op("smov {}, {}", S(rX), vValid);
-      e_.op("{} {}, [{}], {}, sem1", dmaOp("h2v", valid), dV, S(rX), memRef(valid, S(rT)));
-      e_.op("sem.wait sem1");
-    }
+    e_.op("smul {}, {}, 4", S(rT), S(rT));
+    e_.op("sadd {}, {}, {}", S(rT), S(rT), base(valid));
+    e_.op("smov {}, {}", S(rX), vValid);
+    e_.op("{} {}, [{}], {}, sem1", l_.dmaOp("h2v", valid), dV, S(rX), l_.memRef(valid, S(rT)));
     e_.op("sem.wait sem1");
-    e_.op("smov {}, 0", S(rI));
-    e_.label(lI);
-    if (aBatches == b) {
-      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
-    } else {
-      e_.op("srem {}, {}, {}", S(rT), S(rB), aBatches);
-      e_.op("smul {}, {}, {}", S(rT), S(rT), m);
+  }
+  e_.op("sem.wait sem1");
+}
+
+// Lhs row rI's elements of the tile into SMEM at 0 (on sem0).
+void VectorMatmulEmitter::loadLhsRow(const std::string& dA) {
+  if (aBatches == b) {
+    e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+  } else {
+    e_.op("srem {}, {}, {}", S(rT), S(rB), aBatches);
+    e_.op("smul {}, {}, {}", S(rT), S(rT), m);
+  }
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+  e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
+  if (tiled) e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rK0));
+  e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
+  e_.op("{} {}, [0], {}, sem0", l_.dmaOp("h2s", a), dA, l_.memRef(a, S(rX)));
+}
+
+// rT: the HBM offset of output row i's column block.
+void VectorMatmulEmitter::resultRow() {
+  e_.op("smul {}, {}, {}", S(rT), S(rB), m);
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
+  e_.op("smul {}, {}, {}", S(rT), S(rT), n * es);
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
+  e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
+}
+
+// One vreg of the accumulator row (at rAo) += the lhs element (rWords) x
+// the rhs vreg at rWj.
+void VectorMatmulEmitter::macVreg() {
+  if (es == 4) {
+    VReg x = l_.vload(ot, S(rWj));
+    e_.op("vmul.s32 {}, {}, {}", V(x), V(x), S(rS));
+    VReg acc = l_.vload(ot, S(rAo));
+    e_.op("vadd.s32 {}, {}, {}", V(acc), V(acc), V(x));
+    l_.vstore(acc, ot, S(rAo));
+    vfree(x);
+    vfree(acc);
+  } else if (isComplex) {
+    // o += a * x as std::complex does: the complex row product, then part-wise adds.
+    VReg x = l_.vload(ot, S(rWj));
+    VReg sa = valloc(ot);
+    std::vector<int> regs = {sa.r, sa.hi};
+    if (ot == ElementType::C128) regs.insert(regs.end(), {sa.im, sa.imh});
+    for (size_t word = 0; word < regs.size(); ++word)
+      e_.op("vmov.s32 {}, {}", vregs_.name(regs[word]), S(rWords[word]));
+    VReg p = l_.complexMultiply(sa, x);
+    VReg acc = l_.vload(ot, S(rAo));
+    VReg sum = l_.complexAdd(acc, p);
+    if (masked) {  // o keeps its value where the product is padding
+      VReg v = l_.vload(ElementType::S32, S(rVj));
+      int keep = malloc_();
+      e_.op("vcmp.ne.s32 {}, {}, 0", M(keep), V(v));
+      std::vector<std::pair<int, int>> parts = {{sum.r, acc.r}, {sum.hi, acc.hi}};
+      if (ot == ElementType::C128) parts.insert(parts.end(), {{sum.im, acc.im}, {sum.imh, acc.imh}});
+      for (auto [d, o] : parts)
+        e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(d), M(keep), vregs_.name(d), vregs_.name(o));
+      masks_.put(keep);
+      vfree(v);
+      e_.op("sadd {}, {}, {}", S(rVj), S(rVj), kVregElems * 4);
     }
-    e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
-    e_.op("smul {}, {}, {}", S(rT), S(rT), k * es);
-    if (tiled) e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rK0));
-    e_.op("sadd {}, {}, {}", S(rX), S(rT), base(a));
-    e_.op("{} {}, [0], {}, sem0", dmaOp("h2s", a), dA, memRef(a, S(rX)));
-    auto resultRow = [&] {  // rT: the HBM offset of output row i's column block
-      e_.op("smul {}, {}, {}", S(rT), S(rB), m);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rI));
-      e_.op("smul {}, {}, {}", S(rT), S(rT), n * es);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), S(rCol));
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst));
-    };
-    if (zeroInit) {
-      e_.op("smov {}, {}", S(rAo), vAcc);
-      e_.op("smov {}, {}", S(rCnt), nv);
-      e_.label(lZ);
-      vstore(zero, ot, S(rAo));
-      e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
-      e_.op("loop {}, {}", S(rCnt), lZ);
+    l_.vstore(sum, ot, S(rAo));
+    for (VReg r : {x, sa, p, acc, sum}) vfree(r);
+  } else {
+    VReg x = l_.vload(ot, S(rWj));
+    VReg sa = valloc(ot);
+    e_.op("vmov.s32 {}, {}", V(sa), S(rS));
+    e_.op("vmov.s32 {}, {}", H(sa), S(rSh));
+    VReg p = valloc(ot);
+    for (int word = 0; word < 2; ++word)
+      e_.op("{} {}, {}, {}, {}, {}, {}", isF64 ? "vmul.f64" : "vmul.i64", word ? H(p) : V(p), V(sa), H(sa), V(x),
+            H(x), word);
+    VReg acc = l_.vload(ot, S(rAo));
+    VReg sum = valloc(ot);
+    if (isF64) {
+      for (int word = 0; word < 2; ++word)
+        e_.op("vadd.f64 {}, {}, {}, {}, {}, {}", word ? H(sum) : V(sum), V(acc), H(acc), V(p), H(p), word);
     } else {
-      resultRow();
-      e_.op("smov {}, {}", S(rX), vAcc);
-      e_.op("{} {}, [{}], {}, sem2", dmaOp("h2v", dst), dC, S(rX), memRef(dst, S(rT)));
-      e_.op("sem.wait sem2");
+      vfree(sum);
+      sum = l_.pairAddSub(true, acc, p, ot);
     }
-    e_.op("sem.wait sem0");
-    e_.op("smov {}, 0", S(rK));
-    e_.op("smov {}, {}", S(rWo), vW);
-    if (masked) e_.op("smov {}, {}", S(rVo), vValid);
-    e_.label(lK);
-    e_.op("sld {}, [{}]", S(rS), S(rK));
-    for (size_t word = 1; word < rWords.size(); ++word)
-      e_.op("sld {}, [{} + {}]", S(rWords[word]), S(rK), 4 * word);
-    e_.op("smov {}, {}", S(rWj), S(rWo));
-    if (masked) e_.op("smov {}, {}", S(rVj), S(rVo));
+    l_.vstore(sum, ot, S(rAo));
+    for (VReg r : {x, sa, p, acc, sum}) vfree(r);
+  }
+}
+
+// Rows of K [k0, k0 + rows) of one column block (k0 in rK0 when tiled);
+// `zeroInit`: the first tile starts each output from zero, later ones
+// from the partial sums the previous tile stored.
+void VectorMatmulEmitter::tile(int64_t cols, int64_t rows, bool zeroInit) {
+  uint64_t vW = 0, vAcc = rhsBytes(rows, cols), vValid = vAcc + accStores(cols);
+  // (Descriptors are numbered in the order they are first made.)
+  std::string dA = e_.desc(static_cast<uint64_t>(rows * es), {});
+  std::string dW = e_.desc(static_cast<uint64_t>(cols * es), {{rows, n * es, cols * es}});
+  std::string dC = e_.desc(static_cast<uint64_t>(cols * es), {});
+  int64_t nv = (cols + kVregElems - 1) / kVregElems;
+  std::string lI = e_.newLabel("wi"), lZ = e_.newLabel("wzero"), lK = e_.newLabel("wk"), lJ = e_.newLabel("wj");
+  loadRhsBlock(dW, cols, rows, vW, vValid);
+  e_.op("smov {}, 0", S(rI));
+  e_.label(lI);
+  loadLhsRow(dA);
+  if (zeroInit) {
     e_.op("smov {}, {}", S(rAo), vAcc);
     e_.op("smov {}, {}", S(rCnt), nv);
-    e_.label(lJ);
-    if (es == 4) {
-      VReg x = vload(ot, S(rWj));
-      e_.op("vmul.s32 {}, {}, {}", V(x), V(x), S(rS));
-      VReg acc = vload(ot, S(rAo));
-      e_.op("vadd.s32 {}, {}, {}", V(acc), V(acc), V(x));
-      vstore(acc, ot, S(rAo));
-      vfree(x);
-      vfree(acc);
-    } else if (isComplex) {
-      // o += a * x as std::complex does: the complex row product, then part-wise adds.
-      VReg x = vload(ot, S(rWj));
-      VReg sa = valloc(ot);
-      std::vector<int> regs = {sa.r, sa.hi};
-      if (ot == ElementType::C128) regs.insert(regs.end(), {sa.im, sa.imh});
-      for (size_t word = 0; word < regs.size(); ++word)
-        e_.op("vmov.s32 {}, {}", vregs_.name(regs[word]), S(rWords[word]));
-      VReg p = complexMultiply(sa, x);
-      VReg acc = vload(ot, S(rAo));
-      VReg sum = complexAdd(acc, p);
-      if (masked) {  // o keeps its value where the product is padding
-        VReg v = vload(ElementType::S32, S(rVj));
-        int keep = malloc_();
-        e_.op("vcmp.ne.s32 {}, {}, 0", M(keep), V(v));
-        std::vector<std::pair<int, int>> parts = {{sum.r, acc.r}, {sum.hi, acc.hi}};
-        if (ot == ElementType::C128) parts.insert(parts.end(), {{sum.im, acc.im}, {sum.imh, acc.imh}});
-        for (auto [d, o] : parts)
-          e_.op("vsel.s32 {}, {}, {}, {}", vregs_.name(d), M(keep), vregs_.name(d), vregs_.name(o));
-        masks_.put(keep);
-        vfree(v);
-        e_.op("sadd {}, {}, {}", S(rVj), S(rVj), kVregElems * 4);
-      }
-      vstore(sum, ot, S(rAo));
-      for (VReg r : {x, sa, p, acc, sum}) vfree(r);
-    } else {
-      VReg x = vload(ot, S(rWj));
-      VReg sa = valloc(ot);
-      e_.op("vmov.s32 {}, {}", V(sa), S(rS));
-      e_.op("vmov.s32 {}, {}", H(sa), S(rSh));
-      VReg p = valloc(ot);
-      for (int word = 0; word < 2; ++word)
-        e_.op("{} {}, {}, {}, {}, {}, {}", isF64 ? "vmul.f64" : "vmul.i64", word ? H(p) : V(p), V(sa), H(sa),
-              V(x), H(x), word);
-      VReg acc = vload(ot, S(rAo));
-      VReg sum = valloc(ot);
-      if (isF64) {
-        for (int word = 0; word < 2; ++word)
-          e_.op("vadd.f64 {}, {}, {}, {}, {}, {}", word ? H(sum) : V(sum), V(acc), H(acc), V(p), H(p), word);
-      } else {
-        vfree(sum);
-        sum = pairAddSub(true, acc, p, ot);
-      }
-      vstore(sum, ot, S(rAo));
-      for (VReg r : {x, sa, p, acc, sum}) vfree(r);
-    }
-    e_.op("sadd {}, {}, {}", S(rWj), S(rWj), kVregElems * es);
+    e_.label(lZ);
+    l_.vstore(zero, ot, S(rAo));
     e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
-    e_.op("loop {}, {}", S(rCnt), lJ);
-    e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * es);
-    if (masked) e_.op("sadd {}, {}, {}", S(rVo), S(rVo), cols * 4);
-    e_.op("sadd {}, {}, {}", S(rK), S(rK), es);
-    e_.op("br.lt {}, {}, {}", S(rK), rows * es, lK);
+    e_.op("loop {}, {}", S(rCnt), lZ);
+  } else {
     resultRow();
     e_.op("smov {}, {}", S(rX), vAcc);
-    e_.op("{} {}, {}, [{}], sem2", dmaOp("v2h", dst), dC, memRef(dst, S(rT)), S(rX));
+    e_.op("{} {}, [{}], {}, sem2", l_.dmaOp("h2v", dst), dC, S(rX), l_.memRef(dst, S(rT)));
     e_.op("sem.wait sem2");
-    e_.op("sadd {}, {}, 1", S(rI), S(rI));
-    e_.op("br.lt {}, {}, {}", S(rI), m, lI);
-  };
-  auto blocks = [&](int64_t cols, int64_t count, int64_t first) {
-    std::string lJb = e_.newLabel("wcol");
-    e_.op("smov {}, 0", S(rJ));
-    e_.op("smov {}, {}", S(rCol), first * es);
-    e_.label(lJb);
-    if (!tiled) {
-      tile(cols, k, true);
-    } else {
-      // The first tile, the other whole tiles as a loop, then the rest of K.
-      const int64_t full = k / kt, rest = k % kt;
-      e_.op("smov {}, 0", S(rK0));
-      tile(cols, kt, true);
+  }
+  e_.op("sem.wait sem0");
+  e_.op("smov {}, 0", S(rK));
+  e_.op("smov {}, {}", S(rWo), vW);
+  if (masked) e_.op("smov {}, {}", S(rVo), vValid);
+  e_.label(lK);
+  e_.op("sld {}, [{}]", S(rS), S(rK));
+  for (size_t word = 1; word < rWords.size(); ++word) e_.op("sld {}, [{} + {}]", S(rWords[word]), S(rK), 4 * word);
+  e_.op("smov {}, {}", S(rWj), S(rWo));
+  if (masked) e_.op("smov {}, {}", S(rVj), S(rVo));
+  e_.op("smov {}, {}", S(rAo), vAcc);
+  e_.op("smov {}, {}", S(rCnt), nv);
+  e_.label(lJ);
+  macVreg();
+  e_.op("sadd {}, {}, {}", S(rWj), S(rWj), kVregElems * es);
+  e_.op("sadd {}, {}, {}", S(rAo), S(rAo), kVregElems * es);
+  e_.op("loop {}, {}", S(rCnt), lJ);
+  e_.op("sadd {}, {}, {}", S(rWo), S(rWo), cols * es);
+  if (masked) e_.op("sadd {}, {}, {}", S(rVo), S(rVo), cols * 4);
+  e_.op("sadd {}, {}, {}", S(rK), S(rK), es);
+  e_.op("br.lt {}, {}, {}", S(rK), rows * es, lK);
+  resultRow();
+  e_.op("smov {}, {}", S(rX), vAcc);
+  e_.op("{} {}, {}, [{}], sem2", l_.dmaOp("v2h", dst), dC, l_.memRef(dst, S(rT)), S(rX));
+  e_.op("sem.wait sem2");
+  e_.op("sadd {}, {}, 1", S(rI), S(rI));
+  e_.op("br.lt {}, {}, {}", S(rI), m, lI);
+}
+
+// `count` column blocks of `cols` from column `first`, each over all of K.
+void VectorMatmulEmitter::blocks(int64_t cols, int64_t count, int64_t first) {
+  std::string lJb = e_.newLabel("wcol");
+  e_.op("smov {}, 0", S(rJ));
+  e_.op("smov {}, {}", S(rCol), first * es);
+  e_.label(lJb);
+  if (!tiled) {
+    tile(cols, k, true);
+  } else {
+    // The first tile, the other whole tiles as a loop, then the rest of K.
+    const int64_t full = k / kt, rest = k % kt;
+    e_.op("smov {}, 0", S(rK0));
+    tile(cols, kt, true);
+    e_.op("sadd {}, {}, {}", S(rK0), S(rK0), kt * es);
+    if (full > 1) {
+      std::string lT = e_.newLabel("wktile");
+      e_.label(lT);
+      tile(cols, kt, false);
       e_.op("sadd {}, {}, {}", S(rK0), S(rK0), kt * es);
-      if (full > 1) {
-        std::string lT = e_.newLabel("wktile");
-        e_.label(lT);
-        tile(cols, kt, false);
-        e_.op("sadd {}, {}, {}", S(rK0), S(rK0), kt * es);
-        e_.op("br.lt {}, {}, {}", S(rK0), full * kt * es, lT);
-      }
-      if (rest > 0) tile(cols, rest, false);
+      e_.op("br.lt {}, {}, {}", S(rK0), full * kt * es, lT);
     }
-    e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * es);
-    e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
-    e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);
-  };
+    if (rest > 0) tile(cols, rest, false);
+  }
+  e_.op("sadd {}, {}, {}", S(rCol), S(rCol), cols * es);
+  e_.op("sadd {}, {}, 1", S(rJ), S(rJ));
+  e_.op("br.lt {}, {}, {}", S(rJ), count, lJb);
+}
+
+bool VectorMatmulEmitter::run() {
+  allocate();
   std::string lB = e_.newLabel("wb");
   e_.op("smov {}, 0", S(rB));
   e_.label(lB);
@@ -639,6 +719,14 @@ bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, 
   e_.op("br.lt {}, {}, {}", S(rB), b, lB);
   vfree(zero);
   return !failed_;
+}
+
+bool Lowerer::emitVectorUnitMatmul(const Instruction& in, int64_t b, int64_t m, int64_t k, int64_t n, int a,
+                                   int64_t aBatches, int w, int dst, ElementType ot, int valid) {
+  VectorMatmulEmitter kernel(*this, in, b, m, k, n, a, aBatches, w, dst, ot, valid);
+  if (!kernel.plan()) return false;
+  PoolGuard guard({&sregs_, &vregs_, &masks_});
+  return kernel.run();
 }
 
 // Convolutions of s64, u64, f64, c64, c128 (and integers, in s32) as the
@@ -732,307 +820,236 @@ bool Lowerer::emitWideConv(const Instruction& in, const ConvGeometry& g, int xBu
   return !failed_;
 }
 
-std::optional<VReg> Lowerer::lowerWideOp(const Instruction& in, const std::vector<VReg>& ops) {
-  ElementType rt = in.shape().elementType();
-  Opcode op = in.opcode();
-  // The operand type the op computes in (select: its value operands).
-  ElementType ot = ops.empty() ? rt : ops[op == Opcode::Select && ops.size() > 1 ? 1 : 0].t;
-  bool isF64 = ot == ElementType::F64;
-  bool isUnsigned = ot == ElementType::U64;
-  auto unsupported = [&]() -> std::optional<VReg> {
-    fail(in, fmt::format("llo-gen: {} on {} is not supported by the vector lowering yet", hlo::opcodeName(op),
-                         hlo::elementTypeName(isPairType(ot) ? ot : rt)));
-    return std::nullopt;
-  };
-  // A register-pair row applied twice, once per word of the result.
-  auto pairBinary = [&](const char* m, VReg a, VReg b) {
-    VReg d = valloc(rt);
-    for (int w = 0; w < 2; ++w)
-      e_.op("{} {}, {}, {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
-    return d;
-  };
-  auto pairUnary = [&](const char* m, VReg a, ElementType t) {
-    VReg d = valloc(t);
-    for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", m, w ? H(d) : V(d), V(a), H(a), w);
-    return d;
-  };
-  // A 32-bit op on each half (bitwise ops).
-  auto halves = [&](const char* m, VReg a, VReg b) {
-    VReg d = valloc(rt);
-    e_.op("{} {}, {}, {}", m, V(d), V(a), V(b));
-    e_.op("{} {}, {}, {}", m, H(d), H(a), H(b));
-    return d;
-  };
-  auto select = [&](int mask, VReg a, VReg b) {
-    VReg d = valloc(rt);
-    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
-    e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
-    return d;
-  };
-  auto addSub = [&](bool add, VReg a, VReg b) { return pairAddSub(add, a, b, rt); };
-  auto zeroPair = [&]() {
-    VReg z = valloc(ot);
-    e_.op("vmov.s32 {}, 0", V(z));
-    e_.op("vmov.s32 {}, 0", H(z));
-    return z;
-  };
+// ---- elementwise ops on pairs: the composed cells of the op table (op_table.cpp)
 
-  switch (op) {
-    case Opcode::Constant: {
-      if (!in.shape().isScalar()) return unsupported();
-      uint64_t bits = in.literal().getBits(0);
-      VReg d = valloc(rt);
-      e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
-      e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
-      return d;
-    }
-    case Opcode::Broadcast:
-    case Opcode::Reshape:
-    case Opcode::Bitcast:
-    case Opcode::Copy:
-      return vcopy(ops[0], rt);
-    case Opcode::BitcastConvert:
-      if (isPairType(rt) && isPairType(ot)) return vcopy(ops[0], rt);
-      return unsupported();
-    case Opcode::Add:
-      return isF64 ? pairBinary("vadd.f64", ops[0], ops[1]) : addSub(true, ops[0], ops[1]);
-    case Opcode::Subtract:
-      return isF64 ? pairBinary("vsub.f64", ops[0], ops[1]) : addSub(false, ops[0], ops[1]);
-    case Opcode::Multiply:
-      return pairBinary(isF64 ? "vmul.f64" : "vmul.i64", ops[0], ops[1]);
-    case Opcode::Divide:
-      return pairBinary(isF64 ? "vdiv.f64" : isUnsigned ? "vdiv.u64" : "vdiv.s64", ops[0], ops[1]);
-    case Opcode::Remainder:
-      return pairBinary(isF64 ? "vrem.f64" : isUnsigned ? "vrem.u64" : "vrem.s64", ops[0], ops[1]);
-    case Opcode::Power:
-      if (!isF64) return integerPower(ops[0], ops[1], rt);
-      return expandMathF64(op, ops);  // kernels/math_f64.cpp
-    case Opcode::ReducePrecision:
-      if (!isF64) return unsupported();
-      return lowerReducePrecision(in, ops[0]);
-    case Opcode::Atan2:
-      if (!isF64) return unsupported();
-      return expandMathF64(op, ops);  // kernels/math_f64.cpp
-    case Opcode::Mulhi:
-      if (isF64) return unsupported();
-      return pairBinary(isUnsigned ? "vmulhi.u64" : "vmulhi.s64", ops[0], ops[1]);
-    case Opcode::Real:  // of a real type: the value itself
-      return vcopy(ops[0], rt);
-    case Opcode::Imag:
-      return zeroPair();
-    case Opcode::And:
-    case Opcode::Or:
-    case Opcode::Xor:
-      if (isF64) return unsupported();
-      return halves(op == Opcode::And ? "vand" : op == Opcode::Or ? "vor" : "vxor", ops[0], ops[1]);
-    case Opcode::Not: {
-      if (isF64) return unsupported();
-      VReg d = valloc(rt);
-      e_.op("vnot {}, {}", V(d), V(ops[0]));
-      e_.op("vnot {}, {}", H(d), H(ops[0]));
-      return d;
-    }
-    case Opcode::ShiftLeft:
-      return pairBinary("vshl.i64", ops[0], ops[1]);
-    case Opcode::ShiftRightLogical:
-      return pairBinary("vshr.i64", ops[0], ops[1]);
-    case Opcode::ShiftRightArithmetic:
-      return pairBinary("vsra.i64", ops[0], ops[1]);
-    case Opcode::Negate:
-    case Opcode::Abs: {
-      if (isF64) {  // the sign bit, in the high word
-        VReg d = valloc(rt);
-        e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-        if (op == Opcode::Negate)
-          e_.op("vxor {}, {}, -2147483648", H(d), H(ops[0]));
-        else
-          e_.op("vand {}, {}, 2147483647", H(d), H(ops[0]));
-        return d;
-      }
-      if (op == Opcode::Abs && isUnsigned) return vcopy(ops[0], rt);
-      VReg z = zeroPair();
-      VReg n = addSub(false, z, ops[0]);
-      vfree(z);
-      if (op == Opcode::Negate) return n;
-      int m = malloc_();
-      e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
-      VReg d = select(m, n, ops[0]);
-      masks_.put(m);
-      vfree(n);
-      return d;
-    }
-    case Opcode::Maximum:
-    case Opcode::Minimum: {
-      bool mx = op == Opcode::Maximum;
-      if (isF64) return pairBinary(mx ? "vmax.f64" : "vmin.f64", ops[0], ops[1]);
-      int m = pairCompare(mx ? "gt" : "lt", ot, ops[0], ops[1]);
-      VReg d = select(m, ops[0], ops[1]);
-      masks_.put(m);
-      return d;
-    }
-    case Opcode::Clamp: {  // clamp(lo, x, hi) = min(max(x, lo), hi)
-      if (isF64) {
-        VReg a = pairBinary("vmax.f64", ops[1], ops[0]);
-        VReg d = pairBinary("vmin.f64", a, ops[2]);
-        vfree(a);
-        return d;
-      }
-      int m = pairCompare("gt", ot, ops[1], ops[0]);
-      VReg a = select(m, ops[1], ops[0]);
-      e_.op("vcmp.lt.{} {}, {}, {}, {}, {}", isUnsigned ? "u64" : "s64", M(m), V(a), H(a), V(ops[2]),
-            H(ops[2]));
-      VReg d = select(m, a, ops[2]);
-      masks_.put(m);
-      vfree(a);
-      return d;
-    }
-    case Opcode::Compare: {
-      const char* dir = kDirs[static_cast<int>(in.attrs().comparisonDirection)];
-      if (!isF64 || in.attrs().comparisonType != hlo::ComparisonType::TotalOrder)
-        return toMask01(pairCompare(dir, ot, ops[0], ops[1]));
-      // Total order: the bits as s64, negative values with their magnitude
-      // bits flipped (-NaN < -inf < -0 < +0 < +NaN).
-      VReg k[2];
-      for (int i = 0; i < 2; ++i) {
-        VReg x = ops[static_cast<size_t>(i)];
-        k[i] = valloc(ElementType::S64);
-        e_.op("vsra {}, {}, 31", V(k[i]), H(x));
-        e_.op("vand {}, {}, 2147483647", H(k[i]), V(k[i]));
-        e_.op("vxor {}, {}, {}", H(k[i]), H(k[i]), H(x));
-        e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(x));
-      }
-      int m = pairCompare(dir, ElementType::S64, k[0], k[1]);
-      vfree(k[0]);
-      vfree(k[1]);
-      return toMask01(m);
-    }
-    case Opcode::Select: {
-      int m = malloc_();
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
-      VReg d = select(m, ops[1], ops[2]);
-      masks_.put(m);
-      return d;
-    }
-    case Opcode::IsFinite: {  // exponent field of the high word not all ones
-      VReg e = valloc(ElementType::S32);
-      int m = malloc_();
-      e_.op("vand {}, {}, 2146435072", V(e), H(ops[0]));
-      e_.op("vcmp.ne.s32 {}, {}, 2146435072", M(m), V(e));
-      vfree(e);
-      return toMask01(m);
-    }
-    case Opcode::Convert: {
-      ElementType from = ops[0].t;
-      TypeInfo ri = typeInfo(rt);
-      if (from == ElementType::F64) return convertFromF64(ops[0], rt);
-      // From s64/u64 on.
-      if (isPairType(from) && isPairType(rt)) {
-        if (rt != ElementType::F64) return vcopy(ops[0], rt);
-        return pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
-      }
-      if (!isPairType(from)) return pairFrom32(ops[0], rt);
-      // From a pair to a 32-bit register form.
-      if (rt == ElementType::Pred) {
-        VReg t = valloc(ElementType::S32);
-        int m = malloc_();
-        e_.op("vor {}, {}, {}", V(t), V(ops[0]), H(ops[0]));
-        e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(t));
-        vfree(t);
-        return toMask01(m);
-      }
-      if (ri.isFloat && rt != ElementType::F32) {
-        // Narrow floats: rounded once from f64 (through f32 would round
-        // twice); integers go to f64 first, as the interpreter converts them.
-        VReg x = pairUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], ElementType::F64);
-        VReg d = convertFromF64(x, rt);
-        vfree(x);
-        return d;
-      }
-      VReg d = valloc(rt);
-      if (ri.isFloat) {
-        e_.op("{} {}, {}, {}", from == ElementType::S64 ? "vcvt.f32.s64" : "vcvt.f32.u64", V(d), V(ops[0]),
-              H(ops[0]));
-        return d;
-      }
-      // Integer narrowing wraps: the low word.
-      e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
-      return normalize(d);
-    }
-    case Opcode::Popcnt:
-    case Opcode::Clz: {
-      if (isF64) return unsupported();
-      // Per half, then combined: popcnt(lo) + popcnt(hi); clz(hi), or
-      // 32 + clz(lo) when the high word is zero.
-      bool clz = op == Opcode::Clz;
-      VReg c[2];
-      for (int h = 0; h < 2; ++h) {
-        VReg x = valloc(ElementType::S32), t = valloc(ElementType::S32);
-        e_.op("vmov.s32 {}, {}", V(x), h ? H(ops[0]) : V(ops[0]));
-        emitLanePopcount(x, t, clz);
-        if (clz) {  // 32 - (bits set after smearing the top one down)
-          VReg w = vconst(ElementType::S32, 32);
-          e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
-          vfree(w);
-        }
-        vfree(t);
-        c[h] = x;
-      }
-      VReg d = valloc(rt);
-      e_.op("vmov.s32 {}, 0", H(d));
-      if (clz) {
-        int m = malloc_();
-        e_.op("vadd.s32 {}, {}, 32", V(c[0]), V(c[0]));
-        e_.op("vcmp.eq.s32 {}, {}, 0", M(m), H(ops[0]));
-        e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(c[0]), V(c[1]));
-        masks_.put(m);
-      } else {
-        e_.op("vadd.s32 {}, {}, {}", V(d), V(c[0]), V(c[1]));
-      }
-      vfree(c[0]);
-      vfree(c[1]);
-      return d;
-    }
-    case Opcode::Sign: {  // (signed operands only, as HLO allows)
-      if (isF64) break;   // the pair row below
-      // -1 (all ones) when negative, else 0 or 1 by whether any bit is set.
-      VReg d = valloc(rt), nz = valloc(ElementType::S32);
-      int m = malloc_();
-      e_.op("vor {}, {}, {}", V(nz), V(ops[0]), H(ops[0]));
-      e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(nz));
-      e_.op("vmov.s32 {}, 1", V(nz));
-      e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(m), V(nz));
-      e_.op("vmov.s32 {}, 0", H(d));
-      e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
-      e_.op("vsra {}, {}, 31", H(d), H(ops[0]));
-      e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), H(d), V(d));
-      masks_.put(m);
-      vfree(nz);
-      return d;
-    }
-    case Opcode::Map: {
-      std::vector<VReg> out;
-      if (!lowerComputation(*in.toApply(), ops, out) || out.size() != 1) return std::nullopt;
-      return out[0];
-    }
-    default:
-      break;
+VReg Lowerer::pairSelect(int mask, VReg a, VReg b, ElementType t) {
+  VReg d = valloc(t);
+  e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(mask), V(a), V(b));
+  e_.op("vsel.s32 {}, {}, {}, {}", H(d), M(mask), H(a), H(b));
+  return d;
+}
+
+VReg Lowerer::pairZero(ElementType t) {
+  VReg z = valloc(t);
+  e_.op("vmov.s32 {}, 0", V(z));
+  e_.op("vmov.s32 {}, 0", H(z));
+  return z;
+}
+
+VReg Lowerer::pairRow(const char* mnemonic, VReg a, VReg b, ElementType t) {
+  VReg d = valloc(t);
+  for (int w = 0; w < 2; ++w)
+    e_.op("{} {}, {}, {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), V(b), H(b), w);
+  return d;
+}
+
+VReg Lowerer::pairRowUnary(const char* mnemonic, VReg a, ElementType t) {
+  VReg d = valloc(t);
+  for (int w = 0; w < 2; ++w) e_.op("{} {}, {}, {}, {}", mnemonic, w ? H(d) : V(d), V(a), H(a), w);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairConstant(const Instruction& in, const std::vector<VReg>&) {
+  uint64_t bits = in.literal().getBits(0);
+  VReg d = valloc(in.shape().elementType());
+  e_.op("vmov.s32 {}, {}", V(d), static_cast<int32_t>(static_cast<uint32_t>(bits)));
+  e_.op("vmov.s32 {}, {}", H(d), static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairAddSubOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return pairAddSub(in.opcode() == Opcode::Add, ops[0], ops[1], in.shape().elementType());
+}
+
+std::optional<VReg> Lowerer::pairNegateAbs(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType(), ot = ops[0].t;
+  bool negate = in.opcode() == Opcode::Negate;
+  if (ot == ElementType::F64) {  // the sign bit, in the high word
+    VReg d = valloc(rt);
+    e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+    if (negate)
+      e_.op("vxor {}, {}, -2147483648", H(d), H(ops[0]));
+    else
+      e_.op("vand {}, {}, 2147483647", H(d), H(ops[0]));
+    return d;
   }
-  if (!isF64 || ops.size() != 1) return unsupported();
-  // Library math composed from the pair rows (kernels/math.cpp, math_f64.cpp).
-  if (op == Opcode::Exp) return expandExpF64(ops[0]);
-  if (std::optional<VReg> r = expandMathF64(op, ops)) return r;
-  static const std::map<Opcode, const char*> kUnary = {
-      {Opcode::Sqrt, "vsqrt.f64"},
-      {Opcode::Rsqrt, "vrsqrt.f64"},
-      {Opcode::Floor, "vfloor.f64"},
-      {Opcode::Ceil, "vceil.f64"},
-      {Opcode::RoundNearestEven, "vround.f64"},
-      {Opcode::RoundNearestAfz, "vround.afz.f64"},
-      {Opcode::Sign, "vsign.f64"},
-  };
-  auto it = kUnary.find(op);
-  if (it == kUnary.end()) return unsupported();
-  return pairUnary(it->second, ops[0], rt);
+  if (!negate && ot == ElementType::U64) return vcopy(ops[0], rt);
+  VReg z = pairZero(ot);
+  VReg n = pairAddSub(false, z, ops[0], rt);
+  vfree(z);
+  if (negate) return n;
+  int m = malloc_();
+  e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
+  VReg d = pairSelect(m, n, ops[0], rt);
+  masks_.put(m);
+  vfree(n);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairMinMax(const Instruction& in, const std::vector<VReg>& ops) {  // s64, u64
+  int m = pairCompare(in.opcode() == Opcode::Maximum ? "gt" : "lt", ops[0].t, ops[0], ops[1]);
+  VReg d = pairSelect(m, ops[0], ops[1], in.shape().elementType());
+  masks_.put(m);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairClamp(const Instruction& in, const std::vector<VReg>& ops) {
+  // clamp(lo, x, hi) = min(max(x, lo), hi)
+  ElementType rt = in.shape().elementType(), ot = ops[0].t;
+  if (ot == ElementType::F64) {
+    VReg a = pairRow("vmax.f64", ops[1], ops[0], rt);
+    VReg d = pairRow("vmin.f64", a, ops[2], rt);
+    vfree(a);
+    return d;
+  }
+  int m = pairCompare("gt", ot, ops[1], ops[0]);
+  VReg a = pairSelect(m, ops[1], ops[0], rt);
+  e_.op("vcmp.lt.{} {}, {}, {}, {}, {}", ot == ElementType::U64 ? "u64" : "s64", M(m), V(a), H(a), V(ops[2]),
+        H(ops[2]));
+  VReg d = pairSelect(m, a, ops[2], rt);
+  masks_.put(m);
+  vfree(a);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairCompareOp(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType ot = ops[0].t;
+  const char* dir = kDirs[static_cast<int>(in.attrs().comparisonDirection)];
+  if (ot != ElementType::F64 || in.attrs().comparisonType != hlo::ComparisonType::TotalOrder)
+    return toMask01(pairCompare(dir, ot, ops[0], ops[1]));
+  // Total order: the bits as s64, negative values with their magnitude
+  // bits flipped (-NaN < -inf < -0 < +0 < +NaN).
+  VReg k[2];
+  for (int i = 0; i < 2; ++i) {
+    VReg x = ops[static_cast<size_t>(i)];
+    k[i] = valloc(ElementType::S64);
+    e_.op("vsra {}, {}, 31", V(k[i]), H(x));
+    e_.op("vand {}, {}, 2147483647", H(k[i]), V(k[i]));
+    e_.op("vxor {}, {}, {}", H(k[i]), H(k[i]), H(x));
+    e_.op("vxor {}, {}, {}", V(k[i]), V(k[i]), V(x));
+  }
+  int m = pairCompare(dir, ElementType::S64, k[0], k[1]);
+  vfree(k[0]);
+  vfree(k[1]);
+  return toMask01(m);
+}
+
+std::optional<VReg> Lowerer::pairSelectOp(const Instruction& in, const std::vector<VReg>& ops) {
+  int m = malloc_();
+  e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(ops[0]));
+  VReg d = pairSelect(m, ops[1], ops[2], in.shape().elementType());
+  masks_.put(m);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairIsFinite(const Instruction&, const std::vector<VReg>& ops) {
+  // The exponent field of the high word not all ones.
+  VReg e = valloc(ElementType::S32);
+  int m = malloc_();
+  e_.op("vand {}, {}, 2146435072", V(e), H(ops[0]));
+  e_.op("vcmp.ne.s32 {}, {}, 2146435072", M(m), V(e));
+  vfree(e);
+  return toMask01(m);
+}
+
+std::optional<VReg> Lowerer::pairConvert(const Instruction& in, const std::vector<VReg>& ops) {
+  ElementType rt = in.shape().elementType(), from = ops[0].t;
+  TypeInfo ri = typeInfo(rt);
+  if (from == ElementType::F64) return convertFromF64(ops[0], rt);
+  // From s64/u64 on.
+  if (isPairType(from) && isPairType(rt)) {
+    if (rt != ElementType::F64) return vcopy(ops[0], rt);
+    return pairRowUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], rt);
+  }
+  if (!isPairType(from)) return pairFrom32(ops[0], rt);
+  // From a pair to a 32-bit register form.
+  if (rt == ElementType::Pred) {
+    VReg t = valloc(ElementType::S32);
+    int m = malloc_();
+    e_.op("vor {}, {}, {}", V(t), V(ops[0]), H(ops[0]));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(t));
+    vfree(t);
+    return toMask01(m);
+  }
+  if (ri.isFloat && rt != ElementType::F32) {
+    // Narrow floats: rounded once from f64 (through f32 would round
+    // twice); integers go to f64 first, as the interpreter converts them.
+    VReg x = pairRowUnary(from == ElementType::S64 ? "vcvt.f64.s64" : "vcvt.f64.u64", ops[0], ElementType::F64);
+    VReg d = convertFromF64(x, rt);
+    vfree(x);
+    return d;
+  }
+  VReg d = valloc(rt);
+  if (ri.isFloat) {
+    e_.op("{} {}, {}, {}", from == ElementType::S64 ? "vcvt.f32.s64" : "vcvt.f32.u64", V(d), V(ops[0]), H(ops[0]));
+    return d;
+  }
+  // Integer narrowing wraps: the low word.
+  e_.op("vmov.s32 {}, {}", V(d), V(ops[0]));
+  return normalize(d);
+}
+
+std::optional<VReg> Lowerer::pairPopcntClz(const Instruction& in, const std::vector<VReg>& ops) {
+  // Per half, then combined: popcnt(lo) + popcnt(hi); clz(hi), or
+  // 32 + clz(lo) when the high word is zero.
+  bool clz = in.opcode() == Opcode::Clz;
+  VReg c[2];
+  for (int h = 0; h < 2; ++h) {
+    VReg x = valloc(ElementType::S32), t = valloc(ElementType::S32);
+    e_.op("vmov.s32 {}, {}", V(x), h ? H(ops[0]) : V(ops[0]));
+    emitLanePopcount(x, t, clz);
+    if (clz) {  // 32 - (bits set after smearing the top one down)
+      VReg w = vconst(ElementType::S32, 32);
+      e_.op("vsub.s32 {}, {}, {}", V(x), V(w), V(x));
+      vfree(w);
+    }
+    vfree(t);
+    c[h] = x;
+  }
+  VReg d = valloc(in.shape().elementType());
+  e_.op("vmov.s32 {}, 0", H(d));
+  if (clz) {
+    int m = malloc_();
+    e_.op("vadd.s32 {}, {}, 32", V(c[0]), V(c[0]));
+    e_.op("vcmp.eq.s32 {}, {}, 0", M(m), H(ops[0]));
+    e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), V(c[0]), V(c[1]));
+    masks_.put(m);
+  } else {
+    e_.op("vadd.s32 {}, {}, {}", V(d), V(c[0]), V(c[1]));
+  }
+  vfree(c[0]);
+  vfree(c[1]);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairIntSign(const Instruction& in, const std::vector<VReg>& ops) {
+  // -1 (all ones) when negative, else 0 or 1 by whether any bit is set.
+  VReg d = valloc(in.shape().elementType()), nz = valloc(ElementType::S32);
+  int m = malloc_();
+  e_.op("vor {}, {}, {}", V(nz), V(ops[0]), H(ops[0]));
+  e_.op("vcmp.ne.s32 {}, {}, 0", M(m), V(nz));
+  e_.op("vmov.s32 {}, 1", V(nz));
+  e_.op("vsel.s32 {}, {}, {}, 0", V(d), M(m), V(nz));
+  e_.op("vmov.s32 {}, 0", H(d));
+  e_.op("vcmp.lt.s32 {}, {}, 0", M(m), H(ops[0]));
+  e_.op("vsra {}, {}, 31", H(d), H(ops[0]));
+  e_.op("vsel.s32 {}, {}, {}, {}", V(d), M(m), H(d), V(d));
+  masks_.put(m);
+  vfree(nz);
+  return d;
+}
+
+std::optional<VReg> Lowerer::pairImag(const Instruction&, const std::vector<VReg>& ops) {
+  return pairZero(ops[0].t);
+}
+
+// f64 library math is expanded into the pair rows (kernels/math.cpp, math_f64.cpp).
+std::optional<VReg> Lowerer::expF64Op(const Instruction&, const std::vector<VReg>& ops) {
+  return expandExpF64(ops[0]);
+}
+
+std::optional<VReg> Lowerer::f64LibraryOp(const Instruction& in, const std::vector<VReg>& ops) {
+  return expandMathF64(in.opcode(), ops);
 }
 
 }  // namespace tpu::codegen

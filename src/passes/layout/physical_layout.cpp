@@ -582,10 +582,357 @@ class RelayoutSinker {
     return true;
   }
 
+  // ---- dots reading physical operands
+
+  // An operand of a dot as the dot twin reads it: its dimensions (the
+  // physical ones for a physical operand) and, per logical dimension, the
+  // dimensions that make it up, major to minor (row-major digits of the
+  // logical index, padded).
+  struct DotView {
+    Instruction* value = nullptr;
+    std::vector<int64_t> dims;
+    std::vector<std::vector<int64_t>> digits;
+  };
+
+  // The physical `ph` as a view: one T(a,b) tile of two dimensions, no
+  // dimensions merged (rank <= 3): the two tiled logical dimensions are
+  // (outer, tile) digit pairs.
+  static std::optional<DotView> physicalView(const Physical& ph) {
+    auto p = planFor(ph.key);
+    if (!p || p->tilings.size() != 1 || p->tilings[0].tile.size() != 2 || p->tilings[0].prepended || p->merged)
+      return std::nullopt;
+    const size_t r = p->perm.size();
+    if (r < 2) return std::nullopt;
+    DotView v;
+    v.value = ph.value;
+    v.dims = p->physical;
+    v.digits.resize(r);
+    const size_t s = r - 2;
+    for (size_t i = 0; i < s; ++i) v.digits[static_cast<size_t>(p->perm[i])] = {static_cast<int64_t>(i)};
+    v.digits[static_cast<size_t>(p->perm[s])] = {static_cast<int64_t>(s), static_cast<int64_t>(s + 2)};
+    v.digits[static_cast<size_t>(p->perm[s + 1])] = {static_cast<int64_t>(s + 1), static_cast<int64_t>(s + 3)};
+    return v;
+  }
+
+  static DotView logicalView(Instruction* o) {
+    DotView v;
+    v.value = o;
+    v.dims = o->shape().dimensions();
+    for (int64_t d = 0; d < o->shape().rank(); ++d) v.digits.push_back({d});
+    return v;
+  }
+
+  static int64_t extent(const DotView& v, int64_t logicalDim) {
+    int64_t e = 1;
+    for (int64_t d : v.digits[static_cast<size_t>(logicalDim)]) e *= v.dims[static_cast<size_t>(d)];
+    return e;
+  }
+
+  // Splits the digits of `a`'s dimension da and `b`'s db (same unpadded
+  // extent) into their common refinement, so that the dot can pair them one
+  // to one: (K/128, 128) and (K/8, 8) both become (K/128, 16, 8). False when
+  // the two digit boundaries do not nest.
+  static bool refinePair(DotView& a, int64_t da, DotView& b, int64_t db, int64_t size) {
+    if (extent(a, da) != size || extent(b, db) != size) return false;
+    std::set<int64_t> bounds;
+    for (DotView* v : {&a, &b}) {
+      const auto& ds = v->digits[static_cast<size_t>(v == &a ? da : db)];
+      int64_t inner = 1;
+      bounds.insert(1);
+      for (auto it = ds.rbegin(); it != ds.rend(); ++it) bounds.insert(inner *= v->dims[static_cast<size_t>(*it)]);
+    }
+    int64_t prev = 1;
+    for (int64_t x : bounds)
+      if (x % prev != 0) return false;
+      else prev = x;
+    for (DotView* v : {&a, &b}) splitDigits(*v, v == &a ? da : db, bounds);
+    return true;
+  }
+
+  // Splits each digit of logical dimension `d` at the `bounds` (inner
+  // products) that fall inside it; the dimensions after it shift.
+  static void splitDigits(DotView& v, int64_t d, const std::set<int64_t>& bounds) {
+    std::vector<int64_t> ds = v.digits[static_cast<size_t>(d)];
+    int64_t inner = 1;
+    for (auto it = ds.rbegin(); it != ds.rend(); ++it) {
+      const int64_t at = *it, size = v.dims[static_cast<size_t>(at)];
+      std::vector<int64_t> parts;  // minor to major
+      int64_t lo = inner;
+      for (int64_t x : bounds)
+        if (x > inner && x < inner * size) parts.push_back(x / lo), lo = x;
+      parts.push_back(inner * size / lo);
+      inner *= size;
+      if (parts.size() == 1) continue;
+      const int64_t extra = static_cast<int64_t>(parts.size()) - 1;
+      for (auto& g : v.digits)
+        for (int64_t& x : g)
+          if (x > at) x += extra;
+      std::vector<int64_t> sizes(parts.rbegin(), parts.rend());
+      v.dims.erase(v.dims.begin() + at);
+      v.dims.insert(v.dims.begin() + at, sizes.begin(), sizes.end());
+      auto& g = v.digits[static_cast<size_t>(d)];
+      auto pos = std::find(g.begin(), g.end(), at);
+      std::vector<int64_t> idx;
+      for (int64_t i = 0; i <= extra; ++i) idx.push_back(at + i);
+      pos = g.erase(pos);
+      g.insert(pos, idx.begin(), idx.end());
+    }
+  }
+
+  // The free digits of `v` in increasing dimension order, provided that is
+  // the logical free dimensions' digits in logical order.
+  static std::optional<std::vector<int64_t>> freeDigits(const DotView& v, const std::vector<int64_t>& a,
+                                                       const std::vector<int64_t>& b) {
+    std::vector<int64_t> inOrder, sorted;
+    for (int64_t d = 0; d < static_cast<int64_t>(v.digits.size()); ++d)
+      if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end())
+        for (int64_t x : v.digits[static_cast<size_t>(d)]) inOrder.push_back(x);
+    sorted = inOrder;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != inOrder) return std::nullopt;
+    return inOrder;
+  }
+
+  // The dot `in` is or fuses: in an output fusion, each dot operand is a
+  // parameter or elementwise work on one array parameter of the operand's
+  // shape (a prologue: its instructions by name in `side`), and everything
+  // after the dot is elementwise on the dot's shape with scalars.
+  struct DotSite {
+    const Instruction* dot = nullptr;
+    int64_t param[2] = {0, 1};  // the operands' parameters (or operand numbers)
+    std::map<std::string, int> side;
+  };
+
+  static std::optional<DotSite> dotOf(const Instruction* in) {
+    DotSite site;
+    if (in->opcode() == Opcode::Dot) {
+      site.dot = in;
+      return site;
+    }
+    if (in->opcode() != Opcode::Fusion || in->attrs().fusionKind != hlo::FusionKind::Output || !in->fusedComputation())
+      return std::nullopt;
+    const Computation& c = *in->fusedComputation();
+    const Instruction* dot = nullptr;
+    for (const auto& up : c.instructions())
+      if (up->opcode() == Opcode::Dot) {
+        if (dot) return std::nullopt;
+        dot = up.get();
+      }
+    if (!dot) return std::nullopt;
+    site.dot = dot;
+    for (int j = 0; j < 2; ++j) {
+      const Instruction* o = dot->operand(j);
+      const Instruction* param = nullptr;
+      std::vector<const Instruction*> stack{o};
+      while (!stack.empty()) {
+        const Instruction* i = stack.back();
+        stack.pop_back();
+        if (site.side.count(i->name())) continue;
+        if (i->shape().isScalar() && (i->opcode() == Opcode::Parameter || i->opcode() == Opcode::Constant)) continue;
+        if (!i->shape().isArray() || i->shape().dimensions() != o->shape().dimensions() ||
+            !i->calledComputations().empty() || i->hasSideEffect())
+          return std::nullopt;
+        site.side[i->name()] = j;
+        if (i->opcode() == Opcode::Parameter) {
+          if (param) return std::nullopt;
+          param = i;
+          continue;
+        }
+        if (i->opcode() == Opcode::Broadcast && i->operand(0)->shape().isScalar()) continue;
+        if (!hlo::isElementwise(i->opcode()) || i->opcode() == Opcode::Constant) return std::nullopt;
+        for (const Instruction* x : i->operands()) stack.push_back(x);
+      }
+      if (!param) return std::nullopt;
+      site.param[j] = param->attrs().parameterNumber;
+    }
+    if (site.param[0] == site.param[1]) return std::nullopt;
+    const std::vector<int64_t>& dims = dot->shape().dimensions();
+    if (!c.root() || c.root()->shape().dimensions() != dims || in->shape().dimensions() != dims ||
+        site.side.count(c.root()->name()))
+      return std::nullopt;
+    for (const auto& up : c.instructions()) {
+      const Instruction& i = *up;
+      if (&i == dot || site.side.count(i.name())) continue;
+      if (!i.calledComputations().empty() || !i.shape().isArray()) return std::nullopt;
+      for (const Instruction* x : i.operands())
+        if (site.side.count(x->name())) return std::nullopt;  // prologue values read after the dot
+      const bool scalar = i.shape().isScalar();
+      if (i.opcode() == Opcode::Parameter) {
+        if (!scalar) return std::nullopt;
+        continue;
+      }
+      if (!scalar && i.shape().dimensions() != dims) return std::nullopt;
+      if (i.opcode() == Opcode::Constant && scalar) continue;
+      if (i.opcode() == Opcode::Broadcast && i.operand(0)->shape().isScalar()) continue;
+      if (hlo::isElementwise(i.opcode()) && !i.hasSideEffect()) continue;
+      return std::nullopt;
+    }
+    return site;
+  }
+
+  // A dot over operands stored T(8,128) reads the tiles themselves: the dot
+  // is rewritten over the physical arrays (each logical dimension split into
+  // its digits, contracting and batch digits refined to pair up), its result
+  // [batch, lhs free, rhs free digits] reshaped (and sliced off its padding)
+  // to the logical value. Contracting and batch dimensions must be unpadded
+  // (the padding is not zero after sunk elementwise work).
+  bool tryDot(Instruction* in) {
+    std::optional<DotSite> site = dotOf(in);
+    if (!site || !in->controlPredecessors().empty() || in->hasSideEffect()) return false;
+    const Instruction* dot = site->dot;
+    const bool fusion = dot != in;
+    const hlo::DotDimensionNumbers& dn = *dot->attrs().dotDims;
+    if (dn.lhsBatchDimensions.size() != dn.rhsBatchDimensions.size() ||
+        dn.lhsContractingDimensions.size() != dn.rhsContractingDimensions.size())
+      return false;
+    const int64_t pos[2] = {site->param[0], site->param[1]};
+    DotView view[2];
+    bool anyPhysical = false;
+    for (int j = 0; j < 2; ++j) {
+      Instruction* o = in->operand(pos[j]);
+      view[j] = logicalView(o);
+      auto it = physOf_.find(resolve(o));
+      if (it == physOf_.end() || it->second.value->shape().elementType() != o->shape().elementType()) continue;
+      auto v = physicalView(it->second);
+      if (!v) continue;
+      // The MXU streams the lhs along K and the rhs along N: the lanes (the
+      // minor physical dimension) must be a contracting dimension of the lhs
+      // and a free one of the rhs, or the tiles would be read across their
+      // lanes (then the operand's relayout, a transpose, is read instead).
+      const int64_t lane = static_cast<int64_t>(v->dims.size()) - 1;
+      int64_t owner = -1;
+      for (size_t d = 0; d < v->digits.size(); ++d)
+        if (std::find(v->digits[d].begin(), v->digits[d].end(), lane) != v->digits[d].end())
+          owner = static_cast<int64_t>(d);
+      const auto& contracting = j == 0 ? dn.lhsContractingDimensions : dn.rhsContractingDimensions;
+      const auto& batch = j == 0 ? dn.lhsBatchDimensions : dn.rhsBatchDimensions;
+      const bool inContracting = std::find(contracting.begin(), contracting.end(), owner) != contracting.end();
+      const bool inBatch = std::find(batch.begin(), batch.end(), owner) != batch.end();
+      if (inBatch || inContracting != (j == 0)) continue;
+      view[j] = *v;
+      anyPhysical = true;
+    }
+    if (!anyPhysical) return false;
+    const Shape& ls = dot->operand(0)->shape();
+    auto pairUp = [&](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+      for (size_t i = 0; i < a.size(); ++i)
+        if (!refinePair(view[0], a[i], view[1], b[i], ls.dimension(a[i]))) return false;
+      return true;
+    };
+    if (!pairUp(dn.lhsContractingDimensions, dn.rhsContractingDimensions) ||
+        !pairUp(dn.lhsBatchDimensions, dn.rhsBatchDimensions))
+      return false;
+    auto digitList = [&](const DotView& v, const std::vector<int64_t>& ds) {
+      std::vector<int64_t> out;
+      for (int64_t d : ds)
+        for (int64_t x : v.digits[static_cast<size_t>(d)]) out.push_back(x);
+      return out;
+    };
+    hlo::DotDimensionNumbers nd;
+    nd.lhsBatchDimensions = digitList(view[0], dn.lhsBatchDimensions);
+    nd.rhsBatchDimensions = digitList(view[1], dn.rhsBatchDimensions);
+    nd.lhsContractingDimensions = digitList(view[0], dn.lhsContractingDimensions);
+    nd.rhsContractingDimensions = digitList(view[1], dn.rhsContractingDimensions);
+    auto lf = freeDigits(view[0], dn.lhsBatchDimensions, dn.lhsContractingDimensions);
+    auto rf = freeDigits(view[1], dn.rhsBatchDimensions, dn.rhsContractingDimensions);
+    if (!lf || !rf) return false;
+    std::vector<int64_t> outDims;
+    for (int64_t x : nd.lhsBatchDimensions) outDims.push_back(view[0].dims[static_cast<size_t>(x)]);
+    for (int64_t x : *lf) outDims.push_back(view[0].dims[static_cast<size_t>(x)]);
+    for (int64_t x : *rf) outDims.push_back(view[1].dims[static_cast<size_t>(x)]);
+    if (outDims.size() > 8 || view[0].dims.size() > 8 || view[1].dims.size() > 8) return false;
+    // The padded logical result: each output dimension is its digits' product.
+    std::vector<int64_t> padded;
+    auto extents = [&](const DotView& v, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+      for (int64_t d = 0; d < static_cast<int64_t>(v.digits.size()); ++d)
+        if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end())
+          padded.push_back(extent(v, d));
+    };
+    for (int64_t d : dn.lhsBatchDimensions) padded.push_back(extent(view[0], d));
+    extents(view[0], dn.lhsBatchDimensions, dn.lhsContractingDimensions);
+    extents(view[1], dn.rhsBatchDimensions, dn.rhsContractingDimensions);
+    if (padded.size() != static_cast<size_t>(dot->shape().rank())) return false;
+
+    const hlo::ElementType t = in->shape().elementType();
+    Instruction* ops[2];
+    for (int j = 0; j < 2; ++j) {
+      Instruction* v = view[j].value;
+      if (v->shape().dimensions() != view[j].dims) {
+        Instruction* r = entry_.addInstruction(Opcode::Reshape, eb_.fresh(in->name() + ".tiles"),
+                                               Shape(v->shape().elementType(), view[j].dims).withDefaultLayout());
+        r->addOperand(v);
+        v = r;
+      }
+      ops[j] = v;
+    }
+    Instruction* twin = entry_.addInstruction(in->opcode(), eb_.fresh(in->name() + ".physical"),
+                                              Shape(t, outDims).withDefaultLayout());
+    if (in->hasAttributes()) twin->attrs() = in->attrs();
+    twin->common() = in->common();
+    twin->setLocation(in->location());
+    for (int64_t i = 0; i < in->operandCount(); ++i)
+      twin->addOperand(i == pos[0] ? ops[0] : i == pos[1] ? ops[1] : in->operand(i));
+    if (!fusion) {
+      twin->attrs().dotDims = nd;
+    } else {
+      Computation* body = cloneComputation(module_, *in->fusedComputation(),
+                                           freshComputationName(in->fusedComputation()->name() + ".tiles"), "");
+      for (const auto& up : body->instructions()) {
+        Instruction& i = *up;
+        if (i.shape().isScalar()) continue;
+        auto side = site->side.find(i.name());
+        if (side != site->side.end()) {  // the operand's parameter and prologue
+          i.setShape(Shape(i.shape().elementType(), view[side->second].dims).withDefaultLayout());
+          continue;
+        }
+        i.setShape(Shape(i.shape().elementType(), outDims).withDefaultLayout());
+        if (i.opcode() == Opcode::Dot) i.attrs().dotDims = nd;
+      }
+      twin->addCalledComputation(body);
+    }
+    Instruction* value = twin;
+    if (outDims != padded) {
+      value = entry_.addInstruction(Opcode::Reshape, eb_.fresh(in->name() + ".logical"), Shape(t, padded).withDefaultLayout());
+      value->addOperand(twin);
+    }
+    if (padded != in->shape().dimensions()) {
+      Instruction* s = entry_.addInstruction(Opcode::Slice, eb_.fresh(in->name() + ".logical"),
+                                             Shape(t, in->shape().dimensions()).withDefaultLayout());
+      s->addOperand(value);
+      std::vector<hlo::SliceDimension> sl;
+      for (int64_t d : in->shape().dimensions()) sl.push_back({0, d, 1});
+      s->attrs().slice = std::move(sl);
+      value = s;
+    }
+    value->setShape(in->shape());
+    const std::string name = in->name();
+    Computation* oldBody = fusion ? in->fusedComputation() : nullptr;
+    replaceInstruction(in, value);
+    twin->setName(name);
+    bool called = false;  // a fused computation is its fusion's own, but make sure
+    for (const auto& c : module_.computations())
+      for (const auto& i : c->instructions())
+        for (Computation* callee : i->calledComputations()) called = called || callee == oldBody;
+    if (oldBody && !called) module_.removeComputation(oldBody);
+    ++dotsOnTiles_;
+    return true;
+  }
+
+  std::string freshComputationName(const std::string& base) const {
+    std::string name = base;
+    for (int i = 1; module_.findComputation(name); ++i) name = fmt::format("{}.{}", base, i);
+    return name;
+  }
+
+ public:
+  int64_t dotsOnTiles_ = 0;  // dots rewritten to read their operands' tiles
+
+ private:
   void tryMember(Instruction* in) {
     const Shape& shape = in->shape();
     if (!shape.isArray() || shape.isScalar() || in->hasSideEffect() || !in->controlPredecessors().empty()) return;
     if (tryBitcast(in)) return;
+    if (tryDot(in)) return;
     const bool elementwise = hlo::isElementwise(in->opcode()) && in->calledComputations().empty();
     const bool fusion = in->opcode() == Opcode::Fusion && in->fusedComputation() &&
                         agnosticBody(*in->fusedComputation(), shape.dimensions());

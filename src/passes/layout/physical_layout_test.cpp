@@ -295,5 +295,54 @@ TEST(PhysicalEdges, ArrayConstantsAreStoredPhysicallyToo) {
   }
 }
 
+// Counts the entry's instructions of `op`.
+int64_t countOps(const hlo::Module& m, hlo::Opcode op) {
+  int64_t n = 0;
+  for (const auto& in : m.entry()->instructions()) n += in->opcode() == op;
+  return n;
+}
+
+TEST(PhysicalEdges, DotsReadTheTilesOfTheirOperands) {
+  // An unpadded contraction over T(8,128) operands, lanes along K for the
+  // lhs and along N for the rhs, padded free dimensions (20 rows, 300
+  // columns): the dot reads the tiles (no relayout), its result is sliced.
+  const char* text = R"(HloModule t, entry_computation_layout={(f32[20,256]{1,0:T(8,128)}, f32[256,300]{1,0:T(8,128)})->f32[20,300]{1,0}}
+ENTRY main {
+  x = f32[20,256]{1,0:T(8,128)} parameter(0)
+  w = f32[256,300]{1,0:T(8,128)} parameter(1)
+  ROOT d = f32[20,300]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})";
+  auto m = parse(text);
+  expectSameThroughEdges(*m);
+  auto p = parse(text);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Transpose) + countOps(*p, hlo::Opcode::Fusion), 0)
+      << hlo::writeModule(*p, hlo::HloEncoding::Text);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Dot), 1);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Slice), 1);
+}
+
+TEST(PhysicalEdges, DotsWithPaddedContractionsKeepTheirRelayouts) {
+  // K = 200 pads to 256 lanes (garbage after sunk elementwise work): the
+  // operands are relaid as before; an output fusion with a tanh epilogue.
+  const char* text = R"(HloModule t, entry_computation_layout={(f32[16,200]{1,0:T(8,128)}, f32[200,128]{1,0:T(8,128)})->f32[16,128]{1,0}}
+fc {
+  a = f32[16,200]{1,0} parameter(0)
+  b = f32[200,128]{1,0} parameter(1)
+  d = f32[16,128]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[16,128]{1,0} tanh(d)
+}
+ENTRY main {
+  x = f32[16,200]{1,0:T(8,128)} parameter(0)
+  w = f32[200,128]{1,0:T(8,128)} parameter(1)
+  ROOT f = f32[16,128]{1,0} fusion(x, w), kind=kOutput, calls=fc
+})";
+  auto m = parse(text);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_EQ(report.names, (std::vector<std::string>{"x", "w"}));
+}
+
 }  // namespace
 }  // namespace tpu::passes::layout
