@@ -1,7 +1,8 @@
 // Layout assignment benchmark: the time `layout-assignment` takes on
 // generated modules of about 1k, 10k and 100k instructions (a chain of
-// transposed dots, bias adds and reshapes) with the time per instruction
-// at each size (linear time keeps it flat), on the largest corpus module, and the
+// transposed dots, bias adds and reshapes; and blocks whose constraints
+// conflict, two copies each) with the time per instruction at each size
+// (linear time keeps it flat), on the largest corpus module, and the
 // copies it inserts and transposes it makes free on the workloads and
 // models, all in one run, in process CPU time. Then simulated time on v5e
 // of a chain of transposed dots and of the two-layer conv net compiled
@@ -63,6 +64,33 @@ std::string chain(int layers) {
   return s;
 }
 
+// `layers` blocks whose constraints conflict: a column-major bf16 weight
+// (entry layout kept) feeds a dot through a convert (the copy moves above
+// it) and a sine (sharing that copy), a custom-call returns its result
+// column-major (a second copy for the tanh after it): two copies per
+// block, about 1k, 10k and 100k instructions at 125, 1250 and 12500.
+std::string conflicts(int layers) {
+  std::string s = "HloModule conflicts\n\nENTRY main {\n  x_0 = f32[64,128] parameter(0)\n";
+  std::string outs;
+  for (int i = 0; i < layers; ++i) {
+    s += fmt::format(
+        "  p_{0} = bf16[128,128]{{0,1}} parameter({1})\n"
+        "  c_{0} = f32[128,128] convert(p_{0})\n"
+        "  d_{0} = f32[64,128] dot(x_{0}, c_{0}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}\n"
+        "  sn_{0} = bf16[128,128] sine(p_{0})\n"
+        "  t_{0} = (f32[64,128], bf16[128,128]) tuple(d_{0}, sn_{0})\n"
+        "  g_{0} = f32[64,128] get-tuple-element(t_{0}), index=0\n"
+        "  cc_{0} = f32[64,128]{{0,1}} custom-call(g_{0}), custom_call_target=\"foo\"\n"
+        "  x_{1} = f32[64,128] tanh(cc_{0})\n",
+        i, i + 1);
+    outs += fmt::format(", sn_{}", i);
+  }
+  std::string types;
+  for (int i = 0; i < layers; ++i) types += ", bf16[128,128]";
+  s += fmt::format("  ROOT out = (f32[64,128]{}) tuple(x_{}{})\n}}\n", types, layers, outs);
+  return s;
+}
+
 struct Run {
   double seconds = 1e30;
   tpu::passes::layout::LayoutReport report;
@@ -77,6 +105,7 @@ Run timeLayout(const tpu::hlo::Module& module, int runs) {
     tpu::passes::layout::LayoutReport report;
     tpu::passes::layout::LayoutOptions options;
     options.report = &report;
+    options.remarks = false;  // the counts (as hlo-layout without --remarks)
     tpu::DiagnosticEngine diags;
     double start = cpuSeconds();
     tpu::passes::layout::LayoutAssignmentPass(options).run(*copy, diags);
@@ -166,6 +195,21 @@ int main(int argc, char** argv) {
                 "reshapes free %lld\n",
                 static_cast<long long>(n), r.seconds * 1e3, perInst[k] * 1e6, static_cast<long long>(r.report.copies),
                 static_cast<long long>(r.report.freeTransposes), static_cast<long long>(r.report.freeReshapes));
+  }
+  std::printf("  time per instruction, 10k / 1k: %.2fx, 100k / 10k: %.2fx (linear: ~1)\n", perInst[1] / perInst[0],
+              perInst[2] / perInst[1]);
+  std::printf("with conflicting constraints (two copies per 8 instructions; median of 3):\n");
+  int blocks[3] = {125, 1250, 12500};
+  for (int k = 0; k < 3; ++k) {
+    tpu::DiagnosticEngine diags;
+    auto loaded =
+        tpu::hlo::readModule(std::make_shared<tpu::SourceFile>("conflicts.hlo", conflicts(blocks[k])), diags);
+    if (!loaded.module) return 1;
+    int64_t n = countInstructions(*loaded.module);
+    Run r = timeLayout(*loaded.module, 3);
+    perInst[k] = r.seconds / static_cast<double>(n);
+    std::printf("  %7lld instructions: %8.2f ms  %6.3f us/instruction  copies %lld\n", static_cast<long long>(n),
+                r.seconds * 1e3, perInst[k] * 1e6, static_cast<long long>(r.report.copies));
   }
   std::printf("  time per instruction, 10k / 1k: %.2fx, 100k / 10k: %.2fx (linear: ~1)\n", perInst[1] / perInst[0],
               perInst[2] / perInst[1]);

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     if (target->registers.lanes > 0) options.geometry.lanes = target->registers.lanes;
     options.hbmBytesPerSecond = tpu::target::hbmBytesPerSecond(*target);
     options.report = &report;
+    options.remarks = !remarks.empty();
     // This tool's layout-assignment carries the command line's options.
     tpu::passes::registerAllPasses();
     tpu::passes::PassRegistry::global().add(

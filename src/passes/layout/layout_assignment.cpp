@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -129,6 +130,16 @@ bool hasM2M(const Shape& s, const M2M& m) {
   return true;
 }
 
+// Whether layoutOf(a) == layoutOf(b), without building either.
+bool sameM2M(const Shape& a, const Shape& b) {
+  const bool ha = a.hasLayout() && isPermutation(a.layout().minorToMajor, a.rank());
+  const bool hb = b.hasLayout() && isPermutation(b.layout().minorToMajor, b.rank());
+  if (ha && hb) return a.layout().minorToMajor == b.layout().minorToMajor;
+  if (ha) return hasM2M(b, a.layout().minorToMajor);
+  if (hb) return hasM2M(a, b.layout().minorToMajor);
+  return a.rank() == b.rank();
+}
+
 // Major-to-minor dimension lists to minor_to_major.
 M2M fromMajorToMinor(std::vector<int64_t> majorToMinor) {
   std::reverse(majorToMinor.begin(), majorToMinor.end());
@@ -151,24 +162,58 @@ class Assigner {
 
   bool run();
   LayoutReport report;
+  // Remarks are built only for a caller that reads them.
+  bool wantRemarks() const { return options_.remarks && options_.report; }
 
  private:
   struct Pos {
-    Instruction* inst;
-    int64_t leaf;
-    int64_t rank;  // -1: not an array leaf
+    uint32_t ord;  // the instruction's ordinal
+    int32_t leaf;
+    int32_t rank;  // -1: not an array leaf
   };
+  static constexpr uint32_t kNoOrdinal = UINT32_MAX;
   struct Suggestion {
     int64_t cls;
-    M2M m2m;
+    uint32_t layout;  // number in layouts_
     int origin;
+  };
+  // Layouts by number (a module has few distinct ones): classes and fixed
+  // positions hold a number, not a vector each. Number 0 is the empty list.
+  uint32_t intern(const M2M& m) {
+    auto [it, fresh] = layoutIds_.try_emplace(m, static_cast<uint32_t>(layouts_.size()));
+    if (fresh) layouts_.push_back(m);
+    return it->second;
+  }
+  struct M2MHash {
+    size_t operator()(const M2M& m) const {
+      uint64_t h = m.size();
+      for (int64_t d : m) h = (h ^ static_cast<uint64_t>(d)) * 0x100000001b3ULL;
+      return static_cast<size_t>(h);
+    }
   };
 
   // Dense number of an instruction of a processed computation (-1: none).
-  int64_t ordinal(const Instruction* inst) const { return ordinals_.find(inst); }
-  bool hasPositions(const Instruction* inst) const { return ordinals_.contains(inst); }
+  // The tables hold operands and users as ordinals (buildPositions), so the
+  // pass looks instructions up only for the roots and parameters of
+  // computations (kept at hand) and for the remarks of copies: the table of
+  // every instruction is built on the first such lookup (on large modules
+  // each lookup in it is a cache miss).
+  int64_t ordinal(const Instruction* inst) const {
+    if (auto it = landmarks_.find(inst); it != landmarks_.end()) return it->second;
+    if (!ordinalsBuilt_) {
+      ordinals_ = hlo::PointerIndex(insts_.size());
+      for (size_t k = 0; k < insts_.size(); ++k) ordinals_.set(insts_[k], static_cast<uint32_t>(k));
+      ordinalsBuilt_ = true;
+    }
+    return ordinals_.find(inst);
+  }
+  uint32_t ordinal32(const Instruction* inst) const {
+    int64_t k = ordinal(inst);
+    return k < 0 ? kNoOrdinal : static_cast<uint32_t>(k);
+  }
+  bool hasPositions(const Instruction* inst) const { return ordinal(inst) >= 0; }
   int64_t pos(const Instruction* inst, int64_t leaf) const {
-    int64_t k = ordinals_.find(inst);
+    int64_t k = ordinal(inst);
     if (k < 0) throw std::out_of_range("layout-assignment: instruction without positions");
     return base_[static_cast<size_t>(k)] + leaf;
   }
@@ -185,9 +230,13 @@ class Assigner {
     if (a > b) std::swap(a, b);
     parent_[static_cast<size_t>(b)] = a;  // the earliest position represents the class
   }
-  void uniteRange(const Instruction* a, int64_t aLeaf, const Instruction* b, int64_t bLeaf, int64_t count) {
-    for (int64_t k = 0; k < count; ++k) unite(pos(a, aLeaf + k), pos(b, bLeaf + k));
+  void uniteOrdinals(uint32_t a, int64_t aLeaf, uint32_t b, int64_t bLeaf, int64_t count) {
+    if (a == kNoOrdinal || b == kNoOrdinal) return;
+    for (int64_t k = 0; k < count; ++k) unite(base_[a] + aLeaf + k, base_[b] + bLeaf + k);
   }
+  // Ordinal of operand `j` of the instruction numbered `ord` (kNoOrdinal:
+  // outside the processed computations).
+  uint32_t operandOrdinal(uint32_t ord, int64_t j) const { return opList_[opStart_[ord] + static_cast<size_t>(j)]; }
   // Where a layout came from, formatted only when a remark needs it (most
   // never are): one record per constraint, no string built while seeding.
   enum class OriginKind : uint8_t {
@@ -214,12 +263,12 @@ class Assigner {
   void collectComputations();
   void buildPositions();
   void seed();
-  void addRequirement(Instruction* user, int64_t operand, std::vector<std::vector<M2M>> leaves, int originId);
-  void suggest(int64_t position, M2M m2m, int priority, int originId);
+  void addRequirement(uint32_t user, int64_t operand, std::vector<std::vector<M2M>> leaves, int originId);
+  void suggest(int64_t position, const M2M& m2m, int priority, int originId);
   void propagate();
   void propagateFrom(int64_t cls, const M2M& m2m, int priority, int originId);
-  void toOperand(Instruction* inst, int64_t leaf, const M2M& m2m, int priority, int originId);
-  void toUsers(Instruction* inst, const M2M& m2m, int priority, int originId);
+  void toOperand(uint32_t ord, int64_t leaf, const M2M& m2m, int priority, int originId);
+  void toUsers(uint32_t ord, const M2M& m2m, int priority, int originId);
 
   // Rewriting.
   const M2M& finalLayout(int64_t position) const;
@@ -230,10 +279,24 @@ class Assigner {
   void insertUseCopies();
   void placeCopies();
   void mergeCopies();
-  void makeBitcasts();
-  void applyTiles();
+  void makeBitcast(const Computation& c, Instruction* inst);
+  void tile(Instruction* inst) const;
+  void finish();
   std::string newName(const std::string& base);
-  static std::vector<Instruction*> usersOf(const Computation& c, const Instruction* x);
+  // Adds an instruction to a processed computation (which is then sorted).
+  Instruction* add(Computation& c, Opcode op, std::string name, Shape shape) {
+    grown_.insert(&c);
+    return c.addInstruction(op, std::move(name), std::move(shape));
+  }
+  // Users of the values of the computations copies were added to, kept up
+  // to date while copies move (placeCopies): each user once, in no
+  // particular order. Built on first use.
+  std::vector<Instruction*>& usesOf(const Instruction* x);
+  void dropUse(const Instruction* x, const Instruction* user);
+  // Removes a copy this pass made (removed from its computation at the end:
+  // one sweep per computation, not one per copy).
+  void retire(Instruction* copy);
+  void removeRetired();
   static void redirect(const std::vector<Instruction*>& users, Instruction* from, Instruction* to);
   std::string producedByText(const Instruction* inst, int64_t leaf);
 
@@ -243,30 +306,50 @@ class Assigner {
   std::vector<Computation*> processed_;  // entry and control-flow callees, callees first
   std::unordered_set<const Computation*> processedSet_;
   // Instructions of the processed computations by dense ordinal: the first
-  // position of each, and its users (CSR: users of ordinal k are
-  // userList_[userStart_[k] .. userStart_[k + 1]), in program order, each once).
-  hlo::PointerIndex ordinals_;
+  // position of each (base_), its operands (CSR, as ordinals) and its users
+  // (CSR: users of ordinal k are userList_[userStart_[k] .. userStart_[k + 1]),
+  // in program order, each once).
+  mutable hlo::PointerIndex ordinals_;
+  mutable bool ordinalsBuilt_ = false;
+  std::unordered_map<const Instruction*, uint32_t> landmarks_;  // roots, parameters of callees
+  std::vector<Instruction*> insts_;  // by ordinal
+  std::vector<uint32_t> compStart_;  // ordinals of processed_[i]: compStart_[i] .. compStart_[i + 1]
+  std::vector<char> inOrder_;        // per processed_[i]: operands precede users, no control edges
+  std::unordered_set<const Computation*> grown_;  // instructions added (copies): sorted at the end
   std::vector<int64_t> base_;
+  std::vector<uint32_t> opStart_;  // operand ordinals of ordinal k: opList_[opStart_[k] .. opStart_[k + 1])
+  std::vector<uint32_t> opList_;
   std::vector<uint32_t> userStart_;
-  std::vector<Instruction*> userList_;
+  std::vector<uint32_t> userList_;  // ordinals
   std::vector<Pos> positions_;
   std::vector<int64_t> parent_;
   // Array positions of each class (CSR by representative: memberStart_[cls] ..).
   std::vector<uint32_t> memberStart_;
   std::vector<uint32_t> memberList_;
   std::vector<char> set_;
-  std::vector<M2M> classM2M_;
+  std::deque<M2M> layouts_{M2M{}};  // a deque: references stay valid as it grows
+  std::unordered_map<M2M, uint32_t, M2MHash> layoutIds_{{M2M{}, 0}};
+  std::vector<uint32_t> classLayout_;
   std::vector<int> classOrigin_;
-  std::vector<M2M> fixed_;  // per position: the layout it must have (when isFixed_)
+  std::vector<uint32_t> fixed_;  // per position: the layout it must have (when isFixed_)
   std::vector<char> isFixed_;
   std::vector<int> fixedOrigin_;  // per position: origin of the fixed layout (-1: not fixed)
-  // Requirements on operands, per user ordinal: (operand number, requirement).
-  std::vector<std::vector<std::pair<int64_t, Requirement>>> requirements_;
+  // Requirements on operands: (user ordinal, operand number, requirement),
+  // in user order (seeding visits users in order); few instructions have any.
+  struct UseRequirement {
+    uint32_t user;
+    int64_t operand;
+    Requirement requirement;
+  };
+  std::vector<UseRequirement> requirements_;
   std::vector<Origin> origins_;
   std::array<std::deque<Suggestion>, kLevels> queues_;
   std::set<std::string> names_;
   bool namesKnown_ = false;
   std::vector<Instruction*> copies_;  // inserted array copies (null once removed)
+  std::unordered_map<const Instruction*, std::vector<Instruction*>> uses_;
+  bool usesBuilt_ = false;
+  std::unordered_set<const Instruction*> retired_;
   std::unordered_map<const Instruction*, LayoutRemark> copyInfo_;
   std::optional<hlo::ComputationLayout> entryLayout_;
   Shape entryResult_;
@@ -330,110 +413,184 @@ void Assigner::collectComputations() {
 void Assigner::buildPositions() {
   size_t count = 0;
   for (Computation* c : processed_) count += c->instructions().size();
-  ordinals_ = hlo::PointerIndex(count);
+  insts_.reserve(count);
   base_.reserve(count);
   positions_.reserve(count + count / 4);
+  compStart_.reserve(processed_.size() + 1);
   std::vector<const Shape*> leaves;
   for (Computation* c : processed_) {
+    compStart_.push_back(static_cast<uint32_t>(insts_.size()));
     for (const auto& up : c->instructions()) {
       Instruction* inst = up.get();
-      ordinals_.set(inst, static_cast<uint32_t>(base_.size()));
+      const auto ord = static_cast<uint32_t>(insts_.size());
+      if (inst == c->root() || (c != module_.entry() && inst->opcode() == Opcode::Parameter))
+        landmarks_.emplace(inst, ord);  // what control flow and the entry result look up
+      insts_.push_back(inst);
       base_.push_back(static_cast<int64_t>(positions_.size()));
+      const Shape& s = inst->shape();
+      if (!s.isTuple()) {
+        positions_.push_back({ord, 0, s.isArray() ? static_cast<int32_t>(s.rank()) : -1});
+        continue;
+      }
       leaves.clear();
-      collectLeaves(inst->shape(), leaves);
+      collectLeaves(s, leaves);
       for (size_t k = 0; k < leaves.size(); ++k)
-        positions_.push_back({inst, static_cast<int64_t>(k), leaves[k]->isArray() ? leaves[k]->rank() : -1});
+        positions_.push_back(
+            {ord, static_cast<int32_t>(k), leaves[k]->isArray() ? static_cast<int32_t>(leaves[k]->rank()) : -1});
+    }
+  }
+  compStart_.push_back(static_cast<uint32_t>(count));
+  // Operands as ordinals. Most operands are defined a few instructions
+  // before their use: those are found in insts_ itself. The others are
+  // numbered through a table of just those instructions, filled in one
+  // sweep over insts_ (a table of every instruction costs a cache miss per
+  // lookup on large modules). A computation whose operands all precede
+  // their users (and without control edges) needs no sorting at the end
+  // unless copies are added to it.
+  constexpr uint32_t kWindow = 8;
+  struct Far {
+    uint32_t edge, user;
+    uint32_t ci;
+  };
+  std::vector<Far> far;
+  opStart_.assign(count + 1, 0);
+  opList_.clear();
+  opList_.reserve(count * 2);
+  inOrder_.assign(processed_.size(), 1);
+  for (size_t ci = 0; ci < processed_.size(); ++ci)
+    for (uint32_t ord = compStart_[ci]; ord < compStart_[ci + 1]; ++ord) {
+      const Instruction* inst = insts_[ord];
+      for (const Instruction* o : inst->operands()) {
+        uint32_t k = kNoOrdinal;
+        for (uint32_t d = 1; d <= kWindow && ord >= compStart_[ci] + d; ++d)
+          if (insts_[ord - d] == o) {
+            k = ord - d;
+            break;
+          }
+        if (k == kNoOrdinal) far.push_back({static_cast<uint32_t>(opList_.size()), ord, static_cast<uint32_t>(ci)});
+        opList_.push_back(k);
+      }
+      if (!inst->controlPredecessors().empty()) inOrder_[ci] = 0;
+      opStart_[ord + 1] = static_cast<uint32_t>(opList_.size());
+    }
+  if (!far.empty()) {
+    // Slot of each instruction some far operand names, then its ordinal.
+    hlo::PointerIndex slots(far.size());
+    std::vector<const Instruction*> named;
+    for (Far& f : far) {
+      const Instruction* o = insts_[f.user]->operand(static_cast<int64_t>(f.edge - opStart_[f.user]));
+      if (slots.find(o) < 0) slots.set(o, static_cast<uint32_t>(named.size())), named.push_back(o);
+    }
+    std::vector<uint32_t> slotOrdinal(named.size(), kNoOrdinal);
+    for (uint32_t k = 0; k < count; ++k)
+      if (int64_t slot = slots.find(insts_[k]); slot >= 0) slotOrdinal[static_cast<size_t>(slot)] = k;
+    for (const Far& f : far) {
+      const Instruction* o = insts_[f.user]->operand(static_cast<int64_t>(f.edge - opStart_[f.user]));
+      const uint32_t k = slotOrdinal[static_cast<size_t>(slots.find(o))];
+      opList_[f.edge] = k;
+      if (k == kNoOrdinal || k < compStart_[f.ci] || k >= f.user) inOrder_[f.ci] = 0;
     }
   }
   // Users, as Computation::computeUsers lists them: program order, each
   // user once. Counted first, then filled (one flat array).
-  std::vector<uint32_t> lastUser(count, UINT32_MAX);
+  std::vector<uint32_t> lastUser(count, kNoOrdinal);
   userStart_.assign(count + 1, 0);
-  uint32_t ord = 0;
-  for (Computation* c : processed_)
-    for (const auto& up : c->instructions()) {
-      for (const Instruction* o : up->operands()) {
-        int64_t k = ordinal(o);
-        if (k < 0 || lastUser[static_cast<size_t>(k)] == ord) continue;
-        lastUser[static_cast<size_t>(k)] = ord;
-        ++userStart_[static_cast<size_t>(k) + 1];
-      }
-      ++ord;
+  for (uint32_t ord = 0; ord < count; ++ord)
+    for (uint32_t e = opStart_[ord]; e < opStart_[ord + 1]; ++e) {
+      uint32_t k = opList_[e];
+      if (k == kNoOrdinal || lastUser[k] == ord) continue;
+      lastUser[k] = ord;
+      ++userStart_[k + 1];
     }
   for (size_t k = 0; k < count; ++k) userStart_[k + 1] += userStart_[k];
   userList_.resize(userStart_[count]);
   std::vector<uint32_t> fill(userStart_.begin(), userStart_.end() - 1);
-  std::fill(lastUser.begin(), lastUser.end(), UINT32_MAX);
-  ord = 0;
-  for (Computation* c : processed_)
-    for (const auto& up : c->instructions()) {
-      for (const Instruction* o : up->operands()) {
-        int64_t k = ordinal(o);
-        if (k < 0 || lastUser[static_cast<size_t>(k)] == ord) continue;
-        lastUser[static_cast<size_t>(k)] = ord;
-        userList_[fill[static_cast<size_t>(k)]++] = up.get();
-      }
-      ++ord;
+  std::fill(lastUser.begin(), lastUser.end(), kNoOrdinal);
+  for (uint32_t ord = 0; ord < count; ++ord)
+    for (uint32_t e = opStart_[ord]; e < opStart_[ord + 1]; ++e) {
+      uint32_t k = opList_[e];
+      if (k == kNoOrdinal || lastUser[k] == ord) continue;
+      lastUser[k] = ord;
+      userList_[fill[k]++] = ord;
     }
-  requirements_.resize(count);
   parent_.resize(positions_.size());
   for (size_t i = 0; i < parent_.size(); ++i) parent_[i] = static_cast<int64_t>(i);
-  for (Computation* c : processed_) {
-    for (const auto& up : c->instructions()) {
-      Instruction* inst = up.get();
-      const Shape& s = inst->shape();
-      int64_t leaves = s.leafCount();
-      switch (inst->opcode()) {
-        case Opcode::Tuple:
-          for (int64_t i = 0; i < inst->operandCount(); ++i)
-            uniteRange(inst, leafOffset(s, i), inst->operand(i), 0, inst->operand(i)->shape().leafCount());
-          break;
-        case Opcode::GetTupleElement: {
-          const Shape& t = inst->operand(0)->shape();
-          if (t.isTuple()) uniteRange(inst, 0, inst->operand(0), leafOffset(t, inst->attrs().tupleIndex), leaves);
-          break;
+  // First leaf of each element of a tuple-shaped value, computed once per
+  // tuple that get-tuple-elements read (leafOffset per use is quadratic).
+  std::unordered_map<uint32_t, std::vector<int64_t>> elementLeaf;
+  auto elementOffset = [&](uint32_t tupleOrd, const Shape& t, int64_t index) -> int64_t {
+    auto [it, fresh] = elementLeaf.try_emplace(tupleOrd);
+    if (fresh) {
+      int64_t n = 0;
+      for (const Shape& e : t.tupleElements()) it->second.push_back(n), n += e.leafCount();
+    }
+    return index >= 0 && index < static_cast<int64_t>(it->second.size()) ? it->second[static_cast<size_t>(index)]
+                                                                         : leafOffset(t, index);
+  };
+  for (uint32_t ord = 0; ord < count; ++ord) {
+    Instruction* inst = insts_[ord];
+    const Shape& s = inst->shape();
+    switch (inst->opcode()) {
+      case Opcode::Tuple: {
+        int64_t offset = 0;  // leafOffset(s, i), summed as it goes
+        for (int64_t i = 0; i < inst->operandCount(); ++i) {
+          uniteOrdinals(ord, offset, operandOrdinal(ord, i), 0, inst->operand(i)->shape().leafCount());
+          if (i < s.tupleSize()) offset += s.tupleElement(i).leafCount();
         }
-        case Opcode::OptimizationBarrier:
-        case Opcode::AddDependency:
-        case Opcode::Domain:
-          if (inst->operandCount() > 0 && inst->operand(0)->shape().leafCount() == leaves)
-            uniteRange(inst, 0, inst->operand(0), 0, leaves);
-          break;
-        case Opcode::While: {
-          Computation* cond = inst->whileCondition();
-          Computation* body = inst->whileBody();
-          if (!cond || !body || inst->operandCount() != 1) break;
-          uniteRange(inst, 0, inst->operand(0), 0, leaves);
-          if (Instruction* p = body->parameter(0)) uniteRange(inst, 0, p, 0, leaves);
-          if (Instruction* p = cond->parameter(0)) uniteRange(inst, 0, p, 0, leaves);
-          if (body->root()) uniteRange(inst, 0, body->root(), 0, leaves);
-          break;
-        }
-        case Opcode::Call: {
-          Computation* callee = inst->toApply();
-          if (!callee) break;
-          std::vector<Instruction*> params = callee->parameters();
-          for (int64_t i = 0; i < inst->operandCount() && i < static_cast<int64_t>(params.size()); ++i)
-            if (Instruction* p = params[static_cast<size_t>(i)])
-              uniteRange(p, 0, inst->operand(i), 0, p->shape().leafCount());
-          if (callee->root()) uniteRange(inst, 0, callee->root(), 0, leaves);
-          break;
-        }
-        case Opcode::Conditional: {
-          const auto& branches = inst->calledComputations();
-          for (size_t b = 0; b < branches.size(); ++b) {
-            Computation* br = branches[b];
-            if (!br) continue;
-            if (static_cast<int64_t>(b + 1) < inst->operandCount())
-              if (Instruction* p = br->parameter(0))
-                uniteRange(p, 0, inst->operand(static_cast<int64_t>(b + 1)), 0, p->shape().leafCount());
-            if (br->root()) uniteRange(inst, 0, br->root(), 0, leaves);
-          }
-          break;
-        }
-        default:
-          break;
+        break;
       }
+      case Opcode::GetTupleElement: {
+        const Shape& t = inst->operand(0)->shape();
+        uint32_t tupleOrd = operandOrdinal(ord, 0);
+        if (t.isTuple() && tupleOrd != kNoOrdinal)
+          uniteOrdinals(ord, 0, tupleOrd, elementOffset(tupleOrd, t, std::as_const(*inst).attrs().tupleIndex),
+                        s.leafCount());
+        break;
+      }
+      case Opcode::OptimizationBarrier:
+      case Opcode::AddDependency:
+      case Opcode::Domain: {
+        int64_t leafCount = s.leafCount();
+        if (inst->operandCount() > 0 && inst->operand(0)->shape().leafCount() == leafCount)
+          uniteOrdinals(ord, 0, operandOrdinal(ord, 0), 0, leafCount);
+        break;
+      }
+      case Opcode::While: {
+        int64_t leafCount = s.leafCount();
+        Computation* cond = inst->whileCondition();
+        Computation* body = inst->whileBody();
+        if (!cond || !body || inst->operandCount() != 1) break;
+        uniteOrdinals(ord, 0, operandOrdinal(ord, 0), 0, leafCount);
+        if (Instruction* p = body->parameter(0)) uniteOrdinals(ord, 0, ordinal32(p), 0, leafCount);
+        if (Instruction* p = cond->parameter(0)) uniteOrdinals(ord, 0, ordinal32(p), 0, leafCount);
+        if (body->root()) uniteOrdinals(ord, 0, ordinal32(body->root()), 0, leafCount);
+        break;
+      }
+      case Opcode::Call: {
+        Computation* callee = inst->toApply();
+        if (!callee) break;
+        std::vector<Instruction*> params = callee->parameters();
+        for (int64_t i = 0; i < inst->operandCount() && i < static_cast<int64_t>(params.size()); ++i)
+          if (Instruction* p = params[static_cast<size_t>(i)])
+            uniteOrdinals(ordinal32(p), 0, operandOrdinal(ord, i), 0, p->shape().leafCount());
+        if (callee->root()) uniteOrdinals(ord, 0, ordinal32(callee->root()), 0, s.leafCount());
+        break;
+      }
+      case Opcode::Conditional: {
+        const auto& branches = inst->calledComputations();
+        for (size_t b = 0; b < branches.size(); ++b) {
+          Computation* br = branches[b];
+          if (!br) continue;
+          if (static_cast<int64_t>(b + 1) < inst->operandCount())
+            if (Instruction* p = br->parameter(0))
+              uniteOrdinals(ordinal32(p), 0, operandOrdinal(ord, static_cast<int64_t>(b + 1)), 0,
+                            p->shape().leafCount());
+          if (br->root()) uniteOrdinals(ord, 0, ordinal32(br->root()), 0, s.leafCount());
+        }
+        break;
+      }
+      default:
+        break;
     }
   }
   const size_t np = positions_.size();
@@ -451,33 +608,32 @@ void Assigner::buildPositions() {
     if (rep[i] != UINT32_MAX) memberList_[next[rep[i]]++] = static_cast<uint32_t>(i);
   set_.assign(positions_.size(), 0);
   isFixed_.assign(positions_.size(), 0);
-  fixed_.resize(positions_.size());
+  fixed_.assign(positions_.size(), 0);
   fixedOrigin_.assign(positions_.size(), -1);
-  classM2M_.resize(positions_.size());
+  classLayout_.assign(positions_.size(), 0);
   classOrigin_.assign(positions_.size(), -1);
 }
 
-void Assigner::suggest(int64_t position, M2M m2m, int priority, int originId) {
+void Assigner::suggest(int64_t position, const M2M& m2m, int priority, int originId) {
   if (position < 0 || positions_[static_cast<size_t>(position)].rank < 0) return;
   if (!isPermutation(m2m, positions_[static_cast<size_t>(position)].rank)) return;
   int64_t cls = find(position);
   if (set_[static_cast<size_t>(cls)]) return;
-  queues_[static_cast<size_t>(priority)].push_back({cls, std::move(m2m), originId});
+  queues_[static_cast<size_t>(priority)].push_back({cls, intern(m2m), originId});
 }
 
-void Assigner::addRequirement(Instruction* user, int64_t operand, std::vector<std::vector<M2M>> leaves,
+void Assigner::addRequirement(uint32_t user, int64_t operand, std::vector<std::vector<M2M>> leaves,
                               int originId) {
-  Instruction* x = user->operand(operand);
+  const uint32_t x = operandOrdinal(user, operand);
   for (size_t k = 0; k < leaves.size(); ++k)
-    if (!leaves[k].empty() && hasPositions(x))
-      suggest(pos(x, static_cast<int64_t>(k)), leaves[k][0], kFixedUse, originId);
-  auto& list = requirements_[static_cast<size_t>(ordinal(user))];
-  for (auto& [j, r] : list)
-    if (j == operand) {
-      r = {std::move(leaves), originId};
+    if (!leaves[k].empty() && x != kNoOrdinal)
+      suggest(base_[x] + static_cast<int64_t>(k), leaves[k][0], kFixedUse, originId);
+  for (auto it = requirements_.rbegin(); it != requirements_.rend() && it->user == user; ++it)
+    if (it->operand == operand) {
+      it->requirement = {std::move(leaves), originId};
       return;
     }
-  list.push_back({operand, {std::move(leaves), originId}});
+  requirements_.push_back({user, operand, {std::move(leaves), originId}});
 }
 
 void Assigner::seed() {
@@ -485,14 +641,15 @@ void Assigner::seed() {
   bool keep = options_.entryLayouts == EntryLayouts::Keep;
   entryLayout_ = module_.config().entryComputationLayout;
   // 1. Fixed definitions: entry parameters (kept), ops with fixed layouts.
-  for (Computation* c : processed_) {
-    for (const auto& up : c->instructions()) {
-      Instruction* inst = up.get();
+  for (size_t ci = 0; ci < processed_.size(); ++ci) {
+    const Computation* c = processed_[ci];
+    for (uint32_t ord = compStart_[ci]; ord < compStart_[ci + 1]; ++ord) {
+      Instruction* inst = insts_[ord];
       bool entryParam = c == entry && inst->opcode() == Opcode::Parameter && keep;
       if (!entryParam && !hasFixedLayouts(inst->opcode())) continue;
       std::vector<const Shape*> leaves;
       const Shape* given = &inst->shape();
-      int64_t number = inst->attrs().parameterNumber;
+      int64_t number = std::as_const(*inst).attrs().parameterNumber;
       if (entryParam && entryLayout_ && number >= 0 &&
           number < static_cast<int64_t>(entryLayout_->parameters.size()) &&
           entryLayout_->parameters[static_cast<size_t>(number)].compatible(inst->shape()))
@@ -501,9 +658,9 @@ void Assigner::seed() {
       int o = entryParam ? origin(OriginKind::EntryParameter, inst, number) : origin(OriginKind::FixedDefinition, inst);
       for (size_t k = 0; k < leaves.size(); ++k) {
         if (!leaves[k]->isArray()) continue;
-        int64_t p = pos(inst, static_cast<int64_t>(k));
+        int64_t p = base_[ord] + static_cast<int64_t>(k);
         M2M m = layoutOf(*leaves[k]);
-        fixed_[static_cast<size_t>(p)] = m;
+        fixed_[static_cast<size_t>(p)] = intern(m);
         isFixed_[static_cast<size_t>(p)] = 1;
         fixedOrigin_[static_cast<size_t>(p)] = o;
         suggest(p, m, kFixed, o);
@@ -521,11 +678,11 @@ void Assigner::seed() {
       if (leaves[k]->isArray()) suggest(pos(entry->root(), static_cast<int64_t>(k)), layoutOf(*leaves[k]), kFixed, o);
   }
   // 2. Uses with fixed or target layouts.
-  for (Computation* c : processed_) {
-    for (const auto& up : c->instructions()) {
-      Instruction* inst = up.get();
+  for (uint32_t ord = 0; ord < insts_.size(); ++ord) {
+    {
+      Instruction* inst = insts_[ord];
       Opcode op = inst->opcode();
-      const auto& a = inst->attrs();
+      const auto& a = std::as_const(*inst).attrs();  // const: no attributes made for ops without
       if (hasFixedLayouts(op)) {
         for (int64_t j = 0; j < inst->operandCount(); ++j) {
           const Shape* want = &inst->operand(j)->shape();
@@ -546,7 +703,7 @@ void Assigner::seed() {
             if (leaves[k]->isArray())
               req[k] = {defaults ? defaultM2M(leaves[k]->rank()) : layoutOf(*leaves[k])};
           if (static_cast<int64_t>(leaves.size()) == inst->operand(j)->shape().leafCount())
-            addRequirement(inst, j, std::move(req), origin(why, inst, j));
+            addRequirement(ord, j, std::move(req), origin(why, inst, j));
         }
         continue;
       }
@@ -574,12 +731,12 @@ void Assigner::seed() {
         M2M lhs = fromMajorToMinor(concat(d.lhsBatchDimensions, lFree, d.lhsContractingDimensions));
         M2M rhsKN = fromMajorToMinor(concat(d.rhsBatchDimensions, d.rhsContractingDimensions, rFree));
         M2M rhsNK = fromMajorToMinor(concat(d.rhsBatchDimensions, rFree, d.rhsContractingDimensions));
-        addRequirement(inst, 0, {{lhs}}, origin(OriginKind::DotLhs, inst));
+        addRequirement(ord, 0, {{lhs}}, origin(OriginKind::DotLhs, inst));
         // Prefer the right-hand side's existing order when it is one of the two.
         std::vector<M2M> rhs = {rhsKN, rhsNK};
         if (r.hasLayout() && layoutOf(r) == rhsNK) std::swap(rhs[0], rhs[1]);
-        addRequirement(inst, 1, {rhs}, origin(OriginKind::DotRhs, inst));
-        suggest(pos(inst, 0), defaultM2M(rank), kTarget,
+        addRequirement(ord, 1, {rhs}, origin(OriginKind::DotRhs, inst));
+        suggest(base_[ord], defaultM2M(rank), kTarget,
                 origin(OriginKind::DotResult, inst));
       } else if (op == Opcode::Convolution && inst->operandCount() >= 2 && a.convDims) {
         const hlo::ConvolutionDimensionNumbers& d = *a.convDims;
@@ -592,11 +749,11 @@ void Assigner::seed() {
         std::vector<int64_t> k = d.kernelSpatialDimensions;
         k.push_back(d.kernelInputFeatureDimension);
         k.push_back(d.kernelOutputFeatureDimension);
-        addRequirement(inst, 0, {{activations(d.inputBatchDimension, d.inputFeatureDimension, d.inputSpatialDimensions)}},
+        addRequirement(ord, 0, {{activations(d.inputBatchDimension, d.inputFeatureDimension, d.inputSpatialDimensions)}},
                        origin(OriginKind::ConvInput, inst));
-        addRequirement(inst, 1, {{fromMajorToMinor(k)}},
+        addRequirement(ord, 1, {{fromMajorToMinor(k)}},
                        origin(OriginKind::ConvKernel, inst));
-        suggest(pos(inst, 0), activations(d.outputBatchDimension, d.outputFeatureDimension, d.outputSpatialDimensions),
+        suggest(base_[ord], activations(d.outputBatchDimension, d.outputFeatureDimension, d.outputSpatialDimensions),
                 kTarget, origin(OriginKind::ConvOutput, inst));
       } else if ((op == Opcode::AllGather || op == Opcode::ReduceScatter || op == Opcode::AllToAll) &&
                  a.dimensions.size() == 1 && inst->operandCount() == 1 && inst->operand(0)->shape().isArray()) {
@@ -608,20 +765,21 @@ void Assigner::seed() {
           if (i != dim) m.push_back(i);
         m.push_back(dim);
         int o = origin(OriginKind::CollectiveDimension, inst, dim);
-        addRequirement(inst, 0, {{m}}, o);
-        suggest(pos(inst, 0), m, kTarget, o);
+        addRequirement(ord, 0, {{m}}, o);
+        suggest(base_[ord], m, kTarget, o);
       }
     }
   }
 }
 
-void Assigner::toOperand(Instruction* inst, int64_t leaf, const M2M& m2m, int priority, int originId) {
+void Assigner::toOperand(uint32_t ord, int64_t leaf, const M2M& m2m, int priority, int originId) {
+  const Instruction* inst = insts_[ord];
   Opcode op = inst->opcode();
   const auto& a = inst->attrs();
   auto operandPos = [&](int64_t j) -> int64_t {
-    Instruction* x = inst->operand(j);
-    if (!hasPositions(x) || !x->shape().isArray()) return -1;
-    return pos(x, 0);
+    const uint32_t x = operandOrdinal(ord, j);
+    if (x == kNoOrdinal || !inst->operand(j)->shape().isArray()) return -1;
+    return base_[x];
   };
   if (!inst->shape().isArray()) {
     // Sort, variadic all-reduce: result leaf k comes from operand k.
@@ -665,38 +823,39 @@ void Assigner::toOperand(Instruction* inst, int64_t leaf, const M2M& m2m, int pr
   }
 }
 
-void Assigner::toUsers(Instruction* inst, const M2M& m2m, int priority, int originId) {
-  int64_t ord = ordinal(inst);
-  if (ord < 0) return;
+void Assigner::toUsers(uint32_t ord, const M2M& m2m, int priority, int originId) {
+  const Instruction* inst = insts_[ord];
   int64_t rank = static_cast<int64_t>(m2m.size());
-  for (uint32_t ui = userStart_[static_cast<size_t>(ord)]; ui < userStart_[static_cast<size_t>(ord) + 1]; ++ui) {
-    Instruction* u = userList_[ui];
+  for (uint32_t ui = userStart_[ord]; ui < userStart_[ord + 1]; ++ui) {
+    const uint32_t uo = userList_[ui];
+    const Instruction* u = insts_[uo];
     Opcode op = u->opcode();
     if (isForwarding(op) || hasFixedLayouts(op)) continue;
     const auto& a = u->attrs();
+    const int64_t ub = base_[uo];
     for (int64_t j = 0; j < u->operandCount(); ++j) {
-      if (u->operand(j) != inst) continue;
+      if (operandOrdinal(uo, j) != ord) continue;
       const Shape& s = u->shape();
       if (keepsLayout(op)) {
         if (s.isArray()) {
-          if (s.rank() == rank) suggest(pos(u, 0), m2m, priority, originId);
+          if (s.rank() == rank) suggest(ub, m2m, priority, originId);
         } else if (op == Opcode::ReduceWindow) {
           int64_t n = u->operandCount() / 2;
-          if (j < n && j < s.leafCount()) suggest(pos(u, j), m2m, priority, originId);
+          if (j < n && j < s.leafCount()) suggest(ub + j, m2m, priority, originId);
         } else if (s.leafCount() == u->operandCount()) {
-          suggest(pos(u, j), m2m, priority, originId);
+          suggest(ub + j, m2m, priority, originId);
         }
         continue;
       }
       switch (op) {
         case Opcode::Transpose:
-          if (isPermutation(a.dimensions, rank)) suggest(pos(u, 0), transposeOutputM2M(m2m, a.dimensions), priority, originId);
+          if (isPermutation(a.dimensions, rank)) suggest(ub, transposeOutputM2M(m2m, a.dimensions), priority, originId);
           break;
         case Opcode::Reshape:
           if (s.isArray() && !s.isDynamic() && !inst->shape().isDynamic())
             if (auto m = alignedReshapeM2M(inst->shape().dimensions(), m2m, s.dimensions(),
                                            tileRowsFor(s.elementType(), options_.geometry)))
-              suggest(pos(u, 0), *m, priority, originId);
+              suggest(ub, *m, priority, originId);
           break;
         case Opcode::Reduce: {
           int64_t n = u->operandCount() / 2;
@@ -710,7 +869,7 @@ void Assigner::toUsers(Instruction* inst, const M2M& m2m, int priority, int orig
               if (r < d) ++shift;
             m.push_back(d - shift);
           }
-          suggest(pos(u, s.isArray() ? 0 : j), m, priority, originId);
+          suggest(ub + (s.isArray() ? 0 : j), m, priority, originId);
           break;
         }
         default:
@@ -724,13 +883,13 @@ void Assigner::propagateFrom(int64_t cls, const M2M& m2m, int priority, int orig
   for (uint32_t mi = memberStart_[static_cast<size_t>(cls)]; mi < memberStart_[static_cast<size_t>(cls) + 1]; ++mi) {
     const int64_t p = memberList_[mi];
     const Pos& ps = positions_[static_cast<size_t>(p)];
-    Instruction* inst = ps.inst;
+    const Instruction* inst = insts_[ps.ord];
     if (isFixed_[static_cast<size_t>(p)]) {
       // A fixed definition keeps its own layout; its neighbours see the class's.
     } else if (!isForwarding(inst->opcode()) && !hasFixedLayouts(inst->opcode())) {
-      toOperand(inst, ps.leaf, m2m, priority, originId);
+      toOperand(ps.ord, ps.leaf, m2m, priority, originId);
     }
-    if (inst->shape().isArray()) toUsers(inst, m2m, priority, originId);
+    if (inst->shape().isArray()) toUsers(ps.ord, m2m, priority, originId);
   }
 }
 
@@ -741,13 +900,13 @@ void Assigner::propagate() {
     for (int prio = kLevels - 1; prio >= 0 && !popped; --prio) {
       auto& q = queues_[static_cast<size_t>(prio)];
       while (!q.empty()) {
-        Suggestion s = std::move(q.front());
+        Suggestion s = q.front();
         q.pop_front();
         if (set_[static_cast<size_t>(s.cls)]) continue;
         set_[static_cast<size_t>(s.cls)] = 1;
-        classM2M_[static_cast<size_t>(s.cls)] = s.m2m;
+        classLayout_[static_cast<size_t>(s.cls)] = s.layout;
         classOrigin_[static_cast<size_t>(s.cls)] = s.origin;
-        propagateFrom(s.cls, s.m2m, prio, s.origin);
+        propagateFrom(s.cls, layouts_[s.layout], prio, s.origin);
         popped = true;
         break;
       }
@@ -764,10 +923,10 @@ void Assigner::propagate() {
 }
 
 const M2M& Assigner::finalLayout(int64_t position) const {
-  if (isFixed_[static_cast<size_t>(position)]) return fixed_[static_cast<size_t>(position)];
+  if (isFixed_[static_cast<size_t>(position)]) return layouts_[fixed_[static_cast<size_t>(position)]];
   int64_t p = position;
   while (parent_[static_cast<size_t>(p)] != p) p = parent_[static_cast<size_t>(p)];
-  return classM2M_[static_cast<size_t>(p)];
+  return layouts_[classLayout_[static_cast<size_t>(p)]];
 }
 
 void setLeafLayouts(Shape& s, const std::vector<M2M>& leaves, size_t& k) {
@@ -784,12 +943,12 @@ void setLeafLayouts(Shape& s, const std::vector<M2M>& leaves, size_t& k) {
 }
 
 void Assigner::applyLayouts() {
-  for (Computation* c : processed_) {
-    for (const auto& up : c->instructions()) {
-      Instruction* inst = up.get();
+  for (uint32_t ord = 0; ord < insts_.size(); ++ord) {
+    {
+      Instruction* inst = insts_[ord];
       if (inst->shape().isArray()) {
         // One leaf: set in place, nothing copied when it already matches.
-        int64_t p = pos(inst, 0);
+        int64_t p = base_[ord];
         ++report.arrays;
         if (positions_[static_cast<size_t>(p)].rank < 0) continue;
         const M2M& m = finalLayout(p);
@@ -807,7 +966,7 @@ void Assigner::applyLayouts() {
       int64_t n = inst->shape().leafCount();
       std::vector<M2M> leaves(static_cast<size_t>(n));
       for (int64_t k = 0; k < n; ++k) {
-        int64_t p = pos(inst, k);
+        int64_t p = base_[ord] + k;
         if (positions_[static_cast<size_t>(p)].rank >= 0) leaves[static_cast<size_t>(k)] = finalLayout(p);
       }
       if (inst->shape().isArray() && inst->shape().hasLayout() && !leaves.empty() &&
@@ -832,15 +991,47 @@ std::string Assigner::newName(const std::string& base) {
   return name;
 }
 
-std::vector<Instruction*> Assigner::usersOf(const Computation& c, const Instruction* x) {
-  std::vector<Instruction*> users;
-  for (const auto& up : c.instructions())
-    for (const Instruction* o : up->operands())
-      if (o == x) {
-        users.push_back(up.get());
-        break;
+std::vector<Instruction*>& Assigner::usesOf(const Instruction* x) {
+  if (!usesBuilt_) {
+    usesBuilt_ = true;
+    for (Computation* c : processed_) {
+      if (!grown_.count(c)) continue;
+      for (const auto& up : c->instructions()) {
+        if (retired_.count(up.get())) continue;
+        for (const Instruction* o : up->operands()) {
+          std::vector<Instruction*>& list = uses_[o];
+          if (list.empty() || list.back() != up.get()) list.push_back(up.get());
+        }
       }
-  return users;
+    }
+  }
+  return uses_[x];
+}
+
+void Assigner::dropUse(const Instruction* x, const Instruction* user) {
+  std::vector<Instruction*>& list = usesOf(x);
+  auto it = std::find(list.begin(), list.end(), user);
+  if (it == list.end()) return;
+  *it = list.back();
+  list.pop_back();
+}
+
+void Assigner::retire(Instruction* copy) {
+  if (usesBuilt_) {
+    for (const Instruction* o : copy->operands()) dropUse(o, copy);
+    uses_.erase(copy);
+  }
+  copyInfo_.erase(copy);
+  retired_.insert(copy);
+}
+
+void Assigner::removeRetired() {
+  if (retired_.empty()) return;
+  for (Computation* c : processed_)
+    if (grown_.count(c)) c->removeInstructionsIf([&](const Instruction& i) { return retired_.count(&i) > 0; });
+  retired_.clear();
+  uses_.clear();
+  usesBuilt_ = false;
 }
 
 void Assigner::redirect(const std::vector<Instruction*>& users, Instruction* from, Instruction* to) {
@@ -894,7 +1085,7 @@ Instruction* Assigner::relayout(Computation& c, Instruction* value, const std::v
     l.minorToMajor = ok[0];
     l.tiles.clear();
     target.setLayout(l);
-    Instruction* copy = c.addInstruction(Opcode::Copy, newName(value->name() + ".relayout"), target);
+    Instruction* copy = add(c, Opcode::Copy, newName(value->name() + ".relayout"), target);
     copy->addOperand(value);
     copy->setLocation(value->location());
     copies_.push_back(copy);
@@ -924,7 +1115,7 @@ Instruction* Assigner::relayout(Computation& c, Instruction* value, const std::v
   std::vector<Shape> shapes;
   int64_t offset = leafBase;
   for (int64_t i = 0; i < s.tupleSize(); ++i) {
-    Instruction* gte = c.addInstruction(Opcode::GetTupleElement, newName(value->name() + ".element"), s.tupleElement(i));
+    Instruction* gte = add(c, Opcode::GetTupleElement, newName(value->name() + ".element"), s.tupleElement(i));
     gte->attrs().tupleIndex = i;
     gte->addOperand(value);
     gte->setLocation(value->location());
@@ -933,7 +1124,7 @@ Instruction* Assigner::relayout(Computation& c, Instruction* value, const std::v
     elements.push_back(e);
     shapes.push_back(e->shape());
   }
-  Instruction* t = c.addInstruction(Opcode::Tuple, newName(value->name() + ".relayout"), Shape::tuple(shapes));
+  Instruction* t = add(c, Opcode::Tuple, newName(value->name() + ".relayout"), Shape::tuple(shapes));
   for (Instruction* e : elements) t->addOperand(e);
   t->setLocation(value->location());
   return t;
@@ -942,35 +1133,29 @@ Instruction* Assigner::relayout(Computation& c, Instruction* value, const std::v
 void Assigner::fixFixedDefinitions() {
   // A fixed definition whose class chose another layout keeps its own and
   // hands its users a relayout.
-  std::vector<Instruction*> todo;
-  for (Computation* c : processed_)
-    for (const auto& up : c->instructions()) {
-      Instruction* inst = up.get();
-      int64_t n = inst->shape().leafCount();
-      int64_t b = pos(inst, 0);
-      for (int64_t k = 0; k < n; ++k) {
-        int64_t p = b + k;
-        if (!isFixed_[static_cast<size_t>(p)]) continue;
-        if (classM2M_[static_cast<size_t>(find(p))] != fixed_[static_cast<size_t>(p)]) {
-          todo.push_back(inst);
-          break;
-        }
-      }
-    }
-  for (Instruction* inst : todo) {
+  std::vector<uint32_t> todo;  // ordinals, in order, each once
+  for (size_t p = 0; p < positions_.size(); ++p) {
+    if (!isFixed_[p] || classLayout_[static_cast<size_t>(find(static_cast<int64_t>(p)))] == fixed_[p]) continue;
+    if (todo.empty() || todo.back() != positions_[p].ord) todo.push_back(positions_[p].ord);
+  }
+  for (uint32_t ord : todo) {
+    Instruction* inst = insts_[ord];
     Computation& c = *inst->parent();
     int64_t n = inst->shape().leafCount();
     std::vector<std::vector<M2M>> want(static_cast<size_t>(n));
     std::string required;
     for (int64_t k = 0; k < n; ++k) {
-      int64_t p = pos(inst, k);
+      int64_t p = base_[ord] + k;
       if (positions_[static_cast<size_t>(p)].rank < 0) continue;
       int64_t cls = find(p);
-      want[static_cast<size_t>(k)] = {classM2M_[static_cast<size_t>(cls)]};
+      want[static_cast<size_t>(k)] = {layouts_[classLayout_[static_cast<size_t>(cls)]]};
       int o = classOrigin_[static_cast<size_t>(cls)];
       if (required.empty()) required = o >= 0 ? originText(o) : "the default layout";
     }
-    std::vector<Instruction*> users = usersOf(c, inst);
+    // Its users as the tables list them: relayouts of earlier definitions
+    // add users only to those definitions.
+    std::vector<Instruction*> users;
+    for (uint32_t ui = userStart_[ord]; ui < userStart_[ord + 1]; ++ui) users.push_back(insts_[userList_[ui]]);
     bool wasRoot = c.root() == inst;
     Instruction* r = relayout(c, inst, want, 0, producedByText(inst, 0), "its users: " + required);
     if (r == inst) continue;
@@ -981,58 +1166,70 @@ void Assigner::fixFixedDefinitions() {
 
 void Assigner::insertUseCopies() {
   std::map<std::pair<const Instruction*, std::string>, Instruction*> made;
-  for (Computation* c : processed_) {
-    std::vector<Instruction*> snapshot;
-    for (const auto& up : c->instructions()) snapshot.push_back(up.get());
-    for (Instruction* u : snapshot) {
-      Opcode op = u->opcode();
-      if (isForwarding(op)) continue;
-      for (int64_t j = 0; j < u->operandCount(); ++j) {
-        Instruction* x = u->operand(j);
-        std::vector<std::vector<M2M>> want;
-        std::string why;
-        const Shape* keptLeaf = nullptr;  // the why of an op that keeps layouts, formatted only when needed
-        const Requirement* req = nullptr;
-        if (int64_t ord = ordinal(u); ord >= 0)
-          for (const auto& [k, r] : requirements_[static_cast<size_t>(ord)])
-            if (k == j) req = &r;
-        if (req) {
-          want = req->leaves;
-          why = originText(req->origin);
-        } else if (keepsLayout(op) && !hasFixedLayouts(op) && x->shape().isArray()) {
-          const Shape& s = u->shape();
-          const Shape* leaf = nullptr;
-          if (s.isArray()) {
-            leaf = &s;
-          } else if (op == Opcode::ReduceWindow) {
-            if (j < u->operandCount() / 2 && j < s.tupleSize()) leaf = &s.tupleElement(j);
-          } else if (s.isTuple() && s.tupleSize() == u->operandCount()) {
-            leaf = &s.tupleElement(j);
-          }
-          if (!leaf || !leaf->isArray() || leaf->rank() != x->shape().rank()) continue;
-          want = {{layoutOf(*leaf)}};
-          keptLeaf = leaf;
-        } else {
-          continue;
+  // One use: operand j of u (ord: u's ordinal, or kNoOrdinal for an
+  // instruction this pass added).
+  auto visit = [&](Computation& c, Instruction* u, uint32_t ord) {
+    Opcode op = u->opcode();
+    if (isForwarding(op)) return;
+    auto reqs = std::lower_bound(requirements_.begin(), requirements_.end(), ord,
+                                 [](const UseRequirement& r, uint32_t o) { return r.user < o; });
+    for (int64_t j = 0; j < u->operandCount(); ++j) {
+      Instruction* x = u->operand(j);
+      std::vector<std::vector<M2M>> keptWant;
+      const std::vector<std::vector<M2M>>* want = nullptr;
+      const Shape* keptLeaf = nullptr;  // the why of an op that keeps layouts, formatted only when needed
+      const Requirement* req = nullptr;
+      if (ord != kNoOrdinal)
+        for (auto it = reqs; it != requirements_.end() && it->user == ord; ++it)
+          if (it->operand == j) req = &it->requirement;
+      if (req) {
+        want = &req->leaves;
+      } else if (keepsLayout(op) && !hasFixedLayouts(op) && x->shape().isArray()) {
+        const Shape& s = u->shape();
+        const Shape* leaf = nullptr;
+        if (s.isArray()) {
+          leaf = &s;
+        } else if (op == Opcode::ReduceWindow) {
+          if (j < u->operandCount() / 2 && j < s.tupleSize()) leaf = &s.tupleElement(j);
+        } else if (s.isTuple() && s.tupleSize() == u->operandCount()) {
+          leaf = &s.tupleElement(j);
         }
-        if (static_cast<int64_t>(want.size()) != x->shape().leafCount()) continue;
-        if (satisfied(x->shape(), want)) continue;
-        if (keptLeaf)
-          why = fmt::format("{} %{} (cannot change layout; result {})", hlo::opcodeName(op), u->name(),
-                            m2mText(layoutOf(*keptLeaf)));
-        std::string key;
-        for (const auto& alternatives : want) key += alternatives.empty() ? "*;" : m2mText(alternatives[0]) + ";";
-        auto mit = made.find({x, key});
-        Instruction* r = nullptr;
-        if (mit != made.end()) {
-          r = mit->second;
-        } else {
-          r = relayout(*c, x, want, 0, producedByText(x, 0), why);
-          made[{x, key}] = r;
-        }
-        if (r != x) u->setOperand(j, r);
+        if (!leaf || !leaf->isArray() || leaf->rank() != x->shape().rank()) continue;
+        if (sameM2M(x->shape(), *leaf)) continue;  // satisfied, without building the requirement
+        keptWant = {{layoutOf(*leaf)}};
+        want = &keptWant;
+        keptLeaf = leaf;
+      } else {
+        continue;
       }
+      if (static_cast<int64_t>(want->size()) != x->shape().leafCount()) continue;
+      if (satisfied(x->shape(), *want)) continue;
+      std::string why = keptLeaf ? fmt::format("{} %{} (cannot change layout; result {})", hlo::opcodeName(op),
+                                               u->name(), m2mText(layoutOf(*keptLeaf)))
+                                 : originText(req->origin);
+      std::string key;
+      for (const auto& alternatives : *want) key += alternatives.empty() ? "*;" : m2mText(alternatives[0]) + ";";
+      auto mit = made.find({x, key});
+      Instruction* r = nullptr;
+      if (mit != made.end()) {
+        r = mit->second;
+      } else {
+        r = relayout(c, x, *want, 0, producedByText(x, 0), why);
+        made[{x, key}] = r;
+      }
+      if (r != x) u->setOperand(j, r);
     }
+  };
+  for (size_t ci = 0; ci < processed_.size(); ++ci) {
+    Computation& c = *processed_[ci];
+    // The instructions as they stand: the original ones (still first, in
+    // order) and those fixFixedDefinitions appended; not the copies made here.
+    const size_t added = c.instructions().size() - (compStart_[ci + 1] - compStart_[ci]);
+    std::vector<Instruction*> extra;
+    for (size_t i = c.instructions().size() - added; i < c.instructions().size(); ++i)
+      extra.push_back(c.instructions()[i].get());
+    for (uint32_t ord = compStart_[ci]; ord < compStart_[ci + 1]; ++ord) visit(c, insts_[ord], ord);
+    for (Instruction* u : extra) visit(c, u, kNoOrdinal);
   }
   Computation* entry = module_.entry();
   if (entry && entry->root() && options_.entryLayouts == EntryLayouts::Keep) {
@@ -1083,32 +1280,35 @@ void Assigner::placeCopies() {
     for (int guard = 0; guard < 64; ++guard) {
       Instruction* x = copy->operand(0);
       int64_t j = soleArrayOperand(x);
-      if (j < 0 || x == c.root() || !processedSet_.count(&c) || usersOf(c, x).size() != 1) break;
+      if (j < 0 || x == c.root() || !processedSet_.count(&c) || usesOf(x).size() != 1) break;
       Instruction* y = x->operand(j);
       M2M m = layoutOf(copy->shape());
       if (tiledBytes(withLayout(y->shape(), m)) >= tiledBytes(copy->shape())) break;
       // x now computes in the copy's layout from a copy of its operand.
-      std::vector<Instruction*> users = usersOf(c, copy);
+      std::vector<Instruction*> users = usesOf(copy);
       bool wasRoot = c.root() == copy;
-      Instruction* moved = c.addInstruction(Opcode::Copy, newName(y->name() + ".relayout"), withLayout(y->shape(), m));
+      Instruction* moved = add(c, Opcode::Copy, newName(y->name() + ".relayout"), withLayout(y->shape(), m));
       moved->addOperand(y);
       moved->setLocation(y->location());
-      x->setOperand(j, moved);
+      x->setOperand(j, moved);  // y was x's only array operand of its rank: used once
+      dropUse(y, x);
+      usesOf(y).push_back(moved);
+      usesOf(moved).push_back(x);
       x->setShape(withLayout(x->shape(), m));
       redirect(users, copy, x);
+      usesOf(x) = users;  // its only user was the copy
       if (wasRoot) c.setRoot(x);
       LayoutRemark info = copyInfo_[copy];
       info.shape = y->shape().toString(false);
       info.producedBy = producedByText(y, 0);
       info.requiredBy += fmt::format("; moved above %{} (fewer bytes)", x->name());
-      copyInfo_.erase(copy);
+      retire(copy);
       copyInfo_[moved] = info;
-      c.removeInstruction(copy);
       copies_[ci] = moved;
       copy = moved;
     }
     for (int guard = 0; guard < 64; ++guard) {
-      std::vector<Instruction*> users = usersOf(c, copy);
+      const std::vector<Instruction*>& users = usesOf(copy);
       if (users.size() != 1 || c.root() == copy) break;
       Instruction* u = users[0];
       if (soleArrayOperand(u) < 0 || u == c.root() || isForwarding(u->opcode())) break;
@@ -1116,21 +1316,23 @@ void Assigner::placeCopies() {
       if (u->opcode() == Opcode::Parameter) break;
       Instruction* x = copy->operand(0);
       M2M old = layoutOf(u->shape());
-      std::vector<Instruction*> uUsers = usersOf(c, u);
+      std::vector<Instruction*> uUsers = usesOf(u);
       for (int64_t k = 0; k < u->operandCount(); ++k)
         if (u->operand(k) == copy) u->setOperand(k, x);
+      usesOf(x).push_back(u);  // u's only array operand of its rank was the copy
       Shape oldShape = u->shape();
       u->setShape(withLayout(u->shape(), layoutOf(x->shape())));
-      Instruction* moved = c.addInstruction(Opcode::Copy, newName(u->name() + ".relayout"), withLayout(oldShape, old));
+      Instruction* moved = add(c, Opcode::Copy, newName(u->name() + ".relayout"), withLayout(oldShape, old));
       moved->addOperand(u);
       moved->setLocation(u->location());
       redirect(uUsers, u, moved);
+      usesOf(moved) = std::move(uUsers);
+      usesOf(u) = {moved};
       LayoutRemark info = copyInfo_[copy];
       info.shape = u->shape().toString(false);
       info.requiredBy += fmt::format("; moved below %{} (fewer bytes)", u->name());
-      copyInfo_.erase(copy);
+      retire(copy);
       copyInfo_[moved] = info;
-      c.removeInstruction(copy);
       copies_[ci] = moved;
       copy = moved;
     }
@@ -1160,46 +1362,45 @@ void Assigner::mergeCopies() {
       }
     for (auto& [dup, keep] : pairs) {
       if (c->root() == dup) c->setRoot(keep);
-      copyInfo_.erase(dup);
-      c->removeInstruction(dup);
+      retire(dup);
     }
   }
+  removeRetired();
 }
 
-void Assigner::makeBitcasts() {
-  for (Computation* c : processed_) {
-    for (const auto& up : c->instructions()) {
-      Instruction* inst = up.get();
-      Opcode op = inst->opcode();
-      if ((op != Opcode::Transpose && op != Opcode::Reshape) || inst->operandCount() != 1) continue;
-      const Shape& in = inst->operand(0)->shape();
-      const Shape& out = inst->shape();
-      if (!in.isArray() || !out.isArray() || in.elementType() != out.elementType() || in.isDynamic() ||
-          out.isDynamic())
-        continue;
-      M2M a = layoutOf(in), b = layoutOf(out);
-      LayoutRemark r;
-      if (op == Opcode::Transpose) {
-        if (!transposeIsBitcast(a, b, inst->attrs().dimensions)) continue;
-        r.kind = LayoutRemark::Kind::FreeTranspose;
-        ++report.freeTransposes;
-      } else {
-        if (!reshapeIsBitcast(in.dimensions(), a, out.dimensions(), b, tileRowsFor(in.elementType(), options_.geometry)))
-          continue;
-        r.kind = LayoutRemark::Kind::FreeReshape;
-        ++report.freeReshapes;
-      }
-      inst->setOpcode(Opcode::Bitcast);
-      inst->attrs().dimensions.clear();
-      inst->attrs().inferredDimension = -1;
-      r.computation = c->name();
-      r.instruction = inst->name();
-      r.shape = out.toString(false);
-      r.fromLayout = m2mText(a);
-      r.toLayout = m2mText(b);
-      report.remarks.push_back(std::move(r));
-    }
+// A transpose or reshape whose layouts make it a reinterpretation becomes
+// a bitcast.
+void Assigner::makeBitcast(const Computation& c, Instruction* inst) {
+  Opcode op = inst->opcode();
+  if ((op != Opcode::Transpose && op != Opcode::Reshape) || inst->operandCount() != 1) return;
+  const Shape& in = inst->operand(0)->shape();
+  const Shape& out = inst->shape();
+  if (!in.isArray() || !out.isArray() || in.elementType() != out.elementType() || in.isDynamic() || out.isDynamic())
+    return;
+  M2M a = layoutOf(in), b = layoutOf(out);
+  LayoutRemark::Kind kind;
+  if (op == Opcode::Transpose) {
+    if (!transposeIsBitcast(a, b, std::as_const(*inst).attrs().dimensions)) return;
+    kind = LayoutRemark::Kind::FreeTranspose;
+    ++report.freeTransposes;
+  } else {
+    if (!reshapeIsBitcast(in.dimensions(), a, out.dimensions(), b, tileRowsFor(in.elementType(), options_.geometry)))
+      return;
+    kind = LayoutRemark::Kind::FreeReshape;
+    ++report.freeReshapes;
   }
+  inst->setOpcode(Opcode::Bitcast);
+  inst->attrs().dimensions.clear();
+  inst->attrs().inferredDimension = -1;
+  if (!wantRemarks()) return;  // the counts only: no strings
+  LayoutRemark r;
+  r.kind = kind;
+  r.computation = c.name();
+  r.instruction = inst->name();
+  r.shape = out.toString(false);
+  r.fromLayout = m2mText(a);
+  r.toLayout = m2mText(b);
+  report.remarks.push_back(std::move(r));
 }
 
 // Returns whether `s` changed.
@@ -1235,16 +1436,51 @@ bool needsTiles(const Shape& s, const TileGeometry& g) {
   return !(have.minorToMajor == t.minorToMajor && have.tiles == t.tiles && have.elementSizeInBits == t.elementSizeInBits);
 }
 
-void Assigner::applyTiles() {
-  for (const auto& c : module_.computations()) {
-    for (const auto& up : c->instructions()) {
-      Instruction* inst = up.get();
-      if (needsTiles(inst->shape(), options_.geometry)) tileShape(inst->mutableShape(), options_.geometry);
-      if (inst->opcode() == Opcode::Constant && inst->hasAttributes() && inst->attrs().literal)
-        inst->attrs().literal->mutableShapeLayoutOnly() = inst->shape();
-      if (inst->hasAttributes() && inst->attrs().operandLayoutConstraints)
-        for (Shape& k : *inst->attrs().operandLayoutConstraints) tileShape(k, options_.geometry);
+// TPU tiles for an instruction's shape (and the constraints it carries).
+void Assigner::tile(Instruction* inst) const {
+  const TileGeometry& g = options_.geometry;
+  const Shape& s = inst->shape();
+  if (s.isArray()) {
+    // One tpuLayout, written only when it differs.
+    hlo::Layout t = tpuLayout(s.elementType(), s.dimensions(), layoutOf(s), g);
+    static const hlo::Layout kNone{};
+    const hlo::Layout& have = s.hasLayout() ? s.layout() : kNone;
+    if (!(have.minorToMajor == t.minorToMajor && have.tiles == t.tiles &&
+          have.elementSizeInBits == t.elementSizeInBits)) {
+      Shape& m = inst->mutableShape();
+      if (m.hasLayout()) {
+        hlo::Layout& l = m.mutableLayout();
+        l.minorToMajor = std::move(t.minorToMajor);
+        l.tiles = std::move(t.tiles);
+        l.elementSizeInBits = t.elementSizeInBits;
+      } else {
+        m.setLayout(std::move(t));
+      }
     }
+  } else if (needsTiles(s, g)) {
+    tileShape(inst->mutableShape(), g);
+  }
+  if (!inst->hasAttributes()) return;
+  if (inst->opcode() == Opcode::Constant && inst->attrs().literal)
+    inst->attrs().literal->mutableShapeLayoutOnly() = inst->shape();
+  if (inst->attrs().operandLayoutConstraints)
+    for (Shape& k : *inst->attrs().operandLayoutConstraints) tileShape(k, g);
+}
+
+// Bitcasts and tiles, in one sweep over the instructions: the processed
+// computations (whose transposes and reshapes may become bitcasts, remarks
+// in their order) and then the others (tiles only). Tiles leave
+// minor_to_major as it is, so a bitcast decision reads the same layouts
+// either way.
+void Assigner::finish() {
+  for (Computation* c : processed_)
+    for (const auto& up : c->instructions()) {
+      makeBitcast(*c, up.get());
+      tile(up.get());
+    }
+  for (const auto& c : module_.computations()) {
+    if (processedSet_.count(c.get())) continue;
+    for (const auto& up : c->instructions()) tile(up.get());
   }
   if (Computation* entry = module_.entry()) {
     hlo::ComputationLayout layout;
@@ -1276,22 +1512,26 @@ bool Assigner::run() {
   insertUseCopies();
   placeCopies();
   mergeCopies();
-  makeBitcasts();
-  applyTiles();
+  finish();
   for (Instruction* copy : copies_) {
     if (!copy) continue;
+    const int64_t bytes = paddedBytes(copy->operand(0)->shape()) + paddedBytes(copy->shape());
+    ++report.copies;
+    report.copyBytes += bytes;
+    if (!wantRemarks()) continue;
     LayoutRemark r = copyInfo_[copy];
     r.computation = copy->parent()->name();
     r.instruction = copy->name();
-    r.bytes = paddedBytes(copy->operand(0)->shape()) + paddedBytes(copy->shape());
-    ++report.copies;
-    report.copyBytes += r.bytes;
+    r.bytes = bytes;
     report.remarks.push_back(std::move(r));
   }
   std::stable_sort(report.remarks.begin(), report.remarks.end(), [](const LayoutRemark& a, const LayoutRemark& b) {
     return a.kind == LayoutRemark::Kind::Copy && b.kind != LayoutRemark::Kind::Copy;
   });
-  for (Computation* c : processed_) c->sortTopologically();
+  // Sorting an untouched computation whose operands precede their users
+  // would give the same order: skipped.
+  for (size_t ci = 0; ci < processed_.size(); ++ci)
+    if (!inOrder_[ci] || grown_.count(processed_[ci])) processed_[ci]->sortTopologically();
   (void)diags_;
   return true;
 }

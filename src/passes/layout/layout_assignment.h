@@ -66,6 +66,9 @@ struct LayoutOptions {
   double hbmBytesPerSecond = 819e9;
   // Filled by the pass when set (the tool prints it).
   LayoutReport* report = nullptr;
+  // Whether the report lists each copy and free op (LayoutReport::remarks);
+  // false: the counts only, no string built per op.
+  bool remarks = true;
 };
 
 class LayoutAssignmentPass : public Pass {
