@@ -344,24 +344,22 @@ void MatmulEmitter::decompose() {
 void MatmulEmitter::fetch(int slotReg) {
   decompose();
   int rAddr = rAo, rV = rCo, rTmp = rCnt;  // free outside the compute loops
-  e_.op("smul {}, {}, {}", S(rAddr), S(rT), aStep[0]);
-  e_.op("smul {}, {}, {}", S(rTmp), S(rQ), aStep[1]);
-  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-  e_.op("smul {}, {}, {}", S(rTmp), S(rX), aStep[2]);
-  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(aBuf));
-  e_.op("smul {}, {}, {}", S(rV), S(slotReg), aSlot);
-  e_.op("sadd {}, {}, {}", S(rV), S(rV), vA);
-  e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", aBuf), dA, S(rV), l_.memRef(aBuf, S(rAddr)), S(slotReg));
-  e_.op("smul {}, {}, {}", S(rAddr), S(rT), wStep[0]);
-  e_.op("smul {}, {}, {}", S(rTmp), S(rX), wStep[1]);
-  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-  e_.op("smul {}, {}, {}", S(rTmp), S(rY), wStep[2]);
-  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
-  e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(wBuf));
-  e_.op("smul {}, {}, {}", S(rV), S(slotReg), wSlot);
-  e_.op("sadd {}, {}, {}", S(rV), S(rV), vW);
-  e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", wBuf), dW, S(rV), l_.memRef(wBuf, S(rAddr)), S(slotReg));
+  // One operand's tile: HBM address rT*step[0] + r1*step[1] + r2*step[2]
+  // into VMEM slot slotReg of the operand's double buffer at vBase.
+  auto fetchTile = [&](int buf, const int64_t* step, int r1, int r2, uint64_t slotBytes, uint64_t vBase,
+                       const std::string& desc) {
+    e_.op("smul {}, {}, {}", S(rAddr), S(rT), step[0]);
+    e_.op("smul {}, {}, {}", S(rTmp), S(r1), step[1]);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("smul {}, {}, {}", S(rTmp), S(r2), step[2]);
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), S(rTmp));
+    e_.op("sadd {}, {}, {}", S(rAddr), S(rAddr), base(buf));
+    e_.op("smul {}, {}, {}", S(rV), S(slotReg), slotBytes);
+    e_.op("sadd {}, {}, {}", S(rV), S(rV), vBase);
+    e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", buf), desc, S(rV), l_.memRef(buf, S(rAddr)), S(slotReg));
+  };
+  fetchTile(aBuf, aStep, rQ, rX, aSlot, vA, dA);
+  fetchTile(wBuf, wStep, rX, rY, wSlot, vW, dW);
 }
 
 // Components of an f32 value for multi-pass bf16 products: x - bf16(x), twice.
