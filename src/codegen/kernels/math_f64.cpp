@@ -185,6 +185,16 @@ class PairMath {
     selectInto(v, m, x);
     dropMask(m);
   }
+  // v := NaN where x or y is NaN (x + y: IEEE picks the NaN operand).
+  void nanWhereEitherNaN(VReg& v, VReg x, VReg y) {
+    VReg nan = add(x, y);
+    for (VReg operand : {x, y}) {
+      int m = cmp("ne", operand, operand);
+      selectInto(v, m, nan);
+      dropMask(m);
+    }
+    drop(nan);
+  }
   // |x| (the sign bit cleared) and the sign bit of x alone, as 32-bit words.
   VReg abs(VReg x) {
     VReg d = l_.valloc(hlo::ElementType::F64);
@@ -1023,14 +1033,7 @@ VReg expandAtan2(PairMath& p, VReg y, VReg x) {
   p.dropMask(neg);
   p.drop(alt);
   p.copySign(r, y);
-  VReg nan = p.add(x, y);
-  int mx2 = p.cmp("ne", x, x);
-  p.selectInto(r, mx2, nan);
-  p.dropMask(mx2);
-  int my = p.cmp("ne", y, y);
-  p.selectInto(r, my, nan);
-  p.dropMask(my);
-  p.drop(nan);
+  p.nanWhereEitherNaN(r, x, y);
   return r;
 }
 
@@ -1377,14 +1380,7 @@ VReg expandPow(PairMath& p, VReg x, VReg y) {
   p.dropMask(xlt);
   p.drop(nanOr);
   // NaN operands give NaN, then y = 0 and x = 1 give 1 (whatever the other).
-  VReg nan = p.add(x, y);
-  int xn = p.cmp("ne", x, x);
-  p.selectInto(r, xn, nan);
-  p.dropMask(xn);
-  int yn2 = p.cmp("ne", y, y);
-  p.selectInto(r, yn2, nan);
-  p.dropMask(yn2);
-  p.drop(nan);
+  p.nanWhereEitherNaN(r, x, y);
   p.whereCmp(r, y, "eq", 0.0, 1.0);
   p.whereCmp(r, x, "eq", 1.0, 1.0);
   p.drop({ax, ay});
