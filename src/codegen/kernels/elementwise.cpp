@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/kernels/last_step.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -508,19 +509,7 @@ bool Lowerer::emitElementwise(int64_t n, const std::vector<EwInput>& ins, const 
         else
           e_.op("{} {}, {}, [{}], sem[{}]", dmaOp("v2h", buf), d, memRef(buf, S(rA)), S(rV), S(semReg));
       };
-      if (nChunks == 1) {
-        dma(part);
-      } else if (tail == c) {
-        dma(full);
-      } else {
-        std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-        e_.op("br.eq {}, {}, {}", S(chunkReg), nChunks - 1, lt);
-        dma(full);
-        e_.op("jmp {}", ld);
-        e_.label(lt);
-        dma(part);
-        e_.label(ld);
-      }
+      emitFullOrLastStep(e_, S(chunkReg), nChunks, tail == c, [&] { dma(full); }, [&] { dma(part); });
     }
   };
   // Chunk i + kSlots - 1 is fetched while chunk i computes; a slot is

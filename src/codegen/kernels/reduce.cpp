@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "codegen/kernels/kernel_phases.h"
+#include "codegen/kernels/last_step.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -176,19 +177,7 @@ void Lowerer::emitChunkDma(bool load, int buf, int64_t voff, int es, int64_t c, 
     else
       e_.op("{} {}, {}, [{}], sem0", dmaOp("v2h", buf), d, memRef(buf, S(rA)), voff);
   };
-  if (nChunks == 1) {
-    dma(part);
-  } else if (tail == c) {
-    dma(full);
-  } else {
-    std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-    e_.op("br.eq {}, {}, {}", S(rC), nChunks - 1, lt);
-    dma(full);
-    e_.op("jmp {}", ld);
-    e_.label(lt);
-    dma(part);
-    e_.label(ld);
-  }
+  emitFullOrLastStep(e_, S(rC), nChunks, tail == c, [&] { dma(full); }, [&] { dma(part); });
 }
 
 bool Lowerer::emitReduceRows(const Instruction& in, int64_t r, int64_t k, const std::vector<int>& inBufs,
@@ -536,19 +525,7 @@ void SegmentReduceEmitter::dmaBatch(bool load) {
       if (load) e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", b), d, xOff[j], l_.memRef(b, S(rA)));
       else e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", b), d, l_.memRef(b, S(rA)), sideOut ? sOff[j - no] : oOff[j]);
     };
-    if (nBatches == 1) {
-      dma(part);
-    } else if (tailRows == rows) {
-      dma(full);
-    } else {
-      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-      e_.op("br.eq {}, {}, {}", S(rB), nBatches - 1, lt);
-      dma(full);
-      e_.op("jmp {}", ld);
-      e_.label(lt);
-      dma(part);
-      e_.label(ld);
-    }
+    emitFullOrLastStep(e_, S(rB), nBatches, tailRows == rows, [&] { dma(full); }, [&] { dma(part); });
   }
   e_.op("sem.wait sem0, {}", count);
 }

@@ -19,6 +19,7 @@
 // positions in the network are global (chunk base added), so directions and
 // padding come out as for a row held whole.
 #include "codegen/kernels/kernel_phases.h"
+#include "codegen/kernels/last_step.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -262,19 +263,9 @@ void SortEmitter::moveRows(bool load) {
       else
         e_.op("{} {}, {}, [{}], sem0", l_.dmaOp("v2h", buf), ds, l_.memRef(buf, S(rA)), S(rX));
     };
-    if (nChunks == 1) {
-      dma(rowsDesc(tailR, es, load));
-    } else if (tailR == R) {
-      dma(rowsDesc(R, es, load));
-    } else {
-      std::string lt = e_.newLabel("tail"), ld = e_.newLabel("dmadone");
-      e_.op("br.eq {}, {}, {}", S(rC), nChunks - 1, lt);
-      dma(rowsDesc(R, es, load));
-      e_.op("jmp {}", ld);
-      e_.label(lt);
-      dma(rowsDesc(tailR, es, load));
-      e_.label(ld);
-    }
+    emitFullOrLastStep(
+        e_, S(rC), nChunks, tailR == R, [&] { dma(rowsDesc(R, es, load)); },
+        [&] { dma(rowsDesc(tailR, es, load)); });
   }
   e_.op("sem.wait sem0, {}", nops);
 }
