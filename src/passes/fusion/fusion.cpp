@@ -1008,7 +1008,7 @@ bool ComputationFuser::materialize(hlo::Module& module, NameTable& names, const 
                                           names.fresh("fused_computation"), &names);
     const Instruction& first = *graph_.instruction(node.outputs.back());
     Instruction* f = comp.addInstruction(Opcode::Fusion, names.fresh("fusion"), b.computation->root()->shape());
-    f->attrs().fusionKind = kind;
+    setSmallAttribute(*f, SmallAttribute::FusionKind, static_cast<int64_t>(kind));
     f->addCalledComputation(b.computation);
     f->setLocation(first.location());
     f->common().metadata = first.common().metadata;
@@ -1018,7 +1018,7 @@ bool ComputationFuser::materialize(hlo::Module& module, NameTable& names, const 
       if (node.outputs.size() > 1) {
         const Instruction& out = *graph_.instruction(node.outputs[k]);
         value = comp.addInstruction(Opcode::GetTupleElement, names.fresh("get-tuple-element"), out.shape());
-        value->attrs().tupleIndex = static_cast<int64_t>(k);
+        setSmallAttribute(*value, SmallAttribute::TupleIndex, static_cast<int64_t>(k));
         value->addOperand(f);
         value->setLocation(out.location());
       }

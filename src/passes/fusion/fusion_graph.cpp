@@ -1,6 +1,7 @@
 #include "passes/fusion/fusion_graph.h"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -293,6 +294,56 @@ std::string NameTable::fresh(const std::string& base) {
 
 namespace {
 
+// The shared blocks of setSmallAttribute: one prototype instruction per
+// (field, value), made at once on first use and never freed (instructions
+// of any module may share them until the process ends). Only reference
+// counts change afterwards (atomically), so threads may share the table.
+constexpr int64_t kSmallIndices = 64;  // parameter numbers, tuple indices
+constexpr int64_t kFusionKinds = static_cast<int64_t>(hlo::FusionKind::Custom) + 1;
+
+// Where (field, value) is in the table; -1 when it has no shared block.
+int64_t smallSlot(SmallAttribute field, int64_t value) {
+  switch (field) {
+    case SmallAttribute::ParameterNumber: return value >= 0 && value < kSmallIndices ? value : -1;
+    case SmallAttribute::TupleIndex: return value >= 0 && value < kSmallIndices ? kSmallIndices + value : -1;
+    case SmallAttribute::FusionKind: return value >= 0 && value < kFusionKinds ? 2 * kSmallIndices + value : -1;
+  }
+  return -1;
+}
+
+void setField(Instruction& in, SmallAttribute field, int64_t value) {
+  switch (field) {
+    case SmallAttribute::ParameterNumber: in.attrs().parameterNumber = value; break;
+    case SmallAttribute::TupleIndex: in.attrs().tupleIndex = value; break;
+    case SmallAttribute::FusionKind: in.attrs().fusionKind = static_cast<hlo::FusionKind>(value); break;
+  }
+}
+
+const Instruction& smallAttributePrototype(int64_t slot) {
+  static const auto* table = [] {
+    auto* t = new std::vector<std::unique_ptr<Instruction>>;
+    for (auto [field, count] : {std::pair{SmallAttribute::ParameterNumber, kSmallIndices},
+                                std::pair{SmallAttribute::TupleIndex, kSmallIndices},
+                                std::pair{SmallAttribute::FusionKind, kFusionKinds}})
+      for (int64_t v = 0; v < count; ++v) {
+        t->push_back(std::make_unique<Instruction>(Opcode::Parameter, "", hlo::Shape()));
+        setField(*t->back(), field, v);
+      }
+    return t;
+  }();
+  return *(*table)[static_cast<size_t>(slot)];
+}
+
+}  // namespace
+
+void setSmallAttribute(Instruction& in, SmallAttribute field, int64_t value) {
+  const int64_t slot = smallSlot(field, value);
+  if (slot >= 0 && !in.hasAttributes()) in.shareAttributesOf(smallAttributePrototype(slot));
+  else setField(in, field, value);
+}
+
+namespace {
+
 Instruction* addCopy(hlo::Computation& c, const Instruction& in, std::string name,
                      const std::vector<Instruction*>& operands) {
   auto copy = std::make_unique<Instruction>(in.opcode(), std::move(name), in.shape());
@@ -335,7 +386,7 @@ BuiltFusion buildFusedComputation(hlo::Module& module, const FusionGraph& graph,
       const int64_t k = static_cast<int64_t>(built.parameters.size());
       built.parameters.push_back(o);
       v = c->addInstruction(Opcode::Parameter, nameFor(fmt::format("param_{}", k)), original->shape());
-      v->attrs().parameterNumber = k;
+      setSmallAttribute(*v, SmallAttribute::ParameterNumber, k);
       v->setLocation(original->location());
     }
     if (Instruction** known = slot(o)) *known = v;  // a member read before its copy is made (not in order)

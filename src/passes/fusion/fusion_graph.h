@@ -156,6 +156,19 @@ class NameTable {
   std::unordered_map<std::string, int64_t> next_;
 };
 
+// The attributes an instruction the fusion passes create needs: the
+// defaults but for one small field (a parameter's number, an element's
+// index, a fusion's kind).
+enum class SmallAttribute : uint8_t { ParameterNumber, TupleIndex, FusionKind };
+
+// Sets `field` of `in`, an instruction without attributes yet, to `value`
+// by sharing a block made once per (field, value) for small values: a
+// reference count instead of a 760-byte block of its own per parameter of
+// every candidate and fusion (and fewer lines for the verifier and the
+// printer to read). Other values, or an instruction with attributes, get
+// the field set in their own block.
+void setSmallAttribute(hlo::Instruction& in, SmallAttribute field, int64_t value);
+
 struct BuiltFusion {
   hlo::Computation* computation = nullptr;
   std::vector<int32_t> parameters;  // the value (instruction index) each parameter stands for

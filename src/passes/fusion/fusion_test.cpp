@@ -305,5 +305,63 @@ ENTRY e {
   EXPECT_EQ(f.remarks.find("would duplicate"), std::string::npos) << f.remarks;
 }
 
+TEST(Fusion, SmallAttributesShareOneBlockAndCopyOnWrite) {
+  hlo::Instruction a(hlo::Opcode::Parameter, "a", hlo::Shape());
+  hlo::Instruction b(hlo::Opcode::Parameter, "b", hlo::Shape());
+  setSmallAttribute(a, SmallAttribute::ParameterNumber, 3);
+  setSmallAttribute(b, SmallAttribute::ParameterNumber, 3);
+  const hlo::Instruction& ca = a;
+  const hlo::Instruction& cb = b;
+  EXPECT_EQ(&ca.attrs(), &cb.attrs());
+  EXPECT_EQ(ca.attrs().parameterNumber, 3);
+  EXPECT_TRUE(ca.attrs().dimensions.empty());
+  a.attrs().parameterNumber = 4;  // unshares a: b keeps its value
+  EXPECT_NE(&ca.attrs(), &cb.attrs());
+  EXPECT_EQ(cb.attrs().parameterNumber, 3);
+  // Values past the table, and instructions that have attributes, set the field in their own block.
+  hlo::Instruction big(hlo::Opcode::Parameter, "big", hlo::Shape());
+  setSmallAttribute(big, SmallAttribute::ParameterNumber, 1000);
+  EXPECT_EQ(static_cast<const hlo::Instruction&>(big).attrs().parameterNumber, 1000);
+  hlo::Instruction g(hlo::Opcode::GetTupleElement, "g", hlo::Shape());
+  g.attrs().dimensions = {1};
+  setSmallAttribute(g, SmallAttribute::TupleIndex, 2);
+  const hlo::Instruction& cg = g;
+  EXPECT_EQ(cg.attrs().tupleIndex, 2);
+  EXPECT_EQ(cg.attrs().dimensions, std::vector<int64_t>{1});
+  hlo::Instruction f(hlo::Opcode::Fusion, "f", hlo::Shape());
+  setSmallAttribute(f, SmallAttribute::FusionKind, static_cast<int64_t>(hlo::FusionKind::Output));
+  EXPECT_EQ(static_cast<const hlo::Instruction&>(f).attrs().fusionKind, hlo::FusionKind::Output);
+}
+
+TEST(Fusion, FusionParametersShareTheirAttributeBlocks) {
+  Fused f = fuse(R"(HloModule m
+lt {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT l = pred[] compare(x, y), direction=LT
+}
+ENTRY e {
+  p0 = f32[256,1024] parameter(0)
+  p1 = f32[256,1024] parameter(1)
+  a = f32[256,1024] add(p0, p1)
+  b = f32[256,1024] exponential(a)
+  r = f32[256,1024] sort(b), dimensions={1}, to_apply=lt
+  c = f32[256,1024] add(r, p1)
+  ROOT d = f32[256,1024] negate(c)
+})");
+  ASSERT_TRUE(f.module);
+  // Two fusions around the sort, each with a parameter 0: one block.
+  std::vector<const hlo::Instruction*> firstParameters;
+  for (const auto& c : f.module->computations())
+    for (const auto& in : c->instructions()) {
+      const hlo::Instruction& i = *in;
+      if (i.opcode() == hlo::Opcode::Parameter && i.attrs().parameterNumber == 0 && c.get() != f.module->entry() &&
+          c->name().rfind("fused", 0) == 0)
+        firstParameters.push_back(&i);
+    }
+  ASSERT_EQ(firstParameters.size(), 2u) << f.text;
+  EXPECT_EQ(&firstParameters[0]->attrs(), &firstParameters[1]->attrs());
+}
+
 }  // namespace
 }  // namespace tpu::fusion
