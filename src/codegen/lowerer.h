@@ -411,11 +411,15 @@ struct AttentionFusion {
 // index, major to minor, as (count, byte stride) in the operand's buffer.
 // A T(8,128) operand's rows are (row blocks, 8) and its columns (column
 // tiles, 128): a row block of 8 rows is k contiguous 4 KiB tiles.
+// `pairs`: 2-byte elements under T(8,128)(2,1), two rows per 32-bit word;
+// the row digits then count pairs of rows and the strides are of words (a
+// row block of 8 rows is one 2 KiB tile of 4 pair rows).
 struct MatmulView {
   struct Digit {
     int64_t count, stride;
   };
   std::vector<Digit> groups[3];
+  bool pairs = false;
 };
 
 // emitMatmul's operands: batched [m, k] x [k, n] products, A in aBuf, W in

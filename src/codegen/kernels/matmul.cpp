@@ -55,20 +55,20 @@ std::optional<GroupBox> groupBox(const std::vector<MatmulView::Digit>& ds, int64
 }
 
 // VMEM strides of a [T1, T2] tile of e-byte elements: row-major, or as
-// 8 x 128 tiles (row blocks of T2 / 128 tiles).
-DstStride rowStrides(bool tileMajor, int64_t T2, int e) {
+// tr x 128 tiles (row blocks of T2 / 128 tiles; tr = 8 rows, or 4 pair rows).
+DstStride rowStrides(bool tileMajor, int64_t T2, int e, int64_t tr) {
   return [=](int64_t inner, int64_t count) -> std::optional<int64_t> {
     if (!tileMajor) return inner * T2 * e;
-    if (inner * count <= 8) return inner * 128 * e;
-    if (inner % 8 != 0) return std::nullopt;
-    return inner / 8 * (T2 / 128) * 8 * 128 * e;
+    if (inner * count <= tr) return inner * 128 * e;
+    if (inner % tr != 0) return std::nullopt;
+    return inner / tr * (T2 / 128) * tr * 128 * e;
   };
 }
-DstStride colStrides(bool tileMajor, int e) {
+DstStride colStrides(bool tileMajor, int e, int64_t tr) {
   return [=](int64_t inner, int64_t count) -> std::optional<int64_t> {
     if (!tileMajor || inner * count <= 128) return inner * e;
     if (inner % 128 != 0) return std::nullopt;
-    return inner / 128 * 8 * 128 * e;
+    return inner / 128 * tr * 128 * e;
   };
 }
 
@@ -82,9 +82,11 @@ struct ViewDma {
 };
 
 std::optional<ViewDma> viewDma(const MatmulView& v, int64_t T1, int64_t T2, int e, bool tileMajor) {
-  auto b = groupBox(v.groups[0], 1, colStrides(false, e));
-  auto r = groupBox(v.groups[1], T1, rowStrides(tileMajor, T2, e));
-  auto c = groupBox(v.groups[2], T2, colStrides(tileMajor, e));
+  const int64_t tr = v.pairs ? 4 : 8;
+  if (v.pairs) T1 /= 2, e = 4;  // pair rows of 32-bit words
+  auto b = groupBox(v.groups[0], 1, colStrides(false, e, tr));
+  auto r = groupBox(v.groups[1], T1, rowStrides(tileMajor, T2, e, tr));
+  auto c = groupBox(v.groups[2], T2, colStrides(tileMajor, e, tr));
   if (!b || !r || !c) return std::nullopt;
   std::vector<Emitter::Dim> dims = r->dims;
   dims.insert(dims.end(), c->dims.begin(), c->dims.end());
@@ -110,6 +112,21 @@ std::optional<ViewDma> viewDma(const MatmulView& v, int64_t T1, int64_t T2, int 
   return d;
 }
 
+// A 2-byte view whose rows pair up in 32-bit words (bf16 under
+// T(8,128)(2,1)): the minor row digit is (2, 2 bytes) and every other digit
+// is a multiple of 4 bytes apart. The view becomes one of pair rows and
+// words (pairs), read by loadPairs.
+bool pairView(MatmulView& v) {
+  std::vector<MatmulView::Digit>& rows = v.groups[1];
+  if (rows.empty() || rows.back().count != 2 || rows.back().stride != 2) return false;
+  rows.pop_back();
+  for (const auto& g : v.groups)
+    for (const MatmulView::Digit& d : g)
+      if (d.stride % 4 != 0) return false;
+  v.pairs = true;
+  return true;
+}
+
 }  // namespace
 
 int Lowerer::matmulOperand(const Instruction* op, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
@@ -123,8 +140,9 @@ int Lowerer::matmulOperand(const Instruction* op, const std::vector<int64_t>& g0
   order.insert(order.end(), g2.begin(), g2.end());
   bool identity = true;
   for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
-  // Only 4-byte operands that would otherwise be copied whole, unpadded.
-  if (identity || es != 4 || dimsProduct(s, g1) != p1 || dimsProduct(s, g2) != p2)
+  // Only 4-byte operands (or 2-byte ones with paired rows) that would
+  // otherwise be copied whole, unpadded.
+  if (identity || (es != 4 && es != 2) || dimsProduct(s, g1) != p1 || dimsProduct(s, g2) != p2)
     return canonicalDotOperand(op, g0, g1, g2, p1, p2);
   const std::vector<int64_t> os = byteStrides(s.dimensions(), es);
   MatmulView v;
@@ -140,6 +158,7 @@ int Lowerer::matmulOperand(const Instruction* op, const std::vector<int64_t>& g0
       }
       ds.push_back({s.dimension(d), stride});
     }
+  if (es == 2 && !pairView(v)) return canonicalDotOperand(op, g0, g1, g2, p1, p2);
   // The smallest tiles the matmul takes: 8 or 128 rows, 128 columns.
   if (!viewDma(v, rhs ? 128 : 8, 128, es, false)) return canonicalDotOperand(op, g0, g1, g2, p1, p2);
   *view = std::move(v);
@@ -181,7 +200,8 @@ class MatmulEmitter : KernelPhases {
   void decompose();
   void fetch(int slotReg);
   void component(VReg x, int idx, VReg h);
-  void loadA(VReg dst, const std::string& addr);
+  void loadA(VReg dst, int64_t blockOffset);
+  void loadPairs(VReg dst, int reg, int64_t off, int64_t pitch);
   std::string cAddr(int u, int64_t blockOffset) const;
   void pushWeights(int iw);
   void componentOf(VReg dst, VReg src);
@@ -370,9 +390,30 @@ void MatmulEmitter::component(VReg x, int idx, VReg h) {
   }
 }
 
-void MatmulEmitter::loadA(VReg dst, const std::string& addr) {
-  e_.op("{} {}, [{}]", ldA, V(dst), addr);
+// A's 8-row block `blockOffset` blocks past rAo.
+void MatmulEmitter::loadA(VReg dst, int64_t blockOffset) {
+  const int64_t off = blockOffset * aRow;
+  if (aView && aView->pairs)
+    loadPairs(dst, rAo, off, 128 * 4);
+  else
+    e_.op("{} {}, [{}]", ldA, V(dst), off ? fmt::format("{} + {}", S(rAo), off) : S(rAo));
   if (proA) l_.emitOperandPrologue(*epilogue, 0, dst, mA);
+}
+
+// 8 rows paired in 32-bit words (bf16 under T(8,128)(2,1)), pair row p at
+// reg + off + p * pitch: sublane s gets half s % 2 of pair row s / 2. The
+// even sublanes load their pairs and unpack the low halves (which leaves
+// the low 16 bits zero, so the high-half unpack keeps them); the odd ones
+// then load the same pairs (half a pitch earlier at twice the sublane step)
+// and unpack the high halves.
+void MatmulEmitter::loadPairs(VReg dst, int reg, int64_t off, int64_t pitch) {
+  auto at = [&](int64_t o) {
+    return o == 0 ? S(reg) : o > 0 ? fmt::format("{} + {}", S(reg), o) : fmt::format("{} - {}", S(reg), -o);
+  };
+  e_.op("vld {}, [{}], {}, mask=0x55", V(dst), at(off), pitch / 2);
+  e_.op("vunpack.lo.bf16 {}, {}", V(dst), V(dst));
+  e_.op("vld {}, [{}], {}, mask=0xaa", V(dst), at(off - pitch / 2), pitch / 2);
+  e_.op("vunpack.hi.bf16 {}, {}", V(dst), V(dst));
 }
 
 std::string MatmulEmitter::cAddr(int u, int64_t blockOffset) const {
@@ -386,7 +427,10 @@ void MatmulEmitter::pushWeights(int iw) {
   for (int u = 0; u < g; ++u) {
     for (int blk = 0; blk < 16; ++blk) {
       VReg w = vw[j++ % vw.size()];
-      if (wTiles)  // tile (blk, u) of the row block's g tiles
+      if (wView && wView->pairs)  // tile (blk, u), or 4 pair rows of tn words
+        loadPairs(w, rWb, wTiles ? (blk * g + u) * 8 * 128 * ew : blk * 4 * tn * 4 + u * 128 * 4,
+                  wTiles ? 128 * 4 : tn * 4);
+      else if (wTiles)  // tile (blk, u) of the row block's g tiles
         e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), (blk * g + u) * 8 * 128 * ew, 128 * ew);
       else
         e_.op("{} {}, [{} + {}], {}", ldW, V(w), S(rWb), blk * 8 * tn * ew + u * 128 * ew, tn * ew);
@@ -440,10 +484,10 @@ void MatmulEmitter::iteration(bool doPush, bool doPop) {
   if (doPush) {
     for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(va));
     if (curIa == 0) {
-      loadA(va, fmt::format("{} + {}", S(rAo), aRow));
+      loadA(va, 1);
     } else {
       componentOf(va, vraw);
-      loadA(vraw, fmt::format("{} + {}", S(rAo), 2 * aRow));
+      loadA(vraw, 2);
     }
     e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
   }
@@ -457,11 +501,11 @@ void MatmulEmitter::pass(int ia, int iw, bool accumulate) {
   e_.op("smov {}, {}", S(rAo), S(rAb));
   e_.op("smov {}, {}", S(rCo), S(rCb));
   if (ia == 0) {
-    loadA(va, S(rAo));
+    loadA(va, 0);
   } else {
-    loadA(vraw, S(rAo));
+    loadA(vraw, 0);
     componentOf(va, vraw);
-    loadA(vraw, fmt::format("{} + {}", S(rAo), aRow));
+    loadA(vraw, 1);
   }
   if (accumulate)
     for (int u = 0; u < g; ++u) e_.op("vld {}, [{}], {}", V(vc[u]), cAddr(u, 0), tn * 4);

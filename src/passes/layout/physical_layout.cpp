@@ -594,24 +594,75 @@ class RelayoutSinker {
     std::vector<std::vector<int64_t>> digits;
   };
 
-  // The physical `ph` as a view: one T(a,b) tile of two dimensions, no
-  // dimensions merged (rank <= 3): the two tiled logical dimensions are
-  // (outer, tile) digit pairs.
+  // The physical `ph` as a view: one T(a,b) tile of two dimensions, the
+  // two tiled logical dimensions (outer, tile) digit pairs; the dimensions
+  // no tile reaches, merged in the physical form, are split again (a free
+  // reshape). 2-byte elements may pair rows under a second tile (2,1) that
+  // splits the tile's digits exactly: rows (a/8, 4, 2), lanes (b/128, 128);
+  // their size-1 digits are reshaped away.
   static std::optional<DotView> physicalView(const Physical& ph) {
     auto p = planFor(ph.key);
-    if (!p || p->tilings.size() != 1 || p->tilings[0].tile.size() != 2 || p->tilings[0].prepended || p->merged)
-      return std::nullopt;
+    if (!p || p->tilings.empty() || p->tilings[0].tile.size() != 2) return std::nullopt;
+    if (p->tilings.size() > 1 && !pairedRows(ph.key)) return std::nullopt;
     const size_t r = p->perm.size();
     if (r < 2) return std::nullopt;
+    // Per collapsed position, its digits in the current form.
+    std::vector<std::vector<int64_t>> at(p->collapsed.size());
+    for (size_t i = 0; i < at.size(); ++i) at[i] = {static_cast<int64_t>(i)};
+    for (size_t t = 0; t < p->tilings.size(); ++t) {
+      const Plan::Tiling& tl = p->tilings[t];
+      if (tl.prepended || (t > 0 && tl.padded != tl.before)) return std::nullopt;
+      const int64_t q = static_cast<int64_t>(tl.tile.size());
+      const int64_t s = static_cast<int64_t>(tl.before.size()) - q;
+      for (auto& ds : at) {
+        std::vector<int64_t> next;
+        for (int64_t x : ds) {
+          next.push_back(x);
+          if (x >= s) next.push_back(x + q);
+        }
+        ds = std::move(next);
+      }
+    }
+    // The merged leading position (never tiled: it is physical dimension 0)
+    // back to its `merged` dimensions.
+    const int64_t lead = static_cast<int64_t>(p->merged), shift = lead ? lead - 1 : 0;
+    std::vector<int64_t> phys(p->permuted.begin(), p->permuted.begin() + lead);
+    phys.insert(phys.end(), p->physical.begin() + (lead ? 1 : 0), p->physical.end());
     DotView v;
     v.value = ph.value;
-    v.dims = p->physical;
     v.digits.resize(r);
-    const size_t s = r - 2;
-    for (size_t i = 0; i < s; ++i) v.digits[static_cast<size_t>(p->perm[i])] = {static_cast<int64_t>(i)};
-    v.digits[static_cast<size_t>(p->perm[s])] = {static_cast<int64_t>(s), static_cast<int64_t>(s + 2)};
-    v.digits[static_cast<size_t>(p->perm[s + 1])] = {static_cast<int64_t>(s + 1), static_cast<int64_t>(s + 3)};
+    for (int64_t i = 0; i < lead; ++i) v.digits[static_cast<size_t>(p->perm[static_cast<size_t>(i)])] = {i};
+    for (size_t i = lead ? 1 : 0; i < at.size(); ++i) {
+      std::vector<int64_t>& ds = v.digits[static_cast<size_t>(p->perm[static_cast<size_t>(shift) + i])];
+      for (int64_t x : at[i]) ds.push_back(x + shift);
+    }
+    // Paired rows keep the digits of size > 1 (one per logical dimension at
+    // least), renumbered: the (2,1) tile's lane digit is 1.
+    const bool dropOnes = p->tilings.size() > 1;
+    std::vector<int64_t> index(phys.size(), -1);
+    for (auto& ds : v.digits) {
+      std::vector<int64_t> kept;
+      for (int64_t x : ds)
+        if (!dropOnes || phys[static_cast<size_t>(x)] > 1) kept.push_back(x);
+      if (kept.empty()) kept.push_back(ds.back());
+      ds = std::move(kept);
+      for (int64_t x : ds) index[static_cast<size_t>(x)] = 0;
+    }
+    for (size_t x = 0; x < index.size(); ++x)
+      if (index[x] == 0) {
+        index[x] = static_cast<int64_t>(v.dims.size());
+        v.dims.push_back(phys[x]);
+      }
+    for (auto& ds : v.digits)
+      for (int64_t& x : ds) x = index[static_cast<size_t>(x)];
     return v;
+  }
+
+  // bf16-like arrays whose T(8,128) tiles pair rows in 32-bit words: (2,1).
+  static bool pairedRows(const Shape& key) {
+    const auto& tiles = key.layout().tiles;
+    return hlo::elementTypeInfo(key.elementType()).byteSize == 2 && tiles.size() == 2 &&
+           tiles[1].dimensions == std::vector<int64_t>{2, 1};
   }
 
   static DotView logicalView(Instruction* o) {
@@ -701,6 +752,10 @@ class RelayoutSinker {
     const Instruction* dot = nullptr;
     int64_t param[2] = {0, 1};  // the operands' parameters (or operand numbers)
     std::map<std::string, int> side;
+    // Parameters broadcast along the result's columns (the rhs free
+    // dimensions: a bias), and those broadcasts, by name.
+    std::set<std::string> columns, columnBroadcasts;
+    int64_t columnRank = 0;
   };
 
   static std::optional<DotSite> dotOf(const Instruction* in) {
@@ -750,6 +805,13 @@ class RelayoutSinker {
     if (!c.root() || c.root()->shape().dimensions() != dims || in->shape().dimensions() != dims ||
         site.side.count(c.root()->name()))
       return std::nullopt;
+    const int64_t columnRank = site.columnRank = dot->operand(1)->shape().rank() -
+                               static_cast<int64_t>(dot->attrs().dotDims->rhsBatchDimensions.size() +
+                                                    dot->attrs().dotDims->rhsContractingDimensions.size());
+    std::vector<int64_t> columnDims;
+    for (int64_t d = static_cast<int64_t>(dims.size()) - columnRank; d < static_cast<int64_t>(dims.size()); ++d)
+      columnDims.push_back(d);
+    std::set<std::string> arrayParams;
     for (const auto& up : c.instructions()) {
       const Instruction& i = *up;
       if (&i == dot || site.side.count(i.name())) continue;
@@ -758,15 +820,28 @@ class RelayoutSinker {
         if (site.side.count(x->name())) return std::nullopt;  // prologue values read after the dot
       const bool scalar = i.shape().isScalar();
       if (i.opcode() == Opcode::Parameter) {
-        if (!scalar) return std::nullopt;
+        if (!scalar) arrayParams.insert(i.name());
         continue;
       }
       if (!scalar && i.shape().dimensions() != dims) return std::nullopt;
       if (i.opcode() == Opcode::Constant && scalar) continue;
       if (i.opcode() == Opcode::Broadcast && i.operand(0)->shape().isScalar()) continue;
+      if (i.opcode() == Opcode::Broadcast && i.operand(0)->opcode() == Opcode::Parameter &&
+          columnRank > 0 && i.attrs().dimensions == columnDims) {
+        site.columns.insert(i.operand(0)->name());
+        site.columnBroadcasts.insert(i.name());
+        continue;
+      }
       if (hlo::isElementwise(i.opcode()) && !i.hasSideEffect()) continue;
       return std::nullopt;
     }
+    for (const std::string& p : arrayParams)
+      if (!site.columns.count(p)) return std::nullopt;
+    // A column parameter is read by its broadcasts only.
+    for (const auto& up : c.instructions())
+      if (!site.columnBroadcasts.count(up->name()))
+        for (const Instruction* x : up->operands())
+          if (site.columns.count(x->name())) return std::nullopt;
     return site;
   }
 
@@ -799,11 +874,7 @@ class RelayoutSinker {
       // minor physical dimension) must be a contracting dimension of the lhs
       // and a free one of the rhs, or the tiles would be read across their
       // lanes (then the operand's relayout, a transpose, is read instead).
-      const int64_t lane = static_cast<int64_t>(v->dims.size()) - 1;
-      int64_t owner = -1;
-      for (size_t d = 0; d < v->digits.size(); ++d)
-        if (std::find(v->digits[d].begin(), v->digits[d].end(), lane) != v->digits[d].end())
-          owner = static_cast<int64_t>(d);
+      const int64_t owner = it->second.key.layout().minorToMajor[0];
       const auto& contracting = j == 0 ? dn.lhsContractingDimensions : dn.rhsContractingDimensions;
       const auto& batch = j == 0 ? dn.lhsBatchDimensions : dn.rhsBatchDimensions;
       const bool inContracting = std::find(contracting.begin(), contracting.end(), owner) != contracting.end();
@@ -852,6 +923,13 @@ class RelayoutSinker {
     extents(view[0], dn.lhsBatchDimensions, dn.lhsContractingDimensions);
     extents(view[1], dn.rhsBatchDimensions, dn.rhsContractingDimensions);
     if (padded.size() != static_cast<size_t>(dot->shape().rank())) return false;
+    if (!site->columns.empty()) {  // a bias needs unpadded columns
+      int64_t columns = 1, logicalColumns = 1;
+      for (int64_t x : *rf) columns *= view[1].dims[static_cast<size_t>(x)];
+      const std::vector<int64_t>& ds = dot->shape().dimensions();
+      for (size_t d = ds.size() - static_cast<size_t>(site->columnRank); d < ds.size(); ++d) logicalColumns *= ds[d];
+      if (columns != logicalColumns) return false;
+    }
 
     const hlo::ElementType t = in->shape().elementType();
     Instruction* ops[2];
@@ -870,8 +948,24 @@ class RelayoutSinker {
     if (in->hasAttributes()) twin->attrs() = in->attrs();
     twin->common() = in->common();
     twin->setLocation(in->location());
-    for (int64_t i = 0; i < in->operandCount(); ++i)
-      twin->addOperand(i == pos[0] ? ops[0] : i == pos[1] ? ops[1] : in->operand(i));
+    // A bias along the columns is read as the rhs free digits (unpadded: a
+    // free reshape of the vector).
+    std::vector<int64_t> columnDims, columnPositions;
+    for (int64_t x : *rf) {
+      columnPositions.push_back(static_cast<int64_t>(outDims.size() - rf->size() + columnPositions.size()));
+      columnDims.push_back(view[1].dims[static_cast<size_t>(x)]);
+    }
+    for (int64_t i = 0; i < in->operandCount(); ++i) {
+      Instruction* o = i == pos[0] ? ops[0] : i == pos[1] ? ops[1] : in->operand(i);
+      const Instruction* param = fusion ? in->fusedComputation()->parameter(i) : nullptr;
+      if (param && site->columns.count(param->name())) {
+        Instruction* r = entry_.addInstruction(Opcode::Reshape, eb_.fresh(in->name() + ".columns"),
+                                               Shape(o->shape().elementType(), columnDims).withDefaultLayout());
+        r->addOperand(o);
+        o = r;
+      }
+      twin->addOperand(o);
+    }
     if (!fusion) {
       twin->attrs().dotDims = nd;
     } else {
@@ -885,6 +979,11 @@ class RelayoutSinker {
           i.setShape(Shape(i.shape().elementType(), view[side->second].dims).withDefaultLayout());
           continue;
         }
+        if (site->columns.count(i.name())) {
+          i.setShape(Shape(i.shape().elementType(), columnDims).withDefaultLayout());
+          continue;
+        }
+        if (site->columnBroadcasts.count(i.name())) i.attrs().dimensions = columnPositions;
         i.setShape(Shape(i.shape().elementType(), outDims).withDefaultLayout());
         if (i.opcode() == Opcode::Dot) i.attrs().dotDims = nd;
       }

@@ -323,6 +323,45 @@ ENTRY main {
   EXPECT_EQ(countOps(*p, hlo::Opcode::Slice), 1);
 }
 
+// physical-edges on `text`: the same bits as the row-major program, and
+// the dot reads its operands' tiles (no transpose or relayout fusion left).
+void expectDotOnTiles(const char* text, int64_t slices) {
+  auto m = parse(text);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  auto p = parse(text);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Transpose) + countOps(*p, hlo::Opcode::Fusion), 0)
+      << hlo::writeModule(*p, hlo::HloEncoding::Text);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Dot), 1);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Slice), slices);
+  EXPECT_TRUE(report.names.empty()) << report.names.front();
+}
+
+TEST(PhysicalEdges, Bf16DotsReadPairedRowTiles) {
+  // bf16 under T(8,128)(2,1): a word holds two rows. The lhs rows are
+  // (a/8, 4, 2) digits, the rhs's K rows pair with the lhs lanes through
+  // (K/128, 16, 4, 2); 20 rows pad to 24 (sliced off).
+  expectDotOnTiles(R"(HloModule t, entry_computation_layout={(bf16[20,256]{1,0:T(8,128)(2,1)}, bf16[256,384]{1,0:T(8,128)(2,1)})->f32[20,384]{1,0}}
+ENTRY main {
+  x = bf16[20,256]{1,0:T(8,128)(2,1)} parameter(0)
+  w = bf16[256,384]{1,0:T(8,128)(2,1)} parameter(1)
+  ROOT d = f32[20,384]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+})", 1);
+}
+
+TEST(PhysicalEdges, BatchedDotsSplitTheMergedDimensions) {
+  // Rank 4: the batch dimensions, merged in the physical form, are split
+  // again by a free reshape; bf16 result, both operands paired rows.
+  expectDotOnTiles(R"(HloModule t, entry_computation_layout={(bf16[2,3,16,128]{3,2,1,0:T(8,128)(2,1)}, bf16[2,3,128,256]{3,2,1,0:T(8,128)(2,1)})->bf16[2,3,16,256]{3,2,1,0}}
+ENTRY main {
+  x = bf16[2,3,16,128]{3,2,1,0:T(8,128)(2,1)} parameter(0)
+  w = bf16[2,3,128,256]{3,2,1,0:T(8,128)(2,1)} parameter(1)
+  ROOT d = bf16[2,3,16,256]{3,2,1,0} dot(x, w), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+})", 0);
+}
+
 TEST(PhysicalEdges, DotsWithPaddedContractionsKeepTheirRelayouts) {
   // K = 200 pads to 256 lanes (garbage after sunk elementwise work): the
   // operands are relaid as before; an output fusion with a tanh epilogue.
