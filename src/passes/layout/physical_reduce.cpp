@@ -184,10 +184,18 @@ std::optional<RowFusionTwin> rowFusionOnTiles(
     if (auto it = physicalOperand.find(i); it != physicalOperand.end()) {
       twin->addOperand(it->second);
     } else if (o->shape().isArray() && o->shape().dimensions() == std::vector<int64_t>{full.back()}) {
-      // A row vector v[b] read as [b/128, 128]: a free reshape of the logical vector.
+      // A row vector v[b] read as [b/128, 128]: a free reshape of the logical
+      // vector, or of its physical form when that is the same elements in
+      // order (one tile of one dimension, no padding: T(256) of 4096).
+      Instruction* v = o;
+      if (auto ph = physicalOf(o); ph && ph->key.layout().tiles.size() == 1 &&
+                                   ph->key.layout().tiles[0].dimensions.size() == 1 &&
+                                   ph->value->shape().elementType() == o->shape().elementType() &&
+                                   ph->value->shape().elementCount() == std::optional<int64_t>(full.back()))
+        v = ph->value;
       Instruction* r = entry.addInstruction(Opcode::Reshape, fresh(o->name() + ".tiles"),
                                             Shape(o->shape().elementType(), vecPhys).withDefaultLayout());
-      r->addOperand(o);
+      r->addOperand(v);
       out.added.push_back(r);
       twin->addOperand(r);
     } else {
