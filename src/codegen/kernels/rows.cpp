@@ -131,6 +131,39 @@ bool classifyRowValue(const Instruction& i, const Instruction& first, const std:
   }
   return true;
 }
+
+// Rows stored as T(8,128) tiles (physical_reduce.h): [.., a/8, b/128, 8, 128]
+// reduced over the b/128 and 128 digits. A vreg is one tile: 128 lanes of
+// 8 rows.
+bool tiledRows(const std::vector<int64_t>& dims, const std::vector<int64_t>& reduced) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  return rank >= 4 && dims[static_cast<size_t>(rank - 1)] == 128 &&
+         dims[static_cast<size_t>(rank - 2)] == 8 && reduced == std::vector<int64_t>{rank - 3, rank - 1};
+}
+
+bool tiledRows(const RowFusion& f) {
+  for (const auto& up : f.comp->instructions())
+    if (up->opcode() == Opcode::Reduce) {
+      std::vector<int64_t> reduced = up->attrs().dimensions;
+      std::sort(reduced.begin(), reduced.end());
+      return tiledRows(f.dims, reduced);
+    }
+  return false;
+}
+
+// Tiled rows have no streamed form: two slots of a unit (8 rows) of every
+// streamed value must fit with the row vectors (8 copies of each, one per
+// sublane), as RowFusionEmitter::planVmem places them.
+bool tiledRowsFitVmem(const RowFusion& f, uint64_t budget) {
+  uint64_t rowBytes = 0, vecBytes = 0;
+  for (const Instruction* p : f.streamed)
+    rowBytes += static_cast<uint64_t>(f.r) * typeInfo(p->shape().elementType()).bytes;
+  for (const Instruction* o : f.outputs)
+    rowBytes += static_cast<uint64_t>(f.r) * typeInfo(o->shape().elementType()).bytes;
+  for (const Instruction* v : f.vectors)
+    vecBytes += alignUp(static_cast<uint64_t>(8 * f.r) * typeInfo(v->shape().elementType()).bytes, 512);
+  return vecBytes + 65536 + 8 * (2 * rowBytes + 2048) <= budget;
+}
 }  // namespace
 
 bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
@@ -150,10 +183,11 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
   std::vector<int64_t> reduced = first->attrs().dimensions;
   std::sort(reduced.begin(), reduced.end());
   if (reduced.empty() || static_cast<int64_t>(reduced.size()) >= rank) return false;
+  const bool tiled = tiledRows(f.dims, reduced);
   std::vector<int64_t> rowDims, vecDims, keptIdx, vecIdx;
   for (int64_t d = 0; d < rank; ++d) {
     bool red = std::binary_search(reduced.begin(), reduced.end(), d);
-    if (red != (d >= rank - static_cast<int64_t>(reduced.size()))) return false;  // trailing only
+    if (!tiled && red != (d >= rank - static_cast<int64_t>(reduced.size()))) return false;  // trailing only
     (red ? vecDims : rowDims).push_back(f.dims[static_cast<size_t>(d)]);
     (red ? vecIdx : keptIdx).push_back(d);
     (red ? f.r : f.k) *= f.dims[static_cast<size_t>(d)];
@@ -162,7 +196,7 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
   // that pack a vreg exactly (128, 256, 512: 8, 4, 2 rows per vreg); rows
   // past 2^20 elements or VMEM stream in segments (kernels/rows_long.cpp).
   const bool wholeVregs = f.r % kVregElems == 0, packed = f.r < kVregElems && f.r >= 128 && kVregElems % f.r == 0;
-  if (f.k < 1 || !(wholeVregs || packed)) return false;
+  if (f.k < 1 || !(wholeVregs || packed || tiled)) return false;
   // Each instruction's class, in order.
   bool broadcastsRow = false;
   for (const auto& up : c.instructions()) {
@@ -195,7 +229,8 @@ bool Lowerer::rowFusion(const Instruction& in, RowFusion* out) const {
     return false;
   // Two slots of a block of at least one row of every streamed value, or
   // of a segment of one vreg of each.
-  if (!rowFusionFitsVmem(f) && rowSegmentVregs(f) < 1) return false;
+  if (tiled ? !tiledRowsFitVmem(f, vmemBudget()) : !rowFusionFitsVmem(f) && rowSegmentVregs(f) < 1)
+    return false;
   if (out) *out = std::move(f);
   return true;
 }
@@ -236,8 +271,9 @@ bool Lowerer::hoistScalars(const Instruction& fusion, const std::vector<const In
 class RowFusionEmitter : KernelPhases {
  public:
   RowFusionEmitter(Lowerer& l, const Instruction& in, const RowFusion& f)
-      : KernelPhases(l, in), f(f), leaves(l.leaves_[&in]), r(f.r), k(f.k),
-        unitRows(r < kVregElems ? kVregElems / r : 1), unitLen(r * unitRows), fullV(unitLen / kVregElems),
+      : KernelPhases(l, in), f(f), leaves(l.leaves_[&in]), r(f.r), k(f.k), tiled(tiledRows(f)),
+        unitRows(tiled ? 8 : r < kVregElems ? kVregElems / r : 1), unitLen(r * unitRows),
+        fullV(unitLen / kVregElems), nAcc(tiled && fullV % 8 == 0 ? 8 : 1),
         values(l, f, hoisted, kept) {}
   bool run();
 
@@ -259,6 +295,7 @@ class RowFusionEmitter : KernelPhases {
   bool orderedFold(const std::vector<const Instruction*>& reds);
   bool computeRowValues(int level);
   bool foldPass(const std::vector<const Instruction*>& reds);
+  std::optional<VReg> mergeAccumulators(const Instruction& red, VReg* accs);
   bool storeResults();
   void releaseGroup();
   bool groupBody();
@@ -270,7 +307,14 @@ class RowFusionEmitter : KernelPhases {
   // Short rows are packed: one vreg holds `unitRows` whole rows, one per
   // sublane or per group of sublanes, and the kernel works on units of
   // `unitLen` elements (a row, or a vreg of rows) as it works on long rows.
-  const int64_t r, k, unitRows, unitLen, fullV;
+  const int64_t r, k;
+  const bool tiled;
+  const int64_t unitRows, unitLen, fullV;
+  // Tiled rows of whole vregs fold into 8 accumulators, vreg j into j % 8:
+  // the tiles a row-major vreg's 8 sublanes hold, so the fold, the lane
+  // tree and a sublane tree across the accumulators give the row-major
+  // kernel's bits.
+  const int64_t nAcc;
   size_t nl = 0, no = 0, nvec = 0;
   std::vector<int> inBufs, outBufs, vecBufs;
   // Row values read by Full values live until the row is done; the others
@@ -306,7 +350,7 @@ class RowFusionEmitter : KernelPhases {
 
 void RowFusionEmitter::setGroup(int64_t g) {
   group = g;
-  unroll = fullV * group <= 32 ? fullV : fullV % 2 == 0 && group <= 4 ? 2 : 1;
+  unroll = nAcc > 1 ? nAcc : fullV * group <= 32 ? fullV : fullV % 2 == 0 && group <= 4 ? 2 : 1;
 }
 
 // Which row values live until the row is done, each one's last user's
@@ -333,8 +377,8 @@ void RowFusionEmitter::analyseValues() {
   // Packed rows, 128 rows or more, fold in order as emitReduceRows does
   // (each fold must give the unfused reduce's bits): a group of 16 vregs
   // is one transposed 128x128 tile.
-  ordered = unitRows > 1 && k >= kVregElems / 8;
-  maxGroup = ordered ? 16 : fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
+  ordered = !tiled && unitRows > 1 && k >= kVregElems / 8;
+  maxGroup = nAcc > 1 ? 4 : ordered ? 16 : fullV <= 2 ? 32 : fullV <= 4 ? 16 : 8;
   group = maxGroup;
 }
 
@@ -391,9 +435,13 @@ bool RowFusionEmitter::hoistAndLoadVectors() {
     int ra = sreg();
     const int64_t rowSize = r * es(vecBufs[j]);
     e_.op("smov {}, {}", S(ra), base(vecBufs[j]));
+    // Tiled: the vector's [b/128, 128] as tiles of 8 copies of each 128 lanes.
+    const int64_t laneBytes = 128 * es(vecBufs[j]);
     e_.op("{} {}, [{}], {}, sem0", l_.dmaOp("h2v", vecBufs[j]),
-          unitRows > 1 ? e_.desc(static_cast<uint64_t>(rowSize), {{unitRows, 0, rowSize}})
-                       : e_.desc(static_cast<uint64_t>(rowSize), {}),
+          tiled          ? e_.desc(static_cast<uint64_t>(laneBytes),
+                                   {{fullV, laneBytes, 8 * laneBytes}, {8, 0, laneBytes}})
+          : unitRows > 1 ? e_.desc(static_cast<uint64_t>(rowSize), {{unitRows, 0, rowSize}})
+                         : e_.desc(static_cast<uint64_t>(rowSize), {}),
           vecOff[j], l_.memRef(vecBufs[j], S(ra)));
     sregs_.put(ra);
   }
@@ -401,7 +449,7 @@ bool RowFusionEmitter::hoistAndLoadVectors() {
   // Packed rows of several sublanes fold across them by a butterfly: per
   // step `ss`, the sublanes whose bit `ss` is clear take their partner
   // below, the others above (masks kept through the kernel).
-  if (unitRows > 1)
+  if (unitRows > 1 && !tiled)
     for (int ss = static_cast<int>(r / 128) / 2; ss >= 1; ss /= 2) {
       VReg id = valloc(ElementType::S32);
       const int m = malloc_();
@@ -639,7 +687,7 @@ bool RowFusionEmitter::computeRowValues(int level) {
 // (emitReduceSegments' tree) and the init; packed rows of one sublane stop
 // after the lanes, of several the butterfly follows.
 bool RowFusionEmitter::foldPass(const std::vector<const Instruction*>& reds) {
-  std::vector<std::vector<VReg>> acc(static_cast<size_t>(group), std::vector<VReg>(reds.size()));
+  std::vector<std::vector<VReg>> acc(static_cast<size_t>(group), std::vector<VReg>(reds.size() * nAcc));
   bool ok = overRows([&](bool first) -> bool {
     for (int64_t u = 0; u < unroll; ++u) {
       for (int64_t g = 0; g < group; ++g) {
@@ -653,9 +701,9 @@ bool RowFusionEmitter::foldPass(const std::vector<const Instruction*>& reds) {
         }
         std::set<int> keep;
         for (size_t q = 0; q < reds.size(); ++q) {
-          VReg& a = acc[static_cast<size_t>(g)][q];
+          VReg& a = acc[static_cast<size_t>(g)][q * nAcc + u % nAcc];
           const bool temp = std::any_of(owned.begin(), owned.end(), [&](VReg o) { return o.r == xs[q].r; });
-          if (first && u == 0) {
+          if (first && u < nAcc) {
             // The first vreg starts the fold: a temporary is kept as it is.
             a = temp && !keep.count(xs[q].r) ? xs[q] : l_.vcopy(xs[q], xs[q].t);
             keep.insert(a.r);
@@ -686,7 +734,7 @@ bool RowFusionEmitter::foldPass(const std::vector<const Instruction*>& reds) {
   for (const auto& [ss, m] : sublaneSteps) steps.push_back(-100 - ss);
   for (int step : steps)
     for (int64_t g = 0; g < group; ++g)
-      for (size_t q = 0; q < reds.size(); ++q) {
+      for (size_t q = 0; q < acc[static_cast<size_t>(g)].size(); ++q) {
         VReg& a = acc[static_cast<size_t>(g)][q];
         VReg t = valloc(a.t);
         if (step > 0) {
@@ -705,14 +753,16 @@ bool RowFusionEmitter::foldPass(const std::vector<const Instruction*>& reds) {
           vfree(above);
         }
         std::vector<VReg> res;
-        if (!l_.lowerComputation(*reds[q]->toApply(), {a, t}, res)) return false;
+        if (!l_.lowerComputation(*reds[q / nAcc]->toApply(), {a, t}, res)) return false;
         vfree(t);
         vfree(a);
         a = res[0];
       }
   for (int64_t g = 0; g < group; ++g)
     for (size_t q = 0; q < reds.size(); ++q) {
-      VReg& a = acc[static_cast<size_t>(g)][q];
+      std::optional<VReg> merged = mergeAccumulators(*reds[q], &acc[static_cast<size_t>(g)][q * nAcc]);
+      if (!merged) return false;
+      VReg a = *merged;
       std::vector<VReg> res;
       if (!l_.lowerComputation(*reds[q]->toApply(), {hoisted.at(reds[q]->operand(1)), a}, res)) return false;
       vfree(a);
@@ -720,6 +770,30 @@ bool RowFusionEmitter::foldPass(const std::vector<const Instruction*>& reds) {
       rowOwned[static_cast<size_t>(g)].push_back(res[0]);
     }
   return true;
+}
+
+// Tiled rows: the 8 accumulators of a fold (each row's sum over its tiles
+// j = s mod 8, across lanes) combined as the row-major kernel's sublane
+// tree combines its sublanes for sublane 0 (step 4, then 2, then 1, each
+// sublane taking the one `step` below it, cyclically), so the row values
+// are the row-major kernel's bits. One accumulator is the value itself.
+std::optional<VReg> RowFusionEmitter::mergeAccumulators(const Instruction& red, VReg* accs) {
+  if (nAcc == 1) return accs[0];
+  std::map<int64_t, VReg> a;
+  for (int64_t s = 0; s < 8; ++s) a[s] = accs[s];
+  for (int64_t step = 4; step >= 1; step /= 2) {
+    // After this step sublane 0's tree reads only sublanes 0, 7, .., 8 - step + 1.
+    std::map<int64_t, VReg> next;
+    for (int64_t i = 0; i < step; ++i) {
+      const int64_t sub = (8 - i) % 8, below = (sub + 8 - step) % 8;
+      std::vector<VReg> res;
+      if (!l_.lowerComputation(*red.toApply(), {a.at(sub), a.at(below)}, res)) return std::nullopt;
+      next[sub] = res[0];
+    }
+    for (auto& [sub, v] : a) vfree(v);
+    a = std::move(next);
+  }
+  return a.at(0);
 }
 
 // The last pass: the results of the group's rows into the block's slot.
@@ -863,7 +937,7 @@ bool RowFusionEmitter::run() {
 }
 
 bool Lowerer::lowerRowFusion(const Instruction& in, const RowFusion& f) {
-  if (!rowFusionFitsVmem(f)) return lowerRowFusionStreamed(in, f);
+  if (!tiledRows(f) && !rowFusionFitsVmem(f)) return lowerRowFusionStreamed(in, f);
   beginKernel(in, "fusion-rows");
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   // Rows of a group are independent: registers rotate so the scheduler can

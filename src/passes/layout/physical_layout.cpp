@@ -9,8 +9,9 @@
 #include <set>
 
 #include "hlo/computation.h"
-#include "passes/layout/layout_rules.h"
 #include "passes/clone.h"
+#include "passes/layout/layout_rules.h"
+#include "passes/layout/physical_reduce.h"
 #include "passes/rewrite_builder.h"
 
 namespace tpu::passes::layout {
@@ -1030,6 +1031,7 @@ class RelayoutSinker {
   void tryMember(Instruction* in) {
     const Shape& shape = in->shape();
     if (!shape.isArray() || shape.isScalar() || in->hasSideEffect() || !in->controlPredecessors().empty()) return;
+    if (tryRowFusion(in)) return;
     if (tryBitcast(in)) return;
     if (tryDot(in)) return;
     const bool elementwise = hlo::isElementwise(in->opcode()) && in->calledComputations().empty();
@@ -1093,6 +1095,23 @@ class RelayoutSinker {
     members_.push_back(in);
     twins_.insert(n);
     physOf_[in] = {n, key};
+  }
+
+  // A row fusion (softmax, layer norm) over its operands' tiles (physical_reduce.h).
+  bool tryRowFusion(Instruction* in) {
+    auto lookup = [&](Instruction* v) -> std::optional<PhysicalValue> {
+      auto it = physOf_.find(resolve(v));
+      if (it == physOf_.end()) return std::nullopt;
+      return PhysicalValue{it->second.value, it->second.key};
+    };
+    auto r =
+        rowFusionOnTiles(module_, entry_, in, lookup, [&](const std::string& b) { return eb_.fresh(b); });
+    if (!r) return false;
+    members_.push_back(in);
+    twins_.insert(r->twin);
+    physOf_[in] = {r->twin, r->key};
+    extra_.insert(extra_.end(), r->added.begin(), r->added.end());
+    return true;
   }
 
   // A copy of fused computation `c` over arrays of the physical `dims`.
