@@ -661,8 +661,7 @@ void ImplicitConvEmitter::zeroBoxes() {
 // j * O + o] = K[dy, e - j * sx, c, o], kt = dy * KS + (e * C + c) / 128
 // (reversed taps read backwards). On sem4.
 void ImplicitConvEmitter::loadWeights() {
-  const Shape& ks = in.operand(1)->shape();
-  std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
+  std::vector<int64_t> kst = storedStrides(*in.operand(1), ew);
   int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 2])] : 0;
   int64_t sz = three ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
   int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
@@ -943,7 +942,9 @@ bool ImplicitConvEmitter::popStores(const std::vector<Group>& gs, bool prevPerio
           std::map<const Instruction*, VReg> val = scalars;
           val[epilogue->dot] = cv;
           for (auto& [inst, v] : l.inputs) val[inst] = v;
-          for (const Instruction* o : epilogue->dot->operands()) val.emplace(o, VReg{});  // the DMAs read them
+          for (const auto& up : epilogue->comp->instructions())  // views of parameters: the DMAs read them
+            if (up->opcode() == Opcode::Bitcast && up->operand(0)->opcode() == Opcode::Parameter)
+              val.emplace(up.get(), VReg{});
           // A physical root bitcast names the value it stores (no move).
           const Instruction* root = epilogue->comp->root();
           if (!l_.evalOnRegisters(*epilogue->comp, epilogue->physicalOut ? root : nullptr, val, owned)) return false;

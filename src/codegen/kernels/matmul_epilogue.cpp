@@ -143,7 +143,7 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
     const Instruction* o = dot->operand(j);
     if (!plainType(o->shape().elementType())) return false;
     if (o->opcode() == Opcode::Parameter) continue;
-    if (dot->opcode() == Opcode::Convolution && j == 0 && viewOfParameter(o)) {
+    if (dot->opcode() == Opcode::Convolution && viewOfParameter(o)) {
       views.insert(o);
       continue;
     }
@@ -197,7 +197,15 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
         if (u.get() != dot && !(e.physicalOut && u.get() == c.root()))
           for (const Instruction* o : u->operands()) read = read || o == &i;
       if (!read && views.count(&i)) continue;
-      if (i.shape().dimensions() != dims) return false;
+      if (i.shape().dimensions() != dims) {
+        // A vector only broadcast along the columns (a bias): a column input.
+        bool columns = i.shape().rank() == 1;
+        for (const auto& u : c.instructions())
+          for (const Instruction* o : u->operands())
+            if (o == &i) columns = columns && u->opcode() == Opcode::Broadcast;
+        if (!columns) return false;
+        continue;
+      }
       add(&i, MatmulEpilogue::Tile, i.shape().elementType());
       continue;
     }
@@ -216,8 +224,8 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
       // convolution's output features).
       std::vector<int64_t> want;
       for (int64_t d = rank - columnRank; d < rank; ++d) want.push_back(d);
-      if (o->opcode() != Opcode::Parameter || i.attrs().dimensions != want || o->shape().dimensions() != columnDims ||
-          !plainType(o->shape().elementType()))
+      if ((o->opcode() != Opcode::Parameter && !viewOfParameter(o)) || i.attrs().dimensions != want ||
+          o->shape().dimensions() != columnDims || !plainType(o->shape().elementType()))
         return false;
       add(&i, MatmulEpilogue::Column, o->shape().elementType());
       continue;

@@ -103,11 +103,23 @@ ConvTwin physicalConvolution(hlo::Module& module, Computation& entry, Instructio
   };
   phys[static_cast<size_t>(act)] = physical(act, dn.inputFeatureDimension);
   if (!phys[static_cast<size_t>(act)]) return {};
+  // The kernel (the weight DMA takes any strides; output features
+  // contiguous), tile inputs stored like the result, and vectors (bias
+  // columns) whose physical form starts with their elements in order.
+  const int64_t kernel = body ? (conv->operand(1)->opcode() == Opcode::Parameter
+                                     ? conv->operand(1)->attrs().parameterNumber
+                                     : -1)
+                              : 1;
+  if (kernel >= 0 && kernel < in->operandCount() && kernel != act)
+    phys[static_cast<size_t>(kernel)] = physical(kernel, dn.kernelOutputFeatureDimension);
   if (body)
     for (int64_t i = 0; i < in->operandCount(); ++i) {
-      const Instruction* p = body->parameter(i);
-      if (i != act && p && p != conv->operand(1) && in->operand(i)->shape().dimensions() == in->shape().dimensions())
+      const Shape& s = in->operand(i)->shape();
+      if (i == act || i == kernel || !body->parameter(i)) continue;
+      if (s.dimensions() == in->shape().dimensions())
         phys[static_cast<size_t>(i)] = physical(i, dn.outputFeatureDimension);
+      else if (s.rank() == 1)
+        phys[static_cast<size_t>(i)] = physical(i, 0);
     }
   ConvTwin out;
   out.physicalResult = in->shape().hasLayout() && convReadsInPlace(in->shape(), dn.outputFeatureDimension);
