@@ -310,6 +310,9 @@ struct MatmulEpilogue {
   std::vector<Input> inputs;
   int outBuf = -1;
   ElementType outType = ElementType::F32;
+  // The root is a physical bitcast (physical-edges' convolutions): the
+  // value stored is its operand, written through that operand's layout.
+  bool physicalOut = false;
 };
 
 // An input fusion lowered as one reduction (kernels/reduce_input.cpp): the fused

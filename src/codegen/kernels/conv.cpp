@@ -399,6 +399,11 @@ bool ConvLowering::run() {
   if (std::string err = geometry(); !err.empty()) return l_.fail(in, err);
   choose();
   if (foreignEpilogue) return l_.fail(in, "llo-gen: internal error: not an output fusion's convolution");
+  // Physical-edges' convolutions read and write tiled arrays through their
+  // layouts, which only the implicit GEMM's DMAs do.
+  const bool physical = (epilogue && epilogue->physicalOut) || in.operand(0)->opcode() == Opcode::Bitcast;
+  if (physical && !implicit)
+    return l_.fail(in, "llo-gen: internal error: a convolution over physical tiles must take the implicit GEMM");
   if (epilogue)
     l_.beginKernel(*epilogue->fusion, "fusion-conv");
   else

@@ -33,12 +33,27 @@
 
 #include "codegen/kernels/kernel_phases.h"
 #include "codegen/lowerer.h"
+#include "passes/layout/physical_layout.h"
 
 namespace tpu::codegen {
 
 namespace {
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Byte strides of the dimensions of `v` where its buffer holds them: a
+// physical bitcast's through the layout of its array side (physical-edges:
+// tile rows, the channel padding never touched), otherwise row-major.
+std::vector<int64_t> storedStrides(const Instruction& v, int bytes) {
+  if (v.opcode() == Opcode::Bitcast && passes::layout::isPhysicalBitcast(v)) {
+    const Shape& s = passes::layout::physicalDims(v.shape()) ? v.shape() : v.operand(0)->shape();
+    if (auto st = passes::layout::physicalStrides(s)) {
+      for (int64_t& x : *st) x *= bytes;
+      return *st;
+    }
+  }
+  return byteStrides(v.shape().dimensions(), bytes);
+}
 
 // The input indices of one spatial dimension that land inside the padded
 // box (negative padding crops), and the box position of the first; the
@@ -458,8 +473,7 @@ std::string ImplicitConvEmitter::stageDesc(int64_t e, const std::vector<int64_t>
 // X: the image's H x W x C into the box's interior; the result out of the
 // staging; in bands when banded.
 void ImplicitConvEmitter::descriptors() {
-  const Shape& ls = in.operand(0)->shape();
-  std::vector<int64_t> ins = byteStrides(ls.dimensions(), es);
+  std::vector<int64_t> ins = storedStrides(*in.operand(0), es);
   inB = ins[static_cast<size_t>(dn.inputBatchDimension)];
   inH = two ? ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 2])] : 0;
   inD = three ? ins[static_cast<size_t>(dn.inputSpatialDimensions[0])] : 0;
@@ -493,7 +507,8 @@ void ImplicitConvEmitter::descriptors() {
   // images gi * outBatch ..).
   const int64_t partStride = g.batchGroups > 1 ? p.gpp * g.outBatch * inB : p.C * inC;
   xPart = p.part * partStride + cD.first * inD + cH.first * inH + cW.first * inW;
-  ost = byteStrides(in.shape().dimensions(), eo);
+  ost = epilogue && epilogue->physicalOut ? storedStrides(*epilogue->comp->root(), eo)
+                                          : byteStrides(in.shape().dimensions(), eo);
   oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
   oPart = p.part * p.O * ost[static_cast<size_t>(dn.outputFeatureDimension)];
   dOut = stageDesc(eo, ost, true, p.Hout);
@@ -518,7 +533,8 @@ void ImplicitConvEmitter::epilogueDescriptors() {
   for (const MatmulEpilogue::Input& input : epilogue->inputs) {
     int ei = typeInfo(input.type).bytes;
     if (input.kind == MatmulEpilogue::Tile) {
-      std::vector<int64_t> st = byteStrides(in.shape().dimensions(), ei);
+      std::vector<int64_t> st = input.value->opcode() == Opcode::Bitcast ? storedStrides(*input.value, ei)
+                                                                        : byteStrides(in.shape().dimensions(), ei);
       dIn.push_back(stageDesc(ei, st, false, p.Hout));
       inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
       inPart.push_back(p.part * p.O * st[static_cast<size_t>(dn.outputFeatureDimension)]);
@@ -645,8 +661,7 @@ void ImplicitConvEmitter::zeroBoxes() {
 // j * O + o] = K[dy, e - j * sx, c, o], kt = dy * KS + (e * C + c) / 128
 // (reversed taps read backwards). On sem4.
 void ImplicitConvEmitter::loadWeights() {
-  const Shape& ks = in.operand(1)->shape();
-  std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
+  std::vector<int64_t> kst = storedStrides(*in.operand(1), ew);
   int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 2])] : 0;
   int64_t sz = three ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
   int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
@@ -927,8 +942,13 @@ bool ImplicitConvEmitter::popStores(const std::vector<Group>& gs, bool prevPerio
           std::map<const Instruction*, VReg> val = scalars;
           val[epilogue->dot] = cv;
           for (auto& [inst, v] : l.inputs) val[inst] = v;
-          if (!l_.evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
-          result = val[epilogue->comp->root()];
+          for (const auto& up : epilogue->comp->instructions())  // views of parameters: the DMAs read them
+            if (up->opcode() == Opcode::Bitcast && up->operand(0)->opcode() == Opcode::Parameter)
+              val.emplace(up.get(), VReg{});
+          // A physical root bitcast names the value it stores (no move).
+          const Instruction* root = epilogue->comp->root();
+          if (!l_.evalOnRegisters(*epilogue->comp, epilogue->physicalOut ? root : nullptr, val, owned)) return false;
+          result = val[epilogue->physicalOut ? root->operand(0) : root];
         }
         if (eOff >= 0)
           l_.vstore(result, storedType, fmt::format("{} + {}", S(rPE), eOff), fmt::format(", {}", p.NP * eo));

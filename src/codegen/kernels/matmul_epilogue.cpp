@@ -10,6 +10,7 @@
 // the same epilogue (lower_conv.cpp); an operand computed elementwise from
 // a parameter is computed on the matmul's tiles as they are loaded.
 #include "codegen/lowerer.h"
+#include "passes/layout/physical_layout.h"
 
 namespace tpu::codegen {
 
@@ -129,11 +130,23 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
   e.comp = &c;
   e.dot = dot;
   e.outType = in.shape().elementType();
-  std::set<const Instruction*> prologue;
+  std::set<const Instruction*> prologue, views;
+  // Physical bitcasts of parameters (physical-edges' convolutions): the
+  // activations, and tiles the epilogue reads, are read through their layouts.
+  auto viewOfParameter = [](const Instruction* i) {
+    return i->opcode() == Opcode::Bitcast && passes::layout::isPhysicalBitcast(*i) &&
+           i->operand(0)->opcode() == Opcode::Parameter;
+  };
+  e.physicalOut = dot->opcode() == Opcode::Convolution && c.root()->opcode() == Opcode::Bitcast &&
+                  passes::layout::isPhysicalBitcast(*c.root());
   for (int j = 0; j < 2; ++j) {
     const Instruction* o = dot->operand(j);
     if (!plainType(o->shape().elementType())) return false;
     if (o->opcode() == Opcode::Parameter) continue;
+    if (dot->opcode() == Opcode::Convolution && viewOfParameter(o)) {
+      views.insert(o);
+      continue;
+    }
     if (dot->opcode() != Opcode::Dot || !operandPrologue(c, o, e.prologue[j], e.prologueSource[j])) return false;
     prologue.insert(e.prologue[j].begin(), e.prologue[j].end());
   }
@@ -159,7 +172,9 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
   } else if (!convEpilogueGeometry(*dot, e, depthwise)) {
     return false;
   }
-  if (in.shape().dimensions() != dims || !plainType(in.shape().elementType())) return false;
+  const Instruction* stored = e.physicalOut ? c.root()->operand(0) : c.root();
+  if (stored->shape().dimensions() != dims || !plainType(in.shape().elementType())) return false;
+  if (!e.physicalOut && in.shape().dimensions() != dims) return false;
   const std::vector<int64_t> columnDims(dims.end() - columnRank, dims.end());
   size_t tiles = 0, columns = 0, scalars = 0;
   auto add = [&](const Instruction* value, MatmulEpilogue::Kind kind, ElementType type) {
@@ -171,8 +186,29 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
   for (const auto& up : c.instructions()) {
     const Instruction& i = *up;
     if (&i == dot || i.opcode() == Opcode::Parameter || prologue.count(&i)) continue;
+    if (e.physicalOut && &i == c.root()) continue;
     if (!i.shape().isArray() || !plainType(i.shape().elementType())) return false;
     bool scalar = i.shape().isScalar();
+    if (viewOfParameter(&i)) {
+      // A tile input when the epilogue reads it (the activations may be
+      // the residual too).
+      bool read = false;
+      for (const auto& u : c.instructions())
+        if (u.get() != dot && !(e.physicalOut && u.get() == c.root()))
+          for (const Instruction* o : u->operands()) read = read || o == &i;
+      if (!read && views.count(&i)) continue;
+      if (i.shape().dimensions() != dims) {
+        // A vector only broadcast along the columns (a bias): a column input.
+        bool columns = i.shape().rank() == 1;
+        for (const auto& u : c.instructions())
+          for (const Instruction* o : u->operands())
+            if (o == &i) columns = columns && u->opcode() == Opcode::Broadcast;
+        if (!columns) return false;
+        continue;
+      }
+      add(&i, MatmulEpilogue::Tile, i.shape().elementType());
+      continue;
+    }
     if (!scalar && i.shape().dimensions() != dims) return false;
     if (i.opcode() == Opcode::Constant) {
       if (!scalar) return false;
@@ -188,8 +224,8 @@ bool Lowerer::matmulEpilogueFusion(const Instruction& in, MatmulEpilogue* out) c
       // convolution's output features).
       std::vector<int64_t> want;
       for (int64_t d = rank - columnRank; d < rank; ++d) want.push_back(d);
-      if (o->opcode() != Opcode::Parameter || i.attrs().dimensions != want || o->shape().dimensions() != columnDims ||
-          !plainType(o->shape().elementType()))
+      if ((o->opcode() != Opcode::Parameter && !viewOfParameter(o)) || i.attrs().dimensions != want ||
+          o->shape().dimensions() != columnDims || !plainType(o->shape().elementType()))
         return false;
       add(&i, MatmulEpilogue::Column, o->shape().elementType());
       continue;
@@ -233,6 +269,10 @@ bool Lowerer::lowerMatmulEpilogueFusion(const Instruction& in, MatmulEpilogue e)
   const Computation& c = *e.comp;
   for (int64_t p = 0; p < in.operandCount(); ++p)
     if (const Instruction* param = c.parameter(p)) leaves_[param] = leaves_[in.operand(p)];
+  for (const auto& up : c.instructions())  // physical views of parameters: the parameters' buffers
+    if (up->opcode() == Opcode::Bitcast && up->operand(0)->opcode() == Opcode::Parameter &&
+        passes::layout::isPhysicalBitcast(*up))
+      leaves_[up.get()] = leaves_[up->operand(0)];
   for (MatmulEpilogue::Input& input : e.inputs)
     input.buf = leaves_[input.kind == MatmulEpilogue::Column ? input.value->operand(0) : input.value][0];
   e.outBuf = leaves_[&in][0];

@@ -1,4 +1,5 @@
 #include "passes/layout/layout_assignment.h"
+#include "passes/layout/physical_layout.h"
 
 #include <algorithm>
 #include <array>
@@ -1587,7 +1588,10 @@ bool ExpandLayoutBitcastsPass::run(hlo::Module& module, DiagnosticEngine&) {
     Computation& c = *cp;
     std::vector<Instruction*> bitcasts;
     for (const auto& up : c.instructions())
-      if (up->opcode() == Opcode::Bitcast && up->operandCount() == 1) bitcasts.push_back(up.get());
+      // Physical bitcasts (physical-edges' views of tiled arrays) are read
+      // through their layouts by the kernels that take them.
+      if (up->opcode() == Opcode::Bitcast && up->operandCount() == 1 && !isPhysicalBitcast(*up))
+        bitcasts.push_back(up.get());
     bool here = false;
     for (Instruction* b : bitcasts) {
       const Shape& in = b->operand(0)->shape();

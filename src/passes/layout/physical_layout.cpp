@@ -11,6 +11,7 @@
 #include "hlo/computation.h"
 #include "passes/clone.h"
 #include "passes/layout/layout_rules.h"
+#include "passes/layout/physical_conv.h"
 #include "passes/layout/physical_reduce.h"
 #include "passes/rewrite_builder.h"
 
@@ -106,6 +107,31 @@ int64_t product(const std::vector<int64_t>& dims) {
   return n;
 }
 
+// The physical element index of logical multi-index `idx` (`x`, `nx`: scratch).
+int64_t physicalOffset(const Plan& p, const std::vector<int64_t>& idx, std::vector<int64_t>& x,
+                       std::vector<int64_t>& nx) {
+  x.clear();
+  for (int64_t d : p.perm) x.push_back(idx[static_cast<size_t>(d)]);
+  if (p.merged) {
+    int64_t lead = 0;
+    for (size_t i = 0; i < p.merged; ++i) lead = lead * p.permuted[i] + x[i];
+    x.erase(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(p.merged));
+    x.insert(x.begin(), lead);
+  }
+  for (const Plan::Tiling& t : p.tilings) {
+    const size_t q = t.tile.size();
+    while (x.size() < t.before.size()) x.insert(x.begin(), 0);
+    const size_t s = x.size() - q;
+    nx.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(s));
+    for (size_t j = 0; j < q; ++j) nx.push_back(x[s + j] / t.tile[j]);
+    for (size_t j = 0; j < q; ++j) nx.push_back(x[s + j] % t.tile[j]);
+    std::swap(x, nx);
+  }
+  int64_t off = 0;
+  for (size_t j = 0; j < x.size(); ++j) off = off * p.physical[j] + x[j];
+  return off;
+}
+
 }  // namespace
 
 std::optional<std::vector<int64_t>> physicalDims(const Shape& shape) {
@@ -128,32 +154,46 @@ std::vector<int64_t> physicalIndexMap(const Shape& shape) {
   std::vector<int64_t> idx(static_cast<size_t>(rank), 0);  // logical multi-index (odometer)
   std::vector<int64_t> x, nx;
   for (int64_t e = 0; e < count; ++e) {
-    x.clear();
-    for (int64_t d : p->perm) x.push_back(idx[static_cast<size_t>(d)]);
-    if (p->merged) {
-      int64_t lead = 0;
-      for (size_t i = 0; i < p->merged; ++i) lead = lead * p->permuted[i] + x[i];
-      x.erase(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(p->merged));
-      x.insert(x.begin(), lead);
-    }
-    for (const Plan::Tiling& t : p->tilings) {
-      const size_t q = t.tile.size();
-      while (x.size() < t.before.size()) x.insert(x.begin(), 0);
-      const size_t s = x.size() - q;
-      nx.assign(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(s));
-      for (size_t j = 0; j < q; ++j) nx.push_back(x[s + j] / t.tile[j]);
-      for (size_t j = 0; j < q; ++j) nx.push_back(x[s + j] % t.tile[j]);
-      std::swap(x, nx);
-    }
-    int64_t off = 0;
-    for (size_t j = 0; j < x.size(); ++j) off = off * p->physical[j] + x[j];
-    map[static_cast<size_t>(e)] = off;
+    map[static_cast<size_t>(e)] = physicalOffset(*p, idx, x, nx);
     for (int64_t d = rank - 1; d >= 0; --d) {
       if (++idx[static_cast<size_t>(d)] < shape.dimension(d)) break;
       idx[static_cast<size_t>(d)] = 0;
     }
   }
   return map;
+}
+
+std::optional<std::vector<int64_t>> physicalStrides(const Shape& shape) {
+  auto p = planFor(shape);
+  if (!p) return std::nullopt;
+  // The offset is a sum of one term per logical dimension (each physical
+  // dimension is a digit of one logical index, merged ones a linear
+  // combination), so each dimension is checked on its own axis.
+  const size_t rank = static_cast<size_t>(shape.rank());
+  std::vector<int64_t> strides(rank, 0), idx(rank, 0), x, nx;
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t size = shape.dimension(static_cast<int64_t>(d));
+    if (size > 1) {
+      idx[d] = 1;
+      strides[d] = physicalOffset(*p, idx, x, nx);
+    }
+    for (int64_t i = 2; i < size; ++i) {
+      idx[d] = i;
+      if (physicalOffset(*p, idx, x, nx) != i * strides[d]) return std::nullopt;
+    }
+    idx[d] = 0;
+  }
+  return strides;
+}
+
+bool isPhysicalBitcast(const hlo::Instruction& in) {
+  if (in.opcode() != Opcode::Bitcast || in.operandCount() != 1) return false;
+  const Shape &from = in.operand(0)->shape(), &to = in.shape();
+  if (!from.isArray() || !to.isArray() || from.elementType() != to.elementType()) return false;
+  auto rowMajor = [](const Shape& s) { return !s.hasLayout() || s.layout() == Shape(s).withDefaultLayout().layout(); };
+  auto dimsTo = physicalDims(to), dimsFrom = physicalDims(from);
+  return (dimsTo && rowMajor(from) && from.dimensions() == *dimsTo) ||
+         (dimsFrom && rowMajor(to) && to.dimensions() == *dimsFrom);
 }
 
 std::vector<uint8_t> logicalToPhysical(const Shape& shape, const uint8_t* logical, size_t size) {
@@ -433,10 +473,7 @@ Shape withType(const Shape& key, hlo::ElementType t) {
 // its own arrangement then needs no relayout at all.
 class RelayoutSinker {
  public:
-  struct Physical {
-    Instruction* value;  // the physical (row-major) array
-    Shape key;           // the logical shape with the layout it is stored in
-  };
+  using Physical = PhysicalValue;
 
   RelayoutSinker(hlo::Module& module, Computation& entry, EdgeBuilder& eb) : module_(module), entry_(entry), eb_(eb) {}
 
@@ -1024,8 +1061,34 @@ class RelayoutSinker {
     return name;
   }
 
+  // A convolution (or its output fusion) over physical activations reads
+  // them in place (physical_conv.cpp); its result is physical when its
+  // layout lets the kernel write it so, else the logical value.
+  bool tryConvolution(Instruction* in) {
+    auto lookup = [&](Instruction* o) -> const Physical* {
+      auto it = physOf_.find(resolve(o));
+      return it == physOf_.end() ? nullptr : &it->second;
+    };
+    ConvTwin t = physicalConvolution(module_, entry_, in, lookup, [&](const std::string& b) { return eb_.fresh(b); });
+    if (!t.twin) return false;
+    ++convsOnTiles_;
+    if (t.physicalResult) {
+      members_.push_back(in);
+      twins_.insert(t.twin);
+      physOf_[in] = {t.twin, in->shape()};
+      return true;
+    }
+    const std::string name = in->name();
+    Computation* oldBody = in->opcode() == Opcode::Fusion ? in->fusedComputation() : nullptr;
+    replaceInstruction(in, t.twin);
+    t.twin->setName(name);
+    if (oldBody) module_.removeComputation(oldBody);  // a fused computation is its fusion's own
+    return true;
+  }
+
  public:
-  int64_t dotsOnTiles_ = 0;  // dots rewritten to read their operands' tiles
+  int64_t dotsOnTiles_ = 0;   // dots rewritten to read their operands' tiles
+  int64_t convsOnTiles_ = 0;  // convolutions rewritten to read their activations' tiles
 
  private:
   void tryMember(Instruction* in) {
@@ -1034,6 +1097,7 @@ class RelayoutSinker {
     if (tryRowFusion(in)) return;
     if (tryBitcast(in)) return;
     if (tryDot(in)) return;
+    if (tryConvolution(in)) return;
     const bool elementwise = hlo::isElementwise(in->opcode()) && in->calledComputations().empty();
     const bool fusion = in->opcode() == Opcode::Fusion && in->fusedComputation() &&
                         agnosticBody(*in->fusedComputation(), shape.dimensions());
@@ -1141,6 +1205,28 @@ class RelayoutSinker {
 };
 
 }  // namespace
+
+bool expandPhysicalBitcasts(hlo::Module& module) {
+  std::set<std::string> names = instructionNames(module);
+  bool changed = false;
+  for (const auto& cp : module.computations()) {
+    Computation& c = *cp;
+    std::vector<Instruction*> casts;
+    for (const auto& up : c.instructions())
+      if (isPhysicalBitcast(*up)) casts.push_back(up.get());
+    EdgeBuilder eb(c, names);
+    for (Instruction* b : casts) {
+      Instruction* x = b->operand(0);
+      auto dims = physicalDims(b->shape());
+      const bool toLogical = dims && x->shape().dimensions() == *dims;
+      Instruction* r = toLogical ? eb.toLogical(x, b->shape(), b->name()) : eb.toPhysical(x, x->shape(), b->name());
+      r->setShape(b->shape());
+      replaceInstruction(b, r);
+    }
+    if (!casts.empty()) c.sortTopologically(), changed = true;
+  }
+  return changed;
+}
 
 bool PhysicalEdgesPass::run(hlo::Module& module, DiagnosticEngine&) {
   Computation* entry = module.entry();

@@ -41,6 +41,25 @@ int64_t physicalByteSize(const hlo::Shape& shape);
 // the physical form. Empty when physicalDims(shape) is nullopt.
 std::vector<int64_t> physicalIndexMap(const hlo::Shape& shape);
 
+// The element stride of each logical dimension of `shape` in its physical
+// form, when each dimension steps by one stride everywhere (every tile
+// splitting it into digits whose strides nest, as T(8,128) does for the
+// rows of a second-minor dimension whose 128-lane dimension fits one tile);
+// nullopt otherwise (bf16's (2,1) pairs rows: row r + 1 is one element
+// further, r + 2 a lane row) and when the shape has no physical form.
+std::optional<std::vector<int64_t>> physicalStrides(const hlo::Shape& shape);
+
+// A bitcast between an array with a layout and the row-major array of its
+// physical dimensions (either way round): the same bytes, tile padding
+// included. Code generators read its array side through the layout.
+bool isPhysicalBitcast(const hlo::Instruction& in);
+
+// Rewrites every physical bitcast of `module` into the relayout it stands
+// for (transpose, pad, reshape, slice: padding becomes zero), so consumers
+// that keep arrays logical (the interpreter) can evaluate physical-edges'
+// output. Returns whether anything changed.
+bool expandPhysicalBitcasts(hlo::Module& module);
+
 // Byte conversions between the logical row-major bytes of `shape` and its
 // physical bytes (padding elements are zero). Identity copies when the
 // shape has no physical form.

@@ -346,5 +346,100 @@ ENTRY main {
   EXPECT_EQ(report.names, (std::vector<std::string>{"x", "w"}));
 }
 
+TEST(PhysicalLayout, StridesWhereEachDimensionStepsUniformly) {
+  // NHWC activations stored H, W, N, C under T(8,128), 64 channels: each
+  // image is one lane row of every 8 x 128 tile (stride 128), the channels
+  // contiguous, the padding lanes 64..127 between positions.
+  Shape x = shapeOf(ElementType::F32, {16, 10, 10, 64}, {3, 0, 2, 1}, {{8, 128}});
+  EXPECT_EQ(*physicalStrides(x), (std::vector<int64_t>{128, 10 * 2 * 1024, 2 * 1024, 1}));
+  // 200 channels take two tiles: image n is at n / 8 x 2 tiles + n % 8 rows.
+  EXPECT_FALSE(physicalStrides(shapeOf(ElementType::F32, {16, 10, 10, 200}, {3, 0, 2, 1}, {{8, 128}})));
+  // bf16 (2,1): rows in pairs, the pair minor (row 1 is one element on).
+  EXPECT_FALSE(physicalStrides(shapeOf(ElementType::BF16, {16, 10, 10, 64}, {3, 0, 2, 1}, {{8, 128}, {2, 1}})));
+  EXPECT_FALSE(physicalStrides(Shape(ElementType::F32, {3, 5})));
+}
+
+// relu(conv(x, w) + b + x) over f32 NHWC activations stored H, W, N, C
+// T(8,128) (64 channels pad to 128 lanes), as hlo-fuse leaves it: one
+// output fusion.
+const char* kConvBlock = R"(HloModule t, entry_computation_layout={(f32[16,6,5,64]{3,0,2,1:T(8,128)}, f32[3,3,64,64]{3,2,1,0}, f32[64]{0})->f32[16,6,5,64]{3,0,2,1:T(8,128)}}
+fc {
+  x = f32[16,6,5,64]{3,0,2,1} parameter(0)
+  w = f32[3,3,64,64]{3,2,1,0} parameter(1)
+  b = f32[64]{0} parameter(2)
+  r = f32[16,6,5,64]{3,0,2,1} parameter(3)
+  c = f32[16,6,5,64]{3,0,2,1} convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  bb = f32[16,6,5,64]{3,0,2,1} broadcast(b), dimensions={3}
+  s = f32[16,6,5,64]{3,0,2,1} add(c, bb)
+  t = f32[16,6,5,64]{3,0,2,1} add(s, r)
+  z = f32[] constant(0)
+  zb = f32[16,6,5,64]{3,0,2,1} broadcast(z), dimensions={}
+  ROOT m = f32[16,6,5,64]{3,0,2,1} maximum(t, zb)
+}
+ENTRY main {
+  x = f32[16,6,5,64]{3,0,2,1:T(8,128)} parameter(0)
+  w = f32[3,3,64,64]{3,2,1,0} parameter(1)
+  b = f32[64]{0} parameter(2)
+  ROOT f = f32[16,6,5,64]{3,0,2,1:T(8,128)} fusion(x, w, b, x), kind=kOutput, calls=fc
+})";
+
+TEST(PhysicalEdges, ConvolutionsReadAndWriteTheTiles) {
+  auto m = parse(kConvBlock);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_TRUE(report.names.empty()) << "relayouts left: " << report.names.size();
+  auto p = parse(kConvBlock);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  // One fusion over the physical x (the activations and the residual, each
+  // through a physical bitcast), its root the physical bitcast of the result.
+  ASSERT_EQ(countOps(*p, hlo::Opcode::Fusion), 1) << hlo::writeModule(*p, hlo::HloEncoding::Text);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Transpose), 0);
+  const hlo::Instruction* f = p->entry()->root();
+  ASSERT_EQ(f->opcode(), hlo::Opcode::Fusion);
+  EXPECT_EQ(f->name(), "f");
+  EXPECT_EQ(f->operand(0), p->entry()->parameter(0));
+  EXPECT_EQ(f->operand(3), p->entry()->parameter(0));
+  int64_t views = 0;
+  for (const auto& in : f->fusedComputation()->instructions()) views += isPhysicalBitcast(*in);
+  EXPECT_EQ(views, 3);
+  EXPECT_TRUE(isPhysicalBitcast(*f->fusedComputation()->root()));
+}
+
+TEST(PhysicalEdges, ConvolutionsOverPairedRowsKeepTheirRelayouts) {
+  // bf16 (2,1) pairs two images in each 32-bit word: not a strided view of
+  // one image, so the activations are relaid as before (and the result).
+  std::string text = kConvBlock;
+  for (size_t at; (at = text.find("f32")) != std::string::npos;) text.replace(at, 3, "bf16");
+  for (size_t at; (at = text.find("T(8,128)}")) != std::string::npos;) text.replace(at, 9, "T(8,128)(2,1)}");
+  auto m = parse(text);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_EQ(report.names, (std::vector<std::string>{"x", "f"}));
+}
+
+TEST(PhysicalEdges, UnfusedConvolutionsBecomeOutputFusions) {
+  // A lone convolution: an output fusion of it alone over the tiles; its
+  // result layout is the default one, so its value stays logical.
+  const char* text = R"(HloModule t, entry_computation_layout={(f32[8,7,9,32]{3,0,2,1:T(8,128)}, f32[3,3,32,16]{3,2,1,0})->f32[8,5,7,16]{3,2,1,0}}
+ENTRY main {
+  x = f32[8,7,9,32]{3,0,2,1:T(8,128)} parameter(0)
+  w = f32[3,3,32,16]{3,2,1,0} parameter(1)
+  ROOT c = f32[8,5,7,16]{3,2,1,0} convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f
+})";
+  auto m = parse(text);
+  PhysicalEdgeReport report;
+  expectSameThroughEdges(*m, &report);
+  EXPECT_TRUE(report.names.empty());
+  auto p = parse(text);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  const hlo::Instruction* f = p->entry()->root();
+  ASSERT_EQ(f->opcode(), hlo::Opcode::Fusion) << hlo::writeModule(*p, hlo::HloEncoding::Text);
+  EXPECT_EQ(f->name(), "c");
+  EXPECT_EQ(f->shape().dimensions(), (std::vector<int64_t>{8, 5, 7, 16}));
+  EXPECT_EQ(f->fusedComputation()->root()->opcode(), hlo::Opcode::Convolution);
+}
+
 }  // namespace
 }  // namespace tpu::passes::layout
