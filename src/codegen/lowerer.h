@@ -497,10 +497,14 @@ struct ImplicitConvPlan {
   // bf16 MXU passes per K tile (f32 at HIGH: 3, HIGHEST: 6, as emitMatmul's):
   // the GEMM's K tiles are the weights' kh * KS tiles times the passes.
   int64_t passes = 1;
-  // 3-D windows: the box holds the image's Dp padded planes every Hpb rows
-  // (stacked like B images); the GEMM computes planes 0 .. B - 1 = (Dout -
-  // 1) x sz and K tiles cover kd x kh x KS (plane taps rdz apart).
-  int64_t kd = 1, rdz = 1, sz = 1, Dp = 1, Dout = 1;
+  // 3-D and larger windows: the box holds the image's Dp padded planes
+  // every Hpb rows (stacked like B images; the spatial dimensions before
+  // the rows flattened row-major into planes); the GEMM computes planes 0
+  // .. B - 1 = outPlane.back() and K tiles cover kd x kh x KS. tapPlane[dz]
+  // is plane tap dz's stacked plane, outPlane[z] output plane z's (3-D: dz
+  // x rhs dilation, z x stride).
+  int64_t kd = 1, Dp = 1, Dout = 1;
+  std::vector<int64_t> tapPlane{0}, outPlane{0};
   int64_t NT = 1, NP = 128;
   int64_t Wpv = 1, RS = 1;  // box width (positions), box row (elements)
   int64_t rowPairs = 1;     // GEMM rows per output row
@@ -520,6 +524,23 @@ struct ImplicitConvPlan {
   // `parts`), over C = gpp * Cg input and O = gpp * Og output channels
   // (gpp feature groups, their weights block-diagonal in W').
   int64_t parts = 1, part = 0, gpp = 1, Cg = 1, Og = 1;
+  // More parts than kernel copies are worth: one copy loops over them
+  // (`part` 0, each part's offsets added at run time).
+  bool loopParts = false;
+};
+
+// The plan of a depthwise convolution's filter gradient
+// (kernels/conv_filter_grad.cpp): channel blocks of 128 lanes, the input
+// image's padded box [Hp, Wp, 128] and the gradient's [KH, blocks x 8,
+// 128] in VMEM (two slots each), taps in groups of accumulators, the result
+// rows [taps, CB x 128]; byte sizes and VMEM offsets from 0.
+struct FilterGradPlan {
+  int64_t N = 1, C = 1, CB = 1;  // images summed over, channels, 128-lane blocks
+  int64_t H = 1, W = 1, Hp = 1, Wp = 1, padTop = 0, padLeft = 0;
+  int64_t KH = 1, KW = 1, OH = 1, OW = 1;  // the gradient's extent, the taps
+  int64_t sH = 1, sW = 1, dH = 1, dW = 1;  // the taps' step, the positions' step
+  int64_t tapGroups = 1, tapsPerGroup = 1, blocks = 1;
+  uint64_t rowX = 0, rowY = 0, rowOut = 0, xSlot = 0, ySlot = 0, vX = 0, vY = 0, vOut = 0, end = 0;
 };
 
 // One pass of an fft (kernels/fft.cpp): the 1-D transform of the middle
@@ -614,6 +635,7 @@ class Lowerer : private LoweringContext {
   friend class DepthwiseRowEmitter;     // kernels/conv.cpp
   friend class DepthwiseStreamEmitter;  // kernels/conv_depthwise.cpp
   friend class ImplicitConvEmitter;     // kernels/conv_implicit.cpp
+  friend class FilterGradEmitter;       // kernels/conv_filter_grad.cpp
   friend class RngBitsEmitter;    // misc.cpp
   friend class SortEmitter;       // sort.cpp
   friend class ScatterEmitter;    // gather_scatter.cpp
@@ -820,6 +842,9 @@ class Lowerer : private LoweringContext {
                         ImplicitConvPlan& p) const;
   bool implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* epilogue, ImplicitConvPlan& p) const;
   bool implicitConvRegisters(const MatmulEpilogue* epilogue, ImplicitConvPlan& p) const;
+  bool filterGradPlan(const Instruction& in, const ConvGeometry& g, const MatmulEpilogue* epilogue,
+                      FilterGradPlan& p) const;
+  bool emitFilterGrad(const Instruction& in, const ConvGeometry& g, const FilterGradPlan& p);
   bool emitImplicitConv(const Instruction& in, const ConvGeometry& g, const ImplicitConvPlan& p,
                         const MatmulEpilogue* epilogue);
 

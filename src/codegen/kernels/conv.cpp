@@ -107,8 +107,8 @@ std::string unstreamedReason(const ConvGeometry& g, bool wide, bool integer, boo
     why = fmt::format("{} bf16 MXU passes; the implicit GEMM makes 1, 3 or 6", passes);
   else if (g.batchGroups > 1 && g.featureGroups > 1)
     why = fmt::format("batch_group_count={} with feature groups", g.batchGroups);
-  else if (g.rank < 1 || g.rank > 3)
-    why = fmt::format("{}-D window; the implicit GEMM takes 1-D to 3-D", g.rank);
+  else if (g.rank < 1)
+    why = "no spatial dimensions; the implicit GEMM takes windows of 1 or more";
   else if (!typeInfo(g.inType).isFloat || !typeInfo(g.kType).isFloat)
     why = fmt::format("{} x {} operands; the implicit GEMM takes floats", name(g.inType), name(g.kType));
   else if (!typeInfo(g.outType).isFloat)
@@ -143,10 +143,12 @@ class ConvLowering : KernelPhases {
   const hlo::ConvolutionDimensionNumbers& dn;
   ConvGeometry g;
   bool wide = false, integer = false, vpu = false, depthwise = false, dwStream = false, implicit = false;
+  bool filterGrad = false;  // a depthwise convolution's filter gradient, on the vector unit
   bool foreignEpilogue = false;  // an output fusion's epilogue this kernel cannot run
   int passes = 1;
   DepthwisePlan dwPlan;
   ImplicitConvPlan plan;
+  FilterGradPlan fgPlan;
   int dst = -1;
   int64_t outCount = 0;
   double flops = 0;
@@ -227,13 +229,19 @@ void ConvLowering::choose() {
   dwStream = depthwise && product(os.dimensions()) > 0 && g.batch > 0 && g.taps > 0 &&
              l_.depthwisePlan(in, g, epilogue, dwPlan);
   passes = dwStream || vpu ? 1 : l_.mxuPasses(in, g.inType, g.kType);
+  // A depthwise convolution's filter gradient (one image per batch group,
+  // channels minor): sums over positions of elementwise products, exact
+  // f32 products on the vector unit (kernels/conv_filter_grad.cpp).
+  filterGrad = !vpu && !depthwise && l_.options_.implicitConv && product(os.dimensions()) > 0 &&
+               l_.filterGradPlan(in, g, epilogue, fgPlan);
+  if (filterGrad) passes = 1;
   // Otherwise the implicit GEMM over channels-last windows in VMEM; grouped
   // convolutions in parts whose weights are block-diagonal. Depthwise ones
   // only with several outputs per group (with one, the row-box kernel is
   // faster: 1-D bf16 x 256 channels, 136 against 184 us) and where one bf16
   // MXU pass is exact (the vector unit's f32 products are).
   auto exactInBf16 = [](ElementType t) { return t != ElementType::F32 && t != ElementType::F16; };
-  implicit = !vpu && !dwStream &&
+  implicit = !vpu && !dwStream && !filterGrad &&
              (!depthwise || (g.outPerGroup > 1 && exactInBf16(g.inType) && exactInBf16(g.kType))) &&
              product(os.dimensions()) > 0 && g.inPerGroup * g.taps > 0 && g.batch > 0 &&
              l_.implicitConvPlan(in, g, epilogue, passes, plan);
@@ -253,13 +261,19 @@ bool ConvLowering::streamed() {
           fmt::format("batch groups: {} part(s) of {} group(s) of {} image(s), {} -> {} channels each, "
                       "weights block-diagonal",
                       plan.parts, plan.gpp, g.outBatch, plan.C, plan.O));
+    if (plan.loopParts) e_.comment("parts looped: one kernel copy, each part's offsets added at run time");
     bool ok = true;
-    for (int64_t part = 0; part < plan.parts && ok; ++part) {
+    for (int64_t part = 0; part < (plan.loopParts ? 1 : plan.parts) && ok; ++part) {
       ImplicitConvPlan pp = plan;
       pp.part = part;
       ok = l_.emitImplicitConv(in, g, pp, epilogue);
     }
     l_.endKernel(flops, hbmBytes, plan.end);
+    return ok && !failed_;
+  }
+  if (filterGrad) {
+    bool ok = l_.emitFilterGrad(in, g, fgPlan);
+    l_.endKernel(flops, hbmBytes, fgPlan.end);
     return ok && !failed_;
   }
   bool ok = l_.emitDepthwiseStream(in, g, dwPlan, epilogue);
@@ -410,6 +424,7 @@ bool ConvLowering::run() {
     l_.beginKernel(in, vpu         ? "conv-vpu"
                        : depthwise ? "conv-depthwise"
                        : implicit  ? "conv-implicit"
+                       : filterGrad ? "conv-filter-grad"
                                    : "conv-matmul");
   dst = epilogue ? epilogue->outBuf : leaves_[&in][0];
   outCount = product(os.dimensions());
@@ -429,7 +444,7 @@ bool ConvLowering::run() {
     l_.endKernel(0, bufs_[dst].bytes, 0);
     return ok && !failed_;
   }
-  if (implicit || dwStream) return streamed();
+  if (implicit || dwStream || filterGrad) return streamed();
   return unstreamed();
 }
 

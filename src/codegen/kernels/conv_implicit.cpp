@@ -72,10 +72,34 @@ Copied copied(int64_t size, int64_t low, int64_t dil, int64_t padded) {
   return c;
 }
 
+// Every sum of one multiple of each (count, step) pair, the first pair's
+// multiples outermost: the offsets of a row-major walk over those
+// dimensions ({0} for none).
+std::vector<int64_t> rowMajorSums(const std::vector<std::pair<int64_t, int64_t>>& dims) {
+  std::vector<int64_t> sums{0};
+  for (const auto& [count, step] : dims) {
+    std::vector<int64_t> next;
+    for (int64_t s : sums)
+      for (int64_t i = 0; i < count; ++i) next.push_back(s + i * step);
+    sums = std::move(next);
+  }
+  return sums;
+}
+
+// The box's planes of a window of 3 or more dimensions: the spatial
+// dimensions before the rows, flattened row-major, each a stride of
+// `planeStride[d]` planes.
+std::vector<int64_t> planeStrides(const ConvGeometry& g) {
+  const size_t outer = g.rank >= 3 ? g.rank - 2 : 0;
+  std::vector<int64_t> ps(outer, 1);
+  for (size_t d = outer; d-- > 1;) ps[d - 1] = ps[d] * g.padded[d];
+  return ps;
+}
+
 // The box's rows, columns and planes: what of the input is copied where,
 // the window's rows and planes (the plan's geometry before the channels).
 bool boxGeometry(const ConvGeometry& g, ImplicitConvPlan& p) {
-  const bool three = g.rank == 3;
+  const bool three = g.rank >= 3;
   std::vector<Copied> cp;
   for (size_t d = 0; d < g.rank; ++d) {
     cp.push_back(copied(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]));
@@ -97,12 +121,18 @@ bool boxGeometry(const ConvGeometry& g, ImplicitConvPlan& p) {
   p.Hp = two ? g.padded[h] : 1;
   p.Hout = two ? g.outSize[h] : 1;
   if (three) {
-    p.kd = g.kSize[0];
-    p.rdz = g.rhsDil[0];
-    p.sz = g.stride[0];
-    p.Dp = g.padded[0];
-    p.Dout = g.outSize[0];
-    if (p.Dout <= 0) return false;
+    const std::vector<int64_t> ps = planeStrides(g);
+    std::vector<std::pair<int64_t, int64_t>> taps, outs;
+    for (size_t d = 0; d < ps.size(); ++d) {
+      taps.push_back({g.kSize[d], g.rhsDil[d] * ps[d]});
+      outs.push_back({g.outSize[d], g.stride[d] * ps[d]});
+    }
+    p.Dp = ps[0] * g.padded[0];
+    p.tapPlane = rowMajorSums(taps);
+    p.outPlane = rowMajorSums(outs);
+    p.kd = static_cast<int64_t>(p.tapPlane.size());
+    p.Dout = static_cast<int64_t>(p.outPlane.size());
+    if (p.Dout <= 0 || p.kd <= 0) return false;
   }
   return true;
 }
@@ -113,7 +143,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
                                int passes, ImplicitConvPlan& p) const {
   if (!options_.implicitConv) return false;
   const auto& dn = *in.attrs().convDims;
-  if ((passes != 1 && passes != 3 && passes != 6) || g.rank < 1 || g.rank > 3) return false;
+  if ((passes != 1 && passes != 3 && passes != 6) || g.rank < 1) return false;
   p.passes = passes;
   // Floats of up to 4 bytes: a widening vector load takes them from the
   // box (f16 and the byte floats convert to f32 there), and the MXU push
@@ -124,9 +154,9 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   }
   if (!typeInfo(g.outType).isFloat || isWideType(g.outType)) return false;
   if (epilogue && !typeInfo(epilogue->outType).isFloat) return false;
-  // 3-D: the planes are stacked images of the box; an epilogue's tile
-  // inputs are not staged per plane.
-  if (g.rank == 3 && epilogue)
+  // 3-D and up: the planes are stacked images of the box; an epilogue's
+  // tile inputs are not staged per plane.
+  if (g.rank >= 3 && epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs)
       if (input.kind == MatmulEpilogue::Tile) return false;
   if (!boxGeometry(g, p)) return false;
@@ -135,7 +165,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   p.Og = g.outPerGroup;
   if (p.W <= 0 || p.H <= 0 || p.Wout <= 0 || p.Hout <= 0) return false;
   (void)dn;
-  const bool three = g.rank == 3;
+  const bool three = g.rank >= 3;
   // The rest depends on the channels one run of the kernel covers.
   auto shape = [&](ImplicitConvPlan& q) -> bool {
     // Positions per GEMM row: P neighbours share the 128 MXU columns when
@@ -165,7 +195,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
     const int64_t imageBlocks = ceilDiv((q.Hout - 1) * q.rowPairs + ceilDiv(q.Wout, q.P), 8);
     if (three) {
       // One image per item, its planes stacked.
-      q.B = (q.Dout - 1) * q.sz + 1;
+      q.B = q.outPlane.back() + 1;
       if (!implicitConvLayout(g, epilogue, q)) return false;
     } else {
       for (q.B = std::min<int64_t>(g.outBatch, std::max<int64_t>(1, ceilDiv(128, imageBlocks))); q.B >= 1;
@@ -200,15 +230,20 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   // weight gradient) the same way: the images of group l of a part land in
   // the box's channels l x Cg .. (Cg all the input's), so the part's GEMM
   // is block-diagonal like a feature-grouped one.
+  // Up to 64 parts are kernel copies one after the other; a convolution
+  // no plan of which fits in 64 parts (many groups whose blocks do not fit
+  // VMEM together) loops one copy over its parts.
   const int64_t maxParts = 64;
   bool found = false;
   double bestCost = 0;
   ImplicitConvPlan best;
   for (int64_t d = 1; d <= g.groups; ++d) {
-    if (g.groups % d != 0 || g.groups / d > maxParts) continue;
+    if (g.groups % d != 0) continue;
     ImplicitConvPlan q = p;
     q.gpp = d;
     q.parts = g.groups / d;
+    q.loopParts = q.parts > maxParts;
+    if (found && q.loopParts && !best.loopParts) continue;
     q.C = d * q.Cg;
     q.O = d * q.Og;
     if (!shape(q)) continue;
@@ -220,7 +255,7 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
     // rank the same without.
     const double passes = static_cast<double>(q.parts * q.items * (q.CH * q.R + q.D) * q.J);
     double cost = passes + 1420.0 * static_cast<double>(q.parts);
-    if (!found || cost < bestCost) {
+    if (!found || cost < bestCost || (best.loopParts && !q.loopParts)) {
       found = true;
       bestCost = cost;
       best = q;
@@ -265,7 +300,7 @@ bool Lowerer::implicitConvLayout(const ConvGeometry& g, const MatmulEpilogue* ep
   const int64_t boxImages = p.kd > 1 || p.Dp > 1 ? p.Dp : p.B;
   int64_t xElems = std::max(boxImages * p.Hpb * p.RS, (p.CH * p.R * 8 + 16) * p.P * p.sx * p.C +
                                                           (p.kh - 1) * p.rdy * p.RS +
-                                                          (p.kd - 1) * p.rdz * p.Hpb * p.RS + p.KS * 128);
+                                                          p.tapPlane.back() * p.Hpb * p.RS + p.KS * 128);
   p.xSlot = alignUp(static_cast<uint64_t>(xElems * es + 512), 512);
   p.vX = take(2 * p.xSlot);
   p.accPeriod = static_cast<uint64_t>(p.cpp * p.NT * p.R) * 4096;
@@ -398,6 +433,8 @@ class ImplicitConvEmitter : KernelPhases {
   bool drain();
   void imageOut();
   void finish();
+  void addPart(int reg, int64_t stride);
+  bool parts();
 
   const ConvGeometry& g;
   const ImplicitConvPlan& p;
@@ -408,16 +445,24 @@ class ImplicitConvEmitter : KernelPhases {
   int es = 0, ew = 0, eo = 0;
   int xBuf = -1, kBuf = -1, dst = -1;
   // Descriptors and the byte strides and offsets they are built from.
-  int64_t inD = 0, oD = 0, inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0,
+  int64_t inD = 0, inB = 0, inH = 0, inW = 0, inC = 0, dilH = 1, dilW = 1, boxH = 0, boxW = 0,
           xInterior = 0, xPart = 0;
   int64_t oB = 0, oPart = 0, lastInRows = 0, lastOutRows = 0, oHs = 0, stageRow = 0;
   std::vector<int64_t> ost;
   std::string dX, dOut, dXBand, dXLast, dOutBand, dOutLast;
   std::vector<std::string> dIn;
   std::vector<int64_t> inBatch, inPart;  // per epilogue input: batch stride, this part's offset
+  // Windows of 4 or more dimensions: per image DMA of the planes, its
+  // source and box offsets; per output plane, its result offset.
+  std::vector<int64_t> planeSrc{0}, planeDst{0}, outPlaneOff{0};
   // Registers.
   int rN = -1, rSlot = -1, rT = -1, rT2 = -1, rPr = -1, rCnt = -1, rXper = -1, rPush = -1, rEper = -1,
-      rAccPer = -1, rPAcc = -1, rPE = -1, rW = -1, rWp = -1, rWaited = -1, rSent = -1;
+      rAccPer = -1, rPAcc = -1, rPE = -1, rW = -1, rWp = -1, rWaited = -1, rSent = -1, rPart = -1,
+      rPartT = -1;
+  // Looped parts: per part, the bytes one part moves the image, weights,
+  // result and each epilogue input's offset.
+  int64_t partX = 0, partW = 0, partO = 0;
+  std::vector<int64_t> partIn;
   std::vector<int> rPIn, rInPer;
   int64_t images = 0, blockBytes = 0, eBlock = 0, chunkA = 0, chunkE = 0, imageRows = 0;
   int loads = 0, once = 0;
@@ -476,7 +521,7 @@ void ImplicitConvEmitter::descriptors() {
   std::vector<int64_t> ins = storedStrides(*in.operand(0), es);
   inB = ins[static_cast<size_t>(dn.inputBatchDimension)];
   inH = two ? ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 2])] : 0;
-  inD = three ? ins[static_cast<size_t>(dn.inputSpatialDimensions[0])] : 0;
+  inD = three ? ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 3])] : 0;
   inW = ins[static_cast<size_t>(dn.inputSpatialDimensions[g.rank - 1])];
   inC = ins[static_cast<size_t>(dn.inputFeatureDimension)];
   // lhs dilation spreads the copied rows and columns over the box.
@@ -487,8 +532,24 @@ void ImplicitConvEmitter::descriptors() {
   // Batch groups: one DMA per group of the part, into its Cg channels.
   boxC = g.batchGroups > 1 ? p.Cg : p.C;
   // 3-D: the copied planes, every lhs-dilation planes of Hpb box rows.
-  const Copied cD = three ? copied(g.inSize[0], g.padLow[0], g.lhsDil[0], g.padded[0]) : Copied{0, 1, 0};
-  const Emitter::Dim planes{cD.count, inD, (three ? g.lhsDil[0] : 1) * p.Hpb * p.RS * es};
+  // Larger windows: that for the plane dimension next to the rows, one DMA
+  // per copied plane of the dimensions before it (planeSrc, planeDst).
+  const size_t pd = three ? g.rank - 3 : 0;
+  const Copied cD = three ? copied(g.inSize[pd], g.padLow[pd], g.lhsDil[pd], g.padded[pd]) : Copied{0, 1, 0};
+  const Emitter::Dim planes{cD.count, inD, (three ? g.lhsDil[pd] : 1) * p.Hpb * p.RS * es};
+  int64_t firstPlane = cD.at, firstPlaneSrc = cD.first * inD;
+  std::vector<std::pair<int64_t, int64_t>> srcDims, dstDims;
+  const std::vector<int64_t> ps = planeStrides(g);
+  for (size_t d = 0; d < pd; ++d) {
+    const Copied c = copied(g.inSize[d], g.padLow[d], g.lhsDil[d], g.padded[d]);
+    const int64_t is = ins[static_cast<size_t>(dn.inputSpatialDimensions[d])];
+    firstPlane += c.at * ps[d];
+    firstPlaneSrc += c.first * is;
+    srcDims.push_back({c.count, is});
+    dstDims.push_back({c.count, g.lhsDil[d] * ps[d] * p.Hpb * p.RS * es});
+  }
+  planeSrc = rowMajorSums(srcDims);
+  planeDst = rowMajorSums(dstDims);
   // Batch groups (2-D and 1-D): the part's groups as one more dimension
   // when the descriptor has room (one DMA per image instead of gpp).
   const Emitter::Dim groups{p.gpp, g.outBatch * inB, p.Cg * es};
@@ -496,7 +557,7 @@ void ImplicitConvEmitter::descriptors() {
   mergedGroups = g.batchGroups > 1 && p.gpp > 1 && !three && xDims < target_.dma.descriptorDims;
   dX = boxDesc(inH, boxH, inW, boxW, inC, es, es, p.H, p.W, boxC,
                mergedGroups ? &groups : three && cD.count > 1 ? &planes : nullptr);
-  xInterior = ((cD.at * p.Hpb + p.padTop) * p.RS + p.padLeft * p.C) * es;
+  xInterior = ((firstPlane * p.Hpb + p.padTop) * p.RS + p.padLeft * p.C) * es;
   // The first input row and column copied (negative padding crops); a part
   // of a grouped convolution: its channels of X, its features of the
   // result (and of the epilogue's inputs).
@@ -506,11 +567,13 @@ void ImplicitConvEmitter::descriptors() {
   // A part of batch groups: its first group's images (group gi holds
   // images gi * outBatch ..).
   const int64_t partStride = g.batchGroups > 1 ? p.gpp * g.outBatch * inB : p.C * inC;
-  xPart = p.part * partStride + cD.first * inD + cH.first * inH + cW.first * inW;
+  xPart = p.part * partStride + firstPlaneSrc + cH.first * inH + cW.first * inW;
+  partX = partStride;
   ost = epilogue && epilogue->physicalOut ? storedStrides(*epilogue->comp->root(), eo)
                                           : byteStrides(in.shape().dimensions(), eo);
   oB = ost[static_cast<size_t>(dn.outputBatchDimension)];
   oPart = p.part * p.O * ost[static_cast<size_t>(dn.outputFeatureDimension)];
+  partO = p.O * ost[static_cast<size_t>(dn.outputFeatureDimension)];
   dOut = stageDesc(eo, ost, true, p.Hout);
   // Banded: the X rows of each input band, the result rows of each band.
   lastInRows = p.H - (p.inBands - 1) * p.inBandRows;
@@ -522,7 +585,11 @@ void ImplicitConvEmitter::descriptors() {
     dOutLast = stageDesc(eo, ost, true, lastOutRows);
   }
   oHs = two ? ost[static_cast<size_t>(dn.outputSpatialDimensions[g.rank - 2])] : 0;
-  oD = three ? ost[static_cast<size_t>(dn.outputSpatialDimensions[0])] : 0;
+  // Output plane z's offset in the result (3-D: z x its plane stride).
+  std::vector<std::pair<int64_t, int64_t>> outDims;
+  for (size_t d = 0; three && d + 2 < g.rank; ++d)
+    outDims.push_back({g.outSize[d], ost[static_cast<size_t>(dn.outputSpatialDimensions[d])]});
+  outPlaneOff = rowMajorSums(outDims);
   stageRow = p.rowPairs * p.NP * eo;
   epilogueDescriptors();
 }
@@ -538,16 +605,19 @@ void ImplicitConvEmitter::epilogueDescriptors() {
       dIn.push_back(stageDesc(ei, st, false, p.Hout));
       inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
       inPart.push_back(p.part * p.O * st[static_cast<size_t>(dn.outputFeatureDimension)]);
+      partIn.push_back(p.O * st[static_cast<size_t>(dn.outputFeatureDimension)]);
     } else if (input.kind == MatmulEpilogue::Column) {
       dIn.push_back(
           e_.desc(static_cast<uint64_t>(p.O * ei),
                   p.P > 1 ? std::vector<Emitter::Dim>{{p.P, 0, p.O * ei}} : std::vector<Emitter::Dim>{}));
       inBatch.push_back(0);
       inPart.push_back(p.part * p.O * ei);
+      partIn.push_back(p.O * ei);
     } else {
       dIn.push_back("");
       inBatch.push_back(0);
       inPart.push_back(0);
+      partIn.push_back(0);
     }
   }
 }
@@ -569,6 +639,8 @@ void ImplicitConvEmitter::registers() {
   rWp = sreg();
   rWaited = p.banded ? sreg() : -1;
   rSent = p.banded ? sreg() : -1;
+  rPart = p.loopParts ? sreg() : -1;
+  rPartT = p.loopParts ? sreg() : -1;
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs) {
       bool tile = input.kind == MatmulEpilogue::Tile;
@@ -584,7 +656,7 @@ void ImplicitConvEmitter::registers() {
   chunkE = p.R * eBlock;
   imageRows = p.Hpb / p.sy * p.rowPairs;  // staging rows per stacked image
   xLoads = g.batchGroups > 1 && !mergedGroups ? p.gpp : 1;
-  loads = p.banded ? 0 : static_cast<int>(xLoads);
+  loads = p.banded ? 0 : static_cast<int>(xLoads * static_cast<int64_t>(planeDst.size()));
   if (epilogue)
     for (const MatmulEpilogue::Input& input : epilogue->inputs)
       if (input.kind == MatmulEpilogue::Tile) ++loads;
@@ -600,12 +672,14 @@ void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
     e_.op("br.ge {}, {}, {}", S(rW), g.outBatch, lSkip);
     e_.op("smul {}, {}, {}", S(rT), S(rW), inB);
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(xBuf) + xPart);
+    addPart(rT, partX);
     e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.xSlot);
     e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vX + xInterior + static_cast<uint64_t>(b * p.Hpb * p.RS * es));
     if (p.banded) {
       // Slot 0, image 0: each band of rows on its own semaphore.
       for (int64_t k = 0; k < p.inBands; ++k) {
         e_.op("smov {}, {}", S(rT), base(xBuf) + xPart + k * p.inBandRows * inH);
+        addPart(rT, partX);
         e_.op("{} {}, [{}], {}, sem{}", l_.dmaOp("h2v", xBuf), k + 1 < p.inBands ? dXBand : dXLast,
               p.vX + xInterior + static_cast<uint64_t>(k * p.inBandRows * boxH), l_.memRef(xBuf, S(rT)),
               5 + k);
@@ -616,7 +690,20 @@ void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
           e_.op("sadd {}, {}, {}", S(rT), S(rT), g.outBatch * inB);
           e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.Cg * es);
         }
-        e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dX, S(rT2), l_.memRef(xBuf, S(rT)), S(rSl));
+        for (size_t q = 0; q < planeDst.size(); ++q) {
+          // The addresses step from one plane DMA to the next, and back
+          // after the last.
+          if (q) {
+            e_.op("sadd {}, {}, {}", S(rT), S(rT), planeSrc[q] - planeSrc[q - 1]);
+            e_.op("sadd {}, {}, {}", S(rT2), S(rT2), planeDst[q] - planeDst[q - 1]);
+          }
+          e_.op("{} {}, [{}], {}, sem[{}]", l_.dmaOp("h2v", xBuf), dX, S(rT2), l_.memRef(xBuf, S(rT)),
+                S(rSl));
+          if (q && q + 1 == planeDst.size()) {
+            e_.op("ssub {}, {}, {}", S(rT), S(rT), planeSrc[q]);
+            e_.op("ssub {}, {}, {}", S(rT2), S(rT2), planeDst[q]);
+          }
+        }
       }
     }
     if (epilogue)
@@ -625,6 +712,7 @@ void ImplicitConvEmitter::loadImage(int rItem, int rSl) {
         if (input.kind != MatmulEpilogue::Tile) continue;
         e_.op("smul {}, {}, {}", S(rT), S(rW), inBatch[k]);
         e_.op("sadd {}, {}, {}", S(rT), S(rT), base(input.buf) + inPart[k]);
+        addPart(rT, partIn[k]);
         e_.op("smul {}, {}, {}", S(rT2), S(rSl), p.inSlot[k]);
         e_.op("sadd {}, {}, {}", S(rT2), S(rT2),
               p.vIn[k] + static_cast<uint64_t>(b * imageRows * p.NP * typeInfo(input.type).bytes));
@@ -663,7 +751,6 @@ void ImplicitConvEmitter::zeroBoxes() {
 void ImplicitConvEmitter::loadWeights() {
   std::vector<int64_t> kst = storedStrides(*in.operand(1), ew);
   int64_t sy = two ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 2])] : 0;
-  int64_t sz = three ? kst[static_cast<size_t>(dn.kernelSpatialDimensions[0])] : 0;
   int64_t sx = kst[static_cast<size_t>(dn.kernelSpatialDimensions[g.rank - 1])];
   int64_t sc = kst[static_cast<size_t>(dn.kernelInputFeatureDimension)];
   int64_t so = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
@@ -672,10 +759,17 @@ void ImplicitConvEmitter::loadWeights() {
     srcOff += (p.kh - 1) * sy;
     sy = -sy;
   }
-  if (three && g.reversal[0]) {
-    srcOff += (p.kd - 1) * sz;
-    sz = -sz;
+  // Plane tap dz's kernel offset (reversed dimensions read backwards).
+  std::vector<std::pair<int64_t, int64_t>> tapDims;
+  for (size_t d = 0; three && d + 2 < g.rank; ++d) {
+    int64_t st = kst[static_cast<size_t>(dn.kernelSpatialDimensions[d])];
+    if (g.reversal[d]) {
+      srcOff += (g.kSize[d] - 1) * st;
+      st = -st;
+    }
+    tapDims.push_back({g.kSize[d], st});
   }
+  const std::vector<int64_t> tapOff = rowMajorSums(tapDims);
   if (g.reversal[g.rank - 1]) {
     srcOff += (g.kSize[g.rank - 1] - 1) * sx;
     sx = -sx;
@@ -705,7 +799,8 @@ void ImplicitConvEmitter::loadWeights() {
   for (int64_t dz = 0; dz < p.kd; ++dz)
     for (int64_t j = 0; j < p.P; ++j)
       for (int64_t l = 0; l < groupDmas; ++l) {
-        e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + dz * sz + l * p.Og * so);
+        e_.op("smov {}, {}", S(rT), base(kBuf) + srcOff + tapOff[static_cast<size_t>(dz)] + l * p.Og * so);
+        addPart(rT, p.O * so);
         e_.op(
             "{} {}, [{}], {}, sem4", l_.dmaOp("h2v", kBuf), dWt,
             p.vW + static_cast<uint64_t>(dz * planeRows +
@@ -725,6 +820,7 @@ void ImplicitConvEmitter::loadColumns() {
       scalars[input.value] = l_.splatScalar(input.buf, input.type, smem++);
     } else if (input.kind == MatmulEpilogue::Column) {
       e_.op("smov {}, {}", S(rT), base(input.buf) + inPart[k]);
+      addPart(rT, partIn[k]);
       e_.op("{} {}, [{}], {}, sem4", l_.dmaOp("h2v", input.buf), dIn[k], p.vIn[k],
             l_.memRef(input.buf, S(rT)));
       ++once;
@@ -810,7 +906,8 @@ int64_t ImplicitConvEmitter::aOffset(int64_t rho, int64_t u) const {
   Job jb = job(rho, u);
   // 3-D: K tile row dy / kh is a plane tap, Hpb box rows per plane.
   const int64_t dz = jb.dy / p.kh, dy = jb.dy % p.kh;
-  return jb.cc * chunkA + ((dz * p.rdz * p.Hpb + dy * p.rdy) * p.RS + jb.ks * 128) * es;
+  return jb.cc * chunkA +
+         ((p.tapPlane[static_cast<size_t>(dz)] * p.Hpb + dy * p.rdy) * p.RS + jb.ks * 128) * es;
 }
 
 // Loads block b (b = 0 .. U-1 relative to rPush) of round rho into va.
@@ -1187,6 +1284,7 @@ void ImplicitConvEmitter::sendBand(const std::string& desc) {
   const int semOutBands = 5 + static_cast<int>(p.inBands);
   e_.op("smul {}, {}, {}", S(rT), S(rSent), p.outBandRows * oHs);
   e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart);
+  addPart(rT, partO);
   e_.op("smul {}, {}, {}", S(rT2), S(rSent), p.outBandRows * stageRow);
   e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE);
   e_.op("{} {}, {}, [{}], sem{}", l_.dmaOp("v2h", dst), desc, l_.memRef(dst, S(rT)), S(rT2), semOutBands);
@@ -1241,13 +1339,15 @@ bool ImplicitConvEmitter::drain() {
 void ImplicitConvEmitter::imageOut() {
   e_.op("sadd {}, {}, 2", S(rCnt), S(rSlot));
   if (three) {
-    // Output plane z is the stacked plane z x sz of the staging.
+    // Output plane z is the stacked plane outPlane[z] of the staging.
     for (int64_t z = 0; z < p.Dout; ++z) {
+      const size_t zi = static_cast<size_t>(z);
       e_.op("smul {}, {}, {}", S(rT), S(rN), oB);
-      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart + z * oD);
+      e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart + outPlaneOff[zi]);
+      addPart(rT, partO);
       e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
       e_.op("sadd {}, {}, {}", S(rT2), S(rT2),
-            p.vE + static_cast<uint64_t>(z * p.sz * imageRows * p.NP * eo));
+            p.vE + static_cast<uint64_t>(p.outPlane[zi] * imageRows * p.NP * eo));
       e_.op("{} {}, {}, [{}], sem[{}]", l_.dmaOp("v2h", dst), dOut, l_.memRef(dst, S(rT)), S(rT2), S(rCnt));
     }
     return;
@@ -1259,6 +1359,7 @@ void ImplicitConvEmitter::imageOut() {
     e_.op("br.ge {}, {}, {}", S(rW), g.outBatch, lSkip);
     e_.op("smul {}, {}, {}", S(rT), S(rW), oB);
     e_.op("sadd {}, {}, {}", S(rT), S(rT), base(dst) + oPart);
+    addPart(rT, partO);
     e_.op("smul {}, {}, {}", S(rT2), S(rSlot), p.eSlot);
     e_.op("sadd {}, {}, {}", S(rT2), S(rT2), p.vE + static_cast<uint64_t>(b * imageRows * p.NP * eo));
     e_.op("{} {}, {}, [{}], sem[{}]", l_.dmaOp("v2h", dst), dOut, l_.memRef(dst, S(rT)), S(rT2), S(rCnt));
@@ -1286,7 +1387,7 @@ void ImplicitConvEmitter::finish() {
 bool ImplicitConvEmitter::run() {
   PoolGuard guard({&sregs_, &vregs_, &masks_});
   two = g.rank >= 2;
-  three = g.rank == 3;
+  three = g.rank >= 3;
   storedType = epilogue ? epilogue->outType : g.outType;
   convType = g.outType;
   es = typeInfo(g.inType).bytes;
@@ -1298,6 +1399,26 @@ bool ImplicitConvEmitter::run() {
   descriptors();
   registers();
   zeroBoxes();
+  return parts();
+}
+
+// Looped parts: the offsets of part rPart added to this copy's addresses.
+void ImplicitConvEmitter::addPart(int reg, int64_t stride) {
+  if (!p.loopParts) return;
+  e_.op("smul {}, {}, {}", S(rPartT), S(rPart), stride);
+  e_.op("sadd {}, {}, {}", S(reg), S(reg), S(rPartT));
+}
+
+// The part's weights, images and results (each part, when looped: the
+// weights and boxes keep their zeros from one part to the next, as every
+// part's DMAs write the same places).
+bool ImplicitConvEmitter::parts() {
+  std::string lPart;
+  if (p.loopParts) {
+    lPart = e_.newLabel("icpart");
+    e_.op("smov {}, 0", S(rPart));
+    e_.label(lPart);
+  }
   loadWeights();
   loadColumns();
   // The first image streams in while the weights land.
@@ -1324,6 +1445,10 @@ bool ImplicitConvEmitter::run() {
   e_.op("sadd {}, {}, 1", S(rN), S(rN));
   e_.op("br.lt {}, {}, {}", S(rN), images, lImage);
   finish();
+  if (p.loopParts) {
+    e_.op("sadd {}, {}, 1", S(rPart), S(rPart));
+    e_.op("br.lt {}, {}, {}", S(rPart), p.parts, lPart);
+  }
   return !failed_;
 }
 

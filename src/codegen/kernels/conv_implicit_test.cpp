@@ -127,6 +127,21 @@ std::vector<Case> cases() {
        conv("bf16[1,9,8,10,24]", "bf16[2,3,3,24,40]", "f32[1,3,6,8,40]",
             "window={size=2x3x3 stride=2x1x1 pad=-1_0x0_0x0_0 rhs_dilate=2x1x1}, "
             "dim_labels=b012f_012io->b012f")},
+      // 4-D and 5-D windows: the dimensions before the rows flattened into
+      // the box's planes.
+      {"FourD", conv("bf16[2,3,4,4,5,16]", "bf16[2,2,2,3,16,32]", "f32[2,2,3,3,3,32]",
+                     "window={size=2x2x2x3}, dim_labels=b0123f_0123io->b0123f")},
+      {"FourDPaddedStridedDilatedReversed",
+       conv("bf16[1,4,5,6,7,8]", "bf16[2,3,2,3,8,24]", "f32[1,2,3,11,4,24]",
+            "window={size=2x3x2x3 stride=1x2x1x2 pad=0_0x1_1x0_1x1_1 lhs_dilate=1x1x2x1 rhs_dilate=2x1x1x1 "
+            "rhs_reversal=0x1x0x0}, dim_labels=b0123f_0123io->b0123f")},
+      {"FiveDChannelsFirst", conv("bf16[1,8,3,3,3,3,6]", "bf16[16,8,2,2,2,2,3]", "f32[1,16,2,2,2,2,4]",
+                                  "window={size=2x2x2x2x3}, dim_labels=bf01234_oi01234->bf01234")},
+      // More than 64 parts (67 groups of 64 channels: one part would need
+      // 337 MB of weights): one kernel copy loops over the parts.
+      {"SixtySevenGroupsLooped",
+       conv("bf16[1,5,5,4288]", "bf16[3,3,64,4288]", "f32[1,5,5,4288]",
+            "window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=67")},
   };
 }
 
