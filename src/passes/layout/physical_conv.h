@@ -9,14 +9,9 @@
 
 #include "hlo/module.h"
 #include "hlo/shape.h"
+#include "passes/layout/physical_value.h"
 
 namespace tpu::passes::layout {
-
-// A logical value the sinker holds in its physical form.
-struct PhysicalValue {
-  hlo::Instruction* value;  // the physical (row-major) array
-  hlo::Shape key;           // the logical shape with the layout it is stored in
-};
 
 struct ConvTwin {
   hlo::Instruction* twin = nullptr;  // the rewritten output fusion (nullptr: not taken)

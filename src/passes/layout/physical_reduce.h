@@ -24,15 +24,9 @@
 
 #include "hlo/module.h"
 #include "hlo/shape.h"
+#include "passes/layout/physical_value.h"
 
 namespace tpu::passes::layout {
-
-// A logical value's physical twin: the row-major physical array and the
-// logical shape with the layout it is stored in.
-struct PhysicalValue {
-  hlo::Instruction* value = nullptr;
-  hlo::Shape key;
-};
 
 // What the rule added to the entry computation for fusion `in`: the twin
 // fusion (its value stored as `key` says) and the reshapes of row vectors
