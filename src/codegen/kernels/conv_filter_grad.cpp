@@ -55,24 +55,21 @@ bool Lowerer::filterGradPlan(const Instruction& in, const ConvGeometry& g, const
       ks[static_cast<size_t>(dn.kernelOutputFeatureDimension)] != ew ||
       os[static_cast<size_t>(dn.outputFeatureDimension)] != eo)
     return false;
-  const bool two = g.rank == 2;
   p.N = g.inPerGroup;
   p.C = g.batch;
   p.CB = ceilDiv(p.C, 128);
-  p.H = two ? g.inSize[0] : 1;
-  p.W = g.inSize[g.rank - 1];
-  p.Hp = two ? g.padded[0] : 1;
-  p.Wp = g.padded[g.rank - 1];
-  p.padTop = two ? g.padLow[0] : 0;
-  p.padLeft = g.padLow[g.rank - 1];
-  p.KH = two ? g.kSize[0] : 1;
-  p.KW = g.kSize[g.rank - 1];
-  p.OH = two ? g.outSize[0] : 1;
-  p.OW = g.outSize[g.rank - 1];
-  p.sH = two ? g.stride[0] : 1;
-  p.sW = g.stride[g.rank - 1];
-  p.dH = two ? g.rhsDil[0] : 1;
-  p.dW = g.rhsDil[g.rank - 1];
+  // Rows and columns (1-D: one row).
+  auto rowsCols = [&](const std::vector<int64_t>& v, int64_t one, int64_t& rows, int64_t& cols) {
+    rows = g.rank == 2 ? v[0] : one;
+    cols = v[g.rank - 1];
+  };
+  rowsCols(g.inSize, 1, p.H, p.W);
+  rowsCols(g.padded, 1, p.Hp, p.Wp);
+  rowsCols(g.padLow, 0, p.padTop, p.padLeft);
+  rowsCols(g.kSize, 1, p.KH, p.KW);
+  rowsCols(g.outSize, 1, p.OH, p.OW);
+  rowsCols(g.stride, 1, p.sH, p.sW);
+  rowsCols(g.rhsDil, 1, p.dH, p.dW);
   if (p.N <= 0 || p.H <= 0 || p.W <= 0 || p.KH <= 0 || p.KW <= 0 || p.OH <= 0 || p.OW <= 0) return false;
   // An accumulator per tap of a group, a few registers for the blocks.
   const int64_t taps = p.OH * p.OW;
