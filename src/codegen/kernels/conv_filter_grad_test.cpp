@@ -7,9 +7,7 @@
 // (CodegenOptions::implicitConv = false) agrees.
 #include <gtest/gtest.h>
 
-#include <limits>
-
-#include "codegen/test_util.h"
+#include "codegen/kernels/conv_test_util.h"
 
 namespace tpu::codegen {
 namespace {
@@ -90,18 +88,11 @@ TEST(FilterGrad, V4TapGroups) {
 TEST(FilterGrad, InfinityPastTheRowStaysOut) {
   const std::string text = grad("bf16[1,6,13,128]", "bf16[1,4,11,128]", "f32[3,3,1,128]",
                                 "window={size=4x11}, dim_labels=f01b_i01o->01bf, batch_group_count=128");
-  std::mt19937 rng(5);
-  std::vector<hlo::Literal> args;
-  DiagnosticEngine diags;
-  auto source = std::make_shared<SourceFile>("t.hlo", text);
-  auto loaded = hlo::readModule(source, diags);
-  ASSERT_TRUE(loaded.module);
-  for (int64_t p = 0; p < 2; ++p)
-    args.push_back(randomLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
   // x[0, 5, 0, 7] = inf: in the sums of tap (2, 0) only (gradient row 3,
   // column 0), but the last block of input row 4 (taps of rows 1 and 2)
   // reads it in its dropped sublanes, past the row's end.
-  args[0].setDouble((5 * 13 + 0) * 128 + 7, std::numeric_limits<double>::infinity());
+  std::vector<hlo::Literal> args = operandsWithInfinity(text, 5, (5 * 13 + 0) * 128 + 7);
+  ASSERT_EQ(args.size(), 2u);
   E2eRun r = compileAndCompare(text, "v5e", {}, &args);
   ASSERT_EQ(r.error, "");
   EXPECT_NE(r.llo.find("conv-filter-grad"), std::string::npos);
