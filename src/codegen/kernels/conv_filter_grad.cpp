@@ -83,7 +83,8 @@ bool Lowerer::filterGradPlan(const Instruction& in, const ConvGeometry& g, const
   p.rowX = static_cast<uint64_t>(p.Wp * 128 * es);
   p.rowY = static_cast<uint64_t>(p.blocks * 8 * 128 * ew);
   p.rowOut = static_cast<uint64_t>(p.CB * 128 * eo);
-  p.xSlot = alignUp(static_cast<uint64_t>(p.Hp) * p.rowX + static_cast<uint64_t>((8 * p.dW + 8) * 128 * es), 512);
+  p.xSlot =
+      alignUp(static_cast<uint64_t>(p.Hp) * p.rowX + static_cast<uint64_t>((8 * p.dW + 8) * 128 * es), 512);
   p.ySlot = alignUp(static_cast<uint64_t>(p.KH) * p.rowY, 512);
   p.vX = 0;
   p.vY = 2 * p.xSlot;
@@ -166,7 +167,8 @@ void FilterGradEmitter::zeroBoxes() {
 
 // Image rImage of channel block rCb into slot rSl, both DMAs on sem[rSl].
 void FilterGradEmitter::loadImage(int rImage, int rSl) {
-  const uint64_t xInterior = static_cast<uint64_t>(p.padTop) * p.rowX + static_cast<uint64_t>(p.padLeft * 128 * es);
+  const uint64_t xInterior =
+      static_cast<uint64_t>(p.padTop) * p.rowX + static_cast<uint64_t>(p.padLeft * 128 * es);
   auto one = [&](int buf, int64_t perImage, int e, uint64_t at, uint64_t slot, const std::string& full,
                  const std::string& last) {
     e_.op("smul {}, {}, {}", S(rT), S(rImage), perImage);
@@ -258,8 +260,7 @@ void FilterGradEmitter::tapGroup(int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; ++t) {
     VReg a = acc[static_cast<size_t>(t - t0)];
     e_.op("vred.sum.sub.f32 {}, {}", V(a), V(a));
-    l_.vstore(a, g.outType, fmt::format("{} + {}", S(rT), t * static_cast<int64_t>(p.rowOut)),
-              ", mask=0x1");
+    l_.vstore(a, g.outType, fmt::format("{} + {}", S(rT), t * static_cast<int64_t>(p.rowOut)), ", mask=0x1");
     vfree(a);
   }
   e_.op("sadd {}, {}, 1", S(rCb), S(rCb));

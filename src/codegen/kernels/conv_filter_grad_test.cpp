@@ -18,7 +18,8 @@ struct Case {
   double tol = 1e-4;
 };
 
-std::string grad(const std::string& x, const std::string& dy, const std::string& out, const std::string& attrs) {
+std::string grad(const std::string& x, const std::string& dy, const std::string& out,
+                 const std::string& attrs) {
   return "HloModule m\nENTRY main {\n  x = " + x + " parameter(0)\n  dy = " + dy +
          " parameter(1)\n  ROOT w = " + out + " convolution(x, dy), " + attrs + "\n}\n";
 }
@@ -40,9 +41,10 @@ std::vector<Case> cases() {
                               "window={size=8x8 stride=2x2}, dim_labels=f01b_i01o->01bf, "
                               "batch_group_count=128")},
       // Channels over several blocks, the last partial; a bf16 result.
-      {"PartialLastBlockBf16", grad("bf16[2,10,10,320]", "bf16[2,10,10,320]", "bf16[3,3,1,320]",
-                                    "window={size=10x10 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, "
-                                    "batch_group_count=320"),
+      {"PartialLastBlockBf16",
+       grad("bf16[2,10,10,320]", "bf16[2,10,10,320]", "bf16[3,3,1,320]",
+            "window={size=10x10 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf, "
+            "batch_group_count=320"),
        1e-2},
       // 7x7 taps: 49 accumulators, two tap groups.
       {"SevenBySevenTapGroups", grad("bf16[2,14,14,128]", "bf16[2,14,14,128]", "f32[7,7,1,128]",
@@ -72,7 +74,9 @@ TEST_P(FilterGrad, MatchesTheInterpreterAndIm2col) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, FilterGrad, ::testing::Range<size_t>(0, cases().size()),
-                         [](const ::testing::TestParamInfo<size_t>& info) { return cases()[info.param].name; });
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return cases()[info.param].name;
+                         });
 
 // v4 has 32 vector registers: smaller tap groups, the same sums.
 TEST(FilterGrad, V4TapGroups) {
