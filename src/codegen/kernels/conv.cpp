@@ -261,6 +261,9 @@ bool ConvLowering::streamed() {
           fmt::format("batch groups: {} part(s) of {} group(s) of {} image(s), {} -> {} channels each, "
                       "weights block-diagonal",
                       plan.parts, plan.gpp, g.outBatch, plan.C, plan.O));
+    if (g.groups == 1 && plan.parts > 1)
+      e_.comment(fmt::format("output features in {} part(s) of {}: the weights do not fit VMEM at once",
+                             plan.parts, plan.O));
     if (plan.loopParts) e_.comment("parts looped: one kernel copy, each part's offsets added at run time");
     bool ok = true;
     for (int64_t part = 0; part < (plan.loopParts ? 1 : plan.parts) && ok; ++part) {

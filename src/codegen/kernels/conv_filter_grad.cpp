@@ -55,24 +55,21 @@ bool Lowerer::filterGradPlan(const Instruction& in, const ConvGeometry& g, const
       ks[static_cast<size_t>(dn.kernelOutputFeatureDimension)] != ew ||
       os[static_cast<size_t>(dn.outputFeatureDimension)] != eo)
     return false;
-  const bool two = g.rank == 2;
   p.N = g.inPerGroup;
   p.C = g.batch;
   p.CB = ceilDiv(p.C, 128);
-  p.H = two ? g.inSize[0] : 1;
-  p.W = g.inSize[g.rank - 1];
-  p.Hp = two ? g.padded[0] : 1;
-  p.Wp = g.padded[g.rank - 1];
-  p.padTop = two ? g.padLow[0] : 0;
-  p.padLeft = g.padLow[g.rank - 1];
-  p.KH = two ? g.kSize[0] : 1;
-  p.KW = g.kSize[g.rank - 1];
-  p.OH = two ? g.outSize[0] : 1;
-  p.OW = g.outSize[g.rank - 1];
-  p.sH = two ? g.stride[0] : 1;
-  p.sW = g.stride[g.rank - 1];
-  p.dH = two ? g.rhsDil[0] : 1;
-  p.dW = g.rhsDil[g.rank - 1];
+  // Rows and columns (1-D: one row).
+  auto rowsCols = [&](const std::vector<int64_t>& v, int64_t one, int64_t& rows, int64_t& cols) {
+    rows = g.rank == 2 ? v[0] : one;
+    cols = v[g.rank - 1];
+  };
+  rowsCols(g.inSize, 1, p.H, p.W);
+  rowsCols(g.padded, 1, p.Hp, p.Wp);
+  rowsCols(g.padLow, 0, p.padTop, p.padLeft);
+  rowsCols(g.kSize, 1, p.KH, p.KW);
+  rowsCols(g.outSize, 1, p.OH, p.OW);
+  rowsCols(g.stride, 1, p.sH, p.sW);
+  rowsCols(g.rhsDil, 1, p.dH, p.dW);
   if (p.N <= 0 || p.H <= 0 || p.W <= 0 || p.KH <= 0 || p.KW <= 0 || p.OH <= 0 || p.OW <= 0) return false;
   // An accumulator per tap of a group, a few registers for the blocks.
   const int64_t taps = p.OH * p.OW;
@@ -86,7 +83,8 @@ bool Lowerer::filterGradPlan(const Instruction& in, const ConvGeometry& g, const
   p.rowX = static_cast<uint64_t>(p.Wp * 128 * es);
   p.rowY = static_cast<uint64_t>(p.blocks * 8 * 128 * ew);
   p.rowOut = static_cast<uint64_t>(p.CB * 128 * eo);
-  p.xSlot = alignUp(static_cast<uint64_t>(p.Hp) * p.rowX + static_cast<uint64_t>((8 * p.dW + 8) * 128 * es), 512);
+  p.xSlot =
+      alignUp(static_cast<uint64_t>(p.Hp) * p.rowX + static_cast<uint64_t>((8 * p.dW + 8) * 128 * es), 512);
   p.ySlot = alignUp(static_cast<uint64_t>(p.KH) * p.rowY, 512);
   p.vX = 0;
   p.vY = 2 * p.xSlot;
@@ -169,7 +167,8 @@ void FilterGradEmitter::zeroBoxes() {
 
 // Image rImage of channel block rCb into slot rSl, both DMAs on sem[rSl].
 void FilterGradEmitter::loadImage(int rImage, int rSl) {
-  const uint64_t xInterior = static_cast<uint64_t>(p.padTop) * p.rowX + static_cast<uint64_t>(p.padLeft * 128 * es);
+  const uint64_t xInterior =
+      static_cast<uint64_t>(p.padTop) * p.rowX + static_cast<uint64_t>(p.padLeft * 128 * es);
   auto one = [&](int buf, int64_t perImage, int e, uint64_t at, uint64_t slot, const std::string& full,
                  const std::string& last) {
     e_.op("smul {}, {}, {}", S(rT), S(rImage), perImage);
@@ -261,8 +260,7 @@ void FilterGradEmitter::tapGroup(int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; ++t) {
     VReg a = acc[static_cast<size_t>(t - t0)];
     e_.op("vred.sum.sub.f32 {}, {}", V(a), V(a));
-    l_.vstore(a, g.outType, fmt::format("{} + {}", S(rT), t * static_cast<int64_t>(p.rowOut)),
-              ", mask=0x1");
+    l_.vstore(a, g.outType, fmt::format("{} + {}", S(rT), t * static_cast<int64_t>(p.rowOut)), ", mask=0x1");
     vfree(a);
   }
   e_.op("sadd {}, {}, 1", S(rCb), S(rCb));

@@ -237,16 +237,9 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
   bool found = false;
   double bestCost = 0;
   ImplicitConvPlan best;
-  for (int64_t d = 1; d <= g.groups; ++d) {
-    if (g.groups % d != 0) continue;
-    ImplicitConvPlan q = p;
-    q.gpp = d;
-    q.parts = g.groups / d;
+  auto consider = [&](ImplicitConvPlan q) {
     q.loopParts = q.parts > maxParts;
-    if (found && q.loopParts && !best.loopParts) continue;
-    q.C = d * q.Cg;
-    q.O = d * q.Og;
-    if (!shape(q)) continue;
+    if ((found && q.loopParts && !best.loopParts) || !shape(q)) return;
     // In MXU tile-block passes (~1.5 ns each, 4 MXUs): the GEMM's and a
     // fixed ~2.2 us per part (weights in, first image in, drain, last
     // result out). Fitted on ResNeXt-style, channel-multiplier and 1-D
@@ -260,6 +253,29 @@ bool Lowerer::implicitConvPlan(const Instruction& in, const ConvGeometry& g, con
       bestCost = cost;
       best = q;
     }
+  };
+  for (int64_t d = 1; d <= g.groups; ++d) {
+    if (g.groups % d != 0) continue;
+    ImplicitConvPlan q = p;
+    q.gpp = d;
+    q.parts = g.groups / d;
+    q.C = d * q.Cg;
+    q.O = d * q.Og;
+    consider(q);
+  }
+  // Ungrouped weights past VMEM: parts of the output features, the fewest
+  // that fit, each reading the whole image against its slice of W. Slices
+  // of at least 128 features (narrower ones pad W' to as many columns and
+  // only multiply the image's passes: ssd_mobilenet's 8 parts of 4 to 16
+  // features on v4 ran 355 -> 403 us against im2col).
+  for (int64_t k = 2; !found && g.groups == 1 && g.outPerGroup / k >= 128; ++k) {
+    if (g.outPerGroup % k != 0) continue;
+    ImplicitConvPlan q = p;
+    q.parts = k;
+    q.Og = g.outPerGroup / k;
+    q.C = q.Cg;
+    q.O = q.Og;
+    consider(q);
   }
   if (!found) return false;
   p = best;
@@ -566,7 +582,11 @@ void ImplicitConvEmitter::descriptors() {
   const Copied cW = copied(g.inSize[g.rank - 1], g.padLow[g.rank - 1], dilW, g.padded[g.rank - 1]);
   // A part of batch groups: its first group's images (group gi holds
   // images gi * outBatch ..).
-  const int64_t partStride = g.batchGroups > 1 ? p.gpp * g.outBatch * inB : p.C * inC;
+  // A part of the output features (Og a slice of the group's) reads the
+  // whole image.
+  const int64_t partStride = p.Og != g.outPerGroup ? 0
+                             : g.batchGroups > 1   ? p.gpp * g.outBatch * inB
+                                                   : p.C * inC;
   xPart = p.part * partStride + firstPlaneSrc + cH.first * inH + cW.first * inW;
   partX = partStride;
   ost = epilogue && epilogue->physicalOut ? storedStrides(*epilogue->comp->root(), eo)

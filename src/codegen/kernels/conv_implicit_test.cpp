@@ -10,7 +10,7 @@
 
 #include <limits>
 
-#include "codegen/test_util.h"
+#include "codegen/kernels/conv_test_util.h"
 
 namespace tpu::codegen {
 namespace {
@@ -181,16 +181,9 @@ INSTANTIATE_TEST_SUITE_P(Sweep, ImplicitConv, ::testing::Range<size_t>(0, cases(
 TEST(ImplicitConv, InfinityOutsideAWindowStaysOut) {
   std::string text = conv("bf16[1,6,6,3]", "bf16[3,3,3,128]", "f32[1,4,4,128]",
                           "window={size=3x3}, dim_labels=b01f_01io->b01f");
-  std::mt19937 rng(7);
-  std::vector<hlo::Literal> args;
-  DiagnosticEngine diags;
-  auto source = std::make_shared<SourceFile>("t.hlo", text);
-  auto loaded = hlo::readModule(source, diags);
-  ASSERT_TRUE(loaded.module);
-  for (int64_t p = 0; p < 2; ++p)
-    args.push_back(randomLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
   // x[0, 2, 5, 1] = inf: only windows whose columns reach 5 hold it.
-  args[0].setDouble((2 * 6 + 5) * 3 + 1, std::numeric_limits<double>::infinity());
+  std::vector<hlo::Literal> args = operandsWithInfinity(text, 7, (2 * 6 + 5) * 3 + 1);
+  ASSERT_EQ(args.size(), 2u);
   E2eRun r = compileAndCompare(text, "v5e", {}, &args);
   ASSERT_EQ(r.error, "");
   EXPECT_NE(r.llo.find("icfill"), std::string::npos);
