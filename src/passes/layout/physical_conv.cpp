@@ -64,7 +64,9 @@ std::string freeComputationName(const hlo::Module& module, const std::string& ba
 }  // namespace
 
 bool convReadsInPlace(const Shape& shape, int64_t featureDimension) {
-  if (!shape.isArray() || featureDimension < 0 || featureDimension >= shape.rank()) return false;
+  if (!shape.isArray() || !shape.hasLayout() || shape.layout().tiles.empty() || featureDimension < 0 ||
+      featureDimension >= shape.rank())
+    return false;
   auto strides = physicalStrides(shape);
   return strides && (*strides)[static_cast<size_t>(featureDimension)] == 1;
 }

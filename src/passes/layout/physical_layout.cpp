@@ -190,9 +190,12 @@ bool isPhysicalBitcast(const hlo::Instruction& in) {
   const Shape &from = in.operand(0)->shape(), &to = in.shape();
   if (!from.isArray() || !to.isArray() || from.elementType() != to.elementType()) return false;
   auto rowMajor = [](const Shape& s) { return !s.hasLayout() || s.layout() == Shape(s).withDefaultLayout().layout(); };
+  // Tiled: an untiled order is what an ordinary layout bitcast (a
+  // transpose) already reads.
+  auto tiled = [](const Shape& s) { return s.hasLayout() && !s.layout().tiles.empty(); };
   auto dimsTo = physicalDims(to), dimsFrom = physicalDims(from);
-  return (dimsTo && rowMajor(from) && from.dimensions() == *dimsTo) ||
-         (dimsFrom && rowMajor(to) && to.dimensions() == *dimsFrom);
+  return (dimsTo && tiled(to) && rowMajor(from) && from.dimensions() == *dimsTo) ||
+         (dimsFrom && tiled(from) && rowMajor(to) && to.dimensions() == *dimsFrom);
 }
 
 std::vector<uint8_t> logicalToPhysical(const Shape& shape, const uint8_t* logical, size_t size) {
