@@ -132,7 +132,8 @@ tpu::hlo::LoadedModule loadRetyped(const std::string& path, const std::string& f
   auto source = tpu::readInputFile(path, diags);
   if (!source) return {};
   std::string text(source->contents());
-  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size()) text.replace(at, from.size(), to);
+  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
   return tpu::hlo::readModule(std::make_shared<tpu::SourceFile>(path, std::move(text)), diags);
 }
 

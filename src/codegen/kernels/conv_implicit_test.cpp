@@ -183,7 +183,6 @@ TEST(ImplicitConv, InfinityOutsideAWindowStaysOut) {
   EXPECT_LE(r.maxErr, 1e-4) << r.where;
 }
 
-
 // With --physical-edges, relu(conv(x, w) + b + x) over f32 activations
 // stored H, W, N, C under T(8,128) (64 channels in 128 lanes; the kernel
 // and the bias tiled too) runs with no relayout: the box DMA moves each
@@ -192,7 +191,8 @@ TEST(ImplicitConv, InfinityOutsideAWindowStaysOut) {
 // are the bits of row-major edges (garbage in the padding lanes would not
 // change them: they are never read).
 TEST(ImplicitConv, PhysicalTilesReadAndWrittenInPlace) {
-  const std::string text = R"(HloModule m, entry_computation_layout={(f32[16,6,5,64]{3,0,2,1:T(8,128)}, f32[3,3,64,64]{3,2,1,0:T(8,128)}, f32[64]{0:T(256)})->f32[16,6,5,64]{3,0,2,1:T(8,128)}}
+  const std::string text =
+      R"(HloModule m, entry_computation_layout={(f32[16,6,5,64]{3,0,2,1:T(8,128)}, f32[3,3,64,64]{3,2,1,0:T(8,128)}, f32[64]{0:T(256)})->f32[16,6,5,64]{3,0,2,1:T(8,128)}}
 fc {
   x = f32[16,6,5,64]{3,0,2,1:T(8,128)} parameter(0)
   w = f32[3,3,64,64]{3,2,1,0:T(8,128)} parameter(1)
@@ -219,7 +219,8 @@ ENTRY main {
   const hlo::ComputationLayout edges = loaded.module->entryComputationLayout();
   std::mt19937 rng(5);
   std::vector<hlo::Literal> args;
-  for (int64_t p = 0; p < 3; ++p) args.push_back(randomLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
+  for (int64_t p = 0; p < 3; ++p)
+    args.push_back(randomLiteral(loaded.module->entry()->parameter(p)->shape(), rng));
   // The logical result bytes of one compile (physical: converted at the edges).
   auto run = [&](bool physical, CodegenStats& stats, std::string& llo) -> std::vector<uint8_t> {
     CodegenOptions o;
@@ -233,7 +234,8 @@ ENTRY main {
     if (!assembled) return {};
     std::vector<std::string> inputs;
     for (size_t i = 0; i < args.size(); ++i) {
-      hlo::Literal a = physical ? passes::layout::convertEdgeLiteral(args[i], edges.parameters[i], true) : args[i];
+      hlo::Literal a =
+          physical ? passes::layout::convertEdgeLiteral(args[i], edges.parameters[i], true) : args[i];
       inputs.emplace_back(reinterpret_cast<const char*>(a.data().data()), a.data().size());
     }
     auto simmed = sim::simulate(assembled->program, *target, inputs, {}, diags);
@@ -262,7 +264,8 @@ ENTRY main {
   std::memcpy(got.mutableData().data(), physical.data(), got.data().size());
   double maxErr = 0;  // f32 operands take one bf16 pass at DEFAULT precision
   for (int64_t k = 0; k < want->elementCount(); ++k)
-    maxErr = std::max(maxErr, std::fabs(got.getDouble(k) - want->getDouble(k)) / (1 + std::fabs(want->getDouble(k))));
+    maxErr = std::max(maxErr,
+                      std::fabs(got.getDouble(k) - want->getDouble(k)) / (1 + std::fabs(want->getDouble(k))));
   EXPECT_LE(maxErr, 5e-2);
 }
 }  // namespace
