@@ -126,6 +126,17 @@ tpu::hlo::LoadedModule load(const std::string& path) {
   return tpu::hlo::readModule(std::shared_ptr<tpu::SourceFile>(std::move(source)), diags);
 }
 
+// The module at `path` with every `from` element type written as `to`.
+tpu::hlo::LoadedModule loadRetyped(const std::string& path, const std::string& from, const std::string& to) {
+  tpu::DiagnosticEngine diags;
+  auto source = tpu::readInputFile(path, diags);
+  if (!source) return {};
+  std::string text(source->contents());
+  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size())
+    text.replace(at, from.size(), to);
+  return tpu::hlo::readModule(std::make_shared<tpu::SourceFile>(path, std::move(text)), diags);
+}
+
 // A chain of `layers` dots x @ w.T (w stored [N, K] as PyTorch keeps
 // weights), each result transposed for the next layer's contraction.
 std::string transposedDots(int layers) {
@@ -248,6 +259,10 @@ int main(int argc, char** argv) {
   cases.push_back({"transposed dots (4 x f32 512x1024 @ 1024x1024.T)",
                    tpu::hlo::readModule(std::make_shared<tpu::SourceFile>("tdots.hlo", transposedDots(4)), diags)});
   cases.push_back({"conv net (bf16[32,56,56,64], 3x3, residual)", load(TPU_SOURCE_DIR "/testdata/workloads/convnet.hlo")});
+  // f32 activations are strided views of the tiles (bf16 pairs two images
+  // per word): the convolutions read and write them in place.
+  cases.push_back({"conv net in f32 (f32[32,56,56,64], 3x3, residual)",
+                   loadRetyped(TPU_SOURCE_DIR "/testdata/workloads/convnet.hlo", "bf16", "f32")});
   for (Case& c : cases) {
     if (!c.loaded.module) return 1;
     auto plain = simulate(*c.loaded.module, false, false, *target);

@@ -420,7 +420,8 @@ bool ConvLowering::run() {
   // layouts, which only the implicit GEMM's DMAs do.
   const bool physical = (epilogue && epilogue->physicalOut) || in.operand(0)->opcode() == Opcode::Bitcast;
   if (physical && !implicit)
-    return l_.fail(in, "llo-gen: internal error: a convolution over physical tiles must take the implicit GEMM");
+    return l_.fail(in,
+                   "llo-gen: internal error: a convolution over physical tiles must take the implicit GEMM");
   if (epilogue)
     l_.beginKernel(*epilogue->fusion, "fusion-conv");
   else

@@ -620,8 +620,9 @@ void ImplicitConvEmitter::epilogueDescriptors() {
   for (const MatmulEpilogue::Input& input : epilogue->inputs) {
     int ei = typeInfo(input.type).bytes;
     if (input.kind == MatmulEpilogue::Tile) {
-      std::vector<int64_t> st = input.value->opcode() == Opcode::Bitcast ? storedStrides(*input.value, ei)
-                                                                        : byteStrides(in.shape().dimensions(), ei);
+      std::vector<int64_t> st = input.value->opcode() == Opcode::Bitcast
+                                    ? storedStrides(*input.value, ei)
+                                    : byteStrides(in.shape().dimensions(), ei);
       dIn.push_back(stageDesc(ei, st, false, p.Hout));
       inBatch.push_back(st[static_cast<size_t>(dn.outputBatchDimension)]);
       inPart.push_back(p.part * p.O * st[static_cast<size_t>(dn.outputFeatureDimension)]);
@@ -1064,7 +1065,8 @@ bool ImplicitConvEmitter::popStores(const std::vector<Group>& gs, bool prevPerio
               val.emplace(up.get(), VReg{});
           // A physical root bitcast names the value it stores (no move).
           const Instruction* root = epilogue->comp->root();
-          if (!l_.evalOnRegisters(*epilogue->comp, epilogue->physicalOut ? root : nullptr, val, owned)) return false;
+          if (!l_.evalOnRegisters(*epilogue->comp, epilogue->physicalOut ? root : nullptr, val, owned))
+            return false;
           result = val[epilogue->physicalOut ? root->operand(0) : root];
         }
         if (eOff >= 0)

@@ -32,7 +32,8 @@ bool convFloat(hlo::ElementType t) {
 const Instruction* convolutionOf(const Instruction* in, const Computation*& body) {
   body = nullptr;
   if (in->opcode() == Opcode::Convolution) return in;
-  if (in->opcode() != Opcode::Fusion || in->attrs().fusionKind != hlo::FusionKind::Output || !in->fusedComputation())
+  if (in->opcode() != Opcode::Fusion || in->attrs().fusionKind != hlo::FusionKind::Output ||
+      !in->fusedComputation())
     return nullptr;
   body = in->fusedComputation();
   const Instruction* conv = nullptr;
@@ -64,7 +65,9 @@ std::string freeComputationName(const hlo::Module& module, const std::string& ba
 }  // namespace
 
 bool convReadsInPlace(const Shape& shape, int64_t featureDimension) {
-  if (!shape.isArray() || featureDimension < 0 || featureDimension >= shape.rank()) return false;
+  if (!shape.isArray() || !shape.hasLayout() || shape.layout().tiles.empty() || featureDimension < 0 ||
+      featureDimension >= shape.rank())
+    return false;
   auto strides = physicalStrides(shape);
   return strides && (*strides)[static_cast<size_t>(featureDimension)] == 1;
 }
@@ -78,7 +81,8 @@ ConvTwin physicalConvolution(hlo::Module& module, Computation& entry, Instructio
   if (!conv || conv->operandCount() != 2 || !conv->attrs().convDims) return {};
   const hlo::ConvolutionDimensionNumbers& dn = *conv->attrs().convDims;
   if (conv->attrs().featureGroupCount != 1 || conv->attrs().batchGroupCount != 1) return {};
-  for (const Instruction* x : std::initializer_list<const Instruction*>{conv->operand(0), conv->operand(1), conv})
+  for (const Instruction* x :
+       std::initializer_list<const Instruction*>{conv->operand(0), conv->operand(1), conv})
     if (!convFloat(x->shape().elementType())) return {};
   if (conv->shape().dimensions() != in->shape().dimensions()) return {};
   // The activations: a parameter (the epilogue may read it too: a residual).
@@ -106,10 +110,10 @@ ConvTwin physicalConvolution(hlo::Module& module, Computation& entry, Instructio
   // The kernel (the weight DMA takes any strides; output features
   // contiguous), tile inputs stored like the result, and vectors (bias
   // columns) whose physical form starts with their elements in order.
-  const int64_t kernel = body ? (conv->operand(1)->opcode() == Opcode::Parameter
-                                     ? conv->operand(1)->attrs().parameterNumber
-                                     : -1)
-                              : 1;
+  const int64_t kernel =
+      body
+          ? (conv->operand(1)->opcode() == Opcode::Parameter ? conv->operand(1)->attrs().parameterNumber : -1)
+          : 1;
   if (kernel >= 0 && kernel < in->operandCount() && kernel != act)
     phys[static_cast<size_t>(kernel)] = physical(kernel, dn.kernelOutputFeatureDimension);
   if (body)

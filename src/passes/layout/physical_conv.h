@@ -35,8 +35,8 @@ ConvTwin physicalConvolution(hlo::Module& module, hlo::Computation& entry, hlo::
                              const std::function<std::string(const std::string&)>& fresh);
 
 // Whether `shape` is stored so that a convolution can read (or write) it in
-// place along `featureDimension`: a physical form whose dimensions each
-// step by one stride, the features contiguous.
+// place along `featureDimension`: a tiled physical form whose dimensions
+// each step by one stride, the features contiguous.
 bool convReadsInPlace(const hlo::Shape& shape, int64_t featureDimension);
 
 }  // namespace tpu::passes::layout

@@ -190,10 +190,15 @@ bool isPhysicalBitcast(const hlo::Instruction& in) {
   if (in.opcode() != Opcode::Bitcast || in.operandCount() != 1) return false;
   const Shape &from = in.operand(0)->shape(), &to = in.shape();
   if (!from.isArray() || !to.isArray() || from.elementType() != to.elementType()) return false;
-  auto rowMajor = [](const Shape& s) { return !s.hasLayout() || s.layout() == Shape(s).withDefaultLayout().layout(); };
+  auto rowMajor = [](const Shape& s) {
+    return !s.hasLayout() || s.layout() == Shape(s).withDefaultLayout().layout();
+  };
+  // Tiled: an untiled order is what an ordinary layout bitcast (a
+  // transpose) already reads.
+  auto tiled = [](const Shape& s) { return s.hasLayout() && !s.layout().tiles.empty(); };
   auto dimsTo = physicalDims(to), dimsFrom = physicalDims(from);
-  return (dimsTo && rowMajor(from) && from.dimensions() == *dimsTo) ||
-         (dimsFrom && rowMajor(to) && to.dimensions() == *dimsFrom);
+  return (dimsTo && tiled(to) && rowMajor(from) && from.dimensions() == *dimsTo) ||
+         (dimsFrom && tiled(from) && rowMajor(to) && to.dimensions() == *dimsFrom);
 }
 
 std::vector<uint8_t> logicalToPhysical(const Shape& shape, const uint8_t* logical, size_t size) {
@@ -1069,7 +1074,8 @@ class RelayoutSinker {
       auto it = physOf_.find(resolve(o));
       return it == physOf_.end() ? nullptr : &it->second;
     };
-    ConvTwin t = physicalConvolution(module_, entry_, in, lookup, [&](const std::string& b) { return eb_.fresh(b); });
+    ConvTwin t =
+        physicalConvolution(module_, entry_, in, lookup, [&](const std::string& b) { return eb_.fresh(b); });
     if (!t.twin) return false;
     ++convsOnTiles_;
     if (t.physicalResult) {
@@ -1219,7 +1225,8 @@ bool expandPhysicalBitcasts(hlo::Module& module) {
       Instruction* x = b->operand(0);
       auto dims = physicalDims(b->shape());
       const bool toLogical = dims && x->shape().dimensions() == *dims;
-      Instruction* r = toLogical ? eb.toLogical(x, b->shape(), b->name()) : eb.toPhysical(x, x->shape(), b->name());
+      Instruction* r =
+          toLogical ? eb.toLogical(x, b->shape(), b->name()) : eb.toPhysical(x, x->shape(), b->name());
       r->setShape(b->shape());
       replaceInstruction(b, r);
     }

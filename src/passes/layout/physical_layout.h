@@ -49,9 +49,9 @@ std::vector<int64_t> physicalIndexMap(const hlo::Shape& shape);
 // further, r + 2 a lane row) and when the shape has no physical form.
 std::optional<std::vector<int64_t>> physicalStrides(const hlo::Shape& shape);
 
-// A bitcast between an array with a layout and the row-major array of its
-// physical dimensions (either way round): the same bytes, tile padding
-// included. Code generators read its array side through the layout.
+// A bitcast between an array with a tiled layout and the row-major array
+// of its physical dimensions (either way round): the same bytes, tile
+// padding included. Code generators read its array side through the layout.
 bool isPhysicalBitcast(const hlo::Instruction& in);
 
 // Rewrites every physical bitcast of `module` into the relayout it stands

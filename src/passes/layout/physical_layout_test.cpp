@@ -355,14 +355,16 @@ TEST(PhysicalLayout, StridesWhereEachDimensionStepsUniformly) {
   // 200 channels take two tiles: image n is at n / 8 x 2 tiles + n % 8 rows.
   EXPECT_FALSE(physicalStrides(shapeOf(ElementType::F32, {16, 10, 10, 200}, {3, 0, 2, 1}, {{8, 128}})));
   // bf16 (2,1): rows in pairs, the pair minor (row 1 is one element on).
-  EXPECT_FALSE(physicalStrides(shapeOf(ElementType::BF16, {16, 10, 10, 64}, {3, 0, 2, 1}, {{8, 128}, {2, 1}})));
+  EXPECT_FALSE(
+      physicalStrides(shapeOf(ElementType::BF16, {16, 10, 10, 64}, {3, 0, 2, 1}, {{8, 128}, {2, 1}})));
   EXPECT_FALSE(physicalStrides(Shape(ElementType::F32, {3, 5})));
 }
 
 // relu(conv(x, w) + b + x) over f32 NHWC activations stored H, W, N, C
 // T(8,128) (64 channels pad to 128 lanes), as hlo-fuse leaves it: one
 // output fusion.
-const char* kConvBlock = R"(HloModule t, entry_computation_layout={(f32[16,6,5,64]{3,0,2,1:T(8,128)}, f32[3,3,64,64]{3,2,1,0}, f32[64]{0})->f32[16,6,5,64]{3,0,2,1:T(8,128)}}
+const char* kConvBlock =
+    R"(HloModule t, entry_computation_layout={(f32[16,6,5,64]{3,0,2,1:T(8,128)}, f32[3,3,64,64]{3,2,1,0}, f32[64]{0})->f32[16,6,5,64]{3,0,2,1:T(8,128)}}
 fc {
   x = f32[16,6,5,64]{3,0,2,1} parameter(0)
   w = f32[3,3,64,64]{3,2,1,0} parameter(1)
@@ -421,7 +423,8 @@ TEST(PhysicalEdges, ConvolutionsOverPairedRowsKeepTheirRelayouts) {
 TEST(PhysicalEdges, UnfusedConvolutionsBecomeOutputFusions) {
   // A lone convolution: an output fusion of it alone over the tiles; its
   // result layout is the default one, so its value stays logical.
-  const char* text = R"(HloModule t, entry_computation_layout={(f32[8,7,9,32]{3,0,2,1:T(8,128)}, f32[3,3,32,16]{3,2,1,0})->f32[8,5,7,16]{3,2,1,0}}
+  const char* text =
+      R"(HloModule t, entry_computation_layout={(f32[8,7,9,32]{3,0,2,1:T(8,128)}, f32[3,3,32,16]{3,2,1,0})->f32[8,5,7,16]{3,2,1,0}}
 ENTRY main {
   x = f32[8,7,9,32]{3,0,2,1:T(8,128)} parameter(0)
   w = f32[3,3,32,16]{3,2,1,0} parameter(1)
