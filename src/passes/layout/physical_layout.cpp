@@ -452,9 +452,8 @@ class EdgeBuilder {
   std::vector<Instruction*> created_;  // every conversion instruction added (candidates for removal when unused)
 };
 
-// Same physical arrangement: the same logical dimensions stored by the same
-// minor_to_major, tiles and element size (the element type does not enter
-// the index map, so an f32 array can sit in a bf16 array's arrangement).
+}  // namespace
+
 bool sameArrangement(const Shape& a, const Shape& b) {
   if (!a.isArray() || !b.isArray() || !a.hasLayout() || !b.hasLayout()) return false;
   const hlo::Layout &x = a.layout(), &y = b.layout();
@@ -462,12 +461,13 @@ bool sameArrangement(const Shape& a, const Shape& b) {
          x.elementSizeInBits == y.elementSizeInBits;
 }
 
-// `key` (a layout shape) with element type `t`.
 Shape withType(const Shape& key, hlo::ElementType t) {
   Shape s(t, key.dimensions());
   s.setLayout(key.layout());
   return s;
 }
+
+namespace {
 
 // Pushes the edge relayouts through layout-agnostic work: an elementwise
 // instruction (or a fusion of elementwise work, scalar broadcasts and scalar

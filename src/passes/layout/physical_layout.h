@@ -72,6 +72,14 @@ std::vector<uint8_t> physicalToLogical(const hlo::Shape& shape, const uint8_t* p
 // physical form are returned as they are.
 hlo::Literal convertEdgeLiteral(const hlo::Literal& literal, const hlo::Shape& layoutShape, bool toPhysical);
 
+// Same physical arrangement: the same logical dimensions stored by the same
+// minor_to_major, tiles and element size (the element type does not enter
+// the index map, so an f32 array can sit in a bf16 array's arrangement).
+bool sameArrangement(const hlo::Shape& a, const hlo::Shape& b);
+
+// `key` (a layout shape) with element type `t`.
+hlo::Shape withType(const hlo::Shape& key, hlo::ElementType t);
+
 // The array leaves of `shape` in order (tuples flattened), as they are the
 // entry arguments and results of a compiled module.
 std::vector<hlo::Shape> arrayLeaves(const hlo::Shape& shape);

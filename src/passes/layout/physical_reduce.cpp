@@ -115,17 +115,6 @@ bool tiledRows(const Shape& key) {
          key.dimensions().back() % 128 == 0 && l.elementSizeInBits == 0;
 }
 
-bool sameArrangement(const Shape& a, const Shape& b) {
-  return a.dimensions() == b.dimensions() && a.layout().minorToMajor == b.layout().minorToMajor &&
-         a.layout().tiles == b.layout().tiles && a.layout().elementSizeInBits == b.layout().elementSizeInBits;
-}
-
-Shape withType(const Shape& key, hlo::ElementType t) {
-  Shape s(t, key.dimensions());
-  s.setLayout(key.layout());
-  return s;
-}
-
 }  // namespace
 
 std::optional<RowFusionTwin> rowFusionOnTiles(
