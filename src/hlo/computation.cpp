@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_set>
+#include <utility>
 
 #include "hlo/pointer_index.h"
 
@@ -91,7 +92,8 @@ std::vector<Instruction*> Computation::parameters() const {
   std::vector<Instruction*> params;
   for (const auto& inst : instructions_) {
     if (inst->opcode() != Opcode::Parameter) continue;
-    int64_t n = inst->attrs().parameterNumber;
+    // Through const: the mutable accessor would unshare a shared block.
+    int64_t n = std::as_const(*inst).attrs().parameterNumber;
     if (n < 0 || n > static_cast<int64_t>(instructions_.size())) continue;
     if (static_cast<size_t>(n) >= params.size()) params.resize(static_cast<size_t>(n) + 1, nullptr);
     params[static_cast<size_t>(n)] = inst.get();
@@ -101,7 +103,8 @@ std::vector<Instruction*> Computation::parameters() const {
 
 Instruction* Computation::parameter(int64_t number) const {
   for (const auto& inst : instructions_)
-    if (inst->opcode() == Opcode::Parameter && inst->attrs().parameterNumber == number) return inst.get();
+    if (inst->opcode() == Opcode::Parameter && std::as_const(*inst).attrs().parameterNumber == number)
+      return inst.get();
   return nullptr;
 }
 

@@ -18,7 +18,7 @@ void copyBody(const Computation& source, Computation& target, const std::string&
   for (const auto& up : source.instructions()) {
     const Instruction& in = *up;
     auto copy = std::make_unique<Instruction>(in.opcode(), in.name() + suffix, in.shape());
-    if (in.hasAttributes()) copy->attrs() = in.attrs();
+    copy->shareAttributesOf(in);  // copy-on-write: a reference count, not a copy of the block
     copy->common() = in.common();
     copy->setLocation(in.location());
     for (const Instruction* o : in.operands()) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 
 #include "hlo/pointer_index.h"
 #include "support/bytes.h"
@@ -704,7 +705,8 @@ std::string writeHlob(const Module& module, int zstdLevel) {
       for (const Instruction* p : instruction->controlPredecessors()) w.uvar(indexOf(instructionIndex, p));
       // Opcode attributes are allocated only by instructions that have any.
       w.u8(instruction->hasAttributes() ? 1 : 0);
-      if (instruction->hasAttributes()) e.writeSparse(instruction->attrs());
+      // Through const: the mutable accessor would unshare a shared block.
+      if (instruction->hasAttributes()) e.writeSparse(std::as_const(*instruction).attrs());
       e(instruction->common());
     }
     w.uvar(computation->root() ? indexOf(instructionIndex, computation->root()) + 1 : 0);

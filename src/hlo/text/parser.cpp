@@ -146,6 +146,90 @@ class SpellingTable {
   size_t size_ = 0;
 };
 
+// Attribute blocks of equal content shared between the instructions of a
+// parse: a module repeats a few blocks many times (`dimensions={1}` on every
+// broadcast of a bias, `{1,0}` on transposes, the dot numbers of a layer),
+// and a shared block is a reference count where each copy took 760 bytes
+// that every later walk (verifier, printer, the passes) reads whole.
+// Copy-on-write keeps this invisible: the mutable accessor unshares first.
+// The hash reads the fields that tell blocks apart in practice and the
+// full comparison decides; a probe compares at most kMaxCompares blocks, so
+// a run of blocks alike in the hashed fields and different elsewhere costs
+// a bounded amount per instruction. Constants are left alone (their
+// payloads would be compared whole).
+class AttributeInterner {
+ public:
+  void intern(Instruction& inst) {
+    const Instruction& in = inst;
+    if (!in.hasAttributes() || in.attrs().literal) return;
+    const size_t h = hash(in.attrs());
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    int compares = 0;
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (!s.inst) {
+        if (compares < kMaxCompares) {
+          s = {h, &in};
+          ++size_;
+        }
+        return;
+      }
+      if (s.hash != h) continue;
+      if (s.inst->attrs() == in.attrs()) {
+        inst.shareAttributesOf(*s.inst);
+        return;
+      }
+      if (++compares >= kMaxCompares) return;
+    }
+  }
+
+ private:
+  static constexpr int kMaxCompares = 4;
+  struct Slot {
+    size_t hash = 0;
+    const Instruction* inst = nullptr;  // holds the block (instructions live as long as the parse)
+  };
+  static size_t mix(size_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull + (h >> 29); }
+  template <typename Range>
+  static size_t mixAll(size_t h, const Range& r) {
+    h = mix(h, r.size());
+    for (const auto& v : r) h = mix(h, static_cast<uint64_t>(v));
+    return h;
+  }
+  static size_t hash(const InstructionAttributes& a) {
+    size_t h = 0xcbf29ce484222325ull;
+    h = mixAll(h, a.dimensions);
+    h = mix(h, static_cast<uint64_t>(a.tupleIndex));
+    h = mix(h, static_cast<uint64_t>(a.parameterNumber));
+    h = mix(h, static_cast<uint64_t>(a.iotaDimension));
+    for (const SliceDimension& d : a.slice) h = mix(mix(h, static_cast<uint64_t>(d.start)), static_cast<uint64_t>(d.limit));
+    for (const PaddingDimension& d : a.padding) h = mix(mix(h, static_cast<uint64_t>(d.low)), static_cast<uint64_t>(d.high));
+    h = mixAll(h, a.dynamicSliceSizes);
+    h = mix(h, a.window ? a.window->dimensions.size() + 1 : 0);
+    h = mixAll(h, a.dotDims->lhsContractingDimensions);
+    h = mixAll(h, a.dotDims->rhsContractingDimensions);
+    h = mixAll(h, a.dotDims->lhsBatchDimensions);
+    h = mix(h, static_cast<uint64_t>(a.comparisonDirection) << 16 | static_cast<uint64_t>(a.comparisonType) << 8 |
+                   static_cast<uint64_t>(a.fusionKind));
+    h = mix(h, std::hash<std::string>()(a.customCallTarget));
+    return h;
+  }
+  void grow() {
+    std::vector<Slot> old(std::max<size_t>(64, slots_.size() * 2));
+    old.swap(slots_);
+    size_ = 0;
+    for (const Slot& s : old)
+      if (s.inst) {
+        size_t i = s.hash & (slots_.size() - 1);
+        while (slots_[i].inst) i = (i + 1) & (slots_.size() - 1);
+        slots_[i] = s;
+        ++size_;
+      }
+  }
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
+
 class Parser {
  public:
   Parser(const SourceFile& file, DiagnosticEngine& diags, const ParseOptions& options)
@@ -326,6 +410,7 @@ class Parser {
   bool namesInUse_ = false;
   size_t countedUpTo_ = 0;  // countBodyLines has scanned the text before this offset
   std::unordered_map<std::string, Computation*> computationsByName_;
+  AttributeInterner attributeBlocks_;
 };
 
 // ============================================================ values
@@ -2135,6 +2220,7 @@ bool Parser::parseInstruction(Module& m, Computation& c, NameTable& names) {
     if (!parseAttribute(m, *inst, names, called)) return false;
   }
   if (!finishInstruction(m, c, *inst, called, opcodeOffset, sugar)) return false;
+  attributeBlocks_.intern(*inst);
   Instruction* raw = c.addInstruction(std::move(inst));
   names.insert(raw->name(), raw);
   return true;

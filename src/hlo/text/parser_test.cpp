@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "hlo/text/lexer.h"
 #include "hlo/text/parser.h"
@@ -538,6 +539,40 @@ TEST(ParserTest, RepeatedBadSpellingsStillFail) {
   Parsed p = parse(entryWith("  p = f32[] parameter(0), " + bad + "\n", "  ROOT q = f32[] negate(p), " + bad));
   EXPECT_FALSE(p.module);
   EXPECT_NE(p.error.find("error:"), std::string::npos) << p.error;
+}
+
+TEST(Parser, EqualAttributeBlocksAreSharedAndCopiedOnWrite) {
+  Parsed p = parse(R"(HloModule m
+ENTRY e {
+  x = f32[4] parameter(0)
+  c = f32[] constant(1)
+  b1 = f32[2,4] broadcast(x), dimensions={1}
+  b2 = f32[2,4] broadcast(x), dimensions={1}
+  b3 = f32[4,2] broadcast(x), dimensions={0}
+  k1 = f32[] constant(1)
+  t = f32[4,2] transpose(b1), dimensions={1,0}
+  ROOT r = (f32[2,4], f32[2,4], f32[4,2], f32[4,2], f32[], f32[]) tuple(b1, b2, b3, t, c, k1)
+})");
+  ASSERT_TRUE(p.module) << p.error;
+  const std::string printed = printHloText(*p.module);
+  auto find = [&](const char* name) -> Instruction* {
+    for (const auto& in : p.module->entry()->instructions())
+      if (in->name() == name) return in.get();
+    return nullptr;
+  };
+  const Instruction& b1 = *find("b1");
+  const Instruction& b2 = *find("b2");
+  const Instruction& b3 = *find("b3");
+  EXPECT_EQ(&b1.attrs(), &b2.attrs());
+  EXPECT_NE(&b1.attrs(), &b3.attrs());
+  // Constants keep their own blocks (payloads are not compared).
+  EXPECT_NE(&std::as_const(*find("c")).attrs(), &std::as_const(*find("k1")).attrs());
+  // Writing through one instruction leaves the other as parsed.
+  find("b2")->attrs().dimensions = {0};
+  EXPECT_EQ(b1.attrs().dimensions, std::vector<int64_t>{1});
+  EXPECT_EQ(b2.attrs().dimensions, std::vector<int64_t>{0});
+  find("b2")->attrs().dimensions = {1};
+  EXPECT_EQ(printHloText(*p.module), printed);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "hlo/verify/signature_cache.h"
 
+#include <utility>
+
 namespace tpu::hlo::verify_detail {
 
 const Signature& SignatureCache::get(const Computation* computation) {
@@ -13,7 +15,8 @@ const Signature& SignatureCache::get(const Computation* computation) {
   sig.params.assign(count, nullptr);
   for (const auto& inst : instructions) {
     if (!inst || inst->opcode() != Opcode::Parameter) continue;
-    int64_t n = inst->attrs().parameterNumber;
+    // Through const: the mutable accessor would unshare a shared block.
+    int64_t n = std::as_const(*inst).attrs().parameterNumber;
     if (n < 0 || static_cast<size_t>(n) >= count || sig.params[static_cast<size_t>(n)]) {
       sig.dense = false;
       continue;

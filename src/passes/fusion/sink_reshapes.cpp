@@ -162,7 +162,7 @@ class ReshapeSinker {
       }
     }
     Instruction* moved = b.add(e->opcode(), shape, operands);
-    if (e->hasAttributes()) moved->attrs() = e->attrs();
+    moved->shareAttributesOf(*e);  // copy-on-write: a reference count, not a copy of the block
     moved->common() = e->common();
     moved->setName(e->name());
     Instruction* reshape = b.add(Opcode::Reshape, e->shape(), {moved});

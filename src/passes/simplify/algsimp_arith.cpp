@@ -3,6 +3,7 @@
 // bits, NaNs stay NaNs) unless guarded by options_.valueChanging.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "passes/simplify/algsimp_internal.h"
 
@@ -276,7 +277,9 @@ Instruction* Simplifier::simplifyReduce(Instruction& in) {
   if (!op) return nullptr;
   Instruction* x = in.operand(0);
   Instruction* init = in.operand(1);
-  const std::vector<int64_t>& reduced = in.attrs().dimensions;
+  // Reads through const: the mutable accessor would unshare a block the
+  // parser shares between equal instructions.
+  const std::vector<int64_t>& reduced = std::as_const(in).attrs().dimensions;
   const Shape& xs = x->shape();
   if (!init->shape().isScalar() || init->shape().elementType() != in.shape().elementType()) return nullptr;
   int64_t count = 1;
@@ -289,7 +292,7 @@ Instruction* Simplifier::simplifyReduce(Instruction& in) {
   if (count == 1) return withInit(reshape(in, x, in.shape()));
   if (x->opcode() != Opcode::Broadcast) return nullptr;
   // reduce(broadcast(y)) over dimensions the broadcast added.
-  const std::vector<int64_t>& bdims = x->attrs().dimensions;
+  const std::vector<int64_t>& bdims = std::as_const(*x).attrs().dimensions;
   for (int64_t d : reduced)
     if (std::find(bdims.begin(), bdims.end(), d) != bdims.end()) return nullptr;
   std::vector<int64_t> resultIndex(static_cast<size_t>(xs.rank()), -1);
@@ -313,8 +316,8 @@ Instruction* Simplifier::simplifyReduce(Instruction& in) {
 Instruction* Simplifier::foldTransposeIntoDot(Instruction& dot, int64_t operandIndex) {
   Instruction* t = dot.operand(operandIndex);
   if (t->opcode() != Opcode::Transpose || rw_.hasControlEdges(t)) return nullptr;
-  const std::vector<int64_t>& perm = t->attrs().dimensions;
-  hlo::DotDimensionNumbers dn = *dot.attrs().dotDims;
+  const std::vector<int64_t>& perm = std::as_const(*t).attrs().dimensions;  // const: see simplifyReduce
+  hlo::DotDimensionNumbers dn = *std::as_const(dot).attrs().dotDims;
   std::vector<int64_t>& contracting = operandIndex == 0 ? dn.lhsContractingDimensions : dn.rhsContractingDimensions;
   std::vector<int64_t>& batch = operandIndex == 0 ? dn.lhsBatchDimensions : dn.rhsBatchDimensions;
   // The free dimensions must keep their relative order, or the result's
@@ -334,11 +337,11 @@ Instruction* Simplifier::foldTransposeIntoDot(Instruction& dot, int64_t operandI
 }
 
 Instruction* Simplifier::simplifyDot(Instruction& in) {
-  if (in.operandCount() != 2 || in.attrs().sparsity) return nullptr;
+  if (in.operandCount() != 2 || std::as_const(in).attrs().sparsity) return nullptr;
   for (int64_t k = 0; k < 2; ++k)
     if (Instruction* folded = foldTransposeIntoDot(in, k)) return folded;
   // An empty contraction sums nothing.
-  const hlo::DotDimensionNumbers& dn = *in.attrs().dotDims;
+  const hlo::DotDimensionNumbers& dn = *std::as_const(in).attrs().dotDims;
   for (int64_t d : dn.lhsContractingDimensions)
     if (in.operand(0)->shape().dimension(d) == 0 && !hlo::isComplexType(in.shape().elementType()))
       return splatConstant(in, in.shape(), 0.0);

@@ -4,6 +4,7 @@
 // change which instructions move the same elements.
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "passes/simplify/algsimp_internal.h"
 
@@ -196,11 +197,13 @@ Instruction* Simplifier::simplifyReshape(Instruction& in) {
 
 Instruction* Simplifier::simplifyTranspose(Instruction& in) {
   Instruction* x = in.operand(0);
-  const std::vector<int64_t>& perm = in.attrs().dimensions;
+  // Reads through const: the mutable accessor would unshare a block the
+  // parser shares between equal instructions.
+  const std::vector<int64_t>& perm = std::as_const(in).attrs().dimensions;
   if (isIdentityPermutation(perm)) return ifSameShape(in, x);
   if (Instruction* iota = viewOfIota(in)) return iota;
   if (x->opcode() == Opcode::Transpose) {
-    const std::vector<int64_t>& inner = x->attrs().dimensions;
+    const std::vector<int64_t>& inner = std::as_const(*x).attrs().dimensions;
     std::vector<int64_t> composed;
     for (int64_t d : perm) composed.push_back(inner[static_cast<size_t>(d)]);
     if (isIdentityPermutation(composed) && x->operand(0)->shape() == in.shape()) return x->operand(0);
@@ -213,7 +216,7 @@ Instruction* Simplifier::simplifyTranspose(Instruction& in) {
     // transpose(broadcast(y)) is a broadcast when y's dimensions keep their order.
     std::vector<int64_t> inv = inversePermutation(perm);
     std::vector<int64_t> dims;
-    for (int64_t d : x->attrs().dimensions) dims.push_back(inv[static_cast<size_t>(d)]);
+    for (int64_t d : std::as_const(*x).attrs().dimensions) dims.push_back(inv[static_cast<size_t>(d)]);
     if (std::is_sorted(dims.begin(), dims.end())) return broadcast(in, x->operand(0), in.shape(), dims);
   }
   // Moving only size-1 dimensions keeps the row-major element order.
@@ -222,16 +225,17 @@ Instruction* Simplifier::simplifyTranspose(Instruction& in) {
     if (x->shape().dimension(d) != 1) nonDegenerate.push_back(d);
   if (std::is_sorted(nonDegenerate.begin(), nonDegenerate.end())) return reshape(in, x, in.shape());
   // transpose(dot(a, b)) = dot(b, a) for matrices: same products, same order.
-  if (x->opcode() == Opcode::Dot && x->shape().rank() == 2 && rw_.hasSingleUse(x) && !x->attrs().sparsity &&
-      x->operandCount() == 2 && x->attrs().dotDims->lhsBatchDimensions.empty()) {
-    const hlo::DotDimensionNumbers& dn = *x->attrs().dotDims;
+  const hlo::InstructionAttributes& xa = std::as_const(*x).attrs();
+  if (x->opcode() == Opcode::Dot && x->shape().rank() == 2 && rw_.hasSingleUse(x) && !xa.sparsity &&
+      x->operandCount() == 2 && xa.dotDims->lhsBatchDimensions.empty()) {
+    const hlo::DotDimensionNumbers& dn = *xa.dotDims;
     if (dn.lhsContractingDimensions.size() != 1 || x->operand(0)->shape().rank() != 2 ||
         x->operand(1)->shape().rank() != 2)
       return simplifyBitcastCandidates(in);
     Instruction* swapped = rw_.addLike(*x, in.shape(), {x->operand(1), x->operand(0)});
     hlo::DotDimensionNumbers& sd = swapped->attrs().dotDims.mutate();
     std::swap(sd.lhsContractingDimensions, sd.rhsContractingDimensions);
-    hlo::PrecisionConfig pc = *x->attrs().precision;
+    hlo::PrecisionConfig pc = *xa.precision;
     if (pc.operandPrecision.size() == 2) std::swap(pc.operandPrecision[0], pc.operandPrecision[1]);
     swapped->attrs().precision = pc;
     return swapped;
@@ -241,11 +245,11 @@ Instruction* Simplifier::simplifyTranspose(Instruction& in) {
 
 Instruction* Simplifier::simplifyBroadcast(Instruction& in) {
   Instruction* x = in.operand(0);
-  const std::vector<int64_t>& dims = in.attrs().dimensions;
+  const std::vector<int64_t>& dims = std::as_const(in).attrs().dimensions;  // const: see simplifyTranspose
   if (x->shape().rank() == in.shape().rank() && isIdentityPermutation(dims)) return ifSameShape(in, x);
   if (x->opcode() == Opcode::Broadcast) {
     std::vector<int64_t> composed;
-    for (int64_t d : x->attrs().dimensions) composed.push_back(dims[static_cast<size_t>(d)]);
+    for (int64_t d : std::as_const(*x).attrs().dimensions) composed.push_back(dims[static_cast<size_t>(d)]);
     rw_.setOperand(&in, 0, x->operand(0));
     in.attrs().dimensions = composed;
     return &in;

@@ -186,7 +186,7 @@ Instruction* Rewriter::inlineBody(const hlo::Computation& callee, std::span<Inst
     Instruction* copy = computation_.addInstruction(in.opcode(), nameLike(in.name()), in.shape());
     copy->setOperands(std::span<Instruction* const>(operands.data(), operands.size()));
     for (Instruction* o : operands) addUse(o, copy);
-    if (in.hasAttributes()) copy->attrs() = in.attrs();
+    copy->shareAttributesOf(in);  // copy-on-write: a reference count, not a copy of the block
     copy->common() = in.common();
     copy->setLocation(in.location());
     copy->setCalledComputations(in.calledComputations());
@@ -219,7 +219,7 @@ Instruction* Rewriter::add(Opcode opcode, hlo::Shape shape, std::vector<Instruct
 
 Instruction* Rewriter::addLike(const Instruction& model, hlo::Shape shape, std::vector<Instruction*> operands) {
   Instruction* in = add(model.opcode(), std::move(shape), std::move(operands), model.name(), model.location());
-  if (model.hasAttributes()) in->attrs() = model.attrs();
+  in->shareAttributesOf(model);  // copy-on-write: callers that change a field unshare it
   in->common() = model.common();
   in->setCalledComputations(model.calledComputations());
   return in;
