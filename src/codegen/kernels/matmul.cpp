@@ -201,6 +201,10 @@ class MatmulEmitter : KernelPhases {
   void fetch(int slotReg);
   void component(VReg x, int idx, VReg h);
   void loadA(VReg dst, int64_t blockOffset);
+  void finishA();
+  std::string offsetAddr(int reg, int64_t off) const;
+  // A blocks are loaded a block ahead raw: the later passes' components and paired rows.
+  bool rawA() const { return curIa != 0 || (aView && aView->pairs); }
   void loadPairs(VReg dst, int reg, int64_t off, int64_t pitch);
   std::string cAddr(int u, int64_t blockOffset) const;
   void pushWeights(int iw);
@@ -239,6 +243,9 @@ class MatmulEmitter : KernelPhases {
   std::vector<VReg> vr, vc, vt, vw;
   int64_t kValid = 0;
   int rLim = -1, mA = -1, mW = -1;
+  // Paired-row A blocks: the odd sublanes' register and mask.
+  VReg vpa;
+  int mOdd = -1;
   // The pass being emitted.
   int curIa = 0;
   bool curAccumulate = false, havePrev = false;
@@ -339,6 +346,13 @@ bool MatmulEmitter::setupRegisters() {
     vt.push_back(valloc(ElementType::F32));
   }
   for (int i = 0; i < (proA || proW ? 8 : 16); ++i) vw.push_back(valloc(ElementType::F32));
+  if (aView && aView->pairs) {
+    vpa = valloc(ElementType::F32);
+    mOdd = malloc_();
+    e_.op("vsublaneid {}", V(vh));
+    e_.op("vand {}, {}, 1", V(vh), V(vh));
+    e_.op("vcmp.ne.s32 {}, {}, 0", M(mOdd), V(vh));
+  }
   // The chains turn the K padding of the last k step's tiles into f(0):
   // masks keep it 0 (lanes of A, rows of W at and past k % 128 = rLim).
   kValid = epilogue && (proA || proW) ? epilogue->k % 128 : 0;
@@ -393,11 +407,30 @@ void MatmulEmitter::component(VReg x, int idx, VReg h) {
 // A's 8-row block `blockOffset` blocks past rAo.
 void MatmulEmitter::loadA(VReg dst, int64_t blockOffset) {
   const int64_t off = blockOffset * aRow;
-  if (aView && aView->pairs)
-    loadPairs(dst, rAo, off, 128 * 4);
-  else
-    e_.op("{} {}, [{}]", ldA, V(dst), off ? fmt::format("{} + {}", S(rAo), off) : S(rAo));
+  if (aView && aView->pairs) {
+    // Raw pairs: the even sublanes' in dst, the odd ones' in vpa (finishA
+    // unpacks them a block later, off the push pipeline's path).
+    e_.op("vld {}, [{}], 256, mask=0x55", V(dst), offsetAddr(rAo, off));
+    e_.op("vld {}, [{}], 256, mask=0xaa", V(vpa), offsetAddr(rAo, off - 256));
+    return;
+  }
+  e_.op("{} {}, [{}]", ldA, V(dst), offsetAddr(rAo, off));
   if (proA) l_.emitOperandPrologue(*epilogue, 0, dst, mA);
+}
+
+// A blocks loaded raw a block ahead (into vraw) become the pushed va:
+// paired rows unpacked (even sublanes the low halves, odd ones the high
+// halves), then the pass's component.
+void MatmulEmitter::finishA() {
+  if (!(aView && aView->pairs)) {
+    componentOf(va, vraw);
+    return;
+  }
+  e_.op("vunpack.lo.bf16 {}, {}", V(vraw), V(vraw));
+  e_.op("vunpack.hi.bf16 {}, {}", V(vpa), V(vpa));
+  e_.op("vsel.s32 {}, {}, {}, {}", V(va), M(mOdd), V(vpa), V(vraw));
+  if (proA) l_.emitOperandPrologue(*epilogue, 0, va, mA);
+  if (curIa != 0) componentOf(va, va);
 }
 
 // 8 rows paired in 32-bit words (bf16 under T(8,128)(2,1)), pair row p at
@@ -407,18 +440,20 @@ void MatmulEmitter::loadA(VReg dst, int64_t blockOffset) {
 // then load the same pairs (half a pitch earlier at twice the sublane step)
 // and unpack the high halves.
 void MatmulEmitter::loadPairs(VReg dst, int reg, int64_t off, int64_t pitch) {
-  auto at = [&](int64_t o) {
-    return o == 0 ? S(reg) : o > 0 ? fmt::format("{} + {}", S(reg), o) : fmt::format("{} - {}", S(reg), -o);
-  };
-  e_.op("vld {}, [{}], {}, mask=0x55", V(dst), at(off), pitch / 2);
+  e_.op("vld {}, [{}], {}, mask=0x55", V(dst), offsetAddr(reg, off), pitch / 2);
   e_.op("vunpack.lo.bf16 {}, {}", V(dst), V(dst));
-  e_.op("vld {}, [{}], {}, mask=0xaa", V(dst), at(off - pitch / 2), pitch / 2);
+  e_.op("vld {}, [{}], {}, mask=0xaa", V(dst), offsetAddr(reg, off - pitch / 2), pitch / 2);
   e_.op("vunpack.hi.bf16 {}, {}", V(dst), V(dst));
 }
 
 std::string MatmulEmitter::cAddr(int u, int64_t blockOffset) const {
   int64_t off = blockOffset * cRow + u * 512;
   return off >= 0 ? fmt::format("{} + {}", S(rCo), off) : fmt::format("{} - {}", S(rCo), -off);
+}
+
+// Register plus byte offset as an address operand ("sN" when 0).
+std::string MatmulEmitter::offsetAddr(int reg, int64_t off) const {
+  return off == 0 ? S(reg) : off > 0 ? fmt::format("{} + {}", S(reg), off) : fmt::format("{} - {}", S(reg), -off);
 }
 
 // The step's W tile (component iw of it) into the MXUs' weight registers.
@@ -483,10 +518,10 @@ void MatmulEmitter::iteration(bool doPush, bool doPop) {
   }
   if (doPush) {
     for (int u = 0; u < g; ++u) e_.op("mxu.matmul.{} mxu{}, {}", int8 ? "s8" : "bf16", u, V(va));
-    if (curIa == 0) {
+    if (!rawA()) {
       loadA(va, 1);
     } else {
-      componentOf(va, vraw);
+      finishA();
       loadA(vraw, 2);
     }
     e_.op("sadd {}, {}, {}", S(rAo), S(rAo), aRow);
@@ -500,11 +535,11 @@ void MatmulEmitter::pass(int ia, int iw, bool accumulate) {
   pushWeights(iw);
   e_.op("smov {}, {}", S(rAo), S(rAb));
   e_.op("smov {}, {}", S(rCo), S(rCb));
-  if (ia == 0) {
+  if (!rawA()) {
     loadA(va, 0);
   } else {
     loadA(vraw, 0);
-    componentOf(va, vraw);
+    finishA();
     loadA(vraw, 1);
   }
   if (accumulate)

@@ -288,16 +288,16 @@ ENTRY main {
 
 // physical-edges on `text`: the same bits as the row-major program, and
 // the dot reads its operands' tiles (no transpose or relayout fusion left).
-void expectDotOnTiles(const char* text, int64_t slices) {
+void expectDotOnTiles(const char* text, int64_t slices, bool fused = false) {
   auto m = parse(text);
   PhysicalEdgeReport report;
   expectSameThroughEdges(*m, &report);
   auto p = parse(text);
   DiagnosticEngine diags;
   PhysicalEdgesPass().run(*p, diags);
-  EXPECT_EQ(countOps(*p, hlo::Opcode::Transpose) + countOps(*p, hlo::Opcode::Fusion), 0)
-      << hlo::writeModule(*p, hlo::HloEncoding::Text);
-  EXPECT_EQ(countOps(*p, hlo::Opcode::Dot), 1);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Transpose), 0) << hlo::writeModule(*p, hlo::HloEncoding::Text);
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Fusion), fused ? 1 : 0);  // the twin itself, no relayout fusion
+  EXPECT_EQ(countOps(*p, hlo::Opcode::Dot), fused ? 0 : 1);
   EXPECT_EQ(countOps(*p, hlo::Opcode::Slice), slices);
   EXPECT_TRUE(report.names.empty()) << report.names.front();
 }
@@ -323,6 +323,34 @@ ENTRY main {
   w = bf16[2,3,128,256]{3,2,1,0:T(8,128)(2,1)} parameter(1)
   ROOT d = bf16[2,3,16,256]{3,2,1,0} dot(x, w), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
 })", 0);
+}
+
+TEST(PhysicalEdges, BiasColumnsBroadcastOverTheColumnDigits) {
+  // An MLP layer's output fusion: the bias along the columns is reshaped to
+  // the rhs free digits (N/128, 128) and broadcast over them in the twin.
+  const char* text = R"(HloModule t, entry_computation_layout={(bf16[16,256]{1,0:T(8,128)(2,1)}, bf16[256,256]{1,0:T(8,128)(2,1)}, bf16[256]{0})->bf16[16,256]{1,0}}
+fc {
+  a = bf16[16,256]{1,0} parameter(0)
+  b = bf16[256,256]{1,0} parameter(1)
+  c = bf16[256]{0} parameter(2)
+  d = bf16[16,256]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bc = bf16[16,256]{1,0} broadcast(c), dimensions={1}
+  s = bf16[16,256]{1,0} add(d, bc)
+  ROOT t = bf16[16,256]{1,0} tanh(s)
+}
+ENTRY main {
+  x = bf16[16,256]{1,0:T(8,128)(2,1)} parameter(0)
+  w = bf16[256,256]{1,0:T(8,128)(2,1)} parameter(1)
+  bias = bf16[256]{0} parameter(2)
+  ROOT f = bf16[16,256]{1,0} fusion(x, w, bias), kind=kOutput, calls=fc
+})";
+  expectDotOnTiles(text, 0, true);
+  auto p = parse(text);
+  DiagnosticEngine diags;
+  PhysicalEdgesPass().run(*p, diags);
+  const hlo::Instruction* f = p->entry()->root()->operand(0);
+  ASSERT_EQ(f->opcode(), hlo::Opcode::Fusion) << hlo::writeModule(*p, hlo::HloEncoding::Text);
+  EXPECT_EQ(f->operand(2)->shape().dimensions(), (std::vector<int64_t>{2, 128}));
 }
 
 TEST(PhysicalEdges, DotsWithPaddedContractionsKeepTheirRelayouts) {
