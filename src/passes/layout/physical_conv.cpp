@@ -15,12 +15,6 @@ using hlo::Shape;
 
 namespace {
 
-Shape typed(const Shape& key, hlo::ElementType t) {
-  Shape s(t, key.dimensions());
-  s.setLayout(key.layout());
-  return s;
-}
-
 bool convFloat(hlo::ElementType t) {
   const hlo::ElementTypeInfo& info = hlo::elementTypeInfo(t);
   return info.isFloat && !info.isComplex && info.byteSize <= 4 && info.bitWidth == info.byteSize * 8;
@@ -101,7 +95,7 @@ ConvTwin physicalConvolution(hlo::Module& module, Computation& entry, Instructio
     const PhysicalValue* pv = physicalOf(o);
     if (!pv || pv->value->shape().elementType() != o->shape().elementType() ||
         pv->key.dimensions() != o->shape().dimensions() ||
-        !convReadsInPlace(typed(pv->key, o->shape().elementType()), feature))
+        !convReadsInPlace(withType(pv->key, o->shape().elementType()), feature))
       return nullptr;
     return pv;
   };
@@ -154,7 +148,7 @@ ConvTwin physicalConvolution(hlo::Module& module, Computation& entry, Instructio
     if (!pv || !p) continue;
     const hlo::ElementType t = p->shape().elementType();
     p->setShape(Shape(t, pv->value->shape().dimensions()).withDefaultLayout());
-    Instruction* b = c->addInstruction(Opcode::Bitcast, fresh(p->name() + ".view"), typed(pv->key, t));
+    Instruction* b = c->addInstruction(Opcode::Bitcast, fresh(p->name() + ".view"), withType(pv->key, t));
     b->addOperand(p);
     for (const auto& up : c->instructions())
       for (int64_t k = 0; k < up->operandCount(); ++k)
