@@ -466,6 +466,13 @@ struct ConvGeometry {
   std::vector<bool> reversal;
   int64_t taps = 1, outPositions = 1;
   ElementType inType = ElementType::F32, kType = ElementType::F32, outType = ElementType::F32;
+
+  // The kernel's spatial taps as a copy's source dimensions, appended to
+  // `counts` and `strides` (`kst`: the kernel's byte strides): a reversed
+  // dimension is read backwards from its last tap; returns the offset of
+  // the first tap read.
+  int64_t appendKernelTaps(const std::vector<int64_t>& kst, const std::vector<int64_t>& kernelSpatialDimensions,
+                           std::vector<int64_t>& counts, std::vector<int64_t>& strides) const;
 };
 
 // The plan of a streamed depthwise convolution (kernels/conv_depthwise.cpp):
@@ -1027,6 +1034,10 @@ class Lowerer : private LoweringContext {
   // Brings r back to its type's register form after arithmetic: rounds
   // narrow floats, wraps narrow integers (in place; returns r).
   VReg normalize(VReg r);
+  // A convolution's f32 accumulator as its unfused kernel stores it: in
+  // the convolution's own type `t` (a new register, kept in `owned`), or
+  // itself when t is f32. Output fusions' epilogues start from this value.
+  VReg convValueInOwnType(VReg acc, ElementType t, std::vector<VReg>& owned);
   // Library math from chip instructions, in f32 lanes (kernels/math.cpp).
   VReg hornerF32(const float* c, int n, VReg v, ElementType rt);
   VReg oddSeriesF32(VReg t, const float* c, int n, ElementType rt);

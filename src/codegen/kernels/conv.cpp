@@ -452,6 +452,30 @@ bool ConvLowering::run() {
   return unstreamed();
 }
 
+int64_t ConvGeometry::appendKernelTaps(const std::vector<int64_t>& kst,
+                                       const std::vector<int64_t>& kernelSpatialDimensions,
+                                       std::vector<int64_t>& counts, std::vector<int64_t>& strides) const {
+  int64_t first = 0;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t st = kst[static_cast<size_t>(kernelSpatialDimensions[d])];
+    counts.push_back(kSize[d]);
+    if (reversal[d]) {
+      first += (kSize[d] - 1) * st;
+      st = -st;
+    }
+    strides.push_back(st);
+  }
+  return first;
+}
+
+VReg Lowerer::convValueInOwnType(VReg acc, ElementType t, std::vector<VReg>& owned) {
+  if (t == ElementType::F32) return acc;
+  VReg v = valloc(t);
+  e_.op("vmov.s32 {}, {}", V(v), V(acc));
+  owned.push_back(normalize(v));
+  return owned.back();
+}
+
 bool Lowerer::lowerConvolution(const Instruction& in, const MatmulEpilogue* epilogue) {
   if (!in.attrs().convDims) return fail(in, "llo-gen: convolution without dim_labels");
   return ConvLowering(*this, in, epilogue).run();
@@ -517,17 +541,8 @@ bool Lowerer::emitConvMatmul(const Instruction& in, const ConvGeometry& g, int x
     std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
     int64_t ko = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
     std::vector<int64_t> counts = {g.groups}, ss = {g.outPerGroup * ko}, ds = {kp * np * ew};
-    int64_t srcOff = 0;
-    for (size_t d = 0; d < r; ++d) {
-      int64_t st = kst[static_cast<size_t>(dn.kernelSpatialDimensions[d])];
-      counts.push_back(g.kSize[d]);
-      if (g.reversal[d]) {
-        srcOff += (g.kSize[d] - 1) * st;
-        st = -st;
-      }
-      ss.push_back(st);
-      ds.push_back(tapS[d] * g.inPerGroup * np * ew);
-    }
+    int64_t srcOff = g.appendKernelTaps(kst, dn.kernelSpatialDimensions, counts, ss);
+    for (size_t d = 0; d < r; ++d) ds.push_back(tapS[d] * g.inPerGroup * np * ew);
     counts.push_back(g.inPerGroup);
     ss.push_back(kst[static_cast<size_t>(dn.kernelInputFeatureDimension)]);
     ds.push_back(np * ew);
@@ -642,17 +657,8 @@ bool DepthwiseRowEmitter::weights() {
   std::vector<int64_t> kst = byteStrides(ks.dimensions(), ew);
   int64_t ko = kst[static_cast<size_t>(dn.kernelOutputFeatureDimension)];
   std::vector<int64_t> counts = {og}, ss = {ko}, ds = {g.taps * cp * ew};
-  int64_t srcOff = 0;
-  for (size_t d = 0; d < r; ++d) {
-    int64_t st = kst[static_cast<size_t>(dn.kernelSpatialDimensions[d])];
-    counts.push_back(g.kSize[d]);
-    if (g.reversal[d]) {
-      srcOff += (g.kSize[d] - 1) * st;
-      st = -st;
-    }
-    ss.push_back(st);
-    ds.push_back(tapS[d] * cp * ew);
-  }
+  int64_t srcOff = g.appendKernelTaps(kst, dn.kernelSpatialDimensions, counts, ss);
+  for (size_t d = 0; d < r; ++d) ds.push_back(tapS[d] * cp * ew);
   counts.push_back(c);
   ss.push_back(og * ko);
   ds.push_back(ew);
@@ -878,14 +884,8 @@ bool DepthwiseRowEmitter::blockStores() {
     std::map<const Instruction*, VReg> val = scalars;
     std::vector<VReg> owned;
     if (epilogue) {
-      // The convolution's value in its own type, as the unfused kernel
-      // stores it, then the fused instructions.
-      if (g.outType != ElementType::F32) {
-        VReg cv = valloc(g.outType);
-        e_.op("vmov.s32 {}, {}", V(cv), V(result));
-        owned.push_back(l_.normalize(cv));
-      }
-      val[epilogue->dot] = owned.empty() ? result : owned.back();
+      // The convolution's value in its own type, then the fused instructions.
+      val[epilogue->dot] = l_.convValueInOwnType(result, g.outType, owned);
       for (size_t k = 0; k < epilogue->inputs.size(); ++k) {
         const MatmulEpilogue::Input& input = epilogue->inputs[k];
         if (input.kind != MatmulEpilogue::Column) continue;

@@ -471,14 +471,8 @@ bool DepthwiseStreamEmitter::finishRows(const std::vector<VReg>& acc) {
     for (auto& [inst, v] : columns) val[inst] = v;
     std::vector<VReg> owned;
     if (epilogue) {
-      // The convolution's value in its own type, as the unfused kernel
-      // stores it, then the fused instructions.
-      if (g.outType != ElementType::F32) {
-        VReg r = valloc(g.outType);
-        e_.op("vmov.s32 {}, {}", V(r), V(result));
-        owned.push_back(l_.normalize(r));
-      }
-      val[epilogue->dot] = owned.empty() ? result : owned.back();
+      // The convolution's value in its own type, then the fused instructions.
+      val[epilogue->dot] = l_.convValueInOwnType(result, g.outType, owned);
       if (!l_.evalOnRegisters(*epilogue->comp, nullptr, val, owned)) return false;
       result = val[epilogue->comp->root()];
     }
