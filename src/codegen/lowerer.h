@@ -471,8 +471,9 @@ struct ConvGeometry {
   // `counts` and `strides` (`kst`: the kernel's byte strides): a reversed
   // dimension is read backwards from its last tap; returns the offset of
   // the first tap read.
-  int64_t appendKernelTaps(const std::vector<int64_t>& kst, const std::vector<int64_t>& kernelSpatialDimensions,
-                           std::vector<int64_t>& counts, std::vector<int64_t>& strides) const;
+  int64_t appendKernelTaps(const std::vector<int64_t>& kst,
+                           const std::vector<int64_t>& kernelSpatialDimensions, std::vector<int64_t>& counts,
+                           std::vector<int64_t>& strides) const;
 };
 
 // The plan of a streamed depthwise convolution (kernels/conv_depthwise.cpp):

@@ -20,6 +20,7 @@
 // V stream through VMEM in key blocks, double-buffered, and each block runs
 // against every query block of the head with a running max, sum and output.
 #include "codegen/kernels/kernel_phases.h"
+#include "codegen/kernels/row_values.h"
 #include "codegen/lowerer.h"
 
 namespace tpu::codegen {
@@ -455,14 +456,7 @@ bool AttentionEmitter::hoist() {
   // Row values of scalars only (level 0) are splats too.
   for (const Instruction* i : f.rowValues) {
     if (f.level.at(i) != 0) continue;
-    std::optional<VReg> v;
-    if (i->opcode() == Opcode::Broadcast) {
-      v = hoisted.at(i->operand(0));
-    } else {
-      std::vector<VReg> ops;
-      for (const Instruction* o : i->operands()) ops.push_back(hoisted.at(o));
-      v = lowerOp(*i, ops);
-    }
+    std::optional<VReg> v = RowValueEvaluator::lowerRowValue(l_, *i, hoisted, hoisted, nullptr);
     if (!v) return false;
     hoisted[i] = *v;
   }

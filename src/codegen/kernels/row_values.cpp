@@ -3,6 +3,21 @@
 
 namespace tpu::codegen {
 
+std::optional<VReg> RowValueEvaluator::lowerRowValue(Lowerer& l, const Instruction& i,
+                                                     const std::map<const Instruction*, VReg>& rowVal,
+                                                     const std::map<const Instruction*, VReg>& hoisted,
+                                                     std::vector<VReg>* owned) {
+  if (i.opcode() == hlo::Opcode::Broadcast) return hoisted.at(i.operand(0));
+  std::vector<VReg> ops;
+  for (const Instruction* o : i.operands()) {
+    auto it = rowVal.find(o);
+    ops.push_back(it != rowVal.end() ? it->second : hoisted.at(o));
+  }
+  std::optional<VReg> v = l.lowerOp(i, ops);
+  if (v && owned) owned->push_back(*v);
+  return v;
+}
+
 std::optional<VReg> RowValueEvaluator::eval(const Instruction* target, const std::map<const Instruction*, VReg>& rowVal,
                                             std::map<const Instruction*, VReg>& val, std::vector<VReg>& owned,
                                             const Leaf& leaf) const {

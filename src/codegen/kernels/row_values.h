@@ -18,6 +18,16 @@ namespace tpu::codegen {
 
 class RowValueEvaluator {
  public:
+  // A row value (one value per row: work on reduces and scalars) on
+  // registers: the broadcast of a hoisted scalar is that scalar's register;
+  // other work is lowered over its operands' registers, taken from `rowVal`
+  // (the row's values so far) or else `hoisted`; a new register is added to
+  // `owned` when given.
+  static std::optional<VReg> lowerRowValue(Lowerer& l, const Instruction& i,
+                                           const std::map<const Instruction*, VReg>& rowVal,
+                                           const std::map<const Instruction*, VReg>& hoisted,
+                                           std::vector<VReg>* owned);
+
   // The vreg of a leaf: `i` is a streamed (Full) parameter or the broadcast
   // of a row vector. Registers the caller must free go to `owned`.
   using Leaf = std::function<std::optional<VReg>(const Instruction* i, std::vector<VReg>& owned)>;

@@ -246,12 +246,8 @@ bool Lowerer::hoistScalars(const Instruction& fusion, const std::vector<const In
       v = valloc(i->shape().elementType());
       e_.op("vmov.s32 {}, {}", V(*v), S(sx));
       sregs_.put(sx);
-    } else if (i->opcode() == Opcode::Broadcast) {
-      v = hoisted.at(i->operand(0));
     } else {
-      std::vector<VReg> ops;
-      for (const Instruction* o : i->operands()) ops.push_back(hoisted.at(o));
-      v = lowerOp(*i, ops);
+      v = RowValueEvaluator::lowerRowValue(*this, *i, hoisted, hoisted, nullptr);
     }
     if (!v) return false;
     hoisted[i] = *v;
@@ -650,15 +646,7 @@ bool RowFusionEmitter::computeRowValues(int level) {
     auto& rv = rowVal[static_cast<size_t>(g)];
     for (const Instruction* i : f.rowValues) {
       if (f.level.at(i) != level || i->opcode() == Opcode::Reduce) continue;
-      std::optional<VReg> v;
-      if (i->opcode() == Opcode::Broadcast) {
-        v = hoisted.at(i->operand(0));
-      } else {
-        std::vector<VReg> ops;
-        for (const Instruction* o : i->operands()) ops.push_back(rv.count(o) ? rv.at(o) : hoisted.at(o));
-        v = l_.lowerOp(*i, ops);
-        if (v) rowOwned[static_cast<size_t>(g)].push_back(*v);
-      }
+      std::optional<VReg> v = RowValueEvaluator::lowerRowValue(l_, *i, rv, hoisted, &rowOwned[static_cast<size_t>(g)]);
       if (!v) return false;
       rv[i] = *v;
     }

@@ -211,15 +211,7 @@ std::optional<VReg> StreamedRowEmitter::evalFull(const Instruction* target, std:
 bool StreamedRowEmitter::computeRowValues(int level) {
   for (const Instruction* i : f.rowValues) {
     if (f.level.at(i) != level || i->opcode() == Opcode::Reduce) continue;
-    std::optional<VReg> v;
-    if (i->opcode() == Opcode::Broadcast) {
-      v = hoisted.at(i->operand(0));
-    } else {
-      std::vector<VReg> ops;
-      for (const Instruction* o : i->operands()) ops.push_back(rowVal.count(o) ? rowVal.at(o) : hoisted.at(o));
-      v = l_.lowerOp(*i, ops);
-      if (v) rowOwned.push_back(*v);
-    }
+    std::optional<VReg> v = RowValueEvaluator::lowerRowValue(l_, *i, rowVal, hoisted, &rowOwned);
     if (!v) return false;
     rowVal[i] = *v;
   }
